@@ -1,0 +1,51 @@
+"""Root of the `cbledger` command. Each command group lives in its own module and registers
+itself here, so a reader finds `cbledger kicad nets` in `cli/kicad_commands.py` and so on."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from cbledger.cli import (
+    fixture_commands,
+    kicad_commands,
+    ledger_commands,
+    project_commands,
+    reproduce_commands,
+    run_commands,
+    task_commands,
+)
+from cbledger.errors import UserError
+
+app = typer.Typer(
+    name="cbledger",
+    help="The record keeper of copperbench: an append-only, hash-chained ledger of runs and grades, "
+    "offline re-grading, and the projections built from it.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+for module in (
+    ledger_commands,
+    fixture_commands,
+    task_commands,
+    kicad_commands,
+    run_commands,
+    project_commands,
+    reproduce_commands,
+):
+    module.register(app)
+
+
+def main() -> None:
+    try:
+        app()
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+
+
+if __name__ == "__main__":
+    main()
