@@ -1,0 +1,167 @@
+"""`cbledger init | append | log | show | repair | schema`: the ledger itself."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, ledger_path, project_root
+from cbledger.ledger.events import Actor, event_type
+from cbledger.ledger.intake import parse_events
+from cbledger.ledger.store import LedgerStore
+
+
+def _actor_name() -> str:
+    try:
+        return getpass.getuser() or "maintainer"
+    except Exception:  # no passwd entry in some containers
+        return "maintainer"
+
+
+def init(
+    ledger: LedgerOption = None,
+    root: RootOption = None,
+    name: Annotated[str, typer.Option(help="A name for this ledger.")] = "copperbench",
+    description: Annotated[str, typer.Option(help="What this ledger records.")] = "",
+) -> None:
+    """Create a ledger and record `ledger.created` as seq 1."""
+    path = ledger_path(ledger, root)
+    appended = LedgerStore(path).init(name, Actor(kind="maintainer", name=_actor_name()), description)
+    typer.echo(f"initialised {path}: seq {appended.seq} {appended.hash}")
+
+
+def append(
+    source: Annotated[
+        str, typer.Argument(help="A JSON or JSON Lines file of events, or - for stdin.")
+    ] = "-",
+    ledger: LedgerOption = None,
+    root: RootOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Validate every event of the input, then append them as one durable batch.
+
+    Nothing is written unless every event is valid, free of credentials and free of id
+    conflicts. Re-appending an identical event is a no-op that reports the existing seq.
+    """
+    if source == "-":
+        data, name = sys.stdin.buffer.read(), "<stdin>"
+    else:
+        p = Path(source)
+        if not p.is_file():
+            fail(f"{source}: no such file")
+        data, name = p.read_bytes(), source
+    events = parse_events(data, name)
+    results = LedgerStore(ledger_path(ledger, root)).append(events)
+    if as_json:
+        typer.echo(
+            json.dumps(
+                [
+                    {"seq": r.seq, "id": r.id, "type": r.type, "hash": r.hash, "created": r.created}
+                    for r in results
+                ]
+            )
+        )
+        return
+    for r in results:
+        note = "" if r.created else "  (already recorded; no-op)"
+        typer.echo(f"seq {r.seq}  {r.hash}  {r.type}  {r.id}{note}")
+
+
+def log(
+    ledger: LedgerOption = None,
+    root: RootOption = None,
+    type_: Annotated[
+        list[str] | None, typer.Option("--type", help="Only these event types (repeatable).")
+    ] = None,
+    since: Annotated[int, typer.Option(help="Only events with seq greater than this.")] = 0,
+    until: Annotated[int | None, typer.Option(help="Only events with seq up to this.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """List events, optionally filtered by type and seq range."""
+    store = LedgerStore(ledger_path(ledger, root))
+    for stored in store.read(since=since, until=until, types=set(type_) if type_ else None):
+        ev = stored.event
+        if as_json:
+            typer.echo(
+                json.dumps(
+                    {"seq": stored.seq, "hash": stored.hash, "event": json.loads(stored.raw)},
+                    sort_keys=True,
+                )
+            )
+        else:
+            typer.echo(
+                f"{stored.seq:>7}  {ev.at.isoformat().replace('+00:00', 'Z')}  "
+                f"{event_type(ev):<18} {ev.id}  [{ev.actor.kind}:{ev.actor.name}]"
+            )
+
+
+def show(
+    key: Annotated[str, typer.Argument(help="A seq number or an event id.")],
+    ledger: LedgerOption = None,
+    root: RootOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Print one event exactly as stored, with its chain links."""
+    stored = LedgerStore(ledger_path(ledger, root)).find(key)
+    if stored is None:
+        fail(f"no event with seq or id {key!r}")
+    doc = {"seq": stored.seq, "hash": stored.hash, "prev": stored.prev, "event": json.loads(stored.raw)}
+    typer.echo(json.dumps(doc, sort_keys=True) if as_json else json.dumps(doc, indent=2, sort_keys=True))
+
+
+def repair(
+    truncate_torn_tail: Annotated[
+        bool,
+        typer.Option(
+            "--truncate-torn-tail",
+            help="Remove the incomplete final line left by a crash mid-append (and nothing else).",
+        ),
+    ] = False,
+    ledger: LedgerOption = None,
+    root: RootOption = None,
+) -> None:
+    """Repair a ledger after a crash. The only repair there is: removing a torn tail."""
+    if not truncate_torn_tail:
+        fail("say what to repair: --truncate-torn-tail")
+    path = ledger_path(ledger, root)
+    removed = LedgerStore(path).truncate_torn_tail()
+    if removed is None:
+        typer.echo(f"{path}: no torn tail; nothing removed")
+        return
+    preview = removed[:120].decode("utf-8", errors="replace")
+    typer.echo(f"{path}: removed an incomplete final line of {len(removed)} bytes: {preview!r}")
+
+
+def schema(
+    root: RootOption = None,
+    check: Annotated[
+        bool, typer.Option("--check", help="Exit non-zero if committed schemas differ.")
+    ] = False,
+) -> None:
+    """Write schema/*.json from the msgspec types (or check the committed ones)."""
+    from cbledger import schemas
+
+    out = project_root(root) / "schema"
+    if check:
+        stale = schemas.stale(out)
+        if stale:
+            fail("schemas differ from the types (run `cbledger schema`): " + ", ".join(stale))
+        typer.echo(f"{out}: schemas match the types")
+        return
+    for path in schemas.write(out):
+        typer.echo(f"wrote {path}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(init)
+    app.command()(append)
+    app.command()(log)
+    app.command()(show)
+    app.command()(repair)
+    app.command()(schema)
+

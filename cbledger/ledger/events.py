@@ -1,0 +1,460 @@
+"""Every event the ledger can hold: where a fact is defined.
+
+An event is an envelope (`seq`, `id`, `type`, `at`, `actor`) around one typed `body`. The union
+is tagged by `type`, a stable dotted string chosen here and never derived from a class name, so
+renaming a class cannot change a stored byte. Decoding rejects unknown fields and unknown types:
+a ledger that accepted "close enough" events could not promise that a replay means the same thing
+tomorrow.
+
+Folding lives in `cbledger.projections`; rendering in the projection writers. This module only
+says what a fact is.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Annotated, Literal, Union
+
+from msgspec import Meta, Struct, field
+from msgspec.structs import force_setattr
+
+from cbledger.ledger.types import (
+    ActorKind,
+    Count,
+    DecimalStr,
+    EventId,
+    EvidenceSource,
+    ExitPath,
+    FailureCategory,
+    Fraction,
+    Hex40,
+    Hex64,
+    ModelId,
+    Mode,
+    NonEmpty,
+    Outcome,
+    Pinning,
+    RunId,
+    RunMode,
+    SelectionSource,
+    Segment,
+    SemVer,
+    Slug,
+    Tier,
+    UtcDateTime,
+    Weight,
+    to_utc,
+)
+
+#: Version of the per-run result record layout (and of this event schema).
+SCHEMA_VERSION = "1.0.0"
+#: Format marker written by `ledger.created`.
+LEDGER_FORMAT = "cbledger/1"
+
+
+class Body(Struct, forbid_unknown_fields=True, rename="camel", frozen=True, kw_only=True):
+    """Base of every body and nested record: camelCase on the wire, strict on decode."""
+
+
+# --------------------------------------------------------------------------- ledger.created
+
+
+class LedgerCreated(Body, kw_only=True):
+    format: Literal["cbledger/1"] = LEDGER_FORMAT
+    name: NonEmpty
+    description: str = ""
+
+
+# --------------------------------------------------------------------------- suite.bumped
+
+
+class SuiteBumped(Body, kw_only=True):
+    """A new suite version: the hashes that define what the suite *is* at this version.
+
+    Grades are always made under a suite version, and the leaderboard for suite S uses grades
+    made under S, so these hashes are what lets a reader see exactly what changed between two
+    versions.
+    """
+
+    suite_version: SemVer
+    previous: SemVer | None
+    reason: NonEmpty
+    vocabulary_hash: Hex64
+    credential_patterns_hash: Hex64
+    grader_version: SemVer
+    task_manifest_hashes: dict[Slug, Hex64]
+    fixture_hashes: dict[Slug, Hex64]
+    suites: dict[Slug, list[Slug]] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- pricing.published
+
+
+class ModelPrice(Body, kw_only=True):
+    segment: Segment
+    pinning: Pinning
+    input: DecimalStr | None
+    output: DecimalStr | None
+    cache_read: DecimalStr | None = None
+    cache_write: DecimalStr | None = None
+
+
+class NullCostRoute(Body, kw_only=True):
+    segment: Segment
+    pinning: Pinning
+    reason: NonEmpty
+
+
+class PricingPublished(Body, kw_only=True):
+    """A price table. Runs record the table version they were costed with, so publishing a new
+    table never rewrites a historical cost."""
+
+    table_version: NonEmpty
+    effective_date: _dt.date
+    currency: Literal["USD"] = "USD"
+    unit: Literal["per-1M-tokens"] = "per-1M-tokens"
+    models: dict[ModelId, ModelPrice] = field(default_factory=dict)
+    null_cost_routes: dict[NonEmpty, NullCostRoute] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- run.recorded
+
+
+class TaskIdentity(Body, kw_only=True):
+    id: Slug
+    tier: Tier
+    mode: Mode
+    expected_outcome: Outcome
+    manifest_hash: Hex64
+    variant_of: Slug | None = None
+    tags: list[str] = field(default_factory=list)
+
+
+class FixtureIdentity(Body, kw_only=True):
+    id: Slug
+    sha256: Hex64
+
+
+class ModelIdentity(Body, kw_only=True):
+    id: ModelId
+    provider: NonEmpty
+    segment: Segment
+    pinning: Pinning
+    selection_source: SelectionSource
+
+
+class Ablations(Body, kw_only=True):
+    """Runner flags recorded on the run instead of forked task copies."""
+
+    prompt_variant: str | None = None
+    max_turns: Annotated[int, Meta(ge=1)] | None = None
+    max_repair_cycles: Count | None = None
+    tool_subset: list[str] | None = None
+
+
+class Comparability(Body, kw_only=True):
+    """The stamp that decides which records may share a table (STANDARD-FACTS, Comparability)."""
+
+    schema_version: SemVer
+    suite_version: SemVer
+    task_manifest_hash: Hex64
+    fixture_sha256: Hex64
+    copperhead_version: str | None
+    copperhead_commit: str | None
+    kicad_cli_version: str | None
+    runtime: NonEmpty
+    node_version: str | None
+    platform: NonEmpty
+
+
+class TurnTokens(Body, kw_only=True):
+    turn: Count
+    in_: Count = field(name="in")
+    out: Count
+
+
+class RunStats(Body, kw_only=True):
+    """The transcript's `run-end` figures, copied verbatim so a reader needs no sandbox."""
+
+    exit_path: ExitPath
+    turns_used: Count
+    max_turns: Count
+    repair_cycles_used: Count
+    max_repair_cycles: Count
+    tokens_in: Count
+    tokens_out: Count
+    duration_ms: Count | None = None
+    files_touched: list[str] = field(default_factory=list)
+
+
+class Cost(Body, kw_only=True):
+    """USD as integer micro-dollars (never a binary float), with the price table used."""
+
+    usd_micros: Count | None
+    price_table_version: str | None
+
+
+class SandboxRef(Body, kw_only=True):
+    """Where the preserved run lives and the commits that pin it.
+
+    `baseline_sha` must be reproducible from the fixture alone; `capture_sha` is the snapshot of
+    the end state (tracked, untracked and ignored files) on top of the agent's `head_sha`.
+    """
+
+    baseline_sha: Hex40
+    head_sha: Hex40
+    capture_sha: Hex40
+    store: NonEmpty
+    store_blake3: Hex64
+    store_bytes: Count
+
+
+class EvidenceDigest(Body, kw_only=True):
+    path: NonEmpty
+    blake3: Hex64
+    bytes: Count
+
+
+class SetupSkip(Body, kw_only=True):
+    command: NonEmpty
+    reason: NonEmpty
+
+
+class Timings(Body, kw_only=True):
+    started_at: UtcDateTime
+    ended_at: UtcDateTime
+    duration_ms: Count
+    agent_ms: Count
+    verify_ms: Count
+
+    def __post_init__(self) -> None:
+        force_setattr(self, "started_at", to_utc(self.started_at))
+        force_setattr(self, "ended_at", to_utc(self.ended_at))
+
+
+class RunRecorded(Body, kw_only=True):
+    """One execution of one task by one model in its own sandbox. Recorded once; grades are
+    separate events so a run can be re-scored under a later suite version."""
+
+    run_id: RunId
+    task: TaskIdentity
+    fixture: FixtureIdentity
+    model: ModelIdentity
+    repeat: Annotated[int, Meta(ge=1)]
+    repeats_planned: Annotated[int, Meta(ge=1)]
+    run_mode: RunMode
+    llm_cache: Literal[False] = False
+    ablations: Ablations = field(default_factory=Ablations)
+    comparability: Comparability
+    stats: RunStats | None
+    runner_exit: Literal["cap-exceeded", "agent-error"] | None = None
+    runner_note: str | None = None
+    cost: Cost
+    sandbox: SandboxRef
+    evidence: dict[NonEmpty, EvidenceDigest]
+    setup_skipped: list[SetupSkip] = field(default_factory=list)
+    timings: Timings
+
+
+# --------------------------------------------------------------------------- grade.recorded
+
+
+class AssertionOutcome(Body, kw_only=True):
+    id: NonEmpty
+    type: NonEmpty
+    status: Literal["pass", "fail"]
+    weight: Weight
+    required: bool
+    evidence_source: EvidenceSource
+    detail: NonEmpty
+
+
+class GradeRecorded(Body, kw_only=True):
+    """A verdict on a run under one suite version. There is no third state: an assertion that
+    cannot be evaluated fails, with a detail saying why."""
+
+    run_id: RunId
+    suite_version: SemVer
+    grader_version: SemVer
+    task_manifest_hash: Hex64
+    assertions: Annotated[list[AssertionOutcome], Meta(min_length=1)]
+    verdict: Literal["pass", "fail"]
+    partial_credit: Fraction
+    first_failed_required: str | None
+    failure_category: FailureCategory | None
+    dominant_tool_error: str | None = None
+
+    def __post_init__(self) -> None:
+        required_failed = [a.id for a in self.assertions if a.required and a.status == "fail"]
+        if self.verdict == "pass" and required_failed:
+            raise ValueError(f"verdict pass with failed required assertion {required_failed[0]!r}")
+        if self.verdict == "fail" and not required_failed:
+            raise ValueError("verdict fail but every required assertion passed")
+        if (self.verdict == "fail") != (self.failure_category is not None):
+            raise ValueError("failureCategory must be present exactly when verdict is fail")
+        expected_first = required_failed[0] if required_failed else None
+        if self.first_failed_required != expected_first:
+            raise ValueError(
+                f"firstFailedRequired is {self.first_failed_required!r}, "
+                f"assertions say {expected_first!r}"
+            )
+
+
+# --------------------------------------------------------------------------- run.retracted
+
+
+class RunRetracted(Body, kw_only=True):
+    """Drops a run (and its grades) from every view; the run stays in the log."""
+
+    run_id: RunId
+    reason: NonEmpty
+
+
+# --------------------------------------------------------------------------- rubric.scored
+
+
+class RubricScored(Body, kw_only=True):
+    """A model-judged opinion, fenced: it has its own column and moves no headline number."""
+
+    run_id: RunId
+    judge_model: ModelId
+    prompt_sha256: Hex64
+    score: Annotated[float, Meta(ge=-1e6, le=1e6)]
+    rationale: str | None = None
+
+
+# --------------------------------------------------------------------------- evidence.imported
+
+
+class ImportedFile(Body, kw_only=True):
+    """A file kept beside an import (a prompt, a transcript), addressed by its digest."""
+
+    role: NonEmpty
+    original_path: NonEmpty
+    stored_path: NonEmpty
+    sha256: Hex64
+    bytes: Count
+
+
+class ImportSummary(Body, kw_only=True):
+    """What the leaderboard shows of an import, extracted once at import time."""
+
+    task_id: str | None = None
+    model: str | None = None
+    verdict: str | None = None
+    suite_version: str | None = None
+    fixture_sha256: str | None = None
+    run_date: str | None = None
+    repeat: Count | None = None
+    variant: str | None = None
+    benchmark: str | None = None
+    surface_id: str | None = None
+
+
+class EvidenceImported(Body, kw_only=True):
+    """Evidence produced outside this project's runner. Never relabelled as a project-owned run,
+    never re-gradable, shown in its own section."""
+
+    ownership: Literal["imported", "reviewer-supplied"]
+    source: NonEmpty
+    original_path: NonEmpty
+    format: NonEmpty
+    sha256: Hex64
+    content: NonEmpty
+    summary: ImportSummary
+    files: list[ImportedFile] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- the envelope
+
+
+class Actor(Body, kw_only=True):
+    kind: ActorKind
+    name: NonEmpty
+
+
+class EventBase(
+    Struct, tag_field="type", forbid_unknown_fields=True, frozen=True, kw_only=True
+):
+    """The envelope. `seq` is assigned by the store at append time; a draft carries 0."""
+
+    seq: Annotated[int, Meta(ge=0)] = 0
+    id: EventId
+    at: UtcDateTime
+    actor: Actor
+
+    def __post_init__(self) -> None:
+        force_setattr(self, "at", to_utc(self.at))
+
+
+class LedgerCreatedEvent(EventBase, tag="ledger.created", kw_only=True):
+    body: LedgerCreated
+
+
+class SuiteBumpedEvent(EventBase, tag="suite.bumped", kw_only=True):
+    body: SuiteBumped
+
+
+class PricingPublishedEvent(EventBase, tag="pricing.published", kw_only=True):
+    body: PricingPublished
+
+
+class RunRecordedEvent(EventBase, tag="run.recorded", kw_only=True):
+    body: RunRecorded
+
+
+class GradeRecordedEvent(EventBase, tag="grade.recorded", kw_only=True):
+    body: GradeRecorded
+
+
+class RunRetractedEvent(EventBase, tag="run.retracted", kw_only=True):
+    body: RunRetracted
+
+
+class RubricScoredEvent(EventBase, tag="rubric.scored", kw_only=True):
+    body: RubricScored
+
+
+class EvidenceImportedEvent(EventBase, tag="evidence.imported", kw_only=True):
+    body: EvidenceImported
+
+
+Event = Union[
+    LedgerCreatedEvent,
+    SuiteBumpedEvent,
+    PricingPublishedEvent,
+    RunRecordedEvent,
+    GradeRecordedEvent,
+    RunRetractedEvent,
+    RubricScoredEvent,
+    EvidenceImportedEvent,
+]
+
+EVENT_CLASSES: tuple[type[EventBase], ...] = Event.__args__  # type: ignore[attr-defined]
+EVENT_TYPES: dict[str, type[EventBase]] = {
+    cls.__struct_config__.tag: cls for cls in EVENT_CLASSES  # type: ignore[misc]
+}
+
+
+def event_type(event: EventBase) -> str:
+    return type(event).__struct_config__.tag  # type: ignore[return-value]
+
+
+_EVENT_FOR_BODY: dict[type[Body], type[EventBase]] = {
+    LedgerCreated: LedgerCreatedEvent,
+    SuiteBumped: SuiteBumpedEvent,
+    PricingPublished: PricingPublishedEvent,
+    RunRecorded: RunRecordedEvent,
+    GradeRecorded: GradeRecordedEvent,
+    RunRetracted: RunRetractedEvent,
+    RubricScored: RubricScoredEvent,
+    EvidenceImported: EvidenceImportedEvent,
+}
+
+
+def make_event(
+    body: Body, *, id: str, actor: Actor, at: _dt.datetime | None = None
+) -> EventBase:
+    """Wraps a body in its envelope, choosing the event class from the body's type."""
+    cls = _EVENT_FOR_BODY[type(body)]
+    return cls(id=id, actor=actor, at=at or _dt.datetime.now(_dt.timezone.utc), body=body)

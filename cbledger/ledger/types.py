@@ -1,0 +1,97 @@
+"""Constrained scalar types shared by event bodies.
+
+Constraints live on the types so that decoding is validation: a body that decodes is a body the
+ledger accepts. Money is never a binary float (prices are decimal strings, costs are integer
+micro-dollars); datetimes must carry a timezone and are normalised to UTC.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Annotated, Literal
+
+from msgspec import Meta
+
+Hex64 = Annotated[str, Meta(pattern=r"^[0-9a-f]{64}$", description="64 lowercase hex digits")]
+Hex40 = Annotated[str, Meta(pattern=r"^[0-9a-f]{40}$", description="a full git SHA-1")]
+SemVer = Annotated[str, Meta(pattern=r"^\d+\.\d+\.\d+$", description="MAJOR.MINOR.PATCH")]
+Slug = Annotated[
+    str, Meta(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$", max_length=100, description="kebab-case id")
+]
+NonEmpty = Annotated[str, Meta(min_length=1)]
+EventId = Annotated[
+    str,
+    Meta(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$",
+        max_length=200,
+        description="unique idempotency key of an event",
+    ),
+]
+RunId = Annotated[
+    str,
+    Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$", max_length=200, description="unique run id"),
+]
+ModelId = Annotated[
+    str,
+    Meta(
+        pattern=r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._:+-]*$",
+        max_length=128,
+        description="a model id that is a safe path segment once ':' becomes '-'",
+    ),
+]
+DecimalStr = Annotated[
+    str,
+    Meta(pattern=r"^(0|[1-9][0-9]*)(\.[0-9]+)?$", description="a non-negative decimal number"),
+]
+UtcDateTime = Annotated[_dt.datetime, Meta(tz=True, description="RFC 3339 with a timezone")]
+Count = Annotated[int, Meta(ge=0)]
+Fraction = Annotated[float, Meta(ge=0.0, le=1.0)]
+Weight = Annotated[float, Meta(gt=0.0, le=1e6)]
+
+Tier = Literal["simple", "medium", "hard"]
+Mode = Literal["do", "create", "sync", "check"]
+Outcome = Literal["edit", "refusal", "flag"]
+Segment = Literal[
+    "api-frontier",
+    "api-cheap",
+    "open-weight-hosted",
+    "open-weight-self-hosted",
+    "saved-login",
+    "harness",
+]
+Pinning = Literal["strong", "weak"]
+SelectionSource = Literal["flag", "env", "config", "openai-key", "anthropic-key", "picker"]
+RunMode = Literal["agent", "gold", "noop", "replay"]
+ExitPath = Literal[
+    "done",
+    "refused",
+    "turn-budget-exhausted",
+    "repair-cycles-exhausted",
+    "commit-failed",
+    "provider-error",
+    "session-limit",
+    "stalled",
+    "cap-exceeded",
+]
+FailureCategory = Literal[
+    "tool-protocol",
+    "file-revert",
+    "turn-budget",
+    "repair-exhausted",
+    "obligation-open",
+    "drift-left",
+    "constraint-violation",
+    "false-refusal",
+    "stalled",
+    "commit-failed",
+    "wrong-target",
+]
+EvidenceSource = Literal["end-state", "diff", "transcript"]
+ActorKind = Literal["runner", "maintainer", "reviewer", "importer"]
+
+
+def to_utc(value: _dt.datetime) -> _dt.datetime:
+    """Normalises an aware datetime to UTC; naive ones never get this far (Meta(tz=True))."""
+    if value.tzinfo is None:
+        raise ValueError("datetime must carry a timezone")
+    return value.astimezone(_dt.timezone.utc)

@@ -1,0 +1,154 @@
+"""Chain verification: does every stored byte still mean what it meant when it was appended?
+
+Reads the file once, front to back, and stops at the first problem, because after a break every
+later link is suspect and a list of a thousand consequential errors hides the one cause. The
+problem kinds are the ones a reader can act on:
+
+* `torn-tail`     the last line has no newline (a crash mid-append); `cbledger repair` fixes it
+* `undecodable`   a line that is not a ledger line, or an event the schema rejects
+* `seq-gap`       a seq out of order (a dropped, duplicated, reordered or inserted line)
+* `broken-link`   `prev` is not the previous line's hash
+* `hash-mismatch` the event bytes changed after they were hashed
+* `duplicate-id`  an idempotency key used twice
+* `genesis`       seq 1 is not `ledger.created`, or `ledger.created` appears again
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgspec
+
+from cbledger.errors import UserError
+from cbledger.ledger.chain import GENESIS, link_hash, parse_line
+from cbledger.ledger.encoding import InvalidEvent, decode
+from cbledger.ledger.events import event_type
+from cbledger.ledger.store import Head, LedgerStore
+
+
+@dataclass(frozen=True)
+class Problem:
+    kind: str
+    line: int
+    seq: int | None
+    offset: int
+    message: str
+
+    def __str__(self) -> str:
+        where = f"seq {self.seq}" if self.seq is not None else "no seq"
+        return f"{self.kind} at line {self.line} ({where}, byte {self.offset}): {self.message}"
+
+
+@dataclass
+class ChainReport:
+    path: str
+    events: int = 0
+    bytes: int = 0
+    head: Head = field(default_factory=lambda: Head(0, GENESIS))
+    problem: Problem | None = None
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None and self.events > 0
+
+    def to_dict(self) -> dict:
+        return {
+            "path": self.path,
+            "ok": self.ok,
+            "events": self.events,
+            "bytes": self.bytes,
+            "head": {"seq": self.head.seq, "hash": self.head.hash},
+            "problem": None
+            if self.problem is None
+            else {
+                "kind": self.problem.kind,
+                "line": self.problem.line,
+                "seq": self.problem.seq,
+                "offset": self.problem.offset,
+                "message": self.problem.message,
+            },
+            "seconds": round(self.seconds, 6),
+        }
+
+
+def verify_chain(
+    path: Path | str, progress: Callable[[int, int], None] | None = None
+) -> ChainReport:
+    """Verifies the whole chain. `progress(bytes_done, bytes_total)` is called now and then."""
+    path = Path(path)
+    store = LedgerStore(path)
+    if not path.is_file():
+        raise UserError(f"{path}: no ledger here")
+    total = store.committed_size()
+    report = ChainReport(path=str(path))
+    started = time.perf_counter()
+    prev = GENESIS
+    seen: set[str] = set()
+    offset = 0
+    with open(path, "rb") as f:
+        for lineno, line in enumerate(f, start=1):
+            expected = report.events + 1
+            if offset >= total:
+                break
+
+            def fail(kind: str, message: str, seq: int | None = expected) -> ChainReport:
+                report.problem = Problem(kind, lineno, seq, offset, message)
+                report.seconds = time.perf_counter() - started
+                return report
+
+            if not line.endswith(b"\n"):
+                return fail(
+                    "torn-tail",
+                    f"incomplete final line of {len(line)} bytes "
+                    "(run `cbledger repair --truncate-torn-tail`)",
+                )
+            try:
+                parsed = parse_line(line)
+            except msgspec.MsgspecError as exc:
+                return fail("undecodable", f"not a ledger line: {exc}")
+            try:
+                event = decode(parsed.event)
+            except InvalidEvent as exc:
+                return fail("undecodable", f"event rejected by the schema: {exc}")
+            if event.seq != expected:
+                return fail("seq-gap", f"expected seq {expected}, found {event.seq}", event.seq)
+            if parsed.prev != prev:
+                return fail(
+                    "broken-link",
+                    f"prev is {parsed.prev[:16]}…, the previous hash is {prev[:16]}…",
+                    event.seq,
+                )
+            actual = link_hash(prev, event.seq, parsed.event)
+            if actual != parsed.hash:
+                return fail(
+                    "hash-mismatch",
+                    f"stored hash {parsed.hash[:16]}…, the bytes hash to {actual[:16]}…",
+                    event.seq,
+                )
+            if event.id in seen:
+                return fail("duplicate-id", f"event id {event.id!r} appears twice", event.seq)
+            is_genesis = event_type(event) == "ledger.created"
+            if is_genesis != (event.seq == 1):
+                return fail(
+                    "genesis",
+                    "seq 1 must be ledger.created and nothing else may be",
+                    event.seq,
+                )
+            seen.add(event.id)
+            prev = parsed.hash
+            offset += len(line)
+            report.events = event.seq
+            report.bytes = offset
+            report.head = Head(event.seq, parsed.hash)
+            if progress is not None and lineno % 4096 == 0:
+                progress(offset, total)
+    if report.events == 0 and report.problem is None:
+        report.problem = Problem("genesis", 0, None, 0, "the ledger holds no events")
+    report.seconds = time.perf_counter() - started
+    if progress is not None:
+        progress(offset, total)
+    return report

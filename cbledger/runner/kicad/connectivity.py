@@ -1,0 +1,564 @@
+"""Nets as KiCad computes them, from the schematic files alone.
+
+The steps follow KiCad's connection graph (eeschema `CONNECTION_GRAPH`), and every rule below
+was checked against `kicad-cli sch export netlist` (tests/test_kicad_connectivity.py):
+
+1. On each sheet file, a junction (or a bus entry end) lying strictly inside a wire cuts the wire
+   there and kicad-cli keeps only the part from the wire's start to the cut: the rest drops out
+   of connectivity. A file saved by the editor never has such wires; a hand-edited one may.
+2. Items touch where their connection points coincide exactly: wire and bus ends, pins,
+   junctions, no-connect flags, labels, sheet pins, bus entry ends. A pin or a wire end landing in
+   the middle of a wire does not connect; a label or a sheet pin there does (unless something
+   else sits exactly on it). Pins of type `no_connect` connect to nothing. Wires and buses meet
+   only through labels on the bus side, never directly.
+3. Each connected group, on each sheet instance, is a subgraph. Its name comes from its best
+   driver: global label > power pin > local label > hierarchical label > sheet pin > symbol pin;
+   ties go to a power symbol's pin, to an output sheet pin, to a name without `-Pad`, then to the
+   lowest name. Local labels, hierarchical labels and sheet pins get the sheet path in front
+   (`/` on the root, `/sub/` below).
+4. Weakly driven subgraphs (no label or power pin) that collide on a name are renamed `_1`, `_2`;
+   a sheet pin that does not collide counts as a strong driver.
+5. Strong subgraphs on the same sheet instance sharing a label or power name merge; a global
+   label or power pin also renames every other globally driven subgraph carrying a second global
+   name of the same subgraph.
+6. Subgraphs joined through sheet pins and the matching hierarchical labels take one name: a
+   global beats everything, a strong driver beats a weak one, higher priority, then a shorter
+   sheet path, then the lower name.
+7. A weakly driven subgraph whose only driver is one pin is `unconnected-(...)`.
+8. Subgraphs with the same final name are one net. Pins of symbols excluded from the board and
+   of `#` references (power symbols, flags) are not nodes.
+
+Not modelled: bus member propagation across the hierarchy (a net reaching another sheet only
+through a bus port), text variables inside label names. Buses are recognised, kept apart from
+nets and counted.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from cbledger.runner.kicad.geometry import near_segment, pin_position, strictly_inside
+from cbledger.runner.kicad.hierarchy import symbol_reference
+from cbledger.runner.kicad.model import LibPin, LibSymbol, Point, Schematic, SheetFile, SheetInstance, Symbol
+from cbledger.runner.kicad.naming import default_net_name, escape_net_name, pin_shown_name, pin_type
+from cbledger.runner.kicad.netlist import Net, Netlist, Node, sort_nets
+
+# KiCad's CONNECTION_SUBGRAPH::PRIORITY, in its order.
+NONE, PIN, SHEET_PIN, HIER_LABEL, LOCAL_LABEL, LOCAL_POWER_PIN, GLOBAL_POWER_PIN, GLOBAL = range(8)
+
+# Item kinds in a sheet's connection map.
+_WIRE, _BUS, _JUNCTION, _NC, _LABEL, _SHEET_PIN, _PIN, _ENTRY = range(8)
+
+
+@dataclass(slots=True)
+class _PinRef:
+    symbol: int  # index in SheetFile.symbols
+    pin: LibPin
+    position: Point
+    nc_type: bool
+
+
+@dataclass(slots=True)
+class _Group:
+    """A connected group of items on one sheet file (shared by every instance of the file)."""
+
+    order: int
+    pins: list[_PinRef] = field(default_factory=list)
+    labels: list[int] = field(default_factory=list)
+    sheet_pins: list[tuple[int, int]] = field(default_factory=list)
+    no_connect_flag: bool = False
+    bus: bool = False
+
+
+@dataclass(slots=True)
+class _Driver:
+    priority: int
+    name: str  # bare name, as KiCad's GetNameForDriver gives it
+    kind: str  # "label:local", "label:global", "label:hierarchical", "sheet_pin", "pin"
+    power_symbol: bool = False
+    output_pin: bool = False
+
+
+@dataclass(slots=True)
+class _Subgraph:
+    order: int
+    instance: int
+    group: _Group
+    drivers: list[_Driver]
+    driver_count: int  # KiCad's m_drivers size before weak drivers are dropped
+    no_connect: bool
+    sheet_pin_names: set[tuple[str, str]] = field(default_factory=set)  # (sheet uuid, bare name)
+    hier_label_names: set[str] = field(default_factory=set)
+    members: list["_Subgraph"] = field(default_factory=list)
+    driver: _Driver | None = None
+    strong: bool = False
+    multiple: bool = False
+    name: str = ""
+    absorbed_by: "_Subgraph | None" = None
+    single_pin_name: str = ""  # the unconnected-(...) name, when one pin is the only driver
+
+
+class _Screen:
+    """Connectivity of one sheet file for one assignment of units, computed once per file."""
+
+    def __init__(self, sheet: SheetFile, units: tuple[int, ...]) -> None:
+        self.sheet = sheet
+        self.groups = self._build(sheet, units)
+
+    @staticmethod
+    def _build(sheet: SheetFile, units: tuple[int, ...]) -> list[_Group]:
+        wires = [[w.start, w.end] for w in sheet.wires]
+        buses = [[b.start, b.end] for b in sheet.buses]
+        cuts = {j.position for j in sheet.junctions}
+        for entry in sheet.bus_entries:
+            cuts.add(entry.position)
+            cuts.add(entry.end)
+        for cut in sorted(cuts):
+            for segment in wires:
+                if strictly_inside(segment[0], segment[1], cut):
+                    segment[1] = cut
+            for segment in buses:
+                if strictly_inside(segment[0], segment[1], cut):
+                    segment[1] = cut
+
+        kinds: list[int] = []
+        payload: list[object] = []
+        at_point: dict[Point, list[int]] = defaultdict(list)
+
+        def add(kind: int, data: object, *points: Point) -> int:
+            index = len(kinds)
+            kinds.append(kind)
+            payload.append(data)
+            for point in points:
+                at_point[point].append(index)
+            return index
+
+        for i, (a, b) in enumerate(wires):
+            add(_WIRE, i, a, b)
+        for i, (a, b) in enumerate(buses):
+            add(_BUS, i, a, b)
+        for junction in sheet.junctions:
+            add(_JUNCTION, None, junction.position)
+        for flag in sheet.no_connects:
+            add(_NC, None, flag.position)
+        label_items = [add(_LABEL, i, label.position) for i, label in enumerate(sheet.labels)]
+        sheet_pin_items = []
+        for s, sh in enumerate(sheet.sheets):
+            for k, pin in enumerate(sh.pins):
+                sheet_pin_items.append(add(_SHEET_PIN, (s, k), pin.position))
+        for i, entry in enumerate(sheet.bus_entries):
+            add(_ENTRY, i, entry.position, entry.end)
+        for s, symbol in enumerate(sheet.symbols):
+            lib = sheet.lib_symbols.get(symbol.library_key)
+            if lib is None:
+                continue
+            for lib_pin in lib.pins_for(units[s], symbol.body_style):
+                position = pin_position(symbol.position, lib_pin.position, symbol.rotation, symbol.mirror)
+                nc_type = pin_type(lib_pin, symbol.pin_alternates.get(lib_pin.number)) == "no_connect"
+                ref = _PinRef(s, lib_pin, position, nc_type)
+                if nc_type:
+                    add(_PIN, ref)  # touches nothing
+                else:
+                    add(_PIN, ref, position)
+
+        parent = list(range(len(kinds)))
+
+        def find(i: int) -> int:
+            while parent[i] != i:
+                parent[i] = parent[parent[i]]
+                i = parent[i]
+            return i
+
+        def union(a: int, b: int) -> None:
+            ra, rb = find(a), find(b)
+            if ra != rb:
+                if ra < rb:
+                    parent[rb] = ra
+                else:
+                    parent[ra] = rb
+
+        # Labels and sheet pins also attach to the inside of a bus or wire, unless a pin, label,
+        # sheet pin or no-connect flag sits exactly on them (KiCad's dangling-end test).
+        blocking = {_PIN, _LABEL, _SHEET_PIN, _NC}
+        for item in (*label_items, *sheet_pin_items):
+            position = sheet.labels[payload[item]].position if kinds[item] == _LABEL else _sheet_pin_position(sheet, payload[item])
+            if any(other != item and kinds[other] in blocking for other in at_point.get(position, ())):
+                continue
+            target = _first_hit(buses, position, first_item=len(wires))
+            if target is None:
+                target = _first_hit(wires, position, first_item=0)
+            if target is not None:
+                union(item, target)
+
+        for items in at_point.values():
+            if len(items) < 2:
+                continue
+            has_bus = any(kinds[i] == _BUS for i in items)
+            has_wire = any(kinds[i] == _WIRE for i in items)
+            bus_side = [i for i in items if kinds[i] == _BUS]
+            net_side = [i for i in items if kinds[i] in (_WIRE, _PIN, _NC, _ENTRY)]
+            for i in items:
+                if kinds[i] in (_LABEL, _SHEET_PIN, _JUNCTION):
+                    (bus_side if has_bus and not has_wire else net_side).append(i)
+            for side in (bus_side, net_side):
+                for other in side[1:]:
+                    union(side[0], other)
+
+        groups: dict[int, _Group] = {}
+        for i, kind in enumerate(kinds):
+            root = find(i)
+            group = groups.get(root)
+            if group is None:
+                group = groups[root] = _Group(order=root)
+            data = payload[i]
+            if kind == _PIN:
+                group.pins.append(data)  # type: ignore[arg-type]
+            elif kind == _LABEL:
+                group.labels.append(data)  # type: ignore[arg-type]
+            elif kind == _SHEET_PIN:
+                group.sheet_pins.append(data)  # type: ignore[arg-type]
+            elif kind == _NC:
+                group.no_connect_flag = True
+            elif kind == _BUS:
+                group.bus = True
+        return sorted(groups.values(), key=lambda g: g.order)
+
+
+def _sheet_pin_position(sheet: SheetFile, key: object) -> Point:
+    s, k = key  # type: ignore[misc]
+    return sheet.sheets[s].pins[k].position
+
+
+def _first_hit(segments: list[list[Point]], point: Point, first_item: int) -> int | None:
+    for i, (a, b) in enumerate(segments):
+        if near_segment(a, b, point):
+            return first_item + i
+    return None
+
+
+def _is_global_power(pin: LibPin, lib: LibSymbol, alternate: str | None) -> bool:
+    return pin_type(pin, alternate) == "power_in" and (pin.hidden or lib.power)
+
+
+class _Builder:
+    def __init__(self, schematic: Schematic) -> None:
+        self.schematic = schematic
+        self.screens: dict[tuple[str, tuple[int, ...]], _Screen] = {}
+        self.refs: list[list[tuple[str, int]]] = []
+        self.instance_index = {inst.uuid_path: i for i, inst in enumerate(schematic.instances)}
+
+    def screen(self, instance: SheetInstance, units: tuple[int, ...]) -> _Screen:
+        key = (instance.file, units)
+        found = self.screens.get(key)
+        if found is None:
+            found = self.screens[key] = _Screen(self.schematic.file_of(instance), units)
+        return found
+
+    def build(self) -> Netlist:
+        subgraphs: list[_Subgraph] = []
+        for index, instance in enumerate(self.schematic.instances):
+            sheet = self.schematic.file_of(instance)
+            refs = [symbol_reference(self.schematic, instance, s) for s in sheet.symbols]
+            self.refs.append(refs)
+            screen = self.screen(instance, tuple(unit for _, unit in refs))
+            for group in screen.groups:
+                if group.bus:
+                    continue
+                sg = self._subgraph(len(subgraphs), index, instance, sheet, refs, group)
+                if sg is not None:
+                    subgraphs.append(sg)
+        self._resolve(subgraphs)
+        return self._nets(subgraphs)
+
+    # -- subgraph construction -------------------------------------------------------------
+
+    def _subgraph(self, order: int, index: int, instance: SheetInstance, sheet: SheetFile, refs: list[tuple[str, int]], group: _Group) -> _Subgraph | None:
+        no_connect = group.no_connect_flag or any(p.nc_type for p in group.pins)
+        drivers: list[_Driver] = []
+        driver_count = 0
+        sg = _Subgraph(order=order, instance=index, group=group, drivers=drivers, driver_count=0, no_connect=no_connect)
+        for label_index in group.labels:
+            label = sheet.labels[label_index]
+            priority = {"global": GLOBAL, "local": LOCAL_LABEL, "hierarchical": HIER_LABEL}[label.kind]
+            name = escape_net_name(label.text)
+            drivers.append(_Driver(priority, name, "label:" + label.kind))
+            if label.kind == "hierarchical":
+                sg.hier_label_names.add(name)
+        for s, k in group.sheet_pins:
+            sheet_symbol = sheet.sheets[s]
+            pin = sheet_symbol.pins[k]
+            name = escape_net_name(pin.name)
+            drivers.append(_Driver(SHEET_PIN, name, "sheet_pin", output_pin=pin.shape == "output"))
+            sg.sheet_pin_names.add((sheet_symbol.uuid, name))
+        for ref in group.pins:
+            symbol = sheet.symbols[ref.symbol]
+            lib = sheet.lib_symbols[symbol.library_key]
+            reference, unit = refs[ref.symbol]
+            alternate = symbol.pin_alternates.get(ref.pin.number)
+            global_power = _is_global_power(ref.pin, lib, alternate)
+            if not (global_power or not reference.endswith("?")):
+                continue
+            if global_power:
+                name = escape_net_name(symbol.value if lib.power else ref.pin.name)
+                drivers.append(_Driver(GLOBAL_POWER_PIN, name, "pin", power_symbol=lib.power))
+                continue
+            priority = NONE if reference.startswith("#") or not symbol.on_board else PIN
+            name = self._pin_name(sheet, symbol, lib, ref.pin, reference, unit, no_connect)
+            drivers.append(_Driver(priority, name, "pin", power_symbol=lib.power))
+        driver_count = len(drivers)
+        if not drivers:
+            return None
+        sg.driver_count = driver_count
+        sg.members = [sg]
+        if driver_count == 1 and drivers[0].kind == "pin" and drivers[0].priority < HIER_LABEL:
+            ref = next(p for p in group.pins if not _is_global_power(p.pin, sheet.lib_symbols[sheet.symbols[p.symbol].library_key], sheet.symbols[p.symbol].pin_alternates.get(p.pin.number)))
+            symbol = sheet.symbols[ref.symbol]
+            reference, unit = refs[ref.symbol]
+            sg.single_pin_name = self._pin_name(sheet, symbol, sheet.lib_symbols[symbol.library_key], ref.pin, reference, unit, True)
+        return sg
+
+    @staticmethod
+    def _pin_name(sheet: SheetFile, symbol: Symbol, lib: LibSymbol, pin: LibPin, reference: str, unit: int, force_nc: bool) -> str:
+        return default_net_name(
+            pin,
+            lib.pins_for(unit, symbol.body_style),
+            symbol.pin_alternates,
+            reference,
+            unit,
+            lib.unit_count,
+            symbol.uuid,
+            force_nc,
+        )
+
+    # -- naming ------------------------------------------------------------------------------
+
+    def _full_name(self, sg: _Subgraph, driver: _Driver, bare: str | None = None) -> str:
+        name = driver.name if bare is None else bare
+        if driver.kind in ("label:local", "label:hierarchical", "sheet_pin"):
+            return self.schematic.instances[sg.instance].human_path + name
+        return name
+
+    @staticmethod
+    def _choose(drivers: list[_Driver]) -> tuple[_Driver, int, int]:
+        highest = max(d.priority for d in drivers)
+        candidates = [d for d in drivers if d.priority == highest]
+        strong_count = sum(1 for d in drivers if d.priority >= HIER_LABEL)
+
+        def key(d: _Driver) -> tuple:
+            return (
+                0 if (d.kind == "pin" and d.power_symbol) else 1,
+                0 if (d.kind == "sheet_pin" and d.output_pin) else 1,
+                1 if "-Pad" in d.name else 0,
+                d.name,
+            )
+
+        if all(d.kind == "sheet_pin" for d in candidates) and len({d.output_pin for d in candidates}) == 1:
+            best = min(candidates, key=lambda d: (1 if "-Pad" in d.name else 0, d.name))
+        else:
+            best = min(candidates, key=key)
+        return best, highest, strong_count
+
+    def _resolve_drivers(self, sg: _Subgraph) -> None:
+        drivers = [d for member in sg.members for d in member.drivers]
+        best, highest, strong_count = self._choose(drivers)
+        sg.driver = best
+        sg.strong = sg.strong or highest >= HIER_LABEL
+        sg.multiple = sg.multiple or strong_count > 1
+        sg.name = self._full_name(sg, best)
+
+    def _resolve(self, subgraphs: list[_Subgraph]) -> None:
+        for sg in subgraphs:
+            self._resolve_drivers(sg)
+
+        # 4. weakly driven name collisions, and sheet-pin promotion
+        by_name: dict[str, list[_Subgraph]] = defaultdict(list)
+        for sg in subgraphs:
+            by_name[sg.name].append(sg)
+        for sg in subgraphs:
+            if sg.strong:
+                continue
+            same = by_name[sg.name]
+            if len(same) > 1 and same[0] is not sg:
+                suffix = 1
+                while f"{sg.name}_{suffix}" in by_name:
+                    suffix += 1
+                same.remove(sg)
+                sg.name = f"{sg.name}_{suffix}"
+                by_name[sg.name].append(sg)
+            elif sg.driver is not None and sg.driver.kind == "sheet_pin":
+                clash = any(other.instance == sg.instance for other in by_name.get(sg.driver.name, ()))
+                if not clash:
+                    sg.strong = True
+
+        # 5. same-sheet merging through shared label or power names
+        by_instance: dict[int, list[_Subgraph]] = defaultdict(list)
+        for sg in subgraphs:
+            if sg.strong:
+                by_instance[sg.instance].append(sg)
+        for sg in subgraphs:
+            if not sg.strong or sg.absorbed_by is not None:
+                continue
+            assert sg.driver is not None
+            checks = [sg.driver.name] + self._secondary_names(sg)
+            absorbed = False
+            i = 0
+            while i < len(checks):
+                test = checks[i]
+                i += 1
+                for cand in by_instance[sg.instance]:
+                    if cand is sg or cand.absorbed_by is not None:
+                        continue
+                    assert cand.driver is not None
+                    match = cand.driver.name == test or (
+                        cand.multiple and any(d.name == test for d in self._non_main(cand) if d.kind != "sheet_pin")
+                    )
+                    if match:
+                        checks.extend([cand.driver.name, *self._secondary_names(cand)])
+                        sg.members.extend(cand.members)
+                        sg.multiple = sg.multiple or cand.multiple
+                        cand.absorbed_by = sg
+                        absorbed = True
+            if absorbed:
+                self._resolve_drivers(sg)
+                sg.multiple = True
+        live = [sg for sg in subgraphs if sg.absorbed_by is None]
+
+        # 5b. a global driver renames other globally driven subgraphs named by its second globals
+        promoted: set[int] = set()
+        global_sgs = [sg for sg in live if sg.driver is not None and sg.driver.priority >= GLOBAL_POWER_PIN]
+        for sg in global_sgs:
+            if id(sg) in promoted or not sg.multiple:
+                continue
+            assert sg.driver is not None
+            for d in self._strong_drivers(sg):
+                if d is sg.driver or d.name == sg.name:
+                    continue
+                secondary_is_global = d.priority >= GLOBAL_POWER_PIN
+                for cand in global_sgs:
+                    if cand is sg:
+                        continue
+                    if not secondary_is_global and cand.instance != sg.instance:
+                        continue
+                    if cand.name == d.name:
+                        cand.name = sg.name
+                        promoted.add(id(cand))
+
+        # 6. hierarchy
+        self._propagate(live)
+
+        # 7. a lone pin is unconnected
+        for sg in live:
+            if not sg.strong and sg.driver_count == 1 and sg.single_pin_name:
+                sg.name = sg.single_pin_name
+        self.live = live
+
+    @staticmethod
+    def _strong_drivers(sg: _Subgraph) -> list[_Driver]:
+        return [d for member in sg.members for d in member.drivers if d.priority >= HIER_LABEL]
+
+    def _non_main(self, sg: _Subgraph) -> list[_Driver]:
+        return [d for d in self._strong_drivers(sg) if d is not sg.driver]
+
+    def _secondary_names(self, sg: _Subgraph) -> list[str]:
+        assert sg.driver is not None
+        main = sg.driver.name
+        return [d.name for d in self._non_main(sg) if d.kind != "sheet_pin" and d.name != main]
+
+    def _propagate(self, live: list[_Subgraph]) -> None:
+        instances = self.schematic.instances
+        by_instance: dict[int, list[_Subgraph]] = defaultdict(list)
+        for sg in live:
+            by_instance[sg.instance].append(sg)
+
+        def sheet_pins(sg: _Subgraph) -> set[tuple[str, str]]:
+            return {p for m in sg.members for p in m.sheet_pin_names}
+
+        def hier_labels(sg: _Subgraph) -> set[str]:
+            return {n for m in sg.members for n in m.hier_label_names}
+
+        parent = {id(sg): sg for sg in live}
+        links: dict[int, list[_Subgraph]] = defaultdict(list)
+        for sg in live:
+            for sheet_uuid, name in sheet_pins(sg):
+                child_index = self.instance_index.get((*instances[sg.instance].uuid_path, sheet_uuid))
+                if child_index is None:
+                    continue
+                for cand in by_instance[child_index]:
+                    if cand.strong and name in hier_labels(cand):
+                        links[id(sg)].append(cand)
+                        links[id(cand)].append(sg)
+        seen: set[int] = set()
+        for sg in live:
+            if id(sg) in seen or id(sg) not in links:
+                continue
+            chain: list[_Subgraph] = []
+            stack = [sg]
+            seen.add(id(sg))
+            while stack:
+                current = stack.pop()
+                chain.append(current)
+                for other in links[id(current)]:
+                    if id(other) not in seen:
+                        seen.add(id(other))
+                        stack.append(other)
+            chain.sort(key=lambda s: s.order)
+            start = next((s for s in chain if not (sheet_pins(s) and hier_labels(s))), chain[0])
+            best = self._best_in_chain(start, chain)
+            for member in chain:
+                member.name = best.name
+        del parent
+
+    def _best_in_chain(self, start: _Subgraph, chain: list[_Subgraph]) -> _Subgraph:
+        instances = self.schematic.instances
+        best = start
+        assert start.driver is not None
+        highest = start.driver.priority
+        best_strong = highest >= HIER_LABEL
+        best_name = start.name
+        if highest >= GLOBAL_POWER_PIN:
+            return best
+        for cand in chain:
+            if cand is start:
+                continue
+            assert cand.driver is not None
+            priority = cand.driver.priority
+            cand_strong = priority >= HIER_LABEL
+            depth, best_depth = instances[cand.instance].depth, instances[best.instance].depth
+            if (
+                priority >= GLOBAL_POWER_PIN
+                or (not best_strong and cand_strong)
+                or (priority > highest and cand_strong)
+                or (priority == highest and cand_strong and depth < best_depth)
+                or (best_strong == cand_strong and depth <= best_depth and priority == highest and cand.name < best_name)
+            ):
+                best, highest, best_strong, best_name = cand, priority, cand_strong, cand.name
+        return best
+
+    # -- output --------------------------------------------------------------------------------
+
+    def _nets(self, subgraphs: list[_Subgraph]) -> Netlist:
+        nodes_by_name: dict[str, dict[tuple[str, str], Node]] = {}
+        for sg in self.live:
+            nodes = nodes_by_name.setdefault(sg.name, {})
+            instance = self.schematic.instances[sg.instance]
+            sheet = self.schematic.file_of(instance)
+            refs = self.refs[sg.instance]
+            for member in sg.members:
+                flag = member.group.no_connect_flag
+                for ref in member.group.pins:
+                    symbol = sheet.symbols[ref.symbol]
+                    reference, _ = refs[ref.symbol]
+                    if reference.startswith("#") or not symbol.on_board:
+                        continue
+                    alternate = symbol.pin_alternates.get(ref.pin.number)
+                    key = (reference, ref.pin.number)
+                    if key not in nodes:
+                        kind = pin_type(ref.pin, alternate) + ("+no_connect" if flag else "")
+                        nodes[key] = Node(reference, ref.pin.number, pin_shown_name(ref.pin, alternate), kind)
+        return Netlist(sort_nets([Net(name, tuple(nodes.values())) for name, nodes in nodes_by_name.items() if nodes]))
+
+
+def compute_nets(schematic: Schematic) -> Netlist:
+    """Every net of the design with its KiCad name and its (reference, pin) nodes."""
+    return _Builder(schematic).build()

@@ -1,0 +1,61 @@
+"""JSON Schemas generated from the msgspec types, so the published contract cannot drift from
+the code that enforces it. `cbledger schema` writes them; a test fails when the committed files
+differ from a regeneration.
+
+Each area registers the types it owns in `SCHEMAS` below; the schema file name is the key.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from cbledger.ledger.events import Event
+
+
+def _schemas() -> dict[str, Any]:
+    out: dict[str, Any] = {"event": Event}
+    try:  # areas that may not be installed in a partial checkout register themselves here
+        from cbledger.runner.tasks.model import AssertionSpec, FixtureManifest, TaskManifest
+
+        out["task"] = TaskManifest
+        out["assertions"] = list[AssertionSpec]
+        out["fixture"] = FixtureManifest
+    except ImportError:
+        pass
+    try:
+        from cbledger.projections.records import ResultRecord
+
+        out["result"] = ResultRecord
+    except ImportError:
+        pass
+    return out
+
+
+def render(name: str, tp: Any) -> str:
+    schema = msgspec.json.schema(tp)
+    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": f"cbledger {name}", **schema}
+    return json.dumps(schema, indent=2, sort_keys=True) + "\n"
+
+
+def write(directory: Path) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, tp in _schemas().items():
+        path = directory / f"{name}.schema.json"
+        path.write_text(render(name, tp))
+        written.append(path)
+    return written
+
+
+def stale(directory: Path) -> list[str]:
+    """Names of schema files that are missing or differ from a regeneration."""
+    bad = []
+    for name, tp in _schemas().items():
+        path = directory / f"{name}.schema.json"
+        if not path.is_file() or path.read_text() != render(name, tp):
+            bad.append(path.name)
+    return bad
