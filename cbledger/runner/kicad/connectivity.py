@@ -38,6 +38,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+import msgspec
+
 from cbledger.runner.kicad.geometry import near_segment, pin_position, strictly_inside
 from cbledger.runner.kicad.hierarchy import symbol_reference
 from cbledger.runner.kicad.model import LibPin, LibSymbol, Point, Schematic, SheetFile, SheetInstance, Symbol
@@ -78,6 +80,7 @@ class _Driver:
     kind: str  # "label:local", "label:global", "label:hierarchical", "sheet_pin", "pin"
     power_symbol: bool = False
     output_pin: bool = False
+    pin: _PinRef | None = None
 
 
 @dataclass(slots=True)
@@ -269,14 +272,13 @@ class _Builder:
                 if sg is not None:
                     subgraphs.append(sg)
         self._resolve(subgraphs)
-        return self._nets(subgraphs)
+        return self._nets()
 
     # -- subgraph construction -------------------------------------------------------------
 
     def _subgraph(self, order: int, index: int, instance: SheetInstance, sheet: SheetFile, refs: list[tuple[str, int]], group: _Group) -> _Subgraph | None:
         no_connect = group.no_connect_flag or any(p.nc_type for p in group.pins)
         drivers: list[_Driver] = []
-        driver_count = 0
         sg = _Subgraph(order=order, instance=index, group=group, drivers=drivers, driver_count=0, no_connect=no_connect)
         for label_index in group.labels:
             label = sheet.labels[label_index]
@@ -305,17 +307,17 @@ class _Builder:
                 continue
             priority = NONE if reference.startswith("#") or not symbol.on_board else PIN
             name = self._pin_name(sheet, symbol, lib, ref.pin, reference, unit, no_connect)
-            drivers.append(_Driver(priority, name, "pin", power_symbol=lib.power))
-        driver_count = len(drivers)
+            drivers.append(_Driver(priority, name, "pin", power_symbol=lib.power, pin=ref))
         if not drivers:
             return None
-        sg.driver_count = driver_count
+        sg.driver_count = len(drivers)
         sg.members = [sg]
-        if driver_count == 1 and drivers[0].kind == "pin" and drivers[0].priority < HIER_LABEL:
-            ref = next(p for p in group.pins if not _is_global_power(p.pin, sheet.lib_symbols[sheet.symbols[p.symbol].library_key], sheet.symbols[p.symbol].pin_alternates.get(p.pin.number)))
-            symbol = sheet.symbols[ref.symbol]
-            reference, unit = refs[ref.symbol]
-            sg.single_pin_name = self._pin_name(sheet, symbol, sheet.lib_symbols[symbol.library_key], ref.pin, reference, unit, True)
+        only = drivers[0]
+        if len(drivers) == 1 and only.pin is not None:
+            symbol = sheet.symbols[only.pin.symbol]
+            reference, unit = refs[only.pin.symbol]
+            lib = sheet.lib_symbols[symbol.library_key]
+            sg.single_pin_name = self._pin_name(sheet, symbol, lib, only.pin.pin, reference, unit, True)
         return sg
 
     @staticmethod
@@ -353,11 +355,7 @@ class _Builder:
                 d.name,
             )
 
-        if all(d.kind == "sheet_pin" for d in candidates) and len({d.output_pin for d in candidates}) == 1:
-            best = min(candidates, key=lambda d: (1 if "-Pad" in d.name else 0, d.name))
-        else:
-            best = min(candidates, key=key)
-        return best, highest, strong_count
+        return min(candidates, key=key), highest, strong_count
 
     def _resolve_drivers(self, sg: _Subgraph) -> None:
         drivers = [d for member in sg.members for d in member.drivers]
@@ -421,7 +419,6 @@ class _Builder:
                         absorbed = True
             if absorbed:
                 self._resolve_drivers(sg)
-                sg.multiple = True
         live = [sg for sg in subgraphs if sg.absorbed_by is None]
 
         # 5b. a global driver renames other globally driven subgraphs named by its second globals
@@ -477,7 +474,6 @@ class _Builder:
         def hier_labels(sg: _Subgraph) -> set[str]:
             return {n for m in sg.members for n in m.hier_label_names}
 
-        parent = {id(sg): sg for sg in live}
         links: dict[int, list[_Subgraph]] = defaultdict(list)
         for sg in live:
             for sheet_uuid, name in sheet_pins(sg):
@@ -507,7 +503,6 @@ class _Builder:
             best = self._best_in_chain(start, chain)
             for member in chain:
                 member.name = best.name
-        del parent
 
     def _best_in_chain(self, start: _Subgraph, chain: list[_Subgraph]) -> _Subgraph:
         instances = self.schematic.instances
@@ -537,15 +532,17 @@ class _Builder:
 
     # -- output --------------------------------------------------------------------------------
 
-    def _nets(self, subgraphs: list[_Subgraph]) -> Netlist:
-        nodes_by_name: dict[str, dict[tuple[str, str], Node]] = {}
+    def _nets(self) -> Netlist:
+        """Groups subgraphs by final name; KiCad marks `+no_connect` only on a flagged net whose
+        pins are one pin (or one stack of identical pins)."""
+        records: dict[str, tuple[dict[tuple[str, str], tuple[Node, tuple]], list[bool]]] = {}
         for sg in self.live:
-            nodes = nodes_by_name.setdefault(sg.name, {})
+            nodes, flagged = records.setdefault(sg.name, ({}, [False]))
             instance = self.schematic.instances[sg.instance]
             sheet = self.schematic.file_of(instance)
             refs = self.refs[sg.instance]
             for member in sg.members:
-                flag = member.group.no_connect_flag
+                flagged[0] = flagged[0] or member.group.no_connect_flag
                 for ref in member.group.pins:
                     symbol = sheet.symbols[ref.symbol]
                     reference, _ = refs[ref.symbol]
@@ -554,9 +551,18 @@ class _Builder:
                     alternate = symbol.pin_alternates.get(ref.pin.number)
                     key = (reference, ref.pin.number)
                     if key not in nodes:
-                        kind = pin_type(ref.pin, alternate) + ("+no_connect" if flag else "")
-                        nodes[key] = Node(reference, ref.pin.number, pin_shown_name(ref.pin, alternate), kind)
-        return Netlist(sort_nets([Net(name, tuple(nodes.values())) for name, nodes in nodes_by_name.items() if nodes]))
+                        node = Node(reference, ref.pin.number, pin_shown_name(ref.pin, alternate), pin_type(ref.pin, alternate))
+                        nodes[key] = (node, (sg.instance, ref.symbol, ref.position, ref.pin.name))
+        nets = []
+        for name, (nodes, flagged) in records.items():
+            if not nodes:
+                continue
+            entries = list(nodes.values())
+            stacked = len({where for _, where in entries}) == 1
+            if flagged[0] and stacked:
+                entries = [(msgspec.structs.replace(node, pin_type=node.pin_type + "+no_connect"), where) for node, where in entries]
+            nets.append(Net(name, tuple(node for node, _ in entries)))
+        return Netlist(sort_nets(nets))
 
 
 def compute_nets(schematic: Schematic) -> Netlist:
