@@ -1,9 +1,78 @@
-"""Command group registered by `cbledger.cli.app`."""
+"""`cbledger kicad`: look at a schematic the way the grader does, without KiCad installed."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Annotated
+
+import msgspec
 import typer
+
+from cbledger.runner.kicad import compute_nets, load_schematic
+from cbledger.runner.kicad.compare import compare_netlists
+from cbledger.runner.kicad.kicad_net import read_kicad_netlist
+from cbledger.runner.kicad.symbols import list_symbols
+
+SchematicArg = Annotated[Path, typer.Argument(help="Root .kicad_sch file; sheet files are followed from it.")]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+kicad_app = typer.Typer(
+    name="kicad",
+    help="Read KiCad schematics as the grader does: nets with KiCad's names, symbols, and a check against kicad-cli.",
+    no_args_is_help=True,
+)
+
+
+def _print_json(data: object) -> None:
+    typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+@kicad_app.command("nets")
+def nets(schematic: SchematicArg, as_json: JsonFlag = False) -> None:
+    """Every net with its KiCad name and its (reference, pin) nodes."""
+    netlist = compute_nets(load_schematic(schematic))
+    if as_json:
+        _print_json(netlist.to_builtins())
+        return
+    for net in netlist.nets:
+        typer.echo(f"{net.name}: " + " ".join(f"{n.reference}.{n.pin}" for n in net.nodes))
+
+
+@kicad_app.command("symbols")
+def symbols(schematic: SchematicArg, as_json: JsonFlag = False) -> None:
+    """Every placed symbol: reference, value, footprint, lib_id, unit and its BOM/board/DNP flags."""
+    records = list_symbols(load_schematic(schematic))
+    if as_json:
+        _print_json([msgspec.to_builtins(r) for r in records])
+        return
+    for r in records:
+        flags = ",".join(
+            flag for flag, on in (("dnp", r.dnp), ("no-bom", not r.in_bom), ("no-board", not r.on_board)) if on
+        )
+        typer.echo(f"{r.reference}\t{r.value}\t{r.footprint or '-'}\t{r.lib_id}\tunit {r.unit}" + (f"\t{flags}" if flags else ""))
+
+
+@kicad_app.command("compare")
+def compare(
+    schematic: SchematicArg,
+    netlist: Annotated[Path, typer.Argument(help="kicad-cli export: sch export netlist --format kicadsexpr")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Compares our nets with a kicad-cli netlist of the same schematic; exits 1 on any difference."""
+    result = compare_netlists(compute_nets(load_schematic(schematic)), read_kicad_netlist(netlist))
+    if as_json:
+        data = msgspec.to_builtins(result)
+        data["agreement"] = result.agreement
+        _print_json(data)
+    else:
+        typer.echo(result.summary())
+        for d in result.differences:
+            typer.echo(f"  {d.kind}: KiCad {d.kicad or '-'} / ours {d.ours or '-'}: {d.detail}")
+    if result.differences:
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:
     """Adds this module's commands to the root app."""
+    app.add_typer(kicad_app, name="kicad")
