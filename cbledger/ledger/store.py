@@ -172,6 +172,12 @@ class LedgerStore:
                     results.append(Appended(seen[0], ev.id, event_type(ev), seen[2], created=False))
                     continue
                 seq += 1
+                if (event_type(ev) == "ledger.created") != (seq == 1):
+                    # verify rejects any other placement, so the store must never write one
+                    raise UserError(
+                        f"{self.path}: event {ev.id!r} would be seq {seq}; seq 1 must be "
+                        "ledger.created and nothing else may be; nothing written"
+                    )
                 data = encoding.encode(msgspec.structs.replace(ev, seq=seq))
                 h = link_hash(prev, seq, data)
                 pending.append(format_line(data, h, prev))
