@@ -229,9 +229,11 @@ class LedgerStore:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
 
-    def _catch_up(self, fd: int) -> None:
-        """Indexes what was appended since we last looked. Called under the lock."""
-        size = os.fstat(fd).st_size
+    def _catch_up(self, fd: int, size: int | None = None) -> None:
+        """Indexes what was appended since we last looked, up to `size` (a committed size learnt
+        under a lock); without `size` the caller holds the exclusive lock and reads to the end."""
+        if size is None:
+            size = os.fstat(fd).st_size
         idx = self._index
         if size < idx.offset:
             raise UserError(f"{self.path}: the ledger shrank underneath this process")
@@ -241,6 +243,8 @@ class LedgerStore:
             f.seek(idx.offset)
             offset = idx.offset
             for line in f:
+                if offset + len(line) > size:
+                    break  # an append that began after `size` was learnt; not ours to see yet
                 if not line.endswith(b"\n"):
                     raise TornTail(
                         f"{self.path}: incomplete last line at byte {offset} "
@@ -266,7 +270,7 @@ class LedgerStore:
             if size != self._index.offset:
                 fd = os.open(self.path, os.O_RDONLY)
                 try:
-                    self._catch_up(fd)
+                    self._catch_up(fd, size)
                 finally:
                     os.close(fd)
         return self._index.head
