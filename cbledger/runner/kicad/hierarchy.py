@@ -84,3 +84,20 @@ def symbol_reference(schematic: Schematic, instance: SheetInstance, symbol: Symb
         if tuple(parts[1:]) == below_root:
             return inst.reference, inst.unit
     return symbol.reference, symbol.unit
+
+
+def find_root_schematics(directory: str | Path) -> list[Path]:
+    """The root schematic(s) of a project tree: a `.kicad_pro`'s same-named `.kicad_sch`, else
+    every schematic no other schematic pulls in as a sheet."""
+    base = Path(directory)
+    schematics = sorted(p for p in base.rglob("*.kicad_sch") if p.is_file())
+    by_project = [p.with_suffix(".kicad_sch") for p in sorted(base.rglob("*.kicad_pro"))]
+    roots = [p for p in by_project if p.is_file()]
+    if roots:
+        return roots
+    referenced: set[Path] = set()
+    for path in schematics:
+        for sheet in read_sheet_file(path).sheets:
+            if sheet.file:
+                referenced.add((path.parent / sheet.file.replace("\\", "/")).resolve())
+    return [p for p in schematics if p.resolve() not in referenced]
