@@ -197,13 +197,18 @@ class Cost(Body, kw_only=True):
 class SandboxRef(Body, kw_only=True):
     """Where the preserved run lives and the commits that pin it.
 
-    `baseline_sha` must be reproducible from the fixture alone; `capture_sha` is the snapshot of
-    the end state (tracked, untracked and ignored files) on top of the agent's `head_sha`.
+    `seed_sha` (the fixture tree plus the task's `.copperhead/config.json`, committed with a
+    fixed signature and time) must be reproducible from the fixture alone; `baseline_sha` is the
+    seed plus whatever setup commands wrote (equal to the seed when none ran); `capture_sha` is
+    the snapshot of the end state (tracked, untracked and ignored files) on top of the agent's
+    `head_sha`; `evidence_sha` holds the verification reports.
     """
 
+    seed_sha: Hex40
     baseline_sha: Hex40
     head_sha: Hex40
     capture_sha: Hex40
+    evidence_sha: Hex40
     store: NonEmpty
     store_blake3: Hex64
     store_bytes: Count

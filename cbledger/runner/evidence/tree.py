@@ -1,0 +1,114 @@
+"""Reading a state of the board: a git tree, read without a checkout.
+
+Both evidence sources that look at files (end state and diff) see the sandbox through git trees:
+a preserved run is git objects, and a live sandbox directory is first snapshotted into a tree
+(tracked, untracked and ignored files alike). One representation means the grade of a live
+sandbox and the grade of its preserved copy are computed by the same code from the same bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pygit2
+
+from cbledger.errors import UserError
+
+#: Paths under these prefixes are never part of a board's state.
+NEVER_STATE = (".git/",)
+
+
+@dataclass(frozen=True)
+class Entry:
+    oid: pygit2.Oid
+    mode: int
+
+
+@dataclass
+class TreeView:
+    """Files of one git tree, addressed by '/'-separated relative path."""
+
+    repo: pygit2.Repository
+    tree: pygit2.Tree
+    _files: dict[str, Entry] | None = field(default=None, repr=False)
+
+    @property
+    def id(self) -> str:
+        return str(self.tree.id)
+
+    def files(self) -> dict[str, Entry]:
+        if self._files is None:
+            out: dict[str, Entry] = {}
+            self._walk(self.tree, "", out)
+            self._files = out
+        return self._files
+
+    def _walk(self, tree: pygit2.Tree, prefix: str, out: dict[str, Entry]) -> None:
+        for entry in tree:
+            path = prefix + entry.name
+            if entry.type_str == "tree":
+                self._walk(self.repo[entry.id], path + "/", out)
+            elif entry.type_str == "blob":
+                out[path] = Entry(entry.id, entry.filemode)
+
+    def read(self, path: str) -> bytes | None:
+        entry = self.files().get(path)
+        if entry is None:
+            return None
+        return self.repo[entry.oid].data
+
+    def text(self, path: str) -> str | None:
+        data = self.read(path)
+        return None if data is None else data.decode("utf-8", errors="replace")
+
+    def mode(self, path: str) -> int | None:
+        entry = self.files().get(path)
+        return None if entry is None else entry.mode
+
+    def exists(self, path: str) -> bool:
+        return path in self.files()
+
+
+def view(repo: pygit2.Repository, rev: str | pygit2.Oid) -> TreeView:
+    """A commit or tree (by SHA or ref name) as a TreeView."""
+    try:
+        obj = repo.revparse_single(str(rev)) if not isinstance(rev, pygit2.Oid) else repo[rev]
+    except (KeyError, ValueError):
+        raise UserError(f"{repo.path}: no commit or tree {rev}") from None
+    tree = obj.peel(pygit2.Tree)
+    return TreeView(repo, tree)
+
+
+def snapshot_directory(repo: pygit2.Repository, workdir: Path) -> pygit2.Oid:
+    """Writes every file under `workdir` (except .git) into the object database and returns the
+    tree. Ignore rules do not apply: an ignored file the run wrote is still something it wrote."""
+    builder_index = pygit2.Index()
+    root = Path(workdir)
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = Path(dirpath).relative_to(root).as_posix()
+        if rel_dir == ".git" or rel_dir.startswith(".git/"):
+            dirnames[:] = []
+            continue
+        if ".git" in dirnames and rel_dir == ".":
+            dirnames.remove(".git")
+        for name in filenames:
+            full = Path(dirpath) / name
+            rel = full.relative_to(root).as_posix()
+            st = full.lstat()
+            if stat.S_ISLNK(st.st_mode):
+                oid = repo.create_blob(os.readlink(full).encode())
+                mode = pygit2.enums.FileMode.LINK
+            elif stat.S_ISREG(st.st_mode):
+                oid = repo.create_blob(full.read_bytes())
+                mode = (
+                    pygit2.enums.FileMode.BLOB_EXECUTABLE
+                    if st.st_mode & stat.S_IXUSR
+                    else pygit2.enums.FileMode.BLOB
+                )
+            else:
+                continue
+            builder_index.add(pygit2.IndexEntry(rel, oid, mode))
+    return builder_index.write_tree(repo)
