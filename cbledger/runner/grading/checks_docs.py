@@ -20,7 +20,7 @@ def _snippet(text: str, limit: int = 60) -> str:
 
 @check("doc_contains")
 def doc_contains(args: v.DocContainsArgs, ctx: GradeContext) -> tuple[bool, str]:
-    text = ctx.end_text(args.doc)
+    text = ctx.doc_text(args.doc)
     m = re.search(args.pattern, text, re.MULTILINE)
     if args.absent:
         if m is None:
@@ -35,7 +35,7 @@ def doc_contains(args: v.DocContainsArgs, ctx: GradeContext) -> tuple[bool, str]
 
 @check("doc_row_matches")
 def doc_row_matches(args: v.DocRowArgs, ctx: GradeContext) -> tuple[bool, str]:
-    text = ctx.end_text(args.doc)
+    text = ctx.doc_text(args.doc)
     found_column = False
     for table in tables(text):
         col = table.column(args.column)

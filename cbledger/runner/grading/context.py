@@ -34,6 +34,16 @@ class GradeContext:
             raise Unevaluable(f"{path} does not exist in the end state")
         return text
 
+    def doc_text(self, doc: str) -> str:
+        """A markdown doc of the end state. A bare file name (`PINOUT.md`) is looked up at the
+        tree root and then under `docs/`, the directory copperhead keeps its docs in; a path
+        with a `/` is taken as given."""
+        if "/" not in doc and not self.evidence.end.exists(doc):
+            candidate = f"docs/{doc}"
+            if self.evidence.end.exists(candidate):
+                return self.end_text(candidate)
+        return self.end_text(doc)
+
     def report(self, kind: str) -> bytes:
         data = self.evidence.reports.get(kind)
         if data is None:

@@ -1,0 +1,148 @@
+"""Sandboxes: one git repository per (task, model, repeat), outside the project.
+
+The seed commit (the fixture's `tree/` plus the task's `.copperhead/config.json`) is made with a
+fixed signature, a fixed time and a fixed message, so the same fixture and config always give
+the same SHA on any machine. That is what makes a preserved run cheap and checkable: only what
+the run changed is stored, relative to a commit anyone can rebuild from the fixture.
+
+When setup commands run (`init` through the copperhead CLI), their output is committed on top of
+the seed as the baseline; otherwise the baseline is the seed. Either way the baseline SHA is
+recorded under `refs/cbledger/baseline`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+
+from cbledger.errors import UserError
+from cbledger.ledger.events import Ablations
+from cbledger.runner.evidence.bundle import BASELINE_REF
+from cbledger.runner.fixtures.hashing import hash_directory, tree_files
+from cbledger.runner.tasks.catalog import Fixture, Task
+
+SEED_TIME = 946684800  # 2000-01-01T00:00:00Z
+SEED_SIGNATURE = ("cbledger", "cbledger@copperbench.invalid")
+BRANCH = "main"
+CONFIG_PATH = ".copperhead/config.json"
+
+
+def signature(name: str, email: str, when: int, offset: int = 0) -> pygit2.Signature:
+    return pygit2.Signature(name, email, when, offset)
+
+
+def seed_signature() -> pygit2.Signature:
+    return signature(*SEED_SIGNATURE, SEED_TIME)
+
+
+def copperhead_config(task: Task, fixture: Fixture, ablations: Ablations) -> dict:
+    """`.copperhead/config.json` for a run: the task's overrides, ablations on top, cache off."""
+    cfg = task.manifest.config
+    art = fixture.manifest.artifacts
+    out: dict = {
+        "schematic": art.schematic,
+        "board": art.board,
+        "docs": "docs",
+        "budgets": dict(cfg.budgets),
+        "llmCache": False,
+    }
+    max_turns = ablations.max_turns or cfg.max_turns or task.manifest.caps.turns
+    out["maxTurns"] = max_turns
+    repair = ablations.max_repair_cycles if ablations.max_repair_cycles is not None else cfg.max_repair_cycles
+    if repair is not None:
+        out["maxRepairCycles"] = repair
+    if cfg.stage_max_turns is not None:
+        out["stageMaxTurns"] = cfg.stage_max_turns
+    return out
+
+
+def config_bytes(config: dict) -> bytes:
+    return (json.dumps(config, indent=2, sort_keys=True) + "\n").encode()
+
+
+def verify_fixture(fixture: Fixture, expected_sha: str) -> None:
+    """Refuses a fixture whose tree does not hash to the task's recorded hash."""
+    if not fixture.tree.is_dir():
+        raise UserError(
+            f"{fixture.tree}: fixture tree missing (materialize it: `cbledger fixture materialize {fixture.id}`)"
+        )
+    actual = hash_directory(fixture.tree)
+    if actual != expected_sha:
+        raise UserError(
+            f"{fixture.dir / 'fixture.json'}: tree hashes to {actual}, but the task records "
+            f"{expected_sha}; refusing to run against a moved fixture"
+        )
+
+
+def build_seed_tree(repo: pygit2.Repository, fixture: Fixture, config: bytes) -> pygit2.Oid:
+    index = pygit2.Index()
+    for rel in tree_files(fixture.tree):
+        full = fixture.tree / rel
+        if rel == CONFIG_PATH:
+            continue
+        mode = (
+            pygit2.enums.FileMode.BLOB_EXECUTABLE
+            if os.stat(full).st_mode & 0o100
+            else pygit2.enums.FileMode.BLOB
+        )
+        index.add(pygit2.IndexEntry(rel, repo.create_blob(full.read_bytes()), mode))
+    index.add(pygit2.IndexEntry(CONFIG_PATH, repo.create_blob(config), pygit2.enums.FileMode.BLOB))
+    return index.write_tree(repo)
+
+
+def seed_commit(repo: pygit2.Repository, fixture: Fixture, config: bytes) -> pygit2.Oid:
+    """Creates (or finds) the deterministic seed commit in `repo`; does not move any ref."""
+    tree = build_seed_tree(repo, fixture, config)
+    sig = seed_signature()
+    message = f"seed: fixture {fixture.id} {fixture.manifest.sha256}\n"
+    return repo.create_commit(None, sig, sig, message, tree, [])
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    path: Path
+    seed_sha: str
+    baseline_sha: str
+
+    @property
+    def repo(self) -> pygit2.Repository:
+        return pygit2.Repository(str(self.path))
+
+
+def create(path: Path, task: Task, fixture: Fixture, ablations: Ablations) -> tuple[pygit2.Repository, str]:
+    """A new sandbox at `path` checked out at the seed commit. Returns (repo, seed sha)."""
+    if path.exists() and any(path.iterdir()):
+        raise UserError(f"{path}: sandbox directory is not empty; repeats never share a sandbox")
+    path.mkdir(parents=True, exist_ok=True)
+    repo = pygit2.init_repository(str(path), initial_head=BRANCH)
+    config = config_bytes(copperhead_config(task, fixture, ablations))
+    seed = seed_commit(repo, fixture, config)
+    repo.references.create(f"refs/heads/{BRANCH}", seed, force=True)
+    repo.set_head(f"refs/heads/{BRANCH}")
+    repo.checkout_head(strategy=pygit2.enums.CheckoutStrategy.FORCE)
+    return repo, str(seed)
+
+
+def commit_setup(repo: pygit2.Repository, seed_sha: str, message: str) -> str:
+    """Commits whatever setup commands wrote (all files, ignored ones included) as the baseline.
+    With nothing written the baseline is the seed itself."""
+    from cbledger.runner.evidence.tree import snapshot_directory
+
+    tree = snapshot_directory(repo, Path(repo.workdir))
+    if tree == repo[seed_sha].peel(pygit2.Tree).id:
+        baseline = seed_sha
+    else:
+        sig = seed_signature()
+        baseline = str(repo.create_commit(f"refs/heads/{BRANCH}", sig, sig, message, tree, [repo[seed_sha].id]))
+        repo.checkout_head(strategy=pygit2.enums.CheckoutStrategy.FORCE)
+    repo.references.create(BASELINE_REF, pygit2.Oid(hex=baseline), force=True)
+    return baseline
+
+
+def remove(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
