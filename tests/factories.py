@@ -199,9 +199,11 @@ def run_recorded(n: int = 1, *, id: str | None = None, note: str | None = None) 
             runner_note=note,
             cost=Cost(usd_micros=190_000 + n, price_table_version="2026-01"),
             sandbox=SandboxRef(
+                seed_sha=hex40("seed", task),
                 baseline_sha=hex40("baseline", n),
                 head_sha=hex40("head", n),
                 capture_sha=hex40("capture", n),
+                evidence_sha=hex40("evidence", n),
                 store=f"runs/{rid}.git",
                 store_blake3=hex64("store", n),
                 store_bytes=1_200_000 + n,
