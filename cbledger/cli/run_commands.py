@@ -1,9 +1,158 @@
-"""Command group registered by `cbledger.cli.app`."""
+"""`cbledger run | rescore | pricing publish | suite bump`: how runs and their context enter
+the ledger."""
 
 from __future__ import annotations
 
+import getpass
+import json
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
 import typer
+
+from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, ledger_path, project_root
+from cbledger.ledger.events import Ablations, Actor, make_event
+from cbledger.ledger.store import LedgerStore
+from cbledger.runner import ledger_view, pricing, suite_version
+from cbledger.runner.plan import make_plan
+from cbledger.runner.rescore import rescore as rescore_runs
+from cbledger.runner.suite_run import Progress, run_plan
+from cbledger.runner.tasks.catalog import Catalog
+
+
+def _who() -> str:
+    try:
+        return getpass.getuser() or "maintainer"
+    except Exception:
+        return "maintainer"
+
+
+def run(
+    task_ids: Annotated[list[str] | None, typer.Argument(help="Task ids (or use --suite).")] = None,
+    suite: Annotated[str | None, typer.Option(help="A named suite: smoke, full, …")] = None,
+    agent: Annotated[str, typer.Option(help="gold | noop | copperhead | replay")] = "copperhead",
+    model: Annotated[str | None, typer.Option(help="Model id (required for copperhead and replay; no default).")] = None,
+    repeats: Annotated[int | None, typer.Option(help="Repeats per task (default: the task's, else 3).")] = None,
+    jobs: Annotated[int, typer.Option(help="Sandboxes run concurrently; appends serialize.")] = 1,
+    prompt_variant: Annotated[str | None, typer.Option(help="Ablation: prompt variant, recorded on the run.")] = None,
+    max_turns: Annotated[int | None, typer.Option(help="Ablation: turn budget, recorded on the run.")] = None,
+    tool_subset: Annotated[str | None, typer.Option(help="Ablation: comma-separated tool subset, recorded.")] = None,
+    max_repair_cycles: Annotated[int | None, typer.Option(help="Ablation: repair-cycle cap, recorded.")] = None,
+    segment: Annotated[str | None, typer.Option(help="Cost segment for a model missing from the price table.")] = None,
+    copperhead_cli: Annotated[str | None, typer.Option("--copperhead-cli", envvar="COPPERHEAD_CLI", help="Path to copperhead's cli.js.")] = None,
+    sandbox_root: Annotated[Path | None, typer.Option(help="Where sandboxes are made (outside the repository).")] = None,
+    keep_sandboxes: Annotated[bool, typer.Option(help="Keep sandbox directories after preserving them.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and its size; run nothing.")] = False,
+    ledger: LedgerOption = None,
+    root: RootOption = None,
+) -> None:
+    """Run tasks with an agent, preserve every run and append run.recorded + grade.recorded."""
+    root_dir = project_root(root)
+    ablations = Ablations(
+        prompt_variant=prompt_variant,
+        max_turns=max_turns,
+        max_repair_cycles=max_repair_cycles,
+        tool_subset=[t.strip() for t in tool_subset.split(",") if t.strip()] if tool_subset else None,
+    )
+    plan = make_plan(
+        Catalog(root_dir), agent=agent, model=model, suite=suite, task_ids=task_ids or [],
+        repeats=repeats, ablations=ablations,
+    )
+    if dry_run:
+        typer.echo(f"plan: agent {plan.agent}, model {plan.model_id}, {len(plan.tasks)} task(s), {len(plan.runs)} run(s), jobs {jobs}")
+        for r in plan.runs:
+            typer.echo(f"  {r.task.id}  tier {r.task.manifest.tier}  repeat {r.repeat}/{r.repeats_planned}")
+        return
+    sandboxes = sandbox_root or Path(tempfile.mkdtemp(prefix="cbledger-sandboxes-"))
+    progress = Progress(len(plan.runs))
+    try:
+        result = run_plan(
+            root_dir, ledger_path(ledger, root), plan, jobs=jobs, sandbox_root=sandboxes,
+            keep_sandboxes=keep_sandboxes, copperhead_cli=copperhead_cli, segment=segment, on_done=progress,
+        )
+    finally:
+        progress.close()
+    typer.echo(
+        f"{len(result.outputs)} run(s) recorded: {result.passed} pass, {len(result.outputs) - result.passed} fail"
+        + (f"; {len(result.failures)} run(s) failed to record" if result.failures else "")
+    )
+    for label, error in result.failures:
+        typer.echo(f"  not recorded: {label}: {error}", err=True)
+    if result.failures:
+        raise typer.Exit(1)
+
+
+def rescore(ledger: LedgerOption = None, root: RootOption = None, as_json: JsonFlag = False) -> None:
+    """Re-grade every preserved run under the current suite version (no agent, no model)."""
+    result = rescore_runs(project_root(root), ledger_path(ledger, root), Actor(kind="maintainer", name=_who()))
+    if as_json:
+        typer.echo(json.dumps({
+            "graded": [{"runId": g.run_id, "verdict": g.verdict} for g in result.graded],
+            "skipped": [{"runId": r, "reason": why} for r, why in result.skipped],
+            "failed": [{"runId": r, "error": e} for r, e in result.failed],
+        }, sort_keys=True))
+    else:
+        typer.echo(f"re-graded {len(result.graded)}, skipped {len(result.skipped)}, failed {len(result.failed)}")
+        for run_id, error in result.failed:
+            typer.echo(f"  {run_id}: {error}", err=True)
+    if result.failed:
+        raise typer.Exit(1)
+
+
+pricing_app = typer.Typer(help="Price tables.", no_args_is_help=True)
+
+
+@pricing_app.command("publish")
+def pricing_publish(
+    file: Annotated[Path, typer.Argument(help="A price table (JSON: tableVersion, effectiveDate, models, nullCostRoutes).")],
+    ledger: LedgerOption = None,
+    root: RootOption = None,
+) -> None:
+    """Append a price table as pricing.published."""
+    table = pricing.load_table(file)
+    event = make_event(table, id=f"pricing:{table.table_version}", actor=Actor(kind="maintainer", name=_who()))
+    (r,) = LedgerStore(ledger_path(ledger, root)).append([event])
+    note = "" if r.created else " (already published; no-op)"
+    typer.echo(f"seq {r.seq}  pricing.published {table.table_version}{note}")
+
+
+suite_app = typer.Typer(help="Suite versions.", no_args_is_help=True)
+
+
+@suite_app.command("bump")
+def suite_bump(
+    reason: Annotated[str, typer.Option(help="Why the suite changed (recorded).")],
+    level: Annotated[str, typer.Option(help="major | minor | patch")] = "minor",
+    version: Annotated[str | None, typer.Option(help="An explicit new version instead of a computed one.")] = None,
+    ledger: LedgerOption = None,
+    root: RootOption = None,
+) -> None:
+    """Append suite.bumped with the current manifest, fixture, vocabulary and pattern-set hashes;
+    refuses when nothing changed."""
+    path = ledger_path(ledger, root)
+    view = ledger_view.read(path)
+    body = suite_version.bump(view.suite, Catalog(project_root(root)), reason, level, version)
+    event = make_event(body, id=f"suite:{body.suite_version}", actor=Actor(kind="maintainer", name=_who()))
+    (r,) = LedgerStore(path).append([event])
+    changed = "" if view.suite is None else " (" + ", ".join(suite_version.differences(view.suite, suite_version.current(Catalog(project_root(root))))) + ")"
+    typer.echo(f"seq {r.seq}  suite {body.previous or '-'} → {body.suite_version}{changed}")
+
+
+@suite_app.command("status")
+def suite_status(ledger: LedgerOption = None, root: RootOption = None) -> None:
+    """Show the recorded suite version and whether the tasks on disk still match it."""
+    view = ledger_view.read(ledger_path(ledger, root))
+    if view.suite is None:
+        fail("no suite version recorded")
+    diffs = suite_version.differences(view.suite, suite_version.current(Catalog(project_root(root))))
+    typer.echo(f"suite {view.suite.suite_version}: " + ("matches the tasks on disk" if not diffs else "differs: " + ", ".join(diffs)))
+    if diffs:
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:
-    """Adds this module's commands to the root app."""
+    app.command()(run)
+    app.command()(rescore)
+    app.add_typer(pricing_app, name="pricing")
+    app.add_typer(suite_app, name="suite")

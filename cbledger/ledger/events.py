@@ -201,10 +201,13 @@ class SandboxRef(Body, kw_only=True):
     fixed signature and time) must be reproducible from the fixture alone; `baseline_sha` is the
     seed plus whatever setup commands wrote (equal to the seed when none ran); `capture_sha` is
     the snapshot of the end state (tracked, untracked and ignored files) on top of the agent's
-    `head_sha`; `evidence_sha` holds the verification reports.
+    `head_sha`; `evidence_sha` holds the verification reports. `seed_config` is the exact
+    `.copperhead/config.json` the seed holds, so the seed can be rebuilt even after the task's
+    config changes.
     """
 
     seed_sha: Hex40
+    seed_config: NonEmpty
     baseline_sha: Hex40
     head_sha: Hex40
     capture_sha: Hex40

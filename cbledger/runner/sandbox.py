@@ -114,8 +114,8 @@ class Sandbox:
         return pygit2.Repository(str(self.path))
 
 
-def create(path: Path, task: Task, fixture: Fixture, ablations: Ablations) -> tuple[pygit2.Repository, str]:
-    """A new sandbox at `path` checked out at the seed commit. Returns (repo, seed sha)."""
+def create(path: Path, task: Task, fixture: Fixture, ablations: Ablations) -> tuple[pygit2.Repository, str, bytes]:
+    """A new sandbox at `path` checked out at the seed commit. Returns (repo, seed sha, config)."""
     if path.exists() and any(path.iterdir()):
         raise UserError(f"{path}: sandbox directory is not empty; repeats never share a sandbox")
     path.mkdir(parents=True, exist_ok=True)
@@ -125,7 +125,7 @@ def create(path: Path, task: Task, fixture: Fixture, ablations: Ablations) -> tu
     repo.references.create(f"refs/heads/{BRANCH}", seed, force=True)
     repo.set_head(f"refs/heads/{BRANCH}")
     repo.checkout_head(strategy=pygit2.enums.CheckoutStrategy.FORCE)
-    return repo, str(seed)
+    return repo, str(seed), config
 
 
 def commit_setup(repo: pygit2.Repository, seed_sha: str, message: str) -> str:

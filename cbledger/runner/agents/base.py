@@ -1,0 +1,98 @@
+"""The agent interface and the transcript conventions shared by the scripted agents."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from cbledger.ledger.events import Ablations
+from cbledger.runner.tasks.catalog import Fixture, Task
+
+COPPERHEAD_SIGNATURE = ("copperhead", "copperhead@localhost")
+
+
+@dataclass(frozen=True)
+class AgentInput:
+    run_id: str
+    sandbox: Path
+    task: Task
+    fixture: Fixture
+    model_id: str
+    ablations: Ablations
+    started_at: _dt.datetime
+    baseline_sha: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def max_turns(self) -> int:
+        return self.ablations.max_turns or self.task.manifest.caps.turns
+
+
+@dataclass(frozen=True)
+class AgentResult:
+    """How the agent stopped, as the runner saw it. The transcript's own `run-end` is evidence;
+    these fields only record what the runner did (e.g. killing the run at its cap)."""
+
+    runner_exit: str | None = None  # "cap-exceeded" | "agent-error"
+    note: str | None = None
+    provider: str | None = None
+    #: a replay carries the original run's model identity and cost instead of pricing anew
+    model: Any = None
+    cost: Any = None
+
+
+class Agent(Protocol):
+    kind: str  # also the run mode: agent | gold | noop | replay
+
+    def run(self, inp: AgentInput) -> AgentResult: ...
+
+
+def run_stamp(when: _dt.datetime) -> str:
+    """copperhead's run directory name: the ISO start time with `:` and `.` replaced by `-`."""
+    iso = when.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
+    return iso.replace(":", "-").replace(".", "-")
+
+
+def iso(when: _dt.datetime) -> str:
+    return when.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
+
+
+def write_transcript(sandbox: Path, started: _dt.datetime, events: list[dict]) -> Path:
+    path = sandbox / ".copperhead" / "runs" / run_stamp(started) / "transcript.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        for ev in events:
+            f.write(json.dumps(ev, ensure_ascii=False) + "\n")
+    return path
+
+
+def run_start_data(inp: AgentInput, provider: str) -> dict:
+    art = inp.fixture.manifest.artifacts
+    cfg = inp.task.manifest.config
+    return {
+        "request": inp.task.manifest.request.prompt,
+        "model": inp.model_id,
+        "provider": provider,
+        "modelSource": "flag",
+        "runId": run_stamp(inp.started_at),
+        "startedAt": iso(inp.started_at),
+        "command": inp.task.manifest.mode,
+        "interactive": False,
+        "stage": None,
+        "brief": inp.task.manifest.request.brief_path,
+        "versions": {"copperhead": None, "installPath": None, "kicadCli": None, "node": None, "platform": None},
+        "config": {
+            "schematic": art.schematic,
+            "board": art.board,
+            "docs": "docs",
+            "maxTurns": inp.max_turns,
+            "maxRepairCycles": cfg.max_repair_cycles,
+            "budgets": dict(cfg.budgets),
+        },
+        "git": {"commit": inp.baseline_sha, "branch": "main", "dirty": False, "uncommittedFiles": [], "preCommitHookInstalled": False},
+        "openConstraints": [],
+        "priorRuns": [],
+    }

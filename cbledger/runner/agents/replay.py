@@ -1,0 +1,73 @@
+"""The `replay` agent: re-materializes a preserved run in a fresh sandbox.
+
+Useful when the environment changes under a finished run (a new kicad-cli, a new grader): the
+end state the model produced is put back exactly — HEAD at the run's last commit, the working
+tree at its captured end state — and then verified and graded anew as its own run, recorded with
+run mode `replay` and the original run's id in its note. No model is called.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pygit2
+from blake3 import blake3
+
+from cbledger.errors import UserError
+from cbledger.runner import ledger_view
+from cbledger.runner.agents.base import AgentInput, AgentResult
+from cbledger.runner.preserve import git_cli
+from cbledger.runner.sandbox import BRANCH
+
+
+class ReplayAgent:
+    kind = "replay"
+
+    def __init__(self, root: Path, ledger: Path):
+        self.root = root
+        self.view = ledger_view.read(ledger)
+
+    def source_run(self, inp: AgentInput):
+        runs = [
+            r
+            for r in self.view.runs.values()
+            if r.task.id == inp.task.id
+            and r.model.id == inp.model_id
+            and r.run_mode != "replay"
+            and r.run_id not in self.view.retracted
+        ]
+        if not runs:
+            raise UserError(f"no preserved run of {inp.task.id} by {inp.model_id} to replay")
+        same_repeat = [r for r in runs if r.repeat == inp_repeat(inp)]
+        return (same_repeat or runs)[-1]
+
+    def run(self, inp: AgentInput) -> AgentResult:
+        src = self.source_run(inp)
+        if src.sandbox.baseline_sha != inp.baseline_sha:
+            raise UserError(
+                f"run {src.run_id} started from baseline {src.sandbox.baseline_sha}, this sandbox from "
+                f"{inp.baseline_sha}: the fixture or task config changed, so it cannot be replayed here"
+            )
+        bundle = self.root / src.sandbox.store
+        if not bundle.is_file():
+            raise UserError(f"{bundle}: preserved run {src.run_id} missing")
+        if blake3(bundle.read_bytes()).hexdigest() != src.sandbox.store_blake3:
+            raise UserError(f"{bundle}: digest differs from the one recorded for run {src.run_id}")
+        proc = subprocess.run(
+            [git_cli(), "fetch", "--quiet", "--no-tags", str(bundle.resolve()), "refs/cbledger/*:refs/cbledger-replay/*"],
+            cwd=inp.sandbox, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+        )
+        if proc.returncode != 0:
+            raise UserError(f"{bundle}: could not be fetched: {proc.stderr.strip()}")
+        repo = pygit2.Repository(str(inp.sandbox))
+        repo.references.create(f"refs/heads/{BRANCH}", pygit2.Oid(hex=src.sandbox.head_sha), force=True)
+        repo.checkout_tree(repo[src.sandbox.capture_sha].peel(pygit2.Tree), strategy=pygit2.enums.CheckoutStrategy.FORCE | pygit2.enums.CheckoutStrategy.REMOVE_UNTRACKED)
+        repo.set_head(f"refs/heads/{BRANCH}")
+        for ref in [r for r in repo.references if r.startswith("refs/cbledger-replay/")]:
+            repo.references.delete(ref)
+        return AgentResult(runner_exit=src.runner_exit, note=f"replay of run {src.run_id}", provider=src.model.provider, model=src.model, cost=src.cost)
+
+
+def inp_repeat(inp: AgentInput) -> int:
+    return int(inp.options.get("repeat", 1))

@@ -1,0 +1,56 @@
+"""The comparability stamp's environment half: which tools, in which versions, on what machine.
+
+Probed once per suite run; a record carries exactly what was used, so results produced elsewhere
+stay valid evidence about that environment while never being averaged with another one.
+"""
+
+from __future__ import annotations
+
+import platform
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+
+from cbledger.runner.verification import kicad_cli, kicad_cli_version
+
+
+@dataclass(frozen=True)
+class Environment:
+    kicad_cli: str | None
+    kicad_cli_version: str | None
+    copperhead_version: str | None
+    copperhead_commit: str | None
+    runtime: str
+    node_version: str | None
+    platform: str
+
+
+def node_version() -> str | None:
+    node = shutil.which("node")
+    if node is None:
+        return None
+    try:
+        out = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None
+
+
+def platform_tag() -> str:
+    machine = platform.machine().lower()
+    arch = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64"}.get(machine, machine)
+    return f"{sys.platform}-{arch}"
+
+
+def probe(copperhead=None) -> Environment:
+    cli = kicad_cli()
+    return Environment(
+        kicad_cli=cli,
+        kicad_cli_version=kicad_cli_version(cli) if cli else None,
+        copperhead_version=copperhead.version() if copperhead else None,
+        copperhead_commit=copperhead.commit() if copperhead else None,
+        runtime=f"{platform.python_implementation().lower()}-{platform.python_version()}",
+        node_version=node_version(),
+        platform=platform_tag(),
+    )

@@ -1,0 +1,50 @@
+"""What the runner needs to know from the ledger: the current suite version and its hashes, the
+latest price table, and the runs already recorded (for rescoring and replay).
+
+This is a read of the log, not a projection: the runner never imports `cbledger.projections`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cbledger.ledger.events import (
+    GradeRecorded,
+    PricingPublished,
+    RunRecorded,
+    SuiteBumped,
+)
+from cbledger.ledger.store import LedgerStore
+
+
+@dataclass
+class LedgerView:
+    suite: SuiteBumped | None = None
+    pricing: PricingPublished | None = None
+    runs: dict[str, RunRecorded] = field(default_factory=dict)
+    grades: dict[tuple[str, str], GradeRecorded] = field(default_factory=dict)
+    retracted: set[str] = field(default_factory=set)
+
+    @property
+    def suite_version(self) -> str | None:
+        return self.suite.suite_version if self.suite else None
+
+
+def read(path: Path) -> LedgerView:
+    state = LedgerView()
+    store = LedgerStore(path)
+    types = {"suite.bumped", "pricing.published", "run.recorded", "grade.recorded", "run.retracted"}
+    for stored in store.read(types=types):
+        body = stored.event.body  # type: ignore[attr-defined]
+        if isinstance(body, SuiteBumped):
+            state.suite = body
+        elif isinstance(body, PricingPublished):
+            state.pricing = body
+        elif isinstance(body, RunRecorded):
+            state.runs[body.run_id] = body
+        elif isinstance(body, GradeRecorded):
+            state.grades.setdefault((body.run_id, body.suite_version), body)
+        elif stored.type == "run.retracted":
+            state.retracted.add(body.run_id)
+    return state

@@ -1,0 +1,182 @@
+"""Preserving a run as git objects relative to its reproducible seed, and restoring it.
+
+After the agent stops, the end state (tracked, untracked and ignored files, the transcript under
+`.copperhead/runs/` included) is snapshotted as a capture commit on top of the agent's HEAD, and
+the verification reports as an evidence commit on top of that. A git bundle whose prerequisite is
+the seed commit then holds exactly what the run added — thin-packed against the seed's objects, so
+a one-line edit of a large schematic costs a delta, not a copy of the board.
+
+Restoring rebuilds the seed from the fixture, checks it reproduces the recorded SHA (a moved
+fixture or config is caught here, before anything is graded), and fetches the bundle on top.
+
+Bundles are written and read with the git command line: libgit2 (pygit2) has no bundle support,
+and a bundle is the standard, inspectable way git ships "these commits, relative to that one".
+Everything else here goes through pygit2.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+from blake3 import blake3
+
+from cbledger.errors import UserError
+from cbledger.ledger.events import SandboxRef
+from cbledger.runner import sandbox as sandbox_mod
+from cbledger.runner.evidence.bundle import (
+    BASELINE_REF,
+    CAPTURE_REF,
+    EVIDENCE_REF,
+    LIVE_REPORTS_DIR,
+    REPORT_NAMES,
+)
+from cbledger.runner.evidence.tree import snapshot_directory
+from cbledger.runner.tasks.catalog import Fixture
+
+CAPTURE_SIGNATURE = ("cbledger capture", "capture@copperbench.invalid")
+
+
+def git_cli() -> str:
+    path = shutil.which("git")
+    if path is None:
+        raise UserError("the git command is required to write and read preserved runs (install git)")
+    return path
+
+
+def _git(args: list[str], cwd: Path) -> str:
+    proc = subprocess.run(
+        [git_cli(), *args], cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+        env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"},
+    )
+    if proc.returncode != 0:
+        raise UserError(f"git {' '.join(args[:2])} failed in {cwd}: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def capture(repo: pygit2.Repository, when: int) -> str:
+    """Snapshots the working tree as a commit on top of HEAD (`refs/cbledger/capture`)."""
+    tree = snapshot_directory(repo, Path(repo.workdir))
+    head = repo.head.target
+    sig = sandbox_mod.signature(*CAPTURE_SIGNATURE, when)
+    oid = repo.create_commit(None, sig, sig, "capture: end state of the run\n", tree, [head])
+    repo.references.create(CAPTURE_REF, oid, force=True)
+    return str(oid)
+
+
+def live_reports_dir(repo: pygit2.Repository) -> Path:
+    return Path(repo.path) / LIVE_REPORTS_DIR
+
+
+def record_evidence(repo: pygit2.Repository, capture_sha: str, when: int) -> str:
+    """Commits the verification reports of `.git/cbledger-evidence/` (`refs/cbledger/evidence`)."""
+    index = pygit2.Index()
+    live = live_reports_dir(repo)
+    for name in REPORT_NAMES:
+        p = live / f"{name}.json"
+        if p.is_file():
+            index.add(pygit2.IndexEntry(f"{name}.json", repo.create_blob(p.read_bytes()), pygit2.enums.FileMode.BLOB))
+    tree = index.write_tree(repo)
+    sig = sandbox_mod.signature(*CAPTURE_SIGNATURE, when)
+    oid = repo.create_commit(None, sig, sig, "evidence: verification reports\n", tree, [pygit2.Oid(hex=capture_sha)])
+    repo.references.create(EVIDENCE_REF, oid, force=True)
+    return str(oid)
+
+
+def new_blobs(repo: pygit2.Repository, seed_sha: str) -> list[tuple[str, pygit2.Blob]]:
+    """Every blob the bundle would carry (reachable from the capture/evidence/baseline refs and
+    not already in the seed), with a path it appears at, for the credential backstop."""
+    seed_tree = repo[seed_sha].peel(pygit2.Tree)
+    known: set[pygit2.Oid] = set()
+    _collect(repo, seed_tree, "", {}, known)
+    found: dict[pygit2.Oid, str] = {}
+    walker = repo.walk(repo.references[EVIDENCE_REF].target, pygit2.enums.SortMode.TOPOLOGICAL)
+    try:
+        walker.push(repo.references[BASELINE_REF].target)
+    except KeyError:
+        pass
+    walker.hide(pygit2.Oid(hex=seed_sha))
+    for commit in walker:
+        _collect(repo, commit.tree, "", found, known)
+    return [(path, repo[oid]) for oid, path in sorted(found.items(), key=lambda kv: kv[1])]
+
+
+def commit_messages(repo: pygit2.Repository, seed_sha: str) -> list[tuple[str, str]]:
+    walker = repo.walk(repo.references[EVIDENCE_REF].target, pygit2.enums.SortMode.TOPOLOGICAL)
+    walker.hide(pygit2.Oid(hex=seed_sha))
+    return [(str(c.id), c.message) for c in walker]
+
+
+def _collect(repo, tree, prefix, found: dict, known: set) -> None:
+    for entry in tree:
+        if entry.type_str == "tree":
+            _collect(repo, repo[entry.id], f"{prefix}{entry.name}/", found, known)
+        elif entry.type_str == "blob" and entry.id not in known:
+            known.add(entry.id)
+            if found is not None:
+                found.setdefault(entry.id, f"{prefix}{entry.name}")
+
+
+def write_bundle(repo: pygit2.Repository, seed_sha: str, dest: Path) -> tuple[int, str]:
+    """Writes the bundle to `dest` (a staging path: the caller moves it into place once the
+    run's events are ready); returns (bytes, blake3)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    _git(["bundle", "create", str(dest), EVIDENCE_REF, BASELINE_REF, f"^{seed_sha}"], Path(repo.path))
+    with open(dest, "rb") as f:
+        data = f.read()
+        os.fsync(f.fileno())
+    return len(data), blake3(data).hexdigest()
+
+
+@dataclass(frozen=True)
+class Restored:
+    repo: pygit2.Repository
+    path: Path
+
+
+def restore(
+    bundle: Path,
+    ref: SandboxRef,
+    fixture: Fixture,
+    into: Path | None = None,
+    checkout: bool = False,
+) -> Restored:
+    """Rebuilds the seed from the fixture, checks its SHA, and fetches the preserved run."""
+    if not bundle.is_file():
+        raise UserError(f"{bundle}: preserved run missing")
+    digest = blake3(bundle.read_bytes()).hexdigest()
+    if digest != ref.store_blake3:
+        raise UserError(f"{bundle}: BLAKE3 {digest} differs from the recorded {ref.store_blake3}")
+    path = into or Path(tempfile.mkdtemp(prefix="cbledger-restore-"))
+    repo = pygit2.init_repository(str(path), bare=not checkout, initial_head=sandbox_mod.BRANCH)
+    seed = str(sandbox_mod.seed_commit(repo, fixture, ref.seed_config.encode()))
+    if seed != ref.seed_sha:
+        raise UserError(
+            f"rebuilt seed {seed} from fixture {fixture.id} differs from the recorded {ref.seed_sha}: "
+            "the fixture tree or the task config changed since the run"
+        )
+    repo.references.create("refs/cbledger/seed", pygit2.Oid(hex=seed), force=True)
+    _git(["fetch", "--quiet", "--no-tags", str(bundle.resolve()), "refs/cbledger/*:refs/cbledger/*"], path)
+    repo = pygit2.Repository(str(path))
+    for name, sha in (
+        ("baseline", ref.baseline_sha),
+        ("head", ref.head_sha),
+        ("capture", ref.capture_sha),
+        ("evidence", ref.evidence_sha),
+    ):
+        try:
+            repo[sha]
+        except KeyError:
+            raise UserError(f"{bundle}: the recorded {name} commit {sha} is not in the preserved run") from None
+    if str(repo.references[EVIDENCE_REF].target) != ref.evidence_sha:
+        raise UserError(f"{bundle}: evidence ref does not point at the recorded {ref.evidence_sha}")
+    if checkout:
+        repo.references.create(f"refs/heads/{sandbox_mod.BRANCH}", pygit2.Oid(hex=ref.head_sha), force=True)
+        repo.checkout_tree(repo[ref.capture_sha].peel(pygit2.Tree), strategy=pygit2.enums.CheckoutStrategy.FORCE)
+        repo.set_head(f"refs/heads/{sandbox_mod.BRANCH}")
+    return Restored(repo, path)

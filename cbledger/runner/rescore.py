@@ -1,0 +1,83 @@
+"""Re-grading preserved runs under the current suite version. No agent runs, no model is called:
+each run is restored from its bundle (the seed rebuilt from the fixture and checked), graded with
+today's tasks and grader, and a new `grade.recorded` is appended under the current version.
+Runs already graded under it are left alone; retracted runs are skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cbledger.errors import UserError
+from cbledger.ledger.events import Actor, GradeRecorded, RunRecorded, make_event
+from cbledger.ledger.store import LedgerStore
+from cbledger.runner import ledger_view, preserve, suite_version
+from cbledger.runner.evidence import bundle as evidence_mod
+from cbledger.runner.execute import grade_body
+from cbledger.runner.grading.grader import Grade, grade
+from cbledger.runner.tasks.catalog import Catalog
+
+
+@dataclass
+class RescoreResult:
+    graded: list[GradeRecorded] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)
+
+
+def regrade(root: Path, catalog: Catalog, run: RunRecorded) -> Grade:
+    """The grade today's grader gives a preserved run (used by rescore and replay --verify)."""
+    task = catalog.task(run.task.id)
+    fixture = catalog.fixture(run.fixture.id)
+    restored = preserve.restore(root / run.sandbox.store, run.sandbox, fixture)
+    try:
+        evidence = evidence_mod.from_repo(
+            restored.repo,
+            baseline_sha=run.sandbox.baseline_sha,
+            head_sha=run.sandbox.head_sha,
+            capture_sha=run.sandbox.capture_sha,
+            evidence_sha=run.sandbox.evidence_sha,
+            runner_exit=run.runner_exit,
+        )
+        return grade(task, fixture, evidence)
+    finally:
+        import shutil
+
+        shutil.rmtree(restored.path, ignore_errors=True)
+
+
+def rescore(
+    root: Path, ledger: Path, actor: Actor, on_done: Callable[[str, str], None] | None = None
+) -> RescoreResult:
+    catalog = Catalog(root)
+    view = ledger_view.read(ledger)
+    if view.suite is None:
+        raise UserError("no suite version is recorded; run `cbledger suite bump` first")
+    version = view.suite.suite_version
+    suite_version.require_current(view.suite, catalog, sorted({r.task.id for r in view.runs.values()} & set(catalog.task_ids())))
+    store = LedgerStore(ledger)
+    result = RescoreResult()
+    for run_id, run in view.runs.items():
+        if run_id in view.retracted:
+            result.skipped.append((run_id, "retracted"))
+            continue
+        if (run_id, version) in view.grades:
+            result.skipped.append((run_id, f"already graded under {version}"))
+            continue
+        if run.task.id not in catalog.task_ids():
+            result.skipped.append((run_id, f"task {run.task.id} no longer in the suite"))
+            continue
+        try:
+            g = regrade(root, catalog, run)
+        except UserError as exc:
+            result.failed.append((run_id, str(exc)))
+            continue
+        task = catalog.task(run.task.id)
+        body = grade_body(run_id, version, task.manifest_hash, g)
+        store.append([make_event(body, id=f"grade:{run_id}:{version}", actor=actor)])
+        result.graded.append(body)
+        if on_done:
+            on_done(run_id, body.verdict)
+    return result

@@ -1,0 +1,189 @@
+"""Running a plan: preflight, then every planned run, `--jobs` at a time, appending as they land.
+
+Preflight refuses early and clearly, before any sandbox exists: an unknown suite or task, a task
+whose fixture hash does not match (or whose suite version was not bumped), kicad-cli missing,
+the copperhead CLI missing for agent runs, an unsafe model id, a model with no price-table entry.
+A run that fails on its own (a secret found, an agent crash) is reported and the suite continues.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cbledger.errors import UserError
+from cbledger.ledger.events import Actor
+from cbledger.ledger.store import LedgerStore
+from cbledger.runner import ledger_view, suite_version
+from cbledger.runner.agents.base import Agent
+from cbledger.runner.agents.copperhead import CopperheadAgent, locate
+from cbledger.runner.agents.scripted import GoldAgent, NoopAgent
+from cbledger.runner.environment import probe
+from cbledger.runner.execute import RunOutput, RunSettings, execute, model_identity, publish
+from cbledger.runner.plan import Plan
+from cbledger.runner.sandbox import verify_fixture
+from cbledger.runner.tasks.catalog import Catalog
+from cbledger.runner.verification import require_kicad_cli
+
+
+@dataclass
+class SuiteResult:
+    outputs: list[RunOutput] = field(default_factory=list)
+    failures: list[tuple[str, str]] = field(default_factory=list)  # (planned run, error)
+
+    @property
+    def passed(self) -> int:
+        return sum(1 for o in self.outputs if o.grade.verdict == "pass")
+
+
+def build_agent(plan: Plan, copperhead_cli: str | None, root: Path, ledger: Path) -> tuple[Agent, str, object]:
+    if plan.agent == "gold":
+        return GoldAgent(), "gold", None
+    if plan.agent == "noop":
+        return NoopAgent(), "noop", None
+    if plan.agent == "copperhead":
+        cli = locate(copperhead_cli)
+        if cli is None:
+            raise UserError("--agent copperhead needs the copperhead CLI: pass --copperhead-cli PATH/cli.js or set $COPPERHEAD_CLI")
+        return CopperheadAgent(cli), "agent", cli
+    if plan.agent == "replay":
+        from cbledger.runner.agents.replay import ReplayAgent
+
+        return ReplayAgent(root, ledger), "replay", None
+    raise UserError(f"unknown agent {plan.agent}")
+
+
+def preflight(catalog: Catalog, plan: Plan, view: ledger_view.LedgerView) -> str:
+    require_kicad_cli()
+    seen = set()
+    for r in plan.runs:
+        if r.task.id in seen:
+            continue
+        seen.add(r.task.id)
+        fixture = catalog.fixture_for(r.task)
+        if r.task.manifest.fixture.sha256 != fixture.manifest.sha256:
+            raise UserError(
+                f"{r.task.dir / 'task.json'}: fixture.sha256 {r.task.manifest.fixture.sha256} differs from "
+                f"{fixture.dir / 'fixture.json'} sha256 {fixture.manifest.sha256}"
+            )
+        verify_fixture(fixture, r.task.manifest.fixture.sha256)
+    return suite_version.require_current(view.suite, catalog, plan.tasks)
+
+
+def run_plan(
+    root: Path,
+    ledger: Path,
+    plan: Plan,
+    *,
+    jobs: int = 1,
+    sandbox_root: Path,
+    keep_sandboxes: bool = False,
+    copperhead_cli: str | None = None,
+    segment: str | None = None,
+    actor_name: str = "cbledger-runner",
+    on_done: Callable[[RunOutput | None, str | None, int, int], None] | None = None,
+) -> SuiteResult:
+    catalog = Catalog(root)
+    store = LedgerStore(ledger)
+    if not store.exists():
+        raise UserError(f"{ledger}: no ledger here (run `cbledger init` first)")
+    view = ledger_view.read(ledger)
+    version = preflight(catalog, plan, view)
+    agent, run_mode, cli = build_agent(plan, copperhead_cli, root, ledger)
+    settings = RunSettings(
+        root=root,
+        catalog=catalog,
+        agent=agent,
+        run_mode=run_mode,
+        suite_version=version,
+        environment=probe(cli),
+        price_table=view.pricing,
+        ablations=plan.ablations,
+        sandbox_root=sandbox_root,
+        keep_sandboxes=keep_sandboxes,
+        copperhead=cli,
+        actor=Actor(kind="runner", name=actor_name),
+        segment_override=segment,
+    )
+    if run_mode == "agent":
+        model_identity(settings, plan.model_id, None)  # refuses an unpriced model before any run
+    sandbox_root.mkdir(parents=True, exist_ok=True)
+    result = SuiteResult()
+    lock = threading.Lock()
+    total = len(plan.runs)
+
+    def one(planned):
+        try:
+            output = execute(settings, planned)
+            with lock:
+                publish(store, output)
+                result.outputs.append(output)
+                if on_done:
+                    on_done(output, None, len(result.outputs) + len(result.failures), total)
+        except UserError as exc:
+            label = f"{planned.task.id} r{planned.repeat}"
+            with lock:
+                result.failures.append((label, str(exc)))
+                if on_done:
+                    on_done(None, f"{label}: {exc}", len(result.outputs) + len(result.failures), total)
+
+    if jobs <= 1:
+        for planned in plan.runs:
+            one(planned)
+    else:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            for fut in as_completed([pool.submit(one, p) for p in plan.runs]):
+                fut.result()
+    return result
+
+
+class Progress:
+    """A live display on a terminal (rich), one plain line per run otherwise."""
+
+    def __init__(self, total: int, stream=None):
+        self.total = total
+        self.start = time.monotonic()
+        self.passed = self.failed = self.errors = 0
+        self.stream = stream or sys.stderr
+        self.live = None
+        if self.stream.isatty():
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+            self.live = RichProgress(
+                TextColumn("runs"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
+                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), transient=False,
+            )
+            self.task = self.live.add_task("runs", total=total, status="")
+            self.live.start()
+
+    def __call__(self, output: RunOutput | None, error: str | None, done: int, total: int) -> None:
+        if output is not None:
+            if output.grade.verdict == "pass":
+                self.passed += 1
+            else:
+                self.failed += 1
+        else:
+            self.errors += 1
+        status = f"pass {self.passed} fail {self.failed}" + (f" error {self.errors}" if self.errors else "")
+        if self.live is not None:
+            self.live.update(self.task, completed=done, status=status)
+            if error:
+                self.live.console.print(f"[red]error[/red] {error}")
+            return
+        elapsed = time.monotonic() - self.start
+        eta = elapsed / done * (total - done) if done else 0.0
+        if output is not None:
+            g = output.grade
+            what = f"{output.run.task.id} r{output.run.repeat} {g.verdict}" + (f" ({g.failure_category})" if g.failure_category else "")
+        else:
+            what = f"error: {error}"
+        print(f"[{done}/{total}] {what}  | {status} | elapsed {elapsed:.0f}s eta {eta:.0f}s", file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self.live is not None:
+            self.live.stop()
