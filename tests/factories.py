@@ -200,6 +200,7 @@ def run_recorded(n: int = 1, *, id: str | None = None, note: str | None = None) 
             cost=Cost(usd_micros=190_000 + n, price_table_version="2026-01"),
             sandbox=SandboxRef(
                 seed_sha=hex40("seed", task),
+                seed_config='{"model":"claude-sonnet-4.5","maxTurns":40}',
                 baseline_sha=hex40("baseline", n),
                 head_sha=hex40("head", n),
                 capture_sha=hex40("capture", n),

@@ -1,0 +1,215 @@
+"""Tampering with a stored ledger: every edit `replay --verify` can see must fail the command and
+name the first bad seq and the kind of problem, because "the chain is broken somewhere" does not
+tell a maintainer what to look at."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from cbledger.ledger import encoding
+from cbledger.ledger.chain import GENESIS, format_line, link_hash, parse_line
+from cbledger.ledger.verify import verify_chain
+from tests.factories import (
+    grade_recorded,
+    ledger_created,
+    new_ledger,
+    pricing_published,
+    run_cli,
+    run_recorded,
+    run_retracted,
+    suite_bumped,
+)
+
+Lines = list[bytes]
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Path:
+    path = tmp_path / "events.jsonl"
+    store = new_ledger(path)
+    store.append([suite_bumped(1), pricing_published(1)])  # seq 2, 3
+    store.append([run_recorded(1), grade_recorded(1), run_recorded(2), grade_recorded(2)])  # 4..7
+    store.append([run_retracted(1)])  # seq 8
+    return path
+
+
+def split(path: Path) -> Lines:
+    return path.read_bytes().splitlines(keepends=True)
+
+
+def events_of(lines: Lines) -> list[bytes]:
+    return [bytes(parse_line(line).event) for line in lines]
+
+
+def rechain(events: list[bytes]) -> bytes:
+    """Builds a file whose every link and hash is correct for these event bytes, as a forger who
+    knows the format would: only the content can give such a file away."""
+    out, prev = [], GENESIS
+    for data in events:
+        seq = msgspec.json.decode(data)["seq"]
+        h = link_hash(prev, seq, data)
+        out.append(format_line(data, h, prev))
+        prev = h
+    return b"".join(out)
+
+
+def with_seq(data: bytes, seq: int) -> bytes:
+    return encoding.encode(msgspec.structs.replace(encoding.decode(data), seq=seq))
+
+
+def forged_at(seq: int, draft, prev: str) -> bytes:
+    data = encoding.encode(msgspec.structs.replace(draft, seq=seq))
+    return format_line(data, link_hash(prev, seq, data), prev)
+
+
+def edit(line: bytes, old: bytes, new: bytes) -> bytes:
+    assert old in line, (old, line[:80])
+    return line.replace(old, new, 1)
+
+
+def put(lines: Lines, index: int, line: bytes) -> bytes:
+    return b"".join(lines[:index] + [line] + lines[index + 1 :])
+
+
+def flip_hash_digit(line: bytes, field: bytes) -> bytes:
+    start = line.index(b'"' + field + b'":"') + len(field) + 4
+    digit = line[start + 10 : start + 11]
+    other = b"0" if digit != b"0" else b"1"
+    return line[: start + 10] + other + line[start + 11 :]
+
+
+# Each case: a name, how to tamper (lines -> file bytes), and the kind, line and seq verify must
+# name.
+# The seq named is the one stored on the first bad line (for a seq-gap, the unexpected seq; the
+# message also says which was expected); every line before it verifies.
+Tamper = Callable[[Lines], bytes]
+CASES: list[tuple[str, Tamper, str, int, int]] = [
+    ("byte-in-body", lambda ls: put(ls, 3, edit(ls[3], b"linux-x86_64", b"linux-x86_65")), "hash-mismatch", 4, 4),
+    (
+        "byte-in-envelope",
+        lambda ls: put(ls, 5, edit(ls[5], b'"copperbench-runner"', b'"copperbench-rUnner"')),
+        "hash-mismatch",
+        6,
+        6,
+    ),
+    ("byte-in-own-hash", lambda ls: put(ls, 4, flip_hash_digit(ls[4], b"hash")), "hash-mismatch", 5, 5),
+    ("byte-in-prev", lambda ls: put(ls, 4, flip_hash_digit(ls[4], b"prev")), "broken-link", 5, 5),
+    ("byte-breaks-json", lambda ls: put(ls, 2, edit(ls[2], b'"event":{', b'"event":[')), "undecodable", 3, 3),
+    ("newline-removed", lambda ls: put(ls, 2, ls[2][:-1] + b" "), "undecodable", 3, 3),
+    ("drop-first-line", lambda ls: b"".join(ls[1:]), "seq-gap", 1, 2),
+    ("drop-middle-line", lambda ls: b"".join(ls[:4] + ls[5:]), "seq-gap", 5, 6),
+    ("duplicate-line", lambda ls: b"".join(ls[:5] + [ls[4]] + ls[5:]), "seq-gap", 6, 5),
+    ("reorder-two-lines", lambda ls: b"".join(ls[:3] + [ls[4], ls[3]] + ls[5:]), "seq-gap", 4, 5),
+    (
+        "insert-forged-line-with-its-own-hash",  # a plausible seq 5, linked to seq 4, slotted in
+        lambda ls: b"".join(ls[:4] + [forged_at(5, run_recorded(77), parse_line(ls[3]).hash)] + ls[4:]),
+        "seq-gap",
+        6,
+        5,
+    ),
+    (
+        "replace-line-with-forged-line-with-its-own-hash",
+        lambda ls: put(ls, 4, forged_at(5, run_recorded(77), parse_line(ls[3]).hash)),
+        "broken-link",
+        6,
+        6,
+    ),
+    (
+        "unknown-field-rechained",  # every link and hash recomputed, but not an event
+        lambda ls: rechain(
+            events_of(ls[:6]) + [edit(events_of(ls)[6], b'"body":{', b'"body":{"extra":1,')] + events_of(ls[7:])
+        ),
+        "undecodable",
+        7,
+        7,
+    ),
+    (
+        "duplicate-id-rechained",
+        lambda ls: rechain(events_of(ls[:7]) + [with_seq(events_of(ls)[3], 8)]),
+        "duplicate-id",
+        8,
+        8,
+    ),
+    (
+        "seq-1-not-genesis-rechained",
+        lambda ls: rechain([with_seq(e, i) for i, e in enumerate(events_of(ls[1:]), start=1)]),
+        "genesis",
+        1,
+        1,
+    ),
+    (
+        "second-genesis-rechained",
+        lambda ls: rechain(events_of(ls) + [with_seq(encoding.encode(ledger_created("b")), 9)]),
+        "genesis",
+        9,
+        9,
+    ),
+    ("torn-tail", lambda ls: b"".join(ls[:-1]) + ls[-1][:57], "torn-tail", 8, 8),
+]
+
+
+@pytest.mark.parametrize("name, tamper, kind, line, seq", CASES, ids=[c[0] for c in CASES])
+def test_replay_verify_names_the_seq_and_the_kind(
+    ledger: Path, name: str, tamper: Tamper, kind: str, line: int, seq: int
+) -> None:
+    assert verify_chain(ledger).ok
+    original = split(ledger)
+    tampered = tamper(original)
+    assert tampered != b"".join(original)
+    ledger.write_bytes(tampered)
+
+    result = run_cli(["replay", "--verify", "--ledger", ledger])
+    assert result.exit_code == 1, result.output
+    assert "chain BROKEN" in result.stderr
+    assert f"{kind} at line {line} (seq {seq}," in result.stderr, result.stderr
+    if kind == "seq-gap":
+        assert f"expected seq {line}, found {seq}" in result.stderr
+
+    as_json = run_cli(["replay", "--verify", "--json", "--ledger", ledger])
+    assert as_json.exit_code == 1
+    chain = json.loads(as_json.stdout)["chain"]
+    assert chain["ok"] is False
+    problem = chain["problem"]
+    assert (problem["kind"], problem["line"], problem["seq"]) == (kind, line, seq)
+    assert chain["head"]["seq"] == line - 1  # the last event that still verifies
+
+
+def test_the_untampered_ledger_verifies(ledger: Path) -> None:
+    """The control for every case above: the same fixture, untouched, passes."""
+    result = run_cli(["replay", "--verify", "--ledger", ledger])
+    assert result.exit_code == 0, result.output
+    assert "chain ok: 8 events" in result.stdout
+
+
+def test_an_empty_file_is_not_a_ledger(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b"")
+    result = run_cli(["replay", "--verify", "--ledger", path])
+    assert result.exit_code == 1
+    assert "genesis" in result.stderr
+
+
+def test_a_missing_ledger_is_a_usage_error(tmp_path: Path) -> None:
+    result = run_cli(["replay", "--verify", "--ledger", tmp_path / "nope.jsonl"])
+    assert result.exit_code == 2
+    assert "no ledger" in result.stderr
+
+
+def test_a_full_rewrite_changes_the_head_hash(ledger: Path) -> None:
+    """What a chain alone cannot catch: rewriting an event and recomputing every later link. The
+    defence is the published head hash, so the head must change and be printed."""
+    before = run_cli(["replay", "--verify", "--ledger", ledger])
+    lines = split(ledger)
+    events = events_of(lines)
+    events[3] = edit(events[3], b"linux-x86_64", b"linux-x86_65")
+    ledger.write_bytes(rechain(events))
+    after = run_cli(["replay", "--verify", "--ledger", ledger])
+    assert before.exit_code == after.exit_code == 0
+    head_before = before.stdout.split("head seq 8 ")[1].strip()
+    head_after = after.stdout.split("head seq 8 ")[1].strip()
+    assert len(head_before) == 64 and head_before != head_after
