@@ -1,0 +1,295 @@
+"""The fold engine: ledger events -> `LedgerState`, the one structure every view is derived from.
+
+Why a single state rather than one fold per view: every view needs the same joins (run + its
+grades + its retraction + its rubric), and doing them once keeps the views consistent with each
+other by construction. The state holds facts keyed by id, in ledger order; interpretation
+(which records exist, which share a table, what the rates are) happens in pure functions over
+it, so the incremental path and the full rebuild cannot drift apart: `Projector.apply` is the
+only code that changes a state, and a full rebuild is `apply` over every event.
+
+Rules folded here (and nowhere else):
+
+* A run is recorded once. A second `run.recorded` for a known run id is ignored and reported.
+* Grades are keyed by (run, suiteVersion); the FIRST grade for a pair is kept forever, because a
+  record is written once. A later grade for the pair with an identical body is a duplicate; with a
+  different body it is a *grade conflict*, reported by the views and never silently replacing.
+* `run.retracted` marks a run; every view drops it (and its grades), the log keeps it.
+* A run's record ordinal is fixed when the run is folded (see `paths`).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+from msgspec import Struct, field
+
+from cbledger.ledger.events import (
+    EvidenceImported,
+    EvidenceImportedEvent,
+    GradeRecorded,
+    GradeRecordedEvent,
+    LedgerCreatedEvent,
+    PricingPublished,
+    PricingPublishedEvent,
+    RubricScored,
+    RubricScoredEvent,
+    RunRecorded,
+    RunRecordedEvent,
+    RunRetractedEvent,
+    SuiteBumped,
+    SuiteBumpedEvent,
+)
+from cbledger.projections import paths
+
+
+class ProjectionError(ValueError):
+    """The events handed to a fold cannot be folded (a gap, a draft without a seq)."""
+
+
+class RunEntry(Struct, frozen=True, kw_only=True):
+    seq: int
+    run: RunRecorded
+    date: str
+    ordinal: int
+
+
+class GradeEntry(Struct, frozen=True, kw_only=True):
+    seq: int
+    grade: GradeRecorded
+
+
+class GradeConflict(Struct, frozen=True, kw_only=True):
+    run_id: str
+    suite_version: str
+    kept_seq: int
+    conflicting_seq: int
+    fields: list[str]
+
+
+class DuplicateGrade(Struct, frozen=True, kw_only=True):
+    run_id: str
+    suite_version: str
+    kept_seq: int
+    seq: int
+
+
+class Retraction(Struct, frozen=True, kw_only=True):
+    run_id: str
+    seq: int
+    reason: str
+
+
+class RubricEntry(Struct, frozen=True, kw_only=True):
+    seq: int
+    rubric: RubricScored
+
+
+class ImportEntry(Struct, frozen=True, kw_only=True):
+    seq: int
+    at: _dt.datetime
+    actor: str
+    body: EvidenceImported
+
+
+class SuiteEntry(Struct, frozen=True, kw_only=True):
+    seq: int
+    at: _dt.datetime
+    body: SuiteBumped
+
+
+class PricingEntry(Struct, frozen=True, kw_only=True):
+    seq: int
+    body: PricingPublished
+
+
+class Anomaly(Struct, frozen=True, kw_only=True):
+    seq: int
+    kind: str
+    message: str
+
+
+class LedgerState(Struct, kw_only=True):
+    """Everything the views need, in ledger order. Mutated only by `Projector.apply`."""
+
+    head_seq: int = 0
+    head_hash: str | None = None
+    last_at: _dt.datetime | None = None
+    ledger_name: str | None = None
+    suites: list[SuiteEntry] = field(default_factory=list)
+    pricing: list[PricingEntry] = field(default_factory=list)
+    runs: dict[str, RunEntry] = field(default_factory=dict)
+    #: run id -> suite version -> the first grade for that pair (inner order = grading order)
+    grades: dict[str, dict[str, GradeEntry]] = field(default_factory=dict)
+    duplicate_grades: list[DuplicateGrade] = field(default_factory=list)
+    conflicts: list[GradeConflict] = field(default_factory=list)
+    retracted: dict[str, Retraction] = field(default_factory=dict)
+    rubric: dict[str, list[RubricEntry]] = field(default_factory=dict)
+    imports: list[ImportEntry] = field(default_factory=list)
+    #: "<date>/<model-dir>/<task>" -> the highest ordinal handed out
+    ordinals: dict[str, int] = field(default_factory=dict)
+    anomalies: list[Anomaly] = field(default_factory=list)
+
+
+def canonical(state: LedgerState) -> bytes:
+    """Canonical bytes of a state: what "incremental equals full rebuild" compares."""
+    return msgspec.json.encode(state, order="sorted")
+
+
+def _differing_fields(a: Struct, b: Struct) -> list[str]:
+    out = []
+    for name in a.__struct_fields__:
+        if getattr(a, name) != getattr(b, name):
+            out.append(name)
+    return out
+
+
+def _unpack(item: Any) -> tuple[Any, str | None]:
+    """Accepts a `StoredEvent` (event + chain hash) or a bare, sequenced event."""
+    event = getattr(item, "event", None)
+    if event is not None and hasattr(item, "hash"):
+        return event, item.hash
+    return item, None
+
+
+class Projector:
+    """Folds events into a state and remembers the last seq folded.
+
+    `apply` skips events it has already folded (so re-reading a whole ledger is harmless) and
+    refuses a gap, because a state folded over a ledger with a hole would silently differ from a
+    full rebuild.
+    """
+
+    def __init__(self, state: LedgerState | None = None) -> None:
+        self.state = state if state is not None else LedgerState()
+
+    @property
+    def last_seq(self) -> int:
+        return self.state.head_seq
+
+    def apply(self, items: Iterable[Any]) -> int:
+        """Folds `items` (StoredEvents or sequenced events) in order; returns how many were new."""
+        n = 0
+        st = self.state
+        for item in items:
+            event, hash_ = _unpack(item)
+            seq = event.seq
+            if seq <= st.head_seq:
+                continue
+            if seq != st.head_seq + 1:
+                raise ProjectionError(
+                    f"event seq {seq} does not follow the last folded seq {st.head_seq}"
+                )
+            self._fold_one(event)
+            st.head_seq = seq
+            st.head_hash = hash_
+            st.last_at = event.at
+            n += 1
+        return n
+
+    def _fold_one(self, event: Any) -> None:
+        st = self.state
+        seq = event.seq
+        if isinstance(event, RunRecordedEvent):
+            run = event.body
+            if run.run_id in st.runs:
+                st.anomalies.append(
+                    Anomaly(
+                        seq=seq,
+                        kind="duplicate-run",
+                        message=f"run {run.run_id} was already recorded at seq "
+                        f"{st.runs[run.run_id].seq}; this one is ignored",
+                    )
+                )
+                return
+            date = paths.run_date(run.timings.started_at)
+            key = paths.run_dir(date, run.model.id, run.task.id)
+            ordinal = st.ordinals.get(key, 0) + 1
+            st.ordinals[key] = ordinal
+            st.runs[run.run_id] = RunEntry(seq=seq, run=run, date=date, ordinal=ordinal)
+        elif isinstance(event, GradeRecordedEvent):
+            grade = event.body
+            per_run = st.grades.setdefault(grade.run_id, {})
+            kept = per_run.get(grade.suite_version)
+            if kept is None:
+                per_run[grade.suite_version] = GradeEntry(seq=seq, grade=grade)
+            elif kept.grade == grade:
+                st.duplicate_grades.append(
+                    DuplicateGrade(
+                        run_id=grade.run_id,
+                        suite_version=grade.suite_version,
+                        kept_seq=kept.seq,
+                        seq=seq,
+                    )
+                )
+            else:
+                st.conflicts.append(
+                    GradeConflict(
+                        run_id=grade.run_id,
+                        suite_version=grade.suite_version,
+                        kept_seq=kept.seq,
+                        conflicting_seq=seq,
+                        fields=_differing_fields(kept.grade, grade),
+                    )
+                )
+        elif isinstance(event, RunRetractedEvent):
+            body = event.body
+            if body.run_id not in st.retracted:
+                st.retracted[body.run_id] = Retraction(run_id=body.run_id, seq=seq, reason=body.reason)
+        elif isinstance(event, RubricScoredEvent):
+            st.rubric.setdefault(event.body.run_id, []).append(RubricEntry(seq=seq, rubric=event.body))
+        elif isinstance(event, EvidenceImportedEvent):
+            st.imports.append(
+                ImportEntry(seq=seq, at=event.at, actor=event.actor.name, body=event.body)
+            )
+        elif isinstance(event, SuiteBumpedEvent):
+            st.suites.append(SuiteEntry(seq=seq, at=event.at, body=event.body))
+        elif isinstance(event, PricingPublishedEvent):
+            st.pricing.append(PricingEntry(seq=seq, body=event.body))
+        elif isinstance(event, LedgerCreatedEvent):
+            if st.ledger_name is None:
+                st.ledger_name = event.body.name
+
+
+def fold(items: Iterable[Any]) -> LedgerState:
+    """A full rebuild: a fresh state with every event applied."""
+    projector = Projector()
+    projector.apply(items)
+    return projector.state
+
+
+# --------------------------------------------------------------------------- suite versions
+
+
+def semver_key(version: str) -> tuple[int, int, int]:
+    major, minor, patch = version.split(".")
+    return int(major), int(minor), int(patch)
+
+
+def suite_versions(state: LedgerState) -> list[str]:
+    """Every suite version that has a bump or a live grade, oldest first."""
+    seen = {entry.body.suite_version for entry in state.suites}
+    for run_id, per_run in state.grades.items():
+        if run_id in state.retracted or run_id not in state.runs:
+            continue
+        seen.update(per_run)
+    return sorted(seen, key=semver_key)
+
+
+def current_suite(state: LedgerState) -> str | None:
+    """The latest `suite.bumped` (in ledger order); with none, the highest graded version."""
+    if state.suites:
+        return state.suites[-1].body.suite_version
+    versions = suite_versions(state)
+    return versions[-1] if versions else None
+
+
+def suite_bump(state: LedgerState, version: str) -> SuiteEntry | None:
+    """The latest bump that declared `version` (a re-declaration supersedes the earlier one)."""
+    found = None
+    for entry in state.suites:
+        if entry.body.suite_version == version:
+            found = entry
+    return found

@@ -1,0 +1,446 @@
+"""Headline numbers and diagnostics, per suite version, comparability group, tier and model.
+
+Pure functions of a `LedgerState`. Definitions (docs/PROJECTIONS.md repeats them for readers):
+
+* **runs / passes**: records of agent runs (not harness, not replay, not imported evidence) graded
+  under the suite, in the group. A run counts once per suite version (its first grade).
+* **strict pass rate** = passes / runs, with a 95% Wilson score interval (z = 1.959963984540054).
+* **cost per passing task** = total USD of every run in the row / passing runs; defined only when
+  every run in the row carries a cost and at least one passed. Rows of null-cost segments
+  (`saved-login`, `open-weight-self-hosted`) are never costed; they carry tokens instead.
+* **pass@1** = the mean, over repeat indices, of the pass rate of the runs with that index; the
+  **spread** is the per-index rates (min..max shown); **pass^k** = tasks whose every run passed /
+  tasks, with k the runs per task (a range when tasks differ). A row whose every task has a single
+  run is `single_repeat` and is never presented as a comparison.
+* **correct-refusal rate** = runs of `refusal` tasks whose grade passed / runs of `refusal` tasks
+  (a refusal task passes only when its required assertions — refused, cited the budget, changed
+  nothing — all hold, so a pass is a correct refusal and a bare "refused" exit is not enough).
+* **false-refusal rate** = runs of `edit` tasks whose run ended with exit path `refused` / runs
+  of `edit` tasks (a run without stats did not end with a refusal).
+* **variant gap** per model = pass rate on originals minus pass rate on their `variantOf`
+  variants, pooled by run over all tiers, counting only originals that have a variant run by that
+  model and variants whose original was run by it; other variants are listed, not computed.
+* **failure categories**: counts of the failed runs' categories.
+* **rubric**: mean of each run's first `rubric.scored` score; model-judged, moves nothing else.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from msgspec import Struct
+
+from cbledger.projections.comparability import Partition, Reference, partition
+from cbledger.projections.fold import LedgerState, RunEntry, suite_versions
+from cbledger.projections.records import RecordEntry, is_harness, is_replay, record_entries
+
+Z95 = 1.959963984540054
+TIERS = ("simple", "medium", "hard")
+ALL_TIERS = "all"
+COSTED_SEGMENTS = ("api-frontier", "api-cheap", "open-weight-hosted")
+UNCOSTED_SEGMENTS = ("open-weight-self-hosted", "saved-login")
+
+
+def wilson(passes: int, runs: int, z: float = Z95) -> tuple[float, float] | None:
+    """95% Wilson score interval: honest at 0/n and n/n, where the normal interval collapses."""
+    if runs == 0:
+        return None
+    p = passes / runs
+    z2 = z * z
+    denom = 1 + z2 / runs
+    centre = (p + z2 / (2 * runs)) / denom
+    half = z * math.sqrt(p * (1 - p) / runs + z2 / (4 * runs * runs)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+class RepeatRate(Struct, frozen=True, kw_only=True):
+    repeat: int
+    runs: int
+    passes: int
+
+
+class RowMetrics(Struct, frozen=True, kw_only=True):
+    tier: str  # simple | medium | hard | all ("all" = pooled by run, each run weighs 1)
+    model: str
+    segment: str
+    pinning: str
+    costed: bool
+    runs: int
+    passes: int
+    wilson_low: float | None
+    wilson_high: float | None
+    tasks: int
+    tasks_all_passed: int
+    repeats_min: int
+    repeats_max: int
+    repeat_rates: list[RepeatRate]
+    single_repeat: bool
+    usd_micros_total: int | None
+    costed_runs: int
+    uncosted_runs: int
+    tokens_in: int
+    tokens_out: int
+    refusal_runs: int
+    correct_refusals: int
+    edit_runs: int
+    false_refusals: int
+    failure_categories: dict[str, int]
+    rubric_runs: int
+    rubric_mean: float | None
+
+    @property
+    def rate(self) -> Fraction | None:
+        return Fraction(self.passes, self.runs) if self.runs else None
+
+    @property
+    def cost_per_pass_micros(self) -> Fraction | None:
+        """Exact micro-dollars per passing run; None when undefined (see the module docstring)."""
+        if not self.costed or self.uncosted_runs or not self.passes or self.usd_micros_total is None:
+            return None
+        return Fraction(self.usd_micros_total, self.passes)
+
+    @property
+    def pass_at_1(self) -> Fraction | None:
+        rates = [Fraction(r.passes, r.runs) for r in self.repeat_rates if r.runs]
+        return sum(rates, Fraction(0)) / len(rates) if rates else None
+
+    @property
+    def pass_hat_k(self) -> Fraction | None:
+        return Fraction(self.tasks_all_passed, self.tasks) if self.tasks else None
+
+
+class VariantGap(Struct, frozen=True, kw_only=True):
+    model: str
+    pairs: list[str]  # "original <- variant"
+    original_runs: int
+    original_passes: int
+    variant_runs: int
+    variant_passes: int
+
+    @property
+    def gap(self) -> Fraction | None:
+        if not self.original_runs or not self.variant_runs:
+            return None
+        return Fraction(self.original_passes, self.original_runs) - Fraction(
+            self.variant_passes, self.variant_runs
+        )
+
+
+class OrphanVariant(Struct, frozen=True, kw_only=True):
+    model: str
+    variant: str
+    original: str
+    runs: int
+    passes: int
+
+
+class HarnessCheck(Struct, frozen=True, kw_only=True):
+    task_id: str
+    tier: str
+    expected_outcome: str
+    gold_runs: int
+    gold_passes: int
+    noop_runs: int
+    noop_passes: int
+    problems: list[str]
+
+
+class ReplayRow(Struct, frozen=True, kw_only=True):
+    model: str
+    task_id: str
+    runs: int
+    passes: int
+
+
+class GroupMetrics(Struct, frozen=True, kw_only=True):
+    key: str
+    main: bool
+    label: str
+    reasons: list[str]
+    records: int
+    paths: list[str]
+    rows: list[RowMetrics]
+    variant_gaps: list[VariantGap]
+    orphan_variants: list[OrphanVariant]
+    harness: list[HarnessCheck]
+    replays: list[ReplayRow]
+
+
+class SuiteMetrics(Struct, frozen=True, kw_only=True):
+    suite_version: str
+    reference: Reference
+    records: int
+    groups: list[GroupMetrics]
+
+    def main_group(self) -> GroupMetrics | None:
+        for g in self.groups:
+            if g.main:
+                return g
+        return None
+
+
+# --------------------------------------------------------------------------- accumulation
+
+
+class _Acc:
+    __slots__ = (
+        "runs", "passes", "tasks", "repeats", "micros", "costed", "uncosted", "tin", "tout",
+        "refusal_runs", "correct_refusals", "edit_runs", "false_refusals", "categories",
+        "rubric", "pinning",
+    )
+
+    def __init__(self) -> None:
+        self.runs = 0
+        self.passes = 0
+        self.tasks: dict[str, list[int]] = {}
+        self.repeats: dict[int, list[int]] = {}
+        self.micros = 0
+        self.costed = 0
+        self.uncosted = 0
+        self.tin = 0
+        self.tout = 0
+        self.refusal_runs = 0
+        self.correct_refusals = 0
+        self.edit_runs = 0
+        self.false_refusals = 0
+        self.categories: dict[str, int] = {}
+        self.rubric: list[float] = []
+        self.pinning: set[str] = set()
+
+    def add(self, entry: RunEntry, rec: RecordEntry, rubric: float | None) -> None:
+        run = entry.run
+        passed = rec.record.verdict == "pass"
+        self.runs += 1
+        self.passes += passed
+        t = self.tasks.setdefault(run.task.id, [0, 0])
+        t[0] += 1
+        t[1] += passed
+        r = self.repeats.setdefault(run.repeat, [0, 0])
+        r[0] += 1
+        r[1] += passed
+        if run.cost.usd_micros is None:
+            self.uncosted += 1
+        else:
+            self.costed += 1
+            self.micros += run.cost.usd_micros
+        if run.stats is not None:
+            self.tin += run.stats.tokens_in
+            self.tout += run.stats.tokens_out
+        outcome = run.task.expected_outcome
+        if outcome == "refusal":
+            self.refusal_runs += 1
+            self.correct_refusals += passed
+        elif outcome == "edit":
+            self.edit_runs += 1
+            self.false_refusals += run.stats is not None and run.stats.exit_path == "refused"
+        cat = rec.record.failure_category
+        if cat is not None:
+            self.categories[cat] = self.categories.get(cat, 0) + 1
+        if rubric is not None:
+            self.rubric.append(rubric)
+        self.pinning.add(run.model.pinning)
+
+    def freeze(self, tier: str, model: str, segment: str) -> RowMetrics:
+        interval = wilson(self.passes, self.runs)
+        per_task = [v[0] for v in self.tasks.values()]
+        costed = segment in COSTED_SEGMENTS
+        return RowMetrics(
+            tier=tier,
+            model=model,
+            segment=segment,
+            pinning=self.pinning.pop() if len(self.pinning) == 1 else "mixed",
+            costed=costed,
+            runs=self.runs,
+            passes=self.passes,
+            wilson_low=interval[0] if interval else None,
+            wilson_high=interval[1] if interval else None,
+            tasks=len(self.tasks),
+            tasks_all_passed=sum(1 for v in self.tasks.values() if v[0] == v[1]),
+            repeats_min=min(per_task),
+            repeats_max=max(per_task),
+            repeat_rates=[
+                RepeatRate(repeat=k, runs=v[0], passes=v[1]) for k, v in sorted(self.repeats.items())
+            ],
+            single_repeat=max(per_task) == 1,
+            usd_micros_total=self.micros if costed and self.costed else None,
+            costed_runs=self.costed,
+            uncosted_runs=self.uncosted,
+            tokens_in=self.tin,
+            tokens_out=self.tout,
+            refusal_runs=self.refusal_runs,
+            correct_refusals=self.correct_refusals,
+            edit_runs=self.edit_runs,
+            false_refusals=self.false_refusals,
+            failure_categories=dict(sorted(self.categories.items())),
+            rubric_runs=len(self.rubric),
+            rubric_mean=math.fsum(self.rubric) / len(self.rubric) if self.rubric else None,
+        )
+
+
+def first_rubric_scores(state: LedgerState) -> dict[str, float]:
+    """Each run's first model-judged score (a later re-judging does not move the column)."""
+    return {run_id: items[0].rubric.score for run_id, items in state.rubric.items() if items}
+
+
+def _rows(state: LedgerState, members: list[tuple[RunEntry, RecordEntry]], rubric: dict[str, float]) -> list[RowMetrics]:
+    accs: dict[tuple[str, str, str], _Acc] = {}
+    for entry, rec in members:
+        model, segment = entry.run.model.id, entry.run.model.segment
+        score = rubric.get(entry.run.run_id)
+        for tier in (entry.run.task.tier, ALL_TIERS):
+            accs.setdefault((model, segment, tier), _Acc()).add(entry, rec, score)
+    order = {t: i for i, t in enumerate((*TIERS, ALL_TIERS))}
+    keys = sorted(accs, key=lambda k: (order[k[2]], k[0], k[1]))
+    return [accs[k].freeze(k[2], k[0], k[1]) for k in keys]
+
+
+def _variants(members: list[tuple[RunEntry, RecordEntry]]) -> tuple[list[VariantGap], list[OrphanVariant]]:
+    per_model: dict[str, dict[str, list[int]]] = {}
+    variant_of: dict[str, str] = {}
+    for entry, rec in members:
+        task = entry.run.task
+        if task.variant_of is not None:
+            variant_of[task.id] = task.variant_of
+        counts = per_model.setdefault(entry.run.model.id, {}).setdefault(task.id, [0, 0])
+        counts[0] += 1
+        counts[1] += rec.record.verdict == "pass"
+    gaps: list[VariantGap] = []
+    orphans: list[OrphanVariant] = []
+    for model in sorted(per_model):
+        tasks = per_model[model]
+        pairs: list[str] = []
+        originals: set[str] = set()
+        vr = vp = 0
+        for variant in sorted(t for t in tasks if t in variant_of):
+            original = variant_of[variant]
+            if original in tasks:
+                pairs.append(f"{original} <- {variant}")
+                originals.add(original)
+                vr += tasks[variant][0]
+                vp += tasks[variant][1]
+            else:
+                orphans.append(
+                    OrphanVariant(
+                        model=model,
+                        variant=variant,
+                        original=original,
+                        runs=tasks[variant][0],
+                        passes=tasks[variant][1],
+                    )
+                )
+        if pairs:
+            gaps.append(
+                VariantGap(
+                    model=model,
+                    pairs=pairs,
+                    original_runs=sum(tasks[o][0] for o in originals),
+                    original_passes=sum(tasks[o][1] for o in originals),
+                    variant_runs=vr,
+                    variant_passes=vp,
+                )
+            )
+    return gaps, orphans
+
+
+def _harness(members: list[tuple[RunEntry, RecordEntry]]) -> list[HarnessCheck]:
+    tasks: dict[str, dict] = {}
+    for entry, rec in members:
+        task = entry.run.task
+        mode = entry.run.run_mode if entry.run.run_mode in ("gold", "noop") else (
+            "gold" if entry.run.model.id.endswith("gold") else "noop"
+        )
+        t = tasks.setdefault(
+            task.id, {"tier": task.tier, "outcome": task.expected_outcome, "gold": [0, 0], "noop": [0, 0]}
+        )
+        t[mode][0] += 1
+        t[mode][1] += rec.record.verdict == "pass"
+    order = {t: i for i, t in enumerate(TIERS)}
+    out = []
+    for task_id in sorted(tasks, key=lambda k: (order[tasks[k]["tier"]], k)):
+        t = tasks[task_id]
+        (gr, gp), (nr, np_) = t["gold"], t["noop"]
+        problems = []
+        if gr == 0:
+            problems.append("no gold run")
+        elif gp < gr:
+            problems.append(f"gold failed {gr - gp} of {gr}: the task may not be solvable as graded")
+        if nr == 0:
+            problems.append("no noop run")
+        elif np_ and t["outcome"] in ("edit", "refusal"):
+            problems.append(f"noop passed {np_} of {nr}: the task does not discriminate")
+        out.append(
+            HarnessCheck(
+                task_id=task_id,
+                tier=t["tier"],
+                expected_outcome=t["outcome"],
+                gold_runs=gr,
+                gold_passes=gp,
+                noop_runs=nr,
+                noop_passes=np_,
+                problems=problems,
+            )
+        )
+    return out
+
+
+def _replays(members: list[tuple[RunEntry, RecordEntry]]) -> list[ReplayRow]:
+    rows: dict[tuple[str, str], list[int]] = {}
+    for entry, rec in members:
+        r = rows.setdefault((entry.run.model.id, entry.run.task.id), [0, 0])
+        r[0] += 1
+        r[1] += rec.record.verdict == "pass"
+    return [ReplayRow(model=m, task_id=t, runs=v[0], passes=v[1]) for (m, t), v in sorted(rows.items())]
+
+
+def group_metrics(
+    state: LedgerState,
+    records: list[RecordEntry],
+    part: Partition,
+    rubric: dict[str, float],
+) -> list[GroupMetrics]:
+    out = []
+    for g in part.groups:
+        agent, harness, replay = [], [], []
+        for i in g.members:
+            rec = records[i]
+            entry = state.runs[rec.run_id]
+            if is_harness(entry):
+                harness.append((entry, rec))
+            elif is_replay(entry):
+                replay.append((entry, rec))
+            else:
+                agent.append((entry, rec))
+        gaps, orphans = _variants(agent)
+        out.append(
+            GroupMetrics(
+                key=g.key,
+                main=g.main,
+                label=g.label,
+                reasons=g.reasons,
+                records=len(g.members),
+                paths=[records[i].path for i in g.members],
+                rows=_rows(state, agent, rubric),
+                variant_gaps=gaps,
+                orphan_variants=orphans,
+                harness=_harness(harness),
+                replays=_replays(replay),
+            )
+        )
+    return out
+
+
+def suite_metrics(state: LedgerState, suite_version: str, rubric: dict[str, float] | None = None) -> SuiteMetrics:
+    records = record_entries(state, suite_version)
+    part = partition(state, suite_version, records)
+    return SuiteMetrics(
+        suite_version=suite_version,
+        reference=part.reference,
+        records=len(records),
+        groups=group_metrics(state, records, part, rubric if rubric is not None else first_rubric_scores(state)),
+    )
+
+
+def all_suite_metrics(state: LedgerState) -> list[SuiteMetrics]:
+    rubric = first_rubric_scores(state)
+    return [suite_metrics(state, v, rubric) for v in suite_versions(state)]

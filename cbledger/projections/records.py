@@ -1,0 +1,377 @@
+"""Per-run result records: the reference implementation's record layout, projected from the ledger.
+
+One record per (run, suiteVersion), made from the FIRST grade for that pair. The layout is the
+reference's `schema/result.schema.json` (`additionalProperties: false` throughout), with the
+fields in the reference writer's order and the fields it reserves for provider runs (`model`,
+`cost`, `stats`, `rubric`, `artifacts`) after them. Choices where the ledger and the schema do not
+line up one to one:
+
+* `comparability.copperheadVersion` and `nodeVersion` are required strings in the schema; a run
+  that recorded null gets the string `"absent"` (the reference writes `"unknown"` for a version it
+  could not read; `absent` says the run recorded none, which is what the ledger knows).
+* `run.runMode` is `noop | gold | agent`. A ledger `replay` run re-executes a recorded agent
+  session: it carries an agent's whole contract (model identity, stats, cost, transcript), which
+  the schema attaches to `agent` only, so its record says `agent`. The ledger keeps `replay`, and
+  the views never put a replay in a model row (it is not a fresh sample of the model).
+* `cost.usd` is `cost.usdMicros` as an exact decimal, then the nearest binary float (6 places).
+* `suiteVersion` and `comparability.suiteVersion` / `taskManifestHash` are the GRADE's: a re-grade
+  is a claim under the new suite and the manifest it was graded against. Fixture, environment
+  and everything about the execution stay the run's.
+* `rubric` holds the first `rubric.scored` for the run recorded BEFORE the record's grade: a
+  record holds what the ledger knew when the run was graded and is never rewritten, so a later
+  opinion shows only in the leaderboard's model-judged column and the read model.
+* `stats` is omitted when the run recorded none (a transcript without `run-end`); the views still
+  count the run. Its figures are not invented.
+* Integral numbers (`weight`, `partialCredit`) are written as integers, as the reference does.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Literal
+
+import msgspec
+from msgspec import Struct
+
+from cbledger.ledger.types import ExitPath, FailureCategory, Mode, Outcome, Tier
+from cbledger.projections import paths
+from cbledger.projections.fold import GradeEntry, LedgerState, RunEntry
+
+ABSENT = "absent"
+HARNESS_MODES = frozenset({"gold", "noop"})
+
+CostedSegment = Literal[
+    "api-frontier", "api-cheap", "open-weight-hosted", "open-weight-self-hosted", "saved-login"
+]
+
+
+class _R(Struct, rename="camel", omit_defaults=True, frozen=True, kw_only=True):
+    """Base: camelCase, optional fields omitted when unset (the reference omits them)."""
+
+
+class RecordTask(_R):
+    id: str
+    tier: Tier
+    mode: Mode
+    expected_outcome: Outcome
+    variant_of: str | None = None
+
+
+class RecordFixture(_R):
+    id: str
+    sha256: str
+
+
+class RecordSetupSkip(_R):
+    command: str
+    reason: str
+
+
+class RecordAblations(_R):
+    prompt_variant: str | None = None
+    max_turns: int | None = None
+    max_repair_cycles: int | None = None
+    tool_subset: list[str] | None = None
+
+
+class RecordRun(_R):
+    model: str
+    repeat: int
+    run_mode: Literal["noop", "gold", "agent"]
+    llm_cache: Literal[False]
+    baseline_sha: str
+    duration_ms: int
+    setup_skipped: list[RecordSetupSkip]
+    ablations: RecordAblations | None = None
+
+
+class RecordAssertion(_R):
+    id: str
+    type: str
+    weight: int | float
+    required: bool
+    status: Literal["pass", "fail"]
+    detail: str
+
+
+class RecordComparability(_R):
+    schema_version: str
+    suite_version: str
+    task_manifest_hash: str
+    fixture_sha256: str
+    copperhead_version: str
+    copperhead_commit: str | None
+    kicad_cli_version: str | None
+    node_version: str
+    platform: str
+
+
+class RecordModel(_R):
+    id: str
+    provider: str
+    selection_source: str
+    segment: CostedSegment
+    pinning: Literal["strong", "weak"]
+
+
+class RecordCost(_R):
+    usd: float | None
+    price_table_version: str | None
+
+
+class RecordStats(_R):
+    exit_path: ExitPath
+    turns_used: int
+    max_turns: int
+    repair_cycles_used: int
+    max_repair_cycles: int
+    tokens_in: int
+    tokens_out: int
+    files_touched: list[str] | None = None
+
+
+class RecordRubric(_R):
+    judge_model: str
+    prompt_sha256: str
+    score: float
+    rationale: str | None
+
+
+class RecordArtifacts(_R):
+    transcript_path: str
+    sandbox_preserved: bool
+    sandbox_path: str | None
+
+
+class ResultRecord(_R):
+    """One run graded under one suite version (`results/<date>/<model>/<task>/run-<n>.json`)."""
+
+    schema_version: str
+    suite_version: str
+    task: RecordTask
+    fixture: RecordFixture
+    run: RecordRun
+    verdict: Literal["pass", "fail"]
+    partial_credit: int | float
+    failure_category: FailureCategory | None
+    first_failed_required: str | None
+    assertions: list[RecordAssertion]
+    comparability: RecordComparability
+    model: RecordModel | None = None
+    cost: RecordCost | None = None
+    stats: RecordStats | None = None
+    rubric: RecordRubric | None = None
+    artifacts: RecordArtifacts | None = None
+
+
+class RecordEntry(Struct, frozen=True, kw_only=True):
+    """A record and where it lives; `path` is relative to `results/`."""
+
+    path: str
+    run_id: str
+    suite_version: str
+    grade_seq: int
+    record: ResultRecord
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def is_harness(entry: RunEntry) -> bool:
+    """Harness runs are the suite's discrimination check; they never enter a model row."""
+    run = entry.run
+    return (
+        run.run_mode in HARNESS_MODES
+        or run.model.id.startswith("harness:")
+        or run.model.segment == "harness"
+    )
+
+
+def is_replay(entry: RunEntry) -> bool:
+    return entry.run.run_mode == "replay" and not is_harness(entry)
+
+
+def usd_from_micros(micros: int | None) -> float | None:
+    """Exact decimal division, then the nearest float rounded to 6 places (micro-dollars)."""
+    if micros is None:
+        return None
+    return float(round(Decimal(micros).scaleb(-6), 6))
+
+
+def _number(x: float) -> int | float:
+    return int(x) if float(x).is_integer() else x
+
+
+def _record_run_mode(entry: RunEntry) -> Literal["noop", "gold", "agent"]:
+    mode = entry.run.run_mode
+    if mode == "gold" or mode == "noop":
+        return mode
+    return "agent"  # agent, and replay (see the module docstring)
+
+
+def _rubric_for(state: LedgerState, run_id: str, before_seq: int) -> RecordRubric | None:
+    for item in state.rubric.get(run_id, ()):
+        if item.seq < before_seq:
+            r = item.rubric
+            return RecordRubric(
+                judge_model=r.judge_model,
+                prompt_sha256=r.prompt_sha256,
+                score=r.score,
+                rationale=r.rationale,
+            )
+    return None
+
+
+def build_record(state: LedgerState, entry: RunEntry, graded: GradeEntry) -> ResultRecord:
+    """The record of `entry`'s run graded by `graded` (pure: depends on the state only)."""
+    run = entry.run
+    grade = graded.grade
+    comp = run.comparability
+    ab = run.ablations
+    ablations = None
+    if any(v is not None for v in (ab.prompt_variant, ab.max_turns, ab.max_repair_cycles, ab.tool_subset)):
+        ablations = RecordAblations(
+            prompt_variant=ab.prompt_variant,
+            max_turns=ab.max_turns,
+            max_repair_cycles=ab.max_repair_cycles,
+            tool_subset=ab.tool_subset,
+        )
+    harness = is_harness(entry)
+    model = None
+    if run.model.segment != "harness":
+        model = RecordModel(
+            id=run.model.id,
+            provider=run.model.provider,
+            selection_source=run.model.selection_source,
+            segment=run.model.segment,  # type: ignore[arg-type]
+            pinning=run.model.pinning,
+        )
+    stats = None
+    if run.stats is not None:
+        s = run.stats
+        stats = RecordStats(
+            exit_path=s.exit_path,
+            turns_used=s.turns_used,
+            max_turns=s.max_turns,
+            repair_cycles_used=s.repair_cycles_used,
+            max_repair_cycles=s.max_repair_cycles,
+            tokens_in=s.tokens_in,
+            tokens_out=s.tokens_out,
+            files_touched=list(s.files_touched) or None,
+        )
+    transcript = run.evidence.get("transcript")
+    artifacts = None
+    if transcript is not None:
+        artifacts = RecordArtifacts(
+            transcript_path=transcript.path,
+            sandbox_preserved=True,
+            sandbox_path=run.sandbox.store,
+        )
+    return ResultRecord(
+        schema_version=comp.schema_version,
+        suite_version=grade.suite_version,
+        task=RecordTask(
+            id=run.task.id,
+            tier=run.task.tier,
+            mode=run.task.mode,
+            expected_outcome=run.task.expected_outcome,
+            variant_of=run.task.variant_of,
+        ),
+        fixture=RecordFixture(id=run.fixture.id, sha256=run.fixture.sha256),
+        run=RecordRun(
+            model=run.model.id,
+            repeat=run.repeat,
+            run_mode=_record_run_mode(entry),
+            llm_cache=False,
+            baseline_sha=run.sandbox.baseline_sha,
+            duration_ms=run.timings.duration_ms,
+            setup_skipped=[RecordSetupSkip(command=s.command, reason=s.reason) for s in run.setup_skipped],
+            ablations=ablations,
+        ),
+        verdict=grade.verdict,
+        partial_credit=_number(grade.partial_credit),
+        failure_category=grade.failure_category,
+        first_failed_required=grade.first_failed_required,
+        assertions=[
+            RecordAssertion(
+                id=a.id,
+                type=a.type,
+                weight=_number(a.weight),
+                required=a.required,
+                status=a.status,
+                detail=a.detail,
+            )
+            for a in grade.assertions
+        ],
+        comparability=RecordComparability(
+            schema_version=comp.schema_version,
+            suite_version=grade.suite_version,
+            task_manifest_hash=grade.task_manifest_hash,
+            fixture_sha256=comp.fixture_sha256,
+            copperhead_version=comp.copperhead_version if comp.copperhead_version is not None else ABSENT,
+            copperhead_commit=comp.copperhead_commit,
+            kicad_cli_version=comp.kicad_cli_version,
+            node_version=comp.node_version if comp.node_version is not None else ABSENT,
+            platform=comp.platform,
+        ),
+        model=model,
+        cost=None if harness and run.cost.usd_micros is None and run.cost.price_table_version is None
+        else RecordCost(usd=usd_from_micros(run.cost.usd_micros), price_table_version=run.cost.price_table_version),
+        stats=stats,
+        rubric=_rubric_for(state, run.run_id, graded.seq),
+        artifacts=artifacts,
+    )
+
+
+# --------------------------------------------------------------------------- the view
+
+
+def record_paths(state: LedgerState, run_id: str) -> list[tuple[str, str, GradeEntry]]:
+    """(path, suite version, grade) for each record of a run, retracted or not, in grade order."""
+    entry = state.runs.get(run_id)
+    per_run = state.grades.get(run_id)
+    if entry is None or not per_run:
+        return []
+    directory = paths.run_dir(entry.date, entry.run.model.id, entry.run.task.id)
+    out = []
+    for i, (suite, graded) in enumerate(per_run.items()):
+        name = paths.record_name(entry.ordinal, None if i == 0 else suite)
+        out.append((f"{directory}/{name}", suite, graded))
+    return out
+
+
+def record_entries(state: LedgerState, suite_version: str | None = None) -> list[RecordEntry]:
+    """Every live record (optionally of one suite version), in ledger order of its run."""
+    out: list[RecordEntry] = []
+    for run_id, entry in state.runs.items():
+        if run_id in state.retracted:
+            continue
+        for path, suite, graded in record_paths(state, run_id):
+            if suite_version is not None and suite != suite_version:
+                continue
+            out.append(
+                RecordEntry(
+                    path=path,
+                    run_id=run_id,
+                    suite_version=suite,
+                    grade_seq=graded.seq,
+                    record=build_record(state, entry, graded),
+                )
+            )
+    return out
+
+
+def retracted_paths(state: LedgerState) -> list[str]:
+    """Where records of retracted runs would be: the writer removes these (and only these)."""
+    out = []
+    for run_id in state.retracted:
+        out.extend(path for path, _, _ in record_paths(state, run_id))
+    return sorted(out)
+
+
+_ENCODER = msgspec.json.Encoder()
+
+
+def render(record: ResultRecord) -> bytes:
+    """Byte-stable JSON: field order as declared (the reference's), 2-space indent, newline."""
+    return msgspec.json.format(_ENCODER.encode(record), indent=2) + b"\n"
