@@ -18,14 +18,12 @@ from cbledger.ledger.events import Event
 
 def _schemas() -> dict[str, Any]:
     out: dict[str, Any] = {"event": Event}
-    try:  # areas that may not be installed in a partial checkout register themselves here
-        from cbledger.runner.tasks.model import AssertionSpec, FixtureManifest, TaskManifest
+    from cbledger.runner.tasks.model import Assertions, FixtureManifest, Suite, TaskManifest
 
-        out["task"] = TaskManifest
-        out["assertions"] = list[AssertionSpec]
-        out["fixture"] = FixtureManifest
-    except ImportError:
-        pass
+    out["task"] = TaskManifest
+    out["assertions"] = Assertions
+    out["fixture"] = FixtureManifest
+    out["suite"] = Suite
     try:
         from cbledger.projections.records import ResultRecord
 
