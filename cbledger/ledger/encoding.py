@@ -13,15 +13,31 @@ from typing import Any
 
 import msgspec
 
+from cbledger import credentials
 from cbledger.errors import UserError
 from cbledger.ledger.events import Event, EventBase
 
 _ENCODER = msgspec.json.Encoder(order="sorted")
 _DECODER = msgspec.json.Decoder(Event)
+_CREDENTIALS = tuple((p.kind, p.compiled()) for p in credentials.PATTERNS)
+
+
+def redact(message: str) -> str:
+    """`message` with every credential match replaced by its kind.
+
+    Schema errors quote what they reject (an unknown field's name, an enum value, an id), and a
+    refusal message is published output too, so anything built from input passes through here.
+    """
+    for kind, rx in _CREDENTIALS:
+        message = rx.sub(f"<{kind}>", message)
+    return message
 
 
 class InvalidEvent(UserError):
     """An event that does not decode against the schema. The message names the JSON path."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact(message))
 
 
 def encode(event: EventBase) -> bytes:

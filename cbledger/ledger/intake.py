@@ -10,6 +10,7 @@ from __future__ import annotations
 import msgspec
 
 from cbledger.errors import UserError
+from cbledger.ledger.encoding import redact
 from cbledger.ledger.events import Event, EventBase
 
 _ONE = msgspec.json.Decoder(Event)
@@ -25,22 +26,27 @@ def parse_events(data: bytes, source: str) -> list[EventBase]:
         try:
             return list(_MANY.decode(data))
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-            raise UserError(f"{source}: {exc}") from None
+            raise UserError(redact(f"{source}: {exc}")) from None
     events: list[EventBase] = []
     lines = data.splitlines()
     if text[:1] == b"{" and len([ln for ln in lines if ln.strip()]) > 1:
-        # JSON Lines, unless the whole input is one pretty-printed object
+        # JSON Lines, unless the whole input is one pretty-printed object. Whether it is one JSON
+        # document is decided before validating: ValidationError is a DecodeError too, so an
+        # invalid pretty-printed event must not be mistaken for JSON Lines.
         try:
-            return [_ONE.decode(data)]
+            msgspec.json.decode(data)
         except msgspec.DecodeError:
             pass
-        except msgspec.ValidationError as exc:
-            raise UserError(f"{source}: {exc}") from None
+        else:
+            try:
+                return [_ONE.decode(data)]
+            except msgspec.ValidationError as exc:
+                raise UserError(redact(f"{source}: {exc}")) from None
     for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             events.append(_ONE.decode(line))
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-            raise UserError(f"{source}: line {lineno}: {exc}") from None
+            raise UserError(redact(f"{source}: line {lineno}: {exc}")) from None
     return events

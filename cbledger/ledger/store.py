@@ -191,14 +191,19 @@ class LedgerStore:
             return results
 
     def _prepare(self, index: int, event: EventBase) -> tuple[EventBase, bytes, bytes]:
-        if event.seq != 0:
-            raise UserError(f"event {index} ({event.id}): seq is assigned by the ledger; omit it")
+        # The credential scan comes first and its message is redacted: the id, or a dict key in a
+        # match's location, may be the credential itself.
         found = credentials.scan_json(msgspec.to_builtins(event), "$")
         if found:
             where = ", ".join(str(m) for m in found)
             raise SecretFound(
-                f"event {index} ({event.id}): credential pattern matched: {where}; nothing written"
+                encoding.redact(
+                    f"event {index} ({event.id}): credential pattern matched: {where}; "
+                    "nothing written"
+                )
             )
+        if event.seq != 0:
+            raise UserError(f"event {index} ({event.id}): seq is assigned by the ledger; omit it")
         encoding.encode(event)  # validates (NaN, ranges, invariants) before the lock is taken
         body_bytes = encoding.encode_value(event.body)  # type: ignore[attr-defined]
         return event, body_bytes, _content_digest(event_type(event), body_bytes)
