@@ -51,7 +51,9 @@ def wilson(passes: int, runs: int, z: float = Z95) -> tuple[float, float] | None
     denom = 1 + z2 / runs
     centre = (p + z2 / (2 * runs)) / denom
     half = z * math.sqrt(p * (1 - p) / runs + z2 / (4 * runs * runs)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    lo = 0.0 if passes == 0 else max(0.0, centre - half)  # exact at the edges, not 5e-17
+    hi = 1.0 if passes == runs else min(1.0, centre + half)
+    return lo, hi
 
 
 class RepeatRate(Struct, frozen=True, kw_only=True):

@@ -1,0 +1,179 @@
+"""The fold engine: incremental equals full rebuild, ledger-order rules, suite versions."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cbledger.ledger.store import LedgerStore
+from cbledger.projections import gate, leaderboard, readmodel, records
+from cbledger.projections.fold import (
+    LedgerState,
+    ProjectionError,
+    Projector,
+    canonical,
+    current_suite,
+    fold,
+    suite_versions,
+)
+from cbledger.projections.writers import load_state
+from tests.projection_factories import MAINTAINER, Stream, rich_stream
+
+TASKS = [("t-simple", "simple", "edit"), ("t-medium", "medium", "refusal"), ("t-hard", "hard", "edit"),
+         ("t-variant", "simple", "edit")]
+MODELS = ["vendor:a", "cheap:b", "claude-code", "harness:gold", "harness:noop"]
+
+op = st.one_of(
+    st.tuples(st.just("run"), st.integers(0, 3), st.integers(0, 4), st.integers(1, 3),
+              st.sampled_from([None, 0, 10_000, 250_000]), st.sampled_from(["9.0.8", "8.0.1", None]),
+              st.booleans()),
+    st.tuples(st.just("grade"), st.integers(0, 50), st.sampled_from(["pass", "fail"]), st.sampled_from(["1.0.0", "1.1.0", "1.10.0"])),
+    st.tuples(st.just("retract"), st.integers(0, 50)),
+    st.tuples(st.just("rubric"), st.integers(0, 50), st.floats(0, 1)),
+    st.tuples(st.just("bump"), st.sampled_from(["1.0.0", "1.1.0", "2.0.0"])),
+    st.tuples(st.just("import"),),
+)
+
+
+def build(ops) -> Stream:
+    s = Stream()
+    s.task("t-simple", tier="simple")
+    s.task("t-medium", tier="medium", outcome="refusal")
+    s.task("t-hard", tier="hard")
+    s.task("t-variant", tier="simple", variant_of="t-simple")
+    runs: list[str] = []
+    for o in ops:
+        kind = o[0]
+        if kind == "run":
+            _, ti, mi, rep, usd, kicad, stale = o
+            model = MODELS[mi]
+            seg = {"cheap:b": "api-cheap", "claude-code": "saved-login"}.get(model)
+            runs.append(s.run(TASKS[ti][0], model, repeat=rep, usd_micros=usd if model != "claude-code" else None,
+                              segment=seg, kicad=kicad, manifest="0" * 64 if stale else None,
+                              exit_path="refused" if rep == 3 else "done"))
+        elif kind == "grade" and runs:
+            _, ri, verdict, suite = o
+            s.grade(runs[ri % len(runs)], verdict, suite=suite, category="wrong-target")
+        elif kind == "retract" and runs:
+            rid = runs[o[1] % len(runs)]
+            if not any(getattr(e.body, "run_id", None) == rid and e.__struct_config__.tag == "run.retracted" for e in s.events):
+                s.retract(rid)
+        elif kind == "rubric" and runs:
+            s.rubric(runs[o[1] % len(runs)], o[2])
+        elif kind == "bump":
+            s.suite(o[1])
+        elif kind == "import":
+            s.imported()
+    return s
+
+
+def views(state: LedgerState) -> tuple:
+    return (
+        canonical(state),
+        leaderboard.render(state),
+        gate.render_snapshot(gate.build_snapshot(state)),
+        readmodel.canonical_dump_tables(readmodel.build_tables(state)),
+        [(e.path, records.render(e.record)) for e in records.record_entries(state)],
+    )
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=st.lists(op, max_size=40), cuts=st.lists(st.integers(0, 200), max_size=8))
+def test_incremental_folds_in_random_chunks_equal_a_full_rebuild(ops, cuts):
+    events = build(ops).events
+    full = fold(events)
+    projector = Projector()
+    bounds = sorted({c % (len(events) + 1) for c in cuts} | {0, len(events)})
+    for lo, hi in zip(bounds, bounds[1:]):
+        projector.apply(events[lo:hi])
+        assert projector.last_seq == hi
+    assert views(projector.state) == views(full)
+
+
+def test_incremental_reads_of_a_real_ledger_equal_a_full_rebuild(tmp_path):
+    rng = random.Random(20260906)
+    drafts = rich_stream().drafts()
+    store = LedgerStore(tmp_path / "events.jsonl")
+    store.init("projection-test", MAINTAINER)
+    projector = Projector()
+    i = 1
+    while i < len(drafts):
+        n = rng.randint(1, 25)
+        store.append(drafts[i:i + n])
+        i += n
+        load_state(store.path, projector)
+    full = load_state(store.path)
+    assert views(projector.state) == views(full)
+    head = store.head()
+    assert (full.head_seq, full.head_hash) == (head.seq, head.hash)
+    # the same events folded without the file give the same views, bar the chain hash
+    bare = fold(rich_stream().events)
+    assert bare.head_seq == full.head_seq and bare.head_hash is None
+
+
+def test_apply_skips_what_it_has_seen_and_refuses_a_gap():
+    events = rich_stream().events
+    p = Projector()
+    assert p.apply(events[:10]) == 10
+    assert p.apply(events[:12]) == 2
+    before = canonical(p.state)
+    assert p.apply(events[:12]) == 0 and canonical(p.state) == before
+    with pytest.raises(ProjectionError):
+        p.apply(events[13:14])
+
+
+def test_retracted_runs_drop_out_of_every_view_but_stay_in_the_state():
+    s = Stream()
+    keep = s.graded_run("t")
+    gone = s.graded_run("t", verdict="fail", repeat=2)
+    s.rubric(gone)
+    s.retract(gone)
+    state = fold(s.events)
+    assert gone in state.runs and gone in state.grades
+    assert [e.run_id for e in records.record_entries(state)] == [keep]
+    tables = {t.name: t for t in readmodel.build_tables(state)}
+    assert [r["run_id"] for r in tables["runs"].rows] == [keep]
+    assert [r["run_id"] for r in tables["retractions"].rows] == [gone]
+    assert not tables["rubric_scores"].rows
+    snap = gate.build_snapshot(state)
+    assert [(r.runs, r.passes) for r in snap.suites[0].rows] == [(1, 1)]
+
+
+def test_identical_regrade_is_a_duplicate_and_a_different_one_a_conflict():
+    s = Stream()
+    rid = s.graded_run("t")
+    first = s.events[-1]
+    import msgspec
+
+    s.events.append(msgspec.structs.replace(first, seq=len(s.events) + 1, id="grade-again"))
+    s.grade(rid, "fail", category="stalled")
+    state = fold(s.events)
+    assert len(state.duplicate_grades) == 1 and len(state.conflicts) == 1
+    c = state.conflicts[0]
+    assert (c.kept_seq, c.conflicting_seq) == (first.seq, len(s.events))
+    assert "verdict" in c.fields and "failure_category" in c.fields
+    assert state.grades[rid]["1.0.0"].seq == first.seq
+
+
+def test_current_suite_is_the_latest_bump_else_the_highest_graded_version():
+    s = Stream()
+    s.graded_run("t", suite="1.9.0")
+    s.graded_run("t", suite="1.10.0")
+    s.graded_run("t", suite="1.2.0")
+    assert current_suite(fold(s.events)) == "1.10.0"
+    assert suite_versions(fold(s.events)) == ["1.2.0", "1.9.0", "1.10.0"]
+    s.suite("1.9.0")  # the latest bump wins even when it is not the highest version
+    assert current_suite(fold(s.events)) == "1.9.0"
+    assert current_suite(fold(Stream().events)) is None
+
+
+def test_a_second_run_recorded_with_a_known_id_is_ignored_and_reported():
+    s = Stream()
+    rid = s.graded_run("t")
+    s.run("t", run_id=rid, usd_micros=1)
+    state = fold(s.events)
+    assert state.runs[rid].run.cost.usd_micros == 100_000
+    assert [a.kind for a in state.anomalies] == ["duplicate-run"]

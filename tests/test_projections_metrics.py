@@ -1,0 +1,231 @@
+"""Every metric at its edges, on synthetic ledgers built with the real event types."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from cbledger.projections import gate, leaderboard
+from cbledger.projections.fold import fold
+from cbledger.projections.metrics import ALL_TIERS, RowMetrics, suite_metrics, wilson
+from tests.projection_factories import Stream, rich_stream
+
+
+def rows(s: Stream, suite: str = "1.0.0") -> dict[tuple[str, str], RowMetrics]:
+    sm = suite_metrics(fold(s.events), suite)
+    main = sm.main_group()
+    assert main is not None
+    return {(r.model, r.tier): r for r in main.rows}
+
+
+def test_wilson_interval_known_values_and_edges():
+    lo, hi = wilson(8, 9)
+    assert (round(lo, 4), round(hi, 4)) == (0.5650, 0.9801)
+    lo, hi = wilson(0, 7)
+    assert lo == 0.0 and round(hi, 4) == 0.3543
+    lo, hi = wilson(7, 7)
+    assert round(lo, 4) == 0.6457 and hi == 1.0
+    assert wilson(0, 0) is None
+
+
+def test_zero_passes_has_no_cost_per_pass_but_states_the_spend():
+    s = Stream()
+    for r in (1, 2, 3):
+        s.graded_run("t", verdict="fail", repeat=r, usd_micros=10_000, category="stalled")
+    row = rows(s)[("vendor:model-a", "simple")]
+    assert (row.passes, row.runs, row.rate) == (0, 3, 0)
+    assert row.cost_per_pass_micros is None and row.usd_micros_total == 30_000
+    assert row.failure_categories == {"stalled": 3}
+    text = leaderboard.render(fold(s.events))
+    assert "— (no pass; $0.0300 spent)" in text
+
+
+def test_cost_per_passing_task_is_all_spend_over_passing_runs_exactly():
+    s = Stream()
+    s.graded_run("t", repeat=1, usd_micros=100_001)
+    s.graded_run("t", repeat=2, usd_micros=100_001)
+    s.graded_run("t", repeat=3, verdict="fail", usd_micros=100_001)
+    row = rows(s)[("vendor:model-a", "simple")]
+    assert row.cost_per_pass_micros == Fraction(300_003, 2)
+    assert "$0.1500" in leaderboard.render(fold(s.events))
+
+
+def test_all_uncosted_rows_sit_in_their_own_table_with_the_caveat():
+    s = Stream()
+    for r in (1, 2):
+        s.graded_run("t", "claude-code", repeat=r, segment="saved-login", pinning="weak", usd_micros=None)
+        s.graded_run("t", "local:llama", repeat=r, segment="open-weight-self-hosted", usd_micros=None)
+    got = rows(s)
+    assert not got[("claude-code", "simple")].costed and got[("claude-code", "simple")].cost_per_pass_micros is None
+    text = leaderboard.render(fold(s.events))
+    costed, uncosted = text.split("### Uncosted routes", 1)
+    assert "`claude-code`" not in costed.split("### Headline", 1)[1]
+    assert "Not costed, by rule" in uncosted and "`claude-code`" in uncosted and "`local:llama`" in uncosted
+    assert "weakly pinned" in uncosted
+
+
+def test_mixed_segments_never_share_a_cost_column_and_an_unpriced_run_voids_the_row_cost():
+    s = Stream()
+    for r in (1, 2):
+        s.graded_run("t", "vendor:model-a", repeat=r, usd_micros=50_000)
+        s.graded_run("t", "cheap:model-b", repeat=r, segment="api-cheap", usd_micros=None if r == 2 else 1_000)
+        s.graded_run("t", "claude-code", repeat=r, segment="saved-login", usd_micros=None)
+    got = rows(s)
+    assert got[("vendor:model-a", "simple")].cost_per_pass_micros == 50_000
+    b = got[("cheap:model-b", "simple")]
+    assert b.costed and b.uncosted_runs == 1 and b.cost_per_pass_micros is None
+    text = leaderboard.render(fold(s.events))
+    assert "n/a: 1 of 2 runs uncosted" in text
+
+
+def test_one_repeat_is_labelled_and_not_ranked():
+    s = Stream()
+    s.graded_run("a", "vendor:model-a")
+    s.graded_run("b", "vendor:model-a")
+    row = rows(s)[("vendor:model-a", "simple")]
+    assert row.single_repeat and row.repeats_max == 1
+    text = leaderboard.render(fold(s.events))
+    headline = text.split("### Headline", 1)[1].split("###", 1)[0]
+    assert "model-a" not in headline
+    assert "Single-repeat results (not a comparison)" in text
+    snap = gate.build_snapshot(fold(s.events))
+    assert all(r.single_repeat for r in snap.suites[0].rows)
+
+
+def test_pass_at_1_pass_hat_k_and_spread():
+    s = Stream()
+    outcomes = {  # task -> verdicts of repeats 1..3
+        "a": ["pass", "pass", "pass"],
+        "b": ["pass", "fail", "pass"],
+        "c": ["fail", "fail", "pass"],
+        "d": ["fail", "fail", "fail"],
+    }
+    for task, verdicts in outcomes.items():
+        for r, v in enumerate(verdicts, start=1):
+            s.graded_run(task, verdict=v, repeat=r)
+    row = rows(s)[("vendor:model-a", "simple")]
+    assert [(x.repeat, x.passes, x.runs) for x in row.repeat_rates] == [(1, 2, 4), (2, 1, 4), (3, 3, 4)]
+    assert row.pass_at_1 == Fraction(1, 2)
+    assert row.pass_hat_k == Fraction(1, 4) and row.repeats_max == 3
+    text = leaderboard.render(fold(s.events))
+    assert "25.0% (1/4 tasks, k=3)" in text and "25.0%–75.0% across 3 repeat indexes" in text
+
+
+def test_correct_and_false_refusal_rates():
+    s = Stream()
+    s.task("refuse-me", outcome="refusal")
+    s.task("edit-me", outcome="edit")
+    s.task("flag-me", outcome="flag")
+    for r in (1, 2):
+        s.graded_run("refuse-me", repeat=r, verdict="pass", exit_path="refused")
+        # refused but the grade failed (did not cite the budget): not a correct refusal
+        s.graded_run("refuse-me", repeat=r, verdict="fail", exit_path="refused", category="wrong-target")
+        s.graded_run("edit-me", repeat=r, verdict="fail", exit_path="refused", category="false-refusal")
+        s.graded_run("edit-me", repeat=r, verdict="pass")
+        s.graded_run("edit-me", repeat=r, verdict="fail", exit_path=None, category="stalled")
+        s.graded_run("flag-me", repeat=r, exit_path="refused")  # neither rate counts flag tasks
+    row = rows(s)[("vendor:model-a", ALL_TIERS)]
+    assert (row.correct_refusals, row.refusal_runs) == (2, 4)
+    assert (row.false_refusals, row.edit_runs) == (2, 6)
+
+
+def test_variant_gap_and_variants_without_originals():
+    s = Stream()
+    s.task("orig")
+    s.task("orig-v", variant_of="orig")
+    s.task("lonely-v", variant_of="missing")
+    for r in (1, 2):
+        s.graded_run("orig", repeat=r)
+        s.graded_run("orig-v", repeat=r, verdict="fail" if r == 2 else "pass")
+        s.graded_run("lonely-v", repeat=r)
+        s.graded_run("orig-v", "cheap:other", repeat=r, segment="api-cheap")  # original never run by it
+    g = suite_metrics(fold(s.events), "1.0.0").main_group()
+    [gap] = g.variant_gaps
+    assert gap.model == "vendor:model-a" and gap.gap == Fraction(1, 2) and gap.pairs == ["orig <- orig-v"]
+    assert {(o.model, o.variant) for o in g.orphan_variants} == {
+        ("vendor:model-a", "lonely-v"), ("cheap:other", "orig-v"),
+    }
+
+
+def test_harness_runs_never_enter_a_model_row_and_are_checked():
+    s = Stream()
+    s.task("e", outcome="edit")
+    s.task("r", outcome="refusal")
+    s.graded_run("e", "harness:gold")
+    s.graded_run("e", "harness:noop", verdict="pass")   # does not discriminate
+    s.graded_run("r", "harness:gold", verdict="fail", category="wrong-target")
+    s.graded_run("r", "harness:noop", verdict="fail", category="wrong-target")
+    g = suite_metrics(fold(s.events), "1.0.0").main_group()
+    assert g.rows == []
+    checks = {h.task_id: h.problems for h in g.harness}
+    assert checks["e"] == ["noop passed 1 of 1: the task does not discriminate"]
+    assert checks["r"] == ["gold failed 1 of 1: the task may not be solvable as graded"]
+
+
+def test_imports_appear_only_in_their_own_section():
+    s = Stream()
+    s.imported(model="vendor:model-a", verdict="pass")
+    s.graded_run("t", verdict="fail", category="stalled")
+    s.graded_run("t", verdict="fail", repeat=2, category="stalled")
+    state = fold(s.events)
+    row = rows(s)[("vendor:model-a", "simple")]
+    assert (row.passes, row.runs) == (0, 2)
+    text = leaderboard.render(state)
+    section = text.split("## Imported / reviewer-supplied evidence — not re-gradable, not project-owned", 1)[1]
+    assert "reviewer-supplied" in section and "manual-reviewer-import" in section
+
+
+def _headline_view(state) -> list:
+    """Every figure of every row except the rubric column."""
+    out = []
+    for sm in __import__("cbledger.projections.metrics", fromlist=["x"]).all_suite_metrics(state):
+        for g in sm.groups:
+            for r in g.rows:
+                d = {f: getattr(r, f) for f in r.__struct_fields__ if not f.startswith("rubric")}
+                out.append((sm.suite_version, g.key, d))
+    return out
+
+
+def test_rubric_scores_change_no_headline_figure():
+    plain = rich_stream()
+    judged = rich_stream()
+    for e in list(judged.events):
+        body = getattr(e, "body", None)
+        if e.__struct_config__.tag == "grade.recorded":
+            judged.rubric(body.run_id, 0.123)
+    without, with_ = fold(plain.events), fold(judged.events)
+    assert _headline_view(without) == _headline_view(with_)
+    a, b = gate.build_snapshot(without), gate.build_snapshot(with_)
+    assert a.suites == b.suites
+    # the leaderboard differs only in the model-judged column (and the ledger head line)
+    la = leaderboard.render(without, "1.0.0").splitlines()
+    lb = leaderboard.render(with_, "1.0.0").splitlines()
+    assert sum("(n=" in y for y in lb) > sum("(n=" in x for x in la)  # the column did move
+    assert len(la) == len(lb)
+    for x, y in zip(la, lb):
+        if x != y:
+            assert x.startswith(("| Snapshot date", "| Ledger head", "| `1.")) or x.split(" | ")[:-1] == y.split(" | ")[:-1], (x, y)
+
+
+def test_incomparable_records_are_never_averaged_in():
+    s = Stream()
+    s.task("t")
+    s.suite("1.0.0")
+    for r in (1, 2, 3):
+        s.graded_run("t", repeat=r)
+    for r in (1, 2, 3):
+        s.graded_run("t", repeat=r, verdict="fail", kicad="8.0.1", category="stalled")
+    sm = suite_metrics(fold(s.events), "1.0.0")
+    main = sm.main_group()
+    assert {(r.tier, r.passes, r.runs) for r in main.rows} == {("simple", 3, 3), (ALL_TIERS, 3, 3)}
+    [other] = [g for g in sm.groups if not g.main]
+    assert other.reasons == ["kicad-cli major 8 (main group: 9)"]
+    assert {(r.tier, r.passes, r.runs) for r in other.rows} == {("simple", 0, 3), (ALL_TIERS, 0, 3)}
+
+
+@pytest.mark.parametrize("suite", ["1.0.0", "1.1.0"])
+def test_leaderboard_uses_only_grades_made_under_the_suite(suite):
+    state = fold(rich_stream().events)
+    sm = suite_metrics(state, suite)
+    assert sm.records == (2 if suite == "1.1.0" else 82)
