@@ -304,7 +304,7 @@ def render(state: LedgerState, suite_version: str | None = None) -> str:
     else:
         how = f"requested; the current suite is `{current}`"
     out += fmt.table(
-        ["", ""],
+        ["Snapshot", "Value"],
         [
             ["Suite version", f"`{suite}` ({how})" if suite else how],
             ["Snapshot date", f"{fmt.utc_date(state.last_at)} (time of the last ledger event: {fmt.utc_stamp(state.last_at)})"],

@@ -1,0 +1,123 @@
+"""`cbledger project ...` end to end on a real ledger file in a temporary project root."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cbledger.cli.app import app
+from cbledger.ledger.store import LedgerStore
+from cbledger.projections import readmodel
+from tests.projection_factories import MAINTAINER, Stream, rich_stream
+
+
+def cli(*args: object) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture()
+def root(tmp_path: Path) -> Path:
+    store = LedgerStore(tmp_path / "results" / "ledger" / "events.jsonl")
+    store.init("projection-test", MAINTAINER)
+    store.append(rich_stream().drafts()[1:])
+    return tmp_path
+
+
+def test_all_writes_every_output_and_the_checks_then_pass(root):
+    code, out, _ = cli("project", "all", "--root", root)
+    assert code == 0, out
+    assert (root / "LEADERBOARD.md").is_file() and (root / "results" / "cbledger.db").is_file()
+    records = sorted(p.relative_to(root / "results").as_posix() for p in (root / "results").glob("20*/*/*/*.json"))
+    assert len(records) == 84 and "2026-09-06/vendor-model-a/rename-net/run-1.suite-1.1.0.json" in records
+    head = LedgerStore(root / "results" / "ledger" / "events.jsonl").head()
+    assert f"| Ledger head | seq {head.seq}, `{head.hash}` |" in (root / "LEADERBOARD.md").read_text()
+    assert cli("project", "leaderboard", "--check", "--root", root)[0] == 0
+    assert cli("project", "records", "--check", "--root", root)[0] == 0
+    assert cli("project", "all", "--check", "--root", root)[0] == 0
+
+
+def test_leaderboard_check_prints_a_unified_diff_and_fails(root):
+    assert cli("project", "leaderboard", "--root", root)[0] == 0
+    path = root / "LEADERBOARD.md"
+    path.write_text(path.read_text().replace("first suite", "a hand edit"))
+    code, out, err = cli("project", "leaderboard", "--check", "--root", root)
+    assert code == 1
+    assert "--- LEADERBOARD.md (committed)" in out and "+++ LEADERBOARD.md (regenerated)" in out
+    assert "-| `1.0.0` | 82 | seq 2, 2026-09-06 | a hand edit |" in out
+    assert "differs from a regeneration" in err
+
+
+def test_records_check_sees_a_retraction_and_the_writer_removes_the_file(root):
+    assert cli("project", "records", "--root", root)[0] == 0
+    store = LedgerStore(root / "results" / "ledger" / "events.jsonl")
+    s = Stream()
+    s.retract("r00001", "a retraction made by a test")
+    store.append(s.drafts()[1:])
+    code, out, _ = cli("project", "records", "--check", "--root", root)
+    assert code == 1 and "removed  results/2026-09-06/vendor-model-a/rename-net/run-1.json" in out
+    assert (root / "results/2026-09-06/vendor-model-a/rename-net/run-1.json").is_file()
+    assert cli("project", "records", "--root", root)[0] == 0
+    assert not (root / "results/2026-09-06/vendor-model-a/rename-net/run-1.json").exists()
+    assert not (root / "results/2026-09-06/vendor-model-a/rename-net/run-1.suite-1.1.0.json").exists()
+
+
+def test_snapshot_and_compare(root, tmp_path):
+    snap = tmp_path / "base.json"
+    assert cli("project", "snapshot", "-o", snap, "--root", root)[0] == 0
+    doc = json.loads(snap.read_text())
+    assert doc["format"] == "cbledger-snapshot/1" and doc["currentSuite"] == "1.1.0"
+    code, out, _ = cli("project", "compare", "--baseline", snap, "--root", root, "--suite", "1.0.0")
+    assert code == 0 and "0 regression(s)" in out
+    # a baseline where model-b passed everything: its tiers fall far enough to fire
+    for suite in doc["suites"]:
+        for row in suite["rows"]:
+            if row["model"] == "cheap:model-b":
+                row["passes"] = row["runs"]
+    worse = tmp_path / "better-baseline.json"
+    worse.write_text(json.dumps(doc))
+    code, out, _ = cli("project", "compare", "--baseline", worse, "--root", root, "--suite", "1.0.0")
+    assert code == 1 and "REGRESSION tier=hard model=cheap:model-b strict pass rate" in out
+    code, out, _ = cli("project", "compare", "--baseline", worse, "--current", snap, "--suite", "9.9.9")
+    assert code == 2 and "not comparable" in out
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    assert cli("project", "compare", "--baseline", bad, "--root", root)[0] == 2
+
+
+def test_workqueue_json_and_text(root):
+    code, out, _ = cli("project", "workqueue", "--json", "--root", root, "--suite", "1.0.0")
+    assert code == 0
+    q = json.loads(out)
+    assert q["suite_version"] == "1.0.0" and q["entries"][0]["rank"] == 1
+    code, out, _ = cli("project", "workqueue", "--root", root, "--suite", "1.0.0")
+    assert code == 0 and out.startswith("work queue, suite 1.0.0:")
+
+
+def test_readmodel_default_path_and_dump(root):
+    assert cli("project", "readmodel", "--root", root)[0] == 0
+    dump = readmodel.canonical_dump(root / "results" / "cbledger.db")
+    assert "table runs (" in dump
+
+
+def test_missing_ledger_is_a_clear_error(tmp_path):
+    code, _, err = cli("project", "leaderboard", "--root", tmp_path)
+    assert code == 2 and "no ledger here" in err
+
+
+def test_projections_import_the_ledger_and_nothing_else_of_cbledger():
+    package = Path(__file__).resolve().parent.parent / "cbledger" / "projections"
+    for path in package.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for name in names:
+                if name.startswith("cbledger"):
+                    assert name.startswith(("cbledger.ledger", "cbledger.projections")), (path.name, name)

@@ -1,0 +1,84 @@
+"""LEADERBOARD.md: golden files, markers, and byte-identity across machines.
+
+The golden files under tests/golden/ are regenerated only deliberately:
+
+    CBLEDGER_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_projections_leaderboard.py
+
+then review the diff like any other change to published output.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cbledger.projections import leaderboard
+from cbledger.projections.fold import fold
+from tests.projection_factories import Stream, rich_stream
+
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = os.environ.get("CBLEDGER_UPDATE_GOLDEN") == "1"
+
+CASES = {
+    "LEADERBOARD.md": None,  # the current suite (1.1.0: two re-grades)
+    "LEADERBOARD-suite-1.0.0.md": "1.0.0",
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_golden(name):
+    text = leaderboard.render(fold(rich_stream().events), CASES[name])
+    path = GOLDEN / name
+    if UPDATE:
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    assert path.read_text(encoding="utf-8") == text, (
+        f"{name} differs from its golden file; if the change is intended, regenerate with "
+        "CBLEDGER_UPDATE_GOLDEN=1 and review the diff"
+    )
+
+
+def test_markers_and_snapshot_facts():
+    s = rich_stream()
+    state = fold(s.events)
+    text = leaderboard.render(state)
+    lines = text.splitlines()
+    assert lines[0] == leaderboard.BEGIN and lines[-1] == leaderboard.END and text.endswith("\n")
+    assert "| Suite version | `1.1.0` (the current suite: latest `suite.bumped`, seq" in text
+    assert f"| Ledger head | seq {state.head_seq}," in text
+    assert "| Snapshot date | 2026-09-06 (time of the last ledger event: " in text
+    assert "| Records | 2 graded under this suite version; 84 across all suite versions |" in text
+
+
+def test_empty_ledger_renders():
+    text = leaderboard.render(fold(Stream().events))
+    assert "no suite version yet" in text and text.endswith(leaderboard.END + "\n")
+
+
+_RENDER = (
+    "import sys; sys.path.insert(0, sys.argv[1]);"
+    "from tests.projection_factories import rich_stream;"
+    "from cbledger.projections.fold import fold;"
+    "from cbledger.projections import leaderboard;"
+    "sys.stdout.buffer.write(leaderboard.render(fold(rich_stream().events), '1.0.0').encode())"
+)
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"TZ": "Pacific/Kiritimati", "LC_ALL": "de_DE.UTF-8", "PYTHONHASHSEED": "1"},
+        {"TZ": "America/St_Johns", "LANG": "fr_FR.UTF-8", "PYTHONHASHSEED": "4242"},
+    ],
+)
+def test_byte_identical_under_another_timezone_locale_and_hash_seed(env):
+    repo = Path(__file__).resolve().parent.parent
+    out = subprocess.run(
+        [sys.executable, "-c", _RENDER, str(repo)],
+        env={**os.environ, **env}, capture_output=True, check=True,
+    ).stdout
+    assert out == (GOLDEN / "LEADERBOARD-suite-1.0.0.md").read_bytes()
