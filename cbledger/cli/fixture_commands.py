@@ -1,9 +1,190 @@
-"""Command group registered by `cbledger.cli.app`."""
+"""`cbledger fixture hash | check | freeze | baseline | materialize`: fixtures as pinned data."""
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
+from typing import Annotated
+
 import typer
+
+from cbledger.cli.common import JsonFlag, RootOption, fail, project_root
+from cbledger.runner.fixtures import authoring, baseline as baseline_mod, materialize as materialize_mod
+from cbledger.runner.fixtures.check import check_fixture
+from cbledger.runner.fixtures.freeze import Recipe, freeze_files
+from cbledger.runner.fixtures.hashing import hash_directory
+from cbledger.runner.fixtures.install import install_tree
+from cbledger.runner.fixtures.manifest_file import MANIFEST_NAME, read_document, write_document
+
+fixture_app = typer.Typer(
+    name="fixture",
+    help="Fixtures as pinned data: hash a tree, check a fixture, freeze one from git, measure its "
+    "kicad-cli baseline, materialize a real board's uncommitted tree.",
+    no_args_is_help=True,
+)
+
+FixtureId = Annotated[str, typer.Argument(help="Fixture id (its directory under fixtures/).")]
+
+
+def _fixture_dir(root: Path | None, fixture_id: str, must_exist: bool = True) -> Path:
+    d = project_root(root) / "fixtures" / fixture_id
+    if must_exist and not (d / MANIFEST_NAME).is_file():
+        fail(f"{d / MANIFEST_NAME}: no such fixture")
+    return d
+
+
+@fixture_app.command("hash")
+def hash_cmd(path: Annotated[Path, typer.Argument(help="A directory, e.g. fixtures/<id>/tree.")]) -> None:
+    """Print the standard tree hash of a directory."""
+    typer.echo(hash_directory(path))
+
+
+@fixture_app.command("check")
+def check_cmd(fixture_id: FixtureId, root: RootOption = None, as_json: JsonFlag = False) -> None:
+    """Check a fixture: manifest decodes, id matches, tree hashes to sha256, baseline reports agree
+    with the manifest's summary. Exits 1 on any problem."""
+    base = project_root(root)
+    result = check_fixture(_fixture_dir(root, fixture_id), base, require_tree=True)
+    if as_json:
+        typer.echo(
+            json.dumps(
+                {
+                    "fixture": fixture_id,
+                    "ok": result.ok,
+                    "treeHash": result.tree_hash,
+                    "problems": [
+                        {"severity": p.severity, "file": p.file, "field": p.field, "message": p.message}
+                        for p in result.problems
+                    ],
+                },
+                indent=2,
+            )
+        )
+    else:
+        for p in result.problems:
+            typer.echo(str(p), err=p.severity == "error")
+        if result.ok:
+            typer.echo(f"{fixture_id}: ok (tree {result.tree_hash})")
+    if not result.ok:
+        raise typer.Exit(1)
+
+
+@fixture_app.command("freeze")
+def freeze_cmd(
+    git_dir: Annotated[Path, typer.Option("--from", help="A local git clone of the upstream repository.")],
+    commit: Annotated[str, typer.Option("--commit", help="The full 40-hex commit SHA to freeze at.")],
+    paths: Annotated[list[str], typer.Option("--path", help="A file or directory at that commit (repeatable).")],
+    fixture_id: Annotated[str, typer.Option("--id", help="The fixture id (kebab-case).")],
+    dest: Annotated[Path | None, typer.Option("--dest", help="Fixture directory. Default: fixtures/ID.")] = None,
+    strip: Annotated[str | None, typer.Option("--strip", help="Remove this leading directory from every path.")] = None,
+    into: Annotated[str | None, typer.Option("--into", help="Place the files under this directory of tree/.")] = None,
+    name: Annotated[str | None, typer.Option(help="upstream.name")] = None,
+    url: Annotated[str | None, typer.Option(help="upstream.url")] = None,
+    license: Annotated[str | None, typer.Option(help="upstream.license (SPDX id)")] = None,
+    license_file: Annotated[str | None, typer.Option("--license-file", help="upstream.licenseFile")] = None,
+    copyright: Annotated[str | None, typer.Option(help="upstream.copyright")] = None,
+    modifications: Annotated[str | None, typer.Option(help="upstream.modifications")] = None,
+    retrieved: Annotated[str | None, typer.Option(help="upstream.retrieved (YYYY-MM-DD; default today)")] = None,
+    complexity: Annotated[str | None, typer.Option(help="simple, medium or hard")] = None,
+    authored_version: Annotated[str | None, typer.Option("--authored-version", help="kicad.authoredVersion")] = None,
+    root: RootOption = None,
+) -> None:
+    """Freeze a fixture tree from a git repository at one exact commit (read from git objects, no
+    checkout) and write or update fixture.json. Fields no program can know stay placeholders that
+    `fixture check` and `validate` reject until the author fills them in."""
+    if not re.match(r"^[a-z0-9]+(-[a-z0-9]+)*$", fixture_id):
+        fail(f"--id {fixture_id!r}: must be kebab-case ([a-z0-9] words joined by '-')")
+    fixture_dir = dest or _fixture_dir(root, fixture_id, must_exist=False)
+    recipe = Recipe(tuple(paths), strip, into)
+    frozen = freeze_files(git_dir, commit, recipe)
+    manifest_path = fixture_dir / MANIFEST_NAME
+    doc = read_document(manifest_path) if manifest_path.is_file() else {}
+    previous = doc.get("sha256")
+    install_tree(frozen.files, fixture_dir / "tree")
+    upstream = {
+        "name": name,
+        "url": url,
+        "license": license,
+        "licenseFile": license_file,
+        "copyright": copyright,
+        "modifications": modifications,
+        "retrieved": retrieved,
+    }
+    authoring.apply_freeze(
+        doc,
+        fixture_id,
+        frozen,
+        recipe,
+        fixture_dir / "tree",
+        upstream=upstream,
+        complexity=complexity,
+        authored_version=authored_version,
+    )
+    write_document(manifest_path, doc)
+    typer.echo(f"froze {len(frozen.files)} file(s) at {frozen.commit} into {fixture_dir / 'tree'}")
+    typer.echo(f"tree sha256 {frozen.sha256}" + ("" if previous in (None, frozen.sha256) else f" (was {previous})"))
+    result = check_fixture(fixture_dir, project_root(root), require_tree=True)
+    left = [p for p in result.problems if p.severity == "error"]
+    if left:
+        typer.echo(f"{manifest_path}: {len(left)} field(s) left for you before this fixture can be used:")
+        for p in left:
+            typer.echo(f"  {p.field or p.file}: {p.message}")
+
+
+@fixture_app.command("baseline")
+def baseline_cmd(fixture_id: FixtureId, root: RootOption = None) -> None:
+    """Measure the fixture's kicad-cli baseline on a temporary copy of its tree: writes
+    baseline/erc.json, baseline/drc.json, baseline/netlist.kicad_net and the manifest summary."""
+    fixture_dir = _fixture_dir(root, fixture_id)
+    result = baseline_mod.measure(fixture_dir)
+    erc = result.erc
+    typer.echo(f"ERC: {erc['errors']} error(s), {erc['warnings']} warning(s)")
+    if result.drc is not None:
+        drc = result.drc
+        typer.echo(
+            f"DRC: {drc['errors']} error(s), {drc['warnings']} warning(s), {drc['unconnectedItems']} unconnected, "
+            f"{drc['schematicParity']} schematic parity"
+        )
+    typer.echo(f"wrote {fixture_dir / 'baseline'} and the baseline summary (kicad-cli {result.kicad_cli_version})")
+
+
+@fixture_app.command("materialize")
+def materialize_cmd(
+    fixture_id: FixtureId,
+    source: Annotated[
+        Path | None, typer.Option("--from", help="A directory holding tree/ (and baseline/), or the tree itself.")
+    ] = None,
+    git: Annotated[
+        Path | None, typer.Option("--git", help="An upstream clone: rebuild at the manifest's pinned commit.")
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing tree that hashes differently.")] = False,
+    root: RootOption = None,
+) -> None:
+    """Build fixtures/ID/tree for a real board whose tree is not committed, verifying its hash
+    against the manifest (a mismatch writes nothing)."""
+    if (source is None) == (git is None):
+        fail("give exactly one of --from DIR and --git CLONE_DIR")
+    fixture_dir = _fixture_dir(root, fixture_id)
+    if source is not None:
+        result = materialize_mod.from_directory(fixture_dir, source, force)
+    else:
+        assert git is not None
+        result = materialize_mod.from_git(fixture_dir, git, force)
+    if result.already:
+        typer.echo(f"{fixture_id}: tree already materialized (sha256 {result.sha256})")
+    else:
+        typer.echo(f"{fixture_id}: materialized {result.files} file(s), sha256 {result.sha256} verified")
+    if result.baseline_copied:
+        typer.echo(f"copied baseline/: {', '.join(result.baseline_copied)}")
+    for problem in result.baseline_problems:
+        typer.echo(f"error: baseline not copied: {problem}", err=True)
+    if result.baseline_missing:
+        typer.echo(f"no baseline reports yet: run `cbledger fixture baseline {fixture_id}`")
+    if result.baseline_problems:
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:
-    """Adds this module's commands to the root app."""
+    """Adds `cbledger fixture …` to the root app."""
+    app.add_typer(fixture_app, name="fixture")

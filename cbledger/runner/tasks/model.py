@@ -155,6 +155,15 @@ class BaselineSummary(Model, kw_only=True):
     note: str | None = None
 
 
+class FreezeRecipe(Model, kw_only=True):
+    """Which upstream paths `fixture freeze` took at `upstream.commit`, and where it put them, so
+    that `fixture materialize --git` can rebuild an uncommitted tree from a clone."""
+
+    paths: Annotated[list[NonEmpty], Meta(min_length=1)]
+    strip: NonEmpty | None = None
+    into: NonEmpty | None = None
+
+
 class FixtureManifest(Model, kw_only=True):
     """Provenance, scale and baseline state of one frozen board. Never copied into a sandbox."""
 
@@ -168,6 +177,7 @@ class FixtureManifest(Model, kw_only=True):
     artifacts: Artifacts
     scale: Scale
     baseline: BaselineSummary
+    freeze: FreezeRecipe | None = None
 
 
 class Suite(Model, kw_only=True):
