@@ -1,9 +1,171 @@
-"""Command group registered by `cbledger.cli.app`."""
+"""`cbledger validate` and `cbledger grade`: tasks as data, and grading one sandbox by hand."""
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+
+from cbledger.cli.common import JsonFlag, RootOption, fail, project_root
+from cbledger.runner.evidence.bundle import Evidence, from_sandbox
+from cbledger.runner.grading.grader import GRADER_VERSION, Grade, grade
+from cbledger.runner.tasks.catalog import Catalog, Fixture, Task, load_task
+from cbledger.runner.tasks.validate import validate_project
+
+BASELINE_TYPES = ("erc_no_new_violations", "drc_no_new_violations")
+
+
+def validate(
+    root: RootOption = None,
+    as_json: JsonFlag = False,
+    require_trees: Annotated[
+        bool, typer.Option("--require-trees", help="Treat a real fixture whose tree is not materialized as an error.")
+    ] = False,
+) -> None:
+    """Check every fixture, task and suite under the project root; list every problem with its
+    file and field. Exits 1 when any error is found."""
+    report = validate_project(project_root(root), require_trees=require_trees)
+    if as_json:
+        typer.echo(json.dumps(report.to_json(), indent=2))
+    else:
+        for p in report.problems:
+            typer.echo(str(p), err=p.severity == "error")
+        typer.echo(
+            f"{report.tasks} task(s), {report.fixtures} fixture(s), {report.suites} suite(s): "
+            f"{len(report.errors)} error(s), {len(report.warnings)} warning(s), {len(report.notes)} note(s)"
+        )
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+def _load(root: Path, task_arg: str) -> tuple[Task, Fixture]:
+    catalog = Catalog(root)
+    as_path = Path(task_arg)
+    task = load_task(as_path) if (as_path / "task.json").is_file() else catalog.task(task_arg)
+    fixture = catalog.fixture_for(task)
+    if task.manifest.fixture.sha256 != fixture.manifest.sha256:
+        fail(
+            f"{task.dir / 'task.json'}: fixture.sha256 {task.manifest.fixture.sha256} differs from "
+            f"{fixture.dir / 'fixture.json'} sha256 {fixture.manifest.sha256}; the baseline reports would not be this task's"
+        )
+    return task, fixture
+
+
+def _baseline_warning(task: Task, fixture: Fixture) -> str | None:
+    used = sorted({a.type for a in task.assertions if a.type in BASELINE_TYPES})
+    if not used:
+        return None
+    missing = [k for k in ("erc", "drc") if fixture.baseline_report(k) is None and any(t.startswith(k) for t in used)]
+    if not missing:
+        return None
+    return (
+        f"fixture {fixture.id} has no baseline {'/'.join(m.upper() for m in missing)} report here, so "
+        f"{', '.join(used)} cannot be evaluated (materialize it: `cbledger fixture materialize {fixture.id} --from DIR`)"
+    )
+
+
+def grade_document(task: Task, fixture: Fixture, evidence: Evidence, result: Grade) -> dict[str, Any]:
+    t = evidence.transcript
+    return {
+        "task": task.id,
+        "taskManifestHash": task.manifest_hash,
+        "fixture": fixture.id,
+        "fixtureSha256": fixture.manifest.sha256,
+        "graderVersion": GRADER_VERSION,
+        "baselineSha": evidence.baseline_sha,
+        "headSha": evidence.head_sha,
+        "commits": len(evidence.commits),
+        "reports": sorted(evidence.reports),
+        "transcript": {
+            "path": t.path,
+            "events": len(t.events),
+            "malformedLines": list(t.malformed),
+            "candidates": list(t.candidates),
+        },
+        "exitPath": result.exit_path,
+        "verdict": result.verdict,
+        "partialCredit": result.partial_credit,
+        "firstFailedRequired": result.first_failed_required,
+        "failureCategory": result.failure_category,
+        "dominantToolError": result.dominant_tool_error,
+        "outcomes": [
+            {
+                "id": o.id,
+                "type": o.type,
+                "status": o.status,
+                "required": o.required,
+                "weight": o.weight,
+                "evidenceSource": o.evidence_source,
+                "detail": o.detail,
+            }
+            for o in result.outcomes
+        ],
+    }
+
+
+def _print_human(doc: dict[str, Any]) -> None:
+    t = doc["transcript"]
+    typer.echo(f"task {doc['task']} (manifest {doc['taskManifestHash'][:12]}) on fixture {doc['fixture']}")
+    typer.echo(
+        f"baseline {doc['baselineSha'][:12]} → HEAD {doc['headSha'][:12]}, {doc['commits']} commit(s); "
+        f"reports: {', '.join(doc['reports']) or 'none'}"
+    )
+    if t["path"]:
+        bad = f", {len(t['malformedLines'])} malformed line(s) {t['malformedLines'][:10]}" if t["malformedLines"] else ""
+        typer.echo(f"transcript {t['path']}: {t['events']} event(s){bad}")
+    else:
+        typer.echo("transcript: none written by this run")
+    width_id = max((len(o["id"]) for o in doc["outcomes"]), default=2)
+    width_type = max((len(o["type"]) for o in doc["outcomes"]), default=4)
+    for o in doc["outcomes"]:
+        mark = "*" if o["required"] else " "
+        typer.echo(f"{o['status'].upper():<4}{mark} {o['id']:<{width_id}}  {o['type']:<{width_type}}  {o['detail']}")
+    typer.echo("(* required)")
+    typer.echo(f"verdict: {doc['verdict']}")
+    typer.echo(f"partial credit: {doc['partialCredit']:.4f}")
+    typer.echo(f"exit path: {doc['exitPath'] or 'none (no run-end)'}")
+    if doc["verdict"] == "fail":
+        first = next((o for o in doc["outcomes"] if o["id"] == doc["firstFailedRequired"]), None)
+        typer.echo(f"first failed required: {doc['firstFailedRequired']}" + (f" ({first['type']})" if first else ""))
+        typer.echo(f"failure category: {doc['failureCategory']}")
+    if doc["dominantToolError"]:
+        typer.echo(f"dominant tool error: {doc['dominantToolError']}")
+
+
+def grade_cmd(
+    task: Annotated[str, typer.Argument(help="A task id under tasks/, or a task directory.")],
+    sandbox: Annotated[Path, typer.Argument(help="The sandbox: a git repository holding the run's working tree.")],
+    baseline: Annotated[
+        str | None,
+        typer.Option("--baseline", help="Baseline commit. Default: the one recorded in refs/cbledger/baseline."),
+    ] = None,
+    runner_exit: Annotated[
+        str | None,
+        typer.Option("--runner-exit", help="The runner's own exit (e.g. cap-exceeded) for a run that wrote no run-end."),
+    ] = None,
+    as_json: JsonFlag = False,
+    root: RootOption = None,
+) -> None:
+    """Grade one sandbox against a task, offline: every assertion's outcome, the verdict, partial
+    credit, the first failed required assertion and the failure category. Exits 0 whatever the
+    verdict; a grade that cannot be computed exits non-zero."""
+    task_obj, fixture = _load(project_root(root), task)
+    note = _baseline_warning(task_obj, fixture)
+    if note:
+        print(f"warning: {note}", file=sys.stderr)
+    evidence = from_sandbox(sandbox, baseline, runner_exit)
+    result = grade(task_obj, fixture, evidence)
+    doc = grade_document(task_obj, fixture, evidence, result)
+    if as_json:
+        typer.echo(json.dumps(doc, indent=2, ensure_ascii=False))
+    else:
+        _print_human(doc)
 
 
 def register(app: typer.Typer) -> None:
-    """Adds this module's commands to the root app."""
+    """Adds `cbledger validate` and `cbledger grade` to the root app."""
+    app.command("validate")(validate)
+    app.command("grade")(grade_cmd)
