@@ -23,14 +23,25 @@ INSTALL_HINT = (
 TIMEOUT_SEC = 600
 
 
+KICAD_CLI_ENV = "CBLEDGER_KICAD_CLI"
+
+
 def kicad_cli() -> str | None:
-    return os.environ.get("CBLEDGER_KICAD_CLI") or shutil.which("kicad-cli")
+    """The kicad-cli to use: `$CBLEDGER_KICAD_CLI` when set (None if it names nothing
+    runnable, so preflight refuses instead of a run crashing later), else `kicad-cli` on PATH."""
+    configured = os.environ.get(KICAD_CLI_ENV)
+    if configured:
+        return shutil.which(configured)
+    return shutil.which("kicad-cli")
 
 
 def require_kicad_cli() -> str:
     path = kicad_cli()
     if path is None:
-        raise UserError(f"kicad-cli is required to verify runs but was not found; {INSTALL_HINT}")
+        configured = os.environ.get(KICAD_CLI_ENV)
+        if configured:
+            raise UserError(f"${KICAD_CLI_ENV} names {configured}, which is not an executable kicad-cli; {INSTALL_HINT}")
+        raise UserError(f"kicad-cli is required to verify runs but was not found on PATH; {INSTALL_HINT}")
     return path
 
 
