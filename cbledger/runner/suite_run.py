@@ -2,7 +2,8 @@
 
 Preflight refuses early and clearly, before any sandbox exists: an unknown suite or task, a task
 whose fixture hash does not match (or whose suite version was not bumped), kicad-cli missing,
-the copperhead CLI missing for agent runs, an unsafe model id, a model with no price-table entry.
+the copperhead CLI missing for agent runs, an unsafe model id, a model with no price-table entry,
+a `compat:` model without `$COPPERHEAD_BASE_URL`.
 A run that fails on its own (a secret found, an agent crash) is reported and the suite continues.
 """
 
@@ -21,7 +22,7 @@ from cbledger.ledger.events import Actor
 from cbledger.ledger.store import LedgerStore
 from cbledger.runner import ledger_view, suite_version
 from cbledger.runner.agents.base import Agent
-from cbledger.runner.agents.copperhead import CopperheadAgent, locate
+from cbledger.runner.agents.copperhead import CopperheadAgent, agent_environment, locate
 from cbledger.runner.agents.scripted import GoldAgent, NoopAgent
 from cbledger.runner.environment import probe
 from cbledger.runner.execute import RunOutput, RunSettings, execute, model_identity, publish
@@ -112,6 +113,7 @@ def run_plan(
     )
     if run_mode == "agent":
         model_identity(settings, plan.model_id, None)  # refuses an unpriced model before any run
+        agent_environment(plan.model_id)  # refuses a compat: model without its endpoint, likewise
     sandbox_root.mkdir(parents=True, exist_ok=True)
     result = SuiteResult()
     lock = threading.Lock()
