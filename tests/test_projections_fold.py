@@ -19,7 +19,7 @@ from cbledger.projections.fold import (
     fold,
     suite_versions,
 )
-from cbledger.projections.writers import load_state
+from cbledger.projections.writers import LedgerFollower, load_state
 from tests.projection_factories import MAINTAINER, Stream, rich_stream
 
 TASKS = [("t-simple", "simple", "edit"), ("t-medium", "medium", "refusal"), ("t-hard", "hard", "edit"),
@@ -98,20 +98,42 @@ def test_incremental_reads_of_a_real_ledger_equal_a_full_rebuild(tmp_path):
     drafts = rich_stream().drafts()
     store = LedgerStore(tmp_path / "events.jsonl")
     store.init("projection-test", MAINTAINER)
-    projector = Projector()
+    follower = LedgerFollower(store.path)
     i = 1
     while i < len(drafts):
         n = rng.randint(1, 25)
         store.append(drafts[i:i + n])
         i += n
-        load_state(store.path, projector)
+        follower.poll()
+    assert follower.poll() == 0
     full = load_state(store.path)
-    assert views(projector.state) == views(full)
+    assert views(follower.state) == views(full)
     head = store.head()
     assert (full.head_seq, full.head_hash) == (head.seq, head.hash)
     # the same events folded without the file give the same views, bar the chain hash
     bare = fold(rich_stream().events)
     assert bare.head_seq == full.head_seq and bare.head_hash is None
+
+
+def test_follower_refuses_a_file_rewritten_underneath(tmp_path):
+    store = LedgerStore(tmp_path / "events.jsonl")
+    store.init("one", MAINTAINER)
+    store.append(rich_stream().drafts()[1:5])
+    follower = LedgerFollower(store.path)
+    follower.poll()
+    other = LedgerStore(tmp_path / "other.jsonl")
+    other.init("two", MAINTAINER)
+    other.append(rich_stream().drafts()[1:8])
+    data = other.path.read_bytes()
+    store.path.write_bytes(data)  # same length prefix, different chain
+    with pytest.raises(ProjectionError):
+        follower.poll()
+    # a file that no longer has a line boundary where the follower stopped
+    follower = LedgerFollower(other.path)
+    follower.poll()
+    other.path.write_bytes(b"x" + data + data[:40] + b"\n")
+    with pytest.raises(ProjectionError):
+        follower.poll()
 
 
 def test_apply_skips_what_it_has_seen_and_refuses_a_gap():

@@ -103,9 +103,8 @@ def reference_for(state: LedgerState, suite_version: str, records: Sequence[Reco
     by_task_manifest: dict[str, list[str]] = {}
     by_task_fixture: dict[str, list[str]] = {}
     for r in records:
-        c = r.record.comparability
-        by_task_manifest.setdefault(r.record.task.id, []).append(c.task_manifest_hash)
-        by_task_fixture.setdefault(r.record.task.id, []).append(c.fixture_sha256)
+        by_task_manifest.setdefault(r.task_id, []).append(r.manifest_hash)
+        by_task_fixture.setdefault(r.task_id, []).append(r.fixture_sha256)
     tasks: dict[str, TaskReference] = {}
     for task_id in sorted(by_task_manifest):
         if bump is not None and task_id in bump.body.task_manifest_hashes:
@@ -116,7 +115,7 @@ def reference_for(state: LedgerState, suite_version: str, records: Sequence[Reco
             tasks[task_id] = TaskReference(
                 manifest=_majority(by_task_manifest[task_id]), manifest_source="most records"
             )
-    schema_counts = Counter(r.record.schema_version for r in records)
+    schema_counts = Counter(r.schema_version for r in records)
     schema = None
     if schema_counts:
         schema = max(schema_counts, key=lambda v: (schema_counts[v], semver_key(v)))
@@ -133,28 +132,27 @@ def reference_for(state: LedgerState, suite_version: str, records: Sequence[Reco
 
 def _hash_reasons(ref: Reference, r: RecordEntry) -> list[tuple[str, str]]:
     """(key part, reason) for each per-task hash that differs from the reference."""
-    rec = r.record
     out = []
-    task_ref = ref.tasks[rec.task.id]
-    got = rec.comparability.task_manifest_hash
+    task_ref = ref.tasks[r.task_id]
+    got = r.manifest_hash
     if got != task_ref.manifest:
         out.append(
             (
-                f"manifest:{rec.task.id}:{got}",
-                f"task manifest hash of {rec.task.id} is {_short(got)} "
+                f"manifest:{r.task_id}:{got}",
+                f"task manifest hash of {r.task_id} is {_short(got)} "
                 f"(main group: {_short(task_ref.manifest)}, from {task_ref.manifest_source})",
             )
         )
-    want = ref.fixtures.get(rec.fixture.id)
+    want = ref.fixtures.get(r.fixture_id)
     source = "suite.bumped"
     if want is None:
-        want, source = ref.task_fixtures[rec.task.id], "most records"
-    got = rec.comparability.fixture_sha256
+        want, source = ref.task_fixtures[r.task_id], "most records"
+    got = r.fixture_sha256
     if got != want:
         out.append(
             (
-                f"fixture:{rec.task.id}:{got}",
-                f"fixture hash of {rec.task.id} ({rec.fixture.id}) is {_short(got)} "
+                f"fixture:{r.task_id}:{got}",
+                f"fixture hash of {r.task_id} ({r.fixture_id}) is {_short(got)} "
                 f"(main group: {_short(want)}, from {source})",
             )
         )
@@ -169,7 +167,7 @@ def partition(state: LedgerState, suite_version: str, records: Sequence[RecordEn
     deferred: list[tuple[int, list[tuple[str, str]]]] = []
     for i, r in enumerate(records):
         diffs: list[tuple[str, str]] = []
-        sv = r.record.schema_version
+        sv = r.schema_version
         if sv != ref.schema_version:
             diffs.append((f"schema:{sv}", f"schemaVersion {sv} (main group: {ref.schema_version})"))
         diffs.extend(_hash_reasons(ref, r))
@@ -179,7 +177,7 @@ def partition(state: LedgerState, suite_version: str, records: Sequence[RecordEn
             stamp_ok.append(i)
     # With no record matching the other stamps, the major still partitions the rest.
     basis = stamp_ok or range(len(records))
-    majors = Counter(kicad_major(records[i].record.comparability.kicad_cli_version) for i in basis)
+    majors = Counter(kicad_major(records[i].kicad_cli_version) for i in basis)
     ref_major = None
     if majors:
         ref_major = max(majors, key=lambda m: (majors[m], _major_rank(m)))
@@ -195,7 +193,7 @@ def partition(state: LedgerState, suite_version: str, records: Sequence[RecordEn
     main: list[int] = []
 
     def kicad_diff(i: int) -> list[tuple[str, str]]:
-        m = kicad_major(records[i].record.comparability.kicad_cli_version)
+        m = kicad_major(records[i].kicad_cli_version)
         if ref_major is None or m == ref_major:
             return []
         shown = "absent (run without kicad-cli)" if m == NO_KICAD else m

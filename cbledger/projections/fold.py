@@ -53,6 +53,7 @@ class RunEntry(Struct, frozen=True, kw_only=True):
     seq: int
     run: RunRecorded
     date: str
+    record_dir: str  # "<date>/<model-dir>/<task>", relative to results/
     ordinal: int
 
 
@@ -208,7 +209,7 @@ class Projector:
             key = paths.run_dir(date, run.model.id, run.task.id)
             ordinal = st.ordinals.get(key, 0) + 1
             st.ordinals[key] = ordinal
-            st.runs[run.run_id] = RunEntry(seq=seq, run=run, date=date, ordinal=ordinal)
+            st.runs[run.run_id] = RunEntry(seq=seq, run=run, date=date, record_dir=key, ordinal=ordinal)
         elif isinstance(event, GradeRecordedEvent):
             grade = event.body
             per_run = st.grades.setdefault(grade.run_id, {})

@@ -25,7 +25,7 @@ from cbledger.projections.metrics import (
     first_rubric_scores,
     suite_metrics,
 )
-from cbledger.projections.records import record_entries
+from cbledger.projections.records import live_record_counts
 
 BEGIN = (
     "<!-- BEGIN GENERATED: cbledger project leaderboard. Do not edit by hand; "
@@ -292,7 +292,8 @@ def render(state: LedgerState, suite_version: str | None = None) -> str:
     suite = suite_version or current
     rubric = first_rubric_scores(state)
     sm = suite_metrics(state, suite, rubric) if suite is not None else None
-    all_records = len(record_entries(state))
+    counts = live_record_counts(state)
+    all_records = sum(counts.values())
     out: list[str] = [BEGIN, "", "# copperbench leaderboard", ""]
 
     if suite is None:
@@ -345,9 +346,6 @@ def render(state: LedgerState, suite_version: str | None = None) -> str:
     versions = suite_versions(state)
     out += ["## Suite versions in the ledger", ""]
     if versions:
-        counts: dict[str, int] = {}
-        for r in record_entries(state):
-            counts[r.suite_version] = counts.get(r.suite_version, 0) + 1
         rows = []
         for v in reversed(versions):
             bump = suite_bump(state, v)

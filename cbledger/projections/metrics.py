@@ -212,7 +212,7 @@ class _Acc:
 
     def add(self, entry: RunEntry, rec: RecordEntry, rubric: float | None) -> None:
         run = entry.run
-        passed = rec.record.verdict == "pass"
+        passed = rec.verdict == "pass"
         self.runs += 1
         self.passes += passed
         t = self.tasks.setdefault(run.task.id, [0, 0])
@@ -236,7 +236,7 @@ class _Acc:
         elif outcome == "edit":
             self.edit_runs += 1
             self.false_refusals += run.stats is not None and run.stats.exit_path == "refused"
-        cat = rec.record.failure_category
+        cat = rec.failure_category
         if cat is not None:
             self.categories[cat] = self.categories.get(cat, 0) + 1
         if rubric is not None:
@@ -306,7 +306,7 @@ def _variants(members: list[tuple[RunEntry, RecordEntry]]) -> tuple[list[Variant
             variant_of[task.id] = task.variant_of
         counts = per_model.setdefault(entry.run.model.id, {}).setdefault(task.id, [0, 0])
         counts[0] += 1
-        counts[1] += rec.record.verdict == "pass"
+        counts[1] += rec.verdict == "pass"
     gaps: list[VariantGap] = []
     orphans: list[OrphanVariant] = []
     for model in sorted(per_model):
@@ -356,7 +356,7 @@ def _harness(members: list[tuple[RunEntry, RecordEntry]]) -> list[HarnessCheck]:
             task.id, {"tier": task.tier, "outcome": task.expected_outcome, "gold": [0, 0], "noop": [0, 0]}
         )
         t[mode][0] += 1
-        t[mode][1] += rec.record.verdict == "pass"
+        t[mode][1] += rec.verdict == "pass"
     order = {t: i for i, t in enumerate(TIERS)}
     out = []
     for task_id in sorted(tasks, key=lambda k: (order[tasks[k]["tier"]], k)):
@@ -391,7 +391,7 @@ def _replays(members: list[tuple[RunEntry, RecordEntry]]) -> list[ReplayRow]:
     for entry, rec in members:
         r = rows.setdefault((entry.run.model.id, entry.run.task.id), [0, 0])
         r[0] += 1
-        r[1] += rec.record.verdict == "pass"
+        r[1] += rec.verdict == "pass"
     return [ReplayRow(model=m, task_id=t, runs=v[0], passes=v[1]) for (m, t), v in sorted(rows.items())]
 
 
@@ -406,7 +406,7 @@ def group_metrics(
         agent, harness, replay = [], [], []
         for i in g.members:
             rec = records[i]
-            entry = state.runs[rec.run_id]
+            entry = rec.run
             if is_harness(entry):
                 harness.append((entry, rec))
             elif is_replay(entry):
@@ -433,7 +433,7 @@ def group_metrics(
 
 
 def suite_metrics(state: LedgerState, suite_version: str, rubric: dict[str, float] | None = None) -> SuiteMetrics:
-    records = record_entries(state, suite_version)
+    records = record_entries(state, suite_version, build=False)
     part = partition(state, suite_version, records)
     return SuiteMetrics(
         suite_version=suite_version,

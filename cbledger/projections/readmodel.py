@@ -47,7 +47,7 @@ def _t(name: str, pk: tuple[str, ...], columns: dict[str, type], rows: list[dict
 def build_tables(state: LedgerState) -> list[Table]:
     """Every table of the read model; retracted runs appear only in `retractions`."""
     live = {rid: e for rid, e in state.runs.items() if rid not in state.retracted}
-    records = record_entries(state)
+    records = record_entries(state, build=False)
     by_pair = {(r.run_id, r.suite_version): r for r in records}
 
     group_of: dict[tuple[str, str], tuple[str, str]] = {}

@@ -165,13 +165,55 @@ class ResultRecord(_R):
 
 
 class RecordEntry(Struct, frozen=True, kw_only=True):
-    """A record and where it lives; `path` is relative to `results/`."""
+    """A record and where it lives; `path` is relative to `results/`.
+
+    `record` is built only when asked for (`record_entries(..., build=True)`): the metrics need
+    just the stamp and the verdict, which the properties read straight from the run and grade.
+    """
 
     path: str
     run_id: str
     suite_version: str
-    grade_seq: int
-    record: ResultRecord
+    run: RunEntry
+    graded: GradeEntry
+    record: ResultRecord | None = None
+
+    @property
+    def grade_seq(self) -> int:
+        return self.graded.seq
+
+    @property
+    def verdict(self) -> str:
+        return self.graded.grade.verdict
+
+    @property
+    def failure_category(self) -> str | None:
+        return self.graded.grade.failure_category
+
+    @property
+    def task_id(self) -> str:
+        return self.run.run.task.id
+
+    @property
+    def fixture_id(self) -> str:
+        return self.run.run.fixture.id
+
+    @property
+    def schema_version(self) -> str:
+        return self.run.run.comparability.schema_version
+
+    @property
+    def manifest_hash(self) -> str:
+        """The manifest the grade was made against (the record's `comparability.taskManifestHash`)."""
+        return self.graded.grade.task_manifest_hash
+
+    @property
+    def fixture_sha256(self) -> str:
+        return self.run.run.comparability.fixture_sha256
+
+    @property
+    def kicad_cli_version(self) -> str | None:
+        return self.run.run.comparability.kicad_cli_version
 
 
 # --------------------------------------------------------------------------- helpers
@@ -199,7 +241,7 @@ def usd_from_micros(micros: int | None) -> float | None:
 
 
 def _number(x: float) -> int | float:
-    return int(x) if float(x).is_integer() else x
+    return int(x) if x.is_integer() else x
 
 
 def _record_run_mode(entry: RunEntry) -> Literal["noop", "gold", "agent"]:
@@ -332,7 +374,7 @@ def record_paths(state: LedgerState, run_id: str) -> list[tuple[str, str, GradeE
     per_run = state.grades.get(run_id)
     if entry is None or not per_run:
         return []
-    directory = paths.run_dir(entry.date, entry.run.model.id, entry.run.task.id)
+    directory = entry.record_dir
     out = []
     for i, (suite, graded) in enumerate(per_run.items()):
         name = paths.record_name(entry.ordinal, None if i == 0 else suite)
@@ -340,7 +382,7 @@ def record_paths(state: LedgerState, run_id: str) -> list[tuple[str, str, GradeE
     return out
 
 
-def record_entries(state: LedgerState, suite_version: str | None = None) -> list[RecordEntry]:
+def record_entries(state: LedgerState, suite_version: str | None = None, *, build: bool = True) -> list[RecordEntry]:
     """Every live record (optionally of one suite version), in ledger order of its run."""
     out: list[RecordEntry] = []
     for run_id, entry in state.runs.items():
@@ -354,8 +396,9 @@ def record_entries(state: LedgerState, suite_version: str | None = None) -> list
                     path=path,
                     run_id=run_id,
                     suite_version=suite,
-                    grade_seq=graded.seq,
-                    record=build_record(state, entry, graded),
+                    run=entry,
+                    graded=graded,
+                    record=build_record(state, entry, graded) if build else None,
                 )
             )
     return out
@@ -370,6 +413,17 @@ def retracted_paths(state: LedgerState) -> list[str]:
 
 
 _ENCODER = msgspec.json.Encoder()
+
+
+def live_record_counts(state: LedgerState) -> dict[str, int]:
+    """Live records per suite version, without building them."""
+    counts: dict[str, int] = {}
+    for run_id in state.runs:
+        if run_id in state.retracted:
+            continue
+        for suite in state.grades.get(run_id, ()):
+            counts[suite] = counts.get(suite, 0) + 1
+    return counts
 
 
 def render(record: ResultRecord) -> bytes:

@@ -51,11 +51,11 @@ def work_queue(state: LedgerState, suite_version: str | None) -> WorkQueue:
         return WorkQueue(suite_version=None, failed_runs=0, entries=[])
     cats: dict[str, dict] = {}
     failed = 0
-    for rec in record_entries(state, suite_version):
-        entry = state.runs[rec.run_id]
+    for rec in record_entries(state, suite_version, build=False):
+        entry = rec.run
         if is_harness(entry) or is_replay(entry):
             continue
-        category = rec.record.failure_category
+        category = rec.failure_category
         if category is None:
             continue
         failed += 1
