@@ -1,0 +1,498 @@
+"""Ledger benchmark: durable append, read and verify throughput, measured against the raw limit of
+the same bytes and against a peer event store, all in one run.
+
+    .venv/bin/python bench/ledger.py            # verify on 100k and 1M events (a few minutes)
+    .venv/bin/python bench/ledger.py --quick    # 20k and 100k events, smaller append runs
+
+Events are realistic run.recorded and grade.recorded pairs (about 1.5-2 KB of event bytes each).
+
+* Durable append: `LedgerStore.append` with one event per fsync and with batches (1,000 per
+  fsync by default). Every append validates (schema round trip, credential scan) before it writes,
+  because that is what the store does.
+* Peer: the `eventsourcing` library's SQLite application recorder (WAL, one transaction per
+  `insert_events` call) storing the same event bytes as its state, one event per commit and in
+  batches of the same size; then reading them back in pages.
+* Verify: `verify_chain` over ledgers of each size, against the raw limit on the same bytes:
+  BLAKE3 over each event's bytes plus a typed msgspec decode of each event, timed alone.
+
+Targets: verify at >= 50% of the raw limit; batched durable append at least as fast as the peer.
+Everything is written under a temporary directory (or --dir) and removed afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import gc
+import importlib.metadata
+import os
+import platform
+import shutil
+import sqlite3
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgspec
+from blake3 import blake3
+
+from cbledger.ledger import encoding
+from cbledger.ledger.chain import GENESIS, format_line, link_hash
+from cbledger.ledger.events import (
+    Ablations,
+    Actor,
+    AssertionOutcome,
+    Comparability,
+    Cost,
+    Event,
+    EventBase,
+    EvidenceDigest,
+    FixtureIdentity,
+    GradeRecorded,
+    GradeRecordedEvent,
+    LedgerCreated,
+    LedgerCreatedEvent,
+    ModelIdentity,
+    RunRecorded,
+    RunRecordedEvent,
+    RunStats,
+    SandboxRef,
+    TaskIdentity,
+    Timings,
+)
+from cbledger.ledger.store import LedgerStore
+from cbledger.ledger.verify import verify_chain
+
+UTC = dt.timezone.utc
+T0 = dt.datetime(2026, 3, 1, tzinfo=UTC)
+RUNNER = Actor(kind="runner", name="copperbench-runner")
+MODELS = ["claude-sonnet-4.5", "gpt-5-mini", "qwen3-coder-480b", "gemini-2.5-pro"]
+POOL = 2048  # distinct run bodies; every event still gets its own id and run id
+
+
+def _h(*parts: object) -> str:
+    return blake3("\0".join(map(str, parts)).encode()).hexdigest()
+
+
+# --------------------------------------------------------------------------- realistic events
+
+
+def _run(k: int) -> RunRecordedEvent:
+    rid = f"run-{k:07d}"
+    task = f"mcu-task-{k % 23}"
+    model = MODELS[k % len(MODELS)]
+    start = T0 + dt.timedelta(seconds=97 * k)
+    return RunRecordedEvent(
+        id=f"run.recorded:{rid}",
+        at=start + dt.timedelta(seconds=95),
+        actor=RUNNER,
+        body=RunRecorded(
+            run_id=rid,
+            task=TaskIdentity(
+                id=task, tier="medium", mode="do", expected_outcome="edit",
+                manifest_hash=_h("m", task), tags=["nets"],
+            ),
+            fixture=FixtureIdentity(id="synthetic-mcu-sensor", sha256=_h("f")),
+            model=ModelIdentity(
+                id=model, provider="anthropic", segment="api-frontier", pinning="weak",
+                selection_source="flag",
+            ),
+            repeat=1 + k % 3,
+            repeats_planned=3,
+            run_mode="agent",
+            ablations=Ablations(max_turns=40),
+            comparability=Comparability(
+                schema_version="1.0.0", suite_version="1.2.0", task_manifest_hash=_h("m", task),
+                fixture_sha256=_h("f"), copperhead_version="0.9.3",
+                copperhead_commit=_h("c")[:40], kicad_cli_version="9.0.2",
+                runtime="python-3.11.9", node_version=None, platform="linux-x86_64",
+            ),
+            stats=RunStats(
+                exit_path="done", turns_used=12 + k % 9, max_turns=40,
+                repair_cycles_used=k % 2, max_repair_cycles=3, tokens_in=40_000 + k % 9_000,
+                tokens_out=3_000 + k % 700, duration_ms=95_000,
+                files_touched=["sensor.kicad_sch"],
+            ),
+            cost=Cost(usd_micros=150_000 + k % 90_000, price_table_version="2026-03"),
+            sandbox=SandboxRef(
+                seed_sha=_h("seed", task)[:40], seed_config='{"maxTurns":40}',
+                baseline_sha=_h("b", k)[:40], head_sha=_h("h", k)[:40],
+                capture_sha=_h("c", k)[:40], evidence_sha=_h("e", k)[:40],
+                store=f"runs/{rid}.bundle", store_blake3=_h("s", k), store_bytes=900_000 + k,
+            ),
+            evidence={
+                "transcript": EvidenceDigest(
+                    path=f"runs/{rid}/transcript.jsonl", blake3=_h("t", k), bytes=80_000 + k
+                ),
+            },
+            timings=Timings(
+                started_at=start, ended_at=start + dt.timedelta(seconds=95),
+                duration_ms=95_000, agent_ms=80_000, verify_ms=15_000,
+            ),
+        ),
+    )
+
+
+_CHECKS = [
+    ("net_connected", True, "end-state"),
+    ("net_renamed", True, "end-state"),
+    ("no_secret", True, "transcript"),
+    ("erc_clean", True, "end-state"),
+    ("diff_scope", False, "diff"),
+]
+
+
+def _grade(k: int) -> GradeRecordedEvent:
+    rid = f"run-{k:07d}"
+    failing = k % 4 == 0
+    return GradeRecordedEvent(
+        id=f"grade.recorded:{rid}:1.2.0",
+        at=T0 + dt.timedelta(seconds=97 * k + 120),
+        actor=RUNNER,
+        body=GradeRecorded(
+            run_id=rid,
+            suite_version="1.2.0",
+            grader_version="2.1.0",
+            task_manifest_hash=_h("m", f"mcu-task-{k % 23}"),
+            assertions=[
+                AssertionOutcome(
+                    id=f"a{i}", type=kind, status="fail" if failing and i == 1 else "pass",
+                    weight=1.0 + i / 4, required=required, evidence_source=source,
+                    detail=f"{kind}: checked against the end state, net VCC_{i} on U{i + 1}",
+                )
+                for i, (kind, required, source) in enumerate(_CHECKS)
+            ],
+            verdict="fail" if failing else "pass",
+            partial_credit=0.6 if failing else 1.0,
+            first_failed_required="a1" if failing else None,
+            failure_category="drift-left" if failing else None,
+        ),
+    )
+
+
+class Events:
+    """Draft events 1..n after `ledger.created`: run k then grade k. Bodies come from a pool of
+    POOL runs (building a million distinct nested structs would dominate the run time); ids and
+    run ids are unique."""
+
+    def __init__(self) -> None:
+        self._runs = [_run(k) for k in range(POOL)]
+        self._grades = [_grade(k) for k in range(POOL)]
+
+    def draft(self, i: int) -> EventBase:
+        k = i // 2
+        t = self._runs[k % POOL] if i % 2 == 0 else self._grades[k % POOL]
+        if k < POOL:
+            return t
+        rid = f"run-{k:07d}"
+        kind = "run.recorded" if i % 2 == 0 else "grade.recorded"
+        suffix = "" if i % 2 == 0 else ":1.2.0"
+        return msgspec.structs.replace(
+            t, id=f"{kind}:{rid}{suffix}", body=msgspec.structs.replace(t.body, run_id=rid)
+        )
+
+    def drafts(self, start: int, count: int) -> list[EventBase]:
+        return [self.draft(i) for i in range(start, start + count)]
+
+
+def genesis() -> LedgerCreatedEvent:
+    return LedgerCreatedEvent(
+        id="ledger.created:bench", at=T0, actor=RUNNER, body=LedgerCreated(name="bench")
+    )
+
+
+def write_ledger(path: Path, count: int, events: Events) -> int:
+    """A ledger of `count` events (genesis included) written through the chain functions directly;
+    `verify_chain` must accept it before it is timed. Returns the file size."""
+    prev = GENESIS
+    with open(path, "wb", buffering=1 << 22) as f:
+        for seq in range(1, count + 1):
+            draft = genesis() if seq == 1 else events.draft(seq - 2)
+            data = encoding.encode_value(msgspec.structs.replace(draft, seq=seq))
+            h = link_hash(prev, seq, data)
+            f.write(format_line(data, h, prev))
+            prev = h
+        f.flush()
+        os.fsync(f.fileno())
+    return path.stat().st_size
+
+
+# --------------------------------------------------------------------------- measurements
+
+
+class Row:
+    def __init__(self, label: str, events: int, seconds: float, nbytes: int | None = None):
+        self.label, self.events, self.seconds, self.nbytes = label, events, seconds, nbytes
+
+    @property
+    def rate(self) -> float:
+        return self.events / self.seconds
+
+    @property
+    def mbps(self) -> float | None:
+        return None if self.nbytes is None else self.nbytes / self.seconds / 1e6
+
+
+def print_rows(title: str, rows: list[Row]) -> None:
+    print(f"\n{title}")
+    print(f"  {'':<52} {'events':>9} {'seconds':>9} {'events/s':>11} {'MB/s':>8}")
+    for r in rows:
+        mb = "" if r.mbps is None else f"{r.mbps:8.1f}"
+        print(f"  {r.label:<52} {r.events:>9,} {r.seconds:>9.3f} {r.rate:>11,.0f} {mb:>8}")
+
+
+def timed(fn) -> float:
+    gc.collect()
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def bench_append(
+    work: Path, events: Events, single: int, batched: int, batch: int, repeat: int
+) -> list[Row]:
+    """Best of `repeat` runs, each on a fresh ledger."""
+    single_s = batched_s = float("inf")
+    for r in range(repeat):
+        store = LedgerStore(work / f"append-single-{r}.jsonl")
+        store.init("bench", RUNNER)
+        drafts = events.drafts(0, single)
+        single_s = min(single_s, timed(lambda: [store.append([e]) for e in drafts]))
+
+        path = work / "append-batched.jsonl"
+        path.unlink(missing_ok=True)
+        store = LedgerStore(path)
+        store.init("bench", RUNNER)
+        drafts = events.drafts(0, batched)
+        batched_s = min(
+            batched_s,
+            timed(lambda: [store.append(drafts[i : i + batch]) for i in range(0, batched, batch)]),
+        )
+        report = verify_chain(path)
+        assert report.ok and report.events == batched + 1, report.problem
+    return [
+        Row("cbledger append, 1 event per fsync", single, single_s),
+        Row(f"cbledger append, {batch:,} events per fsync", batched, batched_s),
+    ]
+
+
+def stored_events(path: Path) -> list[tuple[str, bytes]]:
+    return [(s.type, s.raw) for s in LedgerStore(path).read(since=1)]
+
+
+def bench_peer(work: Path, source: Path, single: int, batch: int, repeat: int) -> tuple[list[Row], dict]:
+    """The same event bytes through eventsourcing's SQLite application recorder; best of
+    `repeat` runs, each on a fresh database."""
+    from eventsourcing.persistence import StoredEvent
+    from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
+
+    def to_stored(items: list[tuple[str, bytes]]) -> list[StoredEvent]:
+        out = []
+        for type_, raw in items:
+            run_id = raw.split(b'"runId":"', 1)[1].split(b'"', 1)[0].decode()
+            out.append(
+                StoredEvent(
+                    originator_id=uuid.uuid5(uuid.NAMESPACE_URL, run_id),
+                    originator_version=1 if type_ == "run.recorded" else 2,
+                    topic=type_,
+                    state=raw,
+                )
+            )
+        return out
+
+    def recorder(name: str) -> tuple[SQLiteDatastore, SQLiteApplicationRecorder]:
+        ds = SQLiteDatastore(str(work / name))
+        rec = SQLiteApplicationRecorder(ds)
+        rec.create_table()
+        return ds, rec
+
+    stored = to_stored(stored_events(source))
+    info = {}
+    single_s = batched_s = float("inf")
+    for r in range(repeat):
+        ds, rec = recorder(f"peer-single-{r}.db")
+        with ds.transaction(commit=False) as c:
+            c.execute("PRAGMA journal_mode")
+            info["journal_mode"] = c.fetchone()[0]
+            c.execute("PRAGMA synchronous")
+            info["synchronous"] = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}[c.fetchone()[0]]
+        single_s = min(single_s, timed(lambda: [rec.insert_events([e]) for e in stored[:single]]))
+        ds, rec = recorder(f"peer-batched-{r}.db")
+        batched_s = min(
+            batched_s,
+            timed(lambda: [rec.insert_events(stored[i : i + batch]) for i in range(0, len(stored), batch)]),
+        )
+    rows = [
+        Row("eventsourcing SQLite, 1 event per commit", single, single_s),
+        Row(f"eventsourcing SQLite, {batch:,} events per commit", len(stored), batched_s),
+    ]
+
+    total_bytes = sum(len(e.state) for e in stored)
+    got: list = []
+
+    def read_all() -> None:
+        start = 1
+        while page := rec.select_notifications(start, 1000):
+            got.extend(page)
+            start = page[-1].id + 1
+
+    seconds = timed(read_all)
+    assert len(got) == len(stored) and got[-1].state == stored[-1].state
+    rows.append(Row("eventsourcing SQLite, read all (pages of 1,000)", len(got), seconds, total_bytes))
+    decoder = msgspec.json.Decoder(Event)
+    seconds = timed(lambda: [decoder.decode(n.state) for n in got])
+    rows.append(Row("  + typed decode of each state", len(got), seconds, total_bytes))
+    return rows, info
+
+
+def bench_read(path: Path) -> list[Row]:
+    size = path.stat().st_size
+    events: list = []
+    seconds = timed(lambda: events.extend(LedgerStore(path).read()))
+    rows = [Row("cbledger read all (LedgerStore.read)", len(events), seconds, size)]
+    seconds = timed(lambda: [encoding.decode(s.raw) for s in events])
+    rows.append(Row("  + typed decode of each event", len(events), seconds, size))
+    return rows
+
+
+_SUFFIX = len(format_line(b"", "0" * 64, GENESIS)) - len(b'{"event":')
+
+
+def event_slices(path: Path, chunk: int = 64 << 20) -> Iterator[list[bytes]]:
+    """The stored event bytes of every line, a chunk at a time (extraction is not timed)."""
+    with open(path, "rb") as f:
+        rest = b""
+        while block := f.read(chunk):
+            block = rest + block
+            cut = block.rfind(b"\n") + 1
+            rest = block[cut:]
+            yield [line[9 : len(line) - _SUFFIX + 1] for line in block[:cut].split(b"\n")[:-1]]
+
+
+def bench_verify(path: Path, repeat: int) -> tuple[list[Row], float]:
+    """Best of `repeat` for each figure: the machine may be busy, and the least disturbed run is
+    the one closest to what the code costs."""
+    size = path.stat().st_size
+    verify_s = hashing = decoding = one_shot = float("inf")
+    n = event_bytes = 0
+    decoder = msgspec.json.Decoder(Event)
+    for _ in range(repeat):
+        report = None
+
+        def run() -> None:
+            nonlocal report
+            report = verify_chain(path)
+
+        verify_s = min(verify_s, timed(run))
+        assert report is not None and report.ok, report and report.problem
+        n = report.events
+
+        h = d = 0.0
+        event_bytes = 0
+        for slices in event_slices(path):
+            assert decoder.decode(slices[-1]).seq > 0  # the slicing found whole events
+            event_bytes += sum(map(len, slices))
+            gc.collect()
+            t = time.perf_counter()
+            for data in slices:
+                blake3(data).digest()
+            h += time.perf_counter() - t
+            t = time.perf_counter()
+            for data in slices:
+                decoder.decode(data)
+            d += time.perf_counter() - t
+            del slices
+        hashing, decoding = min(hashing, h), min(decoding, d)
+
+        with open(path, "rb") as f:
+            data = f.read(min(size, 256 << 20))
+        t = time.perf_counter()
+        blake3(data, max_threads=1).digest()
+        one_shot = min(one_shot, (time.perf_counter() - t) * size / len(data))
+        del data
+
+    rows = [
+        Row("verify_chain (line parse, link, BLAKE3, typed decode)", n, verify_s, size),
+        Row("  BLAKE3 of each event's bytes alone", n, hashing, event_bytes),
+        Row("  typed msgspec decode of each event alone", n, decoding, event_bytes),
+        Row("  raw limit (the two above, back to back)", n, hashing + decoding, event_bytes),
+        Row("  (BLAKE3 one-shot over the whole file, 1 thread)", n, one_shot, size),
+    ]
+    return rows, (hashing + decoding) / verify_s
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--events", default=None, help="verify sizes, comma separated (default 100000,1000000)")
+    ap.add_argument("--single", type=int, default=None, help="appends with one event per fsync (default 2000)")
+    ap.add_argument("--batched", type=int, default=None, help="events appended in batches (default 100000)")
+    ap.add_argument("--batch", type=int, default=1000, help="events per fsync in the batched run")
+    ap.add_argument("--quick", action="store_true", help="20k/100k verify, 500 single and 20k batched appends")
+    ap.add_argument("--repeat", type=int, default=3, help="best of this many runs (appends; verify up to 200k events)")
+    ap.add_argument("--dir", type=Path, default=None, help="work directory (default: a new temporary one)")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = ap.parse_args(argv)
+    sizes = [int(x) for x in (args.events or ("20000,100000" if args.quick else "100000,1000000")).split(",")]
+    single = args.single or (500 if args.quick else 2000)
+    batched = args.batched or (20_000 if args.quick else 100_000)
+
+    work = Path(tempfile.mkdtemp(prefix="cbledger-bench-", dir=args.dir))
+    versions = ", ".join(
+        f"{name} {importlib.metadata.version(name)}" for name in ("msgspec", "blake3", "eventsourcing")
+    )
+    print(
+        f"cbledger ledger benchmark: Python {platform.python_version()}, {versions}, "
+        f"SQLite {sqlite3.sqlite_version}; {platform.system()} {platform.machine()}, "
+        f"{os.cpu_count()} CPUs"
+    )
+    events = Events()
+    sample = [encoding.encode(events.draft(i)) for i in range(1000)]
+    print(
+        f"events: run.recorded/grade.recorded pairs, {sum(map(len, sample)) / len(sample):,.0f} "
+        f"bytes per event on average (run {len(sample[0]):,}, grade {len(sample[1]):,})"
+    )
+    try:
+        append_rows = bench_append(work, events, single, batched, args.batch, args.repeat)
+        peer_rows, peer_info = bench_peer(work, work / "append-batched.jsonl", single, args.batch, args.repeat)
+        read_rows = bench_read(work / "append-batched.jsonl")
+        print_rows("durable append (each acknowledged only after its fsync / commit)", [
+            append_rows[0], peer_rows[0], append_rows[1], peer_rows[1],
+        ])
+        print(
+            f"  peer: eventsourcing SQLiteApplicationRecorder, journal_mode={peer_info['journal_mode']}, "
+            f"synchronous={peer_info['synchronous']}"
+        )
+        print_rows(f"read back ({batched:,} events)", read_rows + peer_rows[2:])
+
+        ratios = []
+        for n in sizes:
+            path = work / f"verify-{n}.jsonl"
+            t = time.perf_counter()
+            size = write_ledger(path, n, events)
+            built = time.perf_counter() - t
+            rows, ratio = bench_verify(path, args.repeat if n <= 200_000 else 1)
+            ratios.append((n, ratio))
+            print_rows(f"verify {n:,} events, {size / 1e6:,.0f} MB (built in {built:.0f} s)", rows)
+            print(f"  verify / raw limit: {ratio:.2f}")
+            path.unlink()
+
+        append_ratio = append_rows[1].rate / peer_rows[1].rate
+        print("\ntargets")
+        for n, ratio in ratios:
+            verdict = "met" if ratio >= 0.5 else "MISSED"
+            print(f"  verify at >= 50% of the raw limit, {n:>9,} events: {ratio:6.0%}  {verdict}")
+        verdict = "met" if append_ratio >= 1.0 else "MISSED"
+        print(f"  batched durable append >= peer (cbledger / peer):    {append_ratio:6.2f}x {verdict}")
+    finally:
+        if args.keep:
+            print(f"\nkept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
