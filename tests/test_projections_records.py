@@ -137,11 +137,13 @@ def test_field_mapping_absent_versions_replay_ablations_and_rubric_order(schema)
     validate(schema, records.render(ra))
 
 
-def test_every_record_of_a_rich_ledger_validates_against_the_reference_schema(schema):
+def test_every_record_of_a_rich_ledger_validates_against_the_reference_schema_and_ours(schema, repo_root):
+    ours = json.loads((repo_root / "schema" / "result.schema.json").read_text())
     entries = records.record_entries(fold(rich_stream().events))
     assert len(entries) > 80
     for e in entries:
         validate(schema, records.render(e.record))
+        validate(ours, records.render(e.record))
     modes = {e.record.run.run_mode for e in entries}
     assert modes == {"agent", "gold", "noop"}
 
