@@ -84,6 +84,7 @@ def _counts(report: Path) -> tuple[dict, dict, dict]:
             "unconnectedItems": len(data.get("unconnected_items", [])),
             "schematicParity": len(data.get("schematic_parity", [])),
         }
+    items = [v for v in items if v.get("excluded") is not True]  # excluded in the board: not counted
     errors = Counter(v["type"] for v in items if v.get("severity") == "error")
     warnings = Counter(v["type"] for v in items if v.get("severity") == "warning")
     return dict(errors), dict(warnings), extra
@@ -260,6 +261,7 @@ def add_task(
         },
     )
     _write_json(d / "assertions.json", assertions)
+    (d / "README.md").write_text(f"# {task_id}\n\nA runner-test task: {prompt!r}, expected outcome {expected}.\n")
     for rel, content in (gold_files or {}).items():
         p = d / "gold" / "files" / rel
         p.parent.mkdir(parents=True, exist_ok=True)

@@ -205,3 +205,8 @@ def test_replay_agent_regrades_a_preserved_run_identically(project):
         assert run.sandbox.seed_sha == source.sandbox.seed_sha
         assert run.evidence["transcript"].blake3 == source.evidence["transcript"].blake3
         assert g.assertions == source_grade.assertions and g.verdict == source_grade.verdict == "pass"
+
+
+def test_the_test_project_is_a_valid_project(project):
+    result = project.cli("validate")
+    assert result.exit_code == 0 and "0 error(s), 0 warning(s)" in result.stdout, result.output

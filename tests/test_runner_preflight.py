@@ -1,0 +1,130 @@
+"""Preflight refuses a bad suite run before anything exists: each refusal names what is wrong,
+exits non-zero, and leaves the ledger byte-identical with no bundle and no sandbox."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.runner_project import MIC_FIXTURE, MIC_SCH, RENAME_TASK, build_project, standin
+
+pytestmark = [pytest.mark.kicad, pytest.mark.shared]
+
+
+@pytest.fixture
+def project(tmp_path, shared_real, kicad_cli, monkeypatch):
+    monkeypatch.delenv("COPPERHEAD_CLI", raising=False)
+    monkeypatch.delenv("COPPERHEAD_BASE_URL", raising=False)
+    monkeypatch.delenv("CBLEDGER_KICAD_CLI", raising=False)
+    return build_project(tmp_path, shared_real)
+
+
+def refused(project, *args, env=None, expect: str | list[str]) -> str:
+    before = project.ledger_bytes()
+    result = project.run(*args, env=env)
+    assert result.exit_code != 0, result.output
+    expected = [expect] if isinstance(expect, str) else expect
+    for phrase in expected:
+        assert phrase in result.stderr, (phrase, result.output)
+    assert "Traceback" not in result.output
+    assert project.ledger_bytes() == before
+    assert not project.runs_dir.exists() or list(project.runs_dir.iterdir()) == []
+    assert not project.sandboxes.exists(), "preflight must refuse before the sandbox root is made"
+    return result.stderr
+
+
+def test_unknown_suite(project):
+    refused(project, "--suite", "nightly", "--agent", "gold", expect=["nightly.json: no such suite", "known: smoke"])
+
+
+def test_unknown_task(project):
+    refused(project, RENAME_TASK, "no-such-task", "--agent", "gold", expect="unknown task(s): no-such-task")
+
+
+def test_fixture_tree_edited_after_its_hash_was_recorded(project):
+    sch = project.root / "fixtures" / MIC_FIXTURE / "tree" / MIC_SCH
+    sch.write_bytes(sch.read_bytes().replace(b'(label "DATA"', b'(label "DATA2"', 1))
+    refused(project, "--suite", "smoke", "--agent", "gold", expect=[f"{MIC_FIXTURE}/fixture.json: tree hashes to", "refusing to run against a moved fixture"])
+
+
+def test_task_changed_without_a_suite_bump(project):
+    path = project.root / "tasks" / RENAME_TASK / "assertions.json"
+    assertions = json.loads(path.read_text())
+    assertions[0]["weight"] = 5
+    path.write_text(json.dumps(assertions, indent=2) + "\n")
+    refused(project, "--suite", "smoke", "--agent", "gold", expect=[f"task {RENAME_TASK}", "run `cbledger suite bump"])
+
+
+def test_kicad_cli_named_by_the_environment_is_missing(project):
+    refused(
+        project, "--suite", "smoke", "--agent", "gold",
+        env={"CBLEDGER_KICAD_CLI": str(project.root / "no" / "kicad-cli")},
+        expect=["$CBLEDGER_KICAD_CLI names", "not an executable kicad-cli"],
+    )
+
+
+def test_kicad_cli_not_on_path(project, tmp_path):
+    bin_dir = tmp_path / "bin-without-kicad"
+    bin_dir.mkdir()
+    for tool in ("git", "node"):
+        found = shutil.which(tool)
+        if found:
+            os.symlink(found, bin_dir / tool)
+    refused(project, "--suite", "smoke", "--agent", "gold", env={"PATH": str(bin_dir)}, expect="kicad-cli is required to verify runs but was not found")
+
+
+def test_copperhead_cli_missing(project):
+    refused(project, "--suite", "smoke", "--agent", "copperhead", "--model", "acme:m1", "--segment", "api-cheap",
+            expect="--agent copperhead needs the copperhead CLI")
+    refused(project, "--suite", "smoke", "--agent", "copperhead", "--model", "acme:m1", "--segment", "api-cheap",
+            "--copperhead-cli", str(project.root / "missing" / "cli.js"), expect="cli.js does not exist")
+
+
+@pytest.mark.parametrize("model", ["../x", "a/b", "x" * 200, "..", "a b"])
+def test_model_id_that_is_not_a_safe_path_segment(project, tmp_path, model):
+    cli, _ = standin(tmp_path)
+    refused(project, "--suite", "smoke", "--agent", "copperhead", "--model", model, "--segment", "api-cheap",
+            "--copperhead-cli", str(cli), expect="is not a safe path segment")
+
+
+def test_empty_model_id(project, tmp_path):
+    cli, _ = standin(tmp_path)
+    refused(project, "--suite", "smoke", "--agent", "copperhead", "--model", "", "--copperhead-cli", str(cli), expect="needs --model")
+
+
+@pytest.mark.parametrize("agent", ["copperhead", "replay"])
+def test_agent_runs_need_a_model(project, tmp_path, agent):
+    cli, _ = standin(tmp_path)
+    refused(project, "--suite", "smoke", "--agent", agent, "--copperhead-cli", str(cli), expect=f"--agent {agent} needs --model")
+
+
+def test_unpriced_model_without_a_segment(project, tmp_path):
+    cli, record = standin(tmp_path)
+    refused(project, "--suite", "smoke", "--agent", "copperhead", "--model", "acme:m1", "--copperhead-cli", str(cli),
+            expect=["model acme:m1 is not in the latest price table", "--segment"])
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"tableVersion": "p1", "effectiveDate": "2026-01-01", "models": {
+        "acme:other": {"segment": "api-cheap", "pinning": "strong", "input": "1", "output": "2"}}}))
+    assert project.cli("pricing", "publish", prices).exit_code == 0
+    refused(project, "--suite", "smoke", "--agent", "copperhead", "--model", "acme:m1", "--copperhead-cli", str(cli),
+            expect="model acme:m1 is not in the latest price table")
+    assert not any(r.get("command") == "do" for r in _records(record))
+
+
+def test_compat_model_without_its_endpoint(project, tmp_path):
+    cli, record = standin(tmp_path)
+    refused(project, "--suite", "smoke", "--agent", "copperhead", "--model", "compat:qwen-7b", "--segment", "open-weight-hosted",
+            "--copperhead-cli", str(cli), expect="set $COPPERHEAD_BASE_URL")
+    assert not any(r.get("command") == "do" for r in _records(record))
+
+
+def test_scripted_agents_take_no_model(project):
+    refused(project, "--suite", "smoke", "--agent", "gold", "--model", "acme:m1", expect="takes no --model")
+
+
+def _records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
