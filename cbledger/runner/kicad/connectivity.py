@@ -137,21 +137,20 @@ class _Screen:
                 at_point[point].append(index)
             return index
 
-        for i, (a, b) in enumerate(wires):
-            add(_WIRE, i, a, b)
-        for i, (a, b) in enumerate(buses):
-            add(_BUS, i, a, b)
+        # Items enter in KiCad's own order (by item type, then file order) because the first
+        # subgraph in that order is the one that absorbs same-named neighbours, and its flags
+        # are the ones the netlist reports.
         for junction in sheet.junctions:
             add(_JUNCTION, None, junction.position)
         for flag in sheet.no_connects:
             add(_NC, None, flag.position)
-        label_items = [add(_LABEL, i, label.position) for i, label in enumerate(sheet.labels)]
-        sheet_pin_items = []
-        for s, sh in enumerate(sheet.sheets):
-            for k, pin in enumerate(sh.pins):
-                sheet_pin_items.append(add(_SHEET_PIN, (s, k), pin.position))
         for i, entry in enumerate(sheet.bus_entries):
             add(_ENTRY, i, entry.position, entry.end)
+        wire_items = [add(_WIRE, i, a, b) for i, (a, b) in enumerate(wires)]
+        bus_items = [add(_BUS, i, a, b) for i, (a, b) in enumerate(buses)]
+        label_items = []
+        for kind in ("local", "global", "hierarchical"):
+            label_items += [add(_LABEL, i, label.position) for i, label in enumerate(sheet.labels) if label.kind == kind]
         for s, symbol in enumerate(sheet.symbols):
             lib = sheet.lib_symbols.get(symbol.library_key)
             if lib is None:
@@ -164,6 +163,10 @@ class _Screen:
                     add(_PIN, ref)  # touches nothing
                 else:
                     add(_PIN, ref, position)
+        sheet_pin_items = []
+        for s, sh in enumerate(sheet.sheets):
+            for k, pin in enumerate(sh.pins):
+                sheet_pin_items.append(add(_SHEET_PIN, (s, k), pin.position))
 
         parent = list(range(len(kinds)))
 
@@ -181,17 +184,16 @@ class _Screen:
                 else:
                     parent[ra] = rb
 
-        # Labels and sheet pins also attach to the inside of a bus or wire, unless a pin, label,
-        # sheet pin or no-connect flag sits exactly on them (KiCad's dangling-end test).
+        # Labels and sheet pins also attach to the inside of every wire (or, first, bus) under
+        # them, unless a pin, label, sheet pin or no-connect flag sits exactly on them (KiCad's
+        # dangling-end test); a label where two wires cross or overlap joins both.
         blocking = {_PIN, _LABEL, _SHEET_PIN, _NC}
         for item in (*label_items, *sheet_pin_items):
             position = sheet.labels[payload[item]].position if kinds[item] == _LABEL else _sheet_pin_position(sheet, payload[item])
             if any(other != item and kinds[other] in blocking for other in at_point.get(position, ())):
                 continue
-            target = _first_hit(buses, position, first_item=len(wires))
-            if target is None:
-                target = _first_hit(wires, position, first_item=0)
-            if target is not None:
+            targets = _hits(buses, position, bus_items) or _hits(wires, position, wire_items)
+            for target in targets:
                 union(item, target)
 
         for items in at_point.values():
@@ -233,11 +235,8 @@ def _sheet_pin_position(sheet: SheetFile, key: object) -> Point:
     return sheet.sheets[s].pins[k].position
 
 
-def _first_hit(segments: list[list[Point]], point: Point, first_item: int) -> int | None:
-    for i, (a, b) in enumerate(segments):
-        if near_segment(a, b, point):
-            return first_item + i
-    return None
+def _hits(segments: list[list[Point]], point: Point, items: list[int]) -> list[int]:
+    return [item for (a, b), item in zip(segments, items) if near_segment(a, b, point)]
 
 
 def _is_global_power(pin: LibPin, lib: LibSymbol, alternate: str | None) -> bool:
@@ -533,35 +532,43 @@ class _Builder:
     # -- output --------------------------------------------------------------------------------
 
     def _nets(self) -> Netlist:
-        """Groups subgraphs by final name; KiCad marks `+no_connect` only on a flagged net whose
-        pins are one pin (or one stack of identical pins)."""
-        records: dict[str, tuple[dict[tuple[str, str], tuple[Node, tuple]], list[bool]]] = {}
+        """Groups subgraphs by final name into nets of (reference, pin) nodes.
+
+        KiCad marks a node `+no_connect` only on a net holding a no-connect flag whose pins are a
+        single pin (or one stack of pins at one spot); power-symbol pins count towards that even
+        though they are not listed as nodes.
+        """
+        records: dict[str, tuple[dict[tuple[str, str], tuple[Node | None, tuple]], list[bool]]] = {}
         for sg in self.live:
             nodes, flagged = records.setdefault(sg.name, ({}, [False]))
             instance = self.schematic.instances[sg.instance]
             sheet = self.schematic.file_of(instance)
             refs = self.refs[sg.instance]
+            # An absorbed subgraph's flag is lost, as in KiCad: only the absorber's own counts.
+            flagged[0] = flagged[0] or sg.group.no_connect_flag
             for member in sg.members:
-                flagged[0] = flagged[0] or member.group.no_connect_flag
                 for ref in member.group.pins:
                     symbol = sheet.symbols[ref.symbol]
+                    if not symbol.on_board:
+                        continue
                     reference, _ = refs[ref.symbol]
-                    if reference.startswith("#") or not symbol.on_board:
+                    key = (reference, ref.pin.number)
+                    if key in nodes:
+                        continue
+                    where = (sg.instance, ref.symbol, ref.position)
+                    if reference.startswith("#"):
+                        nodes[key] = (None, where)
                         continue
                     alternate = symbol.pin_alternates.get(ref.pin.number)
-                    key = (reference, ref.pin.number)
-                    if key not in nodes:
-                        node = Node(reference, ref.pin.number, pin_shown_name(ref.pin, alternate), pin_type(ref.pin, alternate))
-                        nodes[key] = (node, (sg.instance, ref.symbol, ref.position, ref.pin.name))
+                    nodes[key] = (Node(reference, ref.pin.number, pin_shown_name(ref.pin, alternate), pin_type(ref.pin, alternate)), where)
         nets = []
         for name, (nodes, flagged) in records.items():
-            if not nodes:
+            listed = [(node, where) for node, where in nodes.values() if node is not None]
+            if not listed:
                 continue
-            entries = list(nodes.values())
-            stacked = len({where for _, where in entries}) == 1
-            if flagged[0] and stacked:
-                entries = [(msgspec.structs.replace(node, pin_type=node.pin_type + "+no_connect"), where) for node, where in entries]
-            nets.append(Net(name, tuple(node for node, _ in entries)))
+            if flagged[0] and len({where for _, where in nodes.values()}) == 1:
+                listed = [(msgspec.structs.replace(node, pin_type=node.pin_type + "+no_connect"), where) for node, where in listed]
+            nets.append(Net(name, tuple(node for node, _ in listed)))
         return Netlist(sort_nets(nets))
 
 
