@@ -1,0 +1,215 @@
+"""The copperhead adapter, driven against a stand-in CLI (tests/data/copperhead-standin/cli.js)
+that records how it was invoked, edits and commits like copperhead, and writes a real-shaped
+transcript. Also the two things the runner must do to a misbehaving harness: kill it at its
+wall-clock cap, and refuse to keep anything that carries a credential.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from cbledger.runner.agents.copperhead import PROVIDER_VARIABLES
+from tests.runner_project import (
+    REFUSAL_TASK,
+    RENAME_TASK,
+    build_project,
+    process_gone,
+    read_record,
+    standin,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.kicad, pytest.mark.shared]
+
+ALLOWED_ENV = {"PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER", "NODE_OPTIONS", "NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", *PROVIDER_VARIABLES}
+TOKENS_IN, TOKENS_OUT = 12340, 678
+PRICE_IN, PRICE_OUT = "2.5", "10"
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    for name in ("COPPERHEAD_CLI", "COPPERHEAD_BASE_URL", "CBLEDGER_KICAD_CLI", *PROVIDER_VARIABLES):
+        monkeypatch.delenv(name, raising=False)
+
+
+def publish_prices(project, tmp_path) -> None:
+    table = {
+        "tableVersion": "2026-03-test",
+        "effectiveDate": "2026-03-01",
+        "models": {"acme:m1": {"segment": "api-frontier", "pinning": "strong", "input": PRICE_IN, "output": PRICE_OUT}},
+        "nullCostRoutes": {"codex": {"segment": "saved-login", "pinning": "weak", "reason": "saved ChatGPT login"}},
+    }
+    path = tmp_path / "prices.json"
+    path.write_text(json.dumps(table))
+    result = project.cli("pricing", "publish", path)
+    assert result.exit_code == 0, result.output
+
+
+def git_commit_dir(directory: Path) -> str:
+    """Makes the stand-in's directory a git checkout, as a real copperhead install would be."""
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    subprocess.run(["git", "init", "-q", str(directory)], check=True)
+    subprocess.run(["git", "-C", str(directory), "add", "."], check=True)
+    subprocess.run(["git", "-C", str(directory), "commit", "-qm", "standin"], check=True, env=env)
+    return subprocess.run(["git", "-C", str(directory), "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_adapter_drives_the_cli_exactly_and_records_stamp_stats_and_cost(tmp_path, shared_real, kicad_cli, clean_env):
+    project = build_project(tmp_path, shared_real)
+    publish_prices(project, tmp_path)
+    cli, record = standin(tmp_path, version="0.9.7-standin", tokensIn=TOKENS_IN, tokensOut=TOKENS_OUT)
+    commit = git_commit_dir(cli.parent)
+    env = {"OPENAI_API_KEY": "placeholder-not-a-key", "CBLEDGER_PRIVATE_SETTING": "runner-only"}
+    result = project.run("--suite", "smoke", "--agent", "copperhead", "--model", "acme:m1", "--copperhead-cli", cli, env=env)
+    assert result.exit_code == 0, result.output
+
+    calls = [c for c in read_record(record) if c["command"] == "do"]
+    runs = {r.task.id: r for r in project.runs()}
+    assert len(calls) == 2 and set(runs) == {RENAME_TASK, REFUSAL_TASK}
+    prompts = {RENAME_TASK: "rename net DATA to PDM_DATA", REFUSAL_TASK: "add a 10k pullup from SELECT to VDD so the channel selection is never floating"}
+    for call in calls:
+        sandbox = call["argv"][1]
+        task = next(t for t, r in runs.items() if sandbox.endswith(r.run_id))
+        assert call["argv"] == ["--repo", sandbox, "--json", "do", prompts[task], "--model", "acme:m1", "--max-turns", "40"]
+        assert "--allow-dirty" not in call["argv"]
+        assert Path(call["cwd"]).resolve() == Path(sandbox).resolve()
+        assert Path(sandbox).parent.resolve() == project.sandboxes.resolve()
+        assert call["stdin"]["isTTY"] is False and call["stdin"]["bytes"] == 0 and call["stdin"]["target"] == "/dev/null"
+        assert set(call["envNames"]) <= ALLOWED_ENV, set(call["envNames"]) - ALLOWED_ENV
+        assert "OPENAI_API_KEY" in call["envNames"] and "CBLEDGER_PRIVATE_SETTING" not in call["envNames"]
+        assert call["env"]["COPPERHEAD_BASE_URL"] is None
+        assert call["config"]["llmCache"] is False
+
+    grades = {g.run_id: g for g in project.grades()}
+    expected_micros = int(Decimal(TOKENS_IN) * Decimal(PRICE_IN) + Decimal(TOKENS_OUT) * Decimal(PRICE_OUT))
+    assert expected_micros == 37630
+    for task, run in runs.items():
+        assert grades[run.run_id].verdict == "pass", [(a.id, a.detail) for a in grades[run.run_id].assertions if a.status == "fail"]
+        assert run.run_mode == "agent" and run.runner_exit is None
+        assert run.comparability.copperhead_version == "0.9.7-standin"
+        assert run.comparability.copperhead_commit == commit
+        assert run.model.id == "acme:m1" and run.model.segment == "api-frontier" and run.model.pinning == "strong"
+        assert run.stats.tokens_in == TOKENS_IN and run.stats.tokens_out == TOKENS_OUT
+        assert run.cost.usd_micros == expected_micros and run.cost.price_table_version == "2026-03-test"
+    rename = runs[RENAME_TASK]
+    assert rename.stats.exit_path == "done" and rename.sandbox.head_sha != rename.sandbox.baseline_sha
+    assert rename.stats.files_touched == ["docs/PINOUT.md", "hardware/microphone-board.kicad_sch"]
+    assert runs[REFUSAL_TASK].stats.exit_path == "refused"
+
+
+def test_compat_model_gets_its_endpoint_and_saved_login_costs_null(tmp_path, shared_real, kicad_cli, clean_env):
+    project = build_project(tmp_path, shared_real)
+    publish_prices(project, tmp_path)
+    cli, record = standin(tmp_path)
+    result = project.run(RENAME_TASK, "--agent", "copperhead", "--model", "compat:qwen2.5-coder-7b", "--segment", "open-weight-hosted",
+                         "--copperhead-cli", cli, env={"COPPERHEAD_BASE_URL": "http://127.0.0.1:9/v1"})
+    assert result.exit_code == 0, result.output
+    result = project.run(RENAME_TASK, "--agent", "copperhead", "--model", "codex", "--copperhead-cli", cli)
+    assert result.exit_code == 0, result.output
+
+    compat_call, codex_call = [c for c in read_record(record) if c["command"] == "do"]
+    assert compat_call["env"]["COPPERHEAD_BASE_URL"] == "http://127.0.0.1:9/v1"
+    assert "COPPERHEAD_BASE_URL" not in codex_call["envNames"]
+    compat, codex = project.runs()
+    assert compat.model.provider == "openai-compat" and compat.model.segment == "open-weight-hosted"
+    assert compat.cost.usd_micros is None and compat.stats.tokens_in > 0  # tokens kept, no price
+    assert codex.model.segment == "saved-login" and codex.model.pinning == "weak"
+    assert codex.cost.usd_micros is None and codex.cost.price_table_version is None
+    assert codex.stats.tokens_in > 0
+
+
+def _group_members(pgid: int) -> list[int]:
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(stat.parent.name))
+    return members
+
+
+def test_wall_clock_cap_kills_the_whole_group_and_the_suite_goes_on(tmp_path, shared_real, kicad_cli, clean_env):
+    sleepy = "sleepy-rename"
+    project = build_project(tmp_path, shared_real, extra=[(sleepy, "rename net CLK to SLOW_CLK", 2)])
+    cli, record = standin(tmp_path, byPrompt={"rename net CLK to SLOW_CLK": "sleep"})
+    pids: list[int] = []
+    try:
+        result = project.run(sleepy, RENAME_TASK, "--agent", "copperhead", "--model", "acme:m1", "--segment", "api-cheap", "--copperhead-cli", cli)
+        calls = [c for c in read_record(record) if c["command"] == "do"]
+        pids = [calls[0]["pid"], calls[0]["childPid"]]
+        assert result.exit_code == 0, result.output
+        leader, child = pids
+        assert process_gone(leader) and process_gone(child)
+        assert _group_members(leader) == []
+
+        runs = {r.task.id: r for r in project.runs()}
+        grades = {g.run_id: g for g in project.grades()}
+        capped = runs[sleepy]
+        assert capped.runner_exit == "cap-exceeded" and capped.stats is None
+        assert "2s wall-clock cap" in capped.runner_note
+        assert 2000 <= capped.timings.agent_ms < 9000
+        g = grades[capped.run_id]
+        assert g.verdict == "fail" and g.failure_category == "turn-budget"
+        exit_check = {a.id: a for a in g.assertions}["finished-cleanly"]
+        assert exit_check.status == "fail" and "cap-exceeded" in exit_check.detail
+        assert "transcript" in capped.evidence  # the run-start it wrote before the kill is kept
+        # the suite went on: the next run was made and graded
+        assert grades[runs[RENAME_TASK].run_id].verdict == "pass"
+    finally:
+        for pid in pids:  # only if the runner failed to: these were started by this test
+            if not process_gone(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_credential_in_a_written_file_hard_fails_that_run_only(tmp_path, shared_real, kicad_cli, clean_env):
+    leaky = "leaky-notes"
+    project = build_project(tmp_path, shared_real, extra=[(leaky, "rename net DATA to LEAKY_DATA", 120)])
+    cli, record = standin(tmp_path, byPrompt={"rename net DATA to LEAKY_DATA": "secret-file"})
+    before = project.ledger_bytes()
+    result = project.run(leaky, RENAME_TASK, "--agent", "copperhead", "--model", "acme:m1", "--segment", "api-cheap", "--copperhead-cli", cli)
+    assert result.exit_code != 0
+    assert "not recorded: leaky-notes r1" in result.stderr
+    assert "openai-or-anthropic-key at docs/NOTES.md:1" in result.stderr and "nothing of this run was written" in result.stderr
+    assert "sk-standin" not in result.output  # the message names the kind and place, never the secret
+    # only the clean run reached the ledger, as its own two events appended after the old bytes
+    runs = project.runs()
+    assert [r.task.id for r in runs] == [RENAME_TASK]
+    assert project.ledger_bytes().startswith(before)
+    assert [b.name for b in project.bundles()] == [f"{runs[0].run_id}.bundle"] and project.staged() == []
+    appended = project.ledger_bytes()[len(before):].decode()
+    assert appended.count("\n") == 2 and leaky not in appended
+
+
+def test_credential_in_a_commit_message_leaves_the_ledger_byte_identical(tmp_path, shared_real, kicad_cli, clean_env):
+    leaky = "leaky-commit"
+    project = build_project(tmp_path, shared_real, extra=[(leaky, "rename net DATA to LEAKY_DATA", 120)])
+    cli, _ = standin(tmp_path, behaviour="secret-commit")
+    before = project.ledger_bytes()
+    result = project.run(leaky, "--agent", "copperhead", "--model", "acme:m1", "--segment", "api-cheap", "--copperhead-cli", cli)
+    assert result.exit_code != 0
+    assert "openai-or-anthropic-key at commit " in result.stderr and " message:3" in result.stderr
+    assert "sk-standin" not in result.output
+    assert project.ledger_bytes() == before
+    assert not project.runs_dir.exists() or list(project.runs_dir.iterdir()) == []
+
+
+def test_credential_in_a_gold_solution_is_caught_too(tmp_path, shared_real, kicad_cli, clean_env):
+    project = build_project(tmp_path, shared_real, bump=False)
+    key = "sk-" + "gold0123456789" * 2
+    notes = project.root / "tasks" / RENAME_TASK / "gold" / "files" / "docs" / "NOTES.md"
+    notes.write_text(f"the key was {key}\n")
+    project.bump()
+    before = project.ledger_bytes()
+    result = project.run("--suite", "smoke", "--agent", "gold")
+    assert result.exit_code != 0
+    assert "openai-or-anthropic-key at docs/NOTES.md:1" in result.stderr and key not in result.output
+    assert [r.task.id for r in project.runs()] == [REFUSAL_TASK]  # the suite went on
+    assert project.ledger_bytes().startswith(before)
