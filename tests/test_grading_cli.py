@@ -1,0 +1,149 @@
+"""`cbledger grade TASK SANDBOX`: how a stranger checks one run, offline."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from tests.factories import run_cli
+from tests.test_grading_kit import (
+    SCHEMATIC,
+    assertion,
+    demo_schematic,
+    done,
+    erc_report,
+    make_box,
+    violation,
+    write_fixture,
+    write_task,
+)
+
+ASSERTS = [
+    assertion("renamed", "net_present", {"net": "SENSE"}, weight=3),
+    assertion("old-gone", "net_absent", {"net": "SIG"}, weight=3),
+    assertion("erc", "erc_no_new_violations", weight=2),
+    assertion("bounded", "files_touched_subset", {"allowed": ["hardware/*.kicad_sch", "docs/*.md", ".copperhead/**"]}, weight=1, required=False),
+    assertion("one-commit", "commit_count", {"equals": 1}),
+    assertion("finished", "exit_path_in", {"paths": ["done"]}),
+]
+
+
+def _project(tmp_path):
+    root = tmp_path / "project"
+    fixture = write_fixture(root)
+    task = write_task(root, "rename-sig", fixture, ASSERTS)
+    return root, fixture, task
+
+
+def test_grade_prints_every_outcome_and_the_verdict(tmp_path):
+    root, fixture, task = _project(tmp_path)
+    box = make_box(tmp_path, task, fixture)
+    box.write(SCHEMATIC, demo_schematic(sig="SENSE"))
+    box.commit()
+    box.transcript(done())
+    box.reports(erc=erc_report())
+    r = run_cli(["grade", "rename-sig", box.path, "--root", root])
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("task rename-sig (manifest ") and lines[0].endswith("on fixture demo-board")
+    assert "1 commit(s); reports: erc" in lines[1]
+    assert lines[2] == "transcript .copperhead/runs/2026-07-22T18-47-18-987Z/transcript.jsonl: 7 event(s)"
+    assert "PASS* renamed     net_present            net SENSE is present (/SENSE, 2 pin(s))" in r.stdout
+    assert "PASS  bounded" in r.stdout  # optional: no star
+    assert "verdict: pass" in lines and "partial credit: 1.0000" in lines and "exit path: done" in lines
+    assert "failure category" not in r.stdout
+
+
+def test_grade_names_the_first_failed_required_and_the_category(tmp_path):
+    root, fixture, task = _project(tmp_path)
+    box = make_box(tmp_path, task, fixture)
+    box.write("hardware/notes.txt", "wip\n")  # did nothing useful, committed nothing
+    box.transcript(done())
+    box.reports(erc=erc_report(violation("pin_not_connected")))
+    r = run_cli(["grade", "rename-sig", box.path, "--root", root])
+    assert r.exit_code == 0, r.output
+    assert "FAIL* renamed" in r.stdout and "FAIL  bounded" in r.stdout
+    assert "new ERC violations at error and above: erc:pin_not_connected 0→1" in r.stdout
+    assert "verdict: fail" in r.stdout
+    assert "partial credit: 0.0909" in r.stdout  # only exit_path_in (weight 1 of 11) passed
+    assert "first failed required: renamed (net_present)" in r.stdout
+    assert "failure category: wrong-target" in r.stdout
+
+
+def test_grade_json_is_the_machine_form(tmp_path):
+    root, fixture, task = _project(tmp_path)
+    box = make_box(tmp_path, task, fixture)
+    box.write(SCHEMATIC, demo_schematic(sig="SENSE"))
+    box.commit()
+    box.transcript(done(), raw_tail="{torn\n")
+    r = run_cli(["grade", str(task.dir), box.path, "--root", root, "--json"])  # a task directory works too
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["task"] == "rename-sig" and doc["taskManifestHash"] == task.manifest_hash
+    assert doc["fixtureSha256"] == fixture.manifest.sha256
+    assert doc["baselineSha"] == box.baseline and doc["commits"] == 1
+    assert doc["transcript"]["malformedLines"] == [8]
+    assert doc["verdict"] == "fail" and doc["firstFailedRequired"] == "erc"
+    assert doc["failureCategory"] == "constraint-violation"
+    erc = next(o for o in doc["outcomes"] if o["id"] == "erc")
+    assert erc == {
+        "id": "erc",
+        "type": "erc_no_new_violations",
+        "status": "fail",
+        "required": True,
+        "weight": 2,
+        "evidenceSource": "end-state",
+        "detail": "could not be evaluated: no ERC report was captured when this run ended",
+    }
+    assert doc["partialCredit"] == 0.8182  # 9 of 11
+
+
+def test_grade_with_an_explicit_baseline_when_none_is_recorded(tmp_path):
+    root, fixture, task = _project(tmp_path)
+    box = make_box(tmp_path, task, fixture)
+    box.repo.references.delete("refs/cbledger/baseline")
+    r = run_cli(["grade", "rename-sig", box.path, "--root", root])
+    assert r.exit_code == 2
+    assert "no baseline recorded (refs/cbledger/baseline); pass --baseline SHA" in r.stderr
+    r = run_cli(["grade", "rename-sig", box.path, "--root", root, "--baseline", box.baseline, "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["baselineSha"] == box.baseline
+    r = run_cli(["grade", "rename-sig", box.path, "--root", root, "--baseline", "v1.0"])
+    assert r.exit_code == 2 and "baseline 'v1.0' is not a commit here" in r.stderr
+
+
+def test_grade_uses_the_runner_exit_for_a_killed_run(tmp_path):
+    root, fixture, task = _project(tmp_path)
+    box = make_box(tmp_path, task, fixture)
+    r = run_cli(["grade", "rename-sig", box.path, "--root", root, "--runner-exit", "cap-exceeded", "--json"])
+    doc = json.loads(r.stdout)
+    assert (doc["exitPath"], doc["failureCategory"]) == ("cap-exceeded", "turn-budget")
+
+
+def test_grade_refuses_a_task_pinned_to_another_fixture_hash(tmp_path):
+    root, fixture, task = _project(tmp_path)
+    box = make_box(tmp_path, task, fixture)
+    doc = json.loads((task.dir / "task.json").read_text())
+    doc["fixture"]["sha256"] = "f" * 64
+    (task.dir / "task.json").write_text(json.dumps(doc))
+    r = run_cli(["grade", "rename-sig", box.path, "--root", root])
+    assert r.exit_code == 1
+    assert f"fixture.sha256 {'f' * 64} differs from" in r.stderr
+
+
+def test_grade_warns_when_the_fixture_baseline_reports_are_missing(tmp_path):
+    root, fixture, task = _project(tmp_path)
+    box = make_box(tmp_path, task, fixture)
+    shutil.rmtree(fixture.dir / "baseline")
+    r = run_cli(["grade", "rename-sig", box.path, "--root", root])
+    assert r.exit_code == 0
+    assert "warning: fixture demo-board has no baseline ERC report here" in r.stderr
+
+
+def test_grade_of_something_that_is_not_a_sandbox(tmp_path):
+    root, _fixture, _task = _project(tmp_path)
+    (tmp_path / "empty").mkdir()
+    r = run_cli(["grade", "rename-sig", tmp_path / "empty", "--root", root])
+    assert r.exit_code == 2 and "not a git repository" in r.stderr
+    r = run_cli(["grade", "no-such-task", tmp_path / "empty", "--root", root])
+    assert r.exit_code == 2 and "no such task" in r.stderr

@@ -1,0 +1,123 @@
+"""Real copperhead transcripts (copperhead 0.9.x `create` pipeline runs, from the shared data)
+parse and grade without error. Each is placed where copperhead writes it inside a sandbox of the
+demo board and graded by transcript assertions; the one that was cut off after `run-start`
+grades as a fail with a category, and malformed lines are counted, never fatal."""
+
+from __future__ import annotations
+
+import pytest
+
+from cbledger.runner.evidence.transcript import parse_transcript
+from tests.test_grading_kit import assertion, make_box, write_fixture, write_task
+
+pytestmark = pytest.mark.shared
+
+CUT_OFF = "2026-07-22T19-21-11-649Z"
+
+
+def _transcripts(shared_real):
+    paths = sorted((shared_real / "transcripts").glob("*.jsonl"))
+    assert len(paths) == 4
+    return paths
+
+
+def test_every_real_transcript_parses(shared_real):
+    for path in _transcripts(shared_real):
+        t = parse_transcript(path.read_bytes(), path.name)
+        assert t.malformed == []
+        assert t.events and t.events[0].type in ("run-start", "deferred-affects-reopened")
+        assert t.of_type("run-start"), path.name
+        if path.stem == CUT_OFF:
+            assert t.exit_path is None and t.run_end is None
+        else:
+            assert t.exit_path == "done"
+            assert len(t.of_type("run-committed")) == 1
+
+
+def test_tool_errors_in_the_first_real_transcript(shared_real):
+    t = parse_transcript((shared_real / "transcripts" / "2026-07-22T18-47-18-987Z.jsonl").read_bytes())
+    counts = t.tool_error_counts()
+    assert counts["malformed-arguments"] == 3  # read_file, propose_change and finish called without args
+    assert t.dominant_tool_error() == "malformed-arguments"
+
+
+ASSERTIONS = [
+    assertion("finished", "exit_path_in", {"paths": ["done"]}, weight=2),
+    assertion("committed", "transcript_event", {"event": "run-committed", "matches": {"files.0": r"^docs/"}}),
+    assertion("drift-checked", "transcript_event", {"event": "tool", "matches": {"name": "^check_drift$"}}, required=False),
+    assertion("no-secret", "no_secret"),
+]
+
+
+def _grade(tmp_path, shared_real, stamp: str, tail: bytes = b""):
+    fixture = write_fixture(tmp_path / "project")
+    task = write_task(tmp_path / "project", "real-transcript", fixture, ASSERTIONS)
+    box = make_box(tmp_path, task, fixture)
+    data = (shared_real / "transcripts" / f"{stamp}.jsonl").read_bytes()
+    box.write(f".copperhead/runs/{stamp}/transcript.jsonl", data + tail)
+    return box.grade()
+
+
+@pytest.mark.parametrize(
+    "stamp", ["2026-07-22T18-47-18-987Z", "2026-07-22T19-01-13-497Z", "2026-07-22T19-10-38-917Z"]
+)
+def test_completed_real_runs_grade(tmp_path, shared_real, stamp):
+    g = _grade(tmp_path, shared_real, stamp)
+    by_id = {o.id: o for o in g.outcomes}
+    assert by_id["finished"].detail == "exit path done (in ['done'])"
+    assert by_id["committed"].status == "pass"
+    assert by_id["drift-checked"].status == "pass"
+    assert by_id["no-secret"].status == "pass"
+    assert (g.verdict, g.partial_credit, g.exit_path, g.failure_category) == ("pass", 1.0, "done", None)
+
+
+def test_the_cut_off_real_run_fails_with_a_category(tmp_path, shared_real):
+    g = _grade(tmp_path, shared_real, CUT_OFF)
+    assert g.verdict == "fail"
+    assert g.exit_path is None
+    assert g.first_failed_required == "finished"
+    assert g.failure_category == "stalled"
+    assert {o.id: o.status for o in g.outcomes} == {
+        "finished": "fail",
+        "committed": "fail",
+        "drift-checked": "fail",
+        "no-secret": "pass",
+    }
+
+
+def test_a_torn_real_transcript_counts_its_malformed_lines(tmp_path, shared_real):
+    tail = b'{"ts": "2026-07-22T18:50:00.000Z", "type": "assis\n\x00\xff garbage\n'
+    g = _grade(tmp_path, shared_real, "2026-07-22T19-01-13-497Z", tail)
+    committed = next(o for o in g.outcomes if o.id == "committed")
+    assert committed.detail.endswith("; 2 malformed line(s) skipped")
+    assert g.verdict == "pass"  # the complete events before the torn tail still count
+
+
+def test_the_first_real_transcript_with_a_refusal_task(tmp_path, shared_real):
+    """A run that finished `done` on a refusal task is a constraint violation: its 4 tool errors
+    (3 malformed-argument calls, 1 rejected) among 33 tool results do not dominate the run."""
+    fixture = write_fixture(tmp_path / "project")
+    task = write_task(
+        tmp_path / "project",
+        "real-refusal",
+        fixture,
+        [
+            assertion("refused", "exit_path_in", {"paths": ["refused"]}),
+            assertion("cites", "refusal_cites_budget", {"budgetKey": "power.output_current_rating_A"}),
+        ],
+        expectedOutcome="refusal",
+    )
+    box = make_box(tmp_path, task, fixture)
+    stamp = "2026-07-22T18-47-18-987Z"
+    box.write(f".copperhead/runs/{stamp}/transcript.jsonl", (shared_real / "transcripts" / f"{stamp}.jsonl").read_bytes())
+    g = box.grade()
+    t = parse_transcript((shared_real / "transcripts" / f"{stamp}.jsonl").read_bytes())
+    assert dict(t.tool_error_counts()) == {"malformed-arguments": 3, "rejected-call": 1}
+    assert t.tool_calls() == 33
+    cites = next(o for o in g.outcomes if o.id == "cites")
+    assert cites.detail == "not a refusal: exit path done"  # run-start echoes budgets; never evidence
+    assert (g.first_failed_required, g.failure_category, g.dominant_tool_error) == (
+        "refused",
+        "constraint-violation",
+        "malformed-arguments",
+    )

@@ -1,0 +1,258 @@
+"""The failure taxonomy, case by case: one test per category and one per precedence step of the
+docstring of `cbledger.runner.grading.taxonomy` (the definition), plus the transcript-derived
+inputs (tool-error classification, obligation wording) on real-shaped transcripts."""
+
+from __future__ import annotations
+
+import pytest
+
+from cbledger.ledger.types import FailureCategory
+from cbledger.runner.evidence.transcript import classify_tool_result, parse_transcript
+from cbledger.runner.grading.taxonomy import TaxonomyInput, classify
+from tests.test_grading_kit import (
+    assertion,
+    done,
+    ev,
+    make_box,
+    refusal,
+    run_end,
+    run_start,
+    tool,
+    write_fixture,
+    write_task,
+)
+
+
+def x(
+    exit_path: str | None = "done",
+    first: str | None = "net_present",
+    expected: str = "edit",
+    errors: dict[str, int] | None = None,
+    results: int = 10,
+    reason: str = "",
+) -> TaxonomyInput:
+    errors = errors or {}
+    dominant = None
+    if errors:
+        order = ("unknown-tool", "malformed-arguments", "reverted-edit", "rejected-call")
+        best = max(errors.values())
+        dominant = next(c for c in order if errors.get(c) == best)
+    return TaxonomyInput(exit_path, first, expected, errors, results, dominant, reason)
+
+
+# --------------------------------------------------------------------------- one test per category
+
+
+def test_every_category_is_reachable():
+    cases = {
+        "false-refusal": x("refused", "exit_path_in", "edit"),
+        "tool-protocol": x("done", errors={"malformed-arguments": 5}, results=8),
+        "file-revert": x("done", errors={"reverted-edit": 1}),
+        "turn-budget": x("turn-budget-exhausted"),
+        "repair-exhausted": x("repair-cycles-exhausted"),
+        "obligation-open": x("commit-failed", reason="2 open obligations block the commit"),
+        "commit-failed": x("commit-failed", reason="pre-commit hook rejected the commit"),
+        "stalled": x("stalled"),
+        "drift-left": x("done", "drift_clean"),
+        "constraint-violation": x("done", "file_unchanged"),
+        "wrong-target": x("done", "net_present"),
+    }
+    assert set(cases) == set(FailureCategory.__args__)
+    for category, inp in cases.items():
+        assert classify(inp) == category, category
+
+
+# --------------------------------------------------------------------------- the precedence, step by step
+
+
+def test_step_1_false_refusal_beats_everything_below():
+    inp = x("refused", "drift_clean", "edit", errors={"malformed-arguments": 9}, results=9)
+    assert classify(inp) == "false-refusal"
+
+
+def test_step_1_only_for_edit_tasks():
+    assert classify(x("refused", "refusal_cites_budget", "refusal")) == "wrong-target"
+    assert classify(x("refused", "refusal_cites_budget", "flag")) == "wrong-target"
+
+
+def test_step_2_tool_protocol_needs_three_protocol_errors_and_half_the_results():
+    assert classify(x("turn-budget-exhausted", errors={"unknown-tool": 3}, results=6)) == "tool-protocol"
+    assert classify(x("turn-budget-exhausted", errors={"unknown-tool": 2}, results=2)) == "turn-budget"
+    assert classify(x("turn-budget-exhausted", errors={"unknown-tool": 3}, results=7)) == "turn-budget"
+    assert classify(x("done", errors={"rejected-call": 2, "malformed-arguments": 1}, results=5)) == "tool-protocol"
+
+
+def test_step_2_reverted_edits_are_not_protocol_errors():
+    assert classify(x("turn-budget-exhausted", errors={"reverted-edit": 5}, results=5)) == "file-revert"
+
+
+def test_step_3_file_revert_when_the_dominant_error_is_a_revert():
+    inp = x("repair-cycles-exhausted", errors={"reverted-edit": 2, "rejected-call": 1}, results=20)
+    assert classify(inp) == "file-revert"
+    tied = x("repair-cycles-exhausted", errors={"reverted-edit": 1, "malformed-arguments": 1}, results=20)
+    assert classify(tied) == "repair-exhausted"  # ties go to the more specific protocol category
+
+
+def test_step_4_turn_budget_includes_the_runner_cap():
+    assert classify(x("turn-budget-exhausted", "net_present")) == "turn-budget"
+    assert classify(x("cap-exceeded", None)) == "turn-budget"
+
+
+def test_step_5_repair_exhausted():
+    assert classify(x("repair-cycles-exhausted", "erc_no_new_violations")) == "repair-exhausted"
+
+
+@pytest.mark.parametrize("reason", ["open obligations", "resolve_affected first", "unresolved affects: R1", "revisit SPEC.md"])
+def test_step_6_obligation_open_by_its_wording(reason):
+    assert classify(x("commit-failed", reason=f"commit blocked: {reason}")) == "obligation-open"
+
+
+def test_step_7_commit_failed_otherwise():
+    assert classify(x("commit-failed", reason="git: index.lock exists")) == "commit-failed"
+
+
+@pytest.mark.parametrize("exit_path", ["stalled", "provider-error", "session-limit", None])
+def test_step_8_stopped_runs_are_stalled(exit_path):
+    assert classify(x(exit_path, "net_present")) == "stalled"
+
+
+def test_step_9_drift_left():
+    assert classify(x("done", "drift_clean")) == "drift-left"
+
+
+def test_step_9_a_refusal_or_flag_task_that_did_not_refuse_broke_the_budget():
+    assert classify(x("done", "exit_path_in", "refusal")) == "constraint-violation"
+    assert classify(x("done", "refusal_cites_budget", "flag")) == "constraint-violation"
+    assert classify(x("done", "exit_path_in", "edit")) == "wrong-target"
+
+
+def test_step_9_a_refusal_that_did_not_cite_its_budget_is_wrong_target():
+    assert classify(x("refused", "refusal_cites_budget", "refusal")) == "wrong-target"
+
+
+def test_step_9_commit_count():
+    assert classify(x("done", "commit_count")) == "commit-failed"
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "file_unchanged",
+        "files_touched_subset",
+        "diff_ratio_max",
+        "rollback_byte_identical",
+        "constraint_registered",
+        "no_secret",
+        "erc_clean",
+        "drc_clean",
+        "erc_no_new_violations",
+        "drc_no_new_violations",
+    ],
+)
+def test_step_9_constraint_types(kind):
+    assert classify(x("done", kind)) == "constraint-violation"
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "net_present",
+        "net_absent",
+        "symbol_present",
+        "symbol_absent",
+        "pin_net_equals",
+        "doc_row_matches",
+        "doc_contains",
+        "transcript_event",
+        "check_clean",
+    ],
+)
+def test_step_9_anything_else_is_wrong_target(kind):
+    assert classify(x("done", kind)) == "wrong-target"
+    assert classify(x("refused", kind, "refusal")) == "wrong-target"
+
+
+# --------------------------------------------------------------------------- inputs from transcripts
+
+
+@pytest.mark.parametrize(
+    ("result", "category"),
+    [
+        ('tool "place_part" is not available in this stage', "unknown-tool"),
+        ('error: missing required string arg "path"', "malformed-arguments"),
+        ("error: edit reverted: schematic failed to parse", "reverted-edit"),
+        ("rejected: edit tools are locked until validate_change passes", "rejected-call"),
+        ("error: no such file docs/X.md", "rejected-call"),
+        ("edited docs/SPEC.md", None),
+        ("no matches", None),
+    ],
+)
+def test_tool_results_are_classified(result, category):
+    assert classify_tool_result(result) == category
+
+
+def _transcript(events):
+    import json
+
+    return parse_transcript(("\n".join(json.dumps(e) for e in events) + "\n").encode())
+
+
+def test_taxonomy_input_from_a_transcript():
+    t = _transcript(
+        [
+            run_start(),
+            tool("read_file", {}, 'error: missing required string arg "path"'),
+            tool("read_file", {}, 'error: missing required string arg "path"'),
+            tool("place", {}, 'tool "place" is not available'),
+            tool("read_file", {"path": "a"}, "ok"),
+            ev("restore-failed", {"path": "x.kicad_sch"}),
+            ev("run-failed", {"reason": "open obligations block the commit", "exitPath": "commit-failed"}),
+            run_end("commit-failed"),
+        ]
+    )
+    inp = TaxonomyInput.from_transcript(t, t.exit_path, "exit_path_in", "edit")
+    assert inp.tool_errors == {"malformed-arguments": 2, "unknown-tool": 1, "reverted-edit": 1}
+    assert inp.tool_results == 4 and inp.dominant_tool_error == "malformed-arguments"
+    assert classify(inp) == "tool-protocol"  # 3 protocol errors of 4 results dominate the run
+    quieter = TaxonomyInput.from_transcript(_transcript([run_start(), ev("run-failed", {"reason": "open obligations"}), run_end("commit-failed")]), "commit-failed", "exit_path_in", "edit")
+    assert classify(quieter) == "obligation-open"
+
+
+# --------------------------------------------------------------------------- end to end through grade()
+
+
+def _graded(tmp_path, events, expected="edit", asserts=None):
+    fixture = write_fixture(tmp_path / "project")
+    asserts = asserts or [assertion("finished", "exit_path_in", {"paths": ["done"]}), assertion("net", "net_present", {"net": "SENSE"})]
+    task = write_task(tmp_path / "project", "tax", fixture, asserts, expectedOutcome=expected)
+    box = make_box(tmp_path, task, fixture)
+    if events is not None:
+        box.transcript(events)
+    return box.grade()
+
+
+def test_grade_a_false_refusal(tmp_path):
+    g = _graded(tmp_path, refusal("over budget"))
+    assert (g.verdict, g.first_failed_required, g.failure_category) == ("fail", "finished", "false-refusal")
+
+
+def test_grade_a_run_that_committed_the_wrong_thing(tmp_path):
+    g = _graded(tmp_path, done())
+    assert (g.first_failed_required, g.failure_category) == ("net", "wrong-target")
+
+
+def test_grade_a_refusal_task_answered_with_an_edit(tmp_path):
+    asserts = [assertion("refused", "exit_path_in", {"paths": ["refused"]})]
+    g = _graded(tmp_path, done(), expected="refusal", asserts=asserts)
+    assert g.failure_category == "constraint-violation"
+
+
+def test_grade_a_run_without_a_transcript_is_stalled(tmp_path):
+    g = _graded(tmp_path, None)
+    assert (g.verdict, g.exit_path, g.failure_category) == ("fail", None, "stalled")
+
+
+def test_a_passing_grade_has_no_category(tmp_path):
+    asserts = [assertion("finished", "exit_path_in", {"paths": ["done"]})]
+    g = _graded(tmp_path, done(), asserts=asserts)
+    assert (g.verdict, g.failure_category, g.first_failed_required) == ("pass", None, None)
