@@ -188,11 +188,13 @@ class _Screen:
         # them, unless a pin, label, sheet pin or no-connect flag sits exactly on them (KiCad's
         # dangling-end test); a label where two wires cross or overlap joins both.
         blocking = {_PIN, _LABEL, _SHEET_PIN, _NC}
+        wire_index = _SegmentIndex(wires, wire_items)
+        bus_index = _SegmentIndex(buses, bus_items)
         for item in (*label_items, *sheet_pin_items):
             position = sheet.labels[payload[item]].position if kinds[item] == _LABEL else _sheet_pin_position(sheet, payload[item])
             if any(other != item and kinds[other] in blocking for other in at_point.get(position, ())):
                 continue
-            targets = _hits(buses, position, bus_items) or _hits(wires, position, wire_items)
+            targets = bus_index.hits(position) or wire_index.hits(position)
             for target in targets:
                 union(item, target)
 
@@ -235,8 +237,35 @@ def _sheet_pin_position(sheet: SheetFile, key: object) -> Point:
     return sheet.sheets[s].pins[k].position
 
 
-def _hits(segments: list[list[Point]], point: Point, items: list[int]) -> list[int]:
-    return [item for (a, b), item in zip(segments, items) if near_segment(a, b, point)]
+class _SegmentIndex:
+    """Segments bucketed by their fixed coordinate, so finding the wires under a label does not
+    scan every wire: axis-parallel segments (nearly all of them) are looked up by x or y, within
+    KiCad's 1 IU tolerance; any other segment is tested directly."""
+
+    def __init__(self, segments: list[list[Point]], items: list[int]) -> None:
+        self.vertical: dict[int, list[tuple[Point, Point, int]]] = defaultdict(list)
+        self.horizontal: dict[int, list[tuple[Point, Point, int]]] = defaultdict(list)
+        self.other: list[tuple[Point, Point, int]] = []
+        for (a, b), item in zip(segments, items):
+            if a[0] == b[0]:
+                self.vertical[a[0]].append((a, b, item))
+            elif a[1] == b[1]:
+                self.horizontal[a[1]].append((a, b, item))
+            else:
+                self.other.append((a, b, item))
+
+    def hits(self, point: Point) -> list[int]:
+        x, y = point
+        found = []
+        for offset in (-1, 0, 1):
+            for a, b, item in self.vertical.get(x + offset, ()):
+                if near_segment(a, b, point):
+                    found.append(item)
+            for a, b, item in self.horizontal.get(y + offset, ()):
+                if near_segment(a, b, point):
+                    found.append(item)
+        found.extend(item for a, b, item in self.other if near_segment(a, b, point))
+        return sorted(set(found))
 
 
 def _is_global_power(pin: LibPin, lib: LibSymbol, alternate: str | None) -> bool:
@@ -389,33 +418,38 @@ class _Builder:
                     sg.strong = True
 
         # 5. same-sheet merging through shared label or power names
-        by_instance: dict[int, list[_Subgraph]] = defaultdict(list)
+        index: dict[tuple[int, str], list[_Subgraph]] = defaultdict(list)
         for sg in subgraphs:
-            if sg.strong:
-                by_instance[sg.instance].append(sg)
+            if not sg.strong:
+                continue
+            assert sg.driver is not None
+            names = {sg.driver.name}
+            if sg.multiple:
+                names.update(d.name for d in self._non_main(sg) if d.kind != "sheet_pin")
+            for name in names:
+                index[(sg.instance, name)].append(sg)
         for sg in subgraphs:
             if not sg.strong or sg.absorbed_by is not None:
                 continue
             assert sg.driver is not None
             checks = [sg.driver.name] + self._secondary_names(sg)
+            seen_checks: set[str] = set()
             absorbed = False
             i = 0
             while i < len(checks):
                 test = checks[i]
                 i += 1
-                for cand in by_instance[sg.instance]:
+                if test in seen_checks:
+                    continue
+                seen_checks.add(test)
+                for cand in index.get((sg.instance, test), ()):
                     if cand is sg or cand.absorbed_by is not None:
                         continue
-                    assert cand.driver is not None
-                    match = cand.driver.name == test or (
-                        cand.multiple and any(d.name == test for d in self._non_main(cand) if d.kind != "sheet_pin")
-                    )
-                    if match:
-                        checks.extend([cand.driver.name, *self._secondary_names(cand)])
-                        sg.members.extend(cand.members)
-                        sg.multiple = sg.multiple or cand.multiple
-                        cand.absorbed_by = sg
-                        absorbed = True
+                    checks.extend([cand.driver.name, *self._secondary_names(cand)])  # type: ignore[union-attr]
+                    sg.members.extend(cand.members)
+                    sg.multiple = sg.multiple or cand.multiple
+                    cand.absorbed_by = sg
+                    absorbed = True
             if absorbed:
                 self._resolve_drivers(sg)
         live = [sg for sg in subgraphs if sg.absorbed_by is None]

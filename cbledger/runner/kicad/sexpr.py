@@ -42,14 +42,20 @@ def head(node: Any) -> str | None:
     return None
 
 
+_str_eq = str.__eq__  # compares a Symbol with a plain str, which Symbol.__eq__ refuses
+
+
 def children(node: Node, name: str) -> Iterator[Node]:
     for item in node[1:]:
-        if isinstance(item, list) and item and isinstance(item[0], sexpdata.Symbol) and str(item[0]) == name:
+        if item.__class__ is list and item and item[0].__class__ is _Symbol and _str_eq(item[0], name):
             yield item
 
 
 def child(node: Node, name: str) -> Node | None:
-    return next(children(node, name), None)
+    for item in node[1:]:
+        if item.__class__ is list and item and item[0].__class__ is _Symbol and _str_eq(item[0], name):
+            return item
+    return None
 
 
 def text_arg(node: Node | None, index: int = 1, default: str = "") -> str:
@@ -81,7 +87,7 @@ def child_int(node: Node, name: str, default: int) -> int:
 def has_flag(node: Node, name: str) -> bool:
     """A bare keyword among the children, as KiCad 6/7 wrote `hide` inside a pin."""
     for item in node[1:]:
-        if isinstance(item, sexpdata.Symbol) and str(item) == name:
+        if item.__class__ is _Symbol and _str_eq(item, name):
             return True
     return False
 
@@ -158,12 +164,47 @@ def _locate_imbalance(text: str) -> int | None:
     return first_disagreement
 
 
+_Symbol = sexpdata.Symbol
+_NUMERIC_START = frozenset("0123456789+-.")
+
+
+class _Parser(sexpdata.Parser):
+    """sexpdata's parser with a cheaper atom conversion.
+
+    Stock `Parser.atom` tries `int()` and then `float()` on every bare token and pays for two
+    exceptions on each keyword (`wire`, `at`, `yes`...), which is most of the parse time on a large
+    schematic. Only a token that can start a number is tried as one here, and a token with a
+    decimal point goes straight to `float()`; every other token becomes the same `Symbol` stock
+    sexpdata would make. (A bare `inf`/`nan`, never written by KiCad, stays a symbol.)
+    """
+
+    def atom(self, token: str):  # type: ignore[override]
+        if token[:1] in _NUMERIC_START:
+            if "." not in token:
+                try:
+                    return int(token)
+                except ValueError:
+                    pass
+            try:
+                return float(token)
+            except ValueError:
+                pass
+        return _Symbol(token)
+
+
+def _loads(text: str) -> Any:
+    parsed = _Parser(text, nil=None, true=None).parse()
+    if len(parsed) != 1:
+        raise sexpdata.ExpectNothing(text[-20:])
+    return parsed[0]
+
+
 def parse_text(text: str, source: str, expect: str | None = None) -> Node:
     """Parses one s-expression; `expect` is the keyword the top-level form must carry."""
     if not text.strip():
         raise UserError(f"{source}: empty file, expected an s-expression")
     try:
-        tree = sexpdata.loads(text, nil=None, true=None)
+        tree = _loads(text)
     except Exception as exc:  # sexpdata raises several unrelated exception types
         if isinstance(exc, sexpdata.ExpectClosingBracket):
             what = "a closing ')' is missing"
