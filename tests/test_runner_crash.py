@@ -1,0 +1,71 @@
+"""SIGKILL of `cbledger run` in the middle of a suite: what is left must still be a ledger that
+verifies (or one torn tail that `repair` removes), every event must point at a complete bundle,
+and the only debris under results/ may be staged `.tmp` bundles. The ledger must also take the
+next suite run as if nothing happened."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from blake3 import blake3
+
+from cbledger.ledger.store import LedgerStore
+from cbledger.ledger.verify import verify_chain
+from tests.runner_project import RENAME_TASK, build_project
+
+pytestmark = [pytest.mark.slow, pytest.mark.kicad, pytest.mark.shared]
+
+CLI = [sys.executable, "-c", "from cbledger.cli.app import main; main()"]
+
+
+def test_sigkill_mid_suite_leaves_a_verifiable_ledger_and_no_dangling_bundle(tmp_path, shared_real, kicad_cli):
+    project = build_project(tmp_path, shared_real)
+    start_size = project.ledger.stat().st_size
+    proc = subprocess.Popen(
+        [*CLI, "run", "--suite", "smoke", "--agent", "gold", "--repeats", "3", "--root", str(project.root),
+         "--sandbox-root", str(project.sandboxes)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while b'"run.recorded"' not in project.ledger.read_bytes()[start_size:]:
+            assert proc.poll() is None, "the suite ended before it could be interrupted"
+            assert time.monotonic() < deadline, "no run landed in time"
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+
+    report = verify_chain(project.ledger)
+    if not report.ok:  # a torn tail is the one thing a crash may leave; repair names and removes it
+        assert LedgerStore(project.ledger).torn_tail() is not None, report.problem
+        repaired = project.cli("repair", "--truncate-torn-tail")
+        assert repaired.exit_code == 0, repaired.output
+        report = verify_chain(project.ledger)
+    assert report.ok, report.problem
+
+    runs = project.runs()
+    assert 1 <= len(runs) < 6, "the kill should have landed mid-suite"
+    graded = {g.run_id for g in project.grades()}
+    referenced = set()
+    for run in runs:
+        assert run.run_id in graded  # run and grade were appended as one batch
+        bundle = project.root / run.sandbox.store
+        data = bundle.read_bytes()
+        assert len(data) == run.sandbox.store_bytes and blake3(data).hexdigest() == run.sandbox.store_blake3
+        referenced.add(bundle.name)
+    leftovers = [p.name for p in project.runs_dir.iterdir() if p.name not in referenced]
+    assert all(name.startswith(".") and name.endswith(".bundle.tmp") for name in leftovers), leftovers
+
+    again = project.run(RENAME_TASK, "--agent", "gold")
+    assert again.exit_code == 0, again.output
+    assert verify_chain(project.ledger).ok
+    assert len(project.runs()) == len(runs) + 1
