@@ -1,0 +1,394 @@
+"""`cbledger validate`: one test per rule, each checking that the message names the file and the
+field, that every problem is reported (not just the first), and that the exit status follows."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cbledger.errors import UserError
+from cbledger.runner.tasks.catalog import load_fixture, load_task
+from cbledger.runner.tasks.validate import ensure_runnable, validate_project
+from cbledger.runner.tasks.vocabulary import VOCABULARY
+from tests.factories import run_cli
+from tests.test_grading_kit import assertion, write_fixture, write_task
+
+GOOD = [assertion("renamed", "net_present", {"net": "SENSE"}), assertion("no-secret", "no_secret", required=False)]
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    root = tmp_path / "project"
+    fixture = write_fixture(root)
+    write_task(root, "good", fixture, GOOD)
+    (root / "suites").mkdir()
+    (root / "suites" / "smoke.json").write_text(json.dumps({"name": "smoke", "tasks": ["good"]}))
+    return root
+
+
+def edit_task(root: Path, task_id: str = "good", **changes) -> None:
+    path = root / "tasks" / task_id / "task.json"
+    doc = json.loads(path.read_text())
+    for key, value in changes.items():
+        if value is None:
+            doc.pop(key, None)
+        else:
+            doc[key] = value
+    path.write_text(json.dumps(doc, indent=2))
+
+
+def edit_assertions(root: Path, items, task_id: str = "good") -> None:
+    (root / "tasks" / task_id / "assertions.json").write_text(json.dumps(items, indent=2))
+
+
+def problems(root: Path, severity: str = "error", **kw) -> list[tuple[str, str, str]]:
+    report = validate_project(root, **kw)
+    return [(p.file, p.field, p.message) for p in report.problems if p.severity == severity]
+
+
+def only(root: Path, severity: str = "error", **kw) -> tuple[str, str, str]:
+    found = problems(root, severity, **kw)
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_a_good_project_validates(project):
+    report = validate_project(project)
+    assert report.ok and report.problems == []
+    assert (report.tasks, report.fixtures, report.suites) == (1, 1, 1)
+    r = run_cli(["validate", "--root", project])
+    assert r.exit_code == 0
+    assert r.stdout.strip() == "1 task(s), 1 fixture(s), 1 suite(s): 0 error(s), 0 warning(s), 0 note(s)"
+
+
+# --------------------------------------------------------------------------- schemas
+
+
+def test_every_schema_problem_of_a_task_is_listed(project):
+    edit_task(project, tier="impossible", caps={"turns": 0, "wallClockSec": "ten"}, tags=[], colour="red")
+    found = problems(project)
+    fields = sorted(f for _file, f, _m in found)
+    assert fields == ["caps.turns", "caps.wallClockSec", "colour", "tags", "tier"]
+    assert all(file == "tasks/good/task.json" for file, _f, _m in found)
+    messages = {f: m for _file, f, m in found}
+    assert messages["colour"] == "unknown field"
+    assert messages["caps.turns"] == "Expected `int` >= 1"
+    assert messages["caps.wallClockSec"] == "Expected `int`, got `str`"
+    assert messages["tags"] == "Expected `array` of length >= 1"
+    assert messages["tier"] == "Invalid enum value 'impossible'"
+
+
+def test_a_missing_required_field(project):
+    edit_task(project, expectedOutcome=None)
+    assert only(project) == ("tasks/good/task.json", "expectedOutcome", "missing required field")
+
+
+def test_task_json_that_is_not_json(project):
+    (project / "tasks" / "good" / "task.json").write_text("{")
+    file, field, message = only(project)
+    assert (file, field) == ("tasks/good/task.json", "") and message.startswith("not valid JSON")
+
+
+def test_the_fixture_manifest_schema(project):
+    path = project / "fixtures" / "demo-board" / "fixture.json"
+    doc = json.loads(path.read_text())
+    doc["complexity"] = "huge"
+    doc["kicad"].pop("fileFormatVersion")
+    path.write_text(json.dumps(doc))
+    found = problems(project)
+    assert ("fixtures/demo-board/fixture.json", "complexity", "Invalid enum value 'huge'") in found
+    assert ("fixtures/demo-board/fixture.json", "kicad.fileFormatVersion", "missing required field") in found
+    assert ("tasks/good/task.json", "fixture.path", "fixtures/demo-board/fixture.json does not load (see its own errors)") in found
+
+
+# --------------------------------------------------------------------------- ids
+
+
+def test_task_id_equals_its_directory(project):
+    edit_task(project, id="other")
+    assert only(project) == ("tasks/good/task.json", "id", "'other' differs from its directory name 'good'")
+
+
+def test_fixture_id_equals_its_directory(project):
+    path = project / "fixtures" / "demo-board" / "fixture.json"
+    doc = json.loads(path.read_text())
+    doc["id"] = "demo"
+    path.write_text(json.dumps(doc))
+    assert only(project) == ("fixtures/demo-board/fixture.json", "id", "'demo' differs from its directory name 'demo-board'")
+
+
+# --------------------------------------------------------------------------- hashes
+
+
+def test_a_fixture_tree_that_moved_is_an_error_that_refuses_a_run(project):
+    tree = project / "fixtures" / "demo-board" / "tree"
+    recorded = json.loads((project / "fixtures" / "demo-board" / "fixture.json").read_text())["sha256"]
+    (tree / "README.md").write_text("edited\n")
+    file, field, message = only(project)
+    assert (file, field) == ("fixtures/demo-board/fixture.json", "sha256")
+    assert message.startswith(f"records {recorded}, but tree/ hashes to ")
+    with pytest.raises(UserError, match=r"task good cannot run: fixtures/demo-board/fixture.json: sha256: records"):
+        ensure_runnable(project, load_task(project / "tasks" / "good"))
+
+
+def test_ensure_runnable_returns_the_fixture_of_a_valid_task(project):
+    fixture = ensure_runnable(project, load_task(project / "tasks" / "good"))
+    assert fixture.id == "demo-board"
+
+
+def test_task_fixture_hash_equals_the_fixture_manifest(project):
+    edit_task(project, fixture={"path": "fixtures/demo-board", "sha256": "a" * 64})
+    file, field, message = only(project)
+    assert (file, field) == ("tasks/good/task.json", "fixture.sha256")
+    assert message.startswith("a" * 64 + " differs from fixtures/demo-board/fixture.json sha256 ")
+
+
+def test_a_task_on_a_fixture_that_does_not_exist(project):
+    edit_task(project, fixture={"path": "fixtures/nope", "sha256": "a" * 64})
+    assert only(project) == ("tasks/good/task.json", "fixture.path", "fixtures/nope/fixture.json does not exist")
+
+
+# --------------------------------------------------------------------------- assertions
+
+
+def test_unique_assertion_ids(project):
+    edit_assertions(project, GOOD + [assertion("renamed", "net_absent", {"net": "SIG"})])
+    assert only(project) == ("tasks/good/assertions.json", "[2].id", "duplicate assertion id 'renamed' (first at [0])")
+
+
+def test_at_least_one_required_assertion(project):
+    edit_assertions(project, [assertion("a", "no_secret", required=False)])
+    assert only(project) == ("tasks/good/assertions.json", "", "no assertion is required: a run would pass whatever it did")
+    edit_assertions(project, [])
+    assert only(project)[2].startswith("no assertions")
+
+
+def test_an_unknown_type_lists_the_vocabulary(project):
+    edit_assertions(project, GOOD + [assertion("x", "net_renamed", {"from": "SIG", "to": "SENSE"})])
+    file, field, message = only(project)
+    assert (file, field) == ("tasks/good/assertions.json", "[2].type")
+    assert message == "unknown assertion type 'net_renamed'; the vocabulary is closed: " + ", ".join(VOCABULARY)
+
+
+def test_per_type_argument_schemas_every_item(project):
+    edit_assertions(
+        project,
+        [
+            assertion("a", "net_present", {}),
+            assertion("b", "diff_ratio_max", {"path": "x", "ratio": 5}),
+            assertion("c", "doc_contains", {"doc": "A.md", "pattern": "[", "extra": True}),
+            assertion("d", "commit_count", {"equals": 1, "max": 1}),
+            {"id": "e", "type": "no_secret", "weight": -1, "required": "yes"},
+        ],
+    )
+    found = problems(project)
+    f = "tasks/good/assertions.json"
+    assert (f, "[0].args.net", "missing required field") in found
+    assert (f, "[1].args.ratio", "Expected `float` <= 1.0") in found
+    assert (f, "[2].args.extra", "unknown field") in found
+    assert (f, "[3].args", "give exactly one of `equals` and `max`") in found
+    assert (f, "[4].weight", "Expected `float` > 0.0") in found
+    assert (f, "[4].required", "Expected `bool`, got `str`") in found
+    assert len(found) == 6
+
+
+def test_an_invalid_regex_is_named(project):
+    edit_assertions(project, [assertion("a", "doc_contains", {"doc": "PINOUT.md", "pattern": "("})])
+    file, field, message = only(project)
+    assert (file, field) == ("tasks/good/assertions.json", "[0].args")
+    assert message.startswith("pattern is not a valid regular expression")
+
+
+def test_doc_paths_missing_from_the_fixture_tree_are_warnings(project):
+    edit_assertions(
+        project,
+        GOOD
+        + [
+            assertion("d1", "doc_contains", {"doc": "LAYOUT.md", "pattern": "x"}),
+            assertion("d2", "doc_row_matches", {"doc": "docs/BOM.md", "key": "R1", "column": "Value", "pattern": "x"}),
+            assertion("d3", "doc_contains", {"doc": "PINOUT.md", "pattern": "x"}),  # found under docs/
+            assertion("p1", "file_unchanged", {"path": "hardware/demo.kicad_pcb"}),
+            assertion("p2", "file_unchanged", {"path": "hardware/typo.kicad_pcb"}),
+        ],
+    )
+    report = validate_project(project)
+    assert report.ok
+    assert [(p.file, p.field, p.message) for p in report.warnings] == [
+        (
+            "tasks/good/assertions.json",
+            "[2].args.doc",
+            "'LAYOUT.md' is not in fixtures/demo-board/tree (nor under docs/); fine if the run or `init` creates it",
+        ),
+        (
+            "tasks/good/assertions.json",
+            "[6].args.path",
+            "'hardware/typo.kicad_pcb' is not in fixtures/demo-board/tree; fine if `init` creates it, otherwise a typo",
+        ),
+    ]
+
+
+# --------------------------------------------------------------------------- mode and request
+
+
+@pytest.mark.parametrize("mode", ["do", "sync"])
+def test_do_and_sync_need_a_prompt_and_no_brief(project, mode):
+    edit_task(project, mode=mode, request={"briefPath": "docs/SPEC.md"})
+    found = problems(project)
+    assert ("tasks/good/task.json", "request.prompt", f"mode {mode!r} needs request.prompt") in found
+    assert ("tasks/good/task.json", "request.briefPath", f"mode {mode!r} takes a prompt, not a briefPath") in found
+
+
+def test_create_needs_a_brief_that_exists_in_the_fixture_tree(project):
+    edit_task(project, mode="create", request={"briefPath": "docs/BRIEF.md"})
+    assert only(project) == ("tasks/good/task.json", "request.briefPath", "'docs/BRIEF.md' does not exist in fixtures/demo-board/tree/")
+    edit_task(project, mode="create", request={"briefPath": "docs/SPEC.md"})
+    assert problems(project) == []
+    edit_task(project, mode="create", request={"prompt": "build it"})
+    found = problems(project)
+    assert ("tasks/good/task.json", "request.briefPath", "mode 'create' needs request.briefPath (a brief in the fixture tree)") in found
+    assert ("tasks/good/task.json", "request.prompt", "mode 'create' takes a briefPath, not a prompt") in found
+    edit_task(project, mode="create", request={"briefPath": "../outside.md"})
+    assert only(project) == ("tasks/good/task.json", "request.briefPath", "'../outside.md' must be a relative path inside the fixture tree")
+
+
+def test_check_takes_no_request(project):
+    edit_task(project, mode="check", request=None)
+    assert problems(project) == []
+    edit_task(project, mode="check", request={"prompt": "check it"})
+    assert only(project) == ("tasks/good/task.json", "request.prompt", "mode 'check' takes no request")
+
+
+# --------------------------------------------------------------------------- config and setup
+
+
+def test_llm_cache_is_refused_with_the_reason(project):
+    edit_task(project, config={"llmCache": True, "maxTurns": 0})
+    found = problems(project)
+    assert (
+        "tasks/good/task.json",
+        "config.llmCache",
+        "not settable: the runner forces llmCache false on every run (a cached turn manufactures determinism)",
+    ) in found
+    assert ("tasks/good/task.json", "config.maxTurns", "Expected `int` >= 1") in found  # and the rest still checked
+
+
+def test_setup_commands_only_init(project):
+    edit_task(project, setup={"commands": ["init", "do", "check"]})
+    found = problems(project)
+    assert found == [
+        ("tasks/good/task.json", "setup.commands[1]", "'do' is not allowed: only `init` (LLM-free, network-free) may run before the baseline"),
+        ("tasks/good/task.json", "setup.commands[2]", "'check' is not allowed: only `init` (LLM-free, network-free) may run before the baseline"),
+    ]
+
+
+# --------------------------------------------------------------------------- variants and rubrics
+
+
+def test_variant_of_an_existing_original(project):
+    fx = load_fixture(project / "fixtures" / "demo-board")
+    write_task(project, "good-variant", fx, GOOD, variantOf="good")
+    assert problems(project) == []
+    edit_task(project, "good-variant", variantOf="missing")
+    assert only(project) == ("tasks/good-variant/task.json", "variantOf", "names 'missing', but tasks/missing/task.json does not exist")
+    edit_task(project, "good-variant", variantOf="good-variant")
+    assert only(project) == ("tasks/good-variant/task.json", "variantOf", "a task cannot be a variant of itself")
+    edit_task(project, "good-variant", variantOf="good")
+    write_task(project, "good-variant-2", fx, GOOD, variantOf="good-variant")
+    assert only(project) == (
+        "tasks/good-variant-2/task.json",
+        "variantOf",
+        "names 'good-variant', which is itself a variant (of 'good'); name the original",
+    )
+
+
+def test_rubric_must_be_a_file_in_the_task_directory(project):
+    edit_task(project, rubric="rubric.md")
+    assert only(project) == ("tasks/good/task.json", "rubric", "'rubric.md' does not exist in tasks/good/")
+    (project / "tasks" / "good" / "rubric.md").write_text("Is the refusal's counter-proposal useful?\n")
+    assert problems(project) == []
+    edit_task(project, rubric="../other/rubric.md")
+    assert only(project) == ("tasks/good/task.json", "rubric", "'../other/rubric.md' must be a relative path inside the task directory")
+
+
+# --------------------------------------------------------------------------- suites
+
+
+def test_suites_reference_existing_tasks(project):
+    (project / "suites" / "smoke.json").write_text(json.dumps({"name": "smoke", "tasks": ["good", "gone", "good"]}))
+    assert only(project) == ("suites/smoke.json", "tasks[1]", "no task 'gone' (tasks/gone/task.json)")
+    assert only(project, "warning") == ("suites/smoke.json", "tasks[2]", "'good' is listed twice")
+
+
+def test_a_suite_name_equals_its_file(project):
+    (project / "suites" / "smoke.json").write_text(json.dumps({"name": "full", "tasks": ["good"]}))
+    assert only(project) == ("suites/smoke.json", "name", "'full' differs from the file name 'smoke'")
+    (project / "suites" / "smoke.json").write_text(json.dumps({"name": "smoke", "tasks": []}))
+    assert only(project) == ("suites/smoke.json", "tasks", "Expected `array` of length >= 1")
+
+
+# --------------------------------------------------------------------------- real fixtures not materialized
+
+
+def test_a_real_fixture_without_its_tree_is_a_note_unless_trees_are_required(tmp_path):
+    root = tmp_path / "project"
+    fixture = write_fixture(root, "real-board", origin="upstream")
+    write_task(root, "on-real", fixture, GOOD)
+    shutil.rmtree(fixture.dir / "tree")
+    shutil.rmtree(fixture.dir / "baseline")
+    report = validate_project(root)
+    assert report.ok
+    assert [(p.file, p.message) for p in report.notes] == [
+        ("fixtures/real-board/tree", "not materialized (third-party tree, not committed)")
+    ]
+    assert problems(root, require_trees=True) == [
+        (
+            "fixtures/real-board/tree",
+            "",
+            "not materialized (run `cbledger fixture materialize real-board --from DIR`)",
+        )
+    ]
+    r = run_cli(["validate", "--root", root, "--require-trees", "--json"])
+    assert r.exit_code == 1
+    doc = json.loads(r.stdout)
+    assert doc["ok"] is False and doc["errors"] == 1 and doc["problems"][0]["field"] == ""
+    with pytest.raises(UserError, match="not materialized"):
+        ensure_runnable(root, load_task(root / "tasks" / "on-real"))
+
+
+def test_a_synthetic_fixture_without_its_tree_is_an_error(project):
+    shutil.rmtree(project / "fixtures" / "demo-board" / "tree")
+    assert ("fixtures/demo-board/tree", "", "missing: a synthetic fixture's tree is committed with it") in problems(project)
+
+
+# --------------------------------------------------------------------------- all at once, and the CLI
+
+
+def test_every_problem_is_reported_in_one_pass_and_the_cli_exits_1(project):
+    edit_task(project, id="bad", config={"llmCache": False}, setup={"commands": ["rm"]}, rubric="nope.md")
+    edit_assertions(project, [assertion("a", "net_renamed"), assertion("a", "net_present", {}, required=False)])
+    (project / "suites" / "smoke.json").write_text(json.dumps({"name": "smoke", "tasks": ["ghost"]}))
+    found = problems(project)
+    assert {(f, fld) for f, fld, _m in found} == {
+        ("tasks/good/task.json", "id"),
+        ("tasks/good/task.json", "config.llmCache"),
+        ("tasks/good/task.json", "setup.commands[0]"),
+        ("tasks/good/task.json", "rubric"),
+        ("tasks/good/assertions.json", "[0].type"),
+        ("tasks/good/assertions.json", "[1].id"),
+        ("tasks/good/assertions.json", "[1].args.net"),
+        ("suites/smoke.json", "tasks[0]"),
+    }
+    r = run_cli(["validate", "--root", project])
+    assert r.exit_code == 1
+    assert "error: tasks/good/task.json: config.llmCache: not settable" in r.stderr
+    assert r.stdout.strip().endswith("8 error(s), 0 warning(s), 0 note(s)")
+
+
+def test_the_bundled_project_validates(repo_root):
+    """The committed tasks, fixtures and suites (real boards may be unmaterialized: notes)."""
+    report = validate_project(repo_root)
+    assert report.errors == [], [str(p) for p in report.errors]
+    assert report.fixtures >= 2 and report.tasks >= 1
