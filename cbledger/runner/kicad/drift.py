@@ -42,7 +42,6 @@ PIN_HEADERS = ("pins", "pin", "connections", "nodes")
 _NO_CLAIM = {"", "-", "–", "—", "n/a", "na"}
 _NO_CONNECT = {"nc", "n/c", "no connect", "no-connect", "unconnected"}
 _SEPARATORS = re.compile(r"[,;]\s*|\s+")
-_RANGE = re.compile(r"^([A-Za-z_#]+)(\d+)\s*[-–]\s*(?:\1)?(\d+)$")
 
 
 def doc_drift(schematic: Schematic, docs_dir: str | Path, netlist: Netlist | None = None) -> list[str]:
@@ -60,22 +59,23 @@ def doc_drift(schematic: Schematic, docs_dir: str | Path, netlist: Netlist | Non
     return mismatches
 
 
+_REF_TOKEN = re.compile(r"([A-Za-z_#]+)(\d+)\s*[-–]\s*(?:\1)?(\d+)(?![\w.])|([^\s,;]+)")
+
+
 def split_references(cell: str) -> list[str]:
-    """`R1, R2` and `R1-R4` into references; a token that is not a range stays as written."""
+    """`R1, R2` and `R1-R4` (or `R1 – R4`, `R1-4`) into references; other tokens stay as written."""
     text = cell_text(cell)
     if text.lower() in _NO_CLAIM:
         return []
     refs: list[str] = []
-    for token in re.split(r"[,;]\s*|\s+(?![-–]|\d)", text):
-        token = token.strip()
-        if not token:
-            continue
-        ranged = _RANGE.match(token)
-        if ranged and int(ranged.group(3)) >= int(ranged.group(2)) and int(ranged.group(3)) - int(ranged.group(2)) < 1000:
-            prefix = ranged.group(1)
-            refs.extend(f"{prefix}{n}" for n in range(int(ranged.group(2)), int(ranged.group(3)) + 1))
+    for match in _REF_TOKEN.finditer(text):
+        prefix, first, last, single = match.groups()
+        if single is not None:
+            refs.append(single)
+        elif int(last) >= int(first) and int(last) - int(first) < 1000:
+            refs.extend(f"{prefix}{n}" for n in range(int(first), int(last) + 1))
         else:
-            refs.append(token)
+            refs.append(match.group(0))
     return refs
 
 
