@@ -328,7 +328,9 @@ def render(state: LedgerState, suite_version: str | None = None) -> str:
     if sm is not None:
         main = sm.main_group()
         out += ["## Main comparability group", ""]
-        if main is None:
+        if sm.records == 0:
+            out += ["No run has been graded under this suite version yet.", ""]
+        elif main is None:
             out += ["No record of this suite version matches the reference stamp.", ""]
         else:
             out += [_stamp_line(sm) + f" {main.records} record(s).", ""]

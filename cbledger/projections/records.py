@@ -9,10 +9,11 @@ line up one to one:
 * `comparability.copperheadVersion` and `nodeVersion` are required strings in the schema; a run
   that recorded null gets the string `"absent"` (the reference writes `"unknown"` for a version it
   could not read; `absent` says the run recorded none, which is what the ledger knows).
-* `run.runMode` is `noop | gold | agent`. A ledger `replay` run re-executes a recorded agent
-  session: it carries an agent's whole contract (model identity, stats, cost, transcript), which
-  the schema attaches to `agent` only, so its record says `agent`. The ledger keeps `replay`, and
-  the views never put a replay in a model row (it is not a fresh sample of the model).
+* `run.runMode` is `noop | gold | agent`. A ledger `replay` run re-materializes a preserved agent
+  run's end state and grades it again without calling the model: it carries an agent's whole
+  contract (model identity, stats, the original run's cost, transcript), which the schema attaches
+  to `agent` only, so its record says `agent`. The ledger keeps `replay`, and the views never put
+  a replay in a model row (it is not a new sample of the model, and its cost was already spent).
 * `cost.usd` is `cost.usdMicros` as an exact decimal, then the nearest binary float (6 places).
 * `suiteVersion` and `comparability.suiteVersion` / `taskManifestHash` are the GRADE's: a re-grade
   is a claim under the new suite and the manifest it was graded against. Fixture, environment
@@ -20,6 +21,8 @@ line up one to one:
 * `rubric` holds the first `rubric.scored` for the run recorded BEFORE the record's grade: a
   record holds what the ledger knew when the run was graded and is never rewritten, so a later
   opinion shows only in the leaderboard's model-judged column and the read model.
+* `model` is omitted for `harness`-segment runs (the schema's segment enum has no `harness`), and
+  `cost` for harness runs that recorded no cost, as the reference writes them.
 * `stats` is omitted when the run recorded none (a transcript without `run-end`); the views still
   count the run. Its figures are not invented.
 * Integral numbers (`weight`, `partialCredit`) are written as integers, as the reference does.
@@ -301,6 +304,9 @@ def build_record(state: LedgerState, entry: RunEntry, graded: GradeEntry) -> Res
             tokens_out=s.tokens_out,
             files_touched=list(s.files_touched) or None,
         )
+    cost = RecordCost(usd=usd_from_micros(run.cost.usd_micros), price_table_version=run.cost.price_table_version)
+    if harness and cost.usd is None and cost.price_table_version is None:
+        cost = None  # the reference writes no cost block for the provider-free modes
     transcript = run.evidence.get("transcript")
     artifacts = None
     if transcript is not None:
@@ -357,8 +363,7 @@ def build_record(state: LedgerState, entry: RunEntry, graded: GradeEntry) -> Res
             platform=comp.platform,
         ),
         model=model,
-        cost=None if harness and run.cost.usd_micros is None and run.cost.price_table_version is None
-        else RecordCost(usd=usd_from_micros(run.cost.usd_micros), price_table_version=run.cost.price_table_version),
+        cost=cost,
         stats=stats,
         rubric=_rubric_for(state, run.run_id, graded.seq),
         artifacts=artifacts,
