@@ -1,0 +1,241 @@
+"""`cbledger fixture freeze`: a tree taken from git objects at one exact commit. The upstream here
+is a small repository built with pygit2 (two commits, a tag, a dangling commit, a symlink), whose
+working directory is deliberately dirty so a checkout would show."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pygit2
+import pytest
+
+from cbledger.errors import UserError
+from cbledger.runner.fixtures.freeze import Recipe, freeze_files
+from cbledger.runner.fixtures.hashing import digest_files, hash_directory
+from tests.factories import run_cli
+from tests.test_grading_kit import BOARD_FILE, PROJECT_FILE, demo_schematic
+
+SIG = pygit2.Signature("upstream", "upstream@example.invalid", 1_700_000_000, 0)
+
+FIRST = {
+    "hardware/demo.kicad_sch": demo_schematic().encode(),
+    "hardware/demo.kicad_pro": PROJECT_FILE.encode(),
+    "hardware/demo.kicad_pcb": BOARD_FILE.encode(),
+    "hardware/lib/parts.kicad_sym": b"(kicad_symbol_lib)\n",
+    "firmware/main.c": b"int main(void) { return 0; }\n",
+    "LICENSE": b"Apache License 2.0 (abridged for a test)\n",
+}
+
+
+def _tree(repo: pygit2.Repository, files: dict[str, bytes], links: dict[str, str] | None = None) -> pygit2.Oid:
+    index = pygit2.Index()
+    for path, data in files.items():
+        mode = pygit2.enums.FileMode.BLOB_EXECUTABLE if path.endswith(".sh") else pygit2.enums.FileMode.BLOB
+        index.add(pygit2.IndexEntry(path, repo.create_blob(data), mode))
+    for path, target in (links or {}).items():
+        index.add(pygit2.IndexEntry(path, repo.create_blob(target.encode()), pygit2.enums.FileMode.LINK))
+    return index.write_tree(repo)
+
+
+class Upstream:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.repo = pygit2.init_repository(str(path), initial_head="main")
+        first = _tree(self.repo, {**FIRST, "hardware/tools/gen.sh": b"#!/bin/sh\n"})
+        self.first = str(self.repo.create_commit("refs/heads/main", SIG, SIG, "first\n", first, []))
+        second_files = {**FIRST, "hardware/demo.kicad_sch": demo_schematic(sig="SENSE").encode(), "hardware/NOTES.md": b"n\n"}
+        second = _tree(self.repo, second_files, links={"hardware/current.kicad_sch": "demo.kicad_sch"})
+        self.second = str(self.repo.create_commit("refs/heads/main", SIG, SIG, "second\n", second, [pygit2.Oid(hex=self.first)]))
+        self.repo.references.create("refs/tags/v1", pygit2.Oid(hex=self.first))
+        dangling_tree = _tree(self.repo, {"x.txt": b"lost\n"})
+        self.dangling = str(self.repo.create_commit(None, SIG, SIG, "dangling\n", dangling_tree, []))
+        self.first_tree = str(self.repo[self.first].tree.id)
+        # a dirty working directory: a checkout-based freeze would pick these up
+        (path / "hardware").mkdir()
+        (path / "hardware" / "demo.kicad_sch").write_text("not the committed schematic\n")
+        (path / "hardware" / "scratch.kicad_sch").write_text("untracked\n")
+
+
+@pytest.fixture
+def upstream(tmp_path) -> Upstream:
+    return Upstream(tmp_path / "upstream")
+
+
+def expected_hash(prefix: str = "hardware/", into: str = "", strip: str = "") -> str:
+    files = {p: d for p, d in FIRST.items() if p.startswith(prefix)}
+    files["hardware/tools/gen.sh"] = b"#!/bin/sh\n"
+    out = []
+    for p, d in files.items():
+        rel = p[len(strip) :] if strip else p
+        out.append((into + rel, d))
+    return digest_files(out)
+
+
+# --------------------------------------------------------------------------- library
+
+
+def test_freeze_reads_git_objects_at_the_commit_not_the_working_tree(upstream):
+    frozen = freeze_files(upstream.path, upstream.first, Recipe(("hardware",)))
+    assert frozen.commit == upstream.first
+    assert [f.path for f in frozen.files] == sorted(p for p in [*FIRST, "hardware/tools/gen.sh"] if p.startswith("hardware/"))
+    assert dict((f.path, f.data) for f in frozen.files)["hardware/demo.kicad_sch"] == FIRST["hardware/demo.kicad_sch"]
+    assert frozen.sha256 == expected_hash()
+    assert next(f for f in frozen.files if f.path.endswith("gen.sh")).executable
+
+
+def test_freeze_of_single_files_with_strip_and_into(upstream):
+    recipe = Recipe(("hardware/demo.kicad_sch", "hardware/demo.kicad_pro", "LICENSE"), into="kicad")
+    frozen = freeze_files(upstream.path, upstream.first, recipe)
+    assert [f.path for f in frozen.files] == ["kicad/LICENSE", "kicad/hardware/demo.kicad_pro", "kicad/hardware/demo.kicad_sch"]
+    stripped = freeze_files(upstream.path, upstream.first, Recipe(("hardware/lib",), strip="hardware"))
+    assert [f.path for f in stripped.files] == ["lib/parts.kicad_sym"]
+    with pytest.raises(UserError, match=r"LICENSE: not under --strip 'hardware'"):
+        freeze_files(upstream.path, upstream.first, Recipe(("LICENSE",), strip="hardware"))
+
+
+def test_an_uppercase_full_sha_is_accepted(upstream):
+    assert freeze_files(upstream.path, upstream.first.upper(), Recipe(("LICENSE",))).commit == upstream.first
+
+
+@pytest.mark.parametrize("rev", ["short", "main", "v1", "HEAD", "HEAD~1"])
+def test_abbreviations_branches_and_tags_are_refused(upstream, rev):
+    value = upstream.first[:12] if rev == "short" else rev
+    with pytest.raises(UserError, match="give the full 40-hex commit SHA; abbreviations, tags and branch names are refused"):
+        freeze_files(upstream.path, value, Recipe(("hardware",)))
+
+
+def test_a_missing_commit_is_refused(upstream):
+    missing = "0123456789abcdef0123456789abcdef01234567"
+    with pytest.raises(UserError, match=f"commit {missing} is not in this repository \\(missing or not fetched\\); nothing frozen"):
+        freeze_files(upstream.path, missing, Recipe(("hardware",)))
+
+
+def test_an_unreachable_commit_is_refused(upstream):
+    with pytest.raises(UserError, match=f"commit {upstream.dangling} is unreachable \\(no branch or tag of this clone contains it\\)"):
+        freeze_files(upstream.path, upstream.dangling, Recipe(("x.txt",)))
+
+
+def test_a_sha_that_is_not_a_commit_is_refused(upstream):
+    with pytest.raises(UserError, match=f"{upstream.first_tree} is a tree object, not a commit"):
+        freeze_files(upstream.path, upstream.first_tree, Recipe(("hardware",)))
+
+
+def test_paths_that_do_not_exist_escape_or_are_links_are_refused(upstream):
+    with pytest.raises(UserError, match=f"--path 'hardware/NOTES.md' does not exist at commit {upstream.first}"):
+        freeze_files(upstream.path, upstream.first, Recipe(("hardware/NOTES.md",)))
+    with pytest.raises(UserError, match="must be relative and stay inside the tree"):
+        freeze_files(upstream.path, upstream.first, Recipe(("../etc",)))
+    with pytest.raises(UserError, match="hardware/current.kicad_sch: a symlink at"):
+        freeze_files(upstream.path, upstream.second, Recipe(("hardware",)))
+
+
+def test_a_directory_that_is_not_a_repository(tmp_path):
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(UserError, match="not a git repository"):
+        freeze_files(tmp_path / "plain", "0" * 40, Recipe(("x",)))
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def freeze(root: Path, upstream: Upstream, commit: str, *extra: str):
+    return run_cli(
+        ["fixture", "freeze", "--from", upstream.path, "--commit", commit, "--path", "hardware", "--id", "demo-up", "--root", root, *extra]
+    )
+
+
+AUTHOR = [
+    "--name", "Demo upstream",
+    "--url", "https://example.com/demo",
+    "--license", "Apache-2.0",
+    "--license-file", "LICENSE",
+    "--copyright", "Copyright (c) Demo",
+    "--modifications", "hardware/ copied verbatim; nothing altered.",
+    "--retrieved", "2026-01-02",
+    "--complexity", "simple",
+    "--authored-version", "9.0",
+]  # fmt: skip
+
+
+def test_freeze_writes_the_tree_and_a_manifest_with_placeholders(tmp_path, upstream):
+    root = tmp_path / "project"
+    r = freeze(root, upstream, upstream.first)
+    assert r.exit_code == 0, r.output
+    fixture_dir = root / "fixtures" / "demo-up"
+    assert hash_directory(fixture_dir / "tree") == expected_hash()
+    assert os.stat(fixture_dir / "tree" / "hardware" / "tools" / "gen.sh").st_mode & 0o100
+    doc = json.loads((fixture_dir / "fixture.json").read_text())
+    assert doc["sha256"] == expected_hash() and doc["origin"] == "upstream"
+    assert doc["upstream"]["commit"] == upstream.first
+    assert doc["upstream"]["name"].startswith("TODO(author):")
+    assert doc["artifacts"] == {
+        "schematic": "hardware/demo.kicad_sch",
+        "board": "hardware/demo.kicad_pcb",
+        "project": "hardware/demo.kicad_pro",
+    }
+    assert doc["kicad"]["fileFormatVersion"] == "20250114"
+    assert doc["scale"]["symbols"] == 2 and doc["scale"]["signalNets"] == ["SIG"] and doc["scale"]["powerNets"] == ["GND", "VCC"]
+    assert doc["freeze"] == {"paths": ["hardware"]}
+    assert doc["baseline"]["erc"] == "TODO(author): run `cbledger fixture baseline demo-up`"
+    assert "field(s) left for you" in r.stdout and "upstream.name" in r.stdout
+
+    check = run_cli(["fixture", "check", "demo-up", "--root", root])
+    assert check.exit_code == 1
+    for field in ("upstream.name", "upstream.url", "upstream.license", "upstream.licenseFile", "upstream.copyright",
+                  "upstream.modifications", "complexity", "kicad.authoredVersion", "kicad.verifiedWithKicadCli", "baseline.erc"):  # fmt: skip
+        assert f"error: fixtures/demo-up/fixture.json: {field}: placeholder left for the author" in check.stderr, field
+    validate = run_cli(["validate", "--root", root])
+    assert validate.exit_code == 1 and "upstream.name: placeholder left for the author" in validate.stderr
+
+
+@pytest.mark.kicad
+def test_freeze_then_baseline_makes_a_fixture_that_checks(tmp_path, upstream, kicad_cli):
+    root = tmp_path / "project"
+    assert freeze(root, upstream, upstream.first, *AUTHOR).exit_code == 0
+    r = run_cli(["fixture", "baseline", "demo-up", "--root", root])
+    assert r.exit_code == 0, r.output
+    assert "ERC: 0 error(s), 0 warning(s)" in r.stdout
+    check = run_cli(["fixture", "check", "demo-up", "--root", root])
+    assert check.exit_code == 0, check.output
+    assert check.stdout.strip() == f"demo-up: ok (tree {expected_hash()})"
+
+
+def test_refreezing_at_another_commit_resets_the_baseline(tmp_path, upstream):
+    root = tmp_path / "project"
+    assert freeze(root, upstream, upstream.first, *AUTHOR).exit_code == 0
+    manifest = root / "fixtures" / "demo-up" / "fixture.json"
+    doc = json.loads(manifest.read_text())
+    doc["baseline"] = {"erc": {"report": "baseline/erc.json", "errors": 0, "warnings": 0}, "note": "kept"}
+    doc["kicad"]["verifiedWithKicadCli"] = "9.0.8"
+    manifest.write_text(json.dumps(doc))
+    r = run_cli(
+        ["fixture", "freeze", "--from", upstream.path, "--commit", upstream.second, "--path", "hardware/demo.kicad_sch",
+         "--path", "hardware/demo.kicad_pro", "--id", "demo-up", "--root", root]  # fmt: skip
+    )
+    assert r.exit_code == 0, r.output
+    after = json.loads(manifest.read_text())
+    assert after["upstream"]["commit"] == upstream.second
+    assert after["upstream"]["name"] == "Demo upstream"  # the author's words survive a re-freeze
+    assert after["upstream"]["retrieved"] != "2026-01-02"  # a new commit is a new retrieval
+    assert after["baseline"] == {"erc": "TODO(author): run `cbledger fixture baseline demo-up`", "note": "kept"}
+    assert after["kicad"]["verifiedWithKicadCli"].startswith("TODO(author):")
+    assert sorted(p.name for p in (root / "fixtures" / "demo-up" / "tree" / "hardware").iterdir()) == [
+        "demo.kicad_pro",
+        "demo.kicad_sch",
+    ]
+    assert f"(was {expected_hash()})" in r.stdout
+
+
+def test_a_refused_freeze_writes_nothing(tmp_path, upstream):
+    root = tmp_path / "project"
+    r = freeze(root, upstream, "main")
+    assert r.exit_code == 2
+    assert "error: --commit 'main': give the full 40-hex commit SHA" in r.stderr
+    assert not (root / "fixtures").exists()
+    r = freeze(root, upstream, upstream.dangling)
+    assert r.exit_code == 2 and "unreachable" in r.stderr
+    assert not (root / "fixtures").exists()
+    r = run_cli(["fixture", "freeze", "--from", upstream.path, "--commit", upstream.first, "--path", "hardware", "--id", "Demo_Up", "--root", root])
+    assert r.exit_code == 1 and "--id 'Demo_Up': must be kebab-case" in r.stderr
