@@ -239,6 +239,7 @@ def add_task(
     repeats: int = 1,
     wall_clock_sec: int = 600,
     tier: str = "simple",
+    setup: list[str] | None = None,
 ) -> None:
     fixture_sha = json.loads((root / "fixtures" / fixture_id / "fixture.json").read_text())["sha256"]
     d = root / "tasks" / task_id
@@ -255,6 +256,7 @@ def add_task(
             "request": {"prompt": prompt},
             "expectedOutcome": expected,
             "config": config,
+            **({"setup": {"commands": setup}} if setup else {}),
             "caps": {"turns": 40, "wallClockSec": wall_clock_sec},
             "repeats": repeats,
             "tags": ["runner-test"],
@@ -345,7 +347,9 @@ class Project:
     def write_suite(self, name: str, tasks: list[str]) -> None:
         _write_json(self.root / "suites" / f"{name}.json", {"name": name, "tasks": tasks})
 
-    def add_standin_task(self, task_id: str, *, prompt: str, wall_clock_sec: int = 120, expected: str = "edit") -> None:
+    def add_standin_task(
+        self, task_id: str, *, prompt: str, wall_clock_sec: int = 120, expected: str = "edit", setup: list[str] | None = None
+    ) -> None:
         """A task the copperhead stand-in acts on (see tests/data/copperhead-standin/cli.js):
         the rename task's assertions, a prompt that selects the stand-in's behaviour."""
         add_task(
@@ -357,6 +361,7 @@ class Project:
             assertions=reference_assertions(self.shared_real, "do-rename-net"),
             budgets=reference_budgets(self.shared_real, "do-budget-refusal-pullup"),
             wall_clock_sec=wall_clock_sec,
+            setup=setup,
         )
         self.tasks.append(task_id)
 
@@ -371,7 +376,8 @@ def build_project(
 ) -> Project:
     """The microphone board, the two reference tasks with gold solutions, `suites/smoke.json`, an
     initialised ledger and (by default) the initial suite bump. `extra` tasks are added before
-    the bump with `Project.add_standin_task`-style manifests, as (id, prompt, wall-clock cap)."""
+    the bump with `Project.add_standin_task`-style manifests, as (id, prompt, wall-clock cap) or
+    (id, prompt, wall-clock cap, setup commands)."""
     root = tmp_path / "project"
     root.mkdir()
     sha = add_board_fixture(
@@ -405,8 +411,8 @@ def build_project(
         tier="medium",
     )
     project = Project(root, shared_real, tmp_path / "sandboxes", sha, [RENAME_TASK, REFUSAL_TASK])
-    for task_id, prompt, cap in extra or []:
-        project.add_standin_task(task_id, prompt=prompt, wall_clock_sec=cap)
+    for task_id, prompt, cap, *setup in extra or []:
+        project.add_standin_task(task_id, prompt=prompt, wall_clock_sec=cap, setup=setup[0] if setup else None)
     project.write_suite("smoke", [RENAME_TASK, REFUSAL_TASK])
     for name, tasks in (suites or {}).items():
         project.write_suite(name, tasks)

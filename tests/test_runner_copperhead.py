@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from cbledger.runner import rescore
 from cbledger.runner.agents.copperhead import PROVIDER_VARIABLES
+from cbledger.runner.tasks.catalog import Catalog
 from tests.runner_project import (
     REFUSAL_TASK,
     RENAME_TASK,
@@ -213,3 +215,28 @@ def test_credential_in_a_gold_solution_is_caught_too(tmp_path, shared_real, kica
     assert "openai-or-anthropic-key at docs/NOTES.md:1" in result.stderr and key not in result.output
     assert [r.task.id for r in project.runs()] == [REFUSAL_TASK]  # the suite went on
     assert project.ledger_bytes().startswith(before)
+
+
+def test_setup_init_runs_through_the_cli_and_is_skipped_without_it(tmp_path, shared_real, kicad_cli, clean_env):
+    task = "rename-after-init"
+    project = build_project(tmp_path, shared_real, extra=[(task, "rename net DATA to PDM_DATA", 120, ["init"])])
+    cli, record = standin(tmp_path)
+    result = project.run(task, "--agent", "copperhead", "--model", "acme:m1", "--segment", "api-cheap", "--copperhead-cli", cli)
+    assert result.exit_code == 0, result.output
+    result = project.run(task, "--agent", "noop")
+    assert result.exit_code == 0, result.output
+
+    init_call, do_call = [c for c in read_record(record) if c["command"] in ("init", "do")]
+    sandbox = do_call["argv"][1]
+    assert init_call["argv"] == ["--repo", sandbox, "init", "--no-hooks"]
+    assert init_call["stdin"]["bytes"] == 0 and init_call["written"] == ["docs/SPEC.md", "docs/DECISIONS.md", "docs/CHANGELOG.md"]
+    agent_run, noop_run = project.runs()
+    grades = {g.run_id: g for g in project.grades()}
+    # init's output is the baseline, one commit on top of the seed, so it is not the run's diff
+    assert agent_run.setup_skipped == [] and agent_run.sandbox.baseline_sha != agent_run.sandbox.seed_sha
+    assert grades[agent_run.run_id].verdict == "pass", [(a.id, a.detail) for a in grades[agent_run.run_id].assertions if a.status == "fail"]
+    assert [(s.command, "copperhead CLI not available" in s.reason) for s in noop_run.setup_skipped] == [("init", True)]
+    assert noop_run.sandbox.baseline_sha == noop_run.sandbox.seed_sha
+    # the preserved run carries its baseline commit and regrades the same
+    again = rescore.regrade(project.root, Catalog(project.root), agent_run)
+    assert list(again.outcomes) == grades[agent_run.run_id].assertions

@@ -229,7 +229,18 @@ if (argv.includes("--version")) {
 } else if (argv.includes("do")) {
   doCommand();
 } else if (argv.includes("init")) {
-  record({ command: "init" });
+  // Like `copperhead init --no-hooks`: scaffold the docs that are missing, touch nothing else.
+  const repo = option("--repo");
+  const written = [];
+  for (const [name, title] of [["SPEC.md", "Spec"], ["DECISIONS.md", "Decisions"], ["CHANGELOG.md", "Changelog"]]) {
+    const file = path.join(repo, "docs", name);
+    if (!fs.existsSync(file)) {
+      fs.mkdirSync(path.dirname(file), { recursive: true });
+      fs.writeFileSync(file, `# ${title}\n`);
+      written.push(`docs/${name}`);
+    }
+  }
+  record({ command: "init", written });
 } else {
   process.stderr.write(`copperhead stand-in: unsupported arguments ${JSON.stringify(argv)}\n`);
   process.exit(2);
