@@ -229,3 +229,14 @@ def test_leaderboard_uses_only_grades_made_under_the_suite(suite):
     state = fold(rich_stream().events)
     sm = suite_metrics(state, suite)
     assert sm.records == (2 if suite == "1.1.0" else 82)
+
+
+def test_replays_count_only_in_their_own_section():
+    s = Stream()
+    s.graded_run("t", "harness:gold")
+    s.graded_run("t", "harness:gold", run_mode="replay")
+    s.graded_run("t", "vendor:model-a", run_mode="replay")
+    g = suite_metrics(fold(s.events), "1.0.0").main_group()
+    assert g.rows == []
+    assert [(h.gold_runs, h.noop_runs) for h in g.harness] == [(1, 0)]
+    assert [(r.model, r.runs) for r in g.replays] == [("harness:gold", 1), ("vendor:model-a", 1)]

@@ -285,3 +285,11 @@ def test_writer_writes_only_new_or_changed_files_and_removes_only_retracted_reco
     path_keep.write_text("{}\n")  # a hand edit is put back
     fixed = writers.sync_records(state, results)
     assert fixed.updated == [first.created[0]]
+
+
+def test_a_replay_of_a_harness_run_keeps_its_harness_mode_and_validates(schema):
+    s = Stream()
+    s.graded_run("t", "harness:gold", run_mode="replay")
+    [e] = records.record_entries(fold(s.events))
+    assert e.record.run.run_mode == "gold" and e.record.model is None and e.record.cost is None
+    validate(schema, records.render(e.record))

@@ -33,7 +33,7 @@ from msgspec import Struct
 
 from cbledger.projections.comparability import Partition, Reference, partition
 from cbledger.projections.fold import LedgerState, RunEntry, suite_versions
-from cbledger.projections.records import RecordEntry, is_harness, is_replay, record_entries
+from cbledger.projections.records import RecordEntry, harness_mode, is_harness, is_replay, record_entries
 
 Z95 = 1.959963984540054
 TIERS = ("simple", "medium", "hard")
@@ -349,11 +349,10 @@ def _harness(members: list[tuple[RunEntry, RecordEntry]]) -> list[HarnessCheck]:
     tasks: dict[str, dict] = {}
     for entry, rec in members:
         task = entry.run.task
-        mode = entry.run.run_mode if entry.run.run_mode in ("gold", "noop") else (
-            "gold" if entry.run.model.id.endswith("gold") else "noop"
-        )
+        mode = harness_mode(entry) or "unknown"
         t = tasks.setdefault(
-            task.id, {"tier": task.tier, "outcome": task.expected_outcome, "gold": [0, 0], "noop": [0, 0]}
+            task.id,
+            {"tier": task.tier, "outcome": task.expected_outcome, "gold": [0, 0], "noop": [0, 0], "unknown": [0, 0]},
         )
         t[mode][0] += 1
         t[mode][1] += rec.verdict == "pass"
@@ -371,6 +370,8 @@ def _harness(members: list[tuple[RunEntry, RecordEntry]]) -> list[HarnessCheck]:
             problems.append("no noop run")
         elif np_ and t["outcome"] in ("edit", "refusal"):
             problems.append(f"noop passed {np_} of {nr}: the task does not discriminate")
+        if t["unknown"][0]:
+            problems.append(f"{t['unknown'][0]} harness run(s) neither gold nor noop")
         out.append(
             HarnessCheck(
                 task_id=task_id,

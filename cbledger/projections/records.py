@@ -12,8 +12,9 @@ line up one to one:
 * `run.runMode` is `noop | gold | agent`. A ledger `replay` run re-materializes a preserved agent
   run's end state and grades it again without calling the model: it carries an agent's whole
   contract (model identity, stats, the original run's cost, transcript), which the schema attaches
-  to `agent` only, so its record says `agent`. The ledger keeps `replay`, and the views never put
-  a replay in a model row (it is not a new sample of the model, and its cost was already spent).
+  to `agent` only, so its record says `agent` (a replay of a `harness:gold` or `harness:noop` run
+  says `gold` or `noop`). The ledger keeps `replay`, and the views count a replay nowhere but in
+  its own section (it is not a new sample, and its cost was already spent).
 * `cost.usd` is `cost.usdMicros` as an exact decimal, then the nearest binary float (6 places).
 * `suiteVersion` and `comparability.suiteVersion` / `taskManifestHash` are the GRADE's: a re-grade
   is a claim under the new suite and the manifest it was graded against. Fixture, environment
@@ -222,18 +223,31 @@ class RecordEntry(Struct, frozen=True, kw_only=True):
 # --------------------------------------------------------------------------- helpers
 
 
+def harness_mode(entry: RunEntry) -> Literal["gold", "noop"] | None:
+    """gold or noop for a harness run (or a replay of one), from its run mode or model id."""
+    run = entry.run
+    if run.run_mode == "gold" or run.run_mode == "noop":
+        return run.run_mode
+    if run.model.id in ("harness:gold", "harness:noop"):
+        return run.model.id.split(":", 1)[1]  # type: ignore[return-value]
+    return None
+
+
+def is_replay(entry: RunEntry) -> bool:
+    """A replay grades a preserved run's end state again; it is never a new sample of anything."""
+    return entry.run.run_mode == "replay"
+
+
 def is_harness(entry: RunEntry) -> bool:
     """Harness runs are the suite's discrimination check; they never enter a model row."""
     run = entry.run
+    if is_replay(entry):
+        return False
     return (
         run.run_mode in HARNESS_MODES
         or run.model.id.startswith("harness:")
         or run.model.segment == "harness"
     )
-
-
-def is_replay(entry: RunEntry) -> bool:
-    return entry.run.run_mode == "replay" and not is_harness(entry)
 
 
 def usd_from_micros(micros: int | None) -> float | None:
@@ -251,7 +265,10 @@ def _record_run_mode(entry: RunEntry) -> Literal["noop", "gold", "agent"]:
     mode = entry.run.run_mode
     if mode == "gold" or mode == "noop":
         return mode
-    return "agent"  # agent, and replay (see the module docstring)
+    if mode == "replay":
+        # a replay of a harness run is that harness mode again; of an agent run, agent
+        return harness_mode(entry) or "agent"
+    return "agent"
 
 
 def _rubric_for(state: LedgerState, run_id: str, before_seq: int) -> RecordRubric | None:
@@ -281,7 +298,7 @@ def build_record(state: LedgerState, entry: RunEntry, graded: GradeEntry) -> Res
             max_repair_cycles=ab.max_repair_cycles,
             tool_subset=ab.tool_subset,
         )
-    harness = is_harness(entry)
+    harness = is_harness(entry) or harness_mode(entry) is not None
     model = None
     if run.model.segment != "harness":
         model = RecordModel(
