@@ -304,6 +304,26 @@ def test_a_key_built_in_python_is_refused_by_the_library(
     assert ledger.read_bytes() == before
 
 
+@pytest.mark.parametrize(
+    "note",
+    [
+        "Bearer\tAbCdEfGhIjKlMnOpQrSt",  # whitespace JSON escapes
+        "Bearer\u00a0AbCdEfGhIjKlMnOpQrSt",  # whitespace JSON leaves as UTF-8
+        'a "quoted" note, then ' + SK,  # an escape elsewhere in the event
+        "first line\n" + SK,
+        SK + "\\",
+    ],
+    ids=["bearer-tab", "bearer-nbsp", "escaped-quote", "after-newline", "before-backslash"],
+)
+def test_credentials_next_to_escapes_are_found(ledger: Path, note: str) -> None:
+    """The store rules events out with one search over their canonical JSON; strings that JSON
+    escapes must still be scanned as the strings they are."""
+    before = ledger.read_bytes()
+    with pytest.raises(SecretFound):
+        LedgerStore(ledger).append([run_recorded(2, note=note)])
+    assert ledger.read_bytes() == before
+
+
 # --------------------------------------------------------------------------- accepted shapes
 
 

@@ -203,6 +203,34 @@ def test_canonical_bytes_do_not_depend_on_input_key_order(event: EventBase, rnd:
     assert list(json.loads(canonical)) == sorted(json.loads(canonical))
 
 
+# --------------------------------------------------------------------------- the credential check
+
+_PREFIXES = ["sk-", "sk-proj-", "AIza", "Bearer", "bearer ", "npm_", "ghp_", "gho_", "github_pat_", "gsk_"]
+_FRAGMENT = st.one_of(
+    st.sampled_from(_PREFIXES),
+    st.text(alphabet="aZ09_-./+=", min_size=1, max_size=45),
+    st.sampled_from([" ", "\t", "\n", "\r", "\x0b", "\x0c", "\x1c", "\u00a0", "\u2028", '"', "\\", "\x01", "\x7f", "é", "K"]),
+)
+_TEXT = st.lists(_FRAGMENT, max_size=8).map("".join)
+_JSONISH = st.recursive(
+    st.one_of(_TEXT, st.integers(), st.none()),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(_TEXT, inner, max_size=3)),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_JSONISH)
+def test_the_quick_credential_check_never_misses_what_the_full_scan_finds(value: Any) -> None:
+    """The store skips the per-string scan when one search over the canonical JSON finds
+    nothing; that is only safe if every string the full scan would flag also trips the search,
+    escapes and all."""
+    from cbledger.ledger.store import _may_hold_credential
+
+    if credentials.scan_json(value):
+        assert _may_hold_credential(msgspec.json.encode(value, order="sorted"))
+
+
 # --------------------------------------------------------------------------- the chain
 
 

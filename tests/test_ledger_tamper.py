@@ -83,6 +83,16 @@ def flip_hash_digit(line: bytes, field: bytes) -> bytes:
     return line[: start + 10] + other + line[start + 11 :]
 
 
+def reorder_envelope(line: bytes) -> bytes:
+    parsed = parse_line(line)
+    return b'{"hash":"%s","prev":"%s","event":%s}\n' % (parsed.hash.encode(), parsed.prev.encode(), bytes(parsed.event))
+
+
+def escape_hash_digit(line: bytes) -> bytes:
+    start = line.index(b'"hash":"') + 8
+    return line[:start] + b"\\u%04x" % line[start] + line[start + 1 :]
+
+
 # Each case: a name, how to tamper (lines -> file bytes), and the kind, line and seq verify must
 # name.
 # The seq named is the one stored on the first bad line (for a seq-gap, the unexpected seq; the
@@ -150,6 +160,11 @@ CASES: list[tuple[str, Tamper, str, int, int]] = [
         9,
     ),
     ("torn-tail", lambda ls: b"".join(ls[:-1]) + ls[-1][:57], "torn-tail", 8, 8),
+    # Edits outside the hashed event bytes that leave the same JSON meaning: the line is no longer
+    # the one the store wrote, and verification must say so rather than pass it.
+    ("space-inserted-in-envelope", lambda ls: put(ls, 3, edit(ls[3], b'{"event":', b'{"event": ')), "undecodable", 4, 4),
+    ("envelope-keys-reordered", lambda ls: put(ls, 3, reorder_envelope(ls[3])), "undecodable", 4, 4),
+    ("hash-digit-escaped", lambda ls: put(ls, 3, escape_hash_digit(ls[3])), "undecodable", 4, 4),
 ]
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -105,6 +106,36 @@ _VIEW_DECODER = msgspec.json.Decoder(_LineView)
 _HEAD_DECODER = msgspec.json.Decoder(_HeadView)
 
 
+# Patterns that cannot look outside the text they match (no anchors, no lookaround).
+_SHORTCUT_SOUND = not any(
+    re.search(r"[\^$]|\\[AZ]|\(\?[=!<(]", p.regex) for p in credentials.PATTERNS
+)
+_CREDENTIALS = tuple(p.compiled() for p in credentials.PATTERNS)
+_JSON_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|(.))")
+_UNESCAPED = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+
+def _unescape(m: re.Match[str]) -> str:
+    return chr(int(m[1], 16)) if m[1] else _UNESCAPED.get(m[2], m[0])
+
+
+def _may_hold_credential(data: bytes) -> bool:
+    """False only when no string of the event (key or value) can match a credential pattern.
+
+    The full scan walks every string separately, which costs more than validating the event.
+    Once its escapes are undone, the canonical JSON holds every string verbatim, so a pattern
+    that matches inside one string also matches the whole text: one search per pattern over it
+    rules the event out. A hit anywhere sends the event to the full scan, which alone decides
+    and says where.
+    """
+    if not _SHORTCUT_SOUND:
+        return True
+    text = data.decode()
+    if "\\" in text:
+        text = _JSON_ESCAPE.sub(_unescape, text)
+    return any(rx.search(text) for rx in _CREDENTIALS)
+
+
 def _content_digest(type_: str, body_bytes: bytes | memoryview) -> bytes:
     h = blake3(type_.encode())
     h.update(b"\0")
@@ -178,7 +209,7 @@ class LedgerStore:
                         f"{self.path}: event {ev.id!r} would be seq {seq}; seq 1 must be "
                         "ledger.created and nothing else may be; nothing written"
                     )
-                data = encoding.encode(msgspec.structs.replace(ev, seq=seq))
+                data = encoding.encode_value(msgspec.structs.replace(ev, seq=seq))
                 h = link_hash(prev, seq, data)
                 pending.append(format_line(data, h, prev))
                 batch_ids[ev.id] = (seq, digest, h)
@@ -191,20 +222,24 @@ class LedgerStore:
             return results
 
     def _prepare(self, index: int, event: EventBase) -> tuple[EventBase, bytes, bytes]:
+        data = encoding.encode_value(event)  # the draft's canonical bytes, not yet validated
         # The credential scan comes first and its message is redacted: the id, or a dict key in a
         # match's location, may be the credential itself.
-        found = credentials.scan_json(msgspec.to_builtins(event), "$")
-        if found:
-            where = ", ".join(str(m) for m in found)
-            raise SecretFound(
-                encoding.redact(
-                    f"event {index} ({event.id}): credential pattern matched: {where}; "
-                    "nothing written"
+        if _may_hold_credential(data):
+            found = credentials.scan_json(msgspec.to_builtins(event), "$")
+            if found:
+                where = ", ".join(str(m) for m in found)
+                raise SecretFound(
+                    encoding.redact(
+                        f"event {index} ({event.id}): credential pattern matched: {where}; "
+                        "nothing written"
+                    )
                 )
-            )
         if event.seq != 0:
             raise UserError(f"event {index} ({event.id}): seq is assigned by the ledger; omit it")
-        encoding.encode(event)  # validates (NaN, ranges, invariants) before the lock is taken
+        # Decoding is validation (NaN encoded as null, ranges, invariants), done once, here,
+        # before the lock is taken; under the lock only the seq changes, which cannot invalidate.
+        encoding.decode(data)
         body_bytes = encoding.encode_value(event.body)  # type: ignore[attr-defined]
         return event, body_bytes, _content_digest(event_type(event), body_bytes)
 

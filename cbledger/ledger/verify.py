@@ -5,7 +5,8 @@ later link is suspect and a list of a thousand consequential errors hides the on
 problem kinds are the ones a reader can act on:
 
 * `torn-tail`     the last line has no newline (a crash mid-append); `cbledger repair` fixes it
-* `undecodable`   a line that is not a ledger line, or an event the schema rejects
+* `undecodable`   a line that is not a ledger line, not byte-for-byte the line the store writes,
+                  or an event the schema rejects
 * `seq-gap`       a seq out of order (a dropped, duplicated, reordered or inserted line)
 * `broken-link`   `prev` is not the previous line's hash
 * `hash-mismatch` the event bytes changed after they were hashed
@@ -15,6 +16,7 @@ problem kinds are the ones a reader can act on:
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,10 +25,18 @@ from pathlib import Path
 import msgspec
 
 from cbledger.errors import UserError
-from cbledger.ledger.chain import GENESIS, link_hash, parse_line
+from cbledger.ledger.chain import GENESIS, format_line, link_hash, parse_line
 from cbledger.ledger.encoding import InvalidEvent, decode
-from cbledger.ledger.events import event_type
+from cbledger.ledger.events import LedgerCreatedEvent
 from cbledger.ledger.store import Head, LedgerStore
+
+# A stored line is exactly format_line(event, hash, prev): this prefix, the event bytes, then a
+# fixed-length tail. Splitting on that layout instead of parsing the line as JSON finds the same
+# event bytes for every line the store writes, and it rejects lines that only *parse* the same
+# (whitespace, reordered keys, escaped digits), which would otherwise pass with different bytes.
+_PREFIX = b'{"event":'
+_TAIL_LEN = len(format_line(b"", GENESIS, GENESIS)) - len(_PREFIX)
+_TAIL = re.compile(rb',"hash":"([0-9a-f]{64})","prev":"([0-9a-f]{64})"\}\n\Z')
 
 
 @dataclass(frozen=True)
@@ -75,6 +85,25 @@ class ChainReport:
         }
 
 
+def _split(line: bytes) -> tuple[memoryview, str, str] | None:
+    """(event bytes, hash, prev) of a line in the exact stored layout, else None."""
+    tail_at = len(line) - _TAIL_LEN
+    if tail_at <= len(_PREFIX) or not line.startswith(_PREFIX):
+        return None
+    tail = _TAIL.match(line, tail_at)
+    if tail is None or line[len(_PREFIX)] != 0x7B or line[tail_at - 1] != 0x7D:  # {...}
+        return None
+    return memoryview(line)[len(_PREFIX) : tail_at], tail[1].decode(), tail[2].decode()
+
+
+def _why_not_split(line: bytes) -> str:
+    try:
+        parse_line(line)
+    except msgspec.MsgspecError as exc:
+        return f"not a ledger line: {exc}"
+    return "not in the stored layout (same JSON, different bytes)"
+
+
 def verify_chain(
     path: Path | str, progress: Callable[[int, int], None] | None = None
 ) -> ChainReport:
@@ -89,64 +118,64 @@ def verify_chain(
     prev = GENESIS
     seen: set[str] = set()
     offset = 0
+    seq = 0  # the last seq that verified
+    lineno = 0
+
+    def fail(kind: str, message: str, at_seq: int | None) -> ChainReport:
+        report.problem = Problem(kind, lineno, at_seq, offset, message)
+        report.events, report.bytes, report.head = seq, offset, Head(seq, prev)
+        report.seconds = time.perf_counter() - started
+        return report
+
     with open(path, "rb") as f:
         for lineno, line in enumerate(f, start=1):
-            expected = report.events + 1
+            expected = seq + 1
             if offset >= total:
                 break
-
-            def fail(kind: str, message: str, seq: int | None = expected) -> ChainReport:
-                report.problem = Problem(kind, lineno, seq, offset, message)
-                report.seconds = time.perf_counter() - started
-                return report
-
             if not line.endswith(b"\n"):
                 return fail(
                     "torn-tail",
                     f"incomplete final line of {len(line)} bytes "
                     "(run `cbledger repair --truncate-torn-tail`)",
+                    expected,
                 )
+            parts = _split(line)
+            if parts is None:
+                return fail("undecodable", _why_not_split(line), expected)
+            event_bytes, stored_hash, stored_prev = parts
             try:
-                parsed = parse_line(line)
-            except msgspec.MsgspecError as exc:
-                return fail("undecodable", f"not a ledger line: {exc}")
-            try:
-                event = decode(parsed.event)
+                event = decode(event_bytes)
             except InvalidEvent as exc:
-                return fail("undecodable", f"event rejected by the schema: {exc}")
+                return fail("undecodable", f"event rejected by the schema: {exc}", expected)
             if event.seq != expected:
                 return fail("seq-gap", f"expected seq {expected}, found {event.seq}", event.seq)
-            if parsed.prev != prev:
+            if stored_prev != prev:
                 return fail(
                     "broken-link",
-                    f"prev is {parsed.prev[:16]}…, the previous hash is {prev[:16]}…",
+                    f"prev is {stored_prev[:16]}…, the previous hash is {prev[:16]}…",
                     event.seq,
                 )
-            actual = link_hash(prev, event.seq, parsed.event)
-            if actual != parsed.hash:
+            actual = link_hash(prev, expected, event_bytes)
+            if actual != stored_hash:
                 return fail(
                     "hash-mismatch",
-                    f"stored hash {parsed.hash[:16]}…, the bytes hash to {actual[:16]}…",
+                    f"stored hash {stored_hash[:16]}…, the bytes hash to {actual[:16]}…",
                     event.seq,
                 )
             if event.id in seen:
                 return fail("duplicate-id", f"event id {event.id!r} appears twice", event.seq)
-            is_genesis = event_type(event) == "ledger.created"
-            if is_genesis != (event.seq == 1):
+            if (type(event) is LedgerCreatedEvent) != (expected == 1):
                 return fail(
-                    "genesis",
-                    "seq 1 must be ledger.created and nothing else may be",
-                    event.seq,
+                    "genesis", "seq 1 must be ledger.created and nothing else may be", event.seq
                 )
             seen.add(event.id)
-            prev = parsed.hash
+            prev = stored_hash
+            seq = expected
             offset += len(line)
-            report.events = event.seq
-            report.bytes = offset
-            report.head = Head(event.seq, parsed.hash)
             if progress is not None and lineno % 4096 == 0:
                 progress(offset, total)
-    if report.events == 0 and report.problem is None:
+    report.events, report.bytes, report.head = seq, offset, Head(seq, prev)
+    if seq == 0 and report.problem is None:
         report.problem = Problem("genesis", 0, None, 0, "the ledger holds no events")
     report.seconds = time.perf_counter() - started
     if progress is not None:
