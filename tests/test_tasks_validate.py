@@ -275,6 +275,15 @@ def test_llm_cache_is_refused_with_the_reason(project):
     assert ("tasks/good/task.json", "config.maxTurns", "Expected `int` >= 1") in found  # and the rest still checked
 
 
+def test_stage_max_turns_is_per_stage_as_copperhead_reads_it(project):
+    edit_task(project, config={"stageMaxTurns": {"spec-seed": 60, "schematic": 80}})
+    assert problems(project) == []
+    edit_task(project, config={"stageMaxTurns": 60})
+    assert only(project) == ("tasks/good/task.json", "config.stageMaxTurns", "Expected `object | null`, got `int`")
+    edit_task(project, config={"stageMaxTurns": {"spec-seed": 0}})
+    assert only(project) == ("tasks/good/task.json", "config.stageMaxTurns[...]", "Expected `int` >= 1")
+
+
 def test_setup_commands_only_init(project):
     edit_task(project, setup={"commands": ["init", "do", "check"]})
     found = problems(project)

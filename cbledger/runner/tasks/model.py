@@ -49,7 +49,8 @@ class TaskConfig(Model, kw_only=True):
     budgets: dict[NonEmpty, Budget] = field(default_factory=dict)
     max_turns: Annotated[int, Meta(ge=1)] | None = None
     max_repair_cycles: Annotated[int, Meta(ge=0)] | None = None
-    stage_max_turns: Annotated[int, Meta(ge=1)] | None = None
+    #: per create-pipeline stage (`{"spec-seed": 60}`), as copperhead's config reads it
+    stage_max_turns: dict[NonEmpty, Annotated[int, Meta(ge=1)]] | None = None
 
 
 class TaskSetup(Model, kw_only=True):
