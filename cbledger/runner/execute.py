@@ -317,9 +317,15 @@ def execute(settings: RunSettings, planned: PlannedRun) -> RunOutput:
 
 def publish(store, output: RunOutput) -> list:
     """Moves the bundle into place and appends the run's two events in one durable batch.
-    If the append fails, the bundle it would have referred to is removed again."""
+    If the append fails, the bundle it would have referred to is removed again. The rename is
+    made durable before the append, so a power cut cannot keep an event whose bundle it lost."""
     output.final.parent.mkdir(parents=True, exist_ok=True)
     os.replace(output.staged, output.final)
+    fd = os.open(output.final.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     try:
         return store.append(output.events)
     except BaseException:
