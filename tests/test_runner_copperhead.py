@@ -240,3 +240,15 @@ def test_setup_init_runs_through_the_cli_and_is_skipped_without_it(tmp_path, sha
     # the preserved run carries its baseline commit and regrades the same
     again = rescore.regrade(project.root, Catalog(project.root), agent_run)
     assert list(again.outcomes) == grades[agent_run.run_id].assertions
+
+
+def test_a_harness_that_dies_without_run_end_is_recorded_as_a_failure(tmp_path, shared_real, kicad_cli, clean_env):
+    project = build_project(tmp_path, shared_real)
+    cli, _ = standin(tmp_path, behaviour="crash")
+    result = project.run(RENAME_TASK, "--agent", "copperhead", "--model", "acme:m1", "--segment", "api-cheap", "--copperhead-cli", cli)
+    assert result.exit_code == 0, result.output  # graded, not an error of the runner
+    (run,) = project.runs()
+    (grade,) = project.grades()
+    assert run.stats is None and run.runner_exit is None and run.runner_note == "copperhead exited 3"
+    assert "transcript" in run.evidence
+    assert grade.verdict == "fail" and grade.failure_category == "stalled"
