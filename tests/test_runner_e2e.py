@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import platform
 import re
 import shutil
@@ -210,3 +211,38 @@ def test_replay_agent_regrades_a_preserved_run_identically(project):
 def test_the_test_project_is_a_valid_project(project):
     result = project.cli("validate")
     assert result.exit_code == 0 and "0 error(s), 0 warning(s)" in result.stdout, result.output
+
+
+def test_a_run_restores_by_hand_with_git_alone(project, tmp_path):
+    """The procedure docs/RUNNER.md gives, step by step, with the git command line only."""
+    run = next(r for r in project.runs() if r.run_mode == "gold" and r.task.id == RENAME_TASK)
+    ref = run.sandbox
+    work = tmp_path / "restored"
+    env = {
+        **os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_NAME": "cbledger", "GIT_AUTHOR_EMAIL": "cbledger@copperbench.invalid", "GIT_AUTHOR_DATE": "946684800 +0000",
+        "GIT_COMMITTER_NAME": "cbledger", "GIT_COMMITTER_EMAIL": "cbledger@copperbench.invalid", "GIT_COMMITTER_DATE": "946684800 +0000",
+    }
+
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=work, env=env, check=True, capture_output=True, text=True).stdout.strip()
+
+    work.mkdir()
+    git("init", "-q")
+    shutil.copytree(project.root / "fixtures" / MIC_FIXTURE / "tree", work, dirs_exist_ok=True)
+    (work / ".copperhead" / "config.json").write_text(ref.seed_config)
+    git("-c", "core.autocrlf=false", "add", "-A", "-f", ".")
+    git("-c", "commit.gpgsign=false", "commit", "-q", "-m", f"seed: fixture {MIC_FIXTURE} {run.fixture.sha256}")
+    assert git("rev-parse", "HEAD") == ref.seed_sha
+    git("fetch", "-q", str(project.root / ref.store), "refs/cbledger/*:refs/cbledger/*")
+    assert git("rev-parse", "refs/cbledger/evidence") == ref.evidence_sha
+    assert git("rev-parse", "refs/cbledger/evidence^") == ref.capture_sha
+    git("checkout", "-q", "--detach", ref.head_sha)
+    git("restore", "--source=refs/cbledger/evidence^", "--worktree", "--staged", "--", ".")
+    assert (work / run.evidence["transcript"].path).is_file()
+    assert b'(label "PDM_DATA"' in (work / MIC_SCH).read_bytes()
+
+    graded = project.cli("grade", RENAME_TASK, str(work), "--baseline", ref.baseline_sha, "--json")
+    assert graded.exit_code == 0, graded.output
+    recorded = next(g for g in project.grades() if g.run_id == run.run_id)
+    assert json.loads(graded.stdout)["verdict"] == recorded.verdict == "pass"
