@@ -6,6 +6,9 @@ come from a small pool, so the cases the hand-made schematics pin down (wire bod
 name collisions, driver priorities) keep meeting each other in combinations nobody wrote down.
 Runs derandomized; set CBLEDGER_KICAD_EXAMPLES for a longer exploration.
 
+A second test builds random two-level hierarchies (a sub-sheet placed once or twice, sheet pins,
+hierarchical, local and global labels, power symbols) to exercise naming across sheets.
+
 One configuration is left out because kicad-cli itself answers it both ways: a label sitting on a
 pin (or another label, or a no-connect flag) on top of a wire's body. KiCad then decides from the
 internal order of items at that point whether the label also grabs the wire (docs/KICAD.md).
@@ -14,6 +17,8 @@ internal order of items at that point whether the label also grabs the wire (doc
 from __future__ import annotations
 
 import os
+import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -152,3 +157,99 @@ def test_random_schematics_match_kicad_cli(kicad_cli: str, tmp_path_factory, par
     assert result.returncode == 0, result.stdout + result.stderr
     comparison = compare_netlists(compute_nets(load_schematic(schematic)), read_kicad_netlist(out))
     assert comparison.differences == (), f"{comparison.summary()}\n" + "\n".join(map(str, comparison.differences)) + f"\n{schematic}"
+
+
+HIER_NAMES = ["A", "B", "C"]
+
+
+def _populate(w, r: random.Random, prefix: str, instances: list[str], kinds: list[str]) -> None:
+    for i in range(r.randint(1, 4)):
+        x, y = _grid(r.randint(0, 8) * 3), _grid(r.randint(0, 6) * 4)
+        ref = f"{prefix}{i + 1}"
+        paths = [(p, f"{ref}_{k}" if len(instances) > 1 else ref, 1) for k, p in enumerate(instances)] or None
+        part = sch_writer.resistor(w, ref, x, y, instances=paths)
+        for end, step in ((part.p1, -PITCH), (part.p2, PITCH)):
+            if r.random() >= 0.6:
+                continue
+            tip = (end[0], round(end[1] + step, 4))
+            w.wire(end, tip)
+            kind, name = r.choice(kinds), r.choice(HIER_NAMES)
+            if kind == "power":
+                number = r.randint(100, 999)
+                power_paths = [(p, f"#PWR{number}{k}", 1) for k, p in enumerate(instances)] or None
+                w.symbol(sch_writer.VCC, f"#PWR{number}", tip[0], tip[1], value=name, instances=power_paths)
+            elif kind != "none":
+                w.label(name, tip[0], tip[1], kind=kind, shape=r.choice(["input", "output", "bidirectional"]))
+
+
+def build_hierarchy(seed: int, folder: Path) -> Path:
+    r = random.Random(seed)
+    root, sub = sch_writer.Writer(f"h{seed}", "h"), sch_writer.Writer(f"h{seed}-sub", "h")
+    top = "/" + root.uuid
+    sheet_uuids = []
+    for k in range(r.randint(1, 2)):
+        x, y = 150.0, 30.0 + k * 60
+        pins = [
+            (name, r.choice(["input", "output", "bidirectional"]), x, round(y + 5.08 * (j + 1), 4), 180)
+            for j, name in enumerate(r.sample(HIER_NAMES, r.randint(1, 3)))
+        ]
+        sheet_uuids.append(root.sheet(f"S{k + 1}", "sub.kicad_sch", x, y, 20.32, 25.4, pins, top, str(k + 2)))
+        for name, _, px, py, _ in pins:
+            if r.random() >= 0.8:
+                continue
+            end = (round(px - 7.62, 4), py)
+            root.wire((px, py), end)
+            choice = r.random()
+            if choice < 0.35:
+                root.label(r.choice(HIER_NAMES), *end, kind=r.choice(["label", "global_label"]))
+            elif choice < 0.6:
+                root.symbol(sch_writer.RESISTOR, f"RX{k}{name}", end[0], round(end[1] + 3.81, 4))
+            elif choice < 0.75:
+                root.wire(end, (end[0], round(30 + 5.08 * (HIER_NAMES.index(name) + 1), 4)))
+    _populate(root, r, "R", [], ["label", "global_label", "power", "none"])
+    paths = [f"{top}/{u}" for u in sheet_uuids]
+    _populate(sub, r, "U", paths, ["label", "hierarchical_label", "hierarchical_label", "global_label", "power", "none"])
+    (folder / "root.kicad_sch").write_text(root.text(), encoding="utf-8")
+    (folder / "sub.kicad_sch").write_text(sub.text(root=False), encoding="utf-8")
+    return folder / "root.kicad_sch"
+
+
+def _suffix_base(name: str) -> str:
+    return re.sub(r"_\d+$", "", name)
+
+
+@pytest.mark.kicad
+@pytest.mark.slow
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize="CBLEDGER_KICAD_EXAMPLES" not in os.environ,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(st.integers(0, 2**32 - 1))
+def test_random_hierarchies_match_kicad_cli(kicad_cli: str, tmp_path_factory, seed: int) -> None:
+    """Same pins together, same names; except that when several weakly named nets collide
+    (sheet pins of one name on different sheet symbols), which one keeps the plain name and
+    which get `_1`, `_2` follows KiCad's memory order, so only the suffix may differ."""
+    folder = tmp_path_factory.mktemp("hier")
+    schematic = build_hierarchy(seed, folder)
+    out = folder / "root.net"
+    result = subprocess.run(
+        [kicad_cli, "sch", "export", "netlist", "--format", "kicadsexpr", "-o", str(out), str(schematic)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    comparison = compare_netlists(compute_nets(load_schematic(schematic)), read_kicad_netlist(out))
+    real = [
+        d
+        for d in comparison.differences
+        if not (
+            d.kind == "renamed"
+            and _suffix_base(d.kicad) == _suffix_base(d.ours)
+            and (re.search(r"_\d+$", d.kicad) or re.search(r"_\d+$", d.ours))
+        )
+    ]
+    assert comparison.partition_equal, f"{comparison.summary()} (seed {seed})\n" + "\n".join(map(str, comparison.differences))
+    assert real == [], f"{comparison.summary()} (seed {seed})\n" + "\n".join(map(str, real))

@@ -405,7 +405,7 @@ class _Builder:
             if sg.strong:
                 continue
             same = by_name[sg.name]
-            if len(same) > 1 and same[0] is not sg:
+            if len(same) > 1:
                 suffix = 1
                 while f"{sg.name}_{suffix}" in by_name:
                     suffix += 1
@@ -454,27 +454,7 @@ class _Builder:
                 self._resolve_drivers(sg)
         live = [sg for sg in subgraphs if sg.absorbed_by is None]
 
-        # 5b. a global driver renames other globally driven subgraphs named by its second globals
-        promoted: set[int] = set()
-        global_sgs = [sg for sg in live if sg.driver is not None and sg.driver.priority >= GLOBAL_POWER_PIN]
-        for sg in global_sgs:
-            if id(sg) in promoted or not sg.multiple:
-                continue
-            assert sg.driver is not None
-            for d in self._strong_drivers(sg):
-                if d is sg.driver or d.name == sg.name:
-                    continue
-                secondary_is_global = d.priority >= GLOBAL_POWER_PIN
-                for cand in global_sgs:
-                    if cand is sg:
-                        continue
-                    if not secondary_is_global and cand.instance != sg.instance:
-                        continue
-                    if cand.name == d.name:
-                        cand.name = sg.name
-                        promoted.add(id(cand))
-
-        # 6. hierarchy
+        # 6. global renames and the hierarchy, interleaved in KiCad's order
         self._propagate(live)
 
         # 7. a lone pin is unconnected
@@ -496,46 +476,75 @@ class _Builder:
         return [d.name for d in self._non_main(sg) if d.kind != "sheet_pin" and d.name != main]
 
     def _propagate(self, live: list[_Subgraph]) -> None:
+        """KiCad's post-processing loop, in its order, because the order decides names.
+
+        Each still-dirty subgraph, in turn: if a global drives it and it carries a second global
+        (or same-sheet label) name, every globally driven subgraph carrying that name takes its
+        name (and is settled); then its hierarchical chain, if any, is named by the chain's best
+        driver and every member is settled. A subgraph that a chain settled is not revisited, so
+        its own second names rename nothing. Subgraphs with sheet pins and hierarchical labels
+        both wait for a chain to reach them, and are forced last.
+        """
         instances = self.schematic.instances
         by_instance: dict[int, list[_Subgraph]] = defaultdict(list)
         for sg in live:
             by_instance[sg.instance].append(sg)
-
-        def sheet_pins(sg: _Subgraph) -> set[tuple[str, str]]:
-            return {p for m in sg.members for p in m.sheet_pin_names}
-
-        def hier_labels(sg: _Subgraph) -> set[str]:
-            return {n for m in sg.members for n in m.hier_label_names}
-
+        pins_of = {id(sg): {p for m in sg.members for p in m.sheet_pin_names} for sg in live}
+        ports_of = {id(sg): {n for m in sg.members for n in m.hier_label_names} for sg in live}
         links: dict[int, list[_Subgraph]] = defaultdict(list)
         for sg in live:
-            for sheet_uuid, name in sheet_pins(sg):
+            for sheet_uuid, name in pins_of[id(sg)]:
                 child_index = self.instance_index.get((*instances[sg.instance].uuid_path, sheet_uuid))
                 if child_index is None:
                     continue
                 for cand in by_instance[child_index]:
-                    if cand.strong and name in hier_labels(cand):
+                    if cand.strong and name in ports_of[id(cand)]:
                         links[id(sg)].append(cand)
                         links[id(cand)].append(sg)
-        seen: set[int] = set()
-        for sg in live:
-            if id(sg) in seen or id(sg) not in links:
-                continue
-            chain: list[_Subgraph] = []
-            stack = [sg]
-            seen.add(id(sg))
-            while stack:
-                current = stack.pop()
-                chain.append(current)
+
+        dirty = {id(sg) for sg in live}
+
+        def propagate(sg: _Subgraph, force: bool) -> None:
+            has_pins, has_ports = bool(pins_of[id(sg)]), bool(ports_of[id(sg)])
+            if not force and has_pins and has_ports:
+                return
+            if not has_pins and not has_ports:
+                dirty.discard(id(sg))
+                return
+            chain = [sg]
+            seen = {id(sg)}
+            for current in chain:
                 for other in links[id(current)]:
                     if id(other) not in seen:
                         seen.add(id(other))
-                        stack.append(other)
-            chain.sort(key=lambda s: s.order)
-            start = next((s for s in chain if not (sheet_pins(s) and hier_labels(s))), chain[0])
-            best = self._best_in_chain(start, chain)
+                        chain.append(other)
+            best = self._best_in_chain(sg, sorted(chain, key=lambda s: s.order))
+            name = best.name
             for member in chain:
-                member.name = best.name
+                member.name = name
+                dirty.discard(id(member))
+
+        global_sgs = [sg for sg in live if sg.driver is not None and sg.driver.priority >= GLOBAL_POWER_PIN]
+        for sg in live:
+            if id(sg) not in dirty:
+                continue
+            assert sg.driver is not None
+            if sg.driver.priority >= GLOBAL_POWER_PIN and sg.multiple:
+                for d in self._strong_drivers(sg):
+                    if d is sg.driver or d.name == sg.name:
+                        continue
+                    secondary_is_global = d.priority >= GLOBAL_POWER_PIN
+                    for cand in global_sgs:
+                        if cand is sg or (not secondary_is_global and cand.instance != sg.instance):
+                            continue
+                        if any(cd.name == d.name for cd in self._strong_drivers(cand)):
+                            cand.name = sg.name
+                            dirty.discard(id(cand))
+                            propagate(cand, False)
+            propagate(sg, False)
+        for sg in live:
+            if id(sg) in dirty:
+                propagate(sg, True)
 
     def _best_in_chain(self, start: _Subgraph, chain: list[_Subgraph]) -> _Subgraph:
         instances = self.schematic.instances
