@@ -99,3 +99,13 @@ def _as_kicad_net(nets: list[dict]) -> str:
         )
         body.append(f"(net (code {q(str(code))}) (name {q(net['name'])}) (class \"Default\") {nodes})")
     return '(export (version "E") (nets ' + " ".join(body) + "))\n"
+
+
+def test_summary_reports_buses_and_notes(tmp_path: Path) -> None:
+    result = runner.invoke(_app(), ["kicad", "summary", str(DATA / "bus" / "bus.kicad_sch"), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["instances"][0]["buses"] == 1 and data["instances"][0]["bus_entries"] == 5
+    assert data["notes"] == []
+    text = runner.invoke(_app(), ["kicad", "summary", str(DATA / "hierarchy" / "hierarchy.kicad_sch")])
+    assert "/Amp2/Leaf/ (leaf.kicad_sch): 1 symbols" in text.output

@@ -32,6 +32,8 @@ def _print_json(data: object) -> None:
 def nets(schematic: SchematicArg, as_json: JsonFlag = False) -> None:
     """Every net with its KiCad name and its (reference, pin) nodes."""
     netlist = compute_nets(load_schematic(schematic))
+    for note in netlist.notes:
+        typer.echo(f"note: {note}", err=True)
     if as_json:
         _print_json(netlist.to_builtins())
         return
@@ -51,6 +53,42 @@ def symbols(schematic: SchematicArg, as_json: JsonFlag = False) -> None:
             flag for flag, on in (("dnp", r.dnp), ("no-bom", not r.in_bom), ("no-board", not r.on_board)) if on
         )
         typer.echo(f"{r.reference}\t{r.value}\t{r.footprint or '-'}\t{r.lib_id}\tunit {r.unit}" + (f"\t{flags}" if flags else ""))
+
+
+@kicad_app.command("summary")
+def summary(schematic: SchematicArg, as_json: JsonFlag = False) -> None:
+    """What each sheet instance holds: symbols, wires, buses, bus entries, junctions, flags, labels, sheets."""
+    design = load_schematic(schematic)
+    rows = []
+    for instance in design.instances:
+        sheet = design.file_of(instance)
+        rows.append(
+            {
+                "sheet": instance.human_path,
+                "file": instance.file,
+                "symbols": len(sheet.symbols),
+                "wires": len(sheet.wires),
+                "buses": len(sheet.buses),
+                "bus_entries": len(sheet.bus_entries),
+                "junctions": len(sheet.junctions),
+                "no_connects": len(sheet.no_connects),
+                "labels": {kind: sum(1 for label in sheet.labels if label.kind == kind) for kind in ("local", "global", "hierarchical")},
+                "sheets": len(sheet.sheets),
+            }
+        )
+    notes = list(compute_nets(design).notes)
+    if as_json:
+        _print_json({"instances": rows, "notes": notes})
+        return
+    for row in rows:
+        labels = row["labels"]
+        typer.echo(
+            f"{row['sheet']} ({row['file']}): {row['symbols']} symbols, {row['wires']} wires, {row['buses']} buses, "
+            f"{row['bus_entries']} bus entries, {row['junctions']} junctions, {row['no_connects']} no-connects, "
+            f"labels {labels['local']} local/{labels['global']} global/{labels['hierarchical']} hierarchical, {row['sheets']} sheets"
+        )
+    for note in notes:
+        typer.echo(f"note: {note}")
 
 
 @kicad_app.command("compare")

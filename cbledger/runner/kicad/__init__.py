@@ -1,22 +1,33 @@
 """KiCad schematics read the way KiCad reads them, so grading needs no KiCad.
 
-Public surface: `load_schematic` and `compute_nets` (connectivity with KiCad's net names),
-`Netlist` lookups (`nets_by_name`, `net_by_name`, `pin_net`), `read_kicad_netlist` for
-kicad-cli's own export, `list_symbols`, and the report and doc-drift helpers in `reports` and
-`drift`.
+`load_schematic` reads a design (root file and every sheet below it); `compute_nets` gives its
+nets with KiCad's names; `Netlist` answers the lookups assertions make (`nets_by_name`,
+`net_by_name`, `pin_net`). Around them: kicad-cli's own netlist (`read_kicad_netlist`) and the
+comparison with it, the symbol list, ERC/DRC report counting (`reports`) and doc drift
+(`drift`). docs/KICAD.md states the rules.
 """
 
+from cbledger.runner.kicad.compare import Comparison, compare_netlists
 from cbledger.runner.kicad.connectivity import compute_nets
-from cbledger.runner.kicad.hierarchy import load_schematic
+from cbledger.runner.kicad.hierarchy import find_root_schematics, load_schematic
+from cbledger.runner.kicad.kicad_net import read_kicad_netlist
 from cbledger.runner.kicad.model import Schematic
 from cbledger.runner.kicad.netlist import Net, Netlist, Node, name_matches
+from cbledger.runner.kicad.symbols import SymbolRecord, find_symbol, list_symbols
 
 __all__ = [
+    "Comparison",
     "Net",
     "Netlist",
     "Node",
     "Schematic",
+    "SymbolRecord",
+    "compare_netlists",
     "compute_nets",
+    "find_root_schematics",
+    "find_symbol",
+    "list_symbols",
     "load_schematic",
     "name_matches",
+    "read_kicad_netlist",
 ]

@@ -300,7 +300,8 @@ class _Builder:
                 if sg is not None:
                     subgraphs.append(sg)
         self._resolve(subgraphs)
-        return self._nets()
+        netlist = self._nets()
+        return msgspec.structs.replace(netlist, notes=tuple(_notes(self.schematic)))
 
     # -- subgraph construction -------------------------------------------------------------
 
@@ -613,6 +614,25 @@ class _Builder:
                 listed = [(msgspec.structs.replace(node, pin_type=node.pin_type + "+no_connect"), where) for node, where in listed]
             nets.append(Net(name, tuple(node for node, _ in listed)))
         return Netlist(sort_nets(nets))
+
+
+def _is_bus_name(text: str) -> bool:
+    return ("[" in text and ".." in text and text.endswith("]")) or ("{" in text and text.endswith("}") and not text.startswith("{"))
+
+
+def _notes(schematic: Schematic) -> list[str]:
+    notes: list[str] = []
+    for key, sheet in sorted(schematic.files.items()):
+        for symbol in sheet.symbols:
+            if symbol.library_key not in sheet.lib_symbols:
+                notes.append(f"{key}: {symbol.reference or symbol.uuid} uses {symbol.library_key!r}, absent from lib_symbols; it has no pins here")
+        ports = [label.text for label in sheet.labels if label.kind == "hierarchical" and _is_bus_name(label.text)]
+        ports += [pin.name for sh in sheet.sheets for pin in sh.pins if _is_bus_name(pin.name)]
+        if ports:
+            notes.append(f"{key}: bus {', '.join(sorted(set(ports)))} crosses sheets; bus members are not followed through the hierarchy")
+        if any("${" in label.text for label in sheet.labels):
+            notes.append(f"{key}: a label uses a text variable (${{...}}), which is not expanded")
+    return notes
 
 
 def compute_nets(schematic: Schematic) -> Netlist:

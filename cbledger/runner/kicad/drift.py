@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from cbledger.runner.kicad.connectivity import compute_nets
-from cbledger.runner.kicad.markdown import Table, cell_text, tables
+from cbledger.runner.kicad.markdown import cell_text, tables
 from cbledger.runner.kicad.model import Schematic
 from cbledger.runner.kicad.netlist import Net, Netlist, name_matches
 from cbledger.runner.kicad.symbols import SymbolRecord, list_symbols
