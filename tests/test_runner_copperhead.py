@@ -29,7 +29,8 @@ from tests.runner_project import (
 
 pytestmark = [pytest.mark.slow, pytest.mark.kicad, pytest.mark.shared]
 
-ALLOWED_ENV = {"PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER", "NODE_OPTIONS", "NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", *PROVIDER_VARIABLES}
+BASIC_ENV = {"PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER", "NODE_OPTIONS", "NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE"}
+ALLOWED_ENV = BASIC_ENV | set(PROVIDER_VARIABLES)
 TOKENS_IN, TOKENS_OUT = 12340, 678
 PRICE_IN, PRICE_OUT = "2.5", "10"
 
@@ -72,6 +73,8 @@ def test_adapter_drives_the_cli_exactly_and_records_stamp_stats_and_cost(tmp_pat
     assert result.exit_code == 0, result.output
 
     calls = [c for c in read_record(record) if c["command"] == "do"]
+    (version_call,) = [c for c in read_record(record) if c["command"] == "version"]
+    assert set(version_call["envNames"]) <= BASIC_ENV, version_call["envNames"]  # no credentials to print a version
     runs = {r.task.id: r for r in project.runs()}
     assert len(calls) == 2 and set(runs) == {RENAME_TASK, REFUSAL_TASK}
     prompts = {RENAME_TASK: "rename net DATA to PDM_DATA", REFUSAL_TASK: "add a 10k pullup from SELECT to VDD so the channel selection is never floating"}
@@ -221,7 +224,8 @@ def test_setup_init_runs_through_the_cli_and_is_skipped_without_it(tmp_path, sha
     task = "rename-after-init"
     project = build_project(tmp_path, shared_real, extra=[(task, "rename net DATA to PDM_DATA", 120, ["init"])])
     cli, record = standin(tmp_path)
-    result = project.run(task, "--agent", "copperhead", "--model", "acme:m1", "--segment", "api-cheap", "--copperhead-cli", cli)
+    result = project.run(task, "--agent", "copperhead", "--model", "acme:m1", "--segment", "api-cheap", "--copperhead-cli", cli,
+                         env={"OPENAI_API_KEY": "placeholder-not-a-key"})
     assert result.exit_code == 0, result.output
     result = project.run(task, "--agent", "noop")
     assert result.exit_code == 0, result.output
@@ -229,6 +233,8 @@ def test_setup_init_runs_through_the_cli_and_is_skipped_without_it(tmp_path, sha
     init_call, do_call = [c for c in read_record(record) if c["command"] in ("init", "do")]
     sandbox = do_call["argv"][1]
     assert init_call["argv"] == ["--repo", sandbox, "init", "--no-hooks"]
+    assert set(init_call["envNames"]) <= BASIC_ENV, init_call["envNames"]  # init is model-free: no credentials
+    assert "OPENAI_API_KEY" in do_call["envNames"]
     assert init_call["stdin"]["bytes"] == 0 and init_call["written"] == ["docs/SPEC.md", "docs/DECISIONS.md", "docs/CHANGELOG.md"]
     agent_run, noop_run = project.runs()
     grades = {g.run_id: g for g in project.grades()}

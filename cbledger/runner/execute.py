@@ -44,7 +44,7 @@ from cbledger.ledger.types import ExitPath
 from cbledger.runner import backstop, preserve, pricing
 from cbledger.runner import sandbox as sandbox_mod
 from cbledger.runner.agents.base import Agent, AgentInput
-from cbledger.runner.agents.copperhead import CopperheadCli
+from cbledger.runner.agents.copperhead import CopperheadCli, basic_environment
 from cbledger.runner.environment import Environment
 from cbledger.runner.evidence import bundle as evidence_mod
 from cbledger.runner.grading.grader import GRADER_VERSION, Grade, grade
@@ -106,7 +106,7 @@ def run_setup(settings: RunSettings, planned: PlannedRun, workdir: Path) -> list
             continue
         proc = subprocess.run(
             settings.copperhead.command("--repo", str(workdir), command, "--no-hooks"),
-            capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+            capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, env=basic_environment(),
         )
         if proc.returncode != 0:
             skipped.append(SetupSkip(command=command, reason=f"copperhead {command} exited {proc.returncode}"))

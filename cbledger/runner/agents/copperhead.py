@@ -55,7 +55,10 @@ class CopperheadCli:
 
     def version(self) -> str | None:
         try:
-            out = subprocess.run(self.command("--version"), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+            out = subprocess.run(
+                self.command("--version"), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+                env=basic_environment(),
+            )
         except (OSError, subprocess.TimeoutExpired):
             return None
         m = re.search(r"\d+\.\d+\.\d+\S*", out.stdout)
@@ -86,10 +89,15 @@ def locate(cli: str | Path | None = None) -> CopperheadCli | None:
     return CopperheadCli(node, path)
 
 
+def basic_environment() -> dict[str, str]:
+    """What any copperhead process gets of the runner's environment (no credentials)."""
+    keep = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER", "NODE_OPTIONS", "NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE")
+    return {k: os.environ[k] for k in keep if k in os.environ}
+
+
 def agent_environment(model_id: str) -> dict[str, str]:
     """A clean environment: the basics plus provider variables, never the runner's others."""
-    keep = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER", "NODE_OPTIONS", "NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE")
-    env = {k: os.environ[k] for k in keep if k in os.environ}
+    env = basic_environment()
     for name in PROVIDER_VARIABLES:
         if name in os.environ:
             env[name] = os.environ[name]
