@@ -128,3 +128,17 @@ def test_scripted_agents_take_no_model(project):
 
 def _records(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+
+
+def test_copperhead_refuses_modes_it_does_not_drive(tmp_path, shared_real, kicad_cli, monkeypatch):
+    monkeypatch.delenv("COPPERHEAD_BASE_URL", raising=False)
+    project = build_project(tmp_path, shared_real, bump=False)
+    path = project.root / "tasks" / RENAME_TASK / "task.json"
+    task = json.loads(path.read_text())
+    task["mode"] = "sync"
+    path.write_text(json.dumps(task, indent=2) + "\n")
+    project.bump()
+    cli, record = standin(tmp_path)
+    refused(project, "--suite", "smoke", "--agent", "copperhead", "--model", "acme:m1", "--segment", "api-cheap",
+            "--copperhead-cli", str(cli), expect=f"drives only `do` tasks so far; not: {RENAME_TASK}")
+    assert not any(r.get("command") == "do" for r in _records(record))

@@ -3,7 +3,8 @@
 Preflight refuses early and clearly, before any sandbox exists: an unknown suite or task, a task
 whose fixture hash does not match (or whose suite version was not bumped), kicad-cli missing,
 the copperhead CLI missing for agent runs, an unsafe model id, a model with no price-table entry,
-a `compat:` model without `$COPPERHEAD_BASE_URL`.
+a `compat:` model without `$COPPERHEAD_BASE_URL`, a task whose mode the copperhead adapter does
+not drive yet.
 A run that fails on its own (a secret found, an agent crash) is reported and the suite continues.
 """
 
@@ -114,6 +115,9 @@ def run_plan(
     if run_mode == "agent":
         model_identity(settings, plan.model_id, None)  # refuses an unpriced model before any run
         agent_environment(plan.model_id)  # refuses a compat: model without its endpoint, likewise
+        undriven = sorted({r.task.id for r in plan.runs if r.task.manifest.mode != "do"})
+        if undriven:
+            raise UserError(f"--agent copperhead drives only `do` tasks so far; not: {', '.join(undriven)}")
     sandbox_root.mkdir(parents=True, exist_ok=True)
     result = SuiteResult()
     lock = threading.Lock()
