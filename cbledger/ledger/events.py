@@ -257,6 +257,7 @@ class RunRecorded(Body, kw_only=True):
     stats: RunStats | None
     runner_exit: Literal["cap-exceeded", "agent-error"] | None = None
     runner_note: str | None = None
+    replay_of: RunId | None = None
     cost: Cost
     sandbox: SandboxRef
     evidence: dict[NonEmpty, EvidenceDigest]
@@ -325,6 +326,7 @@ class RubricScored(Body, kw_only=True):
     """A model-judged opinion, fenced: it has its own column and moves no headline number."""
 
     run_id: RunId
+    suite_version: SemVer | None = None
     judge_model: ModelId
     prompt_sha256: Hex64
     score: Annotated[float, Meta(ge=-1e6, le=1e6)]

@@ -113,10 +113,29 @@ def run_setup(settings: RunSettings, planned: PlannedRun, workdir: Path) -> list
     return skipped
 
 
-def stats_from(transcript) -> tuple[RunStats | None, str | None]:
+def stats_from(transcript, runner_exit: str | None = None, max_turns: int = 1) -> tuple[RunStats | None, str | None]:
+    """The run-end figures. A transcript without `run-end` (a crash, a kill at the cap) gets
+    stats synthesized by the runner — exit path `cap-exceeded` or `stalled`, the turns it can
+    count, zero tokens — and a note saying so, so every agent record still states how it ended."""
     end = transcript.run_end
     if end is None:
-        return None, None
+        exit_path = runner_exit if runner_exit in KNOWN_EXITS else "stalled"
+        turns = len(transcript.of_type("assistant"))
+        note = f"no run-end in the transcript; stats synthesized by the runner (exit path {exit_path})"
+        return (
+            RunStats(
+                exit_path=exit_path,  # type: ignore[arg-type]
+                turns_used=turns,
+                max_turns=max_turns,
+                repair_cycles_used=0,
+                max_repair_cycles=0,
+                tokens_in=0,
+                tokens_out=0,
+                duration_ms=None,
+                files_touched=[],
+            ),
+            note,
+        )
     exit_path = end.get("exitPath")
     if exit_path not in KNOWN_EXITS:
         return None, f"run-end exit path {exit_path!r} is not one this runner knows"
@@ -224,7 +243,7 @@ def execute(settings: RunSettings, planned: PlannedRun) -> RunOutput:
             digests["transcript"] = EvidenceDigest(path=transcript.path, blake3=blake3(data).hexdigest(), bytes=len(data))
         for name, data in sorted(evidence.reports.items()):
             digests[name] = EvidenceDigest(path=f"{name}.json", blake3=blake3(data).hexdigest(), bytes=len(data))
-        stats, stats_note = stats_from(transcript)
+        stats, stats_note = stats_from(transcript, result.runner_exit, settings.ablations.max_turns or task.manifest.caps.turns)
         if result.model is not None:
             identity, price = result.model, None
         else:
@@ -277,6 +296,7 @@ def execute(settings: RunSettings, planned: PlannedRun) -> RunOutput:
             stats=stats,
             runner_exit=result.runner_exit,  # type: ignore[arg-type]
             runner_note=note,
+            replay_of=result.replay_of,
             cost=cost,
             sandbox=SandboxRef(
                 seed_sha=seed,

@@ -42,6 +42,7 @@ class AgentResult:
     #: a replay carries the original run's model identity and cost instead of pricing anew
     model: Any = None
     cost: Any = None
+    replay_of: str | None = None
 
 
 class Agent(Protocol):

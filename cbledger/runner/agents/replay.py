@@ -66,7 +66,7 @@ class ReplayAgent:
         repo.set_head(f"refs/heads/{BRANCH}")
         for ref in [r for r in repo.references if r.startswith("refs/cbledger-replay/")]:
             repo.references.delete(ref)
-        return AgentResult(runner_exit=src.runner_exit, note=f"replay of run {src.run_id}", provider=src.model.provider, model=src.model, cost=src.cost)
+        return AgentResult(runner_exit=src.runner_exit, note=f"replay of run {src.run_id}", provider=src.model.provider, model=src.model, cost=src.cost, replay_of=src.run_id)
 
 
 def inp_repeat(inp: AgentInput) -> int:
