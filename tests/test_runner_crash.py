@@ -5,6 +5,7 @@ next suite run as if nothing happened."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from blake3 import blake3
 
 from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.verify import verify_chain
-from tests.runner_project import RENAME_TASK, build_project
+from tests.runner_project import RENAME_TASK, build_project, process_gone, read_record, standin
 
 pytestmark = [pytest.mark.slow, pytest.mark.kicad, pytest.mark.shared]
 
@@ -69,3 +70,36 @@ def test_sigkill_mid_suite_leaves_a_verifiable_ledger_and_no_dangling_bundle(tmp
     assert again.exit_code == 0, again.output
     assert verify_chain(project.ledger).ok
     assert len(project.runs()) == len(runs) + 1
+
+
+def test_ctrl_c_of_the_runner_takes_the_harness_down_with_it(tmp_path, shared_real, kicad_cli):
+    """The harness runs in its own session, out of reach of the terminal's SIGINT: an interrupted
+    runner must stop it itself, or it runs on (and spends) after the runner is gone."""
+    project = build_project(tmp_path, shared_real)
+    cli, record = standin(tmp_path, behaviour="sleep")
+    before = project.ledger_bytes()
+    proc = subprocess.Popen(
+        [*CLI, "run", RENAME_TASK, "--agent", "copperhead", "--model", "acme:m1", "--segment", "api-cheap",
+         "--copperhead-cli", str(cli), "--root", str(project.root), "--sandbox-root", str(project.sandboxes)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+    )
+    pids: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        while not (calls := [c for c in read_record(record) if c["command"] == "do"]):
+            assert proc.poll() is None and time.monotonic() < deadline, "the harness never started"
+            time.sleep(0.02)
+        pids = [calls[0]["pid"], calls[0]["childPid"]]
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+        assert proc.returncode != 0
+        assert all(process_gone(pid) for pid in pids)
+        assert project.ledger_bytes() == before
+        assert not project.runs_dir.exists() or list(project.runs_dir.iterdir()) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid in pids:  # started by this test; stopped here only if the runner failed to
+            if not process_gone(pid):
+                os.kill(pid, signal.SIGKILL)

@@ -118,6 +118,11 @@ def run_capped(cmd: list[str], cwd: Path, env: dict[str, str], wall_clock_sec: f
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             return None, True
+        except BaseException:
+            # Ctrl-C of the runner: the harness is in its own session, so the terminal's SIGINT
+            # never reaches it; left alone it would run on, and keep spending, after we exit.
+            _kill_group(proc)
+            raise
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
