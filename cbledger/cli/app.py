@@ -8,6 +8,7 @@ import sys
 import typer
 
 from cbledger.cli import (
+    demo_command,
     fixture_commands,
     kicad_commands,
     ledger_commands,
@@ -35,6 +36,7 @@ for module in (
     run_commands,
     project_commands,
     reproduce_commands,
+    demo_command,
 ):
     module.register(app)
 

@@ -1,0 +1,94 @@
+"""`cbledger demo`: the main job on embedded defaults.
+
+Validates the bundled suite, records a suite version if the tasks on disk are not yet recorded,
+runs the full suite with the scripted agents (gold, then noop, each task for its own repeat
+count) into the ledger under `results/`, regenerates every projection (records, LEADERBOARD.md,
+the SQLite read model) and verifies the chain. Gold passing everything and noop passing nothing
+is the suite's own proof that its assertions discriminate.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cbledger.cli.common import LedgerOption, RootOption, fail, ledger_path, project_root
+from cbledger.ledger.events import Ablations, Actor, make_event
+from cbledger.ledger.store import LedgerStore
+from cbledger.ledger.verify import verify_chain
+from cbledger.projections import leaderboard, readmodel, writers
+from cbledger.runner import ledger_view, suite_version
+from cbledger.runner.plan import make_plan
+from cbledger.runner.suite_run import Progress, run_plan
+from cbledger.runner.tasks.catalog import Catalog
+from cbledger.runner.tasks.validate import validate_project
+
+
+def demo(
+    suite: Annotated[str, typer.Option(help="Which named suite to run.")] = "full",
+    jobs: Annotated[int, typer.Option(help="Sandboxes run concurrently.")] = 2,
+    ledger: LedgerOption = None,
+    root: RootOption = None,
+) -> None:
+    """Run the bundled suite with the gold and noop agents, then regenerate every projection."""
+    root_dir = project_root(root)
+    path = ledger_path(ledger, root)
+    actor = Actor(kind="maintainer", name="cbledger-demo")
+
+    report = validate_project(root_dir)
+    if not report.ok:
+        for p in report.errors:
+            typer.echo(f"  {p.file}: {p.field}: {p.message}", err=True)
+        fail(f"the suite under {root_dir} does not validate ({len(report.errors)} error(s))")
+    typer.echo(f"validated {report.tasks} task(s), {report.fixtures} fixture(s), {report.suites} suite(s)")
+
+    store = LedgerStore(path)
+    if not store.exists():
+        created = store.init("copperbench", actor, "copperbench runs, grades, suite versions and price tables")
+        typer.echo(f"initialised {path} (seq {created.seq})")
+    catalog = Catalog(root_dir)
+    view = ledger_view.read(path)
+    changes = suite_version.differences(view.suite, suite_version.current(catalog)) if view.suite else ["initial suite"]
+    if changes:
+        body = suite_version.bump(view.suite, catalog, "demo: " + ", ".join(changes))
+        (r,) = store.append([make_event(body, id=f"suite:{body.suite_version}", actor=actor)])
+        typer.echo(f"recorded suite {body.suite_version} (seq {r.seq}): {', '.join(changes)}")
+
+    totals: dict[str, tuple[int, int]] = {}
+    sandboxes = Path(tempfile.mkdtemp(prefix="cbledger-demo-"))
+    failures = 0
+    for agent in ("gold", "noop"):
+        plan = make_plan(catalog, agent=agent, model=None, suite=suite, task_ids=[], repeats=None, ablations=Ablations())
+        typer.echo(f"{agent}: {len(plan.runs)} run(s) over {len(plan.tasks)} task(s)")
+        progress = Progress(len(plan.runs))
+        try:
+            result = run_plan(root_dir, path, plan, jobs=jobs, sandbox_root=sandboxes / agent, on_done=progress)
+        finally:
+            progress.close()
+        totals[agent] = (result.passed, len(result.outputs))
+        failures += len(result.failures)
+        for label, error in result.failures:
+            typer.echo(f"  not recorded: {label}: {error}", err=True)
+
+    state = writers.load_state(path)
+    records = writers.sync_records(state, root_dir / "results")
+    writers.write_text_if_changed(root_dir / "LEADERBOARD.md", leaderboard.render(state, None))
+    readmodel.write(readmodel.build_tables(state), root_dir / "results" / "cbledger.db")
+    chain = verify_chain(path)
+
+    gold_pass, gold_n = totals["gold"]
+    noop_pass, noop_n = totals["noop"]
+    typer.echo(f"gold passed {gold_pass}/{gold_n}; noop passed {noop_pass}/{noop_n}")
+    typer.echo(
+        f"records: {len(records.created)} new; LEADERBOARD.md and results/cbledger.db regenerated; "
+        f"chain {'ok' if chain.ok else 'BROKEN'}: head seq {chain.head.seq} {chain.head.hash}"
+    )
+    if failures or not chain.ok or gold_pass != gold_n or noop_pass != 0:
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(demo)
