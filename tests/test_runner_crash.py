@@ -103,3 +103,37 @@ def test_ctrl_c_of_the_runner_takes_the_harness_down_with_it(tmp_path, shared_re
         for pid in pids:  # started by this test; stopped here only if the runner failed to
             if not process_gone(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_ctrl_c_with_jobs_starts_no_further_run(tmp_path, shared_real, kicad_cli):
+    """With --jobs N the runs in flight are in worker threads: an interrupt lets them finish and
+    be recorded, but the queue behind them must not start."""
+    sleepy = "sleepy-rename"
+    project = build_project(tmp_path, shared_real, extra=[(sleepy, "rename net CLK to SLOW_CLK", 2)])
+    cli, record = standin(tmp_path, behaviour="sleep")
+    proc = subprocess.Popen(
+        [*CLI, "run", sleepy, "--repeats", "4", "--jobs", "2", "--agent", "copperhead", "--model", "acme:m1",
+         "--segment", "api-cheap", "--copperhead-cli", str(cli), "--root", str(project.root),
+         "--sandbox-root", str(project.sandboxes)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+    )
+    calls: list[dict] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(calls := [c for c in read_record(record) if c["command"] == "do"]) < 2:
+            assert proc.poll() is None and time.monotonic() < deadline, "the harnesses never started"
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+        calls = [c for c in read_record(record) if c["command"] == "do"]
+        assert len(calls) == 2, "runs queued behind the interrupt were started"
+        assert len(project.runs()) == 2 and all(r.runner_exit == "cap-exceeded" for r in project.runs())
+        assert verify_chain(project.ledger).ok
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for call in calls:
+            for pid in (call["pid"], call["childPid"]):
+                if not process_gone(pid):
+                    os.kill(pid, signal.SIGKILL)

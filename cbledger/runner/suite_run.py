@@ -142,9 +142,16 @@ def run_plan(
         for planned in plan.runs:
             one(planned)
     else:
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
+        pool = ThreadPoolExecutor(max_workers=jobs)
+        try:
             for fut in as_completed([pool.submit(one, p) for p in plan.runs]):
                 fut.result()
+        except BaseException:
+            # Ctrl-C (or a crash in one run): start no further run. Runs in flight finish and
+            # are recorded; waiting for the whole queue instead would make Ctrl-C a no-op.
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown()
     return result
 
 
