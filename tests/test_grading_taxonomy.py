@@ -185,10 +185,29 @@ def test_step_9_anything_else_is_wrong_target(kind):
         ("error: no such file docs/X.md", "rejected-call"),
         ("edited docs/SPEC.md", None),
         ("no matches", None),
+        ("error: tool \"x\" is not available", "unknown-tool"),
+        ("edit reverted: hardware/demo.kicad_sch failed to load", "reverted-edit"),
+        # content a tool returned is not the tool's status (these were misclassified before 1.0.1)
+        ("# Changelog\n\n- 2026-07-01: reverted the R2 value change after review\n", None),
+        ("# Export notes\nThe gerber tool is not available on this machine; use kicad-cli.\n", None),
+        ("error: library 'Device' is not available (tool config)", "rejected-call"),
     ],
 )
 def test_tool_results_are_classified(result, category):
     assert classify_tool_result(result) == category
+
+
+def test_reading_a_changelog_that_mentions_a_revert_is_not_a_file_revert(tmp_path):
+    """A wrong-target run that read docs/CHANGELOG.md once must not be filed as file-revert."""
+    fixture = write_fixture(tmp_path / "project")
+    task = write_task(tmp_path / "project", "cl", fixture, [assertion("net", "net_present", {"net": "SENSE"})])
+    box = make_box(tmp_path, task, fixture)
+    changelog = "# Changelog\n\n- reverted the divider change; R2 back to 10k\n"
+    events = done()
+    events.insert(1, tool("read_file", {"path": "docs/CHANGELOG.md"}, changelog))
+    box.transcript(events)
+    g = box.grade()
+    assert (g.failure_category, g.dominant_tool_error) == ("wrong-target", None)
 
 
 def _transcript(events):

@@ -26,7 +26,13 @@ TRANSCRIPT_NAME = "transcript.jsonl"
 TOOL_ERROR_CATEGORIES = ("unknown-tool", "malformed-arguments", "reverted-edit", "rejected-call")
 PROTOCOL_ERRORS = {"unknown-tool", "malformed-arguments", "rejected-call"}
 
-_UNKNOWN_TOOL = re.compile(r"is not available|unknown tool|no such tool", re.IGNORECASE)
+#: copperhead's own status wording, anchored at the start of a result: a tool that returns file
+#: content (read_file, search) must not be classified by what the file says
+_UNKNOWN_TOOL = re.compile(
+    r"""(error:\s*)?(tool\s+["'`]?[\w.:-]+["'`]?\s+is not available|unknown tool|no such tool)""",
+    re.IGNORECASE,
+)
+_REVERTED_STATUS = re.compile(r"([\w-]+\s+){0,2}reverted\b", re.IGNORECASE)
 _MALFORMED = re.compile(
     r"missing required|invalid arg|malformed|could not parse arguments|expected (a |an )?\w+ (for|arg)|"
     r"must be (a|an) \w+",
@@ -131,10 +137,10 @@ class Transcript:
 def classify_tool_result(result: str) -> str | None:
     """The error category of one tool result, or None when it is not an error."""
     head = result.strip()
-    if _UNKNOWN_TOOL.search(head[:300]) and ("tool" in head[:300].lower()):
+    if _UNKNOWN_TOOL.match(head):
         return "unknown-tool"
     lowered = head.lower()
-    if not (lowered.startswith("error") or lowered.startswith("rejected") or "reverted" in lowered[:200]):
+    if not (lowered.startswith("error") or lowered.startswith("rejected") or _REVERTED_STATUS.match(head)):
         return None
     if _MALFORMED.search(head[:300]):
         return "malformed-arguments"

@@ -22,7 +22,7 @@ from cbledger.runner.grading.registry import all_checks
 from cbledger.runner.grading.taxonomy import TaxonomyInput, classify
 from cbledger.runner.tasks.catalog import Fixture, Task
 
-GRADER_VERSION = "1.0.0"
+GRADER_VERSION = "1.0.1"
 
 
 @dataclass(frozen=True)
