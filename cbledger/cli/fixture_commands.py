@@ -42,8 +42,10 @@ def hash_cmd(path: Annotated[Path, typer.Argument(help="A directory, e.g. fixtur
 
 @fixture_app.command("check")
 def check_cmd(fixture_id: FixtureId, root: RootOption = None, as_json: JsonFlag = False) -> None:
-    """Check a fixture: manifest decodes, id matches, tree hashes to sha256, baseline reports agree
-    with the manifest's summary. Exits 1 on any problem."""
+    """Check a fixture against its manifest.
+
+    The manifest decodes with no placeholder left, its id matches, tree/ hashes to sha256, and
+    the baseline reports agree with the summary. Exits 1 on any problem."""
     base = project_root(root)
     result = check_fixture(_fixture_dir(root, fixture_id), base, require_tree=True)
     if as_json:
@@ -90,9 +92,11 @@ def freeze_cmd(
     authored_version: Annotated[str | None, typer.Option("--authored-version", help="kicad.authoredVersion")] = None,
     root: RootOption = None,
 ) -> None:
-    """Freeze a fixture tree from a git repository at one exact commit (read from git objects, no
-    checkout) and write or update fixture.json. Fields no program can know stay placeholders that
-    `fixture check` and `validate` reject until the author fills them in."""
+    """Freeze a fixture tree from a git repository at one exact commit.
+
+    The files are read from git objects (no checkout) and fixture.json is written or updated.
+    Fields no program can know stay placeholders that `fixture check` and `validate` reject until
+    the author fills them in."""
     if not re.match(r"^[a-z0-9]+(-[a-z0-9]+)*$", fixture_id):
         fail(f"--id {fixture_id!r}: must be kebab-case ([a-z0-9] words joined by '-')")
     fixture_dir = dest or _fixture_dir(root, fixture_id, must_exist=False)
@@ -134,8 +138,10 @@ def freeze_cmd(
 
 @fixture_app.command("baseline")
 def baseline_cmd(fixture_id: FixtureId, root: RootOption = None) -> None:
-    """Measure the fixture's kicad-cli baseline on a temporary copy of its tree: writes
-    baseline/erc.json, baseline/drc.json, baseline/netlist.kicad_net and the manifest summary."""
+    """Measure the fixture's kicad-cli baseline (on a temporary copy of its tree).
+
+    Writes baseline/erc.json, baseline/drc.json, baseline/netlist.kicad_net and the manifest's
+    baseline summary."""
     fixture_dir = _fixture_dir(root, fixture_id)
     result = baseline_mod.measure(fixture_dir)
     erc = result.erc
@@ -161,8 +167,9 @@ def materialize_cmd(
     force: Annotated[bool, typer.Option("--force", help="Replace an existing tree that hashes differently.")] = False,
     root: RootOption = None,
 ) -> None:
-    """Build fixtures/ID/tree for a real board whose tree is not committed, verifying its hash
-    against the manifest (a mismatch writes nothing)."""
+    """Build fixtures/ID/tree of a real board whose tree is not committed.
+
+    The files must hash to the manifest's sha256; a mismatch writes nothing."""
     if (source is None) == (git is None):
         fail("give exactly one of --from DIR and --git CLONE_DIR")
     fixture_dir = _fixture_dir(root, fixture_id)

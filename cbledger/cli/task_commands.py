@@ -25,8 +25,10 @@ def validate(
         bool, typer.Option("--require-trees", help="Treat a real fixture whose tree is not materialized as an error.")
     ] = False,
 ) -> None:
-    """Check every fixture, task and suite under the project root; list every problem with its
-    file and field. Exits 1 when any error is found."""
+    """Check every fixture, task and suite as data; list every problem.
+
+    Each problem names its file and field. Exits 1 when any error is found; warnings and notes
+    (a real board not materialized here) do not fail it unless --require-trees."""
     report = validate_project(project_root(root), require_trees=require_trees)
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2))
@@ -149,9 +151,11 @@ def grade_cmd(
     as_json: JsonFlag = False,
     root: RootOption = None,
 ) -> None:
-    """Grade one sandbox against a task, offline: every assertion's outcome, the verdict, partial
-    credit, the first failed required assertion and the failure category. Exits 0 whatever the
-    verdict; a grade that cannot be computed exits non-zero."""
+    """Grade one sandbox against a task, offline.
+
+    Prints every assertion's outcome, the verdict, partial credit, the first failed required
+    assertion and the failure category. Exits 0 whatever the verdict; a grade that cannot be
+    computed exits non-zero."""
     task_obj, fixture = _load(project_root(root), task)
     note = _baseline_warning(task_obj, fixture)
     if note:
