@@ -35,6 +35,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import msgspec
 from blake3 import blake3
@@ -223,63 +224,82 @@ def write_ledger(path: Path, count: int, events: Events) -> int:
 # --------------------------------------------------------------------------- measurements
 
 
+class T(NamedTuple):
+    """Wall-clock and process CPU seconds. Durable appends are judged on wall time (waiting for
+    the disk is the cost); CPU-bound ratios on CPU time, which a busy machine distorts far less."""
+
+    wall: float
+    cpu: float
+
+    def best(self, other: T) -> T:
+        return T(min(self.wall, other.wall), min(self.cpu, other.cpu))
+
+    def __add__(self, other: T) -> T:  # type: ignore[override]
+        return T(self.wall + other.wall, self.cpu + other.cpu)
+
+
+NEVER = T(float("inf"), float("inf"))
+ZERO = T(0.0, 0.0)
+
+
+def timed(fn) -> T:
+    gc.collect()
+    wall, cpu = time.perf_counter(), time.process_time()
+    fn()
+    return T(time.perf_counter() - wall, time.process_time() - cpu)
+
+
 class Row:
-    def __init__(self, label: str, events: int, seconds: float, nbytes: int | None = None):
-        self.label, self.events, self.seconds, self.nbytes = label, events, seconds, nbytes
+    def __init__(self, label: str, events: int, t: T, nbytes: int | None = None):
+        self.label, self.events, self.t, self.nbytes = label, events, t, nbytes
 
     @property
     def rate(self) -> float:
-        return self.events / self.seconds
+        return self.events / self.t.wall
 
     @property
     def mbps(self) -> float | None:
-        return None if self.nbytes is None else self.nbytes / self.seconds / 1e6
+        return None if self.nbytes is None else self.nbytes / self.t.wall / 1e6
 
 
 def print_rows(title: str, rows: list[Row]) -> None:
     print(f"\n{title}")
-    print(f"  {'':<52} {'events':>9} {'seconds':>9} {'events/s':>11} {'MB/s':>8}")
+    print(f"  {'':<54} {'events':>9} {'wall s':>8} {'cpu s':>8} {'events/s':>10} {'MB/s':>7}")
     for r in rows:
-        mb = "" if r.mbps is None else f"{r.mbps:8.1f}"
-        print(f"  {r.label:<52} {r.events:>9,} {r.seconds:>9.3f} {r.rate:>11,.0f} {mb:>8}")
-
-
-def timed(fn) -> float:
-    gc.collect()
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
+        mb = "" if r.mbps is None else f"{r.mbps:7.1f}"
+        print(
+            f"  {r.label:<54} {r.events:>9,} {r.t.wall:>8.3f} {r.t.cpu:>8.3f} "
+            f"{r.rate:>10,.0f} {mb:>7}"
+        )
 
 
 def bench_append(
     work: Path, events: Events, single: int, batched: int, batch: int, repeat: int
 ) -> list[Row]:
     """Best of `repeat` runs, each on a fresh ledger."""
-    single_s = batched_s = float("inf")
+    single_t = batched_t = prepare_t = NEVER
+    drafts = events.drafts(0, batched)
     for r in range(repeat):
         store = LedgerStore(work / f"append-single-{r}.jsonl")
         store.init("bench", RUNNER)
-        drafts = events.drafts(0, single)
-        single_s = min(single_s, timed(lambda: [store.append([e]) for e in drafts]))
+        single_t = single_t.best(timed(lambda: [store.append([e]) for e in drafts[:single]]))
 
         path = work / "append-batched.jsonl"
         path.unlink(missing_ok=True)
         store = LedgerStore(path)
         store.init("bench", RUNNER)
-        drafts = events.drafts(0, batched)
-        batched_s = min(
-            batched_s,
-            timed(lambda: [store.append(drafts[i : i + batch]) for i in range(0, batched, batch)]),
+        batched_t = batched_t.best(
+            timed(lambda: [store.append(drafts[i : i + batch]) for i in range(0, batched, batch)])
         )
         report = verify_chain(path)
         assert report.ok and report.events == batched + 1, report.problem
-    # What the store does before it takes the lock (schema round trip, credential check, content
-    # digest), timed alone: the part of an append the peer has no counterpart for.
-    prepare_s = min(timed(lambda: [store._prepare(i, e) for i, e in enumerate(drafts)]) for _ in range(repeat))
+        # What the store does before it takes the lock (schema round trip, credential check,
+        # content digest), timed alone: the part the peer has no counterpart for.
+        prepare_t = prepare_t.best(timed(lambda: [store._prepare(i, e) for i, e in enumerate(drafts)]))
     return [
-        Row("cbledger append, 1 event per fsync", single, single_s),
-        Row(f"cbledger append, {batch:,} events per fsync", batched, batched_s),
-        Row("  of which validation before the lock, alone", batched, prepare_s),
+        Row("cbledger append, 1 event per fsync", single, single_t),
+        Row(f"cbledger append, {batch:,} events per fsync", batched, batched_t),
+        Row("  of which validation before the lock, alone", batched, prepare_t),
     ]
 
 
@@ -315,7 +335,8 @@ def bench_peer(work: Path, source: Path, single: int, batch: int, repeat: int) -
 
     stored = to_stored(stored_events(source))
     info = {}
-    single_s = batched_s = float("inf")
+    single_t = batched_t = read_t = decode_t = NEVER
+    decoder = msgspec.json.Decoder(Event)
     for r in range(repeat):
         ds, rec = recorder(f"peer-single-{r}.db")
         with ds.transaction(commit=False) as c:
@@ -323,43 +344,47 @@ def bench_peer(work: Path, source: Path, single: int, batch: int, repeat: int) -
             info["journal_mode"] = c.fetchone()[0]
             c.execute("PRAGMA synchronous")
             info["synchronous"] = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}[c.fetchone()[0]]
-        single_s = min(single_s, timed(lambda: [rec.insert_events([e]) for e in stored[:single]]))
+        single_t = single_t.best(timed(lambda: [rec.insert_events([e]) for e in stored[:single]]))
+        (work / f"peer-single-{r}.db").unlink()
+
         ds, rec = recorder(f"peer-batched-{r}.db")
-        batched_s = min(
-            batched_s,
-            timed(lambda: [rec.insert_events(stored[i : i + batch]) for i in range(0, len(stored), batch)]),
+        batched_t = batched_t.best(
+            timed(lambda: [rec.insert_events(stored[i : i + batch]) for i in range(0, len(stored), batch)])
         )
-    rows = [
-        Row("eventsourcing SQLite, 1 event per commit", single, single_s),
-        Row(f"eventsourcing SQLite, {batch:,} events per commit", len(stored), batched_s),
-    ]
+        got: list = []
+
+        def read_all() -> None:
+            start = 1
+            while page := rec.select_notifications(start, 1000):
+                got.extend(page)
+                start = page[-1].id + 1
+
+        read_t = read_t.best(timed(read_all))
+        assert len(got) == len(stored) and got[-1].state == stored[-1].state
+        decode_t = decode_t.best(timed(lambda: [decoder.decode(n.state) for n in got]))
 
     total_bytes = sum(len(e.state) for e in stored)
-    got: list = []
-
-    def read_all() -> None:
-        start = 1
-        while page := rec.select_notifications(start, 1000):
-            got.extend(page)
-            start = page[-1].id + 1
-
-    seconds = timed(read_all)
-    assert len(got) == len(stored) and got[-1].state == stored[-1].state
-    rows.append(Row("eventsourcing SQLite, read all (pages of 1,000)", len(got), seconds, total_bytes))
-    decoder = msgspec.json.Decoder(Event)
-    seconds = timed(lambda: [decoder.decode(n.state) for n in got])
-    rows.append(Row("  + typed decode of each state", len(got), seconds, total_bytes))
+    rows = [
+        Row("eventsourcing SQLite, 1 event per commit", single, single_t),
+        Row(f"eventsourcing SQLite, {batch:,} events per commit", len(stored), batched_t),
+        Row("eventsourcing SQLite, read all (pages of 1,000)", len(stored), read_t, total_bytes),
+        Row("  + typed decode of each state", len(stored), decode_t, total_bytes),
+    ]
     return rows, info
 
 
-def bench_read(path: Path) -> list[Row]:
+def bench_read(path: Path, repeat: int) -> list[Row]:
     size = path.stat().st_size
+    read_t = decode_t = NEVER
     events: list = []
-    seconds = timed(lambda: events.extend(LedgerStore(path).read()))
-    rows = [Row("cbledger read all (LedgerStore.read)", len(events), seconds, size)]
-    seconds = timed(lambda: [encoding.decode(s.raw) for s in events])
-    rows.append(Row("  + typed decode of each event", len(events), seconds, size))
-    return rows
+    for _ in range(repeat):
+        events = []
+        read_t = read_t.best(timed(lambda: events.extend(LedgerStore(path).read())))
+        decode_t = decode_t.best(timed(lambda: [encoding.decode(s.raw) for s in events]))
+    return [
+        Row("cbledger read all (LedgerStore.read)", len(events), read_t, size),
+        Row("  + typed decode of each event", len(events), decode_t, size),
+    ]
 
 
 _SUFFIX = len(format_line(b"", "0" * 64, GENESIS)) - len(b'{"event":')
@@ -376,11 +401,11 @@ def event_slices(path: Path, chunk: int = 64 << 20) -> Iterator[list[bytes]]:
             yield [line[9 : len(line) - _SUFFIX + 1] for line in block[:cut].split(b"\n")[:-1]]
 
 
-def bench_verify(path: Path, repeat: int) -> tuple[list[Row], float]:
+def bench_verify(path: Path, repeat: int) -> tuple[list[Row], T]:
     """Best of `repeat` for each figure: the machine may be busy, and the least disturbed run is
-    the one closest to what the code costs."""
+    the one closest to what the code costs. Returns the rows and raw-limit / verify time."""
     size = path.stat().st_size
-    verify_s = hashing = decoding = one_shot = float("inf")
+    verify_t = hashing = decoding = one_shot = NEVER
     n = event_bytes = 0
     decoder = msgspec.json.Decoder(Event)
     for _ in range(repeat):
@@ -390,52 +415,46 @@ def bench_verify(path: Path, repeat: int) -> tuple[list[Row], float]:
             nonlocal report
             report = verify_chain(path)
 
-        verify_s = min(verify_s, timed(run))
+        verify_t = verify_t.best(timed(run))
         assert report is not None and report.ok, report and report.problem
         n = report.events
 
-        h = d = 0.0
+        h = d = ZERO
         event_bytes = 0
         for slices in event_slices(path):
             assert decoder.decode(slices[-1]).seq > 0  # the slicing found whole events
             event_bytes += sum(map(len, slices))
-            gc.collect()
-            t = time.perf_counter()
-            for data in slices:
-                blake3(data).digest()
-            h += time.perf_counter() - t
-            t = time.perf_counter()
-            for data in slices:
-                decoder.decode(data)
-            d += time.perf_counter() - t
+            h += timed(lambda: [blake3(data).digest() for data in slices])
+            d += timed(lambda: [decoder.decode(data) for data in slices])
             del slices
-        hashing, decoding = min(hashing, h), min(decoding, d)
+        hashing, decoding = hashing.best(h), decoding.best(d)
 
         with open(path, "rb") as f:
             data = f.read(min(size, 256 << 20))
-        t = time.perf_counter()
-        blake3(data, max_threads=1).digest()
-        one_shot = min(one_shot, (time.perf_counter() - t) * size / len(data))
+        t = timed(lambda: blake3(data, max_threads=1).digest())
+        one_shot = one_shot.best(T(t.wall * size / len(data), t.cpu * size / len(data)))
         del data
 
+    raw = hashing + decoding
     rows = [
-        Row("verify_chain (line parse, link, BLAKE3, typed decode)", n, verify_s, size),
+        Row("verify_chain (split, link, BLAKE3, typed decode)", n, verify_t, size),
         Row("  BLAKE3 of each event's bytes alone", n, hashing, event_bytes),
         Row("  typed msgspec decode of each event alone", n, decoding, event_bytes),
-        Row("  raw limit (the two above, back to back)", n, hashing + decoding, event_bytes),
+        Row("  raw limit (the two above, back to back)", n, raw, event_bytes),
         Row("  (BLAKE3 one-shot over the whole file, 1 thread)", n, one_shot, size),
     ]
-    return rows, (hashing + decoding) / verify_s
+    return rows, T(raw.wall / verify_t.wall, raw.cpu / verify_t.cpu)
 
 
 def main(argv: list[str] | None = None) -> int:
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[attr-defined]
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--events", default=None, help="verify sizes, comma separated (default 100000,1000000)")
     ap.add_argument("--single", type=int, default=None, help="appends with one event per fsync (default 2000)")
     ap.add_argument("--batched", type=int, default=None, help="events appended in batches (default 100000)")
     ap.add_argument("--batch", type=int, default=1000, help="events per fsync in the batched run")
     ap.add_argument("--quick", action="store_true", help="20k/100k verify, 500 single and 20k batched appends")
-    ap.add_argument("--repeat", type=int, default=3, help="best of this many runs (appends; verify up to 200k events)")
+    ap.add_argument("--repeat", type=int, default=3, help="best of this many runs (verify: up to 200k events)")
     ap.add_argument("--dir", type=Path, default=None, help="work directory (default: a new temporary one)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     args = ap.parse_args(argv)
@@ -450,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"cbledger ledger benchmark: Python {platform.python_version()}, {versions}, "
         f"SQLite {sqlite3.sqlite_version}; {platform.system()} {platform.machine()}, "
-        f"{os.cpu_count()} CPUs"
+        f"{os.cpu_count()} CPUs; best of {args.repeat}"
     )
     events = Events()
     sample = [encoding.encode(events.draft(i)) for i in range(1000)]
@@ -460,8 +479,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         append_rows = bench_append(work, events, single, batched, args.batch, args.repeat)
-        peer_rows, peer_info = bench_peer(work, work / "append-batched.jsonl", single, args.batch, args.repeat)
-        read_rows = bench_read(work / "append-batched.jsonl")
+        source = work / "append-batched.jsonl"
+        peer_rows, peer_info = bench_peer(work, source, single, args.batch, args.repeat)
         print_rows(
             "durable append (each acknowledged only after its fsync / commit)",
             [append_rows[0], peer_rows[0], append_rows[1], append_rows[2], peer_rows[1]],
@@ -470,7 +489,7 @@ def main(argv: list[str] | None = None) -> int:
             f"  peer: eventsourcing SQLiteApplicationRecorder, journal_mode={peer_info['journal_mode']}, "
             f"synchronous={peer_info['synchronous']}"
         )
-        print_rows(f"read back ({batched:,} events)", read_rows + peer_rows[2:])
+        print_rows(f"read back ({batched:,} events)", bench_read(source, args.repeat) + peer_rows[2:])
 
         ratios = []
         for n in sizes:
@@ -481,16 +500,18 @@ def main(argv: list[str] | None = None) -> int:
             rows, ratio = bench_verify(path, args.repeat if n <= 200_000 else 1)
             ratios.append((n, ratio))
             print_rows(f"verify {n:,} events, {size / 1e6:,.0f} MB (built in {built:.0f} s)", rows)
-            print(f"  verify / raw limit: {ratio:.2f}")
+            print(f"  verify / raw limit: {ratio.cpu:.2f} on CPU time ({ratio.wall:.2f} on wall time)")
             path.unlink()
 
+        single_ratio = append_rows[0].rate / peer_rows[0].rate
         append_ratio = append_rows[1].rate / peer_rows[1].rate
         print("\ntargets")
         for n, ratio in ratios:
-            verdict = "met" if ratio >= 0.5 else "MISSED"
-            print(f"  verify at >= 50% of the raw limit, {n:>9,} events: {ratio:6.0%}  {verdict}")
+            verdict = "met" if ratio.cpu >= 0.5 else "MISSED"
+            print(f"  verify >= 50% of the raw limit (CPU time), {n:>9,} events: {ratio.cpu:6.0%}  {verdict}")
         verdict = "met" if append_ratio >= 1.0 else "MISSED"
-        print(f"  batched durable append >= peer (cbledger / peer):    {append_ratio:6.2f}x {verdict}")
+        print(f"  batched durable append >= peer (wall time, cbledger/peer): {append_ratio:6.2f}x {verdict}")
+        print(f"  (one event per fsync, cbledger/peer:                       {single_ratio:6.2f}x)")
     finally:
         if args.keep:
             print(f"\nkept {work}")
