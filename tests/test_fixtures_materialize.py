@@ -258,3 +258,34 @@ def test_measuring_the_microphone_baseline_again_reproduces_the_manifest(tmp_pat
     copy_into(shared_real / "fixtures" / "antmicro-microphone-board" / "tree", d / "tree")
     assert run_cli(["fixture", "baseline", "antmicro-microphone-board", "--root", root]).exit_code == 0
     assert json.loads((d / "fixture.json").read_text()) == json.loads(shipped)
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("fixture_id", sorted(REAL))
+def test_the_shipped_freeze_recipes_rebuild_the_real_trees_from_an_upstream_shaped_clone(
+    tmp_path, shared_real, repo_root, fixture_id
+):
+    """The recipe in each shipped manifest, applied to a clone laid out as upstream is (the tree's
+    files at their upstream paths, among files the recipe leaves out), gives the pinned hash."""
+    import pygit2
+
+    doc = json.loads((repo_root / "fixtures" / fixture_id / "fixture.json").read_text())
+    into = doc["freeze"].get("into")
+    tree = shared_real / "fixtures" / fixture_id / "tree"
+    clone = tmp_path / "clone"
+    repo = pygit2.init_repository(str(clone), initial_head="main")
+    index = pygit2.Index()
+    for path in sorted(p for p in tree.rglob("*") if p.is_file()):
+        rel = path.relative_to(tree).as_posix()
+        upstream_path = rel[len(into) + 1 :] if into else rel
+        index.add(pygit2.IndexEntry(upstream_path, repo.create_blob(path.read_bytes()), pygit2.enums.FileMode.BLOB))
+    index.add(pygit2.IndexEntry("README.md", repo.create_blob(b"upstream readme\n"), pygit2.enums.FileMode.BLOB))
+    sig = pygit2.Signature("upstream", "upstream@example.invalid", 1_700_000_000, 0)
+    commit = str(repo.create_commit("refs/heads/main", sig, sig, "upstream\n", index.write_tree(repo), []))
+    doc["upstream"]["commit"] = commit  # the test clone's commit stands in for the pinned one
+    root = tmp_path / "project"
+    (root / "fixtures" / fixture_id).mkdir(parents=True)
+    (root / "fixtures" / fixture_id / "fixture.json").write_text(json.dumps(doc))
+    r = run_cli(["fixture", "materialize", fixture_id, "--git", clone, "--root", root])
+    assert r.exit_code == 0, r.output
+    assert f"sha256 {REAL[fixture_id]} verified" in r.stdout
