@@ -158,8 +158,10 @@ def test_wall_clock_cap_kills_the_whole_group_and_the_suite_goes_on(tmp_path, sh
         runs = {r.task.id: r for r in project.runs()}
         grades = {g.run_id: g for g in project.grades()}
         capped = runs[sleepy]
-        assert capped.runner_exit == "cap-exceeded" and capped.stats is None
-        assert "2s wall-clock cap" in capped.runner_note
+        assert capped.runner_exit == "cap-exceeded"
+        assert "2s wall-clock cap" in capped.runner_note and "no run-end in the transcript" in capped.runner_note
+        # no run-end: the runner states how the run ended itself, claiming no tokens it cannot see
+        assert capped.stats.exit_path == "cap-exceeded" and capped.stats.tokens_in == capped.stats.tokens_out == 0
         assert 2000 <= capped.timings.agent_ms < 9000
         g = grades[capped.run_id]
         assert g.verdict == "fail" and g.failure_category == "turn-budget"
@@ -255,6 +257,7 @@ def test_a_harness_that_dies_without_run_end_is_recorded_as_a_failure(tmp_path, 
     assert result.exit_code == 0, result.output  # graded, not an error of the runner
     (run,) = project.runs()
     (grade,) = project.grades()
-    assert run.stats is None and run.runner_exit is None and run.runner_note == "copperhead exited 3"
+    assert run.runner_exit is None and run.runner_note.startswith("copperhead exited 3; no run-end in the transcript")
+    assert run.stats.exit_path == "stalled" and run.stats.tokens_in == 0
     assert "transcript" in run.evidence
     assert grade.verdict == "fail" and grade.failure_category == "stalled"

@@ -200,7 +200,7 @@ def test_replay_agent_regrades_a_preserved_run_identically(project):
     assert set(replays) == set(gold)
     for task, (run, g) in replays.items():
         source, source_grade = gold[task]
-        assert run.runner_note == f"replay of run {source.run_id}"
+        assert run.runner_note == f"replay of run {source.run_id}" and run.replay_of == source.run_id
         assert run.model == source.model and run.cost == source.cost
         assert run.sandbox.head_sha == source.sandbox.head_sha  # the model's commits, put back
         assert run.sandbox.seed_sha == source.sandbox.seed_sha
