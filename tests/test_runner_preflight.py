@@ -48,7 +48,7 @@ def test_unknown_task(project):
 def test_fixture_tree_edited_after_its_hash_was_recorded(project):
     sch = project.root / "fixtures" / MIC_FIXTURE / "tree" / MIC_SCH
     sch.write_bytes(sch.read_bytes().replace(b'(label "DATA"', b'(label "DATA2"', 1))
-    refused(project, "--suite", "smoke", "--agent", "gold", expect=[f"{MIC_FIXTURE}/fixture.json: tree hashes to", "refusing to run against a moved fixture"])
+    refused(project, "--suite", "smoke", "--agent", "gold", expect=[f"{MIC_FIXTURE}/fixture.json: sha256", "but tree/ hashes to"])
 
 
 def test_task_changed_without_a_suite_bump(project):

@@ -28,8 +28,8 @@ from cbledger.runner.agents.scripted import GoldAgent, NoopAgent
 from cbledger.runner.environment import probe
 from cbledger.runner.execute import RunOutput, RunSettings, execute, model_identity, publish
 from cbledger.runner.plan import Plan
-from cbledger.runner.sandbox import verify_fixture
 from cbledger.runner.tasks.catalog import Catalog
+from cbledger.runner.tasks.validate import ensure_runnable
 from cbledger.runner.verification import require_kicad_cli
 
 
@@ -61,19 +61,12 @@ def build_agent(plan: Plan, copperhead_cli: str | None, root: Path, ledger: Path
 
 
 def preflight(catalog: Catalog, plan: Plan, view: ledger_view.LedgerView) -> str:
+    """Refuses a plan that cannot produce comparable records, before any sandbox exists: each
+    task must validate with its fixture tree present and hashing to the pinned value, kicad-cli
+    must be there, and the tasks must be the ones the current suite version recorded."""
     require_kicad_cli()
-    seen = set()
-    for r in plan.runs:
-        if r.task.id in seen:
-            continue
-        seen.add(r.task.id)
-        fixture = catalog.fixture_for(r.task)
-        if r.task.manifest.fixture.sha256 != fixture.manifest.sha256:
-            raise UserError(
-                f"{r.task.dir / 'task.json'}: fixture.sha256 {r.task.manifest.fixture.sha256} differs from "
-                f"{fixture.dir / 'fixture.json'} sha256 {fixture.manifest.sha256}"
-            )
-        verify_fixture(fixture, r.task.manifest.fixture.sha256)
+    for task_id in plan.tasks:
+        ensure_runnable(catalog.root, catalog.task(task_id))
     return suite_version.require_current(view.suite, catalog, plan.tasks)
 
 
