@@ -23,7 +23,7 @@ import pygit2
 from cbledger.errors import UserError
 from cbledger.ledger.events import Ablations
 from cbledger.runner.evidence.bundle import BASELINE_REF
-from cbledger.runner.fixtures.hashing import hash_directory, tree_files
+from cbledger.runner.fixtures.hashing import tree_files
 from cbledger.runner.tasks.catalog import Fixture, Task
 
 SEED_TIME = 946684800  # 2000-01-01T00:00:00Z
@@ -63,20 +63,6 @@ def copperhead_config(task: Task, fixture: Fixture, ablations: Ablations) -> dic
 
 def config_bytes(config: dict) -> bytes:
     return (json.dumps(config, indent=2, sort_keys=True) + "\n").encode()
-
-
-def verify_fixture(fixture: Fixture, expected_sha: str) -> None:
-    """Refuses a fixture whose tree does not hash to the task's recorded hash."""
-    if not fixture.tree.is_dir():
-        raise UserError(
-            f"{fixture.tree}: fixture tree missing (materialize it: `cbledger fixture materialize {fixture.id}`)"
-        )
-    actual = hash_directory(fixture.tree)
-    if actual != expected_sha:
-        raise UserError(
-            f"{fixture.dir / 'fixture.json'}: tree hashes to {actual}, but the task records "
-            f"{expected_sha}; refusing to run against a moved fixture"
-        )
 
 
 def build_seed_tree(repo: pygit2.Repository, fixture: Fixture, config: bytes) -> pygit2.Oid:
