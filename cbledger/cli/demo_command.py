@@ -9,6 +9,7 @@ is the suite's own proof that its assertions discriminate.
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Annotated
@@ -73,6 +74,7 @@ def demo(
         for label, error in result.failures:
             typer.echo(f"  not recorded: {label}: {error}", err=True)
 
+    shutil.rmtree(sandboxes, ignore_errors=True)
     state = writers.load_state(path)
     records = writers.sync_records(state, root_dir / "results")
     writers.write_text_if_changed(root_dir / "LEADERBOARD.md", leaderboard.render(state, None))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Annotated
@@ -73,6 +74,8 @@ def run(
         )
     finally:
         progress.close()
+        if sandbox_root is None and not keep_sandboxes:
+            shutil.rmtree(sandboxes, ignore_errors=True)
     typer.echo(
         f"{len(result.outputs)} run(s) recorded: {result.passed} pass, {len(result.outputs) - result.passed} fail"
         + (f"; {len(result.failures)} run(s) failed to record" if result.failures else "")
