@@ -76,6 +76,8 @@ def run(
         progress.close()
         if sandbox_root is None and not keep_sandboxes:
             shutil.rmtree(sandboxes, ignore_errors=True)
+    if keep_sandboxes:
+        typer.echo(f"sandboxes kept under {sandboxes}")
     typer.echo(
         f"{len(result.outputs)} run(s) recorded: {result.passed} pass, {len(result.outputs) - result.passed} fail"
         + (f"; {len(result.failures)} run(s) failed to record" if result.failures else "")
