@@ -28,6 +28,7 @@ HAND_MADE = {
     "hierarchy": "hierarchy/hierarchy.kicad_sch",
     "units": "units/units.kicad_sch",
     "bus": "bus/bus.kicad_sch",
+    "bus_hierarchy": "bus_hierarchy/bus_hierarchy.kicad_sch",
 }
 
 
@@ -209,3 +210,11 @@ def test_buses_stay_apart_from_nets() -> None:
     assert _pins(nets, "D0") == {("R1", "1"), ("R11", "1")}
     assert _pins(nets, "D3") == {("R4", "1")}
     assert nets.pin_net("R20", "1").name == "unconnected-(R20-Pad1)"
+
+
+def test_nets_meet_through_buses_across_sheets() -> None:
+    nets = _nets("bus_hierarchy")
+    assert _pins(nets, "/X0") == {("R00", "1"), ("U0_1", "1")}  # root vector label names the member
+    assert _pins(nets, "/Port2/D0") == {("U0_2", "1")}  # no root label: the sub-sheet's name
+    assert _pins(nets, "/I2C.SDA") == {("R02", "1"), ("R12", "1"), ("U2_1", "1"), ("U2_2", "1")}
+    assert _pins(nets, "G0") == {("R40", "1"), ("R42", "1")}  # a global bus makes its members global

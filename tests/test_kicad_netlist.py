@@ -109,10 +109,10 @@ def test_notes_flag_what_is_not_modelled(tmp_path: Path) -> None:
     text = (DATA / "power" / "power.kicad_sch").read_text()
     assert compute_nets(load_schematic(DATA / "power" / "power.kicad_sch")).notes == ()
     odd = text.replace('(lib_id "Device:R")', '(lib_id "Device:GONE")', 1).replace('(label "ZETA"', '(label "V_${X}"', 1)
-    odd = odd.replace('(label "ALPHA"', '(hierarchical_label "D[0..3]" (shape input)', 1)
+    odd = odd.replace("(lib_symbols", '(bus_alias "PAIR" (members "P" "N"))\n\t(lib_symbols', 1)
     (tmp_path / "odd.kicad_sch").write_text(odd)
     notes = compute_nets(load_schematic(tmp_path / "odd.kicad_sch")).notes
     assert len(notes) == 3
     assert "uses 'Device:GONE', absent from lib_symbols" in notes[0]
-    assert "bus D[0..3] crosses sheets" in notes[1]
+    assert "bus aliases (PAIR) are not expanded" in notes[1]
     assert "text variable" in notes[2]

@@ -28,9 +28,10 @@ was checked against `kicad-cli sch export netlist` (tests/test_kicad_connectivit
 8. Subgraphs with the same final name are one net. Pins of symbols excluded from the board and
    of `#` references (power symbols, flags) are not nodes.
 
-Not modelled: bus member propagation across the hierarchy (a net reaching another sheet only
-through a bus port), text variables inside label names. Buses are recognised, kept apart from
-nets and counted.
+Buses (`buses.py`) carry no current: a net whose label names a member of a bus on its sheet is
+that member's neighbour, buses joined through sheet pins take one name, and each member's
+neighbours become one net named after the chosen bus's member (or after a global or power name
+among them). Not modelled: bus aliases, text variables inside label names.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ from dataclasses import dataclass, field
 
 import msgspec
 
+from cbledger.runner.kicad.buses import MemberKey
+from cbledger.runner.kicad.buses import members as bus_members
 from cbledger.runner.kicad.geometry import near_segment, pin_position, strictly_inside
 from cbledger.runner.kicad.hierarchy import symbol_reference
 from cbledger.runner.kicad.model import LibPin, LibSymbol, Point, Schematic, SheetFile, SheetInstance, Symbol
@@ -278,6 +281,7 @@ class _Builder:
         self.screens: dict[tuple[str, tuple[int, ...]], _Screen] = {}
         self.refs: list[list[tuple[str, int]]] = []
         self.instance_index = {inst.uuid_path: i for i, inst in enumerate(schematic.instances)}
+        self.buses: list[_Subgraph] = []
 
     def screen(self, instance: SheetInstance, units: tuple[int, ...]) -> _Screen:
         key = (instance.file, units)
@@ -295,8 +299,11 @@ class _Builder:
             screen = self.screen(instance, tuple(unit for _, unit in refs))
             for group in screen.groups:
                 if group.bus:
+                    bus = self._bus_subgraph(len(subgraphs) + len(self.buses), index, sheet, group)
+                    if bus is not None:
+                        self.buses.append(bus)
                     continue
-                sg = self._subgraph(len(subgraphs), index, instance, sheet, refs, group)
+                sg = self._subgraph(len(subgraphs) + len(self.buses), index, instance, sheet, refs, group)
                 if sg is not None:
                     subgraphs.append(sg)
         self._resolve(subgraphs)
@@ -347,6 +354,31 @@ class _Builder:
             reference, unit = refs[only.pin.symbol]
             lib = sheet.lib_symbols[symbol.library_key]
             sg.single_pin_name = self._pin_name(sheet, symbol, lib, only.pin.pin, reference, unit, True)
+        return sg
+
+    def _bus_subgraph(self, order: int, index: int, sheet: SheetFile, group: _Group) -> _Subgraph | None:
+        """A bus, named like a net by its labels and sheet pins; it holds no pins of its own."""
+        drivers: list[_Driver] = []
+        sg = _Subgraph(order=order, instance=index, group=group, drivers=drivers, driver_count=0, no_connect=False)
+        for label_index in group.labels:
+            label = sheet.labels[label_index]
+            priority = {"global": GLOBAL, "local": LOCAL_LABEL, "hierarchical": HIER_LABEL}[label.kind]
+            name = escape_net_name(label.text)
+            drivers.append(_Driver(priority, name, "label:" + label.kind))
+            if label.kind == "hierarchical":
+                sg.hier_label_names.add(name)
+        for s, k in group.sheet_pins:
+            sheet_symbol = sheet.sheets[s]
+            pin = sheet_symbol.pins[k]
+            name = escape_net_name(pin.name)
+            drivers.append(_Driver(SHEET_PIN, name, "sheet_pin", output_pin=pin.shape == "output"))
+            sg.sheet_pin_names.add((sheet_symbol.uuid, name))
+        if not drivers:
+            return None
+        sg.members = [sg]
+        self._resolve_drivers(sg)
+        if sg.driver is not None and sg.driver.kind == "sheet_pin":
+            sg.strong = True
         return sg
 
     @staticmethod
@@ -458,6 +490,9 @@ class _Builder:
         # 6. global renames and the hierarchy, interleaved in KiCad's order
         self._propagate(live)
 
+        # 6b. nets that meet through a bus, on one sheet or across sheets
+        self._bus_members(live)
+
         # 7. a lone pin is unconnected
         for sg in live:
             if not sg.strong and sg.driver_count == 1 and sg.single_pin_name:
@@ -547,6 +582,77 @@ class _Builder:
             if id(sg) in dirty:
                 propagate(sg, True)
 
+    def _bus_members(self, live: list[_Subgraph]) -> None:
+        """Names the nets that are members of one bus, on its sheet and across the hierarchy.
+
+        A strongly named net on a bus's sheet whose name is one of the bus's members is that
+        member's neighbour. Buses joined through sheet pins and hierarchical labels take one bus
+        name (chosen as for nets); the neighbours of each member then take that member's name,
+        `/X0` for a local `X[0..7]` on the root, unless one of them is driven by a global label or
+        power pin, whose name they all take instead.
+        """
+        if not self.buses:
+            return
+        instances = self.schematic.instances
+        nets_by_instance: dict[int, list[_Subgraph]] = defaultdict(list)
+        for sg in live:
+            if sg.strong and sg.driver is not None:
+                nets_by_instance[sg.instance].append(sg)
+        neighbours: dict[int, dict[MemberKey, list[_Subgraph]]] = {}
+        for bus in self.buses:
+            found: dict[MemberKey, list[_Subgraph]] = defaultdict(list)
+            for driver in bus.drivers:
+                for key, local in bus_members(driver.name) or ():
+                    for sg in nets_by_instance[bus.instance]:
+                        assert sg.driver is not None
+                        names = {sg.driver.name} | ({d.name for d in self._non_main(sg)} if sg.multiple else set())
+                        if local in names and sg not in found[key]:
+                            found[key].append(sg)
+            neighbours[id(bus)] = found
+
+        by_instance: dict[int, list[_Subgraph]] = defaultdict(list)
+        for bus in self.buses:
+            by_instance[bus.instance].append(bus)
+        links: dict[int, list[_Subgraph]] = defaultdict(list)
+        for bus in self.buses:
+            for sheet_uuid, name in bus.sheet_pin_names:
+                child_index = self.instance_index.get((*instances[bus.instance].uuid_path, sheet_uuid))
+                for cand in by_instance.get(child_index, ()) if child_index is not None else ():
+                    if cand.strong and name in cand.hier_label_names:
+                        links[id(bus)].append(cand)
+                        links[id(cand)].append(bus)
+
+        done: set[int] = set()
+        for bus in self.buses:
+            if id(bus) in done:
+                continue
+            chain = [bus]
+            done.add(id(bus))
+            for current in chain:
+                for other in links[id(current)]:
+                    if id(other) not in done:
+                        done.add(id(other))
+                        chain.append(other)
+            chain.sort(key=lambda b: b.order)
+            start = next((b for b in chain if not (b.sheet_pin_names and b.hier_label_names)), chain[0])
+            best = self._best_in_chain(start, chain)
+            assert best.driver is not None
+            final = bus_members(best.driver.name)
+            if not final:
+                continue
+            prefix = best.name[: len(best.name) - len(best.driver.name)]
+            for key, local in final:
+                members = [sg for b in chain for sg in neighbours[id(b)].get(key, ())]
+                if not members:
+                    continue
+                strongest = next((sg for sg in members if sg.driver is not None and sg.driver.priority >= GLOBAL_POWER_PIN), None)
+                target = strongest.name if strongest is not None else prefix + local
+                for old in {sg.name for sg in members}:
+                    if old != target:
+                        for sg in live:
+                            if sg.name == old:
+                                sg.name = target
+
     def _best_in_chain(self, start: _Subgraph, chain: list[_Subgraph]) -> _Subgraph:
         instances = self.schematic.instances
         best = start
@@ -616,20 +722,15 @@ class _Builder:
         return Netlist(sort_nets(nets))
 
 
-def _is_bus_name(text: str) -> bool:
-    return ("[" in text and ".." in text and text.endswith("]")) or ("{" in text and text.endswith("}") and not text.startswith("{"))
-
-
 def _notes(schematic: Schematic) -> list[str]:
     notes: list[str] = []
     for key, sheet in sorted(schematic.files.items()):
         for symbol in sheet.symbols:
             if symbol.library_key not in sheet.lib_symbols:
                 notes.append(f"{key}: {symbol.reference or symbol.uuid} uses {symbol.library_key!r}, absent from lib_symbols; it has no pins here")
-        ports = [label.text for label in sheet.labels if label.kind == "hierarchical" and _is_bus_name(label.text)]
-        ports += [pin.name for sh in sheet.sheets for pin in sh.pins if _is_bus_name(pin.name)]
-        if ports:
-            notes.append(f"{key}: bus {', '.join(sorted(set(ports)))} crosses sheets; bus members are not followed through the hierarchy")
+        if sheet.bus_aliases:
+            names = ", ".join(name for name, _ in sheet.bus_aliases)
+            notes.append(f"{key}: bus aliases ({names}) are not expanded; nets reached only through them are not joined")
         if any("${" in label.text for label in sheet.labels):
             notes.append(f"{key}: a label uses a text variable (${{...}}), which is not expanded")
     return notes

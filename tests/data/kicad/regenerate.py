@@ -40,6 +40,7 @@ DESIGNS: dict[str, str] = {
     "hierarchy": "hierarchy/hierarchy.kicad_sch",
     "units": "units/units.kicad_sch",
     "bus": "bus/bus.kicad_sch",
+    "bus_hierarchy": "bus_hierarchy/bus_hierarchy.kicad_sch",
 }
 
 
@@ -340,7 +341,59 @@ def bus() -> dict[str, str]:
     return {"bus.kicad_sch": w.text()}
 
 
-BUILDERS = {"orientation": orientation, "wiring": wiring, "power": power, "hierarchy": hierarchy, "units": units, "bus": bus}
+def _bus_run(w: Writer, x0: float, y: float, count: int, refs: list[str], members: list[str | None], instances=None) -> float:
+    """A horizontal bus cut at each entry (as KiCad saves it), entries down to resistors whose
+    wires carry the member labels. Returns the bus's right end."""
+    xs = [x0 + 10.16 * (k + 1) for k in range(count)]
+    points = [x0, *xs, x0 + 10.16 * (count + 1)]
+    for a, b in zip(points, points[1:]):
+        w.wire((a, y), (b, y), bus=True)
+    for k, x in enumerate(xs):
+        w.bus_entry(x, y, 2.54, 2.54)
+        resistor(w, refs[k], x + 2.54, y + 2.54 + 3.81, instances=instances(refs[k]) if instances else None)
+        if members[k]:
+            w.label(members[k], x + 2.54, y + 2.54)
+    return points[-1]
+
+
+def bus_hierarchy() -> dict[str, str]:
+    """Nets that meet only through buses: a vector bus into a sub-sheet used twice, a group bus,
+    and a global bus on the root whose members join a global net of the same name."""
+    root = Writer("bus-hierarchy", "bus_hierarchy")
+    sub = Writer("bus-hierarchy-sub", "bus_hierarchy")
+    top = "/" + root.uuid
+    uuids = []
+    for k in range(2):
+        y = 40.64 + 60.96 * k
+        pins = [("D[0..1]", "input", 152.4, y, 180), ("I2C{SDA SCL}", "bidirectional", 152.4, y + 20.32, 180)]
+        uuids.append(root.sheet(f"Port{k + 1}", "sub.kicad_sch", 152.4, y - 5.08, 25.4, 30.48, pins, top, str(k + 2)))
+        # Root side of D: a vector bus labelled X[0..1] (root names win: /X0, /X1) on Port1 only;
+        # Port2's D pin carries the bus with no root label, so its members keep the sub-sheet names.
+        end = _bus_run(root, 60.96, y, 2, [f"R{k}0", f"R{k}1"], ["X0", "X1"] if k == 0 else [None, None])
+        root.wire((end, y), (152.4, y), bus=True)
+        if k == 0:
+            root.label("X[0..1]", 63.5, y)
+        # The group bus, named the same on both sides.
+        end = _bus_run(root, 60.96, y + 20.32, 2, [f"R{k}2", f"R{k}3"], ["I2C.SDA", "I2C.SCL"])
+        root.wire((end, y + 20.32), (152.4, y + 20.32), bus=True)
+        root.label("I2C{SDA SCL}", 63.5, y + 20.32)
+    # A global bus on the root: its local member labels become the global G0/G1.
+    _bus_run(root, 20.32, 170.18, 2, ["R40", "R41"], ["G0", "G1"])
+    root.label("G[0..1]", 22.86, 170.18, kind="global_label")
+    g = resistor(root, "R42", 101.6, 177.8)
+    root.wire(g.p1, (101.6, 165.1))
+    root.label("G0", 101.6, 165.1, kind="global_label")
+
+    paths = [f"{top}/{u}" for u in uuids]
+    instances = lambda ref: [(p, f"{ref}_{i + 1}", 1) for i, p in enumerate(paths)]
+    sub.label("D[0..1]", 20.32, 30.48, kind="hierarchical_label")
+    _bus_run(sub, 20.32, 30.48, 2, ["U0", "U1"], ["D0", "D1"], instances)
+    sub.label("I2C{SDA SCL}", 20.32, 60.96, kind="hierarchical_label", shape="bidirectional")
+    _bus_run(sub, 20.32, 60.96, 2, ["U2", "U3"], ["I2C.SDA", "I2C.SCL"], instances)
+    return {"bus_hierarchy.kicad_sch": root.text(), "sub.kicad_sch": sub.text(root=False)}
+
+
+BUILDERS = {"orientation": orientation, "wiring": wiring, "power": power, "hierarchy": hierarchy, "units": units, "bus": bus, "bus_hierarchy": bus_hierarchy}
 
 
 def write_all(with_cli: bool) -> None:
