@@ -1,4 +1,5 @@
-"""`cbledger replay --verify`: the reproduction claim, checked."""
+"""`cbledger replay --verify`: the reproduction claim, checked. The work is in
+`cbledger.reproduce.verify`; this parses, calls and prints."""
 
 from __future__ import annotations
 
@@ -8,47 +9,106 @@ from typing import Annotated
 
 import typer
 
-from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, ledger_path
-from cbledger.ledger.verify import verify_chain
+from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, ledger_path, project_root
+from cbledger.reproduce import verify as verify_mod
+from cbledger.reproduce.progress import RunProgress
 
-EXIT_OK = 0
-EXIT_CHAIN = 1
+NOTES_SHOWN = 20
 
 
 def replay(
-    verify: Annotated[bool, typer.Option("--verify", help="Verify the ledger.")] = False,
+    verify: Annotated[bool, typer.Option("--verify", help="Verify the ledger (the only action there is).")] = False,
     chain_only: Annotated[
-        bool, typer.Option("--chain-only", help="Only the hash chain, no re-grading.")
+        bool, typer.Option("--chain-only", help="Only the hash chain: no re-grading, no projections.")
     ] = False,
+    since: Annotated[
+        int | None,
+        typer.Option("--since", metavar="SEQ", help="Re-grade only runs recorded after SEQ (the chain is always fully checked)."),
+    ] = None,
+    run: Annotated[
+        list[str] | None, typer.Option("--run", metavar="ID", help="Re-grade only this run (repeatable).")
+    ] = None,
+    no_projections: Annotated[
+        bool, typer.Option("--no-projections", help="Do not compare records, LEADERBOARD.md and the read model.")
+    ] = False,
+    jobs: Annotated[int, typer.Option("--jobs", min=1, help="Runs re-graded in parallel (processes).")] = 1,
     ledger: LedgerOption = None,
     root: RootOption = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Verify the ledger: exit 0 only when everything holds.
+    """Verify the ledger end to end, offline: the hash chain; every preserved run restored (seed
+    rebuilt from its fixture, bundle and evidence digests) and re-graded with today's grader to
+    its recorded grade; every record, LEADERBOARD.md and the read model regenerated and compared.
 
-    Exit codes: 0 verified; 1 the chain is broken (the first bad seq is named); 2 bad usage or
-    missing ledger.
+    Exit codes: 0 verified; 1 the chain is broken (the first bad seq is named, nothing else is
+    checked); 3 a run does not reproduce (bundle, seed or evidence digest, or re-grade mismatch);
+    4 a projection differs from a regeneration; 2 bad usage or no ledger. When several fail the
+    first of 1, 3, 4 is the exit code; every finding is printed.
     """
     if not verify:
-        fail("nothing to do: pass --verify")
+        fail("nothing to do: pass --verify", 2)
     path = ledger_path(ledger, root)
-    report = verify_chain(path, progress=_progress() if not as_json else None)
+    options = verify_mod.Options(
+        chain_only=chain_only, since=since, run_ids=tuple(run or ()), projections=not no_projections, jobs=jobs
+    )
+    progress = RunProgress(quiet=as_json and not sys.stderr.isatty())
+    try:
+        report = verify_mod.verify(
+            project_root(root), path, options,
+            chain_progress=None if as_json else _chain_bar(),
+            run_progress=progress, on_runs_planned=progress.start,
+        )
+    finally:
+        progress.close()
     if as_json:
-        typer.echo(json.dumps({"chain": report.to_dict()}, sort_keys=True))
-    elif report.ok:
-        typer.echo(
-            f"chain ok: {report.events} events, {report.bytes} bytes; "
-            f"head seq {report.head.seq} {report.head.hash}"
-        )
+        typer.echo(json.dumps(report.to_dict(), sort_keys=True))
     else:
-        typer.echo(f"chain BROKEN: {report.problem}", err=True)
+        _print(report)
+    raise typer.Exit(report.exit_code)
+
+
+def _print(report: verify_mod.VerifyReport) -> None:
+    chain = report.chain
+    if chain.ok:
+        typer.echo(f"chain ok: {chain.events} events, {chain.bytes} bytes; head seq {chain.head.seq} {chain.head.hash}")
+    else:
+        typer.echo(f"chain BROKEN: {chain.problem}", err=True)
+        typer.echo(f"last good: seq {chain.head.seq} {chain.head.hash}", err=True)
+    if report.options.chain_only:
+        return
+    if report.runs_checked:
+        c = report.counts()
         typer.echo(
-            f"last good: seq {report.head.seq} {report.head.hash}", err=True
+            f"runs: {c['selected'] - c['skipped']} checked: {c['reproduced']} reproduced, "
+            f"{c['restored']} restored with no grade re-gradable under the current suite, {c['failed']} failed; "
+            f"{c['skipped']} retracted (skipped); {c['notSelected']} not selected"
         )
-    raise typer.Exit(EXIT_OK if report.ok else EXIT_CHAIN)
+    out = report.outputs
+    if out is not None:
+        typer.echo(
+            f"projections: {out.records_matching}/{out.records_expected} records match; "
+            f"LEADERBOARD.md {'matches' if out.leaderboard_matches else 'DIFFERS'}; "
+            f"results/cbledger.db {'matches' if out.readmodel_matches else 'DIFFERS'}"
+        )
+    notes = report.all_notes
+    for n in notes[:NOTES_SHOWN]:
+        typer.echo(f"note: {n}")
+    if len(notes) > NOTES_SHOWN:
+        typer.echo(f"note: … and {len(notes) - NOTES_SHOWN} more (--json lists every one)")
+    for f in report.failures:
+        if f.check != "chain":
+            typer.echo(f"MISMATCH {f}", err=True)
+    if out is not None and out.leaderboard_diff:
+        typer.echo(out.leaderboard_diff, err=True, nl=False)
+    code = report.exit_code
+    if code == verify_mod.EXIT_OK:
+        typer.echo("verified: every check passed")
+    else:
+        reason = {1: "the chain is broken", 3: "a run does not reproduce", 4: "projections differ"}[code]
+        typer.echo(f"NOT VERIFIED: {reason} (exit {code})", err=True)
 
 
-def _progress():
+def _chain_bar():
     if not sys.stderr.isatty():
         return None
     from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn

@@ -1,0 +1,166 @@
+"""Are the committed projections what the log folds to?
+
+Each output is regenerated in memory from the ledger and compared with what is on disk: every
+record file (missing, extra or different, with the first differing line), LEADERBOARD.md (a
+unified diff) and the SQLite read model's content (its canonical dump; SQLite's page layout is
+not a contract). Nothing is written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cbledger.projections import leaderboard, readmodel, records, writers
+from cbledger.projections.fold import LedgerState
+from cbledger.projections.paths import DATE_DIR, is_record_path
+from cbledger.reproduce.findings import Finding
+
+LEADERBOARD = "LEADERBOARD.md"
+READ_MODEL = "results/cbledger.db"
+
+
+@dataclass
+class OutputsCheck:
+    records_expected: int = 0
+    records_matching: int = 0
+    leaderboard_matches: bool = False
+    leaderboard_diff: str = ""
+    readmodel_matches: bool = False
+    failures: list[Finding] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "records": {"expected": self.records_expected, "matching": self.records_matching},
+            "leaderboard": {"path": LEADERBOARD, "matches": self.leaderboard_matches, "diff": self.leaderboard_diff},
+            "readModel": {"path": READ_MODEL, "matches": self.readmodel_matches},
+            "failures": [f.to_dict() for f in self.failures],
+        }
+
+
+def first_difference(committed: list[str], regenerated: list[str]) -> tuple[int, str | None, str | None]:
+    """(1-based line, committed line, regenerated line) of the first difference; None past an end."""
+    for i, (a, b) in enumerate(zip(committed, regenerated)):
+        if a != b:
+            return i + 1, a, b
+    n = min(len(committed), len(regenerated))
+    return n + 1, (committed[n] if n < len(committed) else None), (regenerated[n] if n < len(regenerated) else None)
+
+
+def _clip(line: str | None, width: int = 200) -> str | None:
+    if line is None:
+        return None
+    return line if len(line) <= width else line[:width] + "…"
+
+
+def record_files(results: Path) -> set[str]:
+    """Every file under `results/` laid out as a record path, relative to `results/`."""
+    found: set[str] = set()
+    if not results.is_dir():
+        return found
+    for day in results.iterdir():
+        if day.is_dir() and DATE_DIR.match(day.name):
+            for p in day.glob("*/*/*.json"):
+                rel = p.relative_to(results).as_posix()
+                if is_record_path(rel):
+                    found.add(rel)
+    return found
+
+
+def check_records(state: LedgerState, root: Path, out: OutputsCheck) -> None:
+    results = root / "results"
+    entries = {e.path: e for e in records.record_entries(state)}
+    expected = {path: records.render(e.record) for path, e in entries.items()}  # type: ignore[arg-type]
+    out.records_expected = len(expected)
+    on_disk = record_files(results)
+    for rel in sorted(on_disk - expected.keys()):
+        out.failures.append(
+            Finding(check="projection", kind="record-extra", file=f"results/{rel}",
+                    message="a record file the ledger does not produce (no live run and grade for it)")
+        )
+    for rel, data in sorted(expected.items()):
+        entry = entries[rel]
+        target = results / rel
+        if rel not in on_disk:
+            out.failures.append(
+                Finding(check="projection", kind="record-missing", file=f"results/{rel}", seq=entry.graded.seq,
+                        run_id=entry.run_id, suite_version=entry.suite_version,
+                        message="the ledger produces this record; it is not committed")
+            )
+            continue
+        committed = target.read_bytes()
+        if committed == data:
+            out.records_matching += 1
+            continue
+        line, was, now = first_difference(
+            committed.decode("utf-8", "replace").splitlines(), data.decode("utf-8").splitlines()
+        )
+        out.failures.append(
+            Finding(check="projection", kind="record-different", file=f"results/{rel}", line=line,
+                    seq=entry.graded.seq, run_id=entry.run_id, suite_version=entry.suite_version,
+                    expected=_clip(now), actual=_clip(was),
+                    message=f"first difference at line {line}: committed {_clip(was)!r}, regenerated {_clip(now)!r}")
+        )
+
+
+def check_leaderboard(state: LedgerState, root: Path, out: OutputsCheck) -> None:
+    path = root / LEADERBOARD
+    text = leaderboard.render(state, None)
+    if not path.is_file():
+        out.failures.append(Finding(check="projection", kind="leaderboard-missing", file=LEADERBOARD,
+                                    message="not committed (run `cbledger project leaderboard`)"))
+        return
+    result = writers.check_text(path, text, LEADERBOARD)
+    out.leaderboard_matches = result.matches
+    out.leaderboard_diff = result.diff
+    if not result.matches:
+        line, was, now = first_difference(path.read_text(encoding="utf-8").splitlines(), text.splitlines())
+        out.failures.append(
+            Finding(check="projection", kind="leaderboard-different", file=LEADERBOARD, line=line,
+                    expected=_clip(now), actual=_clip(was),
+                    message=f"differs from a regeneration, first at line {line}: committed {_clip(was)!r}, "
+                            f"regenerated {_clip(now)!r}")
+        )
+
+
+def _table_at(lines: list[str], index: int) -> str | None:
+    for i in range(min(index, len(lines) - 1), -1, -1):
+        if lines[i].startswith("table "):
+            return lines[i].split(" ", 2)[1]
+    return None
+
+
+def check_readmodel(state: LedgerState, root: Path, out: OutputsCheck) -> None:
+    path = root / READ_MODEL
+    if not path.is_file():
+        out.failures.append(Finding(check="projection", kind="readmodel-missing", file=READ_MODEL,
+                                    message="the read model is not there (run `cbledger project readmodel`)"))
+        return
+    fresh = readmodel.canonical_dump_tables(readmodel.build_tables(state)).splitlines()
+    try:
+        committed = readmodel.canonical_dump(path).splitlines()
+    except Exception as exc:  # not a database, or not one of ours
+        out.failures.append(Finding(check="projection", kind="readmodel-different", file=READ_MODEL,
+                                    message=f"cannot be read as a read model: {exc}"))
+        return
+    if committed == fresh:
+        out.readmodel_matches = True
+        return
+    line, was, now = first_difference(committed, fresh)
+    table = _table_at(fresh if now is not None else committed, line - 1)
+    differing = sum(1 for a, b in zip(committed, fresh) if a != b) + abs(len(committed) - len(fresh))
+    out.failures.append(
+        Finding(check="projection", kind="readmodel-different", file=READ_MODEL, line=line, field=table,
+                expected=_clip(now), actual=_clip(was),
+                message=f"content differs from a regeneration ({differing} dump line(s)), first in table {table} "
+                        f"at dump line {line}: committed {_clip(was)!r}, regenerated {_clip(now)!r}")
+    )
+
+
+def check_outputs(state: LedgerState, root: Path) -> OutputsCheck:
+    out = OutputsCheck()
+    check_records(state, root, out)
+    check_leaderboard(state, root, out)
+    check_readmodel(state, root, out)
+    return out
