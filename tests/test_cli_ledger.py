@@ -180,14 +180,14 @@ def test_show_unknown_key(filled: Path) -> None:
 
 
 def test_replay_verify_reports_events_bytes_and_head(filled: Path) -> None:
-    result = cli("replay", "--verify", "--ledger", filled)
+    result = cli("replay", "--verify", "--chain-only", "--ledger", filled)
     assert result.exit_code == 0, result.output
     size = filled.stat().st_size
     assert result.stdout.strip() == f"chain ok: 12 events, {size} bytes; head seq 12 {hashes(filled)[-1]}"
 
 
 def test_replay_verify_json(filled: Path) -> None:
-    result = cli("replay", "--verify", "--json", "--ledger", filled)
+    result = cli("replay", "--verify", "--chain-only", "--json", "--ledger", filled)
     assert result.exit_code == 0
     chain = json.loads(result.stdout)["chain"]
     assert chain["ok"] is True and chain["problem"] is None
@@ -197,7 +197,7 @@ def test_replay_verify_json(filled: Path) -> None:
 
 def test_replay_verify_head_moves_with_appends(filled: Path) -> None:
     cli("append", "--ledger", filled, input=draft_json(run_retracted(2)))
-    result = cli("replay", "--verify", "--ledger", filled)
+    result = cli("replay", "--verify", "--chain-only", "--ledger", filled)
     assert f"head seq 13 {hashes(filled)[-1]}" in result.stdout
 
 
@@ -220,7 +220,7 @@ def test_ledger_from_the_environment(tmp_path: Path) -> None:
     assert cli("init", env=env).exit_code == 0
     assert path.is_file()
     assert cli("append", env=env, input=draft_json(run_recorded(1))).exit_code == 0
-    result = cli("replay", "--verify", env=env)
+    result = cli("replay", "--verify", "--chain-only", env=env)
     assert result.exit_code == 0 and "chain ok: 2 events" in result.stdout
     assert "run.recorded:run-000001" in cli("log", env=env).stdout
 

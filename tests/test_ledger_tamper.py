@@ -178,14 +178,14 @@ def test_replay_verify_names_the_seq_and_the_kind(
     assert tampered != b"".join(original)
     ledger.write_bytes(tampered)
 
-    result = run_cli(["replay", "--verify", "--ledger", ledger])
+    result = run_cli(["replay", "--verify", "--chain-only", "--ledger", ledger])
     assert result.exit_code == 1, result.output
     assert "chain BROKEN" in result.stderr
     assert f"{kind} at line {line} (seq {seq}," in result.stderr, result.stderr
     if kind == "seq-gap":
         assert f"expected seq {line}, found {seq}" in result.stderr
 
-    as_json = run_cli(["replay", "--verify", "--json", "--ledger", ledger])
+    as_json = run_cli(["replay", "--verify", "--chain-only", "--json", "--ledger", ledger])
     assert as_json.exit_code == 1
     chain = json.loads(as_json.stdout)["chain"]
     assert chain["ok"] is False
@@ -196,7 +196,7 @@ def test_replay_verify_names_the_seq_and_the_kind(
 
 def test_the_untampered_ledger_verifies(ledger: Path) -> None:
     """The control for every case above: the same fixture, untouched, passes."""
-    result = run_cli(["replay", "--verify", "--ledger", ledger])
+    result = run_cli(["replay", "--verify", "--chain-only", "--ledger", ledger])
     assert result.exit_code == 0, result.output
     assert "chain ok: 8 events" in result.stdout
 
@@ -204,13 +204,13 @@ def test_the_untampered_ledger_verifies(ledger: Path) -> None:
 def test_an_empty_file_is_not_a_ledger(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
     path.write_bytes(b"")
-    result = run_cli(["replay", "--verify", "--ledger", path])
+    result = run_cli(["replay", "--verify", "--chain-only", "--ledger", path])
     assert result.exit_code == 1
     assert "genesis" in result.stderr
 
 
 def test_a_missing_ledger_is_a_usage_error(tmp_path: Path) -> None:
-    result = run_cli(["replay", "--verify", "--ledger", tmp_path / "nope.jsonl"])
+    result = run_cli(["replay", "--verify", "--chain-only", "--ledger", tmp_path / "nope.jsonl"])
     assert result.exit_code == 2
     assert "no ledger" in result.stderr
 
@@ -218,12 +218,12 @@ def test_a_missing_ledger_is_a_usage_error(tmp_path: Path) -> None:
 def test_a_full_rewrite_changes_the_head_hash(ledger: Path) -> None:
     """What a chain alone cannot catch: rewriting an event and recomputing every later link. The
     defence is the published head hash, so the head must change and be printed."""
-    before = run_cli(["replay", "--verify", "--ledger", ledger])
+    before = run_cli(["replay", "--verify", "--chain-only", "--ledger", ledger])
     lines = split(ledger)
     events = events_of(lines)
     events[3] = edit(events[3], b"linux-x86_64", b"linux-x86_65")
     ledger.write_bytes(rechain(events))
-    after = run_cli(["replay", "--verify", "--ledger", ledger])
+    after = run_cli(["replay", "--verify", "--chain-only", "--ledger", ledger])
     assert before.exit_code == after.exit_code == 0
     head_before = before.stdout.split("head seq 8 ")[1].strip()
     head_after = after.stdout.split("head seq 8 ")[1].strip()
