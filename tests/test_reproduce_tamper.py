@@ -1,0 +1,247 @@
+"""Tampering and drift, each caught by `replay --verify` and named precisely: which run, which
+seq, which assertion, which file and line. Every case starts from a private copy of a real ledger
+the runner wrote (see `test_reproduce_verify.py`), which verifies clean before it is touched.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import pygit2
+import pytest
+
+from cbledger.ledger.store import LedgerStore
+from cbledger.runner import preserve
+from cbledger.runner.evidence.bundle import EVIDENCE_REF
+from cbledger.runner.grading import registry
+from cbledger.runner.tasks.catalog import Catalog
+from tests.test_reproduce_verify import EDIT_TASK, OTHER_TASK, cli, copy_project, runs_by_task, verify_json
+
+pytestmark = [pytest.mark.slow, pytest.mark.kicad]
+
+
+@pytest.fixture
+def project(tmp_path_factory, tmp_path, kicad_cli) -> Path:
+    root = copy_project(tmp_path_factory, tmp_path)
+    code, report = verify_json(root)
+    assert code == 0, report["failures"]  # the control: untouched, it verifies
+    return root
+
+
+def runs(root: Path) -> dict[tuple[str, str], object]:
+    events = LedgerStore(root / "results" / "ledger" / "events.jsonl").read(types={"run.recorded"})
+    return {(s.event.body.run_mode, s.event.body.task.id): s for s in events}
+
+
+def failures(report: dict, kind: str | None = None) -> list[dict]:
+    return [f for f in report["failures"] if kind is None or f["kind"] == kind]
+
+
+# --------------------------------------------------------------------------- preserved runs
+
+
+def rewrite_transcript(root: Path, run, scratch: Path) -> None:
+    """Replaces the run's bundle with one whose captured transcript has an extra line: new
+    capture and evidence commits on the same HEAD, bundled against the same seed."""
+    fixture = Catalog(root).fixture(run.fixture.id)
+    bundle = root / run.sandbox.store
+    repo = preserve.restore(bundle, run.sandbox, fixture, into=scratch).repo
+    capture = repo[run.sandbox.capture_sha]
+    path = run.evidence["transcript"].path
+    index = pygit2.Index()
+    index.read_tree(capture.tree)
+    entry = index[path]
+    blob = repo[entry.id].data + b'{"ts":"2026-01-01T00:00:00Z","type":"note","data":{"text":"added later"}}\n'
+    index.add(pygit2.IndexEntry(path, repo.create_blob(blob), entry.mode))
+    tree = index.write_tree(repo)
+    sig = capture.author
+    new_capture = repo.create_commit(None, sig, sig, capture.message, tree, [p.id for p in capture.parents])
+    evidence = repo[run.sandbox.evidence_sha]
+    new_evidence = repo.create_commit(None, sig, sig, evidence.message, evidence.tree.id, [new_capture])
+    repo.references.create(EVIDENCE_REF, new_evidence, force=True)
+    refs = [r for r in repo.references if r.startswith("refs/cbledger/") and r != "refs/cbledger/seed"]
+    bundle.unlink()
+    subprocess.run(["git", "bundle", "create", "-q", str(bundle), *refs, f"^{run.sandbox.seed_sha}"],
+                   cwd=repo.path, check=True, capture_output=True)
+
+
+def test_an_edited_preserved_transcript_is_named_by_run_and_digest(project, tmp_path):
+    victim = runs(project)[("gold", EDIT_TASK)].event.body
+    rewrite_transcript(project, victim, tmp_path / "scratch")
+    code, report = verify_json(project)
+    assert code == 3
+    mine = [f for f in report["failures"] if f.get("runId") == victim.run_id]
+    assert mine == report["failures"]  # nothing else is blamed
+    (digest,) = failures(report, "evidence-digest")
+    assert digest["field"] == "evidence.transcript" and digest["file"] == victim.evidence["transcript"].path
+    assert digest["expected"] == victim.evidence["transcript"].blake3 and digest["actual"] != digest["expected"]
+    (bundle,) = failures(report, "bundle-digest")
+    assert bundle["file"] == victim.sandbox.store
+    assert {f["field"] for f in failures(report, "commit-missing")} == {"sandbox.captureSha", "sandbox.evidenceSha"}
+    assert runs_by_task(report)[("gold", EDIT_TASK)]["grades"][0]["status"] == "not-regraded"
+
+    result = cli(project, "replay", "--verify")
+    assert result.exit_code == 3
+    assert f"evidence-digest: [seq {runs(project)[('gold', EDIT_TASK)].seq}, run {victim.run_id}" in result.stderr
+    assert "NOT VERIFIED: a run does not reproduce (exit 3)" in result.stderr
+
+
+def test_a_missing_bundle_is_named(project):
+    victim = runs(project)[("noop", OTHER_TASK)].event.body
+    (project / victim.sandbox.store).unlink()
+    code, report = verify_json(project)
+    assert code == 3
+    (f,) = report["failures"]
+    assert (f["kind"], f["runId"], f["file"]) == ("bundle-missing", victim.run_id, victim.sandbox.store)
+
+
+def test_an_edited_fixture_file_is_a_seed_mismatch_naming_fixture_and_run(project):
+    sch = project / "fixtures" / "synthetic-led-resistor" / "tree" / "led-indicator.kicad_sch"
+    sch.write_bytes(sch.read_bytes().replace(b"(kicad_sch", b"(kicad_sch ", 1))
+    code, report = verify_json(project)
+    assert code == 3
+    seeds = failures(report, "seed-mismatch")
+    assert seeds == report["failures"]
+    hit = {runs(project)[(m, EDIT_TASK)].event.body.run_id for m in ("gold", "noop")}
+    assert {f["runId"] for f in seeds} == hit  # the other fixture's runs are untouched
+    for f in seeds:
+        assert "fixture synthetic-led-resistor" in f["message"] and "its tree now hashes to" in f["message"]
+        assert f["file"] == "fixtures/synthetic-led-resistor/tree"
+    for mode in ("gold", "noop"):
+        assert runs_by_task(report)[(mode, OTHER_TASK)]["status"] == "reproduced"
+
+
+# --------------------------------------------------------------------------- the grader
+
+
+def test_a_changed_grader_is_a_regrade_mismatch_naming_run_and_assertion(project, monkeypatch):
+    checks = registry.all_checks()
+    original = checks["no_secret"]
+
+    def flipped(args, ctx):
+        passed, detail = original(args, ctx)
+        return (not passed), detail
+
+    monkeypatch.setitem(checks, "no_secret", flipped)
+    code, report = verify_json(project)  # in-process, serial: the patched grader is the one used
+    assert code == 3
+    by_run = {}
+    for f in failures(report, "regrade-mismatch"):
+        by_run.setdefault(f["runId"], []).append(f)
+    assert set(by_run) == {s.event.body.run_id for s in runs(project).values()}
+    modes = {s.event.body.run_id: s.event.body.run_mode for s in runs(project).values()}
+    for run_id, found in by_run.items():
+        status = [f for f in found if f.get("assertion") == "no-secret" and f["field"] == "status"]
+        assert len(status) == 1 and (status[0]["expected"], status[0]["actual"]) == ("pass", "fail")
+        assert status[0]["suiteVersion"] == "1.0.0"
+        fields = {f["field"] for f in found}
+        assert "partialCredit" in fields
+        if modes[run_id] == "gold":  # a passing run now fails: the verdict and its category move too
+            assert {"verdict", "firstFailedRequired", "failureCategory"} <= fields
+
+    result = cli(project, "replay", "--verify")
+    assert "regrade-mismatch:" in result.stderr and "assertion no-secret" in result.stderr
+    assert "status: recorded 'pass', re-graded 'fail'" in result.stderr
+
+
+# --------------------------------------------------------------------------- the ledger
+
+
+def test_an_edited_grade_event_breaks_the_chain_at_its_seq(project):
+    ledger = project / "results" / "ledger" / "events.jsonl"
+    lines = ledger.read_bytes().splitlines(keepends=True)
+    grade_seq = next(s.seq for s in LedgerStore(ledger).read(types={"grade.recorded"}))
+    line = lines[grade_seq - 1]
+    assert b'"detail":"' in line
+    lines[grade_seq - 1] = line.replace(b'"detail":"', b'"detail":"(edited) ', 1)
+    ledger.write_bytes(b"".join(lines))
+    code, report = verify_json(project)
+    assert code == 1
+    assert report["chain"]["problem"]["kind"] == "hash-mismatch" and report["chain"]["problem"]["seq"] == grade_seq
+    (f,) = report["failures"]
+    assert (f["check"], f["kind"], f["seq"]) == ("chain", "hash-mismatch", grade_seq)
+    assert report["runs"] is None and report["projections"] is None
+    result = cli(project, "replay", "--verify")
+    assert result.exit_code == 1 and f"hash-mismatch at line {grade_seq} (seq {grade_seq}," in result.stderr
+
+
+# --------------------------------------------------------------------------- projections
+
+
+def record_paths(root: Path) -> list[Path]:
+    return sorted((root / "results").glob("20*/*/*/run-*.json"))
+
+
+def test_an_edited_record_is_named_with_its_first_differing_line(project):
+    target = record_paths(project)[0]
+    lines = target.read_text().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if '"partialCredit"' in line)
+    lines[at] = lines[at].replace('"partialCredit": ', '"partialCredit": 0.5, "was": ')
+    target.write_text("".join(lines))
+    code, report = verify_json(project)
+    assert code == 4
+    (f,) = report["failures"]
+    rel = target.relative_to(project).as_posix()
+    assert (f["kind"], f["file"], f["line"]) == ("record-different", rel, at + 1)
+    assert f["actual"] == lines[at].rstrip("\n") and "runId" in f and "seq" in f
+    result = cli(project, "replay", "--verify")
+    assert result.exit_code == 4 and f"record-different: " in result.stderr and f"{rel}:{at + 1}" in result.stderr
+
+
+def test_a_deleted_record_and_an_extra_one_are_named(project):
+    gone, model = record_paths(project)[0], record_paths(project)[1]
+    gone.unlink()
+    extra = model.with_name("run-7.json")
+    extra.write_bytes(model.read_bytes())
+    code, report = verify_json(project)
+    assert code == 4
+    kinds = {f["kind"]: f for f in report["failures"]}
+    assert set(kinds) == {"record-missing", "record-extra"}
+    assert kinds["record-missing"]["file"] == gone.relative_to(project).as_posix()
+    assert kinds["record-missing"]["runId"]
+    assert kinds["record-extra"]["file"] == extra.relative_to(project).as_posix()
+
+
+def test_an_edited_leaderboard_is_a_diff(project):
+    path = project / "LEADERBOARD.md"
+    lines = path.read_text().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if line.startswith(f"| medium | {EDIT_TASK} |"))
+    lines[at] = lines[at].replace("| 1/1 |", "| 2/2 |", 1)  # a gold pass that never happened
+    path.write_text("".join(lines))
+    code, report = verify_json(project)
+    assert code == 4
+    (f,) = report["failures"]
+    assert (f["kind"], f["file"], f["line"]) == ("leaderboard-different", "LEADERBOARD.md", at + 1)
+    diff = report["projections"]["leaderboard"]["diff"]
+    assert diff.startswith("--- LEADERBOARD.md (committed)") and f"-{lines[at]}" in diff
+    result = cli(project, "replay", "--verify")
+    assert result.exit_code == 4 and "+++ LEADERBOARD.md (regenerated)" in result.stderr
+
+
+def test_an_edited_read_model_is_a_content_mismatch(project):
+    db = project / "results" / "cbledger.db"
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE grades SET partial_credit = 0.123 WHERE rowid = (SELECT min(rowid) FROM grades)")
+    conn.commit()
+    conn.close()
+    code, report = verify_json(project)
+    assert code == 4
+    (f,) = report["failures"]
+    assert (f["kind"], f["file"], f["field"]) == ("readmodel-different", "results/cbledger.db", "grades")
+    assert "0.123" in f["actual"] and "0.123" not in f["expected"]
+
+    db.unlink()
+    code, report = verify_json(project)
+    assert code == 4 and [f["kind"] for f in report["failures"]] == ["readmodel-missing"]
+
+
+def test_run_failures_outrank_projection_failures(project):
+    (project / "LEADERBOARD.md").write_text("edited\n")
+    victim = runs(project)[("noop", OTHER_TASK)].event.body
+    (project / victim.sandbox.store).unlink()
+    code, report = verify_json(project)
+    assert code == 3
+    assert {f["kind"] for f in report["failures"]} == {"bundle-missing", "leaderboard-different"}

@@ -1,0 +1,245 @@
+"""`cbledger replay --verify` on a real ledger the runner wrote: gold and noop runs of two bundled
+tasks on two synthetic fixtures, preserved as bundles, with every projection generated. An
+untouched project verifies with exit 0, offline (no sandbox, agent, kicad-cli or socket), and the
+selection options do what they say. What a tampered project reports is in
+`test_reproduce_tamper.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cbledger.reproduce import verify as verify_mod
+from tests.factories import run_cli
+from tests.runner_project import REPO
+
+pytestmark = [pytest.mark.slow, pytest.mark.kicad]
+
+EDIT_TASK = "led-resistor-swap"  # fixture synthetic-led-resistor
+OTHER_TASK = "mcu-rename-i2c-nets"  # fixture synthetic-mcu-sensor
+TASKS = (EDIT_TASK, OTHER_TASK)
+
+
+def cli(root: Path, *args):
+    return run_cli([*args, "--root", root])
+
+
+def _build(root: Path, sandboxes: Path) -> None:
+    """A fresh clone's view of the bundled suite (tracked files only), a ledger, two tasks run
+    with gold and noop once each, and every projection written."""
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z", "fixtures", "tasks", "suites"], cwd=REPO, capture_output=True, check=True
+    ).stdout.split(b"\0")
+    for rel in filter(None, tracked):
+        src, dest = REPO / rel.decode(), root / rel.decode()
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dest)
+    for args in (("init",), ("suite", "bump", "--reason", "the bundled suite under test")):
+        result = cli(root, *args)
+        assert result.exit_code == 0, result.output
+    for agent in ("gold", "noop"):
+        result = cli(root, "run", *TASKS, "--agent", agent, "--repeats", "1", "--jobs", "2", "--sandbox-root", sandboxes)
+        assert result.exit_code == 0, result.output
+    result = cli(root, "project", "all")
+    assert result.exit_code == 0, result.output
+
+
+def small_project(tmp_path_factory) -> Path:
+    """Built once per test session (both reproduce modules use it); callers get a private copy."""
+    base = tmp_path_factory.getbasetemp() / "reproduce-small"
+    root = base / "project"
+    if not (base / "built").is_file():
+        shutil.rmtree(base, ignore_errors=True)
+        root.mkdir(parents=True)
+        _build(root, base / "sandboxes")
+        (base / "built").write_text("ok\n")
+    return root
+
+
+def copy_project(tmp_path_factory, tmp_path: Path) -> Path:
+    """Bundles are stored relative to the root, so a copied project is as restorable as the original."""
+    root = tmp_path / "project"
+    shutil.copytree(small_project(tmp_path_factory), root)
+    return root
+
+
+def verify_json(root: Path, *args) -> tuple[int, dict]:
+    result = cli(root, "replay", "--verify", "--json", *args)
+    assert result.stdout.strip(), result.output
+    return result.exit_code, json.loads(result.stdout)
+
+
+def runs_by_task(report: dict) -> dict[tuple[str, str], dict]:
+    return {(r["runMode"], r["task"]): r for r in report["runs"]["results"]}
+
+
+@pytest.fixture
+def project(tmp_path_factory, tmp_path, kicad_cli) -> Path:
+    return copy_project(tmp_path_factory, tmp_path)
+
+
+def forbid(*_args, **_kwargs):
+    raise AssertionError("replay --verify must not make a sandbox, run an agent or kicad-cli, or open a socket")
+
+
+@pytest.fixture
+def offline(monkeypatch):
+    from cbledger.runner import execute as execute_mod
+    from cbledger.runner import sandbox as sandbox_mod
+    from cbledger.runner import verification
+    from cbledger.runner.agents import copperhead, replay, scripted
+
+    for target, name in (
+        (sandbox_mod, "create"),
+        (execute_mod.sandbox_mod, "create"),
+        (scripted.GoldAgent, "run"),
+        (scripted.NoopAgent, "run"),
+        (copperhead.CopperheadAgent, "run"),
+        (replay.ReplayAgent, "run"),
+        (verification, "verify_tree"),
+        (verification, "_run"),
+        (socket, "socket"),
+        (socket, "create_connection"),
+    ):
+        monkeypatch.setattr(target, name, forbid)
+
+
+def test_an_untouched_project_verifies_offline(project, offline):
+    result = cli(project, "replay", "--verify")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("chain ok: 10 events")  # created, bump, 4 x (run + grade)
+    assert "runs: 4 checked: 4 reproduced, 0 restored" in result.stdout
+    assert "projections: 4/4 records match; LEADERBOARD.md matches; results/cbledger.db matches" in result.stdout
+    assert lines[-1] == "verified: every check passed"
+
+    code, report = verify_json(project)
+    assert code == 0 and report["ok"] is True and report["exitCode"] == 0
+    assert report["chain"]["ok"] is True and report["chain"]["head"]["seq"] == 10
+    assert report["runs"]["counts"] == {
+        "selected": 4, "notSelected": 0, "reproduced": 4, "restored": 0, "failed": 0, "skipped": 0,
+    }
+    for run in report["runs"]["results"]:
+        assert run["status"] == "reproduced" and run["failures"] == []
+        assert [g["status"] for g in run["grades"]] == ["reproduced"]
+    assert {(m, t) for m, t in runs_by_task(report)} == {(m, t) for m in ("gold", "noop") for t in TASKS}
+    assert report["projections"]["records"] == {"expected": 4, "matching": 4}
+    assert report["projections"]["leaderboard"]["matches"] and report["projections"]["readModel"]["matches"]
+    assert report["failures"] == [] and report["notes"] == []
+
+
+def test_progress_is_one_plain_line_per_run_off_a_terminal(project):
+    result = cli(project, "replay", "--verify")
+    progress = [line for line in result.stderr.splitlines() if line.startswith("[")]
+    assert [p.split("]")[0] for p in progress] == ["[1/4", "[2/4", "[3/4", "[4/4"]
+    assert all(p.endswith(" reproduced") for p in progress)
+
+
+def test_chain_only_regrades_nothing(project, monkeypatch):
+    monkeypatch.setattr(verify_mod, "check_run", forbid)
+    monkeypatch.setattr(verify_mod, "check_outputs", forbid)
+    (project / "LEADERBOARD.md").write_text("stale\n")  # not looked at
+    result = cli(project, "replay", "--verify", "--chain-only")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("chain ok: 10 events") and len(result.stdout.splitlines()) == 1
+
+
+def test_since_and_run_select_which_runs_are_regraded(project):
+    code, full = verify_json(project)
+    seqs = sorted(r["seq"] for r in full["runs"]["results"])
+    code, since = verify_json(project, "--since", str(seqs[1]))
+    assert code == 0
+    assert sorted(r["seq"] for r in since["runs"]["results"]) == seqs[2:]
+    assert since["runs"]["counts"]["notSelected"] == 2
+    assert since["chain"]["events"] == 10  # the chain is always checked whole
+
+    one = full["runs"]["results"][0]["runId"]
+    two = full["runs"]["results"][3]["runId"]
+    code, picked = verify_json(project, "--run", one, "--run", two)
+    assert code == 0 and [r["runId"] for r in picked["runs"]["results"]] == [one, two]
+
+    unknown = cli(project, "replay", "--verify", "--run", "no-such-run")
+    assert unknown.exit_code == 2 and "no-such-run" in unknown.stderr
+
+
+def test_no_projections_leaves_the_outputs_alone(project):
+    (project / "LEADERBOARD.md").unlink()
+    code, report = verify_json(project, "--no-projections")
+    assert code == 0 and report["projections"] is None
+    code, report = verify_json(project)
+    assert code == 4
+    assert [f["kind"] for f in report["failures"]] == ["leaderboard-missing"]
+
+
+def test_parallel_regrading_reports_what_serial_does(project):
+    _, serial = verify_json(project)
+    code, parallel = verify_json(project, "--jobs", "2")
+    assert code == 0
+
+    def strip(report):
+        return [{k: v for k, v in r.items() if k != "seconds"} for r in report["runs"]["results"]]
+
+    assert strip(parallel) == strip(serial)
+
+
+def test_replay_needs_verify_and_a_ledger(project, tmp_path):
+    assert cli(project, "replay").exit_code == 2
+    missing = run_cli(["replay", "--verify", "--root", tmp_path / "empty"])
+    assert missing.exit_code == 2 and "no ledger" in missing.stderr
+
+
+def test_a_retracted_run_is_skipped_with_a_note(project):
+    _, report = verify_json(project)
+    victim = runs_by_task(report)[("noop", EDIT_TASK)]["runId"]
+    retraction = {
+        "id": f"retract:{victim}", "type": "run.retracted", "at": "2026-12-01T00:00:00Z",
+        "actor": {"kind": "maintainer", "name": "test"}, "body": {"runId": victim, "reason": "a test retraction"},
+    }
+    appended = run_cli(["append", "-", "--root", project], input=json.dumps(retraction))
+    assert appended.exit_code == 0, appended.output
+    code, report = verify_json(project)
+    assert code == 4  # the committed projections still show the run
+    assert {f["kind"] for f in report["failures"]} == {"record-extra", "leaderboard-different", "readmodel-different"}
+    assert cli(project, "project", "all").exit_code == 0
+    code, report = verify_json(project)
+    assert code == 0, report["failures"]
+    skipped = runs_by_task(report)[("noop", EDIT_TASK)]
+    assert skipped["status"] == "skipped"
+    assert skipped["notes"][0]["kind"] == "retracted" and "a test retraction" in skipped["notes"][0]["message"]
+    assert report["runs"]["counts"]["skipped"] == 1 and report["runs"]["counts"]["reproduced"] == 3
+
+
+def test_a_task_edited_after_its_runs_makes_them_not_regradable_not_failed(project, offline):
+    path = project / "tasks" / EDIT_TASK / "assertions.json"
+    assertions = json.loads(path.read_text())
+    assertions[0]["weight"] = assertions[0]["weight"] + 1
+    path.write_text(json.dumps(assertions, indent=2) + "\n")
+    code, report = verify_json(project)
+    assert code == 0, report["failures"]
+    for mode in ("gold", "noop"):
+        run = runs_by_task(report)[(mode, EDIT_TASK)]
+        assert run["status"] == "restored" and [g["status"] for g in run["grades"]] == ["not-regradable"]
+        (note,) = run["notes"]
+        assert note["kind"] == "not-regradable" and note["suiteVersion"] == "1.0.0"
+        assert "not re-gradable under the current suite" in note["message"]
+        assert runs_by_task(report)[(mode, OTHER_TASK)]["status"] == "reproduced"
+
+    # Re-scored under a new suite version, the new grade reproduces and the old one stays a note.
+    for args in (("suite", "bump", "--reason", "reweigh"), ("rescore",), ("project", "all")):
+        result = cli(project, *args)
+        assert result.exit_code == 0, result.output
+    code, report = verify_json(project)
+    assert code == 0, report["failures"]
+    for mode in ("gold", "noop"):
+        run = runs_by_task(report)[(mode, EDIT_TASK)]
+        assert run["status"] == "reproduced"
+        assert [(g["suiteVersion"], g["status"]) for g in run["grades"]] == [("1.0.0", "not-regradable"), ("1.1.0", "reproduced")]
+        other = runs_by_task(report)[(mode, OTHER_TASK)]
+        assert [g["status"] for g in other["grades"]] == ["reproduced", "reproduced"]
+    assert report["projections"]["records"] == {"expected": 8, "matching": 8}
