@@ -94,9 +94,8 @@ def escape_hash_digit(line: bytes) -> bytes:
 
 
 # Each case: a name, how to tamper (lines -> file bytes), and the kind, line and seq verify must
-# name.
-# The seq named is the one stored on the first bad line (for a seq-gap, the unexpected seq; the
-# message also says which was expected); every line before it verifies.
+# name. The seq named is the one stored on the first bad line (for a seq-gap, the unexpected seq;
+# the message also says which was expected); every line before it verifies.
 Tamper = Callable[[Lines], bytes]
 CASES: list[tuple[str, Tamper, str, int, int]] = [
     ("byte-in-body", lambda ls: put(ls, 3, edit(ls[3], b"linux-x86_64", b"linux-x86_65")), "hash-mismatch", 4, 4),
