@@ -20,25 +20,49 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Pattern:
+    """A credential kind. `anchors` are literal strings one of which every match contains
+    (compared case-insensitively when the pattern is): a text holding none of them cannot match,
+    which lets the ledger rule most events out without running the regex."""
+
     kind: str
     regex: str
     flags: int = 0
+    anchors: tuple[str, ...] = ()
 
     def compiled(self) -> re.Pattern[str]:
         return re.compile(self.regex, self.flags)
 
 
 PATTERNS: tuple[Pattern, ...] = (
-    Pattern("openai-or-anthropic-key", r"sk-[A-Za-z0-9_-]{20,}"),
-    Pattern("google-api-key", r"AIza[0-9A-Za-z_-]{35}"),
-    Pattern("http-bearer-token", r"Bearer\s+[A-Za-z0-9._+/=-]{16,}", re.IGNORECASE),
-    Pattern("npm-token", r"npm_[A-Za-z0-9-]{36,}"),
-    Pattern("github-token", r"gh[pousr]_[A-Za-z0-9]{36,}"),
-    Pattern("github-fine-grained-pat", r"github_pat_[A-Za-z0-9_]{22,}"),
-    Pattern("groq-key", r"gsk_[A-Za-z0-9]{20,}"),
+    Pattern("openai-or-anthropic-key", r"sk-[A-Za-z0-9_-]{20,}", anchors=("sk-",)),
+    Pattern("google-api-key", r"AIza[0-9A-Za-z_-]{35}", anchors=("AIza",)),
+    Pattern("http-bearer-token", r"Bearer\s+[A-Za-z0-9._+/=-]{16,}", re.IGNORECASE, anchors=("bearer",)),
+    Pattern("npm-token", r"npm_[A-Za-z0-9-]{36,}", anchors=("npm_",)),
+    Pattern("github-token", r"gh[pousr]_[A-Za-z0-9]{36,}", anchors=("ghp_", "gho_", "ghu_", "ghs_", "ghr_")),
+    Pattern("github-fine-grained-pat", r"github_pat_[A-Za-z0-9_]{22,}", anchors=("github_pat_",)),
+    Pattern("groq-key", r"gsk_[A-Za-z0-9]{20,}", anchors=("gsk_",)),
 )
 
 _COMPILED = tuple((p.kind, p.compiled()) for p in PATTERNS)
+_ANCHORS = tuple(a.encode() for p in PATTERNS if not p.flags & re.IGNORECASE for a in p.anchors)
+_ANCHORS_CI = tuple(a.lower().encode() for p in PATTERNS if p.flags & re.IGNORECASE for a in p.anchors)
+# Anchors holding an underscore are only searched for when the text has one at all: most events
+# have none, and each search is a pass over the whole text.
+_PLAIN = tuple(a for a in _ANCHORS if b"_" not in a)
+_UNDERSCORED = tuple(a for a in _ANCHORS if b"_" in a)
+
+
+def may_match(data: bytes) -> bool:
+    """False when no pattern can match anywhere in `data` (no anchor occurs). Anchors contain
+    no character JSON escapes, so this holds for canonical JSON of any value too."""
+    if any(a in data for a in _PLAIN):
+        return True
+    if _UNDERSCORED and b"_" in data and any(a in data for a in _UNDERSCORED):
+        return True
+    if _ANCHORS_CI:
+        lowered = data.lower()
+        return any(a in lowered for a in _ANCHORS_CI)
+    return False
 
 
 def _pattern_set_hash() -> str:

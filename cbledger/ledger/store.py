@@ -102,7 +102,12 @@ class _HeadView(msgspec.Struct):
     type: str
 
 
+class _BodyView(msgspec.Struct):
+    body: msgspec.Raw
+
+
 _VIEW_DECODER = msgspec.json.Decoder(_LineView)
+_BODY_DECODER = msgspec.json.Decoder(_BodyView)
 _HEAD_DECODER = msgspec.json.Decoder(_HeadView)
 
 
@@ -130,6 +135,8 @@ def _may_hold_credential(data: bytes) -> bool:
     """
     if not _SHORTCUT_SOUND:
         return True
+    if not credentials.may_match(data):
+        return False
     text = data.decode()
     if "\\" in text:
         text = _JSON_ESCAPE.sub(_unescape, text)
@@ -240,7 +247,7 @@ class LedgerStore:
         # Decoding is validation (NaN encoded as null, ranges, invariants), done once, here,
         # before the lock is taken; under the lock only the seq changes, which cannot invalidate.
         encoding.decode(data)
-        body_bytes = encoding.encode_value(event.body)  # type: ignore[attr-defined]
+        body_bytes = _BODY_DECODER.decode(data).body  # the body's canonical bytes, as a slice
         return event, body_bytes, _content_digest(event_type(event), body_bytes)
 
     def _write_durably(self, fd: int, data: bytes) -> None:
