@@ -128,5 +128,33 @@ def _chain_bar():
     return update
 
 
+def watch(
+    debounce_ms: Annotated[
+        int, typer.Option("--debounce-ms", min=1, help="Regenerate once the ledger has been quiet this long.")
+    ] = 200,
+    exec_cmd: Annotated[
+        str | None,
+        typer.Option("--exec", metavar="CMD", help="Run CMD (a shell command, in the root) after each regeneration; $CBLEDGER_HEAD_SEQ is the head."),
+    ] = None,
+    once: Annotated[bool, typer.Option("--once", help="Regenerate the outputs and exit.")] = False,
+    no_read_model: Annotated[bool, typer.Option("--no-read-model", help="Leave results/cbledger.db alone.")] = False,
+    ledger: LedgerOption = None,
+    root: RootOption = None,
+) -> None:
+    """Keep the records, LEADERBOARD.md and the read model current as events land in the ledger.
+
+    Only new events are folded and only outputs that changed are rewritten. A torn or malformed
+    append is reported and the outputs stay at the last good state until the ledger is repaired.
+    Ctrl-C or SIGTERM stops it (exit 0). Exit codes: 0 stopped, or `--once` regenerated; 1 `--once`
+    found a ledger it cannot fold to the end; 2 no ledger or bad usage.
+    """
+    from cbledger.reproduce.watch import Watcher, WatchOptions
+
+    options = WatchOptions(debounce_ms=debounce_ms, exec_cmd=exec_cmd, once=once, read_model=not no_read_model)
+    watcher = Watcher(project_root(root), ledger_path(ledger, root), options, echo=lambda line: typer.echo(line))
+    raise typer.Exit(watcher.run())
+
+
 def register(app: typer.Typer) -> None:
     app.command()(replay)
+    app.command()(watch)

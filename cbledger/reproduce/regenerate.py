@@ -1,0 +1,216 @@
+"""Keeping a project's outputs current with its ledger, one batch of new events at a time.
+
+The fold is incremental (`LedgerFollower` reads only the bytes appended since the last poll), and
+so are the records: a record depends only on its run, that run's grades and the rubric scores
+recorded before the grade, so only runs named by the new events can have a new or changed record
+(a retraction removes its records). LEADERBOARD.md and the read model aggregate everything, so
+they are rendered whole, and written only when their content changed — which, since both carry
+the ledger head, is whenever an event was folded.
+
+A ledger that cannot be folded further (an append that is torn, does not decode or does not link)
+leaves the outputs at the last good state and is reported, and folding resumes from there once
+the file is repaired. If the bytes already folded were themselves rewritten, the state is rebuilt
+from scratch: a running BLAKE3 of the folded prefix tells the two cases apart.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from blake3 import blake3
+
+from cbledger.projections import leaderboard, readmodel, records, writers
+from cbledger.projections.fold import ProjectionError, Projector
+from cbledger.projections.writers import LedgerFollower
+
+
+class _TrackingProjector(Projector):
+    """A projector that remembers which runs the events it folds name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.touched: set[str] = set()
+
+    def apply(self, items: Iterable[Any]) -> int:
+        items = list(items)
+        for item in items:
+            event = getattr(item, "event", item)
+            if event.seq > self.last_seq:
+                run_id = getattr(event.body, "run_id", None)
+                if run_id is not None:
+                    self.touched.add(run_id)
+        return super().apply(items)
+
+
+@dataclass
+class Update:
+    folded: int = 0
+    head_seq: int = 0
+    records_written: list[str] = field(default_factory=list)
+    records_removed: list[str] = field(default_factory=list)
+    leaderboard: bool = False
+    read_model: bool = False
+    rebuilt: bool = False
+    seconds: float = 0.0
+
+    def describe(self) -> str:
+        parts = [f"{self.folded} event(s) folded, head seq {self.head_seq}"]
+        if self.rebuilt:
+            parts.append("rebuilt from scratch")
+        parts.append(f"{len(self.records_written)} record(s) written")
+        if self.records_removed:
+            parts.append(f"{len(self.records_removed)} removed")
+        parts.append("LEADERBOARD.md " + ("rewritten" if self.leaderboard else "unchanged"))
+        parts.append("read model " + ("rewritten" if self.read_model else "unchanged"))
+        return "; ".join(parts) + f" ({self.seconds:.2f} s)"
+
+
+class Regenerator:
+    def __init__(self, root: Path, ledger: Path, read_model: bool = True) -> None:
+        self.root = root
+        self.ledger = ledger
+        self.results = root / "results"
+        self.leaderboard_path = root / "LEADERBOARD.md"
+        self.db_path = self.results / "cbledger.db"
+        self.with_read_model = read_model
+        self.follower: LedgerFollower | None = None
+        self._prefix = blake3()
+        self.problem: str | None = None  # why the ledger cannot be folded further, if it cannot
+        self.written_seq = 0  # the head the outputs on disk were written for
+
+    # ------------------------------------------------------------------ folding
+
+    def _fresh(self) -> tuple[LedgerFollower, _TrackingProjector]:
+        projector = _TrackingProjector()
+        return LedgerFollower(self.ledger, projector), projector
+
+    def _hash_prefix(self, start: int, end: int, into) -> None:
+        with open(self.ledger, "rb") as f:
+            f.seek(start)
+            remaining = end - start
+            while remaining > 0:
+                chunk = f.read(min(remaining, 1 << 20))
+                if not chunk:
+                    break
+                into.update(chunk)
+                remaining -= len(chunk)
+
+    def _prefix_intact(self, offset: int) -> bool:
+        if os.path.getsize(self.ledger) < offset:
+            return False
+        h = blake3()
+        self._hash_prefix(0, offset, h)
+        return h.digest() == self._prefix.digest()
+
+    def _poll(self, follower: LedgerFollower) -> str | None:
+        """Folds what it can; returns why it stopped early, if it did."""
+        before = follower.offset
+        try:
+            follower.poll()
+            problem = None
+        except ProjectionError as exc:
+            problem = str(exc)
+        if follower is self.follower:
+            self._hash_prefix(before, follower.offset, self._prefix)
+        return problem or self._torn(follower)
+
+    def _torn(self, follower: LedgerFollower) -> str | None:
+        size = os.path.getsize(self.ledger)
+        if size <= follower.offset:
+            return None
+        return (
+            f"{self.ledger}: torn append at byte {follower.offset} ({size - follower.offset} byte(s) without a "
+            "newline); waiting for it to complete or be removed (`cbledger repair --truncate-torn-tail`)"
+        )
+
+    def refresh(self) -> Update | None:
+        """Folds new events and rewrites what changed; None when nothing new was folded."""
+        started = time.perf_counter()
+        rebuilt = False
+        if self.follower is None:
+            self.follower, projector = self._fresh()
+            self._prefix = blake3()
+            problem = self._poll(self.follower)
+            rebuilt = True
+        else:
+            projector = self.follower.projector  # type: ignore[assignment]
+            head = self.follower.state.head_seq
+            problem = self._poll(self.follower)
+            if problem is not None and self.follower.state.head_seq == head and not self._prefix_intact(self.follower.offset):
+                follower, fresh = self._fresh()
+                try:
+                    follower.poll()
+                except ProjectionError as exc:
+                    problem = f"{exc} (the folded part of the ledger was rewritten and does not fold either)"
+                else:
+                    self.follower, projector, rebuilt = follower, fresh, True
+                    self._prefix = blake3()
+                    self._hash_prefix(0, follower.offset, self._prefix)
+                    problem = self._torn(follower)
+        self.problem = problem
+        if not rebuilt and self.follower.state.head_seq == self.written_seq:
+            return None
+        update = self._write(rebuilt, projector.touched)  # type: ignore[attr-defined]
+        projector.touched = set()  # type: ignore[attr-defined]
+        update.seconds = time.perf_counter() - started
+        return update
+
+    # ------------------------------------------------------------------ writing
+
+    def _write(self, everything: bool, touched: set[str]) -> Update:
+        assert self.follower is not None
+        state = self.follower.state
+        update = Update(folded=state.head_seq if everything else state.head_seq - self.written_seq,
+                        head_seq=state.head_seq, rebuilt=everything)
+        if everything:
+            report = writers.sync_records(state, self.results)
+            update.records_written = report.created + report.updated
+            update.records_removed = report.removed
+        else:
+            for run_id in sorted(touched):
+                entry = state.runs.get(run_id)
+                if entry is None:
+                    continue
+                for rel, _suite, graded in records.record_paths(state, run_id):
+                    target = self.results / rel
+                    if run_id in state.retracted:
+                        if target.is_file():
+                            target.unlink()
+                            update.records_removed.append(rel)
+                        continue
+                    data = records.render(records.build_record(state, entry, graded))
+                    if _write_if_changed(target, data):
+                        update.records_written.append(rel)
+        update.leaderboard = writers.write_text_if_changed(self.leaderboard_path, leaderboard.render(state, None))
+        if self.with_read_model:
+            tables = readmodel.build_tables(state)
+            if not (everything and self._same_read_model(tables)):
+                readmodel.write(tables, self.db_path)
+                update.read_model = True
+        self.written_seq = state.head_seq
+        return update
+
+    def _same_read_model(self, tables) -> bool:
+        """On a (re)build only: is the database on disk already this content? Later updates
+        always change it, because its `meta` table carries the ledger head."""
+        if not self.db_path.is_file():
+            return False
+        try:
+            return readmodel.canonical_dump(self.db_path) == readmodel.canonical_dump_tables(tables)
+        except Exception:  # not a read model: rewrite it
+            return False
+
+
+def _write_if_changed(path: Path, data: bytes) -> bool:
+    try:
+        if path.read_bytes() == data:
+            return False
+    except FileNotFoundError:
+        pass
+    writers.write_atomic(path, data)
+    return True

@@ -1,0 +1,144 @@
+"""`cbledger watch`: the projections follow the ledger as events land.
+
+The ledger's directory is watched (not the file: a watch on a file's inode misses a file that is
+replaced); a burst of appends is regenerated once, after the ledger has been quiet for the
+debounce interval (or at the latest ten intervals into a steady stream of appends, so a busy
+runner still sees its numbers move). A ledger that cannot be folded is reported — once per
+distinct problem — and the outputs stay at the last good state until it is repaired.
+
+SIGINT and SIGTERM stop the loop between regenerations, so an output is never left half
+written; a second SIGINT interrupts at once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from cbledger.errors import UserError
+from cbledger.reproduce.regenerate import Regenerator, Update
+
+Echo = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class WatchOptions:
+    debounce_ms: int = 200
+    exec_cmd: str | None = None
+    once: bool = False
+    read_model: bool = True
+
+
+class _Stop:
+    """Turns the first SIGINT/SIGTERM into a request to stop; a second SIGINT interrupts."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.signal: str | None = None
+        self._saved: dict[int, object] = {}
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._saved[sig] = signal.signal(sig, self._handle)
+
+    def restore(self) -> None:
+        for sig, handler in self._saved.items():
+            signal.signal(sig, handler)  # type: ignore[arg-type]
+
+    def _handle(self, signum, _frame) -> None:
+        if self.event.is_set() and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.signal = signal.Signals(signum).name
+        self.event.set()
+
+
+def _run_exec(cmd: str, root: Path, update: Update, echo: Echo) -> None:
+    env = {**os.environ, "CBLEDGER_HEAD_SEQ": str(update.head_seq)}
+    proc = subprocess.run(cmd, shell=True, cwd=root, env=env, stdin=subprocess.DEVNULL)
+    if proc.returncode != 0:
+        echo(f"watch: --exec exited {proc.returncode}: {cmd}")
+
+
+class Watcher:
+    def __init__(self, root: Path, ledger: Path, options: WatchOptions, echo: Echo) -> None:
+        if not ledger.is_file():
+            raise UserError(f"{ledger}: no ledger here (run `cbledger init` first)")
+        if options.debounce_ms < 1:
+            raise UserError("--debounce-ms must be at least 1")
+        self.root, self.ledger, self.options, self.echo = root, ledger, options, echo
+        self.regenerator = Regenerator(root, ledger, read_model=options.read_model)
+        self._reported: str | None = None
+
+    def regenerate(self) -> Update | None:
+        update = self.regenerator.refresh()
+        problem = self.regenerator.problem
+        if problem is not None and "torn append" in problem:
+            time.sleep(min(self.options.debounce_ms, 200) / 1000)  # an append may still be landing
+            again = self.regenerator.refresh()
+            update = again or update
+            problem = self.regenerator.problem
+        if problem != self._reported:
+            if problem is not None:
+                self.echo(f"watch: cannot fold further: {problem}; outputs stay at seq {self.regenerator.written_seq}")
+            elif self._reported is not None:
+                self.echo("watch: the ledger folds again; resuming")
+            self._reported = problem
+        if update is not None:
+            self.echo(f"watch: {update.describe()}")
+            if self.options.exec_cmd:
+                _run_exec(self.options.exec_cmd, self.root, update, self.echo)
+        return update
+
+    def run(self, stop: threading.Event | None = None) -> int:
+        """Regenerates now, then on every settled change until stopped. Returns the exit code."""
+        self.regenerate()
+        if self.options.once:
+            return 1 if self.regenerator.problem else 0
+        import watchfiles
+
+        stopper = _Stop()
+        event = stop or stopper.event
+        if stop is None:
+            stopper.install()
+        target = str(self.ledger.resolve())
+        step = self.options.debounce_ms
+        self.echo(f"watch: watching {self.ledger} (debounce {step} ms); Ctrl-C to stop")
+        try:
+            for _changes in watchfiles.watch(
+                self.ledger.resolve().parent,
+                watch_filter=lambda _change, path: path == target,
+                step=step,
+                debounce=max(10 * step, 1600),
+                stop_event=event,
+                rust_timeout=1000,
+                yield_on_timeout=True,
+                raise_interrupt=False,
+                recursive=False,
+            ):
+                if event.is_set():
+                    break
+                if _changes or self.regenerator.problem is not None or self._grew():
+                    self.regenerate()
+        except KeyboardInterrupt:
+            stopper.signal = stopper.signal or "SIGINT"
+        finally:
+            stopper.restore()
+        why = stopper.signal or "stop requested"
+        self.echo(f"watch: stopped ({why}); outputs are at seq {self.regenerator.written_seq}")
+        return 0
+
+    def _grew(self) -> bool:
+        """A missed notification must not leave the outputs behind: check the size on timeouts."""
+        follower = self.regenerator.follower
+        try:
+            return follower is not None and os.path.getsize(self.ledger) != follower.offset
+        except OSError:
+            return False

@@ -1,0 +1,233 @@
+"""`cbledger watch`: outputs follow the ledger as another process appends to it.
+
+After every batch settles, the records, LEADERBOARD.md and the read model equal a full rebuild
+from the same ledger; a torn or malformed append is reported and the watcher keeps running until
+the ledger is repaired; SIGINT and SIGTERM end it with exit 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from cbledger.ledger.store import LedgerStore
+from cbledger.projections import leaderboard, readmodel, writers
+from cbledger.reproduce.outputs import record_files
+from cbledger.reproduce.regenerate import Regenerator
+from tests.factories import run_cli
+from tests.projection_factories import MAINTAINER, rich_stream
+
+SETTLE = 30.0  # seconds a batch may take to show up; a pass takes well under one
+
+
+def make_root(tmp_path: Path) -> tuple[Path, Path, list]:
+    root = tmp_path / "project"
+    ledger = root / "results" / "ledger" / "events.jsonl"
+    LedgerStore(ledger).init("watch-test", MAINTAINER)
+    return root, ledger, rich_stream().drafts()[1:]
+
+
+def jsonl(events) -> bytes:
+    return b"".join(msgspec.json.encode(msgspec.to_builtins(e)) + b"\n" for e in events)
+
+
+def assert_equals_full_rebuild(root: Path, ledger: Path, tmp_path: Path) -> None:
+    """The watched outputs against a rebuild from scratch into another directory."""
+    state = writers.load_state(ledger)
+    fresh = tmp_path / f"rebuild-{state.head_seq}"
+    writers.sync_records(state, fresh / "results")
+    watched, rebuilt = record_files(root / "results"), record_files(fresh / "results")
+    assert watched == rebuilt
+    for rel in rebuilt:
+        assert (root / "results" / rel).read_bytes() == (fresh / "results" / rel).read_bytes(), rel
+    assert (root / "LEADERBOARD.md").read_text() == leaderboard.render(state, None)
+    tables = readmodel.build_tables(state)
+    assert readmodel.canonical_dump(root / "results" / "cbledger.db") == readmodel.canonical_dump_tables(tables)
+
+
+# --------------------------------------------------------------------------- in-process
+
+
+def test_incremental_regeneration_equals_a_full_rebuild_after_every_batch(tmp_path):
+    root, ledger, drafts = make_root(tmp_path)
+    store = LedgerStore(ledger)
+    regen = Regenerator(root, ledger)
+    rng = random.Random(7)
+    i = 0
+    first = regen.refresh()
+    assert first is not None and first.rebuilt
+    while i < len(drafts):
+        n = rng.randint(1, 12)
+        store.append(drafts[i:i + n])
+        i += n
+        update = regen.refresh()
+        assert update is not None and not update.rebuilt and update.head_seq == store.head().seq
+        assert regen.problem is None
+        assert_equals_full_rebuild(root, ledger, tmp_path)
+    assert regen.refresh() is None  # nothing new: nothing rewritten
+
+
+def test_only_changed_records_are_rewritten(tmp_path):
+    root, ledger, drafts = make_root(tmp_path)
+    store = LedgerStore(ledger)
+    store.append(drafts[:-3])
+    regen = Regenerator(root, ledger)
+    regen.refresh()
+    mtimes = {p: (root / "results" / p).stat().st_mtime_ns for p in record_files(root / "results")}
+    store.append(drafts[-3:])  # the 1.1.0 bump and two re-grades
+    update = regen.refresh()
+    assert sorted(update.records_written) == sorted(set(record_files(root / "results")) - set(mtimes))
+    assert len(update.records_written) == 2 and update.leaderboard and update.read_model
+    for p, before in mtimes.items():
+        assert (root / "results" / p).stat().st_mtime_ns == before, p
+
+
+def test_once_regenerates_and_exits(tmp_path):
+    root, ledger, drafts = make_root(tmp_path)
+    LedgerStore(ledger).append(drafts)
+    result = run_cli(["watch", "--once", "--root", root])
+    assert result.exit_code == 0, result.output
+    assert f"head seq {len(drafts) + 1}" in result.stdout
+    assert_equals_full_rebuild(root, ledger, tmp_path)
+    again = run_cli(["watch", "--once", "--root", root])
+    assert "0 record(s) written; LEADERBOARD.md unchanged; read model unchanged" in again.stdout
+    assert run_cli(["watch", "--once", "--root", tmp_path / "nowhere"]).exit_code == 2
+
+
+def test_once_on_a_torn_ledger_says_so_and_exits_1(tmp_path):
+    root, ledger, drafts = make_root(tmp_path)
+    LedgerStore(ledger).append(drafts[:5])
+    with open(ledger, "ab") as f:
+        f.write(b'{"event":{"actor":')
+    result = run_cli(["watch", "--once", "--debounce-ms", "1", "--root", root])
+    assert result.exit_code == 1
+    assert "cannot fold further" in result.stdout and "torn append" in result.stdout
+    assert "outputs stay at seq 6" in result.stdout
+
+
+# --------------------------------------------------------------------------- another process
+
+
+class WatchProcess:
+    def __init__(self, root: Path, *extra: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "cbledger.cli.app", "watch", "--root", str(root), "--debounce-ms", "50", *extra],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line.rstrip("\n"))
+
+    def wait_for(self, text: str) -> str:
+        deadline = time.monotonic() + SETTLE
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=0.2)
+            except queue.Empty:
+                assert self.proc.poll() is None, f"watch died: {self.seen}"
+                continue
+            self.seen.append(line)
+            if text in line:
+                return line
+        raise AssertionError(f"no {text!r} from watch within {SETTLE}s: {self.seen}")
+
+    def stop(self, sig: int) -> int:
+        self.proc.send_signal(sig)
+        code = self.proc.wait(timeout=SETTLE)
+        self.reader.join(timeout=SETTLE)
+        while not self.lines.empty():
+            self.seen.append(self.lines.get())
+        return code
+
+
+def append_in_another_process(ledger: Path, batch: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "cbledger.cli.app", "append", str(batch), "--ledger", str(ledger)],
+        capture_output=True, text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.slow
+def test_watch_follows_appends_from_another_process_and_survives_bad_appends(tmp_path):
+    root, ledger, drafts = make_root(tmp_path)
+    marker = tmp_path / "exec.log"
+    watcher = WatchProcess(root, "--exec", f"echo $CBLEDGER_HEAD_SEQ >> {marker}")
+    try:
+        watcher.wait_for("head seq 1;")
+        watcher.wait_for("watching")
+        batches = [drafts[:20], drafts[20:45], drafts[45:70]]
+        head = 1
+        for k, batch in enumerate(batches):
+            path = tmp_path / f"batch-{k}.jsonl"
+            path.write_bytes(jsonl(batch))
+            append_in_another_process(ledger, path)
+            head += len(batch)
+            watcher.wait_for(f"head seq {head};")
+            assert_equals_full_rebuild(root, ledger, tmp_path)
+
+        # A torn append: reported, the watcher lives on, outputs stay at the last good state.
+        good = ledger.read_bytes()
+        with open(ledger, "ab") as f:
+            f.write(b'{"event":{"actor":{"kind":"runner"')
+        watcher.wait_for("torn append")
+        assert_equals_full_rebuild_at(root, good, tmp_path)
+        repaired = run_cli(["repair", "--truncate-torn-tail", "--ledger", ledger])
+        assert repaired.exit_code == 0, repaired.output
+        watcher.wait_for("resuming")
+
+        # A complete line that is not a ledger line: the same, repaired by restoring the file.
+        with open(ledger, "ab") as f:
+            f.write(b"this is not an event\n")
+        watcher.wait_for("cannot fold further")
+        ledger.write_bytes(good)
+        watcher.wait_for("resuming")
+
+        rest = tmp_path / "batch-rest.jsonl"
+        rest.write_bytes(jsonl(drafts[70:]))
+        append_in_another_process(ledger, rest)
+        watcher.wait_for(f"head seq {len(drafts) + 1};")
+        assert_equals_full_rebuild(root, ledger, tmp_path)
+        assert watcher.proc.poll() is None
+    finally:
+        code = watcher.stop(signal.SIGINT)
+    assert code == 0, watcher.seen
+    assert any("stopped (SIGINT)" in line for line in watcher.seen)
+    heads = [int(x) for x in marker.read_text().split()]
+    assert heads[0] == 1 and heads[-1] == len(drafts) + 1 and heads == sorted(heads)
+
+
+def assert_equals_full_rebuild_at(root: Path, ledger_bytes: bytes, tmp_path: Path) -> None:
+    copy = tmp_path / "at" / "events.jsonl"
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    copy.write_bytes(ledger_bytes)
+    assert_equals_full_rebuild(root, copy, tmp_path)
+
+
+@pytest.mark.slow
+def test_sigterm_stops_watch_cleanly(tmp_path):
+    root, ledger, drafts = make_root(tmp_path)
+    LedgerStore(ledger).append(drafts[:10])
+    watcher = WatchProcess(root)
+    watcher.wait_for("watching")
+    assert watcher.stop(signal.SIGTERM) == 0
+    assert any("stopped (SIGTERM); outputs are at seq 11" in line for line in watcher.seen)
+    assert json.loads((root / "results").joinpath(sorted(record_files(root / "results"))[0]).read_text())
+    assert os.path.isfile(root / "results" / "cbledger.db")
