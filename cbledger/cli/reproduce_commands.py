@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -155,6 +156,52 @@ def watch(
     raise typer.Exit(watcher.run())
 
 
+def import_cmd(
+    path: Annotated[
+        Path | None, typer.Argument(help="A published result record, or a results/<date>/<model>/<task>/run-N.json tree.")
+    ] = None,
+    manual: Annotated[
+        Path | None, typer.Option("--manual", metavar="FILE", help="A reviewer's manual import (the 70.2 contract).")
+    ] = None,
+    source: Annotated[
+        str | None,
+        typer.Option("--source", metavar="NAME", help="Where the evidence comes from (default: PATH's name; manual-reviewer-import)."),
+    ] = None,
+    ledger: LedgerOption = None,
+    root: RootOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Import outside evidence as `evidence.imported`: never a project-owned run, never re-graded,
+    shown in its own leaderboard section. Importing the same bytes again is a no-op.
+
+    Exit codes: 0 imported (or already there); 2 bad input — an unknown layout, or every missing or
+    mistyped manual field named — with nothing written; 4 a credential pattern matched, nothing
+    written.
+    """
+    from cbledger.reproduce import imports
+
+    if (path is None) == (manual is None):
+        fail("give exactly one of PATH or --manual FILE", 2)
+    root_dir, ledger_file = project_root(root), ledger_path(ledger, root)
+    if manual is not None:
+        report = imports.import_manual(root_dir, ledger_file, manual, source)
+    else:
+        report = imports.import_records(root_dir, ledger_file, path, source)  # type: ignore[arg-type]
+    if as_json:
+        typer.echo(json.dumps(report.to_dict(), sort_keys=True))
+        return
+    for o in report.outcomes:
+        where = f"seq {o.seq}" if o.seq is not None else "-"
+        typer.echo(f"{o.status:<9} {where:<10} {o.format:<34} {o.original_path}" + (f"  ({o.note})" if o.note else ""))
+    for kept in report.kept:
+        typer.echo(f"kept      {kept}")
+    typer.echo(
+        f"imports: {report.count('imported')} new, {report.count('unchanged')} already imported, "
+        f"{report.count('duplicate')} duplicate content"
+    )
+
+
 def register(app: typer.Typer) -> None:
     app.command()(replay)
     app.command()(watch)
+    app.command("import")(import_cmd)

@@ -1,0 +1,222 @@
+"""Outside evidence into the ledger, as `evidence.imported` and never as a run.
+
+Two doors: the reference implementation's published result records (a file or a
+`results/<date>/<model>/<task>/run-<n>.json` tree, in either of its layouts), and a reviewer's
+manual import (`manual.py`). Both keep the exact bytes (content and SHA-256) beside a summary,
+so what the leaderboard shows can always be traced to what was supplied. Neither is re-gradable
+or project-owned: there is no preserved sandbox to restore, and the ownership says so.
+
+The event id is the content's digest, so importing the same bytes again — from the same place or
+another — is a no-op that names the earlier import. Everything is checked (layout, fields, files,
+credential patterns) before anything is written; a credential match anywhere refuses the whole
+import.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cbledger import credentials
+from cbledger.errors import SecretFound, UserError
+from cbledger.ledger.events import Actor, EvidenceImported, ImportedFile, ImportSummary, make_event
+from cbledger.ledger.store import LedgerStore
+from cbledger.projections.writers import write_atomic
+from cbledger.reproduce import manual as manual_mod
+from cbledger.reproduce.import_formats import recognize
+
+MANUAL_FORMAT = "manual-import/1"
+MANUAL_SOURCE = "manual-reviewer-import"
+KEPT_DIR = Path("results") / "imports"
+
+
+@dataclass
+class Outcome:
+    original_path: str
+    format: str
+    sha256: str
+    status: str  # imported | unchanged | duplicate
+    seq: int | None = None
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"originalPath": self.original_path, "format": self.format, "sha256": self.sha256,
+                "status": self.status, "seq": self.seq, "note": self.note}
+
+
+@dataclass
+class ImportReport:
+    outcomes: list[Outcome] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+
+    def count(self, status: str) -> int:
+        return sum(1 for o in self.outcomes if o.status == status)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"outcomes": [o.to_dict() for o in self.outcomes], "kept": self.kept,
+                "imported": self.count("imported"), "unchanged": self.count("unchanged"),
+                "duplicate": self.count("duplicate")}
+
+
+@dataclass
+class _Candidate:
+    body: EvidenceImported
+    files: list[tuple[Path, bytes]] = field(default_factory=list)  # (destination under root, bytes)
+
+    @property
+    def id(self) -> str:
+        return f"evidence.imported:{self.body.sha256}"
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _text(data: bytes, where: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{where}: not UTF-8 text ({exc}); imported content is kept verbatim as text") from None
+
+
+def _refuse_credentials(items: list[tuple[str, bytes]]) -> None:
+    found = []
+    for where, data in items:
+        found += credentials.scan_bytes(data, where)
+    if found:
+        raise SecretFound(
+            "credential pattern matched: " + ", ".join(str(m) for m in found) + "; nothing imported, nothing written"
+        )
+
+
+def _who() -> str:
+    import getpass
+
+    try:
+        return getpass.getuser() or "importer"
+    except Exception:  # no passwd entry in some containers
+        return "importer"
+
+
+def _existing(store: LedgerStore) -> dict[str, tuple[int, EvidenceImported]]:
+    return {s.event.id: (s.seq, s.event.body) for s in store.read(types={"evidence.imported"})}  # type: ignore[attr-defined]
+
+
+def _commit(root: Path, ledger: Path, candidates: list[_Candidate], actor: Actor) -> ImportReport:
+    store = LedgerStore(ledger)
+    if not store.exists():
+        raise UserError(f"{ledger}: no ledger here (run `cbledger init` first)")
+    existing = _existing(store)
+    report = ImportReport()
+    fresh: list[_Candidate] = []
+    batch: dict[str, _Candidate] = {}
+    for c in candidates:
+        b = c.body
+        outcome = Outcome(b.original_path, b.format, b.sha256, "imported")
+        if c.id in existing:
+            seq, before = existing[c.id]
+            outcome.seq = seq
+            if before == b:
+                outcome.status, outcome.note = "unchanged", f"already imported at seq {seq}"
+            else:
+                outcome.status = "duplicate"
+                outcome.note = f"the same bytes were imported at seq {seq} ({before.source}: {before.original_path})"
+        elif c.id in batch:
+            outcome.status = "duplicate"
+            outcome.note = f"the same bytes as {batch[c.id].body.original_path} in this import"
+        else:
+            batch[c.id] = c
+            fresh.append(c)
+        report.outcomes.append(outcome)
+    written: list[Path] = []
+    try:
+        for c in fresh:
+            for dest, data in c.files:
+                if not (dest.is_file() and dest.read_bytes() == data):
+                    write_atomic(dest, data)
+                    written.append(dest)
+                report.kept.append(dest.relative_to(root).as_posix())
+        now = _dt.datetime.now(_dt.timezone.utc)
+        appended = store.append([make_event(c.body, id=c.id, actor=actor, at=now) for c in fresh]) if fresh else []
+    except BaseException:
+        for p in written:
+            p.unlink(missing_ok=True)
+        raise
+    seqs = {a.id: a.seq for a in appended}
+    for outcome in report.outcomes:
+        if outcome.status == "imported":
+            outcome.seq = seqs[f"evidence.imported:{outcome.sha256}"]
+    return report
+
+
+# --------------------------------------------------------------------------- published records
+
+
+def _record_files(path: Path) -> list[tuple[Path, str]]:
+    """(file, path relative to PATH) of every record to import, in path order."""
+    if path.is_file():
+        return [(path, path.name)]
+    if not path.is_dir():
+        raise UserError(f"{path}: no such file or directory")
+    found = sorted(path.rglob("*.json"), key=lambda p: p.relative_to(path).as_posix())
+    if not found:
+        raise UserError(f"{path}: no *.json result records under it")
+    return [(p, p.relative_to(path).as_posix()) for p in found if p.is_file()]
+
+
+def import_records(root: Path, ledger: Path, path: Path, source: str | None = None) -> ImportReport:
+    """Imports one published record, or every record of a tree, as `evidence.imported`."""
+    source = source or path.resolve().name
+    files = [(file, rel, file.read_bytes()) for file, rel in _record_files(path)]
+    _refuse_credentials([(rel, data) for _, rel, data in files])  # first: later messages may quote values
+    candidates = []
+    for file, rel, data in files:
+        where = str(file)
+        content = _text(data, where)
+        # a single file's date and repeat come from where it sits, as they would in a tree
+        recognized = recognize(data, rel if path.is_dir() else file.resolve().as_posix(), where)
+        candidates.append(_Candidate(EvidenceImported(
+            ownership="imported", source=source, original_path=rel, format=recognized.format,
+            sha256=_sha256(data), content=content, summary=recognized.summary,
+        )))
+    return _commit(root, ledger, candidates, Actor(kind="importer", name=_who()))
+
+
+# --------------------------------------------------------------------------- manual imports
+
+
+def import_manual(root: Path, ledger: Path, file: Path, source: str | None = None) -> ImportReport:
+    """Imports a reviewer-supplied run; its prompt and transcript are kept as files under
+    `results/imports/<sha256 of the import file>/<role>/<name>`."""
+    if file.is_file():
+        _refuse_credentials([(file.name, file.read_bytes())])  # first: a validation message may quote a value
+    m = manual_mod.load(file)
+    content = _text(m.data, str(file))
+    sha = _sha256(m.data)
+    kept_dir = root / KEPT_DIR / sha
+    scanned = [(file.name, m.data)]
+    kept, entries = [], []
+    for role, key in manual_mod.FILES:
+        src = m.files[role]
+        data = src.read_bytes()
+        scanned.append((m.fields[key], data))
+        dest = kept_dir / role / os.path.basename(src)
+        kept.append((dest, data))
+        entries.append(ImportedFile(role=role, original_path=m.fields[key],
+                                    stored_path=dest.relative_to(root).as_posix(), sha256=_sha256(data), bytes=len(data)))
+    _refuse_credentials(scanned)
+    f = m.fields
+    body = EvidenceImported(
+        ownership="reviewer-supplied", source=source or MANUAL_SOURCE, original_path=file.name,
+        format=MANUAL_FORMAT, sha256=sha, content=content,
+        summary=ImportSummary(
+            task_id=f["case_slug"], variant=f["variant"], benchmark=f["benchmark"], surface_id=f["surface_id"],
+            run_date=m.run_at.date().isoformat(),
+        ),
+        files=entries,
+    )
+    return _commit(root, ledger, [_Candidate(body, kept)], Actor(kind="reviewer", name=_who()))

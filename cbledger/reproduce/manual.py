@@ -1,0 +1,125 @@
+"""A reviewer-supplied run: the manual import contract (Bench v2, section 70.2).
+
+Required fields: surface_id, benchmark, case_slug, variant, fixture_path, prompt_path,
+transcript_path, run_timestamp, evaluator_notes, provenance. The rules behind them: a reviewer's
+run is never relabelled as project-owned; the prompt and transcript are kept as files, not only
+as summary text; the fixture path and benchmark version are recorded for replay; redactions are
+explicit (the optional `redactions` list says what was removed).
+
+Validation reports every problem at once — each missing, mistyped or unknown field and each
+file that is not there — because a reviewer fixing one field per attempt gives up.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from cbledger.errors import UserError
+
+REQUIRED = (
+    "surface_id", "benchmark", "case_slug", "variant", "fixture_path",
+    "prompt_path", "transcript_path", "run_timestamp", "evaluator_notes", "provenance",
+)
+OPTIONAL = ("redactions",)
+FILES = (("prompt", "prompt_path"), ("transcript", "transcript_path"))
+_SLUG = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+
+
+class ManualImportInvalid(UserError):
+    def __init__(self, path: Path, problems: list[str]) -> None:
+        self.problems = problems
+        listing = "".join(f"\n  {path}: {p}" for p in problems)
+        super().__init__(f"{path}: not a valid manual import ({len(problems)} problem(s)); nothing written{listing}")
+
+
+@dataclass(frozen=True)
+class ManualImport:
+    path: Path
+    data: bytes
+    fields: dict
+    run_at: _dt.datetime
+    files: dict[str, Path]  # role -> the file on disk
+
+
+def _type_name(value: object) -> str:
+    return {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "an array",
+            dict: "an object", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def _check_field(name: str, value: object, base: Path, files: dict[str, Path], problems: list[str]) -> _dt.datetime | None:
+    if name == "evaluator_notes":
+        if not isinstance(value, str):
+            problems.append(f"{name}: must be a string, got {_type_name(value)}")
+        return None
+    if name == "provenance":
+        if isinstance(value, str) and value.strip():
+            return None
+        if isinstance(value, dict) and value:
+            return None
+        problems.append(f"{name}: must be a non-empty string or object, got {_type_name(value)}")
+        return None
+    if name == "redactions":
+        if not (isinstance(value, list) and all(isinstance(v, str) and v.strip() for v in value)):
+            problems.append(f"{name}: must be an array of non-empty strings")
+        return None
+    if not isinstance(value, str):
+        problems.append(f"{name}: must be a string, got {_type_name(value)}")
+        return None
+    if not value.strip():
+        problems.append(f"{name}: must not be empty")
+        return None
+    if name == "case_slug" and not _SLUG.match(value):
+        problems.append(f"{name}: {value!r} is not a kebab-case slug (a-z, 0-9, single hyphens)")
+    elif name == "run_timestamp":
+        try:
+            when = _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            problems.append(f"{name}: {value!r} is not an ISO 8601 date and time")
+            return None
+        if when.tzinfo is None:
+            problems.append(f"{name}: {value!r} has no timezone (add Z or an offset)")
+            return None
+        return when.astimezone(_dt.timezone.utc)
+    else:
+        for role, key in FILES:
+            if key == name:
+                target = (base / value) if not Path(value).is_absolute() else Path(value)
+                if not target.is_file():
+                    problems.append(f"{name}: no such file: {value} (paths are relative to the import file)")
+                else:
+                    files[role] = target
+    return None
+
+
+def load(path: Path) -> ManualImport:
+    if not path.is_file():
+        raise UserError(f"{path}: no such file")
+    data = path.read_bytes()
+    try:
+        doc = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ManualImportInvalid(path, [f"not JSON: {exc}"]) from None
+    if not isinstance(doc, dict):
+        raise ManualImportInvalid(path, [f"must be a JSON object, got {_type_name(doc)}"])
+    problems: list[str] = []
+    files: dict[str, Path] = {}
+    run_at = None
+    for name in REQUIRED:
+        if name not in doc:
+            problems.append(f"{name}: missing (required by the manual import contract)")
+            continue
+        when = _check_field(name, doc[name], path.parent, files, problems)
+        run_at = run_at or when
+    for name in OPTIONAL:
+        if name in doc:
+            _check_field(name, doc[name], path.parent, files, problems)
+    for name in sorted(set(doc) - set(REQUIRED) - set(OPTIONAL)):
+        problems.append(f"{name}: unknown field (allowed: {', '.join(REQUIRED + OPTIONAL)})")
+    if problems:
+        raise ManualImportInvalid(path, problems)
+    assert run_at is not None
+    return ManualImport(path, data, doc, run_at, files)

@@ -1,0 +1,269 @@
+"""`cbledger import`: the reference implementation's published records (both of its layouts) and
+reviewer-supplied manual imports become `evidence.imported`, verbatim and idempotent, shown in
+their own leaderboard section and never in a model row, skipped by `replay --verify` with a note;
+bad input and credentials are refused with nothing written."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from cbledger.ledger.store import LedgerStore
+from cbledger.projections.writers import load_state
+from cbledger.reproduce.import_formats import LEGACY_FORMAT
+from cbledger.reproduce.manual import REQUIRED
+from tests.factories import run_cli
+from tests.projection_factories import MAINTAINER
+
+SECRET = "sk-" + "a1B2" * 8  # matches the openai-or-anthropic-key pattern
+
+
+@pytest.fixture
+def root(tmp_path) -> Path:
+    root = tmp_path / "project"
+    LedgerStore(root / "results" / "ledger" / "events.jsonl").init("imports-test", MAINTAINER)
+    return root
+
+
+@pytest.fixture
+def published(shared_real) -> Path:
+    return shared_real / "reference-records" / "results"
+
+
+def ledger_of(root: Path) -> Path:
+    return root / "results" / "ledger" / "events.jsonl"
+
+
+def imports(root: Path) -> list:
+    return [s.event for s in LedgerStore(ledger_of(root)).read(types={"evidence.imported"})]
+
+
+def cli(root: Path, *args):
+    return run_cli([*args, "--root", root])
+
+
+# --------------------------------------------------------------------------- published records
+
+
+def test_a_tree_of_both_layouts_is_imported_verbatim(root, published):
+    files = sorted(published.rglob("*.json"))
+    result = cli(root, "import", published, "--source", "copperheadhq/copperbench", "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["imported"] == len(files) == 19
+
+    events = imports(root)
+    by_path = {e.body.original_path: e for e in events}
+    assert set(by_path) == {f.relative_to(published).as_posix() for f in files}
+    for f in files:
+        e = by_path[f.relative_to(published).as_posix()]
+        data = f.read_bytes()
+        assert e.id == f"evidence.imported:{hashlib.sha256(data).hexdigest()}"
+        assert e.body.sha256 == hashlib.sha256(data).hexdigest() and e.body.content == data.decode()
+        assert e.body.ownership == "imported" and e.body.source == "copperheadhq/copperbench"
+        assert e.actor.kind == "importer" and e.body.files == []
+    formats = [e.body.format for e in events]
+    assert formats.count(LEGACY_FORMAT) == 3 and formats.count("copperbench-result/1.0.0") == 16
+
+    legacy = by_path["2026-08-01/compat-qwen2.5-coder-7b/do-rename-net/run-2.json"].body.summary
+    assert (legacy.task_id, legacy.model, legacy.verdict, legacy.suite_version, legacy.run_date, legacy.repeat) == (
+        "do-rename-net", "compat:qwen2.5-coder:7b", "fail", "1.0.1", "2026-08-01", 2)
+    assert legacy.fixture_sha256 == "b4332d44964cab0323746e3a74e60b5636ff30775fb7c2133b18339b13bb2ac6"
+    unscoreable = by_path["2026-09-06/harness-gold/do-rename-net/run-1.json"].body.summary
+    assert (unscoreable.verdict, unscoreable.model, unscoreable.suite_version, unscoreable.run_date) == (
+        "unscoreable", "harness:gold", "0.1.0", "2026-09-06")
+    assert unscoreable.fixture_sha256 == "dad443ad059b7cd2ec57313967db7c511caa8bcfd1ba72dc2f02cd3560249529"
+
+
+def test_importing_again_is_a_no_op(root, published):
+    assert cli(root, "import", published, "--source", "ref").exit_code == 0
+    before = ledger_of(root).read_bytes()
+    again = cli(root, "import", published, "--source", "ref", "--json")
+    assert again.exit_code == 0
+    report = json.loads(again.stdout)
+    assert report["unchanged"] == 19 and report["imported"] == 0
+    one = published / "2026-08-01" / "compat-qwen2.5-coder-7b" / "do-rename-net" / "run-1.json"
+    elsewhere = cli(root, "import", one, "--source", "a-mirror", "--json")
+    assert elsewhere.exit_code == 0
+    (outcome,) = json.loads(elsewhere.stdout)["outcomes"]
+    assert outcome["status"] == "duplicate" and "2026-08-01/compat-qwen2.5-coder-7b/do-rename-net/run-1.json" in outcome["note"]
+    assert ledger_of(root).read_bytes() == before
+
+
+def test_a_single_file_keeps_its_name_and_where_it_sits(root, published):
+    one = published / "2026-09-07" / "harness-noop" / "do-rename-net" / "run-1.json"
+    assert cli(root, "import", one).exit_code == 0
+    (e,) = imports(root)
+    assert e.body.original_path == "run-1.json" and e.body.source == "run-1.json"
+    assert (e.body.summary.run_date, e.body.summary.repeat, e.body.format) == ("2026-09-07", 1, "copperbench-result/1.0.0")
+
+
+def test_imports_have_their_own_section_and_never_a_model_row(root, published):
+    assert cli(root, "import", published, "--source", "copperheadhq/copperbench").exit_code == 0
+    assert cli(root, "project", "all").exit_code == 0
+    state = load_state(ledger_of(root))
+    assert state.runs == {} and len(state.imports) == 19
+    board = (root / "LEADERBOARD.md").read_text()
+    head, section = board.split("## Imported / reviewer-supplied evidence", 1)
+    section = section.split("\n## ", 1)[0]
+    assert "compat:qwen2.5-coder:7b" not in head and "harness:gold" not in head
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "copperheadhq/copperbench" in line]
+    assert len(rows) == 19 and sum("| unscoreable |" in r for r in rows) == 1
+    assert not list((root / "results").glob("20*/*/*/run-*.json"))  # never a project record
+    db = sqlite3.connect(root / "results" / "cbledger.db")
+    assert db.execute("SELECT count(*) FROM imports").fetchone() == (19,)
+    assert db.execute("SELECT count(*) FROM runs").fetchone() == (0,)
+    assert db.execute("SELECT count(*) FROM leaderboard_rows").fetchone() == (0,)
+
+    verify = cli(root, "replay", "--verify", "--json")
+    assert verify.exit_code == 0, verify.output
+    report = json.loads(verify.stdout)
+    notes = [n for n in report["notes"] if n["kind"] == "imported"]
+    assert len(notes) == 19 and all("not re-gradable" in n["message"] for n in notes)
+
+
+def test_a_file_in_neither_layout_refuses_the_whole_import(root, published, tmp_path):
+    tree = tmp_path / "tree"
+    shutil.copytree(published, tree)
+    bad = tree / "2026-09-07" / "harness-gold" / "do-rename-net" / "run-2.json"
+    bad.write_text(json.dumps({"verdict": "pass", "note": "not a record"}))
+    before = ledger_of(root).read_bytes()
+    result = cli(root, "import", tree)
+    assert result.exit_code == 2
+    assert str(bad) in result.stderr and "not a copperbench result record in either known layout" in result.stderr
+    assert ledger_of(root).read_bytes() == before
+
+    wrong_type = tree / "2026-09-07" / "harness-gold" / "do-rename-net" / "run-2.json"
+    record = json.loads((tree / "2026-09-07" / "harness-gold" / "do-rename-net" / "run-1.json").read_text())
+    record["run"]["repeat"] = "one"
+    wrong_type.write_text(json.dumps(record))
+    result = cli(root, "import", tree)
+    assert result.exit_code == 2 and "$.run.repeat" in result.stderr
+    assert ledger_of(root).read_bytes() == before
+
+
+def test_a_credential_in_a_record_refuses_the_import(root, published, tmp_path):
+    tree = tmp_path / "tree"
+    shutil.copytree(published, tree)
+    victim = tree / "2026-09-06" / "harness-noop" / "do-rename-net" / "run-2.json"
+    victim.write_text(victim.read_text().replace('"detail": "', f'"detail": "{SECRET} ', 1))
+    before = ledger_of(root).read_bytes()
+    result = cli(root, "import", tree)
+    assert result.exit_code == 4
+    assert "openai-or-anthropic-key at 2026-09-06/harness-noop/do-rename-net/run-2.json:" in result.stderr
+    assert SECRET not in result.output
+    assert ledger_of(root).read_bytes() == before
+
+
+# --------------------------------------------------------------------------- manual imports
+
+
+def manual(tmp_path: Path, **overrides) -> Path:
+    d = tmp_path / "review"
+    d.mkdir(exist_ok=True)
+    (d / "prompt.md").write_text("Rename the net DATA to PDM_DATA and update the pinout.\n")
+    (d / "session.jsonl").write_text('{"type":"run-start","data":{}}\n{"type":"run-end","data":{"exitPath":"done"}}\n')
+    doc = {
+        "surface_id": "manual-reviewer-import",
+        "benchmark": "copperbench suite 1.0.0",
+        "case_slug": "do-rename-net",
+        "variant": "baseline",
+        "fixture_path": "fixtures/antmicro-microphone-board",
+        "prompt_path": "prompt.md",
+        "transcript_path": "session.jsonl",
+        "run_timestamp": "2026-09-10T14:30:00+02:00",
+        "evaluator_notes": "Both labels renamed; the pinout row was left stale.",
+        "provenance": {"reviewer": "R. Viewer", "tool": "claude-code 1.2 (print mode)"},
+        "redactions": ["home directory paths"],
+    }
+    for k, v in overrides.items():
+        if v is _DROP:
+            doc.pop(k)
+        else:
+            doc[k] = v
+    path = d / "import.json"
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    return path
+
+
+_DROP = object()
+
+
+def test_a_manual_import_keeps_prompt_and_transcript_as_files(root, tmp_path):
+    path = manual(tmp_path)
+    result = cli(root, "import", "--manual", path)
+    assert result.exit_code == 0, result.output
+    (e,) = imports(root)
+    b = e.body
+    data = path.read_bytes()
+    assert (b.ownership, b.source, b.format, b.original_path) == ("reviewer-supplied", "manual-reviewer-import", "manual-import/1", "import.json")
+    assert b.sha256 == hashlib.sha256(data).hexdigest() and b.content == data.decode() and e.actor.kind == "reviewer"
+    s = b.summary
+    assert (s.task_id, s.variant, s.benchmark, s.surface_id, s.run_date, s.model, s.verdict) == (
+        "do-rename-net", "baseline", "copperbench suite 1.0.0", "manual-reviewer-import", "2026-09-10", None, None)
+    assert [f.role for f in b.files] == ["prompt", "transcript"]
+    for f, src in zip(b.files, ("prompt.md", "session.jsonl")):
+        kept = root / f.stored_path
+        original = (path.parent / src).read_bytes()
+        assert f.stored_path == f"results/imports/{b.sha256}/{f.role}/{src}" and f.original_path == src
+        assert kept.read_bytes() == original and f.sha256 == hashlib.sha256(original).hexdigest() and f.bytes == len(original)
+    before = ledger_of(root).read_bytes()
+    again = cli(root, "import", "--manual", path)
+    assert again.exit_code == 0 and "already imported" in again.stdout
+    assert ledger_of(root).read_bytes() == before
+
+    assert cli(root, "project", "all").exit_code == 0
+    section = (root / "LEADERBOARD.md").read_text().split("## Imported / reviewer-supplied evidence", 1)[1]
+    assert "| reviewer-supplied | manual-reviewer-import | manual-import/1 | do-rename-net |" in section
+
+
+@pytest.mark.parametrize("field", REQUIRED)
+def test_each_missing_field_is_named(root, tmp_path, field):
+    path = manual(tmp_path, **{field: _DROP})
+    result = cli(root, "import", "--manual", path)
+    assert result.exit_code == 2
+    assert f"{field}: missing" in result.stderr and "1 problem(s)" in result.stderr
+    assert imports(root) == [] and not (root / "results" / "imports").exists()
+
+
+def test_every_mistyped_field_is_named_at_once(root, tmp_path):
+    path = manual(
+        tmp_path, surface_id=7, case_slug="Do Rename", run_timestamp="2026-09-10 14:30", provenance="",
+        evaluator_notes=None, redactions="none", reviewer="someone",
+    )
+    result = cli(root, "import", "--manual", path)
+    assert result.exit_code == 2
+    for expected in (
+        "surface_id: must be a string, got a number",
+        "case_slug: 'Do Rename' is not a kebab-case slug",
+        "run_timestamp: '2026-09-10 14:30' has no timezone",
+        "provenance: must be a non-empty string or object",
+        "evaluator_notes: must be a string, got null",
+        "redactions: must be an array of non-empty strings",
+        "reviewer: unknown field",
+    ):
+        assert expected in result.stderr, result.stderr
+    assert "7 problem(s)" in result.stderr
+    assert imports(root) == []
+
+
+def test_a_missing_prompt_file_is_named(root, tmp_path):
+    path = manual(tmp_path, prompt_path="prompts/missing.md")
+    result = cli(root, "import", "--manual", path)
+    assert result.exit_code == 2
+    assert "prompt_path: no such file: prompts/missing.md" in result.stderr
+    assert imports(root) == [] and not (root / "results" / "imports").exists()
+
+
+def test_a_credential_in_a_manual_transcript_writes_nothing(root, tmp_path):
+    path = manual(tmp_path)
+    (path.parent / "session.jsonl").write_text(f'{{"type":"tool","data":{{"result":"Authorization: Bearer {SECRET}"}}}}\n')
+    result = cli(root, "import", "--manual", path)
+    assert result.exit_code == 4
+    assert "at session.jsonl:1" in result.stderr and SECRET not in result.output
+    assert imports(root) == [] and not (root / "results" / "imports").exists()
