@@ -377,8 +377,6 @@ class _Builder:
             return None
         sg.members = [sg]
         self._resolve_drivers(sg)
-        if sg.driver is not None and sg.driver.kind == "sheet_pin":
-            sg.strong = True
         return sg
 
     @staticmethod
@@ -430,14 +428,33 @@ class _Builder:
         for sg in subgraphs:
             self._resolve_drivers(sg)
 
-        # 4. weakly driven name collisions, and sheet-pin promotion
+        # 4. weakly driven name collisions, and sheet-pin promotion (buses take part: two root buses
+        # driven only by same-named sheet pins are renamed apart and never join their members)
+        everything = sorted([*subgraphs, *self.buses], key=lambda g: g.order)
         by_name: dict[str, list[_Subgraph]] = defaultdict(list)
-        for sg in subgraphs:
+        bus_ids = {id(b) for b in self.buses}
+
+        def vector_prefix(sg: _Subgraph) -> str | None:
+            """`/D[]` for a vector bus `/D[0..7]`: KiCad also counts vector buses of one prefix as
+            a collision, whatever their ranges."""
+            if id(sg) in bus_ids and sg.driver is not None and "[" in sg.name:
+                found = bus_members(sg.driver.name)
+                if found and found[0][0][0] == "index":
+                    return sg.name.split("[", 1)[0] + "[]"
+            return None
+
+        for sg in everything:
             by_name[sg.name].append(sg)
-        for sg in subgraphs:
+            prefix = vector_prefix(sg)
+            if prefix is not None:
+                by_name[prefix].append(sg)
+        for sg in everything:
             if sg.strong:
                 continue
             same = by_name[sg.name]
+            prefix = vector_prefix(sg)
+            if len(same) <= 1 and prefix is not None:
+                same = by_name[prefix]
             if len(same) > 1:
                 suffix = 1
                 while f"{sg.name}_{suffix}" in by_name:
@@ -589,7 +606,8 @@ class _Builder:
         member's neighbour. Buses joined through sheet pins and hierarchical labels take one bus
         name (chosen as for nets); the neighbours of each member then take that member's name,
         `/X0` for a local `X[0..7]` on the root, unless one of them is driven by a global label or
-        power pin, whose name they all take instead.
+        power pin: globally named neighbours keep their names, and the others take the first of
+        them.
         """
         if not self.buses:
             return
@@ -601,14 +619,18 @@ class _Builder:
         neighbours: dict[int, dict[MemberKey, list[_Subgraph]]] = {}
         for bus in self.buses:
             found: dict[MemberKey, list[_Subgraph]] = defaultdict(list)
-            for driver in bus.drivers:
+            neighbours[id(bus)] = found
+            if not bus.strong:
+                continue
+            # The bus's own name, and its other labels (never its other sheet pins), name members.
+            named_by = [d for d in bus.drivers if d is bus.driver or d.kind != "sheet_pin"]
+            for driver in named_by:
                 for key, local in bus_members(driver.name) or ():
                     for sg in nets_by_instance[bus.instance]:
                         assert sg.driver is not None
                         names = {sg.driver.name} | ({d.name for d in self._non_main(sg)} if sg.multiple else set())
                         if local in names and sg not in found[key]:
                             found[key].append(sg)
-            neighbours[id(bus)] = found
 
         by_instance: dict[int, list[_Subgraph]] = defaultdict(list)
         for bus in self.buses:
@@ -621,6 +643,13 @@ class _Builder:
                     if cand.strong and name in cand.hier_label_names:
                         links[id(bus)].append(cand)
                         links[id(cand)].append(bus)
+
+        # Two buses with the same name on one sheet are one bus (KiCad absorbs one into the
+        # other); if either is global, so are the members.
+        global_buses: set[tuple[int, str]] = set()
+        for bus in self.buses:
+            if bus.strong and bus.driver is not None and bus.driver.priority >= GLOBAL_POWER_PIN:
+                global_buses.add((bus.instance, bus.driver.name))
 
         done: set[int] = set()
         for bus in self.buses:
@@ -645,9 +674,16 @@ class _Builder:
                 members = [sg for b in chain for sg in neighbours[id(b)].get(key, ())]
                 if not members:
                     continue
-                strongest = next((sg for sg in members if sg.driver is not None and sg.driver.priority >= GLOBAL_POWER_PIN), None)
-                target = strongest.name if strongest is not None else prefix + local
-                for old in {sg.name for sg in members}:
+                # A globally named neighbour keeps its name and lends it to the member; the
+                # others take the member's name.
+                globals_ = [sg for sg in members if sg.driver is not None and sg.driver.priority >= GLOBAL_POWER_PIN]
+                if globals_:
+                    target = globals_[0].name
+                elif (best.instance, best.driver.name) in global_buses:
+                    target = local
+                else:
+                    target = prefix + local
+                for old in {sg.name for sg in members if sg not in globals_}:
                     if old != target:
                         for sg in live:
                             if sg.name == old:
