@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,22 +71,11 @@ def _write_json(path: Path, value) -> None:
     path.write_text(json.dumps(value, indent=2) + "\n")
 
 
-def _counts(report: Path) -> tuple[dict, dict, dict]:
-    """(errors by type, warnings by type, extra DRC counts) of a kicad-cli JSON report."""
-    data = json.loads(report.read_bytes())
-    if "sheets" in data:
-        items = [v for s in data["sheets"] for v in s.get("violations", [])]
-        extra = {}
-    else:
-        items = data.get("violations", [])
-        extra = {
-            "unconnectedItems": len(data.get("unconnected_items", [])),
-            "schematicParity": len(data.get("schematic_parity", [])),
-        }
-    items = [v for v in items if v.get("excluded") is not True]  # excluded in the board: not counted
-    errors = Counter(v["type"] for v in items if v.get("severity") == "error")
-    warnings = Counter(v["type"] for v in items if v.get("severity") == "warning")
-    return dict(errors), dict(warnings), extra
+def _summary(report: Path, rel: str) -> dict:
+    """The manifest's baseline entry for a kicad-cli report, counted as `fixture baseline` does."""
+    from cbledger.runner.fixtures.summary import load_report, summarize
+
+    return summarize(load_report(report.read_bytes(), str(report)), rel)
 
 
 def add_board_fixture(
@@ -111,27 +99,12 @@ def add_board_fixture(
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(content.encode() if isinstance(content, str) else content)
     sha = hash_directory(dest / "tree")
-    erc_e, erc_w, _ = _counts(dest / "baseline" / "erc.json")
     baseline: dict = {
-        "erc": {
-            "report": "baseline/erc.json",
-            "errors": sum(erc_e.values()),
-            "errorTypes": erc_e,
-            "warnings": sum(erc_w.values()),
-            "warningTypes": erc_w,
-        },
+        "erc": _summary(dest / "baseline" / "erc.json", "baseline/erc.json"),
         "note": "kicad-cli 9.0.8 reports of the unmodified upstream tree; the added docs do not change them.",
     }
     if board_file and (dest / "baseline" / "drc.json").is_file():
-        drc_e, drc_w, extra = _counts(dest / "baseline" / "drc.json")
-        baseline["drc"] = {
-            "report": "baseline/drc.json",
-            "errors": sum(drc_e.values()),
-            "errorTypes": drc_e,
-            "warnings": sum(drc_w.values()),
-            "warningTypes": drc_w,
-            **extra,
-        }
+        baseline["drc"] = _summary(dest / "baseline" / "drc.json", "baseline/drc.json")
     sch_lines = (dest / "tree" / schematic).read_text(errors="replace").count("\n")
     _write_json(
         dest / "fixture.json",
