@@ -8,9 +8,10 @@ was checked against `kicad-cli sch export netlist` (tests/test_kicad_connectivit
    of connectivity. A file saved by the editor never has such wires; a hand-edited one may.
 2. Items touch where their connection points coincide exactly: wire and bus ends, pins,
    junctions, no-connect flags, labels, sheet pins, bus entry ends. A pin or a wire end landing in
-   the middle of a wire does not connect; a label or a sheet pin there does (unless something
-   else sits exactly on it). Pins of type `no_connect` connect to nothing. Wires and buses meet
-   only through labels on the bus side, never directly.
+   the middle of a wire does not connect; a label or a sheet pin there does, to every wire under
+   it (unless a pin, label or flag sits exactly on it). Pins of type `no_connect` connect to
+   nothing. Wires and buses meet only through labels on the bus side, never directly. (Steps 1
+   and 2 live in `sheet_graph`.)
 3. Each connected group, on each sheet instance, is a subgraph. Its name comes from its best
    driver: global label > power pin > local label > hierarchical label > sheet pin > symbol pin;
    ties go to a power symbol's pin, to an output sheet pin, to a name without `-Pad`, then to the
@@ -20,7 +21,8 @@ was checked against `kicad-cli sch export netlist` (tests/test_kicad_connectivit
    a sheet pin that does not collide counts as a strong driver.
 5. Strong subgraphs on the same sheet instance sharing a label or power name merge; a global
    label or power pin also renames every other globally driven subgraph carrying a second global
-   name of the same subgraph.
+   name of the same subgraph, unless a hierarchical chain named that subgraph first (KiCad
+   interleaves the two in subgraph order).
 6. Subgraphs joined through sheet pins and the matching hierarchical labels take one name: a
    global beats everything, a strong driver beats a weak one, higher priority, then a shorter
    sheet path, then the lower name.
@@ -43,38 +45,14 @@ import msgspec
 
 from cbledger.runner.kicad.buses import MemberKey
 from cbledger.runner.kicad.buses import members as bus_members
-from cbledger.runner.kicad.geometry import near_segment, pin_position, strictly_inside
 from cbledger.runner.kicad.hierarchy import symbol_reference
-from cbledger.runner.kicad.model import LibPin, LibSymbol, Point, Schematic, SheetFile, SheetInstance, Symbol
+from cbledger.runner.kicad.model import LibPin, LibSymbol, Schematic, SheetFile, SheetInstance, Symbol
 from cbledger.runner.kicad.naming import default_net_name, escape_net_name, pin_shown_name, pin_type
 from cbledger.runner.kicad.netlist import Net, Netlist, Node, sort_nets
+from cbledger.runner.kicad.sheet_graph import Group, PinRef, SheetGraph
 
 # KiCad's CONNECTION_SUBGRAPH::PRIORITY, in its order.
 NONE, PIN, SHEET_PIN, HIER_LABEL, LOCAL_LABEL, LOCAL_POWER_PIN, GLOBAL_POWER_PIN, GLOBAL = range(8)
-
-# Item kinds in a sheet's connection map.
-_WIRE, _BUS, _JUNCTION, _NC, _LABEL, _SHEET_PIN, _PIN, _ENTRY = range(8)
-
-
-@dataclass(slots=True)
-class _PinRef:
-    symbol: int  # index in SheetFile.symbols
-    pin: LibPin
-    position: Point
-    nc_type: bool
-
-
-@dataclass(slots=True)
-class _Group:
-    """A connected group of items on one sheet file (shared by every instance of the file)."""
-
-    order: int
-    pins: list[_PinRef] = field(default_factory=list)
-    labels: list[int] = field(default_factory=list)
-    sheet_pins: list[tuple[int, int]] = field(default_factory=list)
-    no_connect_flag: bool = False
-    bus: bool = False
-
 
 @dataclass(slots=True)
 class _Driver:
@@ -83,14 +61,14 @@ class _Driver:
     kind: str  # "label:local", "label:global", "label:hierarchical", "sheet_pin", "pin"
     power_symbol: bool = False
     output_pin: bool = False
-    pin: _PinRef | None = None
+    pin: PinRef | None = None
 
 
 @dataclass(slots=True)
 class _Subgraph:
     order: int
     instance: int
-    group: _Group
+    group: Group
     drivers: list[_Driver]
     driver_count: int  # KiCad's m_drivers size before weak drivers are dropped
     no_connect: bool
@@ -105,172 +83,6 @@ class _Subgraph:
     single_pin_name: str = ""  # the unconnected-(...) name, when one pin is the only driver
 
 
-class _Screen:
-    """Connectivity of one sheet file for one assignment of units, computed once per file."""
-
-    def __init__(self, sheet: SheetFile, units: tuple[int, ...]) -> None:
-        self.sheet = sheet
-        self.groups = self._build(sheet, units)
-
-    @staticmethod
-    def _build(sheet: SheetFile, units: tuple[int, ...]) -> list[_Group]:
-        wires = [[w.start, w.end] for w in sheet.wires]
-        buses = [[b.start, b.end] for b in sheet.buses]
-        cuts = {j.position for j in sheet.junctions}
-        for entry in sheet.bus_entries:
-            cuts.add(entry.position)
-            cuts.add(entry.end)
-        for cut in sorted(cuts):
-            for segment in wires:
-                if strictly_inside(segment[0], segment[1], cut):
-                    segment[1] = cut
-            for segment in buses:
-                if strictly_inside(segment[0], segment[1], cut):
-                    segment[1] = cut
-
-        kinds: list[int] = []
-        payload: list[object] = []
-        at_point: dict[Point, list[int]] = defaultdict(list)
-
-        def add(kind: int, data: object, *points: Point) -> int:
-            index = len(kinds)
-            kinds.append(kind)
-            payload.append(data)
-            for point in points:
-                at_point[point].append(index)
-            return index
-
-        # Items enter in KiCad's own order (by item type, then file order) because the first
-        # subgraph in that order is the one that absorbs same-named neighbours, and its flags
-        # are the ones the netlist reports.
-        for junction in sheet.junctions:
-            add(_JUNCTION, None, junction.position)
-        for flag in sheet.no_connects:
-            add(_NC, None, flag.position)
-        for i, entry in enumerate(sheet.bus_entries):
-            add(_ENTRY, i, entry.position, entry.end)
-        wire_items = [add(_WIRE, i, a, b) for i, (a, b) in enumerate(wires)]
-        bus_items = [add(_BUS, i, a, b) for i, (a, b) in enumerate(buses)]
-        label_items = []
-        for kind in ("local", "global", "hierarchical"):
-            label_items += [add(_LABEL, i, label.position) for i, label in enumerate(sheet.labels) if label.kind == kind]
-        for s, symbol in enumerate(sheet.symbols):
-            lib = sheet.lib_symbols.get(symbol.library_key)
-            if lib is None:
-                continue
-            for lib_pin in lib.pins_for(units[s], symbol.body_style):
-                position = pin_position(symbol.position, lib_pin.position, symbol.rotation, symbol.mirror)
-                nc_type = pin_type(lib_pin, symbol.pin_alternates.get(lib_pin.number)) == "no_connect"
-                ref = _PinRef(s, lib_pin, position, nc_type)
-                if nc_type:
-                    add(_PIN, ref)  # touches nothing
-                else:
-                    add(_PIN, ref, position)
-        sheet_pin_items = []
-        for s, sh in enumerate(sheet.sheets):
-            for k, pin in enumerate(sh.pins):
-                sheet_pin_items.append(add(_SHEET_PIN, (s, k), pin.position))
-
-        parent = list(range(len(kinds)))
-
-        def find(i: int) -> int:
-            while parent[i] != i:
-                parent[i] = parent[parent[i]]
-                i = parent[i]
-            return i
-
-        def union(a: int, b: int) -> None:
-            ra, rb = find(a), find(b)
-            if ra != rb:
-                if ra < rb:
-                    parent[rb] = ra
-                else:
-                    parent[ra] = rb
-
-        # Labels and sheet pins also attach to the inside of every wire (or, first, bus) under
-        # them, unless a pin, label, sheet pin or no-connect flag sits exactly on them (KiCad's
-        # dangling-end test); a label where two wires cross or overlap joins both.
-        blocking = {_PIN, _LABEL, _SHEET_PIN, _NC}
-        wire_index = _SegmentIndex(wires, wire_items)
-        bus_index = _SegmentIndex(buses, bus_items)
-        for item in (*label_items, *sheet_pin_items):
-            position = sheet.labels[payload[item]].position if kinds[item] == _LABEL else _sheet_pin_position(sheet, payload[item])
-            if any(other != item and kinds[other] in blocking for other in at_point.get(position, ())):
-                continue
-            targets = bus_index.hits(position) or wire_index.hits(position)
-            for target in targets:
-                union(item, target)
-
-        for items in at_point.values():
-            if len(items) < 2:
-                continue
-            has_bus = any(kinds[i] == _BUS for i in items)
-            has_wire = any(kinds[i] == _WIRE for i in items)
-            bus_side = [i for i in items if kinds[i] == _BUS]
-            net_side = [i for i in items if kinds[i] in (_WIRE, _PIN, _NC, _ENTRY)]
-            for i in items:
-                if kinds[i] in (_LABEL, _SHEET_PIN, _JUNCTION):
-                    (bus_side if has_bus and not has_wire else net_side).append(i)
-            for side in (bus_side, net_side):
-                for other in side[1:]:
-                    union(side[0], other)
-
-        groups: dict[int, _Group] = {}
-        for i, kind in enumerate(kinds):
-            root = find(i)
-            group = groups.get(root)
-            if group is None:
-                group = groups[root] = _Group(order=root)
-            data = payload[i]
-            if kind == _PIN:
-                group.pins.append(data)  # type: ignore[arg-type]
-            elif kind == _LABEL:
-                group.labels.append(data)  # type: ignore[arg-type]
-            elif kind == _SHEET_PIN:
-                group.sheet_pins.append(data)  # type: ignore[arg-type]
-            elif kind == _NC:
-                group.no_connect_flag = True
-            elif kind == _BUS:
-                group.bus = True
-        return sorted(groups.values(), key=lambda g: g.order)
-
-
-def _sheet_pin_position(sheet: SheetFile, key: object) -> Point:
-    s, k = key  # type: ignore[misc]
-    return sheet.sheets[s].pins[k].position
-
-
-class _SegmentIndex:
-    """Segments bucketed by their fixed coordinate, so finding the wires under a label does not
-    scan every wire: axis-parallel segments (nearly all of them) are looked up by x or y, within
-    KiCad's 1 IU tolerance; any other segment is tested directly."""
-
-    def __init__(self, segments: list[list[Point]], items: list[int]) -> None:
-        self.vertical: dict[int, list[tuple[Point, Point, int]]] = defaultdict(list)
-        self.horizontal: dict[int, list[tuple[Point, Point, int]]] = defaultdict(list)
-        self.other: list[tuple[Point, Point, int]] = []
-        for (a, b), item in zip(segments, items):
-            if a[0] == b[0]:
-                self.vertical[a[0]].append((a, b, item))
-            elif a[1] == b[1]:
-                self.horizontal[a[1]].append((a, b, item))
-            else:
-                self.other.append((a, b, item))
-
-    def hits(self, point: Point) -> list[int]:
-        x, y = point
-        found = []
-        for offset in (-1, 0, 1):
-            for a, b, item in self.vertical.get(x + offset, ()):
-                if near_segment(a, b, point):
-                    found.append(item)
-            for a, b, item in self.horizontal.get(y + offset, ()):
-                if near_segment(a, b, point):
-                    found.append(item)
-        found.extend(item for a, b, item in self.other if near_segment(a, b, point))
-        return sorted(set(found))
-
-
 def _is_global_power(pin: LibPin, lib: LibSymbol, alternate: str | None) -> bool:
     return pin_type(pin, alternate) == "power_in" and (pin.hidden or lib.power)
 
@@ -278,16 +90,16 @@ def _is_global_power(pin: LibPin, lib: LibSymbol, alternate: str | None) -> bool
 class _Builder:
     def __init__(self, schematic: Schematic) -> None:
         self.schematic = schematic
-        self.screens: dict[tuple[str, tuple[int, ...]], _Screen] = {}
+        self.screens: dict[tuple[str, tuple[int, ...]], SheetGraph] = {}
         self.refs: list[list[tuple[str, int]]] = []
         self.instance_index = {inst.uuid_path: i for i, inst in enumerate(schematic.instances)}
         self.buses: list[_Subgraph] = []
 
-    def screen(self, instance: SheetInstance, units: tuple[int, ...]) -> _Screen:
+    def screen(self, instance: SheetInstance, units: tuple[int, ...]) -> SheetGraph:
         key = (instance.file, units)
         found = self.screens.get(key)
         if found is None:
-            found = self.screens[key] = _Screen(self.schematic.file_of(instance), units)
+            found = self.screens[key] = SheetGraph(self.schematic.file_of(instance), units)
         return found
 
     def build(self) -> Netlist:
@@ -312,7 +124,7 @@ class _Builder:
 
     # -- subgraph construction -------------------------------------------------------------
 
-    def _subgraph(self, order: int, index: int, instance: SheetInstance, sheet: SheetFile, refs: list[tuple[str, int]], group: _Group) -> _Subgraph | None:
+    def _subgraph(self, order: int, index: int, instance: SheetInstance, sheet: SheetFile, refs: list[tuple[str, int]], group: Group) -> _Subgraph | None:
         no_connect = group.no_connect_flag or any(p.nc_type for p in group.pins)
         drivers: list[_Driver] = []
         sg = _Subgraph(order=order, instance=index, group=group, drivers=drivers, driver_count=0, no_connect=no_connect)
@@ -356,7 +168,7 @@ class _Builder:
             sg.single_pin_name = self._pin_name(sheet, symbol, lib, only.pin.pin, reference, unit, True)
         return sg
 
-    def _bus_subgraph(self, order: int, index: int, sheet: SheetFile, group: _Group) -> _Subgraph | None:
+    def _bus_subgraph(self, order: int, index: int, sheet: SheetFile, group: Group) -> _Subgraph | None:
         """A bus, named like a net by its labels and sheet pins; it holds no pins of its own."""
         drivers: list[_Driver] = []
         sg = _Subgraph(order=order, instance=index, group=group, drivers=drivers, driver_count=0, no_connect=False)
