@@ -70,7 +70,7 @@ def test_kicad9_file_reads_symbols_units_flags_and_instances() -> None:
     u2 = next(s for s in sheet.symbols if s.reference == "U2")
     assert u2.body_style == 2
     r3 = next(s for s in sheet.symbols if s.reference == "R3")
-    assert (r3.lib_id, r3.lib_name, r3.library_key) == ("Device:R", "R_1", "R_1")
+    assert (r3.lib_id, r3.lib_name, r3.lib_symbol_key) == ("Device:R", "R_1", "R_1")
     u3 = next(s for s in sheet.symbols if s.reference == "U3")
     assert u3.pin_alternates == {"1": "UART_TX"}
     dual = sheet.lib_symbols["Test:DUAL"]

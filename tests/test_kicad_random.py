@@ -123,7 +123,7 @@ def ambiguous_in_kicad(schematic: Path) -> bool:
     sheet = design.files[design.root]
     blockers = {flag.position for flag in sheet.no_connects}
     for symbol in sheet.symbols:
-        for pin in sheet.lib_symbols[symbol.library_key].pins_for(symbol.unit, symbol.body_style):
+        for pin in sheet.lib_symbols[symbol.lib_symbol_key].pins_for(symbol.unit, symbol.body_style):
             blockers.add(pin_position(symbol.position, pin.position, symbol.rotation, symbol.mirror))
     spots = [label.position for label in sheet.labels]
     for i, spot in enumerate(spots):

@@ -143,7 +143,7 @@ class _Builder:
             sg.sheet_pin_names.add((sheet_symbol.uuid, name))
         for ref in group.pins:
             symbol = sheet.symbols[ref.symbol]
-            lib = sheet.lib_symbols[symbol.library_key]
+            lib = sheet.lib_symbols[symbol.lib_symbol_key]
             reference, unit = refs[ref.symbol]
             alternate = symbol.pin_alternates.get(ref.pin.number)
             global_power = _is_global_power(ref.pin, lib, alternate)
@@ -164,7 +164,7 @@ class _Builder:
         if len(drivers) == 1 and only.pin is not None:
             symbol = sheet.symbols[only.pin.symbol]
             reference, unit = refs[only.pin.symbol]
-            lib = sheet.lib_symbols[symbol.library_key]
+            lib = sheet.lib_symbols[symbol.lib_symbol_key]
             sg.single_pin_name = self._pin_name(sheet, symbol, lib, only.pin.pin, reference, unit, True)
         return sg
 
@@ -574,8 +574,8 @@ def _notes(schematic: Schematic) -> list[str]:
     notes: list[str] = []
     for key, sheet in sorted(schematic.files.items()):
         for symbol in sheet.symbols:
-            if symbol.library_key not in sheet.lib_symbols:
-                notes.append(f"{key}: {symbol.reference or symbol.uuid} uses {symbol.library_key!r}, absent from lib_symbols; it has no pins here")
+            if symbol.lib_symbol_key not in sheet.lib_symbols:
+                notes.append(f"{key}: {symbol.reference or symbol.uuid} uses {symbol.lib_symbol_key!r}, absent from lib_symbols; it has no pins here")
         if sheet.bus_aliases:
             names = ", ".join(name for name, _ in sheet.bus_aliases)
             notes.append(f"{key}: bus aliases ({names}) are not expanded; nets reached only through them are not joined")

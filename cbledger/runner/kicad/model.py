@@ -82,7 +82,7 @@ class Symbol(msgspec.Struct, frozen=True):
     pin_alternates: dict[str, str]  # pin number -> selected alternate function
 
     @property
-    def library_key(self) -> str:
+    def lib_symbol_key(self) -> str:
         """The `lib_symbols` entry this symbol draws from (KiCad prefers `lib_name`)."""
         return self.lib_name or self.lib_id
 

@@ -89,7 +89,7 @@ class SheetGraph:
         for kind in ("local", "global", "hierarchical"):
             label_items += [add(_LABEL, i, label.position) for i, label in enumerate(sheet.labels) if label.kind == kind]
         for s, symbol in enumerate(sheet.symbols):
-            lib = sheet.lib_symbols.get(symbol.library_key)
+            lib = sheet.lib_symbols.get(symbol.lib_symbol_key)
             if lib is None:
                 continue
             for lib_pin in lib.pins_for(units[s], symbol.body_style):

@@ -34,7 +34,7 @@ def list_symbols(schematic: Schematic) -> tuple[SymbolRecord, ...]:
         sheet = schematic.file_of(instance)
         for symbol in sheet.symbols:
             reference, unit = symbol_reference(schematic, instance, symbol)
-            lib = sheet.lib_symbols.get(symbol.library_key)
+            lib = sheet.lib_symbols.get(symbol.lib_symbol_key)
             records.append(
                 SymbolRecord(
                     reference=reference,
