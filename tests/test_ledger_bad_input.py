@@ -108,6 +108,47 @@ def test_value_breaking_a_pattern(ledger: Path) -> None:
     refused(ledger, data, "$.body.sandbox.headSha", code=2)
 
 
+@pytest.mark.parametrize(
+    ("path", "edit"),
+    [
+        ("$.body.sandbox.headSha", lambda d: d["body"]["sandbox"].update(headSha=d["body"]["sandbox"]["headSha"] + "\n")),
+        ("$.body.sandbox.storeBlake3", lambda d: d["body"]["sandbox"].update(storeBlake3=d["body"]["sandbox"]["storeBlake3"] + "\n")),
+        ("$.body.task.id", lambda d: d["body"]["task"].update(id="fix-net\n")),
+        ("$.body.comparability.suiteVersion", lambda d: d["body"]["comparability"].update(suiteVersion="1.1.0\n")),
+        ("$.body.runId", lambda d: d["body"].update(runId="run-000002\n")),
+        ("$.body.model.id", lambda d: d["body"]["model"].update(id="claude-sonnet-4.5\n")),
+        ("$.id", lambda d: d.update(id="run.recorded:run-000002\n")),
+    ],
+    ids=["Hex40", "Hex64", "Slug", "SemVer", "RunId", "ModelId", "EventId"],
+)
+def test_a_trailing_newline_breaks_an_anchored_pattern(ledger: Path, path: str, edit: Callable[[dict], None]) -> None:
+    """Python's `$` also matches before a final newline; the patterns must not let one through."""
+    refused(ledger, edited(run_recorded(2), edit), path, code=2)
+
+
+def test_a_trailing_newline_breaks_a_decimal_price(ledger: Path) -> None:
+    data = edited(pricing_published(2), lambda d: d["body"]["models"]["gpt-5-mini"].update(input="0.25\n"))
+    refused(ledger, data, "$.body.models", code=2)
+
+
+def test_every_anchored_schema_pattern_refuses_a_trailing_newline(repo_root: Path) -> None:
+    """msgspec checks patterns with `re.search`, so each one ending in `$` must end in `(?!\\n)$`
+    (the same meaning as `$` in the ECMA-262 regexes of the published JSON Schemas)."""
+
+    def patterns(doc: Any) -> list[str]:
+        if isinstance(doc, dict):
+            own = [doc["pattern"]] if isinstance(doc.get("pattern"), str) else []
+            return own + [p for v in doc.values() for p in patterns(v)]
+        if isinstance(doc, list):
+            return [p for v in doc for p in patterns(v)]
+        return []
+
+    found = {p for path in sorted((repo_root / "schema").glob("*.schema.json")) for p in patterns(json.loads(path.read_text()))}
+    anchored = sorted(p for p in found if p.endswith("$"))
+    assert anchored
+    assert [p for p in anchored if not p.endswith(r"(?!\n)$")] == []
+
+
 def test_unknown_field(ledger: Path) -> None:
     data = edited(run_retracted(1), lambda d: d["body"].update(reson="typo"))
     refused(ledger, data, "unknown field `reson`", "$.body", code=2)

@@ -120,6 +120,20 @@ def test_fixture_id_equals_its_directory(project):
     assert only(project) == ("fixtures/demo-board/fixture.json", "id", "'demo' differs from its directory name 'demo-board'")
 
 
+def test_a_trailing_newline_is_not_part_of_an_id_or_a_path(project):
+    """Anchored patterns are checked with Python's `re.search`, where `$` also matches before a
+    final newline; the task, fixture path and assertion ids must still refuse one."""
+    fixture = json.loads((project / "tasks" / "good" / "task.json").read_text())["fixture"]
+    edit_task(project, id="good\n", fixture={**fixture, "path": fixture["path"] + "\n"})
+    edit_assertions(project, [assertion("renamed\n", "net_present", {"net": "SENSE"})])
+    found = {(file, field) for file, field, message in problems(project) if "matching regex" in message}
+    assert found == {
+        ("tasks/good/task.json", "id"),
+        ("tasks/good/task.json", "fixture.path"),
+        ("tasks/good/assertions.json", "[0].id"),
+    }
+
+
 # --------------------------------------------------------------------------- hashes
 
 

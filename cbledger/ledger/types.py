@@ -12,36 +12,40 @@ from typing import Annotated, Literal
 
 from msgspec import Meta
 
-Hex64 = Annotated[str, Meta(pattern=r"^[0-9a-f]{64}$", description="64 lowercase hex digits")]
-Hex40 = Annotated[str, Meta(pattern=r"^[0-9a-f]{40}$", description="a full git SHA-1")]
-SemVer = Annotated[str, Meta(pattern=r"^\d+\.\d+\.\d+$", description="MAJOR.MINOR.PATCH")]
+# msgspec checks a pattern with Python's `re.search`, where a bare `$` also matches before a final
+# "\n": "abc\n" would pass as a Slug. Every anchored pattern therefore ends in `(?!\n)$`, which
+# refuses that newline in Python and means the same as `$` in the published JSON Schemas (ECMA-262,
+# where `$` is the end of input only). `tests/test_ledger_bad_input.py` holds every pattern to this.
+Hex64 = Annotated[str, Meta(pattern=r"^[0-9a-f]{64}(?!\n)$", description="64 lowercase hex digits")]
+Hex40 = Annotated[str, Meta(pattern=r"^[0-9a-f]{40}(?!\n)$", description="a full git SHA-1")]
+SemVer = Annotated[str, Meta(pattern=r"^\d+\.\d+\.\d+(?!\n)$", description="MAJOR.MINOR.PATCH")]
 Slug = Annotated[
-    str, Meta(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$", max_length=100, description="kebab-case id")
+    str, Meta(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*(?!\n)$", max_length=100, description="kebab-case id")
 ]
 NonEmpty = Annotated[str, Meta(min_length=1)]
 EventId = Annotated[
     str,
     Meta(
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*(?!\n)$",
         max_length=200,
         description="unique idempotency key of an event",
     ),
 ]
 RunId = Annotated[
     str,
-    Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$", max_length=200, description="unique run id"),
+    Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*(?!\n)$", max_length=200, description="unique run id"),
 ]
 ModelId = Annotated[
     str,
     Meta(
-        pattern=r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._:+-]*$",
+        pattern=r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._:+-]*(?!\n)$",
         max_length=128,
         description="a model id that is a safe path segment once ':' becomes '-'",
     ),
 ]
 DecimalStr = Annotated[
     str,
-    Meta(pattern=r"^(0|[1-9][0-9]*)(\.[0-9]+)?$", description="a non-negative decimal number"),
+    Meta(pattern=r"^(0|[1-9][0-9]*)(\.[0-9]+)?(?!\n)$", description="a non-negative decimal number"),
 ]
 UtcDateTime = Annotated[_dt.datetime, Meta(tz=True, description="RFC 3339 with a timezone")]
 Count = Annotated[int, Meta(ge=0)]

@@ -26,7 +26,7 @@ class Model(Struct, forbid_unknown_fields=True, frozen=True, kw_only=True, renam
 
 
 class TaskFixture(Model, kw_only=True):
-    path: Annotated[str, Meta(pattern=r"^fixtures/[a-z0-9]+(-[a-z0-9]+)*$")]
+    path: Annotated[str, Meta(pattern=r"^fixtures/[a-z0-9]+(-[a-z0-9]+)*(?!\n)$")]
     sha256: Hex64
 
     @property

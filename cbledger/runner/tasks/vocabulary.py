@@ -164,7 +164,7 @@ VOCABULARY: dict[str, tuple[type[Args], EvidenceSource]] = {
 class AssertionSpec(Struct, tag_field="type", forbid_unknown_fields=True, frozen=True, kw_only=True):
     """One entry of `assertions.json`; `type` selects the argument schema."""
 
-    id: Annotated[str, Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=100)]
+    id: Annotated[str, Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*(?!\n)$", max_length=100)]
     weight: Annotated[float, Meta(gt=0.0, le=1e6)]
     required: bool
     note: str | None = None
