@@ -99,9 +99,9 @@ def test_an_uppercase_full_sha_is_accepted(upstream):
     assert freeze_files(upstream.path, upstream.first.upper(), Recipe(("LICENSE",))).commit == upstream.first
 
 
-@pytest.mark.parametrize("rev", ["short", "main", "v1", "HEAD", "HEAD~1"])
+@pytest.mark.parametrize("rev", ["short", "newline", "main", "v1", "HEAD", "HEAD~1"])
 def test_abbreviations_branches_and_tags_are_refused(upstream, rev):
-    value = upstream.first[:12] if rev == "short" else rev
+    value = {"short": upstream.first[:12], "newline": upstream.first + "\n"}.get(rev, rev)
     with pytest.raises(UserError, match="give the full 40-hex commit SHA; abbreviations, tags and branch names are refused"):
         freeze_files(upstream.path, value, Recipe(("hardware",)))
 
@@ -239,3 +239,5 @@ def test_a_refused_freeze_writes_nothing(tmp_path, upstream):
     assert not (root / "fixtures").exists()
     r = run_cli(["fixture", "freeze", "--from", upstream.path, "--commit", upstream.first, "--path", "hardware", "--id", "Demo_Up", "--root", root])
     assert r.exit_code == 1 and "--id 'Demo_Up': must be kebab-case" in r.stderr
+    r = run_cli(["fixture", "freeze", "--from", upstream.path, "--commit", upstream.first, "--path", "hardware", "--id", "demo-up\n", "--root", root])
+    assert r.exit_code == 1 and "--id 'demo-up\\n': must be kebab-case" in r.stderr

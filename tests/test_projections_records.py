@@ -55,6 +55,8 @@ def test_path_uses_the_utc_date_of_the_start_and_a_safe_model_dir():
     assert paths.is_record_path(entry.path)
     assert paths.is_record_path("2026-03-02/m/t/run-3.suite-1.2.0.json")
     assert not paths.is_record_path("ledger/events.jsonl")
+    assert not paths.is_record_path("2026-03-02/m/t/run-3.json\n")
+    assert not paths.is_record_path("2026-03-02\n/m/t/run-3.json")
 
 
 def test_two_same_day_suite_runs_never_collide_and_retraction_renames_nothing():

@@ -84,7 +84,7 @@ def test_copperhead_cli_missing(project):
             "--copperhead-cli", str(project.root / "missing" / "cli.js"), expect="cli.js does not exist")
 
 
-@pytest.mark.parametrize("model", ["../x", "a/b", "x" * 200, "..", "a b"])
+@pytest.mark.parametrize("model", ["../x", "a/b", "x" * 200, "..", "a b", "acme:m1\n"])
 def test_model_id_that_is_not_a_safe_path_segment(project, tmp_path, model):
     cli, _ = standin(tmp_path)
     refused(project, "--suite", "smoke", "--agent", "copperhead", "--model", model, "--segment", "api-cheap",

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from cbledger.cli.common import JsonFlag, RootOption, fail, project_root
+from cbledger.ledger.types import Slug, conforms
 from cbledger.runner.fixtures import authoring, baseline as baseline_mod, materialize as materialize_mod
 from cbledger.runner.fixtures.check import check_fixture
 from cbledger.runner.fixtures.freeze import Recipe, freeze_files
@@ -97,8 +97,8 @@ def freeze_cmd(
     The files are read from git objects (no checkout) and fixture.json is written or updated.
     Fields no program can know stay placeholders that `fixture check` and `validate` reject until
     the author fills them in."""
-    if not re.match(r"^[a-z0-9]+(-[a-z0-9]+)*$", fixture_id):
-        fail(f"--id {fixture_id!r}: must be kebab-case ([a-z0-9] words joined by '-')")
+    if not conforms(fixture_id, Slug):
+        fail(f"--id {fixture_id!r}: must be kebab-case ([a-z0-9] words joined by '-', at most 100 characters)")
     fixture_dir = dest or _fixture_dir(root, fixture_id, must_exist=False)
     recipe = Recipe(tuple(paths), strip, into)
     frozen = freeze_files(git_dir, commit, recipe)

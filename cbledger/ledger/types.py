@@ -8,8 +8,9 @@ micro-dollars); datetimes must carry a timezone and are normalised to UTC.
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
+import msgspec
 from msgspec import Meta
 
 # msgspec checks a pattern with Python's `re.search`, where a bare `$` also matches before a final
@@ -92,6 +93,16 @@ FailureCategory = Literal[
 ]
 EvidenceSource = Literal["end-state", "diff", "transcript"]
 ActorKind = Literal["runner", "maintainer", "reviewer", "importer"]
+
+
+def conforms(value: object, tp: Any) -> bool:
+    """Whether `value` is valid as `tp`, so that a command-line value is checked by the very rule
+    that decoding it from a file would apply."""
+    try:
+        msgspec.convert(value, tp)
+    except msgspec.ValidationError:
+        return False
+    return True
 
 
 def to_utc(value: _dt.datetime) -> _dt.datetime:

@@ -19,8 +19,9 @@ from __future__ import annotations
 import datetime as _dt
 import re
 
-RECORD_NAME = re.compile(r"^run-(?P<n>[1-9][0-9]*)(?:\.suite-(?P<suite>\d+\.\d+\.\d+))?\.json$")
-DATE_DIR = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+# `\Z`, not `$`: a name with a trailing newline is not a record (`$` would match before it).
+RECORD_NAME = re.compile(r"^run-(?P<n>[1-9][0-9]*)(?:\.suite-(?P<suite>\d+\.\d+\.\d+))?\.json\Z")
+DATE_DIR = re.compile(r"^\d{4}-\d{2}-\d{2}\Z")
 
 
 def model_dir(model_id: str) -> str:

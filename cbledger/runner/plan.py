@@ -6,15 +6,14 @@ before anything executes, and so preflight can refuse a bad plan before the firs
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from cbledger.errors import UserError
 from cbledger.ledger.events import Ablations
+from cbledger.ledger.types import ModelId, conforms
 from cbledger.runner.tasks.catalog import Catalog, Task
 
 AGENTS = ("gold", "noop", "copperhead", "replay")
-_SAFE_MODEL = re.compile(r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._:+-]{0,127}$")
 
 
 @dataclass(frozen=True)
@@ -50,7 +49,7 @@ def model_for(agent: str, model: str | None) -> str:
 
 def check_model_id(model: str) -> None:
     """A model id becomes a directory name (`:` → `-`), so it must be a safe path segment."""
-    if not _SAFE_MODEL.match(model) or model.replace(":", "-") in (".", ".."):
+    if not conforms(model, ModelId):
         raise UserError(
             f"model id {model!r} is not a safe path segment: use letters, digits and . _ : + - "
             "(no '/', no '..', at most 128 characters)"
