@@ -41,10 +41,17 @@ def replay(
     rebuilt from its fixture, bundle and evidence digests) and re-graded with today's grader to
     its recorded grade; every record, LEADERBOARD.md and the read model regenerated and compared.
 
-    Exit codes: 0 verified; 1 the chain is broken (the first bad seq is named, nothing else is
-    checked); 3 a run does not reproduce (bundle, seed or evidence digest, or re-grade mismatch);
-    4 a projection differs from a regeneration; 2 bad usage or no ledger. When several fail the
-    first of 1, 3, 4 is the exit code; every finding is printed.
+    Exit codes (several failing: the first of 1, 3, 4; every finding is printed):
+
+    0 verified.
+
+    1 the chain is broken (the first bad seq is named; nothing else is checked).
+
+    2 bad usage or no ledger.
+
+    3 a run does not reproduce (bundle, fixture, seed, commit or evidence digest, or re-grade).
+
+    4 a projection (record, LEADERBOARD.md, read model) differs from its regeneration.
     """
     if not verify:
         fail("nothing to do: pass --verify", 2)
@@ -146,8 +153,9 @@ def watch(
 
     Only new events are folded and only outputs that changed are rewritten. A torn or malformed
     append is reported and the outputs stay at the last good state until the ledger is repaired.
-    Ctrl-C or SIGTERM stops it (exit 0). Exit codes: 0 stopped, or `--once` regenerated; 1 `--once`
-    found a ledger it cannot fold to the end; 2 no ledger or bad usage.
+
+    Exit codes: 0 stopped by Ctrl-C or SIGTERM, or --once regenerated; 1 --once found a ledger it
+    cannot fold to its end; 2 no ledger or bad usage.
     """
     from cbledger.reproduce.watch import Watcher, WatchOptions
 
@@ -161,7 +169,7 @@ def import_cmd(
         Path | None, typer.Argument(help="A published result record, or a results/<date>/<model>/<task>/run-N.json tree.")
     ] = None,
     manual: Annotated[
-        Path | None, typer.Option("--manual", metavar="FILE", help="A reviewer's manual import (the 70.2 contract).")
+        Path | None, typer.Option("--manual", metavar="FILE", help="A reviewer's manual import (the manual import contract: docs/REPRODUCE.md).")
     ] = None,
     source: Annotated[
         str | None,
@@ -174,9 +182,8 @@ def import_cmd(
     """Import outside evidence as `evidence.imported`: never a project-owned run, never re-graded,
     shown in its own leaderboard section. Importing the same bytes again is a no-op.
 
-    Exit codes: 0 imported (or already there); 2 bad input — an unknown layout, or every missing or
-    mistyped manual field named — with nothing written; 4 a credential pattern matched, nothing
-    written.
+    Exit codes: 0 imported (or already there); 2 bad input (an unknown layout, or every missing or
+    mistyped manual field named), nothing written; 4 a credential pattern matched, nothing written.
     """
     from cbledger.reproduce import imports
 
