@@ -131,6 +131,18 @@ def test_a_trailing_newline_breaks_a_decimal_price(ledger: Path) -> None:
     refused(ledger, data, "$.body.models", code=2)
 
 
+@pytest.mark.parametrize("event_id", ["42", "0042", "7\n"])
+def test_an_all_digit_event_id_is_refused(ledger: Path, event_id: str) -> None:
+    """`cbledger show 42` means seq 42, so no event may be called 42."""
+    refused(ledger, edited(run_retracted(1), lambda d: d.update(id=event_id)), "$.id", code=2)
+
+
+def test_an_event_id_with_digits_and_more_is_accepted(ledger: Path) -> None:
+    result = append(ledger, edited(run_retracted(1), lambda d: d.update(id="42a")))
+    assert result.exit_code == 0, result.output
+    assert LedgerStore(ledger).find("42a") is not None
+
+
 def test_every_anchored_schema_pattern_refuses_a_trailing_newline(repo_root: Path) -> None:
     """msgspec checks patterns with `re.search`, so each one ending in `$` must end in `(?!\\n)$`
     (the same meaning as `$` in the ECMA-262 regexes of the published JSON Schemas)."""

@@ -364,8 +364,8 @@ class LedgerStore:
                 yield StoredEvent(view.seq, parsed.hash, parsed.prev, raw, here)
 
     def find(self, key: int | str) -> StoredEvent | None:
-        """By seq (an int or all-digit string) or by event id."""
-        if isinstance(key, str) and key.isdigit():
+        """By seq (an int or all-digit string) or by event id (never all digits, see EventId)."""
+        if isinstance(key, str) and key.isascii() and key.isdigit():
             key = int(key)
         for stored in self.read():
             if isinstance(key, int):

@@ -24,12 +24,13 @@ Slug = Annotated[
     str, Meta(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*(?!\n)$", max_length=100, description="kebab-case id")
 ]
 NonEmpty = Annotated[str, Meta(min_length=1)]
+# Not all digits: `cbledger show KEY` and `LedgerStore.find` read an all-digit key as a seq.
 EventId = Annotated[
     str,
     Meta(
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*(?!\n)$",
+        pattern=r"^(?![0-9]+$)[A-Za-z0-9][A-Za-z0-9._:/@+-]*(?!\n)$",
         max_length=200,
-        description="unique idempotency key of an event",
+        description="unique idempotency key of an event (not all digits: that is a seq)",
     ),
 ]
 RunId = Annotated[
