@@ -22,7 +22,7 @@ import msgspec
 import pytest
 
 from cbledger.ledger.store import LedgerStore
-from cbledger.projections import leaderboard, readmodel, writers
+from cbledger.projections import leaderboard, readmodel, records, writers
 from cbledger.reproduce.outputs import record_files
 from cbledger.reproduce.regenerate import Regenerator
 from tests.factories import run_cli
@@ -91,6 +91,48 @@ def test_only_changed_records_are_rewritten(tmp_path):
     assert len(update.records_written) == 2 and update.leaderboard and update.read_model
     for p, before in mtimes.items():
         assert (root / "results" / p).stat().st_mtime_ns == before, p
+
+
+def test_a_line_that_does_not_link_is_reported_and_folding_resumes(tmp_path):
+    root, ledger, drafts = make_root(tmp_path)
+    store = LedgerStore(ledger)
+    store.append(drafts[:10])
+    regen = Regenerator(root, ledger)
+    regen.refresh()
+    good = ledger.read_bytes()
+    other = LedgerStore(tmp_path / "other.jsonl")
+    other.init("another-ledger", MAINTAINER)
+    other.append(drafts[:12])
+    foreign = other.path.read_bytes().splitlines(keepends=True)[11]  # seq 12 of another chain
+    with open(ledger, "ab") as f:
+        f.write(foreign)
+    assert regen.refresh() is None
+    assert "does not link" in regen.problem and regen.written_seq == 11
+    assert_equals_full_rebuild_at(root, good, tmp_path)
+    ledger.write_bytes(good)  # the repair
+    assert regen.refresh() is None and regen.problem is None
+    store = LedgerStore(ledger)
+    store.append(drafts[10:20])
+    update = regen.refresh()
+    assert update is not None and not update.rebuilt and update.head_seq == 21
+    assert_equals_full_rebuild(root, ledger, tmp_path)
+
+
+def test_a_rewritten_ledger_is_rebuilt_from_scratch(tmp_path):
+    root, ledger, drafts = make_root(tmp_path)
+    LedgerStore(ledger).append(drafts[:30])
+    regen = Regenerator(root, ledger)
+    regen.refresh()
+    replacement = tmp_path / "replacement.jsonl"
+    LedgerStore(replacement).init("watch-test", MAINTAINER)
+    LedgerStore(replacement).append(drafts[:5] + drafts[40:60])  # same start, different history
+    ledger.write_bytes(replacement.read_bytes())
+    update = regen.refresh()
+    assert update is not None and update.rebuilt and update.head_seq == 26 and regen.problem is None
+    state = writers.load_state(ledger)
+    assert (root / "LEADERBOARD.md").read_text() == leaderboard.render(state, None)
+    for entry in records.record_entries(state):
+        assert (root / "results" / entry.path).read_bytes() == records.render(entry.record)
 
 
 def test_once_regenerates_and_exits(tmp_path):

@@ -85,9 +85,8 @@ class Regenerator:
 
     # ------------------------------------------------------------------ folding
 
-    def _fresh(self) -> tuple[LedgerFollower, _TrackingProjector]:
-        projector = _TrackingProjector()
-        return LedgerFollower(self.ledger, projector), projector
+    def _fresh(self) -> LedgerFollower:
+        return LedgerFollower(self.ledger, _TrackingProjector())
 
     def _hash_prefix(self, start: int, end: int, into) -> None:
         with open(self.ledger, "rb") as f:
@@ -115,8 +114,7 @@ class Regenerator:
             problem = None
         except ProjectionError as exc:
             problem = str(exc)
-        if follower is self.follower:
-            self._hash_prefix(before, follower.offset, self._prefix)
+        self._hash_prefix(before, follower.offset, self._prefix)
         return problem or self._torn(follower)
 
     def _torn(self, follower: LedgerFollower) -> str | None:
@@ -128,31 +126,50 @@ class Regenerator:
             "newline); waiting for it to complete or be removed (`cbledger repair --truncate-torn-tail`)"
         )
 
+    def _head_still_there(self) -> bool:
+        """Does the line the last folded event came from still end where the fold stopped? A file
+        replaced by a shorter or different one fails this before anything is folded onto it."""
+        assert self.follower is not None
+        offset, head = self.follower.offset, self.follower.state.head_hash
+        if offset == 0 or head is None:
+            return True
+        if os.path.getsize(self.ledger) < offset:
+            return False
+        with open(self.ledger, "rb") as f:
+            f.seek(max(0, offset - 200))
+            tail = f.read(min(200, offset))
+        return tail.endswith(b'"}\n') and f'"hash":"{head}","prev":"'.encode() in tail
+
+    def _rebuild(self) -> tuple[bool, str | None]:
+        """A fresh fold of the whole file: (adopted?, problem). Adopted when it folds to the end,
+        or when there is no earlier state to keep."""
+        follower = self._fresh()
+        try:
+            follower.poll()
+            problem = None
+        except ProjectionError as exc:
+            problem = str(exc)
+        if problem is not None and self.follower is not None:
+            return False, f"{problem} (the part already folded was rewritten, and the new file does not fold either)"
+        self.follower = follower
+        self._prefix = blake3()
+        self._hash_prefix(0, follower.offset, self._prefix)
+        return True, problem or self._torn(follower)
+
     def refresh(self) -> Update | None:
         """Folds new events and rewrites what changed; None when nothing new was folded."""
         started = time.perf_counter()
-        rebuilt = False
-        if self.follower is None:
-            self.follower, projector = self._fresh()
-            self._prefix = blake3()
-            problem = self._poll(self.follower)
-            rebuilt = True
+        if self.follower is None or not self._head_still_there():
+            rebuilt, problem = self._rebuild()
         else:
-            projector = self.follower.projector  # type: ignore[assignment]
             head = self.follower.state.head_seq
             problem = self._poll(self.follower)
+            rebuilt = False
             if problem is not None and self.follower.state.head_seq == head and not self._prefix_intact(self.follower.offset):
-                follower, fresh = self._fresh()
-                try:
-                    follower.poll()
-                except ProjectionError as exc:
-                    problem = f"{exc} (the folded part of the ledger was rewritten and does not fold either)"
-                else:
-                    self.follower, projector, rebuilt = follower, fresh, True
-                    self._prefix = blake3()
-                    self._hash_prefix(0, follower.offset, self._prefix)
-                    problem = self._torn(follower)
+                rebuilt, problem = self._rebuild()
         self.problem = problem
+        assert self.follower is not None
+        projector = self.follower.projector
         if not rebuilt and self.follower.state.head_seq == self.written_seq:
             return None
         update = self._write(rebuilt, projector.touched)  # type: ignore[attr-defined]

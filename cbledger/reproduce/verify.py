@@ -205,6 +205,12 @@ def verify(
         return report
     state = load_state(ledger)
     jobs, skipped, report.runs_not_selected, report.notes = plan_runs(state, options)
+    if state.head_seq != chain.head.seq:
+        report.notes.insert(0, Finding(
+            check="chain", kind="ledger-grew", seq=state.head_seq,
+            message=f"events were appended while verifying: the chain was verified to seq {chain.head.seq}, "
+                    f"runs and projections are checked against seq {state.head_seq}; run again for a quiet ledger",
+        ))
     if on_runs_planned:
         on_runs_planned(len(jobs))
     checked = _run_all(root, jobs, options.jobs, run_progress)
