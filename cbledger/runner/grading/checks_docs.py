@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import re
 
-from cbledger.runner.evidence.markdown import tables
 from cbledger.runner.grading.context import GradeContext, Unevaluable
 from cbledger.runner.grading.registry import check
+from cbledger.runner.kicad.markdown import cell_text, tables
 from cbledger.runner.tasks import vocabulary as v
 
 CONSTRAINTS_PATH = ".copperhead/constraints.json"
@@ -42,10 +42,10 @@ def doc_row_matches(args: v.DocRowArgs, ctx: GradeContext) -> tuple[bool, str]:
         if col is None:
             continue
         found_column = True
-        row = table.row_for(args.key)
+        row = next((r for r in table.rows if cell_text(r[0]) == args.key.strip()), None)
         if row is None:
             continue
-        cell = row[col] if col < len(row) else ""
+        cell = cell_text(row[col])
         if re.search(args.pattern, cell):
             return True, f"{args.doc}: row {args.key!r} column {args.column!r} is {cell!r}, matches /{args.pattern}/"
         return False, f"{args.doc}: row {args.key!r} column {args.column!r} is {cell!r}, does not match /{args.pattern}/"
