@@ -207,7 +207,7 @@ def test_a_manual_import_keeps_prompt_and_transcript_as_files(root, tmp_path):
     assert (s.task_id, s.variant, s.benchmark, s.surface_id, s.run_date, s.model, s.verdict) == (
         "do-rename-net", "baseline", "copperbench suite 1.0.0", "manual-reviewer-import", "2026-09-10", None, None)
     assert [f.role for f in b.files] == ["prompt", "transcript"]
-    for f, src in zip(b.files, ("prompt.md", "session.jsonl")):
+    for f, src in zip(b.files, ("prompt.md", "session.jsonl"), strict=True):
         kept = root / f.stored_path
         original = (path.parent / src).read_bytes()
         assert f.stored_path == f"results/imports/{b.sha256}/{f.role}/{src}" and f.original_path == src

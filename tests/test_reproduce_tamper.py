@@ -5,7 +5,6 @@ the runner wrote (see `test_reproduce_verify.py`), which verifies clean before i
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import subprocess
 from pathlib import Path
@@ -188,7 +187,7 @@ def test_an_edited_record_is_named_with_its_first_differing_line(project):
     assert (f["kind"], f["file"], f["line"]) == ("record-different", rel, at + 1)
     assert f["actual"] == lines[at].rstrip("\n") and "runId" in f and "seq" in f
     result = cli(project, "replay", "--verify")
-    assert result.exit_code == 4 and f"record-different: " in result.stderr and f"{rel}:{at + 1}" in result.stderr
+    assert result.exit_code == 4 and "record-different: " in result.stderr and f"{rel}:{at + 1}" in result.stderr
 
 
 def test_a_deleted_record_and_an_extra_one_are_named(project):

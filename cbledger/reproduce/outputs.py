@@ -41,7 +41,7 @@ class OutputsCheck:
 
 def first_difference(committed: list[str], regenerated: list[str]) -> tuple[int, str | None, str | None]:
     """(1-based line, committed line, regenerated line) of the first difference; None past an end."""
-    for i, (a, b) in enumerate(zip(committed, regenerated)):
+    for i, (a, b) in enumerate(zip(committed, regenerated, strict=False)):
         if a != b:
             return i + 1, a, b
     n = min(len(committed), len(regenerated))
@@ -149,7 +149,7 @@ def check_readmodel(state: LedgerState, root: Path, out: OutputsCheck) -> None:
         return
     line, was, now = first_difference(committed, fresh)
     table = _table_at(fresh if now is not None else committed, line - 1)
-    differing = sum(1 for a, b in zip(committed, fresh) if a != b) + abs(len(committed) - len(fresh))
+    differing = sum(1 for a, b in zip(committed, fresh, strict=False) if a != b) + abs(len(committed) - len(fresh))
     out.failures.append(
         Finding(check="projection", kind="readmodel-different", file=READ_MODEL, line=line, field=table,
                 expected=_clip(now), actual=_clip(was),
