@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from cbledger.cli.app import app
 from cbledger.ledger.store import LedgerStore
 from cbledger.projections import readmodel
-from tests.projection_factories import MAINTAINER, Stream, rich_stream
+from tests.factories import MAINTAINER, Stream, rich_stream
 
 
 def cli(*args: object) -> tuple[int, str, str]:

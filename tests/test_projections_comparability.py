@@ -5,7 +5,7 @@ from __future__ import annotations
 from cbledger.projections.comparability import kicad_major, partition
 from cbledger.projections.fold import fold
 from cbledger.projections.records import record_entries
-from tests.projection_factories import Stream, h64
+from tests.factories import Stream, h64
 
 
 def groups(s: Stream, suite: str = "1.0.0"):

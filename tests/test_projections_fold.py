@@ -20,7 +20,7 @@ from cbledger.projections.fold import (
     suite_versions,
 )
 from cbledger.projections.writers import LedgerFollower, load_state
-from tests.projection_factories import MAINTAINER, Stream, rich_stream
+from tests.factories import MAINTAINER, Stream, rich_stream
 
 TASKS = [("t-simple", "simple", "edit"), ("t-medium", "medium", "refusal"), ("t-hard", "hard", "edit"),
          ("t-variant", "simple", "edit")]

@@ -6,7 +6,7 @@ from fractions import Fraction
 
 from cbledger.projections import gate
 from cbledger.projections.fold import fold
-from tests.projection_factories import Stream
+from tests.factories import Stream
 
 SIMPLE = [f"s{i}" for i in range(7)]
 HARD = [f"h{i}" for i in range(7)]

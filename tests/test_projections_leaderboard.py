@@ -18,7 +18,7 @@ import pytest
 
 from cbledger.projections import leaderboard
 from cbledger.projections.fold import fold
-from tests.projection_factories import Stream, rich_stream
+from tests.factories import Stream, rich_stream
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("CBLEDGER_UPDATE_GOLDEN") == "1"
@@ -61,7 +61,7 @@ def test_empty_ledger_renders():
 
 _RENDER = (
     "import sys; sys.path.insert(0, sys.argv[1]);"
-    "from tests.projection_factories import rich_stream;"
+    "from tests.factories import rich_stream;"
     "from cbledger.projections.fold import fold;"
     "from cbledger.projections import leaderboard;"
     "sys.stdout.buffer.write(leaderboard.render(fold(rich_stream().events), '1.0.0').encode())"

@@ -9,7 +9,7 @@ import pytest
 from cbledger.projections import gate, leaderboard
 from cbledger.projections.fold import fold
 from cbledger.projections.metrics import ALL_TIERS, RowMetrics, suite_metrics, wilson
-from tests.projection_factories import Stream, rich_stream
+from tests.factories import Stream, rich_stream
 
 
 def rows(s: Stream, suite: str = "1.0.0") -> dict[tuple[str, str], RowMetrics]:

@@ -7,7 +7,7 @@ import sqlite3
 
 from cbledger.projections import readmodel
 from cbledger.projections.fold import fold
-from tests.projection_factories import rich_stream
+from tests.factories import rich_stream
 
 TABLES = {
     "meta", "runs", "grades", "assertion_outcomes", "leaderboard_rows", "incomparable_records",

@@ -27,7 +27,7 @@ from cbledger.ledger.events import (
 )
 from cbledger.projections import paths, records, writers
 from cbledger.projections.fold import fold
-from tests.projection_factories import RUNNER, Stream, _sandbox, h40, h64, rich_stream
+from tests.factories import RUNNER, Stream, h40, h64, rich_stream, sandbox_ref
 
 REF = "reference-records"
 
@@ -191,10 +191,7 @@ def _reference_records(shared_real: Path) -> list[tuple[str, dict, bytes]]:
 
 def _events_from_reference(refs: list[tuple[str, dict, bytes]]) -> list:
     events: list = []
-    seq = 1
-    from tests.projection_factories import Stream as _S
-
-    base = _S("reference").events
+    base = Stream("reference").events
     events.extend(base)
     for i, (rel, doc, _) in enumerate(refs):
         date = dt.datetime.fromisoformat(rel.split("/")[0] + "T12:00:00+00:00") + dt.timedelta(seconds=i)
@@ -217,7 +214,7 @@ def _events_from_reference(refs: list[tuple[str, dict, bytes]]) -> list:
             ),
             stats=None,
             cost=Cost(usd_micros=None, price_table_version=None),
-            sandbox=_sandbox(seed_sha=h40("seed", rid), seed_config="{}", baseline_sha=run["baselineSha"],
+            sandbox=sandbox_ref(seed_sha=h40("seed", rid), seed_config="{}", baseline_sha=run["baselineSha"],
                              head_sha=h40("h", rid), capture_sha=h40("c", rid), evidence_sha=h40("e", rid),
                              store=f"results/runs/{rid}.bundle", store_blake3=h64(rid), store_bytes=1),
             evidence={},

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from cbledger.projections.fold import fold
 from cbledger.projections.workqueue import render_text, work_queue
-from tests.projection_factories import Stream
+from tests.factories import Stream
 
 
 def test_ranking_by_costed_spend_then_frequency_with_uncosted_shown_separately():
