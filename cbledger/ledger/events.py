@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Annotated, Literal, Union
 
-from msgspec import Meta, Struct, field
+from msgspec import Meta, Struct, field, structs
 from msgspec.structs import force_setattr
 
 from cbledger.ledger.types import (
@@ -450,15 +450,9 @@ def event_type(event: EventBase) -> str:
     return type(event).__struct_config__.tag  # type: ignore[return-value]
 
 
+# Read off the envelope classes' `body` fields, so that a new event type is declared in one place.
 _EVENT_FOR_BODY: dict[type[Body], type[EventBase]] = {
-    LedgerCreated: LedgerCreatedEvent,
-    SuiteBumped: SuiteBumpedEvent,
-    PricingPublished: PricingPublishedEvent,
-    RunRecorded: RunRecordedEvent,
-    GradeRecorded: GradeRecordedEvent,
-    RunRetracted: RunRetractedEvent,
-    RubricScored: RubricScoredEvent,
-    EvidenceImported: EvidenceImportedEvent,
+    next(f.type for f in structs.fields(cls) if f.name == "body"): cls for cls in EVENT_CLASSES
 }
 
 
