@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
+from typing import NamedTuple
 
 from cbledger.runner.grading.context import GradeContext, Unevaluable
 from cbledger.runner.grading.registry import check
@@ -39,7 +40,14 @@ def _materialize(ctx: GradeContext, directory: Path) -> None:
             target.write_bytes(ctx.evidence.end.read(path) or b"")
 
 
-def _loaded(ctx: GradeContext) -> tuple[Schematic, Netlist, list[str]]:
+class _EndState(NamedTuple):
+    schematic: Schematic
+    nets: Netlist
+    drift: list[str]
+
+
+def _loaded(ctx: GradeContext) -> _EndState:
+    """The end state's schematic, nets and doc drift, computed once per grade."""
     if "kicad" not in ctx.cache:
         root = _root_schematic(ctx)
         if not ctx.evidence.end.exists(root):
@@ -49,8 +57,7 @@ def _loaded(ctx: GradeContext) -> tuple[Schematic, Netlist, list[str]]:
             _materialize(ctx, base)
             schematic = load_schematic(base / root)
             nets = compute_nets(schematic)
-            drift = [line.replace(str(base) + "/", "") for line in doc_drift(schematic, base / "docs", nets)]
-        ctx.cache["kicad"] = (schematic, nets, drift)
+            ctx.cache["kicad"] = _EndState(schematic, nets, doc_drift(schematic, base / "docs", nets))
     return ctx.cache["kicad"]
 
 
@@ -60,7 +67,7 @@ def _names(nets) -> str:
 
 @check("net_present")
 def net_present(args: v.NetArgs, ctx: GradeContext) -> tuple[bool, str]:
-    _, nets, _ = _loaded(ctx)
+    nets = _loaded(ctx).nets
     found = nets.nets_by_name(args.net)
     if found:
         return True, f"net {args.net} is present ({_names(found)}, {sum(len(n.nodes) for n in found)} pin(s))"
@@ -69,7 +76,7 @@ def net_present(args: v.NetArgs, ctx: GradeContext) -> tuple[bool, str]:
 
 @check("net_absent")
 def net_absent(args: v.NetArgs, ctx: GradeContext) -> tuple[bool, str]:
-    _, nets, _ = _loaded(ctx)
+    nets = _loaded(ctx).nets
     found = nets.nets_by_name(args.net)
     if found:
         return False, f"net {args.net} is still present ({_names(found)})"
@@ -78,8 +85,7 @@ def net_absent(args: v.NetArgs, ctx: GradeContext) -> tuple[bool, str]:
 
 @check("symbol_present")
 def symbol_present(args: v.SymbolPresentArgs, ctx: GradeContext) -> tuple[bool, str]:
-    schematic, _, _ = _loaded(ctx)
-    sym = find_symbol(schematic, args.refdes)
+    sym = find_symbol(_loaded(ctx).schematic, args.refdes)
     if sym is None:
         return False, f"no symbol {args.refdes}"
     problems = []
@@ -94,8 +100,7 @@ def symbol_present(args: v.SymbolPresentArgs, ctx: GradeContext) -> tuple[bool, 
 
 @check("symbol_absent")
 def symbol_absent(args: v.SymbolAbsentArgs, ctx: GradeContext) -> tuple[bool, str]:
-    schematic, _, _ = _loaded(ctx)
-    sym = find_symbol(schematic, args.refdes)
+    sym = find_symbol(_loaded(ctx).schematic, args.refdes)
     if sym is not None:
         return False, f"{args.refdes} exists (value {sym.value!r}, {sym.lib_id})"
     return True, f"no symbol {args.refdes}"
@@ -103,7 +108,7 @@ def symbol_absent(args: v.SymbolAbsentArgs, ctx: GradeContext) -> tuple[bool, st
 
 @check("pin_net_equals")
 def pin_net_equals(args: v.PinNetArgs, ctx: GradeContext) -> tuple[bool, str]:
-    _, nets, _ = _loaded(ctx)
+    nets = _loaded(ctx).nets
     pin = str(args.pin)
     if not nets.has_reference(args.refdes):
         return False, f"no symbol {args.refdes} with connected pins"
@@ -116,7 +121,7 @@ def pin_net_equals(args: v.PinNetArgs, ctx: GradeContext) -> tuple[bool, str]:
 
 @check("drift_clean")
 def drift_clean(args: v.NoArgs, ctx: GradeContext) -> tuple[bool, str]:
-    _, _, drift = _loaded(ctx)
+    drift = _loaded(ctx).drift
     if drift:
         shown = "; ".join(drift[:5]) + (f"; and {len(drift) - 5} more" if len(drift) > 5 else "")
         return False, f"{len(drift)} doc-drift mismatch(es): {shown}"
