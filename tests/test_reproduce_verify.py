@@ -177,10 +177,15 @@ def test_no_projections_leaves_the_outputs_alone(project):
     assert [f["kind"] for f in report["failures"]] == ["leaderboard-missing"]
 
 
-def test_parallel_regrading_reports_what_serial_does(project):
+def test_parallel_regrading_reports_what_serial_does(project, tmp_path, monkeypatch):
     _, serial = verify_json(project)
+    # Workers must grade with the code this process runs, not a `cbledger/` in the working directory.
+    decoy = tmp_path / "elsewhere"
+    (decoy / "cbledger").mkdir(parents=True)
+    (decoy / "cbledger" / "__init__.py").write_text('"""An older cbledger, without the code under test."""\n')
+    monkeypatch.chdir(decoy)
     code, parallel = verify_json(project, "--jobs", "2")
-    assert code == 0
+    assert code == 0, parallel["failures"]
 
     def strip(report):
         return [{k: v for k, v in r.items() if k != "seconds"} for r in report["runs"]["results"]]

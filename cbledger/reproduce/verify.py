@@ -166,12 +166,11 @@ def _run_all(root: Path, jobs: list[_Job], workers: int, progress: RunProgress |
             if progress:
                 progress(len(results), total, results[-1])
         return results
-    # Processes, not threads: grading parses schematics in Python and holds the GIL. Not `fork`:
-    # the parent may run a progress thread, which a fork would copy mid-lock. A fork server that
-    # has imported the grader once starts each worker without importing it again.
-    ctx = multiprocessing.get_context("forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn")
-    if ctx.get_start_method() == "forkserver":
-        ctx.set_forkserver_preload(["cbledger.reproduce.runs"])
+    # Processes, not threads: grading parses schematics in Python and holds the GIL. `spawn`, not
+    # `fork`: the parent may run a progress thread, which a fork would copy mid-lock. Not
+    # `forkserver` either: its server does not take the parent's sys.path, so a `cbledger/` in the
+    # working directory could shadow the grader the parent runs; a spawned worker gets that path.
+    ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
         futures = [pool.submit(check_run, root, job.run, job.seq, job.grades) for job in jobs]
         for fut in as_completed(futures):
