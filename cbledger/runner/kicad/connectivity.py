@@ -87,6 +87,25 @@ def _is_global_power(pin: LibPin, lib: LibSymbol, alternate: str | None) -> bool
     return pin_type(pin, alternate) == "power_in" and (pin.hidden or lib.power)
 
 
+_LABEL_PRIORITY = {"global": GLOBAL, "local": LOCAL_LABEL, "hierarchical": HIER_LABEL}
+
+
+def _add_label_and_sheet_pin_drivers(sg: _Subgraph, sheet: SheetFile, group: Group) -> None:
+    """The drivers a net and a bus name themselves by alike: their labels and sheet pins."""
+    for label_index in group.labels:
+        label = sheet.labels[label_index]
+        name = escape_net_name(label.text)
+        sg.drivers.append(_Driver(_LABEL_PRIORITY[label.kind], name, "label:" + label.kind))
+        if label.kind == "hierarchical":
+            sg.hier_label_names.add(name)
+    for s, k in group.sheet_pins:
+        sheet_symbol = sheet.sheets[s]
+        pin = sheet_symbol.pins[k]
+        name = escape_net_name(pin.name)
+        sg.drivers.append(_Driver(SHEET_PIN, name, "sheet_pin", output_pin=pin.shape == "output"))
+        sg.sheet_pin_names.add((sheet_symbol.uuid, name))
+
+
 class _Builder:
     def __init__(self, schematic: Schematic) -> None:
         self.schematic = schematic
@@ -128,19 +147,7 @@ class _Builder:
         no_connect = group.no_connect_flag or any(p.nc_type for p in group.pins)
         drivers: list[_Driver] = []
         sg = _Subgraph(order=order, instance=index, group=group, drivers=drivers, driver_count=0, no_connect=no_connect)
-        for label_index in group.labels:
-            label = sheet.labels[label_index]
-            priority = {"global": GLOBAL, "local": LOCAL_LABEL, "hierarchical": HIER_LABEL}[label.kind]
-            name = escape_net_name(label.text)
-            drivers.append(_Driver(priority, name, "label:" + label.kind))
-            if label.kind == "hierarchical":
-                sg.hier_label_names.add(name)
-        for s, k in group.sheet_pins:
-            sheet_symbol = sheet.sheets[s]
-            pin = sheet_symbol.pins[k]
-            name = escape_net_name(pin.name)
-            drivers.append(_Driver(SHEET_PIN, name, "sheet_pin", output_pin=pin.shape == "output"))
-            sg.sheet_pin_names.add((sheet_symbol.uuid, name))
+        _add_label_and_sheet_pin_drivers(sg, sheet, group)
         for ref in group.pins:
             symbol = sheet.symbols[ref.symbol]
             lib = sheet.lib_symbols[symbol.lib_symbol_key]
@@ -172,19 +179,7 @@ class _Builder:
         """A bus, named like a net by its labels and sheet pins; it holds no pins of its own."""
         drivers: list[_Driver] = []
         sg = _Subgraph(order=order, instance=index, group=group, drivers=drivers, driver_count=0, no_connect=False)
-        for label_index in group.labels:
-            label = sheet.labels[label_index]
-            priority = {"global": GLOBAL, "local": LOCAL_LABEL, "hierarchical": HIER_LABEL}[label.kind]
-            name = escape_net_name(label.text)
-            drivers.append(_Driver(priority, name, "label:" + label.kind))
-            if label.kind == "hierarchical":
-                sg.hier_label_names.add(name)
-        for s, k in group.sheet_pins:
-            sheet_symbol = sheet.sheets[s]
-            pin = sheet_symbol.pins[k]
-            name = escape_net_name(pin.name)
-            drivers.append(_Driver(SHEET_PIN, name, "sheet_pin", output_pin=pin.shape == "output"))
-            sg.sheet_pin_names.add((sheet_symbol.uuid, name))
+        _add_label_and_sheet_pin_drivers(sg, sheet, group)
         if not drivers:
             return None
         sg.members = [sg]
