@@ -32,7 +32,7 @@ from fractions import Fraction
 from msgspec import Struct
 
 from cbledger.projections.comparability import Partition, Reference, partition
-from cbledger.projections.fold import LedgerState, RunEntry, suite_versions
+from cbledger.projections.fold import LedgerState, suite_versions
 from cbledger.projections.records import RecordEntry, harness_mode, is_harness, is_replay, record_entries
 
 Z95 = 1.959963984540054
@@ -210,8 +210,8 @@ class _Acc:
         self.rubric: list[float] = []
         self.pinning: set[str] = set()
 
-    def add(self, entry: RunEntry, rec: RecordEntry, rubric: float | None) -> None:
-        run = entry.run
+    def add(self, rec: RecordEntry, rubric: float | None) -> None:
+        run = rec.run.run
         passed = rec.verdict == "pass"
         self.runs += 1
         self.passes += passed
@@ -285,26 +285,26 @@ def first_rubric_scores(state: LedgerState) -> dict[str, float]:
     return {run_id: items[0].rubric.score for run_id, items in state.rubric.items() if items}
 
 
-def _rows(state: LedgerState, members: list[tuple[RunEntry, RecordEntry]], rubric: dict[str, float]) -> list[RowMetrics]:
+def _rows(state: LedgerState, members: list[RecordEntry], rubric: dict[str, float]) -> list[RowMetrics]:
     accs: dict[tuple[str, str, str], _Acc] = {}
-    for entry, rec in members:
-        model, segment = entry.run.model.id, entry.run.model.segment
-        score = rubric.get(entry.run.run_id)
-        for tier in (entry.run.task.tier, ALL_TIERS):
-            accs.setdefault((model, segment, tier), _Acc()).add(entry, rec, score)
+    for rec in members:
+        run = rec.run.run
+        score = rubric.get(run.run_id)
+        for tier in (run.task.tier, ALL_TIERS):
+            accs.setdefault((run.model.id, run.model.segment, tier), _Acc()).add(rec, score)
     order = {t: i for i, t in enumerate((*TIERS, ALL_TIERS))}
     keys = sorted(accs, key=lambda k: (order[k[2]], k[0], k[1]))
     return [accs[k].freeze(k[2], k[0], k[1]) for k in keys]
 
 
-def _variants(members: list[tuple[RunEntry, RecordEntry]]) -> tuple[list[VariantGap], list[OrphanVariant]]:
+def _variants(members: list[RecordEntry]) -> tuple[list[VariantGap], list[OrphanVariant]]:
     per_model: dict[str, dict[str, list[int]]] = {}
     variant_of: dict[str, str] = {}
-    for entry, rec in members:
-        task = entry.run.task
+    for rec in members:
+        task = rec.run.run.task
         if task.variant_of is not None:
             variant_of[task.id] = task.variant_of
-        counts = per_model.setdefault(entry.run.model.id, {}).setdefault(task.id, [0, 0])
+        counts = per_model.setdefault(rec.run.run.model.id, {}).setdefault(task.id, [0, 0])
         counts[0] += 1
         counts[1] += rec.verdict == "pass"
     gaps: list[VariantGap] = []
@@ -345,11 +345,11 @@ def _variants(members: list[tuple[RunEntry, RecordEntry]]) -> tuple[list[Variant
     return gaps, orphans
 
 
-def _harness(members: list[tuple[RunEntry, RecordEntry]]) -> list[HarnessCheck]:
+def _harness(members: list[RecordEntry]) -> list[HarnessCheck]:
     tasks: dict[str, dict] = {}
-    for entry, rec in members:
-        task = entry.run.task
-        mode = harness_mode(entry) or "unknown"
+    for rec in members:
+        task = rec.run.run.task
+        mode = harness_mode(rec.run) or "unknown"
         t = tasks.setdefault(
             task.id,
             {"tier": task.tier, "outcome": task.expected_outcome, "gold": [0, 0], "noop": [0, 0], "unknown": [0, 0]},
@@ -387,10 +387,10 @@ def _harness(members: list[tuple[RunEntry, RecordEntry]]) -> list[HarnessCheck]:
     return out
 
 
-def _replays(members: list[tuple[RunEntry, RecordEntry]]) -> list[ReplayRow]:
+def _replays(members: list[RecordEntry]) -> list[ReplayRow]:
     rows: dict[tuple[str, str], list[int]] = {}
-    for entry, rec in members:
-        r = rows.setdefault((entry.run.model.id, entry.run.task.id), [0, 0])
+    for rec in members:
+        r = rows.setdefault((rec.run.run.model.id, rec.run.run.task.id), [0, 0])
         r[0] += 1
         r[1] += rec.verdict == "pass"
     return [ReplayRow(model=m, task_id=t, runs=v[0], passes=v[1]) for (m, t), v in sorted(rows.items())]
@@ -404,16 +404,17 @@ def group_metrics(
 ) -> list[GroupMetrics]:
     out = []
     for g in part.groups:
-        agent, harness, replay = [], [], []
+        agent: list[RecordEntry] = []
+        harness: list[RecordEntry] = []
+        replay: list[RecordEntry] = []
         for i in g.members:
             rec = records[i]
-            entry = rec.run
-            if is_harness(entry):
-                harness.append((entry, rec))
-            elif is_replay(entry):
-                replay.append((entry, rec))
+            if is_harness(rec.run):
+                harness.append(rec)
+            elif is_replay(rec.run):
+                replay.append(rec)
             else:
-                agent.append((entry, rec))
+                agent.append(rec)
         gaps, orphans = _variants(agent)
         out.append(
             GroupMetrics(
