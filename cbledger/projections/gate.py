@@ -31,6 +31,7 @@ import msgspec
 from msgspec import Struct
 
 from cbledger.projections.fold import LedgerState, current_suite
+from cbledger.projections.format import pct
 from cbledger.projections.metrics import TIERS, SuiteMetrics, all_suite_metrics
 from cbledger.projections.records import usd_from_micros
 
@@ -165,10 +166,6 @@ class Comparison(Struct, frozen=True, kw_only=True):
         return [f for f in self.findings if f.fired]
 
 
-def _pct(x: Fraction | float) -> str:
-    return f"{float(x) * 100:.1f}%"
-
-
 def _pts(x: Fraction | float) -> str:
     return f"{float(x) * 100:+.1f} pts"
 
@@ -233,7 +230,7 @@ def compare(baseline: Snapshot, current: Snapshot, suite_version: str | None = N
         findings.append(
             Finding(
                 suite_version=suite, tier=tier, model=model, metric="strict pass rate",
-                before=f"{_pct(rb)} ({b.passes}/{b.runs})", after=f"{_pct(ra)} ({a.passes}/{a.runs})",
+                before=f"{pct(rb)} ({b.passes}/{b.runs})", after=f"{pct(ra)} ({a.passes}/{a.runs})",
                 delta=_pts(ra - rb), threshold=f"-{float(limit) * 100:.1f} pts",
                 fired=(rb - ra) > limit,
             )
