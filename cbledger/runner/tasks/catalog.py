@@ -88,10 +88,6 @@ class Fixture:
     def tree(self) -> Path:
         return self.dir / "tree"
 
-    @property
-    def baseline_dir(self) -> Path:
-        return self.dir / "baseline"
-
     def baseline_report(self, kind: str) -> bytes | None:
         """The fixture's recorded kicad-cli report (`erc` or `drc`), if present."""
         summary = self.manifest.baseline
