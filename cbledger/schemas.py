@@ -2,7 +2,7 @@
 the code that enforces it. `cbledger schema` writes them; a test fails when the committed files
 differ from a regeneration.
 
-Each area registers the types it owns in `SCHEMAS` below; the schema file name is the key.
+Every published type is listed in `_schemas` below; the schema file name is the key.
 """
 
 from __future__ import annotations
@@ -14,23 +14,19 @@ from typing import Any
 import msgspec
 
 from cbledger.ledger.events import Event
+from cbledger.projections.records import ResultRecord
+from cbledger.runner.tasks.model import Assertions, FixtureManifest, Suite, TaskManifest
 
 
 def _schemas() -> dict[str, Any]:
-    out: dict[str, Any] = {"event": Event}
-    from cbledger.runner.tasks.model import Assertions, FixtureManifest, Suite, TaskManifest
-
-    out["task"] = TaskManifest
-    out["assertions"] = Assertions
-    out["fixture"] = FixtureManifest
-    out["suite"] = Suite
-    try:
-        from cbledger.projections.records import ResultRecord
-
-        out["result"] = ResultRecord
-    except ImportError:
-        pass
-    return out
+    return {
+        "event": Event,
+        "task": TaskManifest,
+        "assertions": Assertions,
+        "fixture": FixtureManifest,
+        "suite": Suite,
+        "result": ResultRecord,
+    }
 
 
 def render(name: str, tp: Any) -> str:
