@@ -18,7 +18,7 @@ from cbledger.projections.writers import load_state
 from cbledger.reproduce.import_formats import LEGACY_FORMAT
 from cbledger.reproduce.manual import REQUIRED
 from tests.factories import run_cli
-from tests.projection_factories import MAINTAINER
+from tests.factories import MAINTAINER
 
 SECRET = "sk-" + "a1B2" * 8  # matches the openai-or-anthropic-key pattern
 
