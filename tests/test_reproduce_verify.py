@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pytest
 
 from cbledger.reproduce import verify as verify_mod
 from tests.factories import run_cli
+from tests.offline import forbid, forbid_running
 from tests.runner_project import REPO
 
 pytestmark = [pytest.mark.slow, pytest.mark.kicad]
@@ -84,30 +84,9 @@ def project(tmp_path_factory, tmp_path, kicad_cli) -> Path:
     return copy_project(tmp_path_factory, tmp_path)
 
 
-def forbid(*_args, **_kwargs):
-    raise AssertionError("replay --verify must not make a sandbox, run an agent or kicad-cli, or open a socket")
-
-
 @pytest.fixture
 def offline(monkeypatch):
-    from cbledger.runner import execute as execute_mod
-    from cbledger.runner import sandbox as sandbox_mod
-    from cbledger.runner import verification
-    from cbledger.runner.agents import copperhead, replay, scripted
-
-    for target, name in (
-        (sandbox_mod, "create"),
-        (execute_mod.sandbox_mod, "create"),
-        (scripted.GoldAgent, "run"),
-        (scripted.NoopAgent, "run"),
-        (copperhead.CopperheadAgent, "run"),
-        (replay.ReplayAgent, "run"),
-        (verification, "verify_tree"),
-        (verification, "_run"),
-        (socket, "socket"),
-        (socket, "create_connection"),
-    ):
-        monkeypatch.setattr(target, name, forbid)
+    forbid_running(monkeypatch)
 
 
 def test_an_untouched_project_verifies_offline(project, offline):

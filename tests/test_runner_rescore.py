@@ -10,17 +10,12 @@ import shutil
 
 import pytest
 
-from cbledger.runner import execute as execute_mod
-from cbledger.runner import sandbox as sandbox_mod
-from cbledger.runner import verification
-from cbledger.runner.agents import copperhead, replay, scripted
+from tests.offline import forbid_running
 from tests.runner_project import MIC_FIXTURE, MIC_SCH, REFUSAL_TASK, RENAME_TASK, build_project
 
 pytestmark = [pytest.mark.slow, pytest.mark.kicad, pytest.mark.shared]
 
 
-def forbid(*_args, **_kwargs):
-    raise AssertionError("rescore must not make a sandbox, run an agent or run kicad-cli")
 
 
 @pytest.fixture(scope="module")
@@ -43,19 +38,7 @@ def graded(graded_once, tmp_path):
 
 @pytest.fixture
 def offline(monkeypatch):
-    for target, name in (
-        (sandbox_mod, "create"),
-        (execute_mod.sandbox_mod, "create"),
-        (scripted.GoldAgent, "run"),
-        (scripted.NoopAgent, "run"),
-        (copperhead.CopperheadAgent, "run"),
-        (replay.ReplayAgent, "run"),
-        (copperhead, "run_capped"),
-        (verification, "verify_tree"),
-        (execute_mod, "verify_tree"),
-        (verification, "_run"),
-    ):
-        monkeypatch.setattr(target, name, forbid)
+    forbid_running(monkeypatch)
 
 
 def reweigh(project, assertion_id: str, weight: float) -> None:
@@ -122,7 +105,7 @@ def test_rescore_refuses_a_run_whose_fixture_tree_moved(graded, offline):
 
 
 def test_the_offline_guard_is_live(graded, offline):
-    with pytest.raises(AssertionError, match="rescore must not"):
+    with pytest.raises(AssertionError, match="must not make a sandbox"):
         graded.run(RENAME_TASK, "--agent", "gold")
 
 
