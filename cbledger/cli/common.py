@@ -12,7 +12,6 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from cbledger.errors import UserError
 
 LEDGER_ENV = "CBLEDGER_LEDGER"
 ROOT_ENV = "CBLEDGER_ROOT"

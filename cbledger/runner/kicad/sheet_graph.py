@@ -149,7 +149,7 @@ class SheetGraph:
                 for other in side[1:]:
                     union(side[0], other)
 
-        groups: dict[int, _Group] = {}
+        groups: dict[int, Group] = {}
         for i, kind in enumerate(kinds):
             root = find(i)
             group = groups.get(root)
