@@ -65,10 +65,7 @@ class Partition(Struct, frozen=True, kw_only=True):
     groups: list[Group]
 
     def main_group(self) -> Group | None:
-        for g in self.groups:
-            if g.main:
-                return g
-        return None
+        return next((g for g in self.groups if g.main), None)
 
 
 def kicad_major(version: str | None) -> str:

@@ -176,10 +176,7 @@ class SuiteMetrics(Struct, frozen=True, kw_only=True):
     groups: list[GroupMetrics]
 
     def main_group(self) -> GroupMetrics | None:
-        for g in self.groups:
-            if g.main:
-                return g
-        return None
+        return next((g for g in self.groups if g.main), None)
 
 
 # --------------------------------------------------------------------------- accumulation
