@@ -51,7 +51,7 @@ from cbledger.reproduce import runs  # noqa: E402
 from cbledger.reproduce import verify as verify_mod  # noqa: E402
 from cbledger.runner import suite_run  # noqa: E402
 from cbledger.runner.plan import make_plan  # noqa: E402
-from cbledger.runner.tasks.catalog import Catalog  # noqa: E402
+from cbledger.tasks.catalog import Catalog  # noqa: E402
 
 
 def shared_real() -> Path:

@@ -15,7 +15,7 @@ import msgspec
 
 from cbledger.ledger.events import Event
 from cbledger.projections.records import ResultRecord
-from cbledger.runner.tasks.model import Assertions, FixtureManifest, Suite, TaskManifest
+from cbledger.tasks.model import Assertions, FixtureManifest, Suite, TaskManifest
 
 
 def _schemas() -> dict[str, Any]:

@@ -10,7 +10,7 @@ import pytest
 
 from cbledger.runner import execute as execute_mod
 from cbledger.runner import sandbox as sandbox_mod
-from cbledger.runner import verification
+from cbledger.kicad import oracle
 from cbledger.runner.agents import copperhead, replay, scripted
 
 
@@ -27,9 +27,9 @@ def forbid_running(monkeypatch: pytest.MonkeyPatch) -> None:
         (copperhead.CopperheadAgent, "run"),
         (replay.ReplayAgent, "run"),
         (copperhead, "run_capped"),
-        (verification, "verify_tree"),
+        (oracle, "verify_tree"),
         (execute_mod, "verify_tree"),
-        (verification, "_run"),
+        (oracle, "_run"),
         (socket, "socket"),
         (socket, "create_connection"),
     ):

@@ -21,7 +21,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cbledger.runner.fixtures.hashing import hash_directory
+from cbledger.tasks.fixtures.hashing import hash_directory
 
 REPO = Path(__file__).resolve().parent.parent
 STANDIN_CLI = REPO / "tests" / "data" / "copperhead-standin" / "cli.js"
@@ -73,7 +73,7 @@ def _write_json(path: Path, value) -> None:
 
 def _summary(report: Path, rel: str) -> dict:
     """The manifest's baseline entry for a kicad-cli report, counted as `fixture baseline` does."""
-    from cbledger.runner.fixtures.summary import load_report, summarize
+    from cbledger.tasks.fixtures.summary import load_report, summarize
 
     return summarize(load_report(report.read_bytes(), str(report)), rel)
 

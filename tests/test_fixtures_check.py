@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from cbledger.runner.fixtures.hashing import hash_directory
+from cbledger.tasks.fixtures.hashing import hash_directory
 from tests.factories import run_cli
 from tests.test_grading_kit import drc_report, erc_report, violation, write_fixture
 

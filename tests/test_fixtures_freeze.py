@@ -12,8 +12,8 @@ import pygit2
 import pytest
 
 from cbledger.errors import UserError
-from cbledger.runner.fixtures.freeze import Recipe, freeze_files
-from cbledger.runner.fixtures.hashing import digest_files, hash_directory
+from cbledger.tasks.fixtures.freeze import Recipe, freeze_files
+from cbledger.tasks.fixtures.hashing import digest_files, hash_directory
 from tests.factories import run_cli
 from tests.test_grading_kit import BOARD_FILE, PROJECT_FILE, demo_schematic
 

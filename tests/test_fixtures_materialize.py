@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from cbledger.runner.fixtures import summary
-from cbledger.runner.fixtures.hashing import hash_directory
+from cbledger.tasks.fixtures import summary
+from cbledger.tasks.fixtures.hashing import hash_directory
 from tests.factories import run_cli
 from tests.test_fixtures_freeze import AUTHOR, Upstream, expected_hash
 from tests.test_grading_kit import SCHEMATIC, copy_into, demo_schematic, tree_files, write_fixture

@@ -24,12 +24,12 @@ import pygit2
 
 from cbledger.ledger.events import Ablations
 from cbledger.runner import sandbox as sandbox_mod
-from cbledger.runner import verification
-from cbledger.runner.evidence.bundle import LIVE_REPORTS_DIR, from_sandbox
-from cbledger.runner.fixtures import summary
-from cbledger.runner.fixtures.hashing import hash_directory
-from cbledger.runner.grading.grader import Grade, grade
-from cbledger.runner.tasks.catalog import Fixture, Task, load_fixture, load_task
+from cbledger.kicad import oracle
+from cbledger.grading.evidence.bundle import LIVE_REPORTS_DIR, from_sandbox
+from cbledger.tasks.fixtures import summary
+from cbledger.tasks.fixtures.hashing import hash_directory
+from cbledger.grading.grader import Grade, grade
+from cbledger.tasks.catalog import Fixture, Task, load_fixture, load_task
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "data" / "kicad"))
 from sch_writer import GND, PWR_FLAG, VCC, Writer, resistor  # noqa: E402
@@ -337,7 +337,7 @@ class Box:
         """kicad-cli ERC and DRC of the working tree, where the runner puts them."""
         live = Path(self.repo.path) / LIVE_REPORTS_DIR
         art = self.fixture.manifest.artifacts
-        verification.verify_tree(self.path, art.schematic, art.board, live)
+        oracle.verify_tree(self.path, art.schematic, art.board, live)
 
     def grade(self, runner_exit: str | None = None) -> Grade:
         return grade(self.task, self.fixture, from_sandbox(self.path, None, runner_exit))
@@ -470,7 +470,7 @@ Mutator = Callable[[Box], None]
 def real_fixture(root: Path, shared_real: Path, repo_root: Path, fixture_id: str) -> Fixture:
     """A real board under `root/fixtures/`: the shipped manifest, the tree and baseline
     materialized from the shared data (in the test's temporary directory, never the repo)."""
-    from cbledger.runner.fixtures.materialize import from_directory
+    from cbledger.tasks.fixtures.materialize import from_directory
 
     d = root / "fixtures" / fixture_id
     d.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from cbledger.runner.evidence.transcript import parse_transcript
+from cbledger.grading.evidence.transcript import parse_transcript
 from tests.test_grading_kit import assertion, make_box, write_fixture, write_task
 
 pytestmark = pytest.mark.shared

@@ -1,5 +1,5 @@
 """The failure taxonomy, case by case: one test per category and one per precedence step of the
-docstring of `cbledger.runner.grading.taxonomy` (the definition), plus the transcript-derived
+docstring of `cbledger.grading.taxonomy` (the definition), plus the transcript-derived
 inputs (tool-error classification, obligation wording) on real-shaped transcripts."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from cbledger.ledger.types import FailureCategory
-from cbledger.runner.evidence.transcript import classify_tool_result, parse_transcript
-from cbledger.runner.grading.taxonomy import TaxonomyInput, classify
+from cbledger.grading.evidence.transcript import classify_tool_result, parse_transcript
+from cbledger.grading.taxonomy import TaxonomyInput, classify
 from tests.test_grading_kit import (
     assertion,
     done,

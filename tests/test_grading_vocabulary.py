@@ -6,9 +6,9 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from cbledger.runner.grading.registry import all_checks
-from cbledger.runner.tasks.model import Assertions
-from cbledger.runner.tasks.vocabulary import SPEC_CLASSES, VOCABULARY, VOCABULARY_HASH
+from cbledger.grading.registry import all_checks
+from cbledger.tasks.model import Assertions
+from cbledger.tasks.vocabulary import SPEC_CLASSES, VOCABULARY, VOCABULARY_HASH
 
 STANDARD = {
     "end-state": {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cbledger.runner.kicad.buses import is_bus_name, members
+from cbledger.kicad.buses import is_bus_name, members
 
 
 def test_vector_buses_pair_by_index() -> None:

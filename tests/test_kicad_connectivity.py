@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from cbledger.runner.kicad import compute_nets, load_schematic
-from cbledger.runner.kicad.compare import Comparison, compare_netlists
-from cbledger.runner.kicad.hierarchy import find_root_schematics
-from cbledger.runner.kicad.kicad_net import read_kicad_netlist
-from cbledger.runner.kicad.netlist import Net, Netlist, Node, sort_nets
+from cbledger.kicad import compute_nets, load_schematic
+from cbledger.kicad.compare import Comparison, compare_netlists
+from cbledger.kicad.hierarchy import find_root_schematics
+from cbledger.kicad.kicad_net import read_kicad_netlist
+from cbledger.kicad.netlist import Net, Netlist, Node, sort_nets
 
 DATA = Path(__file__).parent / "data" / "kicad"
 HAND_MADE = {

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from cbledger.runner.kicad import compute_nets, load_schematic
-from cbledger.runner.kicad.drift import bom_drift, doc_drift, pinout_drift, split_references
-from cbledger.runner.kicad.markdown import cell_text, split_row, tables
-from cbledger.runner.kicad.symbols import list_symbols
+from cbledger.kicad import compute_nets, load_schematic
+from cbledger.kicad.drift import bom_drift, doc_drift, pinout_drift, split_references
+from cbledger.kicad.markdown import cell_text, split_row, tables
+from cbledger.kicad.symbols import list_symbols
 
 
 @pytest.fixture(scope="module")

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from cbledger.errors import UserError
-from cbledger.runner.kicad import load_schematic
-from cbledger.runner.kicad.hierarchy import find_root_schematics, symbol_reference
-from cbledger.runner.kicad.reader import parse_sheet_text, read_sheet_file
-from cbledger.runner.kicad.sexpr import PARSE_CACHE, _loads
-from cbledger.runner.kicad.symbols import find_symbol, list_symbols
+from cbledger.kicad import load_schematic
+from cbledger.kicad.hierarchy import find_root_schematics, symbol_reference
+from cbledger.kicad.reader import parse_sheet_text, read_sheet_file
+from cbledger.kicad.sexpr import PARSE_CACHE, _loads
+from cbledger.kicad.symbols import find_symbol, list_symbols
 
 DATA = Path(__file__).parent / "data" / "kicad"
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from cbledger.errors import UserError
-from cbledger.runner.kicad import Net, Netlist, Node, compute_nets, load_schematic, name_matches
-from cbledger.runner.kicad.compare import compare_netlists
-from cbledger.runner.kicad.kicad_net import parse_kicad_netlist, read_kicad_netlist
-from cbledger.runner.kicad.netlist import natural_key
+from cbledger.kicad import Net, Netlist, Node, compute_nets, load_schematic, name_matches
+from cbledger.kicad.compare import compare_netlists
+from cbledger.kicad.kicad_net import parse_kicad_netlist, read_kicad_netlist
+from cbledger.kicad.netlist import natural_key
 
 DATA = Path(__file__).parent / "data" / "kicad"
 

@@ -27,10 +27,10 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from cbledger.runner.kicad import compute_nets, load_schematic
-from cbledger.runner.kicad.compare import compare_netlists
-from cbledger.runner.kicad.geometry import pin_position, strictly_inside
-from cbledger.runner.kicad.kicad_net import read_kicad_netlist
+from cbledger.kicad import compute_nets, load_schematic
+from cbledger.kicad.compare import compare_netlists
+from cbledger.kicad.geometry import pin_position, strictly_inside
+from cbledger.kicad.kicad_net import read_kicad_netlist
 
 sys.path.insert(0, str(Path(__file__).parent / "data" / "kicad"))
 import sch_writer  # noqa: E402

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cbledger.errors import UserError
-from cbledger.runner.kicad.reports import count_violations, introduced_violations, is_clean, parse_report, read_report
+from cbledger.kicad.reports import count_violations, introduced_violations, is_clean, parse_report, read_report
 
 
 def _load(shared_real: Path, board: str, kind: str) -> dict:

@@ -17,7 +17,7 @@ import pytest
 
 from cbledger.runner import rescore
 from cbledger.runner.agents.copperhead import PROVIDER_VARIABLES
-from cbledger.runner.tasks.catalog import Catalog
+from cbledger.tasks.catalog import Catalog
 from tests.runner_project import (
     REFUSAL_TASK,
     RENAME_TASK,

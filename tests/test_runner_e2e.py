@@ -23,7 +23,7 @@ from cbledger.ledger.events import SCHEMA_VERSION
 from cbledger.ledger.verify import verify_chain
 from cbledger.runner import preserve, rescore
 from cbledger.runner.sandbox import seed_commit
-from cbledger.runner.tasks.catalog import Catalog
+from cbledger.tasks.catalog import Catalog
 from tests.runner_project import MIC_FIXTURE, MIC_SCH, REFUSAL_TASK, RENAME_TASK, build_project
 
 pytestmark = [pytest.mark.slow, pytest.mark.kicad, pytest.mark.shared]

@@ -10,9 +10,9 @@ import shutil
 
 import pytest
 
-from cbledger.runner.fixtures.hashing import task_dir_hash
-from cbledger.runner.tasks.catalog import load_task
-from cbledger.runner.tasks.validate import ensure_runnable, validate_project
+from cbledger.tasks.fixtures.hashing import task_dir_hash
+from cbledger.tasks.catalog import load_task
+from cbledger.tasks.validate import ensure_runnable, validate_project
 from tests.test_grading_kit import Box, done, make_box, real_fixture, refusal
 
 pytestmark = pytest.mark.shared

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from cbledger.errors import UserError
-from cbledger.runner.tasks.catalog import load_fixture, load_task
-from cbledger.runner.tasks.validate import ensure_runnable, validate_project
-from cbledger.runner.tasks.vocabulary import VOCABULARY
+from cbledger.tasks.catalog import load_fixture, load_task
+from cbledger.tasks.validate import ensure_runnable, validate_project
+from cbledger.tasks.vocabulary import VOCABULARY
 from tests.factories import run_cli
 from tests.test_grading_kit import assertion, write_fixture, write_task
 

@@ -21,11 +21,12 @@ from cbledger.ledger.events import Ablations, Actor, make_event
 from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.verify import verify_chain
 from cbledger.projections import leaderboard, readmodel, writers
-from cbledger.runner import ledger_view, suite_version
+from cbledger.grading import suite_version
+from cbledger.runner import ledger_view
 from cbledger.runner.plan import make_plan
 from cbledger.runner.suite_run import Progress, run_plan
-from cbledger.runner.tasks.catalog import Catalog
-from cbledger.runner.tasks.validate import validate_project
+from cbledger.tasks.catalog import Catalog
+from cbledger.tasks.validate import validate_project
 
 
 def demo(

@@ -10,12 +10,12 @@ import typer
 
 from cbledger.cli.common import JsonFlag, RootOption, fail, project_root
 from cbledger.ledger.types import Slug, conforms
-from cbledger.runner.fixtures import authoring, baseline as baseline_mod, materialize as materialize_mod
-from cbledger.runner.fixtures.check import check_fixture
-from cbledger.runner.fixtures.freeze import Recipe, freeze_files
-from cbledger.runner.fixtures.hashing import hash_directory
-from cbledger.runner.fixtures.install import install_tree
-from cbledger.runner.fixtures.manifest_file import MANIFEST_NAME, read_document, write_document
+from cbledger.tasks.fixtures import authoring, baseline as baseline_mod, materialize as materialize_mod
+from cbledger.tasks.fixtures.check import check_fixture
+from cbledger.tasks.fixtures.freeze import Recipe, freeze_files
+from cbledger.tasks.fixtures.hashing import hash_directory
+from cbledger.tasks.fixtures.install import install_tree
+from cbledger.tasks.fixtures.manifest_file import MANIFEST_NAME, read_document, write_document
 
 fixture_app = typer.Typer(
     name="fixture",

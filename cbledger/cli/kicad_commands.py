@@ -9,10 +9,10 @@ from typing import Annotated
 import msgspec
 import typer
 
-from cbledger.runner.kicad import compute_nets, load_schematic
-from cbledger.runner.kicad.compare import compare_netlists
-from cbledger.runner.kicad.kicad_net import read_kicad_netlist
-from cbledger.runner.kicad.symbols import list_symbols
+from cbledger.kicad import compute_nets, load_schematic
+from cbledger.kicad.compare import compare_netlists
+from cbledger.kicad.kicad_net import read_kicad_netlist
+from cbledger.kicad.symbols import list_symbols
 
 SchematicArg = Annotated[Path, typer.Argument(help="Root .kicad_sch file; sheet files are followed from it.")]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]

@@ -15,11 +15,12 @@ import typer
 from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, ledger_path, project_root
 from cbledger.ledger.events import Ablations, Actor, make_event
 from cbledger.ledger.store import LedgerStore
-from cbledger.runner import ledger_view, pricing, suite_version
+from cbledger.grading import suite_version
+from cbledger.runner import ledger_view, pricing
 from cbledger.runner.plan import make_plan
 from cbledger.runner.rescore import rescore as rescore_runs
 from cbledger.runner.suite_run import Progress, run_plan
-from cbledger.runner.tasks.catalog import Catalog
+from cbledger.tasks.catalog import Catalog
 
 
 def _who() -> str:

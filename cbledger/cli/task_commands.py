@@ -10,10 +10,10 @@ from typing import Annotated, Any
 import typer
 
 from cbledger.cli.common import JsonFlag, RootOption, fail, project_root
-from cbledger.runner.evidence.bundle import Evidence, from_sandbox
-from cbledger.runner.grading.grader import GRADER_VERSION, Grade, grade
-from cbledger.runner.tasks.catalog import Catalog, Fixture, Task, load_task
-from cbledger.runner.tasks.validate import validate_project
+from cbledger.grading.evidence.bundle import Evidence, from_sandbox
+from cbledger.grading.grader import GRADER_VERSION, Grade, grade
+from cbledger.tasks.catalog import Catalog, Fixture, Task, load_task
+from cbledger.tasks.validate import validate_project
 
 BASELINE_TYPES = ("erc_no_new_violations", "drc_no_new_violations")
 

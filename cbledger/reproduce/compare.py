@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from cbledger.ledger.events import GradeRecorded
 from cbledger.reproduce.findings import Finding
-from cbledger.runner.grading.grader import Grade
+from cbledger.grading.grader import Grade
 
 ASSERTION_FIELDS = ("status", "detail", "type", "weight", "required", "evidence_source")
 SCORE_FIELDS = (

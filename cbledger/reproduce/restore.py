@@ -22,11 +22,11 @@ from cbledger.errors import UserError
 from cbledger.ledger.events import RunRecorded
 from cbledger.reproduce.findings import Finding
 from cbledger.runner import sandbox as sandbox_mod
-from cbledger.runner.evidence.bundle import EVIDENCE_REF
-from cbledger.runner.evidence.tree import view
-from cbledger.runner.fixtures.hashing import hash_directory
+from cbledger.grading.evidence.bundle import EVIDENCE_REF
+from cbledger.grading.evidence.tree import view
+from cbledger.tasks.fixtures.hashing import hash_directory
 from cbledger.runner.preserve import git_cli
-from cbledger.runner.tasks.catalog import Catalog, Fixture
+from cbledger.tasks.catalog import Catalog, Fixture
 
 COMMITS = ("baseline", "head", "capture", "evidence")
 

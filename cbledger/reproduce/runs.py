@@ -18,9 +18,9 @@ from cbledger.ledger.events import GradeRecorded, RunRecorded
 from cbledger.reproduce.compare import compare_grade
 from cbledger.reproduce.findings import Finding, GradeCheck, RunCheck
 from cbledger.reproduce.restore import check_digests, restore_run
-from cbledger.runner.evidence import bundle as evidence_mod
-from cbledger.runner.grading.grader import grade
-from cbledger.runner.tasks.catalog import Catalog, Task
+from cbledger.grading.evidence import bundle as evidence_mod
+from cbledger.grading.grader import grade
+from cbledger.tasks.catalog import Catalog, Task
 
 
 def _note(run: RunRecorded, seq: int, kind: str, message: str, **extra) -> Finding:

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from cbledger.runner.verification import kicad_cli, kicad_cli_version
+from cbledger.kicad.oracle import kicad_cli, kicad_cli_version
 
 
 @dataclass(frozen=True)

@@ -46,11 +46,11 @@ from cbledger.runner import sandbox as sandbox_mod
 from cbledger.runner.agents.base import Agent, AgentInput
 from cbledger.runner.agents.copperhead import CopperheadCli, basic_environment
 from cbledger.runner.environment import Environment
-from cbledger.runner.evidence import bundle as evidence_mod
-from cbledger.runner.grading.grader import GRADER_VERSION, Grade, grade
+from cbledger.grading.evidence import bundle as evidence_mod
+from cbledger.grading.grader import GRADER_VERSION, Grade, grade
 from cbledger.runner.plan import PlannedRun
-from cbledger.runner.tasks.catalog import Catalog
-from cbledger.runner.verification import verify_tree
+from cbledger.tasks.catalog import Catalog
+from cbledger.kicad.oracle import verify_tree
 
 KNOWN_EXITS = set(ExitPath.__args__)  # type: ignore[attr-defined]
 RUNS_DIR = Path("results") / "runs"

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from cbledger.errors import UserError
 from cbledger.ledger.events import Ablations
 from cbledger.ledger.types import ModelId, conforms
-from cbledger.runner.tasks.catalog import Catalog, Task
+from cbledger.tasks.catalog import Catalog, Task
 
 AGENTS = ("gold", "noop", "copperhead", "replay")
 

@@ -29,15 +29,15 @@ from blake3 import blake3
 from cbledger.errors import UserError
 from cbledger.ledger.events import SandboxRef
 from cbledger.runner import sandbox as sandbox_mod
-from cbledger.runner.evidence.bundle import (
+from cbledger.grading.evidence.bundle import (
     BASELINE_REF,
     CAPTURE_REF,
     EVIDENCE_REF,
     LIVE_REPORTS_DIR,
     REPORT_NAMES,
 )
-from cbledger.runner.evidence.tree import snapshot_directory
-from cbledger.runner.tasks.catalog import Fixture
+from cbledger.grading.evidence.tree import snapshot_directory
+from cbledger.tasks.catalog import Fixture
 
 CAPTURE_SIGNATURE = ("cbledger capture", "capture@copperbench.invalid")
 

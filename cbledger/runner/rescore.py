@@ -13,11 +13,12 @@ from pathlib import Path
 from cbledger.errors import UserError
 from cbledger.ledger.events import Actor, GradeRecorded, RunRecorded, make_event
 from cbledger.ledger.store import LedgerStore
-from cbledger.runner import ledger_view, preserve, suite_version
-from cbledger.runner.evidence import bundle as evidence_mod
+from cbledger.grading import suite_version
+from cbledger.runner import ledger_view, preserve
+from cbledger.grading.evidence import bundle as evidence_mod
 from cbledger.runner.execute import grade_body
-from cbledger.runner.grading.grader import Grade, grade
-from cbledger.runner.tasks.catalog import Catalog
+from cbledger.grading.grader import Grade, grade
+from cbledger.tasks.catalog import Catalog
 
 
 @dataclass

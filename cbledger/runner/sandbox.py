@@ -22,9 +22,9 @@ import pygit2
 
 from cbledger.errors import UserError
 from cbledger.ledger.events import Ablations
-from cbledger.runner.evidence.bundle import BASELINE_REF
-from cbledger.runner.fixtures.hashing import tree_files
-from cbledger.runner.tasks.catalog import Fixture, Task
+from cbledger.grading.evidence.bundle import BASELINE_REF
+from cbledger.tasks.fixtures.hashing import tree_files
+from cbledger.tasks.catalog import Fixture, Task
 
 SEED_TIME = 946684800  # 2000-01-01T00:00:00Z
 SEED_SIGNATURE = ("cbledger", "cbledger@copperbench.invalid")
@@ -117,7 +117,7 @@ def create(path: Path, task: Task, fixture: Fixture, ablations: Ablations) -> tu
 def commit_setup(repo: pygit2.Repository, seed_sha: str, message: str) -> str:
     """Commits whatever setup commands wrote (all files, ignored ones included) as the baseline.
     With nothing written the baseline is the seed itself."""
-    from cbledger.runner.evidence.tree import snapshot_directory
+    from cbledger.grading.evidence.tree import snapshot_directory
 
     tree = snapshot_directory(repo, Path(repo.workdir))
     if tree == repo[seed_sha].peel(pygit2.Tree).id:

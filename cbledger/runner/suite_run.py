@@ -21,16 +21,17 @@ from pathlib import Path
 from cbledger.errors import UserError
 from cbledger.ledger.events import Actor
 from cbledger.ledger.store import LedgerStore
-from cbledger.runner import ledger_view, suite_version
+from cbledger.grading import suite_version
+from cbledger.runner import ledger_view
 from cbledger.runner.agents.base import Agent
 from cbledger.runner.agents.copperhead import CopperheadAgent, agent_environment, locate
 from cbledger.runner.agents.scripted import GoldAgent, NoopAgent
 from cbledger.runner.environment import probe
 from cbledger.runner.execute import RunOutput, RunSettings, execute, model_identity, publish
 from cbledger.runner.plan import Plan
-from cbledger.runner.tasks.catalog import Catalog
-from cbledger.runner.tasks.validate import ensure_runnable
-from cbledger.runner.verification import require_kicad_cli
+from cbledger.tasks.catalog import Catalog
+from cbledger.tasks.validate import ensure_runnable
+from cbledger.kicad.oracle import require_kicad_cli
 
 
 @dataclass

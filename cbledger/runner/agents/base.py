@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from cbledger.ledger.events import Ablations
-from cbledger.runner.tasks.catalog import Fixture, Task
+from cbledger.tasks.catalog import Fixture, Task
 
 COPPERHEAD_SIGNATURE = ("copperhead", "copperhead@localhost")
 

@@ -417,7 +417,7 @@ def kicad_cli_nets(schematic: Path) -> list[dict]:
             capture_output=True,
         )
         sys.path.insert(0, str(HERE.parents[2]))
-        from cbledger.runner.kicad.kicad_net import read_kicad_netlist
+        from cbledger.kicad.kicad_net import read_kicad_netlist
 
         return read_kicad_netlist(out).to_builtins()
 

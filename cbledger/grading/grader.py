@@ -1,0 +1,93 @@
+"""Grading: a pure function of (task, fixture baseline, evidence).
+
+`grade()` evaluates every assertion of the task in order, scores the run and classifies a
+failure. Replay calls this same function on a restored preserved run, so a recorded grade can be
+reproduced exactly; `GRADER_VERSION` changes whenever a check's behaviour changes, and the suite
+version must be bumped with it.
+
+Scoring (the standard, section 7): the verdict is `pass` exactly when every required assertion
+passes; there is no third state, so an assertion that cannot be evaluated fails with a detail
+saying why. Partial credit is the weighted fraction of all assertions that passed, rounded to 4
+decimals; it is a diagnostic, never a headline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cbledger.ledger.events import AssertionOutcome
+from cbledger.grading.evidence.bundle import Evidence
+from cbledger.grading.context import EVALUATION_ERRORS, GradeContext
+from cbledger.grading.registry import all_checks
+from cbledger.grading.taxonomy import TaxonomyInput, classify
+from cbledger.tasks.catalog import Fixture, Task
+
+GRADER_VERSION = "1.0.1"
+
+
+@dataclass(frozen=True)
+class Grade:
+    outcomes: tuple[AssertionOutcome, ...]
+    verdict: str
+    partial_credit: float
+    first_failed_required: str | None
+    failure_category: str | None
+    dominant_tool_error: str | None
+    exit_path: str | None
+
+
+def evaluate(task: Task, ctx: GradeContext) -> list[AssertionOutcome]:
+    checks = all_checks()
+    outcomes = []
+    for spec in task.assertions:
+        fn = checks[spec.type]
+        try:
+            passed, detail = fn(spec.args, ctx)  # type: ignore[attr-defined]
+        except EVALUATION_ERRORS as exc:
+            passed, detail = False, f"could not be evaluated: {exc}"
+        outcomes.append(
+            AssertionOutcome(
+                id=spec.id,
+                type=spec.type,
+                status="pass" if passed else "fail",
+                weight=spec.weight,
+                required=spec.required,
+                evidence_source=spec.evidence_source,
+                detail=detail or "(no detail)",
+            )
+        )
+    return outcomes
+
+
+def score(outcomes: list[AssertionOutcome]) -> tuple[str, float, AssertionOutcome | None]:
+    total = sum(o.weight for o in outcomes)
+    passed = sum(o.weight for o in outcomes if o.status == "pass")
+    partial = round(passed / total, 4) if total else 0.0
+    first = next((o for o in outcomes if o.required and o.status == "fail"), None)
+    return ("fail" if first else "pass"), partial, first
+
+
+def grade(task: Task, fixture: Fixture, evidence: Evidence) -> Grade:
+    ctx = GradeContext(task, fixture, evidence)
+    outcomes = evaluate(task, ctx)
+    verdict, partial, first = score(outcomes)
+    transcript = evidence.transcript
+    category = None
+    if verdict == "fail":
+        category = classify(
+            TaxonomyInput.from_transcript(
+                transcript,
+                evidence.exit_path,
+                first.type if first else None,
+                task.manifest.expected_outcome,
+            )
+        )
+    return Grade(
+        outcomes=tuple(outcomes),
+        verdict=verdict,
+        partial_credit=partial,
+        first_failed_required=first.id if first else None,
+        failure_category=category,
+        dominant_tool_error=transcript.dominant_tool_error(),
+        exit_path=evidence.exit_path,
+    )

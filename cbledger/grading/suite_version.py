@@ -1,0 +1,119 @@
+"""Suite versions: what the suite *is* (task manifests, fixtures, vocabulary, credential patterns,
+grader), recorded as `suite.bumped` so that comparability is mechanical, not remembered.
+
+A run is only made against the suite version whose recorded hashes match the tasks on disk;
+editing a task without bumping is refused before anything runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cbledger import credentials
+from cbledger.errors import UserError
+from cbledger.ledger.events import SuiteBumped
+from cbledger.grading.grader import GRADER_VERSION
+from cbledger.tasks.catalog import Catalog
+from cbledger.tasks.vocabulary import VOCABULARY_HASH
+
+
+@dataclass(frozen=True)
+class Definition:
+    task_manifest_hashes: dict[str, str]
+    fixture_hashes: dict[str, str]
+    suites: dict[str, list[str]]
+    vocabulary_hash: str = VOCABULARY_HASH
+    credential_patterns_hash: str = credentials.PATTERN_SET_HASH
+    grader_version: str = GRADER_VERSION
+
+
+def current(catalog: Catalog) -> Definition:
+    return Definition(
+        task_manifest_hashes={t: catalog.task(t).manifest_hash for t in catalog.task_ids()},
+        fixture_hashes={f: catalog.fixture(f).manifest.sha256 for f in catalog.fixture_ids()},
+        suites={s: list(catalog.suite(s).tasks) for s in catalog.suite_names()},
+    )
+
+
+def differences(recorded: SuiteBumped, now: Definition) -> list[str]:
+    out = []
+    for field_name in ("vocabulary_hash", "credential_patterns_hash", "grader_version"):
+        if getattr(recorded, field_name) != getattr(now, field_name):
+            out.append(field_name.replace("_", " "))
+    for kind, before, after in (
+        ("task", recorded.task_manifest_hashes, now.task_manifest_hashes),
+        ("fixture", recorded.fixture_hashes, now.fixture_hashes),
+    ):
+        for key in sorted(set(before) | set(after)):
+            if key not in after:
+                out.append(f"{kind} {key} removed")
+            elif key not in before:
+                out.append(f"{kind} {key} added")
+            elif before[key] != after[key]:
+                out.append(f"{kind} {key} changed")
+    if recorded.suites != now.suites:
+        out.append("named suites changed")
+    return out
+
+
+def next_version(previous: str | None, level: str) -> str:
+    if previous is None:
+        return "1.0.0"
+    major, minor, patch = (int(x) for x in previous.split("."))
+    if level == "major":
+        return f"{major + 1}.0.0"
+    if level == "minor":
+        return f"{major}.{minor + 1}.0"
+    if level == "patch":
+        return f"{major}.{minor}.{patch + 1}"
+    raise UserError(f"bump level must be major, minor or patch, not {level!r}")
+
+
+def bump(recorded: SuiteBumped | None, catalog: Catalog, reason: str, level: str = "minor", version: str | None = None) -> SuiteBumped:
+    now = current(catalog)
+    if recorded is not None:
+        changed = differences(recorded, now)
+        if not changed:
+            raise UserError(
+                f"nothing changed since suite {recorded.suite_version}: tasks, fixtures, vocabulary, "
+                "credential patterns and grader are as recorded; refusing to bump"
+            )
+    new_version = version or next_version(recorded.suite_version if recorded else None, level)
+    if recorded is not None and tuple(int(x) for x in new_version.split(".")) <= tuple(
+        int(x) for x in recorded.suite_version.split(".")
+    ):
+        raise UserError(f"suite version {new_version} is not above {recorded.suite_version}")
+    return SuiteBumped(
+        suite_version=new_version,
+        previous=recorded.suite_version if recorded else None,
+        reason=reason,
+        vocabulary_hash=now.vocabulary_hash,
+        credential_patterns_hash=now.credential_patterns_hash,
+        grader_version=now.grader_version,
+        task_manifest_hashes=now.task_manifest_hashes,
+        fixture_hashes=now.fixture_hashes,
+        suites=now.suites,
+    )
+
+
+def require_current(recorded: SuiteBumped | None, catalog: Catalog, task_ids: list[str]) -> str:
+    """The suite version to run under; refuses when the tasks on disk are not the recorded ones."""
+    if recorded is None:
+        raise UserError("no suite version is recorded in the ledger; run `cbledger suite bump --reason \"initial suite\"`")
+    now = current(catalog)
+    problems = []
+    for field_name in ("vocabulary_hash", "credential_patterns_hash", "grader_version"):
+        if getattr(recorded, field_name) != getattr(now, field_name):
+            problems.append(field_name.replace("_", " "))
+    for t in task_ids:
+        if recorded.task_manifest_hashes.get(t) != now.task_manifest_hashes.get(t):
+            problems.append(f"task {t}")
+        fx = catalog.task(t).manifest.fixture.id
+        if recorded.fixture_hashes.get(fx) != now.fixture_hashes.get(fx):
+            problems.append(f"fixture {fx}")
+    if problems:
+        raise UserError(
+            f"the suite on disk differs from suite {recorded.suite_version} as recorded ({', '.join(sorted(set(problems)))}); "
+            "run `cbledger suite bump --reason …` first"
+        )
+    return recorded.suite_version

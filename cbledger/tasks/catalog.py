@@ -1,0 +1,164 @@
+"""Loading tasks, fixtures and suites from a project root.
+
+Loading is strict and names the file and field of every problem; cross-file checks are in
+`validate.py`. A `Task` keeps the exact bytes its manifest hash was computed from, so the hash
+recorded on a run is the hash of what was graded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import msgspec
+
+from cbledger.errors import UserError
+from cbledger.tasks.fixtures.hashing import task_manifest_hash
+from cbledger.tasks.model import Assertions, FixtureManifest, Suite, TaskManifest
+from cbledger.tasks.vocabulary import VOCABULARY, AssertionSpec
+
+_TASK = msgspec.json.Decoder(TaskManifest)
+_ASSERTIONS = msgspec.json.Decoder(Assertions)
+_FIXTURE = msgspec.json.Decoder(FixtureManifest)
+_SUITE = msgspec.json.Decoder(Suite)
+
+
+def _decode(decoder: msgspec.json.Decoder, data: bytes, path: Path):
+    try:
+        return decoder.decode(data)
+    except msgspec.ValidationError as exc:
+        message = str(exc)
+        if message.startswith("Invalid value") and "`$[" in message and "].type`" in message:
+            message = (
+                f"unknown assertion type ({message}); the vocabulary is closed: "
+                + ", ".join(VOCABULARY)
+            )
+        raise UserError(f"{path}: {message}") from None
+    except msgspec.DecodeError as exc:
+        raise UserError(f"{path}: not valid JSON: {exc}") from None
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise UserError(f"{path}: missing") from None
+
+
+@dataclass(frozen=True)
+class Task:
+    dir: Path
+    task_bytes: bytes
+    assertions_bytes: bytes
+    manifest: TaskManifest
+    assertions: tuple[AssertionSpec, ...]
+
+    @property
+    def id(self) -> str:
+        return self.manifest.id
+
+    @cached_property
+    def manifest_hash(self) -> str:
+        return task_manifest_hash(self.task_bytes, self.assertions_bytes)
+
+    @property
+    def gold_dir(self) -> Path:
+        return self.dir / "gold"
+
+
+def load_task(task_dir: Path) -> Task:
+    task_bytes = _read(task_dir / "task.json")
+    assertions_bytes = _read(task_dir / "assertions.json")
+    manifest = _decode(_TASK, task_bytes, task_dir / "task.json")
+    assertions = _decode(_ASSERTIONS, assertions_bytes, task_dir / "assertions.json")
+    return Task(task_dir, task_bytes, assertions_bytes, manifest, tuple(assertions))
+
+
+@dataclass(frozen=True)
+class Fixture:
+    dir: Path
+    manifest: FixtureManifest
+
+    @property
+    def id(self) -> str:
+        return self.manifest.id
+
+    @property
+    def tree(self) -> Path:
+        return self.dir / "tree"
+
+    def baseline_report(self, kind: str) -> bytes | None:
+        """The fixture's recorded kicad-cli report (`erc` or `drc`), if present."""
+        summary = self.manifest.baseline
+        entry = summary.erc if kind == "erc" else summary.drc
+        if entry is None:
+            return None
+        path = self.dir / entry.report
+        return path.read_bytes() if path.is_file() else None
+
+
+def load_fixture(fixture_dir: Path) -> Fixture:
+    path = fixture_dir / "fixture.json"
+    return Fixture(fixture_dir, _decode(_FIXTURE, _read(path), path))
+
+
+def load_suite(path: Path) -> Suite:
+    return _decode(_SUITE, _read(path), path)
+
+
+@dataclass
+class Catalog:
+    """Everything under a project root: `tasks/`, `fixtures/`, `suites/`."""
+
+    root: Path
+
+    @property
+    def tasks_dir(self) -> Path:
+        return self.root / "tasks"
+
+    @property
+    def fixtures_dir(self) -> Path:
+        return self.root / "fixtures"
+
+    @property
+    def suites_dir(self) -> Path:
+        return self.root / "suites"
+
+    def task_ids(self) -> list[str]:
+        if not self.tasks_dir.is_dir():
+            return []
+        return sorted(p.name for p in self.tasks_dir.iterdir() if (p / "task.json").is_file())
+
+    def fixture_ids(self) -> list[str]:
+        if not self.fixtures_dir.is_dir():
+            return []
+        return sorted(p.name for p in self.fixtures_dir.iterdir() if (p / "fixture.json").is_file())
+
+    def suite_names(self) -> list[str]:
+        if not self.suites_dir.is_dir():
+            return []
+        return sorted(p.stem for p in self.suites_dir.glob("*.json"))
+
+    def task(self, task_id: str) -> Task:
+        d = self.tasks_dir / task_id
+        if not (d / "task.json").is_file():
+            raise UserError(f"{d}: no such task")
+        return load_task(d)
+
+    def fixture(self, fixture_id: str) -> Fixture:
+        d = self.fixtures_dir / fixture_id
+        if not (d / "fixture.json").is_file():
+            raise UserError(f"{d}: no such fixture")
+        return load_fixture(d)
+
+    def fixture_for(self, task: Task) -> Fixture:
+        return self.fixture(task.manifest.fixture.id)
+
+    def suite(self, name: str) -> Suite:
+        path = self.suites_dir / f"{name}.json"
+        if not path.is_file():
+            raise UserError(
+                f"{path}: no such suite (known: {', '.join(self.suite_names()) or 'none'})"
+            )
+        return load_suite(path)

@@ -1,0 +1,196 @@
+"""Task and fixture manifests as typed data.
+
+A task is data, never code (the standard's rule two): `task.json` says what to run against what
+under which limits, `assertions.json` says how it is graded (see `vocabulary.py`), and the fixture
+manifest records where a board came from and what its baseline reports contain. Decoding is
+validation; the cross-file rules (id equals directory, hashes, targets exist) live in
+`validate.py`.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Annotated, Literal
+
+from msgspec import Meta, Struct, field
+
+from cbledger.ledger.types import Hex40, Hex64, Mode, NonEmpty, Outcome, Slug, Tier
+from cbledger.tasks.vocabulary import AnyAssertion, AssertionSpec
+
+
+class Model(Struct, forbid_unknown_fields=True, frozen=True, kw_only=True, rename="camel"):
+    pass
+
+
+# --------------------------------------------------------------------------- task.json
+
+
+class TaskFixture(Model, kw_only=True):
+    path: Annotated[str, Meta(pattern=r"^fixtures/[a-z0-9]+(-[a-z0-9]+)*(?!\n)$")]
+    sha256: Hex64
+
+    @property
+    def id(self) -> str:
+        return self.path.split("/", 1)[1]
+
+
+class TaskRequest(Model, kw_only=True):
+    prompt: NonEmpty | None = None
+    brief_path: NonEmpty | None = None
+
+
+Budget = int | float
+
+
+class TaskConfig(Model, kw_only=True):
+    """Overrides for `.copperhead/config.json`. `llmCache` is not accepted: the runner forces it
+    off, because a cached turn manufactures determinism the model does not have."""
+
+    budgets: dict[NonEmpty, Budget] = field(default_factory=dict)
+    max_turns: Annotated[int, Meta(ge=1)] | None = None
+    max_repair_cycles: Annotated[int, Meta(ge=0)] | None = None
+    #: per create-pipeline stage (`{"spec-seed": 60}`), as copperhead's config reads it
+    stage_max_turns: dict[NonEmpty, Annotated[int, Meta(ge=1)]] | None = None
+
+
+class TaskSetup(Model, kw_only=True):
+    commands: list[Literal["init"]] = field(default_factory=list)
+
+
+class TaskCaps(Model, kw_only=True):
+    turns: Annotated[int, Meta(ge=1)]
+    wall_clock_sec: Annotated[int, Meta(ge=1)]
+
+
+class TaskManifest(Model, kw_only=True):
+    schema_: str | None = field(default=None, name="$schema")
+    id: Slug
+    tier: Tier
+    mode: Mode
+    fixture: TaskFixture
+    request: TaskRequest = field(default_factory=TaskRequest)
+    expected_outcome: Outcome
+    config: TaskConfig = field(default_factory=TaskConfig)
+    setup: TaskSetup = field(default_factory=TaskSetup)
+    caps: TaskCaps
+    repeats: Annotated[int, Meta(ge=1, le=100)] | None = None
+    tags: Annotated[list[NonEmpty], Meta(min_length=1)]
+    variant_of: Slug | None = None
+    rubric: NonEmpty | None = None
+
+    @property
+    def default_repeats(self) -> int:
+        return self.repeats if self.repeats is not None else 3
+
+
+Assertions = list[AnyAssertion]  # type: ignore[valid-type]
+
+
+# --------------------------------------------------------------------------- fixture.json
+
+License = Literal[
+    "Apache-2.0",
+    "MIT",
+    "BSD-2-Clause",
+    "BSD-3-Clause",
+    "CERN-OHL-P-2.0",
+    "CC0-1.0",
+    "Unlicense",
+    "CC-BY-4.0",
+    "CERN-OHL-W-2.0",
+]
+
+
+class Upstream(Model, kw_only=True):
+    name: NonEmpty
+    url: Annotated[str, Meta(pattern=r"^https?://")]
+    commit: Hex40
+    retrieved: _dt.date
+    license: License
+    license_file: NonEmpty
+    copyright: NonEmpty
+    modifications: NonEmpty
+
+
+class KicadInfo(Model, kw_only=True):
+    authored_version: NonEmpty
+    file_format_version: NonEmpty
+    verified_with_kicad_cli: NonEmpty
+
+
+class Artifacts(Model, kw_only=True):
+    schematic: NonEmpty
+    board: str | None = None
+    project: str | None = None
+
+
+class Scale(Model, kw_only=True):
+    schematic_lines: Annotated[int, Meta(ge=1)]
+    board_lines: Annotated[int, Meta(ge=0)] | None = None
+    symbols: Annotated[int, Meta(ge=1)]
+    sheets: Annotated[int, Meta(ge=1)]
+    signal_nets: list[str] = field(default_factory=list)
+    power_nets: list[str] = field(default_factory=list)
+
+
+Counts = dict[NonEmpty, Annotated[int, Meta(ge=0)]]
+
+
+class ErcBaseline(Model, kw_only=True):
+    report: NonEmpty
+    errors: Annotated[int, Meta(ge=0)]
+    error_types: Counts | None = None
+    warnings: Annotated[int, Meta(ge=0)]
+    warning_types: Counts | None = None
+
+
+class DrcBaseline(ErcBaseline, kw_only=True):
+    unconnected_items: Annotated[int, Meta(ge=0)]
+    schematic_parity: Annotated[int, Meta(ge=0)]
+    schematic_parity_types: Counts | None = None
+
+
+class BaselineSummary(Model, kw_only=True):
+    erc: ErcBaseline
+    drc: DrcBaseline | None = None
+    note: str | None = None
+
+
+class FreezeRecipe(Model, kw_only=True):
+    """Which upstream paths `fixture freeze` took at `upstream.commit`, and where it put them, so
+    that `fixture materialize --git` can rebuild an uncommitted tree from a clone."""
+
+    paths: Annotated[list[NonEmpty], Meta(min_length=1)]
+    strip: NonEmpty | None = None
+    into: NonEmpty | None = None
+
+
+class FixtureManifest(Model, kw_only=True):
+    """Provenance, scale and baseline state of one frozen board. Never copied into a sandbox."""
+
+    schema_: str | None = field(default=None, name="$schema")
+    id: Slug
+    origin: Literal["upstream", "synthetic"] = "upstream"
+    sha256: Hex64
+    complexity: Tier
+    upstream: Upstream | None
+    kicad: KicadInfo
+    artifacts: Artifacts
+    scale: Scale
+    baseline: BaselineSummary
+    freeze: FreezeRecipe | None = None
+
+
+class Suite(Model, kw_only=True):
+    name: Slug
+    tasks: Annotated[list[Slug], Meta(min_length=1)]
+    description: str | None = None
+
+
+__all__ = [
+    "AssertionSpec",
+    "Assertions",
+    "FixtureManifest",
+    "Suite",
+    "TaskManifest",
+]

@@ -1,0 +1,398 @@
+"""`cbledger validate`: every fixture, task and suite under a project root, checked as data.
+
+Loading (`catalog.py`) stops at the first problem, which is right for a run and wrong for an
+author: validation reports every problem, each with its file and field, and exits non-zero on any
+error. Warnings are things that may be intended (a doc a task expects the run to create); notes
+are states, not problems (a real board's tree that nobody has materialized here).
+
+The rules, in the order they are checked for a task:
+
+* `task.json` and `assertions.json` decode (per field, so every schema problem is listed);
+* `id` equals the directory name;
+* `mode` and `request` agree: `do`/`sync` need `request.prompt` and no `briefPath`; `create` needs
+  `request.briefPath`, a file that exists in the fixture tree; `check` needs neither;
+* `config.llmCache` is refused (the runner forces it off), `setup.commands` hold only `init`;
+* `variantOf` names an existing task that is not itself a variant; `rubric` is a file in the
+  task directory;
+* the fixture exists, and `fixture.sha256` equals the fixture manifest's `sha256`;
+* assertion ids are unique, at least one assertion is required, every type is in the closed
+  vocabulary (the message lists it), every argument object fits its type's schema;
+* warnings: a doc named by `doc_contains`/`doc_row_matches`, or a path named by
+  `file_unchanged`/`diff_ratio_max`, that is not in the fixture tree.
+
+Fixtures are checked by `cbledger.tasks.fixtures.check` (hash, id, baseline summary); suites
+must name existing tasks. `ensure_runnable` is the same check narrowed to one task, as a refusal.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import msgspec
+
+from cbledger.errors import UserError
+from cbledger.tasks.fixtures.check import FixtureCheck, check_fixture
+from cbledger.tasks.fixtures.problems import Problem, error, errors_of, note, schema_problems, warning
+from cbledger.tasks.catalog import Catalog, Fixture, Task, load_fixture
+from cbledger.tasks.model import Suite, TaskManifest
+from cbledger.tasks.vocabulary import SPEC_CLASSES, VOCABULARY
+
+PROMPT_MODES = ("do", "sync")
+DOC_TYPES = ("doc_contains", "doc_row_matches")
+PATH_TYPES = ("file_unchanged", "diff_ratio_max")
+
+
+@dataclass
+class ValidationReport:
+    problems: list[Problem] = field(default_factory=list)
+    tasks: int = 0
+    fixtures: int = 0
+    suites: int = 0
+
+    @property
+    def errors(self) -> list[Problem]:
+        return errors_of(self.problems)
+
+    @property
+    def warnings(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "warning"]
+
+    @property
+    def notes(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "note"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "checked": {"tasks": self.tasks, "fixtures": self.fixtures, "suites": self.suites},
+            "errors": len(self.errors),
+            "warnings": len(self.warnings),
+            "notes": len(self.notes),
+            "problems": [
+                {"severity": p.severity, "file": p.file, "field": p.field, "message": p.message}
+                for p in self.problems
+            ],
+        }
+
+
+class _Context:
+    """Per-validation memo: a fixture is hashed once however many tasks use it."""
+
+    def __init__(self, root: Path, require_trees: bool) -> None:
+        self.root = root
+        self.require_trees = require_trees
+        self.fixtures: dict[str, FixtureCheck] = {}
+
+    def fixture(self, fixture_id: str) -> FixtureCheck | None:
+        d = self.root / "fixtures" / fixture_id
+        if not (d / "fixture.json").is_file():
+            return None
+        if fixture_id not in self.fixtures:
+            self.fixtures[fixture_id] = check_fixture(d, self.root, require_tree=self.require_trees)
+        return self.fixtures[fixture_id]
+
+    def rel(self, path: Path) -> str:
+        try:
+            return path.relative_to(self.root).as_posix()
+        except ValueError:
+            return path.as_posix()
+
+
+def _read_json(path: Path, file: str) -> tuple[Any, list[Problem]]:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None, [error(file, "", "missing")]
+    try:
+        return json.loads(raw), []
+    except ValueError as exc:
+        return None, [error(file, "", f"not valid JSON: {exc}")]
+
+
+def _inside(path: str) -> bool:
+    pure = PurePosixPath(path)
+    return not pure.is_absolute() and ".." not in pure.parts and "\\" not in path
+
+
+def _tree_has_doc(tree: Path, doc: str) -> bool:
+    """The lookup `doc_contains`/`doc_row_matches` use: a bare name at the root, then docs/."""
+    if (tree / doc).is_file():
+        return True
+    return "/" not in doc and (tree / "docs" / doc).is_file()
+
+
+# --------------------------------------------------------------------------- task.json
+
+
+def _task_rules(doc: dict[str, Any], task_dir: Path, file: str, ctx: _Context) -> tuple[dict[str, Any], list[Problem]]:
+    """The rules that read task.json's fields directly; returns the document with the refused
+    fields removed, so the schema check that follows reports only what is left."""
+    problems: list[Problem] = []
+    clean = dict(doc)
+    if doc.get("id") != task_dir.name and isinstance(doc.get("id"), str):
+        problems.append(error(file, "id", f"{doc['id']!r} differs from its directory name {task_dir.name!r}"))
+
+    config = doc.get("config")
+    if isinstance(config, dict) and "llmCache" in config:
+        problems.append(
+            error(file, "config.llmCache", "not settable: the runner forces llmCache false on every run (a cached turn manufactures determinism)")
+        )
+        clean["config"] = {k: v for k, v in config.items() if k != "llmCache"}
+
+    setup = doc.get("setup")
+    if isinstance(setup, dict) and isinstance(setup.get("commands"), list):
+        kept = []
+        for i, cmd in enumerate(setup["commands"]):
+            if cmd == "init":
+                kept.append(cmd)
+            else:
+                problems.append(
+                    error(file, f"setup.commands[{i}]", f"{cmd!r} is not allowed: only `init` (LLM-free, network-free) may run before the baseline")
+                )
+        clean["setup"] = {**setup, "commands": kept}
+
+    mode = doc.get("mode")
+    request = doc.get("request") if isinstance(doc.get("request"), dict) else {}
+    has_prompt = "prompt" in request
+    has_brief = "briefPath" in request
+    if mode in PROMPT_MODES:
+        if not has_prompt:
+            problems.append(error(file, "request.prompt", f"mode {mode!r} needs request.prompt"))
+        if has_brief:
+            problems.append(error(file, "request.briefPath", f"mode {mode!r} takes a prompt, not a briefPath"))
+    elif mode == "create":
+        if not has_brief:
+            problems.append(error(file, "request.briefPath", "mode 'create' needs request.briefPath (a brief in the fixture tree)"))
+        if has_prompt:
+            problems.append(error(file, "request.prompt", "mode 'create' takes a briefPath, not a prompt"))
+    elif mode == "check":
+        for key in ("prompt", "briefPath"):
+            if key in request:
+                problems.append(error(file, f"request.{key}", "mode 'check' takes no request"))
+
+    variant = doc.get("variantOf")
+    if isinstance(variant, str):
+        target = ctx.root / "tasks" / variant / "task.json"
+        if variant == task_dir.name:
+            problems.append(error(file, "variantOf", "a task cannot be a variant of itself"))
+        elif not target.is_file():
+            problems.append(error(file, "variantOf", f"names {variant!r}, but tasks/{variant}/task.json does not exist"))
+        else:
+            try:
+                original = json.loads(target.read_bytes())
+            except ValueError:
+                original = None
+            if isinstance(original, dict) and original.get("variantOf") is not None:
+                problems.append(
+                    error(file, "variantOf", f"names {variant!r}, which is itself a variant (of {original.get('variantOf')!r}); name the original")
+                )
+
+    rubric = doc.get("rubric")
+    if isinstance(rubric, str) and rubric:
+        if not _inside(rubric):
+            problems.append(error(file, "rubric", f"{rubric!r} must be a relative path inside the task directory"))
+        elif not (task_dir / rubric).is_file():
+            problems.append(error(file, "rubric", f"{rubric!r} does not exist in {ctx.rel(task_dir)}/"))
+    return clean, problems
+
+
+def _fixture_rules(manifest: TaskManifest, file: str, ctx: _Context) -> tuple[FixtureCheck | None, list[Problem]]:
+    problems: list[Problem] = []
+    fixture_id = manifest.fixture.id
+    check = ctx.fixture(fixture_id)
+    if check is None:
+        return None, [error(file, "fixture.path", f"{manifest.fixture.path}/fixture.json does not exist")]
+    if check.manifest is None:
+        problems.append(error(file, "fixture.path", f"{manifest.fixture.path}/fixture.json does not load (see its own errors)"))
+        return check, problems
+    if manifest.fixture.sha256 != check.manifest.sha256:
+        problems.append(
+            error(file, "fixture.sha256", f"{manifest.fixture.sha256} differs from {manifest.fixture.path}/fixture.json sha256 {check.manifest.sha256}")
+        )
+    brief = manifest.request.brief_path
+    if manifest.mode == "create" and brief:
+        tree = ctx.root / manifest.fixture.path / "tree"
+        if not _inside(brief):
+            problems.append(error(file, "request.briefPath", f"{brief!r} must be a relative path inside the fixture tree"))
+        elif check.materialized and not (tree / brief).is_file():
+            problems.append(error(file, "request.briefPath", f"{brief!r} does not exist in {manifest.fixture.path}/tree/"))
+        elif not check.materialized:
+            problems.append(note(file, "request.briefPath", f"not checked: {manifest.fixture.path}/tree is not materialized"))
+    return check, problems
+
+
+# --------------------------------------------------------------------------- assertions.json
+
+
+def _assertion_rules(doc: Any, file: str, check: FixtureCheck | None, ctx: _Context, fixture_path: str | None) -> list[Problem]:
+    if not isinstance(doc, list):
+        return [error(file, "", "expected a JSON array of assertions")]
+    problems: list[Problem] = []
+    seen: dict[str, int] = {}
+    required = 0
+    tree = ctx.root / fixture_path / "tree" if fixture_path else None
+    materialized = check is not None and check.materialized and tree is not None
+    for i, item in enumerate(doc):
+        where = f"[{i}]"
+        if not isinstance(item, dict):
+            problems.append(error(file, where, "expected an assertion object"))
+            continue
+        kind = item.get("type")
+        ident = item.get("id")
+        if isinstance(ident, str):
+            if ident in seen:
+                problems.append(error(file, f"{where}.id", f"duplicate assertion id {ident!r} (first at [{seen[ident]}])"))
+            else:
+                seen[ident] = i
+        if item.get("required") is True:
+            required += 1
+        if kind not in VOCABULARY:
+            shown = "missing" if kind is None else repr(kind)
+            problems.append(
+                error(file, f"{where}.type", f"unknown assertion type {shown}; the vocabulary is closed: {', '.join(VOCABULARY)}")
+            )
+            continue
+        item_problems = schema_problems(item, SPEC_CLASSES[kind], file, where)
+        problems.extend(item_problems)
+        args = item.get("args")
+        if item_problems or not isinstance(args, dict) or not materialized:
+            continue
+        assert tree is not None
+        if kind in DOC_TYPES:
+            doc_name = args.get("doc")
+            if isinstance(doc_name, str) and not _tree_has_doc(tree, doc_name):
+                problems.append(
+                    warning(file, f"{where}.args.doc", f"{doc_name!r} is not in {fixture_path}/tree (nor under docs/); fine if the run or `init` creates it")
+                )
+        elif kind in PATH_TYPES:
+            path = args.get("path")
+            if isinstance(path, str) and not (tree / path).is_file():
+                problems.append(
+                    warning(file, f"{where}.args.path", f"{path!r} is not in {fixture_path}/tree; fine if `init` creates it, otherwise a typo")
+                )
+    if not required and doc:
+        problems.append(error(file, "", "no assertion is required: a run would pass whatever it did"))
+    if not doc:
+        problems.append(error(file, "", "no assertions: a task must be graded by at least one required assertion"))
+    return problems
+
+
+# --------------------------------------------------------------------------- one task
+
+
+def validate_task(task_dir: Path, ctx: _Context) -> list[Problem]:
+    task_file = ctx.rel(task_dir / "task.json")
+    assertions_file = ctx.rel(task_dir / "assertions.json")
+    problems: list[Problem] = []
+    doc, read = _read_json(task_dir / "task.json", task_file)
+    problems.extend(read)
+    manifest: TaskManifest | None = None
+    if isinstance(doc, dict):
+        clean, rule_problems = _task_rules(doc, task_dir, task_file, ctx)
+        problems.extend(rule_problems)
+        schema = schema_problems(clean, TaskManifest, task_file)
+        problems.extend(schema)
+        if not schema:
+            manifest = msgspec.convert(clean, TaskManifest)
+    elif doc is not None:
+        problems.append(error(task_file, "", "expected a JSON object"))
+
+    check: FixtureCheck | None = None
+    if manifest is not None:
+        check, fixture_problems = _fixture_rules(manifest, task_file, ctx)
+        problems.extend(fixture_problems)
+
+    assertions, read = _read_json(task_dir / "assertions.json", assertions_file)
+    problems.extend(read)
+    if assertions is not None:
+        fixture_path = manifest.fixture.path if manifest is not None else None
+        problems.extend(_assertion_rules(assertions, assertions_file, check, ctx, fixture_path))
+
+    if not (task_dir / "README.md").is_file():
+        problems.append(warning(ctx.rel(task_dir / "README.md"), "", "missing: say what the task tests and the trap it sets"))
+    return problems
+
+
+# --------------------------------------------------------------------------- suites
+
+
+def validate_suite(path: Path, ctx: _Context) -> list[Problem]:
+    file = ctx.rel(path)
+    doc, problems = _read_json(path, file)
+    if doc is None:
+        return problems
+    problems = schema_problems(doc, Suite, file)
+    if not isinstance(doc, dict):
+        return problems
+    if isinstance(doc.get("name"), str) and doc["name"] != path.stem:
+        problems.append(error(file, "name", f"{doc['name']!r} differs from the file name {path.stem!r}"))
+    tasks = doc.get("tasks")
+    if isinstance(tasks, list):
+        seen: set[str] = set()
+        for i, task_id in enumerate(tasks):
+            if not isinstance(task_id, str):
+                continue
+            if task_id in seen:
+                problems.append(warning(file, f"tasks[{i}]", f"{task_id!r} is listed twice"))
+            seen.add(task_id)
+            if not (ctx.root / "tasks" / task_id / "task.json").is_file():
+                problems.append(error(file, f"tasks[{i}]", f"no task {task_id!r} (tasks/{task_id}/task.json)"))
+    return problems
+
+
+# --------------------------------------------------------------------------- the project
+
+
+def validate_project(root: Path, require_trees: bool = False) -> ValidationReport:
+    """Every fixture, task and suite under `root`."""
+    root = Path(root).resolve()
+    ctx = _Context(root, require_trees)
+    catalog = Catalog(root)
+    report = ValidationReport()
+    fixtures_dir = catalog.fixtures_dir
+    if fixtures_dir.is_dir():
+        for d in sorted(p for p in fixtures_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            if not (d / "fixture.json").is_file():
+                report.problems.append(warning(ctx.rel(d), "", "a directory under fixtures/ without fixture.json"))
+                continue
+            report.fixtures += 1
+            check = ctx.fixture(d.name)
+            assert check is not None
+            report.problems.extend(check.problems)
+    tasks_dir = catalog.tasks_dir
+    if tasks_dir.is_dir():
+        for d in sorted(p for p in tasks_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            if not (d / "task.json").is_file() and not (d / "assertions.json").is_file():
+                report.problems.append(warning(ctx.rel(d), "", "a directory under tasks/ without task.json"))
+                continue
+            report.tasks += 1
+            report.problems.extend(validate_task(d, ctx))
+    if catalog.suites_dir.is_dir():
+        for path in sorted(catalog.suites_dir.glob("*.json")):
+            report.suites += 1
+            report.problems.extend(validate_suite(path, ctx))
+    return report
+
+
+def ensure_runnable(root: Path, task: Task) -> Fixture:
+    """The refusal a run starts with: the task validates, its fixture tree is materialized and
+    hashes to the manifest, and the task pins that same hash. Raises one UserError listing every
+    error; returns the loaded fixture otherwise."""
+    root = Path(root).resolve()
+    ctx = _Context(root, require_trees=True)
+    problems = errors_of(validate_task(task.dir, ctx))
+    fixture_check = ctx.fixture(task.manifest.fixture.id)
+    if fixture_check is not None:
+        problems.extend(p for p in errors_of(fixture_check.problems) if p not in problems)
+    if problems:
+        listed = "; ".join(f"{p.file}: {p.field}: {p.message}" if p.field else f"{p.file}: {p.message}" for p in problems)
+        raise UserError(f"task {task.id} cannot run: {listed}")
+    return load_fixture(root / task.manifest.fixture.path)
+
