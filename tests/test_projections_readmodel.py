@@ -7,6 +7,7 @@ import sqlite3
 
 from cbledger.projections import readmodel
 from cbledger.projections.fold import fold
+from cbledger.projections.writers import load_state
 from tests.factories import rich_stream
 
 TABLES = {
@@ -57,3 +58,30 @@ def test_rebuild_replaces_the_file_atomically(tmp_path):
     target.write_bytes(b"an older read model")
     readmodel.write(readmodel.build_tables(fold(rich_stream().events)), target)
     assert sqlite3.connect(target).execute("select count(*) from meta").fetchone()[0] > 0
+
+
+def _schema(db) -> dict[str, list[tuple[str, str, int]]]:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        names = [r[0] for r in conn.execute("select name from sqlite_master where type='table' order by name")]
+        return {n: [(c[1], c[2], c[5]) for c in conn.execute(f'pragma table_info("{n}")')] for n in names}
+    finally:
+        conn.close()
+
+
+def test_column_types_and_keys_match_the_committed_read_model(tmp_path, repo_root):
+    """`canonical_dump` compares values only: this pins each column's SQL type and key position,
+    so a spec that changes a declared type shows up against the committed database."""
+    state = load_state(repo_root / "results" / "ledger" / "events.jsonl")
+    fresh = readmodel.write(readmodel.build_tables(state), tmp_path / "cbledger.db")
+    committed = _schema(repo_root / "results" / "cbledger.db")
+    assert _schema(fresh) == committed
+    runs = {name: sql_type for name, sql_type, _ in committed["runs"]}
+    assert (runs["seq"], runs["usd"], runs["started_at"]) == ("INTEGER", "REAL", "TEXT")
+
+
+def test_every_row_has_exactly_the_declared_columns_in_order():
+    for table in readmodel.build_tables(fold(rich_stream().events)):
+        assert table.rows, table.name
+        for row in table.rows:
+            assert list(row) == list(table.columns), table.name

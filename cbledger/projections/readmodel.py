@@ -5,6 +5,10 @@ a new database file beside the target and `os.replace`s it in, so a reader never
 model. Browse it read-only with `datasette serve --immutable results/cbledger.db` (datasette is an
 optional extra: `pip install '.[browse]'`).
 
+Each table is declared once, as a list of (column, type, getter) specs over one kind of source
+item (a run, a grade, a leaderboard row, ...): the column types, the column order and every row
+come from that one list, so a column cannot be added to the rows and forgotten in the schema.
+
 `canonical_dump` renders a database's content (not its bytes: SQLite page layout is not a
 contract) as text with tables, columns and rows in a fixed order; `canonical_dump_tables` renders
 freshly built tables the same way, so `replay --verify` can compare a committed read model with
@@ -16,18 +20,31 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, NamedTuple, TypeAlias, TypeVar
 
 import sqlite_utils
 from msgspec import Struct
 
-from cbledger.ledger.events import SCHEMA_VERSION
+from cbledger.ledger.events import SCHEMA_VERSION, AssertionOutcome
 from cbledger.projections import format as fmt
-from cbledger.projections.comparability import partition
-from cbledger.projections.fold import LedgerState, current_suite, suite_versions
-from cbledger.projections.metrics import all_suite_metrics
-from cbledger.projections.records import is_harness, is_replay, record_entries, usd_from_micros
+from cbledger.projections.comparability import Group, partition
+from cbledger.projections.fold import (
+    GradeConflict,
+    GradeEntry,
+    ImportEntry,
+    LedgerState,
+    Retraction,
+    RubricEntry,
+    RunEntry,
+    current_suite,
+    suite_versions,
+)
+from cbledger.projections.metrics import GroupMetrics, RowMetrics, all_suite_metrics
+from cbledger.projections.records import RecordEntry, is_harness, is_replay, record_entries, usd_from_micros
 
 
 class Table(Struct, frozen=True, kw_only=True):
@@ -37,215 +54,329 @@ class Table(Struct, frozen=True, kw_only=True):
     rows: list[dict[str, Any]]
 
 
-def _t(name: str, pk: tuple[str, ...], columns: dict[str, type], rows: list[dict[str, Any]]) -> Table:
-    for row in rows:
-        if row.keys() != columns.keys():
-            raise AssertionError(f"{name}: row columns {sorted(row)} != {sorted(columns)}")
-    return Table(name=name, columns=columns, pk=pk, rows=sorted(rows, key=lambda r: tuple(r[k] for k in pk)))
+Source = TypeVar("Source")
+#: One column: its name, its SQL type (as the Python type sqlite-utils maps) and how to read its
+#: value from one source item.
+Column: TypeAlias = tuple[str, type, Callable[[Source], Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class TableSpec(Generic[Source]):
+    name: str
+    pk: tuple[str, ...]
+    columns: tuple[Column[Source], ...]
+
+    def build(self, sources: Iterable[Source]) -> Table:
+        rows = [{name: get(item) for name, _, get in self.columns} for item in sources]
+        return Table(
+            name=self.name,
+            columns={name: tp for name, tp, _ in self.columns},
+            pk=self.pk,
+            rows=sorted(rows, key=lambda r: tuple(r[k] for k in self.pk)),
+        )
+
+
+# --------------------------------------------------------------------------- source items
+
+
+class _Meta(NamedTuple):
+    key: str
+    value: str
+
+
+class _Graded(NamedTuple):
+    """One (run, suite version) grade, with where its record lives and its comparability group."""
+
+    run_id: str
+    suite_version: str
+    entry: GradeEntry
+    record_path: str
+    group_key: str
+
+
+class _Outcome(NamedTuple):
+    run_id: str
+    suite_version: str
+    position: int
+    assertion: AssertionOutcome
+
+
+class _BoardRow(NamedTuple):
+    suite_version: str
+    group: GroupMetrics
+    row: RowMetrics
+
+
+class _Incomparable(NamedTuple):
+    record: RecordEntry
+    group: Group
+
+
+class _Rubric(NamedTuple):
+    run_id: str
+    entry: RubricEntry
+
+
+# --------------------------------------------------------------------------- the tables
+
+
+def _run_kind(e: RunEntry) -> str:
+    return "harness" if is_harness(e) else ("replay" if is_replay(e) else "agent")
+
+
+def _cost_per_pass_usd(r: RowMetrics) -> float | None:
+    cpp = r.cost_per_pass_micros
+    return usd_from_micros(round(cpp)) if cpp is not None else None
+
+
+def _float_or_none(x: Fraction | None) -> float | None:
+    return float(x) if x is not None else None
+
+
+META: TableSpec[_Meta] = TableSpec("meta", ("key",), (
+    ("key", str, lambda m: m.key),
+    ("value", str, lambda m: m.value),
+))
+
+RUNS: TableSpec[RunEntry] = TableSpec("runs", ("run_id",), (
+    ("run_id", str, lambda e: e.run.run_id),
+    ("seq", int, lambda e: e.seq),
+    ("task_id", str, lambda e: e.run.task.id),
+    ("tier", str, lambda e: e.run.task.tier),
+    ("mode", str, lambda e: e.run.task.mode),
+    ("expected_outcome", str, lambda e: e.run.task.expected_outcome),
+    ("variant_of", str, lambda e: e.run.task.variant_of),
+    ("fixture_id", str, lambda e: e.run.fixture.id),
+    ("fixture_sha256", str, lambda e: e.run.fixture.sha256),
+    ("model_id", str, lambda e: e.run.model.id),
+    ("provider", str, lambda e: e.run.model.provider),
+    ("segment", str, lambda e: e.run.model.segment),
+    ("pinning", str, lambda e: e.run.model.pinning),
+    ("repeat", int, lambda e: e.run.repeat),
+    ("repeats_planned", int, lambda e: e.run.repeats_planned),
+    ("run_mode", str, lambda e: e.run.run_mode),
+    ("kind", str, _run_kind),
+    ("exit_path", str, lambda e: e.run.stats.exit_path if e.run.stats else None),
+    ("runner_exit", str, lambda e: e.run.runner_exit),
+    ("turns_used", int, lambda e: e.run.stats.turns_used if e.run.stats else None),
+    ("tokens_in", int, lambda e: e.run.stats.tokens_in if e.run.stats else None),
+    ("tokens_out", int, lambda e: e.run.stats.tokens_out if e.run.stats else None),
+    ("usd_micros", int, lambda e: e.run.cost.usd_micros),
+    ("usd", float, lambda e: usd_from_micros(e.run.cost.usd_micros)),
+    ("price_table_version", str, lambda e: e.run.cost.price_table_version),
+    ("started_at", str, lambda e: fmt.utc_stamp(e.run.timings.started_at)),
+    ("date", str, lambda e: e.date),
+    ("ordinal", int, lambda e: e.ordinal),
+    ("duration_ms", int, lambda e: e.run.timings.duration_ms),
+    ("schema_version", str, lambda e: e.run.comparability.schema_version),
+    ("run_suite_version", str, lambda e: e.run.comparability.suite_version),
+    ("task_manifest_hash", str, lambda e: e.run.comparability.task_manifest_hash),
+    ("copperhead_version", str, lambda e: e.run.comparability.copperhead_version),
+    ("copperhead_commit", str, lambda e: e.run.comparability.copperhead_commit),
+    ("kicad_cli_version", str, lambda e: e.run.comparability.kicad_cli_version),
+    ("node_version", str, lambda e: e.run.comparability.node_version),
+    ("runtime", str, lambda e: e.run.comparability.runtime),
+    ("platform", str, lambda e: e.run.comparability.platform),
+    ("baseline_sha", str, lambda e: e.run.sandbox.baseline_sha),
+    ("sandbox_store", str, lambda e: e.run.sandbox.store),
+))
+
+GRADES: TableSpec[_Graded] = TableSpec("grades", ("run_id", "suite_version"), (
+    ("run_id", str, lambda g: g.run_id),
+    ("suite_version", str, lambda g: g.suite_version),
+    ("seq", int, lambda g: g.entry.seq),
+    ("grader_version", str, lambda g: g.entry.grade.grader_version),
+    ("task_manifest_hash", str, lambda g: g.entry.grade.task_manifest_hash),
+    ("verdict", str, lambda g: g.entry.grade.verdict),
+    ("partial_credit", float, lambda g: g.entry.grade.partial_credit),
+    ("first_failed_required", str, lambda g: g.entry.grade.first_failed_required),
+    ("failure_category", str, lambda g: g.entry.grade.failure_category),
+    ("dominant_tool_error", str, lambda g: g.entry.grade.dominant_tool_error),
+    ("record_path", str, lambda g: g.record_path),
+    ("comparability_group", str, lambda g: g.group_key),
+    ("main_group", int, lambda g: int(g.group_key == "main")),
+))
+
+ASSERTION_OUTCOMES: TableSpec[_Outcome] = TableSpec("assertion_outcomes", ("run_id", "suite_version", "position"), (
+    ("run_id", str, lambda o: o.run_id),
+    ("suite_version", str, lambda o: o.suite_version),
+    ("position", int, lambda o: o.position),
+    ("assertion_id", str, lambda o: o.assertion.id),
+    ("type", str, lambda o: o.assertion.type),
+    ("status", str, lambda o: o.assertion.status),
+    ("weight", float, lambda o: o.assertion.weight),
+    ("required", int, lambda o: int(o.assertion.required)),
+    ("evidence_source", str, lambda o: o.assertion.evidence_source),
+    ("detail", str, lambda o: o.assertion.detail),
+))
+
+LEADERBOARD_ROWS: TableSpec[_BoardRow] = TableSpec(
+    "leaderboard_rows", ("suite_version", "group_key", "tier", "model", "segment"), (
+    ("suite_version", str, lambda b: b.suite_version),
+    ("group_key", str, lambda b: b.group.key),
+    ("group_label", str, lambda b: b.group.label),
+    ("main_group", int, lambda b: int(b.group.main)),
+    ("tier", str, lambda b: b.row.tier),
+    ("model", str, lambda b: b.row.model),
+    ("segment", str, lambda b: b.row.segment),
+    ("pinning", str, lambda b: b.row.pinning),
+    ("costed", int, lambda b: int(b.row.costed)),
+    ("runs", int, lambda b: b.row.runs),
+    ("passes", int, lambda b: b.row.passes),
+    ("strict_pass_rate", float, lambda b: b.row.passes / b.row.runs),
+    ("wilson_low", float, lambda b: b.row.wilson_low),
+    ("wilson_high", float, lambda b: b.row.wilson_high),
+    ("cost_per_passing_task_usd", float, lambda b: _cost_per_pass_usd(b.row)),
+    ("usd_micros_total", int, lambda b: b.row.usd_micros_total),
+    ("costed_runs", int, lambda b: b.row.costed_runs),
+    ("uncosted_runs", int, lambda b: b.row.uncosted_runs),
+    ("tokens_in", int, lambda b: b.row.tokens_in),
+    ("tokens_out", int, lambda b: b.row.tokens_out),
+    ("pass_at_1", float, lambda b: _float_or_none(b.row.pass_at_1)),
+    ("pass_hat_k", float, lambda b: _float_or_none(b.row.pass_hat_k)),
+    ("tasks", int, lambda b: b.row.tasks),
+    ("repeats_min", int, lambda b: b.row.repeats_min),
+    ("repeats_max", int, lambda b: b.row.repeats_max),
+    ("single_repeat", int, lambda b: int(b.row.single_repeat)),
+    ("refusal_runs", int, lambda b: b.row.refusal_runs),
+    ("correct_refusals", int, lambda b: b.row.correct_refusals),
+    ("edit_runs", int, lambda b: b.row.edit_runs),
+    ("false_refusals", int, lambda b: b.row.false_refusals),
+    ("failure_categories", str, lambda b: json.dumps(b.row.failure_categories, sort_keys=True)),
+    ("rubric_model_judged_mean", float, lambda b: b.row.rubric_mean),
+    ("rubric_runs", int, lambda b: b.row.rubric_runs),
+))
+
+INCOMPARABLE_RECORDS: TableSpec[_Incomparable] = TableSpec("incomparable_records", ("suite_version", "record_path"), (
+    ("suite_version", str, lambda i: i.record.suite_version),
+    ("record_path", str, lambda i: i.record.path),
+    ("run_id", str, lambda i: i.record.run_id),
+    ("group_key", str, lambda i: i.group.key),
+    ("reasons", str, lambda i: "; ".join(i.group.reasons)),
+))
+
+IMPORTS: TableSpec[ImportEntry] = TableSpec("imports", ("seq",), (
+    ("seq", int, lambda imp: imp.seq),
+    ("at", str, lambda imp: fmt.utc_stamp(imp.at)),
+    ("actor", str, lambda imp: imp.actor),
+    ("ownership", str, lambda imp: imp.body.ownership),
+    ("source", str, lambda imp: imp.body.source),
+    ("original_path", str, lambda imp: imp.body.original_path),
+    ("format", str, lambda imp: imp.body.format),
+    ("sha256", str, lambda imp: imp.body.sha256),
+    ("task_id", str, lambda imp: imp.body.summary.task_id),
+    ("model", str, lambda imp: imp.body.summary.model),
+    ("verdict", str, lambda imp: imp.body.summary.verdict),
+    ("suite_version", str, lambda imp: imp.body.summary.suite_version),
+    ("fixture_sha256", str, lambda imp: imp.body.summary.fixture_sha256),
+    ("run_date", str, lambda imp: imp.body.summary.run_date),
+    ("repeat", int, lambda imp: imp.body.summary.repeat),
+    ("variant", str, lambda imp: imp.body.summary.variant),
+    ("benchmark", str, lambda imp: imp.body.summary.benchmark),
+    ("surface_id", str, lambda imp: imp.body.summary.surface_id),
+    ("files", str, lambda imp: json.dumps([f.stored_path for f in imp.body.files])),
+))
+
+RUBRIC_SCORES: TableSpec[_Rubric] = TableSpec("rubric_scores", ("seq",), (
+    ("seq", int, lambda r: r.entry.seq),
+    ("run_id", str, lambda r: r.run_id),
+    ("judge_model", str, lambda r: r.entry.rubric.judge_model),
+    ("prompt_sha256", str, lambda r: r.entry.rubric.prompt_sha256),
+    ("score", float, lambda r: r.entry.rubric.score),
+    ("rationale", str, lambda r: r.entry.rubric.rationale),
+))
+
+GRADE_CONFLICTS: TableSpec[GradeConflict] = TableSpec("grade_conflicts", ("conflicting_seq",), (
+    ("run_id", str, lambda c: c.run_id),
+    ("suite_version", str, lambda c: c.suite_version),
+    ("kept_seq", int, lambda c: c.kept_seq),
+    ("conflicting_seq", int, lambda c: c.conflicting_seq),
+    ("fields", str, lambda c: ", ".join(c.fields)),
+))
+
+RETRACTIONS: TableSpec[Retraction] = TableSpec("retractions", ("run_id",), (
+    ("run_id", str, lambda r: r.run_id),
+    ("seq", int, lambda r: r.seq),
+    ("reason", str, lambda r: r.reason),
+))
+
+
+# --------------------------------------------------------------------------- gathering the sources
 
 
 def build_tables(state: LedgerState) -> list[Table]:
     """Every table of the read model; retracted runs appear only in `retractions`."""
     live = {rid: e for rid, e in state.runs.items() if rid not in state.retracted}
     records = record_entries(state, build=False)
-    by_pair = {(r.run_id, r.suite_version): r for r in records}
+    group_keys, incomparable = _comparability_groups(state, records)
+    graded = _graded(state, live, records, group_keys)
+    return [
+        META.build(_meta(state)),
+        RUNS.build(live.values()),
+        GRADES.build(graded),
+        ASSERTION_OUTCOMES.build(_outcomes(graded)),
+        LEADERBOARD_ROWS.build(_board_rows(state)),
+        INCOMPARABLE_RECORDS.build(incomparable),
+        IMPORTS.build(state.imports),
+        RUBRIC_SCORES.build(_Rubric(rid, item) for rid, items in state.rubric.items() if rid in live for item in items),
+        GRADE_CONFLICTS.build(state.conflicts),
+        RETRACTIONS.build(state.retracted.values()),
+    ]
 
-    group_of: dict[tuple[str, str], tuple[str, str]] = {}
-    incomparable = []
+
+def _meta(state: LedgerState) -> list[_Meta]:
+    return [
+        _Meta("head_seq", str(state.head_seq)),
+        _Meta("head_hash", state.head_hash or ""),
+        _Meta("snapshot_at", fmt.utc_stamp(state.last_at)),
+        _Meta("current_suite", current_suite(state) or ""),
+        _Meta("schema_version", SCHEMA_VERSION),
+        _Meta("ledger_name", state.ledger_name or ""),
+        _Meta("duplicate_grades", str(len(state.duplicate_grades))),
+    ]
+
+
+def _comparability_groups(
+    state: LedgerState, records: list[RecordEntry]
+) -> tuple[dict[tuple[str, str], str], list[_Incomparable]]:
+    """The comparability group key of every (run, suite version) record, and the records outside
+    their suite's main group."""
+    keys: dict[tuple[str, str], str] = {}
+    incomparable: list[_Incomparable] = []
     for suite in suite_versions(state):
         recs = [r for r in records if r.suite_version == suite]
         for g in partition(state, suite, recs).groups:
             for i in g.members:
-                r = recs[i]
-                group_of[(r.run_id, suite)] = (g.key, g.label)
+                keys[(recs[i].run_id, suite)] = g.key
                 if not g.main:
-                    incomparable.append(
-                        {
-                            "suite_version": suite, "record_path": r.path, "run_id": r.run_id,
-                            "group_key": g.key, "reasons": "; ".join(g.reasons),
-                        }
-                    )
+                    incomparable.append(_Incomparable(recs[i], g))
+    return keys, incomparable
 
-    runs = []
-    for rid, e in live.items():
-        run, c, s = e.run, e.run.comparability, e.run.stats
-        runs.append(
-            {
-                "run_id": rid, "seq": e.seq, "task_id": run.task.id, "tier": run.task.tier,
-                "mode": run.task.mode, "expected_outcome": run.task.expected_outcome,
-                "variant_of": run.task.variant_of, "fixture_id": run.fixture.id,
-                "fixture_sha256": run.fixture.sha256, "model_id": run.model.id,
-                "provider": run.model.provider, "segment": run.model.segment,
-                "pinning": run.model.pinning, "repeat": run.repeat,
-                "repeats_planned": run.repeats_planned, "run_mode": run.run_mode,
-                "kind": "harness" if is_harness(e) else ("replay" if is_replay(e) else "agent"),
-                "exit_path": s.exit_path if s else None, "runner_exit": run.runner_exit,
-                "turns_used": s.turns_used if s else None, "tokens_in": s.tokens_in if s else None,
-                "tokens_out": s.tokens_out if s else None, "usd_micros": run.cost.usd_micros,
-                "usd": usd_from_micros(run.cost.usd_micros),
-                "price_table_version": run.cost.price_table_version,
-                "started_at": fmt.utc_stamp(run.timings.started_at), "date": e.date,
-                "ordinal": e.ordinal, "duration_ms": run.timings.duration_ms,
-                "schema_version": c.schema_version, "run_suite_version": c.suite_version,
-                "task_manifest_hash": c.task_manifest_hash,
-                "copperhead_version": c.copperhead_version, "copperhead_commit": c.copperhead_commit,
-                "kicad_cli_version": c.kicad_cli_version, "node_version": c.node_version,
-                "runtime": c.runtime, "platform": c.platform,
-                "baseline_sha": run.sandbox.baseline_sha, "sandbox_store": run.sandbox.store,
-            }
-        )
 
-    grades, outcomes = [], []
-    for rid in live:
-        for suite, g in state.grades.get(rid, {}).items():
-            gr = g.grade
-            key, label = group_of.get((rid, suite), ("", ""))
-            grades.append(
-                {
-                    "run_id": rid, "suite_version": suite, "seq": g.seq,
-                    "grader_version": gr.grader_version, "task_manifest_hash": gr.task_manifest_hash,
-                    "verdict": gr.verdict, "partial_credit": gr.partial_credit,
-                    "first_failed_required": gr.first_failed_required,
-                    "failure_category": gr.failure_category,
-                    "dominant_tool_error": gr.dominant_tool_error,
-                    "record_path": by_pair[(rid, suite)].path,
-                    "comparability_group": key, "main_group": int(key == "main"),
-                }
-            )
-            for pos, a in enumerate(gr.assertions):
-                outcomes.append(
-                    {
-                        "run_id": rid, "suite_version": suite, "position": pos,
-                        "assertion_id": a.id, "type": a.type, "status": a.status,
-                        "weight": a.weight, "required": int(a.required),
-                        "evidence_source": a.evidence_source, "detail": a.detail,
-                    }
-                )
-
-    board = []
-    for sm in all_suite_metrics(state):
-        for g in sm.groups:
-            for r in g.rows:
-                cpp = r.cost_per_pass_micros
-                board.append(
-                    {
-                        "suite_version": sm.suite_version, "group_key": g.key, "group_label": g.label,
-                        "main_group": int(g.main), "tier": r.tier, "model": r.model,
-                        "segment": r.segment, "pinning": r.pinning, "costed": int(r.costed),
-                        "runs": r.runs, "passes": r.passes,
-                        "strict_pass_rate": r.passes / r.runs, "wilson_low": r.wilson_low,
-                        "wilson_high": r.wilson_high,
-                        "cost_per_passing_task_usd": usd_from_micros(round(cpp)) if cpp is not None else None,
-                        "usd_micros_total": r.usd_micros_total, "costed_runs": r.costed_runs,
-                        "uncosted_runs": r.uncosted_runs, "tokens_in": r.tokens_in,
-                        "tokens_out": r.tokens_out,
-                        "pass_at_1": float(r.pass_at_1) if r.pass_at_1 is not None else None,
-                        "pass_hat_k": float(r.pass_hat_k) if r.pass_hat_k is not None else None,
-                        "tasks": r.tasks, "repeats_min": r.repeats_min, "repeats_max": r.repeats_max,
-                        "single_repeat": int(r.single_repeat),
-                        "refusal_runs": r.refusal_runs, "correct_refusals": r.correct_refusals,
-                        "edit_runs": r.edit_runs, "false_refusals": r.false_refusals,
-                        "failure_categories": json.dumps(r.failure_categories, sort_keys=True),
-                        "rubric_model_judged_mean": r.rubric_mean, "rubric_runs": r.rubric_runs,
-                    }
-                )
-
-    imports = []
-    for imp in state.imports:
-        b, s = imp.body, imp.body.summary
-        imports.append(
-            {
-                "seq": imp.seq, "at": fmt.utc_stamp(imp.at), "actor": imp.actor,
-                "ownership": b.ownership, "source": b.source, "original_path": b.original_path,
-                "format": b.format, "sha256": b.sha256, "task_id": s.task_id, "model": s.model,
-                "verdict": s.verdict, "suite_version": s.suite_version,
-                "fixture_sha256": s.fixture_sha256, "run_date": s.run_date, "repeat": s.repeat,
-                "variant": s.variant, "benchmark": s.benchmark, "surface_id": s.surface_id,
-                "files": json.dumps([f.stored_path for f in b.files]),
-            }
-        )
-
-    rubric = [
-        {
-            "seq": item.seq, "run_id": rid, "judge_model": item.rubric.judge_model,
-            "prompt_sha256": item.rubric.prompt_sha256, "score": item.rubric.score,
-            "rationale": item.rubric.rationale,
-        }
-        for rid, items in state.rubric.items()
-        if rid in live
-        for item in items
-    ]
-    conflicts = [
-        {
-            "run_id": c.run_id, "suite_version": c.suite_version, "kept_seq": c.kept_seq,
-            "conflicting_seq": c.conflicting_seq, "fields": ", ".join(c.fields),
-        }
-        for c in state.conflicts
-    ]
-    retractions = [{"run_id": r.run_id, "seq": r.seq, "reason": r.reason} for r in state.retracted.values()]
-    meta = [
-        {"key": k, "value": v}
-        for k, v in {
-            "head_seq": str(state.head_seq),
-            "head_hash": state.head_hash or "",
-            "snapshot_at": fmt.utc_stamp(state.last_at),
-            "current_suite": current_suite(state) or "",
-            "schema_version": SCHEMA_VERSION,
-            "ledger_name": state.ledger_name or "",
-            "duplicate_grades": str(len(state.duplicate_grades)),
-        }.items()
-    ]
-
-    S, I, F = str, int, float
+def _graded(
+    state: LedgerState,
+    live: dict[str, RunEntry],
+    records: list[RecordEntry],
+    group_keys: dict[tuple[str, str], str],
+) -> list[_Graded]:
+    path_of = {(r.run_id, r.suite_version): r.path for r in records}
     return [
-        _t("meta", ("key",), {"key": S, "value": S}, meta),
-        _t("runs", ("run_id",), {
-            "run_id": S, "seq": I, "task_id": S, "tier": S, "mode": S, "expected_outcome": S,
-            "variant_of": S, "fixture_id": S, "fixture_sha256": S, "model_id": S, "provider": S,
-            "segment": S, "pinning": S, "repeat": I, "repeats_planned": I, "run_mode": S, "kind": S,
-            "exit_path": S, "runner_exit": S, "turns_used": I, "tokens_in": I, "tokens_out": I,
-            "usd_micros": I, "usd": F, "price_table_version": S, "started_at": S, "date": S,
-            "ordinal": I, "duration_ms": I, "schema_version": S, "run_suite_version": S,
-            "task_manifest_hash": S, "copperhead_version": S, "copperhead_commit": S,
-            "kicad_cli_version": S, "node_version": S, "runtime": S, "platform": S,
-            "baseline_sha": S, "sandbox_store": S,
-        }, runs),
-        _t("grades", ("run_id", "suite_version"), {
-            "run_id": S, "suite_version": S, "seq": I, "grader_version": S, "task_manifest_hash": S,
-            "verdict": S, "partial_credit": F, "first_failed_required": S, "failure_category": S,
-            "dominant_tool_error": S, "record_path": S, "comparability_group": S, "main_group": I,
-        }, grades),
-        _t("assertion_outcomes", ("run_id", "suite_version", "position"), {
-            "run_id": S, "suite_version": S, "position": I, "assertion_id": S, "type": S,
-            "status": S, "weight": F, "required": I, "evidence_source": S, "detail": S,
-        }, outcomes),
-        _t("leaderboard_rows", ("suite_version", "group_key", "tier", "model", "segment"), {
-            "suite_version": S, "group_key": S, "group_label": S, "main_group": I, "tier": S,
-            "model": S, "segment": S, "pinning": S, "costed": I, "runs": I, "passes": I,
-            "strict_pass_rate": F, "wilson_low": F, "wilson_high": F,
-            "cost_per_passing_task_usd": F, "usd_micros_total": I, "costed_runs": I,
-            "uncosted_runs": I, "tokens_in": I, "tokens_out": I, "pass_at_1": F, "pass_hat_k": F,
-            "tasks": I, "repeats_min": I, "repeats_max": I, "single_repeat": I, "refusal_runs": I,
-            "correct_refusals": I, "edit_runs": I, "false_refusals": I, "failure_categories": S,
-            "rubric_model_judged_mean": F, "rubric_runs": I,
-        }, board),
-        _t("incomparable_records", ("suite_version", "record_path"), {
-            "suite_version": S, "record_path": S, "run_id": S, "group_key": S, "reasons": S,
-        }, incomparable),
-        _t("imports", ("seq",), {
-            "seq": I, "at": S, "actor": S, "ownership": S, "source": S, "original_path": S,
-            "format": S, "sha256": S, "task_id": S, "model": S, "verdict": S, "suite_version": S,
-            "fixture_sha256": S, "run_date": S, "repeat": I, "variant": S, "benchmark": S,
-            "surface_id": S, "files": S,
-        }, imports),
-        _t("rubric_scores", ("seq",), {
-            "seq": I, "run_id": S, "judge_model": S, "prompt_sha256": S, "score": F, "rationale": S,
-        }, rubric),
-        _t("grade_conflicts", ("conflicting_seq",), {
-            "run_id": S, "suite_version": S, "kept_seq": I, "conflicting_seq": I, "fields": S,
-        }, conflicts),
-        _t("retractions", ("run_id",), {"run_id": S, "seq": I, "reason": S}, retractions),
+        _Graded(rid, suite, g, path_of[(rid, suite)], group_keys.get((rid, suite), ""))
+        for rid in live
+        for suite, g in state.grades.get(rid, {}).items()
     ]
+
+
+def _outcomes(graded: list[_Graded]) -> list[_Outcome]:
+    return [
+        _Outcome(g.run_id, g.suite_version, pos, a)
+        for g in graded
+        for pos, a in enumerate(g.entry.grade.assertions)
+    ]
+
+
+def _board_rows(state: LedgerState) -> list[_BoardRow]:
+    return [_BoardRow(sm.suite_version, g, r) for sm in all_suite_metrics(state) for g in sm.groups for r in g.rows]
 
 
 # --------------------------------------------------------------------------- I/O
