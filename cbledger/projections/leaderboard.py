@@ -13,7 +13,7 @@ from fractions import Fraction
 
 from cbledger.ledger.events import SCHEMA_VERSION
 from cbledger.projections import format as fmt
-from cbledger.projections.fold import LedgerState, current_suite, suite_bump, suite_versions
+from cbledger.projections.fold import ImportEntry, LedgerState, current_suite, suite_bump, suite_versions
 from cbledger.projections.metrics import (
     ALL_TIERS,
     COSTED_SEGMENTS,
@@ -127,147 +127,181 @@ def _single_section(rows: list[RowMetrics]) -> list[str]:
     return fmt.table(header, body)
 
 
-def _group_body(g: GroupMetrics, level: str) -> list[str]:
-    """One group's sections. The main group shows every section (an empty one says so); a
-    separate group shows only the sections it has something for."""
-    full = g.main
-    out: list[str] = []
-    repeated = [r for r in g.rows if not r.single_repeat]
-    single = [r for r in g.rows if r.single_repeat]
-    costed = [r for r in repeated if r.segment in COSTED_SEGMENTS]
-    uncosted = [r for r in repeated if r.segment in UNCOSTED_SEGMENTS]
-    other = [r for r in repeated if r.segment not in COSTED_SEGMENTS + UNCOSTED_SEGMENTS]
+def _section(level: str, title: str, body: list[str], note: str | None = None) -> list[str]:
+    """A heading, an optional quoted note, the body, each followed by a blank line."""
+    return [f"{level} {title}", "", *([f"> {note}", ""] if note else []), *body, ""]
 
-    if costed or full:
-        out += [f"{level} Headline: costed segments ({', '.join(COSTED_SEGMENTS)})", ""]
-        out += _rows_section(costed, costed=True) if costed else ["No repeated agent runs in these segments."]
-        out.append("")
-    if uncosted or full:
-        out += [f"{level} Uncosted routes ({', '.join(UNCOSTED_SEGMENTS)})", ""]
-        out += [
-            "> Not costed, by rule: USD is null for these routes. Self-hosted open weights are "
-            "honestly costed in GPU-hours, not tokens; saved-login CLIs are weakly pinned (the model "
-            "behind the login may change under it). Their pass rates never share a USD column; "
-            "tokens are shown instead.",
-            "",
+
+def _repeated(g: GroupMetrics) -> list[RowMetrics]:
+    return [r for r in g.rows if not r.single_repeat]
+
+
+def _pooled(g: GroupMetrics) -> list[RowMetrics]:
+    return sorted((r for r in g.rows if r.tier == ALL_TIERS), key=lambda r: (r.model, r.segment))
+
+
+def _costed_section(g: GroupMetrics, level: str) -> list[str]:
+    rows = [r for r in _repeated(g) if r.segment in COSTED_SEGMENTS]
+    if not (rows or g.main):
+        return []
+    body = _rows_section(rows, costed=True) if rows else ["No repeated agent runs in these segments."]
+    return _section(level, f"Headline: costed segments ({', '.join(COSTED_SEGMENTS)})", body)
+
+
+def _uncosted_section(g: GroupMetrics, level: str) -> list[str]:
+    rows = [r for r in _repeated(g) if r.segment in UNCOSTED_SEGMENTS]
+    if not (rows or g.main):
+        return []
+    body = _rows_section(rows, costed=False) if rows else ["No repeated agent runs on these routes."]
+    note = (
+        "Not costed, by rule: USD is null for these routes. Self-hosted open weights are "
+        "honestly costed in GPU-hours, not tokens; saved-login CLIs are weakly pinned (the model "
+        "behind the login may change under it). Their pass rates never share a USD column; "
+        "tokens are shown instead."
+    )
+    return _section(level, f"Uncosted routes ({', '.join(UNCOSTED_SEGMENTS)})", body, note)
+
+
+def _other_segments_section(g: GroupMetrics, level: str) -> list[str]:
+    rows = [r for r in _repeated(g) if r.segment not in COSTED_SEGMENTS + UNCOSTED_SEGMENTS]
+    if not rows:
+        return []
+    return _section(level, "Other segments", _rows_section(rows, costed=False))
+
+
+def _single_repeat_section(g: GroupMetrics, level: str) -> list[str]:
+    rows = [r for r in g.rows if r.single_repeat]
+    if not rows:
+        return []
+    note = (
+        "Every task in these rows ran once. A single run is not a result: listed for the "
+        "record, unranked, and never compared."
+    )
+    return _section(level, "Single-repeat results (not a comparison)", _single_section(rows), note)
+
+
+def _ratio(part: int, whole: int) -> str:
+    return f"{fmt.pct(Fraction(part, whole) if whole else None)} ({part}/{whole})"
+
+
+def _refusal_section(g: GroupMetrics, level: str) -> list[str]:
+    pooled = _pooled(g)
+    if not (pooled or g.main):
+        return []
+    header = [
+        "Model",
+        "Correct-refusal rate (refusal-task runs that passed)",
+        "False-refusal rate (edit-task runs that ended `refused`)",
+        "Repeats",
+    ]
+    rows = [
+        [
+            f"`{r.model}`",
+            _ratio(r.correct_refusals, r.refusal_runs),
+            _ratio(r.false_refusals, r.edit_runs),
+            "single repeat" if r.single_repeat else f"k={_k(r)}",
         ]
-        out += _rows_section(uncosted, costed=False) if uncosted else ["No repeated agent runs on these routes."]
-        out.append("")
-    if other:
-        out += [f"{level} Other segments", ""]
-        out += _rows_section(other, costed=False)
-        out.append("")
-    if single:
-        out += [f"{level} Single-repeat results (not a comparison)", ""]
-        out += [
-            "> Every task in these rows ran once. A single run is not a result: listed for the "
-            "record, unranked, and never compared.",
-            "",
-        ]
-        out += _single_section(single)
-        out.append("")
+        for r in pooled
+    ]
+    body = fmt.table(header, rows) if rows else ["No agent runs."]
+    return _section(level, "Refusal behaviour (diagnostic; pooled over tiers by run)", body)
 
-    pooled = sorted((r for r in g.rows if r.tier == ALL_TIERS), key=lambda r: (r.model, r.segment))
-    if pooled or full:
-        out += [f"{level} Refusal behaviour (diagnostic; pooled over tiers by run)", ""]
-        refusal_rows = [
-            [
-                f"`{r.model}`",
-                f"{fmt.pct(Fraction(r.correct_refusals, r.refusal_runs) if r.refusal_runs else None)} "
-                f"({r.correct_refusals}/{r.refusal_runs})",
-                f"{fmt.pct(Fraction(r.false_refusals, r.edit_runs) if r.edit_runs else None)} "
-                f"({r.false_refusals}/{r.edit_runs})",
-                "single repeat" if r.single_repeat else f"k={_k(r)}",
-            ]
-            for r in pooled
-        ]
-        out += fmt.table(
-            [
-                "Model",
-                "Correct-refusal rate (refusal-task runs that passed)",
-                "False-refusal rate (edit-task runs that ended `refused`)",
-                "Repeats",
-            ],
-            refusal_rows,
-        ) if refusal_rows else ["No agent runs."]
-        out.append("")
 
-    if g.variant_gaps or g.orphan_variants or full:
-        out += [f"{level} Variant gap (memorization; pooled over tiers by run)", ""]
-        if g.variant_gaps:
-            out += fmt.table(
-                ["Model", "Original <- variant", "Originals", "Variants", "Gap (original − variant)"],
-                [
-                    [
-                        f"`{v.model}`", "; ".join(v.pairs),
-                        f"{fmt.pct(Fraction(v.original_passes, v.original_runs))} ({v.original_passes}/{v.original_runs})",
-                        f"{fmt.pct(Fraction(v.variant_passes, v.variant_runs))} ({v.variant_passes}/{v.variant_runs})",
-                        f"{float(v.gap) * 100:+.1f} pts" if v.gap is not None else "—",
-                    ]
-                    for v in g.variant_gaps
-                ],
-            )
-        else:
-            out.append("No model ran both an original and its variant.")
-        out.append("")
-        if g.orphan_variants:
-            out += ["Variants whose original this model did not run (listed, not computed):", ""]
-            out += fmt.table(
-                ["Model", "Variant", "Original", "Runs", "Passes"],
-                [[f"`{o.model}`", o.variant, o.original, str(o.runs), str(o.passes)] for o in g.orphan_variants],
-            )
-            out.append("")
-
-    failing = [r for r in pooled if r.failure_categories]
-    if failing or full:
-        out += [f"{level} Failure categories (diagnostic; pooled over tiers by run)", ""]
-        out += fmt.table(
-            ["Model", "Failed runs", "Categories"],
+def _variant_section(g: GroupMetrics, level: str) -> list[str]:
+    if not (g.variant_gaps or g.orphan_variants or g.main):
+        return []
+    if g.variant_gaps:
+        body = fmt.table(
+            ["Model", "Original <- variant", "Originals", "Variants", "Gap (original − variant)"],
             [
                 [
-                    f"`{r.model}`", str(r.runs - r.passes),
-                    ", ".join(
-                        f"{k} {v}" for k, v in sorted(r.failure_categories.items(), key=lambda kv: (-kv[1], kv[0]))
-                    ),
+                    f"`{v.model}`", "; ".join(v.pairs),
+                    _ratio(v.original_passes, v.original_runs),
+                    _ratio(v.variant_passes, v.variant_runs),
+                    f"{float(v.gap) * 100:+.1f} pts" if v.gap is not None else "—",
                 ]
-                for r in failing
+                for v in g.variant_gaps
             ],
-        ) if failing else ["No failed agent runs."]
-        out.append("")
-
-    if g.harness or full:
-        out += [f"{level} Harness discrimination check", ""]
-        out += [
-            "> `harness:gold` applies the reference solution and should pass every task; "
-            "`harness:noop` changes nothing and should fail every edit and refusal task (a flag "
-            "task is not checked for noop). These runs never enter a model row.",
-            "",
-        ]
-        out += fmt.table(
-            ["Tier", "Task", "Expected outcome", "gold (passes/runs)", "noop (passes/runs)", "Check"],
-            [
-                [
-                    h.tier, h.task_id, h.expected_outcome, f"{h.gold_passes}/{h.gold_runs}",
-                    f"{h.noop_passes}/{h.noop_runs}", "; ".join(h.problems) if h.problems else "ok",
-                ]
-                for h in g.harness
-            ],
-        ) if g.harness else ["No harness runs."]
-        out.append("")
-    if g.replays:
-        out += [f"{level} Replayed sessions (not a model sample)", ""]
-        out += [
-            "> A replay re-materializes a preserved run's end state and grades it again without "
-            "calling the model (it carries the original run's cost), so it is never counted as a "
-            "run of that model.",
-            "",
-        ]
-        out += fmt.table(
-            ["Model", "Task", "Runs", "Passes"],
-            [[f"`{r.model}`", r.task_id, str(r.runs), str(r.passes)] for r in g.replays],
         )
-        out.append("")
-    return out
+    else:
+        body = ["No model ran both an original and its variant."]
+    if g.orphan_variants:
+        body += ["", "Variants whose original this model did not run (listed, not computed):", ""]
+        body += fmt.table(
+            ["Model", "Variant", "Original", "Runs", "Passes"],
+            [[f"`{o.model}`", o.variant, o.original, str(o.runs), str(o.passes)] for o in g.orphan_variants],
+        )
+    return _section(level, "Variant gap (memorization; pooled over tiers by run)", body)
+
+
+def _categories(r: RowMetrics) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(r.failure_categories.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _failure_section(g: GroupMetrics, level: str) -> list[str]:
+    failing = [r for r in _pooled(g) if r.failure_categories]
+    if not (failing or g.main):
+        return []
+    body = fmt.table(
+        ["Model", "Failed runs", "Categories"],
+        [[f"`{r.model}`", str(r.runs - r.passes), _categories(r)] for r in failing],
+    ) if failing else ["No failed agent runs."]
+    return _section(level, "Failure categories (diagnostic; pooled over tiers by run)", body)
+
+
+def _harness_section(g: GroupMetrics, level: str) -> list[str]:
+    if not (g.harness or g.main):
+        return []
+    body = fmt.table(
+        ["Tier", "Task", "Expected outcome", "gold (passes/runs)", "noop (passes/runs)", "Check"],
+        [
+            [
+                h.tier, h.task_id, h.expected_outcome, f"{h.gold_passes}/{h.gold_runs}",
+                f"{h.noop_passes}/{h.noop_runs}", "; ".join(h.problems) if h.problems else "ok",
+            ]
+            for h in g.harness
+        ],
+    ) if g.harness else ["No harness runs."]
+    note = (
+        "`harness:gold` applies the reference solution and should pass every task; "
+        "`harness:noop` changes nothing and should fail every edit and refusal task (a flag "
+        "task is not checked for noop). These runs never enter a model row."
+    )
+    return _section(level, "Harness discrimination check", body, note)
+
+
+def _replay_section(g: GroupMetrics, level: str) -> list[str]:
+    if not g.replays:
+        return []
+    body = fmt.table(
+        ["Model", "Task", "Runs", "Passes"],
+        [[f"`{r.model}`", r.task_id, str(r.runs), str(r.passes)] for r in g.replays],
+    )
+    note = (
+        "A replay re-materializes a preserved run's end state and grades it again without "
+        "calling the model (it carries the original run's cost), so it is never counted as a "
+        "run of that model."
+    )
+    return _section(level, "Replayed sessions (not a model sample)", body, note)
+
+
+#: A group's sections in the order they appear. The main group shows every section (an empty one
+#: says so); a separate group shows only the sections it has something for.
+_GROUP_SECTIONS = (
+    _costed_section,
+    _uncosted_section,
+    _other_segments_section,
+    _single_repeat_section,
+    _refusal_section,
+    _variant_section,
+    _failure_section,
+    _harness_section,
+    _replay_section,
+)
+
+
+def _group_body(g: GroupMetrics, level: str) -> list[str]:
+    return [line for section in _GROUP_SECTIONS for line in section(g, level)]
 
 
 def _stamp_line(sm: SuiteMetrics) -> str:
@@ -286,25 +320,54 @@ def _stamp_line(sm: SuiteMetrics) -> str:
     )
 
 
+_INTRO = (
+    "Two headline numbers, per tier and per model: **strict pass rate** (passing runs / runs, "
+    "with a 95% Wilson score interval) and **cost per passing task** (USD of every run in the "
+    "row / its passing runs). pass@1, pass^k, the spread, refusal rates, the variant gap and "
+    "failure categories are diagnostics. Rows are ranked by strict pass rate, then cost per "
+    "passing task. A row pooled over tiers says so and weighs each run equally. Harness, "
+    "replayed and imported runs never enter a model row. Definitions: `docs/PROJECTIONS.md`."
+)
+
+
 def render(state: LedgerState, suite_version: str | None = None) -> str:
     """The whole file. `suite_version` defaults to the current suite (latest `suite.bumped`)."""
-    current = current_suite(state)
-    suite = suite_version or current
-    rubric = first_rubric_scores(state)
-    sm = suite_metrics(state, suite, rubric) if suite is not None else None
+    suite = suite_version or current_suite(state)
+    sm = suite_metrics(state, suite, first_rubric_scores(state)) if suite is not None else None
     counts = live_record_counts(state)
-    all_records = sum(counts.values())
     out: list[str] = [BEGIN, "", "# copperbench leaderboard", ""]
+    out += _snapshot(state, suite, sm, counts)
+    out += ["", _INTRO, ""]
+    if sm is not None:
+        out += _main_group_part(sm)
+        out += _other_groups_part(sm)
+    out += _suite_versions_part(state, suite, counts)
+    out += _listing("Imported / reviewer-supplied evidence — not re-gradable, not project-owned", _imports(state))
+    out += _listing("Grade conflicts", _conflicts(state))
+    out += _listing("Retracted runs", _retracted(state))
+    anomalies = _anomalies(state)
+    if anomalies:
+        out += ["## Ledger anomalies", "", *fmt.table(["Seq", "Kind", "Detail"], anomalies), ""]
+    out.append(END)
+    return "\n".join(out) + "\n"
 
+
+def _suite_reason(state: LedgerState, suite: str | None) -> str:
+    """Why this suite version is the one shown."""
+    current = current_suite(state)
     if suite is None:
-        how = "no suite version yet"
-    elif suite == current and state.suites:
-        how = f"the current suite: latest `suite.bumped`, seq {state.suites[-1].seq}"
-    elif suite == current:
-        how = "the current suite: no `suite.bumped` yet, so the highest version graded"
-    else:
-        how = f"requested; the current suite is `{current}`"
-    out += fmt.table(
+        return "no suite version yet"
+    if suite == current and state.suites:
+        return f"the current suite: latest `suite.bumped`, seq {state.suites[-1].seq}"
+    if suite == current:
+        return "the current suite: no `suite.bumped` yet, so the highest version graded"
+    return f"requested; the current suite is `{current}`"
+
+
+def _snapshot(state: LedgerState, suite: str | None, sm: SuiteMetrics | None, counts: dict[str, int]) -> list[str]:
+    how = _suite_reason(state, suite)
+    all_records = sum(counts.values())
+    return fmt.table(
         ["Snapshot", "Value"],
         [
             ["Suite version", f"`{suite}` ({how})" if suite else how],
@@ -314,119 +377,97 @@ def render(state: LedgerState, suite_version: str | None = None) -> str:
             ["Result schema", f"`{SCHEMA_VERSION}`"],
         ],
     )
-    out.append("")
-    out.append(
-        "Two headline numbers, per tier and per model: **strict pass rate** (passing runs / runs, "
-        "with a 95% Wilson score interval) and **cost per passing task** (USD of every run in the "
-        "row / its passing runs). pass@1, pass^k, the spread, refusal rates, the variant gap and "
-        "failure categories are diagnostics. Rows are ranked by strict pass rate, then cost per "
-        "passing task. A row pooled over tiers says so and weighs each run equally. Harness, "
-        "replayed and imported runs never enter a model row. Definitions: `docs/PROJECTIONS.md`."
-    )
-    out.append("")
 
-    if sm is not None:
-        main = sm.main_group()
-        out += ["## Main comparability group", ""]
-        if sm.records == 0:
-            out += ["No run has been graded under this suite version yet.", ""]
-        elif main is None:
-            out += ["No record of this suite version matches the reference stamp.", ""]
-        else:
-            out += [_stamp_line(sm) + f" {main.records} record(s).", ""]
-            out += _group_body(main, "###")
-        others = [g for g in sm.groups if not g.main]
-        out += ["## Other comparability groups (never averaged into the main group)", ""]
-        if not others:
-            out += ["None: every record of this suite version shares the main group's stamp.", ""]
-        for g in others:
-            out += [f"### Separate group: {g.label}", ""]
-            out.append(f"Not comparable with the main group because: {'; '.join(g.reasons)}. {g.records} record(s).")
-            out.append("")
-            out += _group_body(g, "####")
 
+def _main_group_part(sm: SuiteMetrics) -> list[str]:
+    out = ["## Main comparability group", ""]
+    main = sm.main_group()
+    if sm.records == 0:
+        return out + ["No run has been graded under this suite version yet.", ""]
+    if main is None:
+        return out + ["No record of this suite version matches the reference stamp.", ""]
+    return out + [_stamp_line(sm) + f" {main.records} record(s).", "", *_group_body(main, "###")]
+
+
+def _other_groups_part(sm: SuiteMetrics) -> list[str]:
+    others = [g for g in sm.groups if not g.main]
+    out = ["## Other comparability groups (never averaged into the main group)", ""]
+    if not others:
+        out += ["None: every record of this suite version shares the main group's stamp.", ""]
+    for g in others:
+        out += [f"### Separate group: {g.label}", ""]
+        out += [f"Not comparable with the main group because: {'; '.join(g.reasons)}. {g.records} record(s).", ""]
+        out += _group_body(g, "####")
+    return out
+
+
+def _suite_versions_part(state: LedgerState, suite: str | None, counts: dict[str, int]) -> list[str]:
     versions = suite_versions(state)
-    out += ["## Suite versions in the ledger", ""]
-    if versions:
-        rows = []
-        for v in reversed(versions):
-            bump = suite_bump(state, v)
-            rows.append(
-                [
-                    f"`{v}`" + (" (shown)" if v == suite else ""),
-                    str(counts.get(v, 0)),
-                    f"seq {bump.seq}, {fmt.utc_date(bump.at)}" if bump else "no `suite.bumped`",
-                    bump.body.reason if bump else "—",
-                ]
-            )
-        out += fmt.table(["Suite version", "Records", "Bumped", "Reason"], rows)
-        out.append("")
-        out.append("Another version's tables: `cbledger project leaderboard --suite VERSION --out FILE`.")
-    else:
-        out.append("None.")
-    out.append("")
-
-    out += ["## Imported / reviewer-supplied evidence — not re-gradable, not project-owned", ""]
-    if state.imports:
-        out.append(
-            "> Produced outside this project's runner. Shown as supplied; never re-graded, never "
-            "relabelled as a project-owned run, never in a model row."
-        )
-        out.append("")
-        rows = []
-        for imp in state.imports:
-            b, s = imp.body, imp.body.summary
-            rows.append(
-                [
-                    str(imp.seq), b.ownership, b.source, b.format, s.task_id or "—", s.model or "—",
-                    s.verdict or "—", s.suite_version or "—", s.run_date or "—", f"`{b.sha256[:12]}`",
-                ]
-            )
-        out += fmt.table(
-            ["Seq", "Ownership", "Source", "Format", "Task", "Model", "Verdict (as supplied)", "Suite", "Run date", "sha256"],
-            rows,
-        )
-    else:
-        out.append("None.")
-    out.append("")
-
-    out += ["## Grade conflicts", ""]
-    if state.conflicts:
-        out.append(
-            "> A later grade for a (run, suite version) pair that differs from the first. The first "
-            "grade stands (records are written once); the conflict needs a maintainer."
-        )
-        out.append("")
-        out += fmt.table(
-            ["Run", "Suite version", "Kept grade (seq)", "Conflicting grade (seq)", "Fields that differ"],
+    out = ["## Suite versions in the ledger", ""]
+    if not versions:
+        return out + ["None.", ""]
+    rows = []
+    for v in reversed(versions):
+        bump = suite_bump(state, v)
+        rows.append(
             [
-                [c.run_id, c.suite_version, str(c.kept_seq), str(c.conflicting_seq), ", ".join(c.fields)]
-                for c in state.conflicts
-            ],
+                f"`{v}`" + (" (shown)" if v == suite else ""),
+                str(counts.get(v, 0)),
+                f"seq {bump.seq}, {fmt.utc_date(bump.at)}" if bump else "no `suite.bumped`",
+                bump.body.reason if bump else "—",
+            ]
         )
-    else:
-        out.append("None.")
-    out.append("")
+    out += fmt.table(["Suite version", "Records", "Bumped", "Reason"], rows)
+    return out + ["", "Another version's tables: `cbledger project leaderboard --suite VERSION --out FILE`.", ""]
 
-    out += ["## Retracted runs", ""]
-    if state.retracted:
-        out.append("> Dropped from every table above; the runs stay in the ledger.")
-        out.append("")
-        out += fmt.table(
-            ["Run", "Retracted at seq", "Reason"],
-            [[r.run_id, str(r.seq), r.reason] for r in state.retracted.values()],
-        )
-    else:
-        out.append("None.")
-    out.append("")
 
-    anomalies = _anomalies(state)
-    if anomalies:
-        out += ["## Ledger anomalies", ""]
-        out += fmt.table(["Seq", "Kind", "Detail"], anomalies)
-        out.append("")
-    out.append(END)
-    return "\n".join(out) + "\n"
+def _listing(title: str, body: list[str]) -> list[str]:
+    """A second-level section that says "None." when it has nothing to list."""
+    return [f"## {title}", "", *(body or ["None."]), ""]
+
+
+def _import_row(imp: ImportEntry) -> list[str]:
+    body, summary = imp.body, imp.body.summary
+    return [
+        str(imp.seq), body.ownership, body.source, body.format, summary.task_id or "—", summary.model or "—",
+        summary.verdict or "—", summary.suite_version or "—", summary.run_date or "—", f"`{body.sha256[:12]}`",
+    ]
+
+
+def _imports(state: LedgerState) -> list[str]:
+    if not state.imports:
+        return []
+    note = (
+        "> Produced outside this project's runner. Shown as supplied; never re-graded, never "
+        "relabelled as a project-owned run, never in a model row."
+    )
+    header = ["Seq", "Ownership", "Source", "Format", "Task", "Model", "Verdict (as supplied)", "Suite", "Run date", "sha256"]
+    return [note, "", *fmt.table(header, [_import_row(imp) for imp in state.imports])]
+
+
+def _conflicts(state: LedgerState) -> list[str]:
+    if not state.conflicts:
+        return []
+    note = (
+        "> A later grade for a (run, suite version) pair that differs from the first. The first "
+        "grade stands (records are written once); the conflict needs a maintainer."
+    )
+    return [note, "", *fmt.table(
+        ["Run", "Suite version", "Kept grade (seq)", "Conflicting grade (seq)", "Fields that differ"],
+        [
+            [c.run_id, c.suite_version, str(c.kept_seq), str(c.conflicting_seq), ", ".join(c.fields)]
+            for c in state.conflicts
+        ],
+    )]
+
+
+def _retracted(state: LedgerState) -> list[str]:
+    if not state.retracted:
+        return []
+    return ["> Dropped from every table above; the runs stay in the ledger.", "", *fmt.table(
+        ["Run", "Retracted at seq", "Reason"],
+        [[r.run_id, str(r.seq), r.reason] for r in state.retracted.values()],
+    )]
 
 
 def _anomalies(state: LedgerState) -> list[list[str]]:
