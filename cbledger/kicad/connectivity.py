@@ -39,6 +39,7 @@ among them). Not modelled: bus aliases, text variables inside label names.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import msgspec
@@ -234,47 +235,65 @@ class _Builder:
     def _resolve(self, subgraphs: list[_Subgraph]) -> None:
         for sg in subgraphs:
             self._resolve_drivers(sg)
+        self._rename_weak_collisions(subgraphs)  # 4
+        live = self._merge_same_sheet(subgraphs)  # 5
+        self._propagate(live)  # 6: global renames and the hierarchy, interleaved in KiCad's order
+        self._bus_members(live)  # 6b: nets that meet through a bus, on one sheet or across sheets
+        for sg in live:  # 7: a lone pin is unconnected
+            if not sg.strong and sg.driver_count == 1 and sg.single_pin_name:
+                sg.name = sg.single_pin_name
+        self.live = live
 
-        # 4. weakly driven name collisions, and sheet-pin promotion (buses take part: two root buses
-        # driven only by same-named sheet pins are renamed apart and never join their members)
+    # -- 4. weakly driven name collisions ----------------------------------------------------
+
+    @staticmethod
+    def _vector_prefix(sg: _Subgraph) -> str | None:
+        """`/D[]` for a vector bus `/D[0..7]`: KiCad also counts vector buses of one prefix as
+        a collision, whatever their ranges."""
+        if sg.driver is not None and "[" in sg.name:
+            found = bus_members(sg.driver.name)
+            if found and found[0][0][0] == "index":
+                return sg.name.split("[", 1)[0] + "[]"
+        return None
+
+    def _rename_weak_collisions(self, subgraphs: list[_Subgraph]) -> None:
+        """Weakly driven subgraphs sharing a name are renamed apart (`_1`, `_2`); a sheet pin
+        that collides with nothing on its sheet becomes a strong driver. Buses take part: two
+        root buses driven only by same-named sheet pins are renamed apart and never join their
+        members."""
         everything = sorted([*subgraphs, *self.buses], key=lambda g: g.order)
+        prefixes = {id(bus): self._vector_prefix(bus) for bus in self.buses}
         by_name: dict[str, list[_Subgraph]] = defaultdict(list)
-        bus_ids = {id(b) for b in self.buses}
-
-        def vector_prefix(sg: _Subgraph) -> str | None:
-            """`/D[]` for a vector bus `/D[0..7]`: KiCad also counts vector buses of one prefix as
-            a collision, whatever their ranges."""
-            if id(sg) in bus_ids and sg.driver is not None and "[" in sg.name:
-                found = bus_members(sg.driver.name)
-                if found and found[0][0][0] == "index":
-                    return sg.name.split("[", 1)[0] + "[]"
-            return None
-
         for sg in everything:
             by_name[sg.name].append(sg)
-            prefix = vector_prefix(sg)
+            prefix = prefixes.get(id(sg))
             if prefix is not None:
                 by_name[prefix].append(sg)
         for sg in everything:
             if sg.strong:
                 continue
             same = by_name[sg.name]
-            prefix = vector_prefix(sg)
+            prefix = prefixes.get(id(sg))
             if len(same) <= 1 and prefix is not None:
                 same = by_name[prefix]
             if len(same) > 1:
-                suffix = 1
-                while f"{sg.name}_{suffix}" in by_name:
-                    suffix += 1
-                same.remove(sg)
-                sg.name = f"{sg.name}_{suffix}"
-                by_name[sg.name].append(sg)
+                _rename_apart(sg, same, by_name)
             elif sg.driver is not None and sg.driver.kind == "sheet_pin":
-                clash = any(other.instance == sg.instance for other in by_name.get(sg.driver.name, ()))
-                if not clash:
-                    sg.strong = True
+                sg.strong = not any(other.instance == sg.instance for other in by_name.get(sg.driver.name, ()))
 
-        # 5. same-sheet merging through shared label or power names
+    # -- 5. same-sheet merging ---------------------------------------------------------------
+
+    def _merge_same_sheet(self, subgraphs: list[_Subgraph]) -> list[_Subgraph]:
+        """Strong subgraphs on one sheet instance sharing a label or power name become one; the
+        first absorbs the others. Returns the subgraphs left."""
+        index = self._name_index(subgraphs)
+        for sg in subgraphs:
+            if sg.strong and sg.absorbed_by is None and self._absorb_same_names(sg, index):
+                self._resolve_drivers(sg)
+        return [sg for sg in subgraphs if sg.absorbed_by is None]
+
+    def _name_index(self, subgraphs: list[_Subgraph]) -> dict[tuple[int, str], list[_Subgraph]]:
+        """Strong subgraphs by (sheet instance, each name they carry other than a sheet pin's)."""
         index: dict[tuple[int, str], list[_Subgraph]] = defaultdict(list)
         for sg in subgraphs:
             if not sg.strong:
@@ -285,43 +304,28 @@ class _Builder:
                 names.update(d.name for d in self._non_main(sg) if d.kind != "sheet_pin")
             for name in names:
                 index[(sg.instance, name)].append(sg)
-        for sg in subgraphs:
-            if not sg.strong or sg.absorbed_by is not None:
+        return index
+
+    def _absorb_same_names(self, sg: _Subgraph, index: dict[tuple[int, str], list[_Subgraph]]) -> bool:
+        """Absorbs every subgraph reachable from `sg` through shared names, the names of the
+        absorbed ones included; True if it absorbed any."""
+        assert sg.driver is not None
+        checks = [sg.driver.name] + self._secondary_names(sg)
+        seen_checks: set[str] = set()
+        absorbed = False
+        for test in checks:  # grows while it runs
+            if test in seen_checks:
                 continue
-            assert sg.driver is not None
-            checks = [sg.driver.name] + self._secondary_names(sg)
-            seen_checks: set[str] = set()
-            absorbed = False
-            i = 0
-            while i < len(checks):
-                test = checks[i]
-                i += 1
-                if test in seen_checks:
+            seen_checks.add(test)
+            for cand in index.get((sg.instance, test), ()):
+                if cand is sg or cand.absorbed_by is not None:
                     continue
-                seen_checks.add(test)
-                for cand in index.get((sg.instance, test), ()):
-                    if cand is sg or cand.absorbed_by is not None:
-                        continue
-                    checks.extend([cand.driver.name, *self._secondary_names(cand)])  # type: ignore[union-attr]
-                    sg.members.extend(cand.members)
-                    sg.multiple = sg.multiple or cand.multiple
-                    cand.absorbed_by = sg
-                    absorbed = True
-            if absorbed:
-                self._resolve_drivers(sg)
-        live = [sg for sg in subgraphs if sg.absorbed_by is None]
-
-        # 6. global renames and the hierarchy, interleaved in KiCad's order
-        self._propagate(live)
-
-        # 6b. nets that meet through a bus, on one sheet or across sheets
-        self._bus_members(live)
-
-        # 7. a lone pin is unconnected
-        for sg in live:
-            if not sg.strong and sg.driver_count == 1 and sg.single_pin_name:
-                sg.name = sg.single_pin_name
-        self.live = live
+                checks.extend([cand.driver.name, *self._secondary_names(cand)])  # type: ignore[union-attr]
+                sg.members.extend(cand.members)
+                sg.multiple = sg.multiple or cand.multiple
+                cand.absorbed_by = sg
+                absorbed = True
+        return absorbed
 
     @staticmethod
     def _strong_drivers(sg: _Subgraph) -> list[_Driver]:
@@ -335,6 +339,28 @@ class _Builder:
         main = sg.driver.name
         return [d.name for d in self._non_main(sg) if d.kind != "sheet_pin" and d.name != main]
 
+    # -- 6. global renames and the hierarchy ---------------------------------------------------
+
+    def _hierarchy_links(self, items: list[_Subgraph]) -> dict[int, list[_Subgraph]]:
+        """Which of `items` meet through a sheet pin and the matching hierarchical label on the
+        sheet it pulls in (both ways, by id); only strongly driven labels count."""
+        instances = self.schematic.instances
+        by_instance: dict[int, list[_Subgraph]] = defaultdict(list)
+        for sg in items:
+            by_instance[sg.instance].append(sg)
+        ports = {id(sg): _hier_label_names(sg) for sg in items}
+        links: dict[int, list[_Subgraph]] = defaultdict(list)
+        for sg in items:
+            for sheet_uuid, name in _sheet_pin_names(sg):
+                child_index = self.instance_index.get((*instances[sg.instance].uuid_path, sheet_uuid))
+                if child_index is None:
+                    continue
+                for cand in by_instance[child_index]:
+                    if cand.strong and name in ports[id(cand)]:
+                        links[id(sg)].append(cand)
+                        links[id(cand)].append(sg)
+        return links
+
     def _propagate(self, live: list[_Subgraph]) -> None:
         """KiCad's post-processing loop, in its order, because the order decides names.
 
@@ -345,66 +371,35 @@ class _Builder:
         its own second names rename nothing. Subgraphs with sheet pins and hierarchical labels
         both wait for a chain to reach them, and are forced last.
         """
-        instances = self.schematic.instances
-        by_instance: dict[int, list[_Subgraph]] = defaultdict(list)
-        for sg in live:
-            by_instance[sg.instance].append(sg)
-        pins_of = {id(sg): {p for m in sg.members for p in m.sheet_pin_names} for sg in live}
-        ports_of = {id(sg): {n for m in sg.members for n in m.hier_label_names} for sg in live}
-        links: dict[int, list[_Subgraph]] = defaultdict(list)
-        for sg in live:
-            for sheet_uuid, name in pins_of[id(sg)]:
-                child_index = self.instance_index.get((*instances[sg.instance].uuid_path, sheet_uuid))
-                if child_index is None:
-                    continue
-                for cand in by_instance[child_index]:
-                    if cand.strong and name in ports_of[id(cand)]:
-                        links[id(sg)].append(cand)
-                        links[id(cand)].append(sg)
-
-        dirty = {id(sg) for sg in live}
-
-        def propagate(sg: _Subgraph, force: bool) -> None:
-            has_pins, has_ports = bool(pins_of[id(sg)]), bool(ports_of[id(sg)])
-            if not force and has_pins and has_ports:
-                return
-            if not has_pins and not has_ports:
-                dirty.discard(id(sg))
-                return
-            chain = [sg]
-            seen = {id(sg)}
-            for current in chain:
-                for other in links[id(current)]:
-                    if id(other) not in seen:
-                        seen.add(id(other))
-                        chain.append(other)
-            best = self._best_in_chain(sg, sorted(chain, key=lambda s: s.order))
-            name = best.name
-            for member in chain:
-                member.name = name
-                dirty.discard(id(member))
-
+        chains = _Chains(self.schematic.instances, self._hierarchy_links(live), live)
         global_sgs = [sg for sg in live if sg.driver is not None and sg.driver.priority >= GLOBAL_POWER_PIN]
         for sg in live:
-            if id(sg) not in dirty:
+            if id(sg) not in chains.dirty:
                 continue
             assert sg.driver is not None
             if sg.driver.priority >= GLOBAL_POWER_PIN and sg.multiple:
-                for d in self._strong_drivers(sg):
-                    if d is sg.driver or d.name == sg.name:
-                        continue
-                    secondary_is_global = d.priority >= GLOBAL_POWER_PIN
-                    for cand in global_sgs:
-                        if cand is sg or (not secondary_is_global and cand.instance != sg.instance):
-                            continue
-                        if any(cd.name == d.name for cd in self._strong_drivers(cand)):
-                            cand.name = sg.name
-                            dirty.discard(id(cand))
-                            propagate(cand, False)
-            propagate(sg, False)
+                self._rename_second_globals(sg, global_sgs, chains)
+            chains.settle(sg, False)
         for sg in live:
-            if id(sg) in dirty:
-                propagate(sg, True)
+            if id(sg) in chains.dirty:
+                chains.settle(sg, True)
+
+    def _rename_second_globals(self, sg: _Subgraph, global_sgs: list[_Subgraph], chains: _Chains) -> None:
+        """Every globally driven subgraph carrying one of `sg`'s second names (a global one
+        anywhere, a label only on `sg`'s sheet) takes `sg`'s name, and its chain is settled."""
+        for d in self._strong_drivers(sg):
+            if d is sg.driver or d.name == sg.name:
+                continue
+            secondary_is_global = d.priority >= GLOBAL_POWER_PIN
+            for cand in global_sgs:
+                if cand is sg or (not secondary_is_global and cand.instance != sg.instance):
+                    continue
+                if any(cd.name == d.name for cd in self._strong_drivers(cand)):
+                    cand.name = sg.name
+                    chains.dirty.discard(id(cand))
+                    chains.settle(cand, False)
+
+    # -- 6b. bus members -----------------------------------------------------------------------
 
     def _bus_members(self, live: list[_Subgraph]) -> None:
         """Names the nets that are members of one bus, on its sheet and across the hierarchy.
@@ -418,7 +413,26 @@ class _Builder:
         """
         if not self.buses:
             return
-        instances = self.schematic.instances
+        neighbours = self._bus_neighbours(live)
+        links = self._hierarchy_links(self.buses)
+        # Two buses with the same name on one sheet are one bus (KiCad absorbs one into the
+        # other); if either is global, so are the members.
+        global_buses = {
+            (bus.instance, bus.driver.name)
+            for bus in self.buses
+            if bus.strong and bus.driver is not None and bus.driver.priority >= GLOBAL_POWER_PIN
+        }
+        done: set[int] = set()
+        for bus in self.buses:
+            if id(bus) in done:
+                continue
+            chain = _component(bus, links)
+            done.update(id(b) for b in chain)
+            self._name_members(sorted(chain, key=lambda b: b.order), neighbours, global_buses, live)
+
+    def _bus_neighbours(self, live: list[_Subgraph]) -> dict[int, dict[MemberKey, list[_Subgraph]]]:
+        """For each bus (by id), the strongly named nets on its sheet that carry the name of one
+        of its members, by member."""
         nets_by_instance: dict[int, list[_Subgraph]] = defaultdict(list)
         for sg in live:
             if sg.strong and sg.driver is not None:
@@ -427,100 +441,34 @@ class _Builder:
         for bus in self.buses:
             found: dict[MemberKey, list[_Subgraph]] = defaultdict(list)
             neighbours[id(bus)] = found
-            if not bus.strong:
-                continue
-            # The bus's own name, and its other labels (never its other sheet pins), name members.
-            named_by = [d for d in bus.drivers if d is bus.driver or d.kind != "sheet_pin"]
-            for driver in named_by:
-                for key, local in bus_members(driver.name) or ():
-                    for sg in nets_by_instance[bus.instance]:
-                        assert sg.driver is not None
-                        names = {sg.driver.name} | ({d.name for d in self._non_main(sg)} if sg.multiple else set())
-                        if local in names and sg not in found[key]:
-                            found[key].append(sg)
+            for key, local in _named_members(bus) if bus.strong else ():
+                for sg in nets_by_instance[bus.instance]:
+                    if local in self._net_names(sg) and sg not in found[key]:
+                        found[key].append(sg)
+        return neighbours
 
-        by_instance: dict[int, list[_Subgraph]] = defaultdict(list)
-        for bus in self.buses:
-            by_instance[bus.instance].append(bus)
-        links: dict[int, list[_Subgraph]] = defaultdict(list)
-        for bus in self.buses:
-            for sheet_uuid, name in bus.sheet_pin_names:
-                child_index = self.instance_index.get((*instances[bus.instance].uuid_path, sheet_uuid))
-                for cand in by_instance.get(child_index, ()) if child_index is not None else ():
-                    if cand.strong and name in cand.hier_label_names:
-                        links[id(bus)].append(cand)
-                        links[id(cand)].append(bus)
+    def _net_names(self, sg: _Subgraph) -> set[str]:
+        assert sg.driver is not None
+        return {sg.driver.name} | ({d.name for d in self._non_main(sg)} if sg.multiple else set())
 
-        # Two buses with the same name on one sheet are one bus (KiCad absorbs one into the
-        # other); if either is global, so are the members.
-        global_buses: set[tuple[int, str]] = set()
-        for bus in self.buses:
-            if bus.strong and bus.driver is not None and bus.driver.priority >= GLOBAL_POWER_PIN:
-                global_buses.add((bus.instance, bus.driver.name))
-
-        done: set[int] = set()
-        for bus in self.buses:
-            if id(bus) in done:
-                continue
-            chain = [bus]
-            done.add(id(bus))
-            for current in chain:
-                for other in links[id(current)]:
-                    if id(other) not in done:
-                        done.add(id(other))
-                        chain.append(other)
-            chain.sort(key=lambda b: b.order)
-            start = next((b for b in chain if not (b.sheet_pin_names and b.hier_label_names)), chain[0])
-            best = self._best_in_chain(start, chain)
-            assert best.driver is not None
-            final = bus_members(best.driver.name)
-            if not final:
-                continue
-            prefix = best.name[: len(best.name) - len(best.driver.name)]
-            for key, local in final:
-                members = [sg for b in chain for sg in neighbours[id(b)].get(key, ())]
-                if not members:
-                    continue
-                # A globally named neighbour keeps its name and lends it to the member; the
-                # others take the member's name.
-                globals_ = [sg for sg in members if sg.driver is not None and sg.driver.priority >= GLOBAL_POWER_PIN]
-                if globals_:
-                    target = globals_[0].name
-                elif (best.instance, best.driver.name) in global_buses:
-                    target = local
-                else:
-                    target = prefix + local
-                for old in {sg.name for sg in members if sg not in globals_}:
-                    if old != target:
-                        for sg in live:
-                            if sg.name == old:
-                                sg.name = target
-
-    def _best_in_chain(self, start: _Subgraph, chain: list[_Subgraph]) -> _Subgraph:
-        instances = self.schematic.instances
-        best = start
-        assert start.driver is not None
-        highest = start.driver.priority
-        best_strong = highest >= HIER_LABEL
-        best_name = start.name
-        if highest >= GLOBAL_POWER_PIN:
-            return best
-        for cand in chain:
-            if cand is start:
-                continue
-            assert cand.driver is not None
-            priority = cand.driver.priority
-            cand_strong = priority >= HIER_LABEL
-            depth, best_depth = instances[cand.instance].depth, instances[best.instance].depth
-            if (
-                priority >= GLOBAL_POWER_PIN
-                or (not best_strong and cand_strong)
-                or (priority > highest and cand_strong)
-                or (priority == highest and cand_strong and depth < best_depth)
-                or (best_strong == cand_strong and depth <= best_depth and priority == highest and cand.name < best_name)
-            ):
-                best, highest, best_strong, best_name = cand, priority, cand_strong, cand.name
-        return best
+    def _name_members(
+        self,
+        chain: list[_Subgraph],
+        neighbours: dict[int, dict[MemberKey, list[_Subgraph]]],
+        global_buses: set[tuple[int, str]],
+        live: list[_Subgraph],
+    ) -> None:
+        """Names the neighbours of each member of one chain of joined buses after the member of
+        the chain's best bus."""
+        start = next((b for b in chain if not (b.sheet_pin_names and b.hier_label_names)), chain[0])
+        best = _best_in_chain(start, chain, self.schematic.instances)
+        assert best.driver is not None
+        prefix = best.name[: len(best.name) - len(best.driver.name)]
+        is_global = (best.instance, best.driver.name) in global_buses
+        for key, local in bus_members(best.driver.name) or ():
+            members = [sg for b in chain for sg in neighbours[id(b)].get(key, ())]
+            if members:
+                _join_member(live, members, local if is_global else prefix + local)
 
     # -- output --------------------------------------------------------------------------------
 
@@ -534,35 +482,142 @@ class _Builder:
         records: dict[str, tuple[dict[tuple[str, str], tuple[Node | None, tuple]], list[bool]]] = {}
         for sg in self.live:
             nodes, flagged = records.setdefault(sg.name, ({}, [False]))
-            instance = self.schematic.instances[sg.instance]
-            sheet = self.schematic.file_of(instance)
-            refs = self.refs[sg.instance]
             # An absorbed subgraph's flag is lost, as in KiCad: only the absorber's own counts.
             flagged[0] = flagged[0] or sg.group.no_connect_flag
-            for member in sg.members:
-                for ref in member.group.pins:
-                    symbol = sheet.symbols[ref.symbol]
-                    if not symbol.on_board:
-                        continue
-                    reference, _ = refs[ref.symbol]
-                    key = (reference, ref.pin.number)
-                    if key in nodes:
-                        continue
-                    where = (sg.instance, ref.symbol, ref.position)
-                    if reference.startswith("#"):
-                        nodes[key] = (None, where)
-                        continue
-                    alternate = symbol.pin_alternates.get(ref.pin.number)
-                    nodes[key] = (Node(reference, ref.pin.number, pin_shown_name(ref.pin, alternate), pin_type(ref.pin, alternate)), where)
-        nets = []
-        for name, (nodes, flagged) in records.items():
-            listed = [(node, where) for node, where in nodes.values() if node is not None]
-            if not listed:
+            self._add_nodes(sg, nodes)
+        nets = [_net(name, nodes, flagged[0]) for name, (nodes, flagged) in records.items()]
+        return Netlist(sort_nets([net for net in nets if net is not None]))
+
+    def _add_nodes(self, sg: _Subgraph, nodes: dict[tuple[str, str], tuple[Node | None, tuple]]) -> None:
+        """Adds the pins of `sg` not yet in `nodes`, keyed by (reference, pin number), each with
+        where it sits; a `#` reference (power symbol, flag) is kept without a node."""
+        sheet = self.schematic.file_of(self.schematic.instances[sg.instance])
+        refs = self.refs[sg.instance]
+        for ref in (ref for member in sg.members for ref in member.group.pins):
+            symbol = sheet.symbols[ref.symbol]
+            reference, _ = refs[ref.symbol]
+            key = (reference, ref.pin.number)
+            if not symbol.on_board or key in nodes:
                 continue
-            if flagged[0] and len({where for _, where in nodes.values()}) == 1:
-                listed = [(msgspec.structs.replace(node, pin_type=node.pin_type + "+no_connect"), where) for node, where in listed]
-            nets.append(Net(name, tuple(node for node, _ in listed)))
-        return Netlist(sort_nets(nets))
+            where = (sg.instance, ref.symbol, ref.position)
+            if reference.startswith("#"):
+                nodes[key] = (None, where)
+                continue
+            alternate = symbol.pin_alternates.get(ref.pin.number)
+            nodes[key] = (Node(reference, ref.pin.number, pin_shown_name(ref.pin, alternate), pin_type(ref.pin, alternate)), where)
+
+
+class _Chains:
+    """Step 6's chains: subgraphs joined through sheet pins and hierarchical labels, and which
+    subgraphs (by id) are still waiting for a name."""
+
+    def __init__(self, instances: Sequence[SheetInstance], links: dict[int, list[_Subgraph]], live: list[_Subgraph]) -> None:
+        self.instances = instances
+        self.links = links
+        self.dirty = {id(sg) for sg in live}
+
+    def settle(self, sg: _Subgraph, force: bool) -> None:
+        """Names `sg`'s chain after its best subgraph and settles every member. A subgraph with
+        both sheet pins and hierarchical labels waits unless forced; one with neither is
+        settled as it is."""
+        has_pins, has_ports = bool(_sheet_pin_names(sg)), bool(_hier_label_names(sg))
+        if not force and has_pins and has_ports:
+            return
+        if not has_pins and not has_ports:
+            self.dirty.discard(id(sg))
+            return
+        chain = _component(sg, self.links)
+        name = _best_in_chain(sg, sorted(chain, key=lambda s: s.order), self.instances).name
+        for member in chain:
+            member.name = name
+            self.dirty.discard(id(member))
+
+
+def _best_in_chain(start: _Subgraph, chain: list[_Subgraph], instances: Sequence[SheetInstance]) -> _Subgraph:
+    """The subgraph whose name a chain joined through the hierarchy takes: a global beats
+    everything, a strong driver a weak one, then higher priority, a shallower sheet, and the
+    lower name."""
+    assert start.driver is not None
+    if start.driver.priority >= GLOBAL_POWER_PIN:
+        return start
+    best = start
+    for cand in chain:
+        if cand is not start and _beats(cand, best, instances):
+            best = cand
+    return best
+
+
+def _beats(cand: _Subgraph, best: _Subgraph, instances: Sequence[SheetInstance]) -> bool:
+    assert cand.driver is not None and best.driver is not None
+    priority, highest = cand.driver.priority, best.driver.priority
+    cand_strong, best_strong = priority >= HIER_LABEL, highest >= HIER_LABEL
+    depth, best_depth = instances[cand.instance].depth, instances[best.instance].depth
+    return (
+        priority >= GLOBAL_POWER_PIN
+        or (not best_strong and cand_strong)
+        or (priority > highest and cand_strong)
+        or (priority == highest and cand_strong and depth < best_depth)
+        or (best_strong == cand_strong and depth <= best_depth and priority == highest and cand.name < best.name)
+    )
+
+
+def _sheet_pin_names(sg: _Subgraph) -> set[tuple[str, str]]:
+    return {p for m in sg.members for p in m.sheet_pin_names}
+
+
+def _hier_label_names(sg: _Subgraph) -> set[str]:
+    return {n for m in sg.members for n in m.hier_label_names}
+
+
+def _component(start: _Subgraph, links: dict[int, list[_Subgraph]]) -> list[_Subgraph]:
+    """`start` and everything linked to it, directly or not, in breadth-first order."""
+    chain = [start]
+    seen = {id(start)}
+    for current in chain:
+        for other in links[id(current)]:
+            if id(other) not in seen:
+                seen.add(id(other))
+                chain.append(other)
+    return chain
+
+
+def _rename_apart(sg: _Subgraph, same: list[_Subgraph], by_name: dict[str, list[_Subgraph]]) -> None:
+    """Gives `sg` the first free `_N` suffix of its name."""
+    suffix = 1
+    while f"{sg.name}_{suffix}" in by_name:
+        suffix += 1
+    same.remove(sg)
+    sg.name = f"{sg.name}_{suffix}"
+    by_name[sg.name].append(sg)
+
+
+def _named_members(bus: _Subgraph) -> list[tuple[MemberKey, str]]:
+    """The members a bus names: its own name's and its other labels' (never its other sheet
+    pins')."""
+    named_by = [d for d in bus.drivers if d is bus.driver or d.kind != "sheet_pin"]
+    return [member for driver in named_by for member in bus_members(driver.name) or ()]
+
+
+def _join_member(live: list[_Subgraph], neighbours: list[_Subgraph], member_name: str) -> None:
+    """The neighbours of one bus member become one net. A globally named neighbour keeps its
+    name and lends it to the member; the others take the member's name."""
+    globals_ = [sg for sg in neighbours if sg.driver is not None and sg.driver.priority >= GLOBAL_POWER_PIN]
+    target = globals_[0].name if globals_ else member_name
+    old_names = {sg.name for sg in neighbours if sg not in globals_} - {target}
+    for sg in live:
+        if sg.name in old_names:
+            sg.name = target
+
+
+def _net(name: str, nodes: dict[tuple[str, str], tuple[Node | None, tuple]], flagged: bool) -> Net | None:
+    """The net of one name, or None when it lists no node; its nodes are `+no_connect` when a
+    flag sits on it and all its pins sit at one spot."""
+    listed = [(node, where) for node, where in nodes.values() if node is not None]
+    if not listed:
+        return None
+    if flagged and len({where for _, where in nodes.values()}) == 1:
+        listed = [(msgspec.structs.replace(node, pin_type=node.pin_type + "+no_connect"), where) for node, where in listed]
+    return Net(name, tuple(node for node, _ in listed))
 
 
 def _notes(schematic: Schematic) -> list[str]:
