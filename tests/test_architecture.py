@@ -137,8 +137,11 @@ def layout_literals(source: str) -> list[str]:
             if LAYOUT_LITERAL.search(node.value):
                 found.append(node.value)
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
-            if isinstance(node.right, ast.Constant) and node.right.value == "results":
-                found.append("… / \"results\"")
+            if any(isinstance(side, ast.Constant) and side.value == "results" for side in (node.left, node.right)):
+                found.append('… / "results"')
+        elif isinstance(node, ast.Call):
+            if any(isinstance(arg, ast.Constant) and arg.value == "results" for arg in node.args):
+                found.append('Path("results")')
     return found
 
 
@@ -153,7 +156,8 @@ def test_only_the_workspace_spells_an_output_path():
 
 @pytest.mark.parametrize(
     "source",
-    ['p = root / "results" / "runs"\n', 'DB = "results/cbledger.db"\n', 'name = "LEADERBOARD.md"\n',
+    ['p = root / "results" / "runs"\n', 'RUNS = Path("results") / "runs"\n', 'DB = "results/cbledger.db"\n',
+     'name = "LEADERBOARD.md"\n',
      'def f():\n    return "x"\n\nLEDGER = "ledger/events.jsonl"\n'],
 )
 def test_the_layout_scanner_sees_a_spelled_path(source):
