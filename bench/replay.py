@@ -46,12 +46,13 @@ from bench.runner import init_ledger  # noqa: E402
 from cbledger.ledger.events import Ablations  # noqa: E402
 from cbledger.ledger.store import LedgerStore  # noqa: E402
 from cbledger.ledger.verify import verify_chain  # noqa: E402
-from cbledger.projections import leaderboard, readmodel, writers  # noqa: E402
+from cbledger.projections import writers  # noqa: E402
 from cbledger.reproduce import runs  # noqa: E402
 from cbledger.reproduce import verify as verify_mod  # noqa: E402
 from cbledger.runner import suite_run  # noqa: E402
 from cbledger.runner.plan import make_plan  # noqa: E402
 from cbledger.tasks.catalog import Catalog  # noqa: E402
+from cbledger.workspace import Workspace  # noqa: E402
 
 
 def shared_real() -> Path:
@@ -89,41 +90,40 @@ def real_boards(work: Path, repeats: int, jobs: int) -> None:
     root.mkdir()
     tasks = build_real_project(root, shared_real())
     ledger = init_ledger(root)
+    where = Workspace.at(root, ledger)
     catalog = Catalog(root)
     t = time.perf_counter()
     for agent in ("gold", "noop"):
         plan = make_plan(catalog, agent=agent, model=None, suite=None, task_ids=list(tasks), repeats=repeats,
                          ablations=Ablations())
-        result = suite_run.run_plan(root, ledger, plan, jobs=2, sandbox_root=work / "sandboxes")
+        result = suite_run.run_plan(where, plan, jobs=2, sandbox_root=work / "sandboxes")
         if result.failures:
             sys.exit(f"a run was not recorded: {result.failures}")
     made = time.perf_counter() - t
     state = writers.load_state(ledger)
-    writers.sync_records(state, root / "results")
-    writers.write_text_if_changed(root / "LEADERBOARD.md", leaderboard.render(state, None))
-    readmodel.write(readmodel.build_tables(state), root / "results" / "cbledger.db")
+    writers.regenerate_all(state, where)
     n = len(state.runs)
-    bundles = sum(p.stat().st_size for p in (root / "results" / "runs").glob("*.bundle"))
+    bundles = sum(p.stat().st_size for p in where.runs.glob("*.bundle"))
     print(f"real boards: {n} preserved runs ({', '.join(tasks)}; gold and noop x {repeats}), "
           f"made in {made:.1f} s, bundles {bundles / 1024:.0f} KiB in all")
 
     phases = Phases()
     phases.wrap(runs, "restore_run", "restore")
     phases.wrap(runs, "check_digests", "digests")
-    phases.wrap(runs, "grade", "grade")
+    phases.wrap(runs, "grade_preserved", "grade")
     per_run: list[float] = []
     t = time.perf_counter()
-    report = verify_mod.verify(root, ledger, verify_mod.Options(),
+    report = verify_mod.verify(where, verify_mod.Options(),
                                run_progress=lambda _d, _t, check: per_run.append(check.seconds))
     serial = time.perf_counter() - t
     if report.exit_code != 0:
         sys.exit(f"verification failed: {[str(f) for f in report.failures]}")
     t = time.perf_counter()
-    parallel = verify_mod.verify(root, ledger, verify_mod.Options(jobs=jobs))
+    parallel = verify_mod.verify(where, verify_mod.Options(jobs=jobs))
     par = time.perf_counter() - t
     assert parallel.exit_code == 0
     t = time.perf_counter()
-    verify_mod.verify(root, ledger, verify_mod.Options(run_ids=(), projections=True, since=10**9))
+    verify_mod.verify(where, verify_mod.Options(run_ids=(), projections=True, since=10**9))
     no_runs = time.perf_counter() - t
     print(f"  replay --verify, everything, serial:   {serial:7.2f} s = {serial / n:.3f} s per run "
           f"(median run {statistics.median(per_run):.3f} s, slowest {max(per_run):.3f} s)")
@@ -180,7 +180,7 @@ def leaderboard_head(path: Path) -> int | None:
 def synthetic(work: Path, sizes: list[int], debounce_ms: int, appends: int) -> None:
     for n in sizes:
         d = work / f"synthetic-{n}"
-        ledger = d / "results" / "ledger" / "events.jsonl"
+        ledger = Workspace.at(d).ledger
         ledger.parent.mkdir(parents=True)
         build_ledger(ledger, n)
         events = sum(1 for _ in open(ledger, "rb"))
@@ -204,7 +204,7 @@ def synthetic(work: Path, sizes: list[int], debounce_ms: int, appends: int) -> N
             time.sleep(debounce_ms / 1000 + 0.3)  # let the previous regeneration finish
             t = time.perf_counter()
             store.append(events_for(n + k))
-            while leaderboard_head(d / "LEADERBOARD.md") != head + 2:
+            while leaderboard_head(Workspace.at(d).leaderboard) != head + 2:
                 time.sleep(0.002)
             latencies.append(time.perf_counter() - t)
             line = watch.until(f"head seq {head + 2};")

@@ -42,6 +42,7 @@ from cbledger.grading.evidence import bundle as evidence_mod  # noqa: E402
 from cbledger.runner.plan import make_plan  # noqa: E402
 from cbledger.tasks.catalog import Catalog  # noqa: E402
 from cbledger.kicad.oracle import kicad_cli_version  # noqa: E402
+from cbledger.workspace import Workspace  # noqa: E402
 from tests.runner_project import (  # noqa: E402
     DMX_BOARD,
     MIC_BOARD,
@@ -148,7 +149,7 @@ def build(root: Path, shared: Path) -> dict[str, tuple[str, str]]:
 
 
 def init_ledger(root: Path) -> Path:
-    ledger = root / "results" / "ledger" / "events.jsonl"
+    ledger = Workspace.at(root).ledger
     store = LedgerStore(ledger)
     store.init("runner-bench", ACTOR)
     body = suite_version.bump(None, Catalog(root), "benchmark suite")
@@ -227,7 +228,7 @@ def main() -> None:
                     started[0] = time.perf_counter()
 
                 clock.take()
-                suite_run.run_plan(root, ledger, plan, sandbox_root=work / "sandboxes", on_done=done)
+                suite_run.run_plan(Workspace.at(root, ledger), plan, sandbox_root=work / "sandboxes", on_done=done)
                 rows.append((board, agent, per_run))
 
         versions = f"kicad-cli {kicad_cli_version() or '?'}"
@@ -250,7 +251,7 @@ def main() -> None:
             bundle = statistics.median(r["bytes"] for r in runs)
             preserve_s = statistics.median(r.get("preserve", 0.0) for r in runs)
             print(f"{board:<31} {agent:<5} {human(bundle):>10} {human(apparent):>13} {human(disk):>11} {bundle / disk:>10.2%} {preserve_s:>11.3f} {seconds:>8.3f}")
-        runs_dir = root / "results" / "runs"
+        runs_dir = Workspace.at(root).runs
         total_bundles = sum(p.stat().st_size for p in runs_dir.glob("*.bundle"))
         count = len(list(runs_dir.glob("*.bundle")))
         print()

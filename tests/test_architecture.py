@@ -7,6 +7,7 @@ is still a dependency, only a hidden one.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "cbledger"
 
 # Shared, domain-free utilities every domain may use.
-UTILITIES = {"errors", "credentials"}
+UTILITIES = {"errors", "credentials", "workspace", "login"}
 
 # What each domain may import besides itself and the utilities. Anything not listed is forbidden.
 ALLOWED: dict[str, set[str]] = {
@@ -29,6 +30,8 @@ ALLOWED: dict[str, set[str]] = {
     # Top-level modules.
     "errors": set(),
     "credentials": set(),
+    "workspace": set(),
+    "login": set(),
     "schemas": {"tasks", "ledger", "projections"},
 }
 
@@ -106,3 +109,72 @@ def test_each_rule_in_the_issue_holds_as_stated():
     assert ALLOWED["kicad"] == set()
     assert "runner" not in ALLOWED["grading"]
     assert not {"runner", "grading"} & ALLOWED["projections"]
+
+
+# --------------------------------------------------------------------------- layout and drawing
+
+# A path under results/ (or a file name only the layout may choose), spelled out in code.
+LAYOUT_LITERAL = re.compile(r"^results/|^LEADERBOARD\.md$|cbledger\.db|events\.jsonl")
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                found.add(id(first.value))
+    return found
+
+
+def layout_literals(source: str) -> list[str]:
+    """Output paths a module spells itself instead of asking `cbledger.workspace`."""
+    tree = ast.parse(source)
+    docs = _docstrings(tree)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+            if LAYOUT_LITERAL.search(node.value):
+                found.append(node.value)
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            if any(isinstance(side, ast.Constant) and side.value == "results" for side in (node.left, node.right)):
+                found.append('… / "results"')
+        elif isinstance(node, ast.Call):
+            if any(isinstance(arg, ast.Constant) and arg.value == "results" for arg in node.args):
+                found.append('Path("results")')
+    return found
+
+
+def test_only_the_workspace_spells_an_output_path():
+    spelled = {
+        str(path.relative_to(PACKAGE)): found
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.name != "workspace.py" and (found := layout_literals(path.read_text(encoding="utf-8")))
+    }
+    assert spelled == {}
+
+
+@pytest.mark.parametrize(
+    "source",
+    ['p = root / "results" / "runs"\n', 'RUNS = Path("results") / "runs"\n', 'DB = "results/cbledger.db"\n',
+     'name = "LEADERBOARD.md"\n',
+     'def f():\n    return "x"\n\nLEDGER = "ledger/events.jsonl"\n'],
+)
+def test_the_layout_scanner_sees_a_spelled_path(source):
+    assert layout_literals(source)
+
+
+def test_the_layout_scanner_ignores_docstrings_and_other_words():
+    source = '"""Writes results/cbledger.db."""\ndef f():\n    """LEADERBOARD.md"""\n    return {"results": 1}\n'
+    assert layout_literals(source) == []
+
+
+def test_only_the_command_line_draws_progress():
+    drawing = set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(n.split(".")[0] == "rich" for n in names):
+                drawing.add(domain_of(path))
+    assert drawing == {"cli"}

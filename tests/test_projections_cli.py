@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import json
 from pathlib import Path
 
@@ -110,14 +109,10 @@ def test_missing_ledger_is_a_clear_error(tmp_path):
 
 
 def test_projections_import_the_ledger_and_nothing_else_of_cbledger():
+    """Besides the domain-free utilities (the workspace layout among them)."""
+    from tests.test_architecture import UTILITIES, imported_domains
+
     package = Path(__file__).resolve().parent.parent / "cbledger" / "projections"
     for path in package.glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                names = [node.module]
-            for name in names:
-                if name.startswith("cbledger"):
-                    assert name.startswith(("cbledger.ledger", "cbledger.projections")), (path.name, name)
+        used = imported_domains(path.read_text(), str(path))
+        assert used <= {"ledger", "projections"} | UTILITIES, (path.name, used)

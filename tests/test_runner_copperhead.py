@@ -18,6 +18,7 @@ import pytest
 from cbledger.runner import rescore
 from cbledger.runner.agents.copperhead import PROVIDER_VARIABLES
 from cbledger.tasks.catalog import Catalog
+from cbledger.workspace import Workspace
 from tests.runner_project import (
     REFUSAL_TASK,
     RENAME_TASK,
@@ -246,7 +247,7 @@ def test_setup_init_runs_through_the_cli_and_is_skipped_without_it(tmp_path, sha
     assert [(s.command, "copperhead CLI not available" in s.reason) for s in noop_run.setup_skipped] == [("init", True)]
     assert noop_run.sandbox.baseline_sha == noop_run.sandbox.seed_sha
     # the preserved run carries its baseline commit and regrades the same
-    again = rescore.regrade(project.root, Catalog(project.root), agent_run)
+    again = rescore.regrade(Workspace.at(project.root), Catalog(project.root), agent_run)
     assert list(again.outcomes) == grades[agent_run.run_id].assertions
 
 

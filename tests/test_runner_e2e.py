@@ -24,6 +24,7 @@ from cbledger.ledger.verify import verify_chain
 from cbledger.runner import preserve, rescore
 from cbledger.runner.sandbox import seed_commit
 from cbledger.tasks.catalog import Catalog
+from cbledger.workspace import Workspace
 from tests.runner_project import MIC_FIXTURE, MIC_SCH, REFUSAL_TASK, RENAME_TASK, build_project
 
 pytestmark = [pytest.mark.slow, pytest.mark.kicad, pytest.mark.shared]
@@ -170,7 +171,7 @@ def test_restored_bundle_regrades_to_the_recorded_grade(project):
     catalog = Catalog(project.root)
     grades = {g.run_id: g for g in project.grades()}
     for run in project.runs():
-        again = rescore.regrade(project.root, catalog, run)
+        again = rescore.regrade(Workspace.at(project.root), catalog, run)
         recorded = grades[run.run_id]
         assert list(again.outcomes) == recorded.assertions
         assert (again.verdict, again.partial_credit, again.first_failed_required, again.failure_category) == (

@@ -25,6 +25,7 @@ from cbledger.ledger.store import LedgerStore
 from cbledger.projections import leaderboard, readmodel, records, writers
 from cbledger.reproduce.outputs import record_files
 from cbledger.reproduce.regenerate import Regenerator
+from cbledger.workspace import Workspace
 from tests.factories import run_cli
 from tests.factories import MAINTAINER, rich_stream
 
@@ -62,7 +63,7 @@ def assert_equals_full_rebuild(root: Path, ledger: Path, tmp_path: Path) -> None
 def test_incremental_regeneration_equals_a_full_rebuild_after_every_batch(tmp_path):
     root, ledger, drafts = make_root(tmp_path)
     store = LedgerStore(ledger)
-    regen = Regenerator(root, ledger)
+    regen = Regenerator(Workspace.at(root, ledger))
     rng = random.Random(7)
     i = 0
     first = regen.refresh()
@@ -82,7 +83,7 @@ def test_only_changed_records_are_rewritten(tmp_path):
     root, ledger, drafts = make_root(tmp_path)
     store = LedgerStore(ledger)
     store.append(drafts[:-3])
-    regen = Regenerator(root, ledger)
+    regen = Regenerator(Workspace.at(root, ledger))
     regen.refresh()
     mtimes = {p: (root / "results" / p).stat().st_mtime_ns for p in record_files(root / "results")}
     store.append(drafts[-3:])  # the 1.1.0 bump and two re-grades
@@ -97,7 +98,7 @@ def test_a_line_that_does_not_link_is_reported_and_folding_resumes(tmp_path):
     root, ledger, drafts = make_root(tmp_path)
     store = LedgerStore(ledger)
     store.append(drafts[:10])
-    regen = Regenerator(root, ledger)
+    regen = Regenerator(Workspace.at(root, ledger))
     regen.refresh()
     good = ledger.read_bytes()
     other = LedgerStore(tmp_path / "other.jsonl")
@@ -121,7 +122,7 @@ def test_a_line_that_does_not_link_is_reported_and_folding_resumes(tmp_path):
 def test_a_rewritten_ledger_is_rebuilt_from_scratch(tmp_path):
     root, ledger, drafts = make_root(tmp_path)
     LedgerStore(ledger).append(drafts[:30])
-    regen = Regenerator(root, ledger)
+    regen = Regenerator(Workspace.at(root, ledger))
     regen.refresh()
     replacement = tmp_path / "replacement.jsonl"
     LedgerStore(replacement).init("watch-test", MAINTAINER)

@@ -12,6 +12,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
+from cbledger.workspace import LEDGER, Workspace
 
 LEDGER_ENV = "CBLEDGER_LEDGER"
 ROOT_ENV = "CBLEDGER_ROOT"
@@ -21,7 +22,7 @@ LedgerOption = Annotated[
     typer.Option(
         "--ledger",
         envvar=LEDGER_ENV,
-        help="Ledger file (JSON Lines). Default: results/ledger/events.jsonl under the project root.",
+        help=f"Ledger file (JSON Lines). Default: {LEDGER} under the project root.",
         show_default=False,
     ),
 ]
@@ -41,10 +42,13 @@ def project_root(root: Path | None) -> Path:
     return (root or Path(os.environ.get(ROOT_ENV) or Path.cwd())).resolve()
 
 
+def workspace(ledger: Path | None, root: Path | None) -> Workspace:
+    """The workspace the `--ledger` and `--root` options (or their environment variables) name."""
+    return Workspace.at(project_root(root), ledger)
+
+
 def ledger_path(ledger: Path | None, root: Path | None = None) -> Path:
-    if ledger is not None:
-        return ledger
-    return project_root(root) / "results" / "ledger" / "events.jsonl"
+    return workspace(ledger, root).ledger
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

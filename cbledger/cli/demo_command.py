@@ -16,17 +16,19 @@ from typing import Annotated
 
 import typer
 
-from cbledger.cli.common import LedgerOption, RootOption, fail, ledger_path, project_root
+from cbledger.cli.common import LedgerOption, RootOption, fail, workspace
+from cbledger.cli.progress import SuiteProgress
 from cbledger.ledger.events import Ablations, Actor, make_event
 from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.verify import verify_chain
-from cbledger.projections import leaderboard, readmodel, writers
+from cbledger.projections import writers
 from cbledger.grading import suite_version
 from cbledger.runner import ledger_view
 from cbledger.runner.plan import make_plan
-from cbledger.runner.suite_run import Progress, run_plan
+from cbledger.runner.suite_run import run_plan
 from cbledger.tasks.catalog import Catalog
 from cbledger.tasks.validate import validate_project
+from cbledger.workspace import LEADERBOARD, READ_MODEL
 
 
 def demo(
@@ -36,8 +38,8 @@ def demo(
     root: RootOption = None,
 ) -> None:
     """Run the bundled suite with the gold and noop agents, then regenerate every projection."""
-    root_dir = project_root(root)
-    path = ledger_path(ledger, root)
+    where = workspace(ledger, root)
+    root_dir, path = where.root, where.ledger
     actor = Actor(kind="maintainer", name="cbledger-demo")
 
     report = validate_project(root_dir)
@@ -65,9 +67,9 @@ def demo(
     for agent in ("gold", "noop"):
         plan = make_plan(catalog, agent=agent, model=None, suite=suite, task_ids=[], repeats=None, ablations=Ablations())
         typer.echo(f"{agent}: {len(plan.runs)} run(s) over {len(plan.tasks)} task(s)")
-        progress = Progress(len(plan.runs))
+        progress = SuiteProgress(len(plan.runs))
         try:
-            result = run_plan(root_dir, path, plan, jobs=jobs, sandbox_root=sandboxes / agent, on_done=progress)
+            result = run_plan(where, plan, jobs=jobs, sandbox_root=sandboxes / agent, on_done=progress)
         finally:
             progress.close()
         totals[agent] = (result.passed, len(result.outputs))
@@ -76,17 +78,14 @@ def demo(
             typer.echo(f"  not recorded: {label}: {error}", err=True)
 
     shutil.rmtree(sandboxes, ignore_errors=True)
-    state = writers.load_state(path)
-    records = writers.sync_records(state, root_dir / "results")
-    writers.write_text_if_changed(root_dir / "LEADERBOARD.md", leaderboard.render(state, None))
-    readmodel.write(readmodel.build_tables(state), root_dir / "results" / "cbledger.db")
+    outputs = writers.regenerate_all(writers.load_state(path), where)
     chain = verify_chain(path)
 
     gold_pass, gold_n = totals["gold"]
     noop_pass, noop_n = totals["noop"]
     typer.echo(f"gold passed {gold_pass}/{gold_n}; noop passed {noop_pass}/{noop_n}")
     typer.echo(
-        f"records: {len(records.created)} new; LEADERBOARD.md and results/cbledger.db regenerated; "
+        f"records: {len(outputs.records.created)} new; {LEADERBOARD} and {READ_MODEL} regenerated; "
         f"chain {'ok' if chain.ok else 'BROKEN'}: head seq {chain.head.seq} {chain.head.hash}"
     )
     if failures or not chain.ok or gold_pass != gold_n or noop_pass != 0:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import getpass
 import json
 import sys
 from pathlib import Path
@@ -14,13 +13,7 @@ from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, ledger
 from cbledger.ledger.events import Actor, event_type
 from cbledger.ledger.intake import parse_events
 from cbledger.ledger.store import LedgerStore
-
-
-def _actor_name() -> str:
-    try:
-        return getpass.getuser() or "maintainer"
-    except Exception:  # no passwd entry in some containers
-        return "maintainer"
+from cbledger.login import login_name
 
 
 def init(
@@ -31,7 +24,7 @@ def init(
 ) -> None:
     """Create a ledger and record `ledger.created` as seq 1."""
     path = ledger_path(ledger, root)
-    appended = LedgerStore(path).init(name, Actor(kind="maintainer", name=_actor_name()), description)
+    appended = LedgerStore(path).init(name, Actor(kind="maintainer", name=login_name("maintainer")), description)
     typer.echo(f"initialised {path}: seq {appended.seq} {appended.hash}")
 
 

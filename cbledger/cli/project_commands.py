@@ -14,9 +14,10 @@ from typing import Annotated
 import msgspec
 import typer
 
-from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, ledger_path, project_root
+from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, workspace
 from cbledger.projections import gate, leaderboard, readmodel, workqueue, writers
 from cbledger.projections.fold import LedgerState
+from cbledger.workspace import READ_MODEL, Workspace, record_name
 
 project_app = typer.Typer(
     name="project",
@@ -33,15 +34,21 @@ SuiteOption = Annotated[
 ]
 
 
-def _state(ledger: Path | None, root: Path | None) -> LedgerState:
-    path = ledger_path(ledger, root)
-    if not path.is_file():
-        fail(f"{path}: no ledger here (run `cbledger init` first)", 2)
-    return writers.load_state(path)
+def _state(where: Workspace) -> LedgerState:
+    if not where.ledger.is_file():
+        fail(f"{where.ledger}: no ledger here (run `cbledger init` first)", 2)
+    return writers.load_state(where.ledger)
 
 
-def _leaderboard(state: LedgerState, root: Path | None, out: Path | None, check: bool, suite: str | None) -> int:
-    target = out or project_root(root) / "LEADERBOARD.md"
+def _written(target: Path, changed: bool, hint: str = "") -> None:
+    typer.echo(f"{target}: {'written' if changed else 'unchanged'}{hint}")
+
+
+def _browse(db: Path) -> str:
+    return f" (browse: datasette serve --immutable {db})"
+
+
+def _leaderboard(state: LedgerState, target: Path, check: bool, suite: str | None) -> int:
     text = leaderboard.render(state, suite)
     if check:
         result = writers.check_text(target, text, target.name)
@@ -51,30 +58,20 @@ def _leaderboard(state: LedgerState, root: Path | None, out: Path | None, check:
             return 1
         typer.echo(f"{target}: up to date")
         return 0
-    changed = writers.write_text_if_changed(target, text)
-    typer.echo(f"{target}: {'written' if changed else 'unchanged'}")
+    _written(target, writers.write_text_if_changed(target, text))
     return 0
 
 
-def _records(state: LedgerState, root: Path | None, check: bool) -> int:
-    results = project_root(root) / "results"
-    report = writers.sync_records(state, results, check=check)
+def _records_report(report: writers.RecordsReport, check: bool) -> int:
     verb = "would be" if check else ""
     for label, items in (("created", report.created), ("updated", report.updated), ("removed", report.removed)):
         for p in items:
-            typer.echo(f"{label:<8} results/{p}" + (f" ({verb} {label})" if check else ""))
+            typer.echo(f"{label:<8} {record_name(p)}" + (f" ({verb} {label})" if check else ""))
     typer.echo(
         f"records: {len(report.created)} new, {len(report.updated)} changed, "
         f"{len(report.removed)} removed (retracted), {report.unchanged} unchanged"
     )
     return 1 if check and not report.clean else 0
-
-
-def _readmodel(state: LedgerState, root: Path | None, out: Path | None) -> int:
-    target = out or project_root(root) / "results" / "cbledger.db"
-    readmodel.write(readmodel.build_tables(state), target)
-    typer.echo(f"{target}: written (browse: datasette serve --immutable {target})")
-    return 0
 
 
 @project_app.command("leaderboard")
@@ -86,13 +83,15 @@ def leaderboard_cmd(
     suite: SuiteOption = None,
 ) -> None:
     """Write LEADERBOARD.md (or check the committed one)."""
-    raise typer.Exit(_leaderboard(_state(ledger, root), root, out, check, suite))
+    where = workspace(ledger, root)
+    raise typer.Exit(_leaderboard(_state(where), out or where.leaderboard, check, suite))
 
 
 @project_app.command("records")
 def records_cmd(ledger: LedgerOption = None, root: RootOption = None, check: CheckFlag = False) -> None:
     """Write results/<date>/<model>/<task>/run-<n>.json for every graded run."""
-    raise typer.Exit(_records(_state(ledger, root), root, check))
+    where = workspace(ledger, root)
+    raise typer.Exit(_records_report(writers.sync_records(_state(where), where.results, check=check), check))
 
 
 @project_app.command("workqueue")
@@ -102,7 +101,7 @@ def workqueue_cmd(
     """Failure categories ranked by frequency x mean run cost, with their tasks and models."""
     from cbledger.projections.fold import current_suite
 
-    state = _state(ledger, root)
+    state = _state(workspace(ledger, root))
     queue = workqueue.work_queue(state, suite or current_suite(state))
     if as_json:
         typer.echo(msgspec.json.format(msgspec.json.encode(queue), indent=2).decode())
@@ -117,7 +116,7 @@ def snapshot_cmd(
     out: Annotated[Path | None, typer.Option("-o", "--out", help="Write here instead of stdout.")] = None,
 ) -> None:
     """A JSON summary of the headline numbers per suite, tier and model (a gate baseline)."""
-    data = gate.render_snapshot(gate.build_snapshot(_state(ledger, root)))
+    data = gate.render_snapshot(gate.build_snapshot(_state(workspace(ledger, root))))
     if out is None:
         typer.echo(data.decode(), nl=False)
     else:
@@ -143,7 +142,7 @@ def compare_cmd(
         if current is not None:
             cur = gate.parse_snapshot(current.read_bytes(), str(current))
         else:
-            cur = gate.build_snapshot(_state(ledger, root))
+            cur = gate.build_snapshot(_state(workspace(ledger, root)))
     except (OSError, ValueError) as exc:
         fail(str(exc), 2)
     result = gate.compare(base, cur, suite, gate.Thresholds(rate_floor=rate_floor, z=z, cost_floor=cost_floor))
@@ -162,21 +161,27 @@ def compare_cmd(
 def readmodel_cmd(
     ledger: LedgerOption = None,
     root: RootOption = None,
-    out: Annotated[Path | None, typer.Option("-o", "--out", help="Database file (default: results/cbledger.db).")] = None,
+    out: Annotated[Path | None, typer.Option("-o", "--out", help=f"Database file (default: {READ_MODEL}).")] = None,
 ) -> None:
     """Rebuild the SQLite read model atomically."""
-    raise typer.Exit(_readmodel(_state(ledger, root), root, out))
+    where = workspace(ledger, root)
+    target = out or where.read_model
+    readmodel.write(readmodel.build_tables(_state(where)), target)
+    _written(target, True, _browse(target))
 
 
 @project_app.command("all")
 def all_cmd(ledger: LedgerOption = None, root: RootOption = None, check: CheckFlag = False) -> None:
     """Regenerate every output: records, LEADERBOARD.md and the read model (`--check`: the first two)."""
-    state = _state(ledger, root)
-    code = _records(state, root, check)
-    code = max(code, _leaderboard(state, root, None, check, None))
-    if not check:
-        code = max(code, _readmodel(state, root, None))
-    raise typer.Exit(code)
+    where = workspace(ledger, root)
+    state = _state(where)
+    if check:
+        code = _records_report(writers.sync_records(state, where.results, check=True), True)
+        raise typer.Exit(max(code, _leaderboard(state, where.leaderboard, True, None)))
+    done = writers.regenerate_all(state, where)
+    _records_report(done.records, False)
+    _written(where.leaderboard, done.leaderboard)
+    _written(where.read_model, done.read_model, _browse(where.read_model))
 
 
 def register(app: typer.Typer) -> None:

@@ -10,9 +10,10 @@ from typing import Annotated
 
 import typer
 
-from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, ledger_path, project_root
+from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, workspace
+from cbledger.cli.progress import VerifyProgress, chain_progress
 from cbledger.reproduce import verify as verify_mod
-from cbledger.reproduce.progress import RunProgress
+from cbledger.workspace import READ_MODEL
 
 NOTES_SHOWN = 20
 
@@ -55,15 +56,14 @@ def replay(
     """
     if not verify:
         fail("nothing to do: pass --verify", 2)
-    path = ledger_path(ledger, root)
     options = verify_mod.Options(
         chain_only=chain_only, since=since, run_ids=tuple(run or ()), projections=not no_projections, jobs=jobs
     )
-    progress = RunProgress(quiet=as_json and not sys.stderr.isatty())
+    progress = VerifyProgress(quiet=as_json and not sys.stderr.isatty())
     try:
         report = verify_mod.verify(
-            project_root(root), path, options,
-            chain_progress=None if as_json else _chain_bar(),
+            workspace(ledger, root), options,
+            chain_progress=None if as_json else chain_progress(),
             run_progress=progress, on_runs_planned=progress.start,
         )
     finally:
@@ -96,7 +96,7 @@ def _print(report: verify_mod.VerifyReport) -> None:
         typer.echo(
             f"projections: {out.records_matching}/{out.records_expected} records match; "
             f"LEADERBOARD.md {'matches' if out.leaderboard_matches else 'DIFFERS'}; "
-            f"results/cbledger.db {'matches' if out.readmodel_matches else 'DIFFERS'}"
+            f"{READ_MODEL} {'matches' if out.readmodel_matches else 'DIFFERS'}"
         )
     notes = report.all_notes
     for n in notes[:NOTES_SHOWN]:
@@ -116,26 +116,6 @@ def _print(report: verify_mod.VerifyReport) -> None:
         typer.echo(f"NOT VERIFIED: {reason} (exit {code})", err=True)
 
 
-def _chain_bar():
-    if not sys.stderr.isatty():
-        return None
-    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
-
-    bar = Progress("verifying chain", BarColumn(), DownloadColumn(), TimeRemainingColumn(), transient=True)
-    task = None
-
-    def update(done: int, total: int) -> None:
-        nonlocal task
-        if task is None:
-            bar.start()
-            task = bar.add_task("chain", total=total)
-        bar.update(task, completed=done)
-        if done >= total:
-            bar.stop()
-
-    return update
-
-
 def watch(
     debounce_ms: Annotated[
         int, typer.Option("--debounce-ms", min=1, help="Regenerate once the ledger has been quiet this long.")
@@ -145,7 +125,7 @@ def watch(
         typer.Option("--exec", metavar="CMD", help="Run CMD (a shell command, in the root) after each regeneration; $CBLEDGER_HEAD_SEQ is the head."),
     ] = None,
     once: Annotated[bool, typer.Option("--once", help="Regenerate the outputs and exit.")] = False,
-    no_read_model: Annotated[bool, typer.Option("--no-read-model", help="Leave results/cbledger.db alone.")] = False,
+    no_read_model: Annotated[bool, typer.Option("--no-read-model", help=f"Leave {READ_MODEL} alone.")] = False,
     ledger: LedgerOption = None,
     root: RootOption = None,
 ) -> None:
@@ -160,7 +140,7 @@ def watch(
     from cbledger.reproduce.watch import Watcher, WatchOptions
 
     options = WatchOptions(debounce_ms=debounce_ms, exec_cmd=exec_cmd, once=once, read_model=not no_read_model)
-    watcher = Watcher(project_root(root), ledger_path(ledger, root), options, echo=lambda line: typer.echo(line))
+    watcher = Watcher(workspace(ledger, root), options, echo=lambda line: typer.echo(line))
     raise typer.Exit(watcher.run())
 
 
@@ -189,11 +169,11 @@ def import_cmd(
 
     if (path is None) == (manual is None):
         fail("give exactly one of PATH or --manual FILE", 2)
-    root_dir, ledger_file = project_root(root), ledger_path(ledger, root)
+    where = workspace(ledger, root)
     if manual is not None:
-        report = imports.import_manual(root_dir, ledger_file, manual, source)
+        report = imports.import_manual(where, manual, source)
     else:
-        report = imports.import_records(root_dir, ledger_file, path, source)  # type: ignore[arg-type]
+        report = imports.import_records(where, path, source)  # type: ignore[arg-type]
     if as_json:
         typer.echo(json.dumps(report.to_dict(), sort_keys=True))
         return

@@ -3,7 +3,6 @@ the ledger."""
 
 from __future__ import annotations
 
-import getpass
 import json
 import shutil
 import tempfile
@@ -12,22 +11,21 @@ from typing import Annotated
 
 import typer
 
-from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, ledger_path, project_root
+from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, ledger_path, project_root, workspace
+from cbledger.cli.progress import SuiteProgress
+from cbledger.login import login_name
 from cbledger.ledger.events import Ablations, Actor, make_event
 from cbledger.ledger.store import LedgerStore
 from cbledger.grading import suite_version
 from cbledger.runner import ledger_view, pricing
 from cbledger.runner.plan import make_plan
 from cbledger.runner.rescore import rescore as rescore_runs
-from cbledger.runner.suite_run import Progress, run_plan
+from cbledger.runner.suite_run import run_plan
 from cbledger.tasks.catalog import Catalog
 
 
-def _who() -> str:
-    try:
-        return getpass.getuser() or "maintainer"
-    except Exception:
-        return "maintainer"
+def _maintainer() -> Actor:
+    return Actor(kind="maintainer", name=login_name("maintainer"))
 
 
 def run(
@@ -50,7 +48,7 @@ def run(
     root: RootOption = None,
 ) -> None:
     """Run tasks with an agent, preserve every run and append run.recorded + grade.recorded."""
-    root_dir = project_root(root)
+    where = workspace(ledger, root)
     ablations = Ablations(
         prompt_variant=prompt_variant,
         max_turns=max_turns,
@@ -58,7 +56,7 @@ def run(
         tool_subset=[t.strip() for t in tool_subset.split(",") if t.strip()] if tool_subset else None,
     )
     plan = make_plan(
-        Catalog(root_dir), agent=agent, model=model, suite=suite, task_ids=task_ids or [],
+        Catalog(where.root), agent=agent, model=model, suite=suite, task_ids=task_ids or [],
         repeats=repeats, ablations=ablations,
     )
     if dry_run:
@@ -67,10 +65,10 @@ def run(
             typer.echo(f"  {r.task.id}  tier {r.task.manifest.tier}  repeat {r.repeat}/{r.repeats_planned}")
         return
     sandboxes = sandbox_root or Path(tempfile.mkdtemp(prefix="cbledger-sandboxes-"))
-    progress = Progress(len(plan.runs))
+    progress = SuiteProgress(len(plan.runs))
     try:
         result = run_plan(
-            root_dir, ledger_path(ledger, root), plan, jobs=jobs, sandbox_root=sandboxes,
+            where, plan, jobs=jobs, sandbox_root=sandboxes,
             keep_sandboxes=keep_sandboxes, copperhead_cli=copperhead_cli, segment=segment, on_done=progress,
         )
     finally:
@@ -91,7 +89,7 @@ def run(
 
 def rescore(ledger: LedgerOption = None, root: RootOption = None, as_json: JsonFlag = False) -> None:
     """Re-grade every preserved run under the current suite version (no agent, no model)."""
-    result = rescore_runs(project_root(root), ledger_path(ledger, root), Actor(kind="maintainer", name=_who()))
+    result = rescore_runs(workspace(ledger, root), _maintainer())
     if as_json:
         typer.echo(json.dumps({
             "graded": [{"runId": g.run_id, "verdict": g.verdict} for g in result.graded],
@@ -117,7 +115,7 @@ def pricing_publish(
 ) -> None:
     """Append a price table as pricing.published."""
     table = pricing.load_table(file)
-    event = make_event(table, id=f"pricing:{table.table_version}", actor=Actor(kind="maintainer", name=_who()))
+    event = make_event(table, id=f"pricing:{table.table_version}", actor=_maintainer())
     (r,) = LedgerStore(ledger_path(ledger, root)).append([event])
     note = "" if r.created else " (already published; no-op)"
     typer.echo(f"seq {r.seq}  pricing.published {table.table_version}{note}")
@@ -139,7 +137,7 @@ def suite_bump(
     path = ledger_path(ledger, root)
     view = ledger_view.read(path)
     body = suite_version.bump(view.suite, Catalog(project_root(root)), reason, level, version)
-    event = make_event(body, id=f"suite:{body.suite_version}", actor=Actor(kind="maintainer", name=_who()))
+    event = make_event(body, id=f"suite:{body.suite_version}", actor=_maintainer())
     (r,) = LedgerStore(path).append([event])
     changed = "" if view.suite is None else " (" + ", ".join(suite_version.differences(view.suite, suite_version.current(Catalog(project_root(root))))) + ")"
     typer.echo(f"seq {r.seq}  suite {body.previous or '-'} → {body.suite_version}{changed}")

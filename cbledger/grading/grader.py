@@ -15,8 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cbledger.ledger.events import AssertionOutcome
-from cbledger.grading.evidence.bundle import Evidence
+import pygit2
+
+from cbledger.ledger.events import AssertionOutcome, RunRecorded
+from cbledger.grading.evidence.bundle import Evidence, from_repo
 from cbledger.grading.context import EVALUATION_ERRORS, GradeContext
 from cbledger.grading.registry import all_checks
 from cbledger.grading.taxonomy import TaxonomyInput, classify
@@ -91,3 +93,19 @@ def grade(task: Task, fixture: Fixture, evidence: Evidence) -> Grade:
         dominant_tool_error=transcript.dominant_tool_error(),
         exit_path=evidence.exit_path,
     )
+
+
+def grade_preserved(task: Task, fixture: Fixture, repo: pygit2.Repository, run: RunRecorded) -> Grade:
+    """Today's grade of a preserved run restored into `repo`, from the commits its `run.recorded`
+    names. Re-scoring and `replay --verify` restore a run each in their own way (one stops at the
+    first problem, the other records every one); both grade it here, so they cannot drift."""
+    ref = run.sandbox
+    evidence = from_repo(
+        repo,
+        baseline_sha=ref.baseline_sha,
+        head_sha=ref.head_sha,
+        capture_sha=ref.capture_sha,
+        evidence_sha=ref.evidence_sha,
+        runner_exit=run.runner_exit,
+    )
+    return grade(task, fixture, evidence)

@@ -1,7 +1,8 @@
 """Writers: the only code in `projections` that touches the file system.
 
 Folds and renderers are pure; these functions read a ledger into a state and turn views into
-files. The records writer writes only files that are new or whose bytes differ from the
+files, and `regenerate_all` is the one place that writes every output of a state (`project all`,
+`demo` and `watch` all call it). The records writer writes only files that are new or whose bytes differ from the
 rendering, and removes nothing but the record files of retracted runs — the one permitted change
 to an existing record. Files it does not own (anything that is not a record path) are never
 touched.
@@ -12,17 +13,19 @@ from __future__ import annotations
 import difflib
 import gc
 import os
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any, NamedTuple
 
 from msgspec import Struct
-
-from typing import Any, NamedTuple
 
 from cbledger.ledger.chain import parse_line
 from cbledger.ledger.encoding import decode
 from cbledger.ledger.store import LedgerStore
+from cbledger.projections import leaderboard, readmodel
 from cbledger.projections import records as rec
 from cbledger.projections.fold import LedgerState, ProjectionError, Projector
+from cbledger.workspace import Workspace
 
 
 class _Line(NamedTuple):
@@ -131,30 +134,106 @@ class RecordsReport(Struct, kw_only=True):
         return not (self.created or self.updated or self.removed)
 
 
-def sync_records(state: LedgerState, results: Path, check: bool = False) -> RecordsReport:
-    """Makes `results/` hold exactly the live records. With `check`, only reports what differs."""
-    created, updated, removed = [], [], []
-    unchanged = 0
-    for entry in rec.record_entries(state):
-        data = rec.render(entry.record)
-        target = results / entry.path
+class _Sync:
+    """What a records pass found, file by file; `check` writes and removes nothing."""
+
+    def __init__(self, results: Path, check: bool) -> None:
+        self.results, self.check = results, check
+        self.created: list[str] = []
+        self.updated: list[str] = []
+        self.removed: list[str] = []
+        self.unchanged = 0
+
+    def put(self, relpath: str, data: bytes) -> None:
+        target = self.results / relpath
         try:
             existing = target.read_bytes()
         except FileNotFoundError:
             existing = None
         if existing == data:
-            unchanged += 1
-            continue
-        (created if existing is None else updated).append(entry.path)
-        if not check:
+            self.unchanged += 1
+            return
+        (self.created if existing is None else self.updated).append(relpath)
+        if not self.check:
             write_atomic(target, data)
-    for relpath in rec.retracted_paths(state):
-        target = results / relpath
+
+    def remove(self, relpath: str) -> None:
+        target = self.results / relpath
         if target.is_file():
-            removed.append(relpath)
-            if not check:
+            self.removed.append(relpath)
+            if not self.check:
                 target.unlink()
-    return RecordsReport(created=created, updated=updated, removed=removed, unchanged=unchanged)
+
+    def report(self) -> RecordsReport:
+        return RecordsReport(created=self.created, updated=self.updated, removed=self.removed, unchanged=self.unchanged)
+
+
+def sync_records(state: LedgerState, results: Path, check: bool = False) -> RecordsReport:
+    """Makes `results/` hold exactly the live records. With `check`, only reports what differs."""
+    sync = _Sync(results, check)
+    for entry in rec.record_entries(state):
+        sync.put(entry.path, rec.render(entry.record))  # type: ignore[arg-type]
+    for relpath in rec.retracted_paths(state):
+        sync.remove(relpath)
+    return sync.report()
+
+
+def sync_run_records(state: LedgerState, results: Path, run_ids: Iterable[str]) -> RecordsReport:
+    """`sync_records` for the records of some runs only: a record depends on nothing but its run,
+    that run's grades and rubric scores, so after new events only the runs they name can change."""
+    sync = _Sync(results, check=False)
+    for run_id in sorted(run_ids):
+        entry = state.runs.get(run_id)
+        if entry is None:
+            continue
+        for relpath, _suite, graded in rec.record_paths(state, run_id):
+            if run_id in state.retracted:
+                sync.remove(relpath)
+            else:
+                sync.put(relpath, rec.render(rec.build_record(state, entry, graded)))
+    return sync.report()
+
+
+def read_model_matches(path: Path, tables: list[readmodel.Table]) -> bool:
+    """Does the database at `path` already hold this content? SQLite's bytes are not a function
+    of the content, so a committed read model is rewritten only when what it says changed."""
+    if not path.is_file():
+        return False
+    try:
+        return readmodel.canonical_dump(path) == readmodel.canonical_dump_tables(tables)
+    except Exception:  # not a read model: rewrite it
+        return False
+
+
+class Regenerated(Struct, kw_only=True):
+    records: RecordsReport
+    leaderboard: bool  # LEADERBOARD.md rewritten
+    read_model: bool  # the read model rewritten
+
+
+def regenerate_all(
+    state: LedgerState, workspace: Workspace, *, runs: Iterable[str] | None = None, read_model: bool = True
+) -> Regenerated:
+    """Writes every output of `state` that differs from what is on disk: the records,
+    LEADERBOARD.md and (unless `read_model` is false) the SQLite read model.
+
+    `runs` names the only runs whose records can have changed, for a caller that has just folded
+    new events onto a state it wrote before; then the read model, whose `meta` table carries the
+    ledger head, has changed for certain and is written without comparing. Without `runs` every
+    record is checked and the read model is written only when its content differs.
+    """
+    if runs is None:
+        records = sync_records(state, workspace.results)
+    else:
+        records = sync_run_records(state, workspace.results, runs)
+    board = write_text_if_changed(workspace.leaderboard, leaderboard.render(state, None))
+    db = False
+    if read_model:
+        tables = readmodel.build_tables(state)
+        if runs is not None or not read_model_matches(workspace.read_model, tables):
+            readmodel.write(tables, workspace.read_model)
+            db = True
+    return Regenerated(records=records, leaderboard=board, read_model=db)
 
 
 class FileCheck(Struct, kw_only=True):

@@ -25,13 +25,14 @@ from cbledger import credentials
 from cbledger.errors import SecretFound, UserError
 from cbledger.ledger.events import Actor, EvidenceImported, ImportedFile, ImportSummary, make_event
 from cbledger.ledger.store import LedgerStore
+from cbledger.login import login_name
 from cbledger.projections.writers import write_atomic
 from cbledger.reproduce import manual as manual_mod
 from cbledger.reproduce.import_formats import recognize
+from cbledger.workspace import Workspace
 
 MANUAL_FORMAT = "manual-import/1"
 MANUAL_SOURCE = "manual-reviewer-import"
-KEPT_DIR = Path("results") / "imports"
 
 
 @dataclass
@@ -93,23 +94,14 @@ def _refuse_credentials(items: list[tuple[str, bytes]]) -> None:
         )
 
 
-def _who() -> str:
-    import getpass
-
-    try:
-        return getpass.getuser() or "importer"
-    except Exception:  # no passwd entry in some containers
-        return "importer"
-
-
 def _existing(store: LedgerStore) -> dict[str, tuple[int, EvidenceImported]]:
     return {s.event.id: (s.seq, s.event.body) for s in store.read(types={"evidence.imported"})}  # type: ignore[attr-defined]
 
 
-def _commit(root: Path, ledger: Path, candidates: list[_Candidate], actor: Actor) -> ImportReport:
-    store = LedgerStore(ledger)
+def _commit(workspace: Workspace, candidates: list[_Candidate], actor: Actor) -> ImportReport:
+    store = LedgerStore(workspace.ledger)
     if not store.exists():
-        raise UserError(f"{ledger}: no ledger here (run `cbledger init` first)")
+        raise UserError(f"{workspace.ledger}: no ledger here (run `cbledger init` first)")
     existing = _existing(store)
     report = ImportReport()
     fresh: list[_Candidate] = []
@@ -139,7 +131,7 @@ def _commit(root: Path, ledger: Path, candidates: list[_Candidate], actor: Actor
                 if not (dest.is_file() and dest.read_bytes() == data):
                     write_atomic(dest, data)
                     written.append(dest)
-                report.kept.append(dest.relative_to(root).as_posix())
+                report.kept.append(dest.relative_to(workspace.root).as_posix())
         now = _dt.datetime.now(_dt.timezone.utc)
         appended = store.append([make_event(c.body, id=c.id, actor=actor, at=now) for c in fresh]) if fresh else []
     except BaseException:
@@ -168,7 +160,7 @@ def _record_files(path: Path) -> list[tuple[Path, str]]:
     return [(p, p.relative_to(path).as_posix()) for p in found if p.is_file()]
 
 
-def import_records(root: Path, ledger: Path, path: Path, source: str | None = None) -> ImportReport:
+def import_records(workspace: Workspace, path: Path, source: str | None = None) -> ImportReport:
     """Imports one published record, or every record of a tree, as `evidence.imported`."""
     source = source or path.resolve().name
     files = [(file, rel, file.read_bytes()) for file, rel in _record_files(path)]
@@ -183,13 +175,13 @@ def import_records(root: Path, ledger: Path, path: Path, source: str | None = No
             ownership="imported", source=source, original_path=rel, format=recognized.format,
             sha256=_sha256(data), content=content, summary=recognized.summary,
         )))
-    return _commit(root, ledger, candidates, Actor(kind="importer", name=_who()))
+    return _commit(workspace, candidates, Actor(kind="importer", name=login_name("importer")))
 
 
 # --------------------------------------------------------------------------- manual imports
 
 
-def import_manual(root: Path, ledger: Path, file: Path, source: str | None = None) -> ImportReport:
+def import_manual(workspace: Workspace, file: Path, source: str | None = None) -> ImportReport:
     """Imports a reviewer-supplied run; its prompt and transcript are kept as files under
     `results/imports/<sha256 of the import file>/<role>/<name>`."""
     if file.is_file():
@@ -197,7 +189,7 @@ def import_manual(root: Path, ledger: Path, file: Path, source: str | None = Non
     m = manual_mod.load(file)
     content = _text(m.data, str(file))
     sha = _sha256(m.data)
-    kept_dir = root / KEPT_DIR / sha
+    kept_dir = workspace.kept_import(sha)
     scanned = [(file.name, m.data)]
     kept, entries = [], []
     for role, key in manual_mod.FILES:
@@ -207,7 +199,7 @@ def import_manual(root: Path, ledger: Path, file: Path, source: str | None = Non
         dest = kept_dir / role / os.path.basename(src)
         kept.append((dest, data))
         entries.append(ImportedFile(role=role, original_path=m.fields[key],
-                                    stored_path=dest.relative_to(root).as_posix(), sha256=_sha256(data), bytes=len(data)))
+                                    stored_path=dest.relative_to(workspace.root).as_posix(), sha256=_sha256(data), bytes=len(data)))
     _refuse_credentials(scanned)
     f = m.fields
     body = EvidenceImported(
@@ -219,4 +211,4 @@ def import_manual(root: Path, ledger: Path, file: Path, source: str | None = Non
         ),
         files=entries,
     )
-    return _commit(root, ledger, [_Candidate(body, kept)], Actor(kind="reviewer", name=_who()))
+    return _commit(workspace, [_Candidate(body, kept)], Actor(kind="reviewer", name=login_name("importer")))

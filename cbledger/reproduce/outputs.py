@@ -16,9 +16,7 @@ from cbledger.projections import leaderboard, readmodel, records, writers
 from cbledger.projections.fold import LedgerState
 from cbledger.projections.paths import DATE_DIR, is_record_path
 from cbledger.reproduce.findings import Finding
-
-LEADERBOARD = "LEADERBOARD.md"
-READ_MODEL = "results/cbledger.db"
+from cbledger.workspace import LEADERBOARD, READ_MODEL, Workspace, record_name
 
 
 @dataclass
@@ -68,23 +66,22 @@ def record_files(results: Path) -> set[str]:
     return found
 
 
-def check_records(state: LedgerState, root: Path, out: OutputsCheck) -> None:
-    results = root / "results"
+def check_records(state: LedgerState, workspace: Workspace, out: OutputsCheck) -> None:
     entries = {e.path: e for e in records.record_entries(state)}
     expected = {path: records.render(e.record) for path, e in entries.items()}  # type: ignore[arg-type]
     out.records_expected = len(expected)
-    on_disk = record_files(results)
+    on_disk = record_files(workspace.results)
     for rel in sorted(on_disk - expected.keys()):
         out.failures.append(
-            Finding(check="projection", kind="record-extra", file=f"results/{rel}",
+            Finding(check="projection", kind="record-extra", file=record_name(rel),
                     message="a record file the ledger does not produce (no live run and grade for it)")
         )
     for rel, data in sorted(expected.items()):
         entry = entries[rel]
-        target = results / rel
+        target = workspace.record(rel)
         if rel not in on_disk:
             out.failures.append(
-                Finding(check="projection", kind="record-missing", file=f"results/{rel}", seq=entry.graded.seq,
+                Finding(check="projection", kind="record-missing", file=record_name(rel), seq=entry.graded.seq,
                         run_id=entry.run_id, suite_version=entry.suite_version,
                         message="the ledger produces this record; it is not committed")
             )
@@ -97,15 +94,15 @@ def check_records(state: LedgerState, root: Path, out: OutputsCheck) -> None:
             committed.decode("utf-8", "replace").splitlines(), data.decode("utf-8").splitlines()
         )
         out.failures.append(
-            Finding(check="projection", kind="record-different", file=f"results/{rel}", line=line,
+            Finding(check="projection", kind="record-different", file=record_name(rel), line=line,
                     seq=entry.graded.seq, run_id=entry.run_id, suite_version=entry.suite_version,
                     expected=_clip(now), actual=_clip(was),
                     message=f"first difference at line {line}: committed {_clip(was)!r}, regenerated {_clip(now)!r}")
         )
 
 
-def check_leaderboard(state: LedgerState, root: Path, out: OutputsCheck) -> None:
-    path = root / LEADERBOARD
+def check_leaderboard(state: LedgerState, workspace: Workspace, out: OutputsCheck) -> None:
+    path = workspace.leaderboard
     text = leaderboard.render(state, None)
     if not path.is_file():
         out.failures.append(Finding(check="projection", kind="leaderboard-missing", file=LEADERBOARD,
@@ -131,8 +128,8 @@ def _table_at(lines: list[str], index: int) -> str | None:
     return None
 
 
-def check_readmodel(state: LedgerState, root: Path, out: OutputsCheck) -> None:
-    path = root / READ_MODEL
+def check_readmodel(state: LedgerState, workspace: Workspace, out: OutputsCheck) -> None:
+    path = workspace.read_model
     if not path.is_file():
         out.failures.append(Finding(check="projection", kind="readmodel-missing", file=READ_MODEL,
                                     message="the read model is not there (run `cbledger project readmodel`)"))
@@ -158,9 +155,9 @@ def check_readmodel(state: LedgerState, root: Path, out: OutputsCheck) -> None:
     )
 
 
-def check_outputs(state: LedgerState, root: Path) -> OutputsCheck:
+def check_outputs(state: LedgerState, workspace: Workspace) -> OutputsCheck:
     out = OutputsCheck()
-    check_records(state, root, out)
-    check_leaderboard(state, root, out)
-    check_readmodel(state, root, out)
+    check_records(state, workspace, out)
+    check_leaderboard(state, workspace, out)
+    check_readmodel(state, workspace, out)
     return out

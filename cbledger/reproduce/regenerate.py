@@ -19,14 +19,14 @@ import os
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from blake3 import blake3
 
-from cbledger.projections import leaderboard, readmodel, records, writers
+from cbledger.projections import writers
 from cbledger.projections.fold import ProjectionError, Projector
 from cbledger.projections.writers import LedgerFollower
+from cbledger.workspace import Workspace
 
 
 class _TrackingProjector(Projector):
@@ -71,12 +71,9 @@ class Update:
 
 
 class Regenerator:
-    def __init__(self, root: Path, ledger: Path, read_model: bool = True) -> None:
-        self.root = root
-        self.ledger = ledger
-        self.results = root / "results"
-        self.leaderboard_path = root / "LEADERBOARD.md"
-        self.db_path = self.results / "cbledger.db"
+    def __init__(self, workspace: Workspace, read_model: bool = True) -> None:
+        self.workspace = workspace
+        self.ledger = workspace.ledger
         self.with_read_model = read_model
         self.follower: LedgerFollower | None = None
         self._prefix = blake3()
@@ -182,52 +179,17 @@ class Regenerator:
     def _write(self, everything: bool, touched: set[str]) -> Update:
         assert self.follower is not None
         state = self.follower.state
-        update = Update(folded=state.head_seq if everything else state.head_seq - self.written_seq,
-                        head_seq=state.head_seq, rebuilt=everything)
-        if everything:
-            report = writers.sync_records(state, self.results)
-            update.records_written = report.created + report.updated
-            update.records_removed = report.removed
-        else:
-            for run_id in sorted(touched):
-                entry = state.runs.get(run_id)
-                if entry is None:
-                    continue
-                for rel, _suite, graded in records.record_paths(state, run_id):
-                    target = self.results / rel
-                    if run_id in state.retracted:
-                        if target.is_file():
-                            target.unlink()
-                            update.records_removed.append(rel)
-                        continue
-                    data = records.render(records.build_record(state, entry, graded))
-                    if _write_if_changed(target, data):
-                        update.records_written.append(rel)
-        update.leaderboard = writers.write_text_if_changed(self.leaderboard_path, leaderboard.render(state, None))
-        if self.with_read_model:
-            tables = readmodel.build_tables(state)
-            if not (everything and self._same_read_model(tables)):
-                readmodel.write(tables, self.db_path)
-                update.read_model = True
+        folded = state.head_seq if everything else state.head_seq - self.written_seq
+        done = writers.regenerate_all(
+            state, self.workspace, runs=None if everything else touched, read_model=self.with_read_model
+        )
         self.written_seq = state.head_seq
-        return update
-
-    def _same_read_model(self, tables) -> bool:
-        """On a (re)build only: is the database on disk already this content? Later updates
-        always change it, because its `meta` table carries the ledger head."""
-        if not self.db_path.is_file():
-            return False
-        try:
-            return readmodel.canonical_dump(self.db_path) == readmodel.canonical_dump_tables(tables)
-        except Exception:  # not a read model: rewrite it
-            return False
-
-
-def _write_if_changed(path: Path, data: bytes) -> bool:
-    try:
-        if path.read_bytes() == data:
-            return False
-    except FileNotFoundError:
-        pass
-    writers.write_atomic(path, data)
-    return True
+        return Update(
+            folded=folded,
+            head_seq=state.head_seq,
+            records_written=done.records.created + done.records.updated,
+            records_removed=done.records.removed,
+            leaderboard=done.leaderboard,
+            read_model=done.read_model,
+            rebuilt=everything,
+        )

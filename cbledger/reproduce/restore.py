@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import subprocess
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 import pygit2
 from blake3 import blake3
@@ -27,6 +27,7 @@ from cbledger.grading.evidence.tree import view
 from cbledger.tasks.fixtures.hashing import hash_directory
 from cbledger.runner.preserve import git_cli
 from cbledger.tasks.catalog import Catalog, Fixture
+from cbledger.workspace import Workspace
 
 COMMITS = ("baseline", "head", "capture", "evidence")
 
@@ -44,14 +45,6 @@ def _finding(run: RunRecorded, seq: int, kind: str, message: str, **extra) -> Fi
     return Finding(check="run", kind=kind, message=message, seq=seq, run_id=run.run_id, **extra)
 
 
-def bundle_path(root: Path, store: str) -> Path | None:
-    """The bundle a run names, or None when the recorded path would leave the project."""
-    rel = PurePosixPath(store)
-    if rel.is_absolute() or ".." in rel.parts:
-        return None
-    return root / rel
-
-
 def _fetch(repo_path: Path, bundle: Path) -> str | None:
     """Fetches the bundle's refs; returns git's complaint on failure."""
     proc = subprocess.run(
@@ -62,11 +55,11 @@ def _fetch(repo_path: Path, bundle: Path) -> str | None:
     return None if proc.returncode == 0 else (proc.stderr.strip() or f"git fetch exited {proc.returncode}")
 
 
-def restore_run(root: Path, catalog: Catalog, run: RunRecorded, seq: int, into: Path) -> RestoredRun:
+def restore_run(workspace: Workspace, catalog: Catalog, run: RunRecorded, seq: int, into: Path) -> RestoredRun:
     """Restores `run` into a new bare repository at `into`, recording each failed check."""
     out = RestoredRun()
     ref = run.sandbox
-    bundle = bundle_path(root, ref.store)
+    bundle = workspace.stored(ref.store)
     if bundle is None:
         out.failures.append(_finding(run, seq, "bundle-missing", f"recorded store path {ref.store!r} is outside the project", file=ref.store))
         return out
@@ -89,7 +82,7 @@ def restore_run(root: Path, catalog: Catalog, run: RunRecorded, seq: int, into: 
         out.failures.append(
             _finding(run, seq, "fixture-missing",
                      f"fixture {fixture.id} has no tree/ (materialize it: `cbledger fixture materialize {fixture.id}`)",
-                     file=str(fixture.tree.relative_to(root)) if fixture.tree.is_relative_to(root) else str(fixture.tree))
+                     file=str(fixture.tree.relative_to(workspace.root)) if fixture.tree.is_relative_to(workspace.root) else str(fixture.tree))
         )
         return out
     out.fixture = fixture

@@ -1,6 +1,6 @@
 """One preserved run, checked end to end: restored, its digests recomputed, re-graded, compared.
 
-A pure function of (project root, the run's event, its recorded grades) so it can run in a worker
+A pure function of (the workspace, the run's event, its recorded grades) so it can run in a worker
 process for `--jobs`. The grade is recomputed once and compared with every recorded grade whose
 task manifest is still the one on disk; a grade made under other tasks cannot be reproduced with
 today's tasks, which is a note (it is what suite versions are for), not a failure.
@@ -18,9 +18,9 @@ from cbledger.ledger.events import GradeRecorded, RunRecorded
 from cbledger.reproduce.compare import compare_grade
 from cbledger.reproduce.findings import Finding, GradeCheck, RunCheck
 from cbledger.reproduce.restore import check_digests, restore_run
-from cbledger.grading.evidence import bundle as evidence_mod
-from cbledger.grading.grader import grade
+from cbledger.grading.grader import grade_preserved
 from cbledger.tasks.catalog import Catalog, Task
+from cbledger.workspace import Workspace
 
 
 def _note(run: RunRecorded, seq: int, kind: str, message: str, **extra) -> Finding:
@@ -34,10 +34,10 @@ def _current_task(catalog: Catalog, task_id: str) -> tuple[Task | None, str | No
         return None, str(exc)
 
 
-def check_run(root: Path, run: RunRecorded, seq: int, grades: list[tuple[int, GradeRecorded]]) -> RunCheck:
+def check_run(workspace: Workspace, run: RunRecorded, seq: int, grades: list[tuple[int, GradeRecorded]]) -> RunCheck:
     started = time.perf_counter()
     result = RunCheck(run.run_id, seq, run.task.id, run.model.id, run.run_mode)
-    catalog = Catalog(root)
+    catalog = Catalog(workspace.root)
     task, task_problem = _current_task(catalog, run.task.id)
     regradable: list[tuple[int, GradeRecorded]] = []
     for gseq, g in grades:
@@ -59,14 +59,14 @@ def check_run(root: Path, run: RunRecorded, seq: int, grades: list[tuple[int, Gr
 
     scratch = Path(tempfile.mkdtemp(prefix="cbledger-verify-"))
     try:
-        restored = restore_run(root, catalog, run, seq, scratch / "repo")
+        restored = restore_run(workspace, catalog, run, seq, scratch / "repo")
         for f in restored.failures:
             result.fail(f)
         if restored.repo is not None and not any(f.kind in ("seed-mismatch", "bundle-unreadable") for f in restored.failures):
             for f in check_digests(restored.repo, run, seq, restored.complete):
                 result.fail(f)
         if regradable:
-            _regrade(result, run, seq, task, restored, regradable)  # type: ignore[arg-type]
+            _regrade_and_compare(result, run, seq, task, restored, regradable)  # type: ignore[arg-type]
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     result.grades.sort(key=lambda g: g.seq)
@@ -76,21 +76,13 @@ def check_run(root: Path, run: RunRecorded, seq: int, grades: list[tuple[int, Gr
     return result
 
 
-def _regrade(result: RunCheck, run: RunRecorded, seq: int, task: Task, restored, regradable) -> None:
+def _regrade_and_compare(result: RunCheck, run: RunRecorded, seq: int, task: Task, restored, regradable) -> None:
     if not restored.complete or restored.fixture is None:
         for gseq, g in regradable:
             result.grades.append(GradeCheck(g.suite_version, gseq, "not-regraded"))
         return
-    evidence = evidence_mod.from_repo(
-        restored.repo,
-        baseline_sha=run.sandbox.baseline_sha,
-        head_sha=run.sandbox.head_sha,
-        capture_sha=run.sandbox.capture_sha,
-        evidence_sha=run.sandbox.evidence_sha,
-        runner_exit=run.runner_exit,
-    )
     try:
-        today = grade(task, restored.fixture, evidence)
+        today = grade_preserved(task, restored.fixture, restored.repo, run)
     except Exception as exc:  # a grader that crashes on recorded evidence does not reproduce it
         result.fail(_note(run, seq, "regrade-error", f"grading raised {type(exc).__name__}: {exc}"))
         for gseq, g in regradable:

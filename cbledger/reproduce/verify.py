@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from cbledger.errors import UserError
@@ -32,6 +31,7 @@ from cbledger.projections.writers import load_state
 from cbledger.reproduce.findings import Finding, RunCheck
 from cbledger.reproduce.outputs import OutputsCheck, check_outputs
 from cbledger.reproduce.runs import check_run
+from cbledger.workspace import Workspace
 
 EXIT_OK = 0
 EXIT_CHAIN = 1
@@ -157,12 +157,12 @@ def plan_runs(state: LedgerState, options: Options) -> tuple[list[_Job], list[Ru
     return jobs, skipped, not_selected, notes
 
 
-def _run_all(root: Path, jobs: list[_Job], workers: int, progress: RunProgress | None) -> list[RunCheck]:
+def _run_all(workspace: Workspace, jobs: list[_Job], workers: int, progress: RunProgress | None) -> list[RunCheck]:
     results: list[RunCheck] = []
     total = len(jobs)
     if workers <= 1 or total <= 1:
         for job in jobs:
-            results.append(check_run(root, job.run, job.seq, job.grades))
+            results.append(check_run(workspace, job.run, job.seq, job.grades))
             if progress:
                 progress(len(results), total, results[-1])
         return results
@@ -172,7 +172,7 @@ def _run_all(root: Path, jobs: list[_Job], workers: int, progress: RunProgress |
     # working directory could shadow the grader the parent runs; a spawned worker gets that path.
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        futures = [pool.submit(check_run, root, job.run, job.seq, job.grades) for job in jobs]
+        futures = [pool.submit(check_run, workspace, job.run, job.seq, job.grades) for job in jobs]
         for fut in as_completed(futures):
             results.append(fut.result())
             if progress:
@@ -181,8 +181,7 @@ def _run_all(root: Path, jobs: list[_Job], workers: int, progress: RunProgress |
 
 
 def verify(
-    root: Path,
-    ledger: Path,
+    workspace: Workspace,
     options: Options,
     *,
     chain_progress: Callable[[int, int], None] | None = None,
@@ -194,15 +193,15 @@ def verify(
     if options.since is not None and options.since < 0:
         raise UserError("--since must be a seq (0 or more)")
     started = time.perf_counter()
-    chain = verify_chain(ledger, progress=chain_progress)
-    report = VerifyReport(ledger=str(ledger), root=str(root), options=options, chain=chain)
+    chain = verify_chain(workspace.ledger, progress=chain_progress)
+    report = VerifyReport(ledger=str(workspace.ledger), root=str(workspace.root), options=options, chain=chain)
     if not chain.ok or options.chain_only:
         if not chain.ok and not options.chain_only:
             report.notes.append(Finding(check="chain", kind="not-checked",
                                         message="runs and projections were not checked: the chain is broken"))
         report.seconds = time.perf_counter() - started
         return report
-    state = load_state(ledger)
+    state = load_state(workspace.ledger)
     jobs, skipped, report.runs_not_selected, report.notes = plan_runs(state, options)
     if state.head_seq != chain.head.seq:
         report.notes.insert(0, Finding(
@@ -212,10 +211,10 @@ def verify(
         ))
     if on_runs_planned:
         on_runs_planned(len(jobs))
-    checked = _run_all(root, jobs, options.jobs, run_progress)
+    checked = _run_all(workspace, jobs, options.jobs, run_progress)
     report.runs = sorted(checked + skipped, key=lambda r: r.seq)
     report.runs_checked = True
     if options.projections:
-        report.outputs = check_outputs(state, root)
+        report.outputs = check_outputs(state, workspace)
     report.seconds = time.perf_counter() - started
     return report

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from cbledger.errors import UserError
 from cbledger.reproduce.regenerate import Regenerator, Update
+from cbledger.workspace import Workspace
 
 Echo = Callable[[str], None]
 
@@ -68,13 +69,13 @@ def _run_exec(cmd: str, root: Path, update: Update, echo: Echo) -> None:
 
 
 class Watcher:
-    def __init__(self, root: Path, ledger: Path, options: WatchOptions, echo: Echo) -> None:
-        if not ledger.is_file():
-            raise UserError(f"{ledger}: no ledger here (run `cbledger init` first)")
+    def __init__(self, workspace: Workspace, options: WatchOptions, echo: Echo) -> None:
+        if not workspace.ledger.is_file():
+            raise UserError(f"{workspace.ledger}: no ledger here (run `cbledger init` first)")
         if options.debounce_ms < 1:
             raise UserError("--debounce-ms must be at least 1")
-        self.root, self.ledger, self.options, self.echo = root, ledger, options, echo
-        self.regenerator = Regenerator(root, ledger, read_model=options.read_model)
+        self.root, self.ledger, self.options, self.echo = workspace.root, workspace.ledger, options, echo
+        self.regenerator = Regenerator(workspace, read_model=options.read_model)
         self._reported: str | None = None
 
     def regenerate(self) -> Update | None:

@@ -51,9 +51,9 @@ from cbledger.grading.grader import GRADER_VERSION, Grade, grade
 from cbledger.runner.plan import PlannedRun
 from cbledger.tasks.catalog import Catalog
 from cbledger.kicad.oracle import verify_tree
+from cbledger.workspace import Workspace, bundle_name
 
 KNOWN_EXITS = set(ExitPath.__args__)  # type: ignore[attr-defined]
-RUNS_DIR = Path("results") / "runs"
 
 
 @dataclass(frozen=True)
@@ -258,8 +258,8 @@ def execute(settings: RunSettings, planned: PlannedRun) -> RunOutput:
             micros = pricing.usd_micros(price, *tokens)  # type: ignore[arg-type]
             cost = Cost(usd_micros=micros, price_table_version=table_version if micros is not None else None)
 
-        store_rel = (RUNS_DIR / f"{run_id}.bundle").as_posix()
-        staged = settings.root / RUNS_DIR / f".{run_id}.bundle.tmp"
+        store_rel = bundle_name(run_id)
+        staged = Workspace.at(settings.root).staged_bundle(run_id)
         size, digest = preserve.write_bundle(repo, seed, staged)
         ended = _dt.datetime.now(_dt.timezone.utc)
         env = settings.environment

@@ -6,19 +6,19 @@ Runs already graded under it are left alone; retracted runs are skipped.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from cbledger.errors import UserError
 from cbledger.ledger.events import Actor, GradeRecorded, RunRecorded, make_event
 from cbledger.ledger.store import LedgerStore
 from cbledger.grading import suite_version
 from cbledger.runner import ledger_view, preserve
-from cbledger.grading.evidence import bundle as evidence_mod
 from cbledger.runner.execute import grade_body
-from cbledger.grading.grader import Grade, grade
+from cbledger.grading.grader import Grade, grade_preserved
 from cbledger.tasks.catalog import Catalog
+from cbledger.workspace import Workspace
 
 
 @dataclass
@@ -28,37 +28,30 @@ class RescoreResult:
     failed: list[tuple[str, str]] = field(default_factory=list)
 
 
-def regrade(root: Path, catalog: Catalog, run: RunRecorded) -> Grade:
-    """The grade today's grader gives a preserved run (used by rescore and replay --verify)."""
+def regrade(workspace: Workspace, catalog: Catalog, run: RunRecorded) -> Grade:
+    """The grade today's grader gives a preserved run, restored from its bundle for the purpose."""
     task = catalog.task(run.task.id)
     fixture = catalog.fixture(run.fixture.id)
-    restored = preserve.restore(root / run.sandbox.store, run.sandbox, fixture)
+    bundle = workspace.stored(run.sandbox.store)
+    if bundle is None:
+        raise UserError(f"run {run.run_id}: recorded store path {run.sandbox.store!r} is outside the project")
+    restored = preserve.restore(bundle, run.sandbox, fixture)
     try:
-        evidence = evidence_mod.from_repo(
-            restored.repo,
-            baseline_sha=run.sandbox.baseline_sha,
-            head_sha=run.sandbox.head_sha,
-            capture_sha=run.sandbox.capture_sha,
-            evidence_sha=run.sandbox.evidence_sha,
-            runner_exit=run.runner_exit,
-        )
-        return grade(task, fixture, evidence)
+        return grade_preserved(task, fixture, restored.repo, run)
     finally:
-        import shutil
-
         shutil.rmtree(restored.path, ignore_errors=True)
 
 
 def rescore(
-    root: Path, ledger: Path, actor: Actor, on_done: Callable[[str, str], None] | None = None
+    workspace: Workspace, actor: Actor, on_done: Callable[[str, str], None] | None = None
 ) -> RescoreResult:
-    catalog = Catalog(root)
-    view = ledger_view.read(ledger)
+    catalog = Catalog(workspace.root)
+    view = ledger_view.read(workspace.ledger)
     if view.suite is None:
         raise UserError("no suite version is recorded; run `cbledger suite bump` first")
     version = view.suite.suite_version
     suite_version.require_current(view.suite, catalog, sorted({r.task.id for r in view.runs.values()} & set(catalog.task_ids())))
-    store = LedgerStore(ledger)
+    store = LedgerStore(workspace.ledger)
     result = RescoreResult()
     for run_id, run in view.runs.items():
         if run_id in view.retracted:
@@ -71,7 +64,7 @@ def rescore(
             result.skipped.append((run_id, f"task {run.task.id} no longer in the suite"))
             continue
         try:
-            g = regrade(root, catalog, run)
+            g = regrade(workspace, catalog, run)
         except UserError as exc:
             result.failed.append((run_id, str(exc)))
             continue

@@ -6,13 +6,14 @@ the copperhead CLI missing for agent runs, an unsafe model id, a model with no p
 a `compat:` model without `$COPPERHEAD_BASE_URL`, a task whose mode the copperhead adapter does
 not drive yet.
 A run that fails on its own (a secret found, an agent crash) is reported and the suite continues.
+
+Progress goes out through the `on_done` callback, once per planned run; how it is shown (a bar on
+a terminal, a line per run in a log) is the command line's business, not the runner's.
 """
 
 from __future__ import annotations
 
-import sys
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -32,6 +33,10 @@ from cbledger.runner.plan import Plan
 from cbledger.tasks.catalog import Catalog
 from cbledger.tasks.validate import ensure_runnable
 from cbledger.kicad.oracle import require_kicad_cli
+from cbledger.workspace import Workspace
+
+# (the run, or None when it failed to record; the failure; runs done; runs planned)
+OnDone = Callable[[RunOutput | None, str | None, int, int], None]
 
 
 @dataclass
@@ -44,7 +49,7 @@ class SuiteResult:
         return sum(1 for o in self.outputs if o.grade.verdict == "pass")
 
 
-def build_agent(plan: Plan, copperhead_cli: str | None, root: Path, ledger: Path) -> tuple[Agent, str, object]:
+def build_agent(plan: Plan, copperhead_cli: str | None, workspace: Workspace) -> tuple[Agent, str, object]:
     if plan.agent == "gold":
         return GoldAgent(), "gold", None
     if plan.agent == "noop":
@@ -57,7 +62,7 @@ def build_agent(plan: Plan, copperhead_cli: str | None, root: Path, ledger: Path
     if plan.agent == "replay":
         from cbledger.runner.agents.replay import ReplayAgent
 
-        return ReplayAgent(root, ledger), "replay", None
+        return ReplayAgent(workspace.root, workspace.ledger), "replay", None
     raise UserError(f"unknown agent {plan.agent}")
 
 
@@ -72,8 +77,7 @@ def preflight(catalog: Catalog, plan: Plan, view: ledger_view.LedgerView) -> str
 
 
 def run_plan(
-    root: Path,
-    ledger: Path,
+    workspace: Workspace,
     plan: Plan,
     *,
     jobs: int = 1,
@@ -82,17 +86,17 @@ def run_plan(
     copperhead_cli: str | None = None,
     segment: str | None = None,
     actor_name: str = "cbledger-runner",
-    on_done: Callable[[RunOutput | None, str | None, int, int], None] | None = None,
+    on_done: OnDone | None = None,
 ) -> SuiteResult:
-    catalog = Catalog(root)
-    store = LedgerStore(ledger)
+    catalog = Catalog(workspace.root)
+    store = LedgerStore(workspace.ledger)
     if not store.exists():
-        raise UserError(f"{ledger}: no ledger here (run `cbledger init` first)")
-    view = ledger_view.read(ledger)
+        raise UserError(f"{workspace.ledger}: no ledger here (run `cbledger init` first)")
+    view = ledger_view.read(workspace.ledger)
     version = preflight(catalog, plan, view)
-    agent, run_mode, cli = build_agent(plan, copperhead_cli, root, ledger)
+    agent, run_mode, cli = build_agent(plan, copperhead_cli, workspace)
     settings = RunSettings(
-        root=root,
+        root=workspace.root,
         catalog=catalog,
         agent=agent,
         run_mode=run_mode,
@@ -147,50 +151,3 @@ def run_plan(
             raise
         pool.shutdown()
     return result
-
-
-class Progress:
-    """A live display on a terminal (rich), one plain line per run otherwise."""
-
-    def __init__(self, total: int, stream=None):
-        self.total = total
-        self.start = time.monotonic()
-        self.passed = self.failed = self.errors = 0
-        self.stream = stream or sys.stderr
-        self.live = None
-        if self.stream.isatty():
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-            self.live = RichProgress(
-                TextColumn("runs"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
-                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), transient=False,
-            )
-            self.task = self.live.add_task("runs", total=total, status="")
-            self.live.start()
-
-    def __call__(self, output: RunOutput | None, error: str | None, done: int, total: int) -> None:
-        if output is not None:
-            if output.grade.verdict == "pass":
-                self.passed += 1
-            else:
-                self.failed += 1
-        else:
-            self.errors += 1
-        status = f"pass {self.passed} fail {self.failed}" + (f" error {self.errors}" if self.errors else "")
-        if self.live is not None:
-            self.live.update(self.task, completed=done, status=status)
-            if error:
-                self.live.console.print(f"[red]error[/red] {error}")
-            return
-        elapsed = time.monotonic() - self.start
-        eta = elapsed / done * (total - done) if done else 0.0
-        if output is not None:
-            g = output.grade
-            what = f"{output.run.task.id} r{output.run.repeat} {g.verdict}" + (f" ({g.failure_category})" if g.failure_category else "")
-        else:
-            what = f"error: {error}"
-        print(f"[{done}/{total}] {what}  | {status} | elapsed {elapsed:.0f}s eta {eta:.0f}s", file=self.stream, flush=True)
-
-    def close(self) -> None:
-        if self.live is not None:
-            self.live.stop()

@@ -1,0 +1,142 @@
+"""Progress of the long commands (`run`, `demo`, `replay --verify`), drawn in one place.
+
+The libraries report through plain callbacks (`run_plan(on_done=...)`, `verify(run_progress=...,
+chain_progress=...)`) and never draw: whether a step becomes a bar or a line depends on where the
+output goes, which only the command line knows. On a terminal a live bar (rich) is redrawn in
+place; anywhere else (a CI log, a pipe) each step is one plain line, because a log keeps every
+line and a redrawn bar would be noise there.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from typing import TextIO
+
+from cbledger.reproduce.findings import RunCheck
+from cbledger.runner.execute import RunOutput
+
+
+class Reporter:
+    """One bar or one line per step. `keep` leaves the finished bar on screen (a suite run's final
+    tally is worth keeping; a verification prints its own summary). `in_bytes` counts bytes and
+    draws nothing off a terminal (a line per chunk read would say nothing)."""
+
+    def __init__(
+        self, label: str, *, stream: TextIO | None = None, quiet: bool = False, keep: bool = False,
+        in_bytes: bool = False,
+    ) -> None:
+        self.label = label
+        self.stream = stream or sys.stderr
+        self.quiet = quiet
+        self.keep = keep
+        self.in_bytes = in_bytes
+        self.started = time.monotonic()
+        self._bar = None
+        self._task = None
+
+    def start(self, total: int) -> None:
+        self.started = time.monotonic()
+        if self.quiet or total == 0 or not self.stream.isatty():
+            return
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self._bar = Progress(
+            TextColumn(self.label), BarColumn(), DownloadColumn() if self.in_bytes else MofNCompleteColumn(),
+            TextColumn("{task.fields[status]}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+            console=Console(file=self.stream), transient=not self.keep,
+        )
+        self._bar.start()
+        self._task = self._bar.add_task(self.label, total=total, status="")
+
+    def step(self, done: int, total: int, what: str = "", tally: str | None = None, error: bool = False) -> None:
+        """`what` names the step just done; `tally` is a running count, shown with the time spent
+        and left. An `error` step is printed above a live bar, so it stays visible."""
+        if self.quiet:
+            return
+        if self._bar is not None:
+            self._bar.update(self._task, completed=done, status=tally if tally is not None else what)
+            if error:
+                self._bar.console.print(f"[red]{what}[/red]")
+            return
+        if self.in_bytes:
+            return
+        line = f"[{done}/{total}] {what}"
+        if tally is not None:
+            elapsed = time.monotonic() - self.started
+            eta = elapsed / done * (total - done) if done else 0.0
+            line += f"  | {tally} | elapsed {elapsed:.0f}s eta {eta:.0f}s"
+        print(line, file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+
+class SuiteProgress:
+    """`run_plan(on_done=...)` for `run` and `demo`: pass, fail and error counts as runs land."""
+
+    def __init__(self, total: int, stream: TextIO | None = None) -> None:
+        self.passed = self.failed = self.errors = 0
+        self.reporter = Reporter("runs", stream=stream, keep=True)
+        self.reporter.start(total)
+
+    def __call__(self, output: RunOutput | None, error: str | None, done: int, total: int) -> None:
+        if output is None:
+            self.errors += 1
+            what = f"error: {error}"
+        else:
+            g = output.grade
+            if g.verdict == "pass":
+                self.passed += 1
+            else:
+                self.failed += 1
+            what = f"{output.run.task.id} r{output.run.repeat} {g.verdict}" + (f" ({g.failure_category})" if g.failure_category else "")
+        tally = f"pass {self.passed} fail {self.failed}" + (f" error {self.errors}" if self.errors else "")
+        self.reporter.step(done, total, what, tally=tally, error=output is None)
+
+    def close(self) -> None:
+        self.reporter.close()
+
+
+class VerifyProgress:
+    """`verify(run_progress=..., on_runs_planned=...)`: one step per run re-graded."""
+
+    def __init__(self, quiet: bool = False, stream: TextIO | None = None) -> None:
+        self.reporter = Reporter("re-grading runs", stream=stream, quiet=quiet)
+
+    def start(self, total: int) -> None:
+        self.reporter.start(total)
+
+    def __call__(self, done: int, total: int, check: RunCheck) -> None:
+        why = f" ({check.failures[0].kind})" if check.failures else ""
+        self.reporter.step(done, total, f"{check.run_id} {check.status}{why}")
+
+    def close(self) -> None:
+        self.reporter.close()
+
+
+def chain_progress(stream: TextIO | None = None) -> Callable[[int, int], None] | None:
+    """`verify(chain_progress=...)`: bytes of the ledger hashed, on a terminal only (None
+    elsewhere, so the chain check does not even call back)."""
+    reporter = Reporter("verifying chain", stream=stream, in_bytes=True)
+    if not reporter.stream.isatty():
+        return None
+    begun = False
+
+    def update(done: int, total: int) -> None:
+        nonlocal begun
+        if not begun:
+            reporter.start(total)
+            begun = True
+        reporter.step(done, total)
+        if done >= total:
+            reporter.close()
+
+    return update

@@ -1,0 +1,82 @@
+"""Where a project's outputs live, derived from its root in one place.
+
+The ledger, the preserved runs, the result records, LEADERBOARD.md, the read model and the kept
+copies of imported evidence all sit at fixed places under the project root. A path written out in
+two modules is two layouts waiting to drift, and a bundle path is recorded in `run.recorded`, so
+the layout is part of the ledger's meaning: every module asks a `Workspace` instead.
+
+The relative forms (`LEDGER`, `READ_MODEL`, ...) are what reports and events name; a `Workspace`
+turns them into paths on this machine. The ledger is the one path a user may place elsewhere
+(`--ledger`); everything else follows the root. Domain-free, so every layer may use it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+# Relative to the project root, with `/`, as reports and events name them.
+RESULTS = "results"
+LEDGER = f"{RESULTS}/ledger/events.jsonl"
+LEADERBOARD = "LEADERBOARD.md"
+READ_MODEL = f"{RESULTS}/cbledger.db"
+RUNS = f"{RESULTS}/runs"
+IMPORTS = f"{RESULTS}/imports"
+
+
+def bundle_name(run_id: str) -> str:
+    """A preserved run's bundle relative to the root, as `run.recorded` records it."""
+    return f"{RUNS}/{run_id}.bundle"
+
+
+def record_name(relpath: str) -> str:
+    """A result record's path relative to the root, given its path relative to `results/`."""
+    return f"{RESULTS}/{relpath}"
+
+
+@dataclass(frozen=True)
+class Workspace:
+    root: Path
+    ledger: Path
+
+    @classmethod
+    def at(cls, root: Path, ledger: Path | None = None) -> Workspace:
+        """The workspace of `root`, its ledger at the default place unless one is given."""
+        return cls(root, ledger if ledger is not None else root / LEDGER)
+
+    @property
+    def results(self) -> Path:
+        return self.root / RESULTS
+
+    @property
+    def leaderboard(self) -> Path:
+        return self.root / LEADERBOARD
+
+    @property
+    def read_model(self) -> Path:
+        return self.root / READ_MODEL
+
+    @property
+    def runs(self) -> Path:
+        return self.root / RUNS
+
+    def record(self, relpath: str) -> Path:
+        """A result record, given its path relative to `results/` (the record path rule's form)."""
+        return self.results / relpath
+
+    def staged_bundle(self, run_id: str) -> Path:
+        """Where a bundle waits until its events are appended; hidden, so never mistaken for one."""
+        return self.runs / f".{run_id}.bundle.tmp"
+
+    def stored(self, relpath: str) -> Path | None:
+        """A path an event recorded relative to the root, or None when it would leave the project
+        (an absolute path or one with `..`): a ledger is input, and input does not choose where
+        the project reads."""
+        rel = PurePosixPath(relpath)
+        if rel.is_absolute() or ".." in rel.parts:
+            return None
+        return self.root / rel
+
+    def kept_import(self, sha256: str) -> Path:
+        """The directory holding the kept copies of one imported file's evidence."""
+        return self.root / IMPORTS / sha256
