@@ -9,13 +9,15 @@ from typing import Annotated
 import typer
 
 from cbledger.cli.common import JsonFlag, RootOption, fail, project_root
+from cbledger.kicad.oracle import require_kicad_cli
 from cbledger.ledger.types import Slug, conforms
 from cbledger.tasks.fixtures import authoring, baseline as baseline_mod, materialize as materialize_mod
-from cbledger.tasks.fixtures.check import check_fixture
+from cbledger.tasks.fixtures.check import FixtureCheck, check_fixture
 from cbledger.tasks.fixtures.freeze import Recipe, freeze_files
 from cbledger.tasks.fixtures.hashing import hash_directory
 from cbledger.tasks.fixtures.install import install_tree
 from cbledger.tasks.fixtures.manifest_file import MANIFEST_NAME, read_document, write_document
+from cbledger.tasks.fixtures.project_check import check_fixtures
 
 fixture_app = typer.Typer(
     name="fixture",
@@ -40,35 +42,86 @@ def hash_cmd(path: Annotated[Path, typer.Argument(help="A directory, e.g. fixtur
     typer.echo(hash_directory(path))
 
 
-@fixture_app.command("check")
-def check_cmd(fixture_id: FixtureId, root: RootOption = None, as_json: JsonFlag = False) -> None:
-    """Check a fixture against its manifest.
+def _check_json(result: FixtureCheck) -> dict:
+    return {
+        "fixture": result.fixture_id,
+        "ok": result.ok,
+        "treeHash": result.tree_hash,
+        "problems": [
+            {"severity": p.severity, "file": p.file, "field": p.field, "message": p.message} for p in result.problems
+        ],
+    }
 
-    The manifest decodes with no placeholder left, its id matches, tree/ hashes to sha256, and
-    the baseline reports agree with the summary. Exits 1 on any problem."""
+
+def _ok_line(result: FixtureCheck) -> str:
+    if result.tree_hash is None:
+        return f"{result.fixture_id}: ok (tree not materialized)"
+    return f"{result.fixture_id}: ok (tree {result.tree_hash})"
+
+
+@fixture_app.command("check")
+def check_cmd(
+    fixture_ids: Annotated[
+        list[str] | None, typer.Argument(help="Fixture id(s) (directories under fixtures/); or --all.", show_default=False)
+    ] = None,
+    all_fixtures: Annotated[
+        bool, typer.Option("--all", help="Every fixture under fixtures/; a real board's unmaterialized tree is a note.")
+    ] = False,
+    kicad: Annotated[
+        bool,
+        typer.Option(
+            "--kicad",
+            help="Also run kicad-cli on a copy of each materialized tree: baseline/ must be reproduced, the copy left "
+            "untouched, and each gold solution must keep the erc_clean/drc_clean it asserts. BOM/PINOUT drift is noted.",
+        ),
+    ] = False,
+    no_gold: Annotated[bool, typer.Option("--no-gold", help="With --kicad: skip the gold solutions.")] = False,
+    root: RootOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Check fixtures against their manifests.
+
+    The manifest decodes with no placeholder left, its id matches, tree/ hashes to sha256, the
+    baseline reports agree with the summary and hold no machine path, and every task pinning the
+    fixture pins that hash. Exits 1 on any error."""
+    if all_fixtures == bool(fixture_ids):
+        fail("give one or more fixture ids, or --all")
     base = project_root(root)
-    result = check_fixture(_fixture_dir(root, fixture_id), base, require_tree=True)
+    if fixture_ids:
+        for fixture_id in fixture_ids:
+            _fixture_dir(root, fixture_id)
+    cli = require_kicad_cli() if kicad else None
+    report = check_fixtures(base, None if all_fixtures else list(fixture_ids or []), kicad=kicad, gold=not no_gold, cli=cli)
+    single = not all_fixtures and len(report.fixtures) == 1 and not report.problems
     if as_json:
-        typer.echo(
-            json.dumps(
-                {
-                    "fixture": fixture_id,
-                    "ok": result.ok,
-                    "treeHash": result.tree_hash,
-                    "problems": [
-                        {"severity": p.severity, "file": p.file, "field": p.field, "message": p.message}
-                        for p in result.problems
-                    ],
-                },
-                indent=2,
-            )
-        )
+        if single:
+            typer.echo(json.dumps(_check_json(report.fixtures[0]), indent=2))
+        else:
+            document = {
+                "ok": report.ok,
+                "fixtures": [_check_json(r) for r in report.fixtures],
+                "problems": [
+                    {"severity": p.severity, "file": p.file, "field": p.field, "message": p.message} for p in report.problems
+                ],
+                "reproduced": report.reproduced,
+                "goldChecked": report.gold_checked,
+            }
+            typer.echo(json.dumps(document, indent=2))
     else:
-        for p in result.problems:
+        for p in report.problems:
             typer.echo(str(p), err=p.severity == "error")
-        if result.ok:
-            typer.echo(f"{fixture_id}: ok (tree {result.tree_hash})")
-    if not result.ok:
+        for result in report.fixtures:
+            for p in result.problems:
+                typer.echo(str(p), err=p.severity == "error")
+            if result.ok:
+                typer.echo(_ok_line(result))
+        if not single:
+            failed = sum(not r.ok for r in report.fixtures)
+            line = f"checked {len(report.fixtures)} fixture(s)"
+            if kicad:
+                line += f", re-ran kicad-cli on {report.reproduced}, checked {report.gold_checked} gold solution(s)"
+            typer.echo(line + (": ok" if report.ok else f": {failed} fixture(s) with errors"))
+    if not report.ok:
         raise typer.Exit(1)
 
 
