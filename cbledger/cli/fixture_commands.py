@@ -17,7 +17,8 @@ from cbledger.tasks.fixtures.freeze import Recipe, freeze_files
 from cbledger.tasks.fixtures.hashing import hash_directory
 from cbledger.tasks.fixtures.install import install_tree
 from cbledger.tasks.fixtures.manifest_file import MANIFEST_NAME, read_document, write_document
-from cbledger.tasks.fixtures.project_check import check_fixtures
+from cbledger.tasks.fixtures.problems import Problem
+from cbledger.tasks.fixtures.project_check import ProjectCheck, check_fixtures
 
 fixture_app = typer.Typer(
     name="fixture",
@@ -42,14 +43,16 @@ def hash_cmd(path: Annotated[Path, typer.Argument(help="A directory, e.g. fixtur
     typer.echo(hash_directory(path))
 
 
-def _check_json(result: FixtureCheck) -> dict:
+def _problems_json(problems: list[Problem]) -> list[dict]:
+    return [{"severity": p.severity, "file": p.file, "field": p.field, "message": p.message} for p in problems]
+
+
+def _check_json(result: FixtureCheck, more: list[Problem] | None = None) -> dict:
     return {
         "fixture": result.fixture_id,
         "ok": result.ok,
         "treeHash": result.tree_hash,
-        "problems": [
-            {"severity": p.severity, "file": p.file, "field": p.field, "message": p.message} for p in result.problems
-        ],
+        "problems": _problems_json([*(more or []), *result.problems]),
     }
 
 
@@ -57,6 +60,36 @@ def _ok_line(result: FixtureCheck) -> str:
     if result.tree_hash is None:
         return f"{result.fixture_id}: ok (tree not materialized)"
     return f"{result.fixture_id}: ok (tree {result.tree_hash})"
+
+
+def _report_json(report: ProjectCheck, single: bool) -> dict:
+    """One fixture named: its own document, as before; otherwise every fixture's in one."""
+    if single:
+        return _check_json(report.fixtures[0], report.problems)
+    return {
+        "ok": report.ok,
+        "fixtures": [_check_json(r) for r in report.fixtures],
+        "problems": _problems_json(report.problems),
+        "reproduced": report.reproduced,
+        "goldChecked": report.gold_checked,
+    }
+
+
+def _print_report(report: ProjectCheck, single: bool, kicad: bool) -> None:
+    for p in report.problems:
+        typer.echo(str(p), err=p.severity == "error")
+    for result in report.fixtures:
+        for p in result.problems:
+            typer.echo(str(p), err=p.severity == "error")
+        if result.ok:
+            typer.echo(_ok_line(result))
+    if single:
+        return
+    line = f"checked {len(report.fixtures)} fixture(s)"
+    if kicad:
+        line += f", re-ran kicad-cli on {report.reproduced}, checked {report.gold_checked} gold solution(s)"
+    failed = sum(not r.ok for r in report.fixtures)
+    typer.echo(line + (": ok" if report.ok else f": {failed} fixture(s) with errors"))
 
 
 @fixture_app.command("check")
@@ -92,35 +125,11 @@ def check_cmd(
             _fixture_dir(root, fixture_id)
     cli = require_kicad_cli() if kicad else None
     report = check_fixtures(base, None if all_fixtures else list(fixture_ids or []), kicad=kicad, gold=not no_gold, cli=cli)
-    single = not all_fixtures and len(report.fixtures) == 1 and not report.problems
+    single = not all_fixtures and len(report.fixtures) == 1
     if as_json:
-        if single:
-            typer.echo(json.dumps(_check_json(report.fixtures[0]), indent=2))
-        else:
-            document = {
-                "ok": report.ok,
-                "fixtures": [_check_json(r) for r in report.fixtures],
-                "problems": [
-                    {"severity": p.severity, "file": p.file, "field": p.field, "message": p.message} for p in report.problems
-                ],
-                "reproduced": report.reproduced,
-                "goldChecked": report.gold_checked,
-            }
-            typer.echo(json.dumps(document, indent=2))
+        typer.echo(json.dumps(_report_json(report, single), indent=2))
     else:
-        for p in report.problems:
-            typer.echo(str(p), err=p.severity == "error")
-        for result in report.fixtures:
-            for p in result.problems:
-                typer.echo(str(p), err=p.severity == "error")
-            if result.ok:
-                typer.echo(_ok_line(result))
-        if not single:
-            failed = sum(not r.ok for r in report.fixtures)
-            line = f"checked {len(report.fixtures)} fixture(s)"
-            if kicad:
-                line += f", re-ran kicad-cli on {report.reproduced}, checked {report.gold_checked} gold solution(s)"
-            typer.echo(line + (": ok" if report.ok else f": {failed} fixture(s) with errors"))
+        _print_report(report, single, kicad)
     if not report.ok:
         raise typer.Exit(1)
 
