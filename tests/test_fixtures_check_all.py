@@ -88,6 +88,15 @@ def test_ids_and_all_are_exclusive(tmp_path):
     assert check(root, "demo-board", "--all").exit_code == 1
 
 
+def test_kicad_without_kicad_cli_is_refused_before_anything_runs(tmp_path):
+    root = tmp_path / "project"
+    write_fixture(root)
+    r = run_cli(["fixture", "check", "--all", "--kicad", "--root", root], env={"CBLEDGER_KICAD_CLI": str(tmp_path / "none")})
+    assert r.exit_code == 2
+    assert "CBLEDGER_KICAD_CLI names" in r.stderr and "not an executable kicad-cli" in r.stderr
+    assert r.stdout == ""
+
+
 def test_a_task_pinning_another_hash_fails_its_fixture(tmp_path):
     root = tmp_path / "project"
     fixture = write_fixture(root)
