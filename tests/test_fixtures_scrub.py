@@ -89,6 +89,23 @@ def test_comparable_masks_report_timestamps_but_not_a_title_block_date():
     assert comparable("erc.json", json.dumps(moved).encode(), TREE) == comparable("erc.json", json.dumps(report).encode(), TREE)
 
 
+def test_comparable_holds_violation_lists_in_any_order_but_not_with_one_changed():
+    """kicad-cli's DRC lists the same violations in another order on a loaded machine (seen on
+    the dmxsun board with six concurrent runs); a changed or dropped violation still differs."""
+    a = {"type": "clearance", "severity": "error", "items": [{"uuid": "1"}]}
+    b = {"type": "silk_overlap", "severity": "warning", "items": [{"uuid": "2"}]}
+    drc = {"date": "x", "violations": [a, b], "unconnected_items": [b, a], "schematic_parity": []}
+    shuffled = dict(drc, violations=[b, a], unconnected_items=[a, b])
+    assert comparable("drc.json", json.dumps(shuffled).encode(), TREE) == comparable("drc.json", json.dumps(drc).encode(), TREE)
+    erc = {"sheets": [{"path": "/", "violations": [a, b]}]}
+    erc_shuffled = {"sheets": [{"path": "/", "violations": [b, a]}]}
+    assert comparable("erc.json", json.dumps(erc).encode(), TREE) == comparable("erc.json", json.dumps(erc_shuffled).encode(), TREE)
+    changed = dict(drc, violations=[a, dict(b, severity="error")])
+    assert comparable("drc.json", json.dumps(changed).encode(), TREE) != comparable("drc.json", json.dumps(drc).encode(), TREE)
+    dropped = dict(drc, violations=[a, a])
+    assert comparable("drc.json", json.dumps(dropped).encode(), TREE) != comparable("drc.json", json.dumps(drc).encode(), TREE)
+
+
 # --------------------------------------------------------------------------- every committed baseline
 
 # Independent of the scrub module on purpose: what a machine path looks like in any text.
