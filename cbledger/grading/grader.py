@@ -14,10 +14,12 @@ decimals; it is a diagnostic, never a headline.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import pygit2
 
 from cbledger.ledger.events import AssertionOutcome, RunRecorded
+from cbledger.ledger.types import FailureCategory
 from cbledger.grading.evidence.bundle import Evidence, from_repo
 from cbledger.grading.context import EVALUATION_ERRORS, GradeContext
 from cbledger.grading.registry import all_checks
@@ -26,14 +28,16 @@ from cbledger.tasks.catalog import Fixture, Task
 
 GRADER_VERSION = "1.0.1"
 
+Verdict = Literal["pass", "fail"]
+
 
 @dataclass(frozen=True)
 class Grade:
     outcomes: tuple[AssertionOutcome, ...]
-    verdict: str
+    verdict: Verdict
     partial_credit: float
     first_failed_required: str | None
-    failure_category: str | None
+    failure_category: FailureCategory | None
     dominant_tool_error: str | None
     exit_path: str | None
 
@@ -61,7 +65,7 @@ def evaluate(task: Task, ctx: GradeContext) -> list[AssertionOutcome]:
     return outcomes
 
 
-def score(outcomes: list[AssertionOutcome]) -> tuple[str, float, AssertionOutcome | None]:
+def score(outcomes: list[AssertionOutcome]) -> tuple[Verdict, float, AssertionOutcome | None]:
     total = sum(o.weight for o in outcomes)
     passed = sum(o.weight for o in outcomes if o.status == "pass")
     partial = round(passed / total, 4) if total else 0.0
@@ -74,7 +78,7 @@ def grade(task: Task, fixture: Fixture, evidence: Evidence) -> Grade:
     outcomes = evaluate(task, ctx)
     verdict, partial, first = score(outcomes)
     transcript = evidence.transcript
-    category = None
+    category: FailureCategory | None = None
     if verdict == "fail":
         category = classify(
             TaxonomyInput.from_transcript(

@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cbledger.grading.evidence.transcript import PROTOCOL_ERRORS, Transcript
+from cbledger.ledger.types import FailureCategory
 
 CONSTRAINT_TYPES = {
     "file_unchanged",
@@ -77,7 +78,7 @@ class TaxonomyInput:
         )
 
 
-def classify(x: TaxonomyInput) -> str:
+def classify(x: TaxonomyInput) -> FailureCategory:
     """The failure category of a failed run (see the module docstring for the precedence)."""
     if x.exit_path == "refused" and x.expected_outcome == "edit":
         return "false-refusal"

@@ -11,9 +11,14 @@ from pathlib import Path
 
 from cbledger.ledger.events import (
     GradeRecorded,
+    GradeRecordedEvent,
     PricingPublished,
+    PricingPublishedEvent,
     RunRecorded,
+    RunRecordedEvent,
+    RunRetractedEvent,
     SuiteBumped,
+    SuiteBumpedEvent,
 )
 from cbledger.ledger.store import LedgerStore
 
@@ -36,15 +41,15 @@ def read(path: Path) -> LedgerView:
     store = LedgerStore(path)
     types = {"suite.bumped", "pricing.published", "run.recorded", "grade.recorded", "run.retracted"}
     for stored in store.read(types=types):
-        body = stored.event.body  # type: ignore[attr-defined]
-        if isinstance(body, SuiteBumped):
-            state.suite = body
-        elif isinstance(body, PricingPublished):
-            state.pricing = body
-        elif isinstance(body, RunRecorded):
-            state.runs[body.run_id] = body
-        elif isinstance(body, GradeRecorded):
-            state.grades.setdefault((body.run_id, body.suite_version), body)
-        elif stored.type == "run.retracted":
-            state.retracted.add(body.run_id)
+        event = stored.event
+        if isinstance(event, SuiteBumpedEvent):
+            state.suite = event.body
+        elif isinstance(event, PricingPublishedEvent):
+            state.pricing = event.body
+        elif isinstance(event, RunRecordedEvent):
+            state.runs[event.body.run_id] = event.body
+        elif isinstance(event, GradeRecordedEvent):
+            state.grades.setdefault((event.body.run_id, event.body.suite_version), event.body)
+        elif isinstance(event, RunRetractedEvent):
+            state.retracted.add(event.body.run_id)
     return state

@@ -87,7 +87,7 @@ def make_plan(
     model_id = model_for(agent, model)
     if repeats is not None and repeats < 1:
         raise UserError("--repeats must be at least 1")
-    runs = []
+    runs: list[PlannedRun] = []
     for task in select_tasks(catalog, suite, task_ids):
         n = repeats or task.manifest.default_repeats
         runs.extend(PlannedRun(task, model_id, r, n) for r in range(1, n + 1))

@@ -103,7 +103,7 @@ def new_blobs(repo: pygit2.Repository, seed_sha: str) -> list[tuple[str, pygit2.
     walker.hide(pygit2.Oid(hex=seed_sha))
     for commit in walker:
         _collect(repo, commit.tree, "", found, known)
-    return [(path, repo[oid]) for oid, path in sorted(found.items(), key=lambda kv: kv[1])]
+    return [(path, repo[oid].peel(pygit2.Blob)) for oid, path in sorted(found.items(), key=lambda kv: kv[1])]
 
 
 def commit_messages(repo: pygit2.Repository, seed_sha: str) -> list[tuple[str, str]]:
@@ -112,10 +112,12 @@ def commit_messages(repo: pygit2.Repository, seed_sha: str) -> list[tuple[str, s
     return [(str(c.id), c.message) for c in walker]
 
 
-def _collect(repo, tree, prefix, found: dict, known: set) -> None:
+def _collect(
+    repo: pygit2.Repository, tree: pygit2.Tree, prefix: str, found: dict[pygit2.Oid, str], known: set[pygit2.Oid]
+) -> None:
     for entry in tree:
         if entry.type_str == "tree":
-            _collect(repo, repo[entry.id], f"{prefix}{entry.name}/", found, known)
+            _collect(repo, repo[entry.id].peel(pygit2.Tree), f"{prefix}{entry.name}/", found, known)
         elif entry.type_str == "blob" and entry.id not in known:
             known.add(entry.id)
             if found is not None:

@@ -17,6 +17,7 @@ import msgspec
 
 from cbledger.errors import UserError
 from cbledger.ledger.events import ModelPrice, PricingPublished
+from cbledger.ledger.types import Pinning, Segment
 
 
 def load_table(path: Path) -> PricingPublished:
@@ -46,8 +47,8 @@ def load_table(path: Path) -> PricingPublished:
 
 @dataclass(frozen=True)
 class Route:
-    segment: str
-    pinning: str
+    segment: Segment
+    pinning: Pinning
     price: ModelPrice | None  # None for null-cost routes
 
 

@@ -22,10 +22,11 @@ from pathlib import Path
 from cbledger.errors import UserError
 from cbledger.ledger.events import Actor
 from cbledger.ledger.store import LedgerStore
+from cbledger.ledger.types import RunMode
 from cbledger.grading import suite_version
 from cbledger.runner import ledger_view
 from cbledger.runner.agents.base import Agent
-from cbledger.runner.agents.copperhead import CopperheadAgent, agent_environment, locate
+from cbledger.runner.agents.copperhead import CopperheadAgent, CopperheadCli, agent_environment, locate
 from cbledger.runner.agents.scripted import GoldAgent, NoopAgent
 from cbledger.runner.environment import probe
 from cbledger.runner.execute import RunOutput, RunSettings, execute, model_identity, publish
@@ -49,7 +50,9 @@ class SuiteResult:
         return sum(1 for o in self.outputs if o.grade.verdict == "pass")
 
 
-def build_agent(plan: Plan, copperhead_cli: str | None, workspace: Workspace) -> tuple[Agent, str, object]:
+def build_agent(
+    plan: Plan, copperhead_cli: str | None, workspace: Workspace
+) -> tuple[Agent, RunMode, CopperheadCli | None]:
     if plan.agent == "gold":
         return GoldAgent(), "gold", None
     if plan.agent == "noop":

@@ -6,12 +6,15 @@ import datetime as _dt
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
-from cbledger.ledger.events import Ablations
+from cbledger.ledger.events import Ablations, Cost, ModelIdentity
 from cbledger.tasks.catalog import Fixture, Task
 
 COPPERHEAD_SIGNATURE = ("copperhead", "copperhead@localhost")
+
+#: what the runner itself did to end a run, as `run.recorded` spells it
+RunnerExit = Literal["cap-exceeded", "agent-error"]
 
 
 @dataclass(frozen=True)
@@ -36,12 +39,12 @@ class AgentResult:
     """How the agent stopped, as the runner saw it. The transcript's own `run-end` is evidence;
     these fields only record what the runner did (e.g. killing the run at its cap)."""
 
-    runner_exit: str | None = None  # "cap-exceeded" | "agent-error"
+    runner_exit: RunnerExit | None = None
     note: str | None = None
     provider: str | None = None
     #: a replay carries the original run's model identity and cost instead of pricing anew
-    model: Any = None
-    cost: Any = None
+    model: ModelIdentity | None = None
+    cost: Cost | None = None
     replay_of: str | None = None
 
 
