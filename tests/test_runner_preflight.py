@@ -122,6 +122,13 @@ def test_compat_model_without_its_endpoint(project, tmp_path):
     assert not any(r.get("command") == "do" for r in _records(record))
 
 
+def test_segment_that_is_not_a_cost_segment(project, tmp_path):
+    cli, record = standin(tmp_path)
+    refused(project, "--suite", "smoke", "--agent", "copperhead", "--model", "acme:m1", "--segment", "api-pricey",
+            "--copperhead-cli", str(cli), expect=["--segment 'api-pricey' is not a cost segment", "api-cheap"])
+    assert not any(r.get("command") == "do" for r in _records(record))
+
+
 def test_scripted_agents_take_no_model(project):
     refused(project, "--suite", "smoke", "--agent", "gold", "--model", "acme:m1", expect="takes no --model")
 

@@ -14,8 +14,10 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeGuard, get_args
 
 import msgspec
+import pygit2
 from blake3 import blake3
 
 from cbledger import credentials
@@ -32,6 +34,8 @@ from cbledger.ledger.events import (
     FixtureIdentity,
     GradeRecorded,
     ModelIdentity,
+    ModelPrice,
+    PricingPublished,
     RunRecorded,
     RunStats,
     SandboxRef,
@@ -40,20 +44,26 @@ from cbledger.ledger.events import (
     Timings,
     make_event,
 )
-from cbledger.ledger.types import ExitPath
+from cbledger.ledger.store import Appended, LedgerStore
+from cbledger.ledger.types import ExitPath, RunMode, Segment
 from cbledger.runner import backstop, preserve, pricing
 from cbledger.runner import sandbox as sandbox_mod
-from cbledger.runner.agents.base import Agent, AgentInput
+from cbledger.runner.agents.base import Agent, AgentInput, AgentResult
 from cbledger.runner.agents.copperhead import CopperheadCli, basic_environment
 from cbledger.runner.environment import Environment
 from cbledger.grading.evidence import bundle as evidence_mod
+from cbledger.grading.evidence.transcript import Transcript
 from cbledger.grading.grader import GRADER_VERSION, Grade, grade
 from cbledger.runner.plan import PlannedRun
-from cbledger.tasks.catalog import Catalog
+from cbledger.tasks.catalog import Catalog, Fixture, Task
 from cbledger.kicad.oracle import verify_tree
 from cbledger.workspace import Workspace, bundle_name
 
-KNOWN_EXITS = set(ExitPath.__args__)  # type: ignore[attr-defined]
+KNOWN_EXITS: frozenset[str] = frozenset(get_args(ExitPath))
+
+
+def is_exit_path(value: object) -> TypeGuard[ExitPath]:
+    return isinstance(value, str) and value in KNOWN_EXITS
 
 
 @dataclass(frozen=True)
@@ -63,10 +73,10 @@ class RunSettings:
     root: Path
     catalog: Catalog
     agent: Agent
-    run_mode: str
+    run_mode: RunMode
     suite_version: str
     environment: Environment
-    price_table: object | None
+    price_table: PricingPublished | None
     ablations: Ablations
     sandbox_root: Path
     keep_sandboxes: bool
@@ -113,18 +123,18 @@ def run_setup(settings: RunSettings, planned: PlannedRun, workdir: Path) -> list
     return skipped
 
 
-def stats_from(transcript, runner_exit: str | None = None, max_turns: int = 1) -> tuple[RunStats | None, str | None]:
+def stats_from(transcript: Transcript, runner_exit: str | None = None, max_turns: int = 1) -> tuple[RunStats | None, str | None]:
     """The run-end figures. A transcript without `run-end` (a crash, a kill at the cap) gets
     stats synthesized by the runner — exit path `cap-exceeded` or `stalled`, the turns it can
     count, zero tokens — and a note saying so, so every agent record still states how it ended."""
     end = transcript.run_end
     if end is None:
-        exit_path = runner_exit if runner_exit in KNOWN_EXITS else "stalled"
+        exit_path: ExitPath = runner_exit if is_exit_path(runner_exit) else "stalled"
         turns = len(transcript.of_type("assistant"))
         note = f"no run-end in the transcript; stats synthesized by the runner (exit path {exit_path})"
         return (
             RunStats(
-                exit_path=exit_path,  # type: ignore[arg-type]
+                exit_path=exit_path,
                 turns_used=turns,
                 max_turns=max_turns,
                 repair_cycles_used=0,
@@ -136,9 +146,9 @@ def stats_from(transcript, runner_exit: str | None = None, max_turns: int = 1) -
             ),
             note,
         )
-    exit_path = end.get("exitPath")
-    if exit_path not in KNOWN_EXITS:
-        return None, f"run-end exit path {exit_path!r} is not one this runner knows"
+    recorded_exit = end.get("exitPath")
+    if not is_exit_path(recorded_exit):
+        return None, f"run-end exit path {recorded_exit!r} is not one this runner knows"
     files: list[str] = []
     for ev in transcript.of_type("run-committed"):
         for f in ev.data.get("files") or []:
@@ -152,7 +162,7 @@ def stats_from(transcript, runner_exit: str | None = None, max_turns: int = 1) -
     duration = end.get("durationMs")
     return (
         RunStats(
-            exit_path=exit_path,
+            exit_path=recorded_exit,
             turns_used=count("turnsUsed"),
             max_turns=count("maxTurns"),
             repair_cycles_used=count("repairCyclesUsed"),
@@ -166,11 +176,11 @@ def stats_from(transcript, runner_exit: str | None = None, max_turns: int = 1) -
     )
 
 
-def model_identity(settings: RunSettings, model_id: str, provider: str | None) -> tuple[ModelIdentity, object | None]:
+def model_identity(settings: RunSettings, model_id: str, provider: str | None) -> tuple[ModelIdentity, ModelPrice | None]:
     if settings.run_mode in ("gold", "noop"):
         return ModelIdentity(id=model_id, provider="harness", segment="harness", pinning="strong", selection_source="flag"), None
-    r = pricing.route(model_id, settings.price_table)  # type: ignore[arg-type]
-    segment = settings.segment_override or (r.segment if r else None)
+    r = pricing.route(model_id, settings.price_table)
+    segment = cost_segment(settings.segment_override) or (r.segment if r else None)
     if segment is None:
         raise UserError(
             f"model {model_id} is not in the latest price table; publish prices (`cbledger pricing publish`) "
@@ -181,6 +191,18 @@ def model_identity(settings: RunSettings, model_id: str, provider: str | None) -
     return ModelIdentity(id=model_id, provider=provider, segment=segment, pinning=pinning, selection_source="flag"), (r.price if r else None)
 
 
+def cost_segment(value: str | None) -> Segment | None:
+    """`--segment`, refused unless it names a cost segment `run.recorded` can carry."""
+    if not value:
+        return None
+    try:
+        segment: Segment = msgspec.convert(value, Segment)
+    except msgspec.ValidationError:
+        choices = ", ".join(get_args(Segment))
+        raise UserError(f"--segment {value!r} is not a cost segment (one of: {choices})") from None
+    return segment
+
+
 def grade_body(run_id: str, suite_version: str, manifest_hash: str, g: Grade) -> GradeRecorded:
     return GradeRecorded(
         run_id=run_id,
@@ -188,154 +210,293 @@ def grade_body(run_id: str, suite_version: str, manifest_hash: str, g: Grade) ->
         grader_version=GRADER_VERSION,
         task_manifest_hash=manifest_hash,
         assertions=list(g.outcomes),
-        verdict=g.verdict,  # type: ignore[arg-type]
+        verdict=g.verdict,
         partial_credit=g.partial_credit,
         first_failed_required=g.first_failed_required,
-        failure_category=g.failure_category,  # type: ignore[arg-type]
+        failure_category=g.failure_category,
         dominant_tool_error=g.dominant_tool_error,
     )
 
 
 def execute(settings: RunSettings, planned: PlannedRun) -> RunOutput:
+    """Steps 1–9 and 11 of one run (docs/RUNNER.md §2), one function each. Step 10, `publish`,
+    is left to the caller, which serializes appends across concurrent runs."""
     task = planned.task
     fixture = settings.catalog.fixture_for(task)
+    start = open_sandbox(settings, planned)
+    try:
+        seed = plant_seed(settings, start, task, fixture)
+        baseline = set_up(settings, planned, start, seed)
+        agent_run = run_agent(settings, planned, fixture, start, baseline)
+        end = capture_end_state(start, seed, baseline)
+        verified = verify_end_state(start, fixture, end)
+        graded = grade_end_state(task, fixture, baseline, agent_run, end, verified)
+        scan_for_credentials(start, seed, end)
+        return preserve_run(settings, planned, fixture, start, seed, baseline, agent_run, end, verified, graded)
+    finally:
+        remove_sandbox(settings, start)
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """Step 1: the run's id, its own directory under the sandbox root, and when it began."""
+
+    run_id: str
+    workdir: Path
+    started: _dt.datetime
+    t0: float
+
+
+@dataclass(frozen=True)
+class Seed:
+    """Step 2: the sandbox's repository at the reproducible seed commit."""
+
+    repo: pygit2.Repository
+    sha: str
+    config: bytes
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """Step 3: the commit the agent starts from, and the setup commands that could not run."""
+
+    sha: str
+    skipped: list[SetupSkip]
+
+
+@dataclass(frozen=True)
+class AgentRun:
+    """Step 4: how the agent stopped, as the runner saw it."""
+
+    result: AgentResult
+    agent_ms: int
+
+
+@dataclass(frozen=True)
+class EndState:
+    """Step 5: the agent's HEAD and the capture commit of the whole working tree on top of it.
+    `repo` is opened afresh after the agent, which may have rewritten the repository."""
+
+    repo: pygit2.Repository
+    head_sha: str
+    capture_sha: str
+    when: int
+
+
+@dataclass(frozen=True)
+class Verification:
+    """Step 6: the commit holding kicad-cli's reports on the end state."""
+
+    evidence_sha: str
+    verify_ms: int
+
+
+@dataclass(frozen=True)
+class Graded:
+    """Step 7: the evidence as the grader read it, and its grade."""
+
+    evidence: evidence_mod.Evidence
+    grade: Grade
+
+
+def open_sandbox(settings: RunSettings, planned: PlannedRun) -> RunStart:
+    """1. Sandbox: a directory of the run's own; the run id makes repeats never share one."""
     started = _dt.datetime.now(_dt.timezone.utc)
     t0 = time.perf_counter()
     run_id = new_run_id(planned, started)
-    workdir = settings.sandbox_root / run_id
-    try:
-        repo, seed, seed_config = sandbox_mod.create(workdir, task, fixture, settings.ablations)
-        skipped = run_setup(settings, planned, workdir)
-        baseline = sandbox_mod.commit_setup(repo, seed, "setup: " + " ".join(task.manifest.setup.commands) + "\n")
-        agent_started = _dt.datetime.now(_dt.timezone.utc)
-        t_agent = time.perf_counter()
-        result = settings.agent.run(
-            AgentInput(
-                run_id, workdir, task, fixture, planned.model_id, settings.ablations, agent_started, baseline,
-                options={"repeat": planned.repeat},
-            )
+    return RunStart(run_id, settings.sandbox_root / run_id, started, t0)
+
+
+def plant_seed(settings: RunSettings, start: RunStart, task: Task, fixture: Fixture) -> Seed:
+    """2. Seed: a fresh repository in the sandbox, checked out at the deterministic seed commit."""
+    repo, sha, config = sandbox_mod.create(start.workdir, task, fixture, settings.ablations)
+    return Seed(repo, sha, config)
+
+
+def set_up(settings: RunSettings, planned: PlannedRun, start: RunStart, seed: Seed) -> Baseline:
+    """3. Setup: the task's setup commands, and what they wrote committed as the baseline."""
+    skipped = run_setup(settings, planned, start.workdir)
+    message = "setup: " + " ".join(planned.task.manifest.setup.commands) + "\n"
+    return Baseline(sandbox_mod.commit_setup(seed.repo, seed.sha, message), skipped)
+
+
+def run_agent(
+    settings: RunSettings, planned: PlannedRun, fixture: Fixture, start: RunStart, baseline: Baseline
+) -> AgentRun:
+    """4. Agent: the agent acts on the sandbox."""
+    agent_started = _dt.datetime.now(_dt.timezone.utc)
+    t_agent = time.perf_counter()
+    result = settings.agent.run(
+        AgentInput(
+            start.run_id, start.workdir, planned.task, fixture, planned.model_id, settings.ablations,
+            agent_started, baseline.sha, options={"repeat": planned.repeat},
         )
-        agent_ms = _ms(time.perf_counter() - t_agent)
-        repo = sandbox_mod.Sandbox(workdir, seed, baseline).repo
-        head = str(repo.head.target)
-        when = int(time.time())
-        capture_sha = preserve.capture(repo, when)
-        t_verify = time.perf_counter()
-        live = preserve.live_reports_dir(repo)
-        verify_tree(workdir, fixture.manifest.artifacts.schematic, fixture.manifest.artifacts.board, live)
-        verify_ms = _ms(time.perf_counter() - t_verify)
-        evidence_sha = preserve.record_evidence(repo, capture_sha, when)
-        evidence = evidence_mod.from_repo(
-            repo,
-            baseline_sha=baseline,
-            head_sha=head,
-            capture_sha=capture_sha,
-            evidence_sha=evidence_sha,
-            runner_exit=result.runner_exit,
-        )
-        g = grade(task, fixture, evidence)
-        backstop.require_clean(repo, seed, run_id)
-
-        digests: dict[str, EvidenceDigest] = {}
-        transcript = evidence.transcript
-        if transcript.path:
-            data = evidence.end.read(transcript.path) or b""
-            digests["transcript"] = EvidenceDigest(path=transcript.path, blake3=blake3(data).hexdigest(), bytes=len(data))
-        for name, data in sorted(evidence.reports.items()):
-            digests[name] = EvidenceDigest(path=f"{name}.json", blake3=blake3(data).hexdigest(), bytes=len(data))
-        stats, stats_note = stats_from(transcript, result.runner_exit, settings.ablations.max_turns or task.manifest.caps.turns)
-        if result.model is not None:
-            identity, price = result.model, None
-        else:
-            identity, price = model_identity(settings, planned.model_id, result.provider)
-        tokens = (stats.tokens_in, stats.tokens_out) if stats else (0, 0)
-        table_version = getattr(settings.price_table, "table_version", None)
-        if result.cost is not None:
-            cost = result.cost
-        elif settings.run_mode in ("gold", "noop"):
-            cost = Cost(usd_micros=None, price_table_version=None)
-        else:
-            micros = pricing.usd_micros(price, *tokens)  # type: ignore[arg-type]
-            cost = Cost(usd_micros=micros, price_table_version=table_version if micros is not None else None)
-
-        store_rel = bundle_name(run_id)
-        staged = Workspace.at(settings.root).staged_bundle(run_id)
-        size, digest = preserve.write_bundle(repo, seed, staged)
-        ended = _dt.datetime.now(_dt.timezone.utc)
-        env = settings.environment
-        note = "; ".join(n for n in (result.note, stats_note) if n) or None
-        run = RunRecorded(
-            run_id=run_id,
-            task=TaskIdentity(
-                id=task.id,
-                tier=task.manifest.tier,
-                mode=task.manifest.mode,
-                expected_outcome=task.manifest.expected_outcome,
-                manifest_hash=task.manifest_hash,
-                variant_of=task.manifest.variant_of,
-                tags=list(task.manifest.tags),
-            ),
-            fixture=FixtureIdentity(id=fixture.id, sha256=fixture.manifest.sha256),
-            model=identity,
-            repeat=planned.repeat,
-            repeats_planned=planned.repeats_planned,
-            run_mode=settings.run_mode,  # type: ignore[arg-type]
-            ablations=settings.ablations,
-            comparability=Comparability(
-                schema_version=SCHEMA_VERSION,
-                suite_version=settings.suite_version,
-                task_manifest_hash=task.manifest_hash,
-                fixture_sha256=fixture.manifest.sha256,
-                copperhead_version=env.copperhead_version,
-                copperhead_commit=env.copperhead_commit,
-                kicad_cli_version=env.kicad_cli_version,
-                runtime=env.runtime,
-                node_version=env.node_version,
-                platform=env.platform,
-            ),
-            stats=stats,
-            runner_exit=result.runner_exit,  # type: ignore[arg-type]
-            runner_note=note,
-            replay_of=result.replay_of,
-            cost=cost,
-            sandbox=SandboxRef(
-                seed_sha=seed,
-                seed_config=seed_config.decode(),
-                baseline_sha=baseline,
-                head_sha=head,
-                capture_sha=capture_sha,
-                evidence_sha=evidence_sha,
-                store=store_rel,
-                store_blake3=digest,
-                store_bytes=size,
-            ),
-            evidence=digests,
-            setup_skipped=skipped,
-            timings=Timings(
-                started_at=started,
-                ended_at=ended,
-                duration_ms=_ms(time.perf_counter() - t0),
-                agent_ms=agent_ms,
-                verify_ms=verify_ms,
-            ),
-        )
-        grade_rec = grade_body(run_id, settings.suite_version, task.manifest_hash, g)
-        events = [
-            make_event(run, id=f"run:{run_id}", actor=settings.actor, at=ended),
-            make_event(grade_rec, id=f"grade:{run_id}:{settings.suite_version}", actor=settings.actor, at=ended),
-        ]
-        for event in events:
-            found = credentials.scan_json(msgspec.to_builtins(event), "$")
-            if found:
-                staged.unlink(missing_ok=True)
-                raise SecretFound(f"run {run_id}: credential pattern matched in its events ({'; '.join(map(str, found))}); nothing of this run was written")
-        return RunOutput(run, grade_rec, events, staged, settings.root / store_rel, workdir if settings.keep_sandboxes else None)
-    finally:
-        if not settings.keep_sandboxes:
-            shutil.rmtree(workdir, ignore_errors=True)
+    )
+    return AgentRun(result, _ms(time.perf_counter() - t_agent))
 
 
-def publish(store, output: RunOutput) -> list:
+def capture_end_state(start: RunStart, seed: Seed, baseline: Baseline) -> EndState:
+    """5. Capture: every file of the working tree as a commit on top of the agent's HEAD."""
+    repo = sandbox_mod.Sandbox(start.workdir, seed.sha, baseline.sha).repo
+    head = str(repo.head.target)
+    when = int(time.time())
+    return EndState(repo, head, preserve.capture(repo, when), when)
+
+
+def verify_end_state(start: RunStart, fixture: Fixture, end: EndState) -> Verification:
+    """6. Verify: kicad-cli on the end state, its reports committed on top of the capture."""
+    t_verify = time.perf_counter()
+    live = preserve.live_reports_dir(end.repo)
+    verify_tree(start.workdir, fixture.manifest.artifacts.schematic, fixture.manifest.artifacts.board, live)
+    verify_ms = _ms(time.perf_counter() - t_verify)
+    return Verification(preserve.record_evidence(end.repo, end.capture_sha, end.when), verify_ms)
+
+
+def grade_end_state(
+    task: Task, fixture: Fixture, baseline: Baseline, agent_run: AgentRun, end: EndState,
+    verified: Verification,
+) -> Graded:
+    """7. Grade: the evidence read back from the commits, graded by the one pure grader."""
+    evidence = evidence_mod.from_repo(
+        end.repo,
+        baseline_sha=baseline.sha,
+        head_sha=end.head_sha,
+        capture_sha=end.capture_sha,
+        evidence_sha=verified.evidence_sha,
+        runner_exit=agent_run.result.runner_exit,
+    )
+    return Graded(evidence, grade(task, fixture, evidence))
+
+
+def scan_for_credentials(start: RunStart, seed: Seed, end: EndState) -> None:
+    """8. Backstop: every blob and commit message the bundle would carry, before it is written."""
+    backstop.require_clean(end.repo, seed.sha, start.run_id)
+
+
+def preserve_run(
+    settings: RunSettings, planned: PlannedRun, fixture: Fixture, start: RunStart, seed: Seed,
+    baseline: Baseline, agent_run: AgentRun, end: EndState, verified: Verification, graded: Graded,
+) -> RunOutput:
+    """9. Preserve: the bundle staged beside its final name, and the run's two events built and
+    scanned for credentials; nothing is in place under `results/` until `publish`."""
+    task, result, run_id = planned.task, agent_run.result, start.run_id
+    digests = evidence_digests(graded.evidence)
+    transcript = graded.evidence.transcript
+    stats, stats_note = stats_from(transcript, result.runner_exit, settings.ablations.max_turns or task.manifest.caps.turns)
+    identity, cost = identity_and_cost(settings, planned, result, stats)
+
+    store_rel = bundle_name(run_id)
+    staged = Workspace.at(settings.root).staged_bundle(run_id)
+    size, digest = preserve.write_bundle(end.repo, seed.sha, staged)
+    ended = _dt.datetime.now(_dt.timezone.utc)
+    env = settings.environment
+    note = "; ".join(n for n in (result.note, stats_note) if n) or None
+    run = RunRecorded(
+        run_id=run_id,
+        task=TaskIdentity(
+            id=task.id,
+            tier=task.manifest.tier,
+            mode=task.manifest.mode,
+            expected_outcome=task.manifest.expected_outcome,
+            manifest_hash=task.manifest_hash,
+            variant_of=task.manifest.variant_of,
+            tags=list(task.manifest.tags),
+        ),
+        fixture=FixtureIdentity(id=fixture.id, sha256=fixture.manifest.sha256),
+        model=identity,
+        repeat=planned.repeat,
+        repeats_planned=planned.repeats_planned,
+        run_mode=settings.run_mode,
+        ablations=settings.ablations,
+        comparability=Comparability(
+            schema_version=SCHEMA_VERSION,
+            suite_version=settings.suite_version,
+            task_manifest_hash=task.manifest_hash,
+            fixture_sha256=fixture.manifest.sha256,
+            copperhead_version=env.copperhead_version,
+            copperhead_commit=env.copperhead_commit,
+            kicad_cli_version=env.kicad_cli_version,
+            runtime=env.runtime,
+            node_version=env.node_version,
+            platform=env.platform,
+        ),
+        stats=stats,
+        runner_exit=result.runner_exit,
+        runner_note=note,
+        replay_of=result.replay_of,
+        cost=cost,
+        sandbox=SandboxRef(
+            seed_sha=seed.sha,
+            seed_config=seed.config.decode(),
+            baseline_sha=baseline.sha,
+            head_sha=end.head_sha,
+            capture_sha=end.capture_sha,
+            evidence_sha=verified.evidence_sha,
+            store=store_rel,
+            store_blake3=digest,
+            store_bytes=size,
+        ),
+        evidence=digests,
+        setup_skipped=baseline.skipped,
+        timings=Timings(
+            started_at=start.started,
+            ended_at=ended,
+            duration_ms=_ms(time.perf_counter() - start.t0),
+            agent_ms=agent_run.agent_ms,
+            verify_ms=verified.verify_ms,
+        ),
+    )
+    grade_rec = grade_body(run_id, settings.suite_version, task.manifest_hash, graded.grade)
+    events = [
+        make_event(run, id=f"run:{run_id}", actor=settings.actor, at=ended),
+        make_event(grade_rec, id=f"grade:{run_id}:{settings.suite_version}", actor=settings.actor, at=ended),
+    ]
+    for event in events:
+        found = credentials.scan_json(msgspec.to_builtins(event), "$")
+        if found:
+            staged.unlink(missing_ok=True)
+            raise SecretFound(f"run {run_id}: credential pattern matched in its events ({'; '.join(map(str, found))}); nothing of this run was written")
+    return RunOutput(run, grade_rec, events, staged, settings.root / store_rel, start.workdir if settings.keep_sandboxes else None)
+
+
+def evidence_digests(evidence: evidence_mod.Evidence) -> dict[str, EvidenceDigest]:
+    """The BLAKE3 and size of the transcript and of each report, as `run.recorded` carries them."""
+    digests: dict[str, EvidenceDigest] = {}
+    transcript = evidence.transcript
+    if transcript.path:
+        data = evidence.end.read(transcript.path) or b""
+        digests["transcript"] = EvidenceDigest(path=transcript.path, blake3=blake3(data).hexdigest(), bytes=len(data))
+    for name, data in sorted(evidence.reports.items()):
+        digests[name] = EvidenceDigest(path=f"{name}.json", blake3=blake3(data).hexdigest(), bytes=len(data))
+    return digests
+
+
+def identity_and_cost(
+    settings: RunSettings, planned: PlannedRun, result: AgentResult, stats: RunStats | None
+) -> tuple[ModelIdentity, Cost]:
+    """A replay keeps the original run's model and cost; the scripted agents cost nothing by rule;
+    any other run is priced from its tokens under the latest price table."""
+    if result.model is not None:
+        identity, price = result.model, None
+    else:
+        identity, price = model_identity(settings, planned.model_id, result.provider)
+    if result.cost is not None:
+        return identity, result.cost
+    if settings.run_mode in ("gold", "noop"):
+        return identity, Cost(usd_micros=None, price_table_version=None)
+    tokens = (stats.tokens_in, stats.tokens_out) if stats else (0, 0)
+    table_version = settings.price_table.table_version if settings.price_table is not None else None
+    micros = pricing.usd_micros(price, *tokens)
+    return identity, Cost(usd_micros=micros, price_table_version=table_version if micros is not None else None)
+
+
+def remove_sandbox(settings: RunSettings, start: RunStart) -> None:
+    """11. The sandbox is deleted, whatever happened, unless `--keep-sandboxes` keeps it."""
+    if not settings.keep_sandboxes:
+        shutil.rmtree(start.workdir, ignore_errors=True)
+
+
+def publish(store: LedgerStore, output: RunOutput) -> list[Appended]:
     """Moves the bundle into place and appends the run's two events in one durable batch.
     If the append fails, the bundle it would have referred to is removed again. The rename is
     made durable before the append, so a power cut cannot keep an event whose bundle it lost."""
