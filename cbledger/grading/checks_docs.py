@@ -73,7 +73,8 @@ def constraint_registered(args: v.ConstraintArgs, ctx: GradeContext) -> tuple[bo
         if not isinstance(source, str) or not re.search(args.source, source):
             return False, f"constraint {args.key!r} has source {source!r}, not matching /{args.source}/"
     if args.affects:
-        have = entry.get("affects") if isinstance(entry.get("affects"), list) else []
+        listed = entry.get("affects")
+        have = listed if isinstance(listed, list) else []
         missing = [a for a in args.affects if a not in have]
         if missing:
             return False, f"constraint {args.key!r} does not list affects {missing}"

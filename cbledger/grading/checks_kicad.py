@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -19,8 +20,8 @@ from cbledger.grading.registry import check
 from cbledger.kicad import compute_nets, load_schematic
 from cbledger.kicad.drift import doc_drift
 from cbledger.kicad.model import Schematic
-from cbledger.kicad.netlist import Netlist
-from cbledger.kicad.reports import introduced_violations, is_clean, parse_report
+from cbledger.kicad.netlist import Net, Netlist
+from cbledger.kicad.reports import Report, Severity, introduced_violations, is_clean, parse_report
 from cbledger.kicad.symbols import find_symbol
 from cbledger.tasks import vocabulary as v
 
@@ -48,20 +49,23 @@ class _EndState(NamedTuple):
 
 def _loaded(ctx: GradeContext) -> _EndState:
     """The end state's schematic, nets and doc drift, computed once per grade."""
-    if "kicad" not in ctx.cache:
-        root = _root_schematic(ctx)
-        if not ctx.evidence.end.exists(root):
-            raise Unevaluable(f"the schematic {root} does not exist in the end state")
-        with tempfile.TemporaryDirectory(prefix="cbledger-grade-") as tmp:
-            base = Path(tmp)
-            _materialize(ctx, base)
-            schematic = load_schematic(base / root)
-            nets = compute_nets(schematic)
-            ctx.cache["kicad"] = _EndState(schematic, nets, doc_drift(schematic, base / "docs", nets))
-    return ctx.cache["kicad"]
+    cached = ctx.cache.get("kicad")
+    if isinstance(cached, _EndState):
+        return cached
+    root = _root_schematic(ctx)
+    if not ctx.evidence.end.exists(root):
+        raise Unevaluable(f"the schematic {root} does not exist in the end state")
+    with tempfile.TemporaryDirectory(prefix="cbledger-grade-") as tmp:
+        base = Path(tmp)
+        _materialize(ctx, base)
+        schematic = load_schematic(base / root)
+        nets = compute_nets(schematic)
+        state = _EndState(schematic, nets, doc_drift(schematic, base / "docs", nets))
+    ctx.cache["kicad"] = state
+    return state
 
 
-def _names(nets) -> str:
+def _names(nets: Iterable[Net]) -> str:
     return ", ".join(sorted({n.name for n in nets}))
 
 
@@ -128,7 +132,7 @@ def drift_clean(args: v.NoArgs, ctx: GradeContext) -> tuple[bool, str]:
     return True, "docs/BOM.md and docs/PINOUT.md agree with the schematic"
 
 
-def _report(ctx: GradeContext, kind: str):
+def _report(ctx: GradeContext, kind: str) -> Report:
     return parse_report(json.loads(ctx.report(kind)), f"{kind}.json")
 
 
@@ -144,10 +148,10 @@ def _clean(ctx: GradeContext, kind: str) -> tuple[bool, str]:
     return False, f"{kind.upper()} report has {len(report.violations)} violation(s): {listed}"
 
 
-def _no_new(ctx: GradeContext, kind: str, severity: str) -> tuple[bool, str]:
+def _no_new(ctx: GradeContext, kind: str, severity: Severity) -> tuple[bool, str]:
     end = _report(ctx, kind)
     base = parse_report(json.loads(ctx.baseline_report(kind)), f"baseline/{kind}.json")
-    introduced = introduced_violations(base, end, severity)  # type: ignore[arg-type]
+    introduced = introduced_violations(base, end, severity)
     if introduced:
         listed = ", ".join(f"{i.source}:{i.type} {i.baseline}→{i.end}" for i in introduced)
         return False, f"new {kind.upper()} violations at {severity} and above: {listed}"

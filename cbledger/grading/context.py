@@ -7,7 +7,6 @@ touches the network, which is what lets `replay --verify` call exactly this code
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from cbledger.errors import UserError
 from cbledger.grading.evidence.bundle import Evidence
@@ -25,7 +24,7 @@ class GradeContext:
     fixture: Fixture
     evidence: Evidence
     #: per-grade memo for derived evidence (the parsed schematic, its nets)
-    cache: dict[str, Any] = field(default_factory=dict)
+    cache: dict[str, object] = field(default_factory=dict)
 
     def end_text(self, path: str) -> str:
         """A text file of the end state, or Unevaluable naming the path."""

@@ -48,7 +48,7 @@ def evaluate(task: Task, ctx: GradeContext) -> list[AssertionOutcome]:
     for spec in task.assertions:
         fn = checks[spec.type]
         try:
-            passed, detail = fn(spec.args, ctx)  # type: ignore[attr-defined]
+            passed, detail = fn(spec.args, ctx)
         except EVALUATION_ERRORS as exc:
             passed, detail = False, f"could not be evaluated: {exc}"
         outcomes.append(

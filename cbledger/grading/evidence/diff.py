@@ -38,12 +38,13 @@ class DiffSummary:
 
 
 def compute_diff(baseline: TreeView, end: TreeView) -> DiffSummary:
-    repo = baseline.repo
     summary = DiffSummary()
     if baseline.tree.id == end.tree.id:
         return summary
-    diff = repo.diff(baseline.tree, end.tree, context_lines=0, interhunk_lines=0)
+    diff = baseline.tree.diff_to_tree(end.tree, context_lines=0, interhunk_lines=0)
     for patch in diff:
+        if patch is None:  # libgit2 makes no patch for an unmodified entry; a tree diff lists none
+            continue
         delta = patch.delta
         if delta.status == pygit2.enums.DeltaStatus.ADDED:
             status, path = "added", delta.new_file.path
@@ -58,7 +59,7 @@ def compute_diff(baseline: TreeView, end: TreeView) -> DiffSummary:
             status=status,
             added=added,
             deleted=deleted,
-            binary=delta.is_binary,
+            binary=bool(delta.is_binary),  # None (not yet known) cannot remain once a patch is made
             old_mode=None if status == "added" else int(delta.old_file.mode),
             new_mode=None if status == "deleted" else int(delta.new_file.mode),
         )

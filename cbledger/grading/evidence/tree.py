@@ -47,18 +47,19 @@ class TreeView:
         return self._files
 
     def _walk(self, tree: pygit2.Tree, prefix: str, out: dict[str, Entry]) -> None:
+        # A tree yields its entries as the objects themselves, each with the name it has there.
         for entry in tree:
-            path = prefix + entry.name
-            if entry.type_str == "tree":
-                self._walk(self.repo[entry.id], path + "/", out)
-            elif entry.type_str == "blob":
+            path = f"{prefix}{entry.name}"
+            if isinstance(entry, pygit2.Tree):
+                self._walk(entry, path + "/", out)
+            elif isinstance(entry, pygit2.Blob):
                 out[path] = Entry(entry.id, entry.filemode)
 
     def read(self, path: str) -> bytes | None:
         entry = self.files().get(path)
         if entry is None:
             return None
-        return self.repo[entry.oid].data
+        return self.repo[entry.oid].peel(pygit2.Blob).data
 
     def text(self, path: str) -> str | None:
         data = self.read(path)
