@@ -25,7 +25,7 @@ class Model(Struct, forbid_unknown_fields=True, frozen=True, kw_only=True, renam
 # --------------------------------------------------------------------------- task.json
 
 
-class TaskFixture(Model, kw_only=True):
+class TaskFixture(Model, frozen=True, kw_only=True):
     path: Annotated[str, Meta(pattern=r"^fixtures/[a-z0-9]+(-[a-z0-9]+)*(?!\n)$")]
     sha256: Hex64
 
@@ -34,7 +34,7 @@ class TaskFixture(Model, kw_only=True):
         return self.path.split("/", 1)[1]
 
 
-class TaskRequest(Model, kw_only=True):
+class TaskRequest(Model, frozen=True, kw_only=True):
     prompt: NonEmpty | None = None
     brief_path: NonEmpty | None = None
 
@@ -42,7 +42,7 @@ class TaskRequest(Model, kw_only=True):
 Budget = int | float
 
 
-class TaskConfig(Model, kw_only=True):
+class TaskConfig(Model, frozen=True, kw_only=True):
     """Overrides for `.copperhead/config.json`. `llmCache` is not accepted: the runner forces it
     off, because a cached turn manufactures determinism the model does not have."""
 
@@ -53,16 +53,16 @@ class TaskConfig(Model, kw_only=True):
     stage_max_turns: dict[NonEmpty, Annotated[int, Meta(ge=1)]] | None = None
 
 
-class TaskSetup(Model, kw_only=True):
+class TaskSetup(Model, frozen=True, kw_only=True):
     commands: list[Literal["init"]] = field(default_factory=list)
 
 
-class TaskCaps(Model, kw_only=True):
+class TaskCaps(Model, frozen=True, kw_only=True):
     turns: Annotated[int, Meta(ge=1)]
     wall_clock_sec: Annotated[int, Meta(ge=1)]
 
 
-class TaskManifest(Model, kw_only=True):
+class TaskManifest(Model, frozen=True, kw_only=True):
     schema_: str | None = field(default=None, name="$schema")
     id: Slug
     tier: Tier
@@ -83,7 +83,7 @@ class TaskManifest(Model, kw_only=True):
         return self.repeats if self.repeats is not None else 3
 
 
-Assertions = list[AnyAssertion]  # type: ignore[valid-type]
+Assertions = list[AnyAssertion]
 
 
 # --------------------------------------------------------------------------- fixture.json
@@ -101,7 +101,7 @@ License = Literal[
 ]
 
 
-class Upstream(Model, kw_only=True):
+class Upstream(Model, frozen=True, kw_only=True):
     name: NonEmpty
     url: Annotated[str, Meta(pattern=r"^https?://")]
     commit: Hex40
@@ -112,19 +112,19 @@ class Upstream(Model, kw_only=True):
     modifications: NonEmpty
 
 
-class KicadInfo(Model, kw_only=True):
+class KicadInfo(Model, frozen=True, kw_only=True):
     authored_version: NonEmpty
     file_format_version: NonEmpty
     verified_with_kicad_cli: NonEmpty
 
 
-class Artifacts(Model, kw_only=True):
+class Artifacts(Model, frozen=True, kw_only=True):
     schematic: NonEmpty
     board: str | None = None
     project: str | None = None
 
 
-class Scale(Model, kw_only=True):
+class Scale(Model, frozen=True, kw_only=True):
     schematic_lines: Annotated[int, Meta(ge=1)]
     board_lines: Annotated[int, Meta(ge=0)] | None = None
     symbols: Annotated[int, Meta(ge=1)]
@@ -136,7 +136,7 @@ class Scale(Model, kw_only=True):
 Counts = dict[NonEmpty, Annotated[int, Meta(ge=0)]]
 
 
-class ErcBaseline(Model, kw_only=True):
+class ErcBaseline(Model, frozen=True, kw_only=True):
     report: NonEmpty
     errors: Annotated[int, Meta(ge=0)]
     error_types: Counts | None = None
@@ -144,19 +144,19 @@ class ErcBaseline(Model, kw_only=True):
     warning_types: Counts | None = None
 
 
-class DrcBaseline(ErcBaseline, kw_only=True):
+class DrcBaseline(ErcBaseline, frozen=True, kw_only=True):
     unconnected_items: Annotated[int, Meta(ge=0)]
     schematic_parity: Annotated[int, Meta(ge=0)]
     schematic_parity_types: Counts | None = None
 
 
-class BaselineSummary(Model, kw_only=True):
+class BaselineSummary(Model, frozen=True, kw_only=True):
     erc: ErcBaseline
     drc: DrcBaseline | None = None
     note: str | None = None
 
 
-class FreezeRecipe(Model, kw_only=True):
+class FreezeRecipe(Model, frozen=True, kw_only=True):
     """Which upstream paths `fixture freeze` took at `upstream.commit`, and where it put them, so
     that `fixture materialize --git` can rebuild an uncommitted tree from a clone."""
 
@@ -165,7 +165,7 @@ class FreezeRecipe(Model, kw_only=True):
     into: NonEmpty | None = None
 
 
-class FixtureManifest(Model, kw_only=True):
+class FixtureManifest(Model, frozen=True, kw_only=True):
     """Provenance, scale and baseline state of one frozen board. Never copied into a sandbox."""
 
     schema_: str | None = field(default=None, name="$schema")
@@ -181,7 +181,7 @@ class FixtureManifest(Model, kw_only=True):
     freeze: FreezeRecipe | None = None
 
 
-class Suite(Model, kw_only=True):
+class Suite(Model, frozen=True, kw_only=True):
     name: Slug
     tasks: Annotated[list[Slug], Meta(min_length=1)]
     description: str | None = None

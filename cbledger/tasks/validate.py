@@ -159,7 +159,8 @@ def _task_rules(doc: dict[str, Any], task_dir: Path, file: str, ctx: _Context) -
         clean["setup"] = {**setup, "commands": kept}
 
     mode = doc.get("mode")
-    request = doc.get("request") if isinstance(doc.get("request"), dict) else {}
+    given_request = doc.get("request")
+    request = given_request if isinstance(given_request, dict) else {}
     has_prompt = "prompt" in request
     has_brief = "briefPath" in request
     if mode in PROMPT_MODES:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Annotated, Any, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, cast
 
 import msgspec
 from msgspec import Meta, Struct, field
@@ -33,35 +33,35 @@ def _regex(value: str, what: str) -> None:
         raise ValueError(f"{what} is not a valid regular expression: {exc}") from None
 
 
-class NoArgs(Args, kw_only=True):
+class NoArgs(Args, frozen=True, kw_only=True):
     pass
 
 
-class SeverityArgs(Args, kw_only=True):
+class SeverityArgs(Args, frozen=True, kw_only=True):
     severity: Literal["error", "warning"] = "error"
 
 
-class NetArgs(Args, kw_only=True):
+class NetArgs(Args, frozen=True, kw_only=True):
     net: NonEmpty
 
 
-class SymbolPresentArgs(Args, kw_only=True):
+class SymbolPresentArgs(Args, frozen=True, kw_only=True):
     refdes: NonEmpty
     value: str | None = None
     footprint: str | None = None
 
 
-class SymbolAbsentArgs(Args, kw_only=True):
+class SymbolAbsentArgs(Args, frozen=True, kw_only=True):
     refdes: NonEmpty
 
 
-class PinNetArgs(Args, kw_only=True):
+class PinNetArgs(Args, frozen=True, kw_only=True):
     refdes: NonEmpty
     pin: NonEmpty | int
     net: NonEmpty
 
 
-class DocRowArgs(Args, kw_only=True):
+class DocRowArgs(Args, frozen=True, kw_only=True):
     doc: NonEmpty
     key: NonEmpty
     column: NonEmpty
@@ -71,7 +71,7 @@ class DocRowArgs(Args, kw_only=True):
         _regex(self.pattern, "pattern")
 
 
-class DocContainsArgs(Args, kw_only=True):
+class DocContainsArgs(Args, frozen=True, kw_only=True):
     doc: NonEmpty
     pattern: NonEmpty
     absent: bool = False
@@ -80,7 +80,7 @@ class DocContainsArgs(Args, kw_only=True):
         _regex(self.pattern, "pattern")
 
 
-class ConstraintArgs(Args, kw_only=True):
+class ConstraintArgs(Args, frozen=True, kw_only=True):
     key: NonEmpty
     source: str | None = None
     affects: list[str] | None = None
@@ -90,20 +90,20 @@ class ConstraintArgs(Args, kw_only=True):
             _regex(self.source, "source")
 
 
-class FilesTouchedArgs(Args, kw_only=True):
+class FilesTouchedArgs(Args, frozen=True, kw_only=True):
     allowed: Annotated[list[NonEmpty], Meta(min_length=1)]
 
 
-class PathArgs(Args, kw_only=True):
+class PathArgs(Args, frozen=True, kw_only=True):
     path: NonEmpty
 
 
-class DiffRatioArgs(Args, kw_only=True):
+class DiffRatioArgs(Args, frozen=True, kw_only=True):
     path: NonEmpty
     ratio: Annotated[float, Meta(ge=0.0, le=1.0)]
 
 
-class CommitCountArgs(Args, kw_only=True):
+class CommitCountArgs(Args, frozen=True, kw_only=True):
     equals: Annotated[int, Meta(ge=0)] | None = None
     max: Annotated[int, Meta(ge=0)] | None = None
 
@@ -112,15 +112,15 @@ class CommitCountArgs(Args, kw_only=True):
             raise ValueError("give exactly one of `equals` and `max`")
 
 
-class ExitPathArgs(Args, kw_only=True):
+class ExitPathArgs(Args, frozen=True, kw_only=True):
     paths: Annotated[list[ExitPath], Meta(min_length=1)]
 
 
-class RefusalCitesArgs(Args, kw_only=True):
+class RefusalCitesArgs(Args, frozen=True, kw_only=True):
     budget_key: NonEmpty
 
 
-class TranscriptEventArgs(Args, kw_only=True):
+class TranscriptEventArgs(Args, frozen=True, kw_only=True):
     event: NonEmpty
     min_count: Annotated[int, Meta(ge=1)] = 1
     matches: dict[NonEmpty, NonEmpty] = field(default_factory=dict)
@@ -168,10 +168,16 @@ class AssertionSpec(Struct, tag_field="type", forbid_unknown_fields=True, frozen
     weight: Annotated[float, Meta(gt=0.0, le=1e6)]
     required: bool
     note: str | None = None
+    if TYPE_CHECKING:
+        #: each type's class declares `args` with its own argument struct (`_spec_class`)
+        args: Args
 
     @property
     def type(self) -> str:
-        return type(self).__struct_config__.tag  # type: ignore[return-value]
+        tag = type(self).__struct_config__.tag
+        if not isinstance(tag, str):
+            raise TypeError(f"{type(self).__name__} is not a type of the assertion vocabulary")
+        return tag
 
     @property
     def evidence_source(self) -> EvidenceSource:
@@ -186,13 +192,17 @@ def _spec_class(name: str, args_type: type[Args]) -> type[AssertionSpec]:
         default = msgspec.field(default_factory=args_type)
     camel = "".join(part.capitalize() for part in name.split("_"))
     fields = [("args", args_type, default)] if default is not msgspec.NODEFAULT else [("args", args_type)]
-    return msgspec.defstruct(
-        f"{camel}Assertion",
-        fields,
-        bases=(AssertionSpec,),
-        tag=name,
-        kw_only=True,
-        module=__name__,
+    # defstruct is typed as making a bare Struct; `bases` makes this one an AssertionSpec.
+    return cast(
+        type[AssertionSpec],
+        msgspec.defstruct(
+            f"{camel}Assertion",
+            fields,
+            bases=(AssertionSpec,),
+            tag=name,
+            kw_only=True,
+            module=__name__,
+        ),
     )
 
 
@@ -201,7 +211,11 @@ SPEC_CLASSES: dict[str, type[AssertionSpec]] = {
 }
 globals().update({cls.__name__: cls for cls in SPEC_CLASSES.values()})
 
-AnyAssertion = Union[tuple(SPEC_CLASSES.values())]  # type: ignore[valid-type]
+if TYPE_CHECKING:
+    # The union exists only at run time, built from the table; every member is an AssertionSpec.
+    AnyAssertion = AssertionSpec
+else:
+    AnyAssertion = Union[tuple(SPEC_CLASSES.values())]
 
 
 def _vocabulary_hash() -> str:
