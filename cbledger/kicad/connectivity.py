@@ -320,7 +320,8 @@ class _Builder:
             for cand in index.get((sg.instance, test), ()):
                 if cand is sg or cand.absorbed_by is not None:
                     continue
-                checks.extend([cand.driver.name, *self._secondary_names(cand)])  # type: ignore[union-attr]
+                assert cand.driver is not None  # the index holds driven subgraphs only
+                checks.extend([cand.driver.name, *self._secondary_names(cand)])
                 sg.members.extend(cand.members)
                 sg.multiple = sg.multiple or cand.multiple
                 cand.absorbed_by = sg

@@ -92,8 +92,8 @@ def _footprint_matches(actual: str, claimed: str) -> bool:
 
 def bom_drift(markdown: str, symbols: Sequence[SymbolRecord], doc: str = "BOM.md") -> list[str]:
     by_ref: dict[str, SymbolRecord] = {}
-    for record in symbols:
-        by_ref.setdefault(record.reference, record)
+    for symbol in symbols:
+        by_ref.setdefault(symbol.reference, symbol)
     mismatches: list[str] = []
     for table in tables(markdown):
         ref_col = table.column(*REFERENCE_HEADERS)

@@ -52,6 +52,8 @@ def near_segment(start: Point, end: Point, point: Point, accuracy: int = 1) -> b
     (x1, y1), (x2, y2), (px, py) = start, end, point
     dx, dy = x2 - x1, y2 - y1
     length_sq = dx * dx + dy * dy
+    qx: float
+    qy: float
     if length_sq == 0:
         qx, qy = x1, y1
     else:

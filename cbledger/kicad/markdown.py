@@ -70,7 +70,8 @@ def tables(markdown: str) -> list[Table]:
     rows: list[tuple[str, ...]] = []
     lines: list[int] = []
     header_line = 0
-    row: list[str] | None = None
+    row: list[str] | None = None  # the row being read, and the source line it starts on
+    line = 0
     for token in _MD.parse(source):
         if token.type == "tr_open":
             row = []

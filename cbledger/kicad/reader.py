@@ -18,6 +18,7 @@ from cbledger.kicad.model import (
     BusEntry,
     Junction,
     Label,
+    LabelKind,
     LibPin,
     LibSymbol,
     NoConnect,
@@ -48,7 +49,7 @@ from cbledger.kicad.sexpr import (
     yes_no,
 )
 
-_LABEL_KINDS = {"label": "local", "global_label": "global", "hierarchical_label": "hierarchical"}
+_LABEL_KINDS: dict[str, LabelKind] = {"label": "local", "global_label": "global", "hierarchical_label": "hierarchical"}
 
 
 def read_sheet_file(path: Path) -> SheetFile:
@@ -89,7 +90,7 @@ def parse_sheet_text(text: str, source: str) -> SheetFile:
             position, rotation = at(node)
             labels.append(
                 Label(
-                    kind=_LABEL_KINDS[kind],  # type: ignore[arg-type]
+                    kind=_LABEL_KINDS[kind],
                     text=text_arg(node),
                     position=position,
                     rotation=rotation,

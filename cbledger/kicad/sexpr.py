@@ -178,7 +178,7 @@ class _Parser(sexpdata.Parser):
     sexpdata would make. (A bare `inf`/`nan`, never written by KiCad, stays a symbol.)
     """
 
-    def atom(self, token: str):  # type: ignore[override]
+    def atom(self, token: str):
         if token[:1] in _NUMERIC_START:
             if "." not in token:
                 try:

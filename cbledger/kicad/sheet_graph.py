@@ -195,12 +195,12 @@ def _collect_groups(items: _Items, joined: _UnionFind) -> list[Group]:
         if group is None:
             group = groups[root] = Group(order=root)
         data = items.payload[i]
-        if kind == _PIN:
-            group.pins.append(data)  # type: ignore[arg-type]
-        elif kind == _LABEL:
-            group.labels.append(data)  # type: ignore[arg-type]
-        elif kind == _SHEET_PIN:
-            group.sheet_pins.append(data)  # type: ignore[arg-type]
+        if kind == _PIN and isinstance(data, PinRef):
+            group.pins.append(data)
+        elif kind == _LABEL and isinstance(data, int):
+            group.labels.append(data)
+        elif kind == _SHEET_PIN and isinstance(data, tuple):
+            group.sheet_pins.append(data)
         elif kind == _NC:
             group.no_connect_flag = True
         elif kind == _BUS:
