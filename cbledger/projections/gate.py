@@ -42,7 +42,7 @@ class _S(Struct, rename="camel", frozen=True, kw_only=True, forbid_unknown_field
     pass
 
 
-class SnapshotRow(_S):
+class SnapshotRow(_S, frozen=True):
     tier: str
     model: str
     segment: str
@@ -57,14 +57,14 @@ class SnapshotRow(_S):
     single_repeat: bool
 
 
-class SnapshotSuite(_S):
+class SnapshotSuite(_S, frozen=True):
     suite_version: str
     records: int
     main_group_records: int
     rows: list[SnapshotRow]
 
 
-class Snapshot(_S):
+class Snapshot(_S, frozen=True):
     format: str
     head_seq: int
     head_hash: str | None
@@ -175,7 +175,8 @@ def rate_threshold(passes_b: int, runs_b: int, passes_a: int, runs_a: int, t: Th
     one_run = Fraction(1, min(runs_b, runs_a))
     pooled = (passes_b + passes_a) / (runs_b + runs_a)
     se = math.sqrt(pooled * (1 - pooled) * (1 / runs_b + 1 / runs_a))
-    return max(Fraction(t.rate_floor).limit_denominator(10**6), one_run, t.z * se)
+    floors: list[Fraction | float] = [Fraction(t.rate_floor).limit_denominator(10**6), one_run, t.z * se]
+    return max(floors)
 
 
 def cost_threshold(passes_a: int, t: Thresholds) -> Fraction:

@@ -42,7 +42,7 @@ def _tier_label(tier: str) -> str:
     return POOLED if tier == ALL_TIERS else tier
 
 
-def _rank_key(r: RowMetrics) -> tuple:
+def _rank_key(r: RowMetrics) -> tuple[int, Fraction, bool, Fraction | int, str, str]:
     rate = r.rate if r.rate is not None else Fraction(-1)
     cpp = r.cost_per_pass_micros
     return (_TIER_ORDER[r.tier], -rate, cpp is None, cpp if cpp is not None else 0, r.model, r.segment)

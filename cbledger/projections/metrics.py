@@ -27,10 +27,12 @@ Pure functions of a `LedgerState`. Definitions (docs/PROJECTIONS.md repeats them
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 from msgspec import Struct
 
+from cbledger.ledger.types import Outcome, Tier
 from cbledger.projections.comparability import Partition, Reference, partition
 from cbledger.projections.fold import LedgerState, suite_versions
 from cbledger.projections.records import RecordEntry, harness_mode, is_harness, is_replay, record_entries
@@ -342,22 +344,30 @@ def _variants(members: list[RecordEntry]) -> tuple[list[VariantGap], list[Orphan
     return gaps, orphans
 
 
+@dataclass
+class _HarnessTally:
+    """One task's harness runs: [runs, passes] by scripted mode."""
+
+    tier: Tier
+    outcome: Outcome
+    runs: dict[str, list[int]] = field(
+        default_factory=lambda: {"gold": [0, 0], "noop": [0, 0], "unknown": [0, 0]}
+    )
+
+
 def _harness(members: list[RecordEntry]) -> list[HarnessCheck]:
-    tasks: dict[str, dict] = {}
+    tasks: dict[str, _HarnessTally] = {}
     for rec in members:
         task = rec.run.run.task
         mode = harness_mode(rec.run) or "unknown"
-        t = tasks.setdefault(
-            task.id,
-            {"tier": task.tier, "outcome": task.expected_outcome, "gold": [0, 0], "noop": [0, 0], "unknown": [0, 0]},
-        )
-        t[mode][0] += 1
-        t[mode][1] += rec.verdict == "pass"
+        t = tasks.setdefault(task.id, _HarnessTally(task.tier, task.expected_outcome))
+        t.runs[mode][0] += 1
+        t.runs[mode][1] += rec.verdict == "pass"
     order = {t: i for i, t in enumerate(TIERS)}
     out = []
-    for task_id in sorted(tasks, key=lambda k: (order[tasks[k]["tier"]], k)):
+    for task_id in sorted(tasks, key=lambda k: (order[tasks[k].tier], k)):
         t = tasks[task_id]
-        (gr, gp), (nr, np_) = t["gold"], t["noop"]
+        (gr, gp), (nr, np_) = t.runs["gold"], t.runs["noop"]
         problems = []
         if gr == 0:
             problems.append("no gold run")
@@ -365,15 +375,15 @@ def _harness(members: list[RecordEntry]) -> list[HarnessCheck]:
             problems.append(f"gold failed {gr - gp} of {gr}: the task may not be solvable as graded")
         if nr == 0:
             problems.append("no noop run")
-        elif np_ and t["outcome"] in ("edit", "refusal"):
+        elif np_ and t.outcome in ("edit", "refusal"):
             problems.append(f"noop passed {np_} of {nr}: the task does not discriminate")
-        if t["unknown"][0]:
-            problems.append(f"{t['unknown'][0]} harness run(s) neither gold nor noop")
+        if t.runs["unknown"][0]:
+            problems.append(f"{t.runs['unknown'][0]} harness run(s) neither gold nor noop")
         out.append(
             HarnessCheck(
                 task_id=task_id,
-                tier=t["tier"],
-                expected_outcome=t["outcome"],
+                tier=t.tier,
+                expected_outcome=t.outcome,
                 gold_runs=gr,
                 gold_passes=gp,
                 noop_runs=nr,

@@ -392,9 +392,10 @@ def write(tables: list[Table], path: Path) -> Path:
         conn = sqlite3.connect(tmp)
         db = sqlite_utils.Database(conn)
         for t in tables:
-            db[t.name].create(t.columns, pk=t.pk[0] if len(t.pk) == 1 else t.pk)  # type: ignore[union-attr]
+            table = db.table(t.name)
+            table.create(t.columns, pk=t.pk[0] if len(t.pk) == 1 else t.pk)
             if t.rows:
-                db[t.name].insert_all(t.rows, batch_size=1000)  # type: ignore[union-attr]
+                table.insert_all(t.rows, batch_size=1000)
         conn.commit()
         conn.close()
         with open(tmp, "rb+") as f:
@@ -406,7 +407,7 @@ def write(tables: list[Table], path: Path) -> Path:
     return path
 
 
-def _dump_lines(name: str, columns: list[str], pk: list[str], rows: list[tuple]) -> list[str]:
+def _dump_lines(name: str, columns: list[str], pk: list[str], rows: list[tuple[Any, ...]]) -> list[str]:
     out = [f"table {name} ({', '.join(columns)}) pk ({', '.join(pk)}) rows {len(rows)}"]
     out.extend(json.dumps(list(r), ensure_ascii=False, separators=(",", ":")) for r in rows)
     return out
@@ -428,9 +429,9 @@ def canonical_dump(path: Path) -> str:
         db = sqlite_utils.Database(conn)
         out: list[str] = []
         for name in sorted(db.table_names()):
-            table = db[name]
-            cols = [c.name for c in table.columns]  # type: ignore[union-attr]
-            pk = table.pks  # type: ignore[union-attr]
+            table = db.table(name)
+            cols = [c.name for c in table.columns]
+            pk = table.pks
             order = ", ".join(f'"{k}"' for k in pk)
             rows = [tuple(_norm(v) for v in row) for row in conn.execute(f'SELECT * FROM "{name}" ORDER BY {order}')]
             out += _dump_lines(name, cols, pk, rows)

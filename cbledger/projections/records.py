@@ -39,7 +39,7 @@ from msgspec import Struct
 
 from cbledger.ledger.types import ExitPath, FailureCategory, Mode, Outcome, Tier
 from cbledger.projections import paths
-from cbledger.projections.fold import GradeEntry, LedgerState, RunEntry
+from cbledger.projections.fold import GradeEntry, LedgerState, ProjectionError, RunEntry
 
 ABSENT = "absent"
 HARNESS_MODES = frozenset({"gold", "noop"})
@@ -53,7 +53,7 @@ class _R(Struct, rename="camel", omit_defaults=True, frozen=True, kw_only=True):
     """Base: camelCase, optional fields omitted when unset (the reference omits them)."""
 
 
-class RecordTask(_R):
+class RecordTask(_R, frozen=True):
     id: str
     tier: Tier
     mode: Mode
@@ -61,24 +61,24 @@ class RecordTask(_R):
     variant_of: str | None = None
 
 
-class RecordFixture(_R):
+class RecordFixture(_R, frozen=True):
     id: str
     sha256: str
 
 
-class RecordSetupSkip(_R):
+class RecordSetupSkip(_R, frozen=True):
     command: str
     reason: str
 
 
-class RecordAblations(_R):
+class RecordAblations(_R, frozen=True):
     prompt_variant: str | None = None
     max_turns: int | None = None
     max_repair_cycles: int | None = None
     tool_subset: list[str] | None = None
 
 
-class RecordRun(_R):
+class RecordRun(_R, frozen=True):
     model: str
     repeat: int
     run_mode: Literal["noop", "gold", "agent"]
@@ -89,7 +89,7 @@ class RecordRun(_R):
     ablations: RecordAblations | None = None
 
 
-class RecordAssertion(_R):
+class RecordAssertion(_R, frozen=True):
     id: str
     type: str
     weight: int | float
@@ -98,7 +98,7 @@ class RecordAssertion(_R):
     detail: str
 
 
-class RecordComparability(_R):
+class RecordComparability(_R, frozen=True):
     schema_version: str
     suite_version: str
     task_manifest_hash: str
@@ -110,7 +110,7 @@ class RecordComparability(_R):
     platform: str
 
 
-class RecordModel(_R):
+class RecordModel(_R, frozen=True):
     id: str
     provider: str
     selection_source: str
@@ -118,12 +118,12 @@ class RecordModel(_R):
     pinning: Literal["strong", "weak"]
 
 
-class RecordCost(_R):
+class RecordCost(_R, frozen=True):
     usd: float | None
     price_table_version: str | None
 
 
-class RecordStats(_R):
+class RecordStats(_R, frozen=True):
     exit_path: ExitPath
     turns_used: int
     max_turns: int
@@ -134,20 +134,20 @@ class RecordStats(_R):
     files_touched: list[str] | None = None
 
 
-class RecordRubric(_R):
+class RecordRubric(_R, frozen=True):
     judge_model: str
     prompt_sha256: str
     score: float
     rationale: str | None
 
 
-class RecordArtifacts(_R):
+class RecordArtifacts(_R, frozen=True):
     transcript_path: str
     sandbox_preserved: bool
     sandbox_path: str | None
 
 
-class ResultRecord(_R):
+class ResultRecord(_R, frozen=True):
     """One run graded under one suite version (`results/<date>/<model>/<task>/run-<n>.json`)."""
 
     schema_version: str
@@ -181,6 +181,13 @@ class RecordEntry(Struct, frozen=True, kw_only=True):
     run: RunEntry
     graded: GradeEntry
     record: ResultRecord | None = None
+
+    @property
+    def built(self) -> ResultRecord:
+        """The record itself, which only an entry made with `build=True` has."""
+        if self.record is None:
+            raise ProjectionError(f"{self.path}: the record was not built (record_entries(..., build=False))")
+        return self.record
 
     @property
     def grade_seq(self) -> int:
@@ -228,8 +235,10 @@ def harness_mode(entry: RunEntry) -> Literal["gold", "noop"] | None:
     run = entry.run
     if run.run_mode == "gold" or run.run_mode == "noop":
         return run.run_mode
-    if run.model.id in ("harness:gold", "harness:noop"):
-        return run.model.id.split(":", 1)[1]  # type: ignore[return-value]
+    if run.model.id == "harness:gold":
+        return "gold"
+    if run.model.id == "harness:noop":
+        return "noop"
     return None
 
 
@@ -305,7 +314,7 @@ def build_record(state: LedgerState, entry: RunEntry, graded: GradeEntry) -> Res
             id=run.model.id,
             provider=run.model.provider,
             selection_source=run.model.selection_source,
-            segment=run.model.segment,  # type: ignore[arg-type]
+            segment=run.model.segment,
             pinning=run.model.pinning,
         )
     stats = None
@@ -321,8 +330,10 @@ def build_record(state: LedgerState, entry: RunEntry, graded: GradeEntry) -> Res
             tokens_out=s.tokens_out,
             files_touched=list(s.files_touched) or None,
         )
-    cost = RecordCost(usd=usd_from_micros(run.cost.usd_micros), price_table_version=run.cost.price_table_version)
-    if harness and cost.usd is None and cost.price_table_version is None:
+    cost: RecordCost | None = RecordCost(
+        usd=usd_from_micros(run.cost.usd_micros), price_table_version=run.cost.price_table_version
+    )
+    if harness and run.cost.usd_micros is None and run.cost.price_table_version is None:
         cost = None  # the reference writes no cost block for the provider-free modes
     transcript = run.evidence.get("transcript")
     artifacts = None
@@ -428,7 +439,7 @@ def record_entries(state: LedgerState, suite_version: str | None = None, *, buil
 
 def retracted_paths(state: LedgerState) -> list[str]:
     """Where records of retracted runs would be: the writer removes these (and only these)."""
-    out = []
+    out: list[str] = []
     for run_id in state.retracted:
         out.extend(path for path, _, _ in record_paths(state, run_id))
     return sorted(out)

@@ -15,6 +15,7 @@ suite version, across all comparability groups — the queue is a backlog, not a
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 from msgspec import Struct
@@ -46,10 +47,21 @@ class WorkQueue(Struct, frozen=True, kw_only=True):
     entries: list[QueueEntry]
 
 
+@dataclass
+class _Tally:
+    """One category's failed runs, counted as they are read."""
+
+    costed: int = 0
+    uncosted: int = 0
+    micros: int = 0
+    tasks: dict[str, int] = field(default_factory=dict)
+    models: dict[str, int] = field(default_factory=dict)
+
+
 def work_queue(state: LedgerState, suite_version: str | None) -> WorkQueue:
     if suite_version is None:
         return WorkQueue(suite_version=None, failed_runs=0, entries=[])
-    cats: dict[str, dict] = {}
+    cats: dict[str, _Tally] = {}
     failed = 0
     for rec in record_entries(state, suite_version, build=False):
         entry = rec.run
@@ -59,36 +71,36 @@ def work_queue(state: LedgerState, suite_version: str | None) -> WorkQueue:
         if category is None:
             continue
         failed += 1
-        c = cats.setdefault(category, {"costed": 0, "uncosted": 0, "micros": 0, "tasks": {}, "models": {}})
+        c = cats.setdefault(category, _Tally())
         micros = entry.run.cost.usd_micros
         if micros is None:
-            c["uncosted"] += 1
+            c.uncosted += 1
         else:
-            c["costed"] += 1
-            c["micros"] += micros
-        c["tasks"][entry.run.task.id] = c["tasks"].get(entry.run.task.id, 0) + 1
-        c["models"][entry.run.model.id] = c["models"].get(entry.run.model.id, 0) + 1
+            c.costed += 1
+            c.micros += micros
+        c.tasks[entry.run.task.id] = c.tasks.get(entry.run.task.id, 0) + 1
+        c.models[entry.run.model.id] = c.models.get(entry.run.model.id, 0) + 1
 
-    def key(name: str) -> tuple:
+    def key(name: str) -> tuple[bool, int, int, str]:
         c = cats[name]
-        costed = c["costed"] > 0
-        return (not costed, -c["micros"], -(c["costed"] + c["uncosted"]), name)
+        costed = c.costed > 0
+        return (not costed, -c.micros, -(c.costed + c.uncosted), name)
 
     entries = []
     for rank, name in enumerate(sorted(cats, key=key), start=1):
         c = cats[name]
-        mean = usd_from_micros(round(Fraction(c["micros"], c["costed"]))) if c["costed"] else None
+        mean = usd_from_micros(round(Fraction(c.micros, c.costed))) if c.costed else None
         entries.append(
             QueueEntry(
                 rank=rank,
                 category=name,
-                runs=c["costed"] + c["uncosted"],
-                costed_runs=c["costed"],
-                uncosted_runs=c["uncosted"],
+                runs=c.costed + c.uncosted,
+                costed_runs=c.costed,
+                uncosted_runs=c.uncosted,
                 mean_run_usd=mean,
-                score_usd=usd_from_micros(c["micros"]) if c["costed"] else None,
-                tasks=_occurrences(c["tasks"]),
-                models=_occurrences(c["models"]),
+                score_usd=usd_from_micros(c.micros) if c.costed else None,
+                tasks=_occurrences(c.tasks),
+                models=_occurrences(c.models),
             )
         )
     return WorkQueue(suite_version=suite_version, failed_runs=failed, entries=entries)

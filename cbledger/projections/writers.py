@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 import gc
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -57,7 +57,7 @@ class LedgerFollower:
     def state(self) -> LedgerState:
         return self.projector.state
 
-    def _new_events(self):
+    def _new_events(self) -> Iterator[_Line]:
         limit = self.store.committed_size()
         with open(self.store.path, "rb") as f:
             f.seek(self.offset)
@@ -172,7 +172,7 @@ def sync_records(state: LedgerState, results: Path, check: bool = False) -> Reco
     """Makes `results/` hold exactly the live records. With `check`, only reports what differs."""
     sync = _Sync(results, check)
     for entry in rec.record_entries(state):
-        sync.put(entry.path, rec.render(entry.record))  # type: ignore[arg-type]
+        sync.put(entry.path, rec.render(entry.built))
     for relpath in rec.retracted_paths(state):
         sync.remove(relpath)
     return sync.report()

@@ -68,7 +68,7 @@ def record_files(results: Path) -> set[str]:
 
 def check_records(state: LedgerState, workspace: Workspace, out: OutputsCheck) -> None:
     entries = {e.path: e for e in records.record_entries(state)}
-    expected = {path: records.render(e.record) for path, e in entries.items()}  # type: ignore[arg-type]
+    expected = {path: records.render(e.built) for path, e in entries.items()}
     out.records_expected = len(expected)
     on_disk = record_files(workspace.results)
     for rel in sorted(on_disk - expected.keys()):
