@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import msgspec
 import typer
@@ -59,7 +59,7 @@ def symbols(schematic: SchematicArg, as_json: JsonFlag = False) -> None:
 def summary(schematic: SchematicArg, as_json: JsonFlag = False) -> None:
     """What each sheet instance holds: symbols, wires, buses, bus entries, junctions, flags, labels, sheets."""
     design = load_schematic(schematic)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for instance in design.instances:
         sheet = design.file_of(instance)
         rows.append(

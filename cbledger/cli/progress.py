@@ -12,10 +12,13 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from cbledger.reproduce.findings import RunCheck
 from cbledger.runner.execute import RunOutput
+
+if TYPE_CHECKING:  # rich is imported only when a bar is drawn
+    from rich.progress import Progress, TaskID
 
 
 class Reporter:
@@ -33,8 +36,8 @@ class Reporter:
         self.keep = keep
         self.in_bytes = in_bytes
         self.started = time.monotonic()
-        self._bar = None
-        self._task = None
+        self._bar: Progress | None = None
+        self._task: TaskID | None = None
 
     def start(self, total: int) -> None:
         self.started = time.monotonic()
@@ -59,7 +62,7 @@ class Reporter:
         and left. An `error` step is printed above a live bar, so it stays visible."""
         if self.quiet:
             return
-        if self._bar is not None:
+        if self._bar is not None and self._task is not None:
             self._bar.update(self._task, completed=done, status=tally if tally is not None else what)
             if error:
                 self._bar.console.print(f"[red]{what}[/red]")

@@ -167,19 +167,18 @@ def import_cmd(
     """
     from cbledger.reproduce import imports
 
-    if (path is None) == (manual is None):
-        fail("give exactly one of PATH or --manual FILE", 2)
-    where = workspace(ledger, root)
-    if manual is not None:
-        report = imports.import_manual(where, manual, source)
+    if manual is not None and path is None:
+        report = imports.import_manual(workspace(ledger, root), manual, source)
+    elif path is not None and manual is None:
+        report = imports.import_records(workspace(ledger, root), path, source)
     else:
-        report = imports.import_records(where, path, source)  # type: ignore[arg-type]
+        fail("give exactly one of PATH or --manual FILE", 2)
     if as_json:
         typer.echo(json.dumps(report.to_dict(), sort_keys=True))
         return
     for o in report.outcomes:
-        where = f"seq {o.seq}" if o.seq is not None else "-"
-        typer.echo(f"{o.status:<9} {where:<10} {o.format:<34} {o.original_path}" + (f"  ({o.note})" if o.note else ""))
+        at = f"seq {o.seq}" if o.seq is not None else "-"
+        typer.echo(f"{o.status:<9} {at:<10} {o.format:<34} {o.original_path}" + (f"  ({o.note})" if o.note else ""))
     for kept in report.kept:
         typer.echo(f"kept      {kept}")
     typer.echo(

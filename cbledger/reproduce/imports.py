@@ -23,7 +23,14 @@ from typing import Any
 
 from cbledger import credentials
 from cbledger.errors import SecretFound, UserError
-from cbledger.ledger.events import Actor, EvidenceImported, ImportedFile, ImportSummary, make_event
+from cbledger.ledger.events import (
+    Actor,
+    EvidenceImported,
+    EvidenceImportedEvent,
+    ImportedFile,
+    ImportSummary,
+    make_event,
+)
 from cbledger.ledger.store import LedgerStore
 from cbledger.login import login_name
 from cbledger.projections.writers import write_atomic
@@ -95,7 +102,12 @@ def _refuse_credentials(items: list[tuple[str, bytes]]) -> None:
 
 
 def _existing(store: LedgerStore) -> dict[str, tuple[int, EvidenceImported]]:
-    return {s.event.id: (s.seq, s.event.body) for s in store.read(types={"evidence.imported"})}  # type: ignore[attr-defined]
+    found: dict[str, tuple[int, EvidenceImported]] = {}
+    for stored in store.read(types={"evidence.imported"}):
+        event = stored.event
+        if isinstance(event, EvidenceImportedEvent):
+            found[event.id] = (stored.seq, event.body)
+    return found
 
 
 def _commit(workspace: Workspace, candidates: list[_Candidate], actor: Actor) -> ImportReport:

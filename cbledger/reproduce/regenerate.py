@@ -167,10 +167,11 @@ class Regenerator:
         self.problem = problem
         assert self.follower is not None
         projector = self.follower.projector
+        assert isinstance(projector, _TrackingProjector)  # every follower here comes from _fresh()
         if not rebuilt and self.follower.state.head_seq == self.written_seq:
             return None
-        update = self._write(rebuilt, projector.touched)  # type: ignore[attr-defined]
-        projector.touched = set()  # type: ignore[attr-defined]
+        update = self._write(rebuilt, projector.touched)
+        projector.touched = set()
         update.seconds = time.perf_counter() - started
         return update
 

@@ -65,8 +65,8 @@ def check_run(workspace: Workspace, run: RunRecorded, seq: int, grades: list[tup
         if restored.repo is not None and not any(f.kind in ("seed-mismatch", "bundle-unreadable") for f in restored.failures):
             for f in check_digests(restored.repo, run, seq, restored.complete):
                 result.fail(f)
-        if regradable:
-            _regrade_and_compare(result, run, seq, task, restored, regradable)  # type: ignore[arg-type]
+        if regradable and task is not None:  # a grade is re-gradable only against a task on disk
+            _regrade_and_compare(result, run, seq, task, restored, regradable)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     result.grades.sort(key=lambda g: g.seq)

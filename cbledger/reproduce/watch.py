@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 from cbledger.errors import UserError
 from cbledger.reproduce.regenerate import Regenerator, Update
@@ -36,13 +38,17 @@ class WatchOptions:
     read_model: bool = True
 
 
+#: what `signal.signal` returns and takes back: a function, SIG_DFL/SIG_IGN, or None (set outside Python)
+_Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
+
+
 class _Stop:
     """Turns the first SIGINT/SIGTERM into a request to stop; a second SIGINT interrupts."""
 
     def __init__(self) -> None:
         self.event = threading.Event()
         self.signal: str | None = None
-        self._saved: dict[int, object] = {}
+        self._saved: dict[int, _Handler] = {}
 
     def install(self) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -52,7 +58,7 @@ class _Stop:
 
     def restore(self) -> None:
         for sig, handler in self._saved.items():
-            signal.signal(sig, handler)  # type: ignore[arg-type]
+            signal.signal(sig, handler)
 
     def _handle(self, signum, _frame) -> None:
         if self.event.is_set() and signum == signal.SIGINT:
