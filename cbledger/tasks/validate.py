@@ -34,9 +34,16 @@ from typing import Any
 import msgspec
 
 from cbledger.errors import UserError
-from cbledger.tasks.fixtures.check import FixtureCheck, check_fixture
-from cbledger.tasks.fixtures.problems import Problem, error, errors_of, note, schema_problems, warning
 from cbledger.tasks.catalog import Catalog, Fixture, Task, load_fixture
+from cbledger.tasks.fixtures.check import FixtureCheck, check_fixture
+from cbledger.tasks.fixtures.problems import (
+    Problem,
+    error,
+    errors_of,
+    note,
+    schema_problems,
+    warning,
+)
 from cbledger.tasks.model import Suite, TaskManifest
 from cbledger.tasks.vocabulary import SPEC_CLASSES, VOCABULARY
 
@@ -158,6 +165,15 @@ def _task_rules(doc: dict[str, Any], task_dir: Path, file: str, ctx: _Context) -
                 )
         clean["setup"] = {**setup, "commands": kept}
 
+    problems += _request_rules(doc, file)
+    problems += _variant_rules(doc, task_dir, file, ctx)
+    problems += _rubric_rules(doc, task_dir, file, ctx)
+    return clean, problems
+
+
+def _request_rules(doc: dict[str, Any], file: str) -> list[Problem]:
+    """Each mode's request: a prompt, a brief in the fixture tree, or (for `check`) nothing."""
+    problems: list[Problem] = []
     mode = doc.get("mode")
     given_request = doc.get("request")
     request = given_request if isinstance(given_request, dict) else {}
@@ -177,31 +193,40 @@ def _task_rules(doc: dict[str, Any], task_dir: Path, file: str, ctx: _Context) -
         for key in ("prompt", "briefPath"):
             if key in request:
                 problems.append(error(file, f"request.{key}", "mode 'check' takes no request"))
+    return problems
 
+
+def _variant_rules(doc: dict[str, Any], task_dir: Path, file: str, ctx: _Context) -> list[Problem]:
+    """`variantOf` names another task on disk, and that task is an original, not a variant."""
     variant = doc.get("variantOf")
-    if isinstance(variant, str):
-        target = ctx.root / "tasks" / variant / "task.json"
-        if variant == task_dir.name:
-            problems.append(error(file, "variantOf", "a task cannot be a variant of itself"))
-        elif not target.is_file():
-            problems.append(error(file, "variantOf", f"names {variant!r}, but tasks/{variant}/task.json does not exist"))
-        else:
-            try:
-                original = json.loads(target.read_bytes())
-            except ValueError:
-                original = None
-            if isinstance(original, dict) and original.get("variantOf") is not None:
-                problems.append(
-                    error(file, "variantOf", f"names {variant!r}, which is itself a variant (of {original.get('variantOf')!r}); name the original")
-                )
+    if not isinstance(variant, str):
+        return []
+    target = ctx.root / "tasks" / variant / "task.json"
+    if variant == task_dir.name:
+        return [error(file, "variantOf", "a task cannot be a variant of itself")]
+    if not target.is_file():
+        return [error(file, "variantOf", f"names {variant!r}, but tasks/{variant}/task.json does not exist")]
+    try:
+        original = json.loads(target.read_bytes())
+    except ValueError:
+        original = None
+    if isinstance(original, dict) and original.get("variantOf") is not None:
+        return [
+            error(file, "variantOf", f"names {variant!r}, which is itself a variant (of {original.get('variantOf')!r}); name the original")
+        ]
+    return []
 
+
+def _rubric_rules(doc: dict[str, Any], task_dir: Path, file: str, ctx: _Context) -> list[Problem]:
+    """A rubric is a file inside the task directory."""
     rubric = doc.get("rubric")
-    if isinstance(rubric, str) and rubric:
-        if not _inside(rubric):
-            problems.append(error(file, "rubric", f"{rubric!r} must be a relative path inside the task directory"))
-        elif not (task_dir / rubric).is_file():
-            problems.append(error(file, "rubric", f"{rubric!r} does not exist in {ctx.rel(task_dir)}/"))
-    return clean, problems
+    if not (isinstance(rubric, str) and rubric):
+        return []
+    if not _inside(rubric):
+        return [error(file, "rubric", f"{rubric!r} must be a relative path inside the task directory")]
+    if not (task_dir / rubric).is_file():
+        return [error(file, "rubric", f"{rubric!r} does not exist in {ctx.rel(task_dir)}/")]
+    return []
 
 
 def _fixture_rules(manifest: TaskManifest, file: str, ctx: _Context) -> tuple[FixtureCheck | None, list[Problem]]:
