@@ -32,16 +32,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from cbledger.ledger.events import Ablations  # noqa: E402
-from cbledger.runner import sandbox as sandbox_mod  # noqa: E402
-from cbledger.grading.evidence.bundle import LIVE_REPORTS_DIR, from_sandbox  # noqa: E402
-from cbledger.tasks.fixtures.materialize import from_directory  # noqa: E402
 from cbledger.grading.context import EVALUATION_ERRORS, GradeContext  # noqa: E402
+from cbledger.grading.evidence.bundle import LIVE_REPORTS_DIR, from_sandbox  # noqa: E402
 from cbledger.grading.grader import grade  # noqa: E402
 from cbledger.grading.registry import all_checks  # noqa: E402
 from cbledger.kicad import compute_nets, load_schematic  # noqa: E402
 from cbledger.kicad.sexpr import PARSE_CACHE  # noqa: E402
+from cbledger.ledger.events import Ablations  # noqa: E402
+from cbledger.runner import sandbox as sandbox_mod  # noqa: E402
 from cbledger.tasks.catalog import load_fixture, load_task  # noqa: E402
+from cbledger.tasks.fixtures.materialize import from_directory  # noqa: E402
 
 BOARDS = {
     # board id: (old net label, new net label, a reference on that net, its pin)

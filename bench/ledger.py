@@ -71,7 +71,7 @@ from cbledger.ledger.events import (
 from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.verify import verify_chain
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 T0 = dt.datetime(2026, 3, 1, tzinfo=UTC)
 RUNNER = Actor(kind="runner", name="copperbench-runner")
 MODELS = ["claude-sonnet-4.5", "gpt-5-mini", "qwen3-coder-480b", "gemini-2.5-pro"]
@@ -453,14 +453,14 @@ def bench_verify(path: Path, repeat: int) -> tuple[list[Row], T]:
         for slices in event_slices(path):
             assert decoder.decode(slices[-1]).seq > 0  # the slicing found whole events
             event_bytes += sum(map(len, slices))
-            h += timed(lambda: each(lambda data: blake3(data).digest(), slices))
-            d += timed(lambda: each(decoder.decode, slices))
+            h += timed(lambda s=slices: each(lambda data: blake3(data).digest(), s))
+            d += timed(lambda s=slices: each(decoder.decode, s))
             del slices
         hashing, decoding = hashing.best(h), decoding.best(d)
 
         with open(path, "rb") as f:
             data = f.read(min(size, 256 << 20))
-        t = timed(lambda: blake3(data, max_threads=1).digest())
+        t = timed(lambda chunk=data: blake3(chunk, max_threads=1).digest())
         one_shot = one_shot.best(T(t.wall * size / len(data), t.cpu * size / len(data)))
         del data
 

@@ -28,7 +28,7 @@ import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cbledger.ledger.events import (  # noqa: E402
+from cbledger.ledger.events import (
     Actor,
     AssertionOutcome,
     Comparability,
@@ -47,11 +47,11 @@ from cbledger.ledger.events import (  # noqa: E402
     TaskIdentity,
     Timings,
 )
-from cbledger.ledger.store import LedgerStore  # noqa: E402
-from cbledger.projections import leaderboard, records  # noqa: E402
-from cbledger.projections.writers import LedgerFollower, load_state  # noqa: E402
+from cbledger.ledger.store import LedgerStore
+from cbledger.projections import leaderboard, records
+from cbledger.projections.writers import LedgerFollower, load_state
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 T0 = dt.datetime(2026, 9, 1, tzinfo=UTC)
 ACTOR = Actor(kind="runner", name="bench")
 TASKS = [(f"task-{i:02d}", ("simple", "medium", "hard")[i % 3], "refusal" if i % 7 == 0 else "edit") for i in range(21)]

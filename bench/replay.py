@@ -183,7 +183,8 @@ def synthetic(work: Path, sizes: list[int], debounce_ms: int, appends: int) -> N
         ledger = Workspace.at(d).ledger
         ledger.parent.mkdir(parents=True)
         build_ledger(ledger, n)
-        events = sum(1 for _ in open(ledger, "rb"))
+        with open(ledger, "rb") as f:
+            events = sum(1 for _ in f)
         size = ledger.stat().st_size
         t = time.perf_counter()
         chain = verify_chain(ledger)

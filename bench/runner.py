@@ -31,17 +31,17 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from cbledger.grading import suite_version  # noqa: E402
+from cbledger.grading.evidence import bundle as evidence_mod  # noqa: E402
+from cbledger.kicad.oracle import kicad_cli_version  # noqa: E402
 from cbledger.ledger.events import Ablations, Actor, make_event  # noqa: E402
 from cbledger.ledger.store import LedgerStore  # noqa: E402
-from cbledger.grading import suite_version  # noqa: E402
 from cbledger.runner import backstop, preserve, suite_run  # noqa: E402
 from cbledger.runner import execute as execute_mod  # noqa: E402
 from cbledger.runner import sandbox as sandbox_mod  # noqa: E402
 from cbledger.runner.agents import scripted  # noqa: E402
-from cbledger.grading.evidence import bundle as evidence_mod  # noqa: E402
 from cbledger.runner.plan import make_plan  # noqa: E402
 from cbledger.tasks.catalog import Catalog  # noqa: E402
-from cbledger.kicad.oracle import kicad_cli_version  # noqa: E402
 from cbledger.workspace import Workspace  # noqa: E402
 from tests.runner_project import (  # noqa: E402
     DMX_BOARD,
@@ -210,7 +210,7 @@ def main() -> None:
         ledger = init_ledger(root)
         catalog = Catalog(root)
         rows = []
-        for task_id, (board, fixture_id) in tasks.items():
+        for task_id, (board, _fixture_id) in tasks.items():
             for agent in ("gold", "noop"):
                 plan = make_plan(catalog, agent=agent, model=None, suite=None, task_ids=[task_id], repeats=args.repeats,
                                  ablations=Ablations())

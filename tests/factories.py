@@ -64,7 +64,7 @@ from cbledger.ledger.events import (
 )
 from cbledger.ledger.store import LedgerStore
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 AT = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)  # the numbered drafts start here
 T0 = dt.datetime(2026, 9, 6, 9, 0, 0, tzinfo=UTC)  # a Stream starts here
 RUNNER = Actor(kind="runner", name="copperbench-runner")

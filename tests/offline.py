@@ -8,9 +8,9 @@ import socket
 
 import pytest
 
+from cbledger.kicad import oracle
 from cbledger.runner import execute as execute_mod
 from cbledger.runner import sandbox as sandbox_mod
-from cbledger.kicad import oracle
 from cbledger.runner.agents import copperhead, replay, scripted
 
 

@@ -139,9 +139,10 @@ def layout_literals(source: str) -> list[str]:
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
             if any(isinstance(side, ast.Constant) and side.value == "results" for side in (node.left, node.right)):
                 found.append('… / "results"')
-        elif isinstance(node, ast.Call):
-            if any(isinstance(arg, ast.Constant) and arg.value == "results" for arg in node.args):
-                found.append('Path("results")')
+        elif isinstance(node, ast.Call) and any(
+            isinstance(arg, ast.Constant) and arg.value == "results" for arg in node.args
+        ):
+            found.append('Path("results")')
     return found
 
 

@@ -22,17 +22,17 @@ from typing import Any
 
 import pygit2
 
+from cbledger.grading.evidence.bundle import LIVE_REPORTS_DIR, from_sandbox
+from cbledger.grading.grader import Grade, grade
+from cbledger.kicad import oracle
 from cbledger.ledger.events import Ablations
 from cbledger.runner import sandbox as sandbox_mod
-from cbledger.kicad import oracle
-from cbledger.grading.evidence.bundle import LIVE_REPORTS_DIR, from_sandbox
+from cbledger.tasks.catalog import Fixture, Task, load_fixture, load_task
 from cbledger.tasks.fixtures import summary
 from cbledger.tasks.fixtures.hashing import hash_directory
-from cbledger.grading.grader import Grade, grade
-from cbledger.tasks.catalog import Fixture, Task, load_fixture, load_task
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "data" / "kicad"))
-from sch_writer import GND, PWR_FLAG, VCC, Writer, resistor  # noqa: E402
+from sch_writer import GND, PWR_FLAG, VCC, Writer, resistor
 
 FIXTURE_ID = "demo-board"
 SCHEMATIC = "hardware/demo.kicad_sch"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from cbledger.ledger.events import AssertionOutcome
 from cbledger.grading.grader import score
+from cbledger.ledger.events import AssertionOutcome
 from tests.test_grading_kit import assertion, done, make_box, write_fixture, write_task
 
 

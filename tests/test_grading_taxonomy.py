@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from cbledger.ledger.types import FailureCategory
 from cbledger.grading.evidence.transcript import classify_tool_result, parse_transcript
 from cbledger.grading.taxonomy import TaxonomyInput, classify
+from cbledger.ledger.types import FailureCategory
 from tests.test_grading_kit import (
     assertion,
     done,

@@ -8,7 +8,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cbledger.kicad import compute_nets, load_schematic
-from cbledger.kicad.geometry import near_segment, on_segment, pin_position, strictly_inside, transform
+from cbledger.kicad.geometry import (
+    near_segment,
+    on_segment,
+    pin_position,
+    strictly_inside,
+    transform,
+)
 
 DATA = Path(__file__).parent / "data" / "kicad"
 points = st.tuples(st.integers(-10**7, 10**7), st.integers(-10**7, 10**7))

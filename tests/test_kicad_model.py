@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import sexpdata
 from pathlib import Path
 
 import pytest
+import sexpdata
 
 from cbledger.errors import UserError
 from cbledger.kicad import load_schematic

@@ -33,7 +33,7 @@ from cbledger.kicad.geometry import pin_position, strictly_inside
 from cbledger.kicad.kicad_net import read_kicad_netlist
 
 sys.path.insert(0, str(Path(__file__).parent / "data" / "kicad"))
-import sch_writer  # noqa: E402
+import sch_writer
 
 PITCH = 2.54
 PARTS = [sch_writer.RESISTOR, sch_writer.TRANSISTOR]

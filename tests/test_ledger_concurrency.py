@@ -9,9 +9,8 @@ import os
 from collections import Counter
 from pathlib import Path
 
-import pytest
-
 import msgspec
+import pytest
 
 from cbledger.ledger import encoding
 from cbledger.ledger.chain import format_line, link_hash, parse_line

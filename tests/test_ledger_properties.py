@@ -252,7 +252,7 @@ def test_appended_events_verify_and_read_back(events: list[EventBase], batches: 
         assert report.head.seq == len(events) + 1
         stored = list(LedgerStore(path).read(since=1))
         assert [s.event for s in stored] == [
-            msgspec.structs.replace(e, seq=r.seq) for e, r in zip(events, results)
+            msgspec.structs.replace(e, seq=r.seq) for e, r in zip(events, results, strict=True)
         ]
 
 

@@ -5,6 +5,7 @@ batches, reads, and the single repair)."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import msgspec
@@ -84,7 +85,7 @@ def test_append_refuses_an_empty_file(path: Path) -> None:
 def test_a_second_ledger_created_is_refused(store: LedgerStore, path: Path) -> None:
     """Seq 1 is the only place for ledger.created; the store must not write what verify rejects."""
     before = path.read_bytes()
-    with pytest.raises(UserError, match="ledger.created"):
+    with pytest.raises(UserError, match=re.escape("ledger.created")):
         store.append([ledger_created("another-name")])
     with pytest.raises(UserError):
         LedgerStore(path).init("x", MAINTAINER)
@@ -117,7 +118,7 @@ def test_round_trip_every_type_with_exact_bytes(store: LedgerStore, path: Path) 
     assert [s.seq for s in stored] == list(range(1, 2 + len(drafts)))
     prev = stored[0].hash
     file_lines = lines(path)
-    for draft, result, s, line in zip(drafts, results, stored[1:], file_lines[1:]):
+    for draft, result, s, line in zip(drafts, results, stored[1:], file_lines[1:], strict=True):
         expected = msgspec.structs.replace(draft, seq=result.seq)
         assert s.event == expected
         assert s.raw == encoding.encode(expected)
@@ -195,7 +196,7 @@ def test_same_id_different_body_conflicts(store: LedgerStore, path: Path) -> Non
     store.append([run_recorded(1)])
     before = path.read_bytes()
     changed = run_recorded(1, note="a different note")
-    with pytest.raises(ConflictError, match="run.recorded:run-000001"):
+    with pytest.raises(ConflictError, match=re.escape("run.recorded:run-000001")):
         store.append([changed])
     with pytest.raises(ConflictError):
         LedgerStore(path).append([changed])  # and from the file, not only the in-memory index

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -87,7 +88,7 @@ def test_incremental_folds_in_random_chunks_equal_a_full_rebuild(ops, cuts):
     full = fold(events)
     projector = Projector()
     bounds = sorted({c % (len(events) + 1) for c in cuts} | {0, len(events)})
-    for lo, hi in zip(bounds, bounds[1:]):
+    for lo, hi in itertools.pairwise(bounds):
         projector.apply(events[lo:hi])
         assert projector.last_seq == hi
     assert views(projector.state) == views(full)

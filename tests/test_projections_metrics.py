@@ -203,7 +203,7 @@ def test_rubric_scores_change_no_headline_figure():
     lb = leaderboard.render(with_, "1.0.0").splitlines()
     assert sum("(n=" in y for y in lb) > sum("(n=" in x for x in la)  # the column did move
     assert len(la) == len(lb)
-    for x, y in zip(la, lb):
+    for x, y in zip(la, lb, strict=True):
         if x != y:
             assert x.startswith(("| Snapshot date", "| Ledger head", "| `1.")) or x.split(" | ")[:-1] == y.split(" | ")[:-1], (x, y)
 

@@ -61,7 +61,7 @@ def test_path_uses_the_utc_date_of_the_start_and_a_safe_model_dir():
 
 def test_two_same_day_suite_runs_never_collide_and_retraction_renames_nothing():
     s = Stream()
-    day = dt.datetime(2026, 9, 6, 10, tzinfo=dt.timezone.utc)
+    day = dt.datetime(2026, 9, 6, 10, tzinfo=dt.UTC)
     first = [s.graded_run("t", repeat=r, started=day) for r in (1, 2, 3)]
     second = [s.graded_run("t", repeat=r, started=day + dt.timedelta(hours=3)) for r in (1, 2, 3)]
     s.retract(first[1])
@@ -71,7 +71,7 @@ def test_two_same_day_suite_runs_never_collide_and_retraction_renames_nothing():
         first[0]: "run-1.json", first[2]: "run-3.json",
         second[0]: "run-4.json", second[1]: "run-5.json", second[2]: "run-6.json",
     }
-    assert records.retracted_paths(state) == [f"2026-09-06/vendor-model-a/t/run-2.json"]
+    assert records.retracted_paths(state) == ["2026-09-06/vendor-model-a/t/run-2.json"]
 
 
 def test_regrade_under_another_suite_gets_its_own_file_and_keeps_the_run_stamp():

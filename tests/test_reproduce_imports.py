@@ -17,8 +17,7 @@ from cbledger.ledger.store import LedgerStore
 from cbledger.projections.writers import load_state
 from cbledger.reproduce.import_formats import LEGACY_FORMAT
 from cbledger.reproduce.manual import REQUIRED
-from tests.factories import run_cli
-from tests.factories import MAINTAINER
+from tests.factories import MAINTAINER, run_cli
 
 SECRET = "sk-" + "a1B2" * 8  # matches the openai-or-anthropic-key pattern
 

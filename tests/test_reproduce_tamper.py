@@ -12,12 +12,19 @@ from pathlib import Path
 import pygit2
 import pytest
 
+from cbledger.grading import registry
+from cbledger.grading.evidence.bundle import EVIDENCE_REF
 from cbledger.ledger.store import LedgerStore
 from cbledger.runner import preserve
-from cbledger.grading.evidence.bundle import EVIDENCE_REF
-from cbledger.grading import registry
 from cbledger.tasks.catalog import Catalog
-from tests.test_reproduce_verify import EDIT_TASK, OTHER_TASK, cli, copy_project, runs_by_task, verify_json
+from tests.test_reproduce_verify import (
+    EDIT_TASK,
+    OTHER_TASK,
+    cli,
+    copy_project,
+    runs_by_task,
+    verify_json,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.kicad]
 

@@ -95,7 +95,7 @@ def test_adapter_drives_the_cli_exactly_and_records_stamp_stats_and_cost(tmp_pat
     grades = {g.run_id: g for g in project.grades()}
     expected_micros = int(Decimal(TOKENS_IN) * Decimal(PRICE_IN) + Decimal(TOKENS_OUT) * Decimal(PRICE_OUT))
     assert expected_micros == 37630
-    for task, run in runs.items():
+    for run in runs.values():
         assert grades[run.run_id].verdict == "pass", [(a.id, a.detail) for a in grades[run.run_id].assertions if a.status == "fail"]
         assert run.run_mode == "agent" and run.runner_exit is None
         assert run.comparability.copperhead_version == "0.9.7-standin"
@@ -180,7 +180,7 @@ def test_wall_clock_cap_kills_the_whole_group_and_the_suite_goes_on(tmp_path, sh
 def test_credential_in_a_written_file_hard_fails_that_run_only(tmp_path, shared_real, kicad_cli, clean_env):
     leaky = "leaky-notes"
     project = build_project(tmp_path, shared_real, extra=[(leaky, "rename net DATA to LEAKY_DATA", 120)])
-    cli, record = standin(tmp_path, byPrompt={"rename net DATA to LEAKY_DATA": "secret-file"})
+    cli, _record = standin(tmp_path, byPrompt={"rename net DATA to LEAKY_DATA": "secret-file"})
     before = project.ledger_bytes()
     result = project.run(leaky, RENAME_TASK, "--agent", "copperhead", "--model", "acme:m1", "--segment", "api-cheap", "--copperhead-cli", cli)
     assert result.exit_code != 0

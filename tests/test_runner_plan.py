@@ -4,6 +4,7 @@ the harness configuration."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import Counter
 
@@ -42,7 +43,7 @@ def test_jobs_3_matches_jobs_1_with_a_contiguous_chain_and_separate_sandboxes(tm
 
     # the runs really overlapped, and the chain stayed one line with each run's pair adjacent
     spans = sorted((r.timings.started_at, r.timings.ended_at) for r in parallel)
-    assert any(later[0] < earlier[1] for earlier, later in zip(spans, spans[1:]))
+    assert any(later[0] < earlier[1] for earlier, later in itertools.pairwise(spans))
     events = project.events()
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     assert verify_chain(project.ledger).ok

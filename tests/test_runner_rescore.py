@@ -62,7 +62,7 @@ def test_rescore_after_a_bump_appends_one_grade_per_run_under_the_new_version(gr
     assert sorted(g["runId"] for g in report["graded"]) == sorted(r.run_id for r in runs)
     assert report["failed"] == []
 
-    new = [e for e in project.events()[before:]]
+    new = list(project.events()[before:])
     assert len(new) == len(runs) and all(e.id == f"grade:{e.body.run_id}:1.1.0" for e in new)
     assert {e.body.run_id for e in new} == {r.run_id for r in runs}
     old = {(g.run_id, g.suite_version): g for g in project.grades()}
@@ -113,4 +113,4 @@ def test_rescore_without_a_bump_has_nothing_to_do(graded, offline):
     result = graded.cli("rescore")
     assert result.exit_code == 0, result.output
     assert "re-graded 0, skipped 4, failed 0" in result.stdout
-    assert {t for t in (RENAME_TASK, REFUSAL_TASK)} == {r.task.id for r in graded.runs()}
+    assert {RENAME_TASK, REFUSAL_TASK} == {r.task.id for r in graded.runs()}

@@ -10,8 +10,8 @@ import shutil
 
 import pytest
 
-from cbledger.tasks.fixtures.hashing import task_dir_hash
 from cbledger.tasks.catalog import load_task
+from cbledger.tasks.fixtures.hashing import task_dir_hash
 from cbledger.tasks.validate import ensure_runnable, validate_project
 from tests.test_grading_kit import Box, done, make_box, real_fixture, refusal
 

@@ -26,8 +26,7 @@ from cbledger.projections import leaderboard, readmodel, records, writers
 from cbledger.reproduce.outputs import record_files
 from cbledger.reproduce.regenerate import Regenerator
 from cbledger.workspace import Workspace
-from tests.factories import run_cli
-from tests.factories import MAINTAINER, rich_stream
+from tests.factories import MAINTAINER, rich_stream, run_cli
 
 SETTLE = 30.0  # seconds a batch may take to show up; a pass takes well under one
 

@@ -18,11 +18,11 @@ import typer
 
 from cbledger.cli.common import LedgerOption, RootOption, fail, workspace
 from cbledger.cli.progress import SuiteProgress
+from cbledger.grading import suite_version
 from cbledger.ledger.events import Ablations, Actor, make_event
 from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.verify import verify_chain
 from cbledger.projections import writers
-from cbledger.grading import suite_version
 from cbledger.runner import ledger_view
 from cbledger.runner.plan import make_plan
 from cbledger.runner.suite_run import run_plan

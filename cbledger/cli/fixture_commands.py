@@ -11,7 +11,9 @@ import typer
 from cbledger.cli.common import JsonFlag, RootOption, fail, project_root
 from cbledger.kicad.oracle import require_kicad_cli
 from cbledger.ledger.types import Slug, conforms
-from cbledger.tasks.fixtures import authoring, baseline as baseline_mod, materialize as materialize_mod
+from cbledger.tasks.fixtures import authoring
+from cbledger.tasks.fixtures import baseline as baseline_mod
+from cbledger.tasks.fixtures import materialize as materialize_mod
 from cbledger.tasks.fixtures.check import FixtureCheck, check_fixture
 from cbledger.tasks.fixtures.freeze import Recipe, freeze_files
 from cbledger.tasks.fixtures.hashing import hash_directory

@@ -45,7 +45,12 @@ class Reporter:
             return
         from rich.console import Console
         from rich.progress import (
-            BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+            BarColumn,
+            DownloadColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
             TimeRemainingColumn,
         )
 

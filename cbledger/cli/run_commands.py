@@ -11,12 +11,20 @@ from typing import Annotated
 
 import typer
 
-from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, ledger_path, project_root, workspace
+from cbledger.cli.common import (
+    JsonFlag,
+    LedgerOption,
+    RootOption,
+    fail,
+    ledger_path,
+    project_root,
+    workspace,
+)
 from cbledger.cli.progress import SuiteProgress
-from cbledger.login import login_name
+from cbledger.grading import suite_version
 from cbledger.ledger.events import Ablations, Actor, make_event
 from cbledger.ledger.store import LedgerStore
-from cbledger.grading import suite_version
+from cbledger.login import login_name
 from cbledger.runner import ledger_view, pricing
 from cbledger.runner.plan import make_plan
 from cbledger.runner.rescore import rescore as rescore_runs

@@ -10,9 +10,9 @@ from __future__ import annotations
 from wcmatch import glob
 
 from cbledger import credentials
+from cbledger.grading.context import GradeContext
 from cbledger.grading.evidence.diff import line_count
 from cbledger.grading.evidence.transcript import RUNS_PREFIX
-from cbledger.grading.context import GradeContext
 from cbledger.grading.registry import check
 from cbledger.tasks import vocabulary as v
 

@@ -18,12 +18,12 @@ from typing import Literal
 
 import pygit2
 
-from cbledger.ledger.events import AssertionOutcome, RunRecorded
-from cbledger.ledger.types import FailureCategory
-from cbledger.grading.evidence.bundle import Evidence, from_repo
 from cbledger.grading.context import EVALUATION_ERRORS, GradeContext
+from cbledger.grading.evidence.bundle import Evidence, from_repo
 from cbledger.grading.registry import all_checks
 from cbledger.grading.taxonomy import TaxonomyInput, classify
+from cbledger.ledger.events import AssertionOutcome, RunRecorded
+from cbledger.ledger.types import FailureCategory
 from cbledger.tasks.catalog import Fixture, Task
 
 GRADER_VERSION = "1.0.1"

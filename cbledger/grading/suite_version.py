@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from cbledger import credentials
 from cbledger.errors import UserError
-from cbledger.ledger.events import SuiteBumped
 from cbledger.grading.grader import GRADER_VERSION
+from cbledger.ledger.events import SuiteBumped
 from cbledger.tasks.catalog import Catalog
 from cbledger.tasks.vocabulary import VOCABULARY_HASH
 

@@ -65,7 +65,7 @@ class TaxonomyInput:
     @classmethod
     def from_transcript(
         cls, t: Transcript, exit_path: str | None, first_failed_type: str | None, expected: str
-    ) -> "TaxonomyInput":
+    ) -> TaxonomyInput:
         reasons = [str(ev.data.get("reason", "")) for ev in t.of_type("run-failed")]
         return cls(
             exit_path=exit_path,

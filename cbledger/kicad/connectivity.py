@@ -75,12 +75,12 @@ class _Subgraph:
     no_connect: bool
     sheet_pin_names: set[tuple[str, str]] = field(default_factory=set)  # (sheet uuid, bare name)
     hier_label_names: set[str] = field(default_factory=set)
-    members: list["_Subgraph"] = field(default_factory=list)
+    members: list[_Subgraph] = field(default_factory=list)
     driver: _Driver | None = None
     strong: bool = False
     multiple: bool = False
     name: str = ""
-    absorbed_by: "_Subgraph | None" = None
+    absorbed_by: _Subgraph | None = None
     single_pin_name: str = ""  # the unconnected-(...) name, when one pin is the only driver
 
 

@@ -101,7 +101,7 @@ def bom_drift(markdown: str, symbols: Sequence[SymbolRecord], doc: str = "BOM.md
             continue
         value_col = table.column("value")
         footprint_col = table.column("footprint")
-        for row, line in zip(table.rows, table.lines):
+        for row, line in zip(table.rows, table.lines, strict=True):
             where = f"{doc} line {line}"
             value = _claim(row[value_col]) if value_col is not None else None
             footprint = _claim(row[footprint_col]) if footprint_col is not None else None
@@ -150,7 +150,7 @@ def pinout_drift(markdown: str, netlist: Netlist, symbols: Sequence[SymbolRecord
             continue
         ref_col = table.column(*REFERENCE_HEADERS)
         pin_col = table.column(*PIN_HEADERS)
-        for row, line in zip(table.rows, table.lines):
+        for row, line in zip(table.rows, table.lines, strict=True):
             where = f"{doc} line {line}"
             net_name = _claim(row[net_col])
             if net_name is None:

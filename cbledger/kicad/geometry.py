@@ -34,7 +34,7 @@ def pin_position(origin: Point, lib_position: Point, rotation: int, mirror: str)
 
 def strictly_inside(start: Point, end: Point, point: Point) -> bool:
     """On the segment and not at either end: KiCad's test for breaking a wire at a junction."""
-    if point == start or point == end:
+    if point in (start, end):
         return False
     return on_segment(start, end, point)
 

@@ -9,6 +9,7 @@ including the older spellings (`convert` for the body style, a bare `hide` insid
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import msgspec
@@ -142,7 +143,7 @@ def parse_sheet_text(text: str, source: str) -> SheetFile:
 def _segments(node: Node) -> list[Wire]:
     pts = child(node, "pts")
     points = [xy(p) for p in children(pts, "xy")] if pts else []
-    return [Wire(a, b) for a, b in zip(points, points[1:])]
+    return [Wire(a, b) for a, b in itertools.pairwise(points)]
 
 
 def _properties(node: Node) -> dict[str, str]:

@@ -86,10 +86,7 @@ def child_int(node: Node, name: str, default: int) -> int:
 
 def has_flag(node: Node, name: str) -> bool:
     """A bare keyword among the children, as KiCad 6/7 wrote `hide` inside a pin."""
-    for item in node[1:]:
-        if item.__class__ is _Symbol and _str_eq(item, name):
-            return True
-    return False
+    return any(item.__class__ is _Symbol and _str_eq(item, name) for item in node[1:])
 
 
 def yes_no(node: Node, name: str, default: bool) -> bool:
@@ -114,7 +111,7 @@ def at(node: Node) -> tuple[tuple[int, int], int]:
     if found is None:
         return (0, 0), 0
     angle = found[3] if len(found) > 3 and isinstance(found[3], (int, float)) else 0
-    return xy(found), int(round(float(angle))) % 360
+    return xy(found), round(float(angle)) % 360
 
 
 def _locate_imbalance(text: str) -> int | None:

@@ -217,7 +217,7 @@ class _SegmentIndex:
         self.vertical: dict[int, list[tuple[Point, Point, int]]] = defaultdict(list)
         self.horizontal: dict[int, list[tuple[Point, Point, int]]] = defaultdict(list)
         self.other: list[tuple[Point, Point, int]] = []
-        for (a, b), item in zip(segments, items):
+        for (a, b), item in zip(segments, items, strict=True):
             if a[0] == b[0]:
                 self.vertical[a[0]].append((a, b, item))
             elif a[1] == b[1]:

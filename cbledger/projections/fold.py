@@ -249,9 +249,8 @@ class Projector:
             st.suites.append(SuiteEntry(seq=seq, at=event.at, body=event.body))
         elif isinstance(event, PricingPublishedEvent):
             st.pricing.append(PricingEntry(seq=seq, body=event.body))
-        elif isinstance(event, LedgerCreatedEvent):
-            if st.ledger_name is None:
-                st.ledger_name = event.body.name
+        elif isinstance(event, LedgerCreatedEvent) and st.ledger_name is None:
+            st.ledger_name = event.body.name
 
 
 def fold(items: Iterable[Any]) -> LedgerState:

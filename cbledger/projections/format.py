@@ -37,13 +37,13 @@ def usd_micros(micros: Fraction | int | None, places: int = 4) -> str:
 def utc_stamp(at: _dt.datetime | None) -> str:
     if at is None:
         return "—"
-    return at.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return at.astimezone(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def utc_date(at: _dt.datetime | None) -> str:
     if at is None:
         return "—"
-    return at.astimezone(_dt.timezone.utc).strftime("%Y-%m-%d")
+    return at.astimezone(_dt.UTC).strftime("%Y-%m-%d")
 
 
 def cell(text: object) -> str:

@@ -35,7 +35,13 @@ from msgspec import Struct
 from cbledger.ledger.types import Outcome, Tier
 from cbledger.projections.comparability import Partition, Reference, partition
 from cbledger.projections.fold import LedgerState, suite_versions
-from cbledger.projections.records import RecordEntry, harness_mode, is_harness, is_replay, record_entries
+from cbledger.projections.records import (
+    RecordEntry,
+    harness_mode,
+    is_harness,
+    is_replay,
+    record_entries,
+)
 
 Z95 = 1.959963984540054
 TIERS = ("simple", "medium", "hard")
@@ -186,9 +192,22 @@ class SuiteMetrics(Struct, frozen=True, kw_only=True):
 
 class _Acc:
     __slots__ = (
-        "runs", "passes", "tasks", "repeats", "micros", "costed", "uncosted", "tin", "tout",
-        "refusal_runs", "correct_refusals", "edit_runs", "false_refusals", "categories",
-        "rubric", "pinning",
+        "categories",
+        "correct_refusals",
+        "costed",
+        "edit_runs",
+        "false_refusals",
+        "micros",
+        "passes",
+        "pinning",
+        "refusal_runs",
+        "repeats",
+        "rubric",
+        "runs",
+        "tasks",
+        "tin",
+        "tout",
+        "uncosted",
     )
 
     def __init__(self) -> None:

@@ -29,7 +29,7 @@ def model_dir(model_id: str) -> str:
 
 
 def run_date(started_at: _dt.datetime) -> str:
-    return started_at.astimezone(_dt.timezone.utc).date().isoformat()
+    return started_at.astimezone(_dt.UTC).date().isoformat()
 
 
 def run_dir(date: str, model_id: str, task_id: str) -> str:

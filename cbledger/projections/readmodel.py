@@ -44,7 +44,13 @@ from cbledger.projections.fold import (
     suite_versions,
 )
 from cbledger.projections.metrics import GroupMetrics, RowMetrics, all_suite_metrics
-from cbledger.projections.records import RecordEntry, is_harness, is_replay, record_entries, usd_from_micros
+from cbledger.projections.records import (
+    RecordEntry,
+    is_harness,
+    is_replay,
+    record_entries,
+    usd_from_micros,
+)
 
 
 class Table(Struct, frozen=True, kw_only=True):

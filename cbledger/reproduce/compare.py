@@ -9,9 +9,9 @@ today's grader is the point.
 
 from __future__ import annotations
 
+from cbledger.grading.grader import Grade
 from cbledger.ledger.events import GradeRecorded
 from cbledger.reproduce.findings import Finding
-from cbledger.grading.grader import Grade
 
 ASSERTION_FIELDS = ("status", "detail", "type", "weight", "required", "evidence_source")
 SCORE_FIELDS = (

@@ -87,7 +87,7 @@ class _LegacyRun(_S):
 
 
 class _LegacyVerdict(Struct):
-    partialCredit: float  # noqa: N815 (the publisher's spelling)
+    partialCredit: float  # the publisher's spelling
     pass_: bool = msgspec.field(name="pass")
 
 
@@ -131,7 +131,7 @@ def _utc_date(stamp: str | None) -> str | None:
         return None
     if when.tzinfo is None:
         return None
-    return when.astimezone(_dt.timezone.utc).date().isoformat()
+    return when.astimezone(_dt.UTC).date().isoformat()
 
 
 def _decode(kind: type, data: bytes, where: str):

@@ -144,7 +144,7 @@ def _commit(workspace: Workspace, candidates: list[_Candidate], actor: Actor) ->
                     write_atomic(dest, data)
                     written.append(dest)
                 report.kept.append(dest.relative_to(workspace.root).as_posix())
-        now = _dt.datetime.now(_dt.timezone.utc)
+        now = _dt.datetime.now(_dt.UTC)
         appended = store.append([make_event(c.body, id=c.id, actor=actor, at=now) for c in fresh]) if fresh else []
     except BaseException:
         for p in written:

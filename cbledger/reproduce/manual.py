@@ -83,7 +83,7 @@ def _check_field(name: str, value: object, base: Path, files: dict[str, Path], p
         if when.tzinfo is None:
             problems.append(f"{name}: {value!r} has no timezone (add Z or an offset)")
             return None
-        return when.astimezone(_dt.timezone.utc)
+        return when.astimezone(_dt.UTC)
     else:
         for role, key in FILES:
             if key == name:

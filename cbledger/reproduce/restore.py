@@ -19,14 +19,14 @@ import pygit2
 from blake3 import blake3
 
 from cbledger.errors import UserError
+from cbledger.grading.evidence.bundle import EVIDENCE_REF
+from cbledger.grading.evidence.tree import view
 from cbledger.ledger.events import RunRecorded
 from cbledger.reproduce.findings import Finding
 from cbledger.runner import sandbox as sandbox_mod
-from cbledger.grading.evidence.bundle import EVIDENCE_REF
-from cbledger.grading.evidence.tree import view
-from cbledger.tasks.fixtures.hashing import hash_directory
 from cbledger.runner.preserve import git_cli
 from cbledger.tasks.catalog import Catalog, Fixture
+from cbledger.tasks.fixtures.hashing import hash_directory
 from cbledger.workspace import Workspace
 
 COMMITS = ("baseline", "head", "capture", "evidence")

@@ -14,11 +14,11 @@ import time
 from pathlib import Path
 
 from cbledger.errors import UserError
+from cbledger.grading.grader import grade_preserved
 from cbledger.ledger.events import GradeRecorded, RunRecorded
 from cbledger.reproduce.compare import compare_grade
 from cbledger.reproduce.findings import Finding, GradeCheck, RunCheck
 from cbledger.reproduce.restore import check_digests, restore_run
-from cbledger.grading.grader import grade_preserved
 from cbledger.tasks.catalog import Catalog, Task
 from cbledger.workspace import Workspace
 

@@ -21,8 +21,11 @@ import pygit2
 from blake3 import blake3
 
 from cbledger import credentials
-
 from cbledger.errors import SecretFound, UserError
+from cbledger.grading.evidence import bundle as evidence_mod
+from cbledger.grading.evidence.transcript import Transcript
+from cbledger.grading.grader import GRADER_VERSION, Grade, grade
+from cbledger.kicad.oracle import verify_tree
 from cbledger.ledger.events import (
     SCHEMA_VERSION,
     Ablations,
@@ -51,12 +54,8 @@ from cbledger.runner import sandbox as sandbox_mod
 from cbledger.runner.agents.base import Agent, AgentInput, AgentResult
 from cbledger.runner.agents.copperhead import CopperheadCli, basic_environment
 from cbledger.runner.environment import Environment
-from cbledger.grading.evidence import bundle as evidence_mod
-from cbledger.grading.evidence.transcript import Transcript
-from cbledger.grading.grader import GRADER_VERSION, Grade, grade
 from cbledger.runner.plan import PlannedRun
 from cbledger.tasks.catalog import Catalog, Fixture, Task
-from cbledger.kicad.oracle import verify_tree
 from cbledger.workspace import Workspace, bundle_name
 
 KNOWN_EXITS: frozenset[str] = frozenset(get_args(ExitPath))
@@ -105,7 +104,7 @@ def new_run_id(planned: PlannedRun, started: _dt.datetime) -> str:
 
 
 def _ms(seconds: float) -> int:
-    return int(round(seconds * 1000))
+    return round(seconds * 1000)
 
 
 def run_setup(settings: RunSettings, planned: PlannedRun, workdir: Path) -> list[SetupSkip]:
@@ -301,7 +300,7 @@ class Graded:
 
 def open_sandbox(settings: RunSettings, planned: PlannedRun) -> RunStart:
     """1. Sandbox: a directory of the run's own; the run id makes repeats never share one."""
-    started = _dt.datetime.now(_dt.timezone.utc)
+    started = _dt.datetime.now(_dt.UTC)
     t0 = time.perf_counter()
     run_id = new_run_id(planned, started)
     return RunStart(run_id, settings.sandbox_root / run_id, started, t0)
@@ -324,7 +323,7 @@ def run_agent(
     settings: RunSettings, planned: PlannedRun, fixture: Fixture, start: RunStart, baseline: Baseline
 ) -> AgentRun:
     """4. Agent: the agent acts on the sandbox."""
-    agent_started = _dt.datetime.now(_dt.timezone.utc)
+    agent_started = _dt.datetime.now(_dt.UTC)
     t_agent = time.perf_counter()
     result = settings.agent.run(
         AgentInput(
@@ -388,7 +387,7 @@ def preserve_run(
     store_rel = bundle_name(run_id)
     staged = Workspace.at(settings.root).staged_bundle(run_id)
     size, digest = preserve.write_bundle(end.repo, seed.sha, staged)
-    ended = _dt.datetime.now(_dt.timezone.utc)
+    ended = _dt.datetime.now(_dt.UTC)
     env = settings.environment
     note = "; ".join(n for n in (result.note, stats_note) if n) or None
     run = RunRecorded(

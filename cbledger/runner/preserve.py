@@ -27,8 +27,6 @@ import pygit2
 from blake3 import blake3
 
 from cbledger.errors import UserError
-from cbledger.ledger.events import SandboxRef
-from cbledger.runner import sandbox as sandbox_mod
 from cbledger.grading.evidence.bundle import (
     BASELINE_REF,
     CAPTURE_REF,
@@ -37,6 +35,8 @@ from cbledger.grading.evidence.bundle import (
     REPORT_NAMES,
 )
 from cbledger.grading.evidence.tree import snapshot_directory
+from cbledger.ledger.events import SandboxRef
+from cbledger.runner import sandbox as sandbox_mod
 from cbledger.tasks.catalog import Fixture
 
 CAPTURE_SIGNATURE = ("cbledger capture", "capture@copperbench.invalid")

@@ -11,12 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cbledger.errors import UserError
+from cbledger.grading import suite_version
+from cbledger.grading.grader import Grade, grade_preserved
 from cbledger.ledger.events import Actor, GradeRecorded, RunRecorded, make_event
 from cbledger.ledger.store import LedgerStore
-from cbledger.grading import suite_version
 from cbledger.runner import ledger_view, preserve
 from cbledger.runner.execute import grade_body
-from cbledger.grading.grader import Grade, grade_preserved
 from cbledger.tasks.catalog import Catalog
 from cbledger.workspace import Workspace
 

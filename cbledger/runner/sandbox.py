@@ -21,10 +21,10 @@ from pathlib import Path
 import pygit2
 
 from cbledger.errors import UserError
-from cbledger.ledger.events import Ablations
 from cbledger.grading.evidence.bundle import BASELINE_REF
-from cbledger.tasks.fixtures.hashing import tree_files
+from cbledger.ledger.events import Ablations
 from cbledger.tasks.catalog import Fixture, Task
+from cbledger.tasks.fixtures.hashing import tree_files
 
 SEED_TIME = 946684800  # 2000-01-01T00:00:00Z
 SEED_SIGNATURE = ("cbledger", "cbledger@copperbench.invalid")

@@ -20,20 +20,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cbledger.errors import UserError
+from cbledger.grading import suite_version
+from cbledger.kicad.oracle import require_kicad_cli
 from cbledger.ledger.events import Actor
 from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.types import RunMode
-from cbledger.grading import suite_version
 from cbledger.runner import ledger_view
 from cbledger.runner.agents.base import Agent
-from cbledger.runner.agents.copperhead import CopperheadAgent, CopperheadCli, agent_environment, locate
+from cbledger.runner.agents.copperhead import (
+    CopperheadAgent,
+    CopperheadCli,
+    agent_environment,
+    locate,
+)
 from cbledger.runner.agents.scripted import GoldAgent, NoopAgent
 from cbledger.runner.environment import probe
 from cbledger.runner.execute import RunOutput, RunSettings, execute, model_identity, publish
 from cbledger.runner.plan import Plan
 from cbledger.tasks.catalog import Catalog
 from cbledger.tasks.validate import ensure_runnable
-from cbledger.kicad.oracle import require_kicad_cli
 from cbledger.workspace import Workspace
 
 # (the run, or None when it failed to record; the failure; runs done; runs planned)

@@ -140,7 +140,7 @@ def classify_tool_result(result: str) -> str | None:
     if _UNKNOWN_TOOL.match(head):
         return "unknown-tool"
     lowered = head.lower()
-    if not (lowered.startswith("error") or lowered.startswith("rejected") or _REVERTED_STATUS.match(head)):
+    if not (lowered.startswith(("error", "rejected")) or _REVERTED_STATUS.match(head)):
         return None
     if _MALFORMED.search(head[:300]):
         return "malformed-arguments"

@@ -56,12 +56,12 @@ class Agent(Protocol):
 
 def run_stamp(when: _dt.datetime) -> str:
     """copperhead's run directory name: the ISO start time with `:` and `.` replaced by `-`."""
-    iso = when.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
+    iso = when.astimezone(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
     return iso.replace(":", "-").replace(".", "-")
 
 
 def iso(when: _dt.datetime) -> str:
-    return when.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
+    return when.astimezone(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
 
 
 def write_transcript(sandbox: Path, started: _dt.datetime, events: list[dict]) -> Path:

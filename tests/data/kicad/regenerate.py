@@ -11,6 +11,7 @@ fails if the recorded answer went stale.
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -208,7 +209,10 @@ def hierarchy() -> dict[str, str]:
     amp = Writer("hierarchy-amp", "hierarchy")
     leaf = Writer("hierarchy-leaf", "hierarchy")
     top = "/" + root.uuid
-    pins = lambda x, y: [("IN", "input", x, y + 5.08, 180), ("OUT", "output", x + 25.4, y + 5.08, 0), ("AUX", "input", x, y + 10.16, 180)]
+
+    def pins(x: float, y: float) -> list[tuple[str, str, float, float, int]]:
+        return [("IN", "input", x, y + 5.08, 180), ("OUT", "output", x + 25.4, y + 5.08, 0), ("AUX", "input", x, y + 10.16, 180)]
+
     u1 = root.sheet("Amp1", "amp.kicad_sch", 101.6, 25.4, 25.4, 20.32, pins(101.6, 25.4), top, "2")
     u2 = root.sheet("Amp2", "amp.kicad_sch", 101.6, 76.2, 25.4, 20.32, pins(101.6, 76.2), top, "3")
     # Both IN pins wired together and nothing else: the net is named after a sub-sheet label.
@@ -228,7 +232,10 @@ def hierarchy() -> dict[str, str]:
     root.wire(r3.p2, (76.2, 129.54))
 
     p1, p2 = f"{top}/{u1}", f"{top}/{u2}"
-    inst = lambda a, b: [(p1, a, 1), (p2, b, 1)]
+
+    def inst(a: str, b: str) -> list[tuple[str, str, int]]:
+        return [(p1, a, 1), (p2, b, 1)]
+
     x = resistor(amp, "R1", 30.48, 30.48, instances=inst("R1", "R2"))
     amp.wire(x.p1, (30.48, 20.32))
     amp.label("IN", 30.48, 20.32, kind="hierarchical_label")
@@ -346,7 +353,7 @@ def _bus_run(w: Writer, x0: float, y: float, count: int, refs: list[str], member
     wires carry the member labels. Returns the bus's right end."""
     xs = [x0 + 10.16 * (k + 1) for k in range(count)]
     points = [x0, *xs, x0 + 10.16 * (count + 1)]
-    for a, b in zip(points, points[1:]):
+    for a, b in itertools.pairwise(points):
         w.wire((a, y), (b, y), bus=True)
     for k, x in enumerate(xs):
         w.bus_entry(x, y, 2.54, 2.54)
@@ -385,7 +392,10 @@ def bus_hierarchy() -> dict[str, str]:
     root.label("G0", 101.6, 165.1, kind="global_label")
 
     paths = [f"{top}/{u}" for u in uuids]
-    instances = lambda ref: [(p, f"{ref}_{i + 1}", 1) for i, p in enumerate(paths)]
+
+    def instances(ref: str) -> list[tuple[str, str, int]]:
+        return [(p, f"{ref}_{i + 1}", 1) for i, p in enumerate(paths)]
+
     sub.label("D[0..1]", 20.32, 30.48, kind="hierarchical_label")
     _bus_run(sub, 20.32, 30.48, 2, ["U0", "U1"], ["D0", "D1"], instances)
     sub.label("I2C{SDA SCL}", 20.32, 60.96, kind="hierarchical_label", shape="bidirectional")

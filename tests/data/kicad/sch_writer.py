@@ -8,6 +8,7 @@ the same bytes.
 
 from __future__ import annotations
 
+import itertools
 import uuid as _uuid
 from dataclasses import dataclass, field
 
@@ -32,9 +33,7 @@ def render(node: list, depth: int = 0) -> str:
     parts: list[str] = []
     nested = []
     for item in node:
-        if isinstance(item, list):
-            nested.append(item)
-        elif nested:
+        if isinstance(item, list) or nested:
             nested.append(item)
         else:
             parts.append(_atom(item))
@@ -223,7 +222,7 @@ class Writer:
         )
 
     def path(self, *points: tuple[float, float]) -> None:
-        for a, b in zip(points, points[1:]):
+        for a, b in itertools.pairwise(points):
             self.wire(a, b)
 
     def label(self, text: str, x: float, y: float, kind: str = "label", shape: str = "input", angle: int = 0) -> None:
