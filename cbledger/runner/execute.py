@@ -46,6 +46,7 @@ from cbledger.runner import sandbox as sandbox_mod
 from cbledger.runner.agents.base import Agent, AgentInput
 from cbledger.runner.agents.copperhead import CopperheadCli, basic_environment
 from cbledger.runner.environment import Environment
+from cbledger.runner.harness_failure import detect as detect_harness_failure
 from cbledger.grading.evidence import bundle as evidence_mod
 from cbledger.grading.grader import GRADER_VERSION, Grade, grade
 from cbledger.runner.plan import PlannedRun
@@ -54,6 +55,10 @@ from cbledger.kicad.oracle import verify_tree
 from cbledger.workspace import Workspace, bundle_name
 
 KNOWN_EXITS = set(ExitPath.__args__)  # type: ignore[attr-defined]
+#: run modes whose agent is the copperhead process (their harness can fail before the model)
+HARNESS_RUN_MODES = ("agent", "scripted")
+#: run modes that spend no money: cost is null by rule
+UNPRICED_RUN_MODES = ("gold", "noop", "scripted")
 
 
 @dataclass(frozen=True)
@@ -169,6 +174,9 @@ def stats_from(transcript, runner_exit: str | None = None, max_turns: int = 1) -
 def model_identity(settings: RunSettings, model_id: str, provider: str | None) -> tuple[ModelIdentity, object | None]:
     if settings.run_mode in ("gold", "noop"):
         return ModelIdentity(id=model_id, provider="harness", segment="harness", pinning="strong", selection_source="flag"), None
+    if settings.run_mode == "scripted":
+        # The real harness against a session script: no model, no price, never a model row.
+        return ModelIdentity(id=model_id, provider="scripted-endpoint", segment="harness", pinning="strong", selection_source="flag"), None
     r = pricing.route(model_id, settings.price_table)  # type: ignore[arg-type]
     segment = settings.segment_override or (r.segment if r else None)
     if segment is None:
@@ -219,6 +227,7 @@ def execute(settings: RunSettings, planned: PlannedRun) -> RunOutput:
         repo = sandbox_mod.Sandbox(workdir, seed, baseline).repo
         head = str(repo.head.target)
         when = int(time.time())
+        stash_sha = preserve.keep_stash(repo)
         capture_sha = preserve.capture(repo, when)
         t_verify = time.perf_counter()
         live = preserve.live_reports_dir(repo)
@@ -243,6 +252,13 @@ def execute(settings: RunSettings, planned: PlannedRun) -> RunOutput:
             digests["transcript"] = EvidenceDigest(path=transcript.path, blake3=blake3(data).hexdigest(), bytes=len(data))
         for name, data in sorted(evidence.reports.items()):
             digests[name] = EvidenceDigest(path=f"{name}.json", blake3=blake3(data).hexdigest(), bytes=len(data))
+        harness_logs = preserve.harness_logs(repo, evidence_sha)
+        for path, data in harness_logs.items():
+            digests["harness-" + Path(path).stem] = EvidenceDigest(path=path, blake3=blake3(data).hexdigest(), bytes=len(data))
+        harness_failure = None
+        if settings.run_mode in HARNESS_RUN_MODES:
+            stderr = harness_logs.get(preserve.HARNESS_LOG_PREFIX + "stderr.log", b"").decode("utf-8", "replace")
+            harness_failure = detect_harness_failure(transcript, stderr, result.exit_code, result.runner_exit == "cap-exceeded")
         stats, stats_note = stats_from(transcript, result.runner_exit, settings.ablations.max_turns or task.manifest.caps.turns)
         if result.model is not None:
             identity, price = result.model, None
@@ -252,8 +268,12 @@ def execute(settings: RunSettings, planned: PlannedRun) -> RunOutput:
         table_version = getattr(settings.price_table, "table_version", None)
         if result.cost is not None:
             cost = result.cost
-        elif settings.run_mode in ("gold", "noop"):
+        elif settings.run_mode in UNPRICED_RUN_MODES:
             cost = Cost(usd_micros=None, price_table_version=None)
+        elif transcript.run_end is None:
+            # The harness never reported its spend: unknown, which is not zero.
+            cost = Cost(usd_micros=None, price_table_version=None)
+            stats_note = (stats_note + "; " if stats_note else "") + "cost unknown (null): the run ended without run-end, so its tokens were never reported"
         else:
             micros = pricing.usd_micros(price, *tokens)  # type: ignore[arg-type]
             cost = Cost(usd_micros=micros, price_table_version=table_version if micros is not None else None)
@@ -308,6 +328,7 @@ def execute(settings: RunSettings, planned: PlannedRun) -> RunOutput:
                 store=store_rel,
                 store_blake3=digest,
                 store_bytes=size,
+                stash_sha=stash_sha,
             ),
             evidence=digests,
             setup_skipped=skipped,
@@ -318,6 +339,7 @@ def execute(settings: RunSettings, planned: PlannedRun) -> RunOutput:
                 agent_ms=agent_ms,
                 verify_ms=verify_ms,
             ),
+            harness_failure=harness_failure,
         )
         grade_rec = grade_body(run_id, settings.suite_version, task.manifest_hash, g)
         events = [
