@@ -24,7 +24,7 @@ from cbledger.grading.registry import all_checks
 from cbledger.grading.taxonomy import TaxonomyInput, classify
 from cbledger.tasks.catalog import Fixture, Task
 
-GRADER_VERSION = "1.0.1"
+GRADER_VERSION = "1.1.0"
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,15 @@ from cbledger.projections.fold import (
     suite_versions,
 )
 from cbledger.projections.metrics import GroupMetrics, RowMetrics, all_suite_metrics
-from cbledger.projections.records import RecordEntry, is_harness, is_replay, record_entries, usd_from_micros
+from cbledger.projections.records import (
+    RecordEntry,
+    is_harness,
+    is_replay,
+    is_scripted,
+    not_the_models,
+    record_entries,
+    usd_from_micros,
+)
 
 
 class Table(Struct, frozen=True, kw_only=True):
@@ -121,6 +129,10 @@ class _Rubric(NamedTuple):
 
 
 def _run_kind(e: RunEntry) -> str:
+    if not_the_models(e):
+        return "not-the-model"
+    if is_scripted(e):
+        return "scripted"
     return "harness" if is_harness(e) else ("replay" if is_replay(e) else "agent")
 
 
