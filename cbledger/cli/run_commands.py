@@ -4,6 +4,7 @@ the ledger."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -26,8 +27,13 @@ from cbledger.projections import writers
 from cbledger.projections.records import record_entries
 from cbledger.workspace import bundle_name, record_name
 
-#: the model id of a run served by a session script (copperhead's OpenAI-compatible route)
-SCRIPTED_MODEL = "compat:scripted"
+
+
+def scripted_model(session: str) -> str:
+    """The model id of runs served by a session script: copperhead's OpenAI-compatible route,
+    named for the session (`compat:scripted-solve`), so two sessions never share a row."""
+    stem = re.sub(r"[^A-Za-z0-9._+-]+", "-", Path(session).stem).strip("-.") or "session"
+    return f"compat:scripted-{stem}"[:128]
 
 
 def _maintainer() -> Actor:
@@ -51,7 +57,7 @@ def run(
     keep_sandboxes: Annotated[bool, typer.Option(help="Keep sandbox directories after preserving them.")] = False,
     session: Annotated[str | None, typer.Option(
         help="Scripted model turns for the real harness: a session name (each task's tasks/<id>/sessions/NAME.json) "
-             "or a session file or directory, served by a loopback endpoint; the model defaults to compat:scripted.",
+             "or a session file or directory, served by a loopback endpoint; the model defaults to compat:scripted-<name>.",
     )] = None,
     project: Annotated[bool, typer.Option(help="Regenerate the projections (records, LEADERBOARD.md, read model) afterwards.")] = True,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and its size; run nothing.")] = False,
@@ -67,7 +73,7 @@ def run(
         tool_subset=[t.strip() for t in tool_subset.split(",") if t.strip()] if tool_subset else None,
     )
     if session is not None and model is None:
-        model = SCRIPTED_MODEL
+        model = scripted_model(session)
     plan = make_plan(
         Catalog(where.root), agent=agent, model=model, suite=suite, task_ids=task_ids or [],
         repeats=repeats, ablations=ablations,

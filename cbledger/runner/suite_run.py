@@ -76,6 +76,15 @@ def build_agent(
     raise UserError(f"unknown agent {plan.agent}")
 
 
+def _setup_cli(copperhead_cli: str | None, workspace: Workspace):
+    """The CLI that runs setup commands (`init`) for the scripted agents too, when one is there:
+    a gold or noop run then starts from the baseline a real run starts from."""
+    try:
+        return locate(copperhead_cli, workspace.root)
+    except UserError:
+        return None
+
+
 def preflight(catalog: Catalog, plan: Plan, view: ledger_view.LedgerView) -> str:
     """Refuses a plan that cannot produce comparable records, before any sandbox exists: each
     task must validate with its fixture tree present and hashing to the pinned value, kicad-cli
@@ -123,18 +132,21 @@ def run_plan(
 def _run(workspace, plan, catalog, store, view, version, jobs, sandbox_root, keep_sandboxes,
          copperhead_cli, segment, actor_name, on_done, sessions, endpoint) -> SuiteResult:
     agent, run_mode, cli = build_agent(plan, copperhead_cli, workspace, sessions, endpoint)
+    # the CLI that runs setup commands; for the scripted agents too, so the stamp names the
+    # copperhead whose scaffold the baseline holds
+    setup_cli = cli or _setup_cli(copperhead_cli, workspace)
     settings = RunSettings(
         root=workspace.root,
         catalog=catalog,
         agent=agent,
         run_mode=run_mode,
         suite_version=version,
-        environment=probe(cli),
+        environment=probe(setup_cli),
         price_table=view.pricing,
         ablations=plan.ablations,
         sandbox_root=sandbox_root,
         keep_sandboxes=keep_sandboxes,
-        copperhead=cli,
+        copperhead=setup_cli,
         actor=Actor(kind="runner", name=actor_name),
         segment_override=segment,
     )

@@ -187,21 +187,21 @@ class Endpoint:
                 if ex.delay_ms:
                     time.sleep(ex.delay_ms / 1000)
                 stream = body.get("stream") is True
+                # logged before the answer goes out: whoever reads the log after the harness got
+                # its answer must find it there
+                endpoint._log(route, Served(turn=k + 1, status=ex.response.status if ex.response else 200))
                 if ex.response is not None:
-                    status = ex.response.status
                     if ex.response.chunks is not None:
-                        self._stream(status, ex.response.chunks)
+                        self._stream(ex.response.status, ex.response.chunks)
                     else:
-                        self._json(status, ex.response.body)
+                        self._json(ex.response.status, ex.response.body)
                 else:
                     assert ex.turn is not None
-                    status = 200
                     if stream:
                         opts = body.get("stream_options") or {}
                         self._stream(200, chunks(route.session, k, ex.turn, bool(opts.get("include_usage"))))
                     else:
                         self._json(200, completion(route.session, k, ex.turn))
-                endpoint._log(route, Served(turn=k + 1, status=status))
 
             def _problem(self, route: _Route, turn: int, message: str, code: str = "bad_request") -> None:
                 endpoint._log(route, Served(turn=turn, status=400, problem=message))

@@ -2,7 +2,8 @@
 
 A name selects each task's own `tasks/<id>/sessions/<NAME>.json` (a task carries its scripted
 sessions beside its gold solution); a path (a file, or a directory of files) supplies sessions
-that say which task they are for. Every planned task must have one before anything runs.
+that say which task they are for, or one session naming no task, which serves every run. Every
+planned task must have one before anything runs.
 """
 
 from __future__ import annotations
@@ -39,7 +40,12 @@ def for_plan(catalog: Catalog, task_ids: list[str], session: str) -> dict[str, s
         if missing:
             raise UserError(f"no session script {session!r} for: {', '.join(missing)} (looked for tasks/<id>/{SESSIONS_DIR}/{session}.json)")
         return out
-    found = script.by_task(script.load_all([Path(session)]))
+    loaded = script.load_all([Path(session)])
+    if len(loaded) == 1 and loaded[0].task is None:
+        # one session written for no task in particular (a loop, a model that does nothing):
+        # it serves every planned run
+        return {t: loaded[0] for t in task_ids}
+    found = script.by_task(loaded)
     missing = [t for t in task_ids if t not in found]
     if missing:
         raise UserError(f"{session}: no session script names task(s) {', '.join(missing)}")
