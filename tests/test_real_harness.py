@@ -132,8 +132,19 @@ def test_every_bundled_task_passes_with_its_solve_session(tmp_path, shared_real,
         expected = project.task(task_id)["expectedOutcome"]
         assert run.stats.exit_path == ("done" if expected == "edit" else "refused")
     # an edit commits exactly what copperhead necessarily writes beside the design
-    rename = graded["mcu-rename-i2c-nets"][0].stats.files_touched
-    assert "mcu-sensor.kicad_sch" in rename and "docs/PINOUT.md" in rename
+    run = graded["mcu-rename-i2c-nets"][0]
+    assert "mcu-sensor.kicad_sch" in run.stats.files_touched and "docs/PINOUT.md" in run.stats.files_touched
+    # ... under the project's fixed identity, never the operator's
+    from cbledger.runner import preserve
+    from cbledger.tasks.catalog import Catalog
+
+    restored = preserve.restore(project.root / run.sandbox.store, run.sandbox, Catalog(project.root).fixture("synthetic-mcu-sensor"))
+    head = restored.repo[run.sandbox.head_sha]
+    assert head.message.startswith("copperhead: ") and head.parents[0].id == pygit2.Oid(hex=run.sandbox.baseline_sha)
+    assert (head.author.name, head.author.email) == ("copperhead", "copperhead@copperbench.invalid")
+    assert (head.committer.name, head.committer.email) == ("copperhead", "copperhead@copperbench.invalid")
+    committed = {p for p in _paths(head.tree, restored.repo)} - {p for p in _paths(restored.repo[run.sandbox.baseline_sha].tree, restored.repo)}
+    assert {".gitignore", "openspec/changes/mcu-rename-i2c-nets/proposal.md", "openspec/changes/mcu-rename-i2c-nets/tasks.md"} <= committed
     leaderboard = (project.root / "LEADERBOARD.md").read_text()
     assert "### Real harness, scripted model" in leaderboard and "`compat:scripted-solve`" in leaderboard.split("### Real harness")[1]
     project.verify()
@@ -240,7 +251,7 @@ def test_a_turn_limit_loop_and_a_wall_clock_loop_end_the_way_their_caps_say(
     # the runner's wall clock: the whole process group is killed, the run still kept and graded
     assert run.runner_exit == "cap-exceeded" and "4s wall-clock cap" in run.runner_note
     assert run.stats.exit_path == "cap-exceeded" and run.stats.turns_used >= 1
-    assert 4000 <= run.timings.agent_ms < 15000
+    assert run.timings.agent_ms >= 4000  # never killed before its cap
     assert (grade.verdict, grade.failure_category) == ("fail", "turn-budget")
     assert run.harness_failure is None  # the loop answered turns: the model ran out of time
     assert run.cost.usd_micros is None  # unknown spend is null, never zero
