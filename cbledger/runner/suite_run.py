@@ -125,12 +125,19 @@ def run_plan(
         sessions = session_lookup.for_plan(catalog, plan.tasks, session)
     with contextlib.ExitStack() as stack:
         endpoint = stack.enter_context(Endpoint()) if sessions is not None else None
-        return _run(workspace, plan, catalog, store, view, version, jobs, sandbox_root, keep_sandboxes,
-                    copperhead_cli, segment, actor_name, on_done, sessions, endpoint)
+        return _run(
+            workspace, plan, catalog=catalog, store=store, view=view, version=version, jobs=jobs,
+            sandbox_root=sandbox_root, keep_sandboxes=keep_sandboxes, copperhead_cli=copperhead_cli,
+            segment=segment, actor_name=actor_name, on_done=on_done, sessions=sessions, endpoint=endpoint,
+        )
 
 
-def _run(workspace, plan, catalog, store, view, version, jobs, sandbox_root, keep_sandboxes,
-         copperhead_cli, segment, actor_name, on_done, sessions, endpoint) -> SuiteResult:
+def _run(
+    workspace: Workspace, plan: Plan, *, catalog: Catalog, store: LedgerStore, view: ledger_view.LedgerView,
+    version: str, jobs: int, sandbox_root: Path, keep_sandboxes: bool, copperhead_cli: str | None,
+    segment: str | None, actor_name: str, on_done: OnDone | None, sessions: dict | None, endpoint: Endpoint | None,
+) -> SuiteResult:
+    """The runs of a plan that passed preflight (the endpoint, when there is one, already up)."""
     agent, run_mode, cli = build_agent(plan, copperhead_cli, workspace, sessions, endpoint)
     # the CLI that runs setup commands; for the scripted agents too, so the stamp names the
     # copperhead whose scaffold the baseline holds

@@ -35,6 +35,7 @@ import pygit2
 from cbledger.errors import UserError
 from cbledger.runner.agents.base import COPPERHEAD_SIGNATURE as GIT_IDENTITY
 from cbledger.runner.agents.base import AgentInput, AgentResult
+from cbledger.runner.endpoint.server import problems
 from cbledger.runner.preserve import AGENT_LOG_DIR
 
 CLI_ENV = "COPPERHEAD_CLI"
@@ -217,13 +218,15 @@ def key_variables(model_id: str, source: dict[str, str] | None = None) -> dict[s
     return out
 
 
-def agent_environment(model_id: str, base_url: str | None = None) -> dict[str, str]:
-    """A clean environment: the basics, the route's own key variables, its endpoint."""
+def agent_environment(model_id: str, base_url: str | None = None, *, keys: bool = True) -> dict[str, str]:
+    """A clean environment: the basics, the route's own key variables (none with `keys` off:
+    a loopback endpoint serving a session script needs none), its endpoint."""
     source = dict(os.environ)
     if base_url is not None:
         source[BASE_URL_VARIABLE] = base_url
     env = basic_environment()
-    env.update(key_variables(model_id, source))
+    if keys:
+        env.update(key_variables(model_id, source))
     if model_id == "compat" or model_id.startswith("compat:"):
         env[BASE_URL_VARIABLE] = source[BASE_URL_VARIABLE]
     return env
@@ -289,7 +292,7 @@ class CopperheadAgent:
             base_url = self.endpoint.serve(inp.run_id, session)
         notes: list[str] = []
         try:
-            env = agent_environment(inp.model_id, base_url)
+            env = agent_environment(inp.model_id, base_url, keys=self.sessions is None)
             if inp.ablations.prompt_variant:
                 env["COPPERHEAD_PROMPT_VARIANT"] = inp.ablations.prompt_variant
             if inp.ablations.tool_subset:
@@ -298,8 +301,6 @@ class CopperheadAgent:
             code, killed = run_capped(self.cli.command(*args), inp.sandbox, env, manifest.caps.wall_clock_sec, log_dir)
         finally:
             if self.sessions is not None:
-                from cbledger.runner.endpoint.server import problems
-
                 served = self.endpoint.forget(inp.run_id)
                 notes.extend(f"session script: {p}" for p in problems(served))
         provider = "openai-compat" if inp.model_id.startswith("compat:") else None
