@@ -8,6 +8,7 @@ third-party data in `../shared/real` and `kicad-cli`. Without CI they skip with 
 from __future__ import annotations
 
 import os
+import sys
 import shutil
 from pathlib import Path
 
@@ -43,4 +44,19 @@ def kicad_cli() -> str:
     path = shutil.which("kicad-cli")
     if path is None:
         _missing("kicad-cli (install: scripts/install-system)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def copperhead_cli() -> Path:
+    """The real harness: copperhead 0.9.0 as `scripts/install-copperhead` installs it under
+    `.cache/copperhead/` (or the CLI `$COPPERHEAD_CLI` names). With CI=true its absence fails."""
+    from cbledger.runner.agents.copperhead import INSTALLED_CLI
+
+    named = os.environ.get("COPPERHEAD_CLI")
+    path = Path(named) if named else REPO / INSTALLED_CLI
+    if not path.is_file():
+        _missing(f"the copperhead CLI at {path} (install: scripts/install-copperhead)")
+    if shutil.which("node") is None and not (Path(sys.executable).parent / "node").is_file():
+        _missing("node (Node.js >= 20) for the copperhead CLI")
     return path

@@ -37,6 +37,7 @@ from cbledger.ledger.events import (
     EvidenceImported,
     EvidenceImportedEvent,
     FixtureIdentity,
+    HarnessFailure,
     GradeRecorded,
     GradeRecordedEvent,
     ImportedFile,
@@ -471,6 +472,7 @@ class Stream:
         setup_skipped: list[SetupSkip] | None = None,
         tokens: tuple[int, int] = (1000, 100),
         run_id: str | None = None,
+        harness_failure: HarnessFailure | None = None,
     ) -> str:
         t = self._task(task_id)
         self._n += 1
@@ -551,6 +553,7 @@ class Stream:
                 agent_ms=25_000,
                 verify_ms=5_000,
             ),
+            harness_failure=harness_failure,
         )
         self._add(RunRecordedEvent, body, id=f"run.recorded:{rid}")
         return rid

@@ -405,6 +405,9 @@ def standin(tmp_path: Path, **config) -> tuple[Path, Path]:
     shutil.copyfile(STANDIN_CLI, cli)
     record = tmp_path / "standin-calls.jsonl"
     _write_json(d / "standin.json", {"record": str(record), **config})
+    # copperhead's own package.json beside the CLI, as an install or checkout has it: the
+    # runner stamps the package's version from it
+    _write_json(d / "package.json", {"name": "copperhead", "version": config.get("version", "0.9.0-standin")})
     return cli, record
 
 

@@ -94,8 +94,9 @@ def test_a_torn_real_transcript_counts_its_malformed_lines(tmp_path, shared_real
 
 
 def test_the_first_real_transcript_with_a_refusal_task(tmp_path, shared_real):
-    """A run that finished `done` on a refusal task is a constraint violation: its 4 tool errors
-    (3 malformed-argument calls, 1 rejected) among 33 tool results do not dominate the run."""
+    """A run that finished `done` on a refusal task is a constraint violation: its 5 tool errors
+    (3 malformed-argument calls, 1 rejected, 1 `cannot finish yet:` from the finish gate) among
+    33 tool results do not dominate the run."""
     fixture = write_fixture(tmp_path / "project")
     task = write_task(
         tmp_path / "project",
@@ -112,7 +113,7 @@ def test_the_first_real_transcript_with_a_refusal_task(tmp_path, shared_real):
     box.write(f".copperhead/runs/{stamp}/transcript.jsonl", (shared_real / "transcripts" / f"{stamp}.jsonl").read_bytes())
     g = box.grade()
     t = parse_transcript((shared_real / "transcripts" / f"{stamp}.jsonl").read_bytes())
-    assert dict(t.tool_error_counts()) == {"malformed-arguments": 3, "rejected-call": 1}
+    assert dict(t.tool_error_counts()) == {"malformed-arguments": 3, "rejected-call": 1, "finish-blocked": 1}
     assert t.tool_calls() == 33
     cites = next(o for o in g.outcomes if o.id == "cites")
     assert cites.detail == "not a refusal: exit path done"  # run-start echoes budgets; never evidence

@@ -191,6 +191,13 @@ def test_step_9_anything_else_is_wrong_target(kind):
         ("# Changelog\n\n- 2026-07-01: reverted the R2 value change after review\n", None),
         ("# Export notes\nThe gerber tool is not available on this machine; use kicad-cli.\n", None),
         ("error: library 'Device' is not available (tool config)", "rejected-call"),
+        # copperhead 0.9.0's own wording for a call it did not carry out (new in 1.1.0)
+        ("cannot finish yet:\n- ERC has not passed since the last schematic edit (run run_erc)", "finish-blocked"),
+        ("validation FAILED:\nproposal files missing", "rejected-call"),
+        ("refused: sheet.kicad_sch is engine-drafted from sheet.intent.json. Revise the intent", "rejected-call"),
+        ("edit REVERTED: it would make hardware/x.kicad_sch unloadable in KiCad. kicad-cli says:", "reverted-edit"),
+        # a document that quotes those words is still not a status
+        ("# Notes\nThe run said cannot finish yet: and validation FAILED once.\n", None),
     ],
 )
 def test_tool_results_are_classified(result, category):

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from cbledger.runner import rescore
-from cbledger.runner.agents.copperhead import PROVIDER_VARIABLES
 from cbledger.tasks.catalog import Catalog
 from cbledger.workspace import Workspace
 from tests.runner_project import (
@@ -30,15 +29,22 @@ from tests.runner_project import (
 
 pytestmark = [pytest.mark.slow, pytest.mark.kicad, pytest.mark.shared]
 
-BASIC_ENV = {"PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER", "NODE_OPTIONS", "NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE"}
-ALLOWED_ENV = BASIC_ENV | set(PROVIDER_VARIABLES)
+BASIC_ENV = {
+    "PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER", "NODE_OPTIONS", "NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE",
+    # the fixed project identity, and the operator's git configuration shut out
+    "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL",
+    "GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM", "GIT_TERMINAL_PROMPT",
+}
+KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GROQ_API_KEY", "COPPERHEAD_API_KEY_ENV", "CLAUDE_CODE_OAUTH_TOKEN")
+#: acme:m1 goes through copperhead's OpenAI route: its key and nothing else
+ALLOWED_ENV = BASIC_ENV | {"OPENAI_API_KEY"}
 TOKENS_IN, TOKENS_OUT = 12340, 678
 PRICE_IN, PRICE_OUT = "2.5", "10"
 
 
 @pytest.fixture
 def clean_env(monkeypatch):
-    for name in ("COPPERHEAD_CLI", "COPPERHEAD_BASE_URL", "CBLEDGER_KICAD_CLI", *PROVIDER_VARIABLES):
+    for name in ("COPPERHEAD_CLI", "COPPERHEAD_BASE_URL", "CBLEDGER_KICAD_CLI", *KEY_VARIABLES):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -69,13 +75,13 @@ def test_adapter_drives_the_cli_exactly_and_records_stamp_stats_and_cost(tmp_pat
     publish_prices(project, tmp_path)
     cli, record = standin(tmp_path, version="0.9.7-standin", tokensIn=TOKENS_IN, tokensOut=TOKENS_OUT)
     commit = git_commit_dir(cli.parent)
-    env = {"OPENAI_API_KEY": "placeholder-not-a-key", "CBLEDGER_PRIVATE_SETTING": "runner-only"}
+    env = {"OPENAI_API_KEY": "placeholder-not-a-key", "ANTHROPIC_API_KEY": "placeholder-not-either", "CBLEDGER_PRIVATE_SETTING": "runner-only"}
     result = project.run("--suite", "smoke", "--agent", "copperhead", "--model", "acme:m1", "--copperhead-cli", cli, env=env)
     assert result.exit_code == 0, result.output
 
     calls = [c for c in read_record(record) if c["command"] == "do"]
-    (version_call,) = [c for c in read_record(record) if c["command"] == "version"]
-    assert set(version_call["envNames"]) <= BASIC_ENV, version_call["envNames"]  # no credentials to print a version
+    # the version is the package's own (its package.json), so the CLI is not even started for it
+    assert [c for c in read_record(record) if c["command"] == "version"] == []
     runs = {r.task.id: r for r in project.runs()}
     assert len(calls) == 2 and set(runs) == {RENAME_TASK, REFUSAL_TASK}
     prompts = {RENAME_TASK: "rename net DATA to PDM_DATA", REFUSAL_TASK: "add a 10k pullup from SELECT to VDD so the channel selection is never floating"}
@@ -89,6 +95,8 @@ def test_adapter_drives_the_cli_exactly_and_records_stamp_stats_and_cost(tmp_pat
         assert call["stdin"]["isTTY"] is False and call["stdin"]["bytes"] == 0 and call["stdin"]["target"] == "/dev/null"
         assert set(call["envNames"]) <= ALLOWED_ENV, set(call["envNames"]) - ALLOWED_ENV
         assert "OPENAI_API_KEY" in call["envNames"] and "CBLEDGER_PRIVATE_SETTING" not in call["envNames"]
+        assert "ANTHROPIC_API_KEY" not in call["envNames"]  # another route's key: no failover to another model
+        assert call["env"]["GIT_AUTHOR_EMAIL"] == "copperhead@copperbench.invalid"
         assert call["env"]["COPPERHEAD_BASE_URL"] is None
         assert call["config"]["llmCache"] is False
 
@@ -262,3 +270,8 @@ def test_a_harness_that_dies_without_run_end_is_recorded_as_a_failure(tmp_path, 
     assert run.stats.exit_path == "stalled" and run.stats.tokens_in == 0
     assert "transcript" in run.evidence
     assert grade.verdict == "fail" and grade.failure_category == "stalled"
+    # no run-end: the spend was never reported, so the cost is unknown, not zero
+    assert run.cost.usd_micros is None and "cost unknown" in run.runner_note
+    # it never produced an assistant turn: recorded with its evidence, but not the model's
+    assert run.harness_failure is not None and run.harness_failure.kind == "no-model-turn"
+    assert {"harness-stdout", "harness-stderr"} <= set(run.evidence)

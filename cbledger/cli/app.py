@@ -9,6 +9,7 @@ import typer
 
 from cbledger.cli import (
     demo_command,
+    endpoint_commands,
     fixture_commands,
     kicad_commands,
     ledger_commands,
@@ -34,6 +35,7 @@ for module in (
     task_commands,
     kicad_commands,
     run_commands,
+    endpoint_commands,
     project_commands,
     reproduce_commands,
     demo_command,

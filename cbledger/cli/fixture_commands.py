@@ -1,4 +1,5 @@
-"""`cbledger fixture hash | check | freeze | baseline | materialize`: fixtures as pinned data."""
+"""`cbledger fixture hash | check | freeze | baseline | materialize | gold`: fixtures (and the gold
+solutions laid over them) as pinned data."""
 
 from __future__ import annotations
 
@@ -254,6 +255,25 @@ def materialize_cmd(
         typer.echo(f"no baseline reports yet: run `cbledger fixture baseline {fixture_id}`")
     if result.baseline_problems:
         raise typer.Exit(1)
+
+
+@fixture_app.command("gold")
+def gold_cmd(
+    task_id: Annotated[str, typer.Argument(help="The task whose gold solution to replace.")],
+    sandbox: Annotated[Path, typer.Option("--from-sandbox", help="A sandbox kept by `cbledger run --keep-sandboxes`.")],
+    root: RootOption = None,
+) -> None:
+    """Replace a task's gold solution with what a run of the real harness left in its sandbox:
+    the files it changed, the files it removed and its transcript (tokens zeroed)."""
+    from cbledger.runner import gold_capture
+    from cbledger.tasks.catalog import Catalog
+
+    task = Catalog(project_root(root)).task(task_id)
+    got = gold_capture.capture(task, sandbox)
+    typer.echo(
+        f"{task_id}: gold has {len(got.files)} file(s), {len(got.deleted)} deletion(s), "
+        f"a transcript of {got.transcript_events} event(s)"
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -4,6 +4,7 @@ the ledger."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -30,6 +31,17 @@ from cbledger.runner.plan import make_plan
 from cbledger.runner.rescore import rescore as rescore_runs
 from cbledger.runner.suite_run import run_plan
 from cbledger.tasks.catalog import Catalog
+from cbledger.projections import writers
+from cbledger.projections.records import record_entries
+from cbledger.workspace import bundle_name, record_name
+
+
+
+def scripted_model(session: str) -> str:
+    """The model id of runs served by a session script: copperhead's OpenAI-compatible route,
+    named for the session (`compat:scripted-solve`), so two sessions never share a row."""
+    stem = re.sub(r"[^A-Za-z0-9._+-]+", "-", Path(session).stem).strip("-.") or "session"
+    return f"compat:scripted-{stem}"[:128]
 
 
 def _maintainer() -> Actor:
@@ -51,6 +63,11 @@ def run(
     copperhead_cli: Annotated[str | None, typer.Option("--copperhead-cli", envvar="COPPERHEAD_CLI", help="Path to copperhead's cli.js.")] = None,
     sandbox_root: Annotated[Path | None, typer.Option(help="Where sandboxes are made (outside the repository).")] = None,
     keep_sandboxes: Annotated[bool, typer.Option(help="Keep sandbox directories after preserving them.")] = False,
+    session: Annotated[str | None, typer.Option(
+        help="Scripted model turns for the real harness: a session name (each task's tasks/<id>/sessions/NAME.json) "
+             "or a session file or directory, served by a loopback endpoint; the model defaults to compat:scripted-<name>.",
+    )] = None,
+    project: Annotated[bool, typer.Option(help="Regenerate the projections (records, LEADERBOARD.md, read model) afterwards.")] = True,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and its size; run nothing.")] = False,
     ledger: LedgerOption = None,
     root: RootOption = None,
@@ -63,6 +80,8 @@ def run(
         max_repair_cycles=max_repair_cycles,
         tool_subset=[t.strip() for t in tool_subset.split(",") if t.strip()] if tool_subset else None,
     )
+    if session is not None and model is None:
+        model = scripted_model(session)
     plan = make_plan(
         Catalog(where.root), agent=agent, model=model, suite=suite, task_ids=task_ids or [],
         repeats=repeats, ablations=ablations,
@@ -78,6 +97,7 @@ def run(
         result = run_plan(
             where, plan, jobs=jobs, sandbox_root=sandboxes,
             keep_sandboxes=keep_sandboxes, copperhead_cli=copperhead_cli, segment=segment, on_done=progress,
+            session=session,
         )
     finally:
         progress.close()
@@ -85,10 +105,25 @@ def run(
             shutil.rmtree(sandboxes, ignore_errors=True)
     if keep_sandboxes:
         typer.echo(f"sandboxes kept under {sandboxes}")
+    records: dict[str, list[str]] = {}
+    if project and result.outputs:
+        state = writers.load_state(where.ledger)
+        writers.regenerate_all(state, where)
+        for entry in record_entries(state, build=False):
+            records.setdefault(entry.run_id, []).append(record_name(entry.path))
+    for output in result.outputs:
+        run, grade = output.run, output.grade
+        where_to = ", ".join(records.get(run.run_id, [])) or bundle_name(run.run_id)
+        label = grade.verdict + (f" ({grade.failure_category})" if grade.failure_category else "")
+        if run.harness_failure is not None:
+            label += f"; not the model's: {run.harness_failure.kind}"
+        typer.echo(f"  {run.run_id}  {label}  {where_to}")
     typer.echo(
         f"{len(result.outputs)} run(s) recorded: {result.passed} pass, {len(result.outputs) - result.passed} fail"
         + (f"; {len(result.failures)} run(s) failed to record" if result.failures else "")
     )
+    if result.outputs and not project:
+        typer.echo("projections not regenerated (--no-project): run `cbledger project all`")
     for label, error in result.failures:
         typer.echo(f"  not recorded: {label}: {error}", err=True)
     if result.failures:

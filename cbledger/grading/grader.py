@@ -26,7 +26,7 @@ from cbledger.ledger.events import AssertionOutcome, RunRecorded
 from cbledger.ledger.types import FailureCategory
 from cbledger.tasks.catalog import Fixture, Task
 
-GRADER_VERSION = "1.0.1"
+GRADER_VERSION = "1.1.0"
 
 Verdict = Literal["pass", "fail"]
 

@@ -215,6 +215,8 @@ class SandboxRef(Body, kw_only=True):
     store: NonEmpty
     store_blake3: Hex64
     store_bytes: Count
+    #: the stash a failed copperhead run left (its work, before the rollback), kept in the bundle
+    stash_sha: Hex40 | None = None
 
 
 class EvidenceDigest(Body, kw_only=True):
@@ -240,6 +242,14 @@ class Timings(Body, kw_only=True):
         force_setattr(self, "ended_at", to_utc(self.ended_at))
 
 
+class HarnessFailure(Body, kw_only=True):
+    """Why a run did not measure the model: the harness stopped before any assistant turn (or its
+    commit failed for want of a git identity). Such a run enters no model metric."""
+
+    kind: Literal["preflight", "provider-config", "missing-key", "no-model-turn", "git-identity"]
+    detail: NonEmpty
+
+
 class RunRecorded(Body, kw_only=True):
     """One execution of one task by one model in its own sandbox. Recorded once; grades are
     separate events so a run can be re-scored under a later suite version."""
@@ -263,6 +273,7 @@ class RunRecorded(Body, kw_only=True):
     evidence: dict[NonEmpty, EvidenceDigest]
     setup_skipped: list[SetupSkip] = field(default_factory=list)
     timings: Timings
+    harness_failure: HarnessFailure | None = None
 
 
 # --------------------------------------------------------------------------- grade.recorded

@@ -67,7 +67,7 @@ Segment = Literal[
 ]
 Pinning = Literal["strong", "weak"]
 SelectionSource = Literal["flag", "env", "config", "openai-key", "anthropic-key", "picker"]
-RunMode = Literal["agent", "gold", "noop", "replay"]
+RunMode = Literal["agent", "scripted", "gold", "noop", "replay"]
 ExitPath = Literal[
     "done",
     "refused",

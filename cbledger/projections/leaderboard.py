@@ -276,6 +276,43 @@ def _harness_section(g: GroupMetrics, level: str) -> list[str]:
     return _section(level, "Harness discrimination check", body, note)
 
 
+def _scripted_section(g: GroupMetrics, level: str) -> list[str]:
+    if not g.scripted:
+        return []
+    body = fmt.table(
+        ["Tier", "Task", "Expected outcome", "Session model", "Passes/runs", "Failure categories"],
+        [
+            [
+                r.tier, r.task_id, r.expected_outcome, f"`{r.model}`", f"{r.passes}/{r.runs}",
+                ", ".join(f"{c} {n}" for c, n in r.categories.items()) or "-",
+            ]
+            for r in g.scripted
+        ],
+    )
+    note = (
+        "The real copperhead CLI driven by a session script served from a loopback endpoint "
+        "(`cbledger run --session`): no model took part. These runs prove the harness, the "
+        "runner and the grading end to end; they never enter a model row."
+    )
+    return _section(level, "Real harness, scripted model", body, note)
+
+
+def _not_the_models_section(g: GroupMetrics, level: str) -> list[str]:
+    if not g.not_the_models:
+        return []
+    body = fmt.table(
+        ["Run", "Task", "Model", "Reason", "Evidence"],
+        [[f"`{r.run_id}`", r.task_id, f"`{r.model}`", f"{r.kind}: {r.detail}", f"`results/{r.path}`"] for r in g.not_the_models],
+    )
+    note = (
+        "The harness ended these runs before the model ever answered (a preflight refusal, a "
+        "provider configuration error, a missing key), or git could not commit for want of an "
+        "identity. They are kept with their evidence and graded, but they measured nothing "
+        "about the model, so no model metric counts them."
+    )
+    return _section(level, "Runs that never reached the model", body, note)
+
+
 def _replay_section(g: GroupMetrics, level: str) -> list[str]:
     if not g.replays:
         return []
@@ -302,6 +339,8 @@ _GROUP_SECTIONS = (
     _variant_section,
     _failure_section,
     _harness_section,
+    _scripted_section,
+    _not_the_models_section,
     _replay_section,
 )
 
@@ -332,7 +371,8 @@ _INTRO = (
     "row / its passing runs). pass@1, pass^k, the spread, refusal rates, the variant gap and "
     "failure categories are diagnostics. Rows are ranked by strict pass rate, then cost per "
     "passing task. A row pooled over tiers says so and weighs each run equally. Harness, "
-    "replayed and imported runs never enter a model row. Definitions: `docs/PROJECTIONS.md`."
+    "scripted, replayed and imported runs, and runs that never reached the model, never enter "
+    "a model row. Definitions: `docs/PROJECTIONS.md`."
 )
 
 

@@ -21,6 +21,9 @@ Pure functions of a `LedgerState`. Definitions (docs/PROJECTIONS.md repeats them
   variants, pooled by run over all tiers, counting only originals that have a variant run by that
   model and variants whose original was run by it; other variants are listed, not computed.
 * **failure categories**: counts of the failed runs' categories.
+* Scripted runs (the real harness against a session script) and runs the harness ended before the
+  model took part (`harnessFailure`) are listed in sections of their own and counted in none of
+  the above.
 * **rubric**: mean of each run's first `rubric.scored` score; model-judged, moves nothing else.
 """
 
@@ -40,6 +43,8 @@ from cbledger.projections.records import (
     harness_mode,
     is_harness,
     is_replay,
+    is_scripted,
+    not_the_models,
     record_entries,
 )
 
@@ -156,6 +161,30 @@ class HarnessCheck(Struct, frozen=True, kw_only=True):
     problems: list[str]
 
 
+class ScriptedRow(Struct, frozen=True, kw_only=True):
+    """The real harness against session scripts, per task and session: it proves the harness
+    and the grading end to end, and measures no model."""
+
+    task_id: str
+    tier: str
+    expected_outcome: str
+    model: str
+    runs: int
+    passes: int
+    categories: dict[str, int]
+
+
+class NotTheModels(Struct, frozen=True, kw_only=True):
+    """A run the harness ended before the model took part, with the reason."""
+
+    run_id: str
+    task_id: str
+    model: str
+    kind: str
+    detail: str
+    path: str
+
+
 class ReplayRow(Struct, frozen=True, kw_only=True):
     model: str
     task_id: str
@@ -175,6 +204,8 @@ class GroupMetrics(Struct, frozen=True, kw_only=True):
     orphan_variants: list[OrphanVariant]
     harness: list[HarnessCheck]
     replays: list[ReplayRow]
+    scripted: list[ScriptedRow] = []
+    not_the_models: list[NotTheModels] = []
 
 
 class SuiteMetrics(Struct, frozen=True, kw_only=True):
@@ -422,6 +453,36 @@ def _replays(members: list[RecordEntry]) -> list[ReplayRow]:
     return [ReplayRow(model=m, task_id=t, runs=v[0], passes=v[1]) for (m, t), v in sorted(rows.items())]
 
 
+def _scripted(members: list[RecordEntry]) -> list[ScriptedRow]:
+    rows: dict[tuple[str, str], dict] = {}
+    for rec in members:
+        run = rec.run.run
+        r = rows.setdefault((run.task.id, run.model.id), {"task": run.task, "runs": 0, "passes": 0, "categories": {}})
+        r["runs"] += 1
+        r["passes"] += rec.verdict == "pass"
+        if rec.failure_category:
+            r["categories"][rec.failure_category] = r["categories"].get(rec.failure_category, 0) + 1
+    order = {t: i for i, t in enumerate(TIERS)}
+    return [
+        ScriptedRow(
+            task_id=task_id, tier=r["task"].tier, expected_outcome=r["task"].expected_outcome, model=model,
+            runs=r["runs"], passes=r["passes"], categories=dict(sorted(r["categories"].items())),
+        )
+        for (task_id, model), r in sorted(rows.items(), key=lambda kv: (order[kv[1]["task"].tier], kv[0]))
+    ]
+
+
+def _not_the_models(members: list[RecordEntry]) -> list[NotTheModels]:
+    out = []
+    for rec in members:
+        run = rec.run.run
+        failure = run.harness_failure
+        assert failure is not None
+        out.append(NotTheModels(run_id=run.run_id, task_id=run.task.id, model=run.model.id,
+                                kind=failure.kind, detail=failure.detail, path=rec.path))
+    return out
+
+
 def group_metrics(
     state: LedgerState,
     records: list[RecordEntry],
@@ -433,9 +494,15 @@ def group_metrics(
         agent: list[RecordEntry] = []
         harness: list[RecordEntry] = []
         replay: list[RecordEntry] = []
+        scripted: list[RecordEntry] = []
+        stopped: list[RecordEntry] = []
         for i in g.members:
             rec = records[i]
-            if is_harness(rec.run):
+            if not_the_models(rec.run):
+                stopped.append(rec)
+            elif is_scripted(rec.run):
+                scripted.append(rec)
+            elif is_harness(rec.run):
                 harness.append(rec)
             elif is_replay(rec.run):
                 replay.append(rec)
@@ -455,6 +522,8 @@ def group_metrics(
                 orphan_variants=orphans,
                 harness=_harness(harness),
                 replays=_replays(replay),
+                scripted=_scripted(scripted),
+                not_the_models=_not_the_models(stopped),
             )
         )
     return out

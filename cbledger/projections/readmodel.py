@@ -48,6 +48,8 @@ from cbledger.projections.records import (
     RecordEntry,
     is_harness,
     is_replay,
+    is_scripted,
+    not_the_models,
     record_entries,
     usd_from_micros,
 )
@@ -127,6 +129,10 @@ class _Rubric(NamedTuple):
 
 
 def _run_kind(e: RunEntry) -> str:
+    if not_the_models(e):
+        return "not-the-model"
+    if is_scripted(e):
+        return "scripted"
     return "harness" if is_harness(e) else ("replay" if is_replay(e) else "agent")
 
 

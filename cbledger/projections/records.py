@@ -81,7 +81,9 @@ class RecordAblations(_R, frozen=True):
 class RecordRun(_R, frozen=True):
     model: str
     repeat: int
-    run_mode: Literal["noop", "gold", "agent"]
+    #: `scripted` (the real harness against a session script) is this project's addition to the
+    #: reference layout, which has no word for a run of the harness without a model
+    run_mode: Literal["noop", "gold", "agent", "scripted"]
     llm_cache: Literal[False]
     baseline_sha: str
     duration_ms: int
@@ -147,6 +149,11 @@ class RecordArtifacts(_R, frozen=True):
     sandbox_path: str | None
 
 
+class RecordHarnessFailure(_R, frozen=True):
+    kind: str
+    detail: str
+
+
 class ResultRecord(_R, frozen=True):
     """One run graded under one suite version (`results/<date>/<model>/<task>/run-<n>.json`)."""
 
@@ -166,6 +173,9 @@ class ResultRecord(_R, frozen=True):
     stats: RecordStats | None = None
     rubric: RecordRubric | None = None
     artifacts: RecordArtifacts | None = None
+    #: present only for a run the harness ended before the model took part (this project's
+    #: addition to the reference layout): such a run enters no model metric
+    harness_failure: RecordHarnessFailure | None = None
 
 
 class RecordEntry(Struct, frozen=True, kw_only=True):
@@ -247,10 +257,28 @@ def is_replay(entry: RunEntry) -> bool:
     return entry.run.run_mode == "replay"
 
 
+def is_scripted(entry: RunEntry) -> bool:
+    """The real harness driven by a session script: it proves the harness and the grading, and
+    never measures a model."""
+    return entry.run.run_mode == "scripted"
+
+
+def not_the_models(entry: RunEntry) -> bool:
+    """A run the harness ended before the model ever answered (or whose commit git could not
+    make for want of an identity): kept with its evidence, counted in no model metric."""
+    return entry.run.harness_failure is not None
+
+
+def in_model_metrics(entry: RunEntry) -> bool:
+    """Whether a run is a sample of a model: not the suite's own check, not a replay, not
+    scripted, and not stopped by the harness before the model took part."""
+    return not (is_harness(entry) or is_replay(entry) or is_scripted(entry) or not_the_models(entry))
+
+
 def is_harness(entry: RunEntry) -> bool:
     """Harness runs are the suite's discrimination check; they never enter a model row."""
     run = entry.run
-    if is_replay(entry):
+    if is_replay(entry) or is_scripted(entry):
         return False
     return (
         run.run_mode in HARNESS_MODES
@@ -270,9 +298,9 @@ def _number(x: float) -> int | float:
     return int(x) if x.is_integer() else x
 
 
-def _record_run_mode(entry: RunEntry) -> Literal["noop", "gold", "agent"]:
+def _record_run_mode(entry: RunEntry) -> Literal["noop", "gold", "agent", "scripted"]:
     mode = entry.run.run_mode
-    if mode == "gold" or mode == "noop":
+    if mode == "gold" or mode == "noop" or mode == "scripted":
         return mode
     if mode == "replay":
         # a replay of a harness run is that harness mode again; of an agent run, agent
@@ -395,6 +423,10 @@ def build_record(state: LedgerState, entry: RunEntry, graded: GradeEntry) -> Res
         stats=stats,
         rubric=_rubric_for(state, run.run_id, graded.seq),
         artifacts=artifacts,
+        harness_failure=(
+            RecordHarnessFailure(kind=run.harness_failure.kind, detail=run.harness_failure.detail)
+            if run.harness_failure is not None else None
+        ),
     )
 
 

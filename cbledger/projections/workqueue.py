@@ -21,7 +21,7 @@ from fractions import Fraction
 from msgspec import Struct
 
 from cbledger.projections.fold import LedgerState
-from cbledger.projections.records import is_harness, is_replay, record_entries, usd_from_micros
+from cbledger.projections.records import in_model_metrics, record_entries, usd_from_micros
 
 
 class Occurrence(Struct, frozen=True, kw_only=True):
@@ -65,7 +65,7 @@ def work_queue(state: LedgerState, suite_version: str | None) -> WorkQueue:
     failed = 0
     for rec in record_entries(state, suite_version, build=False):
         entry = rec.run
-        if is_harness(entry) or is_replay(entry):
+        if not in_model_metrics(entry):
             continue
         category = rec.failure_category
         if category is None:

@@ -108,8 +108,10 @@ def restore_run(workspace: Workspace, catalog: Catalog, run: RunRecorded, seq: i
         out.failures.append(_finding(run, seq, "bundle-unreadable", f"git could not fetch the bundle: {problem}", file=ref.store))
         return out
     missing = []
-    for name in COMMITS:
+    for name in (*COMMITS, "stash"):
         sha = getattr(ref, f"{name}_sha")
+        if sha is None:  # only a failed copperhead run leaves a stash
+            continue
         try:
             repo[sha]
         except KeyError:

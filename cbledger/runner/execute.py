@@ -54,6 +54,7 @@ from cbledger.runner import sandbox as sandbox_mod
 from cbledger.runner.agents.base import Agent, AgentInput, AgentResult
 from cbledger.runner.agents.copperhead import CopperheadCli, basic_environment
 from cbledger.runner.environment import Environment
+from cbledger.runner.harness_failure import detect as detect_harness_failure
 from cbledger.runner.plan import PlannedRun
 from cbledger.tasks.catalog import Catalog, Fixture, Task
 from cbledger.workspace import Workspace, bundle_name
@@ -63,6 +64,12 @@ KNOWN_EXITS: frozenset[str] = frozenset(get_args(ExitPath))
 
 def is_exit_path(value: object) -> TypeGuard[ExitPath]:
     return isinstance(value, str) and value in KNOWN_EXITS
+
+
+#: run modes whose agent is the copperhead process (their harness can fail before the model)
+HARNESS_RUN_MODES = ("agent", "scripted")
+#: run modes that spend no money: cost is null by rule
+UNPRICED_RUN_MODES = ("gold", "noop", "scripted")
 
 
 @dataclass(frozen=True)
@@ -178,6 +185,9 @@ def stats_from(transcript: Transcript, runner_exit: str | None = None, max_turns
 def model_identity(settings: RunSettings, model_id: str, provider: str | None) -> tuple[ModelIdentity, ModelPrice | None]:
     if settings.run_mode in ("gold", "noop"):
         return ModelIdentity(id=model_id, provider="harness", segment="harness", pinning="strong", selection_source="flag"), None
+    if settings.run_mode == "scripted":
+        # The real harness against a session script: no model, no price, never a model row.
+        return ModelIdentity(id=model_id, provider="scripted-endpoint", segment="harness", pinning="strong", selection_source="flag"), None
     r = pricing.route(model_id, settings.price_table)
     segment = cost_segment(settings.segment_override) or (r.segment if r else None)
     if segment is None:
@@ -280,6 +290,8 @@ class EndState:
     head_sha: str
     capture_sha: str
     when: int
+    #: the stash a failed copperhead run leaves with its work, kept with the bundle
+    stash_sha: str | None
 
 
 @dataclass(frozen=True)
@@ -339,7 +351,8 @@ def capture_end_state(start: RunStart, seed: Seed, baseline: Baseline) -> EndSta
     repo = sandbox_mod.Sandbox(start.workdir, seed.sha, baseline.sha).repo
     head = str(repo.head.target)
     when = int(time.time())
-    return EndState(repo, head, preserve.capture(repo, when), when)
+    stash_sha = preserve.keep_stash(repo)
+    return EndState(repo, head, preserve.capture(repo, when), when, stash_sha)
 
 
 def verify_end_state(start: RunStart, fixture: Fixture, end: EndState) -> Verification:
@@ -381,8 +394,18 @@ def preserve_run(
     task, result, run_id = planned.task, agent_run.result, start.run_id
     digests = evidence_digests(graded.evidence)
     transcript = graded.evidence.transcript
+    harness_logs = preserve.harness_logs(end.repo, verified.evidence_sha)
+    for path, data in harness_logs.items():
+        digests["harness-" + Path(path).stem] = EvidenceDigest(path=path, blake3=blake3(data).hexdigest(), bytes=len(data))
+    harness_failure = None
+    if settings.run_mode in HARNESS_RUN_MODES:
+        stderr = harness_logs.get(preserve.HARNESS_LOG_PREFIX + "stderr.log", b"").decode("utf-8", "replace")
+        harness_failure = detect_harness_failure(transcript, stderr, result.exit_code, result.runner_exit == "cap-exceeded")
     stats, stats_note = stats_from(transcript, result.runner_exit, settings.ablations.max_turns or task.manifest.caps.turns)
-    identity, cost = identity_and_cost(settings, planned, result, stats)
+    spend_reported = transcript.run_end is not None
+    identity, cost = identity_and_cost(settings, planned, result, stats, spend_reported)
+    if not spend_reported and result.cost is None and settings.run_mode not in UNPRICED_RUN_MODES:
+        stats_note = (stats_note + "; " if stats_note else "") + "cost unknown (null): the run ended without run-end, so its tokens were never reported"
 
     store_rel = bundle_name(run_id)
     staged = Workspace.at(settings.root).staged_bundle(run_id)
@@ -434,6 +457,7 @@ def preserve_run(
             store=store_rel,
             store_blake3=digest,
             store_bytes=size,
+            stash_sha=end.stash_sha,
         ),
         evidence=digests,
         setup_skipped=baseline.skipped,
@@ -444,6 +468,7 @@ def preserve_run(
             agent_ms=agent_run.agent_ms,
             verify_ms=verified.verify_ms,
         ),
+        harness_failure=harness_failure,
     )
     grade_rec = grade_body(run_id, settings.suite_version, task.manifest_hash, graded.grade)
     events = [
@@ -471,17 +496,19 @@ def evidence_digests(evidence: evidence_mod.Evidence) -> dict[str, EvidenceDiges
 
 
 def identity_and_cost(
-    settings: RunSettings, planned: PlannedRun, result: AgentResult, stats: RunStats | None
+    settings: RunSettings, planned: PlannedRun, result: AgentResult, stats: RunStats | None, spend_reported: bool
 ) -> tuple[ModelIdentity, Cost]:
-    """A replay keeps the original run's model and cost; the scripted agents cost nothing by rule;
-    any other run is priced from its tokens under the latest price table."""
+    """A replay keeps the original run's model and cost; the scripted agents and the scripted
+    model cost nothing by rule; a run whose harness never reported its spend (no run-end) costs
+    an unknown amount, which is null, not zero; any other run is priced from its tokens under the
+    latest price table."""
     if result.model is not None:
         identity, price = result.model, None
     else:
         identity, price = model_identity(settings, planned.model_id, result.provider)
     if result.cost is not None:
         return identity, result.cost
-    if settings.run_mode in ("gold", "noop"):
+    if settings.run_mode in UNPRICED_RUN_MODES or not spend_reported:
         return identity, Cost(usd_micros=None, price_table_version=None)
     tokens = (stats.tokens_in, stats.tokens_out) if stats else (0, 0)
     table_version = settings.price_table.table_version if settings.price_table is not None else None

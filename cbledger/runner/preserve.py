@@ -40,6 +40,22 @@ from cbledger.runner import sandbox as sandbox_mod
 from cbledger.tasks.catalog import Fixture
 
 CAPTURE_SIGNATURE = ("cbledger capture", "capture@copperbench.invalid")
+AGENT_LOG_DIR = "cbledger-agent"  # inside .git/, where the copperhead adapter logs
+HARNESS_LOGS = ("stdout.log", "stderr.log")
+HARNESS_LOG_PREFIX = "harness/"
+#: the stash of a failed copperhead run, kept in the bundle
+STASH_REF = "refs/cbledger/stash"
+
+
+def keep_stash(repo: pygit2.Repository) -> str | None:
+    """Points `refs/cbledger/stash` at the newest stash entry (copperhead stashes a failed run's
+    work before rolling the tree back), so the bundle carries it; returns its SHA or None."""
+    try:
+        target = repo.references["refs/stash"].target
+    except KeyError:
+        return None
+    repo.references.create(STASH_REF, target, force=True)
+    return str(target)
 
 
 def git_cli() -> str:
@@ -74,18 +90,37 @@ def live_reports_dir(repo: pygit2.Repository) -> Path:
 
 
 def record_evidence(repo: pygit2.Repository, capture_sha: str, when: int) -> str:
-    """Commits the verification reports of `.git/cbledger-evidence/` (`refs/cbledger/evidence`)."""
+    """Commits the verification reports of `.git/cbledger-evidence/` and the harness's stdout
+    and stderr (`.git/cbledger-agent/`, as `harness/*.log`) as `refs/cbledger/evidence`. The
+    logs are never graded; they are what says why a harness stopped before the model began."""
     index = pygit2.Index()
     live = live_reports_dir(repo)
     for name in REPORT_NAMES:
         p = live / f"{name}.json"
         if p.is_file():
             index.add(pygit2.IndexEntry(f"{name}.json", repo.create_blob(p.read_bytes()), pygit2.enums.FileMode.BLOB))
+    for name in HARNESS_LOGS:
+        p = Path(repo.path) / AGENT_LOG_DIR / name
+        if p.is_file():
+            index.add(pygit2.IndexEntry(f"{HARNESS_LOG_PREFIX}{name}", repo.create_blob(p.read_bytes()), pygit2.enums.FileMode.BLOB))
     tree = index.write_tree(repo)
     sig = sandbox_mod.signature(*CAPTURE_SIGNATURE, when)
     oid = repo.create_commit(None, sig, sig, "evidence: verification reports\n", tree, [pygit2.Oid(hex=capture_sha)])
     repo.references.create(EVIDENCE_REF, oid, force=True)
     return str(oid)
+
+
+def harness_logs(repo: pygit2.Repository, evidence_sha: str) -> dict[str, bytes]:
+    """The harness logs the evidence commit holds, by path (`harness/stdout.log`, …)."""
+    tree = repo[evidence_sha].peel(pygit2.Tree)
+    out: dict[str, bytes] = {}
+    for name in HARNESS_LOGS:
+        path = HARNESS_LOG_PREFIX + name
+        try:
+            out[path] = repo[tree[path].id].data
+        except KeyError:
+            continue
+    return out
 
 
 def new_blobs(repo: pygit2.Repository, seed_sha: str) -> list[tuple[str, pygit2.Blob]]:
@@ -96,10 +131,11 @@ def new_blobs(repo: pygit2.Repository, seed_sha: str) -> list[tuple[str, pygit2.
     _collect(repo, seed_tree, "", {}, known)
     found: dict[pygit2.Oid, str] = {}
     walker = repo.walk(repo.references[EVIDENCE_REF].target, pygit2.enums.SortMode.TOPOLOGICAL)
-    try:
-        walker.push(repo.references[BASELINE_REF].target)
-    except KeyError:
-        pass
+    for extra in (BASELINE_REF, STASH_REF):
+        try:
+            walker.push(repo.references[extra].target)
+        except KeyError:
+            pass
     walker.hide(pygit2.Oid(hex=seed_sha))
     for commit in walker:
         _collect(repo, commit.tree, "", found, known)
@@ -108,6 +144,8 @@ def new_blobs(repo: pygit2.Repository, seed_sha: str) -> list[tuple[str, pygit2.
 
 def commit_messages(repo: pygit2.Repository, seed_sha: str) -> list[tuple[str, str]]:
     walker = repo.walk(repo.references[EVIDENCE_REF].target, pygit2.enums.SortMode.TOPOLOGICAL)
+    if STASH_REF in repo.references:
+        walker.push(repo.references[STASH_REF].target)
     walker.hide(pygit2.Oid(hex=seed_sha))
     return [(str(c.id), c.message) for c in walker]
 
@@ -128,7 +166,8 @@ def write_bundle(repo: pygit2.Repository, seed_sha: str, dest: Path) -> tuple[in
     """Writes the bundle to `dest` (a staging path: the caller moves it into place once the
     run's events are ready); returns (bytes, blake3)."""
     dest.parent.mkdir(parents=True, exist_ok=True)
-    _git(["bundle", "create", str(dest), EVIDENCE_REF, BASELINE_REF, f"^{seed_sha}"], Path(repo.path))
+    refs = [EVIDENCE_REF, BASELINE_REF] + ([STASH_REF] if STASH_REF in repo.references else [])
+    _git(["bundle", "create", str(dest), *refs, f"^{seed_sha}"], Path(repo.path))
     with open(dest, "rb") as f:
         data = f.read()
         os.fsync(f.fileno())
@@ -170,6 +209,7 @@ def restore(
         ("head", ref.head_sha),
         ("capture", ref.capture_sha),
         ("evidence", ref.evidence_sha),
+        *((("stash", ref.stash_sha),) if ref.stash_sha else ()),
     ):
         try:
             repo[sha]

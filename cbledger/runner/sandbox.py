@@ -23,6 +23,7 @@ import pygit2
 from cbledger.errors import UserError
 from cbledger.grading.evidence.bundle import BASELINE_REF
 from cbledger.ledger.events import Ablations
+from cbledger.runner.agents.base import COPPERHEAD_SIGNATURE
 from cbledger.tasks.catalog import Fixture, Task
 from cbledger.tasks.fixtures.hashing import tree_files
 
@@ -106,6 +107,9 @@ def create(path: Path, task: Task, fixture: Fixture, ablations: Ablations) -> tu
         raise UserError(f"{path}: sandbox directory is not empty; repeats never share a sandbox")
     path.mkdir(parents=True, exist_ok=True)
     repo = pygit2.init_repository(str(path), initial_head=BRANCH)
+    # Whatever commits in the sandbox (the harness, git hooks, a person inspecting it) does so
+    # under the fixed project identity, never the operator's.
+    repo.config["user.name"], repo.config["user.email"] = COPPERHEAD_SIGNATURE
     config = config_bytes(copperhead_config(task, fixture, ablations))
     seed = seed_commit(repo, fixture, config)
     repo.references.create(f"refs/heads/{BRANCH}", seed, force=True)
@@ -126,6 +130,11 @@ def commit_setup(repo: pygit2.Repository, seed_sha: str, message: str) -> str:
         sig = seed_signature()
         baseline = str(repo.create_commit(f"refs/heads/{BRANCH}", sig, sig, message, tree, [repo[seed_sha].id]))
         repo.checkout_head(strategy=pygit2.enums.CheckoutStrategy.FORCE)
+    # The index must hold the baseline too: copperhead's preflight refuses a tree whose
+    # `git status` shows anything, and an index still at the seed shows every file setup wrote
+    # as a staged deletion plus an untracked copy.
+    repo.index.read_tree(repo[baseline].peel(pygit2.Tree))
+    repo.index.write()
     repo.references.create(BASELINE_REF, pygit2.Oid(hex=baseline), force=True)
     return baseline
 

@@ -13,6 +13,7 @@ a terminal, a line per run in a log) is the command line's business, not the run
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -34,6 +35,8 @@ from cbledger.runner.agents.copperhead import (
     locate,
 )
 from cbledger.runner.agents.scripted import GoldAgent, NoopAgent
+from cbledger.runner.endpoint import sessions as session_lookup
+from cbledger.runner.endpoint.server import Endpoint
 from cbledger.runner.environment import probe
 from cbledger.runner.execute import RunOutput, RunSettings, execute, model_identity, publish
 from cbledger.runner.plan import Plan
@@ -56,22 +59,40 @@ class SuiteResult:
 
 
 def build_agent(
-    plan: Plan, copperhead_cli: str | None, workspace: Workspace
+    plan: Plan,
+    copperhead_cli: str | None,
+    workspace: Workspace,
+    sessions: dict | None = None,
+    endpoint=None,
 ) -> tuple[Agent, RunMode, CopperheadCli | None]:
     if plan.agent == "gold":
         return GoldAgent(), "gold", None
     if plan.agent == "noop":
         return NoopAgent(), "noop", None
     if plan.agent == "copperhead":
-        cli = locate(copperhead_cli)
+        cli = locate(copperhead_cli, workspace.root)
         if cli is None:
-            raise UserError("--agent copperhead needs the copperhead CLI: pass --copperhead-cli PATH/cli.js or set $COPPERHEAD_CLI")
+            raise UserError(
+                "--agent copperhead needs the copperhead CLI: run scripts/install-copperhead, "
+                "or pass --copperhead-cli PATH/cli.js or set $COPPERHEAD_CLI"
+            )
+        if sessions is not None:
+            return CopperheadAgent(cli, endpoint, sessions), "scripted", cli
         return CopperheadAgent(cli), "agent", cli
     if plan.agent == "replay":
         from cbledger.runner.agents.replay import ReplayAgent
 
         return ReplayAgent(workspace.root, workspace.ledger), "replay", None
     raise UserError(f"unknown agent {plan.agent}")
+
+
+def _setup_cli(copperhead_cli: str | None, workspace: Workspace):
+    """The CLI that runs setup commands (`init`) for the scripted agents too, when one is there:
+    a gold or noop run then starts from the baseline a real run starts from."""
+    try:
+        return locate(copperhead_cli, workspace.root)
+    except UserError:
+        return None
 
 
 def preflight(catalog: Catalog, plan: Plan, view: ledger_view.LedgerView) -> str:
@@ -95,32 +116,61 @@ def run_plan(
     segment: str | None = None,
     actor_name: str = "cbledger-runner",
     on_done: OnDone | None = None,
+    session: str | None = None,
 ) -> SuiteResult:
+    """Runs the plan. With `session` (a session name, or a session file or directory) the
+    copperhead agent is served scripted model turns by a loopback endpoint started here."""
     catalog = Catalog(workspace.root)
     store = LedgerStore(workspace.ledger)
     if not store.exists():
         raise UserError(f"{workspace.ledger}: no ledger here (run `cbledger init` first)")
     view = ledger_view.read(workspace.ledger)
     version = preflight(catalog, plan, view)
-    agent, run_mode, cli = build_agent(plan, copperhead_cli, workspace)
+    sessions = None
+    if session is not None:
+        if plan.agent != "copperhead":
+            raise UserError("--session serves scripted model turns to the real harness: use it with --agent copperhead")
+        if not (plan.model_id == "compat" or plan.model_id.startswith("compat:")):
+            raise UserError(f"--session needs a compat:<id> model (the loopback endpoint is an OpenAI-compatible route), not {plan.model_id}")
+        sessions = session_lookup.for_plan(catalog, plan.tasks, session)
+    with contextlib.ExitStack() as stack:
+        endpoint = stack.enter_context(Endpoint()) if sessions is not None else None
+        return _run(
+            workspace, plan, catalog=catalog, store=store, view=view, version=version, jobs=jobs,
+            sandbox_root=sandbox_root, keep_sandboxes=keep_sandboxes, copperhead_cli=copperhead_cli,
+            segment=segment, actor_name=actor_name, on_done=on_done, sessions=sessions, endpoint=endpoint,
+        )
+
+
+def _run(
+    workspace: Workspace, plan: Plan, *, catalog: Catalog, store: LedgerStore, view: ledger_view.LedgerView,
+    version: str, jobs: int, sandbox_root: Path, keep_sandboxes: bool, copperhead_cli: str | None,
+    segment: str | None, actor_name: str, on_done: OnDone | None, sessions: dict | None, endpoint: Endpoint | None,
+) -> SuiteResult:
+    """The runs of a plan that passed preflight (the endpoint, when there is one, already up)."""
+    agent, run_mode, cli = build_agent(plan, copperhead_cli, workspace, sessions, endpoint)
+    # the CLI that runs setup commands; for the scripted agents too, so the stamp names the
+    # copperhead whose scaffold the baseline holds
+    setup_cli = cli or _setup_cli(copperhead_cli, workspace)
     settings = RunSettings(
         root=workspace.root,
         catalog=catalog,
         agent=agent,
         run_mode=run_mode,
         suite_version=version,
-        environment=probe(cli),
+        environment=probe(setup_cli),
         price_table=view.pricing,
         ablations=plan.ablations,
         sandbox_root=sandbox_root,
         keep_sandboxes=keep_sandboxes,
-        copperhead=cli,
+        copperhead=setup_cli,
         actor=Actor(kind="runner", name=actor_name),
         segment_override=segment,
     )
-    if run_mode == "agent":
-        model_identity(settings, plan.model_id, None)  # refuses an unpriced model before any run
-        agent_environment(plan.model_id)  # refuses a compat: model without its endpoint, likewise
+    if run_mode in ("agent", "scripted"):
+        if run_mode == "agent":
+            model_identity(settings, plan.model_id, None)  # refuses an unpriced model before any run
+            agent_environment(plan.model_id)  # refuses a compat: model without its endpoint or key, likewise
         undriven = sorted({r.task.id for r in plan.runs if r.task.manifest.mode != "do"})
         if undriven:
             raise UserError(f"--agent copperhead drives only `do` tasks so far; not: {', '.join(undriven)}")

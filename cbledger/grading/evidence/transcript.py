@@ -23,8 +23,15 @@ RUNS_PREFIX = ".copperhead/runs/"
 TRANSCRIPT_NAME = "transcript.jsonl"
 
 #: Tool-error categories, most specific first; the order also breaks ties for "dominant".
-TOOL_ERROR_CATEGORIES = ("unknown-tool", "malformed-arguments", "reverted-edit", "rejected-call")
+#: `finish-blocked` is copperhead's finish gate saying no (`cannot finish yet: …`, open
+#: obligations or a failing ERC/DRC): the harness working as designed, not a protocol error.
+TOOL_ERROR_CATEGORIES = ("unknown-tool", "malformed-arguments", "reverted-edit", "rejected-call", "finish-blocked")
 PROTOCOL_ERRORS = {"unknown-tool", "malformed-arguments", "rejected-call"}
+
+#: copperhead's own result prefixes for a call it did not carry out: a proposal that did not
+#: validate (`validation FAILED`), an edit it refused (`refused: …`), the finish gate
+_FINISH_BLOCKED = re.compile(r"cannot finish yet:", re.IGNORECASE)
+_REJECTED_STATUS = re.compile(r"(validation FAILED\b|refused:)")
 
 #: copperhead's own status wording, anchored at the start of a result: a tool that returns file
 #: content (read_file, search) must not be classified by what the file says
@@ -139,6 +146,10 @@ def classify_tool_result(result: str) -> str | None:
     head = result.strip()
     if _UNKNOWN_TOOL.match(head):
         return "unknown-tool"
+    if _FINISH_BLOCKED.match(head):
+        return "finish-blocked"
+    if _REJECTED_STATUS.match(head):
+        return "rejected-call"
     lowered = head.lower()
     if not (lowered.startswith(("error", "rejected")) or _REVERTED_STATUS.match(head)):
         return None

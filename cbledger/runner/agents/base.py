@@ -11,7 +11,9 @@ from typing import Any, Literal, Protocol
 from cbledger.ledger.events import Ablations, Cost, ModelIdentity
 from cbledger.tasks.catalog import Fixture, Task
 
-COPPERHEAD_SIGNATURE = ("copperhead", "copperhead@localhost")
+#: the fixed identity every commit in a sandbox is made under, the harness's and the scripted
+#: agents' alike: never the operator's, so no one's name or e-mail reaches a preserved run
+COPPERHEAD_SIGNATURE = ("copperhead", "copperhead@copperbench.invalid")
 
 #: what the runner itself did to end a run, as `run.recorded` spells it
 RunnerExit = Literal["cap-exceeded", "agent-error"]
@@ -46,10 +48,12 @@ class AgentResult:
     model: ModelIdentity | None = None
     cost: Cost | None = None
     replay_of: str | None = None
+    #: the harness process's exit code (None when killed, or for agents that are not a process)
+    exit_code: int | None = None
 
 
 class Agent(Protocol):
-    kind: str  # also the run mode: agent | gold | noop | replay
+    kind: str  # also the run mode: agent | scripted | gold | noop | replay
 
     def run(self, inp: AgentInput) -> AgentResult: ...
 

@@ -3,46 +3,53 @@
 `node <cli.js> --repo <sandbox> --json do "<prompt>" --model <id> --max-turns <n>`, never
 `--allow-dirty`, stdin closed, in its own process group so that the wall-clock cap can kill the
 harness and everything it started. The turn cap is the harness's own (`--max-turns`); only the
-wall clock is enforced here. stdout and stderr are kept beside the repository (`.git/`) for
-debugging but are never evidence: the transcript is the contract surface.
+wall clock is enforced here. stdout and stderr are kept beside the repository (`.git/`) and
+preserved with the run's evidence, but are never graded: the transcript is the contract surface.
 
-Provider credentials are passed through from the environment by name only; `compat:<id>`
-models also get `COPPERHEAD_BASE_URL`. No model runs in this project's tests: they drive this
-adapter against a stand-in CLI script that writes a real-shaped transcript.
+The harness's environment is rebuilt from scratch. Of the runner's credentials it gets exactly
+the one its route reads: for `compat:<id>` the variable `$COPPERHEAD_API_KEY_ENV` names (and that
+name), for the native routes their provider's key, for saved-login routes none. Its git runs
+under a fixed project identity with the operator's global and system git configuration shut out,
+so no operator's name reaches a preserved run and a commit never depends on the machine.
+
+The CLI is found at `--copperhead-cli`, else `$COPPERHEAD_CLI`, else the project's own install
+(`scripts/install-copperhead` puts copperhead 0.9.0 under `.cache/copperhead/`).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pygit2
 
 from cbledger.errors import UserError
+from cbledger.runner.agents.base import COPPERHEAD_SIGNATURE as GIT_IDENTITY
 from cbledger.runner.agents.base import AgentInput, AgentResult
+from cbledger.runner.endpoint.server import problems
+from cbledger.runner.preserve import AGENT_LOG_DIR
 
 CLI_ENV = "COPPERHEAD_CLI"
 NODE_ENV = "CBLEDGER_NODE"
-PROVIDER_VARIABLES = (
-    "OPENAI_API_KEY",
-    "ANTHROPIC_API_KEY",
-    "GEMINI_API_KEY",
-    "GOOGLE_API_KEY",
-    "GROQ_API_KEY",
-    "OPENROUTER_API_KEY",
-    "MISTRAL_API_KEY",
-    "DEEPSEEK_API_KEY",
-    "XAI_API_KEY",
-    "COPPERHEAD_API_KEY",
-)
+#: where scripts/install-copperhead installs the real harness, relative to the project root
+INSTALL_DIR = ".cache/copperhead"
+INSTALLED_CLI = f"{INSTALL_DIR}/node_modules/copperhead/dist/cli.js"
+#: written by scripts/install-copperhead: the version, build commit and archive digest installed
+BUILD_FILE = "copperhead-build.json"
 BASE_URL_VARIABLE = "COPPERHEAD_BASE_URL"
+KEY_ENV_VARIABLE = "COPPERHEAD_API_KEY_ENV"
+KICAD_VARIABLE = "COPPERHEAD_KICAD_CLI"
 KILL_GRACE_SEC = 5.0
+LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1", "[::1]"}
 
 
 @dataclass(frozen=True)
@@ -53,7 +60,30 @@ class CopperheadCli:
     def command(self, *args: str) -> list[str]:
         return [self.node, str(self.script), *args]
 
+    @property
+    def package_root(self) -> Path | None:
+        """The directory of copperhead's own package.json (dist/cli.js sits one level below)."""
+        for candidate in (self.script.parent, *self.script.parents):
+            manifest = candidate / "package.json"
+            if manifest.is_file():
+                try:
+                    if json.loads(manifest.read_text(encoding="utf-8")).get("name") == "copperhead":
+                        return candidate
+                except (OSError, ValueError):
+                    return None
+                return None
+        return None
+
     def version(self) -> str | None:
+        """The package's own version; `--version` only when there is no package.json to read."""
+        root = self.package_root
+        if root is not None:
+            try:
+                value = json.loads((root / "package.json").read_text(encoding="utf-8")).get("version")
+                if isinstance(value, str) and value:
+                    return value
+            except (OSError, ValueError):
+                pass
         try:
             out = subprocess.run(
                 self.command("--version"), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
@@ -65,46 +95,140 @@ class CopperheadCli:
         return m.group(0) if m else None
 
     def commit(self) -> str | None:
-        """The git commit of the copperhead checkout the CLI lives in, if it is one."""
-        found = pygit2.discover_repository(str(self.script.parent))
-        if not found:
+        """The commit copperhead was built from: HEAD when the package directory is itself a git
+        checkout (never a repository found by walking further up: a CLI installed inside some
+        other project would otherwise be stamped with that project's commit), else the commit
+        the project's installer recorded beside an install it made, else unknown."""
+        root = self.package_root
+        if root is None:
             return None
-        try:
-            return str(pygit2.Repository(found).head.target)
-        except pygit2.GitError:
-            return None
+        if (root / ".git").exists():
+            try:
+                return str(pygit2.Repository(str(root)).head.target)
+            except pygit2.GitError:
+                return None
+        for up in root.parents[:3]:
+            build = up / BUILD_FILE
+            if build.is_file():
+                try:
+                    data = json.loads(build.read_text(encoding="utf-8"))
+                except (OSError, ValueError):
+                    return None
+                commit = data.get("commit")
+                version = data.get("version")
+                if isinstance(commit, str) and re.fullmatch(r"[0-9a-f]{40}", commit) and version == self.version():
+                    return commit
+                return None
+        return None
 
 
-def locate(cli: str | Path | None = None) -> CopperheadCli | None:
-    """The CLI from the option, else `$COPPERHEAD_CLI`; None when neither names a file."""
+def find_node() -> str | None:
+    """`$CBLEDGER_NODE`, else `node` on PATH, else the Node.js wheel's beside this Python."""
+    explicit = os.environ.get(NODE_ENV)
+    if explicit:
+        return explicit
+    found = shutil.which("node")
+    if found:
+        return found
+    beside = Path(sys.executable).parent / "node"
+    return str(beside) if beside.is_file() else None
+
+
+def locate(cli: str | Path | None = None, root: Path | None = None) -> CopperheadCli | None:
+    """The CLI from the option, else `$COPPERHEAD_CLI`, else the project's install under
+    `root`; None when none of them names a file."""
     script = cli or os.environ.get(CLI_ENV)
     if not script:
-        return None
+        if root is None or not (root / INSTALLED_CLI).is_file():
+            return None
+        script = root / INSTALLED_CLI
     path = Path(script).expanduser().resolve()
     if not path.is_file():
         raise UserError(f"copperhead CLI {path} does not exist (from --copperhead-cli or ${CLI_ENV})")
-    node = os.environ.get(NODE_ENV) or shutil.which("node")
+    node = find_node()
     if node is None:
         raise UserError("node is required to run the copperhead CLI (Node >= 20) but was not found")
     return CopperheadCli(node, path)
 
 
 def basic_environment() -> dict[str, str]:
-    """What any copperhead process gets of the runner's environment (no credentials)."""
+    """What any copperhead process gets of the runner's environment (no credentials), plus the
+    fixed git identity and the kicad-cli the runner verifies with."""
     keep = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER", "NODE_OPTIONS", "NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE")
-    return {k: os.environ[k] for k in keep if k in os.environ}
+    env = {k: os.environ[k] for k in keep if k in os.environ}
+    name, email = GIT_IDENTITY
+    env.update(
+        GIT_AUTHOR_NAME=name, GIT_AUTHOR_EMAIL=email, GIT_COMMITTER_NAME=name, GIT_COMMITTER_EMAIL=email,
+        GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1", GIT_TERMINAL_PROMPT="0",
+    )
+    kicad = os.environ.get("CBLEDGER_KICAD_CLI")
+    if kicad:
+        env[KICAD_VARIABLE] = kicad
+    return env
 
 
-def agent_environment(model_id: str) -> dict[str, str]:
-    """A clean environment: the basics plus provider variables, never the runner's others."""
-    env = basic_environment()
-    for name in PROVIDER_VARIABLES:
-        if name in os.environ:
-            env[name] = os.environ[name]
-    if model_id.startswith("compat:"):
-        if BASE_URL_VARIABLE not in os.environ:
+def is_loopback(url: str) -> bool:
+    try:
+        host = (urlparse(url).hostname or "").lower()
+    except ValueError:
+        return False
+    return host in LOOPBACK_HOSTS
+
+
+def key_variables(model_id: str, source: dict[str, str] | None = None) -> dict[str, str]:
+    """The credential variables the route of `model_id` reads, and nothing else.
+
+    * `compat:<id>`: `$COPPERHEAD_API_KEY_ENV` and the variable it names. Without it copperhead
+      would read `OPENAI_API_KEY` and send it to whatever the compat endpoint is, so a remote
+      compat endpoint without `$COPPERHEAD_API_KEY_ENV` is refused; a loopback one needs no key.
+    * `codex`, `cursor` (saved logins): none. `claude-code`: its login token when set.
+    * `claude*`: `ANTHROPIC_API_KEY`; anything else is copperhead's OpenAI route: `OPENAI_API_KEY`.
+      (One key only, so copperhead's failover between the two keyed providers cannot swap the
+      model under test for another one mid-run.)
+    """
+    env = os.environ if source is None else source
+    out: dict[str, str] = {}
+    if model_id == "compat" or model_id.startswith("compat:"):
+        base = env.get(BASE_URL_VARIABLE)
+        if not base:
             raise UserError(f"model {model_id} is an OpenAI-compatible route: set ${BASE_URL_VARIABLE}")
-        env[BASE_URL_VARIABLE] = os.environ[BASE_URL_VARIABLE]
+        named = (env.get(KEY_ENV_VARIABLE) or "").strip()
+        if named:
+            if named not in env:
+                raise UserError(f"${KEY_ENV_VARIABLE} names {named}, which is not set")
+            out[KEY_ENV_VARIABLE] = named
+            out[named] = env[named]
+        elif not is_loopback(base):
+            raise UserError(
+                f"model {model_id} talks to {base}: set ${KEY_ENV_VARIABLE} to the name of the variable holding "
+                "that endpoint's key (without it copperhead would send $OPENAI_API_KEY there)"
+            )
+        return out
+    if model_id.split(":", 1)[0] in ("codex", "cursor"):
+        return out
+    if model_id == "claude-code" or model_id.startswith("claude-code:"):
+        names: tuple[str, ...] = ("CLAUDE_CODE_OAUTH_TOKEN",)
+    elif model_id.startswith("claude"):
+        names = ("ANTHROPIC_API_KEY",)
+    else:
+        names = ("OPENAI_API_KEY",)
+    for name in names:
+        if name in env:
+            out[name] = env[name]
+    return out
+
+
+def agent_environment(model_id: str, base_url: str | None = None, *, keys: bool = True) -> dict[str, str]:
+    """A clean environment: the basics, the route's own key variables (none with `keys` off:
+    a loopback endpoint serving a session script needs none), its endpoint."""
+    source = dict(os.environ)
+    if base_url is not None:
+        source[BASE_URL_VARIABLE] = base_url
+    env = basic_environment()
+    if keys:
+        env.update(key_variables(model_id, source))
+    if model_id == "compat" or model_id.startswith("compat:"):
+        env[BASE_URL_VARIABLE] = source[BASE_URL_VARIABLE]
     return env
 
 
@@ -143,10 +267,16 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 class CopperheadAgent:
-    kind = "agent"
+    """The real harness against a model. With `sessions` it is the scripted form: each run's
+    task is served its session script by a loopback endpoint (`cbledger.runner.endpoint`), under a
+    route of its own, and the harness is pointed there; the model is a script, so the run is
+    recorded as `scripted`, never as a model's."""
 
-    def __init__(self, cli: CopperheadCli):
+    def __init__(self, cli: CopperheadCli, endpoint=None, sessions: dict | None = None):
         self.cli = cli
+        self.endpoint = endpoint
+        self.sessions = sessions
+        self.kind = "scripted" if sessions is not None else "agent"
 
     def run(self, inp: AgentInput) -> AgentResult:
         manifest = inp.task.manifest
@@ -154,16 +284,31 @@ class CopperheadAgent:
             raise UserError(f"task {manifest.id}: mode {manifest.mode!r} is not driven by this runner yet; only `do`")
         prompt = manifest.request.prompt or ""
         args = ["--repo", str(inp.sandbox), "--json", "do", prompt, "--model", inp.model_id, "--max-turns", str(inp.max_turns)]
-        env = agent_environment(inp.model_id)
-        if inp.ablations.prompt_variant:
-            env["COPPERHEAD_PROMPT_VARIANT"] = inp.ablations.prompt_variant
-        if inp.ablations.tool_subset:
-            env["COPPERHEAD_TOOLS"] = ",".join(inp.ablations.tool_subset)
-        log_dir = inp.sandbox / ".git" / "cbledger-agent"
-        code, killed = run_capped(self.cli.command(*args), inp.sandbox, env, manifest.caps.wall_clock_sec, log_dir)
+        base_url = None
+        if self.sessions is not None:
+            session = self.sessions.get(manifest.id)
+            if session is None:
+                raise UserError(f"task {manifest.id}: no session script serves it")
+            base_url = self.endpoint.serve(inp.run_id, session)
+        notes: list[str] = []
+        try:
+            env = agent_environment(inp.model_id, base_url, keys=self.sessions is None)
+            if inp.ablations.prompt_variant:
+                env["COPPERHEAD_PROMPT_VARIANT"] = inp.ablations.prompt_variant
+            if inp.ablations.tool_subset:
+                env["COPPERHEAD_TOOLS"] = ",".join(inp.ablations.tool_subset)
+            log_dir = inp.sandbox / ".git" / AGENT_LOG_DIR
+            code, killed = run_capped(self.cli.command(*args), inp.sandbox, env, manifest.caps.wall_clock_sec, log_dir)
+        finally:
+            if self.sessions is not None:
+                served = self.endpoint.forget(inp.run_id)
+                notes.extend(f"session script: {p}" for p in problems(served))
         provider = "openai-compat" if inp.model_id.startswith("compat:") else None
+        if self.sessions is not None:
+            provider = "scripted-endpoint"
         if killed:
-            return AgentResult(runner_exit="cap-exceeded", note=f"killed at the {manifest.caps.wall_clock_sec}s wall-clock cap", provider=provider)
+            notes.insert(0, f"killed at the {manifest.caps.wall_clock_sec}s wall-clock cap")
+            return AgentResult(runner_exit="cap-exceeded", note="; ".join(notes), provider=provider, exit_code=None)
         if code != 0:
-            return AgentResult(note=f"copperhead exited {code}", provider=provider)
-        return AgentResult(provider=provider)
+            notes.insert(0, f"copperhead exited {code}")
+        return AgentResult(note="; ".join(notes) or None, provider=provider, exit_code=code)

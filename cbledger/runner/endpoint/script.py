@@ -1,0 +1,171 @@
+"""Session scripts: a model's side of a copperhead run, written down as data.
+
+A session is the list of exchanges a model would have with the harness, in order. Exchange k
+answers the harness's k-th chat-completions request of a run, and the endpoint reads k off the
+request itself (the number of assistant messages it carries), so serving needs no state: two runs
+of the same session at once, a retried request and a resumed run all get the right turn.
+
+An exchange is written in one of two forms, and a file may mix them:
+
+* `turn`: what the model says — `text`, `toolCalls` (`{id?, name, args}`), `usage`
+  (`{in, out}` tokens) — rendered by the endpoint as an OpenAI chat completion (or as a stream
+  of chunks when the request asks for one). This is how a person authors a session.
+* `response`: the HTTP answer itself — `status` and a `body` (or, for a stream, `chunks`, each
+  one `data:` payload) — served byte for byte. This is the form a recorded exchange takes, so a
+  recording of a real model's session (a cassette) is a session script of the same format.
+
+Optional per exchange: `request` (what a recording saw the harness send: kept, never required),
+`expect.toolResults` (regexes the tool results the harness sent back since the previous turn
+must match, in order: a script that assumed a tool succeeded stops with a clear error instead of
+steering a run that went elsewhere), `delayMs` (the model's thinking time) and `repeat` (serve
+this exchange N more times, or `"forever"`, which is how a loop that never finishes is written).
+
+A request for a turn the script does not have is answered with HTTP 400 naming the session, the
+turn and the script's length; copperhead ends such a run with `provider-error`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta, Struct, field
+
+from cbledger.errors import UserError
+
+FORMAT = "cbledger-session/1"
+FOREVER = "forever"
+
+Count = Annotated[int, Meta(ge=0)]
+
+
+class _Body(Struct, forbid_unknown_fields=True, rename="camel", frozen=True, kw_only=True):
+    pass
+
+
+class ToolCall(_Body):
+    name: Annotated[str, Meta(min_length=1)]
+    args: dict[str, Any] = field(default_factory=dict)
+    id: str | None = None
+
+
+class Usage(_Body):
+    in_: Count = field(default=0, name="in")
+    out: Count = 0
+
+
+class Turn(_Body):
+    text: str | None = None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+
+
+class RawResponse(_Body):
+    status: Annotated[int, Meta(ge=100, le=599)] = 200
+    body: Any = None
+    chunks: list[Any] | None = None
+
+
+class Expect(_Body):
+    tool_results: list[str] = field(default_factory=list)
+
+
+class Exchange(_Body):
+    turn: Turn | None = None
+    response: RawResponse | None = None
+    request: Any = None
+    expect: Expect | None = None
+    delay_ms: Count = 0
+    repeat: Count | Literal["forever"] = 0
+
+
+class Session(_Body):
+    format: Literal["cbledger-session/1"]
+    name: Annotated[str, Meta(min_length=1)]
+    exchanges: Annotated[list[Exchange], Meta(min_length=1)]
+    description: str = ""
+    #: the bundled task this session was written for; `cbledger run --session` serves it to
+    #: that task's runs
+    task: str | None = None
+    #: the model id the endpoint names in its answers
+    model: str = "scripted"
+
+
+def load(path: Path) -> Session:
+    """Reads one session file; a bad file is refused naming the file and the field."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read session script ({exc.strerror})") from None
+    try:
+        session = msgspec.json.decode(data, type=Session)
+    except msgspec.ValidationError as exc:
+        raise UserError(f"{path}: not a session script: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise UserError(f"{path}: not JSON: {exc}") from None
+    for i, ex in enumerate(session.exchanges):
+        where = f"{path}: $.exchanges[{i}]"
+        if (ex.turn is None) == (ex.response is None):
+            raise UserError(f"{where}: give exactly one of `turn` and `response`")
+        if ex.repeat == FOREVER and i != len(session.exchanges) - 1:
+            raise UserError(f"{where}.repeat: only the last exchange may repeat forever")
+        for j, pattern in enumerate(ex.expect.tool_results if ex.expect else []):
+            try:
+                re.compile(pattern)
+            except re.error as err:
+                raise UserError(f"{where}.expect.toolResults[{j}]: not a regex ({err})") from None
+    return session
+
+
+def load_all(paths: list[Path]) -> list[Session]:
+    """Every session in the given files and directories (`*.json`, sorted, not recursive)."""
+    files: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            files.extend(sorted(p.glob("*.json")))
+        else:
+            files.append(p)
+    if not files:
+        raise UserError(f"no session scripts in {', '.join(map(str, paths))}")
+    return [load(f) for f in files]
+
+
+def by_task(sessions: list[Session]) -> dict[str, Session]:
+    """The sessions keyed by the task they were written for; two for one task is ambiguous."""
+    out: dict[str, Session] = {}
+    for s in sessions:
+        if s.task is None:
+            raise UserError(f"session {s.name!r} names no `task`; the runner serves sessions to the task they name")
+        if s.task in out:
+            raise UserError(f"sessions {out[s.task].name!r} and {s.name!r} both name task {s.task}")
+        out[s.task] = s
+    return out
+
+
+def length(session: Session) -> int | None:
+    """How many requests the session answers; None when its last exchange repeats forever."""
+    total = 0
+    for ex in session.exchanges:
+        if ex.repeat == FOREVER:
+            return None
+        total += 1 + int(ex.repeat)
+    return total
+
+
+def exchange_at(session: Session, k: int) -> Exchange | None:
+    """The exchange answering the k-th request (0-based), repeats expanded."""
+    for ex in session.exchanges:
+        if ex.repeat == FOREVER:
+            return ex
+        span = 1 + int(ex.repeat)
+        if k < span:
+            return ex
+        k -= span
+    return None
+
+
+def dumps(session: Session) -> bytes:
+    return json.dumps(msgspec.to_builtins(session), indent=2, ensure_ascii=False).encode() + b"\n"

@@ -1,0 +1,302 @@
+"""The loopback model endpoint: an OpenAI-compatible chat-completions server on 127.0.0.1 that
+answers each request from a session script (`script.py`).
+
+copperhead reaches it through its `compat:<id>` route with `COPPERHEAD_BASE_URL` set to one of
+its base URLs; a loopback endpoint needs no key. One server holds any number of sessions, each
+under its own path (`/sessions/<key>/v1`), so concurrent runs never share one; `/v1` serves the
+session registered under the empty key (the standalone `cbledger endpoint serve`).
+
+Every request is logged with the turn it asked for and how it was answered, so a caller can say
+after the run what went wrong on the model's side (a turn the script does not have, a tool result
+the script did not expect) without reading the harness's output.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import unquote
+
+from cbledger.runner.endpoint import script as script_mod
+from cbledger.runner.endpoint.script import Exchange, Session, Turn
+
+LOOPBACK = "127.0.0.1"
+_ROUTE = re.compile(r"^(?:/sessions/(?P<key>[^/]+))?/v1/chat/completions/?$")
+_MODELS = re.compile(r"^(?:/sessions/(?P<key>[^/]+))?/v1/models/?$")
+
+
+@dataclass(frozen=True)
+class Served:
+    """One request as the endpoint answered it."""
+
+    turn: int  # 1-based: the harness's n-th model call of the run
+    status: int
+    problem: str | None = None
+
+
+@dataclass
+class _Route:
+    session: Session
+    log: list[Served] = field(default_factory=list)
+
+
+class ScriptProblem(Exception):
+    """The harness asked for something the script cannot answer."""
+
+
+def turn_index(body: dict) -> int:
+    """Which request of the run this is (0-based): the assistant messages it already carries."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        raise ScriptProblem("the request has no `messages` list")
+    return sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
+
+
+def _tool_results_since_last_turn(body: dict) -> list[str]:
+    out: list[str] = []
+    for m in body.get("messages") or []:
+        if not isinstance(m, dict):
+            continue
+        if m.get("role") == "assistant":
+            out = []
+        elif m.get("role") == "tool":
+            content = m.get("content")
+            out.append(content if isinstance(content, str) else json.dumps(content))
+    return out
+
+
+def check_expectations(session: Session, k: int, ex: Exchange, body: dict) -> None:
+    if ex.expect is None or not ex.expect.tool_results:
+        return
+    results = _tool_results_since_last_turn(body)
+    for j, pattern in enumerate(ex.expect.tool_results):
+        if j >= len(results):
+            raise ScriptProblem(
+                f"session {session.name!r} turn {k + 1} expects {len(ex.expect.tool_results)} tool result(s) "
+                f"since the previous turn; the harness sent {len(results)}"
+            )
+        if not re.search(pattern, results[j]):
+            first = results[j].splitlines()[0] if results[j] else ""
+            raise ScriptProblem(
+                f"session {session.name!r} turn {k + 1}: tool result {j + 1} does not match {pattern!r} "
+                f"(it begins {first[:160]!r})"
+            )
+
+
+def _call_id(k: int, i: int, call_id: str | None) -> str:
+    return call_id or f"call_{k + 1}_{i + 1}"
+
+
+def completion(session: Session, k: int, turn: Turn) -> dict:
+    """A turn as a `chat.completion` object."""
+    message: dict[str, Any] = {"role": "assistant", "content": turn.text}
+    if turn.tool_calls:
+        message["tool_calls"] = [
+            {"id": _call_id(k, i, c.id), "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.args)}}
+            for i, c in enumerate(turn.tool_calls)
+        ]
+    return {
+        "id": f"chatcmpl-{session.name}-{k + 1}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": session.model,
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if turn.tool_calls else "stop"}],
+        "usage": _usage(turn),
+    }
+
+
+def _usage(turn: Turn) -> dict:
+    return {"prompt_tokens": turn.usage.in_, "completion_tokens": turn.usage.out, "total_tokens": turn.usage.in_ + turn.usage.out}
+
+
+def chunks(session: Session, k: int, turn: Turn, include_usage: bool) -> list[dict]:
+    """The same turn as `chat.completion.chunk` objects, the way a streaming endpoint sends it."""
+    head = {"id": f"chatcmpl-{session.name}-{k + 1}", "object": "chat.completion.chunk", "created": int(time.time()), "model": session.model}
+
+    def chunk(delta: dict, finish: str | None = None) -> dict:
+        return {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    out = [chunk({"role": "assistant", "content": ""})]
+    if turn.text:
+        out.append(chunk({"content": turn.text}))
+    for i, c in enumerate(turn.tool_calls):
+        out.append(chunk({"tool_calls": [{
+            "index": i, "id": _call_id(k, i, c.id), "type": "function",
+            "function": {"name": c.name, "arguments": json.dumps(c.args)},
+        }]}))
+    out.append(chunk({}, "tool_calls" if turn.tool_calls else "stop"))
+    if include_usage:
+        out.append({**head, "choices": [], "usage": _usage(turn)})
+    return out
+
+
+class Endpoint:
+    """A running loopback endpoint. Use as a context manager, or `start()` and `close()`."""
+
+    def __init__(self, host: str = LOOPBACK, port: int = 0):
+        self._routes: dict[str, _Route] = {}
+        self._lock = threading.Lock()
+        endpoint = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+                return
+
+            def do_GET(self) -> None:
+                m = _MODELS.match(self.path)
+                route = endpoint._route(unquote(m.group("key") or "")) if m else None
+                if route is None:
+                    return self._json(404, _error(f"no such route {self.path}", "not_found"))
+                self._json(200, {"object": "list", "data": [{"id": route.session.model, "object": "model", "owned_by": "cbledger"}]})
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                m = _ROUTE.match(self.path)
+                key = unquote(m.group("key") or "") if m else None
+                route = endpoint._route(key) if key is not None else None
+                if route is None:
+                    return self._json(404, _error(f"no session is served at {self.path}", "not_found"))
+                try:
+                    body = json.loads(raw or b"{}")
+                    if not isinstance(body, dict):
+                        raise ScriptProblem("the request body is not a JSON object")
+                    k = turn_index(body)
+                except (ValueError, ScriptProblem) as exc:
+                    return self._problem(route, 0, f"bad request: {exc}")
+                ex = script_mod.exchange_at(route.session, k)
+                if ex is None:
+                    n = script_mod.length(route.session)
+                    return self._problem(
+                        route, k + 1,
+                        f"session script {route.session.name!r} has {n} turn(s); the harness asked for turn {k + 1}",
+                        code="session_script_exhausted",
+                    )
+                try:
+                    check_expectations(route.session, k, ex, body)
+                except ScriptProblem as exc:
+                    return self._problem(route, k + 1, str(exc), code="session_script_mismatch")
+                if ex.delay_ms:
+                    time.sleep(ex.delay_ms / 1000)
+                stream = body.get("stream") is True
+                # logged before the answer goes out: whoever reads the log after the harness got
+                # its answer must find it there
+                endpoint._log(route, Served(turn=k + 1, status=ex.response.status if ex.response else 200))
+                if ex.response is not None:
+                    if ex.response.chunks is not None:
+                        self._stream(ex.response.status, ex.response.chunks)
+                    else:
+                        self._json(ex.response.status, ex.response.body)
+                else:
+                    assert ex.turn is not None
+                    if stream:
+                        opts = body.get("stream_options") or {}
+                        self._stream(200, chunks(route.session, k, ex.turn, bool(opts.get("include_usage"))))
+                    else:
+                        self._json(200, completion(route.session, k, ex.turn))
+
+            def _problem(self, route: _Route, turn: int, message: str, code: str = "bad_request") -> None:
+                endpoint._log(route, Served(turn=turn, status=400, problem=message))
+                self._json(400, _error(message, code))
+
+            def _json(self, status: int, value: Any) -> None:
+                data = json.dumps(value).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _stream(self, status: int, items: list[Any]) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                for item in items:
+                    payload = item if isinstance(item, str) else json.dumps(item)
+                    self.wfile.write(f"data: {payload}\n\n".encode())
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+                self.close_connection = True
+
+        self._server = ThreadingHTTPServer((host, port), Handler)
+        self._server.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    # -- sessions
+
+    def serve(self, key: str, session: Session) -> str:
+        """Serves `session` under `key` (replacing any before it); returns its base URL."""
+        if "/" in key:
+            raise ValueError(f"route key {key!r} may not contain '/'")
+        with self._lock:
+            self._routes[key] = _Route(session)
+        return self.base_url(key)
+
+    def forget(self, key: str) -> list[Served]:
+        """Stops serving `key`; returns what it served."""
+        with self._lock:
+            route = self._routes.pop(key, None)
+        return list(route.log) if route else []
+
+    def served(self, key: str) -> list[Served]:
+        with self._lock:
+            route = self._routes.get(key)
+            return list(route.log) if route else []
+
+    def _route(self, key: str) -> _Route | None:
+        with self._lock:
+            return self._routes.get(key)
+
+    def _log(self, route: _Route, entry: Served) -> None:
+        with self._lock:
+            route.log.append(entry)
+
+    # -- lifecycle
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def base_url(self, key: str = "") -> str:
+        prefix = f"/sessions/{key}" if key else ""
+        return f"http://{LOOPBACK}:{self.port}{prefix}/v1"
+
+    def start(self) -> Endpoint:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._server.serve_forever, name="cbledger-endpoint", daemon=True)
+            self._thread.start()
+        return self
+
+    def serve_forever(self) -> None:
+        self._server.serve_forever()
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._server.shutdown()
+            self._thread.join()
+            self._thread = None
+        self._server.server_close()
+
+    def __enter__(self) -> Endpoint:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _error(message: str, code: str) -> dict:
+    return {"error": {"message": message, "type": "invalid_request_error", "code": code}}
+
+
+def problems(log: list[Served]) -> list[str]:
+    return [f"turn {s.turn}: {s.problem}" for s in log if s.problem]
+

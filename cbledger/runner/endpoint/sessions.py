@@ -1,0 +1,52 @@
+"""Which session script a run is served: `cbledger run --session NAME|PATH`.
+
+A name selects each task's own `tasks/<id>/sessions/<NAME>.json` (a task carries its scripted
+sessions beside its gold solution); a path (a file, or a directory of files) supplies sessions
+that say which task they are for, or one session naming no task, which serves every run. Every
+planned task must have one before anything runs.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from cbledger.errors import UserError
+from cbledger.runner.endpoint import script
+from cbledger.tasks.catalog import Catalog
+
+SESSIONS_DIR = "sessions"
+_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+
+
+def session_path(catalog: Catalog, task_id: str, name: str) -> Path:
+    return catalog.tasks_dir / task_id / SESSIONS_DIR / f"{name}.json"
+
+
+def for_plan(catalog: Catalog, task_ids: list[str], session: str) -> dict[str, script.Session]:
+    """The session of every planned task, keyed by task id; refuses a task without one."""
+    if _NAME.match(session) and not Path(session).exists():
+        out: dict[str, script.Session] = {}
+        missing = []
+        for task_id in task_ids:
+            p = session_path(catalog, task_id, session)
+            if not p.is_file():
+                missing.append(task_id)
+                continue
+            s = script.load(p)
+            if s.task not in (None, task_id):
+                raise UserError(f"{p}: `task` is {s.task!r}, but the file is under task {task_id}")
+            out[task_id] = s
+        if missing:
+            raise UserError(f"no session script {session!r} for: {', '.join(missing)} (looked for tasks/<id>/{SESSIONS_DIR}/{session}.json)")
+        return out
+    loaded = script.load_all([Path(session)])
+    if len(loaded) == 1 and loaded[0].task is None:
+        # one session written for no task in particular (a loop, a model that does nothing):
+        # it serves every planned run
+        return {t: loaded[0] for t in task_ids}
+    found = script.by_task(loaded)
+    missing = [t for t in task_ids if t not in found]
+    if missing:
+        raise UserError(f"{session}: no session script names task(s) {', '.join(missing)}")
+    return {t: found[t] for t in task_ids}

@@ -1,0 +1,84 @@
+"""A task's gold solution taken from a run of the real harness, so it is one copperhead can make.
+
+A gold solution written by hand can be a run no harness would produce: edits without the change
+proposal copperhead demands before it unlocks its edit tools, a commit without the `.history/`
+line its commit step adds to `.gitignore`, a transcript in a shape it never writes. Taken from a
+sandbox a scripted session drove to the correct end state (`cbledger run --session …
+--keep-sandboxes`), the gold is exactly what the real harness left: every file the run changed
+against its baseline (`gold/files/`), every file it removed (`gold/delete.txt`), and its own
+transcript with the tokens zeroed and the install path dropped (`gold/transcript.jsonl`: no
+model, and no copperhead, runs for the gold agent).
+copperhead's run directory `.copperhead/runs/` is left out; the gold agent writes the transcript
+there itself.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+
+from cbledger.errors import UserError
+from cbledger.grading.evidence import transcript as transcript_mod
+from cbledger.grading.evidence.bundle import BASELINE_REF
+from cbledger.grading.evidence.tree import snapshot_directory, view
+from cbledger.tasks.catalog import Task
+
+
+@dataclass(frozen=True)
+class GoldCapture:
+    files: list[str]
+    deleted: list[str]
+    transcript_events: int
+
+
+def _scrub(event: dict) -> dict:
+    """No model ran for the gold agent and no copperhead either: the tokens are zeroed and the
+    run-start's `versions` (which name the machine's install path) left for the gold agent to
+    fill in."""
+    data = event.get("data")
+    if event.get("type") == "run-start" and isinstance(data, dict):
+        return {**event, "data": {k: v for k, v in data.items() if k != "versions"}}
+    if event.get("type") == "run-end" and isinstance(data, dict):
+        data = dict(data)
+        data["tokensIn"] = data["tokensOut"] = 0
+        data["perTurn"] = [{**t, "in": 0, "out": 0} for t in data.get("perTurn") or [] if isinstance(t, dict)]
+        return {**event, "data": data}
+    return event
+
+
+def capture(task: Task, sandbox: Path) -> GoldCapture:
+    """Replaces `task`'s gold with what the run in `sandbox` left (see the module docstring)."""
+    try:
+        repo = pygit2.Repository(str(sandbox))
+        baseline_sha = str(repo.references[BASELINE_REF].target)
+    except (pygit2.GitError, KeyError):
+        raise UserError(f"{sandbox}: not a kept sandbox (no {BASELINE_REF}); run with --keep-sandboxes") from None
+    before = view(repo, baseline_sha).files()
+    end_view = view(repo, snapshot_directory(repo, sandbox))
+    after = end_view.files()
+    runs = transcript_mod.RUNS_PREFIX
+    changed = sorted(p for p, e in after.items() if not p.startswith(runs) and (p not in before or before[p].oid != e.oid))
+    deleted = sorted(p for p in before if p not in after and not p.startswith(runs))
+    path, _ = transcript_mod.locate(end_view, view(repo, baseline_sha))
+    if path is None:
+        raise UserError(f"{sandbox}: the run wrote no transcript")
+    events = [json.loads(line) for line in (end_view.read(path) or b"").decode().splitlines() if line.strip()]
+
+    gold = task.gold_dir
+    if gold.exists():
+        shutil.rmtree(gold)
+    for rel in changed:
+        dest = gold / "files" / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(end_view.read(rel) or b"")
+    gold.mkdir(parents=True, exist_ok=True)
+    if deleted:
+        (gold / "delete.txt").write_text("".join(f"{p}\n" for p in deleted), encoding="utf-8")
+    with open(gold / "transcript.jsonl", "w", encoding="utf-8") as f:
+        for ev in events:
+            f.write(json.dumps(_scrub(ev), ensure_ascii=False, separators=(",", ":")) + "\n")
+    return GoldCapture(files=changed, deleted=deleted, transcript_events=len(events))

@@ -1,0 +1,51 @@
+"""`cbledger fixture gold`: a task's gold solution taken from a kept sandbox is exactly the run's
+end state against its baseline, so capturing the gold agent's own run gives back the gold it
+applied (the transcript aside, whose run-time fields the gold agent fills in)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.factories import run_cli
+
+pytestmark = [pytest.mark.slow, pytest.mark.kicad]
+
+REPO = Path(__file__).resolve().parent.parent
+TASK = "led-resistor-swap"
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_capturing_a_gold_run_gives_back_its_gold(tmp_path, kicad_cli, monkeypatch):
+    monkeypatch.delenv("COPPERHEAD_CLI", raising=False)
+    root = tmp_path / "project"
+    for name in ("tasks", "suites"):
+        shutil.copytree(REPO / name, root / name)
+    (root / "fixtures").mkdir()
+    shutil.copytree(REPO / "fixtures" / "synthetic-led-resistor", root / "fixtures" / "synthetic-led-resistor")
+    for args in (("init",), ("suite", "bump", "--reason", "x")):
+        assert run_cli([*args, "--root", root]).exit_code == 0
+    sandboxes = tmp_path / "sandboxes"
+    result = run_cli(["run", TASK, "--agent", "gold", "--repeats", "1", "--keep-sandboxes", "--sandbox-root", sandboxes, "--root", root])
+    assert result.exit_code == 0, result.output
+    (sandbox,) = sandboxes.iterdir()
+    original = _files(REPO / "tasks" / TASK / "gold" / "files")
+    result = run_cli(["fixture", "gold", TASK, "--from-sandbox", sandbox, "--root", root])
+    assert result.exit_code == 0, result.output
+    assert f"{TASK}: gold has {len(original)} file(s), 0 deletion(s)" in result.output
+    gold = root / "tasks" / TASK / "gold"
+    assert _files(gold / "files") == original
+    assert not (gold / "delete.txt").exists()
+    events = [json.loads(line) for line in (gold / "transcript.jsonl").read_text().splitlines()]
+    end = events[-1]
+    assert end["type"] == "run-end" and end["data"]["tokensIn"] == 0 and end["data"]["exitPath"] == "done"
+    assert "versions" not in events[0]["data"]  # no machine path of the run that was captured
+    # a directory that is not a kept sandbox is refused
+    result = run_cli(["fixture", "gold", TASK, "--from-sandbox", tmp_path, "--root", root])
+    assert result.exit_code != 0 and "not a kept sandbox" in result.output

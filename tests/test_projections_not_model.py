@@ -1,0 +1,78 @@
+"""Runs that measure no model stay out of every model metric, each in a section of its own: the
+real harness against a session script (`scripted`), and runs the harness ended before the model
+took part (`harnessFailure`)."""
+
+from __future__ import annotations
+
+from cbledger.ledger.events import HarnessFailure
+from cbledger.projections import leaderboard, metrics, readmodel, workqueue
+from cbledger.projections.fold import fold
+from cbledger.projections.records import build_record, record_entries
+from tests.factories import Stream
+
+
+def _stream() -> Stream:
+    s = Stream()
+    s.task("rename-net", tier="simple")
+    s.task("budget-refusal", tier="medium", outcome="refusal")
+    s.suite("1.0.0", reason="first suite")
+    for repeat in (1, 2):
+        s.graded_run("rename-net", "vendor:model-a", "pass", repeat=repeat)
+        s.graded_run("budget-refusal", "vendor:model-a", "fail", repeat=repeat, category="constraint-violation")
+    # the model never answered: a dirty tree, a missing key
+    s.graded_run(
+        "rename-net", "vendor:model-a", "fail", repeat=3, category="stalled", usd_micros=None, exit_path="stalled",
+        harness_failure=HarnessFailure(kind="preflight", detail="working tree is dirty; copperhead refuses to run"),
+    )
+    s.graded_run(
+        "budget-refusal", "vendor:model-a", "fail", repeat=3, category="stalled", usd_micros=None, exit_path=None,
+        harness_failure=HarnessFailure(kind="missing-key", detail="OPENAI_API_KEY is not set"),
+    )
+    # the real harness against session scripts
+    for task, verdict, category in (("rename-net", "pass", None), ("rename-net", "fail", "wrong-target"), ("budget-refusal", "pass", None)):
+        s.graded_run(task, "compat:scripted", verdict, run_mode="scripted", segment="harness", usd_micros=None, category=category)
+    return s
+
+
+def test_no_model_metric_counts_them():
+    state = fold(_stream().events)
+    (group,) = metrics.suite_metrics(state, "1.0.0").groups
+    rows = {(r.tier, r.model): r for r in group.rows}
+    # only the four real samples of model-a: the two runs that never reached it are not failures of it
+    assert rows[("all", "vendor:model-a")].runs == 4 and rows[("all", "vendor:model-a")].passes == 2
+    assert {m for _, m in rows} == {"vendor:model-a"}  # compat:scripted has no row
+    assert group.harness == []  # scripted runs are not the gold/noop discrimination check either
+    assert [(r.task_id, r.passes, r.runs, r.categories) for r in group.scripted] == [
+        ("rename-net", 1, 2, {"wrong-target": 1}),
+        ("budget-refusal", 1, 1, {}),
+    ]
+    assert sorted((r.task_id, r.kind) for r in group.not_the_models) == [("budget-refusal", "missing-key"), ("rename-net", "preflight")]
+    queue = workqueue.work_queue(state, "1.0.0")
+    assert queue.failed_runs == 2 and [e.category for e in queue.entries] == ["constraint-violation"]
+
+
+def test_the_leaderboard_lists_them_with_the_reason():
+    text = leaderboard.render(fold(_stream().events), None)
+    assert "### Real harness, scripted model" in text
+    assert "| simple | rename-net | edit | `compat:scripted` | 1/2 | wrong-target 1 |" in text
+    assert "### Runs that never reached the model" in text
+    assert "preflight: working tree is dirty; copperhead refuses to run" in text
+    assert "missing-key: OPENAI_API_KEY is not set" in text
+    headline = text.split("### Headline")[1].split("###")[0]
+    assert "compat:scripted" not in headline
+
+
+def test_records_and_read_model_label_them():
+    state = fold(_stream().events)
+    entries = {e.run_id: e for e in record_entries(state, "1.0.0")}
+    kinds = {rid: (e.record.run.run_mode, e.record.harness_failure.kind if e.record.harness_failure else None) for rid, e in entries.items()}
+    assert list(kinds.values()).count(("scripted", None)) == 3
+    assert ("agent", "preflight") in kinds.values() and ("agent", "missing-key") in kinds.values()
+    # an ordinary record carries no harnessFailure key at all (the reference layout is kept)
+    ordinary = next(e for e in entries.values() if e.record.harness_failure is None and e.record.run.run_mode == "agent")
+    assert ordinary.record is not None and build_record(state, ordinary.run, ordinary.graded) == ordinary.record
+    from cbledger.projections.records import render
+
+    assert b"harnessFailure" not in render(ordinary.record)
+    tables = {t.name: t for t in readmodel.build_tables(state)}
+    assert sorted({row["kind"] for row in tables["runs"].rows}) == ["agent", "not-the-model", "scripted"]

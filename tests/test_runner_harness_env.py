@@ -1,0 +1,127 @@
+"""What the copperhead adapter hands the harness, and what it records about it, decided without
+running it: the credential variables per route, the stamp's version and commit, and whether a
+run is the model's at all."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cbledger.errors import UserError
+from cbledger.grading.evidence.transcript import parse_transcript
+from cbledger.runner.agents.copperhead import CopperheadCli, agent_environment, key_variables
+from cbledger.runner.harness_failure import detect
+
+ENV = {
+    "OPENAI_API_KEY": "o", "ANTHROPIC_API_KEY": "a", "GROQ_API_KEY": "g", "CLAUDE_CODE_OAUTH_TOKEN": "c",
+}
+
+
+@pytest.mark.parametrize(
+    ("model", "extra", "expected"),
+    [
+        ("gpt-5", {}, {"OPENAI_API_KEY": "o"}),
+        ("acme:m1", {}, {"OPENAI_API_KEY": "o"}),
+        ("claude-sonnet-4", {}, {"ANTHROPIC_API_KEY": "a"}),
+        ("claude-code", {}, {"CLAUDE_CODE_OAUTH_TOKEN": "c"}),
+        ("codex", {}, {}),
+        ("cursor:gpt-5", {}, {}),
+        # the compat route: the variable COPPERHEAD_API_KEY_ENV names, and that name, nothing else
+        ("compat:llama-3.3-70b", {"COPPERHEAD_BASE_URL": "https://api.groq.example/openai/v1", "COPPERHEAD_API_KEY_ENV": "GROQ_API_KEY"},
+         {"COPPERHEAD_API_KEY_ENV": "GROQ_API_KEY", "GROQ_API_KEY": "g"}),
+        # a loopback endpoint needs no key, and gets none
+        ("compat:scripted", {"COPPERHEAD_BASE_URL": "http://127.0.0.1:8080/v1"}, {}),
+    ],
+)
+def test_each_route_gets_its_own_key_and_no_other(model, extra, expected):
+    assert key_variables(model, {**ENV, **extra}) == expected
+
+
+def test_a_remote_compat_endpoint_without_its_key_variable_is_refused():
+    # copperhead would fall back to OPENAI_API_KEY and send it to the third party
+    with pytest.raises(UserError, match=r"set \$COPPERHEAD_API_KEY_ENV"):
+        key_variables("compat:x", {**ENV, "COPPERHEAD_BASE_URL": "https://third.party.example/v1"})
+    with pytest.raises(UserError, match=r"names MISSING_KEY, which is not set"):
+        key_variables("compat:x", {"COPPERHEAD_BASE_URL": "https://x.example/v1", "COPPERHEAD_API_KEY_ENV": "MISSING_KEY"})
+    with pytest.raises(UserError, match=r"set \$COPPERHEAD_BASE_URL"):
+        key_variables("compat:x", ENV)
+
+
+def test_the_harness_commits_as_the_project_never_as_the_operator(monkeypatch):
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "Operator Person")
+    monkeypatch.setenv("OPENAI_API_KEY", "o")
+    monkeypatch.setenv("SOME_SECRET_SETTING", "x")
+    env = agent_environment("gpt-5")
+    assert env["GIT_AUTHOR_NAME"] == env["GIT_COMMITTER_NAME"] == "copperhead"
+    assert env["GIT_AUTHOR_EMAIL"] == "copperhead@copperbench.invalid"
+    assert env["GIT_CONFIG_GLOBAL"] == os.devnull and env["GIT_CONFIG_NOSYSTEM"] == "1"
+    assert "SOME_SECRET_SETTING" not in env and env["OPENAI_API_KEY"] == "o"
+
+
+def _git(cwd: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=env).stdout.strip()
+
+
+def _package(root: Path, version: str = "0.9.0") -> Path:
+    (root / "dist").mkdir(parents=True)
+    (root / "dist" / "cli.js").write_text("// cli\n")
+    (root / "package.json").write_text(json.dumps({"name": "copperhead", "version": version}))
+    return root / "dist" / "cli.js"
+
+
+def test_the_stamp_is_the_package_and_never_a_repository_around_it(tmp_path):
+    # an install inside some other project's checkout: that project's HEAD is not copperhead's commit
+    outer = tmp_path / "someone-elses-project"
+    outer.mkdir()
+    _git(outer, "init", "-q")
+    (outer / "README").write_text("x")
+    _git(outer, "add", ".")
+    _git(outer, "commit", "-qm", "outer")
+    cli = CopperheadCli("node", _package(outer / "node_modules" / "copperhead", "0.9.0"))
+    assert cli.version() == "0.9.0" and cli.commit() is None
+    # the project's installer records the build commit beside its install: that is used
+    (outer / "copperhead-build.json").write_text(json.dumps({"version": "0.9.0", "commit": "a" * 40}))
+    assert cli.commit() == "a" * 40
+    (outer / "copperhead-build.json").write_text(json.dumps({"version": "0.8.0", "commit": "b" * 40}))
+    assert cli.commit() is None  # written for another version: not this CLI's
+    # a copperhead checkout: its own HEAD
+    checkout = tmp_path / "copperhead"
+    own = CopperheadCli("node", _package(checkout, "0.9.1-dev"))
+    _git(checkout, "init", "-q")
+    _git(checkout, "add", ".")
+    _git(checkout, "commit", "-qm", "copperhead")
+    assert own.version() == "0.9.1-dev" and own.commit() == _git(checkout, "rev-parse", "HEAD")
+
+
+def _transcript(*events: dict) -> bytes:
+    return "".join(json.dumps(e) + "\n" for e in events).encode()
+
+
+RUN_START = {"type": "run-start", "data": {}}
+ASSISTANT = {"type": "assistant", "data": {"text": "x", "toolCalls": []}}
+
+
+def test_a_run_is_the_models_only_if_the_model_answered():
+    no_transcript = parse_transcript(b"", None)
+    f = detect(no_transcript, "working tree is dirty; copperhead refuses to run on uncommitted changes by default\n\nwhy", 1, False)
+    assert (f.kind, f.detail) == ("preflight", "working tree is dirty; copperhead refuses to run on uncommitted changes by default")
+    empty = parse_transcript(b"", ".copperhead/runs/x/transcript.jsonl")
+    assert detect(empty, "OPENAI_API_KEY is not set\n", 1, False).kind == "missing-key"
+    assert detect(empty, "compat:x requires an endpoint; set baseURL\n", 1, False).kind == "provider-config"
+    started = parse_transcript(_transcript(RUN_START, {"type": "run-failed", "data": {"reason": "provider error: Connection error.", "exitPath": "provider-error"}}), "t")
+    f = detect(started, "", 1, False)
+    assert (f.kind, f.detail) == ("no-model-turn", "provider error: Connection error.")
+    # the model answered: whatever happened next is the model's run
+    answered = parse_transcript(_transcript(RUN_START, ASSISTANT, {"type": "run-failed", "data": {"reason": "model stopped calling tools", "exitPath": "stalled"}}), "t")
+    assert detect(answered, "", 1, False) is None
+    assert detect(parse_transcript(_transcript(RUN_START, ASSISTANT), "t"), "", None, True) is None
+    # except a commit git could not make for want of an identity
+    identity = parse_transcript(_transcript(RUN_START, ASSISTANT, {"type": "run-failed", "data": {
+        "reason": "commit failed: Command failed with exit code 128: git commit -m x\n\n*** Please tell me who you are.", "exitPath": "commit-failed"}}), "t")
+    f = detect(identity, "", 1, False)
+    assert f.kind == "git-identity" and f.detail.startswith("commit failed")
