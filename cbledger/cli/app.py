@@ -16,6 +16,7 @@ from cbledger.cli import (
     reproduce_commands,
     run_commands,
     task_commands,
+    tlog_commands,
 )
 from cbledger.errors import UserError
 
@@ -36,6 +37,7 @@ for module in (
     run_commands,
     project_commands,
     reproduce_commands,
+    tlog_commands,
     demo_command,
 ):
     module.register(app)

@@ -20,11 +20,29 @@ from dataclasses import dataclass, field
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+    Ed25519PrivateKey,
+    Ed25519PublicKey,
+)
 
-from cbledger.ledger.note import Note, NoteError, Signature, b64, check_text, key_id, parse, unb64, valid_key_name
+from cbledger.ledger.note import (
+    Note,
+    NoteError,
+    Signature,
+    b64,
+    check_text,
+    key_id,
+    parse,
+    unb64,
+    valid_key_name,
+)
 
 ED25519 = 0x01
+
+
+class Untrusted(NoteError):
+    """A well-formed note that no trusted key signed (as opposed to one whose signature fails)."""
+
 _PRIVATE_PREFIX = "PRIVATE+KEY+"
 _HEX8 = re.compile(r"[0-9a-f]{8}")
 
@@ -164,5 +182,5 @@ def open_note(data: bytes | str, trusted: Sequence[VerifierKey]) -> Opened:
     if not verified:
         signers = ", ".join(s.label for s in note.signatures)
         known = ", ".join(k.label for k in trusted) or "none"
-        raise NoteError(f"no signature by a trusted key (signed by {signers}; trusted: {known})")
+        raise Untrusted(f"no signature by a trusted key (signed by {signers}; trusted: {known})")
     return Opened(note, tuple(verified), tuple(unknown))

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Sequence
+from itertools import pairwise
 
 HASH_SIZE = 32
 #: The root of the empty tree: SHA-256 of no bytes (RFC 6962 section 2.1).
@@ -147,7 +148,7 @@ class RangeHasher:
 
     def __init__(self, ranges: Sequence[Range], sizes: Sequence[int] = ()) -> None:
         ordered = sorted(set(ranges))
-        for (_, end), (start, _) in zip(ordered, ordered[1:]):
+        for (_, end), (start, _) in pairwise(ordered):
             if start < end:
                 raise ValueError(f"ranges overlap: {ordered}")
         self._pending = ordered
@@ -190,6 +191,12 @@ class RangeHasher:
         while self._size_at < len(sizes) and sizes[self._size_at] == self._tree.size:
             self.roots[self._tree.size] = self._tree.root()
             self._size_at += 1
+
+    def root(self) -> bytes:
+        """The tree head over every leaf read so far (also kept in `roots`)."""
+        root = self._tree.root()
+        self.roots[self._tree.size] = root
+        return root
 
     def hashes(self, ranges: Sequence[Range]) -> list[bytes]:
         missing = [r for r in ranges if r not in self.ranges]

@@ -53,7 +53,6 @@ class ProofFormatError(UserError):
 class _Doc(msgspec.Struct, tag_field="proof", forbid_unknown_fields=True, rename="camel", kw_only=True):
     format: Literal["cbledger-proof/1"] = FORMAT
     origin: str | None = None
-    hashes: list[str]
 
 
 class InclusionProof(_Doc, tag="inclusion", kw_only=True):
@@ -63,6 +62,7 @@ class InclusionProof(_Doc, tag="inclusion", kw_only=True):
     leaf_index: int
     line: str
     leaf_hash: str
+    hashes: list[str]
 
 
 class ConsistencyProof(_Doc, tag="consistency", kw_only=True):
@@ -70,6 +70,7 @@ class ConsistencyProof(_Doc, tag="consistency", kw_only=True):
     old_root: str
     new_size: int
     new_root: str
+    hashes: list[str]
 
 
 Proof = InclusionProof | ConsistencyProof

@@ -17,16 +17,20 @@ and so is every proof (one pass over the leaves the proof needs, `merkle.RangeHa
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from cbledger.errors import UserError
-from cbledger.ledger.chain import format_line
+from cbledger.ledger.chain import format_line, parse_line
+from cbledger.ledger.encoding import decode
 from cbledger.ledger.events import CheckpointPublished, CheckpointPublishedEvent
 from cbledger.ledger.merkle import Range, RangeHasher, leaf_hash
 from cbledger.ledger.store import LedgerStore, StoredEvent
+from cbledger.ledger.verify import ChainReport, verify_chain
 
 CHECKPOINT_TYPE = "checkpoint.published"
+_CHECKPOINT_MARK = b'"type":"checkpoint.published"'
 
 
 class TreeError(UserError):
@@ -115,4 +119,52 @@ def recorded(store: LedgerStore) -> list[Recorded]:
         event = stored.event
         if isinstance(event, CheckpointPublishedEvent):
             out.append(Recorded(stored.seq, event.body))
+    return out
+
+
+def verified_scan(
+    path: Path, sizes: Sequence[int] = (), ranges: Sequence[Range] = (),
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[ChainReport, Scan, list[Recorded]]:
+    """The chain verified and the tree hashed in the same pass over the file, with the checkpoints
+    the ledger records and its tree heads at their sizes. The leaves are the very lines that
+    verified, so a root is never computed over a line the chain refused.
+
+    A checkpoint's record normally lands right after the events it covers, so its tree head is the
+    one in hand when its line is read; a record that landed later (other events came between)
+    has its size hashed in a second pass.
+    """
+    hasher = RangeHasher(ranges, sizes)
+    found: list[Recorded] = []
+
+    def on_line(line: bytes) -> None:
+        if _CHECKPOINT_MARK in line:
+            event = decode(parse_line(line).event)
+            if isinstance(event, CheckpointPublishedEvent):
+                found.append(Recorded(event.seq, event.body))
+                hasher.root()
+        hasher.add(leaf_hash(memoryview(line)[:-1]))
+
+    report = verify_chain(path, progress=progress, on_line=on_line)
+    roots = dict(hasher.roots)
+    roots[hasher.leaves] = hasher.root()
+    result = Scan(hasher.leaves, roots, hasher)
+    late = sorted({r.body.tree_size for r in found} - set(roots))
+    if late and report.ok:
+        again = scan(LedgerStore(path), late)
+        result.roots.update({s: again.roots[s] for s in late if s in again.roots})
+    return report, result, found
+
+
+def recorded_problems(recorded_checkpoints: Sequence[Recorded], result: Scan) -> list[tuple[Recorded, str]]:
+    """Each recorded checkpoint whose root is not the ledger's root at its size, and why."""
+    out: list[tuple[Recorded, str]] = []
+    for r in recorded_checkpoints:
+        size_ = r.body.tree_size
+        if size_ not in result.roots:
+            out.append((r, f"seq {r.seq} records a checkpoint of size {size_}; the ledger verified to {result.leaves}"))
+        elif result.roots[size_].hex() != r.body.root_hash:
+            why = (f"seq {r.seq} records root {r.body.root_hash[:16]}… for size {size_}; the ledger's "
+                   f"first {size_} events hash to {result.roots[size_].hex()[:16]}…")
+            out.append((r, why))
     return out
