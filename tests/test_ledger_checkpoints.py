@@ -346,3 +346,25 @@ def test_a_witness_without_the_ledger_accepts_extensions_and_catches_a_rewritten
 
     rollback = witness(held1)
     assert rollback.exit_code == 1 and "ROLLBACK" in rollback.stderr
+
+
+# --------------------------------------------------------------------------- the committed ledger
+
+
+def test_the_committed_ledger_extends_its_committed_checkpoint_and_proves_against_it(repo_root: Path, tmp_path: Path):
+    """What a stranger with a clone checks: the published checkpoint, signed by the committed key,
+    is a prefix of the committed ledger, and any event of it proves its inclusion without the ledger."""
+    checkpoints = sorted((repo_root / "results" / "checkpoints").glob("*.txt"), key=lambda p: int(p.stem))
+    [vkey] = (repo_root / "keys").glob("*.vkey")
+    assert checkpoints and not list(repo_root.rglob("*.skey"))
+    first = checkpoints[0]
+    r = run_cli(["replay", "--verify", "--chain-only", "--checkpoint", first, "--root", repo_root, "--json"])
+    assert r.exit_code == 0, r.stdout
+    report = json.loads(r.stdout)
+    assert report["checkpoints"]["given"][0]["ok"] and report["checkpoints"]["recorded"] >= 1
+    size = int(first.stem)
+    for seq in (1, size // 2, size):
+        proof = tmp_path / f"{seq}.json"
+        assert run_cli(["prove", "inclusion", str(seq), "--checkpoint", first, "--out", proof, "--root", repo_root]).exit_code == 0
+        v = run_cli(["verify-proof", proof, "--checkpoint", first, "--key", vkey, "--root", tmp_path])
+        assert v.exit_code == 0, v.stderr
