@@ -140,3 +140,26 @@ def test_the_event_check_compares_the_note_with_the_fields():
     assert cp.event_problem(note, "o", 5, "00" * 32) is None
     assert "size 5" in (cp.event_problem(note, "o", 6, "00" * 32) or "")
     assert "not a checkpoint" in (cp.event_problem("hello\n", "o", 5, "00" * 32) or "")
+
+
+def test_a_checkpoint_event_whose_note_states_other_fields_does_not_decode():
+    import datetime as dt
+
+    import msgspec
+
+    from cbledger.ledger import encoding
+    from cbledger.ledger.encoding import InvalidEvent
+    from cbledger.ledger.events import Actor, CheckpointPublished, make_event
+
+    key = SigningKey.generate("o")
+    note = sign(Checkpoint("o", 5, bytes(32)), [key])
+    body = CheckpointPublished(origin="o", tree_size=5, root_hash="00" * 32, note=note)
+    event = make_event(body, id="checkpoint:5", actor=Actor(kind="maintainer", name="m"),
+                       at=dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc))
+    data = encoding.encode(event)
+    assert encoding.decode(data) == event
+    lying = data.replace(b'"treeSize":5', b'"treeSize":6')
+    with pytest.raises(InvalidEvent, match="note states origin 'o', size 5"):
+        encoding.decode(lying)
+    with pytest.raises(msgspec.ValidationError):
+        msgspec.convert({"origin": "o", "treeSize": 5, "rootHash": "00" * 32, "note": "hello\n"}, CheckpointPublished)
