@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -26,6 +26,7 @@ from cbledger.ledger.signed_checkpoint import SignedCheckpoint, open_checkpoint
 from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.witness import witness as witness_check
 from cbledger.login import login_name
+from cbledger.reproduce import checkpoints
 from cbledger.workspace import KEYS, Workspace
 
 EXIT_NOT_EXTENSION = 5
@@ -56,14 +57,9 @@ def _file_name(name: str) -> str:
 
 def trusted_keys(files: list[Path] | None, where: Workspace) -> list[VerifierKey]:
     """The keys named with --key, else every committed `keys/*.vkey`; none is a usage error."""
-    paths = files or sorted(where.keys.glob("*.vkey"))
-    if not paths:
+    keys = checkpoints.trusted_keys(where, files or ())
+    if not keys:
         fail(f"no trusted public key: pass --key FILE or commit one under {where.keys}", 2)
-    keys = []
-    for p in paths:
-        if not p.is_file():
-            fail(f"{p}: no such key file", 2)
-        keys.append(VerifierKey.parse(p.read_text(encoding="utf-8"), str(p)))
     return keys
 
 
@@ -158,10 +154,14 @@ def _emit(doc: proofs.Proof, out: Path | None, where: Workspace) -> None:
     typer.echo(f"wrote {out}", err=True)
 
 
-def _against(store: LedgerStore, cp: Checkpoint, source: str) -> None:
-    problem = tlog.extension_problem(store, cp.size, cp.root)
-    if problem is not None:
-        fail(f"{source}: the ledger is not an extension of this checkpoint: {problem}", EXIT_NOT_EXTENSION)
+def _not_extension(source: str, problem: str) -> NoReturn:
+    fail(f"{source}: the ledger is not an extension of this checkpoint: {problem}", EXIT_NOT_EXTENSION)
+
+
+def _matches(root_b64: str, cp: Checkpoint, source: str) -> None:
+    """The proof was made over the ledger as it is; its root must be the checkpoint's."""
+    if root_b64 != b64(cp.root):
+        _not_extension(source, f"its first {cp.size} events hash to {root_b64}, the checkpoint says {b64(cp.root)}")
 
 
 def _latest_covering(store: LedgerStore, seq: int) -> tlog.Recorded:
@@ -183,21 +183,24 @@ def prove_inclusion(
     where = workspace(ledger, root)
     store = LedgerStore(where.ledger)
     if checkpoint_file is not None:
-        cp = read_unverified(_read(checkpoint_file))
-        _against(store, cp, str(checkpoint_file))
+        cp, source = read_unverified(_read(checkpoint_file)), str(checkpoint_file)
     else:
         r = _latest_covering(store, seq)
-        cp = Checkpoint(r.body.origin, r.body.tree_size, bytes.fromhex(r.body.root_hash))
-    _emit(proofs.prove_inclusion(store, seq, cp.size, cp.origin), out, where)
+        cp, source = Checkpoint(r.body.origin, r.body.tree_size, bytes.fromhex(r.body.root_hash)), f"the checkpoint recorded at seq {r.seq}"
+    try:
+        doc = proofs.prove_inclusion(store, seq, cp.size, cp.origin)
+    except tlog.TreeError as exc:
+        if seq <= cp.size:
+            _not_extension(source, str(exc))
+        raise
+    _matches(doc.root_hash, cp, source)
+    _emit(doc, out, where)
 
 
 def _size_or_checkpoint(arg: str, store: LedgerStore) -> tuple[int, Checkpoint | None]:
     if arg.isascii() and arg.isdigit():
         return int(arg), None
-    path = Path(arg)
-    cp = read_unverified(_read(path))
-    _against(store, cp, arg)
-    return cp.size, cp
+    return read_unverified(_read(Path(arg))).size, read_unverified(_read(Path(arg)))
 
 
 @prove_app.command("consistency")
@@ -217,7 +220,17 @@ def prove_consistency(
     origin = next((c.origin for c in (new_cp, old_cp) if c is not None), None)
     if origin is None and recorded:
         origin = recorded[-1].body.origin
-    _emit(proofs.prove_consistency(store, old_size, new_size, origin), out, where)
+    try:
+        doc = proofs.prove_consistency(store, old_size, new_size, origin)
+    except tlog.TreeError as exc:
+        given = [a for a, c in ((old, old_cp), (new, new_cp)) if c is not None]
+        if given and old_size <= new_size:
+            _not_extension(given[-1], str(exc))
+        raise
+    for arg, cp, root_b64 in ((old, old_cp, doc.old_root), (new, new_cp, doc.new_root)):
+        if cp is not None:
+            _matches(root_b64, cp, arg)
+    _emit(doc, out, where)
 
 
 # --------------------------------------------------------------------------- verify-proof

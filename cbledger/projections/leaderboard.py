@@ -391,6 +391,8 @@ def _checkpoint_cell(state: LedgerState) -> str:
     root = base64.b64encode(bytes.fromhex(cp.root_hash)).decode()
     cell = f"`{found.path}`: origin `{cp.origin}`, size {cp.tree_size} (covers seq 1–{cp.tree_size}), root `{root}`"
     after = cp.tree_size + 1
+    if found.uncovered <= 0:
+        return cell
     if found.uncovered == 1 and cp.seq == after:
         return cell + f"; seq {after} is its own record, covered by the next checkpoint"
     return cell + f"; seq {after}–{state.head_seq} (its own record at seq {cp.seq} among them) are not covered yet"
