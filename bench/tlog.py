@@ -39,14 +39,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.ledger import Events, write_ledger  # noqa: E402
-from bench.projections import best  # noqa: E402
-from cbledger.ledger import merkle, proofs, publish, tlog  # noqa: E402
-from cbledger.ledger.checkpoint import Checkpoint  # noqa: E402
-from cbledger.ledger.events import Actor  # noqa: E402
-from cbledger.ledger.keys import SigningKey  # noqa: E402
-from cbledger.ledger.store import LedgerStore  # noqa: E402
-from cbledger.ledger.verify import verify_chain  # noqa: E402
+from bench.ledger import Events, write_ledger
+from bench.projections import best
+from cbledger.ledger import merkle, proofs, publish, tlog
+from cbledger.ledger.checkpoint import Checkpoint
+from cbledger.ledger.events import Actor
+from cbledger.ledger.keys import SigningKey
+from cbledger.ledger.store import LedgerStore
+from cbledger.ledger.verify import verify_chain
 
 
 def sha256_lines(path: Path) -> int:

@@ -29,15 +29,12 @@ from click.testing import CliRunner
 from cbledger.ledger import encoding
 from cbledger.ledger.chain import GENESIS, format_line, link_hash
 from cbledger.ledger.checkpoint import Checkpoint
-from cbledger.ledger.keys import SigningKey
-from cbledger.ledger.merkle import CompactRange, leaf_hash
-from cbledger.ledger.signed_checkpoint import sign as sign_checkpoint
 from cbledger.ledger.events import (
-    CheckpointPublished,
-    CheckpointPublishedEvent,
     Ablations,
     Actor,
     AssertionOutcome,
+    CheckpointPublished,
+    CheckpointPublishedEvent,
     Comparability,
     Cost,
     EventBase,
@@ -70,6 +67,9 @@ from cbledger.ledger.events import (
     TaskIdentity,
     Timings,
 )
+from cbledger.ledger.keys import SigningKey
+from cbledger.ledger.merkle import CompactRange, leaf_hash
+from cbledger.ledger.signed_checkpoint import sign as sign_checkpoint
 from cbledger.ledger.store import LedgerStore
 
 UTC = dt.timezone.utc

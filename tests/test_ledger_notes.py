@@ -155,7 +155,7 @@ def test_a_checkpoint_event_whose_note_states_other_fields_does_not_decode():
     note = sign(Checkpoint("o", 5, bytes(32)), [key])
     body = CheckpointPublished(origin="o", tree_size=5, root_hash="00" * 32, note=note)
     event = make_event(body, id="checkpoint:5", actor=Actor(kind="maintainer", name="m"),
-                       at=dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc))
+                       at=dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
     data = encoding.encode(event)
     assert encoding.decode(data) == event
     lying = data.replace(b'"treeSize":5', b'"treeSize":6')

@@ -26,9 +26,9 @@ from cbledger import credentials
 from cbledger.ledger import encoding
 from cbledger.ledger.checkpoint import Checkpoint
 from cbledger.ledger.events import (
-    CheckpointPublished,
     EVENT_CLASSES,
     AssertionOutcome,
+    CheckpointPublished,
     Event,
     EventBase,
     GradeRecorded,

@@ -379,7 +379,7 @@ class EvidenceImported(Body, kw_only=True):
 # --------------------------------------------------------------------------- checkpoint.published
 
 
-class CheckpointPublished(Body, kw_only=True):
+class CheckpointPublished(Body, kw_only=True, frozen=True):
     """A signed checkpoint of the first `treeSize` events (seq 1..treeSize), as published in
     `results/checkpoints/<treeSize>.txt`. It lands after them, so no checkpoint covers its own
     record: the next one does. The fields must be what the note states (see docs/CHECKPOINTS.md)."""
@@ -449,7 +449,7 @@ class EvidenceImportedEvent(EventBase, tag="evidence.imported", kw_only=True):
     body: EvidenceImported
 
 
-class CheckpointPublishedEvent(EventBase, tag="checkpoint.published", kw_only=True):
+class CheckpointPublishedEvent(EventBase, tag="checkpoint.published", kw_only=True, frozen=True):
     body: CheckpointPublished
 
 

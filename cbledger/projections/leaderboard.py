@@ -15,7 +15,13 @@ from fractions import Fraction
 from cbledger.ledger.events import SCHEMA_VERSION
 from cbledger.projections import anchor
 from cbledger.projections import format as fmt
-from cbledger.projections.fold import ImportEntry, LedgerState, current_suite, suite_bump, suite_versions
+from cbledger.projections.fold import (
+    ImportEntry,
+    LedgerState,
+    current_suite,
+    suite_bump,
+    suite_versions,
+)
 from cbledger.projections.metrics import (
     ALL_TIERS,
     COSTED_SEGMENTS,

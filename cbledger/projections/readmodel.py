@@ -34,6 +34,7 @@ from cbledger.projections import anchor
 from cbledger.projections import format as fmt
 from cbledger.projections.comparability import Group, partition
 from cbledger.projections.fold import (
+    CheckpointEntry,
     GradeConflict,
     GradeEntry,
     ImportEntry,
@@ -41,12 +42,17 @@ from cbledger.projections.fold import (
     Retraction,
     RubricEntry,
     RunEntry,
-    CheckpointEntry,
     current_suite,
     suite_versions,
 )
 from cbledger.projections.metrics import GroupMetrics, RowMetrics, all_suite_metrics
-from cbledger.projections.records import RecordEntry, is_harness, is_replay, record_entries, usd_from_micros
+from cbledger.projections.records import (
+    RecordEntry,
+    is_harness,
+    is_replay,
+    record_entries,
+    usd_from_micros,
+)
 from cbledger.workspace import checkpoint_name
 
 

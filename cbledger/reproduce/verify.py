@@ -31,7 +31,12 @@ from cbledger.errors import UserError
 from cbledger.ledger.verify import ChainReport
 from cbledger.projections.fold import LedgerState
 from cbledger.projections.writers import load_state
-from cbledger.reproduce.checkpoints import CheckpointsCheck, chain_and_checkpoints, open_given, trusted_keys
+from cbledger.reproduce.checkpoints import (
+    CheckpointsCheck,
+    chain_and_checkpoints,
+    open_given,
+    trusted_keys,
+)
 from cbledger.reproduce.findings import Finding, RunCheck
 from cbledger.reproduce.outputs import OutputsCheck, check_outputs
 from cbledger.reproduce.runs import check_run
