@@ -22,6 +22,14 @@ LEADERBOARD = "LEADERBOARD.md"
 READ_MODEL = f"{RESULTS}/cbledger.db"
 RUNS = f"{RESULTS}/runs"
 IMPORTS = f"{RESULTS}/imports"
+CHECKPOINTS = f"{RESULTS}/checkpoints"
+#: Public keys whose checkpoint signatures this project accepts (never a private key: see docs/CHECKPOINTS.md).
+KEYS = "keys"
+
+
+def checkpoint_name(size: int) -> str:
+    """A published checkpoint's file relative to the root: one per tree size."""
+    return f"{CHECKPOINTS}/{size}.txt"
 
 
 def bundle_name(run_id: str) -> str:
@@ -76,6 +84,17 @@ class Workspace:
         if rel.is_absolute() or ".." in rel.parts:
             return None
         return self.root / rel
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.root / CHECKPOINTS
+
+    def checkpoint(self, size: int) -> Path:
+        return self.root / checkpoint_name(size)
+
+    @property
+    def keys(self) -> Path:
+        return self.root / KEYS
 
     def kept_import(self, sha256: str) -> Path:
         """The directory holding the kept copies of one imported file's evidence."""

@@ -26,10 +26,15 @@ from typing import Any
 import msgspec
 from click.testing import CliRunner
 
+from cbledger.ledger import encoding
+from cbledger.ledger.chain import GENESIS, format_line, link_hash
+from cbledger.ledger.checkpoint import Checkpoint
 from cbledger.ledger.events import (
     Ablations,
     Actor,
     AssertionOutcome,
+    CheckpointPublished,
+    CheckpointPublishedEvent,
     Comparability,
     Cost,
     EventBase,
@@ -63,6 +68,9 @@ from cbledger.ledger.events import (
     TaskIdentity,
     Timings,
 )
+from cbledger.ledger.keys import SigningKey
+from cbledger.ledger.merkle import CompactRange, leaf_hash
+from cbledger.ledger.signed_checkpoint import sign as sign_checkpoint
 from cbledger.ledger.store import LedgerStore
 
 UTC = dt.UTC
@@ -385,6 +393,21 @@ SEGMENT_OF = {
 }
 
 
+#: A fixed signing key for tests: its signatures are deterministic, so golden files stay stable.
+TEST_SIGNING_KEY = SigningKey.from_seed("test.example/ledger", hashlib.sha256(b"cbledger test signing key").digest())
+
+
+def stream_root(events: Sequence[EventBase]) -> bytes:
+    """The RFC 6962 root of a ledger file holding exactly these sequenced events."""
+    prev, tree = GENESIS, CompactRange()
+    for ev in events:
+        data = encoding.encode(ev)
+        h = link_hash(prev, ev.seq, data)
+        tree.append(leaf_hash(format_line(data, h, prev)[:-1]))
+        prev = h
+    return tree.root()
+
+
 class Stream:
     def __init__(self, name: str = "projection-test") -> None:
         self.events: list[EventBase] = []
@@ -617,6 +640,18 @@ class Stream:
             actor=Actor(kind="reviewer", name="judge"),
         )
 
+    def checkpoint(self) -> EventBase:
+        """`checkpoint.published` for every event so far, signed with `TEST_SIGNING_KEY`, over the
+        root a ledger file holding exactly these events (chained from genesis) would have."""
+        size = len(self.events)
+        cp = Checkpoint(TEST_SIGNING_KEY.name, size, stream_root(self.events))
+        note = sign_checkpoint(cp, [TEST_SIGNING_KEY])
+        return self._add(
+            CheckpointPublishedEvent,
+            CheckpointPublished(origin=cp.origin, tree_size=size, root_hash=cp.root_hex, note=note),
+            id=f"checkpoint:{size}", actor=MAINTAINER,
+        )
+
     def imported(self, *, task_id: str = "do-rename-net", model: str = "outside:model", verdict: str = "pass") -> EventBase:
         n = len(self.events)
         return self._add(
@@ -672,6 +707,8 @@ def rich_stream() -> Stream:
     for t in ["rename-net", "move-label", "budget-refusal", "flag-drift", "route-power", "rename-net-v1"]:
         s.graded_run(t, "harness:gold", "pass")
         s.graded_run(t, "harness:noop", "pass" if t == "flag-drift" else "fail", category="wrong-target")
+    # a signed checkpoint: the records above are covered by it, the ones below are not yet
+    s.checkpoint()
     # a replay of a model-a run
     s.graded_run("rename-net", "vendor:model-a", "pass", run_mode="replay", usd_micros=121_000)
     # an incomparable group: older kicad-cli major

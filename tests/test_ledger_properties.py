@@ -24,9 +24,11 @@ from hypothesis import strategies as st
 
 from cbledger import credentials
 from cbledger.ledger import encoding
+from cbledger.ledger.checkpoint import Checkpoint
 from cbledger.ledger.events import (
     EVENT_CLASSES,
     AssertionOutcome,
+    CheckpointPublished,
     Event,
     EventBase,
     GradeRecorded,
@@ -34,6 +36,8 @@ from cbledger.ledger.events import (
     event_type,
 )
 from cbledger.ledger.intake import parse_events
+from cbledger.ledger.keys import SigningKey
+from cbledger.ledger.signed_checkpoint import sign as sign_checkpoint
 from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.verify import verify_chain
 from tests.factories import new_ledger, one_of_each, runs_and_grades
@@ -108,6 +112,8 @@ def strategy(t: mi.Type) -> st.SearchStrategy[Any]:
 def struct_strategy(cls: type) -> st.SearchStrategy[Any]:
     if cls is GradeRecorded:
         return grade_strategy()
+    if cls is CheckpointPublished:
+        return checkpoint_strategy()
     info = mi.type_info(cls)
     assert isinstance(info, mi.StructType)
     fields: dict[str, st.SearchStrategy[Any]] = {}
@@ -148,6 +154,20 @@ def grade_strategy() -> st.SearchStrategy[GradeRecorded]:
             failure_category=draw(st.sampled_from(category_values)) if failed else None,
             dominant_tool_error=draw(st.none() | st.text(max_size=20)),
         )
+
+    return build()
+
+
+def checkpoint_strategy() -> st.SearchStrategy[CheckpointPublished]:
+    """Checkpoint records whose fields are what their signed note states (the event checks that)."""
+    key = SigningKey.from_seed("test.example/ledger", bytes(range(32)))
+    origin = st.text(st.characters(min_codepoint=0x20, exclude_categories=("Cs",)), min_size=1, max_size=20)
+
+    @st.composite
+    def build(draw) -> CheckpointPublished:
+        cp = Checkpoint(draw(origin), draw(st.integers(1, INT64_MAX)), draw(st.binary(min_size=32, max_size=32)))
+        note = sign_checkpoint(cp, [key])
+        return CheckpointPublished(origin=cp.origin, tree_size=cp.size, root_hash=cp.root_hex, note=note)
 
     return build()
 

@@ -12,7 +12,7 @@ from tests.factories import rich_stream
 
 TABLES = {
     "meta", "runs", "grades", "assertion_outcomes", "leaderboard_rows", "incomparable_records",
-    "imports", "rubric_scores", "grade_conflicts", "retractions",
+    "imports", "rubric_scores", "grade_conflicts", "retractions", "checkpoints",
 }
 
 

@@ -17,6 +17,7 @@ from cbledger.cli import (
     reproduce_commands,
     run_commands,
     task_commands,
+    tlog_commands,
 )
 from cbledger.errors import UserError
 
@@ -38,6 +39,7 @@ for module in (
     endpoint_commands,
     project_commands,
     reproduce_commands,
+    tlog_commands,
     demo_command,
 ):
     module.register(app)

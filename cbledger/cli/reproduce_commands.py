@@ -34,6 +34,14 @@ def replay(
         bool, typer.Option("--no-projections", help="Do not compare records, LEADERBOARD.md and the read model.")
     ] = False,
     jobs: Annotated[int, typer.Option("--jobs", min=1, help="Runs re-graded in parallel (processes).")] = 1,
+    checkpoint: Annotated[
+        list[Path] | None,
+        typer.Option("--checkpoint", metavar="FILE", help="A signed checkpoint the ledger must extend (repeatable)."),
+    ] = None,
+    key: Annotated[
+        list[Path] | None,
+        typer.Option("--key", metavar="VKEY", help="A trusted public key (repeatable). Default: every keys/*.vkey under the root."),
+    ] = None,
     ledger: LedgerOption = None,
     root: RootOption = None,
     as_json: JsonFlag = False,
@@ -42,13 +50,16 @@ def replay(
     rebuilt from its fixture, bundle and evidence digests) and re-graded with today's grader to
     its recorded grade; every record, LEADERBOARD.md and the read model regenerated and compared.
 
-    Exit codes (several failing: the first of 1, 3, 4; every finding is printed):
+    Exit codes (several failing: the first of 1, 5, 3, 4; every finding is printed):
 
     0 verified.
 
     1 the chain is broken (the first bad seq is named; nothing else is checked).
 
-    2 bad usage or no ledger.
+    2 bad usage or no ledger (or a --checkpoint no trusted key signed).
+
+    5 the ledger is not an extension of a signed checkpoint (a --checkpoint FILE, or one the ledger
+    records): an event it covers was rewritten, or events were removed. Nothing else is checked.
 
     3 a run does not reproduce (bundle, fixture, seed, commit or evidence digest, or re-grade).
 
@@ -57,7 +68,8 @@ def replay(
     if not verify:
         fail("nothing to do: pass --verify", 2)
     options = verify_mod.Options(
-        chain_only=chain_only, since=since, run_ids=tuple(run or ()), projections=not no_projections, jobs=jobs
+        chain_only=chain_only, since=since, run_ids=tuple(run or ()), projections=not no_projections, jobs=jobs,
+        checkpoints=tuple(checkpoint or ()), keys=tuple(key or ()),
     )
     progress = VerifyProgress(quiet=as_json and not sys.stderr.isatty())
     try:
@@ -82,7 +94,18 @@ def _print(report: verify_mod.VerifyReport) -> None:
     else:
         typer.echo(f"chain BROKEN: {chain.problem}", err=True)
         typer.echo(f"last good: seq {chain.head.seq} {chain.head.hash}", err=True)
+    anchored = report.checkpoints
+    for f in anchored.failures:
+        typer.echo(f"CHECKPOINT {f}", err=True)
+    bad = {f.file for f in anchored.failures}
+    for path, c in anchored.given:
+        if path not in bad and chain.ok:
+            typer.echo(f"checkpoint ok: {path} (size {c.size}, {c.checkpoint.origin}): the ledger extends it")
+    if anchored.recorded and chain.ok and not any(f.kind != "not-an-extension" for f in anchored.failures):
+        typer.echo(f"recorded checkpoints: {anchored.recorded}, each the ledger's root at its size")
     if report.options.chain_only:
+        if report.exit_code == verify_mod.EXIT_CHECKPOINT:
+            typer.echo(f"NOT VERIFIED: the ledger is not an extension of a signed checkpoint (exit {report.exit_code})", err=True)
         return
     if report.runs_checked:
         c = report.counts()
@@ -112,7 +135,8 @@ def _print(report: verify_mod.VerifyReport) -> None:
     if code == verify_mod.EXIT_OK:
         typer.echo("verified: every check passed")
     else:
-        reason = {1: "the chain is broken", 3: "a run does not reproduce", 4: "projections differ"}[code]
+        reason = {1: "the chain is broken", 3: "a run does not reproduce", 4: "projections differ",
+                  5: "the ledger is not an extension of a signed checkpoint"}[code]
         typer.echo(f"NOT VERIFIED: {reason} (exit {code})", err=True)
 
 

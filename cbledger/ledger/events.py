@@ -18,6 +18,7 @@ from typing import Annotated, Literal, Union
 from msgspec import Meta, Struct, field, structs
 from msgspec.structs import force_setattr
 
+from cbledger.ledger.checkpoint import event_problem
 from cbledger.ledger.types import (
     ActorKind,
     Count,
@@ -386,6 +387,25 @@ class EvidenceImported(Body, kw_only=True):
     files: list[ImportedFile] = field(default_factory=list)
 
 
+# --------------------------------------------------------------------------- checkpoint.published
+
+
+class CheckpointPublished(Body, kw_only=True, frozen=True):
+    """A signed checkpoint of the first `treeSize` events (seq 1..treeSize), as published in
+    `results/checkpoints/<treeSize>.txt`. It lands after them, so no checkpoint covers its own
+    record: the next one does. The fields must be what the note states (see docs/CHECKPOINTS.md)."""
+
+    origin: NonEmpty
+    tree_size: Annotated[int, Meta(ge=1)]
+    root_hash: Hex64
+    note: NonEmpty
+
+    def __post_init__(self) -> None:
+        problem = event_problem(self.note, self.origin, self.tree_size, self.root_hash)
+        if problem is not None:
+            raise ValueError(problem)
+
+
 # --------------------------------------------------------------------------- the envelope
 
 
@@ -440,6 +460,10 @@ class EvidenceImportedEvent(EventBase, tag="evidence.imported", kw_only=True):
     body: EvidenceImported
 
 
+class CheckpointPublishedEvent(EventBase, tag="checkpoint.published", kw_only=True, frozen=True):
+    body: CheckpointPublished
+
+
 Event = Union[
     LedgerCreatedEvent,
     SuiteBumpedEvent,
@@ -449,6 +473,7 @@ Event = Union[
     RunRetractedEvent,
     RubricScoredEvent,
     EvidenceImportedEvent,
+    CheckpointPublishedEvent,
 ]
 
 EVENT_CLASSES: tuple[type[EventBase], ...] = Event.__args__  # type: ignore[attr-defined]

@@ -105,9 +105,13 @@ def _why_not_split(line: bytes) -> str:
 
 
 def verify_chain(
-    path: Path | str, progress: Callable[[int, int], None] | None = None
+    path: Path | str,
+    progress: Callable[[int, int], None] | None = None,
+    on_line: Callable[[bytes], None] | None = None,
 ) -> ChainReport:
-    """Verifies the whole chain. `progress(bytes_done, bytes_total)` is called now and then."""
+    """Verifies the whole chain. `progress(bytes_done, bytes_total)` is called now and then;
+    `on_line(line)` gets each line that verified, as stored (newline included), in order: the Merkle
+    tree's leaves (`cbledger.ledger.tlog`), so a checkpoint costs no second pass."""
     path = Path(path)
     store = LedgerStore(path)
     if not path.is_file():
@@ -169,6 +173,8 @@ def verify_chain(
                     "genesis", "seq 1 must be ledger.created and nothing else may be", event.seq
                 )
             seen.add(event.id)
+            if on_line is not None:
+                on_line(line)
             prev = stored_hash
             seq = expected
             offset += len(line)

@@ -14,6 +14,7 @@ Rules folded here (and nowhere else):
   record is written once. A later grade for the pair with an identical body is a duplicate; with a
   different body it is a *grade conflict*, reported by the views and never silently replacing.
 * `run.retracted` marks a run; every view drops it (and its grades), the log keeps it.
+* `checkpoint.published` is kept in order; `anchor.py` says which checkpoint a view is built from.
 * A run's record ordinal is fixed when the run is folded (see `paths`).
 """
 
@@ -27,6 +28,7 @@ import msgspec
 from msgspec import Struct, field
 
 from cbledger.ledger.events import (
+    CheckpointPublishedEvent,
     EvidenceImported,
     EvidenceImportedEvent,
     GradeRecorded,
@@ -106,6 +108,15 @@ class PricingEntry(Struct, frozen=True, kw_only=True):
     body: PricingPublished
 
 
+class CheckpointEntry(Struct, frozen=True, kw_only=True):
+    """A published checkpoint: it covers seq 1..tree_size and was recorded at `seq` (> tree_size)."""
+
+    seq: int
+    origin: str
+    tree_size: int
+    root_hash: str
+
+
 class Anomaly(Struct, frozen=True, kw_only=True):
     seq: int
     kind: str
@@ -129,6 +140,8 @@ class LedgerState(Struct, kw_only=True):
     retracted: dict[str, Retraction] = field(default_factory=dict)
     rubric: dict[str, list[RubricEntry]] = field(default_factory=dict)
     imports: list[ImportEntry] = field(default_factory=list)
+    #: every `checkpoint.published`, in ledger order
+    checkpoints: list[CheckpointEntry] = field(default_factory=list)
     #: "<date>/<model-dir>/<task>" -> the highest ordinal handed out
     ordinals: dict[str, int] = field(default_factory=dict)
     anomalies: list[Anomaly] = field(default_factory=list)
@@ -249,6 +262,11 @@ class Projector:
             st.suites.append(SuiteEntry(seq=seq, at=event.at, body=event.body))
         elif isinstance(event, PricingPublishedEvent):
             st.pricing.append(PricingEntry(seq=seq, body=event.body))
+        elif isinstance(event, CheckpointPublishedEvent):
+            b = event.body
+            st.checkpoints.append(
+                CheckpointEntry(seq=seq, origin=b.origin, tree_size=b.tree_size, root_hash=b.root_hash)
+            )
         elif isinstance(event, LedgerCreatedEvent) and st.ledger_name is None:
             st.ledger_name = event.body.name
 

@@ -9,9 +9,11 @@ tier and per model; everything else is labelled a diagnostic or sits in its own 
 
 from __future__ import annotations
 
+import base64
 from fractions import Fraction
 
 from cbledger.ledger.events import SCHEMA_VERSION
+from cbledger.projections import anchor
 from cbledger.projections import format as fmt
 from cbledger.projections.fold import (
     ImportEntry,
@@ -420,9 +422,26 @@ def _snapshot(state: LedgerState, suite: str | None, sm: SuiteMetrics | None, co
             ["Snapshot date", f"{fmt.utc_date(state.last_at)} (time of the last ledger event: {fmt.utc_stamp(state.last_at)})"],
             ["Records", f"{sm.records if sm else 0} graded under this suite version; {all_records} across all suite versions"],
             ["Ledger head", f"seq {state.head_seq}, `{state.head_hash or 'not read from a ledger file'}`"],
+            ["Signed checkpoint", _checkpoint_cell(state)],
             ["Result schema", f"`{SCHEMA_VERSION}`"],
         ],
     )
+
+
+def _checkpoint_cell(state: LedgerState) -> str:
+    """Which signed checkpoint this page can be held to, and exactly which events it covers."""
+    found = anchor.latest(state)
+    if found is None:
+        return "none yet: no event is held to a signature (`cbledger checkpoint`; docs/CHECKPOINTS.md)"
+    cp = found.checkpoint
+    root = base64.b64encode(bytes.fromhex(cp.root_hash)).decode()
+    cell = f"`{found.path}`: origin `{cp.origin}`, size {cp.tree_size} (covers seq 1–{cp.tree_size}), root `{root}`"
+    after = cp.tree_size + 1
+    if found.uncovered <= 0:
+        return cell
+    if found.uncovered == 1 and cp.seq == after:
+        return cell + f"; seq {after} is its own record, covered by the next checkpoint"
+    return cell + f"; seq {after}–{state.head_seq} (its own record at seq {cp.seq} among them) are not covered yet"
 
 
 def _main_group_part(sm: SuiteMetrics) -> list[str]:

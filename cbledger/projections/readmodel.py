@@ -30,9 +30,11 @@ import sqlite_utils
 from msgspec import Struct
 
 from cbledger.ledger.events import SCHEMA_VERSION, AssertionOutcome
+from cbledger.projections import anchor
 from cbledger.projections import format as fmt
 from cbledger.projections.comparability import Group, partition
 from cbledger.projections.fold import (
+    CheckpointEntry,
     GradeConflict,
     GradeEntry,
     ImportEntry,
@@ -53,6 +55,7 @@ from cbledger.projections.records import (
     record_entries,
     usd_from_micros,
 )
+from cbledger.workspace import checkpoint_name
 
 
 class Table(Struct, frozen=True, kw_only=True):
@@ -100,6 +103,7 @@ class _Graded(NamedTuple):
     entry: GradeEntry
     record_path: str
     group_key: str
+    checkpoint: CheckpointEntry | None  # the first checkpoint covering the record's run and grade
 
 
 class _Outcome(NamedTuple):
@@ -207,6 +211,8 @@ GRADES: TableSpec[_Graded] = TableSpec("grades", ("run_id", "suite_version"), (
     ("record_path", str, lambda g: g.record_path),
     ("comparability_group", str, lambda g: g.group_key),
     ("main_group", int, lambda g: int(g.group_key == "main")),
+    ("checkpoint_size", int, lambda g: g.checkpoint.tree_size if g.checkpoint else None),
+    ("checkpoint_path", str, lambda g: checkpoint_name(g.checkpoint.tree_size) if g.checkpoint else None),
 ))
 
 ASSERTION_OUTCOMES: TableSpec[_Outcome] = TableSpec("assertion_outcomes", ("run_id", "suite_version", "position"), (
@@ -306,6 +312,14 @@ GRADE_CONFLICTS: TableSpec[GradeConflict] = TableSpec("grade_conflicts", ("confl
     ("fields", str, lambda c: ", ".join(c.fields)),
 ))
 
+CHECKPOINTS: TableSpec[CheckpointEntry] = TableSpec("checkpoints", ("tree_size",), (
+    ("tree_size", int, lambda c: c.tree_size),
+    ("seq", int, lambda c: c.seq),
+    ("origin", str, lambda c: c.origin),
+    ("root_hash", str, lambda c: c.root_hash),
+    ("path", str, lambda c: checkpoint_name(c.tree_size)),
+))
+
 RETRACTIONS: TableSpec[Retraction] = TableSpec("retractions", ("run_id",), (
     ("run_id", str, lambda r: r.run_id),
     ("seq", int, lambda r: r.seq),
@@ -333,6 +347,7 @@ def build_tables(state: LedgerState) -> list[Table]:
         RUBRIC_SCORES.build(_Rubric(rid, item) for rid, items in state.rubric.items() if rid in live for item in items),
         GRADE_CONFLICTS.build(state.conflicts),
         RETRACTIONS.build(state.retracted.values()),
+        CHECKPOINTS.build(state.checkpoints),
     ]
 
 
@@ -345,6 +360,8 @@ def _meta(state: LedgerState) -> list[_Meta]:
         _Meta("schema_version", SCHEMA_VERSION),
         _Meta("ledger_name", state.ledger_name or ""),
         _Meta("duplicate_grades", str(len(state.duplicate_grades))),
+        _Meta("checkpoint_size", str(state.checkpoints[-1].tree_size) if state.checkpoints else ""),
+        _Meta("checkpoint_root", state.checkpoints[-1].root_hash if state.checkpoints else ""),
     ]
 
 
@@ -373,7 +390,8 @@ def _graded(
 ) -> list[_Graded]:
     path_of = {(r.run_id, r.suite_version): r.path for r in records}
     return [
-        _Graded(rid, suite, g, path_of[(rid, suite)], group_keys.get((rid, suite), ""))
+        _Graded(rid, suite, g, path_of[(rid, suite)], group_keys.get((rid, suite), ""),
+                anchor.covering(state, max(live[rid].seq, g.seq)))
         for rid in live
         for suite, g in state.grades.get(rid, {}).items()
     ]

@@ -10,9 +10,11 @@ A broken chain stops verification there: every later check would compare against
 can no longer be trusted, and the one finding that matters is where the chain broke.
 
 Exit codes (documented in `cbledger replay --help` and docs/REPRODUCE.md): 0 verified; 1 the
-chain is broken; 3 a run does not reproduce (a bundle, seed or evidence digest, or a re-grade,
-differs); 4 a projection differs from a regeneration; 2 (raised as a usage error) bad options or
-no ledger. When several fail, the lowest number of 1, 3, 4 wins, in that order.
+chain is broken; 5 the ledger is not an extension of a signed checkpoint (`--checkpoint`, or one
+it records: `reproduce/checkpoints.py`); 3 a run does not reproduce (a bundle, seed or evidence
+digest, or a re-grade, differs); 4 a projection differs from a regeneration; 2 (raised as a usage
+error) bad options or no ledger. When several fail, the first of 1, 5, 3, 4 wins, in that order;
+after 1 or 5 nothing else is checked.
 """
 
 from __future__ import annotations
@@ -22,12 +24,19 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from cbledger.errors import UserError
-from cbledger.ledger.verify import ChainReport, verify_chain
+from cbledger.ledger.verify import ChainReport
 from cbledger.projections.fold import LedgerState
 from cbledger.projections.writers import load_state
+from cbledger.reproduce.checkpoints import (
+    CheckpointsCheck,
+    chain_and_checkpoints,
+    open_given,
+    trusted_keys,
+)
 from cbledger.reproduce.findings import Finding, RunCheck
 from cbledger.reproduce.outputs import OutputsCheck, check_outputs
 from cbledger.reproduce.runs import check_run
@@ -38,6 +47,7 @@ EXIT_CHAIN = 1
 EXIT_USAGE = 2
 EXIT_RUNS = 3
 EXIT_PROJECTIONS = 4
+EXIT_CHECKPOINT = 5
 
 RunProgress = Callable[[int, int, RunCheck], None]
 
@@ -49,6 +59,8 @@ class Options:
     run_ids: tuple[str, ...] = ()
     projections: bool = True
     jobs: int = 1
+    checkpoints: tuple[Path, ...] = ()
+    keys: tuple[Path, ...] = ()
 
 
 @dataclass
@@ -57,6 +69,7 @@ class VerifyReport:
     root: str
     options: Options
     chain: ChainReport
+    checkpoints: CheckpointsCheck = field(default_factory=CheckpointsCheck)
     runs: list[RunCheck] = field(default_factory=list)
     runs_checked: bool = False
     runs_not_selected: int = 0
@@ -75,6 +88,7 @@ class VerifyReport:
             p = self.chain.problem
             out.append(Finding(check="chain", kind=p.kind, message=p.message, seq=p.seq, line=p.line,
                                file=self.ledger))
+        out += self.checkpoints.failures
         out += self.run_failures
         if self.outputs is not None:
             out += self.outputs.failures
@@ -82,12 +96,14 @@ class VerifyReport:
 
     @property
     def all_notes(self) -> list[Finding]:
-        return self.notes + [n for r in self.runs for n in r.notes]
+        return self.notes + self.checkpoints.notes + [n for r in self.runs for n in r.notes]
 
     @property
     def exit_code(self) -> int:
         if not self.chain.ok:
             return EXIT_CHAIN
+        if self.checkpoints.failures:
+            return EXIT_CHECKPOINT
         if self.run_failures:
             return EXIT_RUNS
         if self.outputs is not None and self.outputs.failures:
@@ -108,8 +124,10 @@ class VerifyReport:
             "ledger": self.ledger,
             "root": self.root,
             "options": {"chainOnly": o.chain_only, "since": o.since, "runs": list(o.run_ids),
-                        "projections": o.projections, "jobs": o.jobs},
+                        "projections": o.projections, "jobs": o.jobs,
+                        "checkpoints": [str(p) for p in o.checkpoints]},
             "chain": self.chain.to_dict(),
+            "checkpoints": self.checkpoints.to_dict(),
             "runs": None if not self.runs_checked else {
                 "counts": self.counts(),
                 "results": [r.to_dict() for r in self.runs],
@@ -193,12 +211,16 @@ def verify(
     if options.since is not None and options.since < 0:
         raise UserError("--since must be a seq (0 or more)")
     started = time.perf_counter()
-    chain = verify_chain(workspace.ledger, progress=chain_progress)
-    report = VerifyReport(ledger=str(workspace.ledger), root=str(workspace.root), options=options, chain=chain)
-    if not chain.ok or options.chain_only:
-        if not chain.ok and not options.chain_only:
+    keys = trusted_keys(workspace, options.keys)
+    given = open_given(options.checkpoints, keys)
+    chain, anchored = chain_and_checkpoints(workspace, given, keys, progress=chain_progress)
+    report = VerifyReport(ledger=str(workspace.ledger), root=str(workspace.root), options=options, chain=chain,
+                          checkpoints=anchored)
+    if not chain.ok or anchored.failures or options.chain_only:
+        if not options.chain_only and (not chain.ok or anchored.failures):
+            what = "the chain is broken" if not chain.ok else "the ledger is not the one that was signed"
             report.notes.append(Finding(check="chain", kind="not-checked",
-                                        message="runs and projections were not checked: the chain is broken"))
+                                        message=f"runs and projections were not checked: {what}"))
         report.seconds = time.perf_counter() - started
         return report
     state = load_state(workspace.ledger)

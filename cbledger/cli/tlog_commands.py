@@ -1,0 +1,322 @@
+"""`cbledger key generate | checkpoint | prove | verify-proof | witness`: signed checkpoints of the
+ledger and the proofs that hold it to them (docs/CHECKPOINTS.md). The work is in `cbledger.ledger`
+(`publish`, `proofs`, `witness`); this parses, calls and prints.
+
+Exit codes: 0 done / verified; 1 a proof or a witness check failed; 2 bad input or a refused
+precondition; 5 the ledger is not an extension of a checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, workspace
+from cbledger.ledger import proofs, publish, tlog
+from cbledger.ledger.checkpoint import Checkpoint, read_unverified
+from cbledger.ledger.events import Actor
+from cbledger.ledger.keys import SigningKey, VerifierKey
+from cbledger.ledger.merkle import ProofError
+from cbledger.ledger.note import b64
+from cbledger.ledger.signed_checkpoint import SignedCheckpoint, open_checkpoint
+from cbledger.ledger.store import LedgerStore
+from cbledger.ledger.witness import witness as witness_check
+from cbledger.login import login_name
+from cbledger.reproduce import checkpoints
+from cbledger.workspace import KEYS, Workspace
+
+EXIT_NOT_EXTENSION = 5
+SIGNING_KEY_ENV = "CBLEDGER_SIGNING_KEY"
+DEFAULT_NAME = "copperbench/ledger"
+
+KeyOption = Annotated[
+    list[Path] | None,
+    typer.Option("--key", metavar="VKEY", help=f"A trusted public key file (repeatable). Default: every {KEYS}/*.vkey under the root."),
+]
+
+key_app = typer.Typer(help="Signing keys for checkpoints.", no_args_is_help=True)
+prove_app = typer.Typer(help="Inclusion and consistency proofs, from the ledger.", no_args_is_help=True)
+
+
+def _under(path: Path, directory: Path) -> bool:
+    return path.resolve().is_relative_to(directory.resolve())
+
+
+def _refuse_results(path: Path, where: Workspace, what: str) -> None:
+    if _under(path, where.results):
+        fail(f"{path}: {what} must never be under {where.results} (published files); keep it outside the repository", 2)
+
+
+def _file_name(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in name).strip("-") or "key"
+
+
+def trusted_keys(files: list[Path] | None, where: Workspace) -> list[VerifierKey]:
+    """The keys named with --key, else every committed `keys/*.vkey`; none is a usage error."""
+    keys = checkpoints.trusted_keys(where, files or ())
+    if not keys:
+        fail(f"no trusted public key: pass --key FILE or commit one under {where.keys}", 2)
+    return keys
+
+
+def _read(path: Path) -> bytes:
+    if not path.is_file():
+        fail(f"{path}: no such file", 2)
+    return path.read_bytes()
+
+
+# --------------------------------------------------------------------------- key generate
+
+
+@key_app.command("generate")
+def key_generate(
+    out: Annotated[Path, typer.Option("--out", metavar="SKEY", help="Where the private key goes (outside the repository; never under results/).")],
+    name: Annotated[str, typer.Option(help="The key name, which is also the checkpoints' origin.")] = DEFAULT_NAME,
+    vkey: Annotated[Path | None, typer.Option("--vkey", metavar="FILE", help=f"Where the public key goes. Default: {KEYS}/<name>.vkey under the root.")] = None,
+    root: RootOption = None,
+) -> None:
+    """Make an Ed25519 signing key: the private half to --out (mode 0600), the public half to commit."""
+    where = workspace(None, root)
+    _refuse_results(out, where, "a private key")
+    if out.exists():
+        fail(f"{out}: already exists; a signing key is never overwritten", 2)
+    key = SigningKey.generate(name)
+    public = where.keys / f"{_file_name(name)}-{key.key_id:08x}.vkey" if vkey is None else vkey
+    if public.exists():
+        fail(f"{public}: already exists", 2)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(key.text() + "\n")
+    public.parent.mkdir(parents=True, exist_ok=True)
+    public.write_text(key.verifier().text() + "\n", encoding="utf-8")
+    typer.echo(f"private key: {out} (keep it off the repository; it signs every checkpoint)")
+    typer.echo(f"public key:  {public} (commit it: verifiers trust checkpoints signed by it)")
+    typer.echo(key.verifier().text())
+
+
+def _signing_key(path: Path | None, where: Workspace) -> SigningKey:
+    if path is None:
+        env = os.environ.get(SIGNING_KEY_ENV)
+        if not env:
+            fail(f"no signing key: pass --key SKEY or set {SIGNING_KEY_ENV}", 2)
+        path = Path(env)
+    _refuse_results(path, where, "a private key")
+    return SigningKey.parse(_read(path).decode("utf-8"), str(path))
+
+
+# --------------------------------------------------------------------------- checkpoint
+
+
+def checkpoint(
+    key: Annotated[Path | None, typer.Option("--key", metavar="SKEY", envvar=SIGNING_KEY_ENV, show_envvar=True, help="The private signing key.")] = None,
+    origin: Annotated[str | None, typer.Option(help="The log's origin line (default: the one recorded, else the key's name).")] = None,
+    ledger: LedgerOption = None,
+    root: RootOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Sign the tree head of the whole ledger into results/checkpoints/<size>.txt and record it as
+    `checkpoint.published` (which lands after the events it covers)."""
+    import json
+
+    where = workspace(ledger, root)
+    signer = _signing_key(key, where)
+    actor = Actor(kind="maintainer", name=login_name("maintainer"))
+    done = publish.publish(LedgerStore(where.ledger), signer, where.checkpoint, actor, origin)
+    cp = done.checkpoint
+    rel = os.path.relpath(done.path, where.root)
+    if as_json:
+        typer.echo(json.dumps({
+            "origin": cp.origin, "treeSize": cp.size, "rootHash": b64(cp.root), "path": rel,
+            "recordedAt": done.appended.seq if done.appended else None, "new": done.appended is not None,
+        }, sort_keys=True))
+        return
+    if done.appended is None:
+        typer.echo(f"nothing new: {rel} covers every event but its own record (seq {cp.size + 1})")
+        return
+    typer.echo(f"checkpoint {cp.size} ({cp.origin}, root {b64(cp.root)}) signed by {signer.name}+{signer.key_id:08x}")
+    typer.echo(f"wrote {rel}; recorded as seq {done.appended.seq} (it covers seq 1..{cp.size}, not its own record)")
+
+
+# --------------------------------------------------------------------------- prove
+
+
+def _emit(doc: proofs.Proof, out: Path | None, where: Workspace) -> None:
+    data = proofs.encode(doc)
+    if out is None:
+        sys.stdout.buffer.write(data)
+        return
+    out.write_bytes(data)
+    typer.echo(f"wrote {out}", err=True)
+
+
+def _not_extension(source: str, problem: str) -> NoReturn:
+    fail(f"{source}: the ledger is not an extension of this checkpoint: {problem}", EXIT_NOT_EXTENSION)
+
+
+def _matches(root_b64: str, cp: Checkpoint, source: str) -> None:
+    """The proof was made over the ledger as it is; its root must be the checkpoint's."""
+    if root_b64 != b64(cp.root):
+        _not_extension(source, f"its first {cp.size} events hash to {root_b64}, the checkpoint says {b64(cp.root)}")
+
+
+def _latest_covering(store: LedgerStore, seq: int) -> tlog.Recorded:
+    covering = [r for r in tlog.recorded(store) if r.body.tree_size >= seq]
+    if not covering:
+        fail(f"no published checkpoint covers seq {seq} yet: run `cbledger checkpoint`, or pass --checkpoint FILE", 2)
+    return covering[-1]
+
+
+@prove_app.command("inclusion")
+def prove_inclusion(
+    seq: Annotated[int, typer.Argument(help="The event's seq.")],
+    checkpoint_file: Annotated[Path | None, typer.Option("--checkpoint", metavar="FILE", help="Prove against this checkpoint (default: the latest published one covering SEQ).")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", metavar="FILE", help="Write the proof here instead of stdout.")] = None,
+    ledger: LedgerOption = None,
+    root: RootOption = None,
+) -> None:
+    """Print the proof that event SEQ is in a checkpoint's tree (JSON: docs/CHECKPOINTS.md)."""
+    where = workspace(ledger, root)
+    store = LedgerStore(where.ledger)
+    if checkpoint_file is not None:
+        cp, source = read_unverified(_read(checkpoint_file)), str(checkpoint_file)
+    else:
+        r = _latest_covering(store, seq)
+        cp, source = Checkpoint(r.body.origin, r.body.tree_size, bytes.fromhex(r.body.root_hash)), f"the checkpoint recorded at seq {r.seq}"
+    try:
+        doc = proofs.prove_inclusion(store, seq, cp.size, cp.origin)
+    except tlog.TreeError as exc:
+        if seq <= cp.size:
+            _not_extension(source, str(exc))
+        raise
+    _matches(doc.root_hash, cp, source)
+    _emit(doc, out, where)
+
+
+def _size_or_checkpoint(arg: str, store: LedgerStore) -> tuple[int, Checkpoint | None]:
+    if arg.isascii() and arg.isdigit():
+        return int(arg), None
+    return read_unverified(_read(Path(arg))).size, read_unverified(_read(Path(arg)))
+
+
+@prove_app.command("consistency")
+def prove_consistency(
+    old: Annotated[str, typer.Argument(help="The older tree: a size or a checkpoint file.")],
+    new: Annotated[str, typer.Argument(help="The newer tree: a size or a checkpoint file.")],
+    out: Annotated[Path | None, typer.Option("--out", "-o", metavar="FILE", help="Write the proof here instead of stdout.")] = None,
+    ledger: LedgerOption = None,
+    root: RootOption = None,
+) -> None:
+    """Print the proof that the older tree is a prefix of the newer (JSON: docs/CHECKPOINTS.md)."""
+    where = workspace(ledger, root)
+    store = LedgerStore(where.ledger)
+    old_size, old_cp = _size_or_checkpoint(old, store)
+    new_size, new_cp = _size_or_checkpoint(new, store)
+    recorded = tlog.recorded(store)
+    origin = next((c.origin for c in (new_cp, old_cp) if c is not None), None)
+    if origin is None and recorded:
+        origin = recorded[-1].body.origin
+    try:
+        doc = proofs.prove_consistency(store, old_size, new_size, origin)
+    except tlog.TreeError as exc:
+        given = [a for a, c in ((old, old_cp), (new, new_cp)) if c is not None]
+        if given and old_size <= new_size:
+            _not_extension(given[-1], str(exc))
+        raise
+    for arg, cp, root_b64 in ((old, old_cp, doc.old_root), (new, new_cp, doc.new_root)):
+        if cp is not None:
+            _matches(root_b64, cp, arg)
+    _emit(doc, out, where)
+
+
+# --------------------------------------------------------------------------- verify-proof
+
+
+def _open_all(files: list[Path], keys: list[VerifierKey]) -> list[SignedCheckpoint]:
+    return [open_checkpoint(_read(p), keys, str(p)) for p in files]
+
+
+def _by_size(opened: list[SignedCheckpoint], size: int, role: str) -> Checkpoint:
+    for c in opened:
+        if c.size == size:
+            return c.checkpoint
+    fail(f"the proof needs the {role} checkpoint of size {size}; pass it with --checkpoint FILE", 2)
+
+
+def verify_proof(
+    proof_file: Annotated[Path, typer.Argument(metavar="PROOF", help="A proof from `cbledger prove` (- for stdin).")],
+    checkpoint_files: Annotated[list[Path], typer.Option("--checkpoint", metavar="FILE", help="A signed checkpoint (repeatable: a consistency proof needs both of its sizes).")],
+    key: KeyOption = None,
+    root: RootOption = None,
+) -> None:
+    """Check a proof with only signed checkpoints and public keys: no ledger is read.
+
+    Exit codes: 0 the proof verifies; 1 it does not (malformed, wrong length, wrong hashes);
+    2 bad input (an unreadable proof, a checkpoint not signed by a trusted key).
+    """
+    where = workspace(None, root)
+    keys = trusted_keys(key, where)
+    data = sys.stdin.buffer.read() if str(proof_file) == "-" else _read(proof_file)
+    doc = proofs.decode(data, str(proof_file))
+    opened = _open_all(checkpoint_files, keys)
+    try:
+        if isinstance(doc, proofs.InclusionProof):
+            cp = _by_size(opened, doc.tree_size, "")
+            proofs.verify_inclusion_proof(doc, cp)
+            what = f"seq {doc.seq} is in the tree of {cp.size} events signed as {cp.origin}"
+        else:
+            old = _by_size(opened, doc.old_size, "old")
+            new = _by_size(opened, doc.new_size, "new")
+            proofs.verify_consistency_proof(doc, old, new)
+            what = f"the tree of {old.size} events is a prefix of the tree of {new.size} ({new.origin})"
+    except ProofError as exc:
+        fail(f"{proof_file}: the proof does not verify: {exc}", 1)
+    signers = ", ".join(sorted({k.label for c in opened for k in c.signers}))
+    typer.echo(f"verified: {what} (checkpoints signed by {signers})")
+
+
+# --------------------------------------------------------------------------- witness
+
+
+def witness(
+    state: Annotated[Path, typer.Option("--state", metavar="FILE", help="The witness's own file: the last checkpoint it accepted.")],
+    checkpoint_file: Annotated[Path, typer.Option("--checkpoint", metavar="FILE", help="The newly published checkpoint.")],
+    proof_file: Annotated[Path | None, typer.Option("--proof", metavar="FILE", help="A consistency proof from the kept checkpoint's size to the new one's.")] = None,
+    key: KeyOption = None,
+    root: RootOption = None,
+) -> None:
+    """Accept a new checkpoint only if it extends the last one this witness accepted (no ledger).
+
+    Exit codes: 0 accepted (or nothing kept yet: kept); 1 refused: the log's history was rewritten
+    (the proof does not verify), forked (two roots for one size) or rolled back; 2 bad input.
+    """
+    where = workspace(None, root)
+    keys = trusted_keys(key, where)
+    proof = None
+    if proof_file is not None:
+        doc = proofs.decode(_read(proof_file), str(proof_file))
+        if not isinstance(doc, proofs.ConsistencyProof):
+            fail(f"{proof_file}: an inclusion proof; the witness needs a consistency proof", 2)
+        proof = doc
+    done = witness_check(state, _read(checkpoint_file), str(checkpoint_file), proof, keys)
+    cp = done.kept.checkpoint
+    if done.outcome == "first":
+        typer.echo(f"kept {checkpoint_file} (size {cp.size}): nothing was kept before, so it is trusted as the first")
+    elif done.outcome == "same":
+        typer.echo(f"unchanged: {checkpoint_file} is the kept checkpoint (size {cp.size})")
+    else:
+        assert done.previous is not None
+        typer.echo(f"consistent: size {done.previous.size} -> {cp.size}; kept {checkpoint_file}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(key_app, name="key")
+    app.command()(checkpoint)
+    app.add_typer(prove_app, name="prove")
+    app.command("verify-proof")(verify_proof)
+    app.command()(witness)
+

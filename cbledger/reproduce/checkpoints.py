@@ -1,0 +1,110 @@
+"""`replay --verify --checkpoint FILE`: is this ledger an extension of what was signed?
+
+The chain proves the file is internally consistent; it cannot prove it is the file that was
+published, since whoever holds it can rewrite an event and recompute every later link. A signed
+checkpoint held by someone else can: the ledger's first N events must hash to the root the
+checkpoint signs. This runs in the chain's own pass (`tlog.verified_scan`) and checks
+
+* every checkpoint FILE given (signed by a trusted key, else a usage error): the ledger has at
+  least its size and its first `size` events hash to its root — `not-an-extension` otherwise;
+* every `checkpoint.published` the ledger records: its root is the ledger's root at its size
+  (`checkpoint-record`), and, when trusted keys are at hand, a trusted key's signature on it
+  verifies (`checkpoint-signature`); one signed by no trusted key is a note, not a failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cbledger.errors import UserError
+from cbledger.ledger.keys import Untrusted, VerifierKey, open_note
+from cbledger.ledger.note import NoteError
+from cbledger.ledger.signed_checkpoint import SignedCheckpoint, open_checkpoint
+from cbledger.ledger.tlog import recorded_problems, verified_scan
+from cbledger.ledger.verify import ChainReport
+from cbledger.reproduce.findings import Finding
+from cbledger.workspace import Workspace
+
+
+@dataclass
+class CheckpointsCheck:
+    given: list[tuple[str, SignedCheckpoint]] = field(default_factory=list)
+    recorded: int = 0
+    failures: list[Finding] = field(default_factory=list)
+    notes: list[Finding] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        failed = {f.file for f in self.failures if f.kind == "not-an-extension"}
+        return {
+            "given": [{"path": p, "origin": c.checkpoint.origin, "size": c.size, "ok": p not in failed}
+                      for p, c in self.given],
+            "recorded": self.recorded,
+            "failures": [f.to_dict() for f in self.failures],
+        }
+
+
+def trusted_keys(workspace: Workspace, files: Sequence[Path]) -> list[VerifierKey]:
+    """The keys named, else every `keys/*.vkey` of the workspace (possibly none)."""
+    paths = list(files) or sorted(workspace.keys.glob("*.vkey"))
+    keys = []
+    for p in paths:
+        if not p.is_file():
+            raise UserError(f"{p}: no such key file")
+        keys.append(VerifierKey.parse(p.read_text(encoding="utf-8"), str(p)))
+    return keys
+
+
+def open_given(files: Sequence[Path], keys: Sequence[VerifierKey]) -> list[tuple[str, SignedCheckpoint]]:
+    if files and not keys:
+        raise UserError("--checkpoint needs a trusted public key: pass --key FILE or commit one under keys/")
+    out = []
+    for p in files:
+        if not p.is_file():
+            raise UserError(f"{p}: no such checkpoint file")
+        out.append((str(p), open_checkpoint(p.read_bytes(), keys, str(p))))
+    return out
+
+
+def chain_and_checkpoints(
+    workspace: Workspace, given: list[tuple[str, SignedCheckpoint]], keys: Sequence[VerifierKey],
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[ChainReport, CheckpointsCheck]:
+    """The chain, and the checkpoints held against it, in one pass over the ledger."""
+    chain, tree, recorded = verified_scan(workspace.ledger, [c.size for _, c in given], progress=progress)
+    check = CheckpointsCheck(given=given, recorded=len(recorded))
+    if not chain.ok:
+        return chain, check
+    for path, c in given:
+        if c.size > chain.head.seq:
+            check.failures.append(Finding(
+                check="checkpoint", kind="not-an-extension", file=path, expected=c.size, actual=chain.head.seq,
+                message=f"the checkpoint covers {c.size} events, the ledger has {chain.head.seq}: "
+                        "events were removed since it was signed",
+            ))
+        elif tree.roots[c.size] != c.root:
+            check.failures.append(Finding(
+                check="checkpoint", kind="not-an-extension", file=path,
+                expected=c.root.hex(), actual=tree.roots[c.size].hex(),
+                message=f"the ledger's first {c.size} events do not hash to the signed root: an event at or "
+                        f"before seq {c.size} is not the one that was signed (the chain was recomputed over it)",
+            ))
+    for r, why in recorded_problems(recorded, tree):
+        check.failures.append(Finding(check="checkpoint", kind="checkpoint-record", seq=r.seq, message=why))
+    for r in recorded:
+        if not keys:
+            continue
+        try:
+            open_note(r.body.note, keys)  # its text is its fields: the event type checks that
+        except Untrusted:
+            check.notes.append(Finding(check="checkpoint", kind="untrusted-signer", seq=r.seq,
+                                       message="the recorded checkpoint is signed by no trusted key; its signature was not checked"))
+        except NoteError as exc:
+            check.failures.append(Finding(check="checkpoint", kind="checkpoint-signature", seq=r.seq,
+                                          message=f"the recorded checkpoint's signature fails: {exc}"))
+    if recorded and not keys:
+        check.notes.append(Finding(check="checkpoint", kind="untrusted-signer",
+                                   message=f"{len(recorded)} recorded checkpoint(s): no trusted key under keys/, signatures not checked"))
+    return chain, check

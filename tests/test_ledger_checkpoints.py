@@ -1,0 +1,370 @@
+"""Signed checkpoints hold a ledger to what was published: the attack a hash chain cannot see (an
+event rewritten and every later link recomputed), truncation and re-extension, proofs checked with
+no ledger, and a witness that keeps the last checkpoint it saw and catches a rewritten history."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import pytest
+
+from cbledger.ledger import encoding
+from cbledger.ledger.chain import parse_line
+from cbledger.ledger.keys import SigningKey
+from cbledger.ledger.store import LedgerStore
+from cbledger.projections.writers import load_state
+from tests.factories import (
+    grade_recorded,
+    new_ledger,
+    pricing_published,
+    run_cli,
+    run_recorded,
+    run_retracted,
+    runs_and_grades,
+    suite_bumped,
+)
+from tests.test_ledger_tamper import rechain, with_seq
+
+
+class Project:
+    """A project root with a ledger, a signing key kept outside it and its public key committed."""
+
+    def __init__(self, base: Path) -> None:
+        self.root = base / "project"
+        self.ledger = self.root / "results" / "ledger" / "events.jsonl"
+        self.skey = base / "private" / "ledger.skey"
+        self.store = new_ledger(self.ledger)
+        self.store.append([suite_bumped(1), pricing_published(1)])
+        self.store.append(runs_and_grades(8))  # seq 4..11: runs 1-4 and their grades
+
+    def cli(self, *args: str | Path):
+        return run_cli([*args, "--root", self.root])
+
+    def checkpoint(self) -> tuple[int, Path]:
+        r = self.cli("checkpoint", "--key", self.skey, "--json")
+        assert r.exit_code == 0, r.stderr
+        doc = json.loads(r.stdout)
+        return doc["treeSize"], self.root / doc["path"]
+
+    def append(self, events) -> None:
+        LedgerStore(self.ledger).append(events)
+
+    def lines(self) -> list[bytes]:
+        return self.ledger.read_bytes().splitlines(keepends=True)
+
+    def events(self) -> list[bytes]:
+        return [bytes(parse_line(line).event) for line in self.lines()]
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Project:
+    p = Project(tmp_path)
+    r = p.cli("key", "generate", "--out", p.skey, "--name", "test.example/ledger")
+    assert r.exit_code == 0, r.stderr
+    return p
+
+
+def _rewrite_seq(events: list[bytes], seq: int, old: bytes, new: bytes) -> list[bytes]:
+    out = list(events)
+    assert old != new and old in out[seq - 1]
+    out[seq - 1] = out[seq - 1].replace(old, new, 1)
+    encoding.decode(out[seq - 1])  # still a valid event: only the content gives the forgery away
+    return out
+
+
+def _without_checkpoint_records(events: list[bytes]) -> list[bytes]:
+    """The events with every `checkpoint.published` dropped and the seqs closed up, as a forger
+    who wants no record of the publication left would write them."""
+    kept = [e for e in events if b'"type":"checkpoint.published"' not in e]
+    return [with_seq(e, i) for i, e in enumerate(kept, start=1)]
+
+
+def _forge(events: list[bytes]) -> list[bytes]:
+    """seq 4 (the first run.recorded) says repeat 3 instead of 2."""
+    return _rewrite_seq(events, 4, b'"repeat":2', b'"repeat":3')
+
+
+def _hold(path: Path, tmp_path: Path) -> Path:
+    """A third party's own copy of a published checkpoint."""
+    held = tmp_path / "held" / path.name
+    held.parent.mkdir(parents=True, exist_ok=True)
+    held.write_bytes(path.read_bytes())
+    return held
+
+
+# --------------------------------------------------------------------------- keys and publishing
+
+
+def test_key_generate_keeps_the_private_half_out_of_results(project: Project, tmp_path: Path):
+    assert stat.S_IMODE(project.skey.stat().st_mode) == 0o600
+    assert SigningKey.parse(project.skey.read_text()).name == "test.example/ledger"
+    [vkey] = (project.root / "keys").glob("*.vkey")
+    assert vkey.read_text().startswith("test.example/ledger+")
+    inside = project.root / "results" / "secret.skey"
+    r = project.cli("key", "generate", "--out", inside)
+    assert r.exit_code == 2 and "must never be under" in r.stderr and not inside.exists()
+    assert project.cli("key", "generate", "--out", project.skey).exit_code == 2  # never overwritten
+    moved = project.root / "results" / "ledger.skey"
+    moved.write_bytes(project.skey.read_bytes())
+    r = project.cli("checkpoint", "--key", moved)
+    assert r.exit_code == 2 and "must never be under" in r.stderr
+    assert not (project.root / "results" / "checkpoints").exists()
+
+
+def test_checkpoint_signs_the_head_records_itself_after_it_and_is_a_noop_when_nothing_is_new(project: Project):
+    size, path = project.checkpoint()
+    assert size == 11 and path == project.root / "results" / "checkpoints" / "11.txt"
+    text = path.read_text()
+    assert text.startswith("test.example/ledger\n11\n") and "\n\n— test.example/ledger " in text
+    state = load_state(project.ledger)
+    [cp] = state.checkpoints
+    assert (cp.seq, cp.tree_size, cp.origin) == (12, 11, "test.example/ledger")
+    again = project.cli("checkpoint", "--key", project.skey)
+    assert again.exit_code == 0 and "nothing new" in again.stdout
+    assert load_state(project.ledger).head_seq == 12
+    project.append(runs_and_grades(2, start=10))
+    size2, _ = project.checkpoint()
+    assert size2 == 14
+    assert [c.tree_size for c in load_state(project.ledger).checkpoints] == [11, 14]
+    board = project.cli("project", "leaderboard")
+    assert board.exit_code == 0, board.stderr
+    page = (project.root / "LEADERBOARD.md").read_text()
+    assert "`results/checkpoints/14.txt`: origin `test.example/ledger`, size 14 (covers seq 1–14)" in page
+    assert "seq 15 is its own record, covered by the next checkpoint" in page
+
+
+def test_checkpoint_refuses_a_broken_chain_and_an_unknown_key_variable(project: Project):
+    lines = project.lines()
+    assert b'"repeat":2' in lines[3]
+    lines[3] = lines[3].replace(b'"repeat":2', b'"repeat":3', 1)
+    project.ledger.write_bytes(b"".join(lines))
+    r = project.cli("checkpoint", "--key", project.skey)
+    assert r.exit_code == 2 and "does not verify" in r.stderr
+    assert not (project.root / "results" / "checkpoints").exists()
+    r = run_cli(["checkpoint", "--root", project.root], env={"CBLEDGER_SIGNING_KEY": ""})
+    assert r.exit_code == 2 and "no signing key" in r.stderr
+
+
+# --------------------------------------------------------------------------- the attacks
+
+
+def test_a_rewritten_event_with_the_whole_chain_recomputed_passes_the_chain_and_fails_the_checkpoint(
+    project: Project, tmp_path: Path
+):
+    size, path = project.checkpoint()
+    held = _hold(path, tmp_path)
+    project.append([run_retracted(1)])
+    assert project.cli("replay", "--verify", "--chain-only", "--checkpoint", held).exit_code == 0
+
+    # The attacker rewrites a run, drops the ledger's record of the checkpoint (which would betray
+    # them) and recomputes every link: the chain alone cannot tell.
+    forged = _forge(_without_checkpoint_records(project.events()))
+    project.ledger.write_bytes(rechain(forged))
+    assert project.cli("replay", "--verify", "--chain-only").exit_code == 0  # what replay --verify saw before
+
+    r = project.cli("replay", "--verify", "--chain-only", "--checkpoint", held, "--json")
+    assert r.exit_code == 5, r.stderr
+    report = json.loads(r.stdout)
+    [failure] = report["failures"]
+    assert failure["check"] == "checkpoint" and failure["kind"] == "not-an-extension"
+    assert failure["file"] == str(held) and f"at or before seq {size}" in failure["message"]
+    human = project.cli("replay", "--verify", "--checkpoint", held)
+    assert human.exit_code == 5 and "NOT VERIFIED: the ledger is not an extension of a signed checkpoint" in human.stderr
+
+
+def test_a_rewrite_that_keeps_the_ledgers_own_checkpoint_record_is_caught_without_any_held_file(project: Project):
+    project.checkpoint()
+    project.ledger.write_bytes(rechain(_forge(project.events())))
+    r = project.cli("replay", "--verify", "--chain-only", "--json")
+    assert r.exit_code == 5
+    [failure] = json.loads(r.stdout)["failures"]
+    assert failure["kind"] == "checkpoint-record" and failure["seq"] == 12
+    r = project.cli("checkpoint", "--key", project.skey)
+    assert r.exit_code == 5 and "refusing to sign" in r.stderr
+
+
+def test_a_record_re_signed_with_another_key_passes_alone_and_fails_against_the_held_checkpoint(
+    project: Project, tmp_path: Path
+):
+    _, path = project.checkpoint()
+    held = _hold(path, tmp_path)
+    forger = tmp_path / "forger.skey"
+    forger.write_text(SigningKey.generate("test.example/ledger").text())
+    project.ledger.write_bytes(rechain(_forge(_without_checkpoint_records(project.events()))))
+    path.unlink()
+    assert run_cli(["checkpoint", "--key", forger, "--root", project.root]).exit_code == 0
+    alone = project.cli("replay", "--verify", "--chain-only", "--json")
+    assert alone.exit_code == 0, alone.stdout
+    assert [n["kind"] for n in json.loads(alone.stdout)["notes"]] == ["untrusted-signer"]
+    assert project.cli("replay", "--verify", "--chain-only", "--checkpoint", held).exit_code == 5
+
+
+def test_truncating_and_re_extending_the_ledger_is_caught(project: Project, tmp_path: Path):
+    size, path = project.checkpoint()
+    held = _hold(path, tmp_path)
+    lines = project.lines()
+    project.ledger.write_bytes(b"".join(lines[:7]))  # seq 1..7 survive
+    r = project.cli("replay", "--verify", "--chain-only", "--checkpoint", held, "--json")
+    assert r.exit_code == 5 and "events were removed" in json.loads(r.stdout)["failures"][0]["message"]
+    project.append([run_recorded(9), grade_recorded(9, verdict="fail")])
+    project.append(runs_and_grades(6, start=20))
+    assert LedgerStore(project.ledger).head().seq > size
+    assert project.cli("replay", "--verify", "--chain-only").exit_code == 0
+    r = project.cli("replay", "--verify", "--chain-only", "--checkpoint", held, "--json")
+    assert r.exit_code == 5 and json.loads(r.stdout)["failures"][0]["kind"] == "not-an-extension"
+
+
+def test_an_honest_extension_passes_and_a_checkpoint_by_no_trusted_key_is_refused(project: Project, tmp_path: Path):
+    _, path = project.checkpoint()
+    project.append(runs_and_grades(2, start=30))
+    assert project.cli("replay", "--verify", "--chain-only", "--checkpoint", path).exit_code == 0
+    stranger = tmp_path / "stranger.vkey"
+    stranger.write_text(SigningKey.generate("test.example/ledger").verifier().text())
+    r = project.cli("replay", "--verify", "--chain-only", "--checkpoint", path, "--key", stranger)
+    assert r.exit_code == 2 and "no signature by a trusted key" in r.stderr
+
+
+# --------------------------------------------------------------------------- proofs, with no ledger
+
+
+def _verify(proof: Path, *checkpoints: Path, key: Path, cwd_root: Path):
+    args = ["verify-proof", proof, "--key", key, "--root", cwd_root]
+    for c in checkpoints:
+        args += ["--checkpoint", c]
+    return run_cli(args)
+
+
+def test_every_event_proves_its_inclusion_and_checkpoints_prove_consistency_without_the_ledger(
+    project: Project, tmp_path: Path
+):
+    size1, cp1 = project.checkpoint()
+    project.append(runs_and_grades(3, start=40))
+    size2, cp2 = project.checkpoint()
+    [vkey] = (project.root / "keys").glob("*.vkey")
+    stranger = tmp_path / "stranger"  # no ledger here: verify-proof reads none
+    stranger.mkdir()
+    for seq in range(1, size2 + 1):
+        out = tmp_path / f"inc-{seq}.json"
+        r = project.cli("prove", "inclusion", str(seq), "--checkpoint", cp2, "--out", out)
+        assert r.exit_code == 0, r.stderr
+        v = _verify(out, cp2, key=vkey, cwd_root=stranger)
+        assert v.exit_code == 0 and f"seq {seq} is in the tree of {size2} events" in v.stdout, v.stderr
+    # without --checkpoint: the latest published checkpoint covering the seq
+    r = project.cli("prove", "inclusion", "3")
+    assert r.exit_code == 0 and json.loads(r.stdout)["treeSize"] == size2
+    cons = tmp_path / "cons.json"
+    assert project.cli("prove", "consistency", cp1, cp2, "--out", cons).exit_code == 0
+    doc = json.loads(cons.read_text())
+    assert (doc["proof"], doc["oldSize"], doc["newSize"], doc["origin"]) == ("consistency", size1, size2, "test.example/ledger")
+    assert _verify(cons, cp1, cp2, key=vkey, cwd_root=stranger).exit_code == 0
+    missing = _verify(cons, cp2, key=vkey, cwd_root=stranger)
+    assert missing.exit_code == 2 and f"old checkpoint of size {size1}" in missing.stderr
+
+
+def test_tampered_and_padded_proofs_are_refused(project: Project, tmp_path: Path):
+    _, cp = project.checkpoint()
+    [vkey] = (project.root / "keys").glob("*.vkey")
+    good = json.loads(project.cli("prove", "inclusion", "6").stdout)
+
+    def check(doc) -> tuple[int, str]:
+        p = tmp_path / "p.json"
+        p.write_text(json.dumps(doc))
+        r = _verify(p, cp, key=vkey, cwd_root=tmp_path)
+        return r.exit_code, r.stderr
+
+    flipped = dict(good, hashes=[good["hashes"][0].replace(good["hashes"][0][0], "A" if good["hashes"][0][0] != "A" else "B", 1), *good["hashes"][1:]])
+    assert check(flipped)[0] == 1
+    code, err = check(dict(good, hashes=good["hashes"] + [good["rootHash"]]))
+    assert code == 1 and "malformed proof" in err
+    code, err = check(dict(good, hashes=good["hashes"][:-1]))
+    assert code == 1 and "malformed proof" in err
+    code, err = check(dict(good, line=good["line"].replace('"seq":6', '"seq":7')))
+    assert code == 1 and "leafHash is not the hash of the line" in err
+    code, err = check(dict(good, seq=7, leafIndex=6))
+    assert code == 1
+    code, err = check({"proof": "inclusion", "hashes": "x"})
+    assert code == 2 and "not a proof document" in err
+
+
+def test_prove_refuses_a_checkpoint_the_ledger_does_not_extend(project: Project, tmp_path: Path):
+    _, cp = project.checkpoint()
+    project.ledger.write_bytes(rechain(_forge(project.events())))
+    r = project.cli("prove", "inclusion", "5", "--checkpoint", cp)
+    assert r.exit_code == 5 and "not an extension" in r.stderr
+    assert project.cli("prove", "consistency", cp, "13").exit_code == 5
+
+
+# --------------------------------------------------------------------------- witnessing
+
+
+def test_a_witness_without_the_ledger_accepts_extensions_and_catches_a_rewritten_history(
+    project: Project, tmp_path: Path
+):
+    [vkey] = (project.root / "keys").glob("*.vkey")
+    state = tmp_path / "witness" / "last-checkpoint.txt"
+    elsewhere = tmp_path / "witness"
+
+    def witness(checkpoint: Path, proof: Path | None = None):
+        args = ["witness", "--state", state, "--checkpoint", checkpoint, "--key", vkey, "--root", elsewhere]
+        if proof is not None:
+            args += ["--proof", proof]
+        return run_cli(args)
+
+    size1, cp1 = project.checkpoint()
+    held1 = _hold(cp1, tmp_path)
+    first = witness(held1)
+    assert first.exit_code == 0 and "trusted as the first" in first.stdout
+    assert witness(cp1).exit_code == 0  # the same checkpoint again
+
+    project.append(runs_and_grades(2, start=50))
+    size2, cp2 = project.checkpoint()
+    needs = witness(cp2)
+    assert needs.exit_code == 2 and f"from size {size1} to {size2}" in needs.stderr
+    proof = tmp_path / "p12.json"
+    assert project.cli("prove", "consistency", str(size1), str(size2), "--out", proof).exit_code == 0
+    ok = witness(cp2, proof)
+    assert ok.exit_code == 0 and f"consistent: size {size1} -> {size2}" in ok.stdout
+    assert state.read_bytes() == cp2.read_bytes()
+    accepted = cp2.read_bytes()
+
+    # A maintainer holding the key rewrites seq 4, strips the records that would betray it,
+    # recomputes the chain, appends and signs a new checkpoint: the ledger verifies on its own.
+    project.ledger.write_bytes(rechain(_forge(_without_checkpoint_records(project.events()))))
+    for p in (project.root / "results" / "checkpoints").glob("*.txt"):
+        p.unlink()
+    project.append(runs_and_grades(3, start=60))
+    size3, cp3 = project.checkpoint()
+    assert size3 > size2
+    assert project.cli("replay", "--verify", "--chain-only").exit_code == 0
+    bad_proof = tmp_path / "p23.json"
+    assert project.cli("prove", "consistency", str(size2), str(size3), "--out", bad_proof).exit_code == 0
+    caught = witness(cp3, bad_proof)
+    assert caught.exit_code == 1 and "NOT CONSISTENT" in caught.stderr, caught.stderr
+    assert state.read_bytes() == accepted  # the witness keeps what it had
+
+    rollback = witness(held1)
+    assert rollback.exit_code == 1 and "ROLLBACK" in rollback.stderr
+
+
+# --------------------------------------------------------------------------- the committed ledger
+
+
+def test_the_committed_ledger_extends_its_committed_checkpoint_and_proves_against_it(repo_root: Path, tmp_path: Path):
+    """What a stranger with a clone checks: the published checkpoint, signed by the committed key,
+    is a prefix of the committed ledger, and any event of it proves its inclusion without the ledger."""
+    checkpoints = sorted((repo_root / "results" / "checkpoints").glob("*.txt"), key=lambda p: int(p.stem))
+    [vkey] = (repo_root / "keys").glob("*.vkey")
+    assert checkpoints and not list(repo_root.rglob("*.skey"))
+    first = checkpoints[0]
+    r = run_cli(["replay", "--verify", "--chain-only", "--checkpoint", first, "--root", repo_root, "--json"])
+    assert r.exit_code == 0, r.stdout
+    report = json.loads(r.stdout)
+    assert report["checkpoints"]["given"][0]["ok"] and report["checkpoints"]["recorded"] >= 1
+    size = int(first.stem)
+    for seq in (1, size // 2, size):
+        proof = tmp_path / f"{seq}.json"
+        assert run_cli(["prove", "inclusion", str(seq), "--checkpoint", first, "--out", proof, "--root", repo_root]).exit_code == 0
+        v = run_cli(["verify-proof", proof, "--checkpoint", first, "--key", vkey, "--root", tmp_path])
+        assert v.exit_code == 0, v.stderr
