@@ -13,9 +13,10 @@ says what a fact is.
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Annotated, Literal, Union
+from collections.abc import Callable
+from typing import Annotated, Any, ClassVar, Literal, Union, get_args
 
-from msgspec import Meta, Struct, field, structs
+from msgspec import UNSET, Meta, Struct, UnsetType, field, structs
 from msgspec.structs import force_setattr
 
 from cbledger.ledger.types import (
@@ -46,7 +47,8 @@ from cbledger.ledger.types import (
     to_utc,
 )
 
-#: Version of the per-run result record layout (and of this event schema).
+#: Version of the per-run result record layout. Each event type versions its own shape
+#: (`EventBase.VERSION`, see `cbledger.ledger.versions`).
 SCHEMA_VERSION = "1.0.0"
 #: Format marker written by `ledger.created`.
 LEDGER_FORMAT = "cbledger/1"
@@ -59,7 +61,7 @@ class Body(Struct, forbid_unknown_fields=True, rename="camel", frozen=True, kw_o
 # --------------------------------------------------------------------------- ledger.created
 
 
-class LedgerCreated(Body, kw_only=True):
+class LedgerCreated(Body, frozen=True, kw_only=True):
     format: Literal["cbledger/1"] = LEDGER_FORMAT
     name: NonEmpty
     description: str = ""
@@ -68,7 +70,7 @@ class LedgerCreated(Body, kw_only=True):
 # --------------------------------------------------------------------------- suite.bumped
 
 
-class SuiteBumped(Body, kw_only=True):
+class SuiteBumped(Body, frozen=True, kw_only=True):
     """A new suite version: the hashes that define what the suite *is* at this version.
 
     Grades are always made under a suite version, and the leaderboard for suite S uses grades
@@ -90,7 +92,7 @@ class SuiteBumped(Body, kw_only=True):
 # --------------------------------------------------------------------------- pricing.published
 
 
-class ModelPrice(Body, kw_only=True):
+class ModelPrice(Body, frozen=True, kw_only=True):
     segment: Segment
     pinning: Pinning
     input: DecimalStr | None
@@ -99,13 +101,13 @@ class ModelPrice(Body, kw_only=True):
     cache_write: DecimalStr | None = None
 
 
-class NullCostRoute(Body, kw_only=True):
+class NullCostRoute(Body, frozen=True, kw_only=True):
     segment: Segment
     pinning: Pinning
     reason: NonEmpty
 
 
-class PricingPublished(Body, kw_only=True):
+class PricingPublished(Body, frozen=True, kw_only=True):
     """A price table. Runs record the table version they were costed with, so publishing a new
     table never rewrites a historical cost."""
 
@@ -120,7 +122,7 @@ class PricingPublished(Body, kw_only=True):
 # --------------------------------------------------------------------------- run.recorded
 
 
-class TaskIdentity(Body, kw_only=True):
+class TaskIdentity(Body, frozen=True, kw_only=True):
     id: Slug
     tier: Tier
     mode: Mode
@@ -130,12 +132,12 @@ class TaskIdentity(Body, kw_only=True):
     tags: list[str] = field(default_factory=list)
 
 
-class FixtureIdentity(Body, kw_only=True):
+class FixtureIdentity(Body, frozen=True, kw_only=True):
     id: Slug
     sha256: Hex64
 
 
-class ModelIdentity(Body, kw_only=True):
+class ModelIdentity(Body, frozen=True, kw_only=True):
     id: ModelId
     provider: NonEmpty
     segment: Segment
@@ -143,7 +145,7 @@ class ModelIdentity(Body, kw_only=True):
     selection_source: SelectionSource
 
 
-class Ablations(Body, kw_only=True):
+class Ablations(Body, frozen=True, kw_only=True):
     """Runner flags recorded on the run instead of forked task copies."""
 
     prompt_variant: str | None = None
@@ -152,7 +154,7 @@ class Ablations(Body, kw_only=True):
     tool_subset: list[str] | None = None
 
 
-class Comparability(Body, kw_only=True):
+class Comparability(Body, frozen=True, kw_only=True):
     """The stamp that decides which records may share a table (STANDARD-FACTS, Comparability)."""
 
     schema_version: SemVer
@@ -167,13 +169,13 @@ class Comparability(Body, kw_only=True):
     platform: NonEmpty
 
 
-class TurnTokens(Body, kw_only=True):
+class TurnTokens(Body, frozen=True, kw_only=True):
     turn: Count
     in_: Count = field(name="in")
     out: Count
 
 
-class RunStats(Body, kw_only=True):
+class RunStats(Body, frozen=True, kw_only=True):
     """The transcript's `run-end` figures, copied verbatim so a reader needs no sandbox."""
 
     exit_path: ExitPath
@@ -187,14 +189,14 @@ class RunStats(Body, kw_only=True):
     files_touched: list[str] = field(default_factory=list)
 
 
-class Cost(Body, kw_only=True):
+class Cost(Body, frozen=True, kw_only=True):
     """USD as integer micro-dollars (never a binary float), with the price table used."""
 
     usd_micros: Count | None
     price_table_version: str | None
 
 
-class SandboxRef(Body, kw_only=True):
+class SandboxRef(Body, frozen=True, kw_only=True):
     """Where the preserved run lives and the commits that pin it.
 
     `seed_sha` (the fixture tree plus the task's `.copperhead/config.json`, committed with a
@@ -217,18 +219,18 @@ class SandboxRef(Body, kw_only=True):
     store_bytes: Count
 
 
-class EvidenceDigest(Body, kw_only=True):
+class EvidenceDigest(Body, frozen=True, kw_only=True):
     path: NonEmpty
     blake3: Hex64
     bytes: Count
 
 
-class SetupSkip(Body, kw_only=True):
+class SetupSkip(Body, frozen=True, kw_only=True):
     command: NonEmpty
     reason: NonEmpty
 
 
-class Timings(Body, kw_only=True):
+class Timings(Body, frozen=True, kw_only=True):
     started_at: UtcDateTime
     ended_at: UtcDateTime
     duration_ms: Count
@@ -240,7 +242,7 @@ class Timings(Body, kw_only=True):
         force_setattr(self, "ended_at", to_utc(self.ended_at))
 
 
-class RunRecorded(Body, kw_only=True):
+class RunRecorded(Body, frozen=True, kw_only=True):
     """One execution of one task by one model in its own sandbox. Recorded once; grades are
     separate events so a run can be re-scored under a later suite version."""
 
@@ -268,7 +270,7 @@ class RunRecorded(Body, kw_only=True):
 # --------------------------------------------------------------------------- grade.recorded
 
 
-class AssertionOutcome(Body, kw_only=True):
+class AssertionOutcome(Body, frozen=True, kw_only=True):
     id: NonEmpty
     type: NonEmpty
     status: Literal["pass", "fail"]
@@ -278,7 +280,7 @@ class AssertionOutcome(Body, kw_only=True):
     detail: NonEmpty
 
 
-class GradeRecorded(Body, kw_only=True):
+class GradeRecorded(Body, frozen=True, kw_only=True):
     """A verdict on a run under one suite version. There is no third state: an assertion that
     cannot be evaluated fails, with a detail saying why."""
 
@@ -312,7 +314,7 @@ class GradeRecorded(Body, kw_only=True):
 # --------------------------------------------------------------------------- run.retracted
 
 
-class RunRetracted(Body, kw_only=True):
+class RunRetracted(Body, frozen=True, kw_only=True):
     """Drops a run (and its grades) from every view; the run stays in the log."""
 
     run_id: RunId
@@ -322,7 +324,7 @@ class RunRetracted(Body, kw_only=True):
 # --------------------------------------------------------------------------- rubric.scored
 
 
-class RubricScored(Body, kw_only=True):
+class RubricScored(Body, frozen=True, kw_only=True):
     """A model-judged opinion, fenced: it has its own column and moves no headline number."""
 
     run_id: RunId
@@ -336,7 +338,7 @@ class RubricScored(Body, kw_only=True):
 # --------------------------------------------------------------------------- evidence.imported
 
 
-class ImportedFile(Body, kw_only=True):
+class ImportedFile(Body, frozen=True, kw_only=True):
     """A file kept beside an import (a prompt, a transcript), addressed by its digest."""
 
     role: NonEmpty
@@ -346,7 +348,7 @@ class ImportedFile(Body, kw_only=True):
     bytes: Count
 
 
-class ImportSummary(Body, kw_only=True):
+class ImportSummary(Body, frozen=True, kw_only=True):
     """What the leaderboard shows of an import, extracted once at import time."""
 
     task_id: str | None = None
@@ -361,7 +363,7 @@ class ImportSummary(Body, kw_only=True):
     surface_id: str | None = None
 
 
-class EvidenceImported(Body, kw_only=True):
+class EvidenceImported(Body, frozen=True, kw_only=True):
     """Evidence produced outside this project's runner. Never relabelled as a project-owned run,
     never re-gradable, shown in its own section."""
 
@@ -378,7 +380,7 @@ class EvidenceImported(Body, kw_only=True):
 # --------------------------------------------------------------------------- the envelope
 
 
-class Actor(Body, kw_only=True):
+class Actor(Body, frozen=True, kw_only=True):
     kind: ActorKind
     name: NonEmpty
 
@@ -386,46 +388,66 @@ class Actor(Body, kw_only=True):
 class EventBase(
     Struct, tag_field="type", forbid_unknown_fields=True, frozen=True, kw_only=True
 ):
-    """The envelope. `seq` is assigned by the store at append time; a draft carries 0."""
+    """The envelope. `seq` is assigned by the store at append time; a draft carries 0.
+
+    `VERSION` is the version of this type's shape; `version` says which version an event was
+    written at, omitted at version 1 (so the events written before types had versions are
+    unchanged). An event built in Python is at its class's version. Reading an older stored
+    version is `cbledger.ledger.versions`' job, which runs the upcasters before this decode.
+    """
+
+    VERSION: ClassVar[int] = 1
 
     seq: Annotated[int, Meta(ge=0)] = 0
     id: EventId
     at: UtcDateTime
     actor: Actor
+    version: (
+        Annotated[int, Meta(ge=2, description="this type's schema version; omitted at 1")] | UnsetType
+    ) = UNSET
 
     def __post_init__(self) -> None:
         force_setattr(self, "at", to_utc(self.at))
+        current = type(self).VERSION
+        if self.version is UNSET:
+            if current > 1:
+                force_setattr(self, "version", current)
+        elif self.version != current:
+            raise ValueError(
+                f"written at version {self.version}; this build reads {struct_tag(type(self))} "
+                f"at version {current} - at `$.version`"
+            )
 
 
-class LedgerCreatedEvent(EventBase, tag="ledger.created", kw_only=True):
+class LedgerCreatedEvent(EventBase, tag="ledger.created", frozen=True, kw_only=True):
     body: LedgerCreated
 
 
-class SuiteBumpedEvent(EventBase, tag="suite.bumped", kw_only=True):
+class SuiteBumpedEvent(EventBase, tag="suite.bumped", frozen=True, kw_only=True):
     body: SuiteBumped
 
 
-class PricingPublishedEvent(EventBase, tag="pricing.published", kw_only=True):
+class PricingPublishedEvent(EventBase, tag="pricing.published", frozen=True, kw_only=True):
     body: PricingPublished
 
 
-class RunRecordedEvent(EventBase, tag="run.recorded", kw_only=True):
+class RunRecordedEvent(EventBase, tag="run.recorded", frozen=True, kw_only=True):
     body: RunRecorded
 
 
-class GradeRecordedEvent(EventBase, tag="grade.recorded", kw_only=True):
+class GradeRecordedEvent(EventBase, tag="grade.recorded", frozen=True, kw_only=True):
     body: GradeRecorded
 
 
-class RunRetractedEvent(EventBase, tag="run.retracted", kw_only=True):
+class RunRetractedEvent(EventBase, tag="run.retracted", frozen=True, kw_only=True):
     body: RunRetracted
 
 
-class RubricScoredEvent(EventBase, tag="rubric.scored", kw_only=True):
+class RubricScoredEvent(EventBase, tag="rubric.scored", frozen=True, kw_only=True):
     body: RubricScored
 
 
-class EvidenceImportedEvent(EventBase, tag="evidence.imported", kw_only=True):
+class EvidenceImportedEvent(EventBase, tag="evidence.imported", frozen=True, kw_only=True):
     body: EvidenceImported
 
 
@@ -440,18 +462,24 @@ Event = Union[
     EvidenceImportedEvent,
 ]
 
-EVENT_CLASSES: tuple[type[EventBase], ...] = Event.__args__  # type: ignore[attr-defined]
-EVENT_TYPES: dict[str, type[EventBase]] = {
-    cls.__struct_config__.tag: cls for cls in EVENT_CLASSES  # type: ignore[misc]
-}
+def struct_tag(cls: type[EventBase]) -> str:
+    """The stable dotted type of an event class."""
+    tag = cls.__struct_config__.tag
+    if not isinstance(tag, str):
+        raise TypeError(f"{cls.__name__} has no event type tag")
+    return tag
+
+
+EVENT_CLASSES: tuple[type[EventBase], ...] = get_args(Event)
+EVENT_TYPES: dict[str, type[EventBase]] = {struct_tag(cls): cls for cls in EVENT_CLASSES}
 
 
 def event_type(event: EventBase) -> str:
-    return type(event).__struct_config__.tag  # type: ignore[return-value]
+    return struct_tag(type(event))
 
 
 # Read off the envelope classes' `body` fields, so that a new event type is declared in one place.
-_EVENT_FOR_BODY: dict[type[Body], type[EventBase]] = {
+_EVENT_FOR_BODY: dict[type[Body], Callable[..., EventBase]] = {
     next(f.type for f in structs.fields(cls) if f.name == "body"): cls for cls in EVENT_CLASSES
 }
 
