@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Callable
-from typing import Annotated, Any, ClassVar, Literal, Union, get_args
+from typing import Annotated, ClassVar, Final, Literal, Union, get_args
 
 from msgspec import UNSET, Meta, Struct, UnsetType, field, structs
 from msgspec.structs import force_setattr
@@ -51,7 +51,7 @@ from cbledger.ledger.types import (
 #: (`EventBase.VERSION`, see `cbledger.ledger.versions`).
 SCHEMA_VERSION = "1.0.0"
 #: Format marker written by `ledger.created`.
-LEDGER_FORMAT = "cbledger/1"
+LEDGER_FORMAT: Final = "cbledger/1"
 
 
 class Body(Struct, forbid_unknown_fields=True, rename="camel", frozen=True, kw_only=True):
