@@ -89,7 +89,7 @@ class EventSchema:
         try:
             event = self._typed.decode(data)
         except _DECODE_ERRORS as exc:
-            upcast = self._upcast(data) if self.evolved else None
+            upcast = self._upcast(data)
             if upcast is None:
                 raise InvalidEvent(str(exc)) from None
             return upcast
@@ -99,31 +99,37 @@ class EventSchema:
 
     def _upcast(self, data: bytes | memoryview) -> EventBase | None:
         """The event read from an older version of an evolved type; None when the bytes are not
-        an older version of one (the typed decode's verdict then stands)."""
+        an older version of a known type (the typed decode's verdict then stands)."""
         try:
             stamp = _STAMP.decode(data)
         except _DECODE_ERRORS:
             return None
         cls = self.classes.get(stamp.type)
-        if cls is None or cls.VERSION == 1:
+        if cls is None:
             return None
         if stamp.version is UNSET:
             stored = 1
         elif stamp.version < 2:
-            return None  # version 1 is written by omission only; the typed decode said so
+            raise InvalidEvent("Expected `int` >= 2 - at `$.version` (version 1 is written by omission)")
         else:
             stored = stamp.version
-        if stored == cls.VERSION:
-            return None
         if stored > cls.VERSION:
             raise InvalidEvent(
                 f"{stamp.type} version {stored} is newer than this build reads "
                 f"(version {cls.VERSION}) - at `$.version`"
             )
+        if stored == cls.VERSION:
+            return None
         doc: dict[str, Any] = msgspec.json.decode(data)
         body = stamp.body
         for k in range(stored, cls.VERSION):
-            body = self.upcasters[(stamp.type, k)](body)
+            try:
+                body = self.upcasters[(stamp.type, k)](body)
+            except Exception as exc:  # an upcaster is only written for bodies of its version
+                raise InvalidEvent(
+                    f"not a version {k} {stamp.type} body: its upcaster failed "
+                    f"({type(exc).__name__}: {exc}) - at `$.body`"
+                ) from None
         doc["body"], doc["version"] = body, cls.VERSION
         try:
             return self._typed.decode(msgspec.json.encode(doc))
