@@ -22,7 +22,8 @@ _COMPILED = tuple(rx for _, rx in _KINDS)
 _SHORTCUT_SOUND = not any(
     re.search(r"[\^$]|\\[AZ]|\(\?[=!<(]", p.regex) for p in credentials.PATTERNS
 )
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+# One JSON escape sequence; the standard decoder turns each into the character it stands for.
+_ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|.)", re.DOTALL)
 
 
 def redact(message: str) -> str:
@@ -36,9 +37,8 @@ def redact(message: str) -> str:
     return message
 
 
-def _unescaped(token: re.Match[str]) -> str:
-    text = token[0]
-    return str(json.loads(text)) if "\\" in text else text
+def _unescaped(escape: re.Match[str]) -> str:
+    return str(json.loads(f'"{escape[0]}"'))
 
 
 def may_hold_credential(data: bytes) -> bool:
@@ -48,7 +48,7 @@ def may_hold_credential(data: bytes) -> bool:
     Once its escapes are undone, the canonical JSON holds every string verbatim, so a pattern
     that matches inside one string also matches the whole text: one search per pattern over it
     rules the event out. A hit anywhere sends the event to the full scan, which alone decides
-    and says where. The escapes are undone by the standard JSON decoder, string by string.
+    and says where. Each escape is undone by the standard JSON decoder.
     """
     if not _SHORTCUT_SOUND:
         return True
@@ -56,7 +56,7 @@ def may_hold_credential(data: bytes) -> bool:
         return False
     text = data.decode()
     if "\\" in text:
-        text = _JSON_STRING.sub(_unescaped, text)
+        text = _ESCAPE.sub(_unescaped, text)
     return any(rx.search(text) for rx in _COMPILED)
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import NamedTuple
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -58,8 +59,7 @@ class _Identity(msgspec.Struct):
 _IDENTITY = msgspec.json.Decoder(_Identity)
 
 
-@dataclass(frozen=True)
-class _Draft:
+class _Draft(NamedTuple):
     event: EventBase
     type: str
     version: int
@@ -144,11 +144,7 @@ class LedgerStore:
             ev = draft.event
             earlier = batch.get(ev.id)
             if earlier is not None:
-                if (earlier[0].type, earlier[0].version, earlier[0].body) != (
-                    draft.type,
-                    draft.version,
-                    draft.body,
-                ):
+                if earlier[0][1:] != draft[1:]:  # type, version and body bytes
                     raise self._conflict(ev.id, earlier[1].seq)
                 results.append(replace(earlier[1], created=False))
                 continue
