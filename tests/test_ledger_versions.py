@@ -25,7 +25,14 @@ from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.types import NonEmpty, RunId
 from cbledger.ledger.verify import verify_chain
 from cbledger.ledger.versions import CURRENT, EventSchema, InvalidEvent, Upcaster
-from tests.factories import MAINTAINER, at, draft_json, new_ledger, run_recorded, run_retracted
+from tests.factories import (
+    MAINTAINER,
+    at,
+    draft_json,
+    new_ledger,
+    run_recorded,
+    run_retracted,
+)
 
 
 class RetractedV2(Body, frozen=True, kw_only=True):

@@ -14,10 +14,11 @@ from typing import Any
 
 import msgspec
 
-from cbledger.ledger.credential_guard import redact as redact
+from cbledger.ledger.credential_guard import redact
 from cbledger.ledger.events import EventBase
-from cbledger.ledger.versions import CURRENT
-from cbledger.ledger.versions import InvalidEvent as InvalidEvent
+from cbledger.ledger.versions import CURRENT, InvalidEvent
+
+__all__ = ["InvalidEvent", "decode", "encode", "encode_value", "redact"]
 
 _ENCODER = msgspec.json.Encoder(order="sorted")
 

@@ -30,15 +30,15 @@ from cbledger.ledger.types import (
     Fraction,
     Hex40,
     Hex64,
-    ModelId,
     Mode,
+    ModelId,
     NonEmpty,
     Outcome,
     Pinning,
     RunId,
     RunMode,
-    SelectionSource,
     Segment,
+    SelectionSource,
     SemVer,
     Slug,
     Tier,
@@ -489,4 +489,4 @@ def make_event(
 ) -> EventBase:
     """Wraps a body in its envelope, choosing the event class from the body's type."""
     cls = _EVENT_FOR_BODY[type(body)]
-    return cls(id=id, actor=actor, at=at or _dt.datetime.now(_dt.timezone.utc), body=body)
+    return cls(id=id, actor=actor, at=at or _dt.datetime.now(_dt.UTC), body=body)

@@ -32,7 +32,14 @@ from cbledger.ledger.chain import link_hash
 from cbledger.ledger.credential_guard import refuse_credentials
 from cbledger.ledger.events import Actor, EventBase, LedgerCreated, make_event
 from cbledger.ledger.jsonl import JsonLinesRecorder
-from cbledger.ledger.recorder import Head, HeadMoved, LedgerMissing, Recorder, StoredEvent, TornTail
+from cbledger.ledger.recorder import (
+    Head,
+    HeadMoved,
+    LedgerMissing,
+    Recorder,
+    StoredEvent,
+    TornTail,
+)
 from cbledger.ledger.versions import CURRENT, EventSchema
 
 #: Rebuilds of one batch on a moved head before the conflict is the caller's.
