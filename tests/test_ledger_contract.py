@@ -10,7 +10,8 @@ whose writes cannot tear). Nothing below names a backend.
 from __future__ import annotations
 
 import multiprocessing as mp
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -34,7 +35,7 @@ from cbledger.ledger.recorder import (
     StoredEvent,
     TornTail,
 )
-from cbledger.ledger.store import LedgerStore
+from cbledger.ledger.store import ATTEMPTS, LedgerStore
 from tests.factories import (
     MAINTAINER,
     grade_recorded,
@@ -260,6 +261,68 @@ def test_exclusive_holds_off_other_writers(ledger: LedgerStore, backend: Backend
     finally:
         release.set()
         holder.join(60)
+
+
+class _Overtaken(Recorder):
+    """A backend whose exclusive() keeps nobody out, and which another writer overtakes just
+    before each of its first `times` appends."""
+
+    def __init__(self, inner: Recorder, other: LedgerStore, times: int) -> None:
+        self.inner, self.other, self.times = inner, other, times
+
+    @property
+    def location(self) -> str:
+        return self.inner.location
+
+    def exists(self) -> bool:
+        return self.inner.exists()
+
+    def create(self) -> None:
+        self.inner.create()
+
+    def head(self) -> Head:
+        return self.inner.head()
+
+    def append(self, records: Sequence[StoredEvent], expected: Head) -> None:
+        if self.times:
+            self.times -= 1
+            self.other.append([run_recorded(900 + self.times)])
+        self.inner.append(records, expected)
+
+    def read(
+        self, since: int = 0, until: int | None = None, types: set[str] | None = None
+    ) -> Iterator[StoredEvent]:
+        return self.inner.read(since, until, types)
+
+    def lookup(self, event_id: str) -> StoredEvent | None:
+        return self.inner.lookup(event_id)
+
+    def exclusive(self) -> AbstractContextManager[None]:
+        return nullcontext()
+
+    def torn_tail(self) -> bytes | None:
+        return self.inner.torn_tail()
+
+    def truncate_torn_tail(self) -> bytes | None:
+        return self.inner.truncate_torn_tail()
+
+
+def test_the_service_rebuilds_a_batch_on_a_moved_head(ledger: LedgerStore, backend: Backend) -> None:
+    overtaken = LedgerStore(_Overtaken(backend.open(), LedgerStore(backend.open()), times=2))
+    results = overtaken.append([run_recorded(1), grade_recorded(1)])
+    assert [(r.seq, r.created) for r in results] == [(4, True), (5, True)]  # after two intruders
+    stored = list(backend.open().read())
+    assert_chain(stored)
+    assert [s.id for s in stored[1:3]] == [run_recorded(901).id, run_recorded(900).id]
+
+
+def test_the_service_gives_up_on_a_head_that_keeps_moving(ledger: LedgerStore, backend: Backend) -> None:
+    overtaken = LedgerStore(_Overtaken(backend.open(), LedgerStore(backend.open()), times=ATTEMPTS))
+    with pytest.raises(HeadMoved):
+        overtaken.append([run_recorded(1)])
+    stored = list(backend.open().read())
+    assert len(stored) == 1 + ATTEMPTS and run_recorded(1).id not in {s.id for s in stored}
+    assert_chain(stored)
 
 
 # --------------------------------------------------------------------------- the service on it
