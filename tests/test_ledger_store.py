@@ -1,6 +1,7 @@
-"""The store's contract, in the manner of a recorder contract test: whatever the implementation
-becomes, these are the promises a caller builds on (round trip, idempotency, conflicts, atomic
-batches, reads, and the single repair)."""
+"""The ledger over its JSON Lines file, as callers use it: creation, round trip with exact bytes,
+idempotency, conflicts, atomic batches, reads, and the single repair, with the file's own
+details (its lines, a failed fsync, torn tails at any byte). What every backend must do is in
+tests/test_ledger_contract.py."""
 
 from __future__ import annotations
 
