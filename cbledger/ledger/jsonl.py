@@ -103,6 +103,9 @@ class JsonLinesRecorder(Recorder):
         if self._held is not None:
             raise RuntimeError(f"{self.path}: exclusive() is already held by this recorder")
         with self._locked() as fd:
+            # Nobody else appends until we let go, so one catch-up keeps the index current for
+            # the whole section: head() and lookup() inside it read the index alone.
+            self._catch_up(fd)
             self._held = fd
             try:
                 yield
@@ -198,7 +201,6 @@ class JsonLinesRecorder(Recorder):
 
     def head(self) -> Head:
         if self._held is not None:
-            self._catch_up(self._held)
             return self._index.head
         with self._shared() as size:
             if size != self._index.offset:
@@ -251,7 +253,8 @@ class JsonLinesRecorder(Recorder):
                 yield StoredEvent(view.seq, view.id, view.type, raw, parsed.hash, parsed.prev)
 
     def lookup(self, event_id: str) -> StoredEvent | None:
-        self.head()  # brings the index up to what is committed
+        if self._held is None:
+            self.head()  # brings the index up to what is committed
         offset = self._index.ids.get(event_id)
         if offset is None:
             return None
