@@ -137,6 +137,8 @@ def test_append_and_read_round_trip(backend: Backend) -> None:
         for r in records:
             assert handle.lookup(r.id) == r
         assert handle.lookup("no-such-event") is None
+        wanted = {records[1].id, records[4].id, "no-such-event"}
+        assert handle.lookup_many(wanted) == {r.id: r for r in (records[1], records[4])}
 
 
 def test_an_expected_head_that_moved_is_a_conflict(backend: Backend) -> None:

@@ -15,8 +15,8 @@ What every backend guarantees (`tests/test_ledger_contract.py` holds each backen
    `prev` the hash before it. A backend refuses any other batch, so a wrong caller cannot make a
    gap or a fork.
 3. `read` yields committed records in seq order with exactly the bytes appended, and never part of
-   an append still in progress; `head` is the last committed record; `lookup` finds one by its
-   event id.
+   an append still in progress; `head` is the last committed record; `lookup` (and
+   `lookup_many`, for a whole batch) finds one by its event id.
 4. A crash mid-append loses the batch or leaves a torn tail. A torn tail is reported by
    `torn_tail`, makes `append` raise `TornTail`, is never read, and is removed only by
    `truncate_torn_tail`. A backend whose writes cannot tear (a database transaction) returns None
@@ -33,7 +33,7 @@ verified as the JSON Lines file.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -130,6 +130,16 @@ class Recorder(ABC):
     @abstractmethod
     def lookup(self, event_id: str) -> StoredEvent | None:
         """The committed record with this event id, if any."""
+
+    def lookup_many(self, event_ids: Iterable[str]) -> dict[str, StoredEvent]:
+        """The committed records among these ids, by id: what the service asks once per batch,
+        so that a database answers in one query. The default asks `lookup` for each."""
+        found = {}
+        for event_id in event_ids:
+            stored = self.lookup(event_id)
+            if stored is not None:
+                found[event_id] = stored
+        return found
 
     @abstractmethod
     def exclusive(self) -> AbstractContextManager[None]:

@@ -146,6 +146,7 @@ class LedgerStore:
         records: list[StoredEvent] = []
         results: list[Appended] = []
         batch: dict[str, tuple[_Draft, Appended]] = {}
+        known = self.recorder.lookup_many({d.event.id for d in prepared})
         seq, prev = head.seq, head.hash
         for draft in prepared:
             ev = draft.event
@@ -155,7 +156,7 @@ class LedgerStore:
                     raise self._conflict(ev.id, earlier[1].seq)
                 results.append(replace(earlier[1], created=False))
                 continue
-            stored = self.recorder.lookup(ev.id)
+            stored = known.get(ev.id)
             if stored is not None:
                 if not self._same(stored, draft):
                     raise self._conflict(ev.id, stored.seq)
