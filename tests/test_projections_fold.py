@@ -97,9 +97,10 @@ def test_incremental_folds_in_random_chunks_equal_a_full_rebuild(ops, cuts):
 def test_incremental_reads_of_a_real_ledger_equal_a_full_rebuild(tmp_path):
     rng = random.Random(20260906)
     drafts = rich_stream().drafts()
-    store = LedgerStore(tmp_path / "events.jsonl")
+    path = tmp_path / "events.jsonl"
+    store = LedgerStore(path)
     store.init("projection-test", MAINTAINER)
-    follower = LedgerFollower(store.path)
+    follower = LedgerFollower(path)
     i = 1
     while i < len(drafts):
         n = rng.randint(1, 25)
@@ -107,7 +108,7 @@ def test_incremental_reads_of_a_real_ledger_equal_a_full_rebuild(tmp_path):
         i += n
         follower.poll()
     assert follower.poll() == 0
-    full = load_state(store.path)
+    full = load_state(path)
     assert views(follower.state) == views(full)
     head = store.head()
     assert (full.head_seq, full.head_hash) == (head.seq, head.hash)
@@ -117,22 +118,23 @@ def test_incremental_reads_of_a_real_ledger_equal_a_full_rebuild(tmp_path):
 
 
 def test_follower_refuses_a_file_rewritten_underneath(tmp_path):
-    store = LedgerStore(tmp_path / "events.jsonl")
+    path, other_path = tmp_path / "events.jsonl", tmp_path / "other.jsonl"
+    store = LedgerStore(path)
     store.init("one", MAINTAINER)
     store.append(rich_stream().drafts()[1:5])
-    follower = LedgerFollower(store.path)
+    follower = LedgerFollower(path)
     follower.poll()
-    other = LedgerStore(tmp_path / "other.jsonl")
+    other = LedgerStore(other_path)
     other.init("two", MAINTAINER)
     other.append(rich_stream().drafts()[1:8])
-    data = other.path.read_bytes()
-    store.path.write_bytes(data)  # same length prefix, different chain
+    data = other_path.read_bytes()
+    path.write_bytes(data)  # same length prefix, different chain
     with pytest.raises(ProjectionError):
         follower.poll()
     # a file that no longer has a line boundary where the follower stopped
-    follower = LedgerFollower(other.path)
+    follower = LedgerFollower(other_path)
     follower.poll()
-    other.path.write_bytes(b"x" + data + data[:40] + b"\n")
+    other_path.write_bytes(b"x" + data + data[:40] + b"\n")
     with pytest.raises(ProjectionError):
         follower.poll()
 

@@ -103,7 +103,7 @@ def test_a_line_that_does_not_link_is_reported_and_folding_resumes(tmp_path):
     other = LedgerStore(tmp_path / "other.jsonl")
     other.init("another-ledger", MAINTAINER)
     other.append(drafts[:12])
-    foreign = other.path.read_bytes().splitlines(keepends=True)[11]  # seq 12 of another chain
+    foreign = (tmp_path / "other.jsonl").read_bytes().splitlines(keepends=True)[11]  # seq 12 of another chain
     with open(ledger, "ab") as f:
         f.write(foreign)
     assert regen.refresh() is None

@@ -4,7 +4,8 @@ An event is encoded exactly once, when it is appended: compact JSON, keys sorted
 Those bytes are what the chain hashes and what the file holds; nothing ever re-encodes a decoded
 event to check it. The round trip here (encode, then decode with the strict types) is the
 validation step: it is what turns a NaN that slipped into a Python-built struct into an error
-rather than a silent `null`.
+rather than a silent `null`. Decoding goes through the current schema (`versions.CURRENT`), which
+reads an older stored version of an evolved type through its upcasters.
 """
 
 from __future__ import annotations
@@ -13,40 +14,19 @@ from typing import Any
 
 import msgspec
 
-from cbledger import credentials
-from cbledger.errors import UserError
-from cbledger.ledger.events import Event, EventBase
+from cbledger.ledger.credential_guard import redact
+from cbledger.ledger.events import EventBase
+from cbledger.ledger.versions import CURRENT, InvalidEvent
+
+__all__ = ["InvalidEvent", "decode", "encode", "encode_value", "redact"]
 
 _ENCODER = msgspec.json.Encoder(order="sorted")
-_DECODER = msgspec.json.Decoder(Event)
-_CREDENTIALS = tuple((p.kind, p.compiled()) for p in credentials.PATTERNS)
-
-
-def redact(message: str) -> str:
-    """`message` with every credential match replaced by its kind.
-
-    Schema errors quote what they reject (an unknown field's name, an enum value, an id), and a
-    refusal message is published output too, so anything built from input passes through here.
-    """
-    for kind, rx in _CREDENTIALS:
-        message = rx.sub(f"<{kind}>", message)
-    return message
-
-
-class InvalidEvent(UserError):
-    """An event that does not decode against the schema. The message names the JSON path."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(redact(message))
 
 
 def encode(event: EventBase) -> bytes:
     """Canonical bytes of a valid event; raises InvalidEvent if it would not decode back."""
     data = _ENCODER.encode(event)
-    try:
-        _DECODER.decode(data)
-    except msgspec.ValidationError as exc:
-        raise InvalidEvent(str(exc)) from None
+    CURRENT.decode(data)
     return data
 
 
@@ -57,15 +37,5 @@ def encode_value(value: Any) -> bytes:
 
 def decode(data: bytes | memoryview) -> EventBase:
     """Decodes stored or submitted bytes into a typed event; unknown fields and types fail."""
-    try:
-        return _DECODER.decode(data)
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise InvalidEvent(str(exc)) from None
+    return CURRENT.decode(data)
 
-
-def convert(obj: Any) -> EventBase:
-    """Validates an already-parsed JSON object as an event (used for JSON Lines input)."""
-    try:
-        return msgspec.convert(obj, Event, strict=True)
-    except msgspec.ValidationError as exc:
-        raise InvalidEvent(str(exc)) from None

@@ -13,9 +13,10 @@ says what a fact is.
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Annotated, Literal, Union
+from collections.abc import Callable
+from typing import Annotated, ClassVar, Final, Literal, Union, get_args
 
-from msgspec import Meta, Struct, field, structs
+from msgspec import UNSET, Meta, Struct, UnsetType, field, structs
 from msgspec.structs import force_setattr
 
 from cbledger.ledger.checkpoint import event_problem
@@ -30,15 +31,15 @@ from cbledger.ledger.types import (
     Fraction,
     Hex40,
     Hex64,
-    ModelId,
     Mode,
+    ModelId,
     NonEmpty,
     Outcome,
     Pinning,
     RunId,
     RunMode,
-    SelectionSource,
     Segment,
+    SelectionSource,
     SemVer,
     Slug,
     Tier,
@@ -47,10 +48,11 @@ from cbledger.ledger.types import (
     to_utc,
 )
 
-#: Version of the per-run result record layout (and of this event schema).
+#: Version of the per-run result record layout. Each event type versions its own shape
+#: (`EventBase.VERSION`, see `cbledger.ledger.versions`).
 SCHEMA_VERSION = "1.0.0"
 #: Format marker written by `ledger.created`.
-LEDGER_FORMAT = "cbledger/1"
+LEDGER_FORMAT: Final = "cbledger/1"
 
 
 class Body(Struct, forbid_unknown_fields=True, rename="camel", frozen=True, kw_only=True):
@@ -60,7 +62,7 @@ class Body(Struct, forbid_unknown_fields=True, rename="camel", frozen=True, kw_o
 # --------------------------------------------------------------------------- ledger.created
 
 
-class LedgerCreated(Body, kw_only=True):
+class LedgerCreated(Body, frozen=True, kw_only=True):
     format: Literal["cbledger/1"] = LEDGER_FORMAT
     name: NonEmpty
     description: str = ""
@@ -69,7 +71,7 @@ class LedgerCreated(Body, kw_only=True):
 # --------------------------------------------------------------------------- suite.bumped
 
 
-class SuiteBumped(Body, kw_only=True):
+class SuiteBumped(Body, frozen=True, kw_only=True):
     """A new suite version: the hashes that define what the suite *is* at this version.
 
     Grades are always made under a suite version, and the leaderboard for suite S uses grades
@@ -91,7 +93,7 @@ class SuiteBumped(Body, kw_only=True):
 # --------------------------------------------------------------------------- pricing.published
 
 
-class ModelPrice(Body, kw_only=True):
+class ModelPrice(Body, frozen=True, kw_only=True):
     segment: Segment
     pinning: Pinning
     input: DecimalStr | None
@@ -100,13 +102,13 @@ class ModelPrice(Body, kw_only=True):
     cache_write: DecimalStr | None = None
 
 
-class NullCostRoute(Body, kw_only=True):
+class NullCostRoute(Body, frozen=True, kw_only=True):
     segment: Segment
     pinning: Pinning
     reason: NonEmpty
 
 
-class PricingPublished(Body, kw_only=True):
+class PricingPublished(Body, frozen=True, kw_only=True):
     """A price table. Runs record the table version they were costed with, so publishing a new
     table never rewrites a historical cost."""
 
@@ -121,7 +123,7 @@ class PricingPublished(Body, kw_only=True):
 # --------------------------------------------------------------------------- run.recorded
 
 
-class TaskIdentity(Body, kw_only=True):
+class TaskIdentity(Body, frozen=True, kw_only=True):
     id: Slug
     tier: Tier
     mode: Mode
@@ -131,12 +133,12 @@ class TaskIdentity(Body, kw_only=True):
     tags: list[str] = field(default_factory=list)
 
 
-class FixtureIdentity(Body, kw_only=True):
+class FixtureIdentity(Body, frozen=True, kw_only=True):
     id: Slug
     sha256: Hex64
 
 
-class ModelIdentity(Body, kw_only=True):
+class ModelIdentity(Body, frozen=True, kw_only=True):
     id: ModelId
     provider: NonEmpty
     segment: Segment
@@ -144,7 +146,7 @@ class ModelIdentity(Body, kw_only=True):
     selection_source: SelectionSource
 
 
-class Ablations(Body, kw_only=True):
+class Ablations(Body, frozen=True, kw_only=True):
     """Runner flags recorded on the run instead of forked task copies."""
 
     prompt_variant: str | None = None
@@ -153,7 +155,7 @@ class Ablations(Body, kw_only=True):
     tool_subset: list[str] | None = None
 
 
-class Comparability(Body, kw_only=True):
+class Comparability(Body, frozen=True, kw_only=True):
     """The stamp that decides which records may share a table (STANDARD-FACTS, Comparability)."""
 
     schema_version: SemVer
@@ -168,13 +170,13 @@ class Comparability(Body, kw_only=True):
     platform: NonEmpty
 
 
-class TurnTokens(Body, kw_only=True):
+class TurnTokens(Body, frozen=True, kw_only=True):
     turn: Count
     in_: Count = field(name="in")
     out: Count
 
 
-class RunStats(Body, kw_only=True):
+class RunStats(Body, frozen=True, kw_only=True):
     """The transcript's `run-end` figures, copied verbatim so a reader needs no sandbox."""
 
     exit_path: ExitPath
@@ -188,14 +190,14 @@ class RunStats(Body, kw_only=True):
     files_touched: list[str] = field(default_factory=list)
 
 
-class Cost(Body, kw_only=True):
+class Cost(Body, frozen=True, kw_only=True):
     """USD as integer micro-dollars (never a binary float), with the price table used."""
 
     usd_micros: Count | None
     price_table_version: str | None
 
 
-class SandboxRef(Body, kw_only=True):
+class SandboxRef(Body, frozen=True, kw_only=True):
     """Where the preserved run lives and the commits that pin it.
 
     `seed_sha` (the fixture tree plus the task's `.copperhead/config.json`, committed with a
@@ -220,18 +222,18 @@ class SandboxRef(Body, kw_only=True):
     stash_sha: Hex40 | None = None
 
 
-class EvidenceDigest(Body, kw_only=True):
+class EvidenceDigest(Body, frozen=True, kw_only=True):
     path: NonEmpty
     blake3: Hex64
     bytes: Count
 
 
-class SetupSkip(Body, kw_only=True):
+class SetupSkip(Body, frozen=True, kw_only=True):
     command: NonEmpty
     reason: NonEmpty
 
 
-class Timings(Body, kw_only=True):
+class Timings(Body, frozen=True, kw_only=True):
     started_at: UtcDateTime
     ended_at: UtcDateTime
     duration_ms: Count
@@ -243,7 +245,7 @@ class Timings(Body, kw_only=True):
         force_setattr(self, "ended_at", to_utc(self.ended_at))
 
 
-class HarnessFailure(Body, kw_only=True):
+class HarnessFailure(Body, frozen=True, kw_only=True):
     """Why a run did not measure the model: the harness stopped before any assistant turn (or its
     commit failed for want of a git identity). Such a run enters no model metric."""
 
@@ -251,7 +253,7 @@ class HarnessFailure(Body, kw_only=True):
     detail: NonEmpty
 
 
-class RunRecorded(Body, kw_only=True):
+class RunRecorded(Body, frozen=True, kw_only=True):
     """One execution of one task by one model in its own sandbox. Recorded once; grades are
     separate events so a run can be re-scored under a later suite version."""
 
@@ -280,7 +282,7 @@ class RunRecorded(Body, kw_only=True):
 # --------------------------------------------------------------------------- grade.recorded
 
 
-class AssertionOutcome(Body, kw_only=True):
+class AssertionOutcome(Body, frozen=True, kw_only=True):
     id: NonEmpty
     type: NonEmpty
     status: Literal["pass", "fail"]
@@ -290,7 +292,7 @@ class AssertionOutcome(Body, kw_only=True):
     detail: NonEmpty
 
 
-class GradeRecorded(Body, kw_only=True):
+class GradeRecorded(Body, frozen=True, kw_only=True):
     """A verdict on a run under one suite version. There is no third state: an assertion that
     cannot be evaluated fails, with a detail saying why."""
 
@@ -324,7 +326,7 @@ class GradeRecorded(Body, kw_only=True):
 # --------------------------------------------------------------------------- run.retracted
 
 
-class RunRetracted(Body, kw_only=True):
+class RunRetracted(Body, frozen=True, kw_only=True):
     """Drops a run (and its grades) from every view; the run stays in the log."""
 
     run_id: RunId
@@ -334,7 +336,7 @@ class RunRetracted(Body, kw_only=True):
 # --------------------------------------------------------------------------- rubric.scored
 
 
-class RubricScored(Body, kw_only=True):
+class RubricScored(Body, frozen=True, kw_only=True):
     """A model-judged opinion, fenced: it has its own column and moves no headline number."""
 
     run_id: RunId
@@ -348,7 +350,7 @@ class RubricScored(Body, kw_only=True):
 # --------------------------------------------------------------------------- evidence.imported
 
 
-class ImportedFile(Body, kw_only=True):
+class ImportedFile(Body, frozen=True, kw_only=True):
     """A file kept beside an import (a prompt, a transcript), addressed by its digest."""
 
     role: NonEmpty
@@ -358,7 +360,7 @@ class ImportedFile(Body, kw_only=True):
     bytes: Count
 
 
-class ImportSummary(Body, kw_only=True):
+class ImportSummary(Body, frozen=True, kw_only=True):
     """What the leaderboard shows of an import, extracted once at import time."""
 
     task_id: str | None = None
@@ -373,7 +375,7 @@ class ImportSummary(Body, kw_only=True):
     surface_id: str | None = None
 
 
-class EvidenceImported(Body, kw_only=True):
+class EvidenceImported(Body, frozen=True, kw_only=True):
     """Evidence produced outside this project's runner. Never relabelled as a project-owned run,
     never re-gradable, shown in its own section."""
 
@@ -409,7 +411,7 @@ class CheckpointPublished(Body, kw_only=True, frozen=True):
 # --------------------------------------------------------------------------- the envelope
 
 
-class Actor(Body, kw_only=True):
+class Actor(Body, frozen=True, kw_only=True):
     kind: ActorKind
     name: NonEmpty
 
@@ -417,46 +419,66 @@ class Actor(Body, kw_only=True):
 class EventBase(
     Struct, tag_field="type", forbid_unknown_fields=True, frozen=True, kw_only=True
 ):
-    """The envelope. `seq` is assigned by the store at append time; a draft carries 0."""
+    """The envelope. `seq` is assigned by the store at append time; a draft carries 0.
+
+    `VERSION` is the version of this type's shape; `version` says which version an event was
+    written at, omitted at version 1 (so the events written before types had versions are
+    unchanged). An event built in Python is at its class's version. Reading an older stored
+    version is `cbledger.ledger.versions`' job, which runs the upcasters before this decode.
+    """
+
+    VERSION: ClassVar[int] = 1
 
     seq: Annotated[int, Meta(ge=0)] = 0
     id: EventId
     at: UtcDateTime
     actor: Actor
+    version: (
+        Annotated[int, Meta(ge=2, description="this type's schema version; omitted at 1")] | UnsetType
+    ) = UNSET
 
     def __post_init__(self) -> None:
         force_setattr(self, "at", to_utc(self.at))
+        current = type(self).VERSION
+        if self.version is UNSET:
+            if current > 1:
+                force_setattr(self, "version", current)
+        elif self.version != current:
+            raise ValueError(
+                f"written at version {self.version}; this build reads {struct_tag(type(self))} "
+                f"at version {current} - at `$.version`"
+            )
 
 
-class LedgerCreatedEvent(EventBase, tag="ledger.created", kw_only=True):
+class LedgerCreatedEvent(EventBase, tag="ledger.created", frozen=True, kw_only=True):
     body: LedgerCreated
 
 
-class SuiteBumpedEvent(EventBase, tag="suite.bumped", kw_only=True):
+class SuiteBumpedEvent(EventBase, tag="suite.bumped", frozen=True, kw_only=True):
     body: SuiteBumped
 
 
-class PricingPublishedEvent(EventBase, tag="pricing.published", kw_only=True):
+class PricingPublishedEvent(EventBase, tag="pricing.published", frozen=True, kw_only=True):
     body: PricingPublished
 
 
-class RunRecordedEvent(EventBase, tag="run.recorded", kw_only=True):
+class RunRecordedEvent(EventBase, tag="run.recorded", frozen=True, kw_only=True):
     body: RunRecorded
 
 
-class GradeRecordedEvent(EventBase, tag="grade.recorded", kw_only=True):
+class GradeRecordedEvent(EventBase, tag="grade.recorded", frozen=True, kw_only=True):
     body: GradeRecorded
 
 
-class RunRetractedEvent(EventBase, tag="run.retracted", kw_only=True):
+class RunRetractedEvent(EventBase, tag="run.retracted", frozen=True, kw_only=True):
     body: RunRetracted
 
 
-class RubricScoredEvent(EventBase, tag="rubric.scored", kw_only=True):
+class RubricScoredEvent(EventBase, tag="rubric.scored", frozen=True, kw_only=True):
     body: RubricScored
 
 
-class EvidenceImportedEvent(EventBase, tag="evidence.imported", kw_only=True):
+class EvidenceImportedEvent(EventBase, tag="evidence.imported", frozen=True, kw_only=True):
     body: EvidenceImported
 
 
@@ -476,18 +498,24 @@ Event = Union[
     CheckpointPublishedEvent,
 ]
 
-EVENT_CLASSES: tuple[type[EventBase], ...] = Event.__args__  # type: ignore[attr-defined]
-EVENT_TYPES: dict[str, type[EventBase]] = {
-    cls.__struct_config__.tag: cls for cls in EVENT_CLASSES  # type: ignore[misc]
-}
+def struct_tag(cls: type[EventBase]) -> str:
+    """The stable dotted type of an event class."""
+    tag = cls.__struct_config__.tag
+    if not isinstance(tag, str):
+        raise TypeError(f"{cls.__name__} has no event type tag")
+    return tag
+
+
+EVENT_CLASSES: tuple[type[EventBase], ...] = get_args(Event)
+EVENT_TYPES: dict[str, type[EventBase]] = {struct_tag(cls): cls for cls in EVENT_CLASSES}
 
 
 def event_type(event: EventBase) -> str:
-    return type(event).__struct_config__.tag  # type: ignore[return-value]
+    return struct_tag(type(event))
 
 
 # Read off the envelope classes' `body` fields, so that a new event type is declared in one place.
-_EVENT_FOR_BODY: dict[type[Body], type[EventBase]] = {
+_EVENT_FOR_BODY: dict[type[Body], Callable[..., EventBase]] = {
     next(f.type for f in structs.fields(cls) if f.name == "body"): cls for cls in EVENT_CLASSES
 }
 
@@ -497,4 +525,4 @@ def make_event(
 ) -> EventBase:
     """Wraps a body in its envelope, choosing the event class from the body's type."""
     cls = _EVENT_FOR_BODY[type(body)]
-    return cls(id=id, actor=actor, at=at or _dt.datetime.now(_dt.timezone.utc), body=body)
+    return cls(id=id, actor=actor, at=at or _dt.datetime.now(_dt.UTC), body=body)

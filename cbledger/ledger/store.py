@@ -1,59 +1,49 @@
-"""The append-only store: one JSON Lines file, one exclusive lock, one fsync per batch.
+"""The ledger service: what every caller (the CLI, the runner, imports, re-scoring) appends
+through and reads from, over any recorder (`cbledger.ledger.recorder`).
 
-Contract (tested in tests/test_ledger_store.py, in the style of a recorder contract):
+The service owns the rules; the recorder owns the bytes. So a second backend gets every rule
+below by implementing the recorder contract, and the rules are tested once for all backends
+(tests/test_ledger_contract.py):
 
-* An append validates every event of the batch (schema, credential scan, id conflicts) before it
-  writes a byte; a batch is written with one `write` and made durable with one `fsync`, and only
-  then acknowledged.
-* Appends serialise on an exclusive `flock` of the ledger file. Under the lock the appender first
-  reads whatever other processes appended since it last looked, so seq numbers stay contiguous
-  and the chain never forks.
-* An event id is an idempotency key: re-appending an id whose type and body are byte-identical is
-  a no-op that returns the existing seq; the same id with a different body is a conflict.
-* A crash can leave at most one incomplete final line (a torn tail). Appending refuses to build on
-  it; only `truncate_torn_tail` removes it, and it removes nothing but bytes after the last
-  newline. No other code path deletes or rewrites ledger bytes.
+* An append validates every event of the batch (schema round trip, credential scan, no client
+  seq) before it takes any lock, and writes nothing unless all pass.
+* An event id is an idempotency key: re-appending an id whose type, version and body are
+  byte-identical is a no-op that reports the existing seq; the same id with anything else is a
+  conflict. Within one batch the same rule holds between its own events.
+* Seq 1 is `ledger.created` and nothing else may be; an empty ledger accepts nothing but it.
+* Seqs and the chain are assigned here, on the head the recorder reports inside `exclusive()`,
+  and the batch is appended with that head as the expected one: if another writer got in (a
+  backend whose `exclusive()` is advisory), the batch is rebuilt on the new head.
 """
 
 from __future__ import annotations
 
-import fcntl
-import os
-import re
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from functools import cached_property
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import NamedTuple
 
 import msgspec
-from blake3 import blake3
+from msgspec import UNSET, UnsetType
 
-from cbledger import credentials
-from cbledger.errors import ConflictError, SecretFound, UserError
+from cbledger.errors import ConflictError, UserError
 from cbledger.ledger import encoding
-from cbledger.ledger.chain import GENESIS, format_line, link_hash, parse_line
-from cbledger.ledger.events import (
-    Actor,
-    EventBase,
-    LedgerCreated,
-    event_type,
-    make_event,
+from cbledger.ledger.chain import link_hash
+from cbledger.ledger.credential_guard import refuse_credentials
+from cbledger.ledger.events import Actor, EventBase, LedgerCreated, make_event
+from cbledger.ledger.jsonl import JsonLinesRecorder
+from cbledger.ledger.recorder import (
+    Head,
+    HeadMoved,
+    LedgerMissing,
+    Recorder,
+    StoredEvent,
+    TornTail,
 )
+from cbledger.ledger.versions import CURRENT, EventSchema
 
-
-class LedgerMissing(UserError):
-    pass
-
-
-class TornTail(UserError):
-    """The file ends with an incomplete line (a crash mid-write)."""
-
-
-@dataclass(frozen=True)
-class Head:
-    seq: int
-    hash: str
+#: Rebuilds of one batch on a moved head before the conflict is the caller's.
+ATTEMPTS = 8
 
 
 @dataclass(frozen=True)
@@ -65,360 +55,189 @@ class Appended:
     created: bool
 
 
-@dataclass(frozen=True)
-class StoredEvent:
-    """An event as stored: its position, its links and its exact bytes."""
+class _Identity(msgspec.Struct):
+    """What idempotency compares: the type, the version written, and the body's exact bytes."""
 
-    seq: int
-    hash: str
-    prev: str
-    raw: bytes
-    offset: int
-
-    @cached_property
-    def event(self) -> EventBase:
-        return encoding.decode(self.raw)
-
-    @property
-    def type(self) -> str:
-        return event_type(self.event)
-
-
-class _EnvelopeView(msgspec.Struct):
-    id: str
-    seq: int
     type: str
     body: msgspec.Raw
+    version: int | UnsetType = UNSET
 
 
-class _LineView(msgspec.Struct):
-    event: _EnvelopeView
-    hash: str
+_IDENTITY = msgspec.json.Decoder(_Identity)
 
 
-class _HeadView(msgspec.Struct):
-    id: str
-    seq: int
+class _Draft(NamedTuple):
+    event: EventBase
     type: str
-
-
-class _BodyView(msgspec.Struct):
-    body: msgspec.Raw
-
-
-_VIEW_DECODER = msgspec.json.Decoder(_LineView)
-_BODY_DECODER = msgspec.json.Decoder(_BodyView)
-_HEAD_DECODER = msgspec.json.Decoder(_HeadView)
-
-
-# Patterns that cannot look outside the text they match (no anchors, no lookaround).
-_SHORTCUT_SOUND = not any(
-    re.search(r"[\^$]|\\[AZ]|\(\?[=!<(]", p.regex) for p in credentials.PATTERNS
-)
-_CREDENTIALS = tuple(p.compiled() for p in credentials.PATTERNS)
-_JSON_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|(.))")
-_UNESCAPED = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
-
-
-def _unescape(m: re.Match[str]) -> str:
-    return chr(int(m[1], 16)) if m[1] else _UNESCAPED.get(m[2], m[0])
-
-
-def _may_hold_credential(data: bytes) -> bool:
-    """False only when no string of the event (key or value) can match a credential pattern.
-
-    The full scan walks every string separately, which costs more than validating the event.
-    Once its escapes are undone, the canonical JSON holds every string verbatim, so a pattern
-    that matches inside one string also matches the whole text: one search per pattern over it
-    rules the event out. A hit anywhere sends the event to the full scan, which alone decides
-    and says where.
-    """
-    if not _SHORTCUT_SOUND:
-        return True
-    if not credentials.may_match(data):
-        return False
-    text = data.decode()
-    if "\\" in text:
-        text = _JSON_ESCAPE.sub(_unescape, text)
-    return any(rx.search(text) for rx in _CREDENTIALS)
-
-
-def _content_digest(type_: str, body_bytes: bytes | memoryview) -> bytes:
-    h = blake3(type_.encode())
-    h.update(b"\0")
-    h.update(body_bytes)
-    return h.digest()
-
-
-@dataclass
-class _Index:
-    """What an appender must know of the file: where it ends, its head and every id."""
-
-    offset: int = 0
-    head: Head = field(default_factory=lambda: Head(0, GENESIS))
-    ids: dict[str, tuple[int, bytes, str]] = field(default_factory=dict)
+    version: int
+    body: bytes
 
 
 class LedgerStore:
-    def __init__(self, path: Path | str):
-        self.path = Path(path)
-        self._index = _Index()
+    """The ledger at `where`: a path (the JSON Lines file) or any recorder."""
+
+    def __init__(self, where: Path | str | Recorder, *, schema: EventSchema = CURRENT) -> None:
+        self.recorder = where if isinstance(where, Recorder) else JsonLinesRecorder(where)
+        self.schema = schema
+
+    @property
+    def location(self) -> str:
+        return self.recorder.location
 
     # ------------------------------------------------------------------ creation
 
     def exists(self) -> bool:
-        return self.path.is_file() and self.path.stat().st_size > 0
+        return self.recorder.exists()
 
     def init(self, name: str, actor: Actor, description: str = "") -> Appended:
-        """Creates the file and appends `ledger.created` as seq 1. Refuses an existing ledger."""
-        if self.exists():
-            raise UserError(f"{self.path}: a ledger already exists here")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o644)
-        os.close(fd)
-        _fsync_dir(self.path.parent)
+        """Creates the ledger and appends `ledger.created` as seq 1. Refuses an existing ledger."""
+        if self.recorder.exists():
+            raise UserError(f"{self.location}: a ledger already exists here")
+        self.recorder.create()
         event = make_event(
             LedgerCreated(name=name, description=description),
             id=f"ledger.created:{name}",
             actor=actor,
         )
-        return self.append([event], _allow_create=True)[0]
+        return self._append([event], genesis=True)[0]
 
     # ------------------------------------------------------------------ appending
 
-    def append(self, events: Sequence[EventBase], *, _allow_create: bool = False) -> list[Appended]:
+    def append(self, events: Sequence[EventBase]) -> list[Appended]:
         """Appends a batch atomically with respect to validation: all or nothing is written."""
-        if not self.path.is_file():
-            raise LedgerMissing(f"{self.path}: no ledger here (run `cbledger init` first)")
-        prepared = [self._prepare(i, e) for i, e in enumerate(events)]
-        with self._locked() as fd:
-            self._catch_up(fd)
-            if self._index.head.seq == 0 and not _allow_create:
-                raise UserError(f"{self.path}: empty ledger; run `cbledger init` first")
-            results: list[Appended] = []
-            pending: list[bytes] = []
-            batch_ids: dict[str, tuple[int, bytes, str]] = {}
-            seq, prev = self._index.head.seq, self._index.head.hash
-            for ev, body_bytes, digest in prepared:
-                seen = self._index.ids.get(ev.id) or batch_ids.get(ev.id)
-                if seen is not None:
-                    if seen[1] != digest:
-                        raise ConflictError(
-                            f"{self.path}: event id {ev.id!r} exists at seq {seen[0]} "
-                            "with a different type or body"
-                        )
-                    results.append(Appended(seen[0], ev.id, event_type(ev), seen[2], created=False))
-                    continue
-                seq += 1
-                if (event_type(ev) == "ledger.created") != (seq == 1):
-                    # verify rejects any other placement, so the store must never write one
-                    raise UserError(
-                        f"{self.path}: event {ev.id!r} would be seq {seq}; seq 1 must be "
-                        "ledger.created and nothing else may be; nothing written"
-                    )
-                data = encoding.encode_value(msgspec.structs.replace(ev, seq=seq))
-                h = link_hash(prev, seq, data)
-                pending.append(format_line(data, h, prev))
-                batch_ids[ev.id] = (seq, digest, h)
-                results.append(Appended(seq, ev.id, event_type(ev), h, created=True))
-                prev = h
-            if pending:
-                self._write_durably(fd, b"".join(pending))
-                self._index.ids.update(batch_ids)
-                self._index.head = Head(seq, prev)
-            return results
+        return self._append(events, genesis=False)
 
-    def _prepare(self, index: int, event: EventBase) -> tuple[EventBase, bytes, bytes]:
+    def _append(self, events: Sequence[EventBase], *, genesis: bool) -> list[Appended]:
+        prepared = [self._prepare(i, e) for i, e in enumerate(events)]
+        for attempt in range(1, ATTEMPTS + 1):
+            with self.recorder.exclusive():
+                head = self.recorder.head()
+                if head.seq == 0 and not genesis:
+                    raise UserError(f"{self.location}: empty ledger; run `cbledger init` first")
+                records, results = self._chain(prepared, head)
+                try:
+                    self.recorder.append(records, head)
+                except HeadMoved:
+                    if attempt == ATTEMPTS:
+                        raise
+                    continue
+                return results
+        raise AssertionError("unreachable")
+
+    def _prepare(self, index: int, event: EventBase) -> _Draft:
+        """Validates one draft, before any lock is taken; under the lock only its seq changes,
+        which cannot invalidate it."""
         data = encoding.encode_value(event)  # the draft's canonical bytes, not yet validated
-        # The credential scan comes first and its message is redacted: the id, or a dict key in a
-        # match's location, may be the credential itself.
-        if _may_hold_credential(data):
-            found = credentials.scan_json(msgspec.to_builtins(event), "$")
-            if found:
-                where = ", ".join(str(m) for m in found)
-                raise SecretFound(
-                    encoding.redact(
-                        f"event {index} ({event.id}): credential pattern matched: {where}; "
-                        "nothing written"
-                    )
-                )
+        # The credential scan comes first and its message is redacted: the id, or a dict key in
+        # a match's location, may be the credential itself.
+        refuse_credentials(index, event, data)
         if event.seq != 0:
             raise UserError(f"event {index} ({event.id}): seq is assigned by the ledger; omit it")
-        # Decoding is validation (NaN encoded as null, ranges, invariants), done once, here,
-        # before the lock is taken; under the lock only the seq changes, which cannot invalidate.
-        encoding.decode(data)
-        body_bytes = _BODY_DECODER.decode(data).body  # the body's canonical bytes, as a slice
-        return event, body_bytes, _content_digest(event_type(event), body_bytes)
+        # Decoding is validation (NaN encoded as null, ranges, invariants), done once, here.
+        self.schema.decode(data)
+        identity = _IDENTITY.decode(data)
+        version = 1 if identity.version is UNSET else identity.version
+        return _Draft(event, identity.type, version, bytes(identity.body))
 
-    def _write_durably(self, fd: int, data: bytes) -> None:
-        start = os.lseek(fd, 0, os.SEEK_END)
-        try:
-            view = memoryview(data)
-            while view:
-                n = os.write(fd, view)
-                view = view[n:]
-            os.fsync(fd)
-        except OSError:
-            # Only our own, never-acknowledged bytes are removed: we hold the lock, and `start`
-            # was the end of the file when we took it.
-            os.ftruncate(fd, start)
-            os.fsync(fd)
-            raise
-        self._index.offset = start + len(data)
+    def _chain(
+        self, prepared: Sequence[_Draft], head: Head
+    ) -> tuple[list[StoredEvent], list[Appended]]:
+        """The records to append on `head` and what to acknowledge for every draft."""
+        records: list[StoredEvent] = []
+        results: list[Appended] = []
+        batch: dict[str, tuple[_Draft, Appended]] = {}
+        known = self.recorder.lookup_many({d.event.id for d in prepared})
+        seq, prev = head.seq, head.hash
+        for draft in prepared:
+            ev = draft.event
+            earlier = batch.get(ev.id)
+            if earlier is not None:
+                if earlier[0][1:] != draft[1:]:  # type, version and body bytes
+                    raise self._conflict(ev.id, earlier[1].seq)
+                results.append(replace(earlier[1], created=False))
+                continue
+            stored = known.get(ev.id)
+            if stored is not None:
+                if not self._same(stored, draft):
+                    raise self._conflict(ev.id, stored.seq)
+                results.append(Appended(stored.seq, ev.id, draft.type, stored.hash, created=False))
+                continue
+            seq += 1
+            if (draft.type == "ledger.created") != (seq == 1):
+                # verify rejects any other placement, so the store must never write one
+                raise UserError(
+                    f"{self.location}: event {ev.id!r} would be seq {seq}; seq 1 must be "
+                    "ledger.created and nothing else may be; nothing written"
+                )
+            data = encoding.encode_value(msgspec.structs.replace(ev, seq=seq))
+            h = link_hash(prev, seq, data)
+            records.append(StoredEvent(seq, ev.id, draft.type, data, h, prev))
+            appended = Appended(seq, ev.id, draft.type, h, created=True)
+            batch[ev.id] = (draft, appended)
+            results.append(appended)
+            prev = h
+        return records, results
 
-    @contextmanager
-    def _locked(self) -> Iterator[int]:
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield fd
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+    def _same(self, stored: StoredEvent, draft: _Draft) -> bool:
+        """Whether a stored event is the draft again. An event stored at an older version of its
+        type is compared as read today, through the upcasters."""
+        identity = _IDENTITY.decode(stored.raw)
+        version = 1 if identity.version is UNSET else identity.version
+        if identity.type != draft.type:
+            return False
+        if version == draft.version:
+            return bytes(identity.body) == draft.body
+        upcast = encoding.encode_value(self.schema.decode(stored.raw))
+        return bytes(_IDENTITY.decode(upcast).body) == draft.body
 
-    def _catch_up(self, fd: int, size: int | None = None) -> None:
-        """Indexes what was appended since we last looked, up to `size` (a committed size learnt
-        under a lock); without `size` the caller holds the exclusive lock and reads to the end."""
-        if size is None:
-            size = os.fstat(fd).st_size
-        idx = self._index
-        if size < idx.offset:
-            raise UserError(f"{self.path}: the ledger shrank underneath this process")
-        if size == idx.offset:
-            return
-        with open(self.path, "rb") as f:
-            f.seek(idx.offset)
-            offset = idx.offset
-            for line in f:
-                if offset + len(line) > size:
-                    break  # an append that began after `size` was learnt; not ours to see yet
-                if not line.endswith(b"\n"):
-                    raise TornTail(
-                        f"{self.path}: incomplete last line at byte {offset} "
-                        "(run `cbledger repair --truncate-torn-tail`)"
-                    )
-                try:
-                    view = _VIEW_DECODER.decode(line)
-                except msgspec.MsgspecError:
-                    raise UserError(
-                        f"{self.path}: undecodable line at byte {offset}; "
-                        "run `cbledger replay --verify` to locate it"
-                    ) from None
-                ev = view.event
-                idx.ids[ev.id] = (ev.seq, _content_digest(ev.type, ev.body), view.hash)
-                idx.head = Head(ev.seq, view.hash)
-                offset += len(line)
-            idx.offset = offset
+    def _conflict(self, event_id: str, seq: int) -> ConflictError:
+        return ConflictError(
+            f"{self.location}: event id {event_id!r} exists at seq {seq} "
+            "with a different type or body"
+        )
 
     # ------------------------------------------------------------------ reading
 
     def head(self) -> Head:
-        with self._shared() as size:
-            if size != self._index.offset:
-                fd = os.open(self.path, os.O_RDONLY)
-                try:
-                    self._catch_up(fd, size)
-                finally:
-                    os.close(fd)
-        return self._index.head
-
-    @contextmanager
-    def _shared(self) -> Iterator[int]:
-        """A shared lock for as long as it takes to learn a size that ends on a line boundary."""
-        if not self.path.is_file():
-            raise LedgerMissing(f"{self.path}: no ledger here (run `cbledger init` first)")
-        fd = os.open(self.path, os.O_RDONLY)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH)
-            size = os.fstat(fd).st_size
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            yield size
-        finally:
-            os.close(fd)
-
-    def committed_size(self) -> int:
-        with self._shared() as size:
-            return size
+        return self.recorder.head()
 
     def read(
         self, since: int = 0, until: int | None = None, types: set[str] | None = None
     ) -> Iterator[StoredEvent]:
         """Events with since < seq <= until, in order. Stops before an incomplete last line."""
-        limit = self.committed_size()
-        with open(self.path, "rb") as f:
-            offset = 0
-            for line in f:
-                if offset + len(line) > limit or not line.endswith(b"\n"):
-                    return
-                parsed = parse_line(line)
-                raw = bytes(parsed.event)
-                view = _HEAD_DECODER.decode(raw)
-                here = offset
-                offset += len(line)
-                if view.seq <= since:
-                    continue
-                if until is not None and view.seq > until:
-                    return
-                if types is not None and view.type not in types:
-                    continue
-                yield StoredEvent(view.seq, parsed.hash, parsed.prev, raw, here)
+        stored = self.recorder.read(since, until, types)
+        if self.schema is CURRENT:
+            return stored
+        return (replace(s, schema=self.schema) for s in stored)
 
     def find(self, key: int | str) -> StoredEvent | None:
         """By seq (an int or all-digit string) or by event id (never all digits, see EventId)."""
         if isinstance(key, str) and key.isascii() and key.isdigit():
             key = int(key)
-        for stored in self.read():
-            if isinstance(key, int):
-                if stored.seq == key:
-                    return stored
-            elif stored.event.id == key:
-                return stored
-        return None
+        if isinstance(key, int):
+            found = next(self.read(since=key - 1, until=key), None)
+        else:
+            found = self.recorder.lookup(key)
+        if found is None or self.schema is CURRENT:
+            return found
+        return replace(found, schema=self.schema)
 
     # ------------------------------------------------------------------ repair
 
     def torn_tail(self) -> bytes | None:
-        """The bytes after the last newline, if any."""
-        with open(self.path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            cut = _end_of_last_line(f, size)
-            f.seek(cut)
-            return f.read() or None
+        """The bytes a crash left after the last complete event, if any."""
+        return self.recorder.torn_tail()
 
     def truncate_torn_tail(self) -> bytes | None:
-        """Removes exactly the incomplete final line and returns what it removed."""
-        with self._locked() as fd:
-            size = os.fstat(fd).st_size
-            with open(self.path, "rb") as f:
-                cut = _end_of_last_line(f, size)
-                f.seek(cut)
-                removed = f.read()
-            if cut == size:
-                return None
-            os.ftruncate(fd, cut)
-            os.fsync(fd)
-            self._index = _Index()
-            return removed
+        """Removes exactly the incomplete final record and returns what it removed."""
+        return self.recorder.truncate_torn_tail()
 
 
-def _end_of_last_line(f, size: int) -> int:
-    """Offset just past the last newline (0 if there is none), reading backwards in chunks."""
-    pos = size
-    chunk = 1 << 16
-    while pos > 0:
-        start = max(0, pos - chunk)
-        f.seek(start)
-        block = f.read(pos - start)
-        i = block.rfind(b"\n")
-        if i >= 0:
-            return start + i + 1
-        pos = start
-    return 0
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+__all__ = [
+    "Appended",
+    "Head",
+    "LedgerMissing",
+    "LedgerStore",
+    "StoredEvent",
+    "TornTail",
+]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
@@ -28,7 +28,8 @@ from cbledger.errors import UserError
 from cbledger.ledger.chain import GENESIS, format_line, link_hash, parse_line
 from cbledger.ledger.encoding import InvalidEvent, decode
 from cbledger.ledger.events import LedgerCreatedEvent
-from cbledger.ledger.store import Head, LedgerStore
+from cbledger.ledger.jsonl import JsonLinesRecorder
+from cbledger.ledger.recorder import EMPTY, Head
 
 # A stored line is exactly format_line(event, hash, prev): this prefix, the event bytes, then a
 # fixed-length tail. Splitting on that layout instead of parsing the line as JSON finds the same
@@ -57,7 +58,7 @@ class ChainReport:
     path: str
     events: int = 0
     bytes: int = 0
-    head: Head = field(default_factory=lambda: Head(0, GENESIS))
+    head: Head = EMPTY
     problem: Problem | None = None
     seconds: float = 0.0
 
@@ -65,7 +66,7 @@ class ChainReport:
     def ok(self) -> bool:
         return self.problem is None and self.events > 0
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {
             "path": self.path,
             "ok": self.ok,
@@ -113,10 +114,9 @@ def verify_chain(
     `on_line(line)` gets each line that verified, as stored (newline included), in order: the Merkle
     tree's leaves (`cbledger.ledger.tlog`), so a checkpoint costs no second pass."""
     path = Path(path)
-    store = LedgerStore(path)
     if not path.is_file():
         raise UserError(f"{path}: no ledger here")
-    total = store.committed_size()
+    total = JsonLinesRecorder(path).committed_size()
     report = ChainReport(path=str(path))
     started = time.perf_counter()
     prev = GENESIS

@@ -21,7 +21,7 @@ from msgspec import Struct
 
 from cbledger.ledger.chain import parse_line
 from cbledger.ledger.encoding import decode
-from cbledger.ledger.store import LedgerStore
+from cbledger.ledger.jsonl import JsonLinesRecorder
 from cbledger.projections import leaderboard, readmodel
 from cbledger.projections import records as rec
 from cbledger.projections.fold import LedgerState, ProjectionError, Projector
@@ -47,7 +47,7 @@ class LedgerFollower:
     """
 
     def __init__(self, ledger: Path, projector: Projector | None = None) -> None:
-        self.store = LedgerStore(ledger)
+        self.store = JsonLinesRecorder(ledger)
         self.projector = projector or Projector()
         self.offset = 0
         if self.projector.last_seq:

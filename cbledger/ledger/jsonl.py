@@ -1,0 +1,313 @@
+"""The JSON Lines recorder: one file, one exclusive lock, one write and one fsync per batch.
+
+The file format is `cbledger.ledger.chain`'s line, one per event, in seq order. Everything that
+is about the file lives here and nowhere else:
+
+* Appends serialise on an exclusive `flock` of the file. Under the lock the appender first reads
+  whatever other processes appended since it last looked (its index: where the file ends, the
+  head, and where each id's line is), then compares the head with the one the batch was built
+  on, then writes the batch with one `write` and makes it durable with one `fsync`.
+* Readers take a shared lock only long enough to learn a size; a writer holds the exclusive lock
+  for its whole write, so that size ends on a batch boundary and a reader never mistakes an
+  append in progress for a crash's torn tail.
+* A crash can leave at most one incomplete final line (a torn tail). Appending refuses to build on
+  it; only `truncate_torn_tail` removes it, and it removes nothing but bytes after the last
+  newline. No other code path deletes or rewrites ledger bytes; a failed write removes only its
+  own never-acknowledged bytes, under the lock.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+import msgspec
+
+from cbledger.errors import UserError
+from cbledger.ledger.chain import format_line, parse_line
+from cbledger.ledger.recorder import (
+    EMPTY,
+    Head,
+    HeadMoved,
+    LedgerMissing,
+    Recorder,
+    StoredEvent,
+    TornTail,
+    check_continues,
+)
+
+
+class _IdSeq(msgspec.Struct):
+    id: str
+    seq: int
+
+
+class _LineView(msgspec.Struct):
+    event: _IdSeq
+    hash: str
+
+
+class _EventView(msgspec.Struct):
+    id: str
+    seq: int
+    type: str
+
+
+_LINE_VIEW = msgspec.json.Decoder(_LineView)
+_EVENT_VIEW = msgspec.json.Decoder(_EventView)
+
+
+@dataclass
+class _Index:
+    """What an appender must know of the file: where it ends, its head and each id's line."""
+
+    offset: int = 0
+    head: Head = EMPTY
+    ids: dict[str, int] = field(default_factory=dict)  # id -> byte offset of its line
+
+
+class JsonLinesRecorder(Recorder):
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self._index = _Index()
+        self._held: int | None = None  # the descriptor holding the exclusive lock, if we hold it
+
+    @property
+    def location(self) -> str:
+        return str(self.path)
+
+    # ------------------------------------------------------------------ creation
+
+    def exists(self) -> bool:
+        return self.path.is_file() and self.path.stat().st_size > 0
+
+    def create(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o644)
+        os.close(fd)
+        _fsync_dir(self.path.parent)
+
+    def _require(self) -> None:
+        if not self.path.is_file():
+            raise LedgerMissing(f"{self.path}: no ledger here (run `cbledger init` first)")
+
+    # ------------------------------------------------------------------ appending
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        if self._held is not None:
+            raise RuntimeError(f"{self.path}: exclusive() is already held by this recorder")
+        with self._locked() as fd:
+            # Nobody else appends until we let go, so one catch-up keeps the index current for
+            # the whole section: head() and lookup() inside it read the index alone.
+            self._catch_up(fd)
+            self._held = fd
+            try:
+                yield
+            finally:
+                self._held = None
+
+    def append(self, records: Sequence[StoredEvent], expected: Head) -> None:
+        check_continues(self.location, records, expected)
+        if self._held is not None:
+            self._append_locked(self._held, records, expected)
+            return
+        with self._locked() as fd:
+            self._append_locked(fd, records, expected)
+
+    def _append_locked(self, fd: int, records: Sequence[StoredEvent], expected: Head) -> None:
+        self._catch_up(fd)
+        if self._index.head != expected:
+            raise HeadMoved(self.location, expected, self._index.head)
+        if not records:
+            return
+        lines = [format_line(r.raw, r.hash, r.prev) for r in records]
+        offset = self._write_durably(fd, b"".join(lines))
+        ids = self._index.ids
+        for r, line in zip(records, lines):
+            ids[r.id] = offset
+            offset += len(line)
+        last = records[-1]
+        self._index.offset = offset
+        self._index.head = Head(last.seq, last.hash)
+
+    def _write_durably(self, fd: int, data: bytes) -> int:
+        """Writes and fsyncs `data` at the end of the file; returns where it starts."""
+        start = os.lseek(fd, 0, os.SEEK_END)
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            os.fsync(fd)
+        except OSError:
+            # Only our own, never-acknowledged bytes are removed: we hold the lock, and `start`
+            # was the end of the file when we took it.
+            os.ftruncate(fd, start)
+            os.fsync(fd)
+            raise
+        return start
+
+    @contextmanager
+    def _locked(self) -> Iterator[int]:
+        self._require()
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield fd
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    def _catch_up(self, fd: int, size: int | None = None) -> None:
+        """Indexes what was appended since we last looked, up to `size` (a committed size learnt
+        under a lock); without `size` the caller holds the exclusive lock and reads to the end."""
+        if size is None:
+            size = os.fstat(fd).st_size
+        idx = self._index
+        if size < idx.offset:
+            raise UserError(f"{self.path}: the ledger shrank underneath this process")
+        if size == idx.offset:
+            return
+        with open(self.path, "rb") as f:
+            f.seek(idx.offset)
+            offset = idx.offset
+            for line in f:
+                if offset + len(line) > size:
+                    break  # an append that began after `size` was learnt; not ours to see yet
+                if not line.endswith(b"\n"):
+                    raise TornTail(
+                        f"{self.path}: incomplete last line at byte {offset} "
+                        "(run `cbledger repair --truncate-torn-tail`)"
+                    )
+                try:
+                    view = _LINE_VIEW.decode(line)
+                except msgspec.MsgspecError:
+                    raise UserError(
+                        f"{self.path}: undecodable line at byte {offset}; "
+                        "run `cbledger replay --verify` to locate it"
+                    ) from None
+                idx.ids[view.event.id] = offset
+                idx.head = Head(view.event.seq, view.hash)
+                offset += len(line)
+            idx.offset = offset
+
+    # ------------------------------------------------------------------ reading
+
+    def head(self) -> Head:
+        if self._held is not None:
+            return self._index.head
+        with self._shared() as size:
+            if size != self._index.offset:
+                fd = os.open(self.path, os.O_RDONLY)
+                try:
+                    self._catch_up(fd, size)
+                finally:
+                    os.close(fd)
+        return self._index.head
+
+    @contextmanager
+    def _shared(self) -> Iterator[int]:
+        """A shared lock for as long as it takes to learn a size that ends on a line boundary."""
+        self._require()
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            size = os.fstat(fd).st_size
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            yield size
+        finally:
+            os.close(fd)
+
+    def committed_size(self) -> int:
+        """The file's size at the end of the last complete append (never inside one)."""
+        if self._held is not None:
+            return os.fstat(self._held).st_size
+        with self._shared() as size:
+            return size
+
+    def read(
+        self, since: int = 0, until: int | None = None, types: set[str] | None = None
+    ) -> Iterator[StoredEvent]:
+        limit = self.committed_size()
+        with open(self.path, "rb") as f:
+            offset = 0
+            for line in f:
+                if offset + len(line) > limit or not line.endswith(b"\n"):
+                    return
+                offset += len(line)
+                parsed = parse_line(line)
+                raw = bytes(parsed.event)
+                view = _EVENT_VIEW.decode(raw)
+                if view.seq <= since:
+                    continue
+                if until is not None and view.seq > until:
+                    return
+                if types is not None and view.type not in types:
+                    continue
+                yield StoredEvent(view.seq, view.id, view.type, raw, parsed.hash, parsed.prev)
+
+    def lookup(self, event_id: str) -> StoredEvent | None:
+        if self._held is None:
+            self.head()  # brings the index up to what is committed
+        offset = self._index.ids.get(event_id)
+        if offset is None:
+            return None
+        with open(self.path, "rb") as f:
+            f.seek(offset)
+            parsed = parse_line(f.readline())
+        raw = bytes(parsed.event)
+        view = _EVENT_VIEW.decode(raw)
+        return StoredEvent(view.seq, view.id, view.type, raw, parsed.hash, parsed.prev)
+
+    # ------------------------------------------------------------------ repair
+
+    def torn_tail(self) -> bytes | None:
+        self._require()
+        with open(self.path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            cut = _end_of_last_line(f, size)
+            f.seek(cut)
+            return f.read() or None
+
+    def truncate_torn_tail(self) -> bytes | None:
+        with self._locked() as fd:
+            size = os.fstat(fd).st_size
+            with open(self.path, "rb") as f:
+                cut = _end_of_last_line(f, size)
+                f.seek(cut)
+                removed = f.read()
+            if cut == size:
+                return None
+            os.ftruncate(fd, cut)
+            os.fsync(fd)
+            self._index = _Index()
+            return removed
+
+
+def _end_of_last_line(f: BinaryIO, size: int) -> int:
+    """Offset just past the last newline (0 if there is none), reading backwards in chunks."""
+    pos = size
+    chunk = 1 << 16
+    while pos > 0:
+        start = max(0, pos - chunk)
+        f.seek(start)
+        block = f.read(pos - start)
+        i = block.rfind(b"\n")
+        if i >= 0:
+            return start + i + 1
+        pos = start
+    return 0
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

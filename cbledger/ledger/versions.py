@@ -1,0 +1,140 @@
+"""Per-type schema versions, and the upcasters that read an old stored event as the current type.
+
+Every event class declares the version of its shape, `VERSION` (1 unless the type has evolved).
+A stored event names its type's version in the envelope field `version`, which is omitted at
+version 1: every event written before versions existed is version 1, byte for byte as it was.
+
+A stored event is never rewritten (the chain hashes its bytes), so a type that changes shape keeps
+a way to read its old events: an upcaster per step, a pure function from a version-k body (plain
+JSON values) to a version-k+1 body, registered in `UPCASTERS` under `(type, k)`. Reading an event
+stored at version k of a type now at version n decodes it to plain values, passes the body through
+the upcasters k → k+1 → … → n, and only then decodes it strictly as the current type, so the rules
+of the current type (unknown fields, ranges, invariants) apply to the upcast result. An event at
+its type's current version, which is every event of a type that never evolved, takes the one
+typed decode and nothing else.
+
+To evolve a type: change its body, raise its `VERSION` to n, and register the upcaster for
+`(type, n - 1)`. `EventSchema` refuses a registry with a missing or superfluous step.
+
+Python-built events are at the current version of their class (`EventBase.__post_init__` stamps
+it); a draft submitted as JSON is bytes like any other, so a draft that omits `version` is a
+version 1 draft and is upcast like a stored one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Union
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from cbledger.errors import UserError
+from cbledger.ledger.credential_guard import redact
+from cbledger.ledger.events import EVENT_CLASSES, EventBase, struct_tag
+
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+
+#: (type, k) -> the upcaster from version k to k + 1 of that type's body. No type has evolved yet.
+UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+
+
+class InvalidEvent(UserError):
+    """An event that does not decode against the schema. The message names the JSON path."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact(message))
+
+
+class _Stamp(msgspec.Struct):
+    """The envelope fields that decide how an event is read."""
+
+    type: str
+    body: dict[str, Any]
+    version: int | UnsetType = UNSET
+
+
+_STAMP = msgspec.json.Decoder(_Stamp)
+_DECODE_ERRORS = (msgspec.ValidationError, msgspec.DecodeError)
+
+
+class EventSchema:
+    """The event types one build reads, each at its current version, with the upcasters that
+    bring older stored versions up to it."""
+
+    def __init__(
+        self,
+        classes: Iterable[type[EventBase]],
+        upcasters: Mapping[tuple[str, int], Upcaster] | None = None,
+    ) -> None:
+        self.classes: dict[str, type[EventBase]] = {struct_tag(cls): cls for cls in classes}
+        self.upcasters = dict(upcasters or {})
+        for tag, k in self.upcasters:
+            cls = self.classes.get(tag)
+            if cls is None or not 1 <= k < cls.VERSION:
+                raise ValueError(f"upcaster for {tag!r} version {k}: no such step in this schema")
+        for tag, cls in self.classes.items():
+            missing = [k for k in range(1, cls.VERSION) if (tag, k) not in self.upcasters]
+            if missing:
+                raise ValueError(f"{tag!r} is at version {cls.VERSION}; no upcaster from version {missing[0]}")
+        self.evolved = frozenset(tag for tag, cls in self.classes.items() if cls.VERSION > 1)
+        union: Any = Union[tuple(self.classes.values())]  # noqa: UP007 (a runtime union of classes)
+        self._typed: msgspec.json.Decoder[EventBase] = msgspec.json.Decoder(union)
+
+    def version(self, tag: str) -> int:
+        return self.classes[tag].VERSION
+
+    def decode(self, data: bytes | memoryview) -> EventBase:
+        """A typed event at its type's current version from stored (or submitted) bytes."""
+        try:
+            event = self._typed.decode(data)
+        except _DECODE_ERRORS as exc:
+            upcast = self._upcast(data)
+            if upcast is None:
+                raise InvalidEvent(str(exc)) from None
+            return upcast
+        if type(event).VERSION == 1:
+            return event
+        return self._upcast(data) or event
+
+    def _upcast(self, data: bytes | memoryview) -> EventBase | None:
+        """The event read from an older version of an evolved type; None when the bytes are not
+        an older version of a known type (the typed decode's verdict then stands)."""
+        try:
+            stamp = _STAMP.decode(data)
+        except _DECODE_ERRORS:
+            return None
+        cls = self.classes.get(stamp.type)
+        if cls is None:
+            return None
+        if stamp.version is UNSET:
+            stored = 1
+        elif stamp.version < 2:
+            raise InvalidEvent("Expected `int` >= 2 - at `$.version` (version 1 is written by omission)")
+        else:
+            stored = stamp.version
+        if stored > cls.VERSION:
+            raise InvalidEvent(
+                f"{stamp.type} version {stored} is newer than this build reads "
+                f"(version {cls.VERSION}) - at `$.version`"
+            )
+        if stored == cls.VERSION:
+            return None
+        doc: dict[str, Any] = msgspec.json.decode(data)
+        body = stamp.body
+        for k in range(stored, cls.VERSION):
+            try:
+                body = self.upcasters[(stamp.type, k)](body)
+            except Exception as exc:  # noqa: BLE001 (an upcaster is written for bodies of its version only)
+                raise InvalidEvent(
+                    f"not a version {k} {stamp.type} body: its upcaster failed "
+                    f"({type(exc).__name__}: {exc}) - at `$.body`"
+                ) from None
+        doc["body"], doc["version"] = body, cls.VERSION
+        try:
+            return self._typed.decode(msgspec.json.encode(doc))
+        except _DECODE_ERRORS as exc:
+            raise InvalidEvent(f"{exc} (after upcasting {stamp.type} from version {stored})") from None
+
+
+CURRENT = EventSchema(EVENT_CLASSES, UPCASTERS)
