@@ -32,16 +32,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from cbledger.grading.context import EVALUATION_ERRORS, GradeContext  # noqa: E402
-from cbledger.grading.evidence.bundle import LIVE_REPORTS_DIR, from_sandbox  # noqa: E402
-from cbledger.grading.grader import grade  # noqa: E402
-from cbledger.grading.registry import all_checks  # noqa: E402
-from cbledger.kicad import compute_nets, load_schematic  # noqa: E402
-from cbledger.kicad.sexpr import PARSE_CACHE  # noqa: E402
-from cbledger.ledger.events import Ablations  # noqa: E402
-from cbledger.runner import sandbox as sandbox_mod  # noqa: E402
-from cbledger.tasks.catalog import load_fixture, load_task  # noqa: E402
-from cbledger.tasks.fixtures.materialize import from_directory  # noqa: E402
+from cbledger.grading.context import EVALUATION_ERRORS, GradeContext
+from cbledger.grading.evidence.bundle import LIVE_REPORTS_DIR, from_sandbox
+from cbledger.grading.grader import grade
+from cbledger.grading.registry import all_checks
+from cbledger.kicad import compute_nets, load_schematic
+from cbledger.kicad.sexpr import PARSE_CACHE
+from cbledger.ledger.events import Ablations
+from cbledger.runner import sandbox as sandbox_mod
+from cbledger.tasks.catalog import load_fixture, load_task
+from cbledger.tasks.fixtures.materialize import from_directory
 
 BOARDS = {
     # board id: (old net label, new net label, a reference on that net, its pin)
@@ -192,7 +192,10 @@ def main() -> None:
     parser.add_argument("--shared", help="the shared data directory (holding real/)")
     args = parser.parse_args()
     real = shared_dir(args.shared)
-    ms = lambda seconds: f"{seconds * 1000:8.1f}"  # noqa: E731
+
+    def ms(seconds: float) -> str:
+        return f"{seconds * 1000:8.1f}"
+
     print(f"grading one run on a real board, {args.runs} runs each: grade median and best, the rest best-of-{args.runs} (ms)")
     header = (
         f"{'board':<31}{'sch lines':>10}{'grade':>8}{'best':>8}{'grade/s':>9}{'warm':>8}"

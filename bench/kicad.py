@@ -24,9 +24,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "data" / "kicad"))
 
-from cbledger.kicad import compute_nets, load_schematic  # noqa: E402
-from cbledger.kicad.hierarchy import find_root_schematics  # noqa: E402
-from cbledger.kicad.sexpr import PARSE_CACHE  # noqa: E402
+from cbledger.kicad import compute_nets, load_schematic
+from cbledger.kicad.hierarchy import find_root_schematics
+from cbledger.kicad.sexpr import PARSE_CACHE
 
 
 def best(runs: int, fn) -> tuple[float, object]:

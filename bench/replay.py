@@ -40,19 +40,19 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.projections import build_ledger, events_for  # noqa: E402
-from bench.runner import build as build_real_project  # noqa: E402
-from bench.runner import init_ledger  # noqa: E402
-from cbledger.ledger.events import Ablations  # noqa: E402
-from cbledger.ledger.store import LedgerStore  # noqa: E402
-from cbledger.ledger.verify import verify_chain  # noqa: E402
-from cbledger.projections import writers  # noqa: E402
-from cbledger.reproduce import runs  # noqa: E402
-from cbledger.reproduce import verify as verify_mod  # noqa: E402
-from cbledger.runner import suite_run  # noqa: E402
-from cbledger.runner.plan import make_plan  # noqa: E402
-from cbledger.tasks.catalog import Catalog  # noqa: E402
-from cbledger.workspace import Workspace  # noqa: E402
+from bench.projections import build_ledger, events_for
+from bench.runner import build as build_real_project
+from bench.runner import init_ledger
+from cbledger.ledger.events import Ablations
+from cbledger.ledger.store import LedgerStore
+from cbledger.ledger.verify import verify_chain
+from cbledger.projections import writers
+from cbledger.reproduce import runs
+from cbledger.reproduce import verify as verify_mod
+from cbledger.runner import suite_run
+from cbledger.runner.plan import make_plan
+from cbledger.tasks.catalog import Catalog
+from cbledger.workspace import Workspace
 
 
 def shared_real() -> Path:

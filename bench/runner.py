@@ -31,19 +31,19 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from cbledger.grading import suite_version  # noqa: E402
-from cbledger.grading.evidence import bundle as evidence_mod  # noqa: E402
-from cbledger.kicad.oracle import kicad_cli_version  # noqa: E402
-from cbledger.ledger.events import Ablations, Actor, make_event  # noqa: E402
-from cbledger.ledger.store import LedgerStore  # noqa: E402
-from cbledger.runner import backstop, preserve, suite_run  # noqa: E402
-from cbledger.runner import execute as execute_mod  # noqa: E402
-from cbledger.runner import sandbox as sandbox_mod  # noqa: E402
-from cbledger.runner.agents import scripted  # noqa: E402
-from cbledger.runner.plan import make_plan  # noqa: E402
-from cbledger.tasks.catalog import Catalog  # noqa: E402
-from cbledger.workspace import Workspace  # noqa: E402
-from tests.runner_project import (  # noqa: E402
+from cbledger.grading import suite_version
+from cbledger.grading.evidence import bundle as evidence_mod
+from cbledger.kicad.oracle import kicad_cli_version
+from cbledger.ledger.events import Ablations, Actor, make_event
+from cbledger.ledger.store import LedgerStore
+from cbledger.runner import backstop, preserve, suite_run
+from cbledger.runner import execute as execute_mod
+from cbledger.runner import sandbox as sandbox_mod
+from cbledger.runner.agents import scripted
+from cbledger.runner.plan import make_plan
+from cbledger.tasks.catalog import Catalog
+from cbledger.workspace import Workspace
+from tests.runner_project import (
     DMX_BOARD,
     MIC_BOARD,
     MIC_PCB,

@@ -8,8 +8,8 @@ third-party data in `../shared/real` and `kicad-cli`. Without CI they skip with 
 from __future__ import annotations
 
 import os
-import sys
 import shutil
+import sys
 from pathlib import Path
 
 import pytest

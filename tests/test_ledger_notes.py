@@ -109,7 +109,7 @@ def test_a_checkpoint_round_trips_and_is_signed_over_its_text():
     assert opened.checkpoint == c and opened.signers == (key.verifier(),) and opened.note == note
     assert cp.read_unverified(note) == c
     other = SigningKey.generate("example.com/log")
-    with pytest.raises(CheckpointError, match="82.txt: no signature by a trusted key"):
+    with pytest.raises(CheckpointError, match=r"82\.txt: no signature by a trusted key"):
         open_checkpoint(note, [other.verifier()], "82.txt")
 
 

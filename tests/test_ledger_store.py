@@ -100,7 +100,7 @@ def test_racing_inits_leave_one_genesis(path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(b.recorder, "exists", lambda: False)  # b looked before a's init landed
     a.init("first", MAINTAINER)
     before = path.read_bytes()
-    with pytest.raises(UserError, match="seq 1 must be ledger.created"):
+    with pytest.raises(UserError, match=r"seq 1 must be ledger\.created"):
         b.init("second", MAINTAINER)
     assert path.read_bytes() == before
 
@@ -314,7 +314,7 @@ def test_read_yields_each_line_as_stored(filled: LedgerStore, path: Path) -> Non
     """Position, id, type and links come from the line itself, and the bytes are its slice."""
     stored = list(filled.read())
     assert len(stored) == len(lines(path))
-    for s, line in zip(stored, lines(path)):
+    for s, line in zip(stored, lines(path), strict=True):
         assert line == format_line(s.raw, s.hash, s.prev)
         event = encoding.decode(s.raw)
         assert (s.seq, s.id, s.type) == (event.seq, event.id, event_type(event))

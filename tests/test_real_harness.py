@@ -143,7 +143,7 @@ def test_every_bundled_task_passes_with_its_solve_session(tmp_path, shared_real,
     assert head.message.startswith("copperhead: ") and head.parents[0].id == pygit2.Oid(hex=run.sandbox.baseline_sha)
     assert (head.author.name, head.author.email) == ("copperhead", "copperhead@copperbench.invalid")
     assert (head.committer.name, head.committer.email) == ("copperhead", "copperhead@copperbench.invalid")
-    committed = {p for p in _paths(head.tree, restored.repo)} - {p for p in _paths(restored.repo[run.sandbox.baseline_sha].tree, restored.repo)}
+    committed = set(_paths(head.tree, restored.repo)) - set(_paths(restored.repo[run.sandbox.baseline_sha].tree, restored.repo))
     assert {".gitignore", "openspec/changes/mcu-rename-i2c-nets/proposal.md", "openspec/changes/mcu-rename-i2c-nets/tasks.md"} <= committed
     leaderboard = (project.root / "LEADERBOARD.md").read_text()
     assert "### Real harness, scripted model" in leaderboard and "`compat:scripted-solve`" in leaderboard.split("### Real harness")[1]
@@ -245,7 +245,7 @@ def test_a_turn_limit_loop_and_a_wall_clock_loop_end_the_way_their_caps_say(
 
     restored = preserve.restore(project.root / run.sandbox.store, run.sandbox, Catalog(project.root).fixture("synthetic-led-resistor"))
     stash_tree = restored.repo[run.sandbox.stash_sha].peel(pygit2.Tree)
-    assert "openspec/changes/brighter/proposal.md" in {e for e in _paths(stash_tree, restored.repo)}
+    assert "openspec/changes/brighter/proposal.md" in set(_paths(stash_tree, restored.repo))
 
     run, grade = graded["led-current-refusal"]
     # the runner's wall clock: the whole process group is killed, the run still kept and graded
@@ -281,7 +281,7 @@ def test_sigint_mid_run_writes_nothing_and_stops_the_harness(tmp_path, shared_re
             pytest.fail("the harness never got going")
         assert _copperhead_processes(str(project.sandboxes))
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
+        proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -98,9 +98,9 @@ def _print(report: verify_mod.VerifyReport) -> None:
     for f in anchored.failures:
         typer.echo(f"CHECKPOINT {f}", err=True)
     bad = {f.file for f in anchored.failures}
-    for path, c in anchored.given:
+    for path, given in anchored.given:
         if path not in bad and chain.ok:
-            typer.echo(f"checkpoint ok: {path} (size {c.size}, {c.checkpoint.origin}): the ledger extends it")
+            typer.echo(f"checkpoint ok: {path} (size {given.size}, {given.checkpoint.origin}): the ledger extends it")
     if anchored.recorded and chain.ok and not any(f.kind != "not-an-extension" for f in anchored.failures):
         typer.echo(f"recorded checkpoints: {anchored.recorded}, each the ledger's root at its size")
     if report.options.chain_only:

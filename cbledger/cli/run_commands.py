@@ -26,15 +26,14 @@ from cbledger.grading import suite_version
 from cbledger.ledger.events import Ablations, Actor, make_event
 from cbledger.ledger.store import LedgerStore
 from cbledger.login import login_name
+from cbledger.projections import writers
+from cbledger.projections.records import record_entries
 from cbledger.runner import ledger_view, pricing
 from cbledger.runner.plan import make_plan
 from cbledger.runner.rescore import rescore as rescore_runs
 from cbledger.runner.suite_run import run_plan
 from cbledger.tasks.catalog import Catalog
-from cbledger.projections import writers
-from cbledger.projections.records import record_entries
 from cbledger.workspace import bundle_name, record_name
-
 
 
 def scripted_model(session: str) -> str:

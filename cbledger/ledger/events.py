@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Callable
-from typing import Annotated, ClassVar, Final, Literal, Union, get_args
+from typing import Annotated, ClassVar, Final, Literal, get_args
 
 from msgspec import UNSET, Meta, Struct, UnsetType, field, structs
 from msgspec.structs import force_setattr
@@ -486,17 +486,18 @@ class CheckpointPublishedEvent(EventBase, tag="checkpoint.published", kw_only=Tr
     body: CheckpointPublished
 
 
-Event = Union[
-    LedgerCreatedEvent,
-    SuiteBumpedEvent,
-    PricingPublishedEvent,
-    RunRecordedEvent,
-    GradeRecordedEvent,
-    RunRetractedEvent,
-    RubricScoredEvent,
-    EvidenceImportedEvent,
-    CheckpointPublishedEvent,
-]
+Event = (
+    LedgerCreatedEvent
+    | SuiteBumpedEvent
+    | PricingPublishedEvent
+    | RunRecordedEvent
+    | GradeRecordedEvent
+    | RunRetractedEvent
+    | RubricScoredEvent
+    | EvidenceImportedEvent
+    | CheckpointPublishedEvent
+)
+
 
 def struct_tag(cls: type[EventBase]) -> str:
     """The stable dotted type of an event class."""

@@ -129,7 +129,7 @@ class JsonLinesRecorder(Recorder):
         lines = [format_line(r.raw, r.hash, r.prev) for r in records]
         offset = self._write_durably(fd, b"".join(lines))
         ids = self._index.ids
-        for r, line in zip(records, lines):
+        for r, line in zip(records, lines, strict=True):
             ids[r.id] = offset
             offset += len(line)
         last = records[-1]

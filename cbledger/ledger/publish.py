@@ -51,9 +51,10 @@ def publish(
 ) -> Published:
     """Signs the tree head of the whole ledger as it is now; `checkpoint_path(size)` says where the
     note goes (`Workspace.checkpoint`)."""
-    chain, tree, earlier = verified_scan(store.path)
+    # The chain and the tree are checked in one pass over the ledger's stored lines.
+    chain, tree, earlier = verified_scan(Path(store.location))
     if not chain.ok:
-        raise UserError(f"{store.path}: the chain does not verify ({chain.problem}); refusing to sign it")
+        raise UserError(f"{store.location}: the chain does not verify ({chain.problem}); refusing to sign it")
     head = chain.head.seq
     if earlier and origin is not None and earlier[-1].body.origin != origin:
         raise UserError(f"this ledger publishes checkpoints as {earlier[-1].body.origin!r}, not {origin!r}")
@@ -61,7 +62,7 @@ def publish(
     problems = recorded_problems(earlier, tree)
     if problems:
         raise NotConsistent(
-            f"{store.path}: the ledger is not an extension of its own recorded checkpoints "
+            f"{store.location}: the ledger is not an extension of its own recorded checkpoints "
             f"({'; '.join(why for _, why in problems)}); refusing to sign"
         )
     last = earlier[-1] if earlier else None

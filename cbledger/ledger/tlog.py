@@ -48,7 +48,7 @@ def leaf_hashes(store: LedgerStore, until: int | None = None) -> Iterator[bytes]
     expected = 1
     for stored in store.read(until=until):
         if stored.seq != expected:
-            raise TreeError(f"{store.path}: seq {stored.seq} where {expected} was expected; "
+            raise TreeError(f"{store.location}: seq {stored.seq} where {expected} was expected; "
                             "run `cbledger replay --verify --chain-only`")
         yield leaf_hash(leaf_bytes(stored))
         expected += 1

@@ -110,4 +110,4 @@ def to_utc(value: _dt.datetime) -> _dt.datetime:
     """Normalises an aware datetime to UTC; naive ones never get this far (Meta(tz=True))."""
     if value.tzinfo is None:
         raise ValueError("datetime must carry a timezone")
-    return value.astimezone(_dt.timezone.utc)
+    return value.astimezone(_dt.UTC)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 from msgspec import Struct
 
@@ -454,7 +455,7 @@ def _replays(members: list[RecordEntry]) -> list[ReplayRow]:
 
 
 def _scripted(members: list[RecordEntry]) -> list[ScriptedRow]:
-    rows: dict[tuple[str, str], dict] = {}
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
     for rec in members:
         run = rec.run.run
         r = rows.setdefault((run.task.id, run.model.id), {"task": run.task, "runs": 0, "passes": 0, "categories": {}})

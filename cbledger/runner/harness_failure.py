@@ -45,8 +45,8 @@ def detect(transcript: Transcript, stderr: str, exit_code: int | None, killed: b
             detail=said or f"the harness exited {exit_code} before writing a transcript",
         )
     if not transcript.of_type("run-start"):
-        kind = "missing-key" if _MISSING_KEY.search(stderr) else "provider-config"
-        return HarnessFailure(kind=kind, detail=said or f"the harness exited {exit_code} before its first model call")
+        return HarnessFailure(
+            kind="missing-key" if _MISSING_KEY.search(stderr) else "provider-config", detail=said or f"the harness exited {exit_code} before its first model call")
     reasons = [first_line(str(ev.data.get("reason", ""))) for ev in transcript.of_type("run-failed")]
     detail = next((r for r in reasons if r), "") or said
     if killed:

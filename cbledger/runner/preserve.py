@@ -117,7 +117,7 @@ def harness_logs(repo: pygit2.Repository, evidence_sha: str) -> dict[str, bytes]
     for name in HARNESS_LOGS:
         path = HARNESS_LOG_PREFIX + name
         try:
-            out[path] = repo[tree[path].id].data
+            out[path] = repo[tree[path].id].peel(pygit2.Blob).data
         except KeyError:
             continue
     return out

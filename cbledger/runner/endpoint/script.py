@@ -46,34 +46,34 @@ class _Body(Struct, forbid_unknown_fields=True, rename="camel", frozen=True, kw_
     pass
 
 
-class ToolCall(_Body):
+class ToolCall(_Body, frozen=True):
     name: Annotated[str, Meta(min_length=1)]
     args: dict[str, Any] = field(default_factory=dict)
     id: str | None = None
 
 
-class Usage(_Body):
+class Usage(_Body, frozen=True):
     in_: Count = field(default=0, name="in")
     out: Count = 0
 
 
-class Turn(_Body):
+class Turn(_Body, frozen=True):
     text: str | None = None
     tool_calls: list[ToolCall] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
 
 
-class RawResponse(_Body):
+class RawResponse(_Body, frozen=True):
     status: Annotated[int, Meta(ge=100, le=599)] = 200
     body: Any = None
     chunks: list[Any] | None = None
 
 
-class Expect(_Body):
+class Expect(_Body, frozen=True):
     tool_results: list[str] = field(default_factory=list)
 
 
-class Exchange(_Body):
+class Exchange(_Body, frozen=True):
     turn: Turn | None = None
     response: RawResponse | None = None
     request: Any = None
@@ -82,7 +82,7 @@ class Exchange(_Body):
     repeat: Count | Literal["forever"] = 0
 
 
-class Session(_Body):
+class Session(_Body, frozen=True):
     format: Literal["cbledger-session/1"]
     name: Annotated[str, Meta(min_length=1)]
     exchanges: Annotated[list[Exchange], Meta(min_length=1)]

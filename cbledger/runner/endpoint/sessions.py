@@ -44,7 +44,7 @@ def for_plan(catalog: Catalog, task_ids: list[str], session: str) -> dict[str, s
     if len(loaded) == 1 and loaded[0].task is None:
         # one session written for no task in particular (a loop, a model that does nothing):
         # it serves every planned run
-        return {t: loaded[0] for t in task_ids}
+        return dict.fromkeys(task_ids, loaded[0])
     found = script.by_task(loaded)
     missing = [t for t in task_ids if t not in found]
     if missing:
