@@ -29,7 +29,7 @@ def test_capturing_a_gold_run_gives_back_its_gold(tmp_path, kicad_cli, monkeypat
         shutil.copytree(REPO / name, root / name)
     (root / "fixtures").mkdir()
     shutil.copytree(REPO / "fixtures" / "synthetic-led-resistor", root / "fixtures" / "synthetic-led-resistor")
-    for args in (("init",), ("suite", "bump", "--reason", "x")):
+    for args in (("init",), ("suite", "bump", "--reason", "x", "--skip-trial")):
         assert run_cli([*args, "--root", root]).exit_code == 0
     sandboxes = tmp_path / "sandboxes"
     result = run_cli(["run", TASK, "--agent", "gold", "--repeats", "1", "--keep-sandboxes", "--sandbox-root", sandboxes, "--root", root])

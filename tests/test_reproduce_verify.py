@@ -40,7 +40,7 @@ def _build(root: Path, sandboxes: Path) -> None:
         src, dest = REPO / rel.decode(), root / rel.decode()
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, dest)
-    for args in (("init",), ("suite", "bump", "--reason", "the bundled suite under test")):
+    for args in (("init",), ("suite", "bump", "--reason", "the bundled suite under test", "--skip-trial")):
         result = cli(root, *args)
         assert result.exit_code == 0, result.output
     for agent in ("gold", "noop"):
@@ -215,7 +215,7 @@ def test_a_task_edited_after_its_runs_makes_them_not_regradable_not_failed(proje
         assert runs_by_task(report)[(mode, OTHER_TASK)]["status"] == "reproduced"
 
     # Re-scored under a new suite version, the new grade reproduces and the old one stays a note.
-    for args in (("suite", "bump", "--reason", "reweigh"), ("rescore",), ("project", "all")):
+    for args in (("suite", "bump", "--reason", "reweigh", "--skip-trial"), ("rescore",), ("project", "all")):
         result = cli(project, *args)
         assert result.exit_code == 0, result.output
     code, report = verify_json(project)

@@ -41,7 +41,7 @@ def bundled(tmp_path_factory, request, kicad_cli):
     def cli(*args):
         return run_cli([*args, "--root", root, "--ledger", ledger])
 
-    for args in (("init",), ("suite", "bump", "--reason", "bundled suite under test")):
+    for args in (("init",), ("suite", "bump", "--reason", "bundled suite under test", "--skip-trial")):
         result = cli(*args)
         assert result.exit_code == 0, result.output
     for agent in ("gold", "noop"):

@@ -17,6 +17,17 @@ from tests.factories import run_cli
 from tests.test_grading_kit import assertion, write_fixture, write_task
 
 GOOD = [assertion("renamed", "net_present", {"net": "SENSE"}), assertion("no-secret", "no_secret", required=False)]
+#: the other two outcome classes beside the edit task "good": every suite needs all three
+OTHERS = ["refuse", "flagged"]
+
+
+def write_other_classes(root: Path, fixture) -> None:
+    write_task(root, "refuse", fixture, GOOD, expectedOutcome="refusal")
+    write_task(root, "flagged", fixture, GOOD, expectedOutcome="flag")
+
+
+def write_smoke(root: Path, tasks: list[str], name: str = "smoke") -> None:
+    (root / "suites" / "smoke.json").write_text(json.dumps({"name": name, "tasks": tasks}))
 
 
 @pytest.fixture
@@ -24,8 +35,9 @@ def project(tmp_path) -> Path:
     root = tmp_path / "project"
     fixture = write_fixture(root)
     write_task(root, "good", fixture, GOOD)
+    write_other_classes(root, fixture)
     (root / "suites").mkdir()
-    (root / "suites" / "smoke.json").write_text(json.dumps({"name": "smoke", "tasks": ["good"]}))
+    write_smoke(root, ["good", *OTHERS])
     return root
 
 
@@ -58,10 +70,10 @@ def only(root: Path, severity: str = "error", **kw) -> tuple[str, str, str]:
 def test_a_good_project_validates(project):
     report = validate_project(project)
     assert report.ok and report.problems == []
-    assert (report.tasks, report.fixtures, report.suites) == (1, 1, 1)
+    assert (report.tasks, report.fixtures, report.suites) == (3, 1, 1)
     r = run_cli(["validate", "--root", project])
     assert r.exit_code == 0
-    assert r.stdout.strip() == "1 task(s), 1 fixture(s), 1 suite(s): 0 error(s), 0 warning(s), 0 note(s)"
+    assert r.stdout.strip() == "3 task(s), 1 fixture(s), 1 suite(s): 0 error(s), 0 warning(s), 0 note(s)"
 
 
 # --------------------------------------------------------------------------- schemas
@@ -340,13 +352,13 @@ def test_rubric_must_be_a_file_in_the_task_directory(project):
 
 
 def test_suites_reference_existing_tasks(project):
-    (project / "suites" / "smoke.json").write_text(json.dumps({"name": "smoke", "tasks": ["good", "gone", "good"]}))
-    assert only(project) == ("suites/smoke.json", "tasks[1]", "no task 'gone' (tasks/gone/task.json)")
-    assert only(project, "warning") == ("suites/smoke.json", "tasks[2]", "'good' is listed twice")
+    write_smoke(project, [*OTHERS, "good", "gone", "good"])
+    assert only(project) == ("suites/smoke.json", "tasks[3]", "no task 'gone' (tasks/gone/task.json)")
+    assert only(project, "warning") == ("suites/smoke.json", "tasks[4]", "'good' is listed twice")
 
 
 def test_a_suite_name_equals_its_file(project):
-    (project / "suites" / "smoke.json").write_text(json.dumps({"name": "full", "tasks": ["good"]}))
+    write_smoke(project, ["good", *OTHERS], name="full")
     assert only(project) == ("suites/smoke.json", "name", "'full' differs from the file name 'smoke'")
     (project / "suites" / "smoke.json").write_text(json.dumps({"name": "smoke", "tasks": []}))
     assert only(project) == ("suites/smoke.json", "tasks", "Expected `array` of length >= 1")
@@ -359,6 +371,7 @@ def test_a_real_fixture_without_its_tree_is_a_note_unless_trees_are_required(tmp
     root = tmp_path / "project"
     fixture = write_fixture(root, "real-board", origin="upstream")
     write_task(root, "on-real", fixture, GOOD)
+    write_other_classes(root, fixture)
     shutil.rmtree(fixture.dir / "tree")
     shutil.rmtree(fixture.dir / "baseline")
     report = validate_project(root)
@@ -392,7 +405,7 @@ def test_a_synthetic_fixture_without_its_tree_is_an_error(project):
 def test_every_problem_is_reported_in_one_pass_and_the_cli_exits_1(project):
     edit_task(project, id="bad", config={"llmCache": False}, setup={"commands": ["rm"]}, rubric="nope.md")
     edit_assertions(project, [assertion("a", "net_renamed"), assertion("a", "net_present", {}, required=False)])
-    (project / "suites" / "smoke.json").write_text(json.dumps({"name": "smoke", "tasks": ["ghost"]}))
+    write_smoke(project, [*OTHERS, "ghost"])
     found = problems(project)
     assert {(f, fld) for f, fld, _m in found} == {
         ("tasks/good/task.json", "id"),
@@ -402,12 +415,38 @@ def test_every_problem_is_reported_in_one_pass_and_the_cli_exits_1(project):
         ("tasks/good/assertions.json", "[0].type"),
         ("tasks/good/assertions.json", "[1].id"),
         ("tasks/good/assertions.json", "[1].args.net"),
-        ("suites/smoke.json", "tasks[0]"),
+        ("suites/smoke.json", "tasks[2]"),
     }
     r = run_cli(["validate", "--root", project])
     assert r.exit_code == 1
     assert "error: tasks/good/task.json: config.llmCache: not settable" in r.stderr
     assert r.stdout.strip().endswith("8 error(s), 0 warning(s), 0 note(s)")
+
+
+# --------------------------------------------------------------------------- outcome classes
+
+
+@pytest.mark.parametrize("dropped", ["good", "refuse", "flagged"])
+def test_every_suite_needs_all_three_outcome_classes(project, dropped):
+    kept = [t for t in ["good", *OTHERS] if t != dropped]
+    write_smoke(project, kept)
+    missing = {"good": "edit", "refuse": "refusal", "flagged": "flag"}[dropped]
+    assert only(project) == (
+        "suites/smoke.json",
+        "tasks",
+        f"suite 'smoke' holds no {missing} task: every suite needs all three outcome classes (edit, refusal, flag)",
+    )
+    r = run_cli(["validate", "--root", project])
+    assert r.exit_code == 1 and f"holds no {missing} task" in r.stderr
+
+
+def test_the_catalog_as_a_whole_needs_all_three_outcome_classes(project):
+    for task_id in OTHERS:
+        shutil.rmtree(project / "tasks" / task_id)
+    write_smoke(project, ["good"])
+    found = problems(project)
+    assert ("tasks", "", "the catalog holds no refusal and no flag task: every suite needs all three outcome classes (edit, refusal, flag)") in found
+    assert ("suites/smoke.json", "tasks", "suite 'smoke' holds no refusal and no flag task: every suite needs all three outcome classes (edit, refusal, flag)") in found
 
 
 def test_the_bundled_project_validates(repo_root):

@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Annotated
 
+import msgspec
 import typer
 
 from cbledger.cli.common import (
@@ -28,7 +29,7 @@ from cbledger.ledger.store import LedgerStore
 from cbledger.login import login_name
 from cbledger.projections import writers
 from cbledger.projections.records import record_entries
-from cbledger.runner import ledger_view, pricing
+from cbledger.runner import ledger_view, pricing, trial
 from cbledger.runner.plan import make_plan
 from cbledger.runner.rescore import rescore as rescore_runs
 from cbledger.runner.suite_run import run_plan
@@ -171,14 +172,30 @@ def suite_bump(
     reason: Annotated[str, typer.Option(help="Why the suite changed (recorded).")],
     level: Annotated[str, typer.Option(help="major | minor | patch")] = "minor",
     version: Annotated[str | None, typer.Option(help="An explicit new version instead of a computed one.")] = None,
+    skip_trial: Annotated[bool, typer.Option(
+        "--skip-trial",
+        help="Record without running gold and noop on the changed tasks first; the recorded reason says so.",
+    )] = False,
+    copperhead_cli: Annotated[str | None, typer.Option("--copperhead-cli", envvar="COPPERHEAD_CLI", help="Path to copperhead's cli.js (for setup commands).")] = None,
     ledger: LedgerOption = None,
     root: RootOption = None,
 ) -> None:
     """Append suite.bumped with the current manifest, fixture, vocabulary and pattern-set hashes;
-    refuses when nothing changed."""
+    refuses when nothing changed. First runs gold and noop once on every added or changed task
+    (through the runner, recording nothing) and refuses unless gold passes and noop fails each."""
     path = ledger_path(ledger, root)
     view = ledger_view.read(path)
-    body = suite_version.bump(view.suite, Catalog(project_root(root)), reason, level, version)
+    catalog = Catalog(project_root(root))
+    body = suite_version.bump(view.suite, catalog, reason, level, version)
+    to_try = suite_version.changed_tasks(view.suite, catalog)
+    if skip_trial:
+        if to_try:
+            body = msgspec.structs.replace(body, reason=f"{reason} (recorded with --skip-trial: gold and noop not run on {', '.join(to_try)})")
+    else:
+        results = trial.run_trials(catalog.root, to_try, copperhead_cli=copperhead_cli, on_done=lambda r: typer.echo(f"  trial {r}", err=True))
+        trial.require_discriminating(results, f"refusing to record suite {body.suite_version}")
+        if to_try:
+            typer.echo(f"trial: gold passes and noop fails on {len(to_try)} changed task(s)")
     event = make_event(body, id=f"suite:{body.suite_version}", actor=_maintainer())
     (r,) = LedgerStore(path).append([event])
     changed = "" if view.suite is None else " (" + ", ".join(suite_version.differences(view.suite, suite_version.current(Catalog(project_root(root))))) + ")"

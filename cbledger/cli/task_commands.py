@@ -9,27 +9,63 @@ from typing import Annotated, Any
 
 import typer
 
-from cbledger.cli.common import JsonFlag, RootOption, fail, project_root
+from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, project_root, workspace
+from cbledger.errors import UserError
+from cbledger.grading import suite_version
 from cbledger.grading.evidence.bundle import Evidence, from_sandbox
 from cbledger.grading.grader import GRADER_VERSION, Grade, grade
+from cbledger.runner import ledger_view
 from cbledger.tasks.catalog import Catalog, Fixture, Task, load_task
+from cbledger.tasks.fixtures.problems import Problem, error
 from cbledger.tasks.validate import validate_project
 
 BASELINE_TYPES = ("erc_no_new_violations", "drc_no_new_violations")
 
 
+def unbumped(root: Path, ledger: Path) -> list[Problem]:
+    """What differs on disk from the suite version the ledger records last: an edited task,
+    fixture or suite that nobody bumped. Runs refuse such a task; validate names it first.
+    A ledger that does not exist yet, or records no suite, has nothing to differ from."""
+    if not ledger.is_file():
+        return []
+    recorded = ledger_view.read(ledger).suite
+    if recorded is None:
+        return []
+    try:
+        now = suite_version.current(Catalog(root))
+    except UserError:
+        return []  # a task or fixture that does not load: its own errors are already listed
+    hint = f"differs from suite {recorded.suite_version} as recorded; run `cbledger suite bump --reason ...`"
+    problems = []
+    for d in suite_version.changes(recorded, now):
+        if d.kind == "task" and d.key:
+            file = f"tasks/{d.key}/task.json"
+        elif d.kind == "fixture" and d.key:
+            file = f"fixtures/{d.key}/fixture.json"
+        elif d.kind == "suites":
+            file = "suites"
+        else:
+            file = "cbledger"
+        problems.append(error(file, "", f"{d} since the last bump: {hint}"))
+    return problems
+
+
 def validate(
     root: RootOption = None,
+    ledger: LedgerOption = None,
     as_json: JsonFlag = False,
     require_trees: Annotated[
         bool, typer.Option("--require-trees", help="Treat a real fixture whose tree is not materialized as an error.")
     ] = False,
 ) -> None:
-    """Check every fixture, task and suite as data; list every problem.
+    """Check every fixture, task and suite as data, and against the suite version the ledger
+    records; list every problem.
 
     Each problem names its file and field. Exits 1 when any error is found; warnings and notes
     (a real board not materialized here) do not fail it unless --require-trees."""
-    report = validate_project(project_root(root), require_trees=require_trees)
+    where = workspace(ledger, root)
+    report = validate_project(where.root, require_trees=require_trees)
+    report.problems.extend(unbumped(where.root, where.ledger))
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2))
     else:

@@ -35,25 +35,65 @@ def current(catalog: Catalog) -> Definition:
     )
 
 
-def differences(recorded: SuiteBumped, now: Definition) -> list[str]:
-    out = []
+@dataclass(frozen=True)
+class Difference:
+    """One way the suite on disk differs from a recorded version: `kind` is task, fixture,
+    suites or a contract hash (vocabulary, credential patterns, grader), `key` the task or
+    fixture id where there is one."""
+
+    kind: str
+    key: str | None
+    change: str  # added | removed | changed
+
+    def __str__(self) -> str:
+        if self.kind == "suites":
+            return "named suites changed"
+        if self.key is None:
+            return self.kind
+        return f"{self.kind} {self.key} {self.change}"
+
+
+def changes(recorded: SuiteBumped, now: Definition) -> list[Difference]:
+    out: list[Difference] = []
     for field_name in ("vocabulary_hash", "credential_patterns_hash", "grader_version"):
         if getattr(recorded, field_name) != getattr(now, field_name):
-            out.append(field_name.replace("_", " "))
+            out.append(Difference(field_name.replace("_", " "), None, "changed"))
     for kind, before, after in (
         ("task", recorded.task_manifest_hashes, now.task_manifest_hashes),
         ("fixture", recorded.fixture_hashes, now.fixture_hashes),
     ):
         for key in sorted(set(before) | set(after)):
             if key not in after:
-                out.append(f"{kind} {key} removed")
+                out.append(Difference(kind, key, "removed"))
             elif key not in before:
-                out.append(f"{kind} {key} added")
+                out.append(Difference(kind, key, "added"))
             elif before[key] != after[key]:
-                out.append(f"{kind} {key} changed")
+                out.append(Difference(kind, key, "changed"))
     if recorded.suites != now.suites:
-        out.append("named suites changed")
+        out.append(Difference("suites", None, "changed"))
     return out
+
+
+def differences(recorded: SuiteBumped, now: Definition) -> list[str]:
+    return [str(d) for d in changes(recorded, now)]
+
+
+def changed_tasks(recorded: SuiteBumped | None, catalog: Catalog) -> list[str]:
+    """The tasks on disk a bump would record anew: added or edited tasks, and the tasks on a
+    fixture that was added or changed. With nothing recorded yet, every task."""
+    now = current(catalog)
+    if recorded is None:
+        return sorted(now.task_manifest_hashes)
+    found = changes(recorded, now)
+    tasks = {d.key for d in found if d.kind == "task" and d.change != "removed" and d.key}
+    fixtures = {d.key for d in found if d.kind == "fixture" and d.change != "removed"}
+    if any(d.key is None and d.kind != "suites" for d in found):
+        # the vocabulary, the credential patterns or the grader changed: every task is graded anew
+        return sorted(now.task_manifest_hashes)
+    for task_id in now.task_manifest_hashes:
+        if catalog.task(task_id).manifest.fixture.id in fixtures:
+            tasks.add(task_id)
+    return sorted(tasks)
 
 
 def next_version(previous: str | None, level: str) -> str:

@@ -21,7 +21,10 @@ The rules, in the order they are checked for a task:
   `file_unchanged`/`diff_ratio_max`, that is not in the fixture tree.
 
 Fixtures are checked by `cbledger.tasks.fixtures.check` (hash, id, baseline summary); suites
-must name existing tasks. `ensure_runnable` is the same check narrowed to one task, as a refusal.
+must name existing tasks, and every named suite, like the catalog as a whole, must hold tasks of
+all three outcome classes (edit, refusal, flag): the standard's guard against a degenerate
+strategy, since a suite without refusal tasks cannot catch a model that never refuses.
+`ensure_runnable` is the same check narrowed to one task, as a refusal.
 """
 
 from __future__ import annotations
@@ -29,11 +32,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, get_args
 
 import msgspec
 
 from cbledger.errors import UserError
+from cbledger.ledger.types import Outcome
 from cbledger.tasks.catalog import Catalog, Fixture, Task, load_fixture
 from cbledger.tasks.fixtures.check import FixtureCheck, check_fixture
 from cbledger.tasks.fixtures.problems import (
@@ -50,6 +54,7 @@ from cbledger.tasks.vocabulary import SPEC_CLASSES, VOCABULARY
 PROMPT_MODES = ("do", "sync")
 DOC_TYPES = ("doc_contains", "doc_row_matches")
 PATH_TYPES = ("file_unchanged", "diff_ratio_max")
+OUTCOME_CLASSES: tuple[Outcome, ...] = get_args(Outcome)
 
 
 @dataclass
@@ -370,7 +375,32 @@ def validate_suite(path: Path, ctx: _Context) -> list[Problem]:
             seen.add(task_id)
             if not (ctx.root / "tasks" / task_id / "task.json").is_file():
                 problems.append(error(file, f"tasks[{i}]", f"no task {task_id!r} (tasks/{task_id}/task.json)"))
+        named = [t for t in tasks if isinstance(t, str)]
+        problems.extend(_outcome_rules(file, "tasks", f"suite {path.stem!r}", named, ctx))
     return problems
+
+
+def _declared_outcome(root: Path, task_id: str) -> str | None:
+    """A task's `expectedOutcome` as written, or None when the task does not load (its own errors
+    say why, so the outcome rule does not pile a second message on them)."""
+    try:
+        doc = json.loads((root / "tasks" / task_id / "task.json").read_bytes())
+    except (OSError, ValueError):
+        return None
+    outcome = doc.get("expectedOutcome") if isinstance(doc, dict) else None
+    return outcome if outcome in OUTCOME_CLASSES else None
+
+
+def _outcome_rules(file: str, field_name: str, what: str, task_ids: list[str], ctx: _Context) -> list[Problem]:
+    """Every outcome class present among `task_ids`: a suite missing one cannot tell a model that
+    refuses everything (or never refuses) from a good one."""
+    outcomes = {_declared_outcome(ctx.root, t) for t in task_ids}
+    missing = [c for c in OUTCOME_CLASSES if c not in outcomes]
+    if not missing or not task_ids or None in outcomes:
+        return []
+    return [
+        error(file, field_name, f"{what} holds no {' and no '.join(missing)} task: every suite needs all three outcome classes (edit, refusal, flag)")
+    ]
 
 
 # --------------------------------------------------------------------------- the project
@@ -400,6 +430,7 @@ def validate_project(root: Path, require_trees: bool = False) -> ValidationRepor
                 continue
             report.tasks += 1
             report.problems.extend(validate_task(d, ctx))
+        report.problems.extend(_outcome_rules("tasks", "", "the catalog", catalog.task_ids(), ctx))
     if catalog.suites_dir.is_dir():
         for path in sorted(catalog.suites_dir.glob("*.json")):
             report.suites += 1

@@ -1,0 +1,131 @@
+"""The suite's discrimination check, run before a task is recorded: gold must pass it and noop
+must fail it.
+
+A trial is a real run through the same steps as `cbledger run --agent gold|noop` (sandbox, setup,
+agent, capture, kicad-cli, grade) that stops before anything is preserved or appended: the suite
+version the run would be recorded under does not exist yet, and a check is not evidence. A task
+whose gold does not pass is unsolvable as written, and one that noop passes grades nothing; either
+way it must not enter a suite version (`suite bump`) or be offered as a variant (`task variant`).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from cbledger.errors import UserError
+from cbledger.kicad.oracle import require_kicad_cli
+from cbledger.ledger.events import Ablations, Actor
+from cbledger.runner import execute as steps
+from cbledger.runner.agents.base import Agent
+from cbledger.runner.agents.copperhead import locate
+from cbledger.runner.agents.scripted import GoldAgent, NoopAgent
+from cbledger.runner.environment import probe
+from cbledger.runner.plan import PlannedRun
+from cbledger.tasks.catalog import Catalog
+from cbledger.tasks.validate import ensure_runnable
+
+#: what each scripted agent must do to a well-made task
+EXPECTED = {"gold": "pass", "noop": "fail"}
+#: the suite version a trial grades under: none, since nothing of a trial is recorded
+UNRECORDED = "0.0.0"
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    task_id: str
+    agent: str
+    verdict: str
+    first_failed_required: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == EXPECTED[self.agent]
+
+    def __str__(self) -> str:
+        why = f" (first failed: {self.first_failed_required})" if self.first_failed_required else ""
+        return f"{self.task_id}: {self.agent} {self.verdict}{why}, expected {EXPECTED[self.agent]}"
+
+
+def _agent(kind: str) -> Agent:
+    return GoldAgent() if kind == "gold" else NoopAgent()
+
+
+def run_trials(
+    root: Path,
+    task_ids: Sequence[str],
+    *,
+    copperhead_cli: str | None = None,
+    on_done: Callable[[TrialResult], None] | None = None,
+) -> list[TrialResult]:
+    """Gold and noop once each on every task, in throwaway sandboxes. Raises UserError when a task
+    cannot run at all (it does not validate, its fixture tree is missing, no kicad-cli)."""
+    if not task_ids:
+        return []
+    require_kicad_cli()
+    catalog = Catalog(root)
+    tasks = [catalog.task(t) for t in task_ids]
+    for task in tasks:
+        ensure_runnable(root, task)
+    setup_cli = _setup_cli(copperhead_cli, root)
+    environment = probe(setup_cli)
+    results: list[TrialResult] = []
+    sandbox_root = Path(tempfile.mkdtemp(prefix="cbledger-trial-"))
+    try:
+        for task in tasks:
+            for kind in EXPECTED:
+                settings = steps.RunSettings(
+                    root=root, catalog=catalog, agent=_agent(kind), run_mode="gold" if kind == "gold" else "noop",
+                    suite_version=UNRECORDED, environment=environment, price_table=None, ablations=Ablations(),
+                    sandbox_root=sandbox_root, keep_sandboxes=False, copperhead=setup_cli,
+                    actor=Actor(kind="runner", name="cbledger-trial"),
+                )
+                try:
+                    result = _one(settings, PlannedRun(task, f"harness:{kind}", 1, 1), kind)
+                except UserError as exc:
+                    result = TrialResult(task.id, kind, f"could not run ({exc})", None)
+                results.append(result)
+                if on_done:
+                    on_done(result)
+    finally:
+        shutil.rmtree(sandbox_root, ignore_errors=True)
+    return results
+
+
+def _setup_cli(copperhead_cli: str | None, root: Path):
+    try:
+        return locate(copperhead_cli, root)
+    except UserError:
+        return None
+
+
+def _one(settings: steps.RunSettings, planned: PlannedRun, kind: str) -> TrialResult:
+    """Steps 1 to 7 of a run (docs/RUNNER.md section 2); the sandbox is removed whatever happens."""
+    task = planned.task
+    fixture = settings.catalog.fixture_for(task)
+    start = steps.open_sandbox(settings, planned)
+    try:
+        seed = steps.plant_seed(settings, start, task, fixture)
+        baseline = steps.set_up(settings, planned, start, seed)
+        agent_run = steps.run_agent(settings, planned, fixture, start, baseline)
+        end = steps.capture_end_state(start, seed, baseline)
+        verified = steps.verify_end_state(start, fixture, end)
+        graded = steps.grade_end_state(task, fixture, baseline, agent_run, end, verified)
+    finally:
+        steps.remove_sandbox(settings, start)
+    g = graded.grade
+    return TrialResult(task.id, kind, g.verdict, g.first_failed_required)
+
+
+def require_discriminating(results: Sequence[TrialResult], what: str) -> None:
+    """Refuses, naming every task whose gold failed or whose noop passed."""
+    bad = [r for r in results if not r.ok]
+    if bad:
+        raise UserError(
+            f"{what}: the scripted agents do not separate {len({r.task_id for r in bad})} task(s): "
+            + "; ".join(str(r) for r in bad)
+            + " (gold must pass and noop must fail every task)"
+        )

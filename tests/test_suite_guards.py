@@ -1,0 +1,115 @@
+"""The guards on the suite: `suite bump` records a task only after gold passed it and noop failed
+it (real runs through the runner, nothing recorded), and `validate` names a task edited since the
+last bump. Each test builds a small project from the bundled synthetic LED board and its tasks."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.factories import run_cli
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURE = "synthetic-led-resistor"
+EDIT = "led-resistor-swap"
+REFUSAL = "led-current-refusal"
+
+
+@pytest.fixture
+def project(tmp_path, kicad_cli) -> Path:
+    root = tmp_path / "project"
+    shutil.copytree(REPO / "fixtures" / FIXTURE, root / "fixtures" / FIXTURE)
+    for task in (EDIT, REFUSAL):
+        shutil.copytree(REPO / "tasks" / task, root / "tasks" / task)
+    (root / "suites").mkdir()
+    (root / "suites" / "pair.json").write_text(json.dumps({"name": "pair", "tasks": [EDIT, REFUSAL]}))
+    assert run_cli(["init", "--root", root]).exit_code == 0
+    return root
+
+
+def ledger_lines(root: Path) -> list[str]:
+    return (root / "results" / "ledger" / "events.jsonl").read_text().splitlines()
+
+
+def bump(root: Path, *extra: str):
+    return run_cli(["suite", "bump", "--reason", "under test", "--root", root, *extra])
+
+
+def test_a_bump_runs_gold_and_noop_on_every_new_task_first(project):
+    r = bump(project)
+    assert r.exit_code == 0, r.stderr
+    assert "trial: gold passes and noop fails on 2 changed task(s)" in r.stdout
+    for task in (EDIT, REFUSAL):
+        assert f"trial {task}: gold pass, expected pass" in r.stderr
+        assert f"trial {task}: noop fail" in r.stderr
+    assert "suite.bumped" in ledger_lines(project)[-1]
+    # nothing of a trial is recorded: no run, no grade, no bundle
+    assert not any('"run.recorded"' in line or '"grade.recorded"' in line for line in ledger_lines(project))
+    assert not (project / "results" / "runs").exists() or not list((project / "results" / "runs").iterdir())
+
+
+def test_a_bump_refuses_a_changed_task_whose_gold_fails(project):
+    assert bump(project).exit_code == 0
+    before = ledger_lines(project)
+    gold_bom = project / "tasks" / EDIT / "gold" / "files" / "docs" / "BOM.md"
+    gold_bom.unlink()  # the gold leaves the BOM at 1k: the solution no longer solves the task
+    assertions = project / "tasks" / EDIT / "assertions.json"
+    doc = json.loads(assertions.read_text())
+    doc[0]["weight"] = 4
+    assertions.write_text(json.dumps(doc, indent=2) + "\n")
+    r = bump(project)
+    assert r.exit_code == 2  # a refused precondition, as every UserError
+    assert f"{EDIT}: gold fail (first failed: bom-value), expected pass" in r.stderr
+    assert REFUSAL not in r.stderr.split("refusing", 1)[1]  # only the changed task was tried
+    assert ledger_lines(project) == before
+
+
+def test_a_bump_refuses_a_task_that_noop_passes(project):
+    assert bump(project).exit_code == 0
+    before = ledger_lines(project)
+    assertions = project / "tasks" / REFUSAL / "assertions.json"
+    lenient = [a for a in json.loads(assertions.read_text()) if a["type"] in ("no_secret", "file_unchanged")]
+    assert lenient, "the refusal task keeps an assertion noop passes"
+    assertions.write_text(json.dumps(lenient, indent=2) + "\n")
+    r = bump(project)
+    assert r.exit_code == 2
+    assert f"{REFUSAL}: noop pass, expected fail" in r.stderr
+    assert ledger_lines(project) == before
+
+
+def test_skip_trial_is_recorded_in_the_reason(project):
+    r = bump(project, "--skip-trial")
+    assert r.exit_code == 0, r.stderr
+    last = json.loads(ledger_lines(project)[-1])
+    assert last["event"]["body"]["reason"] == f"under test (recorded with --skip-trial: gold and noop not run on {REFUSAL}, {EDIT})"
+    assert bump(project, "--skip-trial").exit_code == 2  # nothing changed: still refused
+
+
+def add_flag_task(root: Path) -> None:
+    """The third outcome class, so that `validate` has nothing else to say about the suite."""
+    shutil.copytree(REPO / "fixtures" / "synthetic-mcu-sensor-drift", root / "fixtures" / "synthetic-mcu-sensor-drift")
+    shutil.copytree(REPO / "tasks" / "mcu-pullup-drift-flag", root / "tasks" / "mcu-pullup-drift-flag")
+    (root / "suites" / "pair.json").write_text(json.dumps({"name": "pair", "tasks": [EDIT, REFUSAL, "mcu-pullup-drift-flag"]}))
+
+
+def test_validate_names_a_task_edited_since_the_last_bump(project):
+    add_flag_task(project)
+    assert bump(project, "--skip-trial").exit_code == 0
+    r = run_cli(["validate", "--root", project])
+    assert r.exit_code == 0, r.stderr
+    readme_only = project / "tasks" / EDIT / "README.md"
+    readme_only.write_text(readme_only.read_text() + "\nA note.\n")
+    assert run_cli(["validate", "--root", project]).exit_code == 0  # the README is not the manifest
+    task_json = project / "tasks" / EDIT / "task.json"
+    doc = json.loads(task_json.read_text())
+    doc["repeats"] = 1
+    task_json.write_text(json.dumps(doc, indent=2) + "\n")
+    r = run_cli(["validate", "--root", project])
+    assert r.exit_code == 1
+    assert (
+        f"error: tasks/{EDIT}/task.json: task {EDIT} changed since the last bump: differs from suite 1.0.0 "
+        "as recorded; run `cbledger suite bump --reason ...`"
+    ) in r.stderr
