@@ -33,7 +33,7 @@ from cbledger.workspace import LEADERBOARD, READ_MODEL
 
 def demo(
     suite: Annotated[str, typer.Option(help="Which named suite to run.")] = "full",
-    jobs: Annotated[int, typer.Option(help="Sandboxes run concurrently.")] = 2,
+    jobs: Annotated[int, typer.Option(min=1, help="Sandboxes run concurrently.")] = 2,
     ledger: LedgerOption = None,
     root: RootOption = None,
 ) -> None:

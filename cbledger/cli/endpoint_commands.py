@@ -26,7 +26,7 @@ SessionFile = Annotated[Path, typer.Argument(help="A session script (JSON, forma
 @endpoint_app.command("serve")
 def serve_cmd(
     session: SessionFile,
-    port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0: any free port).")] = 0,
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port on 127.0.0.1 (0: any free port).")] = 0,
 ) -> None:
     """Serve one session script at http://127.0.0.1:PORT/v1 until interrupted.
 

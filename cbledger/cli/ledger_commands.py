@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, ledger_path, project_root
+from cbledger.ledger import semantics
 from cbledger.ledger.events import Actor, event_type
 from cbledger.ledger.intake import parse_events
 from cbledger.ledger.store import LedgerStore
@@ -39,7 +40,9 @@ def append(
     """Validate every event of the input, then append them as one durable batch.
 
     Nothing is written unless every event is valid, free of credentials and free of id
-    conflicts. Re-appending an identical event is a no-op that reports the existing seq.
+    conflicts, every run a retraction, grade or rubric score names was recorded, and no event is
+    stamped more than five minutes ahead of the clock. Re-appending an identical event is a no-op
+    that reports the existing seq.
     """
     if source == "-":
         data, name = sys.stdin.buffer.read(), "<stdin>"
@@ -49,7 +52,8 @@ def append(
             fail(f"{source}: no such file")
         data, name = p.read_bytes(), source
     events = parse_events(data, name)
-    results = LedgerStore(ledger_path(ledger, root)).append(events)
+    store = LedgerStore(ledger_path(ledger, root))
+    results = store.append(events, check=semantics.check_batch)
     if as_json:
         typer.echo(
             json.dumps(
@@ -71,8 +75,8 @@ def log(
     type_: Annotated[
         list[str] | None, typer.Option("--type", help="Only these event types (repeatable).")
     ] = None,
-    since: Annotated[int, typer.Option(help="Only events with seq greater than this.")] = 0,
-    until: Annotated[int | None, typer.Option(help="Only events with seq up to this.")] = None,
+    since: Annotated[int, typer.Option(min=0, help="Only events with seq greater than this.")] = 0,
+    until: Annotated[int | None, typer.Option(min=1, help="Only events with seq up to this.")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """List events, optionally filtered by type and seq range."""

@@ -40,6 +40,17 @@ def _state(where: Workspace) -> LedgerState:
     return writers.load_state(where.ledger)
 
 
+def _known_suite(state: LedgerState, suite: str | None) -> str | None:
+    """`--suite`, refused unless the ledger recorded that version: an unknown one would render
+    an empty table that looks like a result."""
+    if suite is None:
+        return None
+    recorded = [entry.body.suite_version for entry in state.suites]
+    if suite not in recorded:
+        fail(f"--suite {suite}: the ledger records no such suite version (recorded: {', '.join(recorded) or 'none'})", 2)
+    return suite
+
+
 def _written(target: Path, changed: bool, hint: str = "") -> None:
     typer.echo(f"{target}: {'written' if changed else 'unchanged'}{hint}")
 
@@ -84,7 +95,8 @@ def leaderboard_cmd(
 ) -> None:
     """Write LEADERBOARD.md (or check the committed one)."""
     where = workspace(ledger, root)
-    raise typer.Exit(_leaderboard(_state(where), out or where.leaderboard, check, suite))
+    state = _state(where)
+    raise typer.Exit(_leaderboard(state, out or where.leaderboard, check, _known_suite(state, suite)))
 
 
 @project_app.command("records")
@@ -102,7 +114,7 @@ def workqueue_cmd(
     from cbledger.projections.fold import current_suite
 
     state = _state(workspace(ledger, root))
-    queue = workqueue.work_queue(state, suite or current_suite(state))
+    queue = workqueue.work_queue(state, _known_suite(state, suite) or current_suite(state))
     if as_json:
         typer.echo(msgspec.json.format(msgspec.json.encode(queue), indent=2).decode())
     else:
@@ -131,9 +143,9 @@ def compare_cmd(
     ledger: LedgerOption = None,
     root: RootOption = None,
     suite: SuiteOption = None,
-    rate_floor: Annotated[float, typer.Option(help="Minimum pass-rate drop that can fire (fraction).")] = gate.Thresholds().rate_floor,
-    z: Annotated[float, typer.Option(help="Standard errors a pass-rate drop must exceed.")] = gate.Thresholds().z,
-    cost_floor: Annotated[float, typer.Option(help="Minimum relative cost-per-pass rise that can fire.")] = gate.Thresholds().cost_floor,
+    rate_floor: Annotated[float, typer.Option(min=0.0, max=1.0, help="Minimum pass-rate drop that can fire (fraction).")] = gate.Thresholds().rate_floor,
+    z: Annotated[float, typer.Option(min=0.0, help="Standard errors a pass-rate drop must exceed.")] = gate.Thresholds().z,
+    cost_floor: Annotated[float, typer.Option(min=0.0, help="Minimum relative cost-per-pass rise that can fire.")] = gate.Thresholds().cost_floor,
     as_json: JsonFlag = False,
 ) -> None:
     """Exit 1 when any tier's strict pass rate falls, or cost per passing task rises, beyond the threshold."""

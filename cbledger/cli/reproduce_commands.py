@@ -25,7 +25,7 @@ def replay(
     ] = False,
     since: Annotated[
         int | None,
-        typer.Option("--since", metavar="SEQ", help="Re-grade only runs recorded after SEQ (the chain is always fully checked)."),
+        typer.Option("--since", metavar="SEQ", min=0, help="Re-grade only runs recorded after SEQ (the chain is always fully checked)."),
     ] = None,
     run: Annotated[
         list[str] | None, typer.Option("--run", metavar="ID", help="Re-grade only this run (repeatable).")

@@ -173,7 +173,7 @@ def _latest_covering(store: LedgerStore, seq: int) -> tlog.Recorded:
 
 @prove_app.command("inclusion")
 def prove_inclusion(
-    seq: Annotated[int, typer.Argument(help="The event's seq.")],
+    seq: Annotated[int, typer.Argument(min=1, help="The event's seq.")],
     checkpoint_file: Annotated[Path | None, typer.Option("--checkpoint", metavar="FILE", help="Prove against this checkpoint (default: the latest published one covering SEQ).")] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", metavar="FILE", help="Write the proof here instead of stdout.")] = None,
     ledger: LedgerOption = None,

@@ -18,7 +18,7 @@ below by implementing the recorder contract, and the rules are tested once for a
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import NamedTuple
@@ -44,6 +44,9 @@ from cbledger.ledger.versions import CURRENT, EventSchema
 
 #: Rebuilds of one batch on a moved head before the conflict is the caller's.
 ATTEMPTS = 8
+
+#: A rule over a whole batch and the log it joins; raises UserError to refuse the batch.
+BatchCheck = Callable[["LedgerStore", Sequence[EventBase]], None]
 
 
 @dataclass(frozen=True)
@@ -103,12 +106,17 @@ class LedgerStore:
 
     # ------------------------------------------------------------------ appending
 
-    def append(self, events: Sequence[EventBase]) -> list[Appended]:
-        """Appends a batch atomically with respect to validation: all or nothing is written."""
-        return self._append(events, genesis=False)
+    def append(self, events: Sequence[EventBase], *, check: BatchCheck | None = None) -> list[Appended]:
+        """Appends a batch atomically with respect to validation: all or nothing is written.
+        `check` (e.g. `ledger.semantics.check_batch`) reads the log about the batch after every
+        event passed its own validation, the credential scan first, so that no message of the
+        check can echo what the scan refuses."""
+        return self._append(events, genesis=False, check=check)
 
-    def _append(self, events: Sequence[EventBase], *, genesis: bool) -> list[Appended]:
+    def _append(self, events: Sequence[EventBase], *, genesis: bool, check: BatchCheck | None = None) -> list[Appended]:
         prepared = [self._prepare(i, e) for i, e in enumerate(events)]
+        if check is not None:
+            check(self, events)
         for attempt in range(1, ATTEMPTS + 1):
             with self.recorder.exclusive():
                 head = self.recorder.head()

@@ -1,0 +1,77 @@
+"""What an event says about the rest of the log, checked before a person's batch is appended.
+
+The store validates each event on its own (schema, credentials, idempotency); these rules read
+the log: a retraction, a grade or a rubric score must name a run that was recorded (earlier in
+the ledger, or earlier in the same batch), and no event may be stamped later than the clock
+allows. They live here, beside the store and above the recorder, because they need nothing but
+the log; `cbledger append` runs them (the path by which events written by hand arrive), while
+the runner, re-scoring and imports build their events from the runs they just read or made.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Sequence
+
+from cbledger.errors import UserError
+from cbledger.ledger.events import (
+    EventBase,
+    GradeRecordedEvent,
+    RubricScoredEvent,
+    RunRecordedEvent,
+    RunRetractedEvent,
+)
+from cbledger.ledger.store import LedgerStore
+
+#: how far an event's `at` may run ahead of this machine's clock: clocks of two honest machines
+#: disagree by seconds, not minutes, and a later stamp would sort a retraction or a grade before
+#: events that in truth came first
+MAX_CLOCK_SKEW = _dt.timedelta(minutes=5)
+
+_REFERRING = (RunRetractedEvent, GradeRecordedEvent, RubricScoredEvent)
+
+
+def _recorded_runs(store: LedgerStore, wanted: set[str]) -> set[str]:
+    """The run ids among `wanted` that a `run.recorded` event in the ledger carries. The runner
+    gives that event the id `run:<runId>`, so one lookup each answers the common case; a run
+    recorded under another id is found by reading the run events once."""
+    found = set()
+    for run_id in wanted:
+        stored = store.find(f"run:{run_id}")
+        if stored is not None and isinstance(stored.event, RunRecordedEvent) and stored.event.body.run_id == run_id:
+            found.add(run_id)
+    missing = wanted - found
+    if missing and store.exists():
+        for stored in store.read(types={"run.recorded"}):
+            event = stored.event
+            if isinstance(event, RunRecordedEvent) and event.body.run_id in missing:
+                found.add(event.body.run_id)
+    return found
+
+
+def check_batch(store: LedgerStore, events: Sequence[EventBase], now: _dt.datetime | None = None) -> None:
+    """Raises UserError naming every event of the batch that refers to a run nobody recorded or
+    is stamped too far in the future; nothing is appended then."""
+    clock = now or _dt.datetime.now(_dt.UTC)
+    problems: list[str] = []
+    for index, event in enumerate(events):
+        if event.at > clock + MAX_CLOCK_SKEW:
+            problems.append(
+                f"event {index} ({event.id}): at {event.at.isoformat()} is ahead of the clock "
+                f"({clock.isoformat(timespec='seconds')}) by more than {int(MAX_CLOCK_SKEW.total_seconds() // 60)} minutes"
+            )
+    in_batch: set[str] = set()
+    wanted: dict[str, list[tuple[int, EventBase]]] = {}
+    for index, event in enumerate(events):
+        if isinstance(event, RunRecordedEvent):
+            in_batch.add(event.body.run_id)
+        elif isinstance(event, _REFERRING) and event.body.run_id not in in_batch:
+            wanted.setdefault(event.body.run_id, []).append((index, event))
+    recorded = _recorded_runs(store, set(wanted)) if wanted else set()
+    for run_id, referrers in sorted(wanted.items()):
+        if run_id in recorded:
+            continue
+        for index, event in referrers:
+            problems.append(f"event {index} ({event.id}): names run {run_id!r}, which no run.recorded event in the ledger or before it in this input carries")
+    if problems:
+        raise UserError(f"{store.location}: nothing appended: " + "; ".join(problems))
