@@ -205,7 +205,41 @@ def grade_cmd(
         _print_human(doc)
 
 
+task_app = typer.Typer(help="Tasks as data: memorization variants.", no_args_is_help=True)
+
+
+@task_app.command("variant")
+def variant_cmd(
+    task: Annotated[str, typer.Argument(help="A synthetic task id under tasks/ (an original, not a variant).")],
+    seed: Annotated[int, typer.Option(min=0, help="The seed of the transform: the same seed gives the same bytes.")] = 1,
+    replace: Annotated[bool, typer.Option("--replace", help="Write the variant anew if it exists.")] = False,
+    copperhead_cli: Annotated[str | None, typer.Option("--copperhead-cli", envvar="COPPERHEAD_CLI", help="Path to copperhead's cli.js (for setup commands).")] = None,
+    root: RootOption = None,
+) -> None:
+    """Write tasks/<task>-v<seed>/ and fixtures/variant-<task>-v<seed>/ by a seeded transform of the
+    task (names renumbered, nets renamed, quantities scaled), measure the new fixture's kicad-cli
+    baseline, and keep them only if the transformed gold passes and noop fails (real runs, nothing
+    recorded). Then `cbledger suite bump` records the variant like any task."""
+    from cbledger.runner import trial
+    from cbledger.tasks.fixtures import baseline as baseline_mod
+    from cbledger.tasks.variant import generate
+
+    where = project_root(root)
+    made = generate.generate(where, task, seed, replace=replace)
+    try:
+        measured = baseline_mod.measure(made.fixture_dir)
+        typer.echo(f"fixture {made.fixture_id}: baseline ERC {measured.erc['errors']} error(s), {measured.erc['warnings']} warning(s) (kicad-cli {measured.kicad_cli_version})")
+        results = trial.run_trials(where, [made.task_id], copperhead_cli=copperhead_cli, on_done=lambda r: typer.echo(f"  trial {r}"))
+        trial.require_discriminating(results, f"variant {made.task_id} is not solvable as generated")
+    except BaseException:
+        generate.remove(made)
+        raise
+    renamed = ", ".join(f"{a}→{b}" for a, b in sorted(made.mapping.names.items()))
+    typer.echo(f"wrote tasks/{made.task_id}/ and fixtures/{made.fixture_id}/ (variantOf {task}; scale {made.mapping.k}; {renamed})")
+
+
 def register(app: typer.Typer) -> None:
-    """Adds `cbledger validate` and `cbledger grade` to the root app."""
+    """Adds `cbledger validate`, `cbledger grade` and the `task` group to the root app."""
     app.command("validate")(validate)
     app.command("grade")(grade_cmd)
+    app.add_typer(task_app, name="task")
