@@ -15,7 +15,7 @@ from typing import Any
 import sexpdata
 
 from cbledger.errors import UserError
-from cbledger.kicad.sexpr import Node, head, parse_text
+from cbledger.kicad.sexpr import Node, parse_text
 
 
 class Located(str):
@@ -34,10 +34,16 @@ class _LocatingParser(sexpdata.Parser):
 
 
 def parse_located(text: str, source: str) -> Node:
-    """The file's tree, every quoted string a `Located`. The project reader checks the text first,
-    so a malformed file is reported with its line, exactly as everywhere else."""
-    parse_text(text, source)
-    parsed = _LocatingParser(text, nil=None, true=None).parse()
+    """The file's tree, every quoted string a `Located`. A malformed file is reported by the project
+    reader, with its line, exactly as everywhere else."""
+    try:
+        parsed = _LocatingParser(text, nil=None, true=None).parse()
+    except Exception:  # sexpdata raises several unrelated types; the reader names the problem
+        parse_text(text, source)
+        raise
+    if len(parsed) != 1 or not isinstance(parsed[0], list):
+        parse_text(text, source)
+        raise UserError(f"{source}: not one s-expression")
     return parsed[0]
 
 
@@ -75,9 +81,7 @@ def rewrite(text: str, source: str, choose: Callable[[Located, int, Node, tuple[
         out.append(replacement)
         cursor = end
     out.append(text[cursor:])
-    result = "".join(out)
-    parse_text(result, f"{source} (rewritten)", expect=head(parse_text(text, source)))
-    return result
+    return "".join(out)
 
 
 def check_rewrite(original: str, rewritten: str, source: str) -> None:

@@ -257,14 +257,14 @@ def generate(root: Path, task_id: str, seed: int, *, replace: bool = False) -> G
     overwriting an existing variant unless `replace`."""
     catalog = Catalog(root)
     task = catalog.task(task_id)
+    if task.manifest.variant_of is not None:
+        raise UserError(f"task {task_id} is itself a variant of {task.manifest.variant_of}; make variants of the original")
     fixture = catalog.fixture_for(task)
     if fixture.manifest.origin != "synthetic":
         raise UserError(
             f"task {task_id} is on {fixture.id}, a real board: its files are third-party data and a variant of them "
             "would be derived third-party data; variants are made of synthetic fixtures only"
         )
-    if task.manifest.variant_of is not None:
-        raise UserError(f"task {task_id} is itself a variant of {task.manifest.variant_of}; make variants of the original")
     if seed < 0:
         raise UserError(f"--seed {seed}: a seed is a non-negative integer")
     variant_id, fixture_id = variant_ids(task_id, seed)

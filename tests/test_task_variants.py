@@ -1,0 +1,218 @@
+"""`cbledger task variant`: generated memorization variants of the bundled synthetic tasks.
+
+Property tests over random seeds (hypothesis) check that a variant is deterministic (the same seed
+gives the same bytes), distinct from its original (every file a model reads differs, every part
+and signal net is renamed where it can be), and solvable (the transformed gold passes and noop
+fails, graded through the real runner on a kicad-cli baseline). A fixed-seed variant of every
+bundled synthetic edit task also goes through `fixture check --kicad` and real `cbledger run
+--agent gold|noop` runs. Each test builds its project from the committed synthetic data.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cbledger.errors import UserError
+from cbledger.kicad.rewrite import check_rewrite, rewrite
+from cbledger.tasks.catalog import Catalog
+from cbledger.tasks.fixtures.hashing import tree_files
+from cbledger.tasks.variant import generate as gen
+from cbledger.tasks.variant.quantities import quantity_edits, scale_value
+from tests.factories import run_cli
+
+REPO = Path(__file__).resolve().parent.parent
+EDIT_TASKS = ["led-resistor-swap", "mcu-rename-i2c-nets", "mcu-add-decoupling-cap", "hier-sequence-rail-b"]
+SEEDS = st.integers(min_value=0, max_value=10**6)
+FAST = settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SLOW = settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def copy_task(root: Path, task_id: str) -> None:
+    task = Catalog(REPO).task(task_id)
+    if not (root / "tasks" / task_id).exists():
+        shutil.copytree(task.dir, root / "tasks" / task_id)
+    fixture = task.manifest.fixture.id
+    if not (root / "fixtures" / fixture).exists():
+        shutil.copytree(REPO / "fixtures" / fixture, root / "fixtures" / fixture)
+
+
+def project_with(tmp_path: Path, *task_ids: str) -> Path:
+    root = tmp_path / "project"
+    root.mkdir(exist_ok=True)
+    for t in task_ids:
+        copy_task(root, t)
+    return root
+
+
+def tree_bytes(d: Path) -> dict[str, bytes]:
+    return {rel: (d / rel).read_bytes() for rel in tree_files(d)}
+
+
+def generated_bytes(made: gen.Generated) -> dict[str, bytes]:
+    out = {f"task/{k}": v for k, v in tree_bytes(made.task_dir).items()}
+    out.update({f"fixture/{k}": v for k, v in tree_bytes(made.fixture_dir).items()})
+    return out
+
+
+# --------------------------------------------------------------------------- properties, no kicad-cli
+
+
+@FAST
+@given(seed=SEEDS, task_id=st.sampled_from(EDIT_TASKS))
+def test_the_same_seed_gives_the_same_bytes(tmp_path_factory, seed, task_id):
+    roots = [project_with(tmp_path_factory.mktemp("a"), task_id), project_with(tmp_path_factory.mktemp("b"), task_id)]
+    made = [gen.generate(r, task_id, seed) for r in roots]
+    assert generated_bytes(made[0]) == generated_bytes(made[1])
+    # and again in place, over what the first run wrote
+    again = gen.generate(roots[0], task_id, seed, replace=True)
+    assert generated_bytes(again) == generated_bytes(made[1])
+
+
+@FAST
+@given(seed=SEEDS, task_id=st.sampled_from(EDIT_TASKS))
+def test_a_variant_differs_from_its_original_everywhere_a_model_reads(tmp_path_factory, seed, task_id):
+    root = project_with(tmp_path_factory.mktemp("p"), task_id)
+    made = gen.generate(root, task_id, seed)
+    catalog = Catalog(root)
+    original, variant = catalog.task(task_id), catalog.task(made.task_id)
+    assert variant.manifest.variant_of == task_id and "memorization-variant" in variant.manifest.tags
+    assert variant.manifest.request.prompt != original.manifest.request.prompt
+    before = tree_bytes(catalog.fixture_for(original).tree)
+    after = tree_bytes(root / variant.manifest.fixture.path / "tree")  # its baseline is measured later
+    assert sorted(before) == sorted(after)  # the same files, as the assertions name them
+    for rel in before:
+        if rel.endswith((".kicad_sch", ".kicad_pcb")) or rel.startswith("docs/"):
+            assert before[rel] != after[rel], rel
+    # every reference designator is renamed or (rarely) drawn onto its own number, never merged
+    assert len(set(made.mapping.refdes.values())) == len(made.mapping.refdes)
+    assert any(a != b for a, b in made.mapping.refdes.items())
+    assert all(b != a for a, b in made.mapping.nets.items())
+    assert made.mapping.k in (Decimal(2), Decimal("0.5"))
+    budgets = original.manifest.config.budgets
+    scaled = variant.manifest.config.budgets
+    for key, value in budgets.items():
+        if key.endswith("_ma"):
+            assert scaled[key] == value * float(made.mapping.k)
+        elif key.endswith("_v"):
+            assert scaled[key] == value
+
+
+def test_a_real_board_task_is_refused_and_nothing_is_written(tmp_path):
+    root = tmp_path / "project"
+    shutil.copytree(REPO / "tasks" / "mic-standby-budget-record", root / "tasks" / "mic-standby-budget-record")
+    fx = root / "fixtures" / "antmicro-microphone-board"
+    fx.mkdir(parents=True)
+    shutil.copyfile(REPO / "fixtures" / "antmicro-microphone-board" / "fixture.json", fx / "fixture.json")
+    with pytest.raises(UserError, match="a real board: its files are third-party data"):
+        gen.generate(root, "mic-standby-budget-record", 1)
+    assert sorted(p.name for p in (root / "tasks").iterdir()) == ["mic-standby-budget-record"]
+
+
+def test_a_variant_of_a_variant_and_an_existing_variant_are_refused(tmp_path):
+    root = project_with(tmp_path, "led-resistor-swap")
+    made = gen.generate(root, "led-resistor-swap", 4)
+    with pytest.raises(UserError, match="itself a variant of led-resistor-swap"):
+        gen.generate(root, made.task_id, 1)
+    with pytest.raises(UserError, match="exists already"):
+        gen.generate(root, "led-resistor-swap", 4)
+
+
+def test_a_bare_number_the_task_never_places_is_refused_not_guessed(tmp_path):
+    root = project_with(tmp_path, "mcu-pullup-drift-flag")
+    with pytest.raises(UserError, match="holds the bare number 000, which the task never writes with one unit"):
+        gen.generate(root, "mcu-pullup-drift-flag", 1)
+    assert sorted(p.name for p in (root / "tasks").iterdir()) == ["mcu-pullup-drift-flag"]
+    assert sorted(p.name for p in (root / "fixtures").iterdir()) == ["synthetic-mcu-sensor-drift"]
+
+
+# --------------------------------------------------------------------------- the pieces
+
+
+def scaled(text: str, k: str, budgets: dict | None = None) -> str:
+    out, cursor = [], 0
+    for start, end, new in quantity_edits(text, Decimal(k), budgets or {}):
+        out += [text[cursor:start], new]
+        cursor = end
+    return "".join([*out, text[cursor:]])
+
+
+@pytest.mark.parametrize(
+    ("text", "k", "expected"),
+    [
+        ("R1 = 1k ohm gives (5.0 - 2.0) / 1000 = 3.00 mA, inside the 5 mA budget", "2",
+         "R1 = 0.5k ohm gives (5.0 - 2.0) / 500 = 6.00 mA, inside the 10 mA budget"),
+        ("150 + 100 = 250 mA (plus 0.2 mA), leaving 150 mA", "0.5", "75 + 50 = 125 mA (plus 0.1 mA), leaving 75 mA"),
+        ("300 ns / (0.8473 x 50 pF) = 7.1 kohm", "2", "300 ns / (0.8473 x 100 pF) = 3.55 kohm"),
+        ("(1000 to 4700 ohm), 400 kHz, 7-bit 0x48, 2026-10-01, Vf 2.0 V, 80 %", "0.5",
+         "(2000 to 9400 ohm), 400 kHz, 7-bit 0x48, 2026-10-01, Vf 2.0 V, 80 %"),
+    ],
+)
+def test_quantities_scale_so_every_stated_relation_still_holds(text, k, expected):
+    assert scaled(text, k) == expected
+
+
+def test_a_budget_row_scales_its_bare_limits():
+    row = "| `i2c_pullup_ohms` | min 1000, max 4700 | basis 3 mA |\n| `supply_v` | 3.3 V | J1 |\n"
+    assert scaled(row, "2", {"i2c_pullup_ohms": "resistance"}) == (
+        "| `i2c_pullup_ohms` | min 500, max 2350 | basis 6 mA |\n| `supply_v` | 3.3 V | J1 |\n"
+    )
+
+
+def test_values_scale_by_the_part_they_belong_to():
+    k = Decimal("0.5")
+    assert [scale_value(v, p, k) for v, p in [("1k", "R"), ("680", "R"), ("100nF", "C"), ("500mA", "F"), ("LED", "D"), ("10k", "U")]] == [
+        "2k", "1360", "50nF", "250mA", None, None,
+    ]
+
+
+def test_a_rewrite_changes_only_the_strings_chosen():
+    text = '(kicad_sch\n\t(symbol (property "Reference" "R1" (at 1 2 0)))\n\t(label "A\\"B" (at 3 4 0))\n)\n'
+    out = rewrite(text, "t.kicad_sch", lambda atom, i, form, parents: {"R1": "R7", 'A"B': 'C"D'}.get(atom))
+    assert out == '(kicad_sch\n\t(symbol (property "Reference" "R7" (at 1 2 0)))\n\t(label "C\\"D" (at 3 4 0))\n)\n'
+    check_rewrite(text, out, "t.kicad_sch")
+    with pytest.raises(UserError, match="changed more than strings"):
+        check_rewrite(text, text.replace("(at 1 2 0)", "(at 1 3 0)"), "t.kicad_sch")
+
+
+# --------------------------------------------------------------------------- solvable, through kicad-cli and the runner
+
+
+@SLOW
+@given(seed=SEEDS, task_id=st.sampled_from(EDIT_TASKS))
+def test_a_variant_at_any_seed_is_solved_by_its_transformed_gold(tmp_path_factory, kicad_cli, seed, task_id):
+    from cbledger.runner.trial import run_trials
+    from cbledger.tasks.fixtures.baseline import measure
+
+    root = project_with(tmp_path_factory.mktemp("s"), task_id)
+    made = gen.generate(root, task_id, seed)
+    measure(made.fixture_dir)
+    results = {r.agent: r for r in run_trials(root, [made.task_id])}
+    assert results["gold"].verdict == "pass", results["gold"]
+    assert results["noop"].verdict == "fail"
+
+
+@pytest.mark.parametrize("task_id", EDIT_TASKS)
+def test_every_bundled_synthetic_edit_task_has_a_variant_that_gold_passes_and_noop_fails(tmp_path, kicad_cli, task_id):
+    root = project_with(tmp_path, task_id)
+    (root / "suites").mkdir()
+    r = run_cli(["task", "variant", task_id, "--seed", "7", "--root", root])
+    assert r.exit_code == 0, r.stderr
+    variant = f"{task_id}-v7"
+    assert f"trial {variant}: gold pass, expected pass" in r.stdout
+    check = run_cli(["fixture", "check", f"variant-{variant}", "--kicad", "--root", root])
+    assert check.exit_code == 0, check.stdout + check.stderr
+    manifest = json.loads((root / "fixtures" / f"variant-{variant}" / "fixture.json").read_text())
+    assert manifest["kicad"]["verifiedWithKicadCli"] and manifest["baseline"]["erc"]["report"] == "baseline/erc.json"
+    for args in (("init",), ("suite", "bump", "--reason", "the variant under test", "--skip-trial")):
+        assert run_cli([*args, "--root", root]).exit_code == 0
+    for agent, verdict in (("gold", "pass"), ("noop", "fail")):
+        run = run_cli(["run", variant, "--agent", agent, "--repeats", "1", "--no-project", "--root", root, "--sandbox-root", tmp_path / agent])
+        assert run.exit_code == 0, run.stderr
+        assert f"1 run(s) recorded: {1 if verdict == 'pass' else 0} pass" in run.stdout
