@@ -176,21 +176,36 @@ def _task_document(task: Task, vm: VariantMap, variant_id: str, fixture_id: str,
     return doc
 
 
-def _transcript(data: bytes, vm: VariantMap) -> bytes:
-    def deep(value: Any) -> Any:
-        if isinstance(value, str):
-            return vm.text(value)
-        if isinstance(value, list):
-            return [deep(v) for v in value]
-        if isinstance(value, dict):
-            return {k: deep(v) for k, v in value.items()}
-        return value
+def _deep(value: Any, vm: VariantMap) -> Any:
+    """Every string of a JSON value as prose: what a transcript or a session says, and the file
+    text its tool calls quote, in the variant's names and numbers."""
+    if isinstance(value, str):
+        return vm.text(value)
+    if isinstance(value, list):
+        return [_deep(v, vm) for v in value]
+    if isinstance(value, dict):
+        return {k: _deep(v, vm) for k, v in value.items()}
+    return value
 
+
+def _transcript(data: bytes, vm: VariantMap) -> bytes:
     lines = []
     for line in data.decode("utf-8").splitlines():
         if line.strip():
-            lines.append(json.dumps(deep(json.loads(line)), ensure_ascii=False, separators=(",", ":")))
+            lines.append(json.dumps(_deep(json.loads(line), vm), ensure_ascii=False, separators=(",", ":")))
     return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def _session(data: bytes, vm: VariantMap, original: str, variant: str) -> bytes:
+    """A session script (scripted model turns for the real harness) for the variant: its turns'
+    text and tool arguments transformed like everything else, so an `edit_file` quotes the
+    variant's file as it is; it names the variant as its task."""
+    doc = _deep(json.loads(data), vm)
+    if doc.get("task") == original:
+        doc["task"] = variant
+    if isinstance(doc.get("name"), str):
+        doc["name"] = doc["name"].replace(original, variant)
+    return _render(doc)
 
 
 def _readme(task: Task, vm: VariantMap, variant_id: str, fixture_id: str) -> str:
@@ -295,6 +310,8 @@ def generate(root: Path, task_id: str, seed: int, *, replace: bool = False) -> G
     stated = quantities.stated_families(texts)
     assertions = _render(_assertions(json.loads(task.assertions_bytes), vm, f"{task.dir.name}/assertions.json", stated))
     gold_transcript = _transcript(transcript.read_bytes(), vm) if transcript.is_file() else None
+    sessions_dir = task.dir / "sessions"
+    sessions = {p.name: _session(p.read_bytes(), vm, task.id, variant_id) for p in sorted(sessions_dir.glob("*.json"))} if sessions_dir.is_dir() else {}
 
     made = Generated(variant_id, fixture_id, task_dir, fixture_dir, vm)
     try:
@@ -321,6 +338,9 @@ def generate(root: Path, task_id: str, seed: int, *, replace: bool = False) -> G
         deletions = task.gold_dir / "delete.txt"
         if deletions.is_file():
             (task_dir / "gold" / "delete.txt").write_bytes(deletions.read_bytes())
+        for name, data in sessions.items():
+            (task_dir / "sessions").mkdir(exist_ok=True)
+            (task_dir / "sessions" / name).write_bytes(data)
     except BaseException:
         remove(made)
         raise

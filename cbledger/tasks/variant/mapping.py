@@ -110,10 +110,11 @@ class VariantMap:
 
     def text(self, text: str) -> str:
         """Prose (a prompt, a doc, a note): names renamed, quantities scaled, and a Value written
-        alone in backticks or a table cell replaced by its scaled Value."""
+        alone in backticks, a table cell or a quoted KiCad `(property "Value" …)` (as a session's
+        edit quotes the schematic) replaced by its scaled Value."""
         edits = quantities.quantity_edits(text, self.k, self.budget_families)
-        for m in re.finditer(r"`([^`\n]+)`|(?<=\|) ([^|\n]+?) (?=\|)", text):
-            group = 1 if m.group(1) is not None else 2
+        for m in re.finditer(r"`([^`\n]+)`|(?<=\|) ([^|\n]+?) (?=\|)|\(property \\?\"Value\\?\" \\?\"([^\"\\\n]+)\\?\"", text):
+            group = next(g for g in (1, 2, 3) if m.group(g) is not None)
             literal = m.group(group)
             if literal in self.values and all(m.end(group) <= s or m.start(group) >= e for s, e, _n in edits):
                 edits.append((m.start(group), m.end(group), self.values[literal]))
