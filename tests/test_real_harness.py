@@ -106,7 +106,7 @@ def _failed(grade) -> list:
 def test_every_bundled_task_passes_with_its_solve_session(tmp_path, shared_real, kicad_cli, copperhead_cli, no_keys):
     project = build(tmp_path, shared_real, copperhead_cli)
     tasks = project.suite_tasks("full", "real")
-    assert len(tasks) == 12 and len(set(tasks)) == 12
+    assert len(tasks) == 15 and len(set(tasks)) == 15  # eleven synthetic (four generated variants), four real
     printed = ""
     for suite in ("full", "real"):
         result = project.run("--suite", suite, "--session", "solve", "--repeats", "1", "--jobs", "2")
