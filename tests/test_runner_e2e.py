@@ -210,8 +210,13 @@ def test_replay_agent_regrades_a_preserved_run_identically(project):
 
 
 def test_the_test_project_is_a_valid_project(project):
+    """Valid but for the one rule a runner fixture need not meet: it holds an edit and a refusal
+    task and no flag task, which `validate` reports for the catalog and for the suite, and nothing
+    else."""
     result = project.cli("validate")
-    assert result.exit_code == 0 and "0 error(s), 0 warning(s)" in result.stdout, result.output
+    assert result.exit_code == 1 and "2 error(s), 0 warning(s)" in result.stdout, result.output
+    assert "error: tasks: the catalog holds no flag task" in result.stderr
+    assert "error: suites/smoke.json: tasks: suite 'smoke' holds no flag task" in result.stderr
 
 
 def test_a_run_restores_by_hand_with_git_alone(project, tmp_path):
