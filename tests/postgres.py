@@ -46,12 +46,3 @@ def drop(url: str) -> None:
         recorder.drop()
     finally:
         recorder.close()
-
-
-@pytest.fixture
-def pg_ledger(tmp_path: Path):
-    """A fresh, not yet created ledger URL on the test server; dropped after the test."""
-    url = ledger_url(tmp_path)
-    drop(url)
-    yield url
-    drop(url)

@@ -26,7 +26,7 @@ from cbledger.reproduce.watch import Watcher, WatchOptions
 from cbledger.workspace import LEDGER, Workspace
 from tests.conftest import REPO
 from tests.factories import MAINTAINER, grade_recorded, rich_stream, run_cli, run_recorded
-from tests.postgres import ledger_url, pg_ledger  # noqa: F401  (a fixture)
+from tests.postgres import ledger_url
 from tests.test_projections_fold import views
 
 COMMITTED = REPO / LEDGER

@@ -10,6 +10,7 @@ line and a redrawn bar would be noise there.
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
@@ -108,10 +109,15 @@ class SuiteProgress:
         self.reporter.start(total)
         self.busy: dict[str, str] = {}  # worker -> the run it is on
         self.finished: dict[str, int] = {}  # worker -> runs it finished
+        self._lock = threading.Lock()  # activity arrives on the cluster client's thread too
 
     def activity(self, event: Activity) -> None:
         """`run_plan(on_activity=...)`: a line per worker event (a run started, finished or lost,
         a worker accepted or refused); the tally names how many runs each worker finished."""
+        with self._lock:
+            self._activity(event)
+
+    def _activity(self, event: Activity) -> None:
         worker = event.worker or "?"
         if event.kind == "started":
             self.busy[worker] = event.label
@@ -132,6 +138,10 @@ class SuiteProgress:
         self.reporter.note(f"  worker {line}", error=event.kind in ("lost", "refused", "failed"))
 
     def __call__(self, output: RunOutput | None, error: str | None, done: int, total: int) -> None:
+        with self._lock:
+            self._step(output, error, done, total)
+
+    def _step(self, output: RunOutput | None, error: str | None, done: int, total: int) -> None:
         if output is None:
             self.errors += 1
             what = f"error: {error}"

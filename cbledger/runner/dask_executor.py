@@ -8,9 +8,9 @@ in whatever order the workers finish; the caller appends them in plan order (`su
 
 What happens when things go wrong:
 
-* A worker without kicad-cli or copperhead (or with other versions than the driver's, when the
-  driver has them) is refused by the `RequirementsPlugin` at registration, and says why on the
-  cbledger topic; the driver reports each refusal, and gives up at once if no worker is left.
+* A worker without kicad-cli or copperhead is refused by the `RequirementsPlugin` at
+  registration, and says why on the cbledger topic; the driver reports each refusal, and gives
+  up at once if no worker is left.
 * A worker lost mid-run: the scheduler gives the run to another worker (a Dask task whose worker
   dies is rescheduled), or, if the scheduler gives up first (`KilledWorker`), the driver submits
   it again. Either way a run is attempted at most `ATTEMPTS` times: a third start is cancelled and
@@ -40,7 +40,6 @@ from cbledger.runner.remote import (
     TOPIC,
     RemoteResult,
     RemoteRun,
-    Requirements,
     RequirementsPlugin,
     run_remote,
     verdict,
@@ -75,9 +74,8 @@ def _identity(package: Package) -> Package:
 class DaskCluster:
     """A connection to a scheduler with the requirements plugin registered. A context manager."""
 
-    def __init__(self, scheduler: str, requirements: Requirements, on_activity: OnActivity | None = None) -> None:
+    def __init__(self, scheduler: str, on_activity: OnActivity | None = None) -> None:
         self.scheduler = scheduler
-        self.requirements = requirements
         self.on_activity = on_activity
         self.client: Any = None
         self._events: queue.Queue[tuple[str, Any]] = queue.Queue()
@@ -90,8 +88,8 @@ class DaskCluster:
             self.client = Client(self.scheduler, timeout=CONNECT_SECONDS, set_as_default=False)
         except (OSError, TimeoutError) as exc:
             raise UserError(f"--scheduler {self.scheduler}: cannot reach the Dask scheduler ({exc})") from None
-        self.client.subscribe_topic(TOPIC, lambda event: self._events.put(("event", event[1])))
-        self.client.register_plugin(RequirementsPlugin(self.requirements), name=RequirementsPlugin.name)
+        self.client.subscribe_topic(TOPIC, self._on_topic)
+        self.client.register_plugin(RequirementsPlugin(), name=RequirementsPlugin.name)
         verdicts = self.client.run(verdict, on_error="return")
         accepted = [w for w, why in verdicts.items() if why is None]
         if verdicts and not accepted:
@@ -102,6 +100,18 @@ class DaskCluster:
     def __exit__(self, *exc: object) -> None:
         if self.client is not None:
             self.client.close()
+
+    def _on_topic(self, event: tuple[float, Any]) -> None:
+        """On the client's own thread: a worker's verdict is reported at once (it can come at any
+        time, a worker joining late); a run's start goes to `run`, which counts attempts."""
+        msg = event[1]
+        if not isinstance(msg, dict):
+            return
+        if msg.get("kind") in ("accepted", "refused"):
+            worker = str(msg.get("name") or msg.get("worker") or "")
+            self._activity(Activity(worker, str(msg["kind"]), detail=str(msg.get("why") or "")))
+        elif msg.get("kind") == "started":
+            self._events.put(("event", msg))
 
     def _activity(self, activity: Activity) -> None:
         if self.on_activity is not None:
@@ -202,14 +212,7 @@ class DaskCluster:
         self, msg: Any, by_index: dict[int, RemoteRun], pending: set[int], current: dict[int, Any],
         starts: dict[int, list[str]], why_cancelled: dict[int, str],
     ) -> None:
-        if not isinstance(msg, dict):
-            return
-        kind, worker = msg.get("kind"), str(msg.get("name") or msg.get("worker") or "")
-        if kind in ("accepted", "refused"):
-            self._activity(Activity(worker, kind, detail=str(msg.get("why") or "")))
-            return
-        if kind != "started":
-            return
+        worker = str(msg.get("name") or msg.get("worker") or "")
         index = self._index_of(msg.get("key"))
         if index is None or index not in by_index:
             return  # another driver's run

@@ -27,7 +27,7 @@ from distributed import Reschedule, WorkerPlugin, get_worker
 
 import cbledger
 from cbledger.errors import UserError
-from cbledger.kicad.oracle import kicad_cli, kicad_cli_version
+from cbledger.kicad.oracle import kicad_cli
 from cbledger.ledger.events import Ablations, Actor, EventBase, PricingPublished
 from cbledger.ledger.types import RunMode
 from cbledger.runner.agents.base import Agent
@@ -48,14 +48,6 @@ PLUGIN_NAME = "cbledger-requirements"
 TOPIC = "cbledger"
 #: where this process's checkout would have installed copperhead (scripts/install-copperhead)
 CHECKOUT = Path(cbledger.__file__).resolve().parent.parent
-
-
-@dataclass(frozen=True)
-class Requirements:
-    """What a worker must have: kicad-cli and copperhead, in these versions when given."""
-
-    kicad_cli_version: str | None
-    copperhead_version: str | None
 
 
 @dataclass(frozen=True)
@@ -98,45 +90,40 @@ def local_copperhead() -> CopperheadCli | None:
     return locate(None, CHECKOUT)
 
 
-def refusal(requirements: Requirements) -> str | None:
-    """Why this process may not run cbledger runs, or None if it may."""
+def refusal() -> str | None:
+    """Why this process may not run cbledger runs (no kicad-cli, no copperhead), or None.
+
+    Versions are not required to match the driver's: each run's comparability stamp records the
+    versions it ran with, and a plugin that closed every worker whose tools differ from one
+    driver's would let any driver on a shared cluster close everyone else's workers."""
     problems = []
-    cli = kicad_cli()
-    if cli is None:
+    if kicad_cli() is None:
         problems.append("kicad-cli not found (not on PATH, or $CBLEDGER_KICAD_CLI names nothing runnable)")
-    elif requirements.kicad_cli_version is not None:
-        version = kicad_cli_version(cli)
-        if version != requirements.kicad_cli_version:
-            problems.append(f"kicad-cli {version} at {cli}, the driver runs {requirements.kicad_cli_version}")
     try:
         copperhead = local_copperhead()
     except UserError as exc:
-        copperhead, problems = None, [*problems, str(exc)]
+        problems.append(str(exc))
     else:
         if copperhead is None:
             problems.append("the copperhead CLI not found (set $COPPERHEAD_CLI, or run scripts/install-copperhead)")
-    if copperhead is not None and requirements.copperhead_version is not None:
-        version = copperhead.version()
-        if version != requirements.copperhead_version:
-            problems.append(f"copperhead {version} at {copperhead.script}, the driver runs {requirements.copperhead_version}")
     return "; ".join(problems) or None
 
 
 class RequirementsPlugin(WorkerPlugin):
     """A Dask worker plugin: at registration (and on every worker already there when a driver
-    registers it) it checks the worker's tools; a worker that fails is refused: it reports why
-    on the cbledger topic, logs it, and closes itself (and its nanny), so no run lands on it."""
+    registers it) it checks that the worker has kicad-cli and copperhead; a worker that has not
+    is refused: it reports why on the cbledger topic, logs it, and closes itself (and its
+    nanny), so no run lands on it."""
 
     name = PLUGIN_NAME
 
-    def __init__(self, requirements: Requirements) -> None:
-        self.requirements = requirements
+    def __init__(self) -> None:
         self.refused: str | None = None
         self.worker: str | None = None
 
     def setup(self, worker: Any) -> None:
         self.worker = worker_name(worker)
-        self.refused = refusal(self.requirements)
+        self.refused = refusal()
         if self.refused is None:
             worker.log_event(TOPIC, {"kind": "accepted", "name": self.worker})
             return

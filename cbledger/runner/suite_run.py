@@ -226,7 +226,7 @@ def _run_on_dask(
 ) -> SuiteResult:
     """The runs of a plan on a Dask cluster; this process appends them in plan order."""
     from cbledger.runner.dask_executor import DaskCluster, received_output
-    from cbledger.runner.remote import RemoteRun, Requirements
+    from cbledger.runner.remote import RemoteRun
     from cbledger.runner.shipping import Package, pack_fixture, pack_task
 
     run_mode = run_mode_of(plan, sessions)
@@ -242,8 +242,6 @@ def _run_on_dask(
         undriven = sorted({r.task.id for r in plan.runs if r.task.manifest.mode != "do"})
         if undriven:
             raise UserError(f"--agent copperhead drives only `do` tasks so far; not: {', '.join(undriven)}")
-    here = probe(_setup_cli(copperhead_cli, workspace))
-    requirements = Requirements(here.kicad_cli_version, here.copperhead_version)
     packages: dict[tuple[str, str], Package] = {}
     specs = []
     for index, planned in enumerate(plan.runs):
@@ -261,7 +259,7 @@ def _run_on_dask(
         ))
     result = SuiteResult()
     order = _InPlanOrder(store, result, len(specs), on_done)
-    with DaskCluster(scheduler, requirements, on_activity) as cluster:
+    with DaskCluster(scheduler, on_activity) as cluster:
         by_digest = {p.digest: p for p in packages.values()}
         for index, remote, error in cluster.run(specs, by_digest):
             if remote is None:
