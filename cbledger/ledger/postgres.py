@@ -5,10 +5,11 @@ otherwise), holding one table, `events`: the seq, the event id, its type, the ev
 as the service encoded them (`bytea`, never a re-encoding or a `jsonb` that would reorder keys),
 the hash and the prev. So an export is the JSON Lines file byte for byte, and verifies as one.
 
-* An append is one transaction: it takes a transaction-level advisory lock named for the ledger,
-  reads the head, compares it with the one the batch was built on, copies the rows in and
-  notifies the ledger's channel; the commit makes it durable and visible all at once. A reader
-  never sees part of a batch, and a batch cannot tear.
+* An append is one statement, so one transaction and one round trip: a function in the ledger's
+  schema takes a transaction-level advisory lock named for the ledger, reads the head (in a
+  snapshot taken after the lock), compares it with the one the batch was built on, inserts the
+  rows and notifies the ledger's channel; the commit makes it durable and visible all at once.
+  A reader never sees part of a batch, and a batch cannot tear.
 * The table keeps itself honest whoever writes to it: seq is the primary key, the id is unique,
   a trigger refuses a row whose seq or prev does not continue the last one, and another refuses
   every UPDATE, DELETE and TRUNCATE. The lock serves liveness; those and the expected head serve
@@ -157,6 +158,7 @@ class PostgresRecorder(Recorder):
             "table": self._table,
             "guard": sql.Identifier(self.name, "continues_chain"),
             "refuse": sql.Identifier(self.name, "refuse_change"),
+            "append": sql.Identifier(self.name, "append_batch"),
             "genesis": sql.Literal(GENESIS),
         }
         statements = [
@@ -186,6 +188,32 @@ class PostgresRecorder(Recorder):
                BEGIN
                  RAISE EXCEPTION 'the ledger is append-only: % refused', TG_OP
                    USING ERRCODE = 'insufficient_privilege';
+               END $$""",
+            # The whole append in one statement (one round trip, its own transaction): the lock,
+            # then the head read in a snapshot taken after it, the compare, the rows, the notice.
+            """CREATE OR REPLACE FUNCTION {append}(
+                 lock_key bigint, channel text, expected_seq bigint, expected_hash text,
+                 seqs bigint[], ids text[], types text[], raws bytea[], hashes text[], prevs text[])
+               RETURNS TABLE (head_seq bigint, head_hash text, written boolean)
+               LANGUAGE plpgsql VOLATILE AS $$
+               DECLARE last_seq bigint; last_hash text;
+               BEGIN
+                 PERFORM pg_advisory_xact_lock(lock_key);
+                 SELECT e.seq, e.hash INTO last_seq, last_hash FROM {table} e ORDER BY e.seq DESC LIMIT 1;
+                 last_seq := COALESCE(last_seq, 0);
+                 last_hash := COALESCE(last_hash, {genesis});
+                 IF last_seq <> expected_seq OR last_hash <> expected_hash THEN
+                   RETURN QUERY SELECT last_seq, last_hash, false;
+                   RETURN;
+                 END IF;
+                 IF cardinality(seqs) > 0 THEN
+                   INSERT INTO {table} (seq, id, type, raw, hash, prev)
+                     SELECT * FROM unnest(seqs, ids, types, raws, hashes, prevs) ORDER BY 1;
+                   PERFORM pg_notify(channel, seqs[cardinality(seqs)]::text);
+                   RETURN QUERY SELECT seqs[cardinality(seqs)], hashes[cardinality(hashes)], true;
+                 ELSE
+                   RETURN QUERY SELECT last_seq, last_hash, true;
+                 END IF;
                END $$""",
             "DROP TRIGGER IF EXISTS continues_chain ON {table}",
             "CREATE TRIGGER continues_chain BEFORE INSERT ON {table} FOR EACH ROW EXECUTE FUNCTION {guard}()",
@@ -223,24 +251,24 @@ class PostgresRecorder(Recorder):
         check_continues(self.location, records, expected)
         conn = self.conn
         try:
-            with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._key,))
-                actual = self._head(conn)
-                if actual != expected:
-                    raise HeadMoved(self.location, expected, actual)
-                if not records:
-                    return
-                with conn.cursor().copy(
-                    sql.SQL("COPY {} (seq, id, type, raw, hash, prev) FROM STDIN").format(self._table)
-                ) as copy:
-                    for r in records:
-                        copy.write_row((r.seq, r.id, r.type, r.raw, r.hash, r.prev))
-                conn.execute("SELECT pg_notify(%s, %s)", (self.channel, str(records[-1].seq)))
+            row = conn.execute(
+                sql.SQL("SELECT * FROM {}(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)").format(
+                    sql.Identifier(self.name, "append_batch")
+                ),
+                (
+                    self._key, self.channel, expected.seq, expected.hash,
+                    [r.seq for r in records], [r.id for r in records], [r.type for r in records],
+                    [r.raw for r in records], [r.hash for r in records], [r.prev for r in records],
+                ),
+            ).fetchone()
         except (psycopg.errors.UniqueViolation, psycopg.errors.IntegrityConstraintViolation):
             # Only a writer that skipped the lock gets here: someone appended under it.
             raise HeadMoved(self.location, expected, self._head(conn)) from None
-        except psycopg.errors.UndefinedTable:
+        except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedFunction):
             raise self._missing() from None
+        assert row is not None
+        if not row[2]:
+            raise HeadMoved(self.location, expected, Head(row[0], row[1]))
 
     # ------------------------------------------------------------------ reading
 
