@@ -24,9 +24,9 @@ def init(
     description: Annotated[str, typer.Option(help="What this ledger records.")] = "",
 ) -> None:
     """Create a ledger and record `ledger.created` as seq 1."""
-    path = ledger_path(ledger, root)
-    appended = LedgerStore(path).init(name, Actor(kind="maintainer", name=login_name("maintainer")), description)
-    typer.echo(f"initialised {path}: seq {appended.seq} {appended.hash}")
+    store = LedgerStore(ledger_path(ledger, root))
+    appended = store.init(name, Actor(kind="maintainer", name=login_name("maintainer")), description)
+    typer.echo(f"initialised {store.location}: seq {appended.seq} {appended.hash}")
 
 
 def append(
@@ -122,8 +122,9 @@ def repair(
     """Repair a ledger after a crash. The only repair there is: removing a torn tail."""
     if not truncate_torn_tail:
         fail("say what to repair: --truncate-torn-tail")
-    path = ledger_path(ledger, root)
-    removed = LedgerStore(path).truncate_torn_tail()
+    store = LedgerStore(ledger_path(ledger, root))
+    path = store.location
+    removed = store.truncate_torn_tail()
     if removed is None:
         typer.echo(f"{path}: no torn tail; nothing removed")
         return
