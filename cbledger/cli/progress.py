@@ -18,11 +18,10 @@ from typing import TYPE_CHECKING, TextIO
 from cbledger.reproduce.findings import RunCheck
 from cbledger.runner.execute import RunOutput
 
-if TYPE_CHECKING:
-    from cbledger.runner.dask_executor import Activity
-
-if TYPE_CHECKING:  # rich is imported only when a bar is drawn
+if TYPE_CHECKING:  # rich is imported only when a bar is drawn; dask only for a cluster's runs
     from rich.progress import Progress, TaskID
+
+    from cbledger.runner.dask_executor import Activity
 
 
 class Reporter:

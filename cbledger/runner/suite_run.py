@@ -212,10 +212,13 @@ def _label(planned: PlannedRun) -> str:
     return f"{planned.task.id} r{planned.repeat}"
 
 
+#: agents whose runs are recorded under the agent's own name as their run mode
+_OWN_MODE: dict[str, RunMode] = {"gold": "gold", "noop": "noop", "replay": "replay"}
+
+
 def run_mode_of(plan: Plan, sessions: dict | None) -> RunMode:
-    if plan.agent in ("gold", "noop", "replay"):
-        mode: RunMode = plan.agent  # type: ignore[assignment]  # the three agents named as their modes
-        return mode
+    if plan.agent in _OWN_MODE:
+        return _OWN_MODE[plan.agent]
     return "scripted" if sessions is not None else "agent"
 
 
