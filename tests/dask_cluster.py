@@ -74,15 +74,19 @@ class Cluster:
         proc.wait(30)
 
     def stop(self) -> None:
-        for proc in [*self.workers.values(), self.scheduler]:
-            if proc is not None and proc.poll() is None:
-                proc.terminate()
-        for proc in [*self.workers.values(), self.scheduler]:
-            if proc is not None:
+        """The workers first, then the scheduler: a worker told to stop by both at once (its
+        SIGTERM and the scheduler closing) can hang in its own shutdown."""
+        for group in (list(self.workers.values()), [self.scheduler]):
+            for proc in group:
+                if proc is not None and proc.poll() is None:
+                    proc.terminate()
+            for proc in group:
+                if proc is None:
+                    continue
                 try:
-                    proc.wait(30)
+                    proc.wait(15)
                 except subprocess.TimeoutExpired:
                     proc.kill()
-                    proc.wait(30)
+                    proc.wait(15)
         for f in self._logs:
             f.close()
