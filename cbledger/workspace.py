@@ -7,7 +7,9 @@ the layout is part of the ledger's meaning: every module asks a `Workspace` inst
 
 The relative forms (`LEDGER`, `READ_MODEL`, ...) are what reports and events name; a `Workspace`
 turns them into paths on this machine. The ledger is the one path a user may place elsewhere
-(`--ledger`); everything else follows the root. Domain-free, so every layer may use it.
+(`--ledger`), and the one that may be no path at all: a `postgresql://` URL names a ledger kept
+in a database (`is_database_url`). Everything else follows the root. Domain-free, so every layer
+may use it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,17 @@ IMPORTS = f"{RESULTS}/imports"
 CHECKPOINTS = f"{RESULTS}/checkpoints"
 #: Public keys whose checkpoint signatures this project accepts (never a private key: see docs/CHECKPOINTS.md).
 KEYS = "keys"
+
+
+#: URL schemes of a ledger kept in PostgreSQL rather than in the JSON Lines file
+DATABASE_SCHEMES = ("postgresql", "postgres")
+
+
+def is_database_url(location: str | Path) -> bool:
+    """Whether a ledger location is a database URL (`postgresql://…`) rather than a file."""
+    if not isinstance(location, str) or "://" not in location:
+        return False
+    return location.split("://", 1)[0].lower() in DATABASE_SCHEMES
 
 
 def checkpoint_name(size: int) -> str:
@@ -45,12 +58,21 @@ def record_name(relpath: str) -> str:
 @dataclass(frozen=True)
 class Workspace:
     root: Path
-    ledger: Path
+    #: the JSON Lines file, or (a str) the URL of a ledger in a database
+    ledger: Path | str
 
     @classmethod
-    def at(cls, root: Path, ledger: Path | None = None) -> Workspace:
-        """The workspace of `root`, its ledger at the default place unless one is given."""
-        return cls(root, ledger if ledger is not None else root / LEDGER)
+    def at(cls, root: Path, ledger: Path | str | None = None) -> Workspace:
+        """The workspace of `root`, its ledger at the default place unless one is given (a path,
+        or a database URL)."""
+        if ledger is None:
+            return cls(root, root / LEDGER)
+        return cls(root, ledger if is_database_url(ledger) else Path(ledger))
+
+    @property
+    def ledger_file(self) -> Path | None:
+        """The ledger's file, or None when the ledger is in a database."""
+        return self.ledger if isinstance(self.ledger, Path) else None
 
     @property
     def results(self) -> Path:

@@ -39,6 +39,18 @@ def shared_real() -> Path:
     return real
 
 
+@pytest.fixture
+def pg_ledger(tmp_path: Path):
+    """A fresh, not yet created ledger URL on the test PostgreSQL server (tests/postgres.py);
+    dropped after the test. Without a server it skips, and under CI=true it fails."""
+    from tests.postgres import drop, ledger_url
+
+    url = ledger_url(tmp_path)
+    drop(url)
+    yield url
+    drop(url)
+
+
 @pytest.fixture(scope="session")
 def kicad_cli() -> str:
     path = shutil.which("kicad-cli")

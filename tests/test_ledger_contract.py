@@ -3,8 +3,9 @@ the service above it (`LedgerStore`) then promises on any recorder.
 
 A backend joins by adding one entry to BACKENDS: a function from a temporary directory to a
 `Backend`, whose `open` gives a new handle on one ledger (callable in a forked child, as a second
-process would) and whose `tear` leaves the bytes a crash mid-append would (None for a backend
-whose writes cannot tear). Nothing below names a backend.
+process would), whose `tear` leaves the bytes a crash mid-append would (None for a backend
+whose writes cannot tear) and whose `drop` removes what the test left (None when the temporary
+directory is all there is). Nothing below names a backend.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from cbledger.ledger.chain import GENESIS, link_hash
 from cbledger.ledger.encoding import InvalidEvent
 from cbledger.ledger.events import EventBase, event_type
 from cbledger.ledger.jsonl import JsonLinesRecorder
+from cbledger.ledger.postgres import PostgresRecorder
 from cbledger.ledger.recorder import (
     EMPTY,
     Head,
@@ -36,6 +38,7 @@ from cbledger.ledger.recorder import (
     TornTail,
 )
 from cbledger.ledger.store import ATTEMPTS, LedgerStore
+from tests import postgres
 from tests.factories import (
     MAINTAINER,
     grade_recorded,
@@ -50,6 +53,7 @@ from tests.factories import (
 class Backend:
     open: Callable[[], Recorder]  # picklable: writer processes receive it
     tear: Callable[[bytes], None] | None
+    drop: Callable[[], None] | None = None
 
 
 def _append_bytes(path: Path, data: bytes) -> None:
@@ -62,13 +66,21 @@ def _jsonl(tmp: Path) -> Backend:
     return Backend(partial(JsonLinesRecorder, path), partial(_append_bytes, path))
 
 
-BACKENDS: dict[str, Callable[[Path], Backend]] = {"jsonl": _jsonl}
+def _postgresql(tmp: Path) -> Backend:
+    url = postgres.ledger_url(tmp)
+    postgres.drop(url)  # a schema left by an interrupted earlier run of the same test
+    return Backend(partial(PostgresRecorder, url), None, partial(postgres.drop, url))
+
+
+BACKENDS: dict[str, Callable[[Path], Backend]] = {"jsonl": _jsonl, "postgresql": _postgresql}
 
 
 @pytest.fixture(params=sorted(BACKENDS))
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     made: Backend = BACKENDS[request.param](tmp_path)
-    return made
+    yield made
+    if made.drop is not None:
+        made.drop()
 
 
 @pytest.fixture

@@ -18,11 +18,11 @@ LEDGER_ENV = "CBLEDGER_LEDGER"
 ROOT_ENV = "CBLEDGER_ROOT"
 
 LedgerOption = Annotated[
-    Path | None,
+    str | None,
     typer.Option(
         "--ledger",
         envvar=LEDGER_ENV,
-        help=f"Ledger file (JSON Lines). Default: {LEDGER} under the project root.",
+        help=f"Ledger: a JSON Lines file, or a PostgreSQL URL (postgresql://…[?ledger=NAME]). Default: {LEDGER} under the project root.",
         show_default=False,
     ),
 ]
@@ -42,12 +42,13 @@ def project_root(root: Path | None) -> Path:
     return (root or Path(os.environ.get(ROOT_ENV) or Path.cwd())).resolve()
 
 
-def workspace(ledger: Path | None, root: Path | None) -> Workspace:
+def workspace(ledger: str | Path | None, root: Path | None) -> Workspace:
     """The workspace the `--ledger` and `--root` options (or their environment variables) name."""
     return Workspace.at(project_root(root), ledger)
 
 
-def ledger_path(ledger: Path | None, root: Path | None = None) -> Path:
+def ledger_path(ledger: str | Path | None, root: Path | None = None) -> Path | str:
+    """The ledger's file, or its database URL."""
     return workspace(ledger, root).ledger
 
 

@@ -52,7 +52,7 @@ def demo(
     store = LedgerStore(path)
     if not store.exists():
         created = store.init("copperbench", actor, "copperbench runs, grades, suite versions and price tables")
-        typer.echo(f"initialised {path} (seq {created.seq})")
+        typer.echo(f"initialised {store.location} (seq {created.seq})")
     catalog = Catalog(root_dir)
     view = ledger_view.read(path)
     changes = suite_version.differences(view.suite, suite_version.current(catalog)) if view.suite else ["initial suite"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -24,9 +25,9 @@ def init(
     description: Annotated[str, typer.Option(help="What this ledger records.")] = "",
 ) -> None:
     """Create a ledger and record `ledger.created` as seq 1."""
-    path = ledger_path(ledger, root)
-    appended = LedgerStore(path).init(name, Actor(kind="maintainer", name=login_name("maintainer")), description)
-    typer.echo(f"initialised {path}: seq {appended.seq} {appended.hash}")
+    store = LedgerStore(ledger_path(ledger, root))
+    appended = store.init(name, Actor(kind="maintainer", name=login_name("maintainer")), description)
+    typer.echo(f"initialised {store.location}: seq {appended.seq} {appended.hash}")
 
 
 def append(
@@ -125,13 +126,46 @@ def repair(
     """Repair a ledger after a crash. The only repair there is: removing a torn tail."""
     if not truncate_torn_tail:
         fail("say what to repair: --truncate-torn-tail")
-    path = ledger_path(ledger, root)
-    removed = LedgerStore(path).truncate_torn_tail()
+    store = LedgerStore(ledger_path(ledger, root))
+    path = store.location
+    removed = store.truncate_torn_tail()
     if removed is None:
         typer.echo(f"{path}: no torn tail; nothing removed")
         return
     preview = removed[:120].decode("utf-8", errors="replace")
     typer.echo(f"{path}: removed an incomplete final line of {len(removed)} bytes: {preview!r}")
+
+
+def export(
+    jsonl: Annotated[bool, typer.Option("--jsonl", help="As the JSON Lines file (the only format there is).")] = False,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Write here (replaced atomically) instead of stdout.")
+    ] = None,
+    ledger: LedgerOption = None,
+    root: RootOption = None,
+) -> None:
+    """Write the ledger, whichever store holds it, as the JSON Lines file, byte for byte: it
+    verifies with `replay --verify --ledger FILE` and imports back unchanged (`import --jsonl`)."""
+    from cbledger.ledger.transfer import export_jsonl
+
+    if not jsonl:
+        fail("say the format: --jsonl", 2)
+    store = LedgerStore(ledger_path(ledger, root))
+    if not store.exists():
+        fail(f"{store.location}: no ledger here", 2)
+    if out is None:
+        head = export_jsonl(store, sys.stdout.buffer)
+        sys.stdout.buffer.flush()
+        typer.echo(f"exported {store.location}: {head.seq} event(s), head {head.hash}", err=True)
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    with open(tmp, "wb") as f:
+        head = export_jsonl(store, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, out)
+    typer.echo(f"exported {store.location} to {out}: {head.seq} event(s), head {head.hash}")
 
 
 def schema(
@@ -161,4 +195,5 @@ def register(app: typer.Typer) -> None:
     app.command()(show)
     app.command()(repair)
     app.command()(schema)
+    app.command()(export)
 

@@ -10,6 +10,7 @@ line and a redrawn bar would be noise there.
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
@@ -17,8 +18,10 @@ from typing import TYPE_CHECKING, TextIO
 from cbledger.reproduce.findings import RunCheck
 from cbledger.runner.execute import RunOutput
 
-if TYPE_CHECKING:  # rich is imported only when a bar is drawn
+if TYPE_CHECKING:  # rich is imported only when a bar is drawn; dask only for a cluster's runs
     from rich.progress import Progress, TaskID
+
+    from cbledger.runner.dask_executor import Activity
 
 
 class Reporter:
@@ -81,6 +84,15 @@ class Reporter:
             line += f"  | {tally} | elapsed {elapsed:.0f}s eta {eta:.0f}s"
         print(line, file=self.stream, flush=True)
 
+    def note(self, line: str, error: bool = False) -> None:
+        """A line of its own: above a live bar (which keeps its place), or a plain line."""
+        if self.quiet:
+            return
+        if self._bar is not None:
+            self._bar.console.print(f"[red]{line}[/red]" if error else line, markup=error, highlight=False)
+            return
+        print(line, file=self.stream, flush=True)
+
     def close(self) -> None:
         if self._bar is not None:
             self._bar.stop()
@@ -94,8 +106,41 @@ class SuiteProgress:
         self.passed = self.failed = self.errors = 0
         self.reporter = Reporter("runs", stream=stream, keep=True)
         self.reporter.start(total)
+        self.busy: dict[str, str] = {}  # worker -> the run it is on
+        self.finished: dict[str, int] = {}  # worker -> runs it finished
+        self._lock = threading.Lock()  # activity arrives on the cluster client's thread too
+
+    def activity(self, event: Activity) -> None:
+        """`run_plan(on_activity=...)`: a line per worker event (a run started, finished or lost,
+        a worker accepted or refused); the tally names how many runs each worker finished."""
+        with self._lock:
+            self._activity(event)
+
+    def _activity(self, event: Activity) -> None:
+        worker = event.worker or "?"
+        if event.kind == "started":
+            self.busy[worker] = event.label
+            line = f"{worker}: started {event.label}" + (f" ({event.detail})" if event.detail else "")
+        elif event.kind == "finished":
+            self.busy.pop(worker, None)
+            self.finished[worker] = self.finished.get(worker, 0) + 1
+            line = f"{worker}: finished {event.label}"
+        elif event.kind == "lost":
+            self.busy.pop(worker, None)
+            line = f"{worker}: lost while running {event.label}; {event.detail}"
+        elif event.kind == "refused":
+            line = f"{worker}: refused: {event.detail}"
+        elif event.kind == "accepted":
+            line = f"{worker}: accepted"
+        else:
+            line = f"{event.label}: {event.kind}: {event.detail}"
+        self.reporter.note(f"  worker {line}", error=event.kind in ("lost", "refused", "failed"))
 
     def __call__(self, output: RunOutput | None, error: str | None, done: int, total: int) -> None:
+        with self._lock:
+            self._step(output, error, done, total)
+
+    def _step(self, output: RunOutput | None, error: str | None, done: int, total: int) -> None:
         if output is None:
             self.errors += 1
             what = f"error: {error}"
@@ -107,6 +152,8 @@ class SuiteProgress:
                 self.failed += 1
             what = f"{output.run.task.id} r{output.run.repeat} {g.verdict}" + (f" ({g.failure_category})" if g.failure_category else "")
         tally = f"pass {self.passed} fail {self.failed}" + (f" error {self.errors}" if self.errors else "")
+        if self.finished:
+            tally += " | " + " ".join(f"{w} {n}" for w, n in sorted(self.finished.items()))
         self.reporter.step(done, total, what, tally=tally, error=output is None)
 
     def close(self) -> None:

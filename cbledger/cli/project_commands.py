@@ -15,6 +15,7 @@ import msgspec
 import typer
 
 from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, workspace
+from cbledger.ledger.store import LedgerStore
 from cbledger.projections import gate, leaderboard, readmodel, workqueue, writers
 from cbledger.projections.fold import LedgerState
 from cbledger.workspace import READ_MODEL, Workspace, record_name
@@ -35,9 +36,10 @@ SuiteOption = Annotated[
 
 
 def _state(where: Workspace) -> LedgerState:
-    if not where.ledger.is_file():
-        fail(f"{where.ledger}: no ledger here (run `cbledger init` first)", 2)
-    return writers.load_state(where.ledger)
+    store = LedgerStore(where.ledger)
+    if not store.exists():
+        fail(f"{store.location}: no ledger here (run `cbledger init` first)", 2)
+    return writers.load_state(store)
 
 
 def _known_suite(state: LedgerState, suite: str | None) -> str | None:

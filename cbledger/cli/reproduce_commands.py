@@ -179,6 +179,9 @@ def import_cmd(
         str | None,
         typer.Option("--source", metavar="NAME", help="Where the evidence comes from (default: PATH's name; manual-reviewer-import)."),
     ] = None,
+    jsonl: Annotated[
+        Path | None, typer.Option("--jsonl", metavar="FILE", help="Copy a whole JSON Lines ledger, byte for byte, into the --ledger store (empty, or holding a prefix of FILE).")
+    ] = None,
     ledger: LedgerOption = None,
     root: RootOption = None,
     as_json: JsonFlag = False,
@@ -191,6 +194,11 @@ def import_cmd(
     """
     from cbledger.reproduce import imports
 
+    if jsonl is not None:
+        if path is not None or manual is not None:
+            fail("--jsonl copies a ledger; give it alone, without PATH or --manual", 2)
+        _import_ledger(jsonl, ledger, root, as_json)
+        return
     if manual is not None and path is None:
         report = imports.import_manual(workspace(ledger, root), manual, source)
     elif path is not None and manual is None:
@@ -208,6 +216,26 @@ def import_cmd(
     typer.echo(
         f"imports: {report.count('imported')} new, {report.count('unchanged')} already imported, "
         f"{report.count('duplicate')} duplicate content"
+    )
+
+
+def _import_ledger(file: Path, ledger: str | None, root: Path | None, as_json: bool) -> None:
+    from cbledger.ledger.store import LedgerStore
+    from cbledger.ledger.transfer import import_jsonl
+
+    store = LedgerStore(workspace(ledger, root).ledger)
+    done = import_jsonl(file, store)
+    if as_json:
+        typer.echo(json.dumps({
+            "source": str(file), "ledger": store.location, "sourceEvents": done.source_events,
+            "alreadyThere": done.already_there, "copied": done.copied,
+            "head": {"seq": done.head.seq, "hash": done.head.hash},
+        }, sort_keys=True))
+        return
+    typer.echo(
+        f"imported {file} into {store.location}: {done.copied} event(s) copied"
+        + (f" after the {done.already_there} already there" if done.already_there else "")
+        + f"; head seq {done.head.seq} {done.head.hash}"
     )
 
 

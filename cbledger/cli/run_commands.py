@@ -67,6 +67,8 @@ def run(
         help="Scripted model turns for the real harness: a session name (each task's tasks/<id>/sessions/NAME.json) "
              "or a session file or directory, served by a loopback endpoint; the model defaults to compat:scripted-<name>.",
     )] = None,
+    executor: Annotated[str, typer.Option(help="Where runs execute: local (this machine, --jobs at a time) or dask (one task per run on the cluster --scheduler names).")] = "local",
+    scheduler: Annotated[str | None, typer.Option(help="The Dask scheduler for --executor dask, e.g. tcp://HOST:8786.", show_default=False)] = None,
     project: Annotated[bool, typer.Option(help="Regenerate the projections (records, LEADERBOARD.md, read model) afterwards.")] = True,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and its size; run nothing.")] = False,
     ledger: LedgerOption = None,
@@ -87,7 +89,8 @@ def run(
         repeats=repeats, ablations=ablations,
     )
     if dry_run:
-        typer.echo(f"plan: agent {plan.agent}, model {plan.model_id}, {len(plan.tasks)} task(s), {len(plan.runs)} run(s), jobs {jobs}")
+        where_to_run = f"jobs {jobs}" if executor == "local" else f"executor {executor} at {scheduler}"
+        typer.echo(f"plan: agent {plan.agent}, model {plan.model_id}, {len(plan.tasks)} task(s), {len(plan.runs)} run(s), {where_to_run}")
         for r in plan.runs:
             typer.echo(f"  {r.task.id}  tier {r.task.manifest.tier}  repeat {r.repeat}/{r.repeats_planned}")
         return
@@ -97,7 +100,7 @@ def run(
         result = run_plan(
             where, plan, jobs=jobs, sandbox_root=sandboxes,
             keep_sandboxes=keep_sandboxes, copperhead_cli=copperhead_cli, segment=segment, on_done=progress,
-            session=session,
+            session=session, executor=executor, scheduler=scheduler, on_activity=progress.activity,
         )
     finally:
         progress.close()

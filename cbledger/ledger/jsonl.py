@@ -10,6 +10,11 @@ is about the file lives here and nowhere else:
 * Readers take a shared lock only long enough to learn a size; a writer holds the exclusive lock
   for its whole write, so that size ends on a batch boundary and a reader never mistakes an
   append in progress for a crash's torn tail.
+* A read resumes where an earlier one stopped: the recorder remembers the byte offset after the
+  last lines it read (and after its index's head), so `read(since=N)` for such an N seeks there
+  instead of parsing the file from the start, which is what keeps a follower's poll incremental.
+  A remembered offset is used only if a line still ends just before it and the line after it has
+  seq N + 1; otherwise the read starts from the beginning.
 * A crash can leave at most one incomplete final line (a torn tail). Appending refuses to build on
   it; only `truncate_torn_tail` removes it, and it removes nothing but bytes after the last
   newline. No other code path deletes or rewrites ledger bytes; a failed write removes only its
@@ -76,6 +81,8 @@ class JsonLinesRecorder(Recorder):
         self.path = Path(path)
         self._index = _Index()
         self._held: int | None = None  # the descriptor holding the exclusive lock, if we hold it
+        # seq -> offset just after its line, for the last lines reads passed: where reads resume
+        self._marks: dict[int, int] = {}
 
     @property
     def location(self) -> str:
@@ -236,7 +243,32 @@ class JsonLinesRecorder(Recorder):
     ) -> Iterator[StoredEvent]:
         limit = self.committed_size()
         with open(self.path, "rb") as f:
-            offset = 0
+            start = self._resume_at(f, since, limit)
+            if start:
+                yield from self._read_from(f, start, limit, since, until, types, resumed=True)
+            else:
+                yield from self._read_from(f, 0, limit, since, until, types, resumed=False)
+
+    def _resume_at(self, f: BinaryIO, since: int, limit: int) -> int:
+        """Where the line after seq `since` starts, if a read or the index passed it (else 0)."""
+        if since <= 0:
+            return 0
+        offset = self._marks.get(since, 0)
+        if not offset and since == self._index.head.seq:
+            offset = self._index.offset
+        if not 0 < offset <= limit:
+            return 0
+        f.seek(offset - 1)
+        return offset if f.read(1) == b"\n" else 0
+
+    def _read_from(
+        self, f: BinaryIO, start: int, limit: int, since: int, until: int | None,
+        types: set[str] | None, *, resumed: bool,
+    ) -> Iterator[StoredEvent]:
+        f.seek(start)
+        offset = start
+        before = last = (0, 0)  # the marks of the last two lines passed
+        try:
             for line in f:
                 if offset + len(line) > limit or not line.endswith(b"\n"):
                     return
@@ -244,6 +276,13 @@ class JsonLinesRecorder(Recorder):
                 parsed = parse_line(line)
                 raw = bytes(parsed.event)
                 view = _EVENT_VIEW.decode(raw)
+                if resumed:
+                    resumed = False
+                    if view.seq != since + 1:  # not the file the mark was taken in: start over
+                        self._marks.clear()
+                        yield from self._read_from(f, 0, limit, since, until, types, resumed=False)
+                        return
+                before, last = last, (view.seq, offset)
                 if view.seq <= since:
                     continue
                 if until is not None and view.seq > until:
@@ -251,6 +290,16 @@ class JsonLinesRecorder(Recorder):
                 if types is not None and view.type not in types:
                     continue
                 yield StoredEvent(view.seq, view.id, view.type, raw, parsed.hash, parsed.prev)
+        finally:
+            self._remember(before, last)
+
+    def _remember(self, *marks: tuple[int, int]) -> None:
+        for seq, offset in marks:
+            if seq:
+                self._marks.pop(seq, None)
+                self._marks[seq] = offset
+        while len(self._marks) > 4:
+            del self._marks[next(iter(self._marks))]
 
     def lookup(self, event_id: str) -> StoredEvent | None:
         if self._held is None:

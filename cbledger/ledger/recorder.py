@@ -98,7 +98,8 @@ class StoredEvent:
 
 
 class Recorder(ABC):
-    """A backend. Implementations: `cbledger.ledger.jsonl.JsonLinesRecorder`."""
+    """A backend. Implementations: `cbledger.ledger.jsonl.JsonLinesRecorder` (the file) and
+    `cbledger.ledger.postgres.PostgresRecorder` (a PostgreSQL table)."""
 
     @property
     @abstractmethod

@@ -41,6 +41,7 @@ from cbledger.ledger.recorder import (
     TornTail,
 )
 from cbledger.ledger.versions import CURRENT, EventSchema
+from cbledger.workspace import is_database_url
 
 #: Rebuilds of one batch on a moved head before the conflict is the caller's.
 ATTEMPTS = 8
@@ -76,11 +77,21 @@ class _Draft(NamedTuple):
     body: bytes
 
 
+def open_recorder(where: Path | str) -> Recorder:
+    """The backend a location names: a `postgresql://` URL is a ledger in PostgreSQL
+    (`cbledger.ledger.postgres`), anything else the JSON Lines file at that path."""
+    if is_database_url(where):
+        from cbledger.ledger.postgres import PostgresRecorder  # psycopg only when it is used
+
+        return PostgresRecorder(str(where))
+    return JsonLinesRecorder(where)
+
+
 class LedgerStore:
-    """The ledger at `where`: a path (the JSON Lines file) or any recorder."""
+    """The ledger at `where`: a path (the JSON Lines file), a database URL, or any recorder."""
 
     def __init__(self, where: Path | str | Recorder, *, schema: EventSchema = CURRENT) -> None:
-        self.recorder = where if isinstance(where, Recorder) else JsonLinesRecorder(where)
+        self.recorder = where if isinstance(where, Recorder) else open_recorder(where)
         self.schema = schema
 
     @property
@@ -248,4 +259,5 @@ __all__ = [
     "LedgerStore",
     "StoredEvent",
     "TornTail",
+    "open_recorder",
 ]

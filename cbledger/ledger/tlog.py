@@ -123,7 +123,7 @@ def recorded(store: LedgerStore) -> list[Recorded]:
 
 
 def verified_scan(
-    path: Path, sizes: Sequence[int] = (), ranges: Sequence[Range] = (),
+    path: Path | str, sizes: Sequence[int] = (), ranges: Sequence[Range] = (),
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[ChainReport, Scan, list[Recorded]]:
     """The chain verified and the tree hashed in the same pass over the file, with the checkpoints

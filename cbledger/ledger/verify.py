@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +30,8 @@ from cbledger.ledger.encoding import InvalidEvent, decode
 from cbledger.ledger.events import LedgerCreatedEvent
 from cbledger.ledger.jsonl import JsonLinesRecorder
 from cbledger.ledger.recorder import EMPTY, Head
+from cbledger.ledger.store import LedgerStore
+from cbledger.workspace import is_database_url
 
 # A stored line is exactly format_line(event, hash, prev): this prefix, the event bytes, then a
 # fixed-length tail. Splitting on that layout instead of parsing the line as JSON finds the same
@@ -106,18 +108,46 @@ def _why_not_split(line: bytes) -> str:
 
 
 def verify_chain(
-    path: Path | str,
+    where: Path | str | LedgerStore,
     progress: Callable[[int, int], None] | None = None,
     on_line: Callable[[bytes], None] | None = None,
 ) -> ChainReport:
     """Verifies the whole chain. `progress(bytes_done, bytes_total)` is called now and then;
     `on_line(line)` gets each line that verified, as stored (newline included), in order: the Merkle
-    tree's leaves (`cbledger.ledger.tlog`), so a checkpoint costs no second pass."""
-    path = Path(path)
+    tree's leaves (`cbledger.ledger.tlog`), so a checkpoint costs no second pass.
+
+    A file is read as it is. Any other store (a database) is verified as its export: each record
+    as the line the file would hold (`chain.format_line`), through the same checks, so a ledger
+    verifies the same whichever backend keeps it."""
+    if isinstance(where, LedgerStore) and isinstance(where.recorder, JsonLinesRecorder):
+        where = where.recorder.path
+    if isinstance(where, LedgerStore) or is_database_url(where):
+        store = where if isinstance(where, LedgerStore) else LedgerStore(where)
+        if not store.exists():
+            raise UserError(f"{store.location}: no ledger here")
+        head = store.head()
+        lines = (format_line(r.raw, r.hash, r.prev) for r in store.read(until=head.seq))
+        # The size is not known before the pass; progress counts events instead of bytes.
+        return _verify_lines(store.location, lines, head.seq, progress, on_line, by_count=True)
+    path = Path(where)
     if not path.is_file():
         raise UserError(f"{path}: no ledger here")
     total = JsonLinesRecorder(path).committed_size()
-    report = ChainReport(path=str(path))
+    with open(path, "rb") as f:
+        return _verify_lines(str(path), f, total, progress, on_line)
+
+
+def _verify_lines(
+    label: str,
+    lines: Iterable[bytes],
+    total: int,
+    progress: Callable[[int, int], None] | None,
+    on_line: Callable[[bytes], None] | None,
+    by_count: bool = False,
+) -> ChainReport:
+    """The checks, over lines in the stored layout; `total` is where the committed part ends
+    (bytes, or events with `by_count`)."""
+    report = ChainReport(path=label)
     started = time.perf_counter()
     prev = GENESIS
     seen: set[str] = set()
@@ -131,59 +161,58 @@ def verify_chain(
         report.seconds = time.perf_counter() - started
         return report
 
-    with open(path, "rb") as f:
-        for lineno, line in enumerate(f, start=1):
-            expected = seq + 1
-            if offset >= total:
-                break
-            if not line.endswith(b"\n"):
-                return fail(
-                    "torn-tail",
-                    f"incomplete final line of {len(line)} bytes "
-                    "(run `cbledger repair --truncate-torn-tail`)",
-                    expected,
-                )
-            parts = _split(line)
-            if parts is None:
-                return fail("undecodable", _why_not_split(line), expected)
-            event_bytes, stored_hash, stored_prev = parts
-            try:
-                event = decode(event_bytes)
-            except InvalidEvent as exc:
-                return fail("undecodable", f"event rejected by the schema: {exc}", expected)
-            if event.seq != expected:
-                return fail("seq-gap", f"expected seq {expected}, found {event.seq}", event.seq)
-            if stored_prev != prev:
-                return fail(
-                    "broken-link",
-                    f"prev is {stored_prev[:16]}…, the previous hash is {prev[:16]}…",
-                    event.seq,
-                )
-            actual = link_hash(prev, expected, event_bytes)
-            if actual != stored_hash:
-                return fail(
-                    "hash-mismatch",
-                    f"stored hash {stored_hash[:16]}…, the bytes hash to {actual[:16]}…",
-                    event.seq,
-                )
-            if event.id in seen:
-                return fail("duplicate-id", f"event id {event.id!r} appears twice", event.seq)
-            if (type(event) is LedgerCreatedEvent) != (expected == 1):
-                return fail(
-                    "genesis", "seq 1 must be ledger.created and nothing else may be", event.seq
-                )
-            seen.add(event.id)
-            if on_line is not None:
-                on_line(line)
-            prev = stored_hash
-            seq = expected
-            offset += len(line)
-            if progress is not None and lineno % 4096 == 0:
-                progress(offset, total)
+    for lineno, line in enumerate(lines, start=1):
+        expected = seq + 1
+        if (seq if by_count else offset) >= total:
+            break
+        if not line.endswith(b"\n"):
+            return fail(
+                "torn-tail",
+                f"incomplete final line of {len(line)} bytes "
+                "(run `cbledger repair --truncate-torn-tail`)",
+                expected,
+            )
+        parts = _split(line)
+        if parts is None:
+            return fail("undecodable", _why_not_split(line), expected)
+        event_bytes, stored_hash, stored_prev = parts
+        try:
+            event = decode(event_bytes)
+        except InvalidEvent as exc:
+            return fail("undecodable", f"event rejected by the schema: {exc}", expected)
+        if event.seq != expected:
+            return fail("seq-gap", f"expected seq {expected}, found {event.seq}", event.seq)
+        if stored_prev != prev:
+            return fail(
+                "broken-link",
+                f"prev is {stored_prev[:16]}…, the previous hash is {prev[:16]}…",
+                event.seq,
+            )
+        actual = link_hash(prev, expected, event_bytes)
+        if actual != stored_hash:
+            return fail(
+                "hash-mismatch",
+                f"stored hash {stored_hash[:16]}…, the bytes hash to {actual[:16]}…",
+                event.seq,
+            )
+        if event.id in seen:
+            return fail("duplicate-id", f"event id {event.id!r} appears twice", event.seq)
+        if (type(event) is LedgerCreatedEvent) != (expected == 1):
+            return fail(
+                "genesis", "seq 1 must be ledger.created and nothing else may be", event.seq
+            )
+        seen.add(event.id)
+        if on_line is not None:
+            on_line(line)
+        prev = stored_hash
+        seq = expected
+        offset += len(line)
+        if progress is not None and lineno % 4096 == 0:
+            progress(seq if by_count else offset, total)
     report.events, report.bytes, report.head = seq, offset, Head(seq, prev)
     if seq == 0 and report.problem is None:
         report.problem = Problem("genesis", 0, None, 0, "the ledger holds no events")
     report.seconds = time.perf_counter() - started
     if progress is not None:
-        progress(offset, total)
+        progress(seq if by_count else offset, total)
     return report

@@ -13,68 +13,46 @@ from __future__ import annotations
 import difflib
 import gc
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, NamedTuple
 
+import msgspec
 from msgspec import Struct
 
-from cbledger.ledger.chain import parse_line
-from cbledger.ledger.encoding import decode
-from cbledger.ledger.jsonl import JsonLinesRecorder
+from cbledger.errors import UserError
+from cbledger.ledger.store import LedgerStore, StoredEvent
 from cbledger.projections import leaderboard, readmodel
 from cbledger.projections import records as rec
 from cbledger.projections.fold import LedgerState, ProjectionError, Projector
 from cbledger.workspace import Workspace
 
 
-class _Line(NamedTuple):
-    event: Any
-    hash: str
-    prev: str
-    offset: int
-    end: int
-
-
 class LedgerFollower:
-    """Keeps a state up to date with a ledger file, reading only the bytes appended since.
+    """Keeps a state up to date with a ledger, reading only the events appended since.
 
-    `LedgerStore.read(since=...)` re-parses every line before `since`, which makes an
-    incremental update cost a full scan; the follower remembers the byte offset after the last
-    event it folded and starts there. It reads only up to the committed size (never a torn tail)
-    and checks that the first new line links to the last folded hash, so a rewritten file is
-    refused rather than folded onto a stale state.
+    It reads through the store's read API (`LedgerStore.read(since=…)`), so it follows any
+    backend: the JSON Lines recorder resumes a read at the byte offset where its last one
+    stopped, a database selects by seq. Reads stop at what is committed (never a torn tail or
+    part of an append in progress), and the first new event must link to the last folded hash, so
+    a ledger rewritten underneath is refused rather than folded onto a stale state. `on_folded`,
+    if given, sees every record folded, in order.
     """
 
-    def __init__(self, ledger: Path, projector: Projector | None = None) -> None:
-        self.store = JsonLinesRecorder(ledger)
+    def __init__(
+        self,
+        ledger: Path | str | LedgerStore,
+        projector: Projector | None = None,
+        on_folded: Callable[[StoredEvent], None] | None = None,
+    ) -> None:
+        self.store = ledger if isinstance(ledger, LedgerStore) else LedgerStore(ledger)
         self.projector = projector or Projector()
-        self.offset = 0
+        self.on_folded = on_folded
         if self.projector.last_seq:
-            raise ProjectionError("a follower starts from an empty state (it must learn the offset)")
+            raise ProjectionError("a follower starts from an empty state")
 
     @property
     def state(self) -> LedgerState:
         return self.projector.state
-
-    def _new_events(self) -> Iterator[_Line]:
-        limit = self.store.committed_size()
-        with open(self.store.path, "rb") as f:
-            f.seek(self.offset)
-            offset = self.offset
-            for line in f:
-                if offset + len(line) > limit or not line.endswith(b"\n"):
-                    return
-                try:
-                    parsed = parse_line(line)
-                    event = decode(parsed.event)
-                except Exception as exc:  # a line that does not parse where one should start
-                    raise ProjectionError(
-                        f"{self.store.path}: no ledger line at byte {offset} ({exc}); the file "
-                        "changed underneath (rebuild from scratch)"
-                    ) from None
-                yield _Line(event, parsed.hash, parsed.prev, offset, offset + len(line))
-                offset += len(line)
 
     def poll(self) -> int:
         """Folds whatever was appended since the last poll; returns how many events.
@@ -94,20 +72,31 @@ class LedgerFollower:
     def _poll(self) -> int:
         n = 0
         expected_prev = self.state.head_hash
-        for stored in self._new_events():
-            if expected_prev is not None and stored.prev != expected_prev:
-                raise ProjectionError(
-                    f"{self.store.path}: the line at byte {stored.offset} does not link to the last "
-                    "folded event; the file changed underneath (rebuild from scratch)"
-                )
-            n += self.projector.apply([stored])
-            expected_prev = stored.hash
-            self.offset = stored.end
+        where = self.store.location
+        try:
+            for stored in self.store.read(since=self.state.head_seq):
+                if expected_prev is not None and stored.prev != expected_prev:
+                    raise ProjectionError(
+                        f"{where}: the event at seq {stored.seq} does not link to the last folded "
+                        f"event (seq {self.state.head_seq}); the ledger changed underneath (rebuild from scratch)"
+                    )
+                n += self.projector.apply([stored])
+                expected_prev = stored.hash
+                if self.on_folded is not None:
+                    self.on_folded(stored)
+        except ProjectionError:
+            raise
+        except (UserError, msgspec.MsgspecError, ValueError) as exc:
+            # a line or row that is not a ledger record where the next one should start
+            raise ProjectionError(
+                f"{where}: no readable event after seq {self.state.head_seq} ({exc}); the ledger "
+                "changed underneath (rebuild from scratch)"
+            ) from None
         return n
 
 
-def load_state(ledger: Path) -> LedgerState:
-    """A full rebuild from a ledger file."""
+def load_state(ledger: Path | str | LedgerStore) -> LedgerState:
+    """A full rebuild from a ledger (a file, a database URL, or a store)."""
     follower = LedgerFollower(ledger)
     follower.poll()
     return follower.state

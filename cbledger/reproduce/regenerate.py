@@ -1,6 +1,7 @@
 """Keeping a project's outputs current with its ledger, one batch of new events at a time.
 
-The fold is incremental (`LedgerFollower` reads only the bytes appended since the last poll), and
+The fold is incremental (`LedgerFollower` reads only what was appended since the last poll,
+through the store, so a file and a database ledger are followed alike), and
 so are the records: a record depends only on its run, that run's grades and the rubric scores
 recorded before the grade, so only runs named by the new events can have a new or changed record
 (a retraction removes its records). LEADERBOARD.md and the read model aggregate everything, so
@@ -9,13 +10,14 @@ the ledger head, is whenever an event was folded.
 
 A ledger that cannot be folded further (an append that is torn, does not decode or does not link)
 leaves the outputs at the last good state and is reported, and folding resumes from there once
-the file is repaired. If the bytes already folded were themselves rewritten, the state is rebuilt
-from scratch: a running BLAKE3 of the folded prefix tells the two cases apart.
+the ledger is repaired. If the records already folded were themselves rewritten, the state is
+rebuilt from scratch: the last folded record must still be there with its hash on every refresh,
+and after a problem a running BLAKE3 of the folded records (each as its JSON Lines line) tells the
+two cases apart.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -23,6 +25,9 @@ from typing import Any
 
 from blake3 import blake3
 
+from cbledger.errors import UserError
+from cbledger.ledger.chain import format_line
+from cbledger.ledger.store import LedgerStore, StoredEvent
 from cbledger.projections import writers
 from cbledger.projections.fold import ProjectionError, Projector
 from cbledger.projections.writers import LedgerFollower
@@ -83,63 +88,63 @@ class Regenerator:
     # ------------------------------------------------------------------ folding
 
     def _fresh(self) -> LedgerFollower:
-        return LedgerFollower(self.ledger, _TrackingProjector())
+        self._prefix = blake3()
+        return LedgerFollower(LedgerStore(self.ledger), _TrackingProjector(), on_folded=self._hash)
 
-    def _hash_prefix(self, start: int, end: int, into) -> None:
-        with open(self.ledger, "rb") as f:
-            f.seek(start)
-            remaining = end - start
-            while remaining > 0:
-                chunk = f.read(min(remaining, 1 << 20))
-                if not chunk:
-                    break
-                into.update(chunk)
-                remaining -= len(chunk)
+    def _hash(self, stored: StoredEvent) -> None:
+        self._prefix.update(format_line(stored.raw, stored.hash, stored.prev))
 
-    def _prefix_intact(self, offset: int) -> bool:
-        if os.path.getsize(self.ledger) < offset:
-            return False
+    def _prefix_intact(self, follower: LedgerFollower) -> bool:
+        """Do the records up to the folded head still hash to what was folded?"""
+        head = follower.state.head_seq
         h = blake3()
-        self._hash_prefix(0, offset, h)
-        return h.digest() == self._prefix.digest()
+        n = 0
+        try:
+            for stored in LedgerStore(self.ledger).read(until=head):
+                h.update(format_line(stored.raw, stored.hash, stored.prev))
+                n += 1
+        except Exception:  # unreadable where it was read before: rewritten
+            return False
+        return n == head and h.digest() == self._prefix.digest()
 
     def _poll(self, follower: LedgerFollower) -> str | None:
         """Folds what it can; returns why it stopped early, if it did."""
-        before = follower.offset
         try:
             follower.poll()
             problem = None
         except ProjectionError as exc:
             problem = str(exc)
-        self._hash_prefix(before, follower.offset, self._prefix)
         return problem or self._torn(follower)
 
     def _torn(self, follower: LedgerFollower) -> str | None:
-        size = os.path.getsize(self.ledger)
-        if size <= follower.offset:
+        try:
+            tail = follower.store.torn_tail()
+        except UserError:
+            return None
+        if not tail:
             return None
         return (
-            f"{self.ledger}: torn append at byte {follower.offset} ({size - follower.offset} byte(s) without a "
-            "newline); waiting for it to complete or be removed (`cbledger repair --truncate-torn-tail`)"
+            f"{follower.store.location}: torn append after seq {follower.state.head_seq} ({len(tail)} byte(s) "
+            "without a newline); waiting for it to complete or be removed (`cbledger repair --truncate-torn-tail`)"
         )
 
     def _head_still_there(self) -> bool:
-        """Does the line the last folded event came from still end where the fold stopped? A file
+        """Is the last folded record still there, with the hash it was folded with? A ledger
         replaced by a shorter or different one fails this before anything is folded onto it."""
         assert self.follower is not None
-        offset, head = self.follower.offset, self.follower.state.head_hash
-        if offset == 0 or head is None:
+        seq, head = self.follower.state.head_seq, self.follower.state.head_hash
+        if seq == 0 or head is None:
             return True
-        if os.path.getsize(self.ledger) < offset:
+        try:
+            found = self.follower.store.find(seq)
+        except Exception:
             return False
-        with open(self.ledger, "rb") as f:
-            f.seek(max(0, offset - 200))
-            tail = f.read(min(200, offset))
-        return tail.endswith(b'"}\n') and f'"hash":"{head}","prev":"'.encode() in tail
+        return found is not None and found.hash == head
 
     def _rebuild(self) -> tuple[bool, str | None]:
-        """A fresh fold of the whole file: (adopted?, problem). Adopted when it folds to the end,
-        or when there is no earlier state to keep."""
+        """A fresh fold of the whole ledger: (adopted?, problem). Adopted when it folds to the
+        end, or when there is no earlier state to keep."""
+        kept = self._prefix
         follower = self._fresh()
         try:
             follower.poll()
@@ -147,10 +152,9 @@ class Regenerator:
         except ProjectionError as exc:
             problem = str(exc)
         if problem is not None and self.follower is not None:
-            return False, f"{problem} (the part already folded was rewritten, and the new file does not fold either)"
+            self._prefix = kept
+            return False, f"{problem} (the part already folded was rewritten, and the new ledger does not fold either)"
         self.follower = follower
-        self._prefix = blake3()
-        self._hash_prefix(0, follower.offset, self._prefix)
         return True, problem or self._torn(follower)
 
     def refresh(self) -> Update | None:
@@ -162,7 +166,7 @@ class Regenerator:
             head = self.follower.state.head_seq
             problem = self._poll(self.follower)
             rebuilt = False
-            if problem is not None and self.follower.state.head_seq == head and not self._prefix_intact(self.follower.offset):
+            if problem is not None and self.follower.state.head_seq == head and not self._prefix_intact(self.follower):
                 rebuilt, problem = self._rebuild()
         self.problem = problem
         assert self.follower is not None

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from cbledger.errors import UserError
+from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.verify import ChainReport
 from cbledger.projections.fold import LedgerState
 from cbledger.projections.writers import load_state
@@ -214,7 +215,7 @@ def verify(
     keys = trusted_keys(workspace, options.keys)
     given = open_given(options.checkpoints, keys)
     chain, anchored = chain_and_checkpoints(workspace, given, keys, progress=chain_progress)
-    report = VerifyReport(ledger=str(workspace.ledger), root=str(workspace.root), options=options, chain=chain,
+    report = VerifyReport(ledger=LedgerStore(workspace.ledger).location, root=str(workspace.root), options=options, chain=chain,
                           checkpoints=anchored)
     if not chain.ok or anchored.failures or options.chain_only:
         if not options.chain_only and (not chain.ok or anchored.failures):

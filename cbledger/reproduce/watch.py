@@ -1,9 +1,11 @@
 """`cbledger watch`: the projections follow the ledger as events land.
 
-The ledger's directory is watched (not the file: a watch on a file's inode misses a file that is
-replaced); a burst of appends is regenerated once, after the ledger has been quiet for the
-debounce interval (or at the latest ten intervals into a steady stream of appends, so a busy
-runner still sees its numbers move). A ledger that cannot be folded is reported — once per
+A file ledger's directory is watched (not the file: a watch on a file's inode misses a file that
+is replaced); a PostgreSQL ledger is followed by LISTEN on its channel, which every append
+notifies in the transaction that commits it. Either way a burst of appends is regenerated once,
+after the ledger has been quiet for the debounce interval (or at the latest ten intervals into a
+steady stream of appends, so a busy runner still sees its numbers move), and a missed
+notification costs at most a second: on every quiet second the head is compared with the fold. A ledger that cannot be folded is reported — once per
 distinct problem — and the outputs stay at the last good state until it is repaired.
 
 SIGINT and SIGTERM stop the loop between regenerations, so an output is never left half
@@ -24,6 +26,8 @@ from types import FrameType
 from typing import Any
 
 from cbledger.errors import UserError
+from cbledger.ledger.postgres import PostgresRecorder
+from cbledger.ledger.store import LedgerStore
 from cbledger.reproduce.regenerate import Regenerator, Update
 from cbledger.workspace import Workspace
 
@@ -76,15 +80,23 @@ def _run_exec(cmd: str, root: Path, update: Update, echo: Echo) -> None:
 
 class Watcher:
     def __init__(self, workspace: Workspace, options: WatchOptions, echo: Echo) -> None:
-        if not workspace.ledger.is_file():
-            raise UserError(f"{workspace.ledger}: no ledger here (run `cbledger init` first)")
+        store = LedgerStore(workspace.ledger)
+        if not store.exists():
+            raise UserError(f"{store.location}: no ledger here (run `cbledger init` first)")
         if options.debounce_ms < 1:
             raise UserError("--debounce-ms must be at least 1")
         self.root, self.ledger, self.options, self.echo = workspace.root, workspace.ledger, options, echo
+        self.location = store.location
         self.regenerator = Regenerator(workspace, read_model=options.read_model)
         self._reported: str | None = None
+        self._size_seen = -1
 
     def regenerate(self) -> Update | None:
+        if isinstance(self.ledger, Path):
+            try:
+                self._size_seen = os.path.getsize(self.ledger)
+            except OSError:
+                self._size_seen = -1
         update = self.regenerator.refresh()
         problem = self.regenerator.problem
         if problem is not None and "torn append" in problem:
@@ -109,31 +121,17 @@ class Watcher:
         self.regenerate()
         if self.options.once:
             return 1 if self.regenerator.problem else 0
-        import watchfiles
-
         stopper = _Stop()
         event = stop or stopper.event
         if stop is None:
             stopper.install()
-        target = str(self.ledger.resolve())
         step = self.options.debounce_ms
-        self.echo(f"watch: watching {self.ledger} (debounce {step} ms); Ctrl-C to stop")
+        self.echo(f"watch: watching {self.location} (debounce {step} ms); Ctrl-C to stop")
         try:
-            for _changes in watchfiles.watch(
-                self.ledger.resolve().parent,
-                watch_filter=lambda _change, path: path == target,
-                step=step,
-                debounce=max(10 * step, 1600),
-                stop_event=event,
-                rust_timeout=1000,
-                yield_on_timeout=True,
-                raise_interrupt=False,
-                recursive=False,
-            ):
-                if event.is_set():
-                    break
-                if _changes or self.regenerator.problem is not None or self._grew():
-                    self.regenerate()
+            if isinstance(self.ledger, Path):
+                self._follow_file(self.ledger, event)
+            else:
+                self._follow_database(event)
         except KeyboardInterrupt:
             stopper.signal = stopper.signal or "SIGINT"
         finally:
@@ -142,10 +140,56 @@ class Watcher:
         self.echo(f"watch: stopped ({why}); outputs are at seq {self.regenerator.written_seq}")
         return 0
 
-    def _grew(self) -> bool:
-        """A missed notification must not leave the outputs behind: check the size on timeouts."""
-        follower = self.regenerator.follower
+    def _follow_file(self, ledger: Path, event: threading.Event) -> None:
+        import watchfiles
+
+        target = str(ledger.resolve())
+        step = self.options.debounce_ms
+        for _changes in watchfiles.watch(
+            ledger.resolve().parent,
+            watch_filter=lambda _change, path: path == target,
+            step=step,
+            debounce=max(10 * step, 1600),
+            stop_event=event,
+            rust_timeout=1000,
+            yield_on_timeout=True,
+            raise_interrupt=False,
+            recursive=False,
+        ):
+            if event.is_set():
+                break
+            if _changes or self.regenerator.problem is not None or self._grew(ledger):
+                self.regenerate()
+
+    def _follow_database(self, event: threading.Event) -> None:
+        recorder = LedgerStore(self.ledger).recorder
+        if not isinstance(recorder, PostgresRecorder):
+            raise UserError(f"{self.location}: this store cannot be watched")
+        step = self.options.debounce_ms / 1000
+        recorder.wait_for_append(0)  # listening from here on;
+        self.regenerate()  # what landed before it is folded now
         try:
-            return follower is not None and os.path.getsize(self.ledger) != follower.offset
+            while not event.is_set():
+                if recorder.wait_for_append(1.0):
+                    settle = time.monotonic() + max(10 * step, 1.6)
+                    while time.monotonic() < settle and not event.is_set() and recorder.wait_for_append(step):
+                        pass
+                    self.regenerate()
+                elif self.regenerator.problem is not None or self._behind(recorder):
+                    self.regenerate()
+        finally:
+            recorder.close()
+
+    def _grew(self, ledger: Path) -> bool:
+        """A missed notification must not leave the outputs behind: check the size on timeouts."""
+        try:
+            return os.path.getsize(ledger) != self._size_seen
         except OSError:
             return False
+
+    def _behind(self, recorder: PostgresRecorder) -> bool:
+        follower = self.regenerator.follower
+        try:
+            return follower is not None and recorder.head().seq != follower.state.head_seq
+        except UserError:
+            return True

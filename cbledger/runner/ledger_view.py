@@ -36,7 +36,7 @@ class LedgerView:
         return self.suite.suite_version if self.suite else None
 
 
-def read(path: Path) -> LedgerView:
+def read(path: Path | str) -> LedgerView:
     state = LedgerView()
     store = LedgerStore(path)
     types = {"suite.bumped", "pricing.published", "run.recorded", "grade.recorded", "run.retracted"}

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cbledger.errors import UserError
 from cbledger.grading import suite_version
@@ -39,13 +40,18 @@ from cbledger.runner.endpoint import sessions as session_lookup
 from cbledger.runner.endpoint.server import Endpoint
 from cbledger.runner.environment import probe
 from cbledger.runner.execute import RunOutput, RunSettings, execute, model_identity, publish
-from cbledger.runner.plan import Plan
+from cbledger.runner.plan import Plan, PlannedRun
 from cbledger.tasks.catalog import Catalog
 from cbledger.tasks.validate import ensure_runnable
 from cbledger.workspace import Workspace
 
+if TYPE_CHECKING:
+    from cbledger.runner.dask_executor import OnActivity
+
 # (the run, or None when it failed to record; the failure; runs done; runs planned)
 OnDone = Callable[[RunOutput | None, str | None, int, int], None]
+#: where execute() runs: threads of this process, or the workers of a Dask cluster
+EXECUTORS = ("local", "dask")
 
 
 @dataclass
@@ -95,11 +101,13 @@ def _setup_cli(copperhead_cli: str | None, workspace: Workspace):
         return None
 
 
-def preflight(catalog: Catalog, plan: Plan, view: ledger_view.LedgerView) -> str:
+def preflight(catalog: Catalog, plan: Plan, view: ledger_view.LedgerView, *, kicad: bool = True) -> str:
     """Refuses a plan that cannot produce comparable records, before any sandbox exists: each
     task must validate with its fixture tree present and hashing to the pinned value, kicad-cli
-    must be there, and the tasks must be the ones the current suite version recorded."""
-    require_kicad_cli()
+    must be there (here, unless the runs go to workers that check their own), and the tasks must
+    be the ones the current suite version recorded."""
+    if kicad:
+        require_kicad_cli()
     for task_id in plan.tasks:
         ensure_runnable(catalog.root, catalog.task(task_id))
     return suite_version.require_current(view.suite, catalog, plan.tasks)
@@ -117,15 +125,28 @@ def run_plan(
     actor_name: str = "cbledger-runner",
     on_done: OnDone | None = None,
     session: str | None = None,
+    executor: str = "local",
+    scheduler: str | None = None,
+    on_activity: OnActivity | None = None,
 ) -> SuiteResult:
     """Runs the plan. With `session` (a session name, or a session file or directory) the
-    copperhead agent is served scripted model turns by a loopback endpoint started here."""
+    copperhead agent is served scripted model turns by a loopback endpoint started here (on each
+    worker, for `executor="dask"`). `executor` is where `execute()` runs: `local` (threads of this
+    process, `jobs` at a time) or `dask` (one task per run on the cluster behind `scheduler`;
+    `on_activity` hears what each worker does). Either way this process alone appends, in plan
+    order, so the ledger is the same whichever executor ran the plan."""
+    if executor not in EXECUTORS:
+        raise UserError(f"--executor must be one of {', '.join(EXECUTORS)}, not {executor!r}")
+    if executor == "dask" and not scheduler:
+        raise UserError("--executor dask needs --scheduler tcp://HOST:PORT (the Dask scheduler's address)")
+    if executor == "dask" and plan.agent == "replay":
+        raise UserError("--agent replay restores bundles from this project's results/: run it with --executor local")
     catalog = Catalog(workspace.root)
     store = LedgerStore(workspace.ledger)
     if not store.exists():
-        raise UserError(f"{workspace.ledger}: no ledger here (run `cbledger init` first)")
+        raise UserError(f"{store.location}: no ledger here (run `cbledger init` first)")
     view = ledger_view.read(workspace.ledger)
-    version = preflight(catalog, plan, view)
+    version = preflight(catalog, plan, view, kicad=executor == "local")
     sessions = None
     if session is not None:
         if plan.agent != "copperhead":
@@ -133,6 +154,13 @@ def run_plan(
         if not (plan.model_id == "compat" or plan.model_id.startswith("compat:")):
             raise UserError(f"--session needs a compat:<id> model (the loopback endpoint is an OpenAI-compatible route), not {plan.model_id}")
         sessions = session_lookup.for_plan(catalog, plan.tasks, session)
+    if executor == "dask":
+        assert scheduler is not None
+        return _run_on_dask(
+            workspace, plan, catalog=catalog, store=store, view=view, version=version, scheduler=scheduler,
+            copperhead_cli=copperhead_cli, segment=segment, actor_name=actor_name, on_done=on_done,
+            sessions=sessions, on_activity=on_activity,
+        )
     with contextlib.ExitStack() as stack:
         endpoint = stack.enter_context(Endpoint()) if sessions is not None else None
         return _run(
@@ -140,6 +168,111 @@ def run_plan(
             sandbox_root=sandbox_root, keep_sandboxes=keep_sandboxes, copperhead_cli=copperhead_cli,
             segment=segment, actor_name=actor_name, on_done=on_done, sessions=sessions, endpoint=endpoint,
         )
+
+
+class _InPlanOrder:
+    """Appends finished runs in plan order, whatever order they finish in: a run waits until
+    every run planned before it has been appended or has failed. So the chain a plan produces
+    does not depend on which run finished first, nor on the executor. Not thread-safe: callers
+    serialize `finish`."""
+
+    def __init__(self, store: LedgerStore, result: SuiteResult, total: int, on_done: OnDone | None) -> None:
+        self.store, self.result, self.total, self.on_done = store, result, total, on_done
+        self.next = 0
+        self.waiting: dict[int, RunOutput | tuple[str, str] | None] = {}
+
+    def finish(self, index: int, outcome: RunOutput | tuple[str, str] | None) -> None:
+        """`outcome`: the run, or (its label, why it failed), or None for a run never started."""
+        self.waiting[index] = outcome
+        while self.next in self.waiting:
+            self._publish(self.waiting.pop(self.next))
+            self.next += 1
+
+    def _publish(self, outcome: RunOutput | tuple[str, str] | None) -> None:
+        if outcome is None:
+            return
+        result = self.result
+        if isinstance(outcome, RunOutput):
+            try:
+                publish(self.store, outcome)
+            except UserError as exc:
+                outcome = (f"{outcome.run.task.id} r{outcome.run.repeat}", str(exc))
+            else:
+                result.outputs.append(outcome)
+                if self.on_done:
+                    self.on_done(outcome, None, len(result.outputs) + len(result.failures), self.total)
+                return
+        label, error = outcome
+        result.failures.append((label, error))
+        if self.on_done:
+            self.on_done(None, f"{label}: {error}", len(result.outputs) + len(result.failures), self.total)
+
+
+def _label(planned: PlannedRun) -> str:
+    return f"{planned.task.id} r{planned.repeat}"
+
+
+#: agents whose runs are recorded under the agent's own name as their run mode
+_OWN_MODE: dict[str, RunMode] = {"gold": "gold", "noop": "noop", "replay": "replay"}
+
+
+def run_mode_of(plan: Plan, sessions: dict | None) -> RunMode:
+    if plan.agent in _OWN_MODE:
+        return _OWN_MODE[plan.agent]
+    return "scripted" if sessions is not None else "agent"
+
+
+def _run_on_dask(
+    workspace: Workspace, plan: Plan, *, catalog: Catalog, store: LedgerStore, view: ledger_view.LedgerView,
+    version: str, scheduler: str, copperhead_cli: str | None, segment: str | None, actor_name: str,
+    on_done: OnDone | None, sessions: dict | None, on_activity: OnActivity | None,
+) -> SuiteResult:
+    """The runs of a plan on a Dask cluster; this process appends them in plan order."""
+    from cbledger.runner.dask_executor import DaskCluster, received_output
+    from cbledger.runner.remote import RemoteRun
+    from cbledger.runner.shipping import Package, pack_fixture, pack_task
+
+    run_mode = run_mode_of(plan, sessions)
+    actor = Actor(kind="runner", name=actor_name)
+    if run_mode == "agent":
+        settings = RunSettings(
+            root=workspace.root, catalog=catalog, agent=NoopAgent(), run_mode=run_mode, suite_version=version,
+            environment=probe(None), price_table=view.pricing, ablations=plan.ablations,
+            sandbox_root=workspace.root, keep_sandboxes=False, copperhead=None, actor=actor, segment_override=segment,
+        )
+        model_identity(settings, plan.model_id, None)  # refuses an unpriced model before any run
+    if run_mode in ("agent", "scripted"):
+        undriven = sorted({r.task.id for r in plan.runs if r.task.manifest.mode != "do"})
+        if undriven:
+            raise UserError(f"--agent copperhead drives only `do` tasks so far; not: {', '.join(undriven)}")
+    packages: dict[tuple[str, str], Package] = {}
+    specs = []
+    for index, planned in enumerate(plan.runs):
+        task, fixture = planned.task, catalog.fixture_for(planned.task)
+        task_pkg = packages.get(("task", task.id)) or pack_task(task)
+        fixture_pkg = packages.get(("fixture", fixture.id)) or pack_fixture(fixture)
+        packages[("task", task.id)], packages[("fixture", fixture.id)] = task_pkg, fixture_pkg
+        specs.append(RemoteRun(
+            index=index, label=_label(planned), task_id=task.id, task_digest=task_pkg.digest,
+            manifest_hash=task.manifest_hash, fixture_id=fixture.id, fixture_digest=fixture_pkg.digest,
+            model_id=planned.model_id, repeat=planned.repeat, repeats_planned=planned.repeats_planned,
+            agent=plan.agent, run_mode=run_mode, suite_version=version, price_table=view.pricing,
+            ablations=plan.ablations, actor=actor, segment_override=segment,
+            session=sessions.get(task.id) if sessions is not None else None,
+        ))
+    result = SuiteResult()
+    order = _InPlanOrder(store, result, len(specs), on_done)
+    with DaskCluster(scheduler, on_activity) as cluster:
+        by_digest = {p.digest: p for p in packages.values()}
+        for index, remote, error in cluster.run(specs, by_digest):
+            if remote is None:
+                order.finish(index, (specs[index].label, error or "failed"))
+                continue
+            try:
+                order.finish(index, received_output(workspace.root, remote))
+            except UserError as exc:
+                order.finish(index, (specs[index].label, str(exc)))
+    return result
 
 
 def _run(
@@ -177,35 +310,35 @@ def _run(
     sandbox_root.mkdir(parents=True, exist_ok=True)
     result = SuiteResult()
     lock = threading.Lock()
-    total = len(plan.runs)
+    order = _InPlanOrder(store, result, len(plan.runs), on_done)
 
-    def one(planned):
+    def one(index: int, planned: PlannedRun) -> None:
+        outcome: RunOutput | tuple[str, str]
         try:
-            output = execute(settings, planned)
-            with lock:
-                publish(store, output)
-                result.outputs.append(output)
-                if on_done:
-                    on_done(output, None, len(result.outputs) + len(result.failures), total)
+            outcome = execute(settings, planned)
         except UserError as exc:
-            label = f"{planned.task.id} r{planned.repeat}"
-            with lock:
-                result.failures.append((label, str(exc)))
-                if on_done:
-                    on_done(None, f"{label}: {exc}", len(result.outputs) + len(result.failures), total)
+            outcome = (_label(planned), str(exc))
+        with lock:
+            order.finish(index, outcome)
 
     if jobs <= 1:
-        for planned in plan.runs:
-            one(planned)
+        for index, planned in enumerate(plan.runs):
+            one(index, planned)
     else:
         pool = ThreadPoolExecutor(max_workers=jobs)
+        futures = {pool.submit(one, i, p): i for i, p in enumerate(plan.runs)}
         try:
-            for fut in as_completed([pool.submit(one, p) for p in plan.runs]):
+            for fut in as_completed(futures):
                 fut.result()
         except BaseException:
             # Ctrl-C (or a crash in one run): start no further run. Runs in flight finish and
-            # are recorded; waiting for the whole queue instead would make Ctrl-C a no-op.
+            # are recorded (in plan order, the never-started ones skipped); waiting for the
+            # whole queue instead would make Ctrl-C a no-op.
             pool.shutdown(wait=False, cancel_futures=True)
+            with lock:
+                for fut, index in futures.items():
+                    if fut.cancelled():
+                        order.finish(index, None)
             raise
         pool.shutdown()
     return result

@@ -24,7 +24,7 @@ from cbledger.runner.sandbox import BRANCH
 class ReplayAgent:
     kind = "replay"
 
-    def __init__(self, root: Path, ledger: Path):
+    def __init__(self, root: Path, ledger: Path | str):
         self.root = root
         self.view = ledger_view.read(ledger)
 

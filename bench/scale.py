@@ -1,0 +1,200 @@
+"""Scaling benchmark: the ledger's append throughput in PostgreSQL against the JSON Lines file,
+and runs per minute on a Dask cluster of one and two workers against the local executor, all
+measured in one run.
+
+    .venv/bin/python bench/scale.py                 # both parts (3-5 minutes)
+    .venv/bin/python bench/scale.py --only store    # append throughput only
+    .venv/bin/python bench/scale.py --only runs     # runs per minute only
+
+* Store: each writer is a process appending `--pairs` batches of one run.recorded and its
+  grade.recorded (what a driver appends per run, through `LedgerStore.append`: validation,
+  idempotency lookups, chain, durable write) to one ledger; 1 writer and `--writers` writers at
+  once; the file store and the PostgreSQL store on the same events. Events per second over the
+  wall time from the first append to the last acknowledgement, and each PostgreSQL figure as a
+  ratio to the file store's with as many writers. The PostgreSQL server is the one
+  $CBLEDGER_TEST_POSTGRES names, else a throwaway one started with scripts/start-postgres (on
+  this machine: its WAL on the same disk as the file store's ledger, fsync on).
+* Runs: the bundled suite's synthetic tasks (`--suite`, default `full`) with the gold agent,
+  one repeat each, through `run_plan`: the local executor with `--jobs 1` and `--jobs 2`, then a
+  Dask cluster on loopback (`dask scheduler` and `dask worker` processes, one thread each) with
+  one worker and with two. Runs per minute over the wall time of the whole plan (first submit to
+  last append), and each as a ratio to the local `--jobs 1` run.
+
+Everything is written under a temporary directory and removed afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import multiprocessing as mp
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.ledger import RUNNER, Events
+from cbledger.ledger.events import Ablations
+from cbledger.ledger.store import LedgerStore
+from cbledger.runner.plan import make_plan
+from cbledger.runner.suite_run import run_plan
+from cbledger.tasks.catalog import Catalog
+from cbledger.workspace import Workspace
+from tests.dask_cluster import Cluster
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+# --------------------------------------------------------------------------- store
+
+
+def _writer(args: tuple[str, int, int]) -> float:
+    """Appends `pairs` (run, grade) batches; returns when its last one was acknowledged."""
+    where, writer, pairs = args
+    store = LedgerStore(where)
+    events = Events()
+    base = writer * pairs * 2  # each writer its own ids
+    for k in range(pairs):
+        store.append([events.draft(base + 2 * k), events.draft(base + 2 * k + 1)])
+    return time.perf_counter()
+
+
+def bench_store(where: str, writers: int, pairs: int) -> float:
+    """Events per second with `writers` processes appending `pairs` pairs each."""
+    LedgerStore(where).init("bench", RUNNER)
+    with mp.get_context("fork").Pool(writers) as pool:
+        started = time.perf_counter()
+        ends = pool.map(_writer, [(where, w, pairs) for w in range(writers)])
+    elapsed = max(ends) - started
+    head = LedgerStore(where).head().seq
+    assert head == 1 + writers * pairs * 2, f"{where}: {head} events after the run"
+    return writers * pairs * 2 / elapsed
+
+
+def postgres_server(work: Path) -> tuple[str, str | None]:
+    """A server URL and, when this benchmark started it, the directory to stop it by."""
+    url = os.environ.get("CBLEDGER_TEST_POSTGRES")
+    if url:
+        return url, None
+    out = subprocess.run([str(REPO / "scripts" / "start-postgres")], check=True, capture_output=True, text=True).stdout
+    values = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    return values["CBLEDGER_TEST_POSTGRES"], values["CBLEDGER_TEST_POSTGRES_DIR"]
+
+
+def run_store(work: Path, writer_counts: list[int], pairs: int) -> None:
+    from tests.postgres import drop
+
+    server, started = postgres_server(work)
+    try:
+        rows = []
+        for n in writer_counts:
+            file_rate = bench_store(str(work / f"store-{n}" / "events.jsonl"), n, pairs)
+            url = f"{server}{'&' if '?' in server else '?'}ledger=bench_scale_{n}"
+            drop(url)
+            try:
+                pg_rate = bench_store(url, n, pairs)
+            finally:
+                drop(url)
+            rows.append((n, file_rate, pg_rate))
+        print(f"\nappend throughput ({pairs} run+grade pairs per writer, one append each; events/s)")
+        print(f"{'writers':>8} {'file':>10} {'postgresql':>11} {'pg / file':>10}")
+        for n, file_rate, pg_rate in rows:
+            print(f"{n:>8} {file_rate:>10,.0f} {pg_rate:>11,.0f} {pg_rate / file_rate:>9.2f}×")
+        if len(rows) > 1:
+            (_, f1, p1), (nn, fn, pn) = rows[0], rows[-1]
+            print(f"  {nn} writers against 1: file {fn / f1:.2f}×, postgresql {pn / p1:.2f}×")
+    finally:
+        if started:
+            subprocess.run([str(REPO / "scripts" / "start-postgres"), "--stop", started], check=False)
+
+
+# --------------------------------------------------------------------------- runs
+
+
+def project(work: Path) -> Path:
+    root = work / "project"
+    for part in ("fixtures", "tasks", "suites"):
+        shutil.copytree(REPO / part, root / part)
+    return root
+
+
+def new_ledger(root: Path, name: str) -> Path:
+    from tests.factories import run_cli
+
+    ledger = root / f"{name}.jsonl"
+    for args in (("init",), ("suite", "bump", "--reason", "bench")):
+        result = run_cli([*args, "--root", root, "--ledger", ledger])
+        if result.exit_code != 0:
+            raise SystemExit(result.output)
+    return ledger
+
+
+def time_plan(root: Path, name: str, suite: str, **executor) -> tuple[int, float]:
+    ledger = new_ledger(root, name)
+    plan = make_plan(Catalog(root), agent="gold", model=None, suite=suite, task_ids=[], repeats=1, ablations=Ablations())
+    started = time.perf_counter()
+    result = run_plan(Workspace.at(root, ledger), plan, sandbox_root=root.parent / f"sandboxes-{name}", **executor)
+    elapsed = time.perf_counter() - started
+    if result.failures:
+        raise SystemExit(f"{name}: runs failed: {result.failures}")
+    return len(result.outputs), elapsed
+
+
+def run_runs(work: Path, suite: str) -> None:
+    from cbledger.runner.agents.copperhead import INSTALLED_CLI
+
+    root = project(work)
+    cli = str(REPO / INSTALLED_CLI)
+    rows = []
+    for jobs in (1, 2):
+        n, s = time_plan(root, f"local-{jobs}", suite, jobs=jobs, copperhead_cli=cli)
+        rows.append((f"local, --jobs {jobs}", n, s))
+    cluster = Cluster(work / "dask").start()
+    try:
+        cluster.add_worker("w1")
+        n, s = time_plan(root, "dask-1", suite, executor="dask", scheduler=cluster.address)
+        rows.append(("dask, 1 worker", n, s))
+        cluster.add_worker("w2")
+        n, s = time_plan(root, "dask-2", suite, executor="dask", scheduler=cluster.address)
+        rows.append(("dask, 2 workers", n, s))
+    finally:
+        cluster.stop()
+    base = rows[0][1] / rows[0][2]
+    print(f"\nruns per minute (suite {suite}, gold agent, one repeat each)")
+    print(f"{'executor':<18} {'runs':>5} {'seconds':>8} {'runs/min':>9} {'/ local 1':>10}")
+    for label, n, s in rows:
+        print(f"{label:<18} {n:>5} {s:>8.1f} {60 * n / s:>9.1f} {n / s / base:>9.2f}×")
+    one, two = rows[2], rows[3]
+    print(f"  2 workers against 1: {(two[1] / two[2]) / (one[1] / one[2]):.2f}×")
+
+
+def main(argv: list[str] | None = None) -> int:
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[attr-defined]
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", choices=("store", "runs"), default=None, help="one part only")
+    ap.add_argument("--pairs", type=int, default=150, help="run+grade appends per writer (default 150)")
+    ap.add_argument("--writers", type=int, default=8, help="writers at once in the second store run (default 8)")
+    ap.add_argument("--suite", default="full", help="the suite the runs part runs (default full)")
+    args = ap.parse_args(argv)
+    versions = ", ".join(f"{p} {importlib.metadata.version(p)}" for p in ("psycopg", "distributed"))
+    print(f"cbledger scaling benchmark: Python {platform.python_version()}, {versions}; "
+          f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs")
+    work = Path(tempfile.mkdtemp(prefix="cbledger-bench-scale-"))
+    try:
+        if args.only in (None, "store"):
+            run_store(work, [1, args.writers], args.pairs)
+        if args.only in (None, "runs"):
+            run_runs(work, args.suite)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,355 @@
+"""The PostgreSQL recorder: the ledger as rows of one table, for drivers on several machines.
+
+A ledger is a schema of its own in a database (`cbledger` unless the URL's `ledger=NAME` says
+otherwise), holding one table, `events`: the seq, the event id, its type, the event bytes exactly
+as the service encoded them (`bytea`, never a re-encoding or a `jsonb` that would reorder keys),
+the hash and the prev. So an export is the JSON Lines file byte for byte, and verifies as one.
+
+* An append is one statement, so one transaction and one round trip: a function in the ledger's
+  schema takes a transaction-level advisory lock named for the ledger, reads the head (in a
+  snapshot taken after the lock), compares it with the one the batch was built on, inserts the
+  rows and notifies the ledger's channel; the commit makes it durable and visible all at once.
+  A reader never sees part of a batch, and a batch cannot tear.
+* The table keeps itself honest whoever writes to it: seq is the primary key, the id is unique,
+  a trigger refuses a row whose seq or prev does not continue the last one, and another refuses
+  every UPDATE, DELETE and TRUNCATE. The lock serves liveness; those and the expected head serve
+  correctness.
+* `exclusive()` holds the same lock at session level on this recorder's connection, so the
+  service's read of the head and its idempotency lookups are not overtaken (PostgreSQL advisory
+  locks stack within a session, so the append inside it takes it again without waiting).
+* Watchers LISTEN on the ledger's channel (`wait_for_append`) instead of polling a file.
+
+A connection belongs to the process that opened it: a forked child opens its own, and leaves the
+parent's alone (closing an inherited connection would end the parent's session).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
+
+import psycopg
+from psycopg import sql
+
+from cbledger.errors import UserError
+from cbledger.ledger.chain import GENESIS
+from cbledger.ledger.recorder import (
+    EMPTY,
+    Head,
+    HeadMoved,
+    LedgerMissing,
+    Recorder,
+    StoredEvent,
+    check_continues,
+)
+from cbledger.workspace import DATABASE_SCHEMES
+
+DEFAULT_LEDGER = "cbledger"
+#: the URL query parameter that names the ledger (a schema) inside the database
+LEDGER_PARAMETER = "ledger"
+_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,47}$")
+#: rows fetched per query when reading: a keyset page, so no cursor stays open between pages
+PAGE = 5000
+
+# Connections inherited across a fork: kept referenced, so the child never finalizes them.
+_INHERITED: list[psycopg.Connection] = []
+
+
+def split_url(url: str) -> tuple[str, str, str]:
+    """(the DSN to connect with, the ledger name, the URL as messages show it: no password)."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in DATABASE_SCHEMES:
+        raise UserError(f"{url}: not a PostgreSQL URL (postgresql://…)")
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    names = [v for k, v in query if k == LEDGER_PARAMETER]
+    rest = [(k, v) for k, v in query if k != LEDGER_PARAMETER]
+    name = names[-1] if names else DEFAULT_LEDGER
+    if not _NAME.match(name):
+        raise UserError(
+            f"{_shown(parts, rest)}: ledger name {name!r} is not a plain lower-case identifier "
+            "(letters, digits and _, starting with a letter or _, at most 48 characters)"
+        )
+    dsn = urlunsplit(parts._replace(query=urlencode(rest)))
+    shown = _shown(parts, [*rest, (LEDGER_PARAMETER, name)] if names else rest)
+    return dsn, name, shown
+
+
+def _shown(parts: SplitResult, query: list[tuple[str, str]]) -> str:
+    netloc = parts.netloc
+    if "@" in netloc:
+        user, host = netloc.rsplit("@", 1)
+        netloc = f"{user.split(':', 1)[0]}@{host}"
+    kept = [(k, v) for k, v in query if k != "password"]
+    shown: str = urlunsplit(parts._replace(netloc=netloc, query=urlencode(kept)))
+    return shown
+
+
+def _lock_key(name: str) -> int:
+    digest = hashlib.blake2b(f"cbledger-ledger:{name}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+class PostgresRecorder(Recorder):
+    def __init__(self, url: str, *, connect_timeout: float = 10.0) -> None:
+        self.url = url
+        self.dsn, self.name, self._location = split_url(url)
+        self.connect_timeout = connect_timeout
+        self._key = _lock_key(self.name)
+        self._schema = sql.Identifier(self.name)
+        self._table = sql.Identifier(self.name, "events")
+        self.channel = f"cbledger_{self.name}"
+        self._conn: psycopg.Connection | None = None
+        self._pid = 0
+        self._listener: psycopg.Connection | None = None
+        self._held = False
+
+    @property
+    def location(self) -> str:
+        return self._location
+
+    # ------------------------------------------------------------------ connections
+
+    def _connect(self) -> psycopg.Connection:
+        try:
+            return psycopg.Connection.connect(
+                self.dsn, autocommit=True, connect_timeout=max(1, round(self.connect_timeout))
+            )
+        except psycopg.OperationalError as exc:
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise UserError(f"{self.location}: cannot connect to PostgreSQL: {reason}") from None
+
+    @property
+    def conn(self) -> psycopg.Connection:
+        if self._conn is not None and self._pid != os.getpid():
+            _INHERITED.append(self._conn)  # the parent's; never ours to close
+            if self._listener is not None:
+                _INHERITED.append(self._listener)
+                self._listener = None
+            self._conn = None
+            self._held = False
+        if self._conn is None or self._conn.closed:
+            self._conn = self._connect()
+            self._pid = os.getpid()
+        return self._conn
+
+    def close(self) -> None:
+        if self._pid == os.getpid():
+            for c in (self._conn, self._listener):
+                if c is not None:
+                    c.close()
+        self._conn = self._listener = None
+
+    # ------------------------------------------------------------------ creation
+
+    def exists(self) -> bool:
+        try:
+            row = self.conn.execute(sql.SQL("SELECT 1 FROM {} LIMIT 1").format(self._table)).fetchone()
+        except psycopg.errors.UndefinedTable:
+            return False
+        return row is not None
+
+    def create(self) -> None:
+        ident = {
+            "schema": self._schema,
+            "table": self._table,
+            "guard": sql.Identifier(self.name, "continues_chain"),
+            "refuse": sql.Identifier(self.name, "refuse_change"),
+            "append": sql.Identifier(self.name, "append_batch"),
+            "genesis": sql.Literal(GENESIS),
+        }
+        statements = [
+            "CREATE SCHEMA IF NOT EXISTS {schema}",
+            """CREATE TABLE IF NOT EXISTS {table} (
+                 seq bigint PRIMARY KEY CHECK (seq > 0),
+                 id text NOT NULL UNIQUE,
+                 type text NOT NULL,
+                 raw bytea NOT NULL,
+                 hash text NOT NULL CHECK (hash ~ '^[0-9a-f]{{64}}$'),
+                 prev text NOT NULL CHECK (prev ~ '^[0-9a-f]{{64}}$'))""",
+            "CREATE INDEX IF NOT EXISTS events_type_seq ON {table} (type, seq)",
+            # A row continues the last one or is refused, whoever inserts it.
+            """CREATE OR REPLACE FUNCTION {guard}() RETURNS trigger LANGUAGE plpgsql AS $$
+               DECLARE last_seq bigint; last_hash text;
+               BEGIN
+                 SELECT seq, hash INTO last_seq, last_hash FROM {table} ORDER BY seq DESC LIMIT 1;
+                 IF NEW.seq <> COALESCE(last_seq, 0) + 1
+                    OR NEW.prev <> COALESCE(last_hash, {genesis}) THEN
+                   RAISE EXCEPTION 'seq % (prev %) does not continue the chain at seq %',
+                     NEW.seq, left(NEW.prev, 16), COALESCE(last_seq, 0)
+                     USING ERRCODE = 'integrity_constraint_violation';
+                 END IF;
+                 RETURN NEW;
+               END $$""",
+            """CREATE OR REPLACE FUNCTION {refuse}() RETURNS trigger LANGUAGE plpgsql AS $$
+               BEGIN
+                 RAISE EXCEPTION 'the ledger is append-only: % refused', TG_OP
+                   USING ERRCODE = 'insufficient_privilege';
+               END $$""",
+            # The whole append in one statement (one round trip, its own transaction): the lock,
+            # then the head read in a snapshot taken after it, the compare, the rows, the notice.
+            """CREATE OR REPLACE FUNCTION {append}(
+                 lock_key bigint, channel text, expected_seq bigint, expected_hash text,
+                 seqs bigint[], ids text[], types text[], raws bytea[], hashes text[], prevs text[])
+               RETURNS TABLE (head_seq bigint, head_hash text, written boolean)
+               LANGUAGE plpgsql VOLATILE AS $$
+               DECLARE last_seq bigint; last_hash text;
+               BEGIN
+                 PERFORM pg_advisory_xact_lock(lock_key);
+                 SELECT e.seq, e.hash INTO last_seq, last_hash FROM {table} e ORDER BY e.seq DESC LIMIT 1;
+                 last_seq := COALESCE(last_seq, 0);
+                 last_hash := COALESCE(last_hash, {genesis});
+                 IF last_seq <> expected_seq OR last_hash <> expected_hash THEN
+                   RETURN QUERY SELECT last_seq, last_hash, false;
+                   RETURN;
+                 END IF;
+                 IF cardinality(seqs) > 0 THEN
+                   INSERT INTO {table} (seq, id, type, raw, hash, prev)
+                     SELECT * FROM unnest(seqs, ids, types, raws, hashes, prevs) ORDER BY 1;
+                   PERFORM pg_notify(channel, seqs[cardinality(seqs)]::text);
+                   RETURN QUERY SELECT seqs[cardinality(seqs)], hashes[cardinality(hashes)], true;
+                 ELSE
+                   RETURN QUERY SELECT last_seq, last_hash, true;
+                 END IF;
+               END $$""",
+            "DROP TRIGGER IF EXISTS continues_chain ON {table}",
+            "CREATE TRIGGER continues_chain BEFORE INSERT ON {table} FOR EACH ROW EXECUTE FUNCTION {guard}()",
+            "DROP TRIGGER IF EXISTS refuse_change ON {table}",
+            "CREATE TRIGGER refuse_change BEFORE UPDATE OR DELETE ON {table} FOR EACH ROW EXECUTE FUNCTION {refuse}()",
+            "DROP TRIGGER IF EXISTS refuse_truncate ON {table}",
+            "CREATE TRIGGER refuse_truncate BEFORE TRUNCATE ON {table} FOR EACH STATEMENT EXECUTE FUNCTION {refuse}()",
+        ]
+        with self.conn.transaction():
+            # Two processes creating the same ledger at once would race on the catalog.
+            self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._key,))
+            exists = self.conn.execute("SELECT to_regclass(%s)", (f'"{self.name}".events',)).fetchone()
+            if exists is not None and exists[0] is not None:
+                return
+            for statement in statements:
+                self.conn.execute(sql.SQL(statement).format(**ident))
+
+    # ------------------------------------------------------------------ appending
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        if self._held and self._pid == os.getpid():
+            raise RuntimeError(f"{self.location}: exclusive() is already held by this recorder")
+        conn = self.conn
+        conn.execute("SELECT pg_advisory_lock(%s)", (self._key,))
+        self._held = True
+        try:
+            yield
+        finally:
+            self._held = False
+            if not conn.closed:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (self._key,))
+
+    def append(self, records: Sequence[StoredEvent], expected: Head) -> None:
+        check_continues(self.location, records, expected)
+        conn = self.conn
+        try:
+            row = conn.execute(
+                sql.SQL("SELECT * FROM {}(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)").format(
+                    sql.Identifier(self.name, "append_batch")
+                ),
+                (
+                    self._key, self.channel, expected.seq, expected.hash,
+                    [r.seq for r in records], [r.id for r in records], [r.type for r in records],
+                    [r.raw for r in records], [r.hash for r in records], [r.prev for r in records],
+                ),
+            ).fetchone()
+        except (psycopg.errors.UniqueViolation, psycopg.errors.IntegrityConstraintViolation):
+            # Only a writer that skipped the lock gets here: someone appended under it.
+            raise HeadMoved(self.location, expected, self._head(conn)) from None
+        except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedFunction):
+            raise self._missing() from None
+        assert row is not None
+        if not row[2]:
+            raise HeadMoved(self.location, expected, Head(row[0], row[1]))
+
+    # ------------------------------------------------------------------ reading
+
+    def _missing(self) -> LedgerMissing:
+        return LedgerMissing(f"{self.location}: no ledger here (run `cbledger init` first)")
+
+    def _head(self, conn: psycopg.Connection) -> Head:
+        row = conn.execute(
+            sql.SQL("SELECT seq, hash FROM {} ORDER BY seq DESC LIMIT 1").format(self._table)
+        ).fetchone()
+        return EMPTY if row is None else Head(row[0], row[1])
+
+    def head(self) -> Head:
+        try:
+            return self._head(self.conn)
+        except psycopg.errors.UndefinedTable:
+            raise self._missing() from None
+
+    def read(
+        self, since: int = 0, until: int | None = None, types: set[str] | None = None
+    ) -> Iterator[StoredEvent]:
+        # What is committed when the read starts, like the file's committed size.
+        last = self.head().seq if until is None else until
+        select = sql.SQL("SELECT seq, id, type, raw, hash, prev FROM {} WHERE seq > %s AND seq <= %s").format(self._table)
+        if types is not None:
+            select += sql.SQL(" AND type = ANY(%s)")
+        select += sql.SQL(" ORDER BY seq LIMIT %s")
+        after = since
+        while after < last:
+            params: tuple[object, ...] = (after, last)
+            if types is not None:
+                params += (sorted(types),)
+            rows = self.conn.execute(select, (*params, PAGE)).fetchall()
+            if not rows:
+                return
+            for seq, event_id, type_, raw, hash_, prev in rows:
+                yield StoredEvent(seq, event_id, type_, bytes(raw), hash_, prev)
+            after = rows[-1][0]
+
+    def lookup(self, event_id: str) -> StoredEvent | None:
+        return self.lookup_many([event_id]).get(event_id)
+
+    def lookup_many(self, event_ids: Iterable[str]) -> dict[str, StoredEvent]:
+        wanted = sorted(set(event_ids))
+        if not wanted:
+            return {}
+        try:
+            rows = self.conn.execute(
+                sql.SQL("SELECT seq, id, type, raw, hash, prev FROM {} WHERE id = ANY(%s)").format(self._table),
+                (wanted,),
+            ).fetchall()
+        except psycopg.errors.UndefinedTable:
+            raise self._missing() from None
+        return {r[1]: StoredEvent(r[0], r[1], r[2], bytes(r[3]), r[4], r[5]) for r in rows}
+
+    # ------------------------------------------------------------------ following
+
+    def wait_for_append(self, timeout: float) -> bool:
+        """Blocks until an append is notified on the ledger's channel or `timeout` seconds pass;
+        True if one was. The first call starts listening (appends before it are not notified:
+        a follower reads the head once after its first call)."""
+        if self._listener is not None and self._pid != os.getpid():
+            _INHERITED.append(self._listener)
+            self._listener = None
+        if self._listener is None or self._listener.closed:
+            self._listener = self._connect()
+            self._pid = os.getpid()
+            self._listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+        got = False
+        for _ in self._listener.notifies(timeout=timeout, stop_after=1):
+            got = True
+        return got
+
+    # ------------------------------------------------------------------ repair
+
+    def torn_tail(self) -> bytes | None:
+        return None  # a transaction commits whole or not at all
+
+    def truncate_torn_tail(self) -> bytes | None:
+        return None
+
+    def drop(self) -> None:
+        """Removes the whole ledger (its schema). For test servers: the CLI never calls it."""
+        self.conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(self._schema))

@@ -1,0 +1,252 @@
+"""The driver's half of a run on a Dask cluster (`cbledger run --executor dask --scheduler URL`).
+
+One Dask task per planned run (`runner.remote.run_remote`). The tasks and fixtures a plan needs
+are submitted once each, as tasks of their own whose keys are their content digests, so the
+scheduler holds them and moves them to whichever worker needs them (and can give them to another
+worker if the one holding them is lost); each worker checks them on arrival. The results come back
+in whatever order the workers finish; the caller appends them in plan order (`suite_run`).
+
+What happens when things go wrong:
+
+* A worker without kicad-cli or copperhead is refused by the `RequirementsPlugin` at
+  registration, and says why on the cbledger topic; the driver reports each refusal, and gives
+  up at once if no worker is left.
+* A worker lost mid-run: the scheduler gives the run to another worker (a Dask task whose worker
+  dies is rescheduled), or, if the scheduler gives up first (`KilledWorker`), the driver submits
+  it again. Either way a run is attempted at most `ATTEMPTS` times: a third start is cancelled and
+  the run reported as not recorded. The lost attempt returned nothing, so nothing of it is
+  appended: a run is recorded once.
+* A run that fails on its own (a secret found, a fixture refused on arrival) is reported like a
+  local run's failure, and the suite continues.
+* No worker at all for `NO_WORKER_SECONDS`: the driver stops waiting and reports the runs left.
+"""
+
+from __future__ import annotations
+
+import queue
+import secrets
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from blake3 import blake3
+
+from cbledger.errors import UserError
+from cbledger.ledger.events import GradeRecordedEvent, RunRecordedEvent
+from cbledger.runner.execute import RunOutput
+from cbledger.runner.remote import (
+    TOPIC,
+    RemoteResult,
+    RemoteRun,
+    RequirementsPlugin,
+    run_remote,
+    verdict,
+)
+from cbledger.runner.shipping import Package
+from cbledger.workspace import Workspace, bundle_name
+
+#: attempts of one run: the first, and one retry after a lost worker
+ATTEMPTS = 2
+NO_WORKER_SECONDS = 120.0
+CONNECT_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class Activity:
+    """What a worker is doing, for progress: `accepted`, `refused`, `started`, `finished`,
+    `failed` or `lost` (a run's worker went away and the run was given to another)."""
+
+    worker: str
+    kind: str
+    label: str = ""
+    detail: str = ""
+
+
+OnActivity = Callable[[Activity], None]
+
+
+def _identity(package: Package) -> Package:
+    return package
+
+
+class DaskCluster:
+    """A connection to a scheduler with the requirements plugin registered. A context manager."""
+
+    def __init__(self, scheduler: str, on_activity: OnActivity | None = None) -> None:
+        self.scheduler = scheduler
+        self.on_activity = on_activity
+        self.client: Any = None
+        self._events: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self._token = secrets.token_hex(4)
+
+    def __enter__(self) -> DaskCluster:
+        from distributed import Client
+
+        try:
+            self.client = Client(self.scheduler, timeout=CONNECT_SECONDS, set_as_default=False)
+        except (OSError, TimeoutError) as exc:
+            raise UserError(f"--scheduler {self.scheduler}: cannot reach the Dask scheduler ({exc})") from None
+        self.client.subscribe_topic(TOPIC, self._on_topic)
+        self.client.register_plugin(RequirementsPlugin(), name=RequirementsPlugin.name)
+        verdicts = self.client.run(verdict, on_error="return")
+        accepted = [w for w, why in verdicts.items() if why is None]
+        if verdicts and not accepted:
+            listed = "; ".join(f"{w}: {why}" for w, why in sorted(verdicts.items()))
+            raise UserError(f"no worker of {self.scheduler} can run cbledger runs: {listed}")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.client is not None:
+            self.client.close()
+
+    def _on_topic(self, event: tuple[float, Any]) -> None:
+        """On the client's own thread: a worker's verdict is reported at once (it can come at any
+        time, a worker joining late); a run's start goes to `run`, which counts attempts."""
+        msg = event[1]
+        if not isinstance(msg, dict):
+            return
+        if msg.get("kind") in ("accepted", "refused"):
+            worker = str(msg.get("name") or msg.get("worker") or "")
+            self._activity(Activity(worker, str(msg["kind"]), detail=str(msg.get("why") or "")))
+        elif msg.get("kind") == "started":
+            self._events.put(("event", msg))
+
+    def _activity(self, activity: Activity) -> None:
+        if self.on_activity is not None:
+            self.on_activity(activity)
+
+    def _workers(self) -> int:
+        return len(self.client.scheduler_info(n_workers=-1).get("workers", {}))
+
+    def run(self, specs: Sequence[RemoteRun], packages: dict[str, Package]) -> Iterator[tuple[int, RemoteResult | None, str | None]]:
+        """Submits every run; yields (plan index, result, None) or (plan index, None, why) as
+        each run ends, in the order they end."""
+        from distributed import KilledWorker
+
+        client = self.client
+        shipped = {
+            digest: client.submit(_identity, pkg, key=f"cbledger-{pkg.kind}-{digest}", pure=False)
+            for digest, pkg in packages.items()
+        }
+        by_index = {s.index: s for s in specs}
+        current: dict[int, Any] = {}
+        attempts: dict[int, int] = {}
+        starts: dict[int, list[str]] = {}
+        why_cancelled: dict[int, str] = {}
+
+        def submit(spec: RemoteRun) -> None:
+            attempts[spec.index] = attempts.get(spec.index, 0) + 1
+            key = f"cbledger-run-{self._token}-{spec.index}-a{attempts[spec.index]}"
+            future = client.submit(
+                run_remote, spec, shipped[spec.task_digest], shipped[spec.fixture_digest], key=key, pure=False,
+            )
+            current[spec.index] = future
+            future.add_done_callback(lambda f: self._events.put(("done", f)))
+
+        for spec in specs:
+            submit(spec)
+        pending = set(by_index)
+        no_worker_since: float | None = None
+        last_check = time.monotonic()
+        try:
+            while pending:
+                item: Any = None
+                try:
+                    kind, item = self._events.get(timeout=1.0)
+                except queue.Empty:
+                    kind = "idle"
+                if kind == "event":
+                    self._on_event(item, by_index, pending, current, starts, why_cancelled)
+                elif kind == "done":
+                    index = self._index_of(item.key)
+                    if index is None or index not in pending or current[index] is not item:
+                        continue  # an attempt that was replaced
+                    spec = by_index[index]
+                    if item.status == "finished":
+                        result: RemoteResult = item.result()
+                        item.release()
+                        pending.discard(index)
+                        self._activity(Activity(result.worker, "finished", spec.label))
+                        yield index, result, None
+                        continue
+                    if item.status == "cancelled":
+                        pending.discard(index)
+                        yield index, None, why_cancelled.get(index, "cancelled")
+                        continue
+                    error = item.exception()
+                    item.release()
+                    if isinstance(error, KilledWorker) and max(attempts[index], len(starts.get(index, []))) < ATTEMPTS:
+                        self._activity(Activity(str(getattr(error, "last_worker", "") or "?"), "lost", spec.label, "retried"))
+                        submit(spec)
+                        continue
+                    pending.discard(index)
+                    message = str(error) if isinstance(error, UserError) else f"{type(error).__name__}: {error}"
+                    if isinstance(error, KilledWorker):
+                        message = f"its worker was lost {ATTEMPTS} times (on {', '.join(starts.get(index, [])) or '?'}); not recorded"
+                    self._activity(Activity("", "failed", spec.label, message))
+                    yield index, None, message
+                now = time.monotonic()
+                if now - last_check >= 5.0:
+                    last_check = now
+                    if self._workers():
+                        no_worker_since = None
+                    elif no_worker_since is None:
+                        no_worker_since = now
+                    elif now - no_worker_since > NO_WORKER_SECONDS:
+                        for index in sorted(pending):
+                            yield index, None, f"no worker connected to {self.scheduler} for {NO_WORKER_SECONDS:.0f} s; not run"
+                        pending.clear()
+        finally:
+            for future in [*current.values(), *shipped.values()]:
+                future.release()
+
+    def _index_of(self, key: object) -> int | None:
+        prefix = f"cbledger-run-{self._token}-"
+        if not isinstance(key, str) or not key.startswith(prefix):
+            return None
+        return int(key[len(prefix):].split("-", 1)[0])
+
+    def _on_event(
+        self, msg: Any, by_index: dict[int, RemoteRun], pending: set[int], current: dict[int, Any],
+        starts: dict[int, list[str]], why_cancelled: dict[int, str],
+    ) -> None:
+        worker = str(msg.get("name") or msg.get("worker") or "")
+        index = self._index_of(msg.get("key"))
+        if index is None or index not in by_index:
+            return  # another driver's run
+        spec = by_index[index]
+        seen = starts.setdefault(index, [])
+        if seen:
+            self._activity(Activity(seen[-1], "lost", spec.label, f"retried on {worker}"))
+        seen.append(worker)
+        self._activity(Activity(worker, "started", spec.label, f"attempt {len(seen)}" if len(seen) > 1 else ""))
+        if len(seen) > ATTEMPTS and index in pending:
+            why_cancelled[index] = f"its worker was lost {ATTEMPTS} times (on {', '.join(seen[:-1])}); not recorded"
+            current[index].cancel()
+
+
+def received_output(root: Path, result: RemoteResult) -> RunOutput:
+    """A worker's run as the driver publishes it: the bundle checked against the digest and
+    size its own event states, then staged beside its final place under `results/runs/`."""
+    if len(result.events) != 2:
+        raise UserError(f"worker {result.worker}: a run came back with {len(result.events)} events, not 2")
+    run_event, grade_event = result.events
+    if not isinstance(run_event, RunRecordedEvent) or not isinstance(grade_event, GradeRecordedEvent):
+        raise UserError(f"worker {result.worker}: a run came back without run.recorded and grade.recorded")
+    run, grade = run_event.body, grade_event.body
+    ref = run.sandbox
+    if ref.store != bundle_name(run.run_id):
+        raise UserError(f"worker {result.worker}: run {run.run_id} names its bundle {ref.store!r}; refused")
+    digest = blake3(result.bundle).hexdigest()
+    if digest != ref.store_blake3 or len(result.bundle) != ref.store_bytes:
+        raise UserError(
+            f"worker {result.worker}: the bundle of run {run.run_id} arrived as {len(result.bundle)} bytes "
+            f"hashing to {digest[:16]}…; its event says {ref.store_bytes} bytes, {ref.store_blake3[:16]}…; refused"
+        )
+    workspace = Workspace.at(root)
+    staged = workspace.staged_bundle(run.run_id)
+    staged.parent.mkdir(parents=True, exist_ok=True)
+    staged.write_bytes(result.bundle)
+    return RunOutput(run, grade, list(result.events), staged, root / ref.store, None)

@@ -1,0 +1,292 @@
+"""Runs on a real Dask cluster (a `dask scheduler` and two `dask worker` processes on loopback):
+the same ledger as a local run of the same plan, a lost worker's run retried once and recorded
+once, a worker without kicad-cli or copperhead refused at registration. And, without a cluster,
+what the driver checks of what comes back and how it orders appends.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+from pathlib import Path
+
+import msgspec
+import pygit2
+import pytest
+from blake3 import blake3
+
+from cbledger.errors import UserError
+from cbledger.ledger.events import Ablations, RunRecorded
+from cbledger.ledger.store import LedgerStore
+from cbledger.runner.dask_executor import Activity, DaskCluster, received_output
+from cbledger.runner.plan import make_plan
+from cbledger.runner.preserve import restore
+from cbledger.runner.remote import RemoteResult
+from cbledger.runner.shipping import (
+    ShippedFile,
+    arrived_fixture,
+    arrived_task,
+    pack_fixture,
+    pack_task,
+    unpack,
+)
+from cbledger.runner.suite_run import SuiteResult, _InPlanOrder, run_plan
+from cbledger.tasks.catalog import Catalog
+from cbledger.workspace import Workspace, bundle_name
+from tests.conftest import REPO
+from tests.dask_cluster import Cluster
+from tests.factories import MAINTAINER, run_cli
+
+TASKS = ["led-resistor-swap", "mcu-pullup-drift-flag"]
+STAMPED_ID = re.compile(r"^(\d{8}T\d{6}Z)-(?P<planned>.+)-(?P<random>[0-9a-f]{6})$")
+TRANSCRIPT = re.compile(r"^\.copperhead/runs/\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d{3}Z/transcript\.jsonl$")
+
+
+def project(base: Path) -> Path:
+    """A copy of the bundled suite (its synthetic boards: no third-party data needed)."""
+    root = base / "project"
+    for part in ("fixtures", "tasks", "suites"):
+        shutil.copytree(REPO / part, root / part)
+    return root
+
+
+def new_ledger(root: Path, name: str) -> Path:
+    ledger = root / f"{name}.jsonl"
+    for args in (("init", "--name", "dask-test"), ("suite", "bump", "--reason", "under test")):
+        result = run_cli([*args, "--root", root, "--ledger", ledger])
+        assert result.exit_code == 0, result.output
+    return ledger
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, kicad_cli, copperhead_cli):
+    made = Cluster(tmp_path_factory.mktemp("dask")).start()
+    try:
+        made.add_worker("w1")
+        made.add_worker("w2")
+        yield made
+    finally:
+        made.stop()
+
+
+# --------------------------------------------------------------------------- what may differ
+
+
+def normalized(ledger: Path) -> list[str]:
+    """The ledger's events with exactly these replaced, after checking each has the shape of
+    what it replaces:
+
+    * every wall-clock time: each event's `at`, a run's `timings` (start, end and durations);
+    * the run id's time stamp and random suffix, wherever the id appears (event ids, the grade's
+      run id, the bundle's path): what is left is the planned part, `<model>-<task>-r<repeat>`;
+    * digests of bytes that carry a wall-clock time: the transcript (whose events are
+      time-stamped, and whose directory is named by the start time), kicad-cli's ERC and DRC
+      reports (which state when they were made), the commits made after the agent started (head,
+      capture and evidence: a git commit carries its time) and the bundle holding them.
+
+    Everything else must be byte for byte the same: the seed and baseline commits, the grades,
+    every assertion outcome, the comparability stamp, the order of the events. The chain hashes
+    follow from the bytes, so they are compared through the bytes rather than masked."""
+    events = [json.loads(s.raw) for s in LedgerStore(ledger).read()]
+    names: dict[str, str] = {}
+    for e in events:
+        if e["type"] == "run.recorded":
+            run_id = e["body"]["runId"]
+            m = STAMPED_ID.match(run_id)
+            assert m, run_id
+            names[run_id] = f"RUN[{m['planned']}]"
+    out = []
+    for e in events:
+        e.pop("seq")  # the line's position, compared by the list order
+        assert e["at"].endswith("Z")
+        e["at"] = "TIME"
+        if e["type"] == "run.recorded":
+            body = e["body"]
+            for key in ("startedAt", "endedAt", "durationMs", "agentMs", "verifyMs"):
+                assert key in body["timings"]
+                body["timings"][key] = "TIME"
+            for key in ("headSha", "captureSha", "evidenceSha"):
+                assert re.fullmatch(r"[0-9a-f]{40}", body["sandbox"][key])
+                body["sandbox"][key] = "COMMIT-AFTER-START"
+            body["sandbox"]["storeBlake3"] = body["sandbox"]["storeBytes"] = "BUNDLE"
+            for name in ("transcript", "erc", "drc"):
+                digest = body["evidence"][name]
+                digest["blake3"] = digest["bytes"] = "TIME-STAMPED"
+            assert TRANSCRIPT.match(body["evidence"]["transcript"]["path"])
+            body["evidence"]["transcript"]["path"] = "TRANSCRIPT"
+        text = json.dumps(e, sort_keys=True)
+        for run_id, name in names.items():
+            text = text.replace(run_id, name)
+        out.append(text)
+    return out
+
+
+def head_trees(root: Path, ledger: Path, scratch: Path) -> list[str]:
+    """The tree of each run's head commit (the agent's own commit), restored from its bundle on
+    a seed rebuilt from the fixture: the masked commit ids must still hold the same files."""
+    catalog = Catalog(root)
+    trees = []
+    for stored in LedgerStore(ledger).read(types={"run.recorded"}):
+        run = stored.event.body
+        assert isinstance(run, RunRecorded)
+        restored = restore(root / run.sandbox.store, run.sandbox, catalog.fixture(run.fixture.id),
+                           into=scratch / run.run_id)
+        trees.append(str(restored.repo[run.sandbox.head_sha].peel(pygit2.Tree).id))
+    return trees
+
+
+# --------------------------------------------------------------------------- with a cluster
+
+
+@pytest.mark.slow
+def test_local_and_dask_runs_of_a_plan_give_the_same_ledger(
+    cluster: Cluster, tmp_path: Path, copperhead_cli: Path
+) -> None:
+    root = project(tmp_path)
+    ledgers = {}
+    for executor in ("local", "dask"):
+        ledger = ledgers[executor] = new_ledger(root, executor)
+        for agent in ("gold", "noop"):
+            # the same copperhead as the workers' (the one beside this checkout)
+            local = ["--jobs", "2", "--copperhead-cli", copperhead_cli]
+            extra = ["--executor", "dask", "--scheduler", cluster.address] if executor == "dask" else local
+            result = run_cli(["run", *TASKS, "--agent", agent, "--repeats", "1", "--no-project",
+                              "--root", root, "--ledger", ledger, *extra])
+            assert result.exit_code == 0, result.output
+            if executor == "dask":
+                assert "worker w1: started" in result.stderr or "worker w2: started" in result.stderr, result.stderr
+    local, dask = normalized(ledgers["local"]), normalized(ledgers["dask"])
+    assert len(local) == 2 + 2 * 2 * len(TASKS)
+    for i, (a, b) in enumerate(zip(local, dask, strict=True)):
+        assert a == b, f"event {i + 1} differs"
+    assert head_trees(root, ledgers["local"], tmp_path / "l") == head_trees(root, ledgers["dask"], tmp_path / "d")
+    for ledger in ledgers.values():
+        verified = run_cli(["replay", "--verify", "--no-projections", "--root", root, "--ledger", ledger])
+        assert verified.exit_code == 0, verified.output  # every run restored and re-graded offline
+
+
+@pytest.mark.slow
+def test_a_run_whose_worker_is_lost_is_retried_once_and_recorded_once(cluster: Cluster, tmp_path: Path) -> None:
+    root = project(tmp_path)
+    ledger = new_ledger(root, "lost")
+    workspace = Workspace.at(root, ledger)
+    plan = make_plan(Catalog(root), agent="gold", model=None, suite=None, task_ids=TASKS[:1], repeats=1,
+                     ablations=Ablations())
+    seen: list[Activity] = []
+    killed: list[str] = []
+
+    def on_activity(activity: Activity) -> None:
+        seen.append(activity)
+        if activity.kind == "started" and not killed:
+            killed.append(activity.worker)
+            cluster.kill(activity.worker)  # mid-run: the run has only just started there
+
+    try:
+        result = run_plan(workspace, plan, sandbox_root=tmp_path / "sandboxes", executor="dask",
+                          scheduler=cluster.address, on_activity=on_activity)
+    finally:
+        for name in killed:
+            cluster.add_worker(name)  # for the tests after this one
+    assert killed and not result.failures, result.failures
+    [output] = result.outputs
+    starts = [a.worker for a in seen if a.kind == "started"]
+    assert len(starts) == 2 and starts[0] == killed[0] and starts[1] != killed[0]
+    assert any(a.kind == "lost" and a.worker == killed[0] for a in seen)
+    runs = list(LedgerStore(ledger).read(types={"run.recorded"}))
+    assert [json.loads(r.raw)["body"]["runId"] for r in runs] == [output.run.run_id]
+    assert len(list(LedgerStore(ledger).read(types={"grade.recorded"}))) == 1
+    assert output.final.is_file() and not output.staged.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "env, reason",
+    [
+        ({"CBLEDGER_KICAD_CLI": "/nonexistent/kicad-cli"}, "kicad-cli not found"),
+        ({"COPPERHEAD_CLI": "/nonexistent/cli.js"}, "copperhead CLI /nonexistent/cli.js does not exist"),
+    ],
+    ids=["no-kicad-cli", "no-copperhead"],
+)
+def test_a_worker_without_its_tools_is_refused_at_registration(
+    cluster: Cluster, env: dict[str, str], reason: str
+) -> None:
+    seen: list[Activity] = []
+    name = "bad-" + ("kicad" if "KICAD" in next(iter(env)) else "copperhead")
+    with DaskCluster(cluster.address, seen.append):
+        proc = cluster.add_worker(name, env=env, wait=False)
+        proc.wait(60)  # it closes itself once refused
+        deadline = time.monotonic() + 30
+        while not any(a.kind == "refused" for a in seen) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    refused = [a for a in seen if a.kind == "refused"]
+    assert [a.worker for a in refused] == [name]
+    assert reason in refused[0].detail
+    assert f"worker {name} refused: " in cluster.log(name) and reason in cluster.log(name)
+    assert not any(a.kind == "accepted" and a.worker == name for a in seen)
+
+
+# --------------------------------------------------------------------------- without one
+
+
+def test_packages_are_checked_on_arrival(tmp_path: Path) -> None:
+    catalog = Catalog(REPO)
+    task = catalog.task(TASKS[0])
+    fixture = catalog.fixture_for(task)
+    task_pkg, fixture_pkg = pack_task(task), pack_fixture(fixture)
+    cache = tmp_path / "cache"
+    assert arrived_task(task_pkg, task_pkg.digest, task.manifest_hash, cache).manifest_hash == task.manifest_hash
+    arrived = arrived_fixture(fixture_pkg, fixture_pkg.digest, cache)
+    assert (arrived.tree / fixture.manifest.artifacts.schematic).read_bytes() == (
+        fixture.tree / fixture.manifest.artifacts.schematic).read_bytes()
+
+    first = fixture_pkg.files[0]
+    tampered = msgspec.structs.replace(fixture_pkg, files=(ShippedFile(first.path, first.data + b" "), *fixture_pkg.files[1:]))
+    with pytest.raises(UserError, match="arrived with content digest"):
+        unpack(tampered, fixture_pkg.digest, tmp_path / "other")
+    with pytest.raises(UserError, match="manifest hash"):
+        arrived_task(task_pkg, task_pkg.digest, "0" * 64, cache)
+    escaping = msgspec.structs.replace(task_pkg, files=(ShippedFile("../outside", b"x"),))
+    escaping = msgspec.structs.replace(escaping, digest=_digest(escaping))
+    with pytest.raises(UserError, match="leaves its directory"):
+        unpack(escaping, escaping.digest, tmp_path / "third")
+    assert not (tmp_path / "outside").exists()
+
+
+def _digest(package) -> str:
+    from cbledger.runner.shipping import content_digest
+
+    return content_digest(package.files)
+
+
+def test_a_bundle_that_does_not_match_its_event_is_refused(tmp_path: Path) -> None:
+    from tests.factories import grade_recorded, run_recorded
+
+    run, grade = run_recorded(1), grade_recorded(1)
+    bundle = b"not the bundle"
+    ref = run.body.sandbox
+    good = msgspec.structs.replace(ref, store=bundle_name(run.body.run_id), store_blake3=blake3(bundle).hexdigest(),
+                                   store_bytes=len(bundle))
+    run = msgspec.structs.replace(run, body=msgspec.structs.replace(run.body, sandbox=good))
+    output = received_output(tmp_path, RemoteResult(0, "w1", [run, grade], bundle))
+    assert output.staged.read_bytes() == bundle and output.final == tmp_path / good.store
+    with pytest.raises(UserError, match="arrived as 15 bytes"):
+        received_output(tmp_path, RemoteResult(0, "w1", [run, grade], bundle + b"!"))
+    with pytest.raises(UserError, match=r"without run\.recorded"):
+        received_output(tmp_path, RemoteResult(0, "w1", [grade, run], bundle))
+
+
+def test_runs_are_appended_in_plan_order_whatever_order_they_finish_in(tmp_path: Path) -> None:
+    store = LedgerStore(tmp_path / "events.jsonl")
+    store.init("order", MAINTAINER)
+    result = SuiteResult()
+    heard: list[str | None] = []
+    order = _InPlanOrder(store, result, 4, lambda _o, error, _d, _t: heard.append(error))
+    order.finish(2, ("c r1", "x"))
+    order.finish(3, None)  # never started
+    assert heard == []  # waiting for 0 and 1
+    order.finish(1, ("b r1", "x"))
+    order.finish(0, ("a r1", "x"))
+    assert [label for label, _ in result.failures] == ["a r1", "b r1", "c r1"]
+    assert heard == ["a r1: x", "b r1: x", "c r1: x"]
