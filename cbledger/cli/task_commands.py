@@ -14,6 +14,7 @@ from cbledger.errors import UserError
 from cbledger.grading import suite_version
 from cbledger.grading.evidence.bundle import Evidence, from_sandbox
 from cbledger.grading.grader import GRADER_VERSION, Grade, grade
+from cbledger.ledger.store import LedgerStore
 from cbledger.runner import ledger_view
 from cbledger.tasks.catalog import Catalog, Fixture, Task, load_task
 from cbledger.tasks.fixtures.problems import Problem, error
@@ -22,11 +23,11 @@ from cbledger.tasks.validate import validate_project
 BASELINE_TYPES = ("erc_no_new_violations", "drc_no_new_violations")
 
 
-def unbumped(root: Path, ledger: Path) -> list[Problem]:
+def unbumped(root: Path, ledger: Path | str) -> list[Problem]:
     """What differs on disk from the suite version the ledger records last: an edited task,
     fixture or suite that nobody bumped. Runs refuse such a task; validate names it first.
     A ledger that does not exist yet, or records no suite, has nothing to differ from."""
-    if not ledger.is_file():
+    if not LedgerStore(ledger).exists():
         return []
     recorded = ledger_view.read(ledger).suite
     if recorded is None:
