@@ -18,20 +18,23 @@ import pytest
 
 from cbledger.projections import leaderboard
 from cbledger.projections.fold import fold
-from tests.factories import Stream, rich_stream
+from tests.factories import Stream, conditions_stream, rich_stream
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("CBLEDGER_UPDATE_GOLDEN") == "1"
 
 CASES = {
-    "LEADERBOARD.md": None,  # the current suite (1.1.0: two re-grades)
-    "LEADERBOARD-suite-1.0.0.md": "1.0.0",
+    "LEADERBOARD.md": (rich_stream, None),  # the current suite (1.1.0: two re-grades)
+    "LEADERBOARD-suite-1.0.0.md": (rich_stream, "1.0.0"),
+    # ablation conditions, batches, an OS, a provider that named another model
+    "LEADERBOARD-conditions.md": (conditions_stream, None),
 }
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_golden(name):
-    text = leaderboard.render(fold(rich_stream().events), CASES[name])
+    stream, suite = CASES[name]
+    text = leaderboard.render(fold(stream().events), suite)
     path = GOLDEN / name
     if UPDATE:
         path.parent.mkdir(exist_ok=True)

@@ -35,8 +35,18 @@ from cbledger.ledger.events import EVENT_CLASSES, EventBase, struct_tag
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 
-#: (type, k) -> the upcaster from version k to k + 1 of that type's body. No type has evolved yet.
-UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+def _run_recorded_1_to_2(body: dict[str, Any]) -> dict[str, Any]:
+    """A version-1 run recorded no batch, no provider-echoed model ids and no OS."""
+    comparability = body.get("comparability")
+    if not isinstance(comparability, dict) or "os" in comparability or "batch" in body or "providerModels" in body:
+        raise ValueError("a version 1 body has a comparability stamp and no batch, providerModels or os")
+    return {**body, "batch": None, "providerModels": [], "comparability": {**comparability, "os": None}}
+
+
+#: (type, k) -> the upcaster from version k to k + 1 of that type's body.
+UPCASTERS: dict[tuple[str, int], Upcaster] = {
+    ("run.recorded", 1): _run_recorded_1_to_2,
+}
 
 
 class InvalidEvent(UserError):
