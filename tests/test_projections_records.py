@@ -311,3 +311,20 @@ def test_a_replay_of_a_harness_run_keeps_its_harness_mode_and_validates(schema):
     [e] = records.record_entries(fold(s.events))
     assert e.record.run.run_mode == "gold" and e.record.model is None and e.record.cost is None
     validate(schema, records.render(e.record))
+
+
+def test_provider_named_models_appear_in_a_record_only_when_they_differ_from_the_request(schema, repo_root):
+    ours = json.loads((repo_root / "schema" / "result.schema.json").read_text())
+    s = Stream()
+    same = s.graded_run("t", "compat:qwen2.5-coder:7b", segment="open-weight-hosted", provider_models=["qwen2.5-coder:7b"])
+    other = s.graded_run("t", "vendor:model-a", provider_models=["model-a-2026-08-01"])
+    silent = s.graded_run("t", "vendor:model-a", batch="b1", os_name="Debian GNU/Linux 12 (bookworm)")
+    by_run = {e.run_id: e.built for e in records.record_entries(fold(s.events))}
+    assert by_run[other].provider_models == ["model-a-2026-08-01"]
+    assert b'"providerModels": [\n    "model-a-2026-08-01"\n  ]' in records.render(by_run[other])
+    validate(ours, records.render(by_run[other]))
+    # the compat route asks for what follows `compat:`; an echo of it is no news. A batch and an
+    # OS are the ledger's and the leaderboard's, never an addition to the reference layout
+    for rid in (same, silent):
+        assert by_run[rid].provider_models is None
+        validate(schema, records.render(by_run[rid]))
