@@ -27,6 +27,11 @@ line up one to one:
 * `stats` is omitted when the run recorded none (a transcript without `run-end`); the views still
   count the run. Its figures are not invented.
 * Integral numbers (`weight`, `partialCredit`) are written as integers, as the reference does.
+* The project adds to the reference layout only where a record read alone would mislead:
+  `harnessFailure` (the run never reached the model) and `providerModels` (the provider named a
+  model other than the one requested). Every other record is the reference's shape.
+* A retracted run's records stay as published; `run-<n>.retracted.json` beside them marks them
+  (`RetractionMark`), since a record is never edited once written.
 """
 
 from __future__ import annotations
