@@ -132,6 +132,8 @@ def test_workqueue_json_and_text(root):
     assert q["suite_version"] == "1.0.0" and q["entries"][0]["rank"] == 1
     code, out, _ = cli("project", "workqueue", "--root", root, "--suite", "1.0.0")
     assert code == 0 and out.startswith("work queue, suite 1.0.0, condition default:")
+    code, _, err = cli("project", "workqueue", "--root", root, "--suite", "1.0.0", "--condition", "max-turns=2")
+    assert code == 2 and "no agent run of suite 1.0.0 was made under it (known: 'default')" in err
 
 
 def test_readmodel_default_path_and_dump(root):

@@ -84,3 +84,21 @@ def test_records_carry_the_condition_and_the_work_queue_keeps_it_apart():
     assert "(--condition 'max-turns=2; tool-subset=finish,read_file')" in workqueue.render_text(queue)
     other = workqueue.work_queue(state, "1.0.0", condition_key(TWO_TURNS))
     assert [e.category for e in other.entries] == ["turn-budget"] and other.other_conditions == {DEFAULT: 3}
+
+
+def test_harness_and_scripted_runs_under_a_flag_are_listed_apart():
+    s = Stream()
+    s.graded_run("t", "harness:gold", "pass")
+    s.graded_run("t", "harness:noop", "fail", category="wrong-target")
+    s.graded_run("t", "harness:noop", "pass", ablations=Ablations(max_turns=2))
+    s.graded_run("t", "compat:scripted-loop", "fail", run_mode="scripted", segment="harness", category="turn-budget")
+    s.graded_run("t", "compat:scripted-loop", "fail", run_mode="scripted", segment="harness", category="turn-budget",
+                 ablations=Ablations(max_turns=3))
+    main = suite_metrics(fold(s.events), "1.0.0").main_group()
+    assert main is not None
+    checks = {(h.task_id, h.condition): (h.noop_passes, h.noop_runs) for h in main.harness}
+    assert checks == {("t", DEFAULT): (0, 1), ("t", "max-turns=2"): (1, 1)}  # the default check is not spoiled
+    assert [(r.condition, r.runs) for r in main.scripted] == [(DEFAULT, 1), ("max-turns=3", 1)]
+    text = leaderboard.render(fold(s.events))
+    assert "| simple | t under `max-turns=2` | edit |" in text
+    assert "`compat:scripted-loop` under `max-turns=3`" in text

@@ -104,6 +104,6 @@ def test_conditions_are_part_of_every_row_key_and_retractions_name_their_kept_re
     assert conn.execute("select count(distinct batch) from runs where model_id='vendor:model-d'").fetchone()[0] == 3
     assert conn.execute("select provider_models from runs where condition='default' and model_id='vendor:model-d' limit 1").fetchone() == ('["model-d-2026-08"]',)
     record_paths, mark = conn.execute("select record_paths, mark_path from retractions").fetchone()
-    assert record_paths == '["results/2026-09-06/vendor-model-a/rename-net/run-4.json"]'
-    assert mark == "results/2026-09-06/vendor-model-a/rename-net/run-4.retracted.json"
+    assert record_paths == '["results/2026-09-06/vendor-model-a/rename-net/run-7.json"]'
+    assert mark == "results/2026-09-06/vendor-model-a/rename-net/run-7.retracted.json"
     conn.close()

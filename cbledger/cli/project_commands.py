@@ -112,7 +112,11 @@ def workqueue_cmd(
     from cbledger.projections.fold import current_suite
 
     state = _state(workspace(ledger, root))
-    queue = workqueue.work_queue(state, suite or current_suite(state), condition)
+    version = suite or current_suite(state)
+    known = workqueue.conditions(state, version)
+    if condition not in known:
+        fail(f"--condition {condition!r}: no agent run of suite {version} was made under it (known: {'; '.join(repr(k) for k in known)})", 2)
+    queue = workqueue.work_queue(state, version, condition)
     if as_json:
         typer.echo(msgspec.json.format(msgspec.json.encode(queue), indent=2).decode())
     else:

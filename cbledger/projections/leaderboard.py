@@ -15,6 +15,7 @@ from fractions import Fraction
 from cbledger.ledger.events import SCHEMA_VERSION
 from cbledger.projections import anchor
 from cbledger.projections import format as fmt
+from cbledger.projections.conditions import DEFAULT
 from cbledger.projections.fold import (
     ImportEntry,
     LedgerState,
@@ -162,6 +163,11 @@ def _single_section(rows: list[RowMetrics]) -> list[str]:
             cells.append("" if r.segment in columns else "uncosted")
         body.append(cells)
     return fmt.table(header, body)
+
+
+def _under(condition: str) -> str:
+    """What a cell adds for a run made under an ablation condition (nothing for the default)."""
+    return "" if condition == DEFAULT else f" under `{condition}`"
 
 
 def _section(level: str, title: str, body: list[str], note: str | None = None) -> list[str]:
@@ -391,7 +397,7 @@ def _harness_section(g: GroupMetrics, level: str) -> list[str]:
         ["Tier", "Task", "Expected outcome", "gold (passes/runs)", "noop (passes/runs)", "Check"],
         [
             [
-                h.tier, h.task_id, h.expected_outcome, f"{h.gold_passes}/{h.gold_runs}",
+                h.tier, h.task_id + _under(h.condition), h.expected_outcome, f"{h.gold_passes}/{h.gold_runs}",
                 f"{h.noop_passes}/{h.noop_runs}", "; ".join(h.problems) if h.problems else "ok",
             ]
             for h in g.harness
@@ -412,7 +418,7 @@ def _scripted_section(g: GroupMetrics, level: str) -> list[str]:
         ["Tier", "Task", "Expected outcome", "Session model", "Passes/runs", "Failure categories"],
         [
             [
-                r.tier, r.task_id, r.expected_outcome, f"`{r.model}`", f"{r.passes}/{r.runs}",
+                r.tier, r.task_id, r.expected_outcome, f"`{r.model}`" + _under(r.condition), f"{r.passes}/{r.runs}",
                 ", ".join(f"{c} {n}" for c, n in r.categories.items()) or "-",
             ]
             for r in g.scripted
@@ -447,7 +453,7 @@ def _replay_section(g: GroupMetrics, level: str) -> list[str]:
         return []
     body = fmt.table(
         ["Model", "Task", "Runs", "Passes"],
-        [[f"`{r.model}`", r.task_id, str(r.runs), str(r.passes)] for r in g.replays],
+        [[f"`{r.model}`" + _under(r.condition), r.task_id, str(r.runs), str(r.passes)] for r in g.replays],
     )
     note = (
         "A replay re-materializes a preserved run's end state and grades it again without "

@@ -227,6 +227,7 @@ class HarnessCheck(Struct, frozen=True, kw_only=True):
     noop_runs: int
     noop_passes: int
     problems: list[str]
+    condition: str = DEFAULT
 
 
 class ScriptedRow(Struct, frozen=True, kw_only=True):
@@ -240,6 +241,7 @@ class ScriptedRow(Struct, frozen=True, kw_only=True):
     runs: int
     passes: int
     categories: dict[str, int]
+    condition: str = DEFAULT
 
 
 class NotTheModels(Struct, frozen=True, kw_only=True):
@@ -258,6 +260,7 @@ class ReplayRow(Struct, frozen=True, kw_only=True):
     task_id: str
     runs: int
     passes: int
+    condition: str = DEFAULT
 
 
 class GroupMetrics(Struct, frozen=True, kw_only=True):
@@ -539,17 +542,18 @@ class _HarnessTally:
 
 
 def _harness(members: list[RecordEntry]) -> list[HarnessCheck]:
-    tasks: dict[str, _HarnessTally] = {}
+    """Per (task, condition): a gold or noop run made under a runner flag is checked apart."""
+    tasks: dict[tuple[str, str], _HarnessTally] = {}
     for rec in members:
         task = rec.run.run.task
         mode = harness_mode(rec.run) or "unknown"
-        t = tasks.setdefault(task.id, _HarnessTally(task.tier, task.expected_outcome))
+        t = tasks.setdefault((task.id, rec.condition), _HarnessTally(task.tier, task.expected_outcome))
         t.runs[mode][0] += 1
         t.runs[mode][1] += rec.verdict == "pass"
     order = {t: i for i, t in enumerate(TIERS)}
     out = []
-    for task_id in sorted(tasks, key=lambda k: (order[tasks[k].tier], k)):
-        t = tasks[task_id]
+    for task_id, condition in sorted(tasks, key=lambda k: (order[tasks[k].tier], k[0], order_key(k[1]))):
+        t = tasks[(task_id, condition)]
         (gr, gp), (nr, np_) = t.runs["gold"], t.runs["noop"]
         problems = []
         if gr == 0:
@@ -572,25 +576,30 @@ def _harness(members: list[RecordEntry]) -> list[HarnessCheck]:
                 noop_runs=nr,
                 noop_passes=np_,
                 problems=problems,
+                condition=condition,
             )
         )
     return out
 
 
 def _replays(members: list[RecordEntry]) -> list[ReplayRow]:
-    rows: dict[tuple[str, str], list[int]] = {}
+    rows: dict[tuple[str, str, tuple[bool, str]], list[int]] = {}
     for rec in members:
-        r = rows.setdefault((rec.run.run.model.id, rec.run.run.task.id), [0, 0])
+        r = rows.setdefault((rec.run.run.model.id, rec.run.run.task.id, order_key(rec.condition)), [0, 0])
         r[0] += 1
         r[1] += rec.verdict == "pass"
-    return [ReplayRow(model=m, task_id=t, runs=v[0], passes=v[1]) for (m, t), v in sorted(rows.items())]
+    return [
+        ReplayRow(model=m, task_id=t, runs=v[0], passes=v[1], condition=c[1]) for (m, t, c), v in sorted(rows.items())
+    ]
 
 
 def _scripted(members: list[RecordEntry]) -> list[ScriptedRow]:
-    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    rows: dict[tuple[str, str, tuple[bool, str]], dict[str, Any]] = {}
     for rec in members:
         run = rec.run.run
-        r = rows.setdefault((run.task.id, run.model.id), {"task": run.task, "runs": 0, "passes": 0, "categories": {}})
+        r = rows.setdefault(
+            (run.task.id, run.model.id, order_key(rec.condition)), {"task": run.task, "runs": 0, "passes": 0, "categories": {}}
+        )
         r["runs"] += 1
         r["passes"] += rec.verdict == "pass"
         if rec.failure_category:
@@ -599,9 +608,9 @@ def _scripted(members: list[RecordEntry]) -> list[ScriptedRow]:
     return [
         ScriptedRow(
             task_id=task_id, tier=r["task"].tier, expected_outcome=r["task"].expected_outcome, model=model,
-            runs=r["runs"], passes=r["passes"], categories=dict(sorted(r["categories"].items())),
+            runs=r["runs"], passes=r["passes"], categories=dict(sorted(r["categories"].items())), condition=cond[1],
         )
-        for (task_id, model), r in sorted(rows.items(), key=lambda kv: (order[kv[1]["task"].tier], kv[0]))
+        for (task_id, model, cond), r in sorted(rows.items(), key=lambda kv: (order[kv[1]["task"].tier], kv[0]))
     ]
 
 

@@ -64,7 +64,7 @@ from cbledger.projections.records import (
     retraction_marks,
     usd_from_micros,
 )
-from cbledger.workspace import checkpoint_name
+from cbledger.workspace import checkpoint_name, record_name
 
 
 class Table(Struct, frozen=True, kw_only=True):
@@ -474,8 +474,8 @@ def _ablation_rows(metrics: list[SuiteMetrics]) -> list[_AblationRow]:
 def _retracted(state: LedgerState) -> list[_Retracted]:
     marks = {mark.run_id: path for path, mark in retraction_marks(state)}
     return [
-        _Retracted(r, [f"results/{path}" for path, _, _ in record_paths(state, rid)],
-                   f"results/{marks[rid]}" if rid in marks else None)
+        _Retracted(r, [record_name(path) for path, _, _ in record_paths(state, rid)],
+                   record_name(marks[rid]) if rid in marks else None)
         for rid, r in state.retracted.items()
     ]
 

@@ -120,6 +120,14 @@ def work_queue(state: LedgerState, suite_version: str | None, condition: str = D
     )
 
 
+def conditions(state: LedgerState, suite_version: str | None) -> list[str]:
+    """The conditions the suite's agent runs were made under (the default always among them)."""
+    found = {DEFAULT}
+    if suite_version is not None:
+        found.update(rec.condition for rec in record_entries(state, suite_version, build=False) if in_model_metrics(rec.run))
+    return sorted(found, key=order_key)
+
+
 def _occurrences(counts: dict[str, int]) -> list[Occurrence]:
     return [Occurrence(name=k, runs=v) for k, v in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
 
