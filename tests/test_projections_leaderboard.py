@@ -57,6 +57,22 @@ def test_markers_and_snapshot_facts():
     assert "| Records | 2 graded under this suite version; 84 across all suite versions |" in text
 
 
+def test_the_non_claims_and_each_groups_reference_environment_are_stated():
+    text = leaderboard.render(fold(conditions_stream().events))
+    claims = text.split("## What these numbers do not claim", 1)[1].split("\n## ", 1)[0]
+    for part in ("not fabrication readiness", "not design quality", "not general model capability",
+                 "not the speed of kicad-cli or copperhead"):
+        assert f"**{part}**" in claims
+    main = text.split("## Main comparability group", 1)[1].split("\n## ", 1)[0]
+    env = main.split("### Reference environment", 1)[1].split("\n### ", 1)[0]
+    assert "| `9.0.8` | `0.9.0` | `a2471b374ac1904e1a8dfc9f1b4fa6a2ef87acd8` | `v22.17.0` | `linux-x64` | `Debian GNU/Linux 12 (bookworm)` | 6 |" in env
+    assert "| `9.0.8` | `0.9.0` | not recorded | `v22.17.0` | `linux-x64` | not recorded | 5 |" in env
+    # every separate group states its own
+    suite_1 = leaderboard.render(fold(rich_stream().events), "1.0.0")
+    others = suite_1.split("## Other comparability groups", 1)[1].split("\n## ", 1)[0]
+    assert others.count("#### Reference environment") == 2 and "| `8.0.4` |" in others
+
+
 def test_empty_ledger_renders():
     text = leaderboard.render(fold(Stream().events))
     assert "no suite version yet" in text and text.endswith(leaderboard.END + "\n")
