@@ -496,6 +496,10 @@ class Stream:
         tokens: tuple[int, int] = (1000, 100),
         run_id: str | None = None,
         harness_failure: HarnessFailure | None = None,
+        batch: str | None = None,
+        os_name: str | None = None,
+        copperhead_commit: str | None = None,
+        provider_models: list[str] | None = None,
     ) -> str:
         t = self._task(task_id)
         self._n += 1
@@ -535,11 +539,12 @@ class Stream:
                 task_manifest_hash=manifest or t["manifest"],
                 fixture_sha256=fsha,
                 copperhead_version=copperhead_version,
-                copperhead_commit=None,
+                copperhead_commit=copperhead_commit,
                 kicad_cli_version=kicad,
                 runtime="python-3.11",
                 node_version=node_version,
                 platform="linux-x64",
+                os=os_name,
             ),
             stats=None
             if exit_path is None
@@ -577,6 +582,8 @@ class Stream:
                 verify_ms=5_000,
             ),
             harness_failure=harness_failure,
+            batch=batch,
+            provider_models=provider_models or [],
         )
         self._add(RunRecordedEvent, body, id=f"run.recorded:{rid}")
         return rid
@@ -731,6 +738,30 @@ def rich_stream() -> Stream:
     s.suite("1.1.0", reason="tightened drift assertions")
     s.grade("r00001", "pass", suite="1.1.0")
     s.grade("r00002", "fail", suite="1.1.0", category="wrong-target")
+    return s
+
+
+def conditions_stream() -> Stream:
+    """`rich_stream` and, under the current suite, what a maintainer's experiments add: a model's
+    default runs beside runs of the same tasks under two ablation conditions (one of them also
+    on a task it never ran by default), recorded with a batch and the OS, one of them on a route
+    whose provider named another model than the one requested."""
+    s = rich_stream()
+    for t in ("rename-net", "move-label"):
+        for r in (1, 2, 3):
+            s.graded_run(t, "vendor:model-d", "pass", suite="1.1.0", repeat=r, usd_micros=40_000,
+                         batch="20260906T120000Z-base", os_name="Debian GNU/Linux 12 (bookworm)",
+                         copperhead_commit="a2471b374ac1904e1a8dfc9f1b4fa6a2ef87acd8", provider_models=["model-d-2026-08"])
+    for t in ("rename-net", "move-label", "route-power"):
+        for r in (1, 2, 3):
+            ok = t == "rename-net" and r == 1
+            s.graded_run(t, "vendor:model-d", "pass" if ok else "fail", suite="1.1.0", repeat=r,
+                         usd_micros=10_000, category="turn-budget", exit_path="done" if ok else "turn-budget-exhausted",
+                         ablations=Ablations(max_turns=2), batch="20260906T130000Z-turns",
+                         os_name="Debian GNU/Linux 12 (bookworm)")
+    for r in (1, 2, 3):
+        s.graded_run("rename-net", "vendor:model-d", "pass", suite="1.1.0", repeat=r, usd_micros=30_000,
+                     ablations=Ablations(tool_subset=["read_file", "edit_file", "finish"]), batch="20260906T140000Z-tools")
     return s
 
 

@@ -171,3 +171,17 @@ def test_cbledger_endpoint_serve_answers_until_interrupted(tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert "served 1 request(s)" in out
+
+
+def test_an_answer_names_the_requested_model_unless_the_session_names_one_and_the_log_keeps_it():
+    from cbledger.runner.endpoint.server import answered_models
+
+    with Endpoint() as ep:
+        echo = ep.serve("echo", session([turn("a"), turn("b")]))
+        assert json.loads(post(echo, {"model": "qwen2.5-coder:7b", "messages": history(0)})[1])["model"] == "qwen2.5-coder:7b"
+        assert json.loads(post(echo, {"messages": history(1)})[1])["model"] == "scripted"  # a request naming none
+        assert answered_models(ep.served("echo")) == ("qwen2.5-coder:7b", "scripted")
+        dated = ep.serve("dated", session([turn("a")], model="model-a-2026-08-01"))
+        assert json.loads(post(dated, {"model": "model-a", "messages": history(0)})[1])["model"] == "model-a-2026-08-01"
+        post(dated, {"model": "model-a", "messages": history(5)})  # past the script: a 400 names no model
+        assert answered_models(ep.served("dated")) == ("model-a-2026-08-01",)

@@ -122,3 +122,23 @@ def test_the_first_real_transcript_with_a_refusal_task(tmp_path, shared_real):
         "constraint-violation",
         "malformed-arguments",
     )
+
+
+def test_provider_model_ids_come_from_assistant_answers_never_from_run_start(shared_real):
+    """copperhead writes the id it asked for in run-start (`claude-code` here) and no id of the
+    answering model: these transcripts name none. A harness that writes `model` on its assistant
+    events names one per answer."""
+    import json
+
+    for path in _transcripts(shared_real):
+        t = parse_transcript(path.read_bytes(), path.name)
+        assert t.of_type("run-start")[0].data["model"] == "claude-code" and t.provider_models() == []
+    first = (shared_real / "transcripts" / "2026-07-22T18-47-18-987Z.jsonl").read_text().splitlines()
+    lines = []
+    for i, line in enumerate(first):
+        ev = json.loads(line)
+        if ev["type"] == "assistant":
+            ev["data"]["model"] = "claude-opus-4-2026" if i % 2 else "claude-sonnet-4-2026"
+        lines.append(json.dumps(ev))
+    named = parse_transcript("\n".join(lines).encode()).provider_models()
+    assert sorted(named) == ["claude-opus-4-2026", "claude-sonnet-4-2026"] and len(named) == 2

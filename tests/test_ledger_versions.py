@@ -24,7 +24,7 @@ from cbledger.ledger.intake import parse_events
 from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.types import NonEmpty, RunId
 from cbledger.ledger.verify import verify_chain
-from cbledger.ledger.versions import CURRENT, EventSchema, InvalidEvent, Upcaster
+from cbledger.ledger.versions import CURRENT, UPCASTERS, EventSchema, InvalidEvent, Upcaster
 from tests.factories import (
     MAINTAINER,
     at,
@@ -70,7 +70,9 @@ OTHERS = [cls for cls in EVENT_CLASSES if cls is not RunRetractedEvent]
 
 
 def schema_with(cls: type[EventBase], upcasters: dict[tuple[str, int], Upcaster]) -> EventSchema:
-    return EventSchema([*OTHERS, cls], upcasters)
+    """The build's own types and upcasters, with `run.retracted` replaced by `cls` and its steps."""
+    others = {step: up for step, up in UPCASTERS.items() if step[0] != "run.retracted"}
+    return EventSchema([*OTHERS, cls], {**others, **upcasters})
 
 
 V2 = schema_with(RetractedEventV2, {("run.retracted", 1): v1_to_v2})

@@ -31,8 +31,12 @@ def test_all_writes_every_output_and_the_checks_then_pass(root):
     code, out, _ = cli("project", "all", "--root", root)
     assert code == 0, out
     assert (root / "LEADERBOARD.md").is_file() and (root / "results" / "cbledger.db").is_file()
-    records = sorted(p.relative_to(root / "results").as_posix() for p in (root / "results").glob("20*/*/*/*.json"))
-    assert len(records) == 84 and "2026-09-06/vendor-model-a/rename-net/run-1.suite-1.1.0.json" in records
+    files = sorted(p.relative_to(root / "results").as_posix() for p in (root / "results").glob("20*/*/*/*.json"))
+    marks = [f for f in files if f.endswith(".retracted.json")]
+    records = [f for f in files if f not in marks]
+    # 84 live records, and the retracted run's record kept beside its mark
+    assert len(records) == 85 and "2026-09-06/vendor-model-a/rename-net/run-1.suite-1.1.0.json" in records
+    assert len(marks) == 1 and marks[0].replace(".retracted.json", ".json") in records
     head = LedgerStore(root / "results" / "ledger" / "events.jsonl").head()
     assert f"| Ledger head | seq {head.seq}, `{head.hash}` |" in (root / "LEADERBOARD.md").read_text()
     assert cli("project", "leaderboard", "--check", "--root", root)[0] == 0
@@ -51,41 +55,74 @@ def test_leaderboard_check_prints_a_unified_diff_and_fails(root):
     assert "differs from a regeneration" in err
 
 
-def test_records_check_sees_a_retraction_and_the_writer_removes_the_file(root):
+def test_a_retraction_keeps_the_published_records_and_marks_them(root):
     assert cli("project", "records", "--root", root)[0] == 0
+    day = root / "results/2026-09-06/vendor-model-a/rename-net"
+    published = {p.name: p.read_bytes() for p in (day / "run-1.json", day / "run-1.suite-1.1.0.json")}
     store = LedgerStore(root / "results" / "ledger" / "events.jsonl")
     s = Stream()
     s.retract("r00001", "a retraction made by a test")
     store.append(s.drafts()[1:])
     code, out, _ = cli("project", "records", "--check", "--root", root)
-    assert code == 1 and "removed  results/2026-09-06/vendor-model-a/rename-net/run-1.json" in out
-    assert (root / "results/2026-09-06/vendor-model-a/rename-net/run-1.json").is_file()
-    assert cli("project", "records", "--root", root)[0] == 0
-    assert not (root / "results/2026-09-06/vendor-model-a/rename-net/run-1.json").exists()
-    assert not (root / "results/2026-09-06/vendor-model-a/rename-net/run-1.suite-1.1.0.json").exists()
+    assert code == 1 and "created  results/2026-09-06/vendor-model-a/rename-net/run-1.retracted.json" in out
+    assert "removed" not in out
+    code, out, _ = cli("project", "all", "--root", root)
+    assert code == 0 and "2 retracted run(s) marked (their records kept)" in out
+    # the records stay byte for byte as they were published; the mark beside them says why
+    assert {name: (day / name).read_bytes() for name in published} == published
+    mark = json.loads((day / "run-1.retracted.json").read_text())
+    assert mark == {
+        "format": "cbledger-retraction/1", "runId": "r00001", "retracted": True,
+        "retractedAtSeq": mark["retractedAtSeq"], "reason": "a retraction made by a test",
+        "records": ["run-1.json", "run-1.suite-1.1.0.json"],
+    }
+    board = (root / "LEADERBOARD.md").read_text()
+    assert "| r00001 |" in board and "a retraction made by a test" in board
+    assert "`results/2026-09-06/vendor-model-a/rename-net/run-1.json`" in board
+    assert cli("project", "all", "--check", "--root", root)[0] == 0
 
 
 def test_snapshot_and_compare(root, tmp_path):
     snap = tmp_path / "base.json"
     assert cli("project", "snapshot", "-o", snap, "--root", root)[0] == 0
     doc = json.loads(snap.read_text())
-    assert doc["format"] == "cbledger-snapshot/1" and doc["currentSuite"] == "1.1.0"
-    code, out, _ = cli("project", "compare", "--baseline", snap, "--root", root, "--suite", "1.0.0")
-    assert code == 0 and "0 regression(s)" in out
-    # a baseline where model-b passed everything: its tiers fall far enough to fire
+    assert doc["format"] == "cbledger-snapshot/2" and doc["currentSuite"] == "1.1.0" and doc["selection"] == "all"
+    # a snapshot compared with the ledger it came from shares every run: refused, not "no regression"
+    code, out, _ = cli("project", "compare", "--baseline", snap, "--candidate-select", "all", "--root", root, "--suite", "1.0.0")
+    assert code == 2 and "share" in out
+    # the candidate is never assumed
+    code, _, err = cli("project", "compare", "--baseline", snap, "--root", root, "--suite", "1.0.0")
+    assert code == 2 and "name the candidate runs" in err
+    # a baseline where model-b passed everything, against model-b's runs now: its tiers fire
     for suite in doc["suites"]:
         for row in suite["rows"]:
-            if row["model"] == "cheap:model-b":
-                row["passes"] = row["runs"]
-    worse = tmp_path / "better-baseline.json"
-    worse.write_text(json.dumps(doc))
-    code, out, _ = cli("project", "compare", "--baseline", worse, "--root", root, "--suite", "1.0.0")
-    assert code == 1 and "REGRESSION tier=hard model=cheap:model-b strict pass rate" in out
-    code, out, _ = cli("project", "compare", "--baseline", worse, "--current", snap, "--suite", "9.9.9")
+            for cell in row["cells"]:
+                for run in cell["runs"]:
+                    run["runId"] = "baseline-" + run["runId"]
+                    if row["model"] == "cheap:model-b":
+                        run["passed"] = True
+    better = tmp_path / "better-baseline.json"
+    better.write_text(json.dumps(doc))
+    code, out, _ = cli("project", "compare", "--baseline", better, "--candidate-select", "model=cheap:model-b",
+                       "--root", root, "--suite", "1.0.0", "--json")
+    assert code == 1, out
+    result = json.loads(out)
+    fired = {(f["tier"], f["model"], f["metric"]) for f in result["findings"] if f["fired"]}
+    assert ("hard", "cheap:model-b", "strict pass rate") in fired and result["regressions"] == len(fired)
+    assert result["candidate"] == "model=cheap:model-b"
+    others = [f for f in result["findings"] if f["model"] != "cheap:model-b"]
+    assert others and all(f["metric"] == "row" and f["note"] == "only in the baseline" for f in others)
+    code, out, _ = cli("project", "compare", "--baseline", better, "--candidate", snap, "--suite", "9.9.9")
     assert code == 2 and "not comparable" in out
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
-    assert cli("project", "compare", "--baseline", bad, "--root", root)[0] == 2
+    assert cli("project", "compare", "--baseline", bad, "--candidate-select", "all", "--root", root)[0] == 2
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"format": "cbledger-snapshot/1"}))
+    code, _, err = cli("project", "compare", "--baseline", old, "--candidate-select", "all", "--root", root)
+    assert code == 2 and "no per-task counts" in err
+    code, _, err = cli("project", "compare", "--baseline-select", "modle=x", "--candidate-select", "all", "--root", root)
+    assert code == 2 and "'modle=x': not a selection term" in err
 
 
 def test_workqueue_json_and_text(root):
@@ -94,7 +131,9 @@ def test_workqueue_json_and_text(root):
     q = json.loads(out)
     assert q["suite_version"] == "1.0.0" and q["entries"][0]["rank"] == 1
     code, out, _ = cli("project", "workqueue", "--root", root, "--suite", "1.0.0")
-    assert code == 0 and out.startswith("work queue, suite 1.0.0:")
+    assert code == 0 and out.startswith("work queue, suite 1.0.0, condition default:")
+    code, _, err = cli("project", "workqueue", "--root", root, "--suite", "1.0.0", "--condition", "max-turns=2")
+    assert code == 2 and "no agent run of suite 1.0.0 was made under it (known: 'default')" in err
 
 
 def test_readmodel_default_path_and_dump(root):

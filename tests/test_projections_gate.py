@@ -1,30 +1,45 @@
-"""The regression gate: per tier, thresholds with a floor, one flipped repeat never fires."""
+"""The regression gate: paired by task, an exact test and a floor, run sets named, never assumed."""
 
 from __future__ import annotations
 
+import datetime as dt
+import os
+import re
 from fractions import Fraction
+from pathlib import Path
 
+import pytest
+
+from cbledger.ledger.events import Ablations
 from cbledger.projections import gate
+from cbledger.projections import selection as sel
 from cbledger.projections.fold import fold
 from tests.factories import Stream
 
 SIMPLE = [f"s{i}" for i in range(7)]
 HARD = [f"h{i}" for i in range(7)]
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "PROJECTIONS.md"
 
 
-def ledger(fails: dict[str, set[tuple[str, int]]], cost: int = 100_000, suite: str = "1.0.0") -> gate.Snapshot:
-    """7 simple and 7 hard tasks x 3 repeats; `fails[model]` names the (task, repeat) that fail."""
+def ledger(
+    fails: dict[str, set[tuple[str, int]]], cost: int = 100_000, suite: str = "1.0.0", prefix: str = "b",
+    tasks: list[str] | None = None,
+) -> gate.Snapshot:
+    """7 simple and 7 hard tasks x 3 repeats; `fails[model]` names the (task, repeat) that fail.
+    Run ids start with `prefix`, so two of these never share a run."""
     s = Stream()
     for t in SIMPLE:
         s.task(t, tier="simple")
     for t in HARD:
         s.task(t, tier="hard")
+    n = 0
     for model, failing in fails.items():
-        for t in SIMPLE + HARD:
+        for t in tasks or SIMPLE + HARD:
             for r in (1, 2, 3):
+                n += 1
                 bad = (t, r) in failing
                 s.graded_run(t, model, "fail" if bad else "pass", repeat=r, usd_micros=cost, suite=suite,
-                             category="wrong-target")
+                             category="wrong-target", run_id=f"{prefix}{n:05d}")
     return gate.build_snapshot(fold(s.events))
 
 
@@ -32,63 +47,138 @@ def fired(c: gate.Comparison) -> list[tuple[str, str, str]]:
     return [(f.tier, f.model, f.metric) for f in c.regressions]
 
 
+def rate(c: gate.Comparison, tier: str = "simple") -> gate.Finding:
+    return next(f for f in c.findings if f.tier == tier and f.metric == "strict pass rate")
+
+
 def test_one_flipped_repeat_out_of_three_on_a_tier_of_seven_tasks_does_not_fire():
     base = ledger({"vendor:a": set()})
-    cur = ledger({"vendor:a": {("s3", 2)}})
+    cur = ledger({"vendor:a": {("s3", 2)}}, prefix="c")
     c = gate.compare(base, cur)
     assert c.comparable and fired(c) == []
-    rate = next(f for f in c.findings if f.tier == "simple" and f.metric == "strict pass rate")
-    assert rate.before == "100.0% (21/21)" and rate.after == "95.2% (20/21)" and rate.delta == "-4.8 pts"
-    # nor does the cost rise that one lost pass causes (21/20 - 1 = 5%)
+    f = rate(c)
+    assert f.before == "100.0% (21/21)" and f.after == "95.2% (20/21)" and f.delta == "-4.8 pts"
+    assert f.paired_tasks == 7 and f.p_value == 0.5
+    # nor does the cost rise that one lost pass causes: every task still passed, so none at all
     cost = next(f for f in c.findings if f.tier == "simple" and f.metric == "cost per passing task")
-    assert not cost.fired and cost.delta == "+5.0%"
+    assert not cost.fired and cost.delta == "+0.0%"
 
 
-def test_three_flips_on_a_tier_of_twenty_one_runs_are_still_noise():
+def test_three_flips_spread_over_a_tier_of_twenty_one_runs_are_still_noise():
     base = ledger({"vendor:a": set()})
-    cur = ledger({"vendor:a": {("s0", 1), ("s1", 2), ("s2", 3)}})
-    assert fired(gate.compare(base, cur)) == []
+    cur = ledger({"vendor:a": {("s0", 1), ("s1", 2), ("s2", 3)}}, prefix="c")
+    c = gate.compare(base, cur)
+    assert fired(c) == [] and rate(c).p_value == 0.125  # (1/2)^3: each task 3/3 -> 2/3
 
 
-def test_a_real_drop_fires_and_names_tier_model_before_after_delta_threshold():
+def test_a_real_drop_fires_and_names_tier_model_before_after_delta_threshold_and_p():
     base = ledger({"vendor:a": set()})
-    cur = ledger({"vendor:a": {(t, r) for t in SIMPLE[:3] for r in (1, 2, 3)}})  # 21 -> 12 passes
+    cur = ledger({"vendor:a": {(t, r) for t in SIMPLE[:3] for r in (1, 2, 3)}}, prefix="c")  # 21 -> 12 passes
     c = gate.compare(base, cur)
     assert ("simple", "vendor:a", "strict pass rate") in fired(c)
     f = next(f for f in c.regressions if f.metric == "strict pass rate")
     assert (f.before, f.after, f.delta) == ("100.0% (21/21)", "57.1% (12/21)", "-42.9 pts")
-    assert f.threshold.startswith("-") and f.threshold.endswith(" pts")
+    assert f.threshold == "drop > 10.0 pts and p <= 0.1" and f.p_value == float(Fraction(1, 20) ** 3)
     text = gate.render_comparison(c)
-    assert "REGRESSION tier=simple model=vendor:a strict pass rate" in text
+    assert "REGRESSION tier=simple model=vendor:a strict pass rate" in text and "7 task(s) paired" in text
+
+
+@pytest.mark.parametrize(
+    "failing",
+    [{("t1", 1), ("t1", 2), ("t1", 3)}, {("t0", 1), ("t1", 1), ("t1", 2)}],
+    ids=["one-task-lost-whole", "spread-over-both"],
+)
+def test_six_of_six_to_three_of_six_at_three_repeats_fires(failing):
+    """The case the old z-score gate let through: two tasks, three repeats, half the passes gone."""
+    tasks = ["t0", "t1"]
+    base = ledger({"vendor:a": set()}, tasks=tasks)
+    cur = ledger({"vendor:a": failing}, tasks=tasks, prefix="c")
+    c = gate.compare(base, cur)
+    f = rate(c)
+    assert (f.before, f.after) == ("100.0% (6/6)", "50.0% (3/6)")
+    assert f.fired and f.p_value <= 0.1
+
+
+def test_three_of_six_to_none_fires_and_one_flipped_repeat_of_six_does_not():
+    tasks = ["t0", "t1"]
+    base = ledger({"vendor:a": {("t1", 1), ("t1", 2), ("t1", 3)}}, tasks=tasks)  # 3/6
+    gone = ledger({"vendor:a": {(t, r) for t in tasks for r in (1, 2, 3)}}, tasks=tasks, prefix="c")  # 0/6
+    assert rate(gate.compare(base, gone)).fired
+    full = ledger({"vendor:a": set()}, tasks=tasks)
+    flip = ledger({"vendor:a": {("t0", 2)}}, tasks=tasks, prefix="c")
+    f = rate(gate.compare(full, flip))
+    assert not f.fired and f.delta == "-16.7 pts"  # one run's worth (1/6) never fires
+
+
+def test_six_crashed_new_runs_cannot_hide_behind_the_old_ones():
+    """Baseline 3/6; six new runs all crash (no run-end). Named by batch, the candidate is 0/6 and
+    fires; the old gate pooled it with the ledger (3/12) and reported no regression."""
+    s = Stream()
+    for t in ("t0", "t1"):
+        s.task(t, tier="simple")
+    day = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
+    for t, passed in (("t0", True), ("t1", False)):
+        for r in (1, 2, 3):
+            s.graded_run(t, "vendor:a", "pass" if passed else "fail", repeat=r, batch="old", started=day)
+    for t in ("t0", "t1"):
+        for r in (1, 2, 3):
+            s.graded_run(t, "vendor:a", "fail", repeat=r, batch="new", exit_path=None, usd_micros=None,
+                         category="stalled", started=day + dt.timedelta(days=1))
+    state = fold(s.events)
+    base = gate.build_snapshot(state, sel.parse("batch=old"))
+    new = gate.build_snapshot(state, sel.parse("batch=new"))
+    c = gate.compare(base, new)
+    assert c.comparable and rate(c).after == "0.0% (0/6)" and rate(c).fired
+    # the same candidate named by date
+    assert rate(gate.compare(base, gate.build_snapshot(state, sel.parse("since=2026-12-02")))).fired
+    # the whole ledger as the candidate is the baseline again: refused, never a silent 3/12
+    everything = gate.build_snapshot(state, sel.parse("all"))
+    refused = gate.compare(base, everything)
+    assert not refused.comparable and "share 6 run(s)" in refused.reason
+    assert not gate.compare(base, gate.build_snapshot(state, sel.parse("batch=none-such"))).comparable
+
+
+def test_paired_by_task_a_candidate_on_other_tasks_proves_nothing_either_way():
+    base = ledger({"vendor:a": {("s0", r) for r in (1, 2, 3)}})  # s0 failed before, the others passed
+    only_s0 = ledger({"vendor:a": set()}, tasks=["s0"], prefix="c")  # s0 passes now, nothing else ran
+    f = rate(gate.compare(base, only_s0))
+    assert f.paired_tasks == 1 and f.before == "0.0% (0/3)" and f.after == "100.0% (3/3)"
+    assert "left out: s1, s2, s3, s4, s5, s6" in f.note
+    # ... and a candidate that ran only the tasks it keeps passing does not mask a drop on s1
+    dropped = ledger({"vendor:a": {("s1", r) for r in (1, 2, 3)}}, tasks=["s1", "s2"], prefix="d")
+    g = rate(gate.compare(ledger({"vendor:a": set()}), dropped))
+    assert g.paired_tasks == 2 and g.after == "50.0% (3/6)" and g.fired
 
 
 def test_per_tier_never_netted_a_lift_elsewhere_does_not_hide_a_drop():
     base = ledger({"vendor:a": {(t, r) for t in HARD for r in (1, 2, 3)}})  # hard: 0/21
-    cur = ledger({"vendor:a": {(t, r) for t in SIMPLE[:4] for r in (1, 2, 3)}})  # hard 21/21, simple 9/21
+    cur = ledger({"vendor:a": {(t, r) for t in SIMPLE[:4] for r in (1, 2, 3)}}, prefix="c")  # hard 21/21, simple 9/21
     tiers = {t for t, _, m in fired(gate.compare(base, cur)) if m == "strict pass rate"}
     assert tiers == {"simple"}
 
 
-def test_cost_per_passing_task_rise_fires_beyond_the_floor_only():
+def test_cost_per_passing_task_rise_fires_beyond_the_floor_and_the_test_only():
     base = ledger({"vendor:a": set()}, cost=100_000)
-    small = ledger({"vendor:a": set()}, cost=120_000)
-    large = ledger({"vendor:a": set()}, cost=140_000)
-    assert fired(gate.compare(base, small)) == []
-    assert ("simple", "vendor:a", "cost per passing task") in fired(gate.compare(base, large))
+    small = ledger({"vendor:a": set()}, cost=120_000, prefix="c")
+    large = ledger({"vendor:a": set()}, cost=140_000, prefix="d")
+    within = next(f for f in gate.compare(base, small).findings if f.metric == "cost per passing task")
+    assert not within.fired and within.p_value is None and "within the floor" in within.note
+    c = gate.compare(base, large)
+    assert ("simple", "vendor:a", "cost per passing task") in fired(c)
+    f = next(f for f in c.regressions if f.metric == "cost per passing task")
+    assert f.delta == "+40.0%" and f.p_value == pytest.approx(1 / 4001)  # no relabelling beats it
 
 
-def test_threshold_parts():
+def test_limits():
     t = gate.Thresholds()
-    # a small tier: one run's worth dominates
-    assert gate.rate_threshold(3, 3, 2, 3, t) >= Fraction(1, 3)
-    # a large, stable tier: the floor dominates
-    assert gate.rate_threshold(200, 200, 199, 200, t) == Fraction(1, 10)
-    assert gate.cost_threshold(2, t) == Fraction(1, 2) and gate.cost_threshold(40, t) == Fraction(1, 4)
+    assert gate.rate_limit(3, 3, t) == Fraction(1, 3)  # a small tier: one run's worth dominates
+    assert gate.rate_limit(200, 199, t) == Fraction(1, 10)  # a large one: the floor
+    assert gate.cost_limit(2, t) == Fraction(1, 2) and gate.cost_limit(40, t) == Fraction(1, 4)
 
 
 def test_different_suite_versions_are_not_compared():
     base = ledger({"vendor:a": set()}, suite="1.0.0")
-    cur = ledger({"vendor:a": set()}, suite="2.0.0")
+    cur = ledger({"vendor:a": set()}, suite="2.0.0", prefix="c")
     c = gate.compare(base, cur)
     assert not c.comparable and "not comparable" in gate.render_comparison(c)
 
@@ -99,4 +189,47 @@ def test_snapshot_round_trips_and_is_byte_stable():
     assert gate.parse_snapshot(data, "x") == snap
     assert gate.render_snapshot(gate.parse_snapshot(data, "x")) == data
     row = next(r for r in snap.suites[0].rows if r.tier == "simple")
-    assert (row.runs, row.passes, row.cost_per_passing_task_usd) == (21, 20, 0.105)
+    # 21 runs at $0.10 over the 7 tasks passed (s1 still passed twice): $0.30 a passing task
+    assert (row.runs, row.passes, row.tasks_passed, row.cost_per_passing_task_usd) == (21, 20, 7, 0.3)
+
+
+def test_ablated_runs_never_enter_the_default_comparison():
+    s = Stream()
+    for t in ("t0", "t1"):
+        s.task(t, tier="simple")
+    for t in ("t0", "t1"):
+        for r in (1, 2, 3):
+            s.graded_run(t, "vendor:a", "pass", repeat=r, batch="old")
+            s.graded_run(t, "vendor:a", "pass", repeat=r, batch="new")
+            s.graded_run(t, "vendor:a", "fail", repeat=r, batch="new", category="turn-budget",
+                         ablations=Ablations(max_turns=2, tool_subset=["read_file", "finish"]))
+    state = fold(s.events)
+    base = gate.build_snapshot(state, sel.parse("batch=old"))
+    new = gate.build_snapshot(state, sel.parse("batch=new"))
+    c = gate.compare(base, new)
+    assert fired(c) == [] and rate(c).after == "100.0% (6/6)"
+    ablated = gate.compare(base, new, condition="max-turns=2; tool-subset=finish,read_file")
+    assert not ablated.comparable and "baseline holds no run under condition" in ablated.reason
+
+
+# --------------------------------------------------------------------------- the firing table
+
+
+def test_the_firing_table_in_the_docs_is_the_one_the_code_generates():
+    begin, end = "<!-- BEGIN GENERATED: gate.firing_table() -->\n", "<!-- END GENERATED: gate.firing_table() -->"
+    text = DOCS.read_text(encoding="utf-8")
+    table = gate.firing_table()
+    if os.environ.get("CBLEDGER_UPDATE_GOLDEN") == "1":
+        text = re.sub(re.escape(begin) + ".*?" + re.escape(end), lambda _: begin + "\n" + table + "\n" + end, text, flags=re.S)
+        DOCS.write_text(text, encoding="utf-8")
+    assert begin + "\n" + table + "\n" + end in text, "docs/PROJECTIONS.md: regenerate the firing table (CBLEDGER_UPDATE_GOLDEN=1)"
+
+
+def test_the_firing_table_says_what_the_gate_does():
+    table = gate.firing_table()
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ")[1:] for line in table.splitlines()[2:]}
+    two_tasks = rows["2 (6)"]
+    assert two_tasks[0].startswith("no: floor") and two_tasks[2].startswith("**fires**")  # 6/6 -> 3/6
+    assert all(cell.startswith("no: floor") for cell in rows["20 (60)"][:6])  # floor: up to 10 points
+    for tasks, cells in rows.items():
+        assert cells[0].startswith("no"), tasks  # one flipped repeat never fires

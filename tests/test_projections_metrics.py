@@ -38,17 +38,25 @@ def test_zero_passes_has_no_cost_per_pass_but_states_the_spend():
     assert row.cost_per_pass_micros is None and row.usd_micros_total == 30_000
     assert row.failure_categories == {"stalled": 3}
     text = leaderboard.render(fold(s.events))
-    assert "— (no pass; $0.0300 spent)" in text
+    assert "— (no task passed; $0.0300 spent)" in text
 
 
-def test_cost_per_passing_task_is_all_spend_over_passing_runs_exactly():
+def test_cost_per_passing_task_is_all_spend_over_the_tasks_passed_exactly():
+    """The standard's definition: USD across all runs / the number of tasks passed. Task t passed
+    twice and failed once, task u never passed: three runs of each, one task passed."""
     s = Stream()
     s.graded_run("t", repeat=1, usd_micros=100_001)
     s.graded_run("t", repeat=2, usd_micros=100_001)
     s.graded_run("t", repeat=3, verdict="fail", usd_micros=100_001)
+    for r in (1, 2, 3):
+        s.graded_run("u", repeat=r, verdict="fail", usd_micros=50_000)
     row = rows(s)[("vendor:model-a", "simple")]
-    assert row.cost_per_pass_micros == Fraction(300_003, 2)
-    assert "$0.1500" in leaderboard.render(fold(s.events))
+    assert (row.passes, row.tasks, row.tasks_passed) == (2, 2, 1)
+    assert row.cost_per_pass_micros == Fraction(450_003, 1)  # not / 2 passing runs
+    assert "$0.4500" in leaderboard.render(fold(s.events))
+    # the snapshot the gate reads says the same
+    snap_row = next(r for r in gate.build_snapshot(fold(s.events)).suites[0].rows if r.tier == "simple")
+    assert snap_row.cost_per_passing_task_usd == 0.450003 and snap_row.tasks_passed == 1
 
 
 def test_all_uncosted_rows_sit_in_their_own_table_with_the_caveat():
@@ -72,11 +80,22 @@ def test_mixed_segments_never_share_a_cost_column_and_an_unpriced_run_voids_the_
         s.graded_run("t", "cheap:model-b", repeat=r, segment="api-cheap", usd_micros=None if r == 2 else 1_000)
         s.graded_run("t", "claude-code", repeat=r, segment="saved-login", usd_micros=None)
     got = rows(s)
-    assert got[("vendor:model-a", "simple")].cost_per_pass_micros == 50_000
+    assert got[("vendor:model-a", "simple")].cost_per_pass_micros == 100_000  # two runs, one task
     b = got[("cheap:model-b", "simple")]
     assert b.costed and b.uncosted_runs == 1 and b.cost_per_pass_micros is None
     text = leaderboard.render(fold(s.events))
     assert "n/a: 1 of 2 runs uncosted" in text
+    # each costed segment has a USD column of its own; no cell holds another segment's money
+    headline = text.split("### Headline", 1)[1].split("\n### ", 1)[0]
+    header = next(line for line in headline.splitlines() if line.startswith("| Tier"))
+    columns = [c.strip() for c in header.strip("|").split("|")]
+    frontier = columns.index("Cost per passing task, api-frontier (USD / tasks passed)")
+    cheap = columns.index("Cost per passing task, api-cheap (USD / tasks passed)")
+    for line in headline.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == len(columns) and cells[2] in ("api-frontier", "api-cheap"):
+            own, other = (frontier, cheap) if cells[2] == "api-frontier" else (cheap, frontier)
+            assert cells[own] and cells[other] == "", line
 
 
 def test_one_repeat_is_labelled_and_not_ranked():

@@ -8,10 +8,10 @@ import sqlite3
 from cbledger.projections import readmodel
 from cbledger.projections.fold import fold
 from cbledger.projections.writers import load_state
-from tests.factories import rich_stream
+from tests.factories import conditions_stream, rich_stream
 
 TABLES = {
-    "meta", "runs", "grades", "assertion_outcomes", "leaderboard_rows", "incomparable_records",
+    "meta", "runs", "grades", "assertion_outcomes", "leaderboard_rows", "ablation_rows", "incomparable_records",
     "imports", "rubric_scores", "grade_conflicts", "retractions", "checkpoints",
 }
 
@@ -50,7 +50,7 @@ def test_canonical_dump_of_the_file_equals_the_dump_of_the_tables_and_is_stable(
     b = readmodel.write(readmodel.build_tables(fold(rich_stream().events)), tmp_path / "b.db")
     dump = readmodel.canonical_dump(a)
     assert dump == readmodel.canonical_dump(b) == readmodel.canonical_dump_tables(tables)
-    assert dump.startswith("table assertion_outcomes (")
+    assert dump.startswith("table ablation_rows (")
 
 
 def test_rebuild_replaces_the_file_atomically(tmp_path):
@@ -81,7 +81,29 @@ def test_column_types_and_keys_match_the_committed_read_model(tmp_path, repo_roo
 
 
 def test_every_row_has_exactly_the_declared_columns_in_order():
-    for table in readmodel.build_tables(fold(rich_stream().events)):
+    for table in readmodel.build_tables(fold(conditions_stream().events)):
         assert table.rows, table.name
         for row in table.rows:
             assert list(row) == list(table.columns), table.name
+
+
+def test_conditions_are_part_of_every_row_key_and_retractions_name_their_kept_records(tmp_path):
+    state = fold(conditions_stream().events)
+    db = readmodel.write(readmodel.build_tables(state), tmp_path / "cbledger.db")
+    conn = sqlite3.connect(db)
+    rows = conn.execute(
+        "select condition, runs, passes from leaderboard_rows where suite_version='1.1.0' and model='vendor:model-d' "
+        "and tier='simple' order by condition"
+    ).fetchall()
+    assert rows == [("default", 6, 6), ("max-turns=2", 6, 1), ("tool-subset=edit_file,finish,read_file", 3, 3)]
+    ablation = conn.execute(
+        "select paired_tasks, unpaired_tasks, runs, passes, default_runs, default_passes, difference from ablation_rows "
+        "where condition='max-turns=2' and tier='all'"
+    ).fetchone()
+    assert ablation == (2, '["route-power"]', 6, 1, 6, 6, -5 / 6)
+    assert conn.execute("select count(distinct batch) from runs where model_id='vendor:model-d'").fetchone()[0] == 3
+    assert conn.execute("select provider_models from runs where condition='default' and model_id='vendor:model-d' limit 1").fetchone() == ('["model-d-2026-08"]',)
+    record_paths, mark = conn.execute("select record_paths, mark_path from retractions").fetchone()
+    assert record_paths == '["results/2026-09-06/vendor-model-a/rename-net/run-7.json"]'
+    assert mark == "results/2026-09-06/vendor-model-a/rename-net/run-7.retracted.json"
+    conn.close()

@@ -27,6 +27,7 @@ from cbledger.ledger.events import (
 )
 from cbledger.projections import paths, records, writers
 from cbledger.projections.fold import fold
+from cbledger.projections.metrics import suite_metrics
 from tests.factories import RUNNER, Stream, h40, h64, rich_stream, sandbox_ref
 
 REF = "reference-records"
@@ -256,7 +257,7 @@ def test_records_are_byte_identical_to_the_reference_implementations(shared_real
 # --------------------------------------------------------------------------- the writer
 
 
-def test_writer_writes_only_new_or_changed_files_and_removes_only_retracted_records(tmp_path):
+def test_writer_writes_only_new_or_changed_files_and_keeps_retracted_records_beside_their_mark(tmp_path):
     s = Stream()
     keep = s.graded_run("t")
     gone = s.graded_run("t", repeat=2)
@@ -265,7 +266,7 @@ def test_writer_writes_only_new_or_changed_files_and_removes_only_retracted_reco
     stray.parent.mkdir(parents=True)
     stray.write_text("not a record")
     first = writers.sync_records(fold(s.events), results)
-    assert len(first.created) == 2 and not first.updated and not first.removed
+    assert len(first.created) == 2 and not first.updated and first.marks == 0
 
     path_keep = results / first.created[0]
     mtime = path_keep.stat().st_mtime_ns
@@ -273,17 +274,35 @@ def test_writer_writes_only_new_or_changed_files_and_removes_only_retracted_reco
     assert again.clean and again.unchanged == 2
     assert path_keep.stat().st_mtime_ns == mtime
 
-    s.retract(gone)
+    retracted_record = results / next(p for p in first.created if p.endswith("run-2.json"))
+    published = retracted_record.read_bytes()
+    s.retract(gone, "the sandbox bundle was lost")
     state = fold(s.events)
     assert not writers.sync_records(state, results, check=True).clean
-    removed = writers.sync_records(state, results)
-    assert removed.removed == [p for p in first.created if p.endswith("run-2.json")]
-    assert (results / first.created[0]).is_file() and stray.is_file()
+    marked = writers.sync_records(state, results)
+    assert marked.created == [retracted_record.relative_to(results).with_name("run-2.retracted.json").as_posix()]
+    assert marked.marks == 1 and marked.unchanged == 2
+    # nothing published is deleted or edited: the record is the bytes it was, the mark says why
+    assert retracted_record.read_bytes() == published and path_keep.is_file() and stray.is_file()
+    mark = json.loads(retracted_record.with_name("run-2.retracted.json").read_text())
+    assert (mark["runId"], mark["retracted"], mark["reason"], mark["records"]) == (gone, True, "the sandbox bundle was lost", ["run-2.json"])
     assert keep in state.runs and gone in state.runs  # the log keeps both
+    # and the retracted run is in no metric
+    main = suite_metrics(state, "1.0.0").main_group()
+    assert main is not None and [r.runs for r in main.rows if r.tier == "simple"] == [1]
 
     path_keep.write_text("{}\n")  # a hand edit is put back
     fixed = writers.sync_records(state, results)
     assert fixed.updated == [first.created[0]]
+    retracted_record.unlink()  # a deleted retracted record is put back too: it is published evidence
+    assert writers.sync_records(state, results).created == [retracted_record.relative_to(results).as_posix()]
+
+
+def test_a_run_retracted_before_it_was_graded_has_no_record_to_mark():
+    s = Stream()
+    rid = s.run("t")
+    s.retract(rid)
+    assert records.retraction_marks(fold(s.events)) == [] and records.published(fold(s.events)) == []
 
 
 def test_a_replay_of_a_harness_run_keeps_its_harness_mode_and_validates(schema):
@@ -292,3 +311,20 @@ def test_a_replay_of_a_harness_run_keeps_its_harness_mode_and_validates(schema):
     [e] = records.record_entries(fold(s.events))
     assert e.record.run.run_mode == "gold" and e.record.model is None and e.record.cost is None
     validate(schema, records.render(e.record))
+
+
+def test_provider_named_models_appear_in_a_record_only_when_they_differ_from_the_request(schema, repo_root):
+    ours = json.loads((repo_root / "schema" / "result.schema.json").read_text())
+    s = Stream()
+    same = s.graded_run("t", "compat:qwen2.5-coder:7b", segment="open-weight-hosted", provider_models=["qwen2.5-coder:7b"])
+    other = s.graded_run("t", "vendor:model-a", provider_models=["model-a-2026-08-01"])
+    silent = s.graded_run("t", "vendor:model-a", batch="b1", os_name="Debian GNU/Linux 12 (bookworm)")
+    by_run = {e.run_id: e.built for e in records.record_entries(fold(s.events))}
+    assert by_run[other].provider_models == ["model-a-2026-08-01"]
+    assert b'"providerModels": [\n    "model-a-2026-08-01"\n  ]' in records.render(by_run[other])
+    validate(ours, records.render(by_run[other]))
+    # the compat route asks for what follows `compat:`; an echo of it is no news. A batch and an
+    # OS are the ledger's and the leaderboard's, never an addition to the reference layout
+    for rid in (same, silent):
+        assert by_run[rid].provider_models is None
+        validate(schema, records.render(by_run[rid]))

@@ -123,6 +123,10 @@ def test_every_bundled_task_passes_with_its_solve_session(tmp_path, shared_real,
         assert run.cost.usd_micros is None and run.harness_failure is None and run.llm_cache is False
         assert run.comparability.copperhead_version == "0.9.0"
         assert run.comparability.copperhead_commit == BUILD_COMMIT
+        # provenance: the OS by name, the invocation's batch, and what the endpoint said answered
+        # (it echoes the requested id, so the record needs no addition for it)
+        assert run.comparability.os and run.batch and f"batch {run.batch} " in printed
+        assert run.provider_models == ["scripted-solve"]
         assert run.stats.tokens_in > 0  # the session's scripted usage, as copperhead summed it
         assert {"transcript", "harness-stdout", "harness-stderr"} <= set(run.evidence)
         assert json.loads(run.sandbox.seed_config)["llmCache"] is False
@@ -147,6 +151,31 @@ def test_every_bundled_task_passes_with_its_solve_session(tmp_path, shared_real,
     assert {".gitignore", "openspec/changes/mcu-rename-i2c-nets/proposal.md", "openspec/changes/mcu-rename-i2c-nets/tasks.md"} <= committed
     leaderboard = (project.root / "LEADERBOARD.md").read_text()
     assert "### Real harness, scripted model" in leaderboard and "`compat:scripted-solve`" in leaderboard.split("### Real harness")[1]
+    assert len({run.batch for run, _ in graded.values()}) == 2  # one batch per `cbledger run`
+    environment = leaderboard.split("### Reference environment")[1].split("\n### ")[0]
+    assert f"| `9.0.8` | `0.9.0` | `{BUILD_COMMIT}` |" in environment and graded["mcu-rename-i2c-nets"][0].comparability.os in environment
+    assert "## What these numbers do not claim" in leaderboard and "Provider-named model ids" not in leaderboard
+    project.verify()
+
+
+def test_a_provider_that_names_another_model_is_recorded_and_shown(
+    tmp_path, shared_real, kicad_cli, copperhead_cli, no_keys
+):
+    project = build(tmp_path, shared_real, copperhead_cli)
+    session = json.loads((project.root / "tasks" / "led-current-refusal" / "sessions" / "solve.json").read_text())
+    session["model"] = "refuser-2026-07-01"  # what the endpoint's answers name
+    path = tmp_path / "dated.json"
+    path.write_text(json.dumps(session))
+    result = project.run("led-current-refusal", "--session", str(path), "--repeats", "1")
+    assert result.exit_code == 0, result.output
+    run, grade = project.graded()["led-current-refusal"]
+    assert run.model.id == "compat:scripted-dated" and run.provider_models == ["refuser-2026-07-01"]
+    assert grade.verdict == "pass"
+    record = next((project.root / "results").glob("20*/compat-scripted-dated/led-current-refusal/run-1.json"))
+    assert json.loads(record.read_text())["providerModels"] == ["refuser-2026-07-01"]
+    board = (project.root / "LEADERBOARD.md").read_text()
+    section = board.split("### Provider-named model ids that differ from the requested ones")[1].split("\n### ")[0]
+    assert "| `compat:scripted-dated` | `refuser-2026-07-01` | 1 |" in section
     project.verify()
 
 

@@ -79,6 +79,21 @@ def test_a_tree_of_both_layouts_is_imported_verbatim(root, published):
     assert unscoreable.fixture_sha256 == "dad443ad059b7cd2ec57313967db7c511caa8bcfd1ba72dc2f02cd3560249529"
 
 
+def test_a_retracted_record_and_its_mark_are_not_imported(root, published, tmp_path):
+    tree = tmp_path / "tree"
+    shutil.copytree(published, tree)
+    day = tree / "2026-09-06" / "harness-gold" / "do-rename-net"
+    (day / "run-2.retracted.json").write_text(json.dumps({
+        "format": "cbledger-retraction/1", "runId": "x", "retracted": True, "retractedAtSeq": 9,
+        "reason": "a test", "records": ["run-2.json"],
+    }))
+    result = cli(root, "import", tree, "--source", "a-mirror", "--json")
+    assert result.exit_code == 0, result.output
+    imported = {e.body.original_path for e in imports(root)}
+    assert len(imported) == 18 and "2026-09-06/harness-gold/do-rename-net/run-2.json" not in imported
+    assert not any(p.endswith(".retracted.json") for p in imported)
+
+
 def test_importing_again_is_a_no_op(root, published):
     assert cli(root, "import", published, "--source", "ref").exit_code == 0
     before = ledger_of(root).read_bytes()

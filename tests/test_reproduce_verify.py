@@ -189,8 +189,14 @@ def test_a_retracted_run_is_skipped_with_a_note(project):
     assert appended.exit_code == 0, appended.output
     code, report = verify_json(project)
     assert code == 4  # the committed projections still show the run
-    assert {f["kind"] for f in report["failures"]} == {"record-extra", "leaderboard-different", "readmodel-different"}
+    assert {f["kind"] for f in report["failures"]} == {"record-missing", "leaderboard-different", "readmodel-different"}
+    # what is missing is the mark beside the run's record, which stays
+    [missing] = [f for f in report["failures"] if f["kind"] == "record-missing"]
+    assert missing["file"].endswith(".retracted.json")
+    record = project / missing["file"].replace(".retracted.json", ".json")
+    published = record.read_bytes()
     assert cli(project, "project", "all").exit_code == 0
+    assert record.read_bytes() == published and (project / missing["file"]).is_file()
     code, report = verify_json(project)
     assert code == 0, report["failures"]
     skipped = runs_by_task(report)[("noop", EDIT_TASK)]

@@ -74,19 +74,20 @@ def _assert_outputs_are_the_state(ws: Workspace) -> None:
     state = writers.load_state(ws.ledger)
     for entry in records.record_entries(state):
         assert ws.record(entry.path).read_bytes() == records.render(entry.record)
-    for rel in records.retracted_paths(state):
-        assert not ws.record(rel).exists()
+    for rel, data in records.published(state):
+        assert ws.record(rel).read_bytes() == data  # retracted runs' records kept, and their marks
     assert ws.leaderboard.read_text() == leaderboard.render(state, None)
     assert readmodel.canonical_dump(ws.read_model) == readmodel.canonical_dump_tables(readmodel.build_tables(state))
 
 
 def test_regenerate_all_writes_every_output_then_nothing(project):
     first = writers.regenerate_all(writers.load_state(project.ledger), project)
-    assert len(first.records.created) == 84 and first.leaderboard and first.read_model
+    # 84 live records, the retracted run's record and its mark
+    assert len(first.records.created) == 86 and first.records.marks == 1 and first.leaderboard and first.read_model
     _assert_outputs_are_the_state(project)
     db = project.read_model.stat()
     again = writers.regenerate_all(writers.load_state(project.ledger), project)
-    assert again.records.clean and again.records.unchanged == 84
+    assert again.records.clean and again.records.unchanged == 86
     assert not again.leaderboard and not again.read_model
     assert project.read_model.stat().st_mtime_ns == db.st_mtime_ns  # the same content is not rewritten
 
@@ -103,8 +104,9 @@ def test_an_incremental_regeneration_touches_only_the_named_runs(project):
     LedgerStore(project.ledger).append(s.drafts()[1:])
     state = writers.load_state(project.ledger)
     done = writers.regenerate_all(state, project, runs={"r00001"})
-    assert done.records.removed == [rel for rel, _, _ in records.record_paths(state, "r00001")]
-    assert done.records.created == [] and done.records.updated == []
+    mark = next(path for path, m in records.retraction_marks(state) if m.run_id == "r00001")
+    assert done.records.created == [mark] and done.records.updated == []
+    assert done.records.unchanged == len(records.record_paths(state, "r00001"))  # its records stay
     assert done.leaderboard and done.read_model
     _assert_outputs_are_the_state(project)
 

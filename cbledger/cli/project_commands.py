@@ -8,6 +8,7 @@ ledger, or snapshots that are not comparable.
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 from pathlib import Path
 from typing import Annotated
 
@@ -17,7 +18,10 @@ import typer
 from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, workspace
 from cbledger.ledger.store import LedgerStore
 from cbledger.projections import gate, leaderboard, readmodel, workqueue, writers
+from cbledger.projections import selection as selection_mod
+from cbledger.projections.conditions import DEFAULT
 from cbledger.projections.fold import LedgerState
+from cbledger.projections.selection import Selection
 from cbledger.workspace import READ_MODEL, Workspace, record_name
 
 project_app = typer.Typer(
@@ -77,12 +81,12 @@ def _leaderboard(state: LedgerState, target: Path, check: bool, suite: str | Non
 
 def _records_report(report: writers.RecordsReport, check: bool) -> int:
     verb = "would be" if check else ""
-    for label, items in (("created", report.created), ("updated", report.updated), ("removed", report.removed)):
+    for label, items in (("created", report.created), ("updated", report.updated)):
         for p in items:
             typer.echo(f"{label:<8} {record_name(p)}" + (f" ({verb} {label})" if check else ""))
     typer.echo(
-        f"records: {len(report.created)} new, {len(report.updated)} changed, "
-        f"{len(report.removed)} removed (retracted), {report.unchanged} unchanged"
+        f"records: {len(report.created)} new, {len(report.updated)} changed, {report.unchanged} unchanged; "
+        f"{report.marks} retracted run(s) marked (their records kept)"
     )
     return 1 if check and not report.clean else 0
 
@@ -108,29 +112,72 @@ def records_cmd(ledger: LedgerOption = None, root: RootOption = None, check: Che
     raise typer.Exit(_records_report(writers.sync_records(_state(where), where.results, check=check), check))
 
 
+ConditionOption = Annotated[
+    str, typer.Option("--condition", help="Ablation condition (`default`: no runner flag; else its key as the leaderboard prints it).")
+]
+
+
 @project_app.command("workqueue")
 def workqueue_cmd(
-    ledger: LedgerOption = None, root: RootOption = None, suite: SuiteOption = None, as_json: JsonFlag = False
+    ledger: LedgerOption = None, root: RootOption = None, suite: SuiteOption = None, as_json: JsonFlag = False,
+    condition: ConditionOption = DEFAULT,
 ) -> None:
     """Failure categories ranked by frequency x mean run cost, with their tasks and models."""
     from cbledger.projections.fold import current_suite
 
     state = _state(workspace(ledger, root))
-    queue = workqueue.work_queue(state, _known_suite(state, suite) or current_suite(state))
+    version = _known_suite(state, suite) or current_suite(state)
+    known = workqueue.conditions(state, version)
+    if condition not in known:
+        fail(f"--condition {condition!r}: no agent run of suite {version} was made under it (known: {'; '.join(repr(k) for k in known)})", 2)
+    queue = workqueue.work_queue(state, version, condition)
     if as_json:
         typer.echo(msgspec.json.format(msgspec.json.encode(queue), indent=2).decode())
     else:
         typer.echo(workqueue.render_text(queue), nl=False)
 
 
+SelectOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="Terms naming a run set: copperhead=V commit=SHA model=ID runs=ID,ID|@FILE batch=ID "
+        "since=DATE until=DATE, or all (repeatable; every term must match).",
+    ),
+]
+
+
+def _selection(terms: list[str] | None, what: str) -> Selection:
+    """The selection the terms name; `runs=@FILE` reads one run id a line from FILE."""
+    words: list[str] = []
+    for term in terms or []:
+        for word in term.split():
+            if word.startswith("runs=@"):
+                source = Path(word[len("runs=@"):])
+                try:
+                    ids = [line.strip() for line in source.read_text(encoding="utf-8").splitlines()]
+                except OSError as exc:
+                    fail(f"{what}: {source}: cannot read the run list ({exc.strerror})", 2)
+                ids = [i for i in ids if i and not i.startswith("#")]
+                if not ids:
+                    fail(f"{what}: {source}: names no run id", 2)
+                word = "runs=" + ",".join(ids)
+            words.append(word)
+    try:
+        return selection_mod.parse(words)
+    except selection_mod.SelectionError as exc:
+        fail(f"{what}: {exc}", 2)
+
+
 @project_app.command("snapshot")
 def snapshot_cmd(
     ledger: LedgerOption = None,
     root: RootOption = None,
+    select: SelectOption = None,
     out: Annotated[Path | None, typer.Option("-o", "--out", help="Write here instead of stdout.")] = None,
 ) -> None:
-    """A JSON summary of the headline numbers per suite, tier and model (a gate baseline)."""
-    data = gate.render_snapshot(gate.build_snapshot(_state(workspace(ledger, root))))
+    """A JSON snapshot of a run set (default: every run), per suite, condition, tier, model and task: a gate baseline."""
+    chosen = _selection(select, "--select") if select else None
+    data = gate.render_snapshot(gate.build_snapshot(_state(workspace(ledger, root)), chosen))
     if out is None:
         typer.echo(data.decode(), nl=False)
     else:
@@ -138,28 +185,56 @@ def snapshot_cmd(
         typer.echo(f"{out}: written")
 
 
+def _side(
+    name: str, snapshot: Path | None, terms: list[str] | None, state: LedgerState | None
+) -> gate.Snapshot:
+    if snapshot is not None and terms:
+        fail(f"--{name} and --{name}-select name the {name} twice: give one", 2)
+    if snapshot is not None:
+        try:
+            return gate.parse_snapshot(snapshot.read_bytes(), str(snapshot))
+        except OSError as exc:
+            fail(f"{snapshot}: cannot read the {name} snapshot ({exc.strerror})", 2)
+        except ValueError as exc:
+            fail(str(exc), 2)
+    if not terms:
+        fail(
+            f"name the {name} runs: --{name}-select TERMS (for instance batch=ID, since=DATE, "
+            f"copperhead=V, or all) or --{name} SNAPSHOT; the whole ledger is never assumed, since "
+            "old runs would dilute what the new ones did",
+            2,
+        )
+    assert state is not None
+    chosen = _selection(terms, f"--{name}-select")
+    if chosen.empty:
+        fail(f"--{name}-select names no run set", 2)
+    return gate.build_snapshot(state, chosen)
+
+
 @project_app.command("compare")
 def compare_cmd(
-    baseline: Annotated[Path, typer.Option("--baseline", help="Baseline snapshot (from `project snapshot`).")],
-    current: Annotated[Path | None, typer.Option("--current", help="Current snapshot (default: the ledger now).")] = None,
+    baseline: Annotated[Path | None, typer.Option("--baseline", help="Baseline snapshot (from `project snapshot`).")] = None,
+    baseline_select: SelectOption = None,
+    candidate: Annotated[Path | None, typer.Option("--candidate", help="Candidate snapshot.")] = None,
+    candidate_select: SelectOption = None,
     ledger: LedgerOption = None,
     root: RootOption = None,
     suite: SuiteOption = None,
-    rate_floor: Annotated[float, typer.Option(min=0.0, max=1.0, help="Minimum pass-rate drop that can fire (fraction).")] = gate.Thresholds().rate_floor,
-    z: Annotated[float, typer.Option(min=0.0, help="Standard errors a pass-rate drop must exceed.")] = gate.Thresholds().z,
-    cost_floor: Annotated[float, typer.Option(min=0.0, help="Minimum relative cost-per-pass rise that can fire.")] = gate.Thresholds().cost_floor,
+    condition: ConditionOption = DEFAULT,
+    rate_floor: Annotated[float, typer.Option(min=0.0, max=1.0, help="Smallest pass-rate drop that can fire (fraction).")] = 0.10,
+    cost_floor: Annotated[float, typer.Option(min=0.0, help="Smallest relative cost-per-passing-task rise that can fire.")] = 0.25,
+    alpha: Annotated[float, typer.Option(min=0.0, max=1.0, help="Largest p-value that fires (one-sided, paired by task).")] = 0.10,
     as_json: JsonFlag = False,
 ) -> None:
-    """Exit 1 when any tier's strict pass rate falls, or cost per passing task rises, beyond the threshold."""
-    try:
-        base = gate.parse_snapshot(baseline.read_bytes(), str(baseline))
-        if current is not None:
-            cur = gate.parse_snapshot(current.read_bytes(), str(current))
-        else:
-            cur = gate.build_snapshot(_state(workspace(ledger, root)))
-    except (OSError, ValueError) as exc:
-        fail(str(exc), 2)
-    result = gate.compare(base, cur, suite, gate.Thresholds(rate_floor=rate_floor, z=z, cost_floor=cost_floor))
+    """Exit 1 when, paired by task, any tier's strict pass rate falls or cost per passing task rises past the floor and the test."""
+    needs_ledger = (baseline is None and baseline_select) or (candidate is None and candidate_select)
+    state = _state(workspace(ledger, root)) if needs_ledger else None
+    base = _side("baseline", baseline, baseline_select, state)
+    cand = _side("candidate", candidate, candidate_select, state)
+    thresholds = gate.Thresholds(
+        rate_floor=Fraction(str(rate_floor)), cost_floor=Fraction(str(cost_floor)), alpha=Fraction(str(alpha))
+    )
+    result = gate.compare(base, cand, suite, thresholds, condition)
     if as_json:
         doc = msgspec.to_builtins(result)
         doc["regressions"] = len(result.regressions)

@@ -125,6 +125,8 @@ def run(
         f"{len(result.outputs)} run(s) recorded: {result.passed} pass, {len(result.outputs) - result.passed} fail"
         + (f"; {len(result.failures)} run(s) failed to record" if result.failures else "")
     )
+    if result.outputs and result.batch:
+        typer.echo(f"batch {result.batch} (select these runs with `--candidate-select batch={result.batch}`)")
     if result.outputs and not project:
         typer.echo("projections not regenerated (--no-project): run `cbledger project all`")
     for label, error in result.failures:

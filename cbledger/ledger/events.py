@@ -168,6 +168,10 @@ class Comparability(Body, frozen=True, kw_only=True):
     runtime: NonEmpty
     node_version: str | None
     platform: NonEmpty
+    #: the operating system by name and release (`Debian GNU/Linux 12 (bookworm)`), beside the
+    #: platform tag: the standard's reference environment names the OS; null for a run that did
+    #: not record one (every run before `run.recorded` version 2)
+    os: str | None = None
 
 
 class TurnTokens(Body, frozen=True, kw_only=True):
@@ -253,9 +257,21 @@ class HarnessFailure(Body, frozen=True, kw_only=True):
     detail: NonEmpty
 
 
+#: The id of one `cbledger run` invocation: every run it made carries it, so a maintainer can
+#: name exactly the runs of one batch (the regression gate's candidate, say).
+BatchId = Annotated[
+    str,
+    Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*(?!\n)$", max_length=100, description="the id of a batch of runs"),
+]
+
+
 class RunRecorded(Body, frozen=True, kw_only=True):
     """One execution of one task by one model in its own sandbox. Recorded once; grades are
-    separate events so a run can be re-scored under a later suite version."""
+    separate events so a run can be re-scored under a later suite version.
+
+    Version 2 added `batch`, `providerModels` and `comparability.os` (a version-1 body reads as
+    null, empty and null: those runs recorded none of them).
+    """
 
     run_id: RunId
     task: TaskIdentity
@@ -277,6 +293,12 @@ class RunRecorded(Body, frozen=True, kw_only=True):
     setup_skipped: list[SetupSkip] = field(default_factory=list)
     timings: Timings
     harness_failure: HarnessFailure | None = None
+    #: the `cbledger run` invocation that made this run (null: recorded before batches had ids)
+    batch: BatchId | None = None
+    #: the model ids the provider named in its answers, distinct, in order of first appearance:
+    #: read from the transcript where the harness writes them, else from the loopback endpoint's
+    #: own answers; empty when neither says (copperhead 0.9.0 does not write them)
+    provider_models: list[NonEmpty] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------- grade.recorded
@@ -463,6 +485,7 @@ class PricingPublishedEvent(EventBase, tag="pricing.published", frozen=True, kw_
 
 
 class RunRecordedEvent(EventBase, tag="run.recorded", frozen=True, kw_only=True):
+    VERSION: ClassVar[int] = 2  # version 2: batch, providerModels, comparability.os
     body: RunRecorded
 
 

@@ -67,5 +67,7 @@ def _array(data: bytes, source: str, schema: EventSchema) -> list[EventBase]:
         try:
             events.append(schema.decode(item))
         except InvalidEvent as exc:
-            raise UserError(f"{source}: item {index}: {exc}") from None
+            # the item's own path, as the one typed decode of the whole array would name it
+            message = str(exc).replace("at `$", f"at `$[{index}]")
+            raise UserError(f"{source}: item {index}: {message}") from None
     return events

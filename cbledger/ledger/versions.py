@@ -35,8 +35,18 @@ from cbledger.ledger.events import EVENT_CLASSES, EventBase, struct_tag
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 
-#: (type, k) -> the upcaster from version k to k + 1 of that type's body. No type has evolved yet.
-UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+def _run_recorded_1_to_2(body: dict[str, Any]) -> dict[str, Any]:
+    """A version-1 run recorded no batch, no provider-echoed model ids and no OS."""
+    comparability = body.get("comparability")
+    if not isinstance(comparability, dict) or "os" in comparability or "batch" in body or "providerModels" in body:
+        raise ValueError("a version 1 body has a comparability stamp and no batch, providerModels or os")
+    return {**body, "batch": None, "providerModels": [], "comparability": {**comparability, "os": None}}
+
+
+#: (type, k) -> the upcaster from version k to k + 1 of that type's body.
+UPCASTERS: dict[tuple[str, int], Upcaster] = {
+    ("run.recorded", 1): _run_recorded_1_to_2,
+}
 
 
 class InvalidEvent(UserError):
@@ -47,10 +57,10 @@ class InvalidEvent(UserError):
 
 
 class _Stamp(msgspec.Struct):
-    """The envelope fields that decide how an event is read."""
+    """The envelope fields that decide how an event is read (the body is skipped, not built)."""
 
     type: str
-    body: dict[str, Any]
+    body: msgspec.Raw
     version: int | UnsetType = UNSET
 
 
@@ -85,25 +95,28 @@ class EventSchema:
         return self.classes[tag].VERSION
 
     def decode(self, data: bytes | memoryview) -> EventBase:
-        """A typed event at its type's current version from stored (or submitted) bytes."""
-        try:
-            event = self._typed.decode(data)
-        except _DECODE_ERRORS as exc:
-            upcast = self._upcast(data)
-            if upcast is None:
-                raise InvalidEvent(str(exc)) from None
-            return upcast
-        if type(event).VERSION == 1:
-            return event
-        return self._upcast(data) or event
+        """A typed event at its type's current version from stored (or submitted) bytes.
 
-    def _upcast(self, data: bytes | memoryview) -> EventBase | None:
-        """The event read from an older version of an evolved type; None when the bytes are not
-        an older version of a known type (the typed decode's verdict then stands)."""
+        The envelope is read first (its body skipped, not built): an event at its type's current
+        version then takes the one typed decode, and only an older one (or one stating a version
+        this build does not read) goes through `_upcast`.
+        """
         try:
-            stamp = _STAMP.decode(data)
+            stamp: _Stamp | None = _STAMP.decode(data)
         except _DECODE_ERRORS:
-            return None
+            stamp = None  # not an event at all: the typed decode says why
+        if stamp is not None and (stamp.type in self.evolved or stamp.version is not UNSET):
+            upcast = self._upcast(data, stamp)
+            if upcast is not None:
+                return upcast
+        try:
+            return self._typed.decode(data)
+        except _DECODE_ERRORS as exc:
+            raise InvalidEvent(str(exc)) from None
+
+    def _upcast(self, data: bytes | memoryview, stamp: _Stamp) -> EventBase | None:
+        """The event read from an older version of an evolved type; None when the bytes are at
+        the type's current version (the typed decode reads them)."""
         cls = self.classes.get(stamp.type)
         if cls is None:
             return None
@@ -121,7 +134,9 @@ class EventSchema:
         if stored == cls.VERSION:
             return None
         doc: dict[str, Any] = msgspec.json.decode(data)
-        body = stamp.body
+        body = doc.get("body")
+        if not isinstance(body, dict):
+            raise InvalidEvent(f"Expected `object`, got `{type(body).__name__}` - at `$.body`")
         for k in range(stored, cls.VERSION):
             try:
                 body = self.upcasters[(stamp.type, k)](body)

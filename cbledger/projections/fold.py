@@ -13,7 +13,8 @@ Rules folded here (and nowhere else):
 * Grades are keyed by (run, suiteVersion); the FIRST grade for a pair is kept forever, because a
   record is written once. A later grade for the pair with an identical body is a duplicate; with a
   different body it is a *grade conflict*, reported by the views and never silently replacing.
-* `run.retracted` marks a run; every view drops it (and its grades), the log keeps it.
+* `run.retracted` marks a run; every metric drops it (and its grades), the log keeps it, and its
+  published records are kept and marked (`records.retraction_marks`).
 * `checkpoint.published` is kept in order; `anchor.py` says which checkpoint a view is built from.
 * A run's record ordinal is fixed when the run is folded (see `paths`).
 """

@@ -15,6 +15,7 @@ from fractions import Fraction
 from cbledger.ledger.events import SCHEMA_VERSION
 from cbledger.projections import anchor
 from cbledger.projections import format as fmt
+from cbledger.projections.conditions import DEFAULT
 from cbledger.projections.fold import (
     ImportEntry,
     LedgerState,
@@ -27,13 +28,15 @@ from cbledger.projections.metrics import (
     COSTED_SEGMENTS,
     TIERS,
     UNCOSTED_SEGMENTS,
+    AblationRow,
     GroupMetrics,
     RowMetrics,
     SuiteMetrics,
     first_rubric_scores,
     suite_metrics,
 )
-from cbledger.projections.records import live_record_counts
+from cbledger.projections.provenance import NON_CLAIMS, NOT_RECORDED, EnvironmentRow
+from cbledger.projections.records import live_record_counts, record_paths
 
 BEGIN = (
     "<!-- BEGIN GENERATED: cbledger project leaderboard. Do not edit by hand; "
@@ -50,21 +53,42 @@ def _tier_label(tier: str) -> str:
     return POOLED if tier == ALL_TIERS else tier
 
 
-def _rank_key(r: RowMetrics) -> tuple[int, Fraction, bool, Fraction | int, str, str]:
+_SEGMENT_ORDER = {s: i for i, s in enumerate((*COSTED_SEGMENTS, *UNCOSTED_SEGMENTS))}
+
+
+def _rank_key(r: RowMetrics) -> tuple[int, Fraction, int, bool, Fraction | int, str, str]:
+    """Pass rate first; ties break by cost within a segment, never by USD across segments."""
     rate = r.rate if r.rate is not None else Fraction(-1)
     cpp = r.cost_per_pass_micros
-    return (_TIER_ORDER[r.tier], -rate, cpp is None, cpp if cpp is not None else 0, r.model, r.segment)
+    return (
+        _TIER_ORDER[r.tier], -rate, _SEGMENT_ORDER.get(r.segment, len(_SEGMENT_ORDER)), cpp is None,
+        cpp if cpp is not None else 0, r.model, r.segment,
+    )
+
+
+def _cost_text(cpp: Fraction | None, uncosted: int, runs: int, tasks_passed: int, total: int | None) -> str:
+    if cpp is not None:
+        return fmt.usd_micros(cpp)
+    if uncosted:
+        return f"n/a: {uncosted} of {runs} runs uncosted"
+    if tasks_passed == 0:
+        return f"— (no task passed; {fmt.usd_micros(total)} spent)"
+    return "—"
 
 
 def _cost_cell(r: RowMetrics) -> str:
-    cpp = r.cost_per_pass_micros
-    if cpp is not None:
-        return fmt.usd_micros(cpp)
-    if r.uncosted_runs:
-        return f"n/a: {r.uncosted_runs} of {r.runs} runs uncosted"
-    if r.passes == 0:
-        return f"— (no pass; {fmt.usd_micros(r.usd_micros_total)} spent)"
-    return "—"
+    return _cost_text(r.cost_per_pass_micros, r.uncosted_runs, r.runs, r.tasks_passed, r.usd_micros_total)
+
+
+def _segments(segments: list[str]) -> list[str]:
+    """The costed segments present, in the standard's order: one USD column each."""
+    present = set(segments)
+    return [s for s in COSTED_SEGMENTS if s in present]
+
+
+def _segment_cells(segment: str, columns: list[str], cell: str) -> list[str]:
+    """`cell` under the row's own segment's column, the other segments' columns left empty."""
+    return [cell if segment == c else "" for c in columns]
 
 
 def _rate_cell(r: RowMetrics) -> str:
@@ -95,14 +119,16 @@ def _rubric(r: RowMetrics) -> str:
 
 def _rows_section(rows: list[RowMetrics], costed: bool) -> list[str]:
     if costed:
+        columns = _segments([r.segment for r in rows])
         header = [
             "Tier", "Model", "Segment", "Strict pass rate (passes/runs; 95% CI)",
-            "Cost per passing task", "pass@1", "pass^k", "Spread across repeats",
-            "Rubric (model-judged)",
+            *(f"Cost per passing task, {c} (USD / tasks passed)" for c in columns),
+            "pass@1", "pass^k", "Spread across repeats", "Rubric (model-judged)",
         ]
         body = [
             [
-                _tier_label(r.tier), f"`{r.model}`", r.segment, _rate_cell(r), _cost_cell(r),
+                _tier_label(r.tier), f"`{r.model}`", r.segment, _rate_cell(r),
+                *_segment_cells(r.segment, columns, _cost_cell(r)),
                 fmt.pct(r.pass_at_1), _pass_hat_k(r), _spread(r), _rubric(r),
             ]
             for r in sorted(rows, key=_rank_key)
@@ -124,15 +150,24 @@ def _rows_section(rows: list[RowMetrics], costed: bool) -> list[str]:
 
 
 def _single_section(rows: list[RowMetrics]) -> list[str]:
-    header = ["Tier", "Model", "Segment", "Runs", "Passes", "Cost of all runs"]
-    body = [
-        [
-            _tier_label(r.tier), f"`{r.model}`", r.segment, str(r.runs), str(r.passes),
-            fmt.usd_micros(r.usd_micros_total) if r.usd_micros_total is not None else "uncosted",
-        ]
-        for r in sorted(rows, key=lambda r: (_TIER_ORDER[r.tier], r.model, r.segment))
-    ]
+    columns = _segments([r.segment for r in rows])
+    header = ["Tier", "Model", "Segment", "Runs", "Passes", *(f"Cost of all runs, {c}" for c in columns)]
+    if len(columns) < len({r.segment for r in rows}):
+        header.append("Uncosted")
+    body = []
+    for r in sorted(rows, key=lambda r: (_TIER_ORDER[r.tier], r.model, r.segment)):
+        spent = fmt.usd_micros(r.usd_micros_total) if r.usd_micros_total is not None else "uncosted"
+        cells = [_tier_label(r.tier), f"`{r.model}`", r.segment, str(r.runs), str(r.passes)]
+        cells += _segment_cells(r.segment, columns, spent)
+        if len(header) > len(cells):
+            cells.append("" if r.segment in columns else "uncosted")
+        body.append(cells)
     return fmt.table(header, body)
+
+
+def _under(condition: str) -> str:
+    """What a cell adds for a run made under an ablation condition (nothing for the default)."""
+    return "" if condition == DEFAULT else f" under `{condition}`"
 
 
 def _section(level: str, title: str, body: list[str], note: str | None = None) -> list[str]:
@@ -141,11 +176,11 @@ def _section(level: str, title: str, body: list[str], note: str | None = None) -
 
 
 def _repeated(g: GroupMetrics) -> list[RowMetrics]:
-    return [r for r in g.rows if not r.single_repeat]
+    return [r for r in g.default_rows() if not r.single_repeat]
 
 
 def _pooled(g: GroupMetrics) -> list[RowMetrics]:
-    return sorted((r for r in g.rows if r.tier == ALL_TIERS), key=lambda r: (r.model, r.segment))
+    return sorted((r for r in g.default_rows() if r.tier == ALL_TIERS), key=lambda r: (r.model, r.segment))
 
 
 def _costed_section(g: GroupMetrics, level: str) -> list[str]:
@@ -178,7 +213,7 @@ def _other_segments_section(g: GroupMetrics, level: str) -> list[str]:
 
 
 def _single_repeat_section(g: GroupMetrics, level: str) -> list[str]:
-    rows = [r for r in g.rows if r.single_repeat]
+    rows = [r for r in g.default_rows() if r.single_repeat]
     if not rows:
         return []
     note = (
@@ -186,6 +221,104 @@ def _single_repeat_section(g: GroupMetrics, level: str) -> list[str]:
         "record, unranked, and never compared."
     )
     return _section(level, "Single-repeat results (not a comparison)", _single_section(rows), note)
+
+
+def _ablation_table(rows: list[AblationRow]) -> list[str]:
+    columns = _segments([a.segment for a in rows if a.costed])
+    header = [
+        "Tier", "Model", "Segment", "Tasks (paired)", "Under the condition", "Default, same tasks",
+        "Difference", *(f"Cost per passing task, {c} (condition / default)" for c in columns),
+        "Failure categories (condition)", "Not paired (no default run)",
+    ]
+    body = []
+    for a in rows:
+        if not a.paired_tasks:
+            body.append([
+                _tier_label(a.tier), f"`{a.model}`", a.segment, "0", "—", "—", "—", *_segment_cells(a.segment, columns, "—"),
+                "—", ", ".join(a.unpaired_tasks),
+            ])
+            continue
+        diff = a.difference
+        cost = " / ".join(
+            _cost_text(cpp, unc, runs, passed, total)
+            for cpp, unc, runs, passed, total in (
+                (a.cost_per_pass_micros, a.uncosted_runs, a.runs, a.tasks_passed, a.usd_micros_total),
+                (a.default_cost_per_pass_micros, a.default_uncosted_runs, a.default_runs, a.default_tasks_passed,
+                 a.default_usd_micros_total),
+            )
+        )
+        body.append([
+            _tier_label(a.tier), f"`{a.model}`", a.segment, str(a.paired_tasks),
+            _ratio(a.passes, a.runs), _ratio(a.default_passes, a.default_runs),
+            f"{float(diff) * 100:+.1f} pts" if diff is not None else "—",
+            *_segment_cells(a.segment, columns, cost),
+            ", ".join(f"{k} {v}" for k, v in a.failure_categories.items()) or "-",
+            ", ".join(a.unpaired_tasks) or "-",
+        ])
+    return fmt.table(header, body)
+
+
+def _ablation_section(g: GroupMetrics, level: str) -> list[str]:
+    conditions = g.conditions()
+    if not (conditions or g.main):
+        return []
+    note = (
+        "Runs made with a runner flag (prompt variant, turn budget, tool subset, repair-cycle cap) "
+        "are an experiment on the default, not samples of it: they enter no table above, no "
+        "gate and no cost per passing task. Each condition is compared with the same model's "
+        "default-condition runs on the tasks both ran."
+    )
+    if not conditions:
+        return _section(level, "Ablation conditions (each against the default on the same tasks)",
+                        ["No runs under an ablation condition."], note)
+    body: list[str] = []
+    for condition in conditions:
+        rows = [a for a in g.ablations if a.condition == condition]
+        body += [f"Condition `{condition}`:", "", *_ablation_table(rows), ""]
+    return _section(level, "Ablation conditions (each against the default on the same tasks)", body[:-1], note)
+
+
+def _value(v: str | None) -> str:
+    return f"`{v}`" if v else NOT_RECORDED
+
+
+def _environment_table(rows: list[EnvironmentRow]) -> list[str]:
+    return fmt.table(
+        ["kicad-cli", "copperhead", "copperhead commit", "Node", "Platform", "OS", "Records"],
+        [
+            [
+                _value(e.environment.kicad_cli), _value(e.environment.copperhead), _value(e.environment.copperhead_commit),
+                _value(e.environment.node), _value(e.environment.platform), _value(e.environment.os), str(e.records),
+            ]
+            for e in rows
+        ],
+    )
+
+
+def _environment_section(g: GroupMetrics, level: str) -> list[str]:
+    if not g.environments:
+        return []
+    many = len(g.environments) > 1
+    note = (
+        "The environment these records were produced in, as each run recorded it. "
+        + ("They come from more than one: each is listed with its records. " if many else "")
+        + f"A value a run did not record says \"{NOT_RECORDED}\"."
+    )
+    return _section(level, "Reference environment", _environment_table(g.environments), note)
+
+
+def _echo_section(g: GroupMetrics, level: str) -> list[str]:
+    if not g.echoes:
+        return []
+    body = fmt.table(
+        ["Requested model", "Model id(s) the provider named", "Runs"],
+        [[f"`{e.model}`", ", ".join(f"`{m}`" for m in e.named), str(e.runs)] for e in g.echoes],
+    )
+    note = (
+        "The provider's answers named a model other than the one requested (for a `compat:` "
+        "route, the id after the prefix). The rows above are keyed by the requested id."
+    )
+    return _section(level, "Provider-named model ids that differ from the requested ones", body, note)
 
 
 def _ratio(part: int, whole: int) -> str:
@@ -264,7 +397,7 @@ def _harness_section(g: GroupMetrics, level: str) -> list[str]:
         ["Tier", "Task", "Expected outcome", "gold (passes/runs)", "noop (passes/runs)", "Check"],
         [
             [
-                h.tier, h.task_id, h.expected_outcome, f"{h.gold_passes}/{h.gold_runs}",
+                h.tier, h.task_id + _under(h.condition), h.expected_outcome, f"{h.gold_passes}/{h.gold_runs}",
                 f"{h.noop_passes}/{h.noop_runs}", "; ".join(h.problems) if h.problems else "ok",
             ]
             for h in g.harness
@@ -285,7 +418,7 @@ def _scripted_section(g: GroupMetrics, level: str) -> list[str]:
         ["Tier", "Task", "Expected outcome", "Session model", "Passes/runs", "Failure categories"],
         [
             [
-                r.tier, r.task_id, r.expected_outcome, f"`{r.model}`", f"{r.passes}/{r.runs}",
+                r.tier, r.task_id, r.expected_outcome, f"`{r.model}`" + _under(r.condition), f"{r.passes}/{r.runs}",
                 ", ".join(f"{c} {n}" for c, n in r.categories.items()) or "-",
             ]
             for r in g.scripted
@@ -320,7 +453,7 @@ def _replay_section(g: GroupMetrics, level: str) -> list[str]:
         return []
     body = fmt.table(
         ["Model", "Task", "Runs", "Passes"],
-        [[f"`{r.model}`", r.task_id, str(r.runs), str(r.passes)] for r in g.replays],
+        [[f"`{r.model}`" + _under(r.condition), r.task_id, str(r.runs), str(r.passes)] for r in g.replays],
     )
     note = (
         "A replay re-materializes a preserved run's end state and grades it again without "
@@ -333,10 +466,13 @@ def _replay_section(g: GroupMetrics, level: str) -> list[str]:
 #: A group's sections in the order they appear. The main group shows every section (an empty one
 #: says so); a separate group shows only the sections it has something for.
 _GROUP_SECTIONS = (
+    _environment_section,
     _costed_section,
     _uncosted_section,
     _other_segments_section,
     _single_repeat_section,
+    _echo_section,
+    _ablation_section,
     _refusal_section,
     _variant_section,
     _failure_section,
@@ -368,14 +504,21 @@ def _stamp_line(sm: SuiteMetrics) -> str:
 
 
 _INTRO = (
-    "Two headline numbers, per tier and per model: **strict pass rate** (passing runs / runs, "
-    "with a 95% Wilson score interval) and **cost per passing task** (USD of every run in the "
-    "row / its passing runs). pass@1, pass^k, the spread, refusal rates, the variant gap and "
-    "failure categories are diagnostics. Rows are ranked by strict pass rate, then cost per "
-    "passing task. A row pooled over tiers says so and weighs each run equally. Harness, "
-    "scripted, replayed and imported runs, and runs that never reached the model, never enter "
-    "a model row. Definitions: `docs/PROJECTIONS.md`."
+    "Two headline numbers, per tier and per model, under the default condition (no ablation "
+    "flag): **strict pass rate** (passing runs / runs, with a 95% Wilson score interval) and "
+    "**cost per passing task** (USD of every run in the row, repeats and failures included, / "
+    "the tasks it passed at least once), each costed segment in a USD column of its own. "
+    "pass@1, pass^k, the spread, refusal rates, the variant gap and failure categories are "
+    "diagnostics. Rows are ranked by strict pass rate, then cost per passing task within a "
+    "segment. A row pooled over tiers says so and weighs each run equally. Harness, scripted, "
+    "replayed, ablated and imported runs, and runs that never reached the model, never enter a "
+    "headline row. Definitions: `docs/PROJECTIONS.md`."
 )
+
+
+def _non_claims() -> list[str]:
+    lead, items = NON_CLAIMS
+    return ["## What these numbers do not claim", "", lead, "", *(f"- {item}" for item in items), ""]
 
 
 def render(state: LedgerState, suite_version: str | None = None) -> str:
@@ -386,6 +529,7 @@ def render(state: LedgerState, suite_version: str | None = None) -> str:
     out: list[str] = [BEGIN, "", "# copperbench leaderboard", ""]
     out += _snapshot(state, suite, sm, counts)
     out += ["", _INTRO, ""]
+    out += _non_claims()
     if sm is not None:
         out += _main_group_part(sm)
         out += _other_groups_part(sm)
@@ -529,9 +673,18 @@ def _conflicts(state: LedgerState) -> list[str]:
 def _retracted(state: LedgerState) -> list[str]:
     if not state.retracted:
         return []
-    return ["> Dropped from every table above; the runs stay in the ledger.", "", *fmt.table(
-        ["Run", "Retracted at seq", "Reason"],
-        [[r.run_id, str(r.seq), r.reason] for r in state.retracted.values()],
+    note = (
+        "> Out of every table, metric and gate above. The runs stay in the ledger, and their "
+        "published records stay where they are, unchanged, each beside a `run-<n>.retracted.json` "
+        "that says it was retracted and why."
+    )
+    return [note, "", *fmt.table(
+        ["Run", "Retracted at seq", "Reason", "Records"],
+        [
+            [r.run_id, str(r.seq), r.reason,
+             ", ".join(f"`results/{path}`" for path, _, _ in record_paths(state, r.run_id)) or "none (never graded)"]
+            for r in state.retracted.values()
+        ],
     )]
 
 

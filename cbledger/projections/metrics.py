@@ -4,9 +4,14 @@ Pure functions of a `LedgerState`. Definitions (docs/PROJECTIONS.md repeats them
 
 * **runs / passes**: records of agent runs (not harness, not replay, not imported evidence) graded
   under the suite, in the group. A run counts once per suite version (its first grade).
+* **condition**: the run's ablation flags (`conditions.condition_key`). Every row is keyed by
+  condition, tier, model and segment; the headline numbers are the `default` condition's, and each
+  other condition is compared with the default on the tasks both ran (`AblationRow`).
 * **strict pass rate** = passes / runs, with a 95% Wilson score interval (z = 1.959963984540054).
-* **cost per passing task** = total USD of every run in the row / passing runs; defined only when
-  every run in the row carries a cost and at least one passed. Rows of null-cost segments
+* **cost per passing task** = total USD of every run in the row / the number of tasks it passed,
+  where a task is passed when at least one of the row's runs of it passed (repeats and failures
+  all count in the USD, and a task passed twice is one task passed); defined only when every run
+  in the row carries a cost and at least one task passed. Rows of null-cost segments
   (`saved-login`, `open-weight-self-hosted`) are never costed; they carry tokens instead.
 * **pass@1** = the mean, over repeat indices, of the pass rate of the runs with that index; the
   **spread** is the per-index rates (min..max shown); **pass^k** = tasks whose every run passed /
@@ -20,6 +25,7 @@ Pure functions of a `LedgerState`. Definitions (docs/PROJECTIONS.md repeats them
 * **variant gap** per model = pass rate on originals minus pass rate on their `variantOf`
   variants, pooled by run over all tiers, counting only originals that have a variant run by that
   model and variants whose original was run by it; other variants are listed, not computed.
+  Default-condition runs only: an ablated variant run is not a memorization sample.
 * **failure categories**: counts of the failed runs' categories.
 * Scripted runs (the real harness against a session script) and runs the harness ended before the
   model took part (`harnessFailure`) are listed in sections of their own and counted in none of
@@ -38,7 +44,9 @@ from msgspec import Struct
 
 from cbledger.ledger.types import Outcome, Tier
 from cbledger.projections.comparability import Partition, Reference, partition
+from cbledger.projections.conditions import DEFAULT, order_key
 from cbledger.projections.fold import LedgerState, suite_versions
+from cbledger.projections.provenance import EnvironmentRow, ProviderEcho, echoes, environments
 from cbledger.projections.records import (
     RecordEntry,
     harness_mode,
@@ -87,6 +95,8 @@ class RowMetrics(Struct, frozen=True, kw_only=True):
     wilson_low: float | None
     wilson_high: float | None
     tasks: int
+    #: tasks with at least one passing run: the denominator of cost per passing task
+    tasks_passed: int
     tasks_all_passed: int
     repeats_min: int
     repeats_max: int
@@ -104,6 +114,7 @@ class RowMetrics(Struct, frozen=True, kw_only=True):
     failure_categories: dict[str, int]
     rubric_runs: int
     rubric_mean: float | None
+    condition: str = DEFAULT
 
     @property
     def rate(self) -> Fraction | None:
@@ -111,10 +122,8 @@ class RowMetrics(Struct, frozen=True, kw_only=True):
 
     @property
     def cost_per_pass_micros(self) -> Fraction | None:
-        """Exact micro-dollars per passing run; None when undefined (see the module docstring)."""
-        if not self.costed or self.uncosted_runs or not self.passes or self.usd_micros_total is None:
-            return None
-        return Fraction(self.usd_micros_total, self.passes)
+        """Exact micro-dollars per passing task; None when undefined (see the module docstring)."""
+        return cost_per_passing_task(self.costed, self.uncosted_runs, self.usd_micros_total, self.tasks_passed)
 
     @property
     def pass_at_1(self) -> Fraction | None:
@@ -124,6 +133,64 @@ class RowMetrics(Struct, frozen=True, kw_only=True):
     @property
     def pass_hat_k(self) -> Fraction | None:
         return Fraction(self.tasks_all_passed, self.tasks) if self.tasks else None
+
+
+def cost_per_passing_task(costed: bool, uncosted_runs: int, usd_micros_total: int | None, tasks_passed: int) -> Fraction | None:
+    """All the USD of a row over the tasks it passed, exactly; None when a run has no cost, the
+    segment is not costed, or no task passed (a model that passed nothing has no such cost)."""
+    if not costed or uncosted_runs or not tasks_passed or usd_micros_total is None:
+        return None
+    return Fraction(usd_micros_total, tasks_passed)
+
+
+class AblationRow(Struct, frozen=True, kw_only=True):
+    """One model's runs under one ablation condition against its default-condition runs, on the
+    tasks both ran (per tier and pooled). Tasks run only under the condition are named, never
+    compared; the default runs of tasks the condition did not run are left out of both sides."""
+
+    condition: str
+    tier: str
+    model: str
+    segment: str
+    costed: bool
+    paired_tasks: int
+    unpaired_tasks: list[str]
+    runs: int
+    passes: int
+    tasks_passed: int
+    usd_micros_total: int | None
+    uncosted_runs: int
+    default_runs: int
+    default_passes: int
+    default_tasks_passed: int
+    default_usd_micros_total: int | None
+    default_uncosted_runs: int
+    failure_categories: dict[str, int]
+
+    @property
+    def rate(self) -> Fraction | None:
+        return Fraction(self.passes, self.runs) if self.runs else None
+
+    @property
+    def default_rate(self) -> Fraction | None:
+        return Fraction(self.default_passes, self.default_runs) if self.default_runs else None
+
+    @property
+    def difference(self) -> Fraction | None:
+        """Condition minus default, in pass rate on the same tasks."""
+        if self.rate is None or self.default_rate is None:
+            return None
+        return self.rate - self.default_rate
+
+    @property
+    def cost_per_pass_micros(self) -> Fraction | None:
+        return cost_per_passing_task(self.costed, self.uncosted_runs, self.usd_micros_total, self.tasks_passed)
+
+    @property
+    def default_cost_per_pass_micros(self) -> Fraction | None:
+        return cost_per_passing_task(
+            self.costed, self.default_uncosted_runs, self.default_usd_micros_total, self.default_tasks_passed
+        )
 
 
 class VariantGap(Struct, frozen=True, kw_only=True):
@@ -160,6 +227,7 @@ class HarnessCheck(Struct, frozen=True, kw_only=True):
     noop_runs: int
     noop_passes: int
     problems: list[str]
+    condition: str = DEFAULT
 
 
 class ScriptedRow(Struct, frozen=True, kw_only=True):
@@ -173,6 +241,7 @@ class ScriptedRow(Struct, frozen=True, kw_only=True):
     runs: int
     passes: int
     categories: dict[str, int]
+    condition: str = DEFAULT
 
 
 class NotTheModels(Struct, frozen=True, kw_only=True):
@@ -191,6 +260,7 @@ class ReplayRow(Struct, frozen=True, kw_only=True):
     task_id: str
     runs: int
     passes: int
+    condition: str = DEFAULT
 
 
 class GroupMetrics(Struct, frozen=True, kw_only=True):
@@ -207,6 +277,20 @@ class GroupMetrics(Struct, frozen=True, kw_only=True):
     replays: list[ReplayRow]
     scripted: list[ScriptedRow] = []
     not_the_models: list[NotTheModels] = []
+    #: every non-default condition against the default on the same tasks
+    ablations: list[AblationRow] = []
+    #: every environment the group's records were produced in, with counts
+    environments: list[EnvironmentRow] = []
+    #: models whose provider named another id in its answers (agent and scripted runs)
+    echoes: list[ProviderEcho] = []
+
+    def default_rows(self) -> list[RowMetrics]:
+        """The headline rows: the default condition's."""
+        return [r for r in self.rows if r.condition == DEFAULT]
+
+    def conditions(self) -> list[str]:
+        """Every ablation condition with agent runs in this group, default excluded."""
+        return sorted({r.condition for r in self.rows if r.condition != DEFAULT}, key=order_key)
 
 
 class SuiteMetrics(Struct, frozen=True, kw_only=True):
@@ -293,7 +377,7 @@ class _Acc:
             self.rubric.append(rubric)
         self.pinning.add(run.model.pinning)
 
-    def freeze(self, tier: str, model: str, segment: str) -> RowMetrics:
+    def freeze(self, tier: str, model: str, segment: str, condition: str = DEFAULT) -> RowMetrics:
         interval = wilson(self.passes, self.runs)
         per_task = [v[0] for v in self.tasks.values()]
         costed = segment in COSTED_SEGMENTS
@@ -308,6 +392,7 @@ class _Acc:
             wilson_low=interval[0] if interval else None,
             wilson_high=interval[1] if interval else None,
             tasks=len(self.tasks),
+            tasks_passed=sum(1 for v in self.tasks.values() if v[1] > 0),
             tasks_all_passed=sum(1 for v in self.tasks.values() if v[0] == v[1]),
             repeats_min=min(per_task),
             repeats_max=max(per_task),
@@ -327,6 +412,7 @@ class _Acc:
             failure_categories=dict(sorted(self.categories.items())),
             rubric_runs=len(self.rubric),
             rubric_mean=math.fsum(self.rubric) / len(self.rubric) if self.rubric else None,
+            condition=condition,
         )
 
 
@@ -335,16 +421,65 @@ def first_rubric_scores(state: LedgerState) -> dict[str, float]:
     return {run_id: items[0].rubric.score for run_id, items in state.rubric.items() if items}
 
 
+_TIER_INDEX = {t: i for i, t in enumerate((*TIERS, ALL_TIERS))}
+
+
 def _rows(state: LedgerState, members: list[RecordEntry], rubric: dict[str, float]) -> list[RowMetrics]:
-    accs: dict[tuple[str, str, str], _Acc] = {}
+    """One row per (condition, tier, model, segment): runs of different conditions never pool."""
+    accs: dict[tuple[str, str, str, str], _Acc] = {}
     for rec in members:
         run = rec.run.run
         score = rubric.get(run.run_id)
         for tier in (run.task.tier, ALL_TIERS):
-            accs.setdefault((run.model.id, run.model.segment, tier), _Acc()).add(rec, score)
-    order = {t: i for i, t in enumerate((*TIERS, ALL_TIERS))}
-    keys = sorted(accs, key=lambda k: (order[k[2]], k[0], k[1]))
-    return [accs[k].freeze(k[2], k[0], k[1]) for k in keys]
+            accs.setdefault((rec.condition, run.model.id, run.model.segment, tier), _Acc()).add(rec, score)
+    keys = sorted(accs, key=lambda k: (order_key(k[0]), _TIER_INDEX[k[3]], k[1], k[2]))
+    return [accs[k].freeze(k[3], k[1], k[2], k[0]) for k in keys]
+
+
+def _ablations(members: list[RecordEntry]) -> list[AblationRow]:
+    """Each non-default condition of each (model, segment) against the default, per tier and
+    pooled, on the tasks both conditions ran."""
+    by: dict[tuple[str, str, str], dict[str, list[RecordEntry]]] = {}
+    for rec in members:
+        run = rec.run.run
+        by.setdefault((rec.condition, run.model.id, run.model.segment), {}).setdefault(run.task.id, []).append(rec)
+    out: list[AblationRow] = []
+    for (condition, model, segment), tasks in by.items():
+        if condition == DEFAULT:
+            continue
+        default = by.get((DEFAULT, model, segment), {})
+        unpaired = sorted(t for t in tasks if t not in default)
+        paired = sorted(t for t in tasks if t in default)
+        tier_of = {t: tasks[t][0].run.run.task.tier for t in tasks}
+        for tier in (*TIERS, ALL_TIERS):
+            chosen = [t for t in paired if tier == ALL_TIERS or tier_of[t] == tier]
+            lonely = [t for t in unpaired if tier == ALL_TIERS or tier_of[t] == tier]
+            if not chosen and not lonely:
+                continue
+            cond, base = _Acc(), _Acc()
+            for t in chosen:
+                for rec in tasks[t]:
+                    cond.add(rec, None)
+                for rec in default[t]:
+                    base.add(rec, None)
+            costed = segment in COSTED_SEGMENTS
+            out.append(
+                AblationRow(
+                    condition=condition, tier=tier, model=model, segment=segment, costed=costed,
+                    paired_tasks=len(chosen), unpaired_tasks=lonely,
+                    runs=cond.runs, passes=cond.passes, tasks_passed=_tasks_passed(cond),
+                    usd_micros_total=cond.micros if costed and cond.costed else None, uncosted_runs=cond.uncosted,
+                    default_runs=base.runs, default_passes=base.passes, default_tasks_passed=_tasks_passed(base),
+                    default_usd_micros_total=base.micros if costed and base.costed else None,
+                    default_uncosted_runs=base.uncosted,
+                    failure_categories=dict(sorted(cond.categories.items())),
+                )
+            )
+    return sorted(out, key=lambda a: (order_key(a.condition), _TIER_INDEX[a.tier], a.model, a.segment))
+
+
+def _tasks_passed(acc: _Acc) -> int:
+    return sum(1 for v in acc.tasks.values() if v[1] > 0)
 
 
 def _variants(members: list[RecordEntry]) -> tuple[list[VariantGap], list[OrphanVariant]]:
@@ -407,17 +542,18 @@ class _HarnessTally:
 
 
 def _harness(members: list[RecordEntry]) -> list[HarnessCheck]:
-    tasks: dict[str, _HarnessTally] = {}
+    """Per (task, condition): a gold or noop run made under a runner flag is checked apart."""
+    tasks: dict[tuple[str, str], _HarnessTally] = {}
     for rec in members:
         task = rec.run.run.task
         mode = harness_mode(rec.run) or "unknown"
-        t = tasks.setdefault(task.id, _HarnessTally(task.tier, task.expected_outcome))
+        t = tasks.setdefault((task.id, rec.condition), _HarnessTally(task.tier, task.expected_outcome))
         t.runs[mode][0] += 1
         t.runs[mode][1] += rec.verdict == "pass"
     order = {t: i for i, t in enumerate(TIERS)}
     out = []
-    for task_id in sorted(tasks, key=lambda k: (order[tasks[k].tier], k)):
-        t = tasks[task_id]
+    for task_id, condition in sorted(tasks, key=lambda k: (order[tasks[k].tier], k[0], order_key(k[1]))):
+        t = tasks[(task_id, condition)]
         (gr, gp), (nr, np_) = t.runs["gold"], t.runs["noop"]
         problems = []
         if gr == 0:
@@ -440,25 +576,30 @@ def _harness(members: list[RecordEntry]) -> list[HarnessCheck]:
                 noop_runs=nr,
                 noop_passes=np_,
                 problems=problems,
+                condition=condition,
             )
         )
     return out
 
 
 def _replays(members: list[RecordEntry]) -> list[ReplayRow]:
-    rows: dict[tuple[str, str], list[int]] = {}
+    rows: dict[tuple[str, str, tuple[bool, str]], list[int]] = {}
     for rec in members:
-        r = rows.setdefault((rec.run.run.model.id, rec.run.run.task.id), [0, 0])
+        r = rows.setdefault((rec.run.run.model.id, rec.run.run.task.id, order_key(rec.condition)), [0, 0])
         r[0] += 1
         r[1] += rec.verdict == "pass"
-    return [ReplayRow(model=m, task_id=t, runs=v[0], passes=v[1]) for (m, t), v in sorted(rows.items())]
+    return [
+        ReplayRow(model=m, task_id=t, runs=v[0], passes=v[1], condition=c[1]) for (m, t, c), v in sorted(rows.items())
+    ]
 
 
 def _scripted(members: list[RecordEntry]) -> list[ScriptedRow]:
-    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    rows: dict[tuple[str, str, tuple[bool, str]], dict[str, Any]] = {}
     for rec in members:
         run = rec.run.run
-        r = rows.setdefault((run.task.id, run.model.id), {"task": run.task, "runs": 0, "passes": 0, "categories": {}})
+        r = rows.setdefault(
+            (run.task.id, run.model.id, order_key(rec.condition)), {"task": run.task, "runs": 0, "passes": 0, "categories": {}}
+        )
         r["runs"] += 1
         r["passes"] += rec.verdict == "pass"
         if rec.failure_category:
@@ -467,9 +608,9 @@ def _scripted(members: list[RecordEntry]) -> list[ScriptedRow]:
     return [
         ScriptedRow(
             task_id=task_id, tier=r["task"].tier, expected_outcome=r["task"].expected_outcome, model=model,
-            runs=r["runs"], passes=r["passes"], categories=dict(sorted(r["categories"].items())),
+            runs=r["runs"], passes=r["passes"], categories=dict(sorted(r["categories"].items())), condition=cond[1],
         )
-        for (task_id, model), r in sorted(rows.items(), key=lambda kv: (order[kv[1]["task"].tier], kv[0]))
+        for (task_id, model, cond), r in sorted(rows.items(), key=lambda kv: (order[kv[1]["task"].tier], kv[0]))
     ]
 
 
@@ -509,7 +650,7 @@ def group_metrics(
                 replay.append(rec)
             else:
                 agent.append(rec)
-        gaps, orphans = _variants(agent)
+        gaps, orphans = _variants([rec for rec in agent if rec.condition == DEFAULT])
         out.append(
             GroupMetrics(
                 key=g.key,
@@ -525,6 +666,9 @@ def group_metrics(
                 replays=_replays(replay),
                 scripted=_scripted(scripted),
                 not_the_models=_not_the_models(stopped),
+                ablations=_ablations(agent),
+                environments=environments(records[i].run.run for i in g.members),
+                echoes=echoes(rec.run.run for rec in (*agent, *scripted)),
             )
         )
     return out

@@ -11,7 +11,10 @@
   when `run.recorded` is folded. Retracted and ungraded runs keep their ordinal, so removing or
   adding a record never renames another one;
 * a grade under a suite version other than the run's first graded one gets
-  `run-<n>.suite-<version>.json` beside it.
+  `run-<n>.suite-<version>.json` beside it;
+* a retracted run's records stay as they were published, and `run-<n>.retracted.json` beside
+  them says that the run was retracted, when and why (a record is never edited after it is
+  written, so the mark is a file of its own).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import re
 
 # `\Z`, not `$`: a name with a trailing newline is not a record (`$` would match before it).
 RECORD_NAME = re.compile(r"^run-(?P<n>[1-9][0-9]*)(?:\.suite-(?P<suite>\d+\.\d+\.\d+))?\.json\Z")
+RETRACTION_NAME = re.compile(r"^run-(?P<n>[1-9][0-9]*)\.retracted\.json\Z")
 DATE_DIR = re.compile(r"^\d{4}-\d{2}-\d{2}\Z")
 
 
@@ -42,6 +46,17 @@ def record_name(ordinal: int, suite_version: str | None = None) -> str:
     if suite_version is None:
         return f"run-{ordinal}.json"
     return f"run-{ordinal}.suite-{suite_version}.json"
+
+
+def retraction_name(ordinal: int) -> str:
+    """The mark beside a retracted run's records."""
+    return f"run-{ordinal}.retracted.json"
+
+
+def is_retraction_path(relpath: str) -> bool:
+    """True for `<date>/<model-dir>/<task>/run-<n>.retracted.json` relative to `results/`."""
+    parts = relpath.split("/")
+    return len(parts) == 4 and bool(DATE_DIR.match(parts[0])) and bool(RETRACTION_NAME.match(parts[3]))
 
 
 def is_record_path(relpath: str) -> bool:

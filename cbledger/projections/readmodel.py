@@ -33,6 +33,7 @@ from cbledger.ledger.events import SCHEMA_VERSION, AssertionOutcome
 from cbledger.projections import anchor
 from cbledger.projections import format as fmt
 from cbledger.projections.comparability import Group, partition
+from cbledger.projections.conditions import condition_key
 from cbledger.projections.fold import (
     CheckpointEntry,
     GradeConflict,
@@ -45,7 +46,13 @@ from cbledger.projections.fold import (
     current_suite,
     suite_versions,
 )
-from cbledger.projections.metrics import GroupMetrics, RowMetrics, all_suite_metrics
+from cbledger.projections.metrics import (
+    AblationRow,
+    GroupMetrics,
+    RowMetrics,
+    SuiteMetrics,
+    all_suite_metrics,
+)
 from cbledger.projections.records import (
     RecordEntry,
     is_harness,
@@ -53,9 +60,11 @@ from cbledger.projections.records import (
     is_scripted,
     not_the_models,
     record_entries,
+    record_paths,
+    retraction_marks,
     usd_from_micros,
 )
-from cbledger.workspace import checkpoint_name
+from cbledger.workspace import checkpoint_name, record_name
 
 
 class Table(Struct, frozen=True, kw_only=True):
@@ -119,6 +128,18 @@ class _BoardRow(NamedTuple):
     row: RowMetrics
 
 
+class _AblationRow(NamedTuple):
+    suite_version: str
+    group: GroupMetrics
+    row: AblationRow
+
+
+class _Retracted(NamedTuple):
+    retraction: Retraction
+    records: list[str]
+    mark: str | None
+
+
 class _Incomparable(NamedTuple):
     record: RecordEntry
     group: Group
@@ -140,9 +161,12 @@ def _run_kind(e: RunEntry) -> str:
     return "harness" if is_harness(e) else ("replay" if is_replay(e) else "agent")
 
 
+def _usd(micros: Fraction | None) -> float | None:
+    return usd_from_micros(round(micros)) if micros is not None else None
+
+
 def _cost_per_pass_usd(r: RowMetrics) -> float | None:
-    cpp = r.cost_per_pass_micros
-    return usd_from_micros(round(cpp)) if cpp is not None else None
+    return _usd(r.cost_per_pass_micros)
 
 
 def _float_or_none(x: Fraction | None) -> float | None:
@@ -193,8 +217,12 @@ RUNS: TableSpec[RunEntry] = TableSpec("runs", ("run_id",), (
     ("node_version", str, lambda e: e.run.comparability.node_version),
     ("runtime", str, lambda e: e.run.comparability.runtime),
     ("platform", str, lambda e: e.run.comparability.platform),
+    ("os", str, lambda e: e.run.comparability.os),
     ("baseline_sha", str, lambda e: e.run.sandbox.baseline_sha),
     ("sandbox_store", str, lambda e: e.run.sandbox.store),
+    ("condition", str, lambda e: condition_key(e.run.ablations)),
+    ("batch", str, lambda e: e.run.batch),
+    ("provider_models", str, lambda e: json.dumps(list(e.run.provider_models))),
 ))
 
 GRADES: TableSpec[_Graded] = TableSpec("grades", ("run_id", "suite_version"), (
@@ -229,11 +257,12 @@ ASSERTION_OUTCOMES: TableSpec[_Outcome] = TableSpec("assertion_outcomes", ("run_
 ))
 
 LEADERBOARD_ROWS: TableSpec[_BoardRow] = TableSpec(
-    "leaderboard_rows", ("suite_version", "group_key", "tier", "model", "segment"), (
+    "leaderboard_rows", ("suite_version", "group_key", "condition", "tier", "model", "segment"), (
     ("suite_version", str, lambda b: b.suite_version),
     ("group_key", str, lambda b: b.group.key),
     ("group_label", str, lambda b: b.group.label),
     ("main_group", int, lambda b: int(b.group.main)),
+    ("condition", str, lambda b: b.row.condition),
     ("tier", str, lambda b: b.row.tier),
     ("model", str, lambda b: b.row.model),
     ("segment", str, lambda b: b.row.segment),
@@ -253,6 +282,7 @@ LEADERBOARD_ROWS: TableSpec[_BoardRow] = TableSpec(
     ("pass_at_1", float, lambda b: _float_or_none(b.row.pass_at_1)),
     ("pass_hat_k", float, lambda b: _float_or_none(b.row.pass_hat_k)),
     ("tasks", int, lambda b: b.row.tasks),
+    ("tasks_passed", int, lambda b: b.row.tasks_passed),
     ("repeats_min", int, lambda b: b.row.repeats_min),
     ("repeats_max", int, lambda b: b.row.repeats_max),
     ("single_repeat", int, lambda b: int(b.row.single_repeat)),
@@ -263,6 +293,30 @@ LEADERBOARD_ROWS: TableSpec[_BoardRow] = TableSpec(
     ("failure_categories", str, lambda b: json.dumps(b.row.failure_categories, sort_keys=True)),
     ("rubric_model_judged_mean", float, lambda b: b.row.rubric_mean),
     ("rubric_runs", int, lambda b: b.row.rubric_runs),
+))
+
+ABLATION_ROWS: TableSpec[_AblationRow] = TableSpec(
+    "ablation_rows", ("suite_version", "group_key", "condition", "tier", "model", "segment"), (
+    ("suite_version", str, lambda a: a.suite_version),
+    ("group_key", str, lambda a: a.group.key),
+    ("condition", str, lambda a: a.row.condition),
+    ("tier", str, lambda a: a.row.tier),
+    ("model", str, lambda a: a.row.model),
+    ("segment", str, lambda a: a.row.segment),
+    ("paired_tasks", int, lambda a: a.row.paired_tasks),
+    ("unpaired_tasks", str, lambda a: json.dumps(a.row.unpaired_tasks)),
+    ("runs", int, lambda a: a.row.runs),
+    ("passes", int, lambda a: a.row.passes),
+    ("tasks_passed", int, lambda a: a.row.tasks_passed),
+    ("default_runs", int, lambda a: a.row.default_runs),
+    ("default_passes", int, lambda a: a.row.default_passes),
+    ("default_tasks_passed", int, lambda a: a.row.default_tasks_passed),
+    ("difference", float, lambda a: _float_or_none(a.row.difference)),
+    ("usd_micros_total", int, lambda a: a.row.usd_micros_total),
+    ("default_usd_micros_total", int, lambda a: a.row.default_usd_micros_total),
+    ("cost_per_passing_task_usd", float, lambda a: _usd(a.row.cost_per_pass_micros)),
+    ("default_cost_per_passing_task_usd", float, lambda a: _usd(a.row.default_cost_per_pass_micros)),
+    ("failure_categories", str, lambda a: json.dumps(a.row.failure_categories, sort_keys=True)),
 ))
 
 INCOMPARABLE_RECORDS: TableSpec[_Incomparable] = TableSpec("incomparable_records", ("suite_version", "record_path"), (
@@ -320,10 +374,12 @@ CHECKPOINTS: TableSpec[CheckpointEntry] = TableSpec("checkpoints", ("tree_size",
     ("path", str, lambda c: checkpoint_name(c.tree_size)),
 ))
 
-RETRACTIONS: TableSpec[Retraction] = TableSpec("retractions", ("run_id",), (
-    ("run_id", str, lambda r: r.run_id),
-    ("seq", int, lambda r: r.seq),
-    ("reason", str, lambda r: r.reason),
+RETRACTIONS: TableSpec[_Retracted] = TableSpec("retractions", ("run_id",), (
+    ("run_id", str, lambda r: r.retraction.run_id),
+    ("seq", int, lambda r: r.retraction.seq),
+    ("reason", str, lambda r: r.retraction.reason),
+    ("record_paths", str, lambda r: json.dumps(r.records)),
+    ("mark_path", str, lambda r: r.mark),
 ))
 
 
@@ -333,6 +389,7 @@ RETRACTIONS: TableSpec[Retraction] = TableSpec("retractions", ("run_id",), (
 def build_tables(state: LedgerState) -> list[Table]:
     """Every table of the read model; retracted runs appear only in `retractions`."""
     live = {rid: e for rid, e in state.runs.items() if rid not in state.retracted}
+    metrics = all_suite_metrics(state)
     records = record_entries(state, build=False)
     group_keys, incomparable = _comparability_groups(state, records)
     graded = _graded(state, live, records, group_keys)
@@ -341,12 +398,13 @@ def build_tables(state: LedgerState) -> list[Table]:
         RUNS.build(live.values()),
         GRADES.build(graded),
         ASSERTION_OUTCOMES.build(_outcomes(graded)),
-        LEADERBOARD_ROWS.build(_board_rows(state)),
+        LEADERBOARD_ROWS.build(_board_rows(metrics)),
+        ABLATION_ROWS.build(_ablation_rows(metrics)),
         INCOMPARABLE_RECORDS.build(incomparable),
         IMPORTS.build(state.imports),
         RUBRIC_SCORES.build(_Rubric(rid, item) for rid, items in state.rubric.items() if rid in live for item in items),
         GRADE_CONFLICTS.build(state.conflicts),
-        RETRACTIONS.build(state.retracted.values()),
+        RETRACTIONS.build(_retracted(state)),
         CHECKPOINTS.build(state.checkpoints),
     ]
 
@@ -405,8 +463,21 @@ def _outcomes(graded: list[_Graded]) -> list[_Outcome]:
     ]
 
 
-def _board_rows(state: LedgerState) -> list[_BoardRow]:
-    return [_BoardRow(sm.suite_version, g, r) for sm in all_suite_metrics(state) for g in sm.groups for r in g.rows]
+def _board_rows(metrics: list[SuiteMetrics]) -> list[_BoardRow]:
+    return [_BoardRow(sm.suite_version, g, r) for sm in metrics for g in sm.groups for r in g.rows]
+
+
+def _ablation_rows(metrics: list[SuiteMetrics]) -> list[_AblationRow]:
+    return [_AblationRow(sm.suite_version, g, a) for sm in metrics for g in sm.groups for a in g.ablations]
+
+
+def _retracted(state: LedgerState) -> list[_Retracted]:
+    marks = {mark.run_id: path for path, mark in retraction_marks(state)}
+    return [
+        _Retracted(r, [record_name(path) for path, _, _ in record_paths(state, rid)],
+                   record_name(marks[rid]) if rid in marks else None)
+        for rid, r in state.retracted.items()
+    ]
 
 
 # --------------------------------------------------------------------------- I/O

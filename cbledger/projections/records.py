@@ -27,6 +27,11 @@ line up one to one:
 * `stats` is omitted when the run recorded none (a transcript without `run-end`); the views still
   count the run. Its figures are not invented.
 * Integral numbers (`weight`, `partialCredit`) are written as integers, as the reference does.
+* The project adds to the reference layout only where a record read alone would mislead:
+  `harnessFailure` (the run never reached the model) and `providerModels` (the provider named a
+  model other than the one requested). Every other record is the reference's shape.
+* A retracted run's records stay as published; `run-<n>.retracted.json` beside them marks them
+  (`RetractionMark`), since a record is never edited once written.
 """
 
 from __future__ import annotations
@@ -39,7 +44,9 @@ from msgspec import Struct
 
 from cbledger.ledger.types import ExitPath, FailureCategory, Mode, Outcome, Tier
 from cbledger.projections import paths
+from cbledger.projections.conditions import condition_key
 from cbledger.projections.fold import GradeEntry, LedgerState, ProjectionError, RunEntry
+from cbledger.projections.provenance import named_otherwise
 
 ABSENT = "absent"
 HARNESS_MODES = frozenset({"gold", "noop"})
@@ -176,6 +183,10 @@ class ResultRecord(_R, frozen=True):
     #: present only for a run the harness ended before the model took part (this project's
     #: addition to the reference layout): such a run enters no model metric
     harness_failure: RecordHarnessFailure | None = None
+    #: present only when the provider's answers named a model other than the one requested
+    #: (this project's addition): every id they named, in order. A reader of this record alone
+    #: must not take `run.model` for what answered
+    provider_models: list[str] | None = None
 
 
 class RecordEntry(Struct, frozen=True, kw_only=True):
@@ -235,6 +246,11 @@ class RecordEntry(Struct, frozen=True, kw_only=True):
     @property
     def kicad_cli_version(self) -> str | None:
         return self.run.run.comparability.kicad_cli_version
+
+    @property
+    def condition(self) -> str:
+        """The run's ablation condition (`default` when no runner flag was set)."""
+        return condition_key(self.run.run.ablations)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -427,6 +443,7 @@ def build_record(state: LedgerState, entry: RunEntry, graded: GradeEntry) -> Res
             RecordHarnessFailure(kind=run.harness_failure.kind, detail=run.harness_failure.detail)
             if run.harness_failure is not None else None
         ),
+        provider_models=list(run.provider_models) if named_otherwise(run) else None,
     )
 
 
@@ -447,11 +464,14 @@ def record_paths(state: LedgerState, run_id: str) -> list[tuple[str, str, GradeE
     return out
 
 
-def record_entries(state: LedgerState, suite_version: str | None = None, *, build: bool = True) -> list[RecordEntry]:
-    """Every live record (optionally of one suite version), in ledger order of its run."""
+def record_entries(
+    state: LedgerState, suite_version: str | None = None, *, build: bool = True, retracted: bool = False
+) -> list[RecordEntry]:
+    """Every live record (optionally of one suite version), in ledger order of its run; with
+    `retracted`, the records of retracted runs instead (published evidence, in no view)."""
     out: list[RecordEntry] = []
     for run_id, entry in state.runs.items():
-        if run_id in state.retracted:
+        if (run_id in state.retracted) != retracted:
             continue
         for path, suite, graded in record_paths(state, run_id):
             if suite_version is not None and suite != suite_version:
@@ -470,11 +490,51 @@ def record_entries(state: LedgerState, suite_version: str | None = None, *, buil
 
 
 def retracted_paths(state: LedgerState) -> list[str]:
-    """Where records of retracted runs would be: the writer removes these (and only these)."""
+    """Where the records of retracted runs are: kept as published, each run's marked beside them."""
     out: list[str] = []
     for run_id in state.retracted:
         out.extend(path for path, _, _ in record_paths(state, run_id))
     return sorted(out)
+
+
+class RetractionMark(_R, frozen=True):
+    """`run-<n>.retracted.json`: the run beside it was retracted. Its records are left exactly as
+    they were published (a record is never edited), and this file says what a reader must know
+    before using them: the run is in no table, metric or gate, since which event, and why."""
+
+    format: Literal["cbledger-retraction/1"]
+    run_id: str
+    retracted: Literal[True]
+    retracted_at_seq: int
+    reason: str
+    #: the records of the run, beside this file
+    records: list[str]
+
+
+def retraction_marks(state: LedgerState) -> list[tuple[str, RetractionMark]]:
+    """(path, mark) for every retracted run that has records; a run retracted before it was
+    ever graded has no record to mark (the leaderboard and the read model still list it)."""
+    out: list[tuple[str, RetractionMark]] = []
+    for run_id, r in state.retracted.items():
+        entry = state.runs.get(run_id)
+        paths_of = record_paths(state, run_id)
+        if entry is None or not paths_of:
+            continue
+        mark = RetractionMark(
+            format="cbledger-retraction/1", run_id=run_id, retracted=True, retracted_at_seq=r.seq, reason=r.reason,
+            records=[path.rsplit("/", 1)[1] for path, _, _ in paths_of],
+        )
+        out.append((f"{entry.record_dir}/{paths.retraction_name(entry.ordinal)}", mark))
+    return sorted(out, key=lambda pm: pm[0])
+
+
+def published(state: LedgerState) -> list[tuple[str, bytes]]:
+    """Every file the records writer owns under `results/`, with its bytes: the live records,
+    the records of retracted runs (kept: published evidence is never deleted) and their marks."""
+    files = [(e.path, render(e.built)) for e in record_entries(state)]
+    files += [(e.path, render(e.built)) for e in record_entries(state, retracted=True)]
+    files += [(path, render(mark)) for path, mark in retraction_marks(state)]
+    return files
 
 
 _ENCODER = msgspec.json.Encoder()
@@ -491,6 +551,6 @@ def live_record_counts(state: LedgerState) -> dict[str, int]:
     return counts
 
 
-def render(record: ResultRecord) -> bytes:
+def render(record: ResultRecord | RetractionMark) -> bytes:
     """Byte-stable JSON: field order as declared (the reference's), 2-space indent, newline."""
     return msgspec.json.format(_ENCODER.encode(record), indent=2) + b"\n"

@@ -10,7 +10,10 @@ imputing one would invent money, so:
 * every entry shows its uncosted frequency beside the costed one.
 
 Scope: agent runs only (harness, replay and imported evidence never enter), the records of one
-suite version, across all comparability groups — the queue is a backlog, not a comparison.
+suite version, across all comparability groups — the queue is a backlog, not a comparison — and
+of one ablation condition, the default unless asked: a run made with two turns or half the tools
+fails for reasons the flag put there, which are not the backlog of the harness as it ships. The
+failed runs of every other condition are counted beside the queue, so none goes unseen.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from fractions import Fraction
 
 from msgspec import Struct
 
+from cbledger.projections.conditions import DEFAULT, order_key
 from cbledger.projections.fold import LedgerState
 from cbledger.projections.records import in_model_metrics, record_entries, usd_from_micros
 
@@ -45,6 +49,9 @@ class WorkQueue(Struct, frozen=True, kw_only=True):
     suite_version: str | None
     failed_runs: int
     entries: list[QueueEntry]
+    condition: str = DEFAULT
+    #: failed agent runs of the other ablation conditions, which this queue leaves out
+    other_conditions: dict[str, int] = {}
 
 
 @dataclass
@@ -58,10 +65,11 @@ class _Tally:
     models: dict[str, int] = field(default_factory=dict)
 
 
-def work_queue(state: LedgerState, suite_version: str | None) -> WorkQueue:
+def work_queue(state: LedgerState, suite_version: str | None, condition: str = DEFAULT) -> WorkQueue:
     if suite_version is None:
-        return WorkQueue(suite_version=None, failed_runs=0, entries=[])
+        return WorkQueue(suite_version=None, failed_runs=0, entries=[], condition=condition)
     cats: dict[str, _Tally] = {}
+    others: dict[str, int] = {}
     failed = 0
     for rec in record_entries(state, suite_version, build=False):
         entry = rec.run
@@ -69,6 +77,9 @@ def work_queue(state: LedgerState, suite_version: str | None) -> WorkQueue:
             continue
         category = rec.failure_category
         if category is None:
+            continue
+        if rec.condition != condition:
+            others[rec.condition] = others.get(rec.condition, 0) + 1
             continue
         failed += 1
         c = cats.setdefault(category, _Tally())
@@ -103,7 +114,18 @@ def work_queue(state: LedgerState, suite_version: str | None) -> WorkQueue:
                 models=_occurrences(c.models),
             )
         )
-    return WorkQueue(suite_version=suite_version, failed_runs=failed, entries=entries)
+    return WorkQueue(
+        suite_version=suite_version, failed_runs=failed, entries=entries, condition=condition,
+        other_conditions={k: others[k] for k in sorted(others, key=order_key)},
+    )
+
+
+def conditions(state: LedgerState, suite_version: str | None) -> list[str]:
+    """The conditions the suite's agent runs were made under (the default always among them)."""
+    found = {DEFAULT}
+    if suite_version is not None:
+        found.update(rec.condition for rec in record_entries(state, suite_version, build=False) if in_model_metrics(rec.run))
+    return sorted(found, key=order_key)
 
 
 def _occurrences(counts: dict[str, int]) -> list[Occurrence]:
@@ -112,7 +134,8 @@ def _occurrences(counts: dict[str, int]) -> list[Occurrence]:
 
 def render_text(queue: WorkQueue) -> str:
     lines = [
-        f"work queue, suite {queue.suite_version or '(none)'}: {queue.failed_runs} failed agent runs",
+        f"work queue, suite {queue.suite_version or '(none)'}, condition {queue.condition}: "
+        f"{queue.failed_runs} failed agent runs",
         "rank  category               runs (costed+uncosted)  mean run USD   score USD",
     ]
     for e in queue.entries:
@@ -124,4 +147,6 @@ def render_text(queue: WorkQueue) -> str:
         )
         lines.append("      tasks:  " + ", ".join(f"{o.name} ({o.runs})" for o in e.tasks))
         lines.append("      models: " + ", ".join(f"{o.name} ({o.runs})" for o in e.models))
+    for other, n in queue.other_conditions.items():
+        lines.append(f"not in this queue: {n} failed run(s) under condition {other} (--condition '{other}')")
     return "\n".join(lines) + "\n"

@@ -3,9 +3,9 @@
 Folds and renderers are pure; these functions read a ledger into a state and turn views into
 files, and `regenerate_all` is the one place that writes every output of a state (`project all`,
 `demo` and `watch` all call it). The records writer writes only files that are new or whose bytes differ from the
-rendering, and removes nothing but the record files of retracted runs — the one permitted change
-to an existing record. Files it does not own (anything that is not a record path) are never
-touched.
+rendering, and removes nothing: a retracted run's records stay as published, with a
+`run-<n>.retracted.json` beside them. Files it does not own (anything that is not a record or a
+retraction mark) are never touched.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from msgspec import Struct
 
 from cbledger.errors import UserError
 from cbledger.ledger.store import LedgerStore, StoredEvent
-from cbledger.projections import leaderboard, readmodel
+from cbledger.projections import leaderboard, paths, readmodel
 from cbledger.projections import records as rec
 from cbledger.projections.fold import LedgerState, ProjectionError, Projector
 from cbledger.workspace import Workspace
@@ -115,12 +115,13 @@ def write_atomic(path: Path, data: bytes) -> None:
 class RecordsReport(Struct, kw_only=True):
     created: list[str]
     updated: list[str]
-    removed: list[str]
     unchanged: int
+    #: marks of retracted runs (`run-<n>.retracted.json`) among the files above
+    marks: int = 0
 
     @property
     def clean(self) -> bool:
-        return not (self.created or self.updated or self.removed)
+        return not (self.created or self.updated)
 
 
 class _Sync:
@@ -130,10 +131,12 @@ class _Sync:
         self.results, self.check = results, check
         self.created: list[str] = []
         self.updated: list[str] = []
-        self.removed: list[str] = []
         self.unchanged = 0
+        self.marks = 0
 
     def put(self, relpath: str, data: bytes) -> None:
+        if paths.is_retraction_path(relpath):
+            self.marks += 1
         target = self.results / relpath
         try:
             existing = target.read_bytes()
@@ -146,24 +149,16 @@ class _Sync:
         if not self.check:
             write_atomic(target, data)
 
-    def remove(self, relpath: str) -> None:
-        target = self.results / relpath
-        if target.is_file():
-            self.removed.append(relpath)
-            if not self.check:
-                target.unlink()
-
     def report(self) -> RecordsReport:
-        return RecordsReport(created=self.created, updated=self.updated, removed=self.removed, unchanged=self.unchanged)
+        return RecordsReport(created=self.created, updated=self.updated, unchanged=self.unchanged, marks=self.marks)
 
 
 def sync_records(state: LedgerState, results: Path, check: bool = False) -> RecordsReport:
-    """Makes `results/` hold exactly the live records. With `check`, only reports what differs."""
+    """Makes `results/` hold every record and retraction mark the ledger produces. With `check`,
+    only reports what differs."""
     sync = _Sync(results, check)
-    for entry in rec.record_entries(state):
-        sync.put(entry.path, rec.render(entry.built))
-    for relpath in rec.retracted_paths(state):
-        sync.remove(relpath)
+    for relpath, data in rec.published(state):
+        sync.put(relpath, data)
     return sync.report()
 
 
@@ -171,15 +166,17 @@ def sync_run_records(state: LedgerState, results: Path, run_ids: Iterable[str]) 
     """`sync_records` for the records of some runs only: a record depends on nothing but its run,
     that run's grades and rubric scores, so after new events only the runs they name can change."""
     sync = _Sync(results, check=False)
-    for run_id in sorted(run_ids):
+    wanted = set(run_ids)
+    marks = {mark.run_id: (path, mark) for path, mark in rec.retraction_marks(state) if mark.run_id in wanted}
+    for run_id in sorted(wanted):
         entry = state.runs.get(run_id)
         if entry is None:
             continue
         for relpath, _suite, graded in rec.record_paths(state, run_id):
-            if run_id in state.retracted:
-                sync.remove(relpath)
-            else:
-                sync.put(relpath, rec.render(rec.build_record(state, entry, graded)))
+            sync.put(relpath, rec.render(rec.build_record(state, entry, graded)))
+        if run_id in marks:
+            path, mark = marks[run_id]
+            sync.put(path, rec.render(mark))
     return sync.report()
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,7 @@ from cbledger.ledger.events import (
 )
 from cbledger.ledger.store import LedgerStore
 from cbledger.login import login_name
+from cbledger.projections.paths import RETRACTION_NAME
 from cbledger.projections.writers import write_atomic
 from cbledger.reproduce import manual as manual_mod
 from cbledger.reproduce.import_formats import recognize
@@ -161,7 +163,9 @@ def _commit(workspace: Workspace, candidates: list[_Candidate], actor: Actor) ->
 
 
 def _record_files(path: Path) -> list[tuple[Path, str]]:
-    """(file, path relative to PATH) of every record to import, in path order."""
+    """(file, path relative to PATH) of every record to import, in path order. A tree's
+    retraction marks (`run-<n>.retracted.json`) are not records, and the records they mark are
+    retracted evidence: neither is imported."""
     if path.is_file():
         return [(path, path.name)]
     if not path.is_dir():
@@ -169,7 +173,22 @@ def _record_files(path: Path) -> list[tuple[Path, str]]:
     found = sorted(path.rglob("*.json"), key=lambda p: p.relative_to(path).as_posix())
     if not found:
         raise UserError(f"{path}: no *.json result records under it")
-    return [(p, p.relative_to(path).as_posix()) for p in found if p.is_file()]
+    marked: set[Path] = set()
+    for p in found:
+        if RETRACTION_NAME.match(p.name):
+            marked.add(p)
+            marked.update(p.parent / name for name in _marked_records(p))
+    return [(p, p.relative_to(path).as_posix()) for p in found if p.is_file() and p not in marked]
+
+
+def _marked_records(mark: Path) -> list[str]:
+    """The record names a retraction mark lists (none when it cannot be read as one)."""
+    try:
+        doc = json.loads(mark.read_bytes())
+    except (OSError, ValueError):
+        return []
+    names = doc.get("records") if isinstance(doc, dict) else None
+    return [n for n in names if isinstance(n, str) and "/" not in n] if isinstance(names, list) else []
 
 
 def import_records(workspace: Workspace, path: Path, source: str | None = None) -> ImportReport:

@@ -1,7 +1,8 @@
 """Are the committed projections what the log folds to?
 
 Each output is regenerated in memory from the ledger and compared with what is on disk: every
-record file (missing, extra or different, with the first differing line), LEADERBOARD.md (a
+record file and retraction mark (missing, extra or different, with the first differing line; a
+retracted run's records must still be there, unchanged, beside their mark), LEADERBOARD.md (a
 unified diff) and the SQLite read model's content (its canonical dump; SQLite's page layout is
 not a contract). Nothing is written.
 """
@@ -14,7 +15,7 @@ from typing import Any
 
 from cbledger.projections import leaderboard, readmodel, records, writers
 from cbledger.projections.fold import LedgerState
-from cbledger.projections.paths import DATE_DIR, is_record_path
+from cbledger.projections.paths import DATE_DIR, is_record_path, is_retraction_path
 from cbledger.reproduce.findings import Finding
 from cbledger.workspace import LEADERBOARD, READ_MODEL, Workspace, record_name
 
@@ -53,7 +54,8 @@ def _clip(line: str | None, width: int = 200) -> str | None:
 
 
 def record_files(results: Path) -> set[str]:
-    """Every file under `results/` laid out as a record path, relative to `results/`."""
+    """Every file under `results/` laid out as a record path or a retraction mark, relative to
+    `results/`."""
     found: set[str] = set()
     if not results.is_dir():
         return found
@@ -61,29 +63,31 @@ def record_files(results: Path) -> set[str]:
         if day.is_dir() and DATE_DIR.match(day.name):
             for p in day.glob("*/*/*.json"):
                 rel = p.relative_to(results).as_posix()
-                if is_record_path(rel):
+                if is_record_path(rel) or is_retraction_path(rel):
                     found.add(rel)
     return found
 
 
 def check_records(state: LedgerState, workspace: Workspace, out: OutputsCheck) -> None:
-    entries = {e.path: e for e in records.record_entries(state)}
-    expected = {path: records.render(e.built) for path, e in entries.items()}
+    entries = {e.path: e for e in (*records.record_entries(state), *records.record_entries(state, retracted=True))}
+    expected = dict(records.published(state))
     out.records_expected = len(expected)
     on_disk = record_files(workspace.results)
     for rel in sorted(on_disk - expected.keys()):
         out.failures.append(
             Finding(check="projection", kind="record-extra", file=record_name(rel),
-                    message="a record file the ledger does not produce (no live run and grade for it)")
+                    message="a record file the ledger does not produce (no run and grade for it)")
         )
     for rel, data in sorted(expected.items()):
-        entry = entries[rel]
+        entry = entries.get(rel)
         target = workspace.record(rel)
         if rel not in on_disk:
+            what = "retraction mark" if entry is None else "record"
             out.failures.append(
-                Finding(check="projection", kind="record-missing", file=record_name(rel), seq=entry.graded.seq,
-                        run_id=entry.run_id, suite_version=entry.suite_version,
-                        message="the ledger produces this record; it is not committed")
+                Finding(check="projection", kind="record-missing", file=record_name(rel),
+                        seq=entry.graded.seq if entry else None, run_id=entry.run_id if entry else None,
+                        suite_version=entry.suite_version if entry else None,
+                        message=f"the ledger produces this {what}; it is not committed")
             )
             continue
         committed = target.read_bytes()
@@ -95,7 +99,8 @@ def check_records(state: LedgerState, workspace: Workspace, out: OutputsCheck) -
         )
         out.failures.append(
             Finding(check="projection", kind="record-different", file=record_name(rel), line=line,
-                    seq=entry.graded.seq, run_id=entry.run_id, suite_version=entry.suite_version,
+                    seq=entry.graded.seq if entry else None, run_id=entry.run_id if entry else None,
+                    suite_version=entry.suite_version if entry else None,
                     expected=_clip(now), actual=_clip(was),
                     message=f"first difference at line {line}: committed {_clip(was)!r}, regenerated {_clip(now)!r}")
         )

@@ -4,7 +4,7 @@ The fold is incremental (`LedgerFollower` reads only what was appended since the
 through the store, so a file and a database ledger are followed alike), and
 so are the records: a record depends only on its run, that run's grades and the rubric scores
 recorded before the grade, so only runs named by the new events can have a new or changed record
-(a retraction removes its records). LEADERBOARD.md and the read model aggregate everything, so
+(a retraction adds a mark beside its records and removes nothing). LEADERBOARD.md and the read model aggregate everything, so
 they are rendered whole, and written only when their content changed — which, since both carry
 the ledger head, is whenever an event was folded.
 
@@ -57,7 +57,6 @@ class Update:
     folded: int = 0
     head_seq: int = 0
     records_written: list[str] = field(default_factory=list)
-    records_removed: list[str] = field(default_factory=list)
     leaderboard: bool = False
     read_model: bool = False
     rebuilt: bool = False
@@ -68,8 +67,6 @@ class Update:
         if self.rebuilt:
             parts.append("rebuilt from scratch")
         parts.append(f"{len(self.records_written)} record(s) written")
-        if self.records_removed:
-            parts.append(f"{len(self.records_removed)} removed")
         parts.append("LEADERBOARD.md " + ("rewritten" if self.leaderboard else "unchanged"))
         parts.append("read model " + ("rewritten" if self.read_model else "unchanged"))
         return "; ".join(parts) + f" ({self.seconds:.2f} s)"
@@ -193,7 +190,6 @@ class Regenerator:
             folded=folded,
             head_seq=state.head_seq,
             records_written=done.records.created + done.records.updated,
-            records_removed=done.records.removed,
             leaderboard=done.leaderboard,
             read_model=done.read_model,
             rebuilt=everything,

@@ -24,6 +24,7 @@ class Environment:
     runtime: str
     node_version: str | None
     platform: str
+    os: str | None = None
 
 
 def node_version() -> str | None:
@@ -43,6 +44,25 @@ def platform_tag() -> str:
     return f"{sys.platform}-{arch}"
 
 
+def os_name() -> str | None:
+    """The operating system by name and release, as a reader would name it: the distribution's
+    own `PRETTY_NAME` on Linux (`Debian GNU/Linux 12 (bookworm)`), `macOS 14.5` on a Mac, else
+    the kernel's name and release."""
+    if sys.platform.startswith("linux"):
+        try:
+            pretty = platform.freedesktop_os_release().get("PRETTY_NAME")
+        except OSError:
+            pretty = None
+        if pretty:
+            return pretty
+    if sys.platform == "darwin":
+        release = platform.mac_ver()[0]
+        if release:
+            return f"macOS {release}"
+    system = " ".join(part for part in (platform.system(), platform.release()) if part)
+    return system or None
+
+
 def probe(copperhead=None) -> Environment:
     cli = kicad_cli()
     return Environment(
@@ -53,4 +73,5 @@ def probe(copperhead=None) -> Environment:
         runtime=f"{platform.python_implementation().lower()}-{platform.python_version()}",
         node_version=node_version(),
         platform=platform_tag(),
+        os=os_name(),
     )

@@ -89,6 +89,8 @@ class RunSettings:
     copperhead: CopperheadCli | None
     actor: Actor
     segment_override: str | None = None
+    #: the id every run of this `cbledger run` invocation carries (`new_batch_id`)
+    batch: str | None = None
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,21 @@ def new_run_id(planned: PlannedRun, started: _dt.datetime) -> str:
     model = planned.model_id.replace(":", "-")
     stamp = started.strftime("%Y%m%dT%H%M%SZ")
     return f"{stamp}-{model}-{planned.task.id}-r{planned.repeat}-{secrets.token_hex(3)}"
+
+
+def new_batch_id(started: _dt.datetime) -> str:
+    """One id per invocation of the runner: its start time and a random suffix."""
+    return f"{started.strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(3)}"
+
+
+def provider_models(transcript: Transcript, result: AgentResult) -> list[str]:
+    """The model ids the provider named: the transcript's, where the harness writes them, then
+    those the loopback endpoint answered with; distinct, in order of first appearance."""
+    out: list[str] = []
+    for model in (*transcript.provider_models(), *result.provider_models):
+        if model not in out:
+            out.append(model)
+    return out
 
 
 def _ms(seconds: float) -> int:
@@ -441,6 +458,7 @@ def preserve_run(
             runtime=env.runtime,
             node_version=env.node_version,
             platform=env.platform,
+            os=env.os,
         ),
         stats=stats,
         runner_exit=result.runner_exit,
@@ -469,6 +487,8 @@ def preserve_run(
             verify_ms=verified.verify_ms,
         ),
         harness_failure=harness_failure,
+        batch=settings.batch,
+        provider_models=provider_models(transcript, result),
     )
     grade_rec = grade_body(run_id, settings.suite_version, task.manifest_hash, graded.grade)
     events = [

@@ -14,6 +14,7 @@ a terminal, a line per run in a log) is the command line's business, not the run
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -39,7 +40,14 @@ from cbledger.runner.agents.scripted import GoldAgent, NoopAgent
 from cbledger.runner.endpoint import sessions as session_lookup
 from cbledger.runner.endpoint.server import Endpoint
 from cbledger.runner.environment import probe
-from cbledger.runner.execute import RunOutput, RunSettings, execute, model_identity, publish
+from cbledger.runner.execute import (
+    RunOutput,
+    RunSettings,
+    execute,
+    model_identity,
+    new_batch_id,
+    publish,
+)
 from cbledger.runner.plan import Plan, PlannedRun
 from cbledger.tasks.catalog import Catalog
 from cbledger.tasks.validate import ensure_runnable
@@ -58,6 +66,8 @@ EXECUTORS = ("local", "dask")
 class SuiteResult:
     outputs: list[RunOutput] = field(default_factory=list)
     failures: list[tuple[str, str]] = field(default_factory=list)  # (planned run, error)
+    #: the id every run of this invocation carries (`run.recorded` `batch`)
+    batch: str | None = None
 
     @property
     def passed(self) -> int:
@@ -299,6 +309,7 @@ def _run(
         copperhead=setup_cli,
         actor=Actor(kind="runner", name=actor_name),
         segment_override=segment,
+        batch=new_batch_id(_dt.datetime.now(_dt.UTC)),
     )
     if run_mode in ("agent", "scripted"):
         if run_mode == "agent":
@@ -308,7 +319,7 @@ def _run(
         if undriven:
             raise UserError(f"--agent copperhead drives only `do` tasks so far; not: {', '.join(undriven)}")
     sandbox_root.mkdir(parents=True, exist_ok=True)
-    result = SuiteResult()
+    result = SuiteResult(batch=settings.batch)
     lock = threading.Lock()
     order = _InPlanOrder(store, result, len(plan.runs), on_done)
 

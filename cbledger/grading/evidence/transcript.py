@@ -84,6 +84,20 @@ class Transcript:
     def of_type(self, event_type: str) -> list[TranscriptEvent]:
         return [ev for ev in self.events if ev.type == event_type]
 
+    # ---------------------------------------------------------------- provenance
+
+    def provider_models(self) -> list[str]:
+        """The model ids the provider named in its answers, where the harness wrote them down:
+        `model` in an `assistant` event's data (one answer each), distinct, in order. The
+        `run-start` model is the id the harness was asked for, not what answered, so it never
+        counts. copperhead 0.9.0 writes neither, so its transcripts give none."""
+        out: list[str] = []
+        for ev in self.of_type("assistant"):
+            model = ev.data.get("model")
+            if isinstance(model, str) and model.strip() and model not in out:
+                out.append(model)
+        return out
+
     # ---------------------------------------------------------------- refusals
 
     def refusal_summaries(self) -> list[str]:

@@ -50,6 +50,8 @@ class AgentResult:
     replay_of: str | None = None
     #: the harness process's exit code (None when killed, or for agents that are not a process)
     exit_code: int | None = None
+    #: model ids a provider the runner itself served named in its answers (the loopback endpoint)
+    provider_models: tuple[str, ...] = ()
 
 
 class Agent(Protocol):

@@ -35,7 +35,7 @@ import pygit2
 from cbledger.errors import UserError
 from cbledger.runner.agents.base import COPPERHEAD_SIGNATURE as GIT_IDENTITY
 from cbledger.runner.agents.base import AgentInput, AgentResult
-from cbledger.runner.endpoint.server import problems
+from cbledger.runner.endpoint.server import answered_models, problems
 from cbledger.runner.preserve import AGENT_LOG_DIR
 
 CLI_ENV = "COPPERHEAD_CLI"
@@ -291,6 +291,7 @@ class CopperheadAgent:
                 raise UserError(f"task {manifest.id}: no session script serves it")
             base_url = self.endpoint.serve(inp.run_id, session)
         notes: list[str] = []
+        served_models: tuple[str, ...] = ()
         try:
             env = agent_environment(inp.model_id, base_url, keys=self.sessions is None)
             if inp.ablations.prompt_variant:
@@ -303,12 +304,16 @@ class CopperheadAgent:
             if self.sessions is not None:
                 served = self.endpoint.forget(inp.run_id)
                 notes.extend(f"session script: {p}" for p in problems(served))
+                served_models = answered_models(served)
         provider = "openai-compat" if inp.model_id.startswith("compat:") else None
         if self.sessions is not None:
             provider = "scripted-endpoint"
         if killed:
             notes.insert(0, f"killed at the {manifest.caps.wall_clock_sec}s wall-clock cap")
-            return AgentResult(runner_exit="cap-exceeded", note="; ".join(notes), provider=provider, exit_code=None)
+            return AgentResult(
+                runner_exit="cap-exceeded", note="; ".join(notes), provider=provider, exit_code=None,
+                provider_models=served_models,
+            )
         if code != 0:
             notes.insert(0, f"copperhead exited {code}")
-        return AgentResult(note="; ".join(notes) or None, provider=provider, exit_code=code)
+        return AgentResult(note="; ".join(notes) or None, provider=provider, exit_code=code, provider_models=served_models)

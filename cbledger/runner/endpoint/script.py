@@ -90,8 +90,9 @@ class Session(_Body, frozen=True):
     #: the bundled task this session was written for; `cbledger run --session` serves it to
     #: that task's runs
     task: str | None = None
-    #: the model id the endpoint names in its answers
-    model: str = "scripted"
+    #: the model id the endpoint names in its answers; by default the one each request asked for,
+    #: as an OpenAI-compatible server echoes it
+    model: Annotated[str, Meta(min_length=1)] | None = None
 
 
 def load(path: Path) -> Session:

@@ -37,6 +37,8 @@ class Served:
     turn: int  # 1-based: the harness's n-th model call of the run
     status: int
     problem: str | None = None
+    #: the model id the answer named (`model` of the completion or of its chunks)
+    model: str | None = None
 
 
 @dataclass
@@ -92,7 +94,28 @@ def _call_id(k: int, i: int, call_id: str | None) -> str:
     return call_id or f"call_{k + 1}_{i + 1}"
 
 
-def completion(session: Session, k: int, turn: Turn) -> dict:
+#: what the endpoint names itself when neither the session nor the request names a model
+DEFAULT_MODEL = "scripted"
+
+
+def answering_model(session: Session, body: dict) -> str:
+    """The model id an answer names: the session's, else the one the request asked for."""
+    if session.model:
+        return session.model
+    asked = body.get("model")
+    return asked if isinstance(asked, str) and asked else DEFAULT_MODEL
+
+
+def named_model(value: Any) -> str | None:
+    """The `model` a canned response body (or its first chunk) names, if any."""
+    items = value if isinstance(value, list) else [value]
+    for item in items:
+        if isinstance(item, dict) and isinstance(item.get("model"), str) and item["model"]:
+            return item["model"]
+    return None
+
+
+def completion(session: Session, k: int, turn: Turn, model: str | None = None) -> dict:
     """A turn as a `chat.completion` object."""
     message: dict[str, Any] = {"role": "assistant", "content": turn.text}
     if turn.tool_calls:
@@ -104,7 +127,7 @@ def completion(session: Session, k: int, turn: Turn) -> dict:
         "id": f"chatcmpl-{session.name}-{k + 1}",
         "object": "chat.completion",
         "created": int(time.time()),
-        "model": session.model,
+        "model": model or session.model or DEFAULT_MODEL,
         "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if turn.tool_calls else "stop"}],
         "usage": _usage(turn),
     }
@@ -114,9 +137,12 @@ def _usage(turn: Turn) -> dict:
     return {"prompt_tokens": turn.usage.in_, "completion_tokens": turn.usage.out, "total_tokens": turn.usage.in_ + turn.usage.out}
 
 
-def chunks(session: Session, k: int, turn: Turn, include_usage: bool) -> list[dict]:
+def chunks(session: Session, k: int, turn: Turn, include_usage: bool, model: str | None = None) -> list[dict]:
     """The same turn as `chat.completion.chunk` objects, the way a streaming endpoint sends it."""
-    head = {"id": f"chatcmpl-{session.name}-{k + 1}", "object": "chat.completion.chunk", "created": int(time.time()), "model": session.model}
+    head = {
+        "id": f"chatcmpl-{session.name}-{k + 1}", "object": "chat.completion.chunk", "created": int(time.time()),
+        "model": model or session.model or DEFAULT_MODEL,
+    }
 
     def chunk(delta: dict, finish: str | None = None) -> dict:
         return {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
@@ -154,7 +180,8 @@ class Endpoint:
                 route = endpoint._route(unquote(m.group("key") or "")) if m else None
                 if route is None:
                     return self._json(404, _error(f"no such route {self.path}", "not_found"))
-                self._json(200, {"object": "list", "data": [{"id": route.session.model, "object": "model", "owned_by": "cbledger"}]})
+                listed = route.session.model or DEFAULT_MODEL
+                self._json(200, {"object": "list", "data": [{"id": listed, "object": "model", "owned_by": "cbledger"}]})
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
@@ -186,9 +213,14 @@ class Endpoint:
                 if ex.delay_ms:
                     time.sleep(ex.delay_ms / 1000)
                 stream = body.get("stream") is True
+                if ex.response is not None:
+                    canned = ex.response.chunks if ex.response.chunks is not None else ex.response.body
+                    model, status = named_model(canned), ex.response.status
+                else:
+                    model, status = answering_model(route.session, body), 200
                 # logged before the answer goes out: whoever reads the log after the harness got
                 # its answer must find it there
-                endpoint._log(route, Served(turn=k + 1, status=ex.response.status if ex.response else 200))
+                endpoint._log(route, Served(turn=k + 1, status=status, model=model))
                 if ex.response is not None:
                     if ex.response.chunks is not None:
                         self._stream(ex.response.status, ex.response.chunks)
@@ -198,9 +230,9 @@ class Endpoint:
                     assert ex.turn is not None
                     if stream:
                         opts = body.get("stream_options") or {}
-                        self._stream(200, chunks(route.session, k, ex.turn, bool(opts.get("include_usage"))))
+                        self._stream(200, chunks(route.session, k, ex.turn, bool(opts.get("include_usage")), model))
                     else:
-                        self._json(200, completion(route.session, k, ex.turn))
+                        self._json(200, completion(route.session, k, ex.turn, model))
 
             def _problem(self, route: _Route, turn: int, message: str, code: str = "bad_request") -> None:
                 endpoint._log(route, Served(turn=turn, status=400, problem=message))
@@ -299,4 +331,13 @@ def _error(message: str, code: str) -> dict:
 
 def problems(log: list[Served]) -> list[str]:
     return [f"turn {s.turn}: {s.problem}" for s in log if s.problem]
+
+
+def answered_models(log: list[Served]) -> tuple[str, ...]:
+    """The model ids the endpoint's answers named, distinct, in the order they were first sent."""
+    out: list[str] = []
+    for s in log:
+        if s.model is not None and s.status < 400 and s.model not in out:
+            out.append(s.model)
+    return tuple(out)
 
