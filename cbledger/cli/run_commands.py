@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Annotated
 
+import pygit2
 import typer
 
 from cbledger.cli.common import (
@@ -32,8 +33,10 @@ from cbledger.runner import ledger_view, pricing
 from cbledger.runner.plan import make_plan
 from cbledger.runner.rescore import rescore as rescore_runs
 from cbledger.runner.suite_run import run_plan
+from cbledger.tasks import suite_archive
 from cbledger.tasks.catalog import Catalog
-from cbledger.workspace import bundle_name, record_name
+from cbledger.tasks.definitions import DirectorySource, GitSource, Source
+from cbledger.workspace import SUITES, Workspace, bundle_name, record_name
 
 
 def scripted_model(session: str) -> str:
@@ -178,11 +181,57 @@ def suite_bump(
     refuses when nothing changed."""
     path = ledger_path(ledger, root)
     view = ledger_view.read(path)
-    body = suite_version.bump(view.suite, Catalog(project_root(root)), reason, level, version)
-    event = make_event(body, id=f"suite:{body.suite_version}", actor=_maintainer())
-    (r,) = LedgerStore(path).append([event])
-    changed = "" if view.suite is None else " (" + ", ".join(suite_version.differences(view.suite, suite_version.current(Catalog(project_root(root))))) + ")"
+    ws = Workspace.at(project_root(root), path)
+    body = suite_version.bump(view.suite, Catalog(ws.root), reason, level, version)
+    # The definitions are kept before the bump is appended, and both events land in one batch:
+    # a suite version is never recorded without what its grades will be re-graded against.
+    kept = suite_archive.keep(ws, body.suite_version, DirectorySource(ws.root), body, "the working tree at the bump",
+                              recorded=body.suite_version in view.archives)
+    events = [
+        make_event(body, id=f"suite:{body.suite_version}", actor=_maintainer()),
+        make_event(kept, id=f"suite.archived:{body.suite_version}:{kept.definitions_hash}", actor=_maintainer()),
+    ]
+    r, a = LedgerStore(path).append(events)
+    changed = "" if view.suite is None else " (" + ", ".join(suite_version.differences(view.suite, suite_version.current(Catalog(ws.root)))) + ")"
     typer.echo(f"seq {r.seq}  suite {body.previous or '-'} → {body.suite_version}{changed}")
+    typer.echo(f"seq {a.seq}  suite.archived {body.suite_version}: definitions {kept.definitions_hash[:12]} kept under {SUITES}/")
+
+
+@suite_app.command("archive")
+def suite_archive_command(
+    version: Annotated[str, typer.Argument(help="A recorded suite version whose definitions are not yet kept.")],
+    from_commit: Annotated[
+        str | None, typer.Option("--from-commit", help="Read the definitions from this commit of the project's git history.")
+    ] = None,
+    ledger: LedgerOption = None,
+    root: RootOption = None,
+) -> None:
+    """Keep a recorded suite version's definitions under results/suites/ and append suite.archived.
+
+    For a suite version bumped before definitions were kept: its files are recovered from the
+    project's git history (`--from-commit`) or the working tree, and refused unless they hash to
+    the task manifest and fixture hashes the version recorded."""
+    path = ledger_path(ledger, root)
+    view = ledger_view.read(path)
+    ws = Workspace.at(project_root(root), path)
+    bump = view.bumps.get(version)
+    if bump is None:
+        fail(f"suite {version}: no suite.bumped records it (known: {', '.join(view.bumps) or 'none'})")
+    if version in view.archives:
+        fail(f"suite {version}: its definitions are already recorded ({view.archives[version].definitions_hash[:12]})")
+    if from_commit is not None:
+        try:
+            repo = pygit2.Repository(str(ws.root))
+        except pygit2.GitError as exc:
+            fail(f"{ws.root}: not a git repository: {exc}")
+        source: Source = GitSource(repo, from_commit)
+        label = f"git commit {source.commit.id}"  # type: ignore[attr-defined]
+    else:
+        source, label = DirectorySource(ws.root), "the working tree"
+    kept = suite_archive.keep(ws, version, source, bump, label)
+    event = make_event(kept, id=f"suite.archived:{version}:{kept.definitions_hash}", actor=_maintainer())
+    (r,) = LedgerStore(path).append([event])
+    typer.echo(f"seq {r.seq}  suite.archived {version}: definitions {kept.definitions_hash[:12]} from {label}")
 
 
 @suite_app.command("status")

@@ -12,9 +12,11 @@ from dataclasses import dataclass
 from cbledger import credentials
 from cbledger.errors import UserError
 from cbledger.grading.grader import GRADER_VERSION
-from cbledger.ledger.events import SuiteBumped
+from cbledger.ledger.events import SuiteArchived, SuiteBumped
+from cbledger.tasks import definitions, suite_archive
 from cbledger.tasks.catalog import Catalog
 from cbledger.tasks.vocabulary import VOCABULARY_HASH
+from cbledger.workspace import Workspace
 
 
 @dataclass(frozen=True)
@@ -96,8 +98,14 @@ def bump(recorded: SuiteBumped | None, catalog: Catalog, reason: str, level: str
     )
 
 
-def require_current(recorded: SuiteBumped | None, catalog: Catalog, task_ids: list[str]) -> str:
-    """The suite version to run under; refuses when the tasks on disk are not the recorded ones."""
+def require_current(
+    recorded: SuiteBumped | None, catalog: Catalog, task_ids: list[str], archived: SuiteArchived | None = None
+) -> str:
+    """The suite version to run under; refuses when the tasks on disk are not the recorded ones.
+
+    With the version's kept definitions recorded (`archived`), every definition file of these
+    tasks and their fixtures must be as kept — baselines, fixture.json and gold/ included, which
+    the standard's hashes do not cover."""
     if recorded is None:
         raise UserError("no suite version is recorded in the ledger; run `cbledger suite bump --reason \"initial suite\"`")
     now = current(catalog)
@@ -111,6 +119,10 @@ def require_current(recorded: SuiteBumped | None, catalog: Catalog, task_ids: li
         fx = catalog.task(t).manifest.fixture.id
         if recorded.fixture_hashes.get(fx) != now.fixture_hashes.get(fx):
             problems.append(f"fixture {fx}")
+    if archived is not None and not problems:
+        workspace = Workspace.at(catalog.root)
+        kept = suite_archive.kept_definitions(workspace, archived)
+        problems += definitions.differences(kept, suite_archive.on_disk(workspace), tasks=task_ids)
     if problems:
         raise UserError(
             f"the suite on disk differs from suite {recorded.suite_version} as recorded ({', '.join(sorted(set(problems)))}); "

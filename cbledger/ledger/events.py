@@ -90,6 +90,24 @@ class SuiteBumped(Body, frozen=True, kw_only=True):
     suites: dict[Slug, list[Slug]] = field(default_factory=dict)
 
 
+class SuiteArchived(Body, frozen=True, kw_only=True):
+    """A suite version's definitions were kept: every project-owned file its grades depend on.
+
+    The standard's task manifest hash covers task.json and assertions.json only; the fixture's
+    baseline reports, fixture.json and the task's gold/ are in no recorded hash. This records one
+    more: the SHA-256 of the definitions manifest kept at `results/suites/<version>.json`, and of
+    each task's and fixture's entry in it, so that a grade is re-graded under the definitions of
+    its own suite version and an edit to any of those files is caught. `source` says where the
+    files were read from (the working tree at the bump, or a commit of the project's history).
+    """
+
+    suite_version: SemVer
+    definitions_hash: Hex64
+    task_definition_hashes: dict[Slug, Hex64]
+    fixture_definition_hashes: dict[Slug, Hex64]
+    source: NonEmpty
+
+
 # --------------------------------------------------------------------------- pricing.published
 
 
@@ -458,6 +476,10 @@ class SuiteBumpedEvent(EventBase, tag="suite.bumped", frozen=True, kw_only=True)
     body: SuiteBumped
 
 
+class SuiteArchivedEvent(EventBase, tag="suite.archived", frozen=True, kw_only=True):
+    body: SuiteArchived
+
+
 class PricingPublishedEvent(EventBase, tag="pricing.published", frozen=True, kw_only=True):
     body: PricingPublished
 
@@ -489,6 +511,7 @@ class CheckpointPublishedEvent(EventBase, tag="checkpoint.published", kw_only=Tr
 Event = (
     LedgerCreatedEvent
     | SuiteBumpedEvent
+    | SuiteArchivedEvent
     | PricingPublishedEvent
     | RunRecordedEvent
     | GradeRecordedEvent

@@ -7,7 +7,7 @@ recorded on a run is the hash of what was graded.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
@@ -79,6 +79,9 @@ def load_task(task_dir: Path) -> Task:
 class Fixture:
     dir: Path
     manifest: FixtureManifest
+    #: where the tree is when it is not `dir/tree`: a real board's materialized tree, used with
+    #: a suite version's kept definitions (`tasks/suite_archive.py`)
+    tree_dir: Path | None = None
 
     @property
     def id(self) -> str:
@@ -86,7 +89,7 @@ class Fixture:
 
     @property
     def tree(self) -> Path:
-        return self.dir / "tree"
+        return self.tree_dir if self.tree_dir is not None else self.dir / "tree"
 
     def baseline_report(self, kind: str) -> bytes | None:
         """The fixture's recorded kicad-cli report (`erc` or `drc`), if present."""
@@ -98,9 +101,9 @@ class Fixture:
         return path.read_bytes() if path.is_file() else None
 
 
-def load_fixture(fixture_dir: Path) -> Fixture:
+def load_fixture(fixture_dir: Path, tree_dir: Path | None = None) -> Fixture:
     path = fixture_dir / "fixture.json"
-    return Fixture(fixture_dir, _decode(_FIXTURE, _read(path), path))
+    return Fixture(fixture_dir, _decode(_FIXTURE, _read(path), path), tree_dir)
 
 
 def load_suite(path: Path) -> Suite:
@@ -112,6 +115,8 @@ class Catalog:
     """Everything under a project root: `tasks/`, `fixtures/`, `suites/`."""
 
     root: Path
+    #: fixture id -> its tree, for fixtures whose tree is not under this root
+    trees: dict[str, Path] = field(default_factory=dict)
 
     @property
     def tasks_dir(self) -> Path:
@@ -150,7 +155,7 @@ class Catalog:
         d = self.fixtures_dir / fixture_id
         if not (d / "fixture.json").is_file():
             raise UserError(f"{d}: no such fixture")
-        return load_fixture(d)
+        return load_fixture(d, self.trees.get(fixture_id))
 
     def fixture_for(self, task: Task) -> Fixture:
         return self.fixture(task.manifest.fixture.id)
