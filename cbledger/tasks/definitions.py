@@ -237,7 +237,7 @@ def _task(source: Source, task_id: str, blobs: dict[str, bytes]) -> TaskDefiniti
     return TaskDefinition(manifest_hash=task_manifest_hash(task_bytes, assertions_bytes), fixture=fixture, files=files)
 
 
-def _fixture(source: Source, fixture_id: str, materialized: Path, blobs: dict[str, bytes]) -> FixtureDefinition:
+def _fixture(source: Source, fixture_id: str, materialized: Path, blobs: dict[str, bytes], strict: bool) -> FixtureDefinition:
     prefix = f"fixtures/{fixture_id}"
     manifest_bytes = _require(source, f"{prefix}/fixture.json")
     try:
@@ -263,7 +263,7 @@ def _fixture(source: Source, fixture_id: str, materialized: Path, blobs: dict[st
             tree_files.append((inner[len("tree/"):], data))
     if origin == "synthetic":
         actual = digest_files(tree_files)
-        if actual != tree_sha:
+        if strict and actual != tree_sha:
             raise UserError(f"{prefix}/tree: hashes to {actual}, fixture.json records {tree_sha}")
     else:
         local = DirectorySource(materialized)
@@ -273,15 +273,17 @@ def _fixture(source: Source, fixture_id: str, materialized: Path, blobs: dict[st
     return FixtureDefinition(origin=origin, tree_sha256=tree_sha, files=files, referenced=referenced)
 
 
-def collect(source: Source, materialized: Path) -> tuple[Definitions, dict[str, bytes]]:
+def collect(source: Source, materialized: Path, *, strict: bool = True) -> tuple[Definitions, dict[str, bytes]]:
     """(the definitions manifest, the stored files by SHA-256). `materialized` is the project
-    root whose fixtures/<id>/baseline/ holds a real board's third-party reports."""
+    root whose fixtures/<id>/baseline/ holds a real board's third-party reports. `strict`
+    refuses a synthetic tree that does not hash to its fixture.json (what is kept must be
+    consistent); a comparison with kept definitions wants the file-by-file difference instead."""
     blobs: dict[str, bytes] = {}
     tasks = {
         t: _task(source, t, blobs) for t in source.dirs("tasks") if source.read(f"tasks/{t}/task.json") is not None
     }
     fixtures = {
-        f: _fixture(source, f, materialized, blobs)
+        f: _fixture(source, f, materialized, blobs, strict)
         for f in source.dirs("fixtures")
         if source.read(f"fixtures/{f}/fixture.json") is not None
     }

@@ -187,7 +187,7 @@ def open_kept(
 
 def on_disk(workspace: Workspace) -> Definitions:
     """The working tree's definitions (real boards' baselines as materialized)."""
-    defs, _ = defs_mod.collect(DirectorySource(workspace.root), workspace.root)
+    defs, _ = defs_mod.collect(DirectorySource(workspace.root), workspace.root, strict=False)
     return defs
 
 
