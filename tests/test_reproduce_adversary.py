@@ -13,14 +13,21 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from cbledger.ledger.events import GradeRecorded, RunRecorded, make_event
+from cbledger.ledger.events import GradeRecorded, make_event
 from cbledger.ledger.store import LedgerStore
 from cbledger.reproduce import verify as verify_mod
 from cbledger.tasks.fixtures.hashing import task_manifest_hash
 from cbledger.workspace import bundle_name
 from tests.factories import run_cli
 from tests.test_reproduce_tamper import runs
-from tests.test_reproduce_verify import EDIT_TASK, OTHER_TASK, cli, copy_project, runs_by_task, verify_json
+from tests.test_reproduce_verify import (
+    EDIT_TASK,
+    OTHER_TASK,
+    cli,
+    copy_project,
+    runs_by_task,
+    verify_json,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.kicad]
 
@@ -65,7 +72,7 @@ def kinds(report: dict) -> set[str]:
 
 def test_copied_runs_with_byte_copies_of_their_bundle_fail(project):
     gold = runs(project)[("gold", EDIT_TASK)].event.body
-    (gseq, grade), = grades(project)[gold.run_id]
+    ((_, grade),) = grades(project)[gold.run_id]
     copies = []
     for n in (1, 2):
         new_id = f"{gold.run_id}-copy{n}"
