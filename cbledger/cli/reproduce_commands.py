@@ -12,6 +12,7 @@ import typer
 
 from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, workspace
 from cbledger.cli.progress import VerifyProgress, chain_progress
+from cbledger.inputs import printable
 from cbledger.reproduce import verify as verify_mod
 from cbledger.workspace import READ_MODEL
 
@@ -209,6 +210,10 @@ def import_cmd(
         str | None,
         typer.Option("--source", metavar="NAME", help="Where the evidence comes from (default: PATH's name; manual-reviewer-import)."),
     ] = None,
+    import_root: Annotated[
+        Path | None,
+        typer.Option("--import-root", metavar="DIR", help="With --manual: the only directory files are read from (default: the import file's)."),
+    ] = None,
     ledger: LedgerOption = None,
     root: RootOption = None,
     as_json: JsonFlag = False,
@@ -222,7 +227,7 @@ def import_cmd(
     from cbledger.reproduce import imports
 
     if manual is not None and path is None:
-        report = imports.import_manual(workspace(ledger, root), manual, source)
+        report = imports.import_manual(workspace(ledger, root), manual, source, import_root)
     elif path is not None and manual is None:
         report = imports.import_records(workspace(ledger, root), path, source)
     else:
@@ -232,9 +237,10 @@ def import_cmd(
         return
     for o in report.outcomes:
         at = f"seq {o.seq}" if o.seq is not None else "-"
-        typer.echo(f"{o.status:<9} {at:<10} {o.format:<34} {o.original_path}" + (f"  ({o.note})" if o.note else ""))
+        note = f"  ({printable(o.note)})" if o.note else ""
+        typer.echo(f"{o.status:<9} {at:<10} {o.format:<34} {printable(o.original_path)}{note}")
     for kept in report.kept:
-        typer.echo(f"kept      {kept}")
+        typer.echo(f"kept      {printable(kept)}")
     typer.echo(
         f"imports: {report.count('imported')} new, {report.count('unchanged')} already imported, "
         f"{report.count('duplicate')} duplicate content"
