@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, ledger_path, project_root
+from cbledger.inputs import printable
 from cbledger.ledger.events import Actor, event_type
 from cbledger.ledger.intake import parse_events
 from cbledger.ledger.store import LedgerStore
@@ -118,16 +119,21 @@ def repair(
     ledger: LedgerOption = None,
     root: RootOption = None,
 ) -> None:
-    """Repair a ledger after a crash. The only repair there is: removing a torn tail."""
+    """Repair a ledger after a crash. The only repair there is: removing a torn tail — an
+    incomplete final line. A complete, linked final event whose newline was lost is never
+    removed: its newline is restored. A file that is not a ledger is refused, unchanged."""
     if not truncate_torn_tail:
         fail("say what to repair: --truncate-torn-tail")
     path = ledger_path(ledger, root)
-    removed = LedgerStore(path).truncate_torn_tail()
-    if removed is None:
+    done = LedgerStore(path).repair_tail()
+    if done.action == "none":
         typer.echo(f"{path}: no torn tail; nothing removed")
         return
-    preview = removed[:120].decode("utf-8", errors="replace")
-    typer.echo(f"{path}: removed an incomplete final line of {len(removed)} bytes: {preview!r}")
+    preview = printable(done.data[:120].decode("utf-8", errors="replace"))
+    if done.action == "terminated":
+        typer.echo(f"{path}: the final event was complete and only its newline was lost; newline restored, nothing removed")
+        return
+    typer.echo(f"{path}: removed an incomplete final line of {len(done.data)} bytes: {preview}")
 
 
 def schema(

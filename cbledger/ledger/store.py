@@ -38,6 +38,7 @@ from cbledger.ledger.recorder import (
     LedgerMissing,
     Recorder,
     StoredEvent,
+    TailRepair,
     TornTail,
 )
 from cbledger.ledger.versions import CURRENT, EventSchema
@@ -232,6 +233,10 @@ class LedgerStore:
         """Removes exactly the incomplete final record and returns what it removed."""
         return self.recorder.truncate_torn_tail()
 
+    def repair_tail(self) -> TailRepair:
+        """Removes an incomplete final record; a complete one that lost its terminator gets it back."""
+        return self.recorder.repair_tail()
+
 
 __all__ = [
     "Appended",
@@ -239,5 +244,6 @@ __all__ = [
     "LedgerMissing",
     "LedgerStore",
     "StoredEvent",
+    "TailRepair",
     "TornTail",
 ]
