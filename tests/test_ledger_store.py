@@ -351,7 +351,7 @@ def _tear(path: Path, keep: int) -> bytes:
 def test_a_final_event_missing_only_its_newline_is_never_truncated(filled: LedgerStore, path: Path) -> None:
     good = _tear(path, -1)
     complete = path.read_bytes()
-    with pytest.raises(UserError, match="complete event .* whose newline was lost"):
+    with pytest.raises(UserError, match=r"complete event .* whose newline was lost"):
         LedgerStore(path).truncate_torn_tail()
     assert path.read_bytes() == complete
     done = LedgerStore(path).repair_tail()
