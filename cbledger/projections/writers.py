@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 from msgspec import Struct
 
-from cbledger.ledger.chain import parse_line
+from cbledger.ledger.chain import link_hash, parse_line
 from cbledger.ledger.encoding import decode
 from cbledger.ledger.jsonl import JsonLinesRecorder
 from cbledger.projections import leaderboard, readmodel
@@ -41,9 +41,10 @@ class LedgerFollower:
 
     `LedgerStore.read(since=...)` re-parses every line before `since`, which makes an
     incremental update cost a full scan; the follower remembers the byte offset after the last
-    event it folded and starts there. It reads only up to the committed size (never a torn tail)
-    and checks that the first new line links to the last folded hash, so a rewritten file is
-    refused rather than folded onto a stale state.
+    event it folded and starts there. It reads only up to the committed size (never a torn tail),
+    checks that each new line links to the last folded hash and that its hash is its own (the
+    BLAKE3 link over its bytes), so a rewritten or edited file is refused rather than folded: a
+    state, and every head published from it, is only ever built from a chain that verifies.
     """
 
     def __init__(self, ledger: Path, projector: Projector | None = None) -> None:
@@ -73,6 +74,11 @@ class LedgerFollower:
                         f"{self.store.path}: no ledger line at byte {offset} ({exc}); the file "
                         "changed underneath (rebuild from scratch)"
                     ) from None
+                if link_hash(parsed.prev, event.seq, parsed.event) != parsed.hash:
+                    raise ProjectionError(
+                        f"{self.store.path}: the line at byte {offset} (seq {event.seq}) does not hash to its "
+                        "recorded link; the ledger was edited (`cbledger replay --verify` locates it)"
+                    )
                 yield _Line(event, parsed.hash, parsed.prev, offset, offset + len(line))
                 offset += len(line)
 

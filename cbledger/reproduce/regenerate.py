@@ -154,17 +154,25 @@ class Regenerator:
         return True, problem or self._torn(follower)
 
     def refresh(self) -> Update | None:
-        """Folds new events and rewrites what changed; None when nothing new was folded."""
+        """Folds new events and rewrites what changed; None when nothing new was folded.
+
+        Nothing is published from bytes that were not verified: the prefix already folded must
+        still hash to what was folded (a same-size edit in place leaves every offset where it
+        was, so only its digest tells), and every new line must link and hash (the follower).
+        A missing ledger (deleted, or between `git checkout`'s unlink and write) is a problem
+        reported like any other; the outputs stay where they are until it is back."""
         started = time.perf_counter()
-        if self.follower is None or not self._head_still_there():
-            rebuilt, problem = self._rebuild()
-        else:
-            head = self.follower.state.head_seq
-            problem = self._poll(self.follower)
-            rebuilt = False
-            if problem is not None and self.follower.state.head_seq == head and not self._prefix_intact(self.follower.offset):
-                rebuilt, problem = self._rebuild()
+        try:
+            rebuilt, problem = self._refresh()
+        except FileNotFoundError:
+            rebuilt, problem = False, (
+                f"{self.ledger}: the ledger is missing (deleted or being replaced); waiting for it to come back"
+            )
+        except OSError as exc:
+            rebuilt, problem = False, f"{self.ledger}: cannot be read ({exc.strerror}); waiting"
         self.problem = problem
+        if self.follower is None:
+            return None
         assert self.follower is not None
         projector = self.follower.projector
         assert isinstance(projector, _TrackingProjector)  # every follower here comes from _fresh()
@@ -174,6 +182,11 @@ class Regenerator:
         projector.touched = set()
         update.seconds = time.perf_counter() - started
         return update
+
+    def _refresh(self) -> tuple[bool, str | None]:
+        if self.follower is None or not self._head_still_there() or not self._prefix_intact(self.follower.offset):
+            return self._rebuild()
+        return False, self._poll(self.follower)
 
     # ------------------------------------------------------------------ writing
 

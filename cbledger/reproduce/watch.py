@@ -115,25 +115,41 @@ class Watcher:
         event = stop or stopper.event
         if stop is None:
             stopper.install()
-        target = str(self.ledger.resolve())
+        directory = self.ledger.resolve().parent
+        target = str(directory / self.ledger.name)
         step = self.options.debounce_ms
         self.echo(f"watch: watching {self.ledger} (debounce {step} ms); Ctrl-C to stop")
         try:
-            for _changes in watchfiles.watch(
-                self.ledger.resolve().parent,
-                watch_filter=lambda _change, path: path == target,
-                step=step,
-                debounce=max(10 * step, 1600),
-                stop_event=event,
-                rust_timeout=1000,
-                yield_on_timeout=True,
-                raise_interrupt=False,
-                recursive=False,
-            ):
-                if event.is_set():
-                    break
-                if _changes or self.regenerator.problem is not None or self._grew():
+            # The ledger, or its directory, may vanish and come back (`git checkout` unlinks and
+            # rewrites it; a branch without it removes the directory): the watch is restarted on
+            # the directory whenever it is there again, and the state is checked on every wake.
+            while not event.is_set():
+                if not directory.is_dir():
                     self.regenerate()
+                    event.wait(step / 1000)
+                    continue
+                try:
+                    for _changes in watchfiles.watch(
+                        directory,
+                        watch_filter=lambda _change, path: path == target,
+                        step=step,
+                        debounce=max(10 * step, 1600),
+                        stop_event=event,
+                        rust_timeout=1000,
+                        yield_on_timeout=True,
+                        raise_interrupt=False,
+                        recursive=False,
+                    ):
+                        if event.is_set():
+                            break
+                        if _changes or self.regenerator.problem is not None or self._grew():
+                            self.regenerate()
+                        if not directory.is_dir():
+                            break
+                except (OSError, RuntimeError) as exc:  # the directory went away under the watch
+                    self.echo(f"watch: the watch on {directory} ended ({exc}); restarting it")
+                    self.regenerate()
+                    event.wait(step / 1000)
         except KeyboardInterrupt:
             stopper.signal = stopper.signal or "SIGINT"
         finally:
@@ -143,9 +159,10 @@ class Watcher:
         return 0
 
     def _grew(self) -> bool:
-        """A missed notification must not leave the outputs behind: check the size on timeouts."""
+        """A missed notification must not leave the outputs behind: check the size on timeouts
+        (a ledger that is gone counts as changed, so its absence is reported)."""
         follower = self.regenerator.follower
         try:
             return follower is not None and os.path.getsize(self.ledger) != follower.offset
         except OSError:
-            return False
+            return True
