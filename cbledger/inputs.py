@@ -149,9 +149,14 @@ def loads(data: bytes | str, where: str, max_depth: int = MAX_JSON_DEPTH) -> Any
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
-def printable(value: object, limit: int = 200) -> str:
+_CONTROL_BUT_NEWLINE = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(value: object, limit: int = 200, keep_newlines: bool = False) -> str:
     """`value` safe to print on a terminal: control characters (ANSI escapes, newlines, bidi
-    overrides) shown as escapes, and cut to `limit` characters."""
+    overrides) shown as escapes, and cut to `limit` characters. `keep_newlines` keeps the line
+    structure of a message of several lines (each untrusted part escaped by whoever built it)."""
     text = str(value)
-    out = _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+    pattern = _CONTROL_BUT_NEWLINE if keep_newlines else _CONTROL
+    out = pattern.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
     return out if len(out) <= limit else out[: limit - 1] + "…"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -10,9 +11,9 @@ from typing import Annotated
 import typer
 
 from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, ledger_path, project_root
-from cbledger.inputs import printable
+from cbledger.inputs import printable, read_regular
 from cbledger.ledger.events import Actor, event_type
-from cbledger.ledger.intake import parse_events
+from cbledger.ledger.intake import MAX_INPUT_BYTES, parse_events
 from cbledger.ledger.store import LedgerStore
 from cbledger.login import login_name
 
@@ -43,12 +44,12 @@ def append(
     conflicts. Re-appending an identical event is a no-op that reports the existing seq.
     """
     if source == "-":
-        data, name = sys.stdin.buffer.read(), "<stdin>"
+        data, name = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1), "<stdin>"
     else:
         p = Path(source)
-        if not p.is_file():
-            fail(f"{source}: no such file")
-        data, name = p.read_bytes(), source
+        if not os.path.lexists(p):
+            fail(f"{printable(source)}: no such file")
+        data, name = read_regular(p, MAX_INPUT_BYTES), source
     events = parse_events(data, name)
     results = LedgerStore(ledger_path(ledger, root)).append(events)
     if as_json:
@@ -62,8 +63,11 @@ def append(
         )
         return
     for r in results:
-        note = "" if r.created else "  (already recorded; no-op)"
-        typer.echo(f"seq {r.seq}  {r.hash}  {r.type}  {r.id}{note}")
+        if r.repeat_in_batch:
+            note = "  (repeated in this input; appended once)"
+        else:
+            note = "" if r.created else "  (already recorded; no-op)"
+        typer.echo(f"seq {r.seq}  {r.hash}  {r.type}  {printable(r.id)}{note}")
 
 
 def log(
@@ -90,7 +94,7 @@ def log(
         else:
             typer.echo(
                 f"{stored.seq:>7}  {ev.at.isoformat().replace('+00:00', 'Z')}  "
-                f"{event_type(ev):<18} {ev.id}  [{ev.actor.kind}:{ev.actor.name}]"
+                f"{event_type(ev):<18} {ev.id}  [{ev.actor.kind}:{printable(ev.actor.name)}]"
             )
 
 
@@ -103,7 +107,8 @@ def show(
     """Print one event exactly as stored, with its chain links."""
     stored = LedgerStore(ledger_path(ledger, root)).find(key)
     if stored is None:
-        fail(f"no event with seq or id {key!r}")
+        fail(f"no event with seq or id {printable(repr(key))}")
+    stored.event  # noqa: B018 (decoding is the check: a damaged record is named by its seq, not shown as if sound)
     doc = {"seq": stored.seq, "hash": stored.hash, "prev": stored.prev, "event": json.loads(stored.raw)}
     typer.echo(json.dumps(doc, sort_keys=True) if as_json else json.dumps(doc, indent=2, sort_keys=True))
 

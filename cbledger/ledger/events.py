@@ -43,6 +43,7 @@ from cbledger.ledger.types import (
     SemVer,
     Slug,
     Tier,
+    TokenCount,
     UtcDateTime,
     Weight,
     to_utc,
@@ -190,8 +191,8 @@ class Comparability(Body, frozen=True, kw_only=True):
 
 class TurnTokens(Body, frozen=True, kw_only=True):
     turn: Count
-    in_: Count = field(name="in")
-    out: Count
+    in_: TokenCount = field(name="in")
+    out: TokenCount
 
 
 class RunStats(Body, frozen=True, kw_only=True):
@@ -202,8 +203,8 @@ class RunStats(Body, frozen=True, kw_only=True):
     max_turns: Count
     repair_cycles_used: Count
     max_repair_cycles: Count
-    tokens_in: Count
-    tokens_out: Count
+    tokens_in: TokenCount
+    tokens_out: TokenCount
     duration_ms: Count | None = None
     files_touched: list[str] = field(default_factory=list)
 

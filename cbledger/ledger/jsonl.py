@@ -32,6 +32,7 @@ from cbledger.errors import UserError
 from cbledger.ledger.chain import GENESIS, format_line, link_hash, parse_line
 from cbledger.ledger.recorder import (
     EMPTY,
+    CorruptRecord,
     Head,
     HeadMoved,
     LedgerMissing,
@@ -238,13 +239,20 @@ class JsonLinesRecorder(Recorder):
         limit = self.committed_size()
         with open(self.path, "rb") as f:
             offset = 0
-            for line in f:
+            last_seq = 0
+            for lineno, line in enumerate(f, start=1):
                 if offset + len(line) > limit or not line.endswith(b"\n"):
                     return
                 offset += len(line)
-                parsed = parse_line(line)
-                raw = bytes(parsed.event)
-                view = _EVENT_VIEW.decode(raw)
+                try:
+                    parsed = parse_line(line)
+                    raw = bytes(parsed.event)
+                    view = _EVENT_VIEW.decode(raw)
+                except (msgspec.MsgspecError, ValueError) as exc:
+                    raise CorruptRecord(
+                        f"{self.path}: line {lineno} (seq {last_seq + 1} expected) is not a ledger line: {exc}"
+                    ) from None
+                last_seq = view.seq
                 if view.seq <= since:
                     continue
                 if until is not None and view.seq > until:
@@ -261,9 +269,13 @@ class JsonLinesRecorder(Recorder):
             return None
         with open(self.path, "rb") as f:
             f.seek(offset)
-            parsed = parse_line(f.readline())
-        raw = bytes(parsed.event)
-        view = _EVENT_VIEW.decode(raw)
+            line = f.readline()
+        try:
+            parsed = parse_line(line)
+            raw = bytes(parsed.event)
+            view = _EVENT_VIEW.decode(raw)
+        except (msgspec.MsgspecError, ValueError) as exc:
+            raise CorruptRecord(f"{self.path}: the line of {event_id} at byte {offset} is not a ledger line: {exc}") from None
         return StoredEvent(view.seq, view.id, view.type, raw, parsed.hash, parsed.prev)
 
     # ------------------------------------------------------------------ repair

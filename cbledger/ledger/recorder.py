@@ -43,7 +43,7 @@ from typing import Literal
 from cbledger.errors import ConflictError, UserError
 from cbledger.ledger.chain import GENESIS
 from cbledger.ledger.events import EventBase
-from cbledger.ledger.versions import CURRENT, EventSchema
+from cbledger.ledger.versions import CURRENT, EventSchema, InvalidEvent
 
 
 class LedgerMissing(UserError):
@@ -96,7 +96,18 @@ class StoredEvent:
 
     @cached_property
     def event(self) -> EventBase:
-        return (self.schema or CURRENT).decode(self.raw)
+        try:
+            return (self.schema or CURRENT).decode(self.raw)
+        except InvalidEvent as exc:
+            raise CorruptRecord(f"seq {self.seq}: the stored event does not decode: {exc}") from None
+
+
+class CorruptRecord(InvalidEvent):
+    """A stored record that is not a ledger record any more (an edit, a disk fault). Names the
+    seq (and where the store can say it, the line) so every command can say where to look."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"{message}; the ledger is damaged at that point (`cbledger replay --verify` locates it)")
 
 
 class Recorder(ABC):

@@ -54,6 +54,8 @@ class Appended:
     type: str
     hash: str
     created: bool
+    #: a repeat, in the same batch, of an event the batch itself appends (written once)
+    repeat_in_batch: bool = False
 
 
 class _Identity(msgspec.Struct):
@@ -154,8 +156,12 @@ class LedgerStore:
             earlier = batch.get(ev.id)
             if earlier is not None:
                 if earlier[0][1:] != draft[1:]:  # type, version and body bytes
-                    raise self._conflict(ev.id, earlier[1].seq)
-                results.append(replace(earlier[1], created=False))
+                    # the earlier one is not stored yet: name it by its place in the batch
+                    raise ConflictError(
+                        f"{self.location}: event id {ev.id!r} appears twice in this batch with different "
+                        f"types or bodies (events {prepared.index(earlier[0])} and {prepared.index(draft)}); nothing written"
+                    )
+                results.append(replace(earlier[1], created=False, repeat_in_batch=True))
                 continue
             stored = known.get(ev.id)
             if stored is not None:

@@ -63,6 +63,7 @@ class LedgerFollower:
         with open(self.store.path, "rb") as f:
             f.seek(self.offset)
             offset = self.offset
+            seq = self.state.head_seq
             for line in f:
                 if offset + len(line) > limit or not line.endswith(b"\n"):
                     return
@@ -71,8 +72,8 @@ class LedgerFollower:
                     event = decode(parsed.event)
                 except Exception as exc:  # a line that does not parse where one should start
                     raise ProjectionError(
-                        f"{self.store.path}: no ledger line at byte {offset} ({exc}); the file "
-                        "changed underneath (rebuild from scratch)"
+                        f"{self.store.path}: no ledger line at byte {offset} (seq {seq + 1} expected): {exc}; "
+                        "the ledger is damaged there, or changed underneath (`cbledger replay --verify` locates it)"
                     ) from None
                 if link_hash(parsed.prev, event.seq, parsed.event) != parsed.hash:
                     raise ProjectionError(
@@ -80,6 +81,7 @@ class LedgerFollower:
                         "recorded link; the ledger was edited (`cbledger replay --verify` locates it)"
                     )
                 yield _Line(event, parsed.hash, parsed.prev, offset, offset + len(line))
+                seq = event.seq
                 offset += len(line)
 
     def poll(self) -> int:

@@ -7,12 +7,14 @@ recorded on a run is the hash of what was graded.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 import msgspec
 
+from cbledger import inputs
 from cbledger.errors import UserError
 from cbledger.tasks.fixtures.hashing import task_manifest_hash
 from cbledger.tasks.model import Assertions, FixtureManifest, Suite, TaskManifest
@@ -25,6 +27,9 @@ _SUITE = msgspec.json.Decoder(Suite)
 
 
 def _decode(decoder: msgspec.json.Decoder, data: bytes, path: Path):
+    problem = inputs.json_problem(data)
+    if problem is not None:
+        raise UserError(f"{path}: {problem}")
     try:
         return decoder.decode(data)
     except msgspec.ValidationError as exc:
@@ -39,11 +44,14 @@ def _decode(decoder: msgspec.json.Decoder, data: bytes, path: Path):
         raise UserError(f"{path}: not valid JSON: {exc}") from None
 
 
+#: Tasks, fixture manifests and suites are small hand-written JSON.
+MAX_DEFINITION_BYTES = 4 * inputs.MiB
+
+
 def _read(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise UserError(f"{path}: missing") from None
+    if not os.path.lexists(path):
+        raise UserError(f"{path}: missing")
+    return inputs.read_regular(path, MAX_DEFINITION_BYTES)
 
 
 @dataclass(frozen=True)
