@@ -234,6 +234,8 @@ def test_an_edit_to_a_baseline_fixture_manifest_or_gold_is_caught(project, rel, 
     assert code == verify_mod.EXIT_DEFINITIONS
     (f,) = report["failures"]
     assert f["kind"] == "definitions-differ" and what in f["message"]
+    status = cli(project, "suite", "status")
+    assert status.exit_code == 1 and what in status.stdout
     # A run refuses it too: the suite on disk is no longer suite 1.0.0.
     result = cli(project, "run", EDIT_TASK, "--agent", "gold", "--repeats", "1", "--sandbox-root", project.parent / "sb")
     assert result.exit_code != 0 and "differs from suite 1.0.0" in result.output

@@ -33,7 +33,7 @@ from cbledger.runner import ledger_view, pricing
 from cbledger.runner.plan import make_plan
 from cbledger.runner.rescore import rescore as rescore_runs
 from cbledger.runner.suite_run import run_plan
-from cbledger.tasks import suite_archive
+from cbledger.tasks import definitions, suite_archive
 from cbledger.tasks.catalog import Catalog
 from cbledger.tasks.definitions import DirectorySource, GitSource, Source
 from cbledger.workspace import SUITES, Workspace, bundle_name, record_name
@@ -241,6 +241,10 @@ def suite_status(ledger: LedgerOption = None, root: RootOption = None) -> None:
     if view.suite is None:
         fail("no suite version recorded")
     diffs = suite_version.differences(view.suite, suite_version.current(Catalog(project_root(root))))
+    kept = view.archived
+    if kept is not None and not diffs:  # the files the standard's hashes do not cover (baselines, gold)
+        ws = Workspace.at(project_root(root))
+        diffs = definitions.differences(suite_archive.kept_definitions(ws, kept), suite_archive.on_disk(ws))
     typer.echo(f"suite {view.suite.suite_version}: " + ("matches the tasks on disk" if not diffs else "differs: " + ", ".join(diffs)))
     if diffs:
         raise typer.Exit(1)
