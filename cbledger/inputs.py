@@ -121,8 +121,9 @@ class _DuplicateKey(ValueError):
         self.key = key
 
 
-def json_problem(data: bytes | str, max_depth: int = MAX_JSON_DEPTH) -> str | None:
-    """Why `data` is not acceptable JSON (nesting too deep, a repeated key, not JSON), or None."""
+def json_problem(data: bytes | str, max_depth: int = MAX_JSON_DEPTH, *, syntax: bool = True) -> str | None:
+    """Why `data` is not acceptable JSON (nesting too deep, a repeated key, not JSON), or None.
+    `syntax=False` leaves a syntax error to the caller's own decoder, whose message it keeps."""
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     depth = json_depth(raw)
     if depth > max_depth:
@@ -132,7 +133,7 @@ def json_problem(data: bytes | str, max_depth: int = MAX_JSON_DEPTH) -> str | No
     except _DuplicateKey as exc:
         return f"duplicate key {printable(exc.key)!s} in one JSON object"
     except (ValueError, RecursionError) as exc:
-        return f"not valid JSON: {exc}"
+        return f"not valid JSON: {exc}" if syntax else None
     return None
 
 

@@ -69,7 +69,7 @@ def parse_events(data: bytes, source: str, schema: EventSchema = CURRENT) -> lis
 
 
 def _check_json(data: bytes, where: str) -> None:
-    problem = json_problem(data)
+    problem = json_problem(data, syntax=False)  # a syntax error is msgspec's to name, with its position
     if problem is not None:
         raise UserError(redact(f"{where}: {problem}"))
 
