@@ -182,14 +182,10 @@ def suite_bump(
     path = ledger_path(ledger, root)
     view = ledger_view.read(path)
     ws = Workspace.at(project_root(root), path)
-    body = suite_version.bump(view.suite, Catalog(ws.root), reason, level, version)
-    # The definitions are kept before the bump is appended, and both events land in one batch:
-    # a suite version is never recorded without what its grades will be re-graded against.
-    kept = suite_archive.keep(ws, body.suite_version, DirectorySource(ws.root), body, "the working tree at the bump",
-                              recorded=body.suite_version in view.archives)
+    body, kept = suite_version.bump_and_keep(view.suite, ws, reason, level, version, kept_versions=set(view.archives))
     events = [
         make_event(body, id=f"suite:{body.suite_version}", actor=_maintainer()),
-        make_event(kept, id=f"suite.archived:{body.suite_version}:{kept.definitions_hash}", actor=_maintainer()),
+        make_event(kept, id=suite_archive.event_id(kept), actor=_maintainer()),
     ]
     r, a = LedgerStore(path).append(events)
     changed = "" if view.suite is None else " (" + ", ".join(suite_version.differences(view.suite, suite_version.current(Catalog(ws.root)))) + ")"
@@ -229,7 +225,7 @@ def suite_archive_command(
     else:
         source, label = DirectorySource(ws.root), "the working tree"
     kept = suite_archive.keep(ws, version, source, bump, label)
-    event = make_event(kept, id=f"suite.archived:{version}:{kept.definitions_hash}", actor=_maintainer())
+    event = make_event(kept, id=suite_archive.event_id(kept), actor=_maintainer())
     (r,) = LedgerStore(path).append([event])
     typer.echo(f"seq {r.seq}  suite.archived {version}: definitions {kept.definitions_hash[:12]} from {label}")
 

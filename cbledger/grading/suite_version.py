@@ -129,3 +129,25 @@ def require_current(
             "run `cbledger suite bump --reason …` first"
         )
     return recorded.suite_version
+
+
+def bump_and_keep(
+    recorded: SuiteBumped | None,
+    workspace: Workspace,
+    reason: str,
+    level: str = "minor",
+    version: str | None = None,
+    *,
+    kept_versions: set[str] | frozenset[str] = frozenset(),
+) -> tuple[SuiteBumped, SuiteArchived]:
+    """The two bodies a bump appends in one batch: the new version, and its definitions, kept
+    under `results/suites/` before either is appended — a suite version is never recorded
+    without what its grades will be re-graded against. `kept_versions` are the versions whose
+    definitions the ledger already records (their kept manifest may not be replaced)."""
+    body = bump(recorded, Catalog(workspace.root), reason, level, version)
+    kept = suite_archive.keep(
+        workspace, body.suite_version, definitions.DirectorySource(workspace.root), body,
+        "the working tree at the bump", recorded=body.suite_version in kept_versions,
+    )
+    return body, kept
+

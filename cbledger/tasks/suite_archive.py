@@ -56,6 +56,11 @@ def against_bump(defs: Definitions, bump: SuiteBumped) -> list[str]:
     return out
 
 
+def event_id(body: SuiteArchived) -> str:
+    """The idempotency key of a `suite.archived`: one per version and definitions."""
+    return f"suite.archived:{body.suite_version}:{body.definitions_hash}"
+
+
 def archived_body(version: str, defs: Definitions, source: str) -> SuiteArchived:
     return SuiteArchived(
         suite_version=version,
