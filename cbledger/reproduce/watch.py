@@ -83,6 +83,7 @@ class Watcher:
         self.root, self.ledger, self.options, self.echo = workspace.root, workspace.ledger, options, echo
         self.regenerator = Regenerator(workspace, read_model=options.read_model)
         self._reported: str | None = None
+        self._seen: tuple[int, int, int] | None = None
 
     def regenerate(self) -> Update | None:
         update = self.regenerator.refresh()
@@ -128,6 +129,7 @@ class Watcher:
                     self.regenerate()
                     event.wait(step / 1000)
                     continue
+                watched = _identity(directory)
                 try:
                     for _changes in watchfiles.watch(
                         directory,
@@ -144,8 +146,8 @@ class Watcher:
                             break
                         if _changes or self.regenerator.problem is not None or self._grew():
                             self.regenerate()
-                        if not directory.is_dir():
-                            break
+                        if _identity(directory) != watched:
+                            break  # removed, or removed and made again: a watch on the old one hears nothing
                 except (OSError, RuntimeError) as exc:  # the directory went away under the watch
                     self.echo(f"watch: the watch on {directory} ended ({exc}); restarting it")
                     self.regenerate()
@@ -159,10 +161,22 @@ class Watcher:
         return 0
 
     def _grew(self) -> bool:
-        """A missed notification must not leave the outputs behind: check the size on timeouts
-        (a ledger that is gone counts as changed, so its absence is reported)."""
+        """A missed notification must not leave the outputs behind: on timeouts, check whether
+        the file is another one, or was written, since the last look (size, mtime and inode: a
+        same-size edit in place changes the mtime). A ledger that is gone counts as changed, so
+        its absence is reported."""
         follower = self.regenerator.follower
         try:
-            return follower is not None and os.path.getsize(self.ledger) != follower.offset
+            st = os.stat(self.ledger)
         except OSError:
             return True
+        seen, self._seen = self._seen, (st.st_size, st.st_mtime_ns, st.st_ino)
+        return follower is not None and (st.st_size != follower.offset or seen != self._seen)
+
+
+def _identity(directory: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(directory)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
