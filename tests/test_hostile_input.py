@@ -214,7 +214,8 @@ def test_every_command_on_a_corrupt_ledger_line_names_the_seq(tmp_path, how, com
 
 # --------------------------------------------------------------------------- fuzz
 
-_DOCUMENTED = {"append": {0, 2, 3, 4}, "import": {0, 2, 4}, "validate": {0, 1}}
+#: docs/LEDGER.md and docs/REPRODUCE.md: 2 bad input, 3 an id conflict, 4 a credential; validate 1 on errors
+_DOCUMENTED = {"append": {0, 2, 3, 4}, "import": {0, 2, 4}, "validate": {0, 1, 2}}
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(min_value=-(10**40), max_value=10**40) | st.floats(allow_nan=True)
@@ -229,7 +230,7 @@ raw_inputs = documents | st.binary(max_size=200).map(lambda b: b.decode("latin-1
     [DEEP[:4000], "[]", "{}", '{"a":1,"a":2}', "\x1b[31m", "{" * 70 + "}" * 70, "\ufeff{}", "null", "1e999"])
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(doc=raw_inputs, mutate=st.sampled_from(["as-is", "as-event", "as-lines"]))
 def test_fuzz_append_never_tracebacks_and_never_changes_the_ledger(tmp_path_factory, doc, mutate):
     ledger = _ledger(tmp_path_factory.mktemp("fuzz-append"))
@@ -251,7 +252,7 @@ def test_fuzz_append_never_tracebacks_and_never_changes_the_ledger(tmp_path_fact
         assert ledger.read_bytes() == before
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(doc=raw_inputs, prompt=st.binary(max_size=64))
 def test_fuzz_manual_import_never_tracebacks_and_writes_nothing_when_refused(tmp_path_factory, doc, prompt):
     base = tmp_path_factory.mktemp("fuzz-import")
@@ -270,7 +271,7 @@ def test_fuzz_manual_import_never_tracebacks_and_writes_nothing_when_refused(tmp
         assert ledger.read_bytes() == before and not (root / "results" / "imports").exists()
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(doc=raw_inputs, which=st.sampled_from(["task.json", "assertions.json", "fixture.json", "suite"]))
 def test_fuzz_validate_never_tracebacks(tmp_path_factory, doc, which):
     root = tmp_path_factory.mktemp("fuzz-validate") / "p"
@@ -292,7 +293,7 @@ def test_fuzz_validate_never_tracebacks(tmp_path_factory, doc, which):
     assert result.exit_code in _DOCUMENTED["validate"], result.output
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, derandomize=True)
 @given(data=st.lists(raw_inputs | json_values.map(lambda v: json.dumps({"type": "run-end", "data": v})), max_size=6))
 def test_fuzz_the_transcript_reader_never_raises(data):
     t = parse_transcript("\n".join(data).encode("utf-8", "surrogatepass"))
