@@ -41,6 +41,7 @@ from cbledger.runner import execute as execute_mod
 from cbledger.runner import sandbox as sandbox_mod
 from cbledger.runner.agents import scripted
 from cbledger.runner.plan import make_plan
+from cbledger.tasks import suite_archive
 from cbledger.tasks.catalog import Catalog
 from cbledger.workspace import Workspace
 from tests.runner_project import (
@@ -152,8 +153,11 @@ def init_ledger(root: Path) -> Path:
     ledger = Workspace.at(root).ledger
     store = LedgerStore(ledger)
     store.init("runner-bench", ACTOR)
-    body = suite_version.bump(None, Catalog(root), "benchmark suite")
-    store.append([make_event(body, id=f"suite:{body.suite_version}", actor=ACTOR)])
+    body, kept = suite_version.bump_and_keep(None, Workspace.at(root), "benchmark suite")
+    store.append([
+        make_event(body, id=f"suite:{body.suite_version}", actor=ACTOR),
+        make_event(kept, id=suite_archive.event_id(kept), actor=ACTOR),
+    ])
     return ledger
 
 

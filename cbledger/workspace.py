@@ -25,6 +25,8 @@ READ_MODEL = f"{RESULTS}/cbledger.db"
 RUNS = f"{RESULTS}/runs"
 IMPORTS = f"{RESULTS}/imports"
 CHECKPOINTS = f"{RESULTS}/checkpoints"
+#: Each suite version's definitions, content-addressed (docs/REPRODUCE.md, "Suite definitions").
+SUITES = f"{RESULTS}/suites"
 #: Public keys whose checkpoint signatures this project accepts (never a private key: see docs/CHECKPOINTS.md).
 KEYS = "keys"
 
@@ -43,6 +45,11 @@ def is_database_url(location: str | Path) -> bool:
 def checkpoint_name(size: int) -> str:
     """A published checkpoint's file relative to the root: one per tree size."""
     return f"{CHECKPOINTS}/{size}.txt"
+
+
+def suite_definitions_name(version: str) -> str:
+    """A suite version's definitions manifest relative to the root."""
+    return f"{SUITES}/{version}.json"
 
 
 def bundle_name(run_id: str) -> str:
@@ -117,6 +124,17 @@ class Workspace:
     @property
     def keys(self) -> Path:
         return self.root / KEYS
+
+    @property
+    def suites(self) -> Path:
+        return self.root / SUITES
+
+    def suite_definitions(self, version: str) -> Path:
+        return self.root / suite_definitions_name(version)
+
+    def suite_object(self, sha256: str) -> Path:
+        """One kept definition file, named by its SHA-256."""
+        return self.root / SUITES / "objects" / sha256[:2] / sha256
 
     def kept_import(self, sha256: str) -> Path:
         """The directory holding the kept copies of one imported file's evidence."""

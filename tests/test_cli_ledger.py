@@ -183,7 +183,10 @@ def test_replay_verify_reports_events_bytes_and_head(filled: Path) -> None:
     result = cli("replay", "--verify", "--chain-only", "--ledger", filled)
     assert result.exit_code == 0, result.output
     size = filled.stat().st_size
-    assert result.stdout.strip() == f"chain ok: 12 events, {size} bytes; head seq 12 {hashes(filled)[-1]}"
+    first, second = result.stdout.splitlines()
+    assert first == f"chain ok: 12 events, {size} bytes; head seq 12 {hashes(filled)[-1]}"
+    # Without a checkpoint a ledger cut short at its end verifies: the reader is told what to compare.
+    assert second.startswith(f"head: compare seq 12 {hashes(filled)[-1]} with the head the project published")
 
 
 def test_replay_verify_json(filled: Path) -> None:
@@ -209,6 +212,44 @@ def test_replay_without_verify_is_refused(filled: Path) -> None:
 def test_repair_needs_to_be_told_what_to_repair(filled: Path) -> None:
     result = cli("repair", "--ledger", filled)
     assert result.exit_code != 0 and "--truncate-torn-tail" in result.stderr
+
+
+def test_repair_restores_a_lost_newline_instead_of_deleting_the_event(filled: Path) -> None:
+    whole = filled.read_bytes()
+    filled.write_bytes(whole[:-1])  # `truncate -s -1`: the last, acknowledged event lost only its newline
+    result = cli("repair", "--truncate-torn-tail", "--ledger", filled)
+    assert result.exit_code == 0, result.output
+    assert "newline restored, nothing removed" in result.stdout
+    assert filled.read_bytes() == whole
+    assert cli("replay", "--verify", "--chain-only", "--ledger", filled).exit_code == 0
+
+
+def test_repair_removes_a_genuinely_incomplete_final_line(filled: Path) -> None:
+    whole = filled.read_bytes()
+    last = whole[:-1].rsplit(b"\n", 1)[1] + b"\n"
+    filled.write_bytes(whole[:-10])  # a torn final line: its hash cut short
+    result = cli("repair", "--truncate-torn-tail", "--ledger", filled)
+    assert result.exit_code == 0 and "removed an incomplete final line" in result.stdout
+    assert filled.read_bytes() == whole[: -len(last)]
+
+
+def test_repair_removes_a_complete_line_that_does_not_link(filled: Path) -> None:
+    whole = filled.read_bytes()
+    lines = whole.splitlines(keepends=True)
+    forged = lines[-1][:-1].replace(b'"prev":"', b'"prev":"0', 1)[:-2] + b'"}'  # parses, but links nowhere
+    filled.write_bytes(b"".join(lines[:-1]) + forged)
+    result = cli("repair", "--truncate-torn-tail", "--ledger", filled)
+    assert result.exit_code == 0 and "removed an incomplete final line" in result.stdout
+    assert filled.read_bytes() == b"".join(lines[:-1])
+
+
+@pytest.mark.parametrize("content", [b"root:x:0:0:root:/root:/bin/bash\nno newline at the end", b"just text", b"{\"a\": 1}\n{\"b\""])
+def test_repair_refuses_a_file_that_is_not_a_ledger(tmp_path: Path, content: bytes) -> None:
+    other = tmp_path / "notes.txt"
+    other.write_bytes(content)
+    result = cli("repair", "--truncate-torn-tail", "--ledger", other)
+    assert result.exit_code == 2 and "not a cbledger ledger" in result.stderr
+    assert other.read_bytes() == content
 
 
 # --------------------------------------------------------------------------- where the ledger is

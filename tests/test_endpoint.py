@@ -166,7 +166,7 @@ def test_cbledger_endpoint_serve_answers_until_interrupted(tmp_path):
                 time.sleep(0.1)
         assert status == 200 and json.loads(body)["choices"][0]["message"]["content"] == "hello"
         proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=10)
+        out, _ = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()

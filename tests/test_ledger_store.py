@@ -348,7 +348,19 @@ def _tear(path: Path, keep: int) -> bytes:
     return good
 
 
-@pytest.mark.parametrize("keep", [1, 40, -1])
+def test_a_final_event_missing_only_its_newline_is_never_truncated(filled: LedgerStore, path: Path) -> None:
+    good = _tear(path, -1)
+    complete = path.read_bytes()
+    with pytest.raises(UserError, match=r"complete event .* whose newline was lost"):
+        LedgerStore(path).truncate_torn_tail()
+    assert path.read_bytes() == complete
+    done = LedgerStore(path).repair_tail()
+    assert done.action == "terminated" and path.read_bytes() == complete + b"\n"
+    assert path.read_bytes().startswith(good) and verify_chain(path).ok
+    assert [s.seq for s in LedgerStore(path).read()][-1] == 13
+
+
+@pytest.mark.parametrize("keep", [1, 40, -2])
 def test_append_refuses_a_torn_tail_and_truncation_removes_exactly_it(
     filled: LedgerStore, path: Path, keep: int
 ) -> None:

@@ -224,6 +224,6 @@ def test_a_full_rewrite_changes_the_head_hash(ledger: Path) -> None:
     ledger.write_bytes(rechain(events))
     after = run_cli(["replay", "--verify", "--chain-only", "--ledger", ledger])
     assert before.exit_code == after.exit_code == 0
-    head_before = before.stdout.split("head seq 8 ")[1].strip()
-    head_after = after.stdout.split("head seq 8 ")[1].strip()
+    head_before = before.stdout.split("head seq 8 ")[1].split()[0]
+    head_after = after.stdout.split("head seq 8 ")[1].split()[0]
     assert len(head_before) == 64 and head_before != head_after

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import sqlite3
 from pathlib import Path
@@ -281,3 +282,129 @@ def test_a_credential_in_a_manual_transcript_writes_nothing(root, tmp_path):
     assert result.exit_code == 4
     assert "at session.jsonl:1" in result.stderr and SECRET not in result.output
     assert imports(root) == [] and not (root / "results" / "imports").exists()
+
+
+# --------------------------------------------------------------------------- hostile manual imports
+
+PEM = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\n-----END OPENSSH PRIVATE KEY-----\n"
+AWS = "[default]\naws_access_key_id = AKIAIOSFODNN7EXAMPLE\naws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n"
+
+
+def _outside(tmp_path: Path) -> dict[str, Path]:
+    """A planted PEM key and an AWS credentials file beside (not under) the import root."""
+    secrets = tmp_path / "home" / ".secrets"
+    secrets.mkdir(parents=True)
+    (secrets / "id_ed25519").write_text(PEM)
+    (secrets / "credentials").write_text(AWS)
+    return {"pem": secrets / "id_ed25519", "aws": secrets / "credentials", "passwd": Path("/etc/passwd")}
+
+
+def _refused(root: Path, path: Path, field: str, why: str) -> None:
+    result = cli(root, "import", "--manual", path)
+    assert result.exit_code == 2, result.output
+    assert f"{field}: " in result.stderr and why in result.stderr, result.stderr
+    assert imports(root) == [] and not (root / "results" / "imports").exists()
+    for secret in ("BEGIN OPENSSH", "AKIAIOSFODNN7EXAMPLE", "root:x:0:0"):
+        assert secret not in result.output
+
+
+@pytest.mark.parametrize("target", ["passwd", "pem", "aws"])
+def test_an_absolute_path_outside_the_import_root_is_refused(root, tmp_path, target):
+    outside = _outside(tmp_path)
+    path = manual(tmp_path, transcript_path=str(outside[target]))
+    _refused(root, path, "transcript_path", "is an absolute path")
+
+
+@pytest.mark.parametrize("target", ["pem", "aws"])
+def test_a_dotdot_path_is_refused(root, tmp_path, target):
+    outside = _outside(tmp_path)
+    rel = os.path.relpath(outside[target], tmp_path / "review")
+    assert rel.startswith("..")
+    path = manual(tmp_path, prompt_path=rel)
+    _refused(root, path, "prompt_path", "contains '..'")
+
+
+@pytest.mark.parametrize("target", ["passwd", "pem", "aws"])
+def test_a_symlink_to_a_file_outside_is_refused(root, tmp_path, target):
+    outside = _outside(tmp_path)
+    path = manual(tmp_path)
+    link = path.parent / "session.jsonl"
+    link.unlink()
+    link.symlink_to(outside[target])
+    _refused(root, path, "transcript_path", "goes through a symlink")
+
+
+def test_a_symlinked_directory_on_the_way_is_refused(root, tmp_path):
+    outside = _outside(tmp_path)
+    path = manual(tmp_path, transcript_path="logs/credentials")
+    (path.parent / "logs").symlink_to(outside["aws"].parent)
+    _refused(root, path, "transcript_path", "goes through a symlink (logs)")
+
+
+def test_a_fifo_in_place_of_the_transcript_is_refused_without_blocking(root, tmp_path):
+    path = manual(tmp_path)
+    fifo = path.parent / "session.jsonl"
+    fifo.unlink()
+    os.mkfifo(fifo)
+    _refused(root, path, "transcript_path", "not a regular file")
+
+
+def test_the_import_file_itself_as_a_symlink_is_refused(root, tmp_path):
+    path = manual(tmp_path)
+    link = tmp_path / "link.json"
+    link.symlink_to(path)
+    result = cli(root, "import", "--manual", link)
+    assert result.exit_code == 2 and "a symlink" in result.stderr
+    assert imports(root) == []
+
+
+def test_an_explicit_import_root_bounds_what_is_read(root, tmp_path):
+    path = manual(tmp_path, prompt_path="prompt.md")
+    narrower = path.parent / "inner"
+    narrower.mkdir()
+    result = cli(root, "import", "--manual", path, "--import-root", narrower)
+    assert result.exit_code == 2 and "not under the import root" in result.stderr
+
+
+def test_size_limits_name_the_file_and_field(root, tmp_path, monkeypatch):
+    from cbledger.reproduce import manual as manual_mod
+
+    path = manual(tmp_path, evaluator_notes="x" * 70000)
+    result = cli(root, "import", "--manual", path)
+    assert result.exit_code == 2 and "evaluator_notes: 70000 characters, over the limit of 65536" in result.stderr
+    monkeypatch.setitem(manual_mod.MAX_FILE_BYTES, "transcript", 16)
+    path = manual(tmp_path)
+    result = cli(root, "import", "--manual", path)
+    assert result.exit_code == 2
+    assert "transcript_path: " in result.stderr and "session.jsonl" in result.stderr and "over the limit of 16 bytes" in result.stderr
+    monkeypatch.setattr(manual_mod, "MAX_IMPORT_BYTES", 64)
+    result = cli(root, "import", "--manual", path)
+    assert result.exit_code == 2 and "import.json (the manual import file): " in result.stderr and "over the limit of 64 bytes" in result.stderr
+    assert imports(root) == []
+
+
+def test_deep_nesting_and_duplicate_keys_in_an_import_are_refused(root, tmp_path):
+    path = manual(tmp_path)
+    path.write_text("[" * 100000 + "]" * 100000)
+    result = cli(root, "import", "--manual", path)
+    assert result.exit_code == 2 and "nested 100000 deep, over the limit of 64" in result.stderr
+    path.write_text(path.read_text()[:0] + '{"case_slug": "a", "case_slug": "b"}')
+    result = cli(root, "import", "--manual", path)
+    assert result.exit_code == 2 and 'duplicate key case_slug' in result.stderr
+    assert imports(root) == []
+
+
+def test_a_timestamp_that_overflows_in_utc_is_refused(root, tmp_path):
+    path = manual(tmp_path, run_timestamp="0001-01-01T00:00:00+05:00")
+    result = cli(root, "import", "--manual", path)
+    assert result.exit_code == 2 and "run_timestamp: " in result.stderr and "outside the representable range" in result.stderr
+
+
+def test_a_symlink_in_a_record_tree_is_refused(root, tmp_path):
+    outside = _outside(tmp_path)
+    tree = tmp_path / "records"
+    tree.mkdir()
+    (tree / "run-1.json").symlink_to(outside["aws"])
+    result = cli(root, "import", tree)
+    assert result.exit_code == 2 and "a symlink" in result.stderr and "AKIA" not in result.output
+    assert imports(root) == []

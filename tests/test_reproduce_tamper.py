@@ -104,20 +104,37 @@ def test_a_missing_bundle_is_named(project):
     assert (f["kind"], f["runId"], f["file"]) == ("bundle-missing", victim.run_id, victim.sandbox.store)
 
 
-def test_an_edited_fixture_file_is_a_seed_mismatch_naming_fixture_and_run(project):
+def test_an_edited_fixture_file_is_caught_and_the_runs_regrade_under_the_kept_tree(project):
     sch = project / "fixtures" / "synthetic-led-resistor" / "tree" / "led-indicator.kicad_sch"
     sch.write_bytes(sch.read_bytes().replace(b"(kicad_sch", b"(kicad_sch ", 1))
     code, report = verify_json(project)
-    assert code == 3
-    seeds = failures(report, "seed-mismatch")
-    assert seeds == report["failures"]
-    hit = {runs(project)[(m, EDIT_TASK)].event.body.run_id for m in ("gold", "noop")}
-    assert {f["runId"] for f in seeds} == hit  # the other fixture's runs are untouched
-    for f in seeds:
-        assert "fixture synthetic-led-resistor" in f["message"] and "its tree now hashes to" in f["message"]
-        assert f["file"] == "fixtures/synthetic-led-resistor/tree"
+    assert code == 7
+    (f,) = report["failures"]
+    assert (f["check"], f["kind"], f["suiteVersion"]) == ("suite", "definitions-differ", "1.0.0")
+    assert "fixture synthetic-led-resistor: tree/led-indicator.kicad_sch changed" in f["message"]
+    # The runs were made on the tree as kept for suite 1.0.0, and still rebuild their seed from it.
     for mode in ("gold", "noop"):
-        assert runs_by_task(report)[(mode, OTHER_TASK)]["status"] == "reproduced"
+        for task in (EDIT_TASK, OTHER_TASK):
+            assert runs_by_task(report)[(mode, task)]["status"] == "reproduced"
+
+
+def test_an_edited_kept_fixture_file_is_named_and_its_runs_are_not_regraded(project):
+    manifest = project / "results" / "suites" / "1.0.0.json"
+    import json as _json
+
+    defs = _json.loads(manifest.read_bytes())
+    entry = defs["fixtures"]["synthetic-led-resistor"]["files"]["tree/led-indicator.kicad_sch"]
+    obj = project / "results" / "suites" / "objects" / entry["sha256"][:2] / entry["sha256"]
+    obj.write_bytes(obj.read_bytes().replace(b"(kicad_sch", b"(kicad_sch ", 1))
+    code, report = verify_json(project)
+    assert code == 7
+    kinds = {(f["check"], f["kind"]) for f in report["failures"]}
+    assert ("suite", "archive-digest") in kinds
+    digest = next(f for f in report["failures"] if f["kind"] == "archive-digest")
+    assert "fixtures/synthetic-led-resistor/tree/led-indicator.kicad_sch" in digest["message"]
+    # Nothing is re-graded under definitions that do not verify: every grade is named as skipped.
+    assert {r["status"] for r in report["runs"]["results"]} == {"skipped"}
+    assert all("do not verify" in s["message"] for s in report["skipped"])
 
 
 # --------------------------------------------------------------------------- the grader

@@ -93,16 +93,16 @@ def test_an_untouched_project_verifies_offline(project, offline):
     result = cli(project, "replay", "--verify")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert lines[0].startswith("chain ok: 10 events")  # created, bump, 4 x (run + grade)
-    assert "runs: 4 checked: 4 reproduced, 0 restored" in result.stdout
+    assert lines[0].startswith("chain ok: 11 events")  # created, bump, archived, 4 x (run + grade)
+    assert "runs: 4 checked: 4 reproduced, 0 not fully reproduced (skipped), 0 failed" in result.stdout
     assert "projections: 4/4 records match; LEADERBOARD.md matches; results/cbledger.db matches" in result.stdout
     assert lines[-1] == "verified: every check passed"
 
     code, report = verify_json(project)
     assert code == 0 and report["ok"] is True and report["exitCode"] == 0
-    assert report["chain"]["ok"] is True and report["chain"]["head"]["seq"] == 10
+    assert report["chain"]["ok"] is True and report["chain"]["head"]["seq"] == 11
     assert report["runs"]["counts"] == {
-        "selected": 4, "notSelected": 0, "reproduced": 4, "restored": 0, "failed": 0, "skipped": 0,
+        "selected": 4, "notSelected": 0, "reproduced": 4, "skipped": 0, "failed": 0, "retracted": 0,
     }
     for run in report["runs"]["results"]:
         assert run["status"] == "reproduced" and run["failures"] == []
@@ -110,7 +110,7 @@ def test_an_untouched_project_verifies_offline(project, offline):
     assert {(m, t) for m, t in runs_by_task(report)} == {(m, t) for m in ("gold", "noop") for t in TASKS}
     assert report["projections"]["records"] == {"expected": 4, "matching": 4}
     assert report["projections"]["leaderboard"]["matches"] and report["projections"]["readModel"]["matches"]
-    assert report["failures"] == [] and report["notes"] == []
+    assert report["failures"] == [] and report["notes"] == [] and report["skipped"] == []
 
 
 def test_progress_is_one_plain_line_per_run_off_a_terminal(project):
@@ -126,7 +126,8 @@ def test_chain_only_regrades_nothing(project, monkeypatch):
     (project / "LEADERBOARD.md").write_text("stale\n")  # not looked at
     result = cli(project, "replay", "--verify", "--chain-only")
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith("chain ok: 10 events") and len(result.stdout.splitlines()) == 1
+    assert result.stdout.startswith("chain ok: 11 events") and len(result.stdout.splitlines()) == 2
+    assert result.stdout.splitlines()[1].startswith("head: compare seq 11 ")
 
 
 def test_since_and_run_select_which_runs_are_regraded(project):
@@ -136,7 +137,7 @@ def test_since_and_run_select_which_runs_are_regraded(project):
     assert code == 0
     assert sorted(r["seq"] for r in since["runs"]["results"]) == seqs[2:]
     assert since["runs"]["counts"]["notSelected"] == 2
-    assert since["chain"]["events"] == 10  # the chain is always checked whole
+    assert since["chain"]["events"] == 11  # the chain is always checked whole
 
     one = full["runs"]["results"][0]["runId"]
     two = full["runs"]["results"][3]["runId"]
@@ -199,28 +200,31 @@ def test_a_retracted_run_is_skipped_with_a_note(project):
     assert record.read_bytes() == published and (project / missing["file"]).is_file()
     code, report = verify_json(project)
     assert code == 0, report["failures"]
-    skipped = runs_by_task(report)[("noop", EDIT_TASK)]
-    assert skipped["status"] == "skipped"
-    assert skipped["notes"][0]["kind"] == "retracted" and "a test retraction" in skipped["notes"][0]["message"]
-    assert report["runs"]["counts"]["skipped"] == 1 and report["runs"]["counts"]["reproduced"] == 3
+    retracted = runs_by_task(report)[("noop", EDIT_TASK)]
+    assert retracted["status"] == "retracted" and retracted["skipped"] == []
+    assert retracted["notes"][0]["kind"] == "retracted" and "a test retraction" in retracted["notes"][0]["message"]
+    assert report["runs"]["counts"]["retracted"] == 1 and report["runs"]["counts"]["reproduced"] == 3
+    assert report["runs"]["counts"]["skipped"] == 0  # a retraction is not a claim left unchecked
 
 
-def test_a_task_edited_after_its_runs_makes_them_not_regradable_not_failed(project, offline):
+def test_a_task_edited_after_its_runs_is_caught_and_its_runs_still_regrade_under_their_own_suite(project, offline):
     path = project / "tasks" / EDIT_TASK / "assertions.json"
     assertions = json.loads(path.read_text())
     assertions[0]["weight"] = assertions[0]["weight"] + 1
     path.write_text(json.dumps(assertions, indent=2) + "\n")
     code, report = verify_json(project)
-    assert code == 0, report["failures"]
+    # The edit is not bumped: the working tree no longer is the suite its leaderboard names.
+    assert code == verify_mod.EXIT_DEFINITIONS, report["failures"]
+    (finding,) = report["failures"]
+    assert finding["check"] == "suite" and finding["kind"] == "definitions-differ"
+    assert f"task {EDIT_TASK}: assertions.json changed" in finding["message"]
+    # The runs themselves are re-graded under 1.0.0's kept definitions, not the edited file.
     for mode in ("gold", "noop"):
-        run = runs_by_task(report)[(mode, EDIT_TASK)]
-        assert run["status"] == "restored" and [g["status"] for g in run["grades"]] == ["not-regradable"]
-        (note,) = run["notes"]
-        assert note["kind"] == "not-regradable" and note["suiteVersion"] == "1.0.0"
-        assert "not re-gradable under the current suite" in note["message"]
-        assert runs_by_task(report)[(mode, OTHER_TASK)]["status"] == "reproduced"
+        for task in TASKS:
+            run = runs_by_task(report)[(mode, task)]
+            assert run["status"] == "reproduced" and [g["status"] for g in run["grades"]] == ["reproduced"]
 
-    # Re-scored under a new suite version, the new grade reproduces and the old one stays a note.
+    # Bumped and re-scored, both the old grade and the new one reproduce, each under its own suite.
     for args in (("suite", "bump", "--reason", "reweigh", "--skip-trial"), ("rescore",), ("project", "all")):
         result = cli(project, *args)
         assert result.exit_code == 0, result.output
@@ -229,7 +233,7 @@ def test_a_task_edited_after_its_runs_makes_them_not_regradable_not_failed(proje
     for mode in ("gold", "noop"):
         run = runs_by_task(report)[(mode, EDIT_TASK)]
         assert run["status"] == "reproduced"
-        assert [(g["suiteVersion"], g["status"]) for g in run["grades"]] == [("1.0.0", "not-regradable"), ("1.1.0", "reproduced")]
+        assert [(g["suiteVersion"], g["status"]) for g in run["grades"]] == [("1.0.0", "reproduced"), ("1.1.0", "reproduced")]
         other = runs_by_task(report)[(mode, OTHER_TASK)]
         assert [g["status"] for g in other["grades"]] == ["reproduced", "reproduced"]
     assert report["projections"]["records"] == {"expected": 8, "matching": 8}

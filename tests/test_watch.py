@@ -11,6 +11,7 @@ import json
 import os
 import queue
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -273,3 +274,95 @@ def test_sigterm_stops_watch_cleanly(tmp_path):
     assert any("stopped (SIGTERM); outputs are at seq 11" in line for line in watcher.seen)
     assert json.loads((root / "results").joinpath(sorted(record_files(root / "results"))[0]).read_text())
     assert os.path.isfile(root / "results" / "cbledger.db")
+
+
+# --------------------------------------------------------------------------- a ledger under attack or checkout
+
+
+def _edit_in_place(ledger: Path, seq: int) -> None:
+    """Changes one byte of event `seq`'s body without changing any length: every offset stays."""
+    lines = ledger.read_bytes().splitlines(keepends=True)
+    line = lines[seq - 1]
+    i = line.index(b'"name":"') + len(b'"name":"')
+    lines[seq - 1] = line[:i] + (b"X" if line[i:i + 1] != b"X" else b"Y") + line[i + 1:]
+    ledger.write_bytes(b"".join(lines))
+
+
+def test_a_same_size_edit_in_place_is_never_published(tmp_path):
+    root, ledger, drafts = make_root(tmp_path)
+    store = LedgerStore(ledger)
+    store.append(drafts[:10])
+    regen = Regenerator(Workspace.at(root, ledger))
+    assert regen.refresh() is not None and regen.written_seq == 11
+    good = ledger.read_bytes()
+    board = (root / "LEADERBOARD.md").read_bytes()
+    _edit_in_place(ledger, 5)
+    assert len(ledger.read_bytes()) == len(good)
+    assert regen.refresh() is None
+    assert regen.problem is not None and "seq 5" in regen.problem and regen.written_seq == 11
+    # Events appended on top of the edited ledger link to its head, and are still not published.
+    LedgerStore(ledger).append(drafts[10:20])
+    assert regen.refresh() is None and regen.written_seq == 11
+    assert (root / "LEADERBOARD.md").read_bytes() == board
+    # A fresh fold refuses the edited ledger too (`project all`, a new watch).
+    fresh = Regenerator(Workspace.at(root, ledger))
+    fresh.refresh()
+    assert fresh.written_seq <= 4 and "seq 5" in (fresh.problem or "")
+
+
+def test_a_deleted_and_replaced_ledger_is_followed(tmp_path):
+    root, ledger, drafts = make_root(tmp_path)
+    LedgerStore(ledger).append(drafts[:10])
+    regen = Regenerator(Workspace.at(root, ledger))
+    regen.refresh()
+    good = ledger.read_bytes()
+    ledger.unlink()
+    assert regen.refresh() is None and "missing" in (regen.problem or "")
+    shutil.rmtree(ledger.parent)
+    assert regen.refresh() is None and "missing" in (regen.problem or "")
+    # `git checkout` of a branch whose ledger is longer: the file comes back with more events.
+    ledger.parent.mkdir(parents=True)
+    ledger.write_bytes(good)
+    LedgerStore(ledger).append(drafts[10:15])
+    update = regen.refresh()
+    assert update is not None and update.head_seq == 16 and regen.problem is None
+    assert_equals_full_rebuild(root, ledger, tmp_path)
+
+
+@pytest.mark.slow
+def test_watch_survives_deletion_and_replacement_of_the_ledger(tmp_path):
+    root, ledger, drafts = make_root(tmp_path)
+    LedgerStore(ledger).append(drafts[:10])
+    good = ledger.read_bytes()
+    watcher = WatchProcess(root)
+    try:
+        watcher.wait_for("watching")
+        ledger.unlink()
+        watcher.wait_for("the ledger is missing")
+        shutil.rmtree(ledger.parent)
+        time.sleep(0.5)
+        ledger.parent.mkdir(parents=True)
+        replacement = tmp_path / "replacement.jsonl"
+        replacement.write_bytes(good)
+        LedgerStore(replacement).append(drafts[10:20])
+        os.replace(replacement, ledger)  # as a checkout writes it: a new file at the old name
+        watcher.wait_for("head seq 21;")
+        assert_equals_full_rebuild(root, ledger, tmp_path)
+        # A same-size edit in place, then an append on top of it: never published.
+        _edit_in_place(ledger, 5)
+        watcher.wait_for("cannot fold further")
+        append_in_another_process_unchecked(ledger, drafts[20:25], tmp_path)
+        time.sleep(1.0)
+        assert watcher.proc.poll() is None
+        assert "seq 21" in (root / "LEADERBOARD.md").read_text().split("Ledger head", 1)[1].splitlines()[0]
+    finally:
+        code = watcher.stop(signal.SIGINT)
+    assert code == 0, watcher.seen
+    assert not any("head seq 26" in line for line in watcher.seen)
+
+
+def append_in_another_process_unchecked(ledger: Path, events, tmp_path: Path) -> None:
+    batch = tmp_path / "on-top.jsonl"
+    batch.write_bytes(jsonl(events))
+    subprocess.run([sys.executable, "-m", "cbledger.cli.app", "append", str(batch), "--ledger", str(ledger)],
+                   capture_output=True, text=True)

@@ -20,6 +20,8 @@ from cbledger.cli import (
     tlog_commands,
 )
 from cbledger.errors import UserError
+from cbledger.inputs import printable
+from cbledger.projections.fold import ProjectionError
 
 app = typer.Typer(
     name="cbledger",
@@ -49,8 +51,11 @@ def main() -> None:
     try:
         app()
     except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {printable(exc, limit=20000, keep_newlines=True)}", file=sys.stderr)
         sys.exit(exc.exit_code)
+    except ProjectionError as exc:  # a ledger that cannot be folded: one line naming where
+        print(f"error: {printable(exc, limit=20000, keep_newlines=True)}", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

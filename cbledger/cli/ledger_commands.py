@@ -11,9 +11,10 @@ from typing import Annotated
 import typer
 
 from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, ledger_path, project_root
+from cbledger.inputs import printable, read_regular
 from cbledger.ledger import semantics
 from cbledger.ledger.events import Actor, event_type
-from cbledger.ledger.intake import parse_events
+from cbledger.ledger.intake import MAX_INPUT_BYTES, parse_events
 from cbledger.ledger.store import LedgerStore
 from cbledger.login import login_name
 
@@ -46,12 +47,12 @@ def append(
     that reports the existing seq.
     """
     if source == "-":
-        data, name = sys.stdin.buffer.read(), "<stdin>"
+        data, name = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1), "<stdin>"
     else:
         p = Path(source)
-        if not p.is_file():
-            fail(f"{source}: no such file")
-        data, name = p.read_bytes(), source
+        if not os.path.lexists(p):
+            fail(f"{printable(source)}: no such file")
+        data, name = read_regular(p, MAX_INPUT_BYTES), source
     events = parse_events(data, name)
     store = LedgerStore(ledger_path(ledger, root))
     results = store.append(events, check=semantics.check_batch)
@@ -66,8 +67,11 @@ def append(
         )
         return
     for r in results:
-        note = "" if r.created else "  (already recorded; no-op)"
-        typer.echo(f"seq {r.seq}  {r.hash}  {r.type}  {r.id}{note}")
+        if r.repeat_in_batch:
+            note = "  (repeated in this input; appended once)"
+        else:
+            note = "" if r.created else "  (already recorded; no-op)"
+        typer.echo(f"seq {r.seq}  {r.hash}  {r.type}  {printable(r.id)}{note}")
 
 
 def log(
@@ -94,7 +98,7 @@ def log(
         else:
             typer.echo(
                 f"{stored.seq:>7}  {ev.at.isoformat().replace('+00:00', 'Z')}  "
-                f"{event_type(ev):<18} {ev.id}  [{ev.actor.kind}:{ev.actor.name}]"
+                f"{event_type(ev):<18} {ev.id}  [{ev.actor.kind}:{printable(ev.actor.name)}]"
             )
 
 
@@ -107,7 +111,8 @@ def show(
     """Print one event exactly as stored, with its chain links."""
     stored = LedgerStore(ledger_path(ledger, root)).find(key)
     if stored is None:
-        fail(f"no event with seq or id {key!r}")
+        fail(f"no event with seq or id {printable(repr(key))}")
+    stored.event  # noqa: B018 (decoding is the check: a damaged record is named by its seq, not shown as if sound)
     doc = {"seq": stored.seq, "hash": stored.hash, "prev": stored.prev, "event": json.loads(stored.raw)}
     typer.echo(json.dumps(doc, sort_keys=True) if as_json else json.dumps(doc, indent=2, sort_keys=True))
 
@@ -123,17 +128,22 @@ def repair(
     ledger: LedgerOption = None,
     root: RootOption = None,
 ) -> None:
-    """Repair a ledger after a crash. The only repair there is: removing a torn tail."""
+    """Repair a ledger after a crash. The only repair there is: removing a torn tail — an
+    incomplete final line. A complete, linked final event whose newline was lost is never
+    removed: its newline is restored. A file that is not a ledger is refused, unchanged."""
     if not truncate_torn_tail:
         fail("say what to repair: --truncate-torn-tail")
     store = LedgerStore(ledger_path(ledger, root))
     path = store.location
-    removed = store.truncate_torn_tail()
-    if removed is None:
+    done = store.repair_tail()
+    if done.action == "none":
         typer.echo(f"{path}: no torn tail; nothing removed")
         return
-    preview = removed[:120].decode("utf-8", errors="replace")
-    typer.echo(f"{path}: removed an incomplete final line of {len(removed)} bytes: {preview!r}")
+    preview = printable(done.data[:120].decode("utf-8", errors="replace"))
+    if done.action == "terminated":
+        typer.echo(f"{path}: the final event was complete and only its newline was lost; newline restored, nothing removed")
+        return
+    typer.echo(f"{path}: removed an incomplete final line of {len(done.data)} bytes: {preview}")
 
 
 def export(

@@ -12,6 +12,7 @@ import typer
 
 from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, workspace
 from cbledger.cli.progress import VerifyProgress, chain_progress
+from cbledger.inputs import printable
 from cbledger.reproduce import verify as verify_mod
 from cbledger.workspace import READ_MODEL
 
@@ -42,15 +43,20 @@ def replay(
         list[Path] | None,
         typer.Option("--key", metavar="VKEY", help="A trusted public key (repeatable). Default: every keys/*.vkey under the root."),
     ] = None,
+    allow_skipped: Annotated[
+        bool,
+        typer.Option("--allow-skipped", help="Accept recorded runs or grades that could not be reproduced (each is still named)."),
+    ] = False,
     ledger: LedgerOption = None,
     root: RootOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Verify the ledger end to end, offline: the hash chain; every preserved run restored (seed
-    rebuilt from its fixture, bundle and evidence digests) and re-graded with today's grader to
-    its recorded grade; every record, LEADERBOARD.md and the read model regenerated and compared.
+    rebuilt from its fixture, bundle and evidence digests) and every recorded grade re-graded
+    under its own suite version's kept definitions; every record, LEADERBOARD.md and the read
+    model regenerated and compared.
 
-    Exit codes (several failing: the first of 1, 5, 3, 4; every finding is printed):
+    Exit codes (several failing: the first of 1, 5, 7, 3, 4, 6; every finding is printed):
 
     0 verified.
 
@@ -63,13 +69,22 @@ def replay(
 
     3 a run does not reproduce (bundle, fixture, seed, commit or evidence digest, or re-grade).
 
+    7 a suite version's kept definitions (results/suites/) are missing or differ from what the
+    ledger recorded, or the working tree differs from the current suite without a bump.
+
+    3 a run does not reproduce (bundle, fixture, seed, commit or evidence digest, or re-grade;
+    a bundle, commit or transcript reused by a second run; a grade without its run).
+
     4 a projection (record, LEADERBOARD.md, read model) differs from its regeneration.
+
+    6 a recorded run or grade was not reproduced (each is named with the reason) and
+    --allow-skipped was not given.
     """
     if not verify:
         fail("nothing to do: pass --verify", 2)
     options = verify_mod.Options(
         chain_only=chain_only, since=since, run_ids=tuple(run or ()), projections=not no_projections, jobs=jobs,
-        checkpoints=tuple(checkpoint or ()), keys=tuple(key or ()),
+        checkpoints=tuple(checkpoint or ()), keys=tuple(key or ()), allow_skipped=allow_skipped,
     )
     progress = VerifyProgress(quiet=as_json and not sys.stderr.isatty())
     try:
@@ -91,6 +106,14 @@ def _print(report: verify_mod.VerifyReport) -> None:
     chain = report.chain
     if chain.ok:
         typer.echo(f"chain ok: {chain.events} events, {chain.bytes} bytes; head seq {chain.head.seq} {chain.head.hash}")
+        if not report.options.checkpoints:
+            # A ledger cut short at its end (its last runs dropped with their bundles and
+            # records) is still a valid chain; only a head published elsewhere can tell.
+            typer.echo(
+                f"head: compare seq {chain.head.seq} {chain.head.hash} with the head the project published "
+                "(a signed checkpoint: pass it with --checkpoint FILE); without one, events removed from the end "
+                "cannot be detected"
+            )
     else:
         typer.echo(f"chain BROKEN: {chain.problem}", err=True)
         typer.echo(f"last good: seq {chain.head.seq} {chain.head.hash}", err=True)
@@ -107,12 +130,14 @@ def _print(report: verify_mod.VerifyReport) -> None:
         if report.exit_code == verify_mod.EXIT_CHECKPOINT:
             typer.echo(f"NOT VERIFIED: the ledger is not an extension of a signed checkpoint (exit {report.exit_code})", err=True)
         return
+    for f in report.suite_failures:
+        typer.echo(f"DEFINITIONS {f}", err=True)
     if report.runs_checked:
         c = report.counts()
         typer.echo(
-            f"runs: {c['selected'] - c['skipped']} checked: {c['reproduced']} reproduced, "
-            f"{c['restored']} restored with no grade re-gradable under the current suite, {c['failed']} failed; "
-            f"{c['skipped']} retracted (skipped); {c['notSelected']} not selected"
+            f"runs: {c['selected'] - c['retracted']} checked: {c['reproduced']} reproduced, "
+            f"{c['skipped']} not fully reproduced (skipped), {c['failed']} failed; "
+            f"{c['retracted']} retracted; {c['notSelected']} not selected"
         )
     out = report.outputs
     if out is not None:
@@ -126,17 +151,23 @@ def _print(report: verify_mod.VerifyReport) -> None:
         typer.echo(f"note: {n}")
     if len(notes) > NOTES_SHOWN:
         typer.echo(f"note: … and {len(notes) - NOTES_SHOWN} more (--json lists every one)")
+    for f in report.skips:  # every one: a skip is a claim not checked, never left to --json
+        typer.echo(f"SKIPPED {f}", err=True)
     for f in report.failures:
-        if f.check != "chain":
+        if f.check not in ("chain", "suite"):
             typer.echo(f"MISMATCH {f}", err=True)
     if out is not None and out.leaderboard_diff:
         typer.echo(out.leaderboard_diff, err=True, nl=False)
     code = report.exit_code
-    if code == verify_mod.EXIT_OK:
+    if code == verify_mod.EXIT_OK and report.skips:
+        typer.echo(f"verified with --allow-skipped: {len(report.skips)} recorded grade(s) or run(s) not reproduced (listed above)")
+    elif code == verify_mod.EXIT_OK:
         typer.echo("verified: every check passed")
     else:
         reason = {1: "the chain is broken", 3: "a run does not reproduce", 4: "projections differ",
-                  5: "the ledger is not an extension of a signed checkpoint"}[code]
+                  5: "the ledger is not an extension of a signed checkpoint",
+                  6: f"{len(report.skips)} recorded grade(s) or run(s) not reproduced (--allow-skipped accepts them)",
+                  7: "a suite version's definitions do not match the ledger"}[code]
         typer.echo(f"NOT VERIFIED: {reason} (exit {code})", err=True)
 
 
@@ -182,6 +213,10 @@ def import_cmd(
     jsonl: Annotated[
         Path | None, typer.Option("--jsonl", metavar="FILE", help="Copy a whole JSON Lines ledger, byte for byte, into the --ledger store (empty, or holding a prefix of FILE).")
     ] = None,
+    import_root: Annotated[
+        Path | None,
+        typer.Option("--import-root", metavar="DIR", help="With --manual: the only directory files are read from (default: the import file's)."),
+    ] = None,
     ledger: LedgerOption = None,
     root: RootOption = None,
     as_json: JsonFlag = False,
@@ -200,7 +235,7 @@ def import_cmd(
         _import_ledger(jsonl, ledger, root, as_json)
         return
     if manual is not None and path is None:
-        report = imports.import_manual(workspace(ledger, root), manual, source)
+        report = imports.import_manual(workspace(ledger, root), manual, source, import_root)
     elif path is not None and manual is None:
         report = imports.import_records(workspace(ledger, root), path, source)
     else:
@@ -210,9 +245,10 @@ def import_cmd(
         return
     for o in report.outcomes:
         at = f"seq {o.seq}" if o.seq is not None else "-"
-        typer.echo(f"{o.status:<9} {at:<10} {o.format:<34} {o.original_path}" + (f"  ({o.note})" if o.note else ""))
+        note = f"  ({printable(o.note)})" if o.note else ""
+        typer.echo(f"{o.status:<9} {at:<10} {o.format:<34} {printable(o.original_path)}{note}")
     for kept in report.kept:
-        typer.echo(f"kept      {kept}")
+        typer.echo(f"kept      {printable(kept)}")
     typer.echo(
         f"imports: {report.count('imported')} new, {report.count('unchanged')} already imported, "
         f"{report.count('duplicate')} duplicate content"

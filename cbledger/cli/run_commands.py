@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Annotated
 
-import msgspec
+import pygit2
 import typer
 
 from cbledger.cli.common import (
@@ -33,8 +33,10 @@ from cbledger.runner import ledger_view, pricing, trial
 from cbledger.runner.plan import make_plan
 from cbledger.runner.rescore import rescore as rescore_runs
 from cbledger.runner.suite_run import run_plan
+from cbledger.tasks import definitions, suite_archive
 from cbledger.tasks.catalog import Catalog
-from cbledger.workspace import bundle_name, record_name
+from cbledger.tasks.definitions import DirectorySource, GitSource, Source
+from cbledger.workspace import SUITES, Workspace, bundle_name, record_name
 
 
 def scripted_model(session: str) -> str:
@@ -190,21 +192,63 @@ def suite_bump(
     (through the runner, recording nothing) and refuses unless gold passes and noop fails each."""
     path = ledger_path(ledger, root)
     view = ledger_view.read(path)
-    catalog = Catalog(project_root(root))
-    body = suite_version.bump(view.suite, catalog, reason, level, version)
+    ws = Workspace.at(project_root(root), path)
+    catalog = Catalog(ws.root)
     to_try = suite_version.changed_tasks(view.suite, catalog)
     if skip_trial:
         if to_try:
-            body = msgspec.structs.replace(body, reason=f"{reason} (recorded with --skip-trial: gold and noop not run on {', '.join(to_try)})")
+            reason = f"{reason} (recorded with --skip-trial: gold and noop not run on {', '.join(to_try)})"
     else:
         results = trial.run_trials(catalog.root, to_try, copperhead_cli=copperhead_cli, on_done=lambda r: typer.echo(f"  trial {r}", err=True))
-        trial.require_discriminating(results, f"refusing to record suite {body.suite_version}")
+        trial.require_discriminating(results, "refusing to record the suite bump")
         if to_try:
             typer.echo(f"trial: gold passes and noop fails on {len(to_try)} changed task(s)")
-    event = make_event(body, id=f"suite:{body.suite_version}", actor=_maintainer())
-    (r,) = LedgerStore(path).append([event])
-    changed = "" if view.suite is None else " (" + ", ".join(suite_version.differences(view.suite, suite_version.current(Catalog(project_root(root))))) + ")"
+    body, kept = suite_version.bump_and_keep(view.suite, ws, reason, level, version, kept_versions=set(view.archives))
+    events = [
+        make_event(body, id=f"suite:{body.suite_version}", actor=_maintainer()),
+        make_event(kept, id=suite_archive.event_id(kept), actor=_maintainer()),
+    ]
+    r, a = LedgerStore(path).append(events)
+    changed = "" if view.suite is None else " (" + ", ".join(suite_version.differences(view.suite, suite_version.current(Catalog(ws.root)))) + ")"
     typer.echo(f"seq {r.seq}  suite {body.previous or '-'} → {body.suite_version}{changed}")
+    typer.echo(f"seq {a.seq}  suite.archived {body.suite_version}: definitions {kept.definitions_hash[:12]} kept under {SUITES}/")
+
+
+@suite_app.command("archive")
+def suite_archive_command(
+    version: Annotated[str, typer.Argument(help="A recorded suite version whose definitions are not yet kept.")],
+    from_commit: Annotated[
+        str | None, typer.Option("--from-commit", help="Read the definitions from this commit of the project's git history.")
+    ] = None,
+    ledger: LedgerOption = None,
+    root: RootOption = None,
+) -> None:
+    """Keep a recorded suite version's definitions under results/suites/ and append suite.archived.
+
+    For a suite version bumped before definitions were kept: its files are recovered from the
+    project's git history (`--from-commit`) or the working tree, and refused unless they hash to
+    the task manifest and fixture hashes the version recorded."""
+    path = ledger_path(ledger, root)
+    view = ledger_view.read(path)
+    ws = Workspace.at(project_root(root), path)
+    bump = view.bumps.get(version)
+    if bump is None:
+        fail(f"suite {version}: no suite.bumped records it (known: {', '.join(view.bumps) or 'none'})")
+    if version in view.archives:
+        fail(f"suite {version}: its definitions are already recorded ({view.archives[version].definitions_hash[:12]})")
+    if from_commit is not None:
+        try:
+            repo = pygit2.Repository(str(ws.root))
+        except pygit2.GitError as exc:
+            fail(f"{ws.root}: not a git repository: {exc}")
+        source: Source = GitSource(repo, from_commit)
+        label = f"git commit {source.commit.id}"  # type: ignore[attr-defined]
+    else:
+        source, label = DirectorySource(ws.root), "the working tree"
+    kept = suite_archive.keep(ws, version, source, bump, label)
+    event = make_event(kept, id=suite_archive.event_id(kept), actor=_maintainer())
+    (r,) = LedgerStore(path).append([event])
+    typer.echo(f"seq {r.seq}  suite.archived {version}: definitions {kept.definitions_hash[:12]} from {label}")
 
 
 @suite_app.command("status")
@@ -214,6 +258,10 @@ def suite_status(ledger: LedgerOption = None, root: RootOption = None) -> None:
     if view.suite is None:
         fail("no suite version recorded")
     diffs = suite_version.differences(view.suite, suite_version.current(Catalog(project_root(root))))
+    kept = view.archived
+    if kept is not None and not diffs:  # the files the standard's hashes do not cover (baselines, gold)
+        ws = Workspace.at(project_root(root))
+        diffs = definitions.differences(suite_archive.kept_definitions(ws, kept), suite_archive.on_disk(ws))
     typer.echo(f"suite {view.suite.suite_version}: " + ("matches the tasks on disk" if not diffs else "differs: " + ", ".join(diffs)))
     if diffs:
         raise typer.Exit(1)

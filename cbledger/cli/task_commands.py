@@ -14,6 +14,7 @@ from cbledger.errors import UserError
 from cbledger.grading import suite_version
 from cbledger.grading.evidence.bundle import Evidence, from_sandbox
 from cbledger.grading.grader import GRADER_VERSION, Grade, grade
+from cbledger.inputs import printable
 from cbledger.ledger.store import LedgerStore
 from cbledger.runner import ledger_view
 from cbledger.tasks.catalog import Catalog, Fixture, Task, load_task
@@ -71,7 +72,7 @@ def validate(
         typer.echo(json.dumps(report.to_json(), indent=2))
     else:
         for p in report.problems:
-            typer.echo(str(p), err=p.severity == "error")
+            typer.echo(printable(p, limit=4000), err=p.severity == "error")
         typer.echo(
             f"{report.tasks} task(s), {report.fixtures} fixture(s), {report.suites} suite(s): "
             f"{len(report.errors)} error(s), {len(report.warnings)} warning(s), {len(report.notes)} note(s)"
@@ -161,7 +162,7 @@ def _print_human(doc: dict[str, Any]) -> None:
     width_type = max((len(o["type"]) for o in doc["outcomes"]), default=4)
     for o in doc["outcomes"]:
         mark = "*" if o["required"] else " "
-        typer.echo(f"{o['status'].upper():<4}{mark} {o['id']:<{width_id}}  {o['type']:<{width_type}}  {o['detail']}")
+        typer.echo(f"{o['status'].upper():<4}{mark} {o['id']:<{width_id}}  {o['type']:<{width_type}}  {printable(o['detail'], limit=4000)}")
     typer.echo("(* required)")
     typer.echo(f"verdict: {doc['verdict']}")
     typer.echo(f"partial credit: {doc['partialCredit']:.4f}")

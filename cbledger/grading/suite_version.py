@@ -12,9 +12,11 @@ from dataclasses import dataclass
 from cbledger import credentials
 from cbledger.errors import UserError
 from cbledger.grading.grader import GRADER_VERSION
-from cbledger.ledger.events import SuiteBumped
+from cbledger.ledger.events import SuiteArchived, SuiteBumped
+from cbledger.tasks import definitions, suite_archive
 from cbledger.tasks.catalog import Catalog
 from cbledger.tasks.vocabulary import VOCABULARY_HASH
+from cbledger.workspace import Workspace
 
 
 @dataclass(frozen=True)
@@ -136,8 +138,14 @@ def bump(recorded: SuiteBumped | None, catalog: Catalog, reason: str, level: str
     )
 
 
-def require_current(recorded: SuiteBumped | None, catalog: Catalog, task_ids: list[str]) -> str:
-    """The suite version to run under; refuses when the tasks on disk are not the recorded ones."""
+def require_current(
+    recorded: SuiteBumped | None, catalog: Catalog, task_ids: list[str], archived: SuiteArchived | None = None
+) -> str:
+    """The suite version to run under; refuses when the tasks on disk are not the recorded ones.
+
+    With the version's kept definitions recorded (`archived`), every definition file of these
+    tasks and their fixtures must be as kept — baselines, fixture.json and gold/ included, which
+    the standard's hashes do not cover."""
     if recorded is None:
         raise UserError("no suite version is recorded in the ledger; run `cbledger suite bump --reason \"initial suite\"`")
     now = current(catalog)
@@ -151,9 +159,35 @@ def require_current(recorded: SuiteBumped | None, catalog: Catalog, task_ids: li
         fx = catalog.task(t).manifest.fixture.id
         if recorded.fixture_hashes.get(fx) != now.fixture_hashes.get(fx):
             problems.append(f"fixture {fx}")
+    if archived is not None and not problems:
+        workspace = Workspace.at(catalog.root)
+        kept = suite_archive.kept_definitions(workspace, archived)
+        problems += definitions.differences(kept, suite_archive.on_disk(workspace), tasks=task_ids)
     if problems:
         raise UserError(
             f"the suite on disk differs from suite {recorded.suite_version} as recorded ({', '.join(sorted(set(problems)))}); "
             "run `cbledger suite bump --reason …` first"
         )
     return recorded.suite_version
+
+
+def bump_and_keep(
+    recorded: SuiteBumped | None,
+    workspace: Workspace,
+    reason: str,
+    level: str = "minor",
+    version: str | None = None,
+    *,
+    kept_versions: set[str] | frozenset[str] = frozenset(),
+) -> tuple[SuiteBumped, SuiteArchived]:
+    """The two bodies a bump appends in one batch: the new version, and its definitions, kept
+    under `results/suites/` before either is appended — a suite version is never recorded
+    without what its grades will be re-graded against. `kept_versions` are the versions whose
+    definitions the ledger already records (their kept manifest may not be replaced)."""
+    body = bump(recorded, Catalog(workspace.root), reason, level, version)
+    kept = suite_archive.keep(
+        workspace, body.suite_version, definitions.DirectorySource(workspace.root), body,
+        "the working tree at the bump", recorded=body.suite_version in kept_versions,
+    )
+    return body, kept
+

@@ -13,6 +13,7 @@ failure, so the common path pays nothing for it.
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -196,12 +197,35 @@ def _loads(text: str) -> Any:
     return parsed[0]
 
 
+#: Deepest nesting a KiCad file may have. KiCad's own files nest about ten deep; an agent's file
+#: nested a hundred thousand deep must be refused, not handed to a parser and walkers that recurse.
+MAX_DEPTH = 256
+_QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+_NOT_PAREN = re.compile(r"[^()]+")
+
+
+def nesting_depth(text: str) -> int:
+    """The deepest bracket nesting of `text`, strings ignored; linear and without recursion."""
+    parens = _NOT_PAREN.sub("", _QUOTED.sub("", text)).encode("ascii")
+    depth = deepest = 0
+    for c in parens:
+        depth += 1 if c == 40 else -1
+        if depth > deepest:
+            deepest = depth
+    return deepest
+
+
 def parse_text(text: str, source: str, expect: str | None = None) -> Node:
     """Parses one s-expression; `expect` is the keyword the top-level form must carry."""
     if not text.strip():
         raise UserError(f"{source}: empty file, expected an s-expression")
+    depth = nesting_depth(text)
+    if depth > MAX_DEPTH:
+        raise UserError(f"{source}: not a valid s-expression: nested {depth} deep, over the limit of {MAX_DEPTH}")
     try:
         tree = _loads(text)
+    except RecursionError:
+        raise UserError(f"{source}: not a valid s-expression: nested too deep to parse") from None
     except Exception as exc:  # sexpdata raises several unrelated exception types
         if isinstance(exc, sexpdata.ExpectClosingBracket):
             what = "a closing ')' is missing"

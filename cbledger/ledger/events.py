@@ -43,6 +43,7 @@ from cbledger.ledger.types import (
     SemVer,
     Slug,
     Tier,
+    TokenCount,
     UtcDateTime,
     Weight,
     to_utc,
@@ -88,6 +89,24 @@ class SuiteBumped(Body, frozen=True, kw_only=True):
     task_manifest_hashes: dict[Slug, Hex64]
     fixture_hashes: dict[Slug, Hex64]
     suites: dict[Slug, list[Slug]] = field(default_factory=dict)
+
+
+class SuiteArchived(Body, frozen=True, kw_only=True):
+    """A suite version's definitions were kept: every project-owned file its grades depend on.
+
+    The standard's task manifest hash covers task.json and assertions.json only; the fixture's
+    baseline reports, fixture.json and the task's gold/ are in no recorded hash. This records one
+    more: the SHA-256 of the definitions manifest kept at `results/suites/<version>.json`, and of
+    each task's and fixture's entry in it, so that a grade is re-graded under the definitions of
+    its own suite version and an edit to any of those files is caught. `source` says where the
+    files were read from (the working tree at the bump, or a commit of the project's history).
+    """
+
+    suite_version: SemVer
+    definitions_hash: Hex64
+    task_definition_hashes: dict[Slug, Hex64]
+    fixture_definition_hashes: dict[Slug, Hex64]
+    source: NonEmpty
 
 
 # --------------------------------------------------------------------------- pricing.published
@@ -176,8 +195,8 @@ class Comparability(Body, frozen=True, kw_only=True):
 
 class TurnTokens(Body, frozen=True, kw_only=True):
     turn: Count
-    in_: Count = field(name="in")
-    out: Count
+    in_: TokenCount = field(name="in")
+    out: TokenCount
 
 
 class RunStats(Body, frozen=True, kw_only=True):
@@ -188,8 +207,8 @@ class RunStats(Body, frozen=True, kw_only=True):
     max_turns: Count
     repair_cycles_used: Count
     max_repair_cycles: Count
-    tokens_in: Count
-    tokens_out: Count
+    tokens_in: TokenCount
+    tokens_out: TokenCount
     duration_ms: Count | None = None
     files_touched: list[str] = field(default_factory=list)
 
@@ -480,6 +499,10 @@ class SuiteBumpedEvent(EventBase, tag="suite.bumped", frozen=True, kw_only=True)
     body: SuiteBumped
 
 
+class SuiteArchivedEvent(EventBase, tag="suite.archived", frozen=True, kw_only=True):
+    body: SuiteArchived
+
+
 class PricingPublishedEvent(EventBase, tag="pricing.published", frozen=True, kw_only=True):
     body: PricingPublished
 
@@ -512,6 +535,7 @@ class CheckpointPublishedEvent(EventBase, tag="checkpoint.published", kw_only=Tr
 Event = (
     LedgerCreatedEvent
     | SuiteBumpedEvent
+    | SuiteArchivedEvent
     | PricingPublishedEvent
     | RunRecordedEvent
     | GradeRecordedEvent

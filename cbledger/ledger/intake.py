@@ -12,6 +12,7 @@ from __future__ import annotations
 import msgspec
 
 from cbledger.errors import UserError
+from cbledger.inputs import json_problem
 from cbledger.ledger.credential_guard import redact
 from cbledger.ledger.events import Event, EventBase
 from cbledger.ledger.versions import CURRENT, EventSchema, InvalidEvent
@@ -21,13 +22,25 @@ _ITEMS = msgspec.json.Decoder(list[msgspec.Raw])
 _ERRORS = (msgspec.ValidationError, msgspec.DecodeError)
 
 
+#: The largest input `append` reads: a batch of many thousands of runs is tens of megabytes.
+MAX_INPUT_BYTES = 256 * 1024 * 1024
+
+
 def parse_events(data: bytes, source: str, schema: EventSchema = CURRENT) -> list[EventBase]:
-    """Parses `data` (named `source` in messages) into validated draft events."""
+    """Parses `data` (named `source` in messages) into validated draft events. Nesting is
+    bounded and a repeated key in an object refused before the typed decode, which would keep
+    the last of two equal keys silently (`cbledger.inputs`); an input with no event is refused."""
+    if len(data) > MAX_INPUT_BYTES:
+        raise UserError(f"{source}: {len(data)} bytes, over the limit of {MAX_INPUT_BYTES} bytes for one append")
     text = data.lstrip()
     if not text:
         raise UserError(f"{source}: no events in the input")
     if text[:1] == b"[":
-        return _array(data, source, schema)
+        _check_json(data, source)
+        listed = _array(data, source, schema)
+        if not listed:
+            raise UserError(f"{source}: an empty array: no events in the input; nothing written")
+        return listed
     lines = data.splitlines()
     if text[:1] == b"{" and len([ln for ln in lines if ln.strip()]) > 1:
         # JSON Lines, unless the whole input is one pretty-printed object. Whether it is one JSON
@@ -35,9 +48,10 @@ def parse_events(data: bytes, source: str, schema: EventSchema = CURRENT) -> lis
         # invalid pretty-printed event must not be mistaken for JSON Lines.
         try:
             msgspec.json.decode(data)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             pass
         else:
+            _check_json(data, source)
             try:
                 return [schema.decode(data)]
             except InvalidEvent as exc:
@@ -46,11 +60,18 @@ def parse_events(data: bytes, source: str, schema: EventSchema = CURRENT) -> lis
     for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
+        _check_json(line, f"{source}: line {lineno}")
         try:
             events.append(schema.decode(line))
         except InvalidEvent as exc:
             raise UserError(f"{source}: line {lineno}: {exc}") from None
     return events
+
+
+def _check_json(data: bytes, where: str) -> None:
+    problem = json_problem(data, syntax=False)  # a syntax error is msgspec's to name, with its position
+    if problem is not None:
+        raise UserError(redact(f"{where}: {problem}"))
 
 
 def _array(data: bytes, source: str, schema: EventSchema) -> list[EventBase]:

@@ -34,14 +34,16 @@ from typing import BinaryIO
 import msgspec
 
 from cbledger.errors import UserError
-from cbledger.ledger.chain import format_line, parse_line
+from cbledger.ledger.chain import GENESIS, format_line, link_hash, parse_line
 from cbledger.ledger.recorder import (
     EMPTY,
+    CorruptRecord,
     Head,
     HeadMoved,
     LedgerMissing,
     Recorder,
     StoredEvent,
+    TailRepair,
     TornTail,
     check_continues,
 )
@@ -273,9 +275,16 @@ class JsonLinesRecorder(Recorder):
                 if offset + len(line) > limit or not line.endswith(b"\n"):
                     return
                 offset += len(line)
-                parsed = parse_line(line)
-                raw = bytes(parsed.event)
-                view = _EVENT_VIEW.decode(raw)
+                try:
+                    parsed = parse_line(line)
+                    raw = bytes(parsed.event)
+                    view = _EVENT_VIEW.decode(raw)
+                except (msgspec.MsgspecError, ValueError) as exc:
+                    expected = (last[0] or since) + 1 if resumed or last[0] else 1
+                    raise CorruptRecord(
+                        f"{self.path}: the line at byte {offset - len(line)} (seq {expected} expected) "
+                        f"is not a ledger line: {exc}"
+                    ) from None
                 if resumed:
                     resumed = False
                     if view.seq != since + 1:  # not the file the mark was taken in: start over
@@ -309,9 +318,13 @@ class JsonLinesRecorder(Recorder):
             return None
         with open(self.path, "rb") as f:
             f.seek(offset)
-            parsed = parse_line(f.readline())
-        raw = bytes(parsed.event)
-        view = _EVENT_VIEW.decode(raw)
+            line = f.readline()
+        try:
+            parsed = parse_line(line)
+            raw = bytes(parsed.event)
+            view = _EVENT_VIEW.decode(raw)
+        except (msgspec.MsgspecError, ValueError) as exc:
+            raise CorruptRecord(f"{self.path}: the line of {event_id} at byte {offset} is not a ledger line: {exc}") from None
         return StoredEvent(view.seq, view.id, view.type, raw, parsed.hash, parsed.prev)
 
     # ------------------------------------------------------------------ repair
@@ -326,17 +339,95 @@ class JsonLinesRecorder(Recorder):
 
     def truncate_torn_tail(self) -> bytes | None:
         with self._locked() as fd:
-            size = os.fstat(fd).st_size
-            with open(self.path, "rb") as f:
-                cut = _end_of_last_line(f, size)
-                f.seek(cut)
-                removed = f.read()
-            if cut == size:
+            kind, cut, tail = self._classify_tail(fd)
+            if kind == "none":
                 return None
+            if kind == "complete":
+                raise UserError(
+                    f"{self.path}: the final line is a complete event (seq {self._tail_seq(tail)}) whose newline "
+                    "was lost, not a torn tail; `cbledger repair --truncate-torn-tail` restores the newline"
+                )
             os.ftruncate(fd, cut)
             os.fsync(fd)
             self._index = _Index()
-            return removed
+            return tail
+
+    def repair_tail(self) -> TailRepair:
+        """Removes a torn tail; restores the newline of a complete, linked final event instead of
+        deleting it (its bytes were written and may have been acknowledged); refuses a file that
+        is not a ledger, so a mistyped --ledger never truncates something else."""
+        with self._locked() as fd:
+            kind, cut, tail = self._classify_tail(fd)
+            if kind == "none":
+                return TailRepair("none")
+            if kind == "complete":
+                os.lseek(fd, 0, os.SEEK_END)
+                os.write(fd, b"\n")
+                os.fsync(fd)
+                self._index = _Index()
+                return TailRepair("terminated", tail)
+            os.ftruncate(fd, cut)
+            os.fsync(fd)
+            self._index = _Index()
+            return TailRepair("removed", tail)
+
+    @staticmethod
+    def _tail_seq(tail: bytes) -> int:
+        return int(_EVENT_VIEW.decode(bytes(parse_line(tail).event)).seq)
+
+    def _classify_tail(self, fd: int) -> tuple[str, int, bytes]:
+        """("none" | "torn" | "complete", where the last complete line ends, the bytes after it).
+        Under the exclusive lock. Raises when the file is not a ledger."""
+        size = os.fstat(fd).st_size
+        with open(self.path, "rb") as f:
+            cut = _end_of_last_line(f, size)
+            f.seek(cut)
+            tail = f.read()
+            prev_line = b""
+            if cut > 0:
+                start = _end_of_last_line(f, cut - 1)
+                f.seek(start)
+                prev_line = f.read(cut - start)
+            f.seek(0)
+            first = f.readline(1 << 20)
+        if size == 0:
+            return "none", 0, b""
+        self._require_ledger(first, cut)
+        if not tail:
+            return "none", cut, b""
+        # A complete final event has lost only its newline: it parses, links to the line before
+        # it (or is the genesis event), and its hash is its own.
+        try:
+            line = parse_line(tail)
+            seq = _EVENT_VIEW.decode(bytes(line.event)).seq
+        except (msgspec.MsgspecError, ValueError):
+            return "torn", cut, tail
+        if prev_line:
+            try:
+                before = parse_line(prev_line)
+                prev_hash, prev_seq = before.hash, _EVENT_VIEW.decode(bytes(before.event)).seq
+            except (msgspec.MsgspecError, ValueError):
+                return "torn", cut, tail
+        else:
+            prev_hash, prev_seq = GENESIS, 0
+        if line.prev == prev_hash and seq == prev_seq + 1 and link_hash(line.prev, seq, bytes(line.event)) == line.hash:
+            return "complete", cut, tail
+        return "torn", cut, tail
+
+    def _require_ledger(self, first: bytes, cut: int) -> None:
+        """A ledger's first line is a chain line (or, with no complete line yet, the start of one)."""
+        if cut == 0:
+            if first.startswith(b'{"event":{'):
+                return
+        else:
+            try:
+                parse_line(first)
+                return
+            except (msgspec.MsgspecError, ValueError):
+                pass
+        raise UserError(
+            f"{self.path}: not a cbledger ledger (its first line is not a chain line); refusing to repair it"
+        )
 
 
 def _end_of_last_line(f: BinaryIO, size: int) -> int:

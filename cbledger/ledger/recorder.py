@@ -19,7 +19,8 @@ What every backend guarantees (`tests/test_ledger_contract.py` holds each backen
    `lookup_many`, for a whole batch) finds one by its event id.
 4. A crash mid-append loses the batch or leaves a torn tail. A torn tail is reported by
    `torn_tail`, makes `append` raise `TornTail`, is never read, and is removed only by
-   `truncate_torn_tail`. A backend whose writes cannot tear (a database transaction) returns None
+   `truncate_torn_tail` (or `repair_tail`, which never removes a complete record: one that only
+   lost its terminator gets it back). A backend whose writes cannot tear (a database transaction) returns None
    from both.
 5. `exclusive()` keeps every other writer out while it is held, so a writer that reads the head
    and looks up ids inside it sees no `HeadMoved`. It serves liveness under contention;
@@ -37,11 +38,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Literal
 
 from cbledger.errors import ConflictError, UserError
 from cbledger.ledger.chain import GENESIS
 from cbledger.ledger.events import EventBase
-from cbledger.ledger.versions import CURRENT, EventSchema
+from cbledger.ledger.versions import CURRENT, EventSchema, InvalidEvent
 
 
 class LedgerMissing(UserError):
@@ -94,7 +96,18 @@ class StoredEvent:
 
     @cached_property
     def event(self) -> EventBase:
-        return (self.schema or CURRENT).decode(self.raw)
+        try:
+            return (self.schema or CURRENT).decode(self.raw)
+        except InvalidEvent as exc:
+            raise CorruptRecord(f"seq {self.seq}: the stored event does not decode: {exc}") from None
+
+
+class CorruptRecord(InvalidEvent):
+    """A stored record that is not a ledger record any more (an edit, a disk fault). Names the
+    seq (and where the store can say it, the line) so every command can say where to look."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"{message}; the ledger is damaged at that point (`cbledger replay --verify` locates it)")
 
 
 class Recorder(ABC):
@@ -153,6 +166,22 @@ class Recorder(ABC):
     @abstractmethod
     def truncate_torn_tail(self) -> bytes | None:
         """Removes exactly the torn tail and returns it; None (and no change) if there is none."""
+
+    def repair_tail(self) -> TailRepair:
+        """What `cbledger repair` does: remove a torn tail, and only that. A backend whose final
+        record can lose its terminator without losing its content restores the terminator
+        instead (the JSON Lines file does); by default this is `truncate_torn_tail`."""
+        removed = self.truncate_torn_tail()
+        return TailRepair("none") if removed is None else TailRepair("removed", removed)
+
+
+@dataclass(frozen=True)
+class TailRepair:
+    """What a repair did: nothing, removed an incomplete final record (`data`), or restored
+    the missing terminator of a complete one (`data` is that record)."""
+
+    action: Literal["none", "removed", "terminated"]
+    data: bytes = b""
 
 
 def check_continues(location: str, records: Sequence[StoredEvent], expected: Head) -> None:

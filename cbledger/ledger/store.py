@@ -38,6 +38,7 @@ from cbledger.ledger.recorder import (
     LedgerMissing,
     Recorder,
     StoredEvent,
+    TailRepair,
     TornTail,
 )
 from cbledger.ledger.versions import CURRENT, EventSchema
@@ -57,6 +58,8 @@ class Appended:
     type: str
     hash: str
     created: bool
+    #: a repeat, in the same batch, of an event the batch itself appends (written once)
+    repeat_in_batch: bool = False
 
 
 class _Identity(msgspec.Struct):
@@ -172,8 +175,12 @@ class LedgerStore:
             earlier = batch.get(ev.id)
             if earlier is not None:
                 if earlier[0][1:] != draft[1:]:  # type, version and body bytes
-                    raise self._conflict(ev.id, earlier[1].seq)
-                results.append(replace(earlier[1], created=False))
+                    # the earlier one is not stored yet: name it by its place in the batch
+                    raise ConflictError(
+                        f"{self.location}: event id {ev.id!r} appears twice in this batch with different "
+                        f"types or bodies (events {prepared.index(earlier[0])} and {prepared.index(draft)}); nothing written"
+                    )
+                results.append(replace(earlier[1], created=False, repeat_in_batch=True))
                 continue
             stored = known.get(ev.id)
             if stored is not None:
@@ -251,6 +258,10 @@ class LedgerStore:
         """Removes exactly the incomplete final record and returns what it removed."""
         return self.recorder.truncate_torn_tail()
 
+    def repair_tail(self) -> TailRepair:
+        """Removes an incomplete final record; a complete one that lost its terminator gets it back."""
+        return self.recorder.repair_tail()
+
 
 __all__ = [
     "Appended",
@@ -258,6 +269,7 @@ __all__ = [
     "LedgerMissing",
     "LedgerStore",
     "StoredEvent",
+    "TailRepair",
     "TornTail",
     "open_recorder",
 ]

@@ -50,7 +50,14 @@ DecimalStr = Annotated[
     Meta(pattern=r"^(0|[1-9][0-9]*)(\.[0-9]+)?(?!\n)$", description="a non-negative decimal number"),
 ]
 UtcDateTime = Annotated[_dt.datetime, Meta(tz=True, description="RFC 3339 with a timezone")]
-Count = Annotated[int, Meta(ge=0)]
+#: The largest count an event may hold: exact in a JSON double and in SQLite's 64-bit integer, so
+#: no figure a run reports can overflow a projection or the read model.
+MAX_COUNT = 2**53 - 1
+Count = Annotated[int, Meta(ge=0, le=MAX_COUNT)]
+#: Tokens one run may report: a trillion, so that the sum over a million runs still fits SQLite's
+#: integer. An agent's larger figure is recorded as invalid, never stored (`runner/execute.py`).
+MAX_TOKENS = 10**12
+TokenCount = Annotated[int, Meta(ge=0, le=MAX_TOKENS)]
 Fraction = Annotated[float, Meta(ge=0.0, le=1.0)]
 Weight = Annotated[float, Meta(gt=0.0, le=1e6)]
 
@@ -110,4 +117,7 @@ def to_utc(value: _dt.datetime) -> _dt.datetime:
     """Normalises an aware datetime to UTC; naive ones never get this far (Meta(tz=True))."""
     if value.tzinfo is None:
         raise ValueError("datetime must carry a timezone")
-    return value.astimezone(_dt.UTC)
+    try:
+        return value.astimezone(_dt.UTC)
+    except OverflowError:  # 0001-01-01T00:00+05:00, 9999-12-31T23:59-05:00: no such instant in UTC
+        raise ValueError(f"datetime {value.isoformat()} is outside the range representable in UTC") from None

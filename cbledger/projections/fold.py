@@ -42,6 +42,8 @@ from cbledger.ledger.events import (
     RunRecorded,
     RunRecordedEvent,
     RunRetractedEvent,
+    SuiteArchived,
+    SuiteArchivedEvent,
     SuiteBumped,
     SuiteBumpedEvent,
 )
@@ -104,6 +106,11 @@ class SuiteEntry(Struct, frozen=True, kw_only=True):
     body: SuiteBumped
 
 
+class ArchiveEntry(Struct, frozen=True, kw_only=True):
+    seq: int
+    body: SuiteArchived
+
+
 class PricingEntry(Struct, frozen=True, kw_only=True):
     seq: int
     body: PricingPublished
@@ -132,6 +139,8 @@ class LedgerState(Struct, kw_only=True):
     last_at: _dt.datetime | None = None
     ledger_name: str | None = None
     suites: list[SuiteEntry] = field(default_factory=list)
+    #: suite version -> the first `suite.archived` for it (a later, different one is an anomaly)
+    archives: dict[str, ArchiveEntry] = field(default_factory=dict)
     pricing: list[PricingEntry] = field(default_factory=list)
     runs: dict[str, RunEntry] = field(default_factory=dict)
     #: run id -> suite version -> the first grade for that pair (inner order = grading order)
@@ -261,6 +270,17 @@ class Projector:
             )
         elif isinstance(event, SuiteBumpedEvent):
             st.suites.append(SuiteEntry(seq=seq, at=event.at, body=event.body))
+        elif isinstance(event, SuiteArchivedEvent):
+            version = event.body.suite_version
+            archive = st.archives.get(version)
+            if archive is None:
+                st.archives[version] = ArchiveEntry(seq=seq, body=event.body)
+            elif archive.body.definitions_hash != event.body.definitions_hash:
+                st.anomalies.append(Anomaly(
+                    seq=seq, kind="archive-conflict",
+                    message=f"suite {version}'s definitions were recorded at seq {archive.seq} with another "
+                    "hash; this one is ignored",
+                ))
         elif isinstance(event, PricingPublishedEvent):
             st.pricing.append(PricingEntry(seq=seq, body=event.body))
         elif isinstance(event, CheckpointPublishedEvent):

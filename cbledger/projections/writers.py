@@ -20,6 +20,7 @@ import msgspec
 from msgspec import Struct
 
 from cbledger.errors import UserError
+from cbledger.ledger.chain import link_hash
 from cbledger.ledger.store import LedgerStore, StoredEvent
 from cbledger.projections import leaderboard, paths, readmodel
 from cbledger.projections import records as rec
@@ -34,7 +35,9 @@ class LedgerFollower:
     backend: the JSON Lines recorder resumes a read at the byte offset where its last one
     stopped, a database selects by seq. Reads stop at what is committed (never a torn tail or
     part of an append in progress), and the first new event must link to the last folded hash, so
-    a ledger rewritten underneath is refused rather than folded onto a stale state. `on_folded`,
+    a ledger rewritten underneath is refused rather than folded onto a stale state; each new
+    event must hash to its own recorded link too, so an edited line is refused: a state, and every
+    head published from it, is only ever built from a chain that verifies. `on_folded`,
     if given, sees every record folded, in order.
     """
 
@@ -79,6 +82,11 @@ class LedgerFollower:
                     raise ProjectionError(
                         f"{where}: the event at seq {stored.seq} does not link to the last folded "
                         f"event (seq {self.state.head_seq}); the ledger changed underneath (rebuild from scratch)"
+                    )
+                if link_hash(stored.prev, stored.seq, stored.raw) != stored.hash:
+                    raise ProjectionError(
+                        f"{where}: the event at seq {stored.seq} does not hash to its recorded link; "
+                        "the ledger was edited (`cbledger replay --verify` locates it)"
                     )
                 n += self.projector.apply([stored])
                 expected_prev = stored.hash

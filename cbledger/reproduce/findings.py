@@ -16,7 +16,7 @@ _CAMEL = {"run_id": "runId", "suite_version": "suiteVersion"}
 
 @dataclass(frozen=True)
 class Finding:
-    check: str  # chain | run | projection
+    check: str  # chain | checkpoint | suite | run | projection
     kind: str
     message: str
     seq: int | None = None
@@ -72,15 +72,23 @@ class RunCheck:
     task_id: str
     model_id: str
     run_mode: str
-    status: str = "reproduced"  # reproduced | restored (nothing re-gradable) | failed | skipped
+    #: reproduced | skipped (a grade, or the run, was not reproduced) | failed | retracted
+    status: str = "reproduced"
     grades: list[GradeCheck] = field(default_factory=list)
     failures: list[Finding] = field(default_factory=list)
     notes: list[Finding] = field(default_factory=list)
+    #: why a grade or the run was not reproduced, one finding each
+    skips: list[Finding] = field(default_factory=list)
     seconds: float = 0.0
 
     def fail(self, finding: Finding) -> None:
         self.failures.append(finding)
         self.status = "failed"
+
+    def skip(self, finding: Finding) -> None:
+        self.skips.append(finding)
+        if self.status == "reproduced":
+            self.status = "skipped"
 
     def note(self, finding: Finding) -> None:
         self.notes.append(finding)
@@ -96,5 +104,6 @@ class RunCheck:
             "grades": [g.to_dict() for g in self.grades],
             "failures": [f.to_dict() for f in self.failures],
             "notes": [n.to_dict() for n in self.notes],
+            "skipped": [n.to_dict() for n in self.skips],
             "seconds": round(self.seconds, 4),
         }

@@ -21,6 +21,7 @@ from typing import Literal
 import msgspec
 from msgspec import Struct
 
+from cbledger import inputs
 from cbledger.errors import UserError
 from cbledger.ledger.events import ImportSummary
 
@@ -131,7 +132,10 @@ def _utc_date(stamp: str | None) -> str | None:
         return None
     if when.tzinfo is None:
         return None
-    return when.astimezone(_dt.UTC).date().isoformat()
+    try:
+        return when.astimezone(_dt.UTC).date().isoformat()
+    except OverflowError:
+        return None
 
 
 def _decode(kind: type, data: bytes, where: str):
@@ -143,6 +147,9 @@ def _decode(kind: type, data: bytes, where: str):
 
 def recognize(data: bytes, relpath: str, where: str) -> Recognized:
     """Which layout `data` is in and its summary; refuses anything that is neither."""
+    problem = inputs.json_problem(data)
+    if problem is not None:
+        raise UserError(f"{where}: {problem}")
     try:
         doc = msgspec.json.decode(data)
     except msgspec.DecodeError as exc:

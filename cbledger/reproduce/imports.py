@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cbledger import credentials
+from cbledger import credentials, inputs
 from cbledger.errors import SecretFound, UserError
 from cbledger.ledger.events import (
     Actor,
@@ -162,30 +162,47 @@ def _commit(workspace: Workspace, candidates: list[_Candidate], actor: Actor) ->
 # --------------------------------------------------------------------------- published records
 
 
+#: A published result record is a few kilobytes; a tree of them is bounded in count.
+MAX_RECORD_BYTES = 4 * inputs.MiB
+MAX_RECORDS = 100_000
+
+
 def _record_files(path: Path) -> list[tuple[Path, str]]:
     """(file, path relative to PATH) of every record to import, in path order. A tree's
     retraction marks (`run-<n>.retracted.json`) are not records, and the records they mark are
-    retracted evidence: neither is imported."""
+    retracted evidence: neither is imported. Symlinks are never followed (a link could point at
+    any file on the machine) and refuse the import."""
+    if path.is_symlink():
+        raise UserError(f"{inputs.printable(path)}: a symlink; only regular files and directories are imported")
     if path.is_file():
         return [(path, path.name)]
     if not path.is_dir():
-        raise UserError(f"{path}: no such file or directory")
-    found = sorted(path.rglob("*.json"), key=lambda p: p.relative_to(path).as_posix())
+        raise UserError(f"{inputs.printable(path)}: no such file or directory")
+    found = []
+    for dirpath, dirnames, filenames in os.walk(path, followlinks=False):
+        for name in dirnames + filenames:
+            full = Path(dirpath) / name
+            if full.is_symlink():
+                raise UserError(f"{inputs.printable(full)}: a symlink; only regular files and directories are imported")
+        found += [Path(dirpath) / n for n in filenames if n.endswith(".json")]
+        if len(found) > MAX_RECORDS:
+            raise UserError(f"{inputs.printable(path)}: more than {MAX_RECORDS} records in one import")
     if not found:
-        raise UserError(f"{path}: no *.json result records under it")
+        raise UserError(f"{inputs.printable(path)}: no *.json result records under it")
     marked: set[Path] = set()
     for p in found:
         if RETRACTION_NAME.match(p.name):
             marked.add(p)
             marked.update(p.parent / name for name in _marked_records(p))
-    return [(p, p.relative_to(path).as_posix()) for p in found if p.is_file() and p not in marked]
+    kept = [(p, p.relative_to(path).as_posix()) for p in found if p.is_file() and p not in marked]
+    return sorted(kept, key=lambda item: item[1])
 
 
 def _marked_records(mark: Path) -> list[str]:
     """The record names a retraction mark lists (none when it cannot be read as one)."""
     try:
-        doc = json.loads(mark.read_bytes())
-    except (OSError, ValueError):
+        doc = json.loads(mark.read_bytes()[:MAX_RECORD_BYTES])
+    except (OSError, ValueError, RecursionError):
         return []
     names = doc.get("records") if isinstance(doc, dict) else None
     return [n for n in names if isinstance(n, str) and "/" not in n] if isinstance(names, list) else []
@@ -194,7 +211,7 @@ def _marked_records(mark: Path) -> list[str]:
 def import_records(workspace: Workspace, path: Path, source: str | None = None) -> ImportReport:
     """Imports one published record, or every record of a tree, as `evidence.imported`."""
     source = source or path.resolve().name
-    files = [(file, rel, file.read_bytes()) for file, rel in _record_files(path)]
+    files = [(file, rel, inputs.read_regular(file, MAX_RECORD_BYTES, "a result record")) for file, rel in _record_files(path)]
     _refuse_credentials([(rel, data) for _, rel, data in files])  # first: later messages may quote values
     candidates = []
     for file, rel, data in files:
@@ -212,12 +229,15 @@ def import_records(workspace: Workspace, path: Path, source: str | None = None) 
 # --------------------------------------------------------------------------- manual imports
 
 
-def import_manual(workspace: Workspace, file: Path, source: str | None = None) -> ImportReport:
+def import_manual(
+    workspace: Workspace, file: Path, source: str | None = None, import_root: Path | None = None
+) -> ImportReport:
     """Imports a reviewer-supplied run; its prompt and transcript are kept as files under
-    `results/imports/<sha256 of the import file>/<role>/<name>`."""
-    if file.is_file():
-        _refuse_credentials([(file.name, file.read_bytes())])  # first: a validation message may quote a value
-    m = manual_mod.load(file)
+    `results/imports/<sha256 of the import file>/<role>/<name>`. Only regular files under
+    `import_root` (default: the import file's directory) are read (`reproduce/manual.py`)."""
+    raw = inputs.read_regular(file, manual_mod.MAX_IMPORT_BYTES, "the manual import file")
+    _refuse_credentials([(file.name, raw)])  # first: a validation message may quote a value
+    m = manual_mod.load(file, import_root)
     content = _text(m.data, str(file))
     sha = _sha256(m.data)
     kept_dir = workspace.kept_import(sha)
@@ -225,7 +245,7 @@ def import_manual(workspace: Workspace, file: Path, source: str | None = None) -
     kept, entries = [], []
     for role, key in manual_mod.FILES:
         src = m.files[role]
-        data = src.read_bytes()
+        data = m.contents[role]
         scanned.append((m.fields[key], data))
         dest = kept_dir / role / os.path.basename(src)
         kept.append((dest, data))

@@ -79,6 +79,7 @@ class Regenerator:
         self.with_read_model = read_model
         self.follower: LedgerFollower | None = None
         self._prefix = blake3()
+        self._prefix_len = 0  # bytes of the ledger file the prefix digest covers
         self.problem: str | None = None  # why the ledger cannot be folded further, if it cannot
         self.written_seq = 0  # the head the outputs on disk were written for
 
@@ -86,10 +87,13 @@ class Regenerator:
 
     def _fresh(self) -> LedgerFollower:
         self._prefix = blake3()
+        self._prefix_len = 0
         return LedgerFollower(LedgerStore(self.ledger), _TrackingProjector(), on_folded=self._hash)
 
     def _hash(self, stored: StoredEvent) -> None:
-        self._prefix.update(format_line(stored.raw, stored.hash, stored.prev))
+        line = format_line(stored.raw, stored.hash, stored.prev)
+        self._prefix.update(line)
+        self._prefix_len += len(line)
 
     def _prefix_intact(self, follower: LedgerFollower) -> bool:
         """Do the records up to the folded head still hash to what was folded?"""
@@ -141,7 +145,7 @@ class Regenerator:
     def _rebuild(self) -> tuple[bool, str | None]:
         """A fresh fold of the whole ledger: (adopted?, problem). Adopted when it folds to the
         end, or when there is no earlier state to keep."""
-        kept = self._prefix
+        kept, kept_len = self._prefix, self._prefix_len
         follower = self._fresh()
         try:
             follower.poll()
@@ -149,23 +153,31 @@ class Regenerator:
         except ProjectionError as exc:
             problem = str(exc)
         if problem is not None and self.follower is not None:
-            self._prefix = kept
+            self._prefix, self._prefix_len = kept, kept_len
             return False, f"{problem} (the part already folded was rewritten, and the new ledger does not fold either)"
         self.follower = follower
         return True, problem or self._torn(follower)
 
     def refresh(self) -> Update | None:
-        """Folds new events and rewrites what changed; None when nothing new was folded."""
+        """Folds new events and rewrites what changed; None when nothing new was folded.
+
+        Nothing is published from bytes that were not verified: the prefix already folded must
+        still hash to what was folded (a same-size edit in place leaves every offset where it
+        was, so only its digest tells), and every new line must link and hash (the follower).
+        A missing ledger (deleted, or between `git checkout`'s unlink and write) is a problem
+        reported like any other; the outputs stay where they are until it is back."""
         started = time.perf_counter()
-        if self.follower is None or not self._head_still_there():
-            rebuilt, problem = self._rebuild()
-        else:
-            head = self.follower.state.head_seq
-            problem = self._poll(self.follower)
-            rebuilt = False
-            if problem is not None and self.follower.state.head_seq == head and not self._prefix_intact(self.follower):
-                rebuilt, problem = self._rebuild()
+        try:
+            rebuilt, problem = self._refresh()
+        except FileNotFoundError:
+            rebuilt, problem = False, (
+                f"{self.ledger}: the ledger is missing (deleted or being replaced); waiting for it to come back"
+            )
+        except OSError as exc:
+            rebuilt, problem = False, f"{self.ledger}: cannot be read ({exc.strerror}); waiting"
         self.problem = problem
+        if self.follower is None:
+            return None
         assert self.follower is not None
         projector = self.follower.projector
         assert isinstance(projector, _TrackingProjector)  # every follower here comes from _fresh()
@@ -175,6 +187,34 @@ class Regenerator:
         projector.touched = set()
         update.seconds = time.perf_counter() - started
         return update
+
+    def _refresh(self) -> tuple[bool, str | None]:
+        if self.follower is None or not self._head_still_there() or not self._bytes_intact():
+            return self._rebuild()
+        head = self.follower.state.head_seq
+        problem = self._poll(self.follower)
+        if problem is not None and self.follower.state.head_seq == head and not self._prefix_intact(self.follower):
+            return self._rebuild()
+        return False, problem
+
+    def _bytes_intact(self) -> bool:
+        """For a file ledger: do the bytes up to the folded head still hash to what was folded?
+        A same-size edit in place leaves every offset and the head's hash where they were, so
+        only this digest tells; BLAKE3 over the raw prefix costs a fraction of one fold. A
+        database ledger's table refuses updates and deletes, so its head check suffices."""
+        path = self.workspace.ledger_file
+        if path is None or not self._prefix_len:
+            return True
+        h = blake3()
+        left = self._prefix_len
+        with open(path, "rb") as f:
+            while left > 0:
+                chunk = f.read(min(left, 1 << 20))
+                if not chunk:
+                    return False
+                h.update(chunk)
+                left -= len(chunk)
+        return h.digest() == self._prefix.digest()
 
     # ------------------------------------------------------------------ writing
 

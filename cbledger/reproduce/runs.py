@@ -1,9 +1,12 @@
-"""One preserved run, checked end to end: restored, its digests recomputed, re-graded, compared.
+"""One preserved run, checked end to end: restored, its digests recomputed, every grade re-graded.
 
-A pure function of (the workspace, the run's event, its recorded grades) so it can run in a worker
-process for `--jobs`. The grade is recomputed once and compared with every recorded grade whose
-task manifest is still the one on disk; a grade made under other tasks cannot be reproduced with
-today's tasks, which is a note (it is what suite versions are for), not a failure.
+A pure function of (the workspace, the run's event, its recorded grades, the suite definitions
+to grade under) so it can run in a worker process for `--jobs`. Every recorded grade of the run
+is re-graded — a duplicate or a conflicting second grade for the same suite version included —
+under the definitions of the grade's own suite version, kept under `results/suites/`
+(`tasks/suite_archive.py`), never under whatever the working tree holds today. A grade whose
+suite version's definitions are not available is not reproduced: it is reported as skipped,
+with the reason, and fails verification unless the maintainer allows it (`--allow-skipped`).
 """
 
 from __future__ import annotations
@@ -14,82 +17,99 @@ import time
 from pathlib import Path
 
 from cbledger.errors import UserError
-from cbledger.grading.grader import grade_preserved
+from cbledger.grading.grader import Grade, grade_preserved
 from cbledger.ledger.events import GradeRecorded, RunRecorded
 from cbledger.reproduce.compare import compare_grade
 from cbledger.reproduce.findings import Finding, GradeCheck, RunCheck
 from cbledger.reproduce.restore import check_digests, restore_run
-from cbledger.tasks.catalog import Catalog, Task
+from cbledger.tasks.catalog import Catalog, Fixture, Task
 from cbledger.workspace import Workspace
+
+#: suite version -> the catalog of its kept definitions, or why there is none
+Suites = dict[str, "Catalog | str"]
 
 
 def _note(run: RunRecorded, seq: int, kind: str, message: str, **extra) -> Finding:
     return Finding(check="run", kind=kind, message=message, seq=seq, run_id=run.run_id, **extra)
 
 
-def _current_task(catalog: Catalog, task_id: str) -> tuple[Task | None, str | None]:
-    try:
-        return catalog.task(task_id), None
-    except UserError as exc:
-        return None, str(exc)
+def _restore_catalog(workspace: Workspace, run: RunRecorded, suites: Suites) -> Catalog:
+    """The run is restored from the fixture of the suite version it was made under; without its
+    kept definitions, from the working tree (a seed mismatch then says the fixture moved)."""
+    kept = suites.get(run.comparability.suite_version)
+    return kept if isinstance(kept, Catalog) else Catalog(workspace.root)
 
 
-def check_run(workspace: Workspace, run: RunRecorded, seq: int, grades: list[tuple[int, GradeRecorded]]) -> RunCheck:
+def check_run(
+    workspace: Workspace, run: RunRecorded, seq: int, grades: list[tuple[int, GradeRecorded]], suites: Suites
+) -> RunCheck:
     started = time.perf_counter()
     result = RunCheck(run.run_id, seq, run.task.id, run.model.id, run.run_mode)
-    catalog = Catalog(workspace.root)
-    task, task_problem = _current_task(catalog, run.task.id)
-    regradable: list[tuple[int, GradeRecorded]] = []
-    for gseq, g in grades:
-        if task is None:
-            result.grades.append(GradeCheck(g.suite_version, gseq, "not-regradable"))
-            result.note(_note(run, gseq, "not-regradable",
-                              f"not re-gradable under the current suite: task {run.task.id} is not on disk ({task_problem})",
-                              suite_version=g.suite_version))
-        elif g.task_manifest_hash != task.manifest_hash:
-            result.grades.append(GradeCheck(g.suite_version, gseq, "not-regradable"))
-            result.note(_note(run, gseq, "not-regradable",
-                              f"not re-gradable under the current suite: graded against task manifest "
-                              f"{g.task_manifest_hash[:12]}, tasks/{run.task.id} is now {task.manifest_hash[:12]}",
-                              suite_version=g.suite_version))
-        else:
-            regradable.append((gseq, g))
     if not grades:
         result.note(_note(run, seq, "ungraded", "no grade is recorded for this run; its preserved sandbox is still checked"))
-
     scratch = Path(tempfile.mkdtemp(prefix="cbledger-verify-"))
     try:
-        restored = restore_run(workspace, catalog, run, seq, scratch / "repo")
+        restored = restore_run(workspace, _restore_catalog(workspace, run, suites), run, seq, scratch / "repo")
         for f in restored.failures:
             result.fail(f)
         if restored.repo is not None and not any(f.kind in ("seed-mismatch", "bundle-unreadable") for f in restored.failures):
             for f in check_digests(restored.repo, run, seq, restored.complete):
                 result.fail(f)
-        if regradable and task is not None:  # a grade is re-gradable only against a task on disk
-            _regrade_and_compare(result, run, seq, task, restored, regradable)
+        _regrade_all(result, run, restored, grades, suites)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     result.grades.sort(key=lambda g: g.seq)
-    if result.status != "failed" and not any(g.status == "reproduced" for g in result.grades):
-        result.status = "restored"  # the sandbox checks out; no grade could be compared today
     result.seconds = time.perf_counter() - started
     return result
 
 
-def _regrade_and_compare(result: RunCheck, run: RunRecorded, seq: int, task: Task, restored, regradable) -> None:
-    if not restored.complete or restored.fixture is None:
-        for gseq, g in regradable:
-            result.grades.append(GradeCheck(g.suite_version, gseq, "not-regraded"))
-        return
+def _definitions(catalog: Catalog, task_id: str) -> tuple[Task, Fixture] | str:
     try:
-        today = grade_preserved(task, restored.fixture, restored.repo, run)
-    except Exception as exc:  # a grader that crashes on recorded evidence does not reproduce it
-        result.fail(_note(run, seq, "regrade-error", f"grading raised {type(exc).__name__}: {exc}"))
-        for gseq, g in regradable:
-            result.grades.append(GradeCheck(g.suite_version, gseq, "not-regraded"))
-        return
-    for gseq, g in regradable:
-        diffs = compare_grade(g, today, gseq)
-        result.grades.append(GradeCheck(g.suite_version, gseq, "mismatch" if diffs else "reproduced"))
+        task = catalog.task(task_id)
+        return task, catalog.fixture_for(task)
+    except UserError as exc:
+        return str(exc)
+
+
+def _regrade_all(result: RunCheck, run: RunRecorded, restored, grades: list[tuple[int, GradeRecorded]], suites: Suites) -> None:
+    today: dict[str, Grade | None] = {}  # suite version -> the re-grade (None: grading raised)
+    for gseq, g in grades:
+        version = g.suite_version
+        kept = suites.get(version, f"suite {version} was never recorded (no suite.bumped)")
+        if not isinstance(kept, Catalog):
+            result.grades.append(GradeCheck(version, gseq, "not-regradable"))
+            result.skip(_note(run, gseq, "not-regradable", f"not re-graded: {kept}", suite_version=version))
+            continue
+        found = _definitions(kept, run.task.id)
+        if isinstance(found, str):
+            result.grades.append(GradeCheck(version, gseq, "mismatch"))
+            result.fail(_note(run, gseq, "grade-manifest", f"suite {version} has no task {run.task.id}: {found}",
+                              suite_version=version, field="taskManifestHash"))
+            continue
+        task, fixture = found
+        if g.task_manifest_hash != task.manifest_hash:
+            result.grades.append(GradeCheck(version, gseq, "mismatch"))
+            result.fail(_note(run, gseq, "grade-manifest",
+                              f"graded against task manifest {g.task_manifest_hash[:12]}, but suite {version} "
+                              f"recorded tasks/{run.task.id} as {task.manifest_hash[:12]}",
+                              suite_version=version, field="taskManifestHash",
+                              expected=task.manifest_hash, actual=g.task_manifest_hash))
+            continue
+        if not restored.complete or restored.repo is None:
+            result.grades.append(GradeCheck(version, gseq, "not-regraded"))
+            continue  # the restore's failure already fails the run
+        if version not in today:
+            try:
+                today[version] = grade_preserved(task, fixture, restored.repo, run)
+            except Exception as exc:  # a grader that crashes on recorded evidence does not reproduce it
+                today[version] = None
+                result.fail(_note(run, gseq, "regrade-error", f"grading raised {type(exc).__name__}: {exc}",
+                                  suite_version=version))
+        graded = today[version]
+        if graded is None:
+            result.grades.append(GradeCheck(version, gseq, "not-regraded"))
+            continue
+        diffs = compare_grade(g, graded, gseq)
+        result.grades.append(GradeCheck(version, gseq, "mismatch" if diffs else "reproduced"))
         for f in diffs:
             result.fail(f)

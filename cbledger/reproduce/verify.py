@@ -9,17 +9,27 @@ it the same (the runs), and what is published is what the log folds to (the proj
 A broken chain stops verification there: every later check would compare against events that
 can no longer be trusted, and the one finding that matters is where the chain broke.
 
+Every grade is re-graded under the definitions of its own suite version (`results/suites/`,
+recorded by `suite.archived`), and a recorded run or grade that could not be reproduced is not
+silence: it is a *skip*, named with its reason, and it fails verification with its own exit
+code unless the maintainer passes `--allow-skipped`.
+
 Exit codes (documented in `cbledger replay --help` and docs/REPRODUCE.md): 0 verified; 1 the
 chain is broken; 5 the ledger is not an extension of a signed checkpoint (`--checkpoint`, or one
-it records: `reproduce/checkpoints.py`); 3 a run does not reproduce (a bundle, seed or evidence
-digest, or a re-grade, differs); 4 a projection differs from a regeneration; 2 (raised as a usage
-error) bad options or no ledger. When several fail, the first of 1, 5, 3, 4 wins, in that order;
-after 1 or 5 nothing else is checked.
+it records: `reproduce/checkpoints.py`); 7 a suite version's kept definitions are missing or
+differ from what the ledger recorded, or the working tree differs from the current suite's;
+3 a run does not reproduce (a bundle, seed or evidence digest, or a re-grade, differs; evidence
+reused by two runs; a grade without its run); 4 a projection differs from a regeneration; 6 a
+recorded run or grade was not reproduced (skipped) and `--allow-skipped` was not given; 2
+(raised as a usage error) bad options or no ledger. When several fail, the first of 1, 5, 7, 3,
+4, 6 wins, in that order; after 1 or 5 nothing else is checked.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -28,9 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from cbledger.errors import UserError
+from cbledger.ledger.events import GradeRecorded, GradeRecordedEvent
 from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.verify import ChainReport
-from cbledger.projections.fold import LedgerState
+from cbledger.projections.fold import LedgerState, current_suite, semver_key, suite_bump
 from cbledger.projections.writers import load_state
 from cbledger.reproduce.checkpoints import (
     CheckpointsCheck,
@@ -40,7 +51,9 @@ from cbledger.reproduce.checkpoints import (
 )
 from cbledger.reproduce.findings import Finding, RunCheck
 from cbledger.reproduce.outputs import OutputsCheck, check_outputs
-from cbledger.reproduce.runs import check_run
+from cbledger.reproduce.runs import Suites, check_run
+from cbledger.tasks.definitions import differences
+from cbledger.tasks.suite_archive import kept_definitions, on_disk, open_kept
 from cbledger.workspace import Workspace
 
 EXIT_OK = 0
@@ -49,6 +62,8 @@ EXIT_USAGE = 2
 EXIT_RUNS = 3
 EXIT_PROJECTIONS = 4
 EXIT_CHECKPOINT = 5
+EXIT_SKIPPED = 6
+EXIT_DEFINITIONS = 7
 
 RunProgress = Callable[[int, int, RunCheck], None]
 
@@ -62,6 +77,7 @@ class Options:
     jobs: int = 1
     checkpoints: tuple[Path, ...] = ()
     keys: tuple[Path, ...] = ()
+    allow_skipped: bool = False
 
 
 @dataclass
@@ -76,11 +92,19 @@ class VerifyReport:
     runs_not_selected: int = 0
     outputs: OutputsCheck | None = None
     notes: list[Finding] = field(default_factory=list)
+    #: the kept definitions of each suite version, and the working tree against the current one
+    suite_failures: list[Finding] = field(default_factory=list)
+    #: failures that belong to no run: a grade whose run was never recorded
+    orphan_failures: list[Finding] = field(default_factory=list)
     seconds: float = 0.0
 
     @property
     def run_failures(self) -> list[Finding]:
-        return [f for r in self.runs for f in r.failures]
+        return [f for r in self.runs for f in r.failures] + self.orphan_failures
+
+    @property
+    def skips(self) -> list[Finding]:
+        return [f for r in self.runs for f in r.skips]
 
     @property
     def failures(self) -> list[Finding]:
@@ -90,6 +114,7 @@ class VerifyReport:
             out.append(Finding(check="chain", kind=p.kind, message=p.message, seq=p.seq, line=p.line,
                                file=self.ledger))
         out += self.checkpoints.failures
+        out += self.suite_failures
         out += self.run_failures
         if self.outputs is not None:
             out += self.outputs.failures
@@ -105,15 +130,19 @@ class VerifyReport:
             return EXIT_CHAIN
         if self.checkpoints.failures:
             return EXIT_CHECKPOINT
+        if self.suite_failures:
+            return EXIT_DEFINITIONS
         if self.run_failures:
             return EXIT_RUNS
         if self.outputs is not None and self.outputs.failures:
             return EXIT_PROJECTIONS
+        if self.skips and not self.options.allow_skipped:
+            return EXIT_SKIPPED
         return EXIT_OK
 
     def counts(self) -> dict[str, int]:
         c = {"selected": len(self.runs), "notSelected": self.runs_not_selected}
-        for status in ("reproduced", "restored", "failed", "skipped"):
+        for status in ("reproduced", "skipped", "failed", "retracted"):
             c[status] = sum(1 for r in self.runs if r.status == status)
         return c
 
@@ -126,7 +155,7 @@ class VerifyReport:
             "root": self.root,
             "options": {"chainOnly": o.chain_only, "since": o.since, "runs": list(o.run_ids),
                         "projections": o.projections, "jobs": o.jobs,
-                        "checkpoints": [str(p) for p in o.checkpoints]},
+                        "checkpoints": [str(p) for p in o.checkpoints], "allowSkipped": o.allow_skipped},
             "chain": self.chain.to_dict(),
             "checkpoints": self.checkpoints.to_dict(),
             "runs": None if not self.runs_checked else {
@@ -135,6 +164,7 @@ class VerifyReport:
             },
             "projections": None if self.outputs is None else self.outputs.to_dict(),
             "failures": [f.to_dict() for f in self.failures],
+            "skipped": [f.to_dict() for f in self.skips],
             "notes": [n.to_dict() for n in self.all_notes],
             "seconds": round(self.seconds, 3),
         }
@@ -147,11 +177,57 @@ class _Job:
     grades: list
 
 
-def plan_runs(state: LedgerState, options: Options) -> tuple[list[_Job], list[RunCheck], int, list[Finding]]:
-    """(runs to re-grade, retracted runs skipped, runs left out by --since/--run, notes)."""
+def all_grades(workspace: Workspace) -> dict[str, list[tuple[int, GradeRecorded]]]:
+    """Every `grade.recorded`, by run, in ledger order: a fold keeps only the first grade of a
+    (run, suite version), and verification must re-grade every one."""
+    out: dict[str, list[tuple[int, GradeRecorded]]] = {}
+    for stored in LedgerStore(workspace.ledger).read(types={"grade.recorded"}):
+        event = stored.event
+        if isinstance(event, GradeRecordedEvent):
+            out.setdefault(event.body.run_id, []).append((event.seq, event.body))
+    return out
+
+
+#: what one preserved run owns alone: a second run naming any of these copied another's evidence
+_OWNED = (
+    ("sandbox.store", lambda r: r.sandbox.store),
+    ("sandbox.storeBlake3", lambda r: r.sandbox.store_blake3),
+    ("sandbox.captureSha", lambda r: r.sandbox.capture_sha),
+    ("sandbox.evidenceSha", lambda r: r.sandbox.evidence_sha),
+    ("evidence.transcript", lambda r: r.evidence["transcript"].blake3 if "transcript" in r.evidence else None),
+)
+
+
+def reused_evidence(state: LedgerState) -> dict[str, list[Finding]]:
+    """Runs that name a bundle, capture or evidence commit, or transcript an earlier run already
+    owns. Copying a passing run's events under new ids, with byte copies of its bundle, would
+    otherwise multiply one pass into many; the first run recorded keeps it, retracted or not."""
+    owners: dict[tuple[str, str], str] = {}
+    found: dict[str, list[Finding]] = {}
+    for rid, entry in sorted(state.runs.items(), key=lambda kv: kv[1].seq):
+        for name, get in _OWNED:
+            value = get(entry.run)
+            if value is None:
+                continue
+            first = owners.setdefault((name, value), rid)
+            if first != rid:
+                found.setdefault(rid, []).append(Finding(
+                    check="run", kind="evidence-reused", seq=entry.seq, run_id=rid, field=name, actual=value,
+                    message=f"{name} {value} belongs to run {first} (seq {state.runs[first].seq}); "
+                            "a preserved run's evidence is one run's alone",
+                ))
+    return found
+
+
+def plan_runs(
+    state: LedgerState, options: Options, grades: dict[str, list[tuple[int, GradeRecorded]]] | None = None
+) -> tuple[list[_Job], list[RunCheck], int, list[Finding]]:
+    """(runs to re-grade, retracted runs, runs left out by --since/--run, notes)."""
     unknown = [rid for rid in options.run_ids if rid not in state.runs]
     if unknown:
         raise UserError(f"--run: no run.recorded for {', '.join(unknown)}")
+    if grades is None:
+        grades = {rid: [(g.seq, g.grade) for g in per.values()] for rid, per in state.grades.items()}
     wanted = set(options.run_ids)
     jobs, skipped, not_selected = [], [], 0
     for rid, entry in state.runs.items():
@@ -160,13 +236,12 @@ def plan_runs(state: LedgerState, options: Options) -> tuple[list[_Job], list[Ru
             continue
         if rid in state.retracted:
             r = state.retracted[rid]
-            check = RunCheck(rid, entry.seq, entry.run.task.id, entry.run.model.id, entry.run.run_mode, status="skipped")
+            check = RunCheck(rid, entry.seq, entry.run.task.id, entry.run.model.id, entry.run.run_mode, status="retracted")
             check.note(Finding(check="run", kind="retracted", seq=r.seq, run_id=rid,
                                message=f"retracted at seq {r.seq} ({r.reason}); not in any view, not re-graded"))
             skipped.append(check)
             continue
-        grades = [(g.seq, g.grade) for g in state.grades.get(rid, {}).values()]
-        jobs.append(_Job(entry.run, entry.seq, grades))
+        jobs.append(_Job(entry.run, entry.seq, grades.get(rid, [])))
     notes = [
         Finding(check="run", kind="imported", seq=imp.seq,
                 message=f"evidence.imported ({imp.body.ownership}, {imp.body.source}: {imp.body.original_path}) "
@@ -176,12 +251,72 @@ def plan_runs(state: LedgerState, options: Options) -> tuple[list[_Job], list[Ru
     return jobs, skipped, not_selected, notes
 
 
-def _run_all(workspace: Workspace, jobs: list[_Job], workers: int, progress: RunProgress | None) -> list[RunCheck]:
+def orphan_grades(state: LedgerState, grades: dict[str, list[tuple[int, GradeRecorded]]]) -> list[Finding]:
+    """Grades naming a run the ledger never recorded: nothing can reproduce them."""
+    return [
+        Finding(check="run", kind="grade-orphan", seq=gseq, run_id=rid, suite_version=g.suite_version,
+                message=f"grade.recorded names run {rid}, which no run.recorded records")
+        for rid, per in grades.items() if rid not in state.runs
+        for gseq, g in per
+    ]
+
+
+def prepare_suites(
+    workspace: Workspace, state: LedgerState, versions: set[str], into: Path
+) -> tuple[Suites, list[Finding]]:
+    """Each suite version's kept definitions, checked against the ledger and laid out under
+    `into`; a version without them is named with the reason its grades cannot be re-graded."""
+    suites: Suites = {}
+    failures: list[Finding] = []
+    for version in sorted(versions, key=semver_key):
+        bump = suite_bump(state, version)
+        kept = state.archives.get(version)
+        if bump is None:
+            suites[version] = f"suite {version} was never recorded (no suite.bumped)"
+            continue
+        if kept is None:
+            suites[version] = (f"suite {version} (seq {bump.seq}) has no kept definitions (no suite.archived): "
+                               f"keep them with `cbledger suite archive {version} --from-commit REV`")
+            continue
+        opened = open_kept(workspace, kept.body, bump.body, into / version)
+        for kind, message, file in opened.problems:
+            failures.append(Finding(check="suite", kind=kind, seq=kept.seq, suite_version=version, file=file,
+                                    message=message))
+        if opened.catalog is not None and not opened.problems:
+            suites[version] = opened.catalog
+        else:
+            suites[version] = f"suite {version}'s kept definitions do not verify ({len(opened.problems)} problem(s))"
+    return suites, failures
+
+
+def working_tree_check(workspace: Workspace, state: LedgerState) -> list[Finding]:
+    """The working tree against the current suite version's kept definitions: an edit to a task,
+    its gold/, a fixture's baseline or fixture.json without a bump would grade new runs under a
+    suite version that does not describe them."""
+    current = current_suite(state)
+    if current is None or current not in state.archives:
+        return []
+    kept = state.archives[current]
+    try:
+        recorded = kept_definitions(workspace, kept.body)
+        now = on_disk(workspace)
+    except UserError as exc:
+        return [Finding(check="suite", kind="definitions-differ", seq=kept.seq, suite_version=current, message=str(exc))]
+    return [
+        Finding(check="suite", kind="definitions-differ", seq=kept.seq, suite_version=current,
+                message=f"the working tree differs from suite {current} without a bump: {d}")
+        for d in differences(recorded, now)
+    ]
+
+
+def _run_all(
+    workspace: Workspace, jobs: list[_Job], suites: Suites, workers: int, progress: RunProgress | None
+) -> list[RunCheck]:
     results: list[RunCheck] = []
     total = len(jobs)
     if workers <= 1 or total <= 1:
         for job in jobs:
-            results.append(check_run(workspace, job.run, job.seq, job.grades))
+            results.append(check_run(workspace, job.run, job.seq, job.grades, suites))
             if progress:
                 progress(len(results), total, results[-1])
         return results
@@ -191,7 +326,7 @@ def _run_all(workspace: Workspace, jobs: list[_Job], workers: int, progress: Run
     # working directory could shadow the grader the parent runs; a spawned worker gets that path.
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        futures = [pool.submit(check_run, workspace, job.run, job.seq, job.grades) for job in jobs]
+        futures = [pool.submit(check_run, workspace, job.run, job.seq, job.grades, suites) for job in jobs]
         for fut in as_completed(futures):
             results.append(fut.result())
             if progress:
@@ -225,16 +360,31 @@ def verify(
         report.seconds = time.perf_counter() - started
         return report
     state = load_state(workspace.ledger)
-    jobs, skipped, report.runs_not_selected, report.notes = plan_runs(state, options)
+    grades = all_grades(workspace)
+    jobs, skipped, report.runs_not_selected, report.notes = plan_runs(state, options, grades)
     if state.head_seq != chain.head.seq:
         report.notes.insert(0, Finding(
             check="chain", kind="ledger-grew", seq=state.head_seq,
             message=f"events were appended while verifying: the chain was verified to seq {chain.head.seq}, "
                     f"runs and projections are checked against seq {state.head_seq}; run again for a quiet ledger",
         ))
-    if on_runs_planned:
-        on_runs_planned(len(jobs))
-    checked = _run_all(workspace, jobs, options.jobs, run_progress)
+    versions = {g.suite_version for job in jobs for _, g in job.grades}
+    versions |= {job.run.comparability.suite_version for job in jobs}
+    scratch = Path(tempfile.mkdtemp(prefix="cbledger-suites-"))
+    try:
+        suites, report.suite_failures = prepare_suites(workspace, state, versions, scratch)
+        report.suite_failures += working_tree_check(workspace, state)
+        if not options.run_ids and options.since is None:
+            report.orphan_failures = orphan_grades(state, grades)
+        if on_runs_planned:
+            on_runs_planned(len(jobs))
+        checked = _run_all(workspace, jobs, suites, options.jobs, run_progress)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    reused = reused_evidence(state)
+    for check in checked:
+        for f in reused.get(check.run_id, []):
+            check.fail(f)
     report.runs = sorted(checked + skipped, key=lambda r: r.seq)
     report.runs_checked = True
     if options.projections:

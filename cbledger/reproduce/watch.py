@@ -90,6 +90,7 @@ class Watcher:
         self.regenerator = Regenerator(workspace, read_model=options.read_model)
         self._reported: str | None = None
         self._size_seen = -1
+        self._seen: tuple[int, int, int] | None = None
 
     def regenerate(self) -> Update | None:
         if isinstance(self.ledger, Path):
@@ -143,23 +144,40 @@ class Watcher:
     def _follow_file(self, ledger: Path, event: threading.Event) -> None:
         import watchfiles
 
-        target = str(ledger.resolve())
+        directory = ledger.resolve().parent
+        target = str(directory / ledger.name)
         step = self.options.debounce_ms
-        for _changes in watchfiles.watch(
-            ledger.resolve().parent,
-            watch_filter=lambda _change, path: path == target,
-            step=step,
-            debounce=max(10 * step, 1600),
-            stop_event=event,
-            rust_timeout=1000,
-            yield_on_timeout=True,
-            raise_interrupt=False,
-            recursive=False,
-        ):
-            if event.is_set():
-                break
-            if _changes or self.regenerator.problem is not None or self._grew(ledger):
+        # The ledger, or its directory, may vanish and come back (`git checkout` unlinks and
+        # rewrites it; a branch without it removes the directory): the watch is restarted on
+        # the directory whenever it is there again, and the state is checked on every wake.
+        while not event.is_set():
+            if not directory.is_dir():
                 self.regenerate()
+                event.wait(step / 1000)
+                continue
+            watched = _identity(directory)
+            try:
+                for _changes in watchfiles.watch(
+                    directory,
+                    watch_filter=lambda _change, path: path == target,
+                    step=step,
+                    debounce=max(10 * step, 1600),
+                    stop_event=event,
+                    rust_timeout=1000,
+                    yield_on_timeout=True,
+                    raise_interrupt=False,
+                    recursive=False,
+                ):
+                    if event.is_set():
+                        break
+                    if _changes or self.regenerator.problem is not None or self._grew(ledger):
+                        self.regenerate()
+                    if _identity(directory) != watched:
+                        break  # removed, or removed and made again: a watch on the old one hears nothing
+            except (OSError, RuntimeError) as exc:  # the directory went away under the watch
+                self.echo(f"watch: the watch on {directory} ended ({exc}); restarting it")
+                self.regenerate()
+                event.wait(step / 1000)
 
     def _follow_database(self, event: threading.Event) -> None:
         recorder = LedgerStore(self.ledger).recorder
@@ -181,11 +199,16 @@ class Watcher:
             recorder.close()
 
     def _grew(self, ledger: Path) -> bool:
-        """A missed notification must not leave the outputs behind: check the size on timeouts."""
+        """A missed notification must not leave the outputs behind: on timeouts, check whether
+        the file is another one, or was written, since the last look (size, mtime and inode: a
+        same-size edit in place changes the mtime). A ledger that is gone counts as changed, so
+        its absence is reported."""
         try:
-            return os.path.getsize(ledger) != self._size_seen
+            st = os.stat(ledger)
         except OSError:
-            return False
+            return True
+        seen, self._seen = self._seen, (st.st_size, st.st_mtime_ns, st.st_ino)
+        return st.st_size != self._size_seen or (seen is not None and seen != self._seen)
 
     def _behind(self, recorder: PostgresRecorder) -> bool:
         follower = self.regenerator.follower
@@ -193,3 +216,11 @@ class Watcher:
             return follower is not None and recorder.head().seq != follower.state.head_seq
         except UserError:
             return True
+
+
+def _identity(directory: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(directory)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino

@@ -48,7 +48,7 @@ from cbledger.ledger.events import (
     make_event,
 )
 from cbledger.ledger.store import Appended, LedgerStore
-from cbledger.ledger.types import ExitPath, RunMode, Segment
+from cbledger.ledger.types import MAX_COUNT, MAX_TOKENS, ExitPath, RunMode, Segment
 from cbledger.runner import backstop, preserve, pricing
 from cbledger.runner import sandbox as sandbox_mod
 from cbledger.runner.agents.base import Agent, AgentInput, AgentResult
@@ -178,25 +178,37 @@ def stats_from(transcript: Transcript, runner_exit: str | None = None, max_turns
             if isinstance(f, str) and f not in files:
                 files.append(f)
 
-    def count(key: str) -> int:
+    invalid: list[str] = []
+
+    def count(key: str, limit: int = MAX_COUNT) -> int:
         value = end.get(key)
-        return value if isinstance(value, int) and value >= 0 else 0
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            return 0
+        if value > limit:  # an agent-reported figure no run can have: kept out of every view
+            invalid.append(f"{key} {str(value)[:40]} is out of range (0 to {limit})")
+            return 0
+        return value
 
     duration = end.get("durationMs")
-    return (
+    if isinstance(duration, int) and duration > MAX_COUNT:
+        invalid.append(f"durationMs {str(duration)[:40]} is out of range (0 to {MAX_COUNT})")
+        duration = None
+    stats = (
         RunStats(
             exit_path=recorded_exit,
             turns_used=count("turnsUsed"),
             max_turns=count("maxTurns"),
             repair_cycles_used=count("repairCyclesUsed"),
             max_repair_cycles=count("maxRepairCycles"),
-            tokens_in=count("tokensIn"),
-            tokens_out=count("tokensOut"),
-            duration_ms=duration if isinstance(duration, int) and duration >= 0 else None,
+            tokens_in=count("tokensIn", MAX_TOKENS),
+            tokens_out=count("tokensOut", MAX_TOKENS),
+            duration_ms=duration if isinstance(duration, int) and not isinstance(duration, bool) and duration >= 0 else None,
             files_touched=sorted(files),
-        ),
-        None,
+        )
     )
+    if invalid:
+        return stats, "invalid run-end figures, recorded as 0: " + "; ".join(invalid)
+    return stats, None
 
 
 def model_identity(settings: RunSettings, model_id: str, provider: str | None) -> tuple[ModelIdentity, ModelPrice | None]:

@@ -17,6 +17,8 @@ from cbledger.ledger.events import (
     RunRecorded,
     RunRecordedEvent,
     RunRetractedEvent,
+    SuiteArchived,
+    SuiteArchivedEvent,
     SuiteBumped,
     SuiteBumpedEvent,
 )
@@ -30,6 +32,15 @@ class LedgerView:
     runs: dict[str, RunRecorded] = field(default_factory=dict)
     grades: dict[tuple[str, str], GradeRecorded] = field(default_factory=dict)
     retracted: set[str] = field(default_factory=set)
+    #: suite version -> its kept definitions' record (the first one)
+    archives: dict[str, SuiteArchived] = field(default_factory=dict)
+    #: every suite.bumped by version (the latest declaration of each)
+    bumps: dict[str, SuiteBumped] = field(default_factory=dict)
+
+    @property
+    def archived(self) -> SuiteArchived | None:
+        """The current suite version's kept definitions, when they were recorded."""
+        return self.archives.get(self.suite.suite_version) if self.suite else None
 
     @property
     def suite_version(self) -> str | None:
@@ -39,11 +50,14 @@ class LedgerView:
 def read(path: Path | str) -> LedgerView:
     state = LedgerView()
     store = LedgerStore(path)
-    types = {"suite.bumped", "pricing.published", "run.recorded", "grade.recorded", "run.retracted"}
+    types = {"suite.bumped", "suite.archived", "pricing.published", "run.recorded", "grade.recorded", "run.retracted"}
     for stored in store.read(types=types):
         event = stored.event
         if isinstance(event, SuiteBumpedEvent):
             state.suite = event.body
+            state.bumps[event.body.suite_version] = event.body
+        elif isinstance(event, SuiteArchivedEvent):
+            state.archives.setdefault(event.body.suite_version, event.body)
         elif isinstance(event, PricingPublishedEvent):
             state.pricing = event.body
         elif isinstance(event, RunRecordedEvent):

@@ -17,7 +17,7 @@ import msgspec
 
 from cbledger.errors import UserError
 from cbledger.ledger.events import ModelPrice, PricingPublished
-from cbledger.ledger.types import Pinning, Segment
+from cbledger.ledger.types import MAX_COUNT, Pinning, Segment
 
 
 def load_table(path: Path) -> PricingPublished:
@@ -72,4 +72,5 @@ def usd_micros(price: ModelPrice | None, tokens_in: int, tokens_out: int) -> int
     if price is None or price.input is None or price.output is None:
         return None
     micros = Decimal(tokens_in) * Decimal(price.input) + Decimal(tokens_out) * Decimal(price.output)
-    return int(micros.quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
+    value = int(micros.quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
+    return value if value <= MAX_COUNT else None  # beyond any real cost: unknown, never an overflow

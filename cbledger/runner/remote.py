@@ -220,7 +220,7 @@ def run_remote(spec: RemoteRun, task_package: Package, fixture_package: Package)
     root = base / "project"
     settings = RunSettings(
         root=root,
-        catalog=_ShippedCatalog(root, {fixture.id: fixture}),
+        catalog=_ShippedCatalog(root, shipped={fixture.id: fixture}),
         agent=_agent(spec, cli),
         run_mode=spec.run_mode,
         suite_version=spec.suite_version,

@@ -50,7 +50,9 @@ def rescore(
     if view.suite is None:
         raise UserError("no suite version is recorded; run `cbledger suite bump` first")
     version = view.suite.suite_version
-    suite_version.require_current(view.suite, catalog, sorted({r.task.id for r in view.runs.values()} & set(catalog.task_ids())))
+    suite_version.require_current(
+        view.suite, catalog, sorted({r.task.id for r in view.runs.values()} & set(catalog.task_ids())), view.archived
+    )
     store = LedgerStore(workspace.ledger)
     result = RescoreResult()
     for run_id, run in view.runs.items():

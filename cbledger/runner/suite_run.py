@@ -120,7 +120,7 @@ def preflight(catalog: Catalog, plan: Plan, view: ledger_view.LedgerView, *, kic
         require_kicad_cli()
     for task_id in plan.tasks:
         ensure_runnable(catalog.root, catalog.task(task_id))
-    return suite_version.require_current(view.suite, catalog, plan.tasks)
+    return suite_version.require_current(view.suite, catalog, plan.tasks, view.archived)
 
 
 def run_plan(

@@ -7,12 +7,14 @@ recorded on a run is the hash of what was graded.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 import msgspec
 
+from cbledger import inputs
 from cbledger.errors import UserError
 from cbledger.tasks.fixtures.hashing import task_manifest_hash
 from cbledger.tasks.model import Assertions, FixtureManifest, Suite, TaskManifest
@@ -25,6 +27,9 @@ _SUITE = msgspec.json.Decoder(Suite)
 
 
 def _decode(decoder: msgspec.json.Decoder, data: bytes, path: Path):
+    problem = inputs.json_problem(data)
+    if problem is not None:
+        raise UserError(f"{path}: {problem}")
     try:
         return decoder.decode(data)
     except msgspec.ValidationError as exc:
@@ -39,11 +44,14 @@ def _decode(decoder: msgspec.json.Decoder, data: bytes, path: Path):
         raise UserError(f"{path}: not valid JSON: {exc}") from None
 
 
+#: Tasks, fixture manifests and suites are small hand-written JSON.
+MAX_DEFINITION_BYTES = 4 * inputs.MiB
+
+
 def _read(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise UserError(f"{path}: missing") from None
+    if not os.path.lexists(path):
+        raise UserError(f"{path}: missing")
+    return inputs.read_regular(path, MAX_DEFINITION_BYTES)
 
 
 @dataclass(frozen=True)
@@ -79,6 +87,9 @@ def load_task(task_dir: Path) -> Task:
 class Fixture:
     dir: Path
     manifest: FixtureManifest
+    #: where the tree is when it is not `dir/tree`: a real board's materialized tree, used with
+    #: a suite version's kept definitions (`tasks/suite_archive.py`)
+    tree_dir: Path | None = None
 
     @property
     def id(self) -> str:
@@ -86,7 +97,7 @@ class Fixture:
 
     @property
     def tree(self) -> Path:
-        return self.dir / "tree"
+        return self.tree_dir if self.tree_dir is not None else self.dir / "tree"
 
     def baseline_report(self, kind: str) -> bytes | None:
         """The fixture's recorded kicad-cli report (`erc` or `drc`), if present."""
@@ -98,9 +109,9 @@ class Fixture:
         return path.read_bytes() if path.is_file() else None
 
 
-def load_fixture(fixture_dir: Path) -> Fixture:
+def load_fixture(fixture_dir: Path, tree_dir: Path | None = None) -> Fixture:
     path = fixture_dir / "fixture.json"
-    return Fixture(fixture_dir, _decode(_FIXTURE, _read(path), path))
+    return Fixture(fixture_dir, _decode(_FIXTURE, _read(path), path), tree_dir)
 
 
 def load_suite(path: Path) -> Suite:
@@ -112,6 +123,8 @@ class Catalog:
     """Everything under a project root: `tasks/`, `fixtures/`, `suites/`."""
 
     root: Path
+    #: fixture id -> its tree, for fixtures whose tree is not under this root
+    trees: dict[str, Path] = field(default_factory=dict)
 
     @property
     def tasks_dir(self) -> Path:
@@ -150,7 +163,7 @@ class Catalog:
         d = self.fixtures_dir / fixture_id
         if not (d / "fixture.json").is_file():
             raise UserError(f"{d}: no such fixture")
-        return load_fixture(d)
+        return load_fixture(d, self.trees.get(fixture_id))
 
     def fixture_for(self, task: Task) -> Fixture:
         return self.fixture(task.manifest.fixture.id)

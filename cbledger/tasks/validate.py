@@ -30,12 +30,14 @@ strategy, since a suite without refusal tasks cannot catch a model that never re
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, get_args
 
 import msgspec
 
+from cbledger import inputs
 from cbledger.errors import UserError
 from cbledger.ledger.types import Outcome
 from cbledger.tasks.catalog import Catalog, Fixture, Task, load_fixture
@@ -117,15 +119,21 @@ class _Context:
             return path.as_posix()
 
 
+#: A task or suite file larger than this is refused: they are small, hand-written JSON.
+MAX_DEFINITION_BYTES = 4 * inputs.MiB
+
+
 def _read_json(path: Path, file: str) -> tuple[Any, list[Problem]]:
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         return None, [error(file, "", "missing")]
     try:
-        return json.loads(raw), []
-    except ValueError as exc:
-        return None, [error(file, "", f"not valid JSON: {exc}")]
+        raw = inputs.read_regular(path, MAX_DEFINITION_BYTES)
+    except inputs.InputError as exc:
+        return None, [error(file, "", str(exc).removeprefix(f"{path}: "))]
+    problem = inputs.json_problem(raw)
+    if problem is not None:
+        return None, [error(file, "", problem)]
+    return json.loads(raw), []
 
 
 def _inside(path: str) -> bool:

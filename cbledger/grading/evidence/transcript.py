@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cbledger.grading.evidence.tree import TreeView
+from cbledger.inputs import json_depth
 
 RUNS_PREFIX = ".copperhead/runs/"
 TRANSCRIPT_NAME = "transcript.jsonl"
@@ -174,14 +175,21 @@ def classify_tool_result(result: str) -> str | None:
     return "rejected-call"
 
 
+#: Deepest nesting a transcript line may have; a real copperhead event is under ten deep.
+MAX_TRANSCRIPT_DEPTH = 128
+
+
 def parse_transcript(data: bytes, path: str | None = None) -> Transcript:
     t = Transcript(path=path)
     for lineno, raw in enumerate(data.decode("utf-8", errors="replace").splitlines(), start=1):
         if not raw.strip():
             continue
+        if json_depth(raw.encode("utf-8", "surrogatepass")) > MAX_TRANSCRIPT_DEPTH:
+            t.malformed.append(lineno)  # nested past any real event: never handed to a recursive parser
+            continue
         try:
             obj = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             t.malformed.append(lineno)
             continue
         if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):

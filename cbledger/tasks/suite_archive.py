@@ -1,0 +1,208 @@
+"""Each suite version's definitions, kept content-addressed under `results/suites/`.
+
+A grade is only reproducible under the task, fixture and baseline it was made against. Tasks
+change (that is what suite versions are for), so the working tree can re-grade only the runs of
+the current suite; every older published grade would become "not re-gradable". Keeping each
+version's definitions — `results/suites/<version>.json`, the manifest of `tasks/definitions.py`,
+and each file once under `results/suites/objects/<sha256>` — lets verification re-grade every
+grade under its own version. The manifest's SHA-256 is recorded in the ledger (`suite.archived`),
+so an edited kept file is caught as surely as an edited event; a real board's third-party files
+are never kept, only referenced by hash, and checked where they are materialized.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cbledger.errors import UserError
+from cbledger.ledger.events import SuiteArchived, SuiteBumped
+from cbledger.tasks import definitions as defs_mod
+from cbledger.tasks.catalog import Catalog
+from cbledger.tasks.definitions import Definitions, DirectorySource, Source
+from cbledger.workspace import Workspace, suite_definitions_name
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def against_bump(defs: Definitions, bump: SuiteBumped) -> list[str]:
+    """Where the definitions disagree with the hashes the suite version recorded: the standard's
+    task manifest hashes and fixture tree hashes must be exactly the ones in `suite.bumped`."""
+    out = []
+    tasks = {t: d.manifest_hash for t, d in defs.tasks.items()}
+    fixtures = {f: d.tree_sha256 for f, d in defs.fixtures.items()}
+    for kind, have, recorded in (("task", tasks, bump.task_manifest_hashes), ("fixture", fixtures, bump.fixture_hashes)):
+        for key in sorted(set(have) | set(recorded)):
+            if key not in have:
+                out.append(f"{kind} {key} is recorded in suite {bump.suite_version} but not in the definitions")
+            elif key not in recorded:
+                out.append(f"{kind} {key} is in the definitions but not recorded in suite {bump.suite_version}")
+            elif have[key] != recorded[key]:
+                out.append(f"{kind} {key} hashes to {have[key][:12]}, suite {bump.suite_version} recorded {recorded[key][:12]}")
+    return out
+
+
+def event_id(body: SuiteArchived) -> str:
+    """The idempotency key of a `suite.archived`: one per version and definitions."""
+    return f"suite.archived:{body.suite_version}:{body.definitions_hash}"
+
+
+def archived_body(version: str, defs: Definitions, source: str) -> SuiteArchived:
+    return SuiteArchived(
+        suite_version=version,
+        definitions_hash=defs_mod.sha256(defs_mod.encode(defs)),
+        task_definition_hashes={t: defs_mod.entry_hash(d) for t, d in defs.tasks.items()},
+        fixture_definition_hashes={f: defs_mod.entry_hash(d) for f, d in defs.fixtures.items()},
+        source=source,
+    )
+
+
+def keep(
+    workspace: Workspace, version: str, source: Source, bump: SuiteBumped, label: str, *, recorded: bool = False
+) -> SuiteArchived:
+    """Reads the definitions from `source`, checks them against the bump's hashes, writes every
+    file and the manifest, and returns the `suite.archived` body to append. Refuses definitions
+    that do not hash to what the suite version recorded, and (`recorded`: the ledger already
+    holds this version's `suite.archived`) a different manifest under the same version."""
+    defs, blobs = defs_mod.collect(source, workspace.root)
+    problems = against_bump(defs, bump)
+    if problems:
+        raise UserError(
+            f"the definitions from {label} are not suite {version} as recorded: " + "; ".join(problems)
+        )
+    manifest = defs_mod.encode(defs)
+    target = workspace.suite_definitions(version)
+    if recorded and target.is_file() and target.read_bytes() != manifest:
+        raise UserError(f"{suite_definitions_name(version)}: already holds other definitions for suite {version}")
+    for sha, data in sorted(blobs.items()):
+        obj = workspace.suite_object(sha)
+        if not (obj.is_file() and defs_mod.sha256(obj.read_bytes()) == sha):
+            _write_atomic(obj, data)
+    _write_atomic(target, manifest)
+    return archived_body(version, defs, label)
+
+
+@dataclass
+class Opened:
+    """A suite version's kept definitions, checked and laid out as a project to grade with."""
+
+    version: str
+    defs: Definitions | None = None
+    catalog: Catalog | None = None
+    #: (kind, message, file): why the kept definitions cannot be trusted or used
+    problems: list[tuple[str, str, str | None]] = field(default_factory=list)
+
+
+def open_kept(
+    workspace: Workspace, archived: SuiteArchived, bump: SuiteBumped | None, into: Path
+) -> Opened:
+    """Checks the kept manifest and every kept file against the ledger, and lays the definitions
+    out under `into` as a project root (tasks/, fixtures/, suites/) whose real boards' trees are
+    the ones materialized in the workspace."""
+    version = archived.suite_version
+    out = Opened(version)
+    rel = suite_definitions_name(version)
+    path = workspace.suite_definitions(version)
+    if not path.is_file():
+        out.problems.append(("archive-missing", f"suite {version}'s definitions are recorded but {rel} is missing", rel))
+        return out
+    data = path.read_bytes()
+    actual = defs_mod.sha256(data)
+    if actual != archived.definitions_hash:
+        out.problems.append(("archive-digest", f"{rel} hashes to {actual}, the ledger recorded {archived.definitions_hash}", rel))
+        return out
+    try:
+        defs = defs_mod.decode(data, rel)
+    except UserError as exc:
+        out.problems.append(("archive-digest", str(exc), rel))
+        return out
+    if bump is None:
+        out.problems.append(("archive-inconsistent", f"suite {version} has definitions kept but no suite.bumped", rel))
+        return out
+    for p in against_bump(defs, bump):
+        out.problems.append(("archive-inconsistent", p, rel))
+    if out.problems:
+        return out
+    root = into
+    trees: dict[str, Path] = {}
+
+    def place(dest: Path, sha: str, where: str) -> bool:
+        obj = workspace.suite_object(sha)
+        try:
+            blob = obj.read_bytes()
+        except OSError:
+            out.problems.append(("archive-missing", f"{where}: its kept copy {sha[:12]}… is missing", where))
+            return False
+        if defs_mod.sha256(blob) != sha:
+            out.problems.append(("archive-digest", f"{where}: its kept copy no longer hashes to {sha[:12]}…", where))
+            return False
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(blob)
+        return True
+
+    for t, d in defs.tasks.items():
+        for name, entry in d.files.items():
+            place(root / "tasks" / t / name, entry.sha256, f"suite {version}: tasks/{t}/{name}")
+    for f, fd in defs.fixtures.items():
+        for name, entry in fd.files.items():
+            place(root / "fixtures" / f / name, entry.sha256, f"suite {version}: fixtures/{f}/{name}")
+        if fd.origin == "upstream":
+            local = workspace.root / "fixtures" / f
+            trees[f] = local / "tree"
+            for name, entry in fd.referenced.items():
+                src = DirectorySource(workspace.root)
+                try:
+                    blob = src.read(f"fixtures/{f}/{name}")
+                except UserError as exc:
+                    out.problems.append(("fixture-baseline", str(exc), f"fixtures/{f}/{name}"))
+                    continue
+                if blob is None:
+                    continue  # not materialized: the run's restore reports the fixture missing
+                if defs_mod.sha256(blob) != entry.sha256:
+                    out.problems.append((
+                        "fixture-baseline",
+                        f"fixtures/{f}/{name} hashes to {defs_mod.sha256(blob)[:12]}…, suite {version} recorded "
+                        f"{entry.sha256[:12]}… (materialize the board again from the shared data)",
+                        f"fixtures/{f}/{name}",
+                    ))
+                    continue
+                dest = root / "fixtures" / f / name
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_bytes(blob)
+    for name, entry in defs.suites.items():
+        place(root / "suites" / f"{name}.json", entry.sha256, f"suite {version}: suites/{name}.json")
+    out.defs = defs
+    out.catalog = Catalog(root, trees=trees)
+    return out
+
+
+def on_disk(workspace: Workspace) -> Definitions:
+    """The working tree's definitions (real boards' baselines as materialized)."""
+    defs, _ = defs_mod.collect(DirectorySource(workspace.root), workspace.root, strict=False)
+    return defs
+
+
+def kept_definitions(workspace: Workspace, archived: SuiteArchived) -> Definitions:
+    """The kept manifest of a suite version, checked against its recorded hash (no file read)."""
+    rel = suite_definitions_name(archived.suite_version)
+    path = workspace.suite_definitions(archived.suite_version)
+    if not path.is_file():
+        raise UserError(f"{rel}: missing; suite {archived.suite_version}'s definitions are recorded in the ledger")
+    data = path.read_bytes()
+    if defs_mod.sha256(data) != archived.definitions_hash:
+        raise UserError(f"{rel}: does not hash to the definitions hash the ledger recorded")
+    return defs_mod.decode(data, rel)

@@ -1,0 +1,312 @@
+"""Input written by someone who means harm: every reader refuses it with one clear line naming the
+file, field or seq, exits with a documented code, and changes nothing. Each case here once ended
+in a traceback, a hang or a crashed projection.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cbledger.grading.evidence.transcript import parse_transcript
+from cbledger.kicad.sexpr import parse_text
+from cbledger.ledger.store import LedgerStore
+from cbledger.runner.execute import stats_from
+from tests.factories import MAINTAINER, draft_dict, draft_json, run_cli, run_recorded, run_retracted
+from tests.runner_project import REPO
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def _ledger(tmp_path: Path) -> Path:
+    path = tmp_path / "project" / "results" / "ledger" / "events.jsonl"
+    store = LedgerStore(path)
+    store.init("hostile", MAINTAINER)
+    store.append([run_recorded(1), run_recorded(2), run_retracted(2)])
+    return path
+
+
+def _bundled_suite(tmp_path: Path) -> Path:
+    """The repository's tasks, fixtures and suites (tracked files only), as a fresh clone has them."""
+    root = tmp_path / "suite"
+    tracked = subprocess.run(["git", "ls-files", "-z", "fixtures", "tasks", "suites"], cwd=REPO,
+                             capture_output=True, check=True).stdout.split(b"\0")
+    for rel in filter(None, tracked):
+        dest = root / rel.decode()
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / rel.decode(), dest)
+    return root
+
+
+def one_error_line(result) -> str:
+    assert "Traceback" not in result.output, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    return lines[0]
+
+
+# --------------------------------------------------------------------------- agent-reported figures
+
+
+def test_an_absurd_token_count_in_run_end_is_recorded_as_invalid_not_stored():
+    transcript = parse_transcript(
+        b'{"type":"run-start","data":{}}\n'
+        b'{"type":"run-end","data":{"exitPath":"done","tokensIn":' + str(10**30).encode() + b',"tokensOut":5,'
+        b'"turnsUsed":3,"maxTurns":40,"durationMs":' + str(10**20).encode() + b"}}\n"
+    )
+    stats, note = stats_from(transcript)
+    assert stats is not None and (stats.tokens_in, stats.tokens_out, stats.turns_used) == (0, 5, 3)
+    assert stats.duration_ms is None
+    assert note is not None and "tokensIn 1000000000000000000000000000000 is out of range" in note
+    assert "durationMs" in note
+
+
+def test_an_event_carrying_an_absurd_figure_is_refused_and_projections_never_see_one(tmp_path):
+    ledger = _ledger(tmp_path)
+    before = ledger.read_bytes()
+    draft = draft_dict(run_recorded(7))
+    draft["body"]["stats"]["tokensIn"] = 10**30
+    result = run_cli(["append", "-", "--ledger", ledger], input=json.dumps(draft))
+    assert result.exit_code == 2
+    assert "tokensIn" in one_error_line(result)
+    assert ledger.read_bytes() == before
+    projected = run_cli(["project", "all", "--ledger", ledger, "--root", ledger.parents[2]])
+    assert projected.exit_code == 0, projected.output
+
+
+# --------------------------------------------------------------------------- nesting and sizes
+
+
+def test_a_transcript_nested_a_hundred_thousand_deep_is_a_malformed_line():
+    t = parse_transcript(b'{"type":"run-start","data":{}}\n' + DEEP.encode() + b"\n")
+    assert t.malformed == [2] and [e.type for e in t.events] == ["run-start"]
+
+
+def test_a_schematic_nested_a_hundred_thousand_deep_is_refused():
+    with pytest.raises(Exception, match="nested 100001 deep, over the limit of 256") as info:
+        parse_text("(kicad_sch " + "(" * 100_000 + ")" * 100_001, "board.kicad_sch")
+    assert type(info.value).__name__ == "UserError"
+
+
+@pytest.mark.parametrize("doc", [DEEP, '{"id": "a", "id": "b"}'])
+def test_append_refuses_deep_nesting_and_duplicate_keys(tmp_path, doc):
+    ledger = _ledger(tmp_path)
+    before = ledger.read_bytes()
+    result = run_cli(["append", "-", "--ledger", ledger], input=doc)
+    line = one_error_line(result)
+    assert result.exit_code == 2 and ("nested 100000 deep" in line or "duplicate key id" in line)
+    assert ledger.read_bytes() == before
+
+
+def test_an_empty_array_appends_nothing_and_says_so(tmp_path):
+    ledger = _ledger(tmp_path)
+    before = ledger.read_bytes()
+    result = run_cli(["append", "-", "--ledger", ledger], input="[]")
+    assert result.exit_code == 2 and "an empty array: no events in the input" in one_error_line(result)
+    assert ledger.read_bytes() == before
+
+
+def test_a_repeat_within_one_batch_is_reported_as_such(tmp_path):
+    ledger = _ledger(tmp_path)
+    event = draft_json(run_recorded(9)).decode()
+    result = run_cli(["append", "-", "--ledger", ledger], input=f"{event}\n{event}\n")
+    assert result.exit_code == 0, result.output
+    first, second = result.stdout.splitlines()
+    assert first.startswith("seq 5 ") and second.startswith("seq 5 ")
+    assert second.endswith("(repeated in this input; appended once)")
+    other = draft_dict(run_recorded(10))
+    changed = json.loads(json.dumps(other))
+    changed["body"]["repeat"] = 1 if other["body"]["repeat"] != 1 else 2
+    before = ledger.read_bytes()
+    conflict = run_cli(["append", "-", "--ledger", ledger], input=f"{json.dumps(other)}\n{json.dumps(changed)}\n")
+    line = one_error_line(conflict)
+    assert conflict.exit_code == 3 and "appears twice in this batch" in line and "seq" not in line
+    assert ledger.read_bytes() == before
+
+
+def test_a_timestamp_that_overflows_in_utc_is_refused(tmp_path):
+    ledger = _ledger(tmp_path)
+    before = ledger.read_bytes()
+    draft = draft_dict(run_retracted(1))
+    draft["at"] = "0001-01-01T00:00:00+05:00"
+    result = run_cli(["append", "-", "--ledger", ledger], input=json.dumps(draft))
+    assert result.exit_code == 2 and "outside the range representable in UTC" in one_error_line(result)
+    assert ledger.read_bytes() == before
+
+
+def test_control_characters_in_a_name_are_never_echoed_raw(tmp_path):
+    ledger = _ledger(tmp_path)
+    draft = draft_dict(run_retracted(1))
+    draft["actor"]["name"] = "evil\x1b[2J\x1b[31mname\nforged line"
+    draft["id"] = "run.retracted:evil"
+    result = run_cli(["append", "-", "--ledger", ledger], input=json.dumps(draft))
+    assert result.exit_code == 0, result.output
+    shown = run_cli(["log", "--ledger", ledger])
+    assert "\x1b" not in shown.stdout and "forged line" in shown.stdout
+    assert "evil\\x1b[2J\\x1b[31mname\\nforged line" in shown.stdout
+
+
+# --------------------------------------------------------------------------- non-regular files
+
+
+def _validate_in_subprocess(root: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cbledger.cli.app", "validate", "--root", str(root)],
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+def test_a_fifo_in_a_fixture_tree_does_not_hang_validate(tmp_path):
+    root = _bundled_suite(tmp_path)
+    os.mkfifo(root / "fixtures" / "synthetic-led-resistor" / "tree" / "pipe")
+    proc = _validate_in_subprocess(root)  # before: blocked forever reading the FIFO
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "tree/pipe: not a regular file" in proc.stderr
+
+
+@pytest.mark.parametrize("kind", ["directory", "symlink-loop"])
+def test_task_json_that_is_not_a_file_is_an_error_not_a_traceback(tmp_path, kind):
+    root = _bundled_suite(tmp_path)
+    task_json = root / "tasks" / "led-resistor-swap" / "task.json"
+    task_json.unlink()
+    if kind == "directory":
+        task_json.mkdir()
+    else:
+        task_json.symlink_to(task_json.name)
+    proc = _validate_in_subprocess(root)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "led-resistor-swap" in proc.stderr
+
+
+def test_duplicate_keys_in_a_task_file_are_an_error(tmp_path):
+    root = _bundled_suite(tmp_path)
+    path = root / "tasks" / "led-resistor-swap" / "task.json"
+    path.write_text(path.read_text().replace('{\n', '{\n  "tier": "hard",\n', 1))
+    proc = _validate_in_subprocess(root)
+    assert proc.returncode == 1 and "duplicate key tier" in proc.stderr
+
+
+# --------------------------------------------------------------------------- a corrupt ledger line
+
+
+@pytest.mark.parametrize("how", ["undecodable", "edited"])
+@pytest.mark.parametrize("command", [["log"], ["show", "3"], ["rescore"], ["suite", "status"], ["project", "all"]])
+def test_every_command_on_a_corrupt_ledger_line_names_the_seq(tmp_path, how, command):
+    ledger = _ledger(tmp_path)
+    lines = ledger.read_bytes().splitlines(keepends=True)
+    if how == "undecodable":
+        lines[2] = lines[2][:200] + b"\n"
+    else:  # same size, still JSON: only the chain can tell
+        lines[2] = lines[2].replace(b'"repeat":', b'"repeaT":', 1)
+    ledger.write_bytes(b"".join(lines))
+    root = ledger.parents[2]
+    result = run_cli([*command, "--ledger", ledger, "--root", root] if command[0] != "show" else [*command, "--ledger", ledger])
+    line = one_error_line(result)
+    assert result.exit_code != 0 and "seq 3" in line, line
+
+
+# --------------------------------------------------------------------------- fuzz
+
+#: docs/LEDGER.md and docs/REPRODUCE.md: 2 bad input, 3 an id conflict, 4 a credential; validate 1 on errors
+_DOCUMENTED = {"append": {0, 2, 3, 4}, "import": {0, 2, 4}, "validate": {0, 1, 2}}
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(10**40), max_value=10**40) | st.floats(allow_nan=True)
+    | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+FIELDS = ["id", "type", "at", "actor", "body", "seq", "version", "surface_id", "case_slug", "prompt_path",
+          "transcript_path", "run_timestamp", "tier", "fixture", "assertions"]
+documents = st.dictionaries(st.sampled_from(FIELDS) | st.text(max_size=6), json_values, max_size=8).map(json.dumps)
+raw_inputs = documents | st.binary(max_size=200).map(lambda b: b.decode("latin-1")) | st.sampled_from(
+    [DEEP[:4000], "[]", "{}", '{"a":1,"a":2}', "\x1b[31m", "{" * 70 + "}" * 70, "\ufeff{}", "null", "1e999"])
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(doc=raw_inputs, mutate=st.sampled_from(["as-is", "as-event", "as-lines"]))
+def test_fuzz_append_never_tracebacks_and_never_changes_the_ledger(tmp_path_factory, doc, mutate):
+    ledger = _ledger(tmp_path_factory.mktemp("fuzz-append"))
+    before = ledger.read_bytes()
+    if mutate == "as-event":
+        base = draft_dict(run_retracted(3))
+        try:
+            extra = json.loads(doc)
+        except (ValueError, RecursionError):
+            extra = doc
+        base["body"] = extra if not isinstance(extra, dict) else {**base["body"], **extra}
+        doc = json.dumps(base)
+    elif mutate == "as-lines":
+        doc = doc + "\n" + doc
+    result = run_cli(["append", "-", "--ledger", ledger], input=doc.encode("utf-8", "surrogatepass"))
+    assert "Traceback" not in result.output
+    assert result.exit_code in _DOCUMENTED["append"], result.output
+    if result.exit_code != 0:
+        assert ledger.read_bytes() == before
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(doc=raw_inputs, prompt=st.binary(max_size=64))
+def test_fuzz_manual_import_never_tracebacks_and_writes_nothing_when_refused(tmp_path_factory, doc, prompt):
+    base = tmp_path_factory.mktemp("fuzz-import")
+    ledger = _ledger(base)
+    before = ledger.read_bytes()
+    review = base / "review"
+    review.mkdir()
+    (review / "prompt.md").write_bytes(prompt)
+    (review / "t.jsonl").write_bytes(b"{}\n")
+    (review / "import.json").write_text(doc, encoding="utf-8", errors="surrogatepass")
+    root = ledger.parents[2]
+    result = run_cli(["import", "--manual", review / "import.json", "--root", root])
+    assert "Traceback" not in result.output
+    assert result.exit_code in _DOCUMENTED["import"], result.output
+    if result.exit_code != 0:
+        assert ledger.read_bytes() == before and not (root / "results" / "imports").exists()
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(doc=raw_inputs, which=st.sampled_from(["task.json", "assertions.json", "fixture.json", "suite"]))
+def test_fuzz_validate_never_tracebacks(tmp_path_factory, doc, which):
+    root = tmp_path_factory.mktemp("fuzz-validate") / "p"
+    (root / "tasks" / "t-one").mkdir(parents=True)
+    (root / "fixtures" / "f-one").mkdir(parents=True)
+    (root / "suites").mkdir()
+    target = {
+        "task.json": root / "tasks" / "t-one" / "task.json",
+        "assertions.json": root / "tasks" / "t-one" / "assertions.json",
+        "fixture.json": root / "fixtures" / "f-one" / "fixture.json",
+        "suite": root / "suites" / "s.json",
+    }[which]
+    for p in (root / "tasks" / "t-one" / "task.json", root / "tasks" / "t-one" / "assertions.json",
+              root / "fixtures" / "f-one" / "fixture.json", root / "suites" / "s.json"):
+        p.write_text("{}")
+    target.write_text(doc, encoding="utf-8", errors="surrogatepass")
+    result = run_cli(["validate", "--root", root])
+    assert "Traceback" not in result.output
+    assert result.exit_code in _DOCUMENTED["validate"], result.output
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(data=st.lists(raw_inputs | json_values.map(lambda v: json.dumps({"type": "run-end", "data": v})), max_size=6))
+def test_fuzz_the_transcript_reader_never_raises(data):
+    t = parse_transcript("\n".join(data).encode("utf-8", "surrogatepass"))
+    stats_from(t)  # and the runner's reading of its figures never raises either
+    assert len(t.events) + len(t.malformed) <= sum(1 for line in "\n".join(data).splitlines() if line.strip())
+
+
+def test_counts_are_bounded_by_the_types():
+    # The figures the fuzz draws include integers past any count: the event types refuse them, so
+    # no stored event can carry one into a projection or the read model's 64-bit integers.
+    from cbledger.ledger.events import TurnTokens
+    from cbledger.ledger.types import MAX_COUNT, MAX_TOKENS
+
+    assert MAX_TOKENS * 1_000_000 < MAX_COUNT * 1024 < 2**63
+    with pytest.raises(msgspec.ValidationError, match="in"):
+        msgspec.convert({"turn": 1, "in": MAX_TOKENS + 1, "out": 0}, type=TurnTokens)
