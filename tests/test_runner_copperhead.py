@@ -22,7 +22,7 @@ from tests.runner_project import (
     REFUSAL_TASK,
     RENAME_TASK,
     build_project,
-    process_gone,
+    processes_with,
     read_record,
     standin,
 )
@@ -34,6 +34,8 @@ BASIC_ENV = {
     # the fixed project identity, and the operator's git configuration shut out
     "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL",
     "GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM", "GIT_TERMINAL_PROMPT",
+    # set by the sandbox to the directory it starts the harness in: the sandbox itself
+    "PWD",
 }
 KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GROQ_API_KEY", "COPPERHEAD_API_KEY_ENV", "CLAUDE_CODE_OAUTH_TOKEN")
 #: acme:m1 goes through copperhead's OpenAI route: its key and nothing else
@@ -124,13 +126,18 @@ def test_compat_model_gets_its_endpoint_and_saved_login_costs_null(tmp_path, sha
     result = project.run(RENAME_TASK, "--agent", "copperhead", "--model", "compat:qwen2.5-coder-7b", "--segment", "open-weight-hosted",
                          "--copperhead-cli", cli, env={"COPPERHEAD_BASE_URL": "http://127.0.0.1:9/v1"})
     assert result.exit_code == 0, result.output
-    result = project.run(RENAME_TASK, "--agent", "copperhead", "--model", "codex", "--copperhead-cli", cli)
+    # a saved login lives in the operator's home, which no sandbox sees: refused up front there
+    refused = project.run(RENAME_TASK, "--agent", "copperhead", "--model", "codex", "--copperhead-cli", cli)
+    assert refused.exit_code != 0 and "--unsandboxed" in refused.output
+    assert len(project.runs()) == 1
+    result = project.run(RENAME_TASK, "--agent", "copperhead", "--model", "codex", "--copperhead-cli", cli, "--unsandboxed")
     assert result.exit_code == 0, result.output
 
     compat_call, codex_call = [c for c in read_record(record) if c["command"] == "do"]
     assert compat_call["env"]["COPPERHEAD_BASE_URL"] == "http://127.0.0.1:9/v1"
     assert "COPPERHEAD_BASE_URL" not in codex_call["envNames"]
     compat, codex = project.runs()
+    assert compat.isolation == "bubblewrap" and codex.isolation == "unsandboxed"
     assert compat.model.provider == "openai-compat" and compat.model.segment == "open-weight-hosted"
     assert compat.cost.usd_micros is None and compat.stats.tokens_in > 0  # tokens kept, no price
     assert codex.model.segment == "saved-login" and codex.model.pinning == "weak"
@@ -138,36 +145,23 @@ def test_compat_model_gets_its_endpoint_and_saved_login_costs_null(tmp_path, sha
     assert codex.stats.tokens_in > 0
 
 
-def _group_members(pgid: int) -> list[int]:
-    members = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            members.append(int(stat.parent.name))
-    return members
-
-
-def test_wall_clock_cap_kills_the_whole_group_and_the_suite_goes_on(tmp_path, shared_real, kicad_cli, clean_env):
+def test_wall_clock_cap_kills_the_whole_sandbox_and_the_suite_goes_on(tmp_path, shared_real, kicad_cli, clean_env):
     sleepy = "sleepy-rename"
+    marker = f"sleeper-{tmp_path.name}"
     project = build_project(tmp_path, shared_real, extra=[(sleepy, "rename net CLK to SLOW_CLK", 2)])
-    cli, record = standin(tmp_path, byPrompt={"rename net CLK to SLOW_CLK": "sleep"})
-    pids: list[int] = []
+    cli, record = standin(tmp_path, byPrompt={"rename net CLK to SLOW_CLK": "sleep"}, marker=marker)
     try:
         result = project.run(sleepy, RENAME_TASK, "--agent", "copperhead", "--model", "acme:m1", "--segment", "api-cheap", "--copperhead-cli", cli)
-        calls = [c for c in read_record(record) if c["command"] == "do"]
-        pids = [calls[0]["pid"], calls[0]["childPid"]]
         assert result.exit_code == 0, result.output
-        leader, child = pids
-        assert process_gone(leader) and process_gone(child)
-        assert _group_members(leader) == []
+        calls = [c for c in read_record(record) if c["command"] == "do"]
+        assert calls[0]["childPid"]  # the harness did start its child, which left its session
+        # the child left the harness's session and ignored SIGTERM; the sandbox's end took it
+        assert processes_with(marker) == []
 
         runs = {r.task.id: r for r in project.runs()}
         grades = {g.run_id: g for g in project.grades()}
         capped = runs[sleepy]
-        assert capped.runner_exit == "cap-exceeded"
+        assert capped.runner_exit == "cap-exceeded" and capped.isolation == "bubblewrap"
         assert "2s wall-clock cap" in capped.runner_note and "no run-end in the transcript" in capped.runner_note
         # no run-end: the runner states how the run ended itself, claiming no tokens it cannot see
         assert capped.stats.exit_path == "cap-exceeded" and capped.stats.tokens_in == capped.stats.tokens_out == 0
@@ -180,9 +174,8 @@ def test_wall_clock_cap_kills_the_whole_group_and_the_suite_goes_on(tmp_path, sh
         # the suite went on: the next run was made and graded
         assert grades[runs[RENAME_TASK].run_id].verdict == "pass"
     finally:
-        for pid in pids:  # only if the runner failed to: these were started by this test
-            if not process_gone(pid):
-                os.kill(pid, signal.SIGKILL)
+        for pid in processes_with(marker):  # only if the runner failed to: started by this test
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_credential_in_a_written_file_hard_fails_that_run_only(tmp_path, shared_real, kicad_cli, clean_env):

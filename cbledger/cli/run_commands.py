@@ -29,7 +29,7 @@ from cbledger.login import login_name
 from cbledger.projections import writers
 from cbledger.projections.records import record_entries
 from cbledger.runner import ledger_view, pricing
-from cbledger.runner.plan import make_plan
+from cbledger.runner.plan import check_jobs, make_plan
 from cbledger.runner.rescore import rescore as rescore_runs
 from cbledger.runner.suite_run import run_plan
 from cbledger.tasks.catalog import Catalog
@@ -66,6 +66,10 @@ def run(
         help="Scripted model turns for the real harness: a session name (each task's tasks/<id>/sessions/NAME.json) "
              "or a session file or directory, served by a loopback endpoint; the model defaults to compat:scripted-<name>.",
     )] = None,
+    unsandboxed: Annotated[bool, typer.Option(
+        "--unsandboxed",
+        help="Run agents without the bubblewrap sandbox, as the operator (where bubblewrap is unavailable); every run is recorded as unsandboxed.",
+    )] = False,
     project: Annotated[bool, typer.Option(help="Regenerate the projections (records, LEADERBOARD.md, read model) afterwards.")] = True,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and its size; run nothing.")] = False,
     ledger: LedgerOption = None,
@@ -73,6 +77,7 @@ def run(
 ) -> None:
     """Run tasks with an agent, preserve every run and append run.recorded + grade.recorded."""
     where = workspace(ledger, root)
+    check_jobs(jobs)
     ablations = Ablations(
         prompt_variant=prompt_variant,
         max_turns=max_turns,
@@ -96,7 +101,7 @@ def run(
         result = run_plan(
             where, plan, jobs=jobs, sandbox_root=sandboxes,
             keep_sandboxes=keep_sandboxes, copperhead_cli=copperhead_cli, segment=segment, on_done=progress,
-            session=session,
+            session=session, unsandboxed=unsandboxed,
         )
     finally:
         progress.close()

@@ -31,6 +31,7 @@ from cbledger.ledger.types import (
     Fraction,
     Hex40,
     Hex64,
+    Isolation,
     Mode,
     ModelId,
     NonEmpty,
@@ -277,6 +278,10 @@ class RunRecorded(Body, frozen=True, kw_only=True):
     setup_skipped: list[SetupSkip] = field(default_factory=list)
     timings: Timings
     harness_failure: HarnessFailure | None = None
+    #: how the run's processes were confined. Absent on the runs recorded before the runner
+    #: stated it, every one of which ran unsandboxed (the sandbox did not exist yet); absent by
+    #: default, so those events read and re-encode exactly as stored.
+    isolation: Isolation | UnsetType = UNSET
 
 
 # --------------------------------------------------------------------------- grade.recorded

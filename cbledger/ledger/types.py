@@ -93,6 +93,8 @@ FailureCategory = Literal[
     "wrong-target",
 ]
 EvidenceSource = Literal["end-state", "diff", "transcript"]
+#: how the runner confined a run's processes (docs/RUNNER.md §5): under bubblewrap, or not at all
+Isolation = Literal["bubblewrap", "unsandboxed"]
 ActorKind = Literal["runner", "maintainer", "reviewer", "importer"]
 
 

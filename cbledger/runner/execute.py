@@ -10,7 +10,6 @@ import datetime as _dt
 import os
 import secrets
 import shutil
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,7 +48,7 @@ from cbledger.ledger.events import (
 )
 from cbledger.ledger.store import Appended, LedgerStore
 from cbledger.ledger.types import ExitPath, RunMode, Segment
-from cbledger.runner import backstop, preserve, pricing
+from cbledger.runner import backstop, isolation, preserve, pricing
 from cbledger.runner import sandbox as sandbox_mod
 from cbledger.runner.agents.base import Agent, AgentInput, AgentResult
 from cbledger.runner.agents.copperhead import CopperheadCli, basic_environment
@@ -68,6 +67,8 @@ def is_exit_path(value: object) -> TypeGuard[ExitPath]:
 
 #: run modes whose agent is the copperhead process (their harness can fail before the model)
 HARNESS_RUN_MODES = ("agent", "scripted")
+#: the wall clock a setup command (`init`) may take
+SETUP_CAP_SEC = 300
 #: run modes that spend no money: cost is null by rule
 UNPRICED_RUN_MODES = ("gold", "noop", "scripted")
 
@@ -88,6 +89,8 @@ class RunSettings:
     keep_sandboxes: bool
     copperhead: CopperheadCli | None
     actor: Actor
+    #: how every process of a run is confined (bubblewrap, or `--unsandboxed`)
+    confinement: isolation.Confinement
     segment_override: str | None = None
 
 
@@ -120,12 +123,15 @@ def run_setup(settings: RunSettings, planned: PlannedRun, workdir: Path) -> list
         if settings.copperhead is None:
             skipped.append(SetupSkip(command=command, reason="copperhead CLI not available (set --copperhead-cli or $COPPERHEAD_CLI)"))
             continue
-        proc = subprocess.run(
-            settings.copperhead.command("--repo", str(workdir), command, "--no-hooks"),
-            capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, env=basic_environment(),
+        # model-free and network-free: confined like the agent, with no network at all
+        job = settings.copperhead.job(
+            ["--repo", str(workdir), command, "--no-hooks"], workdir, basic_environment(), SETUP_CAP_SEC, settings.confinement,
         )
-        if proc.returncode != 0:
-            skipped.append(SetupSkip(command=command, reason=f"copperhead {command} exited {proc.returncode}"))
+        outcome = isolation.run(job, settings.confinement)
+        if outcome.killed is not None:
+            skipped.append(SetupSkip(command=command, reason=f"copperhead {command} killed at {outcome.killed}"))
+        elif outcome.exit_code != 0:
+            skipped.append(SetupSkip(command=command, reason=f"copperhead {command} exited {outcome.exit_code}"))
     return skipped
 
 
@@ -469,6 +475,7 @@ def preserve_run(
             verify_ms=verified.verify_ms,
         ),
         harness_failure=harness_failure,
+        isolation=settings.confinement.isolation,
     )
     grade_rec = grade_body(run_id, settings.suite_version, task.manifest_hash, graded.grade)
     events = [

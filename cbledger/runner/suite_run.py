@@ -26,7 +26,7 @@ from cbledger.kicad.oracle import require_kicad_cli
 from cbledger.ledger.events import Actor
 from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.types import RunMode
-from cbledger.runner import ledger_view
+from cbledger.runner import isolation, ledger_view
 from cbledger.runner.agents.base import Agent
 from cbledger.runner.agents.copperhead import (
     CopperheadAgent,
@@ -39,7 +39,7 @@ from cbledger.runner.endpoint import sessions as session_lookup
 from cbledger.runner.endpoint.server import Endpoint
 from cbledger.runner.environment import probe
 from cbledger.runner.execute import RunOutput, RunSettings, execute, model_identity, publish
-from cbledger.runner.plan import Plan
+from cbledger.runner.plan import Plan, check_jobs
 from cbledger.tasks.catalog import Catalog
 from cbledger.tasks.validate import ensure_runnable
 from cbledger.workspace import Workspace
@@ -64,6 +64,7 @@ def build_agent(
     workspace: Workspace,
     sessions: dict | None = None,
     endpoint=None,
+    confinement: isolation.Confinement | None = None,
 ) -> tuple[Agent, RunMode, CopperheadCli | None]:
     if plan.agent == "gold":
         return GoldAgent(), "gold", None
@@ -77,8 +78,8 @@ def build_agent(
                 "or pass --copperhead-cli PATH/cli.js or set $COPPERHEAD_CLI"
             )
         if sessions is not None:
-            return CopperheadAgent(cli, endpoint, sessions), "scripted", cli
-        return CopperheadAgent(cli), "agent", cli
+            return CopperheadAgent(cli, endpoint, sessions, confinement), "scripted", cli
+        return CopperheadAgent(cli, confinement=confinement), "agent", cli
     if plan.agent == "replay":
         from cbledger.runner.agents.replay import ReplayAgent
 
@@ -93,6 +94,21 @@ def _setup_cli(copperhead_cli: str | None, workspace: Workspace):
         return locate(copperhead_cli, workspace.root)
     except UserError:
         return None
+
+
+#: model routes whose harness provider runs another program under the operator's saved login
+SAVED_LOGIN_ROUTES = ("codex", "cursor", "claude-code")
+
+
+def refuse_saved_login(model_id: str) -> None:
+    """A saved-login route (codex, cursor, claude-code) runs its provider's own CLI with the
+    operator's login from their home directory, neither of which a sandbox can see: it would
+    only fail there, as a harness failure. Refused up front, naming the way out."""
+    if model_id.split(":", 1)[0] in SAVED_LOGIN_ROUTES:
+        raise UserError(
+            f"--model {model_id} uses a saved login (its provider's own CLI and the operator's home directory), "
+            "which the agent sandbox does not expose; run it with --unsandboxed (recorded so on each run)"
+        )
 
 
 def preflight(catalog: Catalog, plan: Plan, view: ledger_view.LedgerView) -> str:
@@ -117,15 +133,22 @@ def run_plan(
     actor_name: str = "cbledger-runner",
     on_done: OnDone | None = None,
     session: str | None = None,
+    unsandboxed: bool = False,
 ) -> SuiteResult:
     """Runs the plan. With `session` (a session name, or a session file or directory) the
-    copperhead agent is served scripted model turns by a loopback endpoint started here."""
+    copperhead agent is served scripted model turns by a loopback endpoint started here. Every
+    process a run starts is confined by bubblewrap (`cbledger.runner.isolation`); without it the
+    plan is refused unless `unsandboxed` says to run them as the operator, which the runs record."""
+    check_jobs(jobs)
     catalog = Catalog(workspace.root)
     store = LedgerStore(workspace.ledger)
     if not store.exists():
         raise UserError(f"{workspace.ledger}: no ledger here (run `cbledger init` first)")
     view = ledger_view.read(workspace.ledger)
     version = preflight(catalog, plan, view)
+    confinement = isolation.confinement(unsandboxed, (workspace.root, workspace.ledger.parent, sandbox_root))
+    if confinement.bwrap is not None and plan.agent == "copperhead" and session is None:
+        refuse_saved_login(plan.model_id)
     sessions = None
     if session is not None:
         if plan.agent != "copperhead":
@@ -139,6 +162,7 @@ def run_plan(
             workspace, plan, catalog=catalog, store=store, view=view, version=version, jobs=jobs,
             sandbox_root=sandbox_root, keep_sandboxes=keep_sandboxes, copperhead_cli=copperhead_cli,
             segment=segment, actor_name=actor_name, on_done=on_done, sessions=sessions, endpoint=endpoint,
+            confinement=confinement,
         )
 
 
@@ -146,9 +170,10 @@ def _run(
     workspace: Workspace, plan: Plan, *, catalog: Catalog, store: LedgerStore, view: ledger_view.LedgerView,
     version: str, jobs: int, sandbox_root: Path, keep_sandboxes: bool, copperhead_cli: str | None,
     segment: str | None, actor_name: str, on_done: OnDone | None, sessions: dict | None, endpoint: Endpoint | None,
+    confinement: isolation.Confinement,
 ) -> SuiteResult:
     """The runs of a plan that passed preflight (the endpoint, when there is one, already up)."""
-    agent, run_mode, cli = build_agent(plan, copperhead_cli, workspace, sessions, endpoint)
+    agent, run_mode, cli = build_agent(plan, copperhead_cli, workspace, sessions, endpoint, confinement)
     # the CLI that runs setup commands; for the scripted agents too, so the stamp names the
     # copperhead whose scaffold the baseline holds
     setup_cli = cli or _setup_cli(copperhead_cli, workspace)
@@ -165,6 +190,7 @@ def _run(
         keep_sandboxes=keep_sandboxes,
         copperhead=setup_cli,
         actor=Actor(kind="runner", name=actor_name),
+        confinement=confinement,
         segment_override=segment,
     )
     if run_mode in ("agent", "scripted"):

@@ -14,11 +14,14 @@ the script did not expect) without reading the harness's output.
 from __future__ import annotations
 
 import json
+import os
 import re
+import socketserver
 import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
@@ -151,7 +154,7 @@ class Endpoint:
 
             def do_GET(self) -> None:
                 m = _MODELS.match(self.path)
-                route = endpoint._route(unquote(m.group("key") or "")) if m else None
+                route = self._lookup(unquote(m.group("key") or "")) if m else None
                 if route is None:
                     return self._json(404, _error(f"no such route {self.path}", "not_found"))
                 self._json(200, {"object": "list", "data": [{"id": route.session.model, "object": "model", "owned_by": "cbledger"}]})
@@ -161,7 +164,7 @@ class Endpoint:
                 raw = self.rfile.read(length) if length else b""
                 m = _ROUTE.match(self.path)
                 key = unquote(m.group("key") or "") if m else None
-                route = endpoint._route(key) if key is not None else None
+                route = self._lookup(key) if key is not None else None
                 if route is None:
                     return self._json(404, _error(f"no session is served at {self.path}", "not_found"))
                 try:
@@ -202,6 +205,13 @@ class Endpoint:
                     else:
                         self._json(200, completion(route.session, k, ex.turn))
 
+            def _lookup(self, key: str) -> _Route | None:
+                # A run's own socket serves that run's session and no other.
+                only = getattr(self.server, "only_key", None)
+                if only is not None and key != only:
+                    return None
+                return endpoint._route(key)
+
             def _problem(self, route: _Route, turn: int, message: str, code: str = "bad_request") -> None:
                 endpoint._log(route, Served(turn=turn, status=400, problem=message))
                 self._json(400, _error(message, code))
@@ -227,9 +237,11 @@ class Endpoint:
                 self.wfile.flush()
                 self.close_connection = True
 
+        self._handler = Handler
         self._server = ThreadingHTTPServer((host, port), Handler)
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
+        self._sockets: dict[str, _UnixServer] = {}
 
     # -- sessions
 
@@ -241,10 +253,27 @@ class Endpoint:
             self._routes[key] = _Route(session)
         return self.base_url(key)
 
+    def serve_socket(self, key: str, path: Path) -> Path:
+        """Also answers `key`'s session on a Unix socket at `path`, and only that session: the
+        way into the endpoint from a sandbox that has no network of its own. The socket goes
+        when `forget(key)` is called."""
+        server = _UnixServer(str(path), self._handler)
+        server.only_key = key
+        os.chmod(path, 0o666)  # a sandbox's processes run under an id of their own
+        threading.Thread(target=server.serve_forever, name=f"cbledger-endpoint-{key}", daemon=True).start()
+        with self._lock:
+            self._sockets[key] = server
+        return path
+
     def forget(self, key: str) -> list[Served]:
         """Stops serving `key`; returns what it served."""
         with self._lock:
             route = self._routes.pop(key, None)
+            server = self._sockets.pop(key, None)
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+            Path(str(server.server_address)).unlink(missing_ok=True)
         return list(route.log) if route else []
 
     def served(self, key: str) -> list[Served]:
@@ -280,6 +309,8 @@ class Endpoint:
         self._server.serve_forever()
 
     def close(self) -> None:
+        for key in list(self._sockets):
+            self.forget(key)
         if self._thread is not None:
             self._server.shutdown()
             self._thread.join()
@@ -291,6 +322,11 @@ class Endpoint:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+    only_key: str | None = None
 
 
 def _error(message: str, code: str) -> dict:
