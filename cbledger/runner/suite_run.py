@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cbledger import credentials
 from cbledger.errors import UserError
 from cbledger.grading import suite_version
 from cbledger.kicad.oracle import require_kicad_cli
@@ -213,12 +214,14 @@ def _run(
                 result.outputs.append(output)
                 if on_done:
                     on_done(output, None, len(result.outputs) + len(result.failures), total)
-        except UserError as exc:
+        except Exception as exc:  # one run's failure never ends the suite: reported, and the next runs
             label = f"{planned.task.id} r{planned.repeat}"
+            why = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
+            why = credentials.printable(why, limit=1000)
             with lock:
-                result.failures.append((label, str(exc)))
+                result.failures.append((label, why))
                 if on_done:
-                    on_done(None, f"{label}: {exc}", len(result.outputs) + len(result.failures), total)
+                    on_done(None, f"{label}: {why}", len(result.outputs) + len(result.failures), total)
 
     if jobs <= 1:
         for planned in plan.runs:

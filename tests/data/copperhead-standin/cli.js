@@ -170,6 +170,19 @@ function plantedKey() {
   return ["sk", "standin" + "0123456789".repeat(3)].join("-");
 }
 
+function awsKey() {
+  return ["AKIA", "STANDIN0123456789".slice(0, 16)].join("");
+}
+
+function pemBlock() {
+  const kind = ["OPENSSH", "PRIVATE", "KEY"].join(" ");
+  return `-----BEGIN ${kind}-----\nb3BlbnNzaC1rZXktdjEAAAAAstandinAAAA\n-----END ${kind}-----`;
+}
+
+function urlCredential() {
+  return ["postgres://deploy", "hunter2standin@db.example.invalid/app"].join(":");
+}
+
 function rename(repo, t, config, from, to, leak) {
   const sch = path.join(repo, config.schematic);
   const text = fs.readFileSync(sch, "utf8");
@@ -192,8 +205,30 @@ function rename(repo, t, config, from, to, leak) {
   } else if (leak === "secret-commit") {
     message += `\n\nused key ${plantedKey()}`;
   }
+  let author = [];
+  let env = process.env;
+  if (leak === "secret-everywhere") {
+    // a key in a file's name (one with an ANSI escape in it too), AWS, PEM and URL credentials,
+    // a JSON-escaped key in the transcript, a key as the commit's author and committer
+    const files = {
+      [`docs/${plantedKey()}.txt`]: "named after the key\n",
+      "docs/\u001b[31mred.txt": `colour and a key ${plantedKey()}\n`,
+      "docs/aws.txt": `id ${awsKey()}\n`,
+      "docs/deploy.pem": `${pemBlock()}\n`,
+      "docs/db.txt": `url ${urlCredential()}\n`,
+    };
+    for (const [rel, content] of Object.entries(files)) {
+      fs.writeFileSync(path.join(repo, rel), content);
+      changed.push(rel);
+    }
+    fs.appendFileSync(t.file, '{"ts":"2026-01-01T00:00:00.000Z","type":"note","data":{"text":"' + "\\u0073" + plantedKey().slice(1) + '"}}\n');
+    author = ["--author", `${plantedKey()} <${plantedKey()}@example.invalid>`];
+    env = { ...process.env, GIT_COMMITTER_EMAIL: `${plantedKey()}@example.invalid` };
+  }
   git(repo, ["add", "--", ...changed]);
-  git(repo, ["commit", "-q", "-m", message]);
+  execFileSync("git", ["-c", "user.name=copperhead", "-c", "user.email=copperhead@localhost", "commit", "-q", ...author, "-m", message], {
+    cwd: repo, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], env,
+  });
   const commit = git(repo, ["rev-parse", "HEAD"]);
   t.write("run-committed", { commit, files: changed });
   return 2;
@@ -320,6 +355,21 @@ function walk(dir, prefix = "") {
   return out;
 }
 
+// After an otherwise good run, what the issue's hostile runs did to the runner's next steps.
+function sabotage(repo, t, behaviour) {
+  if (behaviour === "git-include") {
+    // an include of itself: libgit2 gives up on the configuration, and so on the repository
+    fs.appendFileSync(path.join(repo, ".git", "config"), "[include]\n\tpath = config\n");
+  } else if (behaviour === "deep-transcript") {
+    fs.appendFileSync(t.file, '{"ts":"2026-01-01T00:00:00.000Z","type":"note","data":' + "[".repeat(100000) + "]".repeat(100000) + "}\n");
+  } else if (behaviour === "git-symlink") {
+    // git's object store made a link: whatever the runner wrote there would land where it points
+    const objects = path.join(repo, ".git", "objects");
+    fs.renameSync(objects, path.join(repo, ".git", "objects.moved"));
+    fs.symlinkSync(path.join(repo, ".git", "objects.moved"), objects);
+  }
+}
+
 function doCommand() {
   const repo = option("--repo");
   const i = argv.indexOf("do");
@@ -350,6 +400,7 @@ function doCommand() {
   if (m) {
     const turns = rename(repo, t, config, m[1], m[2], behaviour);
     runEnd(t, "done", turns, maxTurns, config);
+    sabotage(repo, t, behaviour);
   } else {
     const turns = refuse(t, config);
     runEnd(t, "refused", turns, maxTurns, config);
