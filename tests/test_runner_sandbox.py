@@ -208,3 +208,32 @@ def test_the_sandbox_is_given_back_to_the_runner(tmp_path, confined):
     assert out.exit_code == 0
     assert (Path(repo.workdir) / "made.txt").stat().st_uid == os.getuid()
     pygit2.Repository(repo.workdir)  # git refuses a repository another user owns
+
+
+def test_a_run_the_ledger_refuses_is_kept_for_append_not_dropped(tmp_path, shared_real, kicad_cli, clean_env, monkeypatch):
+    from cbledger.ledger.recorder import TornTail
+    from cbledger.ledger.store import LedgerStore
+
+    project = build_project(tmp_path, shared_real)
+    real_append = LedgerStore.append
+    refusals = iter([True])
+
+    def torn_once(self, events, *args, **kwargs):
+        if len(events) == 2 and next(refusals, False):
+            raise TornTail(f"{project.ledger}: torn tail at byte 123 (run `cbledger repair --truncate-torn-tail`)")
+        return real_append(self, events, *args, **kwargs)
+
+    monkeypatch.setattr(LedgerStore, "append", torn_once)
+    result = project.run(RENAME_TASK, REFUSAL_TASK, "--agent", "gold")
+    assert result.exit_code != 0
+    assert "the run is kept" in result.stderr and "cbledger append" in result.stderr
+    (pending,) = project.runs_dir.glob("*.events.jsonl")
+    run_id = pending.name.removesuffix(".events.jsonl")
+    assert (project.runs_dir / f"{run_id}.bundle").is_file()
+    assert len(project.runs()) == 1  # the other run landed; this one waits, complete
+    appended = project.cli("append", pending)
+    assert appended.exit_code == 0, appended.output
+    assert {r.run_id for r in project.runs()} >= {run_id}
+    assert project.cli("project", "all").exit_code == 0
+    verify = project.cli("replay", "--verify")
+    assert verify.exit_code == 0, verify.output

@@ -651,5 +651,5 @@ def _kept_for_later(output: RunOutput, why: str) -> UserError:
     return UserError(
         f"the ledger refused run {output.run.run_id}'s events ({credentials.printable(why)}); the run is kept: "
         f"its bundle at {output.final.name}, its events in {output.pending} — repair the ledger "
-        f"(`cbledger repair --truncate-torn-tail` for a torn tail), then `cbledger append {output.pending}`"
+        f"(`cbledger repair --truncate-torn-tail` for a torn tail), then `cbledger append {output.pending}` and `cbledger project all`"
     )
