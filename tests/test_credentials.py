@@ -81,3 +81,20 @@ def test_binary_data_keeps_its_bytes_where_nothing_matched():
 def test_the_pattern_set_hash_covers_the_added_kinds():
     assert {"aws-access-key-id", "aws-secret-access-key", "pem-private-key", "url-credentials"} <= {p.kind for p in credentials.PATTERNS}
     assert credentials.PATTERN_SET_HASH != "0" * 64
+
+
+def test_a_json_escaped_key_in_an_imported_transcript_is_refused_without_echo(tmp_path):
+    from cbledger.ledger.store import LedgerStore
+    from tests.factories import MAINTAINER, run_cli
+    from tests.test_reproduce_imports import manual
+
+    root = tmp_path / "project"
+    LedgerStore(root / "results" / "ledger" / "events.jsonl").init("imports-test", MAINTAINER)
+    path = manual(tmp_path)
+    escaped = "\\u0073" + OPENAI[1:]
+    (path.parent / "session.jsonl").write_text(f'{{"type":"tool","data":{{"result":"{escaped}"}}}}\n')
+    result = run_cli(["import", "--manual", path, "--root", root])
+    assert result.exit_code == 4, result.output
+    assert "at session.jsonl:1 (JSON-escaped)" in result.stderr
+    assert OPENAI not in result.output and escaped not in result.output
+    assert not (root / "results" / "imports").exists()
