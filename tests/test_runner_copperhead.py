@@ -339,8 +339,11 @@ def test_one_hostile_run_never_aborts_the_suite(tmp_path, shared_real, kicad_cli
     # the deep line is a malformed line of an otherwise readable transcript
     deep = grades[runs["deep-transcript"].run_id]
     assert runs["deep-transcript"].stats.exit_path == "done", runs["deep-transcript"].runner_note
+    assert deep.failure_category != "end-state-unreadable"
     # the agent's git configuration is not the runner's: replaced, and the run graded on its work
-    assert grades[runs["git-include"].run_id].verdict == deep.verdict
+    included = runs["git-include"]
+    assert included.stats.exit_path == "done" and included.stats.files_touched  # its own commit, read
+    assert grades[included.run_id].failure_category != "end-state-unreadable"
     # a link in .git is refused: recorded from the baseline, failed, with the reason
     linked = runs["git-symlink"]
     g = grades[linked.run_id]
