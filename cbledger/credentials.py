@@ -1,17 +1,23 @@
-"""The credential pattern set of the copperbench standard (section 6.1).
+"""The credential pattern set of the copperbench standard (section 6.1), and this project's
+additions to it (AWS keys, PEM private keys, credentials in URLs).
 
 One list, shared by the graded `no_secret` assertion, the ledger's append guard and the scan that
 runs before anything is written under `results/`, so the three can never drift apart. Changing a
 pattern changes `PATTERN_SET_HASH`, which `suite bump` records: the set is part of the grading
-contract, not a lint setting.
+contract, not a lint setting. docs/RUNNER.md, section 6, lists it.
+
+Text is scanned as written and again with its JSON escapes undone, since a transcript or an
+import may carry `\u0073k-…` where a reader sees `sk-…`.
 
 Matches are reported by kind and location only. The matched text is never returned, logged or
-echoed: a failure message is published output too.
+echoed, and a location is itself passed through `printable` (a file may be named after a key):
+a failure message is published output too.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,6 +34,9 @@ class Pattern:
     regex: str
     flags: int = 0
     anchors: tuple[str, ...] = ()
+    #: for redaction only: where a match's secret ends when it runs past the match (a PEM
+    #: block's header is the match; the key runs on to its END line)
+    extent: str | None = None
 
     def compiled(self) -> re.Pattern[str]:
         return re.compile(self.regex, self.flags)
@@ -41,6 +50,19 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("github-token", r"gh[pousr]_[A-Za-z0-9]{36,}", anchors=("ghp_", "gho_", "ghu_", "ghs_", "ghr_")),
     Pattern("github-fine-grained-pat", r"github_pat_[A-Za-z0-9_]{22,}", anchors=("github_pat_",)),
     Pattern("groq-key", r"gsk_[A-Za-z0-9]{20,}", anchors=("gsk_",)),
+    Pattern("aws-access-key-id", r"(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}", anchors=("AKIA", "ASIA", "ABIA", "ACCA")),
+    Pattern(
+        "aws-secret-access-key", r"aws_secret_access_key[\"']?\s*[:=]\s*[\"']?[A-Za-z0-9/+=]{40}", re.IGNORECASE,
+        anchors=("aws_secret_access_key",),
+    ),
+    Pattern(
+        "pem-private-key", r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----", anchors=("-----BEGIN ",),
+        extent=r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----",
+    ),
+    Pattern(
+        "url-credentials", r"\b[A-Za-z][A-Za-z0-9+.-]{0,31}://[^\s:/?#@\"'<>]+:[^\s/?#@\"'<>]+@[A-Za-z0-9\[]",
+        anchors=("://",),
+    ),
 )
 
 _COMPILED = tuple((p.kind, p.compiled()) for p in PATTERNS)
@@ -72,6 +94,25 @@ def _pattern_set_hash() -> str:
     return h.hexdigest()
 
 
+_EXTENTS = {p.kind: re.compile(p.extent) for p in PATTERNS if p.extent}
+#: how far past a match its extent is looked for
+_EXTENT_REACH = 64 * 1024
+# One JSON escape sequence: `\uXXXX` (a surrogate pair as two) or a one-character escape.
+_ESCAPE = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|\\u[0-9a-fA-F]{4}|\\[\"\\/bfnrt]")
+
+
+def _undo_escape(m: re.Match[str]) -> str:
+    try:
+        return str(json.loads(f'"{m[0]}"'))
+    except ValueError:
+        return m[0]
+
+
+def unescaped(text: str) -> str:
+    """`text` with every JSON escape undone (`\\u0073k-` → `sk-`); other text as it is."""
+    return _ESCAPE.sub(_undo_escape, text) if "\\" in text else text
+
+
 PATTERN_SET_HASH = _pattern_set_hash()
 
 
@@ -87,13 +128,102 @@ class Match:
 
 
 def scan_text(text: str, location: str) -> list[Match]:
-    """Every pattern kind that matches `text`, with a line number appended to `location`."""
+    """Every pattern kind that matches `text`, with a line number appended to `location`; each
+    line is scanned as written and, when it holds JSON escapes, with them undone."""
     found: list[Match] = []
+    where = printable(location)
     for kind, rx in _COMPILED:
         for m in rx.finditer(text):
             line = text.count("\n", 0, m.start()) + 1
-            found.append(Match(kind, f"{location}:{line}"))
+            found.append(Match(kind, f"{where}:{line}"))
+    if "\\" in text:
+        seen = {(m.kind, m.location) for m in found}
+        for lineno, line_text in enumerate(text.split("\n"), start=1):
+            if "\\" not in line_text:
+                continue
+            plain = unescaped(line_text)
+            for kind, rx in _COMPILED:
+                if rx.search(plain) and (kind, f"{where}:{lineno}") not in seen:
+                    seen.add((kind, f"{where}:{lineno}"))
+                    found.append(Match(kind, f"{where}:{lineno} (JSON-escaped)"))
     return found
+
+
+def scan_name(name: str, location: str) -> list[Match]:
+    """A name that is published as it is (a file path, a commit author): no line numbers."""
+    found: list[Match] = []
+    plain = unescaped(name)
+    for kind, rx in _COMPILED:
+        if rx.search(name) or rx.search(plain):
+            found.append(Match(kind, printable(location)))
+    return found
+
+
+def _redact_plain(text: str) -> str:
+    for kind, rx in _COMPILED:
+        extent = _EXTENTS.get(kind)
+        if extent is None:
+            text = rx.sub(f"<{kind}>", text)
+            continue
+        out, pos = [], 0
+        for m in rx.finditer(text):
+            if m.start() < pos:
+                continue
+            end = extent.search(text, m.end(), m.end() + _EXTENT_REACH)
+            out += [text[pos:m.start()], f"<{kind}>"]
+            pos = end.end() if end else m.end()
+        text = "".join(out) + text[pos:]
+    return text
+
+
+def _harmless(m: re.Match[str]) -> str:
+    """An escape undone only where that changes no JSON string's meaning: a `\\uXXXX` of a
+    printable character other than a quote or a backslash, or `\\/`."""
+    if m[0] == "\\/":
+        return "/"
+    if not m[0].startswith("\\u") or len(m[0]) != 6:
+        return m[0]
+    ch = chr(int(m[0][2:], 16))
+    return ch if ch.isprintable() and ch not in "\"\\" else m[0]
+
+
+def has_match(text: str) -> bool:
+    """Whether any pattern matches `text` as written or with its JSON escapes undone."""
+    return any(rx.search(text) for _, rx in _COMPILED) or (
+        "\\" in text and any(rx.search(unescaped(text)) for _, rx in _COMPILED)
+    )
+
+
+def redact(text: str) -> str:
+    """`text` with every credential replaced by `<kind>` (a PEM block from its header to its
+    END line). A JSON-escaped credential is redacted after undoing only the escapes that change
+    no JSON string's meaning, so a redacted transcript is still the same JSON; one that needs
+    more undone (a key split by an escaped newline) has every escape undone."""
+    if "\\" in text:
+        text = _ESCAPE.sub(_harmless, text)
+    text = _redact_plain(text)
+    if "\\" in text and has_match(text):
+        text = _redact_plain(unescaped(text))
+    return text
+
+
+def redact_bytes(data: bytes) -> bytes:
+    """`data` redacted as UTF-8 text; bytes that are not UTF-8 stay as they were where they hold
+    no credential (a binary file with a key in it is redacted, and re-encoded, as text)."""
+    text = data.decode("utf-8", errors="surrogateescape")
+    return redact(text).encode("utf-8", errors="surrogateescape")
+
+
+#: the longest text a message quotes from input
+PRINTABLE_LIMIT = 200
+
+
+def printable(text: str, limit: int = PRINTABLE_LIMIT) -> str:
+    """Input made safe to quote in a message: credentials redacted, control characters and other
+    unprintables escaped (an ANSI escape in a file name stays inert), long text cut."""
+    text = redact(text)
+    out = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+    return out if len(out) <= limit else out[: limit - 1] + "…"
 
 
 def scan_bytes(data: bytes, location: str) -> list[Match]:
@@ -115,10 +245,12 @@ def _walk(value: Any, path: str) -> Iterator[tuple[str, str]]:
 
 
 def scan_json(value: Any, root: str = "$") -> list[Match]:
-    """Scans every string (keys included) of a decoded JSON value; locations are JSON paths."""
+    """Scans every string (keys included) of a decoded JSON value; locations are JSON paths
+    (redacted: a key may be the credential itself)."""
     found: list[Match] = []
     for path, text in _walk(value, root):
+        plain = unescaped(text)
         for kind, rx in _COMPILED:
-            if rx.search(text):
-                found.append(Match(kind, path))
+            if rx.search(text) or rx.search(plain):
+                found.append(Match(kind, printable(path)))
     return found

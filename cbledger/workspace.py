@@ -105,6 +105,11 @@ class Workspace:
         """Where a bundle waits until its events are appended; hidden, so never mistaken for one."""
         return self.runs / f".{run_id}.bundle.tmp"
 
+    def pending_events(self, run_id: str) -> Path:
+        """A run whose bundle is in place but whose append the ledger refused (a torn tail, a disk
+        that filled) keeps its two events here, ready for `cbledger append` once it is repaired."""
+        return self.runs / f"{run_id}.events.jsonl"
+
     def stored(self, relpath: str) -> Path | None:
         """A path an event recorded relative to the root, or None when it would leave the project
         (an absolute path or one with `..`): a ledger is input, and input does not choose where

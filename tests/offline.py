@@ -10,6 +10,7 @@ import pytest
 
 from cbledger.kicad import oracle
 from cbledger.runner import execute as execute_mod
+from cbledger.runner import isolation
 from cbledger.runner import sandbox as sandbox_mod
 from cbledger.runner.agents import copperhead, replay, scripted
 
@@ -27,6 +28,7 @@ def forbid_running(monkeypatch: pytest.MonkeyPatch) -> None:
         (copperhead.CopperheadAgent, "run"),
         (replay.ReplayAgent, "run"),
         (copperhead, "run_capped"),
+        (isolation, "run"),
         (oracle, "verify_tree"),
         (execute_mod, "verify_tree"),
         (oracle, "_run"),

@@ -290,7 +290,10 @@ class Project:
         return run_cli([*args, "--root", self.root], env=env)
 
     def run(self, *args, env: dict[str, str] | None = None):
-        return self.cli("run", *args, "--sandbox-root", self.sandboxes, env=env)
+        """`cbledger run ARGS`, the sandboxes kept: a sandboxed stand-in records its calls in its
+        own sandbox (see `read_record`)."""
+        keep = () if "--keep-sandboxes" in args or "--dry-run" in args else ("--keep-sandboxes",)
+        return self.cli("run", *args, *keep, "--sandbox-root", self.sandboxes, env=env)
 
     def bump(self, reason: str = "initial suite"):
         result = self.cli("suite", "bump", "--reason", reason, "--skip-trial")
@@ -412,9 +415,25 @@ def standin(tmp_path: Path, **config) -> tuple[Path, Path]:
 
 
 def read_record(record: Path) -> list[dict]:
-    if not record.is_file():
-        return []
-    return [json.loads(line) for line in record.read_text().splitlines() if line.strip()]
+    """The stand-in's invocations in the order they happened: from `record` (unsandboxed runs)
+    and from the kept sandboxes beside it (`--keep-sandboxes`: a sandboxed stand-in can write
+    only inside its own sandbox)."""
+    files = [record, *sorted((record.parent / "sandboxes").glob("*/.git/standin-calls.jsonl"))]
+    calls = [json.loads(line) for f in files if f.is_file() for line in f.read_text().splitlines() if line.strip()]
+    return sorted(calls, key=lambda c: c.get("at", 0))
+
+
+def processes_with(marker: str) -> list[int]:
+    """Host pids of live processes whose command line holds `marker` as one argument."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if marker.encode() in args and not process_gone(int(cmdline.parent.name)):
+            found.append(int(cmdline.parent.name))
+    return found
 
 
 def process_gone(pid: int) -> bool:

@@ -277,6 +277,10 @@ SECRETS = {
     "github-token": "ghp_Tq8vX2mN4kL7pR9sW3yZ6bC1Tq8vX2mN4kL7",
     "github-fine-grained-pat": "github_pat_11ABCDEFG0123456789_abcdefghijklmnop",
     "groq-key": "gsk_Tq8vX2mN4kL7pR9sW3yZ6bC1",
+    "aws-access-key-id": "AKIATQ8VX2MN4KL7PR9S",
+    "aws-secret-access-key": "aws_secret_access_key = Tq8vX2mN4kL7pR9sW3yZ6bC1Tq8vX2mN4kL7pR9s",
+    "pem-private-key": "-----BEGIN RSA PRIVATE KEY-----",
+    "url-credentials": "https://deploy:Tq8vX2mN4kL7@db.example.invalid/app",
 }
 
 
@@ -288,7 +292,10 @@ def test_every_credential_kind_has_a_sample() -> None:
 
 def secret_free(message: str, secret: str) -> bool:
     """Neither the secret nor any recognisable run of it appears in the message."""
-    core = re.sub(r"^(sk-|AIza|Bearer\s+|npm_|gh[pousr]_|github_pat_|gsk_)", "", secret, flags=re.I)
+    core = re.sub(
+        r"^(sk-|AIza|Bearer\s+|npm_|gh[pousr]_|github_pat_|gsk_|AKIA|aws_secret_access_key = |-----BEGIN |https://)",
+        "", secret, flags=re.I,
+    )
     return secret not in message and core[:12] not in message
 
 

@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from cbledger.runner import rescore
+from cbledger.runner import preserve, rescore
 from cbledger.tasks.catalog import Catalog
 from cbledger.workspace import Workspace
 from tests.runner_project import (
     REFUSAL_TASK,
     RENAME_TASK,
     build_project,
-    process_gone,
+    processes_with,
     read_record,
     standin,
 )
@@ -34,6 +34,8 @@ BASIC_ENV = {
     # the fixed project identity, and the operator's git configuration shut out
     "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL",
     "GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM", "GIT_TERMINAL_PROMPT",
+    # set by the sandbox to the directory it starts the harness in: the sandbox itself
+    "PWD",
 }
 KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GROQ_API_KEY", "COPPERHEAD_API_KEY_ENV", "CLAUDE_CODE_OAUTH_TOKEN")
 #: acme:m1 goes through copperhead's OpenAI route: its key and nothing else
@@ -124,13 +126,18 @@ def test_compat_model_gets_its_endpoint_and_saved_login_costs_null(tmp_path, sha
     result = project.run(RENAME_TASK, "--agent", "copperhead", "--model", "compat:qwen2.5-coder-7b", "--segment", "open-weight-hosted",
                          "--copperhead-cli", cli, env={"COPPERHEAD_BASE_URL": "http://127.0.0.1:9/v1"})
     assert result.exit_code == 0, result.output
-    result = project.run(RENAME_TASK, "--agent", "copperhead", "--model", "codex", "--copperhead-cli", cli)
+    # a saved login lives in the operator's home, which no sandbox sees: refused up front there
+    refused = project.run(RENAME_TASK, "--agent", "copperhead", "--model", "codex", "--copperhead-cli", cli)
+    assert refused.exit_code != 0 and "--unsandboxed" in refused.output
+    assert len(project.runs()) == 1
+    result = project.run(RENAME_TASK, "--agent", "copperhead", "--model", "codex", "--copperhead-cli", cli, "--unsandboxed")
     assert result.exit_code == 0, result.output
 
     compat_call, codex_call = [c for c in read_record(record) if c["command"] == "do"]
     assert compat_call["env"]["COPPERHEAD_BASE_URL"] == "http://127.0.0.1:9/v1"
     assert "COPPERHEAD_BASE_URL" not in codex_call["envNames"]
     compat, codex = project.runs()
+    assert compat.isolation == "bubblewrap" and codex.isolation == "unsandboxed"
     assert compat.model.provider == "openai-compat" and compat.model.segment == "open-weight-hosted"
     assert compat.cost.usd_micros is None and compat.stats.tokens_in > 0  # tokens kept, no price
     assert codex.model.segment == "saved-login" and codex.model.pinning == "weak"
@@ -138,36 +145,23 @@ def test_compat_model_gets_its_endpoint_and_saved_login_costs_null(tmp_path, sha
     assert codex.stats.tokens_in > 0
 
 
-def _group_members(pgid: int) -> list[int]:
-    members = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            members.append(int(stat.parent.name))
-    return members
-
-
-def test_wall_clock_cap_kills_the_whole_group_and_the_suite_goes_on(tmp_path, shared_real, kicad_cli, clean_env):
+def test_wall_clock_cap_kills_the_whole_sandbox_and_the_suite_goes_on(tmp_path, shared_real, kicad_cli, clean_env):
     sleepy = "sleepy-rename"
+    marker = f"sleeper-{tmp_path.name}"
     project = build_project(tmp_path, shared_real, extra=[(sleepy, "rename net CLK to SLOW_CLK", 2)])
-    cli, record = standin(tmp_path, byPrompt={"rename net CLK to SLOW_CLK": "sleep"})
-    pids: list[int] = []
+    cli, record = standin(tmp_path, byPrompt={"rename net CLK to SLOW_CLK": "sleep"}, marker=marker)
     try:
         result = project.run(sleepy, RENAME_TASK, "--agent", "copperhead", "--model", "acme:m1", "--segment", "api-cheap", "--copperhead-cli", cli)
-        calls = [c for c in read_record(record) if c["command"] == "do"]
-        pids = [calls[0]["pid"], calls[0]["childPid"]]
         assert result.exit_code == 0, result.output
-        leader, child = pids
-        assert process_gone(leader) and process_gone(child)
-        assert _group_members(leader) == []
+        calls = [c for c in read_record(record) if c["command"] == "do"]
+        assert calls[0]["childPid"]  # the harness did start its child, which left its session
+        # the child left the harness's session and ignored SIGTERM; the sandbox's end took it
+        assert processes_with(marker) == []
 
         runs = {r.task.id: r for r in project.runs()}
         grades = {g.run_id: g for g in project.grades()}
         capped = runs[sleepy]
-        assert capped.runner_exit == "cap-exceeded"
+        assert capped.runner_exit == "cap-exceeded" and capped.isolation == "bubblewrap"
         assert "2s wall-clock cap" in capped.runner_note and "no run-end in the transcript" in capped.runner_note
         # no run-end: the runner states how the run ended itself, claiming no tokens it cannot see
         assert capped.stats.exit_path == "cap-exceeded" and capped.stats.tokens_in == capped.stats.tokens_out == 0
@@ -180,41 +174,63 @@ def test_wall_clock_cap_kills_the_whole_group_and_the_suite_goes_on(tmp_path, sh
         # the suite went on: the next run was made and graded
         assert grades[runs[RENAME_TASK].run_id].verdict == "pass"
     finally:
-        for pid in pids:  # only if the runner failed to: these were started by this test
-            if not process_gone(pid):
-                os.kill(pid, signal.SIGKILL)
+        for pid in processes_with(marker):  # only if the runner failed to: started by this test
+            os.kill(pid, signal.SIGKILL)
 
 
-def test_credential_in_a_written_file_hard_fails_that_run_only(tmp_path, shared_real, kicad_cli, clean_env):
+PLANTED = "sk-standin" + "0123456789" * 3  # what the stand-in plants (it assembles it at run time)
+
+
+def preserved_objects(project, run) -> list[bytes]:
+    """Every object of a preserved run's bundle, restored on its seed: what a reader of
+    `results/` can get at."""
+    restored = preserve.restore(project.root / run.sandbox.store, run.sandbox, Catalog(project.root).fixture(run.fixture.id))
+    repo = restored.repo
+    return [repo[oid].read_raw() for oid in repo.odb]
+
+
+def backstop_grade(project, run):
+    grade = next(g for g in project.grades() if g.run_id == run.run_id)
+    assert grade.verdict == "fail" and grade.failure_category == "credential-leak"
+    assert grade.first_failed_required == "credential-backstop"
+    return grade
+
+
+def test_credential_in_a_written_file_fails_that_run_and_is_recorded_redacted(tmp_path, shared_real, kicad_cli, clean_env):
     leaky = "leaky-notes"
     project = build_project(tmp_path, shared_real, extra=[(leaky, "rename net DATA to LEAKY_DATA", 120)])
     cli, _record = standin(tmp_path, byPrompt={"rename net DATA to LEAKY_DATA": "secret-file"})
     before = project.ledger_bytes()
     result = project.run(leaky, RENAME_TASK, "--agent", "copperhead", "--model", "acme:m1", "--segment", "api-cheap", "--copperhead-cli", cli)
-    assert result.exit_code != 0
-    assert "not recorded: leaky-notes r1" in result.stderr
-    assert "openai-or-anthropic-key at docs/NOTES.md:1" in result.stderr and "nothing of this run was written" in result.stderr
-    assert "sk-standin" not in result.output  # the message names the kind and place, never the secret
-    # only the clean run reached the ledger, as its own two events appended after the old bytes
-    runs = project.runs()
-    assert [r.task.id for r in runs] == [RENAME_TASK]
+    assert result.exit_code == 0, result.output
+    assert "fail (credential-leak)" in result.output
+    # both runs recorded: the leak cannot erase its own failure
+    runs = {r.task.id: r for r in project.runs()}
+    assert set(runs) == {leaky, RENAME_TASK}
+    grade = backstop_grade(project, runs[leaky])
+    detail = {a.id: a.detail for a in grade.assertions}["credential-backstop"]
+    assert "openai-or-anthropic-key at docs/NOTES.md:1" in detail
+    assert PLANTED.encode() not in project.ledger_bytes() and PLANTED not in result.output
     assert project.ledger_bytes().startswith(before)
-    assert [b.name for b in project.bundles()] == [f"{runs[0].run_id}.bundle"] and project.staged() == []
-    appended = project.ledger_bytes()[len(before):].decode()
-    assert appended.count("\n") == 2 and leaky not in appended
+    objects = preserved_objects(project, runs[leaky])
+    assert not any(PLANTED.encode() in o for o in objects)
+    assert any(b"debug: provider key <openai-or-anthropic-key>" in o for o in objects)  # the rest is kept
+    # the preserved, redacted run re-grades to the same verdict
+    verify = project.cli("replay", "--verify")
+    assert verify.exit_code == 0, verify.output
 
 
-def test_credential_in_a_commit_message_leaves_the_ledger_byte_identical(tmp_path, shared_real, kicad_cli, clean_env):
+def test_credential_in_a_commit_message_is_redacted_from_the_commit(tmp_path, shared_real, kicad_cli, clean_env):
     leaky = "leaky-commit"
     project = build_project(tmp_path, shared_real, extra=[(leaky, "rename net DATA to LEAKY_DATA", 120)])
     cli, _ = standin(tmp_path, behaviour="secret-commit")
-    before = project.ledger_bytes()
     result = project.run(leaky, "--agent", "copperhead", "--model", "acme:m1", "--segment", "api-cheap", "--copperhead-cli", cli)
-    assert result.exit_code != 0
-    assert "openai-or-anthropic-key at commit " in result.stderr and " message:3" in result.stderr
-    assert "sk-standin" not in result.output
-    assert project.ledger_bytes() == before
-    assert not project.runs_dir.exists() or list(project.runs_dir.iterdir()) == []
+    assert result.exit_code == 0, result.output
+    (run,) = project.runs()
+    detail = {a.id: a.detail for a in backstop_grade(project, run).assertions}["credential-backstop"]
+    assert "openai-or-anthropic-key at commit " in detail and " message:3" in detail
+    assert PLANTED not in result.output and PLANTED.encode() not in project.ledger_bytes()
+    assert not any(PLANTED.encode() in o for o in preserved_objects(project, run))
 
 
 def test_credential_in_a_gold_solution_is_caught_too(tmp_path, shared_real, kicad_cli, clean_env):
@@ -223,12 +239,40 @@ def test_credential_in_a_gold_solution_is_caught_too(tmp_path, shared_real, kica
     notes = project.root / "tasks" / RENAME_TASK / "gold" / "files" / "docs" / "NOTES.md"
     notes.write_text(f"the key was {key}\n")
     project.bump()
-    before = project.ledger_bytes()
     result = project.run("--suite", "smoke", "--agent", "gold")
-    assert result.exit_code != 0
-    assert "openai-or-anthropic-key at docs/NOTES.md:1" in result.stderr and key not in result.output
-    assert [r.task.id for r in project.runs()] == [REFUSAL_TASK]  # the suite went on
-    assert project.ledger_bytes().startswith(before)
+    assert result.exit_code == 0, result.output
+    assert key not in result.output and key.encode() not in project.ledger_bytes()
+    runs = {r.task.id: r for r in project.runs()}
+    assert set(runs) == {RENAME_TASK, REFUSAL_TASK}  # the suite went on
+    detail = {a.id: a.detail for a in backstop_grade(project, runs[RENAME_TASK]).assertions}["credential-backstop"]
+    assert "openai-or-anthropic-key at docs/NOTES.md:1" in detail
+
+
+def test_the_backstop_covers_names_signatures_escapes_and_the_added_patterns(tmp_path, shared_real, kicad_cli, clean_env):
+    leaky = "leaky-everywhere"
+    project = build_project(tmp_path, shared_real, extra=[(leaky, "rename net DATA to LEAKY_DATA", 120)])
+    cli, _ = standin(tmp_path, behaviour="secret-everywhere")
+    result = project.run(leaky, "--agent", "copperhead", "--model", "acme:m1", "--segment", "api-cheap", "--copperhead-cli", cli)
+    assert result.exit_code == 0, result.output
+    (run,) = project.runs()
+    detail = {a.id: a.detail for a in backstop_grade(project, run).assertions}["credential-backstop"]
+    for where in (
+        "openai-or-anthropic-key at file name docs/<openai-or-anthropic-key>.txt",
+        "openai-or-anthropic-key at docs/\\x1b[31mred.txt:1",
+        "aws-access-key-id at docs/aws.txt:1",
+        "pem-private-key at docs/deploy.pem:1",
+        "url-credentials at docs/db.txt:1",
+        "(JSON-escaped)",
+        "author name", "author e-mail", "committer e-mail",
+    ):
+        assert where in detail, (where, detail)
+    secrets = [PLANTED, "AKIASTANDIN0123456", "hunter2standin", "b3BlbnNzaC1rZXktdjEAAAAAstandinAAAA", "\\u0073k-standin"]
+    published = project.ledger_bytes() + (project.root / "LEADERBOARD.md").read_bytes()
+    objects = preserved_objects(project, run)
+    for secret in secrets:
+        assert secret not in result.output and secret.encode() not in published, secret
+        assert not any(secret.encode() in o for o in objects), secret
+    assert "\x1b" not in result.output and b"\x1b" not in published  # no raw control character echoed
 
 
 def test_setup_init_runs_through_the_cli_and_is_skipped_without_it(tmp_path, shared_real, kicad_cli, clean_env):
@@ -275,3 +319,37 @@ def test_a_harness_that_dies_without_run_end_is_recorded_as_a_failure(tmp_path, 
     # it never produced an assistant turn: recorded with its evidence, but not the model's
     assert run.harness_failure is not None and run.harness_failure.kind == "no-model-turn"
     assert {"harness-stdout", "harness-stderr"} <= set(run.evidence)
+
+
+def test_one_hostile_run_never_aborts_the_suite(tmp_path, shared_real, kicad_cli, clean_env):
+    """A transcript nested 100,000 deep, an `[include]` of itself in `.git/config` and a
+    symbolic link in `.git/` each used to end the whole `run` with a traceback. Each is now that
+    run's own record, and the runs after it start."""
+    hostile = {"deep-transcript": "rename net DATA to DEEP_DATA", "git-include": "rename net DATA to INC_DATA",
+               "git-symlink": "rename net DATA to LINK_DATA"}
+    project = build_project(tmp_path, shared_real, extra=[(b, prompt, 120) for b, prompt in hostile.items()])
+    cli, _ = standin(tmp_path, byPrompt={prompt: b for b, prompt in hostile.items()})
+    result = project.run(*hostile, RENAME_TASK, "--agent", "copperhead", "--model", "acme:m1", "--segment", "api-cheap",
+                         "--copperhead-cli", cli)
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output
+    runs = {r.task.id: r for r in project.runs()}
+    assert set(runs) == {*hostile, RENAME_TASK}
+    grades = {g.run_id: g for g in project.grades()}
+    # the deep line is a malformed line of an otherwise readable transcript
+    deep = grades[runs["deep-transcript"].run_id]
+    assert runs["deep-transcript"].stats.exit_path == "done", runs["deep-transcript"].runner_note
+    assert deep.failure_category != "end-state-unreadable"
+    # the agent's git configuration is not the runner's: replaced, and the run graded on its work
+    included = runs["git-include"]
+    assert included.stats.exit_path == "done" and included.stats.files_touched  # its own commit, read
+    assert grades[included.run_id].failure_category != "end-state-unreadable"
+    # a link in .git is refused: recorded from the baseline, failed, with the reason
+    linked = runs["git-symlink"]
+    g = grades[linked.run_id]
+    assert g.verdict == "fail" and g.failure_category == "end-state-unreadable"
+    assert "symbolic link at .git/objects" in linked.runner_note
+    assert linked.sandbox.capture_sha != linked.sandbox.baseline_sha and linked.sandbox.head_sha == linked.sandbox.baseline_sha
+    assert grades[runs[RENAME_TASK].run_id].verdict == "pass"  # and the suite went on
+    verify = project.cli("replay", "--verify")
+    assert verify.exit_code == 0, verify.output

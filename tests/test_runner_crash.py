@@ -16,7 +16,13 @@ from blake3 import blake3
 
 from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.verify import verify_chain
-from tests.runner_project import RENAME_TASK, build_project, process_gone, read_record, standin
+from tests.runner_project import (
+    RENAME_TASK,
+    build_project,
+    processes_with,
+    read_record,
+    standin,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.kicad, pytest.mark.shared]
 
@@ -28,7 +34,7 @@ def test_sigkill_mid_suite_leaves_a_verifiable_ledger_and_no_dangling_bundle(tmp
     start_size = project.ledger.stat().st_size
     proc = subprocess.Popen(
         [*CLI, "run", "--suite", "smoke", "--agent", "gold", "--repeats", "3", "--root", str(project.root),
-         "--sandbox-root", str(project.sandboxes)],
+         "--sandbox-root", str(project.sandboxes), "--keep-sandboxes"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
     )
     try:
@@ -76,33 +82,32 @@ def test_ctrl_c_of_the_runner_takes_the_harness_down_with_it(tmp_path, shared_re
     """The harness runs in its own session, out of reach of the terminal's SIGINT: an interrupted
     runner must stop it itself, or it runs on (and spends) after the runner is gone."""
     project = build_project(tmp_path, shared_real)
-    cli, record = standin(tmp_path, behaviour="sleep")
+    marker = f"sleeper-{tmp_path.name}"
+    cli, record = standin(tmp_path, behaviour="sleep", marker=marker)
     before = project.ledger_bytes()
     proc = subprocess.Popen(
         [*CLI, "run", RENAME_TASK, "--agent", "copperhead", "--model", "acme:m1", "--segment", "api-cheap",
-         "--copperhead-cli", str(cli), "--root", str(project.root), "--sandbox-root", str(project.sandboxes)],
+         "--copperhead-cli", str(cli), "--root", str(project.root), "--sandbox-root", str(project.sandboxes), "--keep-sandboxes"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
     )
-    pids: list[int] = []
     try:
         deadline = time.monotonic() + 60
-        while not (calls := [c for c in read_record(record) if c["command"] == "do"]):
+        while not [c for c in read_record(record) if c["command"] == "do"]:
             assert proc.poll() is None and time.monotonic() < deadline, "the harness never started"
             time.sleep(0.02)
-        pids = [calls[0]["pid"], calls[0]["childPid"]]
+        assert processes_with(marker)  # the harness's setsid child is running
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)
         assert proc.returncode != 0
-        assert all(process_gone(pid) for pid in pids)
+        assert processes_with(marker) == []
         assert project.ledger_bytes() == before
         assert not project.runs_dir.exists() or list(project.runs_dir.iterdir()) == []
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        for pid in pids:  # started by this test; stopped here only if the runner failed to
-            if not process_gone(pid):
-                os.kill(pid, signal.SIGKILL)
+        for pid in processes_with(marker):  # started by this test; stopped here only if the runner failed to
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_ctrl_c_with_jobs_starts_no_further_run(tmp_path, shared_real, kicad_cli):
@@ -110,11 +115,12 @@ def test_ctrl_c_with_jobs_starts_no_further_run(tmp_path, shared_real, kicad_cli
     be recorded, but the queue behind them must not start."""
     sleepy = "sleepy-rename"
     project = build_project(tmp_path, shared_real, extra=[(sleepy, "rename net CLK to SLOW_CLK", 2)])
-    cli, record = standin(tmp_path, behaviour="sleep")
+    marker = f"sleeper-{tmp_path.name}"
+    cli, record = standin(tmp_path, behaviour="sleep", marker=marker)
     proc = subprocess.Popen(
         [*CLI, "run", sleepy, "--repeats", "4", "--jobs", "2", "--agent", "copperhead", "--model", "acme:m1",
          "--segment", "api-cheap", "--copperhead-cli", str(cli), "--root", str(project.root),
-         "--sandbox-root", str(project.sandboxes)],
+         "--sandbox-root", str(project.sandboxes), "--keep-sandboxes"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
     )
     calls: list[dict] = []
@@ -133,7 +139,5 @@ def test_ctrl_c_with_jobs_starts_no_further_run(tmp_path, shared_real, kicad_cli
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        for call in calls:
-            for pid in (call["pid"], call["childPid"]):
-                if not process_gone(pid):
-                    os.kill(pid, signal.SIGKILL)
+        for pid in processes_with(marker):  # started by this test; stopped here only if the runner failed to
+            os.kill(pid, signal.SIGKILL)

@@ -149,3 +149,37 @@ def test_copperhead_refuses_modes_it_does_not_drive(tmp_path, shared_real, kicad
     refused(project, "--suite", "smoke", "--agent", "copperhead", "--model", "acme:m1", "--segment", "api-cheap",
             "--copperhead-cli", str(cli), expect=f"drives only `do` tasks so far; not: {RENAME_TASK}")
     assert not any(r.get("command") == "do" for r in _records(record))
+
+
+# Ablations and --jobs are checked before any agent runs: before, `--max-turns 0` and a key in
+# `--prompt-variant` ran the whole suite and failed at the append, and `--jobs 0` was accepted.
+
+
+def test_an_ablation_out_of_range_is_refused_up_front(project):
+    refused(project, RENAME_TASK, "--agent", "gold", "--max-turns", "0",
+            expect=["--max-turns 0", "run.recorded.ablations.maxTurns", "nothing was run"])
+
+
+def test_a_negative_repair_cycle_cap_is_refused_up_front(project):
+    refused(project, RENAME_TASK, "--agent", "gold", "--max-repair-cycles", "-1",
+            expect=["--max-repair-cycles -1", "run.recorded.ablations.maxRepairCycles"])
+
+
+def test_a_credential_in_an_ablation_is_refused_without_echoing_it(project):
+    key = "sk-" + "variant0123456789" * 2
+    stderr = refused(project, RENAME_TASK, "--agent", "gold", "--prompt-variant", f"terse {key}",
+                     expect=["--prompt-variant holds a credential (openai-or-anthropic-key)", "nothing was run"])
+    assert key not in stderr
+    refused(project, RENAME_TASK, "--agent", "gold", "--tool-subset", f"read_file,{key}",
+            expect="--tool-subset holds a credential")
+
+
+def test_a_credential_as_the_model_id_is_refused(project):
+    key = "sk-" + "model0123456789" * 2
+    stderr = refused(project, RENAME_TASK, "--agent", "copperhead", "--model", key, expect="--model holds a credential")
+    assert key not in stderr
+
+
+@pytest.mark.parametrize("jobs", ["0", "-2"])
+def test_jobs_below_one_is_refused(project, jobs):
+    refused(project, RENAME_TASK, "--agent", "gold", "--jobs", jobs, expect=[f"--jobs {jobs}", "nothing was run"])

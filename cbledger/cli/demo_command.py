@@ -34,6 +34,9 @@ from cbledger.workspace import LEADERBOARD, READ_MODEL
 def demo(
     suite: Annotated[str, typer.Option(help="Which named suite to run.")] = "full",
     jobs: Annotated[int, typer.Option(min=1, help="Sandboxes run concurrently.")] = 2,
+    unsandboxed: Annotated[bool, typer.Option(
+        "--unsandboxed", help="Run setup commands without the bubblewrap sandbox (recorded on every run).",
+    )] = False,
     ledger: LedgerOption = None,
     root: RootOption = None,
 ) -> None:
@@ -69,7 +72,9 @@ def demo(
         typer.echo(f"{agent}: {len(plan.runs)} run(s) over {len(plan.tasks)} task(s)")
         progress = SuiteProgress(len(plan.runs))
         try:
-            result = run_plan(where, plan, jobs=jobs, sandbox_root=sandboxes / agent, on_done=progress)
+            result = run_plan(
+                where, plan, jobs=jobs, sandbox_root=sandboxes / agent, on_done=progress, unsandboxed=unsandboxed,
+            )
         finally:
             progress.close()
         totals[agent] = (result.passed, len(result.outputs))

@@ -30,7 +30,7 @@ from cbledger.login import login_name
 from cbledger.projections import writers
 from cbledger.projections.records import record_entries
 from cbledger.runner import ledger_view, pricing, trial
-from cbledger.runner.plan import make_plan
+from cbledger.runner.plan import check_jobs, make_plan
 from cbledger.runner.rescore import rescore as rescore_runs
 from cbledger.runner.suite_run import run_plan
 from cbledger.tasks import definitions, suite_archive
@@ -71,6 +71,10 @@ def run(
     )] = None,
     executor: Annotated[str, typer.Option(help="Where runs execute: local (this machine, --jobs at a time) or dask (one task per run on the cluster --scheduler names).")] = "local",
     scheduler: Annotated[str | None, typer.Option(help="The Dask scheduler for --executor dask, e.g. tcp://HOST:8786.", show_default=False)] = None,
+    unsandboxed: Annotated[bool, typer.Option(
+        "--unsandboxed",
+        help="Run agents without the bubblewrap sandbox, as the operator (where bubblewrap is unavailable); every run is recorded as unsandboxed.",
+    )] = False,
     project: Annotated[bool, typer.Option(help="Regenerate the projections (records, LEADERBOARD.md, read model) afterwards.")] = True,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and its size; run nothing.")] = False,
     ledger: LedgerOption = None,
@@ -78,6 +82,7 @@ def run(
 ) -> None:
     """Run tasks with an agent, preserve every run and append run.recorded + grade.recorded."""
     where = workspace(ledger, root)
+    check_jobs(jobs)
     ablations = Ablations(
         prompt_variant=prompt_variant,
         max_turns=max_turns,
@@ -103,6 +108,7 @@ def run(
             where, plan, jobs=jobs, sandbox_root=sandboxes,
             keep_sandboxes=keep_sandboxes, copperhead_cli=copperhead_cli, segment=segment, on_done=progress,
             session=session, executor=executor, scheduler=scheduler, on_activity=progress.activity,
+            unsandboxed=unsandboxed,
         )
     finally:
         progress.close()

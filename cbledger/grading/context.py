@@ -58,5 +58,7 @@ class GradeContext:
         return data
 
 
-#: What a check may raise to produce a failing outcome with a detail instead of crashing.
-EVALUATION_ERRORS = (Unevaluable, UserError)
+#: What a check may raise to produce a failing outcome with a detail instead of crashing. A
+#: RecursionError is a file nested deeper than a reader goes (an agent can write one): that
+#: check cannot be evaluated, and the grade still is.
+EVALUATION_ERRORS = (Unevaluable, UserError, RecursionError)

@@ -18,6 +18,7 @@ from typing import Literal
 
 import pygit2
 
+from cbledger.grading import findings
 from cbledger.grading.context import EVALUATION_ERRORS, GradeContext
 from cbledger.grading.evidence.bundle import Evidence, from_repo
 from cbledger.grading.registry import all_checks
@@ -26,7 +27,7 @@ from cbledger.ledger.events import AssertionOutcome, RunRecorded
 from cbledger.ledger.types import FailureCategory
 from cbledger.tasks.catalog import Fixture, Task
 
-GRADER_VERSION = "1.1.0"
+GRADER_VERSION = "1.2.0"
 
 Verdict = Literal["pass", "fail"]
 
@@ -75,7 +76,7 @@ def score(outcomes: list[AssertionOutcome]) -> tuple[Verdict, float, AssertionOu
 
 def grade(task: Task, fixture: Fixture, evidence: Evidence) -> Grade:
     ctx = GradeContext(task, fixture, evidence)
-    outcomes = evaluate(task, ctx)
+    outcomes = findings.outcomes(evidence) + evaluate(task, ctx)
     verdict, partial, first = score(outcomes)
     transcript = evidence.transcript
     category: FailureCategory | None = None

@@ -5,6 +5,9 @@ the run never wrote `run-end`), the first failed required assertion, the task's 
 and the transcript's tool errors. The precedence below is the one definition; docs/GRADING.md
 quotes it and tests/test_grading_taxonomy.py checks every branch.
 
+ 0. credential-leak      the credential backstop redacted the run's output (the runner's
+                         `credential-backstop` finding, `cbledger.grading.findings`)
+    end-state-unreadable the runner could not preserve the end state (`end-state-preserved`)
  1. false-refusal        the run refused (exit `refused`) a task whose expected outcome is `edit`
  2. tool-protocol        protocol errors (unknown tool, malformed arguments, rejected calls)
                          dominated: at least 3 of them and at least half of all tool results
@@ -48,6 +51,11 @@ CONSTRAINT_TYPES = {
     "erc_no_new_violations",
     "drc_no_new_violations",
 }
+#: the runner's own findings, which come before every other rule
+RUNNER_FINDINGS: dict[str, FailureCategory] = {
+    "credential_backstop": "credential-leak",
+    "end_state_preserved": "end-state-unreadable",
+}
 STOPPED_EXITS = {"stalled", "provider-error", "session-limit", None}
 OBLIGATION_WORDS = ("obligation", "resolve_affected", "unresolved affect", "revisit")
 
@@ -80,6 +88,8 @@ class TaxonomyInput:
 
 def classify(x: TaxonomyInput) -> FailureCategory:
     """The failure category of a failed run (see the module docstring for the precedence)."""
+    if x.first_failed_type in RUNNER_FINDINGS:
+        return RUNNER_FINDINGS[x.first_failed_type]
     if x.exit_path == "refused" and x.expected_outcome == "edit":
         return "false-refusal"
     protocol = sum(n for cat, n in x.tool_errors.items() if cat in PROTOCOL_ERRORS)

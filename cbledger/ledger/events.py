@@ -31,6 +31,7 @@ from cbledger.ledger.types import (
     Fraction,
     Hex40,
     Hex64,
+    Isolation,
     Mode,
     ModelId,
     NonEmpty,
@@ -318,6 +319,10 @@ class RunRecorded(Body, frozen=True, kw_only=True):
     #: read from the transcript where the harness writes them, else from the loopback endpoint's
     #: own answers; empty when neither says (copperhead 0.9.0 does not write them)
     provider_models: list[NonEmpty] = field(default_factory=list)
+    #: how the run's processes were confined. Absent on the runs recorded before the runner
+    #: stated it, every one of which ran unsandboxed (the sandbox did not exist yet); absent by
+    #: default, so those events read and re-encode exactly as stored.
+    isolation: Isolation | UnsetType = UNSET
 
 
 # --------------------------------------------------------------------------- grade.recorded

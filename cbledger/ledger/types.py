@@ -98,8 +98,12 @@ FailureCategory = Literal[
     "stalled",
     "commit-failed",
     "wrong-target",
+    "credential-leak",
+    "end-state-unreadable",
 ]
 EvidenceSource = Literal["end-state", "diff", "transcript"]
+#: how the runner confined a run's processes (docs/RUNNER.md §5): under bubblewrap, or not at all
+Isolation = Literal["bubblewrap", "unsandboxed"]
 ActorKind = Literal["runner", "maintainer", "reviewer", "importer"]
 
 

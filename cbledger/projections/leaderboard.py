@@ -23,6 +23,7 @@ from cbledger.projections.fold import (
     suite_bump,
     suite_versions,
 )
+from cbledger.projections.isolation import why_unsandboxed
 from cbledger.projections.metrics import (
     ALL_TIERS,
     COSTED_SEGMENTS,
@@ -537,6 +538,7 @@ def render(state: LedgerState, suite_version: str | None = None) -> str:
     out += _listing("Imported / reviewer-supplied evidence — not re-gradable, not project-owned", _imports(state))
     out += _listing("Grade conflicts", _conflicts(state))
     out += _listing("Retracted runs", _retracted(state))
+    out += _listing("Runs recorded without the agent sandbox", _unsandboxed(state))
     anomalies = _anomalies(state)
     if anomalies:
         out += ["## Ledger anomalies", "", *fmt.table(["Seq", "Kind", "Detail"], anomalies), ""]
@@ -686,6 +688,27 @@ def _retracted(state: LedgerState) -> list[str]:
             for r in state.retracted.values()
         ],
     )]
+
+
+_UNSANDBOXED_NOTE = (
+    "> Their processes ran as the operator, with the operator's files in reach: nothing kept such "
+    "an agent from reading a gold solution or writing outside its sandbox. `before the sandbox`: "
+    "recorded by a runner that had none (the event does not state it); `--unsandboxed`: run "
+    "without it on purpose. docs/RUNNER.md, section 5."
+)
+
+
+def _unsandboxed(state: LedgerState) -> list[str]:
+    counts: dict[tuple[str, str, str], int] = {}
+    for entry in state.runs.values():
+        why = why_unsandboxed(entry.run)
+        if why is not None and entry.run.run_id not in state.retracted:
+            key = (entry.run.model.id, entry.run.run_mode, why)
+            counts[key] = counts.get(key, 0) + 1
+    if not counts:
+        return []
+    rows = [[f"`{model}`", mode, str(n), f"`{why}`"] for (model, mode, why), n in sorted(counts.items())]
+    return [_UNSANDBOXED_NOTE, "", *fmt.table(["Model", "Run mode", "Runs", "Why"], rows)]
 
 
 def _anomalies(state: LedgerState) -> list[list[str]]:

@@ -46,6 +46,7 @@ from cbledger.projections.fold import (
     current_suite,
     suite_versions,
 )
+from cbledger.projections.isolation import isolation
 from cbledger.projections.metrics import (
     AblationRow,
     GroupMetrics,
@@ -198,6 +199,7 @@ RUNS: TableSpec[RunEntry] = TableSpec("runs", ("run_id",), (
     ("kind", str, _run_kind),
     ("exit_path", str, lambda e: e.run.stats.exit_path if e.run.stats else None),
     ("runner_exit", str, lambda e: e.run.runner_exit),
+    ("isolation", str, lambda e: isolation(e.run)),
     ("turns_used", int, lambda e: e.run.stats.turns_used if e.run.stats else None),
     ("tokens_in", int, lambda e: e.run.stats.tokens_in if e.run.stats else None),
     ("tokens_out", int, lambda e: e.run.stats.tokens_out if e.run.stats else None),

@@ -249,4 +249,4 @@ def received_output(root: Path, result: RemoteResult) -> RunOutput:
     staged = workspace.staged_bundle(run.run_id)
     staged.parent.mkdir(parents=True, exist_ok=True)
     staged.write_bytes(result.bundle)
-    return RunOutput(run, grade, list(result.events), staged, root / ref.store, None)
+    return RunOutput(run, grade, list(result.events), staged, root / ref.store, None, workspace.pending_events(run.run_id))

@@ -7,10 +7,10 @@ durable batch).
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import os
 import secrets
 import shutil
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,7 +49,7 @@ from cbledger.ledger.events import (
 )
 from cbledger.ledger.store import Appended, LedgerStore
 from cbledger.ledger.types import MAX_COUNT, MAX_TOKENS, ExitPath, RunMode, Segment
-from cbledger.runner import backstop, preserve, pricing
+from cbledger.runner import backstop, isolation, preserve, pricing
 from cbledger.runner import sandbox as sandbox_mod
 from cbledger.runner.agents.base import Agent, AgentInput, AgentResult
 from cbledger.runner.agents.copperhead import CopperheadCli, basic_environment
@@ -68,6 +68,8 @@ def is_exit_path(value: object) -> TypeGuard[ExitPath]:
 
 #: run modes whose agent is the copperhead process (their harness can fail before the model)
 HARNESS_RUN_MODES = ("agent", "scripted")
+#: the wall clock a setup command (`init`) may take
+SETUP_CAP_SEC = 300
 #: run modes that spend no money: cost is null by rule
 UNPRICED_RUN_MODES = ("gold", "noop", "scripted")
 
@@ -88,6 +90,8 @@ class RunSettings:
     keep_sandboxes: bool
     copperhead: CopperheadCli | None
     actor: Actor
+    #: how every process of a run is confined (bubblewrap, or `--unsandboxed`)
+    confinement: isolation.Confinement
     segment_override: str | None = None
     #: the id every run of this `cbledger run` invocation carries (`new_batch_id`)
     batch: str | None = None
@@ -104,6 +108,8 @@ class RunOutput:
     staged: Path
     final: Path
     sandbox: Path | None
+    #: where the events wait when the ledger refuses their append
+    pending: Path
 
 
 def new_run_id(planned: PlannedRun, started: _dt.datetime) -> str:
@@ -137,12 +143,15 @@ def run_setup(settings: RunSettings, planned: PlannedRun, workdir: Path) -> list
         if settings.copperhead is None:
             skipped.append(SetupSkip(command=command, reason="copperhead CLI not available (set --copperhead-cli or $COPPERHEAD_CLI)"))
             continue
-        proc = subprocess.run(
-            settings.copperhead.command("--repo", str(workdir), command, "--no-hooks"),
-            capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, env=basic_environment(),
+        # model-free and network-free: confined like the agent, with no network at all
+        job = settings.copperhead.job(
+            ["--repo", str(workdir), command, "--no-hooks"], workdir, basic_environment(), SETUP_CAP_SEC, settings.confinement,
         )
-        if proc.returncode != 0:
-            skipped.append(SetupSkip(command=command, reason=f"copperhead {command} exited {proc.returncode}"))
+        outcome = isolation.run(job, settings.confinement)
+        if outcome.killed is not None:
+            skipped.append(SetupSkip(command=command, reason=f"copperhead {command} killed at {outcome.killed}"))
+        elif outcome.exit_code != 0:
+            skipped.append(SetupSkip(command=command, reason=f"copperhead {command} exited {outcome.exit_code}"))
     return skipped
 
 
@@ -262,17 +271,66 @@ def execute(settings: RunSettings, planned: PlannedRun) -> RunOutput:
     task = planned.task
     fixture = settings.catalog.fixture_for(task)
     start = open_sandbox(settings, planned)
+    kept_dir = start.workdir.parent / f".{start.run_id}.baseline.git"
     try:
         seed = plant_seed(settings, start, task, fixture)
         baseline = set_up(settings, planned, start, seed)
+        kept = sandbox_mod.keep_baseline(seed.repo, baseline.sha, kept_dir)
         agent_run = run_agent(settings, planned, fixture, start, baseline)
-        end = capture_end_state(start, seed, baseline)
-        verified = verify_end_state(start, fixture, end)
-        graded = grade_end_state(task, fixture, baseline, agent_run, end, verified)
-        scan_for_credentials(start, seed, end)
-        return preserve_run(settings, planned, fixture, start, seed, baseline, agent_run, end, verified, graded)
+        try:
+            return finish(settings, planned, fixture, start, seed, baseline, agent_run)
+        except Exception as exc:  # the run started, so it is recorded whatever failed
+            # Anything after the agent: a repository it broke, a file no reader survives, a
+            # tool that failed on its output. The run is recorded from its baseline, failed,
+            # with the reason, and the suite goes on.
+            return record_unpreserved(settings, planned, fixture, start, seed, baseline, agent_run, kept, exc)
     finally:
         remove_sandbox(settings, start)
+        shutil.rmtree(kept_dir, ignore_errors=True)
+
+
+def finish(
+    settings: RunSettings, planned: PlannedRun, fixture: Fixture, start: RunStart, seed: Seed, baseline: Baseline,
+    agent_run: AgentRun,
+) -> RunOutput:
+    """Steps 5–9 on what the agent left."""
+    sandbox_mod.reclaim(start.workdir, evidence_mod.LIVE_REPORTS_DIR)
+    end = capture_end_state(start, seed, baseline)
+    verified = verify_end_state(start, fixture, end)
+    baseline, end, verified = scan_for_credentials(start, seed, baseline, end, verified)
+    graded = grade_end_state(planned.task, fixture, baseline, agent_run, end, verified)
+    return preserve_run(settings, planned, fixture, start, seed, baseline, agent_run, end, verified, graded)
+
+
+def record_unpreserved(
+    settings: RunSettings, planned: PlannedRun, fixture: Fixture, start: RunStart, seed: Seed, baseline: Baseline,
+    agent_run: AgentRun, kept: pygit2.Repository, exc: Exception,
+) -> RunOutput:
+    """A run whose end state could not be kept, recorded from the runner's own copy of its
+    baseline: the capture is the baseline's tree, the evidence holds `runner.json` saying why
+    (and the harness logs, when they are still plain files), so the grade fails on that finding."""
+    reason = credentials.printable(str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}")
+    when = int(time.time())
+    sig = sandbox_mod.signature(*preserve.CAPTURE_SIGNATURE, when)
+    base = pygit2.Oid(hex=baseline.sha)
+    tree = kept[base].peel(pygit2.Tree).id
+    capture = kept.create_commit(None, sig, sig, "capture: not preserved; the baseline stands in\n", tree, [base])
+    index = pygit2.Index()
+    report = json.dumps({"unreadable": reason}, indent=2, sort_keys=True).encode() + b"\n"
+    index.add(pygit2.IndexEntry(f"{evidence_mod.RUNNER_REPORT}.json", kept.create_blob(report), pygit2.enums.FileMode.BLOB))
+    for name, data in preserve.plain_agent_logs(start.workdir).items():
+        index.add(pygit2.IndexEntry(preserve.HARNESS_LOG_PREFIX + name, kept.create_blob(data), pygit2.enums.FileMode.BLOB))
+    evidence = kept.create_commit(None, sig, sig, "evidence: the runner's findings\n", index.write_tree(kept), [capture])
+    kept.references.create(evidence_mod.CAPTURE_REF, capture, force=True)
+    kept.references.create(evidence_mod.EVIDENCE_REF, evidence, force=True)
+    end = EndState(kept, baseline.sha, str(capture), when, None)
+    verified = Verification(str(evidence), 0)
+    baseline, end, verified = scan_for_credentials(start, seed, baseline, end, verified)
+    graded = grade_end_state(planned.task, fixture, baseline, agent_run, end, verified)
+    return preserve_run(
+        settings, planned, fixture, start, seed, baseline, agent_run, end, verified, graded,
+        note=f"end state not preserved: {reason}",
+    )
 
 
 @dataclass(frozen=True)
@@ -385,8 +443,14 @@ def capture_end_state(start: RunStart, seed: Seed, baseline: Baseline) -> EndSta
 
 
 def verify_end_state(start: RunStart, fixture: Fixture, end: EndState) -> Verification:
-    """6. Verify: kicad-cli on the end state, its reports committed on top of the capture."""
+    """6. Verify: kicad-cli on the end state, its reports committed on top of the capture. An
+    artifact the agent replaced by a symbolic link is not verified (kicad-cli would read
+    whatever it points at outside the sandbox): the capture holds the link, and the
+    verification assertions fail for want of a report."""
     t_verify = time.perf_counter()
+    for rel in (fixture.manifest.artifacts.schematic, fixture.manifest.artifacts.board):
+        if rel:
+            sandbox_mod.unlink_first_link(start.workdir, rel)
     live = preserve.live_reports_dir(end.repo)
     verify_tree(start.workdir, fixture.manifest.artifacts.schematic, fixture.manifest.artifacts.board, live)
     verify_ms = _ms(time.perf_counter() - t_verify)
@@ -409,17 +473,33 @@ def grade_end_state(
     return Graded(evidence, grade(task, fixture, evidence))
 
 
-def scan_for_credentials(start: RunStart, seed: Seed, end: EndState) -> None:
-    """8. Backstop: every blob and commit message the bundle would carry, before it is written."""
-    backstop.require_clean(end.repo, seed.sha, start.run_id)
+def scan_for_credentials(
+    start: RunStart, seed: Seed, baseline: Baseline, end: EndState, verified: Verification,
+) -> tuple[Baseline, EndState, Verification]:
+    """8. Backstop: every blob, path, commit message and signature the bundle would carry,
+    before it is graded or written. A match is redacted and the run goes on to fail on it: the
+    commits it names are the rebuilt ones."""
+    redacted = backstop.require_clean(
+        end.repo, seed.sha, start.run_id, baseline_sha=baseline.sha, head_sha=end.head_sha, stash_sha=end.stash_sha,
+    )
+    if redacted is None:
+        return baseline, end, verified
+    return (
+        Baseline(redacted.baseline_sha, baseline.skipped),
+        EndState(end.repo, redacted.head_sha, redacted.capture_sha, end.when, redacted.stash_sha),
+        Verification(redacted.evidence_sha, verified.verify_ms),
+    )
 
 
 def preserve_run(
     settings: RunSettings, planned: PlannedRun, fixture: Fixture, start: RunStart, seed: Seed,
     baseline: Baseline, agent_run: AgentRun, end: EndState, verified: Verification, graded: Graded,
+    note: str | None = None,
 ) -> RunOutput:
     """9. Preserve: the bundle staged beside its final name, and the run's two events built and
-    scanned for credentials; nothing is in place under `results/` until `publish`."""
+    scanned for credentials; nothing is in place under `results/` until `publish`. What the
+    harness or the session endpoint said (the runner's note, a harness failure's detail) is
+    redacted first: it is the agent's output too."""
     task, result, run_id = planned.task, agent_run.result, start.run_id
     digests = evidence_digests(graded.evidence)
     transcript = graded.evidence.transcript
@@ -430,6 +510,8 @@ def preserve_run(
     if settings.run_mode in HARNESS_RUN_MODES:
         stderr = harness_logs.get(preserve.HARNESS_LOG_PREFIX + "stderr.log", b"").decode("utf-8", "replace")
         harness_failure = detect_harness_failure(transcript, stderr, result.exit_code, result.runner_exit == "cap-exceeded")
+        if harness_failure is not None:
+            harness_failure = msgspec.structs.replace(harness_failure, detail=credentials.redact(harness_failure.detail))
     stats, stats_note = stats_from(transcript, result.runner_exit, settings.ablations.max_turns or task.manifest.caps.turns)
     spend_reported = transcript.run_end is not None
     identity, cost = identity_and_cost(settings, planned, result, stats, spend_reported)
@@ -441,7 +523,7 @@ def preserve_run(
     size, digest = preserve.write_bundle(end.repo, seed.sha, staged)
     ended = _dt.datetime.now(_dt.UTC)
     env = settings.environment
-    note = "; ".join(n for n in (result.note, stats_note) if n) or None
+    note = credentials.redact("; ".join(n for n in (note, result.note, stats_note) if n)) or None
     run = RunRecorded(
         run_id=run_id,
         task=TaskIdentity(
@@ -501,6 +583,7 @@ def preserve_run(
         harness_failure=harness_failure,
         batch=settings.batch,
         provider_models=provider_models(transcript, result),
+        isolation=settings.confinement.isolation,
     )
     grade_rec = grade_body(run_id, settings.suite_version, task.manifest_hash, graded.grade)
     events = [
@@ -512,7 +595,10 @@ def preserve_run(
         if found:
             staged.unlink(missing_ok=True)
             raise SecretFound(f"run {run_id}: credential pattern matched in its events ({'; '.join(map(str, found))}); nothing of this run was written")
-    return RunOutput(run, grade_rec, events, staged, settings.root / store_rel, start.workdir if settings.keep_sandboxes else None)
+    return RunOutput(
+        run, grade_rec, events, staged, settings.root / store_rel, start.workdir if settings.keep_sandboxes else None,
+        Workspace.at(settings.root).pending_events(run_id),
+    )
 
 
 def evidence_digests(evidence: evidence_mod.Evidence) -> dict[str, EvidenceDigest]:
@@ -554,10 +640,21 @@ def remove_sandbox(settings: RunSettings, start: RunStart) -> None:
         shutil.rmtree(start.workdir, ignore_errors=True)
 
 
+#: how often an append that failed on the file system (not on its content) is tried
+APPEND_TRIES = 3
+APPEND_RETRY_SEC = 0.5
+
+
 def publish(store: LedgerStore, output: RunOutput) -> list[Appended]:
-    """Moves the bundle into place and appends the run's two events in one durable batch.
-    If the append fails, the bundle it would have referred to is removed again. The rename is
-    made durable before the append, so a power cut cannot keep an event whose bundle it lost."""
+    """Moves the bundle into place and appends the run's two events in one durable batch. The
+    rename is made durable before the append, so a power cut cannot keep an event whose bundle
+    it lost.
+
+    A run is never dropped because of the ledger: an append that fails on the file system is
+    tried again; one the ledger refuses (a torn tail, a disk that stays full) leaves the bundle
+    in place and the events in `results/runs/<run-id>.events.jsonl`, and the error says how to
+    record them (`cbledger append` that file once the ledger is repaired; appending is
+    idempotent). Only an interrupt removes the bundle again: nothing of that run was decided."""
     output.final.parent.mkdir(parents=True, exist_ok=True)
     os.replace(output.staged, output.final)
     fd = os.open(output.final.parent, os.O_RDONLY)
@@ -565,8 +662,26 @@ def publish(store: LedgerStore, output: RunOutput) -> list[Appended]:
         os.fsync(fd)
     finally:
         os.close(fd)
-    try:
-        return store.append(output.events)
-    except BaseException:
-        output.final.unlink(missing_ok=True)
-        raise
+    for attempt in range(1, APPEND_TRIES + 1):
+        try:
+            return store.append(output.events)
+        except OSError as exc:
+            if attempt == APPEND_TRIES:
+                raise _kept_for_later(output, f"{exc.strerror or exc}") from None
+            time.sleep(APPEND_RETRY_SEC * attempt)
+        except UserError as exc:
+            raise _kept_for_later(output, str(exc)) from None
+        except BaseException:
+            output.final.unlink(missing_ok=True)
+            raise
+    raise AssertionError("unreachable")
+
+
+def _kept_for_later(output: RunOutput, why: str) -> UserError:
+    lines = b"".join(msgspec.json.encode({k: v for k, v in msgspec.to_builtins(e).items() if k != "seq"}) + b"\n" for e in output.events)
+    output.pending.write_bytes(lines)
+    return UserError(
+        f"the ledger refused run {output.run.run_id}'s events ({credentials.printable(why)}); the run is kept: "
+        f"its bundle at {output.final.name}, its events in {output.pending} — repair the ledger "
+        f"(`cbledger repair --truncate-torn-tail` for a torn tail), then `cbledger append {output.pending}` and `cbledger project all`"
+    )

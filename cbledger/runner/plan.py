@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import msgspec
+
+from cbledger import credentials
 from cbledger.errors import UserError
 from cbledger.ledger.events import Ablations
 from cbledger.ledger.types import ModelId, conforms
@@ -48,11 +51,63 @@ def model_for(agent: str, model: str | None) -> str:
 
 
 def check_model_id(model: str) -> None:
-    """A model id becomes a directory name (`:` → `-`), so it must be a safe path segment."""
+    """A model id becomes a directory name (`:` → `-`), so it must be a safe path segment; it is
+    recorded on every run, so it must not be a credential either."""
+    _refuse_credential("--model", model)
     if not conforms(model, ModelId):
         raise UserError(
-            f"model id {model!r} is not a safe path segment: use letters, digits and . _ : + - "
+            f"model id {credentials.printable(model)!r} is not a safe path segment: use letters, digits and . _ : + - "
             "(no '/', no '..', at most 128 characters)"
+        )
+
+
+#: each ablation's flag, by its field in `run.recorded.ablations`
+ABLATION_FLAGS = {
+    "prompt_variant": "--prompt-variant",
+    "max_turns": "--max-turns",
+    "max_repair_cycles": "--max-repair-cycles",
+    "tool_subset": "--tool-subset",
+}
+
+
+def check_ablations(ablations: Ablations) -> None:
+    """Refuses, before any sandbox exists, an ablation `run.recorded` could not carry: a value
+    outside its range (`--max-turns 0`), or a credential in a free-text one (it would be written
+    on every run). Without this the run would execute and only its append would fail."""
+    for name, flag in ABLATION_FLAGS.items():
+        value = getattr(ablations, name)
+        for text in (value if isinstance(value, list) else [value]):
+            if isinstance(text, str):
+                _refuse_credential(flag, text)
+    try:
+        msgspec.convert(msgspec.to_builtins(ablations), Ablations)
+    except msgspec.ValidationError as exc:
+        field = str(exc).rsplit("`$.", 1)[-1].rstrip("`").split("[", 1)[0]
+        name = next((n for n in ABLATION_FLAGS if _camel(n) == field), "")
+        flag = ABLATION_FLAGS.get(name, "an ablation")
+        value = getattr(ablations, name) if name else None
+        raise UserError(
+            f"{flag} {credentials.printable(str(value))}: not a value run.recorded.ablations.{field} can hold "
+            f"({str(exc).split(' - at ', 1)[0]}); nothing was run"
+        ) from None
+
+
+def check_jobs(jobs: int) -> None:
+    if jobs < 1:
+        raise UserError(f"--jobs {jobs}: at least one run must be able to run (--jobs 1 or more); nothing was run")
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def _refuse_credential(flag: str, value: str) -> None:
+    found = credentials.scan_text(value, flag)
+    if found:
+        raise UserError(
+            f"{flag} holds a credential ({', '.join(sorted({m.kind for m in found}))}): it would be recorded on every run; "
+            "nothing was run"
         )
 
 
@@ -87,6 +142,7 @@ def make_plan(
     model_id = model_for(agent, model)
     if repeats is not None and repeats < 1:
         raise UserError("--repeats must be at least 1")
+    check_ablations(ablations)
     runs: list[PlannedRun] = []
     for task in select_tasks(catalog, suite, task_ids):
         n = repeats or task.manifest.default_repeats

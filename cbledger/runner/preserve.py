@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -68,7 +69,10 @@ def git_cli() -> str:
 def _git(args: list[str], cwd: Path) -> str:
     proc = subprocess.run(
         [git_cli(), *args], cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL,
-        env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"},
+        # the repository was the agent's: its replace refs and grafts must not change what git
+        # reads, and no configuration but the runner's applies (sandbox.reclaim rewrote it)
+        env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_NO_REPLACE_OBJECTS": "1",
+             "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"},
     )
     if proc.returncode != 0:
         raise UserError(f"git {' '.join(args[:2])} failed in {cwd}: {proc.stderr.strip()}")
@@ -110,6 +114,24 @@ def record_evidence(repo: pygit2.Repository, capture_sha: str, when: int) -> str
     return str(oid)
 
 
+def plain_agent_logs(workdir: Path) -> dict[str, bytes]:
+    """The harness's stdout and stderr from a sandbox whose repository could not be used, each
+    only while it is a plain file of the sandbox (never through a link the agent left)."""
+    out: dict[str, bytes] = {}
+    d = workdir / ".git" / AGENT_LOG_DIR
+    if d.is_symlink() or (workdir / ".git").is_symlink() or not d.is_dir():
+        return out
+    for name in HARNESS_LOGS:
+        try:
+            fd = os.open(d / name, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        with os.fdopen(fd, "rb") as f:
+            if stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                out[name] = f.read()
+    return out
+
+
 def harness_logs(repo: pygit2.Repository, evidence_sha: str) -> dict[str, bytes]:
     """The harness logs the evidence commit holds, by path (`harness/stdout.log`, …)."""
     tree = repo[evidence_sha].peel(pygit2.Tree)
@@ -142,12 +164,41 @@ def new_blobs(repo: pygit2.Repository, seed_sha: str) -> list[tuple[str, pygit2.
     return [(path, repo[oid].peel(pygit2.Blob)) for oid, path in sorted(found.items(), key=lambda kv: kv[1])]
 
 
-def commit_messages(repo: pygit2.Repository, seed_sha: str) -> list[tuple[str, str]]:
-    walker = repo.walk(repo.references[EVIDENCE_REF].target, pygit2.enums.SortMode.TOPOLOGICAL)
-    if STASH_REF in repo.references:
-        walker.push(repo.references[STASH_REF].target)
+def new_commits(repo: pygit2.Repository, seed_sha: str) -> list[pygit2.Commit]:
+    """Every commit the bundle would carry (after the seed), parents before children."""
+    walker = repo.walk(repo.references[EVIDENCE_REF].target, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
+    for extra in (BASELINE_REF, STASH_REF):
+        if extra in repo.references:
+            walker.push(repo.references[extra].target)
     walker.hide(pygit2.Oid(hex=seed_sha))
-    return [(str(c.id), c.message) for c in walker]
+    return list(walker)
+
+
+def commit_messages(repo: pygit2.Repository, seed_sha: str) -> list[tuple[str, str]]:
+    return [(str(c.id), c.message) for c in new_commits(repo, seed_sha)]
+
+
+def new_paths(repo: pygit2.Repository, seed_sha: str) -> list[str]:
+    """Every path (file or directory) the bundle's commits name that the seed does not: file
+    names are published too."""
+    seed: set[str] = set()
+    _paths(repo, repo[seed_sha].peel(pygit2.Tree), "", seed, set())
+    found: set[str] = set()
+    seen: set[pygit2.Oid] = set()
+    for commit in new_commits(repo, seed_sha):
+        _paths(repo, commit.tree, "", found, seen)
+    return sorted(found - seed)
+
+
+def _paths(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str, out: set[str], seen: set[pygit2.Oid]) -> None:
+    if tree.id in seen:
+        return
+    seen.add(tree.id)
+    for entry in tree:
+        path = f"{prefix}{entry.name}"
+        out.add(path)
+        if entry.type_str == "tree":
+            _paths(repo, repo[entry.id].peel(pygit2.Tree), path + "/", out, seen)
 
 
 def _collect(

@@ -30,6 +30,7 @@ from cbledger.errors import UserError
 from cbledger.kicad.oracle import kicad_cli
 from cbledger.ledger.events import Ablations, Actor, EventBase, PricingPublished
 from cbledger.ledger.types import RunMode
+from cbledger.runner import isolation
 from cbledger.runner.agents.base import Agent
 from cbledger.runner.agents.copperhead import CopperheadAgent, CopperheadCli, locate
 from cbledger.runner.agents.scripted import GoldAgent, NoopAgent
@@ -70,6 +71,10 @@ class RemoteRun:
     actor: Actor
     segment_override: str | None
     session: Session | None = None
+    #: run without the agent sandbox (the driver's --unsandboxed); recorded on the run
+    unsandboxed: bool = False
+    #: the driver's `cbledger run` invocation (`run.recorded` `batch`)
+    batch: str | None = None
 
 
 @dataclass(frozen=True)
@@ -194,15 +199,15 @@ class _ShippedCatalog(Catalog):
         return found
 
 
-def _agent(spec: RemoteRun, cli: CopperheadCli | None) -> Agent:
+def _agent(spec: RemoteRun, cli: CopperheadCli | None, confinement: isolation.Confinement) -> Agent:
     if spec.agent == "gold":
         return GoldAgent()
     if spec.agent == "noop":
         return NoopAgent()
     if spec.agent == "copperhead" and cli is not None:
         if spec.session is not None:
-            return CopperheadAgent(cli, _ENDPOINT.get(), {spec.task_id: spec.session})
-        return CopperheadAgent(cli)
+            return CopperheadAgent(cli, _ENDPOINT.get(), {spec.task_id: spec.session}, confinement)
+        return CopperheadAgent(cli, confinement=confinement)
     raise UserError(f"agent {spec.agent} does not run on a worker")
 
 
@@ -218,10 +223,12 @@ def run_remote(spec: RemoteRun, task_package: Package, fixture_package: Package)
     fixture = arrived_fixture(fixture_package, spec.fixture_digest, base / "packages")
     cli = local_copperhead()
     root = base / "project"
+    # confined here as on the driver: bubblewrap, or (the driver's --unsandboxed) nothing
+    confinement = isolation.confinement(spec.unsandboxed, (root, base / "sandboxes"))
     settings = RunSettings(
         root=root,
         catalog=_ShippedCatalog(root, shipped={fixture.id: fixture}),
-        agent=_agent(spec, cli),
+        agent=_agent(spec, cli, confinement),
         run_mode=spec.run_mode,
         suite_version=spec.suite_version,
         environment=_environment(cli),
@@ -232,6 +239,8 @@ def run_remote(spec: RemoteRun, task_package: Package, fixture_package: Package)
         copperhead=cli,
         actor=spec.actor,
         segment_override=spec.segment_override,
+        confinement=confinement,
+        batch=spec.batch,
     )
     settings.sandbox_root.mkdir(parents=True, exist_ok=True)
     output = execute(settings, PlannedRun(task, spec.model_id, spec.repeat, spec.repeats_planned))

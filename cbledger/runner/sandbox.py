@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pygit2
 
+from cbledger.credentials import printable
 from cbledger.errors import UserError
 from cbledger.grading.evidence.bundle import BASELINE_REF
 from cbledger.ledger.events import Ablations
@@ -141,3 +142,77 @@ def commit_setup(repo: pygit2.Repository, seed_sha: str, message: str) -> str:
 
 def remove(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
+
+
+class Tampered(UserError):
+    """The agent left its sandbox's repository in a state the runner will not read."""
+
+
+#: what of an agent's `.git/` the runner removes before reading it: other object stores
+#: (`objects/info/alternates`, `commondir`), history rewrites (`info/grafts`, `shallow`), and
+#: the directory live reports are collected in (an agent could plant one there)
+AGENT_GIT_DEBRIS = ("objects/info/alternates", "objects/info/http-alternates", "commondir", "info/grafts", "shallow")
+
+
+def reclaim(workdir: Path, live_reports: str) -> None:
+    """Makes the sandbox's repository the runner's again after the agent exited: `.git` must be
+    a directory holding no symbolic link (through which the runner would read or write outside
+    the sandbox), its configuration is replaced by the runner's own (an `[include]`, a hook
+    path or a filter of the agent's must not apply to what the runner does next), and what could
+    point git elsewhere is removed. Raises `Tampered` naming what it found."""
+    git = workdir / ".git"
+    if git.is_symlink() or not git.is_dir():
+        raise Tampered(f"{workdir.name}: .git is no longer a directory")
+    for dirpath, dirnames, filenames in os.walk(git):
+        for name in (*dirnames, *filenames):
+            if os.path.islink(os.path.join(dirpath, name)):
+                rel = Path(dirpath, name).relative_to(workdir).as_posix()
+                raise Tampered(f"{workdir.name}: the agent left a symbolic link at {printable(rel)}")
+    for rel in AGENT_GIT_DEBRIS:
+        target = git / rel
+        if target.is_dir():
+            shutil.rmtree(target)
+        else:
+            target.unlink(missing_ok=True)
+    shutil.rmtree(git / live_reports, ignore_errors=True)
+    (git / "config").write_text(_RUNNER_GIT_CONFIG)
+
+
+_RUNNER_GIT_CONFIG = (
+    "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n"
+    f"[user]\n\tname = {COPPERHEAD_SIGNATURE[0]}\n\temail = {COPPERHEAD_SIGNATURE[1]}\n"
+)
+
+
+def unlink_first_link(workdir: Path, rel: str) -> None:
+    """Removes the first symbolic link on the way from `workdir` to `rel` (the link itself, never
+    what it points at), so that nothing reading `rel` from the host leaves the sandbox."""
+    path = workdir
+    for part in Path(rel).parts:
+        path = path / part
+        if path.is_symlink():
+            path.unlink()
+            return
+        if not path.exists():
+            return
+
+
+def keep_baseline(repo: pygit2.Repository, baseline_sha: str, into: Path) -> pygit2.Repository:
+    """A bare repository of the runner's own, outside the sandbox, holding the seed and the
+    baseline: what the run is recorded from when the agent leaves its own repository unusable."""
+    kept = pygit2.init_repository(str(into), bare=True)
+    stack: list[pygit2.Oid] = [pygit2.Oid(hex=baseline_sha)]
+    seen: set[pygit2.Oid] = set()
+    while stack:
+        oid = stack.pop()
+        if oid in seen:
+            continue
+        seen.add(oid)
+        obj = repo[oid]
+        kept.odb.write(obj.type, obj.read_raw())
+        if isinstance(obj, pygit2.Commit):
+            stack.extend([obj.tree_id, *obj.parent_ids])
+        elif isinstance(obj, pygit2.Tree):
+            stack.extend(entry.id for entry in obj)
+    kept.references.create(BASELINE_REF, pygit2.Oid(hex=baseline_sha), force=True)
+    return kept

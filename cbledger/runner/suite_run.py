@@ -22,13 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cbledger import credentials
 from cbledger.errors import UserError
 from cbledger.grading import suite_version
 from cbledger.kicad.oracle import require_kicad_cli
 from cbledger.ledger.events import Actor
 from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.types import RunMode
-from cbledger.runner import ledger_view
+from cbledger.runner import isolation, ledger_view
 from cbledger.runner.agents.base import Agent
 from cbledger.runner.agents.copperhead import (
     CopperheadAgent,
@@ -48,7 +49,7 @@ from cbledger.runner.execute import (
     new_batch_id,
     publish,
 )
-from cbledger.runner.plan import Plan, PlannedRun
+from cbledger.runner.plan import Plan, PlannedRun, check_jobs
 from cbledger.tasks.catalog import Catalog
 from cbledger.tasks.validate import ensure_runnable
 from cbledger.workspace import Workspace
@@ -80,6 +81,7 @@ def build_agent(
     workspace: Workspace,
     sessions: dict | None = None,
     endpoint=None,
+    confinement: isolation.Confinement | None = None,
 ) -> tuple[Agent, RunMode, CopperheadCli | None]:
     if plan.agent == "gold":
         return GoldAgent(), "gold", None
@@ -93,8 +95,8 @@ def build_agent(
                 "or pass --copperhead-cli PATH/cli.js or set $COPPERHEAD_CLI"
             )
         if sessions is not None:
-            return CopperheadAgent(cli, endpoint, sessions), "scripted", cli
-        return CopperheadAgent(cli), "agent", cli
+            return CopperheadAgent(cli, endpoint, sessions, confinement), "scripted", cli
+        return CopperheadAgent(cli, confinement=confinement), "agent", cli
     if plan.agent == "replay":
         from cbledger.runner.agents.replay import ReplayAgent
 
@@ -109,6 +111,21 @@ def _setup_cli(copperhead_cli: str | None, workspace: Workspace):
         return locate(copperhead_cli, workspace.root)
     except UserError:
         return None
+
+
+#: model routes whose harness provider runs another program under the operator's saved login
+SAVED_LOGIN_ROUTES = ("codex", "cursor", "claude-code")
+
+
+def refuse_saved_login(model_id: str) -> None:
+    """A saved-login route (codex, cursor, claude-code) runs its provider's own CLI with the
+    operator's login from their home directory, neither of which a sandbox can see: it would
+    only fail there, as a harness failure. Refused up front, naming the way out."""
+    if model_id.split(":", 1)[0] in SAVED_LOGIN_ROUTES:
+        raise UserError(
+            f"--model {model_id} uses a saved login (its provider's own CLI and the operator's home directory), "
+            "which the agent sandbox does not expose; run it with --unsandboxed (recorded so on each run)"
+        )
 
 
 def preflight(catalog: Catalog, plan: Plan, view: ledger_view.LedgerView, *, kicad: bool = True) -> str:
@@ -138,13 +155,17 @@ def run_plan(
     executor: str = "local",
     scheduler: str | None = None,
     on_activity: OnActivity | None = None,
+    unsandboxed: bool = False,
 ) -> SuiteResult:
     """Runs the plan. With `session` (a session name, or a session file or directory) the
     copperhead agent is served scripted model turns by a loopback endpoint started here (on each
     worker, for `executor="dask"`). `executor` is where `execute()` runs: `local` (threads of this
     process, `jobs` at a time) or `dask` (one task per run on the cluster behind `scheduler`;
     `on_activity` hears what each worker does). Either way this process alone appends, in plan
-    order, so the ledger is the same whichever executor ran the plan."""
+    order, so the ledger is the same whichever executor ran the plan. Every process a run starts
+    is confined by bubblewrap (`cbledger.runner.isolation`), on a worker too; without it the plan
+    is refused unless `unsandboxed` says to run them as the operator, which the runs record."""
+    check_jobs(jobs)
     if executor not in EXECUTORS:
         raise UserError(f"--executor must be one of {', '.join(EXECUTORS)}, not {executor!r}")
     if executor == "dask" and not scheduler:
@@ -157,6 +178,11 @@ def run_plan(
         raise UserError(f"{store.location}: no ledger here (run `cbledger init` first)")
     view = ledger_view.read(workspace.ledger)
     version = preflight(catalog, plan, view, kicad=executor == "local")
+    # a Dask worker confines its runs itself (`runner/remote.py`), as this process does its own
+    hidden = tuple(p for p in (workspace.root, workspace.ledger_file and workspace.ledger_file.parent, sandbox_root) if p)
+    confinement = isolation.confinement(unsandboxed, hidden) if executor == "local" else isolation.Confinement(None)
+    if not unsandboxed and plan.agent == "copperhead" and session is None:
+        refuse_saved_login(plan.model_id)
     sessions = None
     if session is not None:
         if plan.agent != "copperhead":
@@ -169,7 +195,7 @@ def run_plan(
         return _run_on_dask(
             workspace, plan, catalog=catalog, store=store, view=view, version=version, scheduler=scheduler,
             copperhead_cli=copperhead_cli, segment=segment, actor_name=actor_name, on_done=on_done,
-            sessions=sessions, on_activity=on_activity,
+            sessions=sessions, on_activity=on_activity, unsandboxed=unsandboxed,
         )
     with contextlib.ExitStack() as stack:
         endpoint = stack.enter_context(Endpoint()) if sessions is not None else None
@@ -177,6 +203,7 @@ def run_plan(
             workspace, plan, catalog=catalog, store=store, view=view, version=version, jobs=jobs,
             sandbox_root=sandbox_root, keep_sandboxes=keep_sandboxes, copperhead_cli=copperhead_cli,
             segment=segment, actor_name=actor_name, on_done=on_done, sessions=sessions, endpoint=endpoint,
+            confinement=confinement,
         )
 
 
@@ -235,7 +262,7 @@ def run_mode_of(plan: Plan, sessions: dict | None) -> RunMode:
 def _run_on_dask(
     workspace: Workspace, plan: Plan, *, catalog: Catalog, store: LedgerStore, view: ledger_view.LedgerView,
     version: str, scheduler: str, copperhead_cli: str | None, segment: str | None, actor_name: str,
-    on_done: OnDone | None, sessions: dict | None, on_activity: OnActivity | None,
+    on_done: OnDone | None, sessions: dict | None, on_activity: OnActivity | None, unsandboxed: bool,
 ) -> SuiteResult:
     """The runs of a plan on a Dask cluster; this process appends them in plan order."""
     from cbledger.runner.dask_executor import DaskCluster, received_output
@@ -244,11 +271,13 @@ def _run_on_dask(
 
     run_mode = run_mode_of(plan, sessions)
     actor = Actor(kind="runner", name=actor_name)
+    batch = new_batch_id(_dt.datetime.now(_dt.UTC))
     if run_mode == "agent":
         settings = RunSettings(
             root=workspace.root, catalog=catalog, agent=NoopAgent(), run_mode=run_mode, suite_version=version,
             environment=probe(None), price_table=view.pricing, ablations=plan.ablations,
             sandbox_root=workspace.root, keep_sandboxes=False, copperhead=None, actor=actor, segment_override=segment,
+            confinement=isolation.Confinement(None),
         )
         model_identity(settings, plan.model_id, None)  # refuses an unpriced model before any run
     if run_mode in ("agent", "scripted"):
@@ -269,8 +298,9 @@ def _run_on_dask(
             agent=plan.agent, run_mode=run_mode, suite_version=version, price_table=view.pricing,
             ablations=plan.ablations, actor=actor, segment_override=segment,
             session=sessions.get(task.id) if sessions is not None else None,
+            unsandboxed=unsandboxed, batch=batch,
         ))
-    result = SuiteResult()
+    result = SuiteResult(batch=batch)
     order = _InPlanOrder(store, result, len(specs), on_done)
     with DaskCluster(scheduler, on_activity) as cluster:
         by_digest = {p.digest: p for p in packages.values()}
@@ -289,9 +319,10 @@ def _run(
     workspace: Workspace, plan: Plan, *, catalog: Catalog, store: LedgerStore, view: ledger_view.LedgerView,
     version: str, jobs: int, sandbox_root: Path, keep_sandboxes: bool, copperhead_cli: str | None,
     segment: str | None, actor_name: str, on_done: OnDone | None, sessions: dict | None, endpoint: Endpoint | None,
+    confinement: isolation.Confinement,
 ) -> SuiteResult:
     """The runs of a plan that passed preflight (the endpoint, when there is one, already up)."""
-    agent, run_mode, cli = build_agent(plan, copperhead_cli, workspace, sessions, endpoint)
+    agent, run_mode, cli = build_agent(plan, copperhead_cli, workspace, sessions, endpoint, confinement)
     # the CLI that runs setup commands; for the scripted agents too, so the stamp names the
     # copperhead whose scaffold the baseline holds
     setup_cli = cli or _setup_cli(copperhead_cli, workspace)
@@ -308,6 +339,7 @@ def _run(
         keep_sandboxes=keep_sandboxes,
         copperhead=setup_cli,
         actor=Actor(kind="runner", name=actor_name),
+        confinement=confinement,
         segment_override=segment,
         batch=new_batch_id(_dt.datetime.now(_dt.UTC)),
     )
@@ -327,8 +359,9 @@ def _run(
         outcome: RunOutput | tuple[str, str]
         try:
             outcome = execute(settings, planned)
-        except UserError as exc:
-            outcome = (_label(planned), str(exc))
+        except Exception as exc:  # one run's failure never ends the suite: reported, and the next runs
+            why = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
+            outcome = (_label(planned), credentials.printable(why, limit=1000))
         with lock:
             order.finish(index, outcome)
 

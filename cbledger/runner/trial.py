@@ -20,6 +20,7 @@ from cbledger.errors import UserError
 from cbledger.kicad.oracle import require_kicad_cli
 from cbledger.ledger.events import Ablations, Actor
 from cbledger.runner import execute as steps
+from cbledger.runner import isolation
 from cbledger.runner.agents.base import Agent
 from cbledger.runner.agents.copperhead import locate
 from cbledger.runner.agents.scripted import GoldAgent, NoopAgent
@@ -75,13 +76,18 @@ def run_trials(
     results: list[TrialResult] = []
     sandbox_root = Path(tempfile.mkdtemp(prefix="cbledger-trial-"))
     try:
+        # confined where bubblewrap is there; a trial records nothing, so without it it still runs
+        confinement = isolation.confinement(False, (root, sandbox_root))
+    except UserError:
+        confinement = isolation.Confinement(None)
+    try:
         for task in tasks:
             for kind in EXPECTED:
                 settings = steps.RunSettings(
                     root=root, catalog=catalog, agent=_agent(kind), run_mode="gold" if kind == "gold" else "noop",
                     suite_version=UNRECORDED, environment=environment, price_table=None, ablations=Ablations(),
                     sandbox_root=sandbox_root, keep_sandboxes=False, copperhead=setup_cli,
-                    actor=Actor(kind="runner", name="cbledger-trial"),
+                    actor=Actor(kind="runner", name="cbledger-trial"), confinement=confinement,
                 )
                 try:
                     result = _one(settings, PlannedRun(task, f"harness:{kind}", 1, 1), kind)

@@ -40,6 +40,7 @@ import msgspec
 from cbledger import inputs
 from cbledger.errors import UserError
 from cbledger.ledger.types import Outcome
+from cbledger.tasks import gold as gold_mod
 from cbledger.tasks.catalog import Catalog, Fixture, Task, load_fixture
 from cbledger.tasks.fixtures.check import FixtureCheck, check_fixture
 from cbledger.tasks.fixtures.problems import (
@@ -353,6 +354,9 @@ def validate_task(task_dir: Path, ctx: _Context) -> list[Problem]:
     if assertions is not None:
         fixture_path = manifest.fixture.path if manifest is not None else None
         problems.extend(_assertion_rules(assertions, assertions_file, check, ctx, fixture_path))
+
+    for p in gold_mod.problems(task_dir / "gold"):
+        problems.append(error(ctx.rel(task_dir / "gold") + "/" + p.file, "", p.message))
 
     if not (task_dir / "README.md").is_file():
         problems.append(warning(ctx.rel(task_dir / "README.md"), "", "missing: say what the task tests and the trap it sets"))

@@ -12,7 +12,8 @@ are never part of the end state or the diff):
 * `refs/cbledger/baseline` → the baseline commit
 * `refs/cbledger/capture`  → the end-state snapshot commit (parent: the agent's HEAD)
 * `refs/cbledger/evidence` → a commit whose tree holds `erc.json`, `drc.json`, `check.json`
-  (whichever were captured), parent: the capture commit
+  (whichever were captured) and `runner.json` (when the runner had findings), parent: the
+  capture commit
 * before preservation, reports are written to `.git/cbledger-evidence/` of a live sandbox
 """
 
@@ -33,7 +34,10 @@ BASELINE_REF = "refs/cbledger/baseline"
 CAPTURE_REF = "refs/cbledger/capture"
 EVIDENCE_REF = "refs/cbledger/evidence"
 LIVE_REPORTS_DIR = "cbledger-evidence"  # inside .git/
-REPORT_NAMES = ("erc", "drc", "check")
+#: `runner.json` holds what the runner itself found and grading must honour (the credential
+#: backstop's redactions, an end state it could not preserve): `cbledger.grading.findings`
+RUNNER_REPORT = "runner"
+REPORT_NAMES = ("erc", "drc", "check", RUNNER_REPORT)
 
 
 @dataclass

@@ -190,6 +190,8 @@ def parse_transcript(data: bytes, path: str | None = None) -> Transcript:
         try:
             obj = json.loads(raw)
         except (ValueError, RecursionError):
+            # RecursionError: a line nested deeper than the decoder goes, as a hostile harness
+            # can write one; it is malformed like any other line that does not decode
             t.malformed.append(lineno)
             continue
         if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):

@@ -22,10 +22,9 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import time
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
@@ -33,6 +32,8 @@ from urllib.parse import urlparse
 import pygit2
 
 from cbledger.errors import UserError
+from cbledger.kicad.oracle import kicad_cli
+from cbledger.runner import isolation
 from cbledger.runner.agents.base import COPPERHEAD_SIGNATURE as GIT_IDENTITY
 from cbledger.runner.agents.base import AgentInput, AgentResult
 from cbledger.runner.endpoint.server import answered_models, problems
@@ -48,7 +49,6 @@ BUILD_FILE = "copperhead-build.json"
 BASE_URL_VARIABLE = "COPPERHEAD_BASE_URL"
 KEY_ENV_VARIABLE = "COPPERHEAD_API_KEY_ENV"
 KICAD_VARIABLE = "COPPERHEAD_KICAD_CLI"
-KILL_GRACE_SEC = 5.0
 LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1", "[::1]"}
 
 
@@ -73,6 +73,33 @@ class CopperheadCli:
                     return None
                 return None
         return None
+
+    @property
+    def install_root(self) -> Path:
+        """What a sandbox binds to run this CLI: the install prefix whose `node_modules/` holds
+        copperhead and its dependencies, else the package (a checkout with its own
+        `node_modules/`), else the script's directory."""
+        root = self.package_root
+        if root is None:
+            return self.script.parent
+        if root.parent.name == "node_modules":
+            return root.parent.parent
+        return root
+
+    def job(
+        self, args: list[str], workdir: Path, env: dict[str, str], wall_clock_sec: float, confinement: isolation.Confinement,
+        *, log_dir: Path | None = None, network: isolation.Network = "none", endpoint: tuple[Path, int] | None = None,
+    ) -> isolation.Job:
+        """One invocation of the CLI as a job the sandbox runs: under bubblewrap the install is
+        bound read-only at a path of its own, and node, git and kicad-cli are made visible."""
+        binds: tuple[isolation.Bind, ...] = ()
+        if confinement.bwrap is None:
+            argv = self.command(*args)
+        else:
+            inside = f"{isolation.COPPERHEAD_MOUNT}/{self.script.relative_to(self.install_root).as_posix()}"
+            argv, binds = [self.node, inside, *args], (isolation.Bind(self.install_root, isolation.COPPERHEAD_MOUNT),)
+        tools = (self.node, "git", *((kicad,) if (kicad := kicad_cli()) else ()))
+        return isolation.Job(argv, workdir, env, wall_clock_sec, log_dir, network, endpoint, binds, tools)
 
     def version(self) -> str | None:
         """The package's own version; `--version` only when there is no package.json to read."""
@@ -232,38 +259,13 @@ def agent_environment(model_id: str, base_url: str | None = None, *, keys: bool 
     return env
 
 
-def run_capped(cmd: list[str], cwd: Path, env: dict[str, str], wall_clock_sec: float, log_dir: Path) -> tuple[int | None, bool]:
-    """Runs `cmd` in its own process group; returns (exit code, killed at the cap)."""
-    log_dir.mkdir(parents=True, exist_ok=True)
-    with open(log_dir / "stdout.log", "wb") as out, open(log_dir / "stderr.log", "wb") as err:
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True)
-        try:
-            return proc.wait(timeout=wall_clock_sec), False
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            return None, True
-        except BaseException:
-            # Ctrl-C of the runner: the harness is in its own session, so the terminal's SIGINT
-            # never reaches it; left alone it would run on, and keep spending, after we exit.
-            _kill_group(proc)
-            raise
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + KILL_GRACE_SEC
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
+def run_capped(
+    job: isolation.Job, confinement: isolation.Confinement
+) -> tuple[int | None, str | None]:
+    """Runs one harness process confined as the suite run says; returns (exit code, why the
+    runner killed it: the wall-clock cap or a resource limit, else None)."""
+    outcome = isolation.run(job, confinement)
+    return outcome.exit_code, outcome.killed
 
 
 class CopperheadAgent:
@@ -272,11 +274,15 @@ class CopperheadAgent:
     route of its own, and the harness is pointed there; the model is a script, so the run is
     recorded as `scripted`, never as a model's."""
 
-    def __init__(self, cli: CopperheadCli, endpoint=None, sessions: dict | None = None):
+    def __init__(
+        self, cli: CopperheadCli, endpoint=None, sessions: dict | None = None,
+        confinement: isolation.Confinement | None = None,
+    ):
         self.cli = cli
         self.endpoint = endpoint
         self.sessions = sessions
         self.kind = "scripted" if sessions is not None else "agent"
+        self.confinement = confinement or isolation.Confinement(None)
 
     def run(self, inp: AgentInput) -> AgentResult:
         manifest = inp.task.manifest
@@ -285,11 +291,21 @@ class CopperheadAgent:
         prompt = manifest.request.prompt or ""
         args = ["--repo", str(inp.sandbox), "--json", "do", prompt, "--model", inp.model_id, "--max-turns", str(inp.max_turns)]
         base_url = None
+        network: isolation.Network = "host"
+        endpoint: tuple[Path, int] | None = None
+        socket_dir: Path | None = None
         if self.sessions is not None:
             session = self.sessions.get(manifest.id)
             if session is None:
                 raise UserError(f"task {manifest.id}: no session script serves it")
             base_url = self.endpoint.serve(inp.run_id, session)
+            if self.confinement.bwrap is not None:
+                # no network but the run's own session: a socket into the endpoint, relayed to
+                # the same loopback address inside the sandbox
+                socket_dir = Path(tempfile.mkdtemp(prefix="cbledger-endpoint-"))
+                socket_dir.chmod(0o755)
+                sock = self.endpoint.serve_socket(inp.run_id, socket_dir / "endpoint.sock")
+                network, endpoint = "endpoint", (sock, self.endpoint.port)
         notes: list[str] = []
         served_models: tuple[str, ...] = ()
         try:
@@ -299,17 +315,23 @@ class CopperheadAgent:
             if inp.ablations.tool_subset:
                 env["COPPERHEAD_TOOLS"] = ",".join(inp.ablations.tool_subset)
             log_dir = inp.sandbox / ".git" / AGENT_LOG_DIR
-            code, killed = run_capped(self.cli.command(*args), inp.sandbox, env, manifest.caps.wall_clock_sec, log_dir)
+            job = self.cli.job(
+                args, inp.sandbox, env, manifest.caps.wall_clock_sec, self.confinement,
+                log_dir=log_dir, network=network, endpoint=endpoint,
+            )
+            code, killed = run_capped(job, self.confinement)
         finally:
             if self.sessions is not None:
                 served = self.endpoint.forget(inp.run_id)
                 notes.extend(f"session script: {p}" for p in problems(served))
                 served_models = answered_models(served)
+            if socket_dir is not None:
+                shutil.rmtree(socket_dir, ignore_errors=True)
         provider = "openai-compat" if inp.model_id.startswith("compat:") else None
         if self.sessions is not None:
             provider = "scripted-endpoint"
         if killed:
-            notes.insert(0, f"killed at the {manifest.caps.wall_clock_sec}s wall-clock cap")
+            notes.insert(0, f"killed at {killed}")
             return AgentResult(
                 runner_exit="cap-exceeded", note="; ".join(notes), provider=provider, exit_code=None,
                 provider_models=served_models,

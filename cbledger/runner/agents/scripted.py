@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pygit2
 
+from cbledger.credentials import printable
 from cbledger.errors import UserError
 from cbledger.runner import sandbox as sandbox_mod
 from cbledger.runner.agents.base import (
@@ -30,6 +31,7 @@ from cbledger.runner.agents.base import (
     run_start_data,
     write_transcript,
 )
+from cbledger.tasks import gold as gold_rules
 
 RUNS_DIR = ".copperhead/runs/"
 
@@ -50,6 +52,19 @@ def _commit_changes(repo: pygit2.Repository, message: str, when: int) -> tuple[s
     sig = sandbox_mod.signature(*COPPERHEAD_SIGNATURE, when)
     oid = repo.create_commit("HEAD", sig, sig, message, tree, [repo.head.target])
     return str(oid), changed
+
+
+def _inside(sandbox: Path, rel: str) -> Path:
+    """`rel` under the sandbox, refused when it, or a link on the way to it, leads outside: the
+    last word on where a gold solution may write, whatever the checks before it said."""
+    why = gold_rules.outside(rel)
+    target = sandbox / rel
+    root = sandbox.resolve()
+    if why is None and root != target.parent.resolve() and root not in target.parent.resolve().parents:
+        why = "leads outside the sandbox through a symbolic link"
+    if why is not None:
+        raise UserError(f"gold path {printable(rel)!r} {why}")
+    return target
 
 
 def _load_gold_transcript(path: Path) -> list[dict]:
@@ -78,23 +93,23 @@ class GoldAgent:
 
     def run(self, inp: AgentInput) -> AgentResult:
         gold = inp.task.gold_dir
-        transcript_path = gold / "transcript.jsonl"
+        refused = gold_rules.problems(gold)
+        if refused:
+            listed = "; ".join(f"gold/{p.file}: {p.message}" for p in refused)
+            raise UserError(f"task {inp.task.id}: the gold solution would act outside the sandbox: {listed}")
+        transcript_path = gold / gold_rules.TRANSCRIPT
         if not transcript_path.is_file():
             raise UserError(f"{transcript_path}: the gold solution has no transcript")
         events = _load_gold_transcript(transcript_path)
-        files = gold / "files"
+        files = gold / gold_rules.FILES
         if files.is_dir():
             for src in sorted(files.rglob("*")):
-                if src.is_file():
-                    dest = inp.sandbox / src.relative_to(files)
+                if src.is_file() and not src.is_symlink():
+                    dest = _inside(inp.sandbox, src.relative_to(files).as_posix())
                     dest.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(src, dest)
-        deletions = gold / "delete.txt"
-        if deletions.is_file():
-            for rel in deletions.read_text().splitlines():
-                rel = rel.strip()
-                if rel and not rel.startswith("#"):
-                    (inp.sandbox / rel).unlink(missing_ok=True)
+                    shutil.copyfile(src, dest, follow_symlinks=False)
+        for rel in gold_rules.deletions(gold):
+            _inside(inp.sandbox, rel).unlink(missing_ok=True)
         repo = pygit2.Repository(str(inp.sandbox))
         when = int(inp.started_at.timestamp())
         for ev in events:

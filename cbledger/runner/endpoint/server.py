@@ -14,11 +14,14 @@ the script did not expect) without reading the harness's output.
 from __future__ import annotations
 
 import json
+import os
 import re
+import socketserver
 import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
@@ -161,107 +164,119 @@ def chunks(session: Session, k: int, turn: Turn, include_usage: bool, model: str
     return out
 
 
+class _Handler(BaseHTTPRequestHandler):
+    """One request to an endpoint; `endpoint` is set on the subclass each endpoint makes."""
+
+    endpoint: Endpoint
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def do_GET(self) -> None:
+        m = _MODELS.match(self.path)
+        route = self._lookup(unquote(m.group("key") or "")) if m else None
+        if route is None:
+            return self._json(404, _error(f"no such route {self.path}", "not_found"))
+        listed = route.session.model or DEFAULT_MODEL
+        self._json(200, {"object": "list", "data": [{"id": listed, "object": "model", "owned_by": "cbledger"}]})
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        m = _ROUTE.match(self.path)
+        key = unquote(m.group("key") or "") if m else None
+        route = self._lookup(key) if key is not None else None
+        if route is None:
+            return self._json(404, _error(f"no session is served at {self.path}", "not_found"))
+        try:
+            body = json.loads(raw or b"{}")
+            if not isinstance(body, dict):
+                raise ScriptProblem("the request body is not a JSON object")
+            k = turn_index(body)
+        except (ValueError, ScriptProblem) as exc:
+            return self._problem(route, 0, f"bad request: {exc}")
+        ex = script_mod.exchange_at(route.session, k)
+        if ex is None:
+            n = script_mod.length(route.session)
+            return self._problem(
+                route, k + 1,
+                f"session script {route.session.name!r} has {n} turn(s); the harness asked for turn {k + 1}",
+                code="session_script_exhausted",
+            )
+        try:
+            check_expectations(route.session, k, ex, body)
+        except ScriptProblem as exc:
+            return self._problem(route, k + 1, str(exc), code="session_script_mismatch")
+        if ex.delay_ms:
+            time.sleep(ex.delay_ms / 1000)
+        stream = body.get("stream") is True
+        if ex.response is not None:
+            canned = ex.response.chunks if ex.response.chunks is not None else ex.response.body
+            model, status = named_model(canned), ex.response.status
+        else:
+            model, status = answering_model(route.session, body), 200
+        # logged before the answer goes out: whoever reads the log after the harness got
+        # its answer must find it there
+        self.endpoint._log(route, Served(turn=k + 1, status=status, model=model))
+        if ex.response is not None:
+            if ex.response.chunks is not None:
+                self._stream(ex.response.status, ex.response.chunks)
+            else:
+                self._json(ex.response.status, ex.response.body)
+        else:
+            assert ex.turn is not None
+            if stream:
+                opts = body.get("stream_options") or {}
+                self._stream(200, chunks(route.session, k, ex.turn, bool(opts.get("include_usage")), model))
+            else:
+                self._json(200, completion(route.session, k, ex.turn, model))
+
+    def _lookup(self, key: str) -> _Route | None:
+        # A run's own socket serves that run's session and no other.
+        only = getattr(self.server, "only_key", None)
+        if only is not None and key != only:
+            return None
+        return self.endpoint._route(key)
+
+    def _problem(self, route: _Route, turn: int, message: str, code: str = "bad_request") -> None:
+        self.endpoint._log(route, Served(turn=turn, status=400, problem=message))
+        self._json(400, _error(message, code))
+
+    def _json(self, status: int, value: Any) -> None:
+        data = json.dumps(value).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _stream(self, status: int, items: list[Any]) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        for item in items:
+            payload = item if isinstance(item, str) else json.dumps(item)
+            self.wfile.write(f"data: {payload}\n\n".encode())
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+        self.close_connection = True
+
+
 class Endpoint:
     """A running loopback endpoint. Use as a context manager, or `start()` and `close()`."""
 
     def __init__(self, host: str = LOOPBACK, port: int = 0):
         self._routes: dict[str, _Route] = {}
         self._lock = threading.Lock()
-        endpoint = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-            def do_GET(self) -> None:
-                m = _MODELS.match(self.path)
-                route = endpoint._route(unquote(m.group("key") or "")) if m else None
-                if route is None:
-                    return self._json(404, _error(f"no such route {self.path}", "not_found"))
-                listed = route.session.model or DEFAULT_MODEL
-                self._json(200, {"object": "list", "data": [{"id": listed, "object": "model", "owned_by": "cbledger"}]})
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                m = _ROUTE.match(self.path)
-                key = unquote(m.group("key") or "") if m else None
-                route = endpoint._route(key) if key is not None else None
-                if route is None:
-                    return self._json(404, _error(f"no session is served at {self.path}", "not_found"))
-                try:
-                    body = json.loads(raw or b"{}")
-                    if not isinstance(body, dict):
-                        raise ScriptProblem("the request body is not a JSON object")
-                    k = turn_index(body)
-                except (ValueError, ScriptProblem) as exc:
-                    return self._problem(route, 0, f"bad request: {exc}")
-                ex = script_mod.exchange_at(route.session, k)
-                if ex is None:
-                    n = script_mod.length(route.session)
-                    return self._problem(
-                        route, k + 1,
-                        f"session script {route.session.name!r} has {n} turn(s); the harness asked for turn {k + 1}",
-                        code="session_script_exhausted",
-                    )
-                try:
-                    check_expectations(route.session, k, ex, body)
-                except ScriptProblem as exc:
-                    return self._problem(route, k + 1, str(exc), code="session_script_mismatch")
-                if ex.delay_ms:
-                    time.sleep(ex.delay_ms / 1000)
-                stream = body.get("stream") is True
-                if ex.response is not None:
-                    canned = ex.response.chunks if ex.response.chunks is not None else ex.response.body
-                    model, status = named_model(canned), ex.response.status
-                else:
-                    model, status = answering_model(route.session, body), 200
-                # logged before the answer goes out: whoever reads the log after the harness got
-                # its answer must find it there
-                endpoint._log(route, Served(turn=k + 1, status=status, model=model))
-                if ex.response is not None:
-                    if ex.response.chunks is not None:
-                        self._stream(ex.response.status, ex.response.chunks)
-                    else:
-                        self._json(ex.response.status, ex.response.body)
-                else:
-                    assert ex.turn is not None
-                    if stream:
-                        opts = body.get("stream_options") or {}
-                        self._stream(200, chunks(route.session, k, ex.turn, bool(opts.get("include_usage")), model))
-                    else:
-                        self._json(200, completion(route.session, k, ex.turn, model))
-
-            def _problem(self, route: _Route, turn: int, message: str, code: str = "bad_request") -> None:
-                endpoint._log(route, Served(turn=turn, status=400, problem=message))
-                self._json(400, _error(message, code))
-
-            def _json(self, status: int, value: Any) -> None:
-                data = json.dumps(value).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def _stream(self, status: int, items: list[Any]) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Cache-Control", "no-cache")
-                self.send_header("Connection", "close")
-                self.end_headers()
-                for item in items:
-                    payload = item if isinstance(item, str) else json.dumps(item)
-                    self.wfile.write(f"data: {payload}\n\n".encode())
-                self.wfile.write(b"data: [DONE]\n\n")
-                self.wfile.flush()
-                self.close_connection = True
-
+        Handler = type("Handler", (_Handler,), {"endpoint": self})
+        self._handler = Handler
         self._server = ThreadingHTTPServer((host, port), Handler)
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
+        self._sockets: dict[str, _UnixServer] = {}
 
     # -- sessions
 
@@ -273,10 +288,27 @@ class Endpoint:
             self._routes[key] = _Route(session)
         return self.base_url(key)
 
+    def serve_socket(self, key: str, path: Path) -> Path:
+        """Also answers `key`'s session on a Unix socket at `path`, and only that session: the
+        way into the endpoint from a sandbox that has no network of its own. The socket goes
+        when `forget(key)` is called."""
+        server = _UnixServer(str(path), self._handler)
+        server.only_key = key
+        os.chmod(path, 0o666)  # a sandbox's processes run under an id of their own
+        threading.Thread(target=server.serve_forever, name=f"cbledger-endpoint-{key}", daemon=True).start()
+        with self._lock:
+            self._sockets[key] = server
+        return path
+
     def forget(self, key: str) -> list[Served]:
         """Stops serving `key`; returns what it served."""
         with self._lock:
             route = self._routes.pop(key, None)
+            server = self._sockets.pop(key, None)
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+            Path(str(server.server_address)).unlink(missing_ok=True)
         return list(route.log) if route else []
 
     def served(self, key: str) -> list[Served]:
@@ -312,6 +344,8 @@ class Endpoint:
         self._server.serve_forever()
 
     def close(self) -> None:
+        for key in list(self._sockets):
+            self.forget(key)
         if self._thread is not None:
             self._server.shutdown()
             self._thread.join()
@@ -323,6 +357,11 @@ class Endpoint:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+    only_key: str | None = None
 
 
 def _error(message: str, code: str) -> dict:

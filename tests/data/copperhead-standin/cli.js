@@ -5,17 +5,23 @@
 // --model <id> --max-turns <n>`, `--repo <dir> init --no-hooks`), acts on the sandbox the way
 // copperhead does (edits, a git commit, a transcript under .copperhead/runs/<stamp>/) and
 // records how it was invoked — argv, stdin, environment variable NAMES, the config it found —
-// in a file outside the sandbox, so a test can check the adapter drove it exactly as specified.
+// so a test can check the adapter drove it exactly as specified: in the `record` file when it can
+// write there (an unsandboxed run), else in `.git/standin-calls.jsonl` of the sandbox it was given
+// (a sandboxed run sees nothing outside its sandbox; the test keeps the sandboxes to read them).
 //
 // Behaviour comes from `standin.json` beside this file (all optional):
 //   record       file to append one JSON line per invocation to
 //   version      what `--version` prints (default 0.9.0-standin)
 //   behaviour    "auto" (default: a "rename net A to B" prompt renames, anything else refuses),
-//                "sleep" (write run-start, start a child that ignores SIGTERM, never finish),
+//                "sleep" (write run-start, start a setsid child that ignores SIGTERM, never finish),
 //                "secret-file" / "secret-commit" (rename, and leak a planted key into a file /
 //                the commit message), "crash" (write run-start, exit 3 without run-end)
 //   byPrompt     {prompt: behaviour}: per-task behaviour within one suite run
 //   tokensIn, tokensOut   what run-end reports
+//   marker       a word in the "sleep" child's command line (default cbledger-standin-sleeper)
+//   hostile      for behaviour "hostile": what a hostile agent tries, each recorded as one line
+//                of `.git/attempts.jsonl` in the sandbox — {project, task, ledger,
+//                python, retract, secretFile, bigFileMb, forks, marker} (see `hostile` below)
 "use strict";
 
 const fs = require("fs");
@@ -66,7 +72,13 @@ function record(extra) {
     },
     ...extra,
   };
-  fs.appendFileSync(settings.record, JSON.stringify(entry) + "\n");
+  const line = JSON.stringify({ ...entry, at: Date.now() }) + "\n";
+  try {
+    fs.appendFileSync(settings.record, line);
+  } catch (err) {
+    const repo = option("--repo");
+    if (repo) fs.appendFileSync(path.join(repo, ".git", "standin-calls.jsonl"), line);
+  }
 }
 
 function option(name) {
@@ -158,6 +170,19 @@ function plantedKey() {
   return ["sk", "standin" + "0123456789".repeat(3)].join("-");
 }
 
+function awsKey() {
+  return ["AKIA", "STANDIN0123456789".slice(0, 16)].join("");
+}
+
+function pemBlock() {
+  const kind = ["OPENSSH", "PRIVATE", "KEY"].join(" ");
+  return `-----BEGIN ${kind}-----\nb3BlbnNzaC1rZXktdjEAAAAAstandinAAAA\n-----END ${kind}-----`;
+}
+
+function urlCredential() {
+  return ["postgres://deploy", "hunter2standin@db.example.invalid/app"].join(":");
+}
+
 function rename(repo, t, config, from, to, leak) {
   const sch = path.join(repo, config.schematic);
   const text = fs.readFileSync(sch, "utf8");
@@ -180,8 +205,30 @@ function rename(repo, t, config, from, to, leak) {
   } else if (leak === "secret-commit") {
     message += `\n\nused key ${plantedKey()}`;
   }
+  let author = [];
+  let env = process.env;
+  if (leak === "secret-everywhere") {
+    // a key in a file's name (one with an ANSI escape in it too), AWS, PEM and URL credentials,
+    // a JSON-escaped key in the transcript, a key as the commit's author and committer
+    const files = {
+      [`docs/${plantedKey()}.txt`]: "named after the key\n",
+      "docs/\u001b[31mred.txt": `colour and a key ${plantedKey()}\n`,
+      "docs/aws.txt": `id ${awsKey()}\n`,
+      "docs/deploy.pem": `${pemBlock()}\n`,
+      "docs/db.txt": `url ${urlCredential()}\n`,
+    };
+    for (const [rel, content] of Object.entries(files)) {
+      fs.writeFileSync(path.join(repo, rel), content);
+      changed.push(rel);
+    }
+    fs.appendFileSync(t.file, '{"ts":"2026-01-01T00:00:00.000Z","type":"note","data":{"text":"' + "\\u0073" + plantedKey().slice(1) + '"}}\n');
+    author = ["--author", `${plantedKey()} <${plantedKey()}@example.invalid>`];
+    env = { ...process.env, GIT_COMMITTER_EMAIL: `${plantedKey()}@example.invalid` };
+  }
   git(repo, ["add", "--", ...changed]);
-  git(repo, ["commit", "-q", "-m", message]);
+  execFileSync("git", ["-c", "user.name=copperhead", "-c", "user.email=copperhead@localhost", "commit", "-q", ...author, "-m", message], {
+    cwd: repo, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], env,
+  });
   const commit = git(repo, ["rev-parse", "HEAD"]);
   t.write("run-committed", { commit, files: changed });
   return 2;
@@ -196,6 +243,133 @@ function refuse(t, config) {
   return 1;
 }
 
+function attempt(repo, name, fn) {
+  let result;
+  try {
+    result = { name, ok: true, detail: String(fn()) };
+  } catch (err) {
+    result = { name, ok: false, detail: String((err && err.message) || err).slice(0, 300) };
+  }
+  fs.appendFileSync(path.join(repo, ".git", "attempts.jsonl"), JSON.stringify(result) + "\n");
+  return result;
+}
+
+// Everything the issue's fake agent did, each attempt recorded, none of them fatal to the run.
+function hostile(repo, t, config) {
+  const h = settings.hostile || {};
+  const changed = [];
+  // the project through the parent's working directory, else through the path it is known by
+  const roots = [];
+  try {
+    roots.push(fs.readlinkSync(`/proc/${process.ppid}/cwd`));
+  } catch (err) {
+    attempt(repo, "proc-parent-cwd", () => { throw err; });
+  }
+  if (h.project) roots.push(h.project);
+  const stolen = attempt(repo, "copy-gold", () => {
+    for (const root of roots) {
+      const gold = path.join(root, "tasks", h.task, "gold", "files");
+      if (!fs.existsSync(gold)) continue;
+      for (const rel of walk(gold)) {
+        fs.mkdirSync(path.dirname(path.join(repo, rel)), { recursive: true });
+        fs.copyFileSync(path.join(gold, rel), path.join(repo, rel));
+        changed.push(rel);
+      }
+      return `copied ${changed.length} file(s) from ${gold}`;
+    }
+    throw new Error(`no gold solution under ${JSON.stringify(roots)}`);
+  });
+  if (h.project) {
+    attempt(repo, "write-results", () => {
+      fs.writeFileSync(path.join(h.project, "results", "planted.txt"), "written by the agent\n");
+      return "wrote results/planted.txt";
+    });
+  }
+  if (h.ledger) {
+    attempt(repo, "torn-tail", () => {
+      fs.appendFileSync(h.ledger, '{"event": {"type": "run.retr');
+      return "appended a torn line to the ledger";
+    });
+  }
+  if (h.python && h.retract && h.project) {
+    attempt(repo, "cbledger-append", () => {
+      const draft = path.join(repo, ".git", "retract.json");
+      fs.writeFileSync(draft, JSON.stringify({ id: `retract:${h.retract}`, type: "run.retracted", at: new Date().toISOString(),
+        actor: { kind: "maintainer", name: "agent" }, body: { runId: h.retract, reason: "erased by the agent" } }));
+      return execFileSync(h.python, ["-m", "cbledger", "append", draft, "--root", h.project], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+    });
+  }
+  if (h.secretFile) {
+    attempt(repo, "read-operator-file", () => fs.readFileSync(h.secretFile, "utf8").length + " bytes read");
+  }
+  if (h.marker) {
+    attempt(repo, "setsid-child", () => {
+      const child = spawn(process.execPath, ["-e", "process.on('SIGTERM', () => {}); setInterval(() => {}, 1000);", h.marker], { stdio: "ignore", detached: true });
+      child.unref();
+      return `started ${child.pid}`;
+    });
+  }
+  if (h.forks) {
+    attempt(repo, "forks", () => {
+      let started = 0;
+      for (let i = 0; i < h.forks; i++) {
+        try {
+          execFileSync("/bin/sh", ["-c", "sleep 30 &"], { stdio: "ignore" });
+          started++;
+        } catch (err) {
+          break;
+        }
+      }
+      return `started ${started} of ${h.forks}`;
+    });
+  }
+  if (h.bigFileMb) {
+    attempt(repo, "big-file", () => {
+      const chunk = require("crypto").randomBytes(1024 * 1024);
+      const fd = fs.openSync(path.join(repo, "big.bin"), "w");
+      let written = 0;
+      try {
+        for (let i = 0; i < h.bigFileMb; i++) written += fs.writeSync(fd, chunk);
+      } finally {
+        fs.closeSync(fd);
+      }
+      return `wrote ${written} bytes`;
+    });
+  }
+  t.write("assistant", { text: "Done.", toolCalls: [{ id: "c1", name: "finish", args: { outcome: "done" } }] });
+  if (stolen.ok && changed.length) {
+    git(repo, ["add", "--", ...changed]);
+    git(repo, ["commit", "-q", "-m", "copperhead: the change"]);
+    t.write("run-committed", { commit: git(repo, ["rev-parse", "HEAD"]), files: changed });
+  }
+  return 2;
+}
+
+function walk(dir, prefix = "") {
+  const out = [];
+  for (const entry of fs.readdirSync(path.join(dir, prefix), { withFileTypes: true })) {
+    const rel = path.join(prefix, entry.name);
+    if (entry.isDirectory()) out.push(...walk(dir, rel));
+    else out.push(rel);
+  }
+  return out;
+}
+
+// After an otherwise good run, what the issue's hostile runs did to the runner's next steps.
+function sabotage(repo, t, behaviour) {
+  if (behaviour === "git-include") {
+    // an include of itself: libgit2 gives up on the configuration, and so on the repository
+    fs.appendFileSync(path.join(repo, ".git", "config"), "[include]\n\tpath = config\n");
+  } else if (behaviour === "deep-transcript") {
+    fs.appendFileSync(t.file, '{"ts":"2026-01-01T00:00:00.000Z","type":"note","data":' + "[".repeat(100000) + "]".repeat(100000) + "}\n");
+  } else if (behaviour === "git-symlink") {
+    // git's object store made a link: whatever the runner wrote there would land where it points
+    const objects = path.join(repo, ".git", "objects");
+    fs.renameSync(objects, path.join(repo, ".git", "objects.moved"));
+    fs.symlinkSync(path.join(repo, ".git", "objects.moved"), objects);
+  }
+}
+
 function doCommand() {
   const repo = option("--repo");
   const i = argv.indexOf("do");
@@ -207,17 +381,26 @@ function doCommand() {
   const t = new Transcript(repo);
   runStart(t, repo, prompt, model, maxTurns, config);
   if (behaviour === "sleep") {
-    const child = spawn(process.execPath, ["-e", "process.on('SIGTERM', () => {}); setInterval(() => {}, 1000);"], { stdio: "ignore" });
+    // the child leaves the harness's session (setsid) and ignores SIGTERM: only the sandbox's
+    // end can stop it. `marker` names it in its command line, for the test to look for.
+    const marker = settings.marker || "cbledger-standin-sleeper";
+    const child = spawn(process.execPath, ["-e", "process.on('SIGTERM', () => {}); setInterval(() => {}, 1000);", marker], { stdio: "ignore", detached: true });
     record({ command: "do", config, childPid: child.pid, transcript: t.file });
     setInterval(() => {}, 1000);
     return;
   }
   record({ command: "do", config, transcript: t.file });
   if (behaviour === "crash") process.exit(3);
+  if (behaviour === "hostile") {
+    const turns = hostile(repo, t, config);
+    runEnd(t, "done", turns, maxTurns, config);
+    return;
+  }
   const m = /^rename net (\S+) to (\S+)$/.exec(prompt || "");
   if (m) {
     const turns = rename(repo, t, config, m[1], m[2], behaviour);
     runEnd(t, "done", turns, maxTurns, config);
+    sabotage(repo, t, behaviour);
   } else {
     const turns = refuse(t, config);
     runEnd(t, "refused", turns, maxTurns, config);

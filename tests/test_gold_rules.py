@@ -1,0 +1,68 @@
+"""A gold solution acts only inside the sandbox: an absolute path or a `..` in gold/delete.txt,
+or a symbolic link in gold/files, is refused by `cbledger validate`, by the runner's preflight and
+by the gold agent itself, before anything is touched. (Before, an absolute path deleted a file
+outside the sandbox and a link copied /etc/hostname into a bundle.)"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from cbledger.tasks import gold
+from tests.runner_project import RENAME_TASK, build_project
+
+pytestmark = [pytest.mark.slow, pytest.mark.kicad, pytest.mark.shared]
+
+
+def test_gold_rules_name_each_way_out():
+    assert gold.outside("/etc/passwd") and gold.outside("../../victim") and gold.outside("a/../../b")
+    assert gold.outside(".git/config") and gold.outside("~/x")
+    assert gold.outside("docs/NOTES.md") is None and gold.outside("hardware/board.kicad_sch") is None
+
+
+@pytest.mark.parametrize("how", ["absolute", "dotdot", "symlink"])
+def test_a_gold_solution_that_reaches_outside_is_refused(tmp_path, shared_real, kicad_cli, how):
+    project = build_project(tmp_path, shared_real, bump=False)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("outside every sandbox\n")
+    gold_dir = project.root / "tasks" / RENAME_TASK / "gold"
+    if how == "absolute":
+        (gold_dir / "delete.txt").write_text(f"# a comment\n{victim}\n")
+        where = "gold/delete.txt:2"
+    elif how == "dotdot":
+        (gold_dir / "delete.txt").write_text("docs/PINOUT.md\n../../../../victim.txt\n")
+        where = "gold/delete.txt:2"
+    else:
+        os.symlink("/etc/hostname", gold_dir / "files" / "docs" / "hostname.txt")
+        where = "gold/files/docs/hostname.txt"
+    project.bump()
+
+    checked = project.cli("validate")
+    assert checked.exit_code != 0
+    assert where in checked.output, checked.output
+
+    before = project.ledger_bytes()
+    result = project.run(RENAME_TASK, "--agent", "gold")
+    assert result.exit_code != 0
+    assert f"task {RENAME_TASK} cannot run" in result.output and where in result.output
+    assert victim.read_text() == "outside every sandbox\n"
+    assert project.ledger_bytes() == before and not project.sandboxes.exists()
+
+
+def test_the_gold_agent_refuses_even_past_preflight(tmp_path, shared_real, kicad_cli, monkeypatch):
+    """The agent applies the rules itself: a gold directory changed after preflight (or a check
+    skipped) still cannot delete outside the sandbox."""
+    from cbledger.runner import suite_run
+
+    project = build_project(tmp_path, shared_real)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("outside every sandbox\n")
+    monkeypatch.setattr(suite_run, "preflight", lambda catalog, plan, view: view.suite.suite_version)
+    (project.root / "tasks" / RENAME_TASK / "gold" / "delete.txt").write_text(f"{victim}\n")
+    result = project.run(RENAME_TASK, "--agent", "gold")
+    assert result.exit_code != 0
+    assert "the gold solution would act outside the sandbox" in result.output
+    assert victim.read_text() == "outside every sandbox\n"
+    assert Path(victim).exists()
