@@ -54,7 +54,7 @@ def project(base: Path) -> Path:
 
 def new_ledger(root: Path, name: str) -> Path:
     ledger = root / f"{name}.jsonl"
-    for args in (("init", "--name", "dask-test"), ("suite", "bump", "--reason", "under test")):
+    for args in (("init", "--name", "dask-test"), ("suite", "bump", "--reason", "under test", "--skip-trial")):
         result = run_cli([*args, "--root", root, "--ledger", ledger])
         assert result.exit_code == 0, result.output
     return ledger
@@ -79,6 +79,7 @@ def normalized(ledger: Path) -> list[str]:
     what it replaces:
 
     * every wall-clock time: each event's `at`, a run's `timings` (start, end and durations);
+    * the batch id (one per `cbledger run`: its start time and a random suffix);
     * the run id's time stamp and random suffix, wherever the id appears (event ids, the grade's
       run id, the bundle's path): what is left is the planned part, `<model>-<task>-r<repeat>`;
     * digests of bytes that carry a wall-clock time: the transcript (whose events are
@@ -111,6 +112,8 @@ def normalized(ledger: Path) -> list[str]:
                 assert re.fullmatch(r"[0-9a-f]{40}", body["sandbox"][key])
                 body["sandbox"][key] = "COMMIT-AFTER-START"
             body["sandbox"]["storeBlake3"] = body["sandbox"]["storeBytes"] = "BUNDLE"
+            assert re.fullmatch(r"\d{8}T\d{6}Z-[0-9a-f]{6}", body["batch"]), body["batch"]
+            body["batch"] = "BATCH"
             for name in ("transcript", "erc", "drc"):
                 digest = body["evidence"][name]
                 digest["blake3"] = digest["bytes"] = "TIME-STAMPED"
@@ -158,7 +161,7 @@ def test_local_and_dask_runs_of_a_plan_give_the_same_ledger(
             if executor == "dask":
                 assert "worker w1: started" in result.stderr or "worker w2: started" in result.stderr, result.stderr
     local, dask = normalized(ledgers["local"]), normalized(ledgers["dask"])
-    assert len(local) == 2 + 2 * 2 * len(TASKS)
+    assert len(local) == 3 + 2 * 2 * len(TASKS)  # ledger.created, suite.bumped, suite.archived, then the runs
     for i, (a, b) in enumerate(zip(local, dask, strict=True)):
         assert a == b, f"event {i + 1} differs"
     assert head_trees(root, ledgers["local"], tmp_path / "l") == head_trees(root, ledgers["dask"], tmp_path / "d")

@@ -157,12 +157,12 @@ def test_copperhead_refuses_modes_it_does_not_drive(tmp_path, shared_real, kicad
 
 def test_an_ablation_out_of_range_is_refused_up_front(project):
     refused(project, RENAME_TASK, "--agent", "gold", "--max-turns", "0",
-            expect=["--max-turns 0", "run.recorded.ablations.maxTurns", "nothing was run"])
+            expect="Invalid value for '--max-turns'")
 
 
 def test_a_negative_repair_cycle_cap_is_refused_up_front(project):
     refused(project, RENAME_TASK, "--agent", "gold", "--max-repair-cycles", "-1",
-            expect=["--max-repair-cycles -1", "run.recorded.ablations.maxRepairCycles"])
+            expect="Invalid value for '--max-repair-cycles'")
 
 
 def test_a_credential_in_an_ablation_is_refused_without_echoing_it(project):
@@ -182,4 +182,4 @@ def test_a_credential_as_the_model_id_is_refused(project):
 
 @pytest.mark.parametrize("jobs", ["0", "-2"])
 def test_jobs_below_one_is_refused(project, jobs):
-    refused(project, RENAME_TASK, "--agent", "gold", "--jobs", jobs, expect=[f"--jobs {jobs}", "nothing was run"])
+    refused(project, RENAME_TASK, "--agent", "gold", "--jobs", jobs, expect="Invalid value for '--jobs'")

@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from tests.offline import forbid_running
+from tests.offline import Forbidden, forbid_running
 from tests.runner_project import MIC_FIXTURE, MIC_SCH, REFUSAL_TASK, RENAME_TASK, build_project
 
 pytestmark = [pytest.mark.slow, pytest.mark.kicad, pytest.mark.shared]
@@ -105,7 +105,7 @@ def test_rescore_refuses_a_run_whose_fixture_tree_moved(graded, offline):
 
 
 def test_the_offline_guard_is_live(graded, offline):
-    with pytest.raises(AssertionError, match="must not make a sandbox"):
+    with pytest.raises(Forbidden, match="must not make a sandbox"):
         graded.run(RENAME_TASK, "--agent", "gold")
 
 

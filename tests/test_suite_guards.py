@@ -45,7 +45,8 @@ def test_a_bump_runs_gold_and_noop_on_every_new_task_first(project):
     for task in (EDIT, REFUSAL):
         assert f"trial {task}: gold pass, expected pass" in r.stderr
         assert f"trial {task}: noop fail" in r.stderr
-    assert "suite.bumped" in ledger_lines(project)[-1]
+    # the bump and its kept definitions, in one batch
+    assert '"suite.bumped"' in ledger_lines(project)[-2] and '"suite.archived"' in ledger_lines(project)[-1]
     # nothing of a trial is recorded: no run, no grade, no bundle
     assert not any('"run.recorded"' in line or '"grade.recorded"' in line for line in ledger_lines(project))
     assert not (project / "results" / "runs").exists() or not list((project / "results" / "runs").iterdir())
@@ -83,8 +84,9 @@ def test_a_bump_refuses_a_task_that_noop_passes(project):
 def test_skip_trial_is_recorded_in_the_reason(project):
     r = bump(project, "--skip-trial")
     assert r.exit_code == 0, r.stderr
-    last = json.loads(ledger_lines(project)[-1])
-    assert last["event"]["body"]["reason"] == f"under test (recorded with --skip-trial: gold and noop not run on {REFUSAL}, {EDIT})"
+    bumped = json.loads(ledger_lines(project)[-2])
+    assert bumped["event"]["type"] == "suite.bumped"
+    assert bumped["event"]["body"]["reason"] == f"under test (recorded with --skip-trial: gold and noop not run on {REFUSAL}, {EDIT})"
     assert bump(project, "--skip-trial").exit_code == 2  # nothing changed: still refused
 
 

@@ -168,6 +168,9 @@ class Regenerator:
         reported like any other; the outputs stay where they are until it is back."""
         started = time.perf_counter()
         try:
+            path = self.workspace.ledger_file
+            if path is not None and not path.exists():
+                raise FileNotFoundError(path)
             rebuilt, problem = self._refresh()
         except FileNotFoundError:
             rebuilt, problem = False, (
