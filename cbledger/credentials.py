@@ -223,6 +223,11 @@ class Match:
         return f"{self.kind} at {self.location}"
 
 
+def matches_somewhere(text: str) -> bool:
+    """Whether any pattern matches anywhere in `text` (as written: no escape is undone)."""
+    return any(next(matches, None) is not None for _, matches in _matches(text))
+
+
 def scan_text(text: str, location: str) -> list[Match]:
     """Every pattern kind that matches `text`, with a line number appended to `location`; each
     line is scanned as written and, when it holds JSON escapes, with them undone."""
