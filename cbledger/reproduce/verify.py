@@ -43,6 +43,7 @@ from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.verify import ChainReport
 from cbledger.projections.fold import LedgerState, current_suite, semver_key, suite_bump
 from cbledger.projections.writers import load_state
+from cbledger.reproduce import worker
 from cbledger.reproduce.checkpoints import (
     CheckpointsCheck,
     chain_and_checkpoints,
@@ -325,8 +326,13 @@ def _run_all(
     # `forkserver` either: its server does not take the parent's sys.path, so a `cbledger/` in the
     # working directory could shadow the grader the parent runs; a spawned worker gets that path.
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        futures = [pool.submit(check_run, workspace, job.run, job.seq, job.grades, suites) for job in jobs]
+    with ProcessPoolExecutor(
+        max_workers=min(workers, total), mp_context=ctx, initializer=worker.start, initargs=(workspace, suites)
+    ) as pool:
+        # the pool starts a worker at each submit until it has them all: inside as_main(), so
+        # that no worker imports the parent's command line first
+        with worker.as_main():
+            futures = [pool.submit(worker.check, job.run, job.seq, job.grades) for job in jobs]
         for fut in as_completed(futures):
             results.append(fut.result())
             if progress:
