@@ -1,17 +1,20 @@
 """A `replay --verify --jobs N` worker process: what it imports and what it keeps.
 
 A worker is a fresh interpreter (spawned, see `cbledger.reproduce.verify`), so what it imports
-is start-up time paid once per worker before its first run: this module imports only the re-grade
-(`cbledger.reproduce.runs`), never the command line. The workspace and the kept suites are handed
-over once, when the worker starts, rather than pickled again with every run, and the worker's
-parse caches then serve every run of the same board it checks.
+is start-up time paid once per worker before its first run: a worker imports only the re-grade
+(`cbledger.reproduce.runs`), never the command line, and it is started before the parent has
+runs to hand out, so that start-up overlaps the parent's own work. A worker's parse caches then
+serve every run of the same board it checks.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import multiprocessing
+import os
 import sys
 from collections.abc import Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
 
 from cbledger.ledger.events import GradeRecorded, RunRecorded
@@ -19,20 +22,26 @@ from cbledger.reproduce.findings import RunCheck
 from cbledger.reproduce.runs import Suites, check_run
 from cbledger.workspace import Workspace
 
-_context: tuple[Workspace, Suites] | None = None
+
+def start_pool(workers: int) -> ProcessPoolExecutor:
+    """A pool whose workers are already starting: their start-up (a fresh interpreter importing
+    the re-grade) overlaps the parent's own work before the first run is handed out (the chain,
+    the kept suites laid out)."""
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    with as_main():
+        # a spawn pool starts one worker per submit until none is idle and it has them all
+        for _ in range(workers):
+            pool.submit(os.getpid)
+    return pool
 
 
-def start(workspace: Workspace, suites: Suites) -> None:
-    """The pool's initializer: what every run this worker checks shares."""
-    global _context
-    _context = (workspace, suites)
-
-
-def check(run: RunRecorded, seq: int, grades: list[tuple[int, GradeRecorded]]) -> RunCheck:
-    if _context is None:
-        raise RuntimeError("a verification worker was not started with its workspace")
-    workspace, suites = _context
-    return check_run(workspace, run, seq, grades, suites)
+def check(
+    pool: ProcessPoolExecutor, workspace: Workspace, run: RunRecorded, seq: int,
+    grades: list[tuple[int, GradeRecorded]], suites: Suites,
+) -> Future[RunCheck]:
+    """`check_run` in a worker (the kept suites pickle to their roots: cheap to send each time)."""
+    with as_main():
+        return pool.submit(check_run, workspace, run, seq, grades, suites)
 
 
 @contextmanager
