@@ -19,8 +19,8 @@ Events are realistic run.recorded and grade.recorded pairs (1.3-2.3 KB of event 
 
 Every figure is the best of --repeat runs, in wall-clock and CPU seconds. Targets: verify at >= 50%
 of the raw limit (on CPU time, which other processes on a shared machine distort far less);
-batched durable append at least as fast as the peer (on wall time: waiting for the disk is part
-of the cost). Everything is written under a temporary directory (or --dir) and removed afterwards.
+durable append at 1.2x the peer one event per fsync and 2x the peer batched (on wall time:
+waiting for the disk is part of the cost). Everything is written under a temporary directory (or --dir) and removed afterwards.
 """
 
 from __future__ import annotations
@@ -486,8 +486,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="best of this many runs (verify: up to 200k events)")
     ap.add_argument("--dir", type=Path, default=None, help="work directory (default: a new temporary one)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--append-only", action="store_true", help="append and read back only (no verify runs)")
     args = ap.parse_args(argv)
     sizes = [int(x) for x in (args.events or ("20000,100000" if args.quick else "100000,1000000")).split(",")]
+    if args.append_only:
+        sizes = []
     single = args.single or (500 if args.quick else 2000)
     batched = args.batched or (20_000 if args.quick else 100_000)
 
@@ -538,9 +541,10 @@ def main(argv: list[str] | None = None) -> int:
         for n, ratio in ratios:
             verdict = "met" if ratio.cpu >= 0.5 else "MISSED"
             print(f"  verify >= 50% of the raw limit (CPU time), {n:>9,} events: {ratio.cpu:6.0%}  {verdict}")
-        verdict = "met" if append_ratio >= 1.0 else "MISSED"
-        print(f"  batched durable append >= peer (wall time, cbledger/peer): {append_ratio:6.2f}x {verdict}")
-        print(f"  (one event per fsync, cbledger/peer:                       {single_ratio:6.2f}x)")
+        verdict = "met" if append_ratio >= 2.0 else "MISSED"
+        print(f"  batched durable append >= 2x peer (wall time, cbledger/peer): {append_ratio:6.2f}x {verdict}")
+        verdict = "met" if single_ratio >= 1.2 else "MISSED"
+        print(f"  one event per fsync >= 1.2x peer (wall time, cbledger/peer):  {single_ratio:6.2f}x {verdict}")
     finally:
         if args.keep:
             print(f"\nkept {work}")

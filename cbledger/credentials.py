@@ -17,7 +17,6 @@ a failure message is published output too.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -74,6 +73,16 @@ _PLAIN = tuple(a for a in _ANCHORS if b"_" not in a)
 _UNDERSCORED = tuple(a for a in _ANCHORS if b"_" in a)
 
 
+_PLAIN_TEXT = tuple(a.decode() for a in _PLAIN)
+_UNDERSCORED_TEXT = tuple(a.decode() for a in _UNDERSCORED)
+_ANCHORS_CI_TEXT = tuple(a.decode() for a in _ANCHORS_CI)
+#: The characters beyond ASCII that a case-insensitive pattern matches to an ASCII letter (Python's
+#: `re` matches `ſ` to `s` and the Kelvin sign to `k`); lower-casing alone leaves them as they are,
+#: so an anchor test folds them first.
+_CASE_FOLDS = {"\u017f": "s", "\u212a": "k", "\u0130": "i", "\u0131": "i"}
+_CASE_FOLDS_UTF8 = tuple((k.encode(), v.encode()) for k, v in _CASE_FOLDS.items())
+
+
 def may_match(data: bytes) -> bool:
     """False when no pattern can match anywhere in `data` (no anchor occurs). Anchors contain
     no character JSON escapes, so this holds for canonical JSON of any value too."""
@@ -83,7 +92,26 @@ def may_match(data: bytes) -> bool:
         return True
     if _ANCHORS_CI:
         lowered = data.lower()
+        if lowered.isascii():
+            return any(a in lowered for a in _ANCHORS_CI)
+        for char, ascii_letter in _CASE_FOLDS_UTF8:
+            lowered = lowered.replace(char, ascii_letter)
         return any(a in lowered for a in _ANCHORS_CI)
+    return False
+
+
+def may_match_text(text: str) -> bool:
+    """`may_match` for text: False when no pattern can match anywhere in `text`."""
+    if any(a in text for a in _PLAIN_TEXT):
+        return True
+    if _UNDERSCORED_TEXT and "_" in text and any(a in text for a in _UNDERSCORED_TEXT):
+        return True
+    if _ANCHORS_CI_TEXT:
+        lowered = text.lower()
+        if not lowered.isascii():
+            for char, ascii_letter in _CASE_FOLDS.items():
+                lowered = lowered.replace(char, ascii_letter)
+        return any(a in lowered for a in _ANCHORS_CI_TEXT)
     return False
 
 
@@ -101,11 +129,18 @@ _EXTENT_REACH = 64 * 1024
 _ESCAPE = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|\\u[0-9a-fA-F]{4}|\\[\"\\/bfnrt]")
 
 
+_ONE_CHARACTER = {'\\"': '"', "\\\\": "\\", "\\/": "/", "\\b": "\b", "\\f": "\f", "\\n": "\n", "\\r": "\r", "\\t": "\t"}
+
+
 def _undo_escape(m: re.Match[str]) -> str:
-    try:
-        return str(json.loads(f'"{m[0]}"'))
-    except ValueError:
-        return m[0]
+    """What the JSON decoder makes of one escape `_ESCAPE` matched, without calling it."""
+    escape = m[0]
+    if len(escape) == 2:
+        return _ONE_CHARACTER[escape]
+    if len(escape) == 6:
+        return chr(int(escape[2:], 16))
+    high, low = int(escape[2:6], 16), int(escape[8:], 16)
+    return chr(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))
 
 
 def unescaped(text: str) -> str:
@@ -114,6 +149,67 @@ def unescaped(text: str) -> str:
 
 
 PATTERN_SET_HASH = _pattern_set_hash()
+
+#: The URL pattern this module knows the shape of: a match is a scheme of 1 to 32 characters,
+#: `://`, user and password holding no `@`, the first `@` after them and one character more.
+_URL_SHAPE = r"\b[A-Za-z][A-Za-z0-9+.-]{0,31}://[^\s:/?#@\"'<>]+:[^\s/?#@\"'<>]+@[A-Za-z0-9\[]"
+
+
+def _url_matches(rx: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
+    """`rx.finditer(text)` for the URL pattern, searching only around each `://`.
+
+    The pattern starts with a scheme that `re` tries at every word boundary, which made it the
+    slowest pattern by far on a schematic holding one URL. A match with its `://` at `i` starts
+    at most 32 characters before it and ends two characters after the first `@` past it, so
+    each `://` is searched within that window (a search from `pos` still sees the character
+    before it for `\b`); the matches and their order are finditer's.
+    """
+    pos = scan = 0
+    while (i := text.find("://", scan)) >= 0:
+        at = text.find("@", i + 3)
+        if at < 0:
+            return
+        m = rx.search(text, max(pos, i - 32), at + 2)
+        if m is None:
+            scan = i + 1
+            continue
+        yield m
+        pos = scan = m.end()
+
+
+def _folded(text: str) -> str:
+    lowered = text.lower()
+    if not lowered.isascii():
+        for char, ascii_letter in _CASE_FOLDS.items():
+            lowered = lowered.replace(char, ascii_letter)
+    return lowered
+
+
+_SCANNED = tuple(
+    (
+        p.kind,
+        p.compiled(),
+        tuple(a.lower() for a in p.anchors) if p.flags & re.IGNORECASE else p.anchors,
+        bool(p.flags & re.IGNORECASE),
+        p.regex == _URL_SHAPE,
+    )
+    for p in PATTERNS
+)
+
+
+def _matches(text: str) -> Iterator[tuple[str, Iterator[re.Match[str]]]]:
+    """Per pattern kind, in the set's order, its matches in `text`; a pattern none of whose
+    anchors occur in the text is not run (it cannot match)."""
+    folded: str | None = None
+    for kind, rx, anchors, ignore_case, url in _SCANNED:
+        if anchors:
+            if ignore_case:
+                folded = _folded(text) if folded is None else folded
+                if not any(a in folded for a in anchors):
+                    continue
+            elif not any(a in text for a in anchors):
+                continue
+        yield kind, (_url_matches(rx, text) if url else rx.finditer(text))
 
 
 @dataclass(frozen=True)
@@ -127,13 +223,19 @@ class Match:
         return f"{self.kind} at {self.location}"
 
 
+def matches_somewhere(text: str) -> bool:
+    """Whether any pattern matches anywhere in `text` (as written: no escape is undone)."""
+    return any(next(matches, None) is not None for _, matches in _matches(text))
+
+
 def scan_text(text: str, location: str) -> list[Match]:
     """Every pattern kind that matches `text`, with a line number appended to `location`; each
     line is scanned as written and, when it holds JSON escapes, with them undone."""
     found: list[Match] = []
     where = printable(location)
-    for kind, rx in _COMPILED:
-        for m in rx.finditer(text):
+    # Each pattern is a pass over the whole text; its anchors rule most texts out first.
+    for kind, matches in _matches(text):
+        for m in matches:
             line = text.count("\n", 0, m.start()) + 1
             found.append(Match(kind, f"{where}:{line}"))
     if "\\" in text:
@@ -142,8 +244,8 @@ def scan_text(text: str, location: str) -> list[Match]:
             if "\\" not in line_text:
                 continue
             plain = unescaped(line_text)
-            for kind, rx in _COMPILED:
-                if rx.search(plain) and (kind, f"{where}:{lineno}") not in seen:
+            for kind, matches in _matches(plain):
+                if next(matches, None) is not None and (kind, f"{where}:{lineno}") not in seen:
                     seen.add((kind, f"{where}:{lineno}"))
                     found.append(Match(kind, f"{where}:{lineno} (JSON-escaped)"))
     return found

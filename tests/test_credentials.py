@@ -98,3 +98,92 @@ def test_a_json_escaped_key_in_an_imported_transcript_is_refused_without_echo(tm
     assert "at session.jsonl:1 (JSON-escaped)" in result.stderr
     assert OPENAI not in result.output and escaped not in result.output
     assert not (root / "results" / "imports").exists()
+
+
+# One sample match of every pattern kind, in the spellings a case-insensitive pattern also matches.
+SAMPLES = {
+    "openai-or-anthropic-key": ["sk-" + "a" * 24],
+    "google-api-key": ["AIza" + "b" * 35],
+    "http-bearer-token": ["Bearer " + "c" * 20, "BEARER " + "c" * 20, "bEaReR\t" + "c" * 20],
+    "npm-token": ["npm_" + "d" * 36],
+    "github-token": [f"gh{x}_" + "e" * 36 for x in "pousr"],
+    "github-fine-grained-pat": ["github_pat_" + "f" * 22],
+    "groq-key": ["gsk_" + "g" * 20],
+    "aws-access-key-id": [p + "H" * 16 for p in ("AKIA", "ASIA", "ABIA", "ACCA")],
+    "aws-secret-access-key": [
+        "aws_secret_access_key=" + "i" * 40,
+        "AWS_SECRET_ACCESS_KEY: " + "i" * 40,
+        # re's case-insensitive matching takes the long s for s and the Kelvin sign for k
+        "aws_\u017fecret_access_\u212aey=" + "i" * 40,
+    ],
+    "pem-private-key": ["-----BEGIN EC PRIVATE KEY-----"],
+    "url-credentials": ["https://u:p@h.example"],
+}
+
+
+def test_every_kind_has_a_sample_and_every_sample_matches_its_kind():
+    assert set(SAMPLES) == {p.kind for p in credentials.PATTERNS}
+    for kind, texts in SAMPLES.items():
+        for text in texts:
+            assert kind in kinds(f"before {text} after"), (kind, text)
+
+
+def test_the_anchor_test_never_rules_out_a_text_a_pattern_matches():
+    """`scan_text` and the ledger skip the patterns when no anchor occurs: that must be sound."""
+    for kind, texts in SAMPLES.items():
+        for text in texts:
+            for wrapped in (text, f"x {text} y", f"\u00e9 {text}"):
+                assert credentials.may_match_text(wrapped), (kind, wrapped)
+                assert credentials.may_match(wrapped.encode()), (kind, wrapped)
+                assert credentials.may_match(json.dumps({"v": wrapped}, ensure_ascii=False).encode()), (kind, wrapped)
+    assert not credentials.may_match_text("plain text, with_underscores and a BEARING")
+    assert not credentials.may_match(b"plain text, with_underscores and a BEARING")
+
+
+def test_the_case_folds_are_every_character_beyond_ascii_that_matches_an_ascii_letter_ignoring_case():
+    import re
+
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    any_letter = re.compile(f"[{letters}]", re.IGNORECASE)
+    folds = {}
+    for code in range(128, 0x110000):
+        c = chr(code)
+        if any_letter.fullmatch(c):
+            folds[c] = next(x for x in letters if re.fullmatch(x, c, re.IGNORECASE))
+    assert folds == credentials._CASE_FOLDS
+
+
+def test_undoing_an_escape_agrees_with_the_json_decoder():
+    escapes = ['\\"', "\\\\", "\\/", "\\b", "\\f", "\\n", "\\r", "\\t", "\\u0073", "\\u00e9", "\\uD83D\\uDE00",
+               "\\ud800", "\\udc00", "\\uFFFF", "\\u0000"]
+    for escape in escapes:
+        text = f"a{escape}b"
+        assert credentials.unescaped(text) == json.loads(f'"{text}"'), escape
+
+
+def test_the_url_pattern_is_searched_by_window_and_finds_what_finditer_finds():
+    import random
+    import re
+
+    url = next(p for p in credentials.PATTERNS if p.kind == "url-credentials")
+    assert [k for k, *_, windowed in credentials._SCANNED if windowed] == ["url-credentials"]
+    rx = url.compiled()
+    rng = random.Random(14)
+    pieces = ["https", "://", "u", "ser", ":", "pw", "@", "h", "/", " ", "\n", "x", "é", "_", "a" * 31, "-", "[", "@@", "s3"]
+    found = 0
+    for _ in range(3000):
+        parts = []
+        for _ in range(rng.randint(0, 6)):
+            # mostly near-URLs with credentials, each then cut or spliced at random
+            parts.append(rng.choice(["https", "a" * rng.randint(30, 34), "x-y.z", "é"]) + "://" + rng.choice(["u", "us/er", "é"])
+                         + ":" + rng.choice(["pw", "p w", "p:w", ""]) + "@" + rng.choice(["h", "[", "/", "@h"]))
+            parts.append("".join(rng.choice(pieces) for _ in range(rng.randint(0, 4))))
+        text = "".join(parts)
+        if text and rng.random() < 0.3:
+            cut = rng.randrange(len(text))
+            text = text[:cut] + text[cut + 1:]
+        expected = [m.span() for m in rx.finditer(text)]
+        found += bool(expected)
+        assert [m.span() for m in credentials._url_matches(rx, text)] == expected, text
+    assert found > 500
+    assert [m.span() for m in credentials._url_matches(rx, "xhttps://u:p@h")] == [m.span() for m in re.finditer(url.regex, "xhttps://u:p@h")]

@@ -5,7 +5,6 @@ tests/test_ledger_contract.py."""
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -254,20 +253,23 @@ def test_one_bad_event_means_nothing_is_written(store: LedgerStore, path: Path, 
 def test_a_failed_fsync_removes_the_unacknowledged_bytes(
     store: LedgerStore, path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from cbledger.ledger import jsonl
+
     before = path.read_bytes()
-    real_fsync = os.fsync
+    real_sync = jsonl._datasync  # fdatasync: an append's data and the size that reads it back
     calls = []
 
-    def failing_fsync(fd: int) -> None:
+    def failing_sync(fd: int) -> None:
         calls.append(fd)
         if len(calls) == 1:
             raise OSError(5, "simulated I/O error")
-        real_fsync(fd)
+        real_sync(fd)
 
-    monkeypatch.setattr(os, "fsync", failing_fsync)
+    monkeypatch.setattr(jsonl, "_datasync", failing_sync)
     with pytest.raises(OSError):
         store.append(runs_and_grades(4))
-    monkeypatch.setattr(os, "fsync", real_fsync)
+    assert len(calls) == 1
+    monkeypatch.setattr(jsonl, "_datasync", real_sync)
     assert path.read_bytes() == before
     assert [r.seq for r in store.append([run_recorded(1)])] == [2]
     assert verify_chain(path).ok

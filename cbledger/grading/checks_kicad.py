@@ -10,18 +10,18 @@ match KiCad's full name exactly.
 from __future__ import annotations
 
 import json
-import tempfile
-from collections.abc import Iterable
-from pathlib import Path
+from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 from cbledger.grading.context import GradeContext, Unevaluable
 from cbledger.grading.registry import check
-from cbledger.kicad import compute_nets, load_schematic
-from cbledger.kicad.drift import doc_drift
+from cbledger.kicad import compute_nets
+from cbledger.kicad.drift import doc_drift_texts
+from cbledger.kicad.hierarchy import load_schematic_tree
 from cbledger.kicad.model import Schematic
 from cbledger.kicad.netlist import Net, Netlist
 from cbledger.kicad.reports import Report, Severity, introduced_violations, is_clean, parse_report
+from cbledger.kicad.sexpr import DigestCache
 from cbledger.kicad.symbols import find_symbol
 from cbledger.tasks import vocabulary as v
 
@@ -32,13 +32,9 @@ def _root_schematic(ctx: GradeContext) -> str:
     return ctx.fixture.manifest.artifacts.schematic
 
 
-def _materialize(ctx: GradeContext, directory: Path) -> None:
-    """Writes the end state's schematics and docs where the KiCad reader can follow sheet paths."""
-    for path in ctx.evidence.end.files():
-        if path.endswith(SCHEMATIC_SUFFIX) or (path.startswith("docs/") and path.endswith(".md")):
-            target = directory / path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(ctx.evidence.end.read(path) or b"")
+def _visible(path: str) -> bool:
+    """The end-state files the KiCad reader may see: schematics, and the docs drift reads."""
+    return path.endswith(SCHEMATIC_SUFFIX) or (path.startswith("docs/") and path.endswith(".md"))
 
 
 class _EndState(NamedTuple):
@@ -47,20 +43,45 @@ class _EndState(NamedTuple):
     drift: list[str]
 
 
+#: end states already graded in this process, by the digest of every file they were read from
+#: (another run's identical end state, a re-grade, `replay --verify` over many runs)
+END_STATE_CACHE = DigestCache(capacity=16)
+
+
+def _doc(read: Callable[[str], bytes | None], path: str) -> str | None:
+    data = read(path)
+    if data is None:
+        return None
+    # as a file opened in text mode reads it: any line ending is a newline
+    return data.decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
+
+
 def _loaded(ctx: GradeContext) -> _EndState:
-    """The end state's schematic, nets and doc drift, computed once per grade."""
+    """The end state's schematic, nets and doc drift, computed once per grade and read straight
+    from the end-state tree (nothing is written to disk to read it)."""
     cached = ctx.cache.get("kicad")
     if isinstance(cached, _EndState):
         return cached
     root = _root_schematic(ctx)
-    if not ctx.evidence.end.exists(root):
+    end = ctx.evidence.end
+    if not end.exists(root):
         raise Unevaluable(f"the schematic {root} does not exist in the end state")
-    with tempfile.TemporaryDirectory(prefix="cbledger-grade-") as tmp:
-        base = Path(tmp)
-        _materialize(ctx, base)
-        schematic = load_schematic(base / root)
+    visible = sorted(path for path in end.files() if _visible(path))
+    contents = {path: end.read(path) or b"" for path in visible}
+
+    def read(path: str) -> bytes | None:
+        return contents.get(path)
+
+    def build() -> _EndState:
+        schematic = load_schematic_tree(read, root)
         nets = compute_nets(schematic)
-        state = _EndState(schematic, nets, doc_drift(schematic, base / "docs", nets))
+        drift = doc_drift_texts(schematic, _doc(read, "docs/BOM.md"), _doc(read, "docs/PINOUT.md"), nets)
+        return _EndState(schematic, nets, drift)
+
+    parts = [root.encode()]
+    for path, data in contents.items():
+        parts += [path.encode(), data]
+    state = END_STATE_CACHE.get_or_build_parts("end-state", parts, build)
     ctx.cache["kicad"] = state
     return state
 

@@ -47,15 +47,24 @@ _SEPARATORS = re.compile(r"[,;]\s*|\s+")
 def doc_drift(schematic: Schematic, docs_dir: str | Path, netlist: Netlist | None = None) -> list[str]:
     """Every mismatch between docs/BOM.md, docs/PINOUT.md and the schematic; absent docs say nothing."""
     docs = Path(docs_dir)
+    bom, pinout = docs / "BOM.md", docs / "PINOUT.md"
+    return doc_drift_texts(
+        schematic,
+        bom.read_text(encoding="utf-8", errors="replace") if bom.is_file() else None,
+        pinout.read_text(encoding="utf-8", errors="replace") if pinout.is_file() else None,
+        netlist,
+    )
+
+
+def doc_drift_texts(schematic: Schematic, bom: str | None, pinout: str | None, netlist: Netlist | None = None) -> list[str]:
+    """`doc_drift` over the docs' texts (None for a doc that is absent), wherever they were read."""
     symbols = list_symbols(schematic)
     mismatches: list[str] = []
-    bom = docs / "BOM.md"
-    if bom.is_file():
-        mismatches.extend(bom_drift(bom.read_text(encoding="utf-8", errors="replace"), symbols, bom.name))
-    pinout = docs / "PINOUT.md"
-    if pinout.is_file():
+    if bom is not None:
+        mismatches.extend(bom_drift(bom, symbols, "BOM.md"))
+    if pinout is not None:
         nets = netlist if netlist is not None else compute_nets(schematic)
-        mismatches.extend(pinout_drift(pinout.read_text(encoding="utf-8", errors="replace"), nets, symbols, pinout.name))
+        mismatches.extend(pinout_drift(pinout, nets, symbols, "PINOUT.md"))
     return mismatches
 
 

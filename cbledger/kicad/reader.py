@@ -55,8 +55,13 @@ _LABEL_KINDS: dict[str, LabelKind] = {"label": "local", "global_label": "global"
 
 def read_sheet_file(path: Path) -> SheetFile:
     """Reads and parses one schematic file; repeated reads of identical bytes are served cached."""
-    data = read_text(path)
-    source = str(path)
+    return sheet_file_from_bytes(read_text(path), str(path))
+
+
+def sheet_file_from_bytes(data: bytes, source: str) -> SheetFile:
+    """Parses a schematic's bytes; `source` names it in messages and in `SheetFile.path`. The
+    cache key holds both, so bytes read again under the same name (the same file of another
+    grade's end state) are parsed once."""
     return PARSE_CACHE.get_or_build(f"kicad_sch:{source}", data, lambda: parse_sheet_text(decode(data, source), source))
 
 

@@ -16,7 +16,7 @@ import hashlib
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -262,35 +262,59 @@ def decode(data: bytes, source: str) -> str:
 
 
 class DigestCache:
-    """Parsed results keyed by the file's content digest.
+    """Parsed results keyed by the content digest of what they were built from.
 
     Grading re-reads the same baseline and end-state files many times (one assertion after
     another, `replay --verify` across runs); a digest key makes a repeated read cost one hash and
-    can never serve a stale result after an edit, unlike a key on path and mtime.
+    can never serve a stale result after an edit, unlike a key on path and mtime. The cache is
+    bounded both in entries and in the bytes its entries were built from (a parsed sheet takes
+    some multiple of its source), so a long replay over many boards keeps a steady footprint.
     """
 
-    def __init__(self, capacity: int = 64) -> None:
+    def __init__(self, capacity: int = 64, max_bytes: int = 32 * 1024 * 1024) -> None:
         self._capacity = capacity
-        self._entries: OrderedDict[tuple[str, str], Any] = OrderedDict()
+        self._max_bytes = max_bytes
+        self._bytes = 0
+        self._entries: OrderedDict[tuple[str, str], tuple[Any, int]] = OrderedDict()
         self._lock = threading.Lock()
 
     def get_or_build(self, kind: str, data: bytes, build: Callable[[], T]) -> T:
-        key = (kind, hashlib.sha256(data).hexdigest())
+        return self.get_or_build_parts(kind, (data,), build)
+
+    def get_or_build_parts(self, kind: str, parts: Iterable[bytes], build: Callable[[], T]) -> T:
+        """As `get_or_build`, for a result built from several inputs: each part is hashed with
+        its length, so no two different sequences of parts share a key."""
+        digest = hashlib.sha256()
+        size = 0
+        for part in parts:
+            digest.update(len(part).to_bytes(8, "big"))
+            digest.update(part)
+            size += len(part)
+        key = (kind, digest.hexdigest())
         with self._lock:
             if key in self._entries:
                 self._entries.move_to_end(key)
-                return self._entries[key]
+                return self._entries[key][0]
         value = build()
+        if size > self._max_bytes:
+            return value
         with self._lock:
-            self._entries[key] = value
+            if key not in self._entries:
+                self._entries[key] = (value, size)
+                self._bytes += size
             self._entries.move_to_end(key)
-            while len(self._entries) > self._capacity:
-                self._entries.popitem(last=False)
+            while len(self._entries) > self._capacity or self._bytes > self._max_bytes:
+                _, (_, dropped) = self._entries.popitem(last=False)
+                self._bytes -= dropped
         return value
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._bytes = 0
 
 
 PARSE_CACHE = DigestCache()

@@ -7,7 +7,6 @@ applies them to an event cheaply and how its refusals are worded.
 
 from __future__ import annotations
 
-import json
 import re
 
 import msgspec
@@ -17,13 +16,6 @@ from cbledger.errors import SecretFound
 from cbledger.ledger.events import EventBase
 
 _KINDS = tuple((p.kind, p.compiled()) for p in credentials.PATTERNS)
-_COMPILED = tuple(rx for _, rx in _KINDS)
-# Patterns that cannot look outside the text they match (no anchors, no lookaround).
-_SHORTCUT_SOUND = not any(
-    re.search(r"[\^$]|\\[AZ]|\(\?[=!<(]", p.regex) for p in credentials.PATTERNS
-)
-# One JSON escape sequence; the standard decoder turns each into the character it stands for.
-_ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|.)", re.DOTALL)
 
 
 def redact(message: str) -> str:
@@ -37,27 +29,37 @@ def redact(message: str) -> str:
     return message
 
 
-def _unescaped(escape: re.Match[str]) -> str:
-    return str(json.loads(f'"{escape[0]}"'))
+# Character classes, then what would let a pattern look outside the text it matches: `^`, `$`,
+# lookaround, `\A`, `\Z`, `\B`, and a `\b` anywhere but at the start (where every pattern that
+# has one is followed by a letter, so a quote or a string's start before it are both boundaries).
+_CLASS = re.compile(r"\[(?:\\.|[^\]])*\]")
+_LOOKS_OUTSIDE = re.compile(r"[\^$]|\(\?<?[=!]|\\[AZB]|(?<!^)\\b")
+_SHORTCUT_SOUND = not any(_LOOKS_OUTSIDE.search(_CLASS.sub("", p.regex)) for p in credentials.PATTERNS)
 
 
 def may_hold_credential(data: bytes) -> bool:
-    """False only when no string of the event (key or value) can match a credential pattern.
+    """False only when no string of the event (key or value) can match a credential pattern,
+    as written or with its own JSON escapes undone (what the full scan looks at).
 
     The full scan walks every string separately, which costs more than validating the event.
-    Once its escapes are undone, the canonical JSON holds every string verbatim, so a pattern
-    that matches inside one string also matches the whole text: one search per pattern over it
-    rules the event out. A hit anywhere sends the event to the full scan, which alone decides
-    and says where. Each escape is undone by the standard JSON decoder.
+    Undoing the canonical bytes' escapes once gives every string verbatim, between JSON's own
+    punctuation; undoing them again gives each string with its own escapes undone (an escape
+    never reaches from one string into the next). A pattern that cannot look outside what it
+    matches and matches inside one string also matches that whole text, so one search per
+    pattern over each rules the event out; a pattern none of whose anchors occurs is not even
+    run. A hit anywhere sends the event to the full scan, which alone decides and says where.
     """
     if not _SHORTCUT_SOUND:
         return True
-    if not credentials.may_match(data):
+    if not credentials.may_match(data) and b"\\" not in data:
         return False
     text = data.decode()
-    if "\\" in text:
-        text = _ESCAPE.sub(_unescaped, text)
-    return any(rx.search(text) for rx in _COMPILED)
+    if "\\" not in text:
+        return credentials.matches_somewhere(text)
+    strings = credentials.unescaped(text)
+    if credentials.matches_somewhere(strings):
+        return True
+    return "\\" in strings and credentials.matches_somewhere(credentials.unescaped(strings))
 
 
 def refuse_credentials(index: int, event: EventBase, data: bytes) -> None:

@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import fcntl
 import os
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import msgspec
 
@@ -85,6 +86,7 @@ class JsonLinesRecorder(Recorder):
         self._held: int | None = None  # the descriptor holding the exclusive lock, if we hold it
         # seq -> offset just after its line, for the last lines reads passed: where reads resume
         self._marks: dict[int, int] = {}
+        self._kept: tuple[int, int, Any] | None = None  # descriptor, owning process, its closer
 
     @property
     def location(self) -> str:
@@ -153,7 +155,7 @@ class JsonLinesRecorder(Recorder):
             while view:
                 n = os.write(fd, view)
                 view = view[n:]
-            os.fsync(fd)
+            _datasync(fd)
         except OSError:
             # Only our own, never-acknowledged bytes are removed: we hold the lock, and `start`
             # was the end of the file when we took it.
@@ -164,14 +166,39 @@ class JsonLinesRecorder(Recorder):
 
     @contextmanager
     def _locked(self) -> Iterator[int]:
-        self._require()
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
+        fd = self._descriptor()
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
             yield fd
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+
+    def _descriptor(self) -> int:
+        """The descriptor appends go through, kept open between appends (opening the file for
+        each one cost more than its write). It is opened again when the path names another file
+        than the one it holds (the ledger replaced underneath) and in a forked child: `flock`
+        belongs to the open file, so a child sharing the parent's would share its lock too."""
+        self._require()
+        kept = self._kept
+        if kept is not None:
+            fd, pid, finalizer = kept
+            if pid == os.getpid() and os.fstat(fd).st_ino == os.stat(self.path).st_ino:
+                return fd
+            self._kept = None
+            if pid == os.getpid():
+                finalizer()
+            else:
+                finalizer.detach()  # the parent's to close
+                os.close(fd)
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+        self._kept = (fd, os.getpid(), weakref.finalize(self, os.close, fd))
+        return fd
+
+    def close(self) -> None:
+        """Closes the descriptor kept for appending (the next append opens it again)."""
+        kept, self._kept = self._kept, None
+        if kept is not None and kept[1] == os.getpid():
+            kept[2]()
 
     def _catch_up(self, fd: int, size: int | None = None) -> None:
         """Indexes what was appended since we last looked, up to `size` (a committed size learnt
@@ -443,6 +470,11 @@ def _end_of_last_line(f: BinaryIO, size: int) -> int:
             return start + i + 1
         pos = start
     return 0
+
+
+#: An append's durability: the data and what reading it back needs (the file's new size), without
+#: the timestamps a full fsync also writes. Where there is no fdatasync, fsync.
+_datasync = getattr(os, "fdatasync", os.fsync)
 
 
 def _fsync_dir(path: Path) -> None:

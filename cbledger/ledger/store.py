@@ -18,6 +18,7 @@ below by implementing the recorder contract, and the rules are tested once for a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -78,6 +79,24 @@ class _Draft(NamedTuple):
     type: str
     version: int
     body: bytes
+    #: the draft's canonical bytes (seq 0), validated; what the stored event's bytes are made from
+    data: bytes
+
+
+#: Every event's canonical bytes end `,"seq":<n>,"type":"<tag>"` and then, at version 2 and
+#: above, `,"version":<n>`: keys are sorted, and no key sorts after those three.
+_SEQ_DRAFT = b',"seq":0,"type":"'
+_TAIL = re.compile(rb'[a-z.]+"(?:,"version":[0-9]+)?}')
+
+
+def with_seq(data: bytes, seq: int) -> bytes | None:
+    """A draft's canonical bytes (seq 0) with `seq` spliced in: the bytes encoding the event
+    with that seq would give, without encoding it again. None when the bytes do not end as an
+    event's do (the caller encodes instead)."""
+    at = data.rfind(_SEQ_DRAFT)
+    if at < 0 or not _TAIL.fullmatch(data, at + len(_SEQ_DRAFT)):
+        return None
+    return b"%s,\"seq\":%d%s" % (data[:at], seq, data[at + 8 :])
 
 
 def open_recorder(where: Path | str) -> Recorder:
@@ -159,7 +178,7 @@ class LedgerStore:
         self.schema.decode(data)
         identity = _IDENTITY.decode(data)
         version = 1 if identity.version is UNSET else identity.version
-        return _Draft(event, identity.type, version, bytes(identity.body))
+        return _Draft(event, identity.type, version, bytes(identity.body), data)
 
     def _chain(
         self, prepared: Sequence[_Draft], head: Head
@@ -174,7 +193,7 @@ class LedgerStore:
             ev = draft.event
             earlier = batch.get(ev.id)
             if earlier is not None:
-                if earlier[0][1:] != draft[1:]:  # type, version and body bytes
+                if earlier[0][1:4] != draft[1:4]:  # type, version and body bytes
                     # the earlier one is not stored yet: name it by its place in the batch
                     raise ConflictError(
                         f"{self.location}: event id {ev.id!r} appears twice in this batch with different "
@@ -195,7 +214,7 @@ class LedgerStore:
                     f"{self.location}: event {ev.id!r} would be seq {seq}; seq 1 must be "
                     "ledger.created and nothing else may be; nothing written"
                 )
-            data = encoding.encode_value(msgspec.structs.replace(ev, seq=seq))
+            data = with_seq(draft.data, seq) or encoding.encode_value(msgspec.structs.replace(ev, seq=seq))
             h = link_hash(prev, seq, data)
             records.append(StoredEvent(seq, ev.id, draft.type, data, h, prev))
             appended = Appended(seq, ev.id, draft.type, h, created=True)

@@ -141,6 +141,8 @@ class _Sync:
         self.updated: list[str] = []
         self.unchanged = 0
         self.marks = 0
+        #: files written under a temporary name, put in place together by `report`
+        self.pending: list[tuple[Path, Path]] = []
 
     def put(self, relpath: str, data: bytes) -> None:
         if paths.is_retraction_path(relpath):
@@ -155,10 +157,43 @@ class _Sync:
             return
         (self.created if existing is None else self.updated).append(relpath)
         if not self.check:
-            write_atomic(target, data)
+            self.pending.append(_stage(target, data))
 
     def report(self) -> RecordsReport:
+        _commit_staged(self.pending)
+        self.pending = []
         return RecordsReport(created=self.created, updated=self.updated, unchanged=self.unchanged, marks=self.marks)
+
+
+def _stage(path: Path, data: bytes) -> tuple[Path, Path]:
+    """Writes `data` beside `path` under a temporary name, not yet synced nor in place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+    return tmp, path
+
+
+def _commit_staged(staged: list[tuple[Path, Path]]) -> None:
+    """Puts staged files in place as `write_atomic` would each, with one flush for the batch:
+    every file's bytes are made durable before any is renamed into place (so a crash leaves
+    each record either as it was or whole), and every directory a rename touched once after.
+    A single file is synced alone; a batch with one `sync` rather than one `fsync` per file."""
+    if not staged:
+        return
+    if len(staged) == 1:
+        with open(staged[0][0], "rb") as f:
+            os.fsync(f.fileno())
+    else:
+        os.sync()
+    for tmp, path in staged:
+        os.replace(tmp, path)
+    for directory in sorted({path.parent for _, path in staged}):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def sync_records(state: LedgerState, results: Path, check: bool = False) -> RecordsReport:

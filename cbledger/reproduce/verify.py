@@ -27,7 +27,6 @@ recorded run or grade was not reproduced (skipped) and `--allow-skipped` was not
 
 from __future__ import annotations
 
-import multiprocessing
 import shutil
 import tempfile
 import time
@@ -43,6 +42,7 @@ from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.verify import ChainReport
 from cbledger.projections.fold import LedgerState, current_suite, semver_key, suite_bump
 from cbledger.projections.writers import load_state
+from cbledger.reproduce import worker
 from cbledger.reproduce.checkpoints import (
     CheckpointsCheck,
     chain_and_checkpoints,
@@ -310,27 +310,21 @@ def working_tree_check(workspace: Workspace, state: LedgerState) -> list[Finding
 
 
 def _run_all(
-    workspace: Workspace, jobs: list[_Job], suites: Suites, workers: int, progress: RunProgress | None
+    workspace: Workspace, jobs: list[_Job], suites: Suites, pool: ProcessPoolExecutor | None, progress: RunProgress | None
 ) -> list[RunCheck]:
     results: list[RunCheck] = []
     total = len(jobs)
-    if workers <= 1 or total <= 1:
+    if pool is None or total <= 1:
         for job in jobs:
             results.append(check_run(workspace, job.run, job.seq, job.grades, suites))
             if progress:
                 progress(len(results), total, results[-1])
         return results
-    # Processes, not threads: grading parses schematics in Python and holds the GIL. `spawn`, not
-    # `fork`: the parent may run a progress thread, which a fork would copy mid-lock. Not
-    # `forkserver` either: its server does not take the parent's sys.path, so a `cbledger/` in the
-    # working directory could shadow the grader the parent runs; a spawned worker gets that path.
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        futures = [pool.submit(check_run, workspace, job.run, job.seq, job.grades, suites) for job in jobs]
-        for fut in as_completed(futures):
-            results.append(fut.result())
-            if progress:
-                progress(len(results), total, results[-1])
+    futures = [worker.check(pool, workspace, job.run, job.seq, job.grades, suites) for job in jobs]
+    for fut in as_completed(futures):
+        results.append(fut.result())
+        if progress:
+            progress(len(results), total, results[-1])
     return results
 
 
@@ -346,6 +340,26 @@ def verify(
         raise UserError("--jobs must be at least 1")
     if options.since is not None and options.since < 0:
         raise UserError("--since must be a seq (0 or more)")
+    # Processes, not threads: grading parses schematics in Python and holds the GIL. `spawn`, not
+    # `fork`: the parent may run a progress thread, which a fork would copy mid-lock. Not
+    # `forkserver` either: its server does not take the parent's sys.path, so a `cbledger/` in the
+    # working directory could shadow the grader the parent runs; a spawned worker gets that path.
+    pool = worker.start_pool(options.jobs) if options.jobs > 1 and not options.chain_only else None
+    try:
+        return _verify(workspace, options, pool, chain_progress, run_progress, on_runs_planned)
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+
+
+def _verify(
+    workspace: Workspace,
+    options: Options,
+    pool: ProcessPoolExecutor | None,
+    chain_progress: Callable[[int, int], None] | None,
+    run_progress: RunProgress | None,
+    on_runs_planned: Callable[[int], None] | None,
+) -> VerifyReport:
     started = time.perf_counter()
     keys = trusted_keys(workspace, options.keys)
     given = open_given(options.checkpoints, keys)
@@ -378,7 +392,7 @@ def verify(
             report.orphan_failures = orphan_grades(state, grades)
         if on_runs_planned:
             on_runs_planned(len(jobs))
-        checked = _run_all(workspace, jobs, suites, options.jobs, run_progress)
+        checked = _run_all(workspace, jobs, suites, pool, run_progress)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     reused = reused_evidence(state)

@@ -34,6 +34,9 @@ class TreeView:
     repo: pygit2.Repository
     tree: pygit2.Tree
     _files: dict[str, Entry] | None = field(default=None, repr=False)
+    #: blobs already read: several checks of one grade read the same files (the schematic for
+    #: the nets, the diff ratio and the credential scan), and a large blob costs a decompression
+    _blobs: dict[str, bytes] = field(default_factory=dict, repr=False)
 
     @property
     def id(self) -> str:
@@ -56,10 +59,14 @@ class TreeView:
                 out[path] = Entry(entry.id, entry.filemode)
 
     def read(self, path: str) -> bytes | None:
+        data = self._blobs.get(path)
+        if data is not None:
+            return data
         entry = self.files().get(path)
         if entry is None:
             return None
-        return self.repo[entry.oid].peel(pygit2.Blob).data
+        data = self._blobs[path] = self.repo[entry.oid].peel(pygit2.Blob).data
+        return data
 
     def text(self, path: str) -> str | None:
         data = self.read(path)
