@@ -13,7 +13,7 @@ import base64
 from fractions import Fraction
 
 from cbledger.ledger.events import SCHEMA_VERSION
-from cbledger.projections import anchor
+from cbledger.projections import anchor, lanes_part
 from cbledger.projections import format as fmt
 from cbledger.projections.conditions import DEFAULT
 from cbledger.projections.fold import (
@@ -37,7 +37,7 @@ from cbledger.projections.metrics import (
     suite_metrics,
 )
 from cbledger.projections.provenance import NON_CLAIMS, NOT_RECORDED, EnvironmentRow
-from cbledger.projections.records import live_record_counts, record_paths
+from cbledger.projections.records import live_record_counts, record_entries, record_paths
 
 BEGIN = (
     "<!-- BEGIN GENERATED: cbledger project leaderboard. Do not edit by hand; "
@@ -112,38 +112,31 @@ def _spread(r: RowMetrics) -> str:
     return f"{fmt.pct(min(rates))}–{fmt.pct(max(rates))} across {n} repeat index{'es' if n != 1 else ''}"
 
 
-def _rubric(r: RowMetrics) -> str:
-    if r.rubric_mean is None:
-        return "—"
-    return f"{r.rubric_mean:.2f} (n={r.rubric_runs})"
-
-
 def _rows_section(rows: list[RowMetrics], costed: bool) -> list[str]:
     if costed:
         columns = _segments([r.segment for r in rows])
         header = [
             "Tier", "Model", "Segment", "Strict pass rate (passes/runs; 95% CI)",
             *(f"Cost per passing task, {c} (USD / tasks passed)" for c in columns),
-            "pass@1", "pass^k", "Spread across repeats", "Rubric (model-judged)",
+            "pass@1", "pass^k", "Spread across repeats",
         ]
         body = [
             [
                 _tier_label(r.tier), f"`{r.model}`", r.segment, _rate_cell(r),
                 *_segment_cells(r.segment, columns, _cost_cell(r)),
-                fmt.pct(r.pass_at_1), _pass_hat_k(r), _spread(r), _rubric(r),
+                fmt.pct(r.pass_at_1), _pass_hat_k(r), _spread(r),
             ]
             for r in sorted(rows, key=_rank_key)
         ]
     else:
         header = [
             "Tier", "Model", "Segment", "Pinning", "Strict pass rate (passes/runs; 95% CI)",
-            "Tokens in / out", "pass@1", "pass^k", "Spread across repeats", "Rubric (model-judged)",
+            "Tokens in / out", "pass@1", "pass^k", "Spread across repeats",
         ]
         body = [
             [
                 _tier_label(r.tier), f"`{r.model}`", r.segment, r.pinning, _rate_cell(r),
                 f"{r.tokens_in} / {r.tokens_out}", fmt.pct(r.pass_at_1), _pass_hat_k(r), _spread(r),
-                _rubric(r),
             ]
             for r in sorted(rows, key=_rank_key)
         ]
@@ -534,6 +527,8 @@ def render(state: LedgerState, suite_version: str | None = None) -> str:
     if sm is not None:
         out += _main_group_part(sm)
         out += _other_groups_part(sm)
+    if suite is not None and sm is not None:
+        out += lanes_part.render(state, sm, record_entries(state, suite, build=False))
     out += _suite_versions_part(state, suite, counts)
     out += _listing("Imported / reviewer-supplied evidence — not re-gradable, not project-owned", _imports(state))
     out += _listing("Grade conflicts", _conflicts(state))

@@ -584,6 +584,7 @@ def preserve_run(
         batch=settings.batch,
         provider_models=provider_models(transcript, result),
         isolation=settings.confinement.isolation,
+        lane="system-under-test",
     )
     grade_rec = grade_body(run_id, settings.suite_version, task.manifest_hash, graded.grade)
     events = [
