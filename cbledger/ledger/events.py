@@ -326,6 +326,9 @@ class RunRecorded(Body, frozen=True, kw_only=True):
     #: the billed lane of the run's model calls; absent on runs recorded before lanes were
     #: named, every one of which is the system under test
     lane: Literal["system-under-test"] | UnsetType = UNSET
+    #: the surface it came through (`ledger/surfaces.json`); absent on runs recorded before
+    #: surfaces were named, whose surface is read off their run mode and model route
+    surface: NonEmpty | UnsetType = UNSET
 
 
 # --------------------------------------------------------------------------- grade.recorded
@@ -483,6 +486,9 @@ class EvidenceImported(Body, frozen=True, kw_only=True):
     content: NonEmpty
     summary: ImportSummary
     files: list[ImportedFile] = field(default_factory=list)
+    #: the surface it came through (`ledger/surfaces.json`); absent on imports recorded before
+    #: surfaces were named. Ownership is the surface's, whatever `ownership` claims.
+    surface: NonEmpty | UnsetType = UNSET
 
 
 # --------------------------------------------------------------------------- checkpoint.published

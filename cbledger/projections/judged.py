@@ -23,6 +23,7 @@ from collections.abc import Iterable
 
 from msgspec import UNSET, Struct
 
+from cbledger.ledger import surfaces
 from cbledger.ledger.events import LaneUsage
 from cbledger.projections.fold import LedgerState
 from cbledger.projections.records import RecordEntry, is_harness, is_scripted, not_the_models
@@ -66,6 +67,8 @@ class LaneRow(Struct, frozen=True, kw_only=True):
     system_usd_micros: int | None
     #: the model ids the provider named in the runs' answers
     system_models: list[str]
+    #: the surfaces the runs came through (`ledger/surfaces.json`)
+    surfaces: list[str]
     judge_calls: int
     judge_tokens_in: int
     judge_tokens_out: int
@@ -150,9 +153,11 @@ def lane_rows(state: LedgerState, records: Iterable[RecordEntry]) -> list[LaneRo
         juncosted = False
         jmodels: set[str] = set()
         smodels: set[str] = set()
+        via: set[str] = set()
         for rec in recs:
             run = rec.run.run
             smodels.update(run.provider_models)
+            via.add(surfaces.run_surface(run))
             if run.stats is not None:
                 tin += run.stats.tokens_in
                 tout += run.stats.tokens_out
@@ -171,7 +176,7 @@ def lane_rows(state: LedgerState, records: Iterable[RecordEntry]) -> list[LaneRo
                     jmicros += usage.cost.usd_micros
         out.append(LaneRow(
             model=model, kind=kind, runs=len(recs), system_tokens_in=tin, system_tokens_out=tout,
-            system_usd_micros=None if uncosted else micros, system_models=sorted(smodels), judge_calls=jcalls, judge_tokens_in=jin,
+            system_usd_micros=None if uncosted else micros, system_models=sorted(smodels), surfaces=sorted(via), judge_calls=jcalls, judge_tokens_in=jin,
             judge_tokens_out=jout, judge_usd_micros=None if juncosted else jmicros, judge_models=sorted(jmodels),
         ))
     return out

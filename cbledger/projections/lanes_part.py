@@ -63,13 +63,13 @@ def _lanes(state: LedgerState, sm: SuiteMetrics, records: list[RecordEntry]) -> 
                 cpp[r.model] = fmt.usd_micros(r.cost_per_pass_micros)
     return [_LANES_NOTE, "", *fmt.table(
         [
-            "Model", "Run kind", "Runs", "System under test: tokens in / out", "System under test: USD",
+            "Model", "Run kind", "Surface", "Runs", "System under test: tokens in / out", "System under test: USD",
             "System under test: model(s) the provider named", "Cost per passing task (system lane)", "Harness-judge: calls", "Harness-judge: tokens in / out",
             "Harness-judge: USD", "Judge model(s) the provider named",
         ],
         [
             [
-                f"`{r.model}`", r.kind, str(r.runs), f"{r.system_tokens_in} / {r.system_tokens_out}",
+                f"`{r.model}`", r.kind, ", ".join(r.surfaces), str(r.runs), f"{r.system_tokens_in} / {r.system_tokens_out}",
                 _usd(r.system_usd_micros), ", ".join(f"`{m}`" for m in r.system_models) or "—", cpp.get(r.model, "—") if r.kind == "agent" else "—",
                 str(r.judge_calls), f"{r.judge_tokens_in} / {r.judge_tokens_out}",
                 _usd(r.judge_usd_micros) if r.judge_calls else "—",

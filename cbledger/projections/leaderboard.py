@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 from fractions import Fraction
 
+from cbledger.ledger import surfaces
 from cbledger.ledger.events import SCHEMA_VERSION
 from cbledger.projections import anchor, lanes_part
 from cbledger.projections import format as fmt
@@ -634,8 +635,9 @@ def _listing(title: str, body: list[str]) -> list[str]:
 
 def _import_row(imp: ImportEntry) -> list[str]:
     body, summary = imp.body, imp.body.summary
+    surface = surfaces.import_surface(body)
     return [
-        str(imp.seq), body.ownership, body.source, body.format, summary.task_id or "—", summary.model or "—",
+        str(imp.seq), surface, surfaces.catalog().get(surface).ownership, body.source, body.format, summary.task_id or "—", summary.model or "—",
         summary.verdict or "—", summary.suite_version or "—", summary.run_date or "—", f"`{body.sha256[:12]}`",
     ]
 
@@ -647,7 +649,7 @@ def _imports(state: LedgerState) -> list[str]:
         "> Produced outside this project's runner. Shown as supplied; never re-graded, never "
         "relabelled as a project-owned run, never in a model row."
     )
-    header = ["Seq", "Ownership", "Source", "Format", "Task", "Model", "Verdict (as supplied)", "Suite", "Run date", "sha256"]
+    header = ["Seq", "Surface", "Ownership (the surface's)", "Source", "Format", "Task", "Model", "Verdict (as supplied)", "Suite", "Run date", "sha256"]
     return [note, "", *fmt.table(header, [_import_row(imp) for imp in state.imports])]
 
 
@@ -715,6 +717,17 @@ def _anomalies(state: LedgerState) -> list[list[str]]:
     for run_id, items in state.rubric.items():
         if run_id not in state.runs:
             rows.append([str(items[0].seq), "rubric-without-run", f"rubric score of unknown run {run_id}"])
+    for entry in state.runs.values():
+        _, claimed = surfaces.named_surface(entry.run.surface, surfaces.run_surface(entry.run))
+        if claimed is not None:
+            rows.append([str(entry.seq), "surface-mismatch",
+                         f"run {entry.run.run_id} names surface {claimed}; its route is {surfaces.run_surface(entry.run)}"])
+    for imp in state.imports:
+        surface, claimed = surfaces.named_surface(imp.body.surface, surfaces.import_surface(imp.body))
+        owner = surfaces.catalog().get(surface).ownership
+        if claimed is not None or imp.body.ownership != owner:
+            rows.append([str(imp.seq), "surface-mismatch",
+                         f"import claims {claimed or surface} / {imp.body.ownership}; its surface {surface} is {owner}"])
     for run_id, r in state.retracted.items():
         if run_id not in state.runs:
             rows.append([str(r.seq), "retraction-without-run", f"retraction of unknown run {run_id}"])
