@@ -226,7 +226,7 @@ def test_rubric_scores_change_no_headline_figure():
     assert len(head_a) == len(head_b)
     for x, y in zip(head_a, head_b, strict=True):
         if x != y:
-            assert x.startswith(("| Snapshot date", "| Ledger head", "| Signed checkpoint")), (x, y)
+            assert x.startswith(("| Snapshot date", "| Ledger head", "| Signed checkpoint", "| Judged parts")), (x, y)
 
 
 def test_incomparable_records_are_never_averaged_in():

@@ -14,7 +14,7 @@ from fractions import Fraction
 
 from cbledger.ledger import surfaces
 from cbledger.ledger.events import SCHEMA_VERSION
-from cbledger.projections import anchor, lanes_part
+from cbledger.projections import anchor, card, lanes_part
 from cbledger.projections import format as fmt
 from cbledger.projections.conditions import DEFAULT
 from cbledger.projections.fold import (
@@ -525,6 +525,8 @@ def render(state: LedgerState, suite_version: str | None = None) -> str:
     out += _snapshot(state, suite, sm, counts)
     out += ["", _INTRO, ""]
     out += _non_claims()
+    if suite is not None:
+        out += card.render(state, suite, record_entries(state, suite, build=False))
     if sm is not None:
         out += _main_group_part(sm)
         out += _other_groups_part(sm)
