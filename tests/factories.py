@@ -54,6 +54,8 @@ from cbledger.ledger.events import (
     NullCostRoute,
     PricingPublished,
     PricingPublishedEvent,
+    ReviewRecorded,
+    ReviewRecordedEvent,
     RubricScored,
     RubricScoredEvent,
     RunRecorded,
@@ -325,6 +327,15 @@ def rubric_scored(n: int = 1, *, id: str | None = None, score: float = 0.5) -> R
     )
 
 
+def review_recorded(n: int = 1, *, id: str | None = None) -> ReviewRecordedEvent:
+    return ReviewRecordedEvent(
+        id=id or f"review.recorded:{run_id(n)}",
+        at=at(n) + dt.timedelta(hours=3),
+        actor=Actor(kind="reviewer", name="reviewer"),
+        body=ReviewRecorded(run_id=run_id(n), narrative="stopped at the ERC gate: a pin left unconnected", author="R. Viewer"),
+    )
+
+
 def evidence_imported(n: int = 1, *, id: str | None = None) -> EvidenceImportedEvent:
     return EvidenceImportedEvent(
         id=id or f"evidence.imported:{n}",
@@ -361,6 +372,7 @@ BUILDERS: dict[str, Callable[[int], EventBase]] = {
     "run.retracted": run_retracted,
     "rubric.scored": rubric_scored,
     "evidence.imported": evidence_imported,
+    "review.recorded": review_recorded,
 }
 
 #: The types that may follow `ledger.created`.

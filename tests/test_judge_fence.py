@@ -83,6 +83,7 @@ def _assert_fenced(without: LedgerState, with_: LedgerState, suite: str | None) 
     assert _fenced(a) == _fenced(b)
     assert _judged(a) != _judged(b), "the judged section did not change: the events were not folded"
     assert "model-judged" in _judged(b) and "Harness-judge" in _judged(b)
+    assert "## Reviews (report-only)" in _judged(b) and "the run stopped at the first gate" in _judged(b)
     assert records.published(without) == records.published(with_)
     assert _metric_rows(without) == _metric_rows(with_)
     sa, sb = gate.build_snapshot(without, parse("all")), gate.build_snapshot(with_, parse("all"))
