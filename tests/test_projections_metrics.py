@@ -196,7 +196,7 @@ def test_imports_appear_only_in_their_own_section():
 
 
 def _headline_view(state) -> list:
-    """Every figure of every row except the rubric column."""
+    """Every figure of every row except the rubric fields."""
     out = []
     for sm in __import__("cbledger.projections.metrics", fromlist=["x"]).all_suite_metrics(state):
         for g in sm.groups:
