@@ -372,7 +372,6 @@ BUILDERS: dict[str, Callable[[int], EventBase]] = {
     "run.retracted": run_retracted,
     "rubric.scored": rubric_scored,
     "evidence.imported": evidence_imported,
-    "review.recorded": review_recorded,
 }
 
 #: The types that may follow `ledger.created`.
