@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 
 from cbledger.ledger.events import Event
+from cbledger.ledger.surfaces import SurfaceCatalog
 from cbledger.projections.records import ResultRecord
 from cbledger.tasks.model import Assertions, FixtureManifest, Suite, TaskManifest
 
@@ -26,6 +27,7 @@ def _schemas() -> dict[str, Any]:
         "fixture": FixtureManifest,
         "suite": Suite,
         "result": ResultRecord,
+        "surfaces": SurfaceCatalog,
     }
 
 

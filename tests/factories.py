@@ -54,6 +54,8 @@ from cbledger.ledger.events import (
     NullCostRoute,
     PricingPublished,
     PricingPublishedEvent,
+    ReviewRecorded,
+    ReviewRecordedEvent,
     RubricScored,
     RubricScoredEvent,
     RunRecorded,
@@ -322,6 +324,15 @@ def rubric_scored(n: int = 1, *, id: str | None = None, score: float = 0.5) -> R
             score=score,
             rationale="kept the schematic tidy",
         ),
+    )
+
+
+def review_recorded(n: int = 1, *, id: str | None = None) -> ReviewRecordedEvent:
+    return ReviewRecordedEvent(
+        id=id or f"review.recorded:{run_id(n)}",
+        at=at(n) + dt.timedelta(hours=3),
+        actor=Actor(kind="reviewer", name="reviewer"),
+        body=ReviewRecorded(run_id=run_id(n), narrative="stopped at the ERC gate: a pin left unconnected", author="R. Viewer"),
     )
 
 

@@ -30,6 +30,7 @@ from cbledger.ledger.events import (
     EVENT_CLASSES,
     AssertionOutcome,
     CheckpointPublished,
+    CriterionScore,
     Event,
     EventBase,
     GradeRecorded,
@@ -115,6 +116,10 @@ def struct_strategy(cls: type) -> st.SearchStrategy[Any]:
         return grade_strategy()
     if cls is CheckpointPublished:
         return checkpoint_strategy()
+    if cls is CriterionScore:  # points are at most the criterion's maximum
+        return st.integers(1, 1000).flatmap(lambda m: st.builds(
+            CriterionScore, id=st.text(min_size=1, max_size=10), points=st.integers(0, m), max_points=st.just(m),
+        ))
     info = mi.type_info(cls)
     assert isinstance(info, mi.StructType)
     fields: dict[str, st.SearchStrategy[Any]] = {}

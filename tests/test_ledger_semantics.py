@@ -17,6 +17,7 @@ from tests.factories import (
     draft_json,
     grade_recorded,
     new_ledger,
+    review_recorded,
     rubric_scored,
     run_cli,
     run_recorded,
@@ -38,7 +39,9 @@ def append(ledger: Path, *events) -> tuple[int, str]:
     return r.exit_code, r.stderr
 
 
-@pytest.mark.parametrize("build", [run_retracted, grade_recorded, rubric_scored], ids=["retraction", "grade", "rubric"])
+@pytest.mark.parametrize(
+    "build", [run_retracted, grade_recorded, rubric_scored, review_recorded], ids=["retraction", "grade", "rubric", "review"],
+)
 def test_an_event_naming_a_run_that_was_never_recorded_is_refused(ledger, build):
     before = ledger.read_bytes()
     code, err = append(ledger, build(7))
@@ -47,7 +50,7 @@ def test_an_event_naming_a_run_that_was_never_recorded_is_refused(ledger, build)
     assert "nothing appended" in err and ledger.read_bytes() == before
 
 
-@pytest.mark.parametrize("build", [run_retracted, rubric_scored], ids=["retraction", "rubric"])
+@pytest.mark.parametrize("build", [run_retracted, rubric_scored, review_recorded], ids=["retraction", "rubric", "review"])
 def test_an_event_naming_a_recorded_run_is_appended(ledger, build):
     code, err = append(ledger, build(1))
     assert code == 0, err

@@ -107,6 +107,8 @@ def test_run_carries_the_full_comparability_stamp(project):
         assert run.llm_cache is False
         assert run.model.id == f"harness:{run.run_mode}" and run.model.segment == "harness"
         assert run.cost.usd_micros is None
+        assert run.lane == "system-under-test"  # the billed lane of its calls (none, for a scripted agent)
+        assert run.surface == "scripted-harness-agents"
 
 
 def restored(project, run):

@@ -11,6 +11,7 @@ from cbledger.cli import (
     demo_command,
     endpoint_commands,
     fixture_commands,
+    judge_commands,
     kicad_commands,
     ledger_commands,
     project_commands,
@@ -43,6 +44,7 @@ for module in (
     reproduce_commands,
     tlog_commands,
     demo_command,
+    judge_commands,
 ):
     module.register(app)
 

@@ -323,6 +323,12 @@ class RunRecorded(Body, frozen=True, kw_only=True):
     #: stated it, every one of which ran unsandboxed (the sandbox did not exist yet); absent by
     #: default, so those events read and re-encode exactly as stored.
     isolation: Isolation | UnsetType = UNSET
+    #: the billed lane of the run's model calls; absent on runs recorded before lanes were
+    #: named, every one of which is the system under test
+    lane: Literal["system-under-test"] | UnsetType = UNSET
+    #: the surface it came through (`ledger/surfaces.json`); absent on runs recorded before
+    #: surfaces were named, whose surface is read off their run mode and model route
+    surface: NonEmpty | UnsetType = UNSET
 
 
 # --------------------------------------------------------------------------- grade.recorded
@@ -382,8 +388,40 @@ class RunRetracted(Body, frozen=True, kw_only=True):
 # --------------------------------------------------------------------------- rubric.scored
 
 
+#: Who a model call was billed to: the model being measured, or the benchmark's own judging.
+Lane = Literal["system-under-test", "harness-judge"]
+
+
+class LaneUsage(Body, frozen=True, kw_only=True):
+    """What one billed lane spent on one event, kept apart so neither lane hides in the other."""
+
+    lane: Lane
+    tokens_in: TokenCount
+    tokens_out: TokenCount
+    cost: Cost
+    #: the model ids the provider named in its answers, distinct, in order of first appearance
+    provider_models: list[NonEmpty] = field(default_factory=list)
+
+
+class CriterionScore(Body, frozen=True, kw_only=True):
+    """One rubric criterion as the judge scored it: points out of the criterion's maximum."""
+
+    id: NonEmpty
+    points: Count
+    max_points: Annotated[int, Meta(ge=1, le=1000)]
+
+    def __post_init__(self) -> None:
+        if self.points > self.max_points:
+            raise ValueError(f"criterion {self.id!r}: {self.points} points of at most {self.max_points}")
+
+
 class RubricScored(Body, frozen=True, kw_only=True):
-    """A model-judged opinion, fenced: it has its own column and moves no headline number."""
+    """A model-judged opinion, fenced: it has its own section and moves no headline number.
+
+    `criteria` and `usage` (the judge lane's tokens, cost and echoed model) are absent on a score
+    appended by hand before `cbledger judge` existed; absent by default, so such an event reads
+    and re-encodes exactly as stored.
+    """
 
     run_id: RunId
     suite_version: SemVer | None = None
@@ -391,6 +429,21 @@ class RubricScored(Body, frozen=True, kw_only=True):
     prompt_sha256: Hex64
     score: Annotated[float, Meta(ge=-1e6, le=1e6)]
     rationale: str | None = None
+    criteria: list[CriterionScore] | UnsetType = UNSET
+    usage: LaneUsage | UnsetType = UNSET
+
+
+# --------------------------------------------------------------------------- review.recorded
+
+
+class ReviewRecorded(Body, frozen=True, kw_only=True):
+    """A root-cause narrative of a run, by a person or a model: report-only, read by no metric."""
+
+    run_id: RunId
+    narrative: NonEmpty
+    #: who wrote it: a reviewer's name, or the model id of a judge
+    author: NonEmpty
+    usage: LaneUsage | None = None
 
 
 # --------------------------------------------------------------------------- evidence.imported
@@ -433,6 +486,9 @@ class EvidenceImported(Body, frozen=True, kw_only=True):
     content: NonEmpty
     summary: ImportSummary
     files: list[ImportedFile] = field(default_factory=list)
+    #: the surface it came through (`ledger/surfaces.json`); absent on imports recorded before
+    #: surfaces were named. Ownership is the surface's, whatever `ownership` claims.
+    surface: NonEmpty | UnsetType = UNSET
 
 
 # --------------------------------------------------------------------------- checkpoint.published
@@ -529,6 +585,10 @@ class RubricScoredEvent(EventBase, tag="rubric.scored", frozen=True, kw_only=Tru
     body: RubricScored
 
 
+class ReviewRecordedEvent(EventBase, tag="review.recorded", frozen=True, kw_only=True):
+    body: ReviewRecorded
+
+
 class EvidenceImportedEvent(EventBase, tag="evidence.imported", frozen=True, kw_only=True):
     body: EvidenceImported
 
@@ -547,6 +607,7 @@ Event = (
     | RunRetractedEvent
     | RubricScoredEvent
     | EvidenceImportedEvent
+    | ReviewRecordedEvent
     | CheckpointPublishedEvent
 )
 

@@ -37,6 +37,8 @@ from cbledger.ledger.events import (
     LedgerCreatedEvent,
     PricingPublished,
     PricingPublishedEvent,
+    ReviewRecorded,
+    ReviewRecordedEvent,
     RubricScored,
     RubricScoredEvent,
     RunRecorded,
@@ -91,6 +93,11 @@ class Retraction(Struct, frozen=True, kw_only=True):
 class RubricEntry(Struct, frozen=True, kw_only=True):
     seq: int
     rubric: RubricScored
+
+
+class ReviewEntry(Struct, frozen=True, kw_only=True):
+    seq: int
+    review: ReviewRecorded
 
 
 class ImportEntry(Struct, frozen=True, kw_only=True):
@@ -149,6 +156,8 @@ class LedgerState(Struct, kw_only=True):
     conflicts: list[GradeConflict] = field(default_factory=list)
     retracted: dict[str, Retraction] = field(default_factory=dict)
     rubric: dict[str, list[RubricEntry]] = field(default_factory=dict)
+    #: run id -> its reviews, in ledger order (report-only: no metric reads them)
+    reviews: dict[str, list[ReviewEntry]] = field(default_factory=dict)
     imports: list[ImportEntry] = field(default_factory=list)
     #: every `checkpoint.published`, in ledger order
     checkpoints: list[CheckpointEntry] = field(default_factory=list)
@@ -264,6 +273,8 @@ class Projector:
                 st.retracted[body.run_id] = Retraction(run_id=body.run_id, seq=seq, reason=body.reason)
         elif isinstance(event, RubricScoredEvent):
             st.rubric.setdefault(event.body.run_id, []).append(RubricEntry(seq=seq, rubric=event.body))
+        elif isinstance(event, ReviewRecordedEvent):
+            st.reviews.setdefault(event.body.run_id, []).append(ReviewEntry(seq=seq, review=event.body))
         elif isinstance(event, EvidenceImportedEvent):
             st.imports.append(
                 ImportEntry(seq=seq, at=event.at, actor=event.actor.name, body=event.body)

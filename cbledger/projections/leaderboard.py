@@ -12,8 +12,9 @@ from __future__ import annotations
 import base64
 from fractions import Fraction
 
+from cbledger.ledger import surfaces
 from cbledger.ledger.events import SCHEMA_VERSION
-from cbledger.projections import anchor
+from cbledger.projections import anchor, card, lanes_part
 from cbledger.projections import format as fmt
 from cbledger.projections.conditions import DEFAULT
 from cbledger.projections.fold import (
@@ -37,7 +38,7 @@ from cbledger.projections.metrics import (
     suite_metrics,
 )
 from cbledger.projections.provenance import NON_CLAIMS, NOT_RECORDED, EnvironmentRow
-from cbledger.projections.records import live_record_counts, record_paths
+from cbledger.projections.records import live_record_counts, record_entries, record_paths
 
 BEGIN = (
     "<!-- BEGIN GENERATED: cbledger project leaderboard. Do not edit by hand; "
@@ -112,38 +113,31 @@ def _spread(r: RowMetrics) -> str:
     return f"{fmt.pct(min(rates))}–{fmt.pct(max(rates))} across {n} repeat index{'es' if n != 1 else ''}"
 
 
-def _rubric(r: RowMetrics) -> str:
-    if r.rubric_mean is None:
-        return "—"
-    return f"{r.rubric_mean:.2f} (n={r.rubric_runs})"
-
-
 def _rows_section(rows: list[RowMetrics], costed: bool) -> list[str]:
     if costed:
         columns = _segments([r.segment for r in rows])
         header = [
             "Tier", "Model", "Segment", "Strict pass rate (passes/runs; 95% CI)",
             *(f"Cost per passing task, {c} (USD / tasks passed)" for c in columns),
-            "pass@1", "pass^k", "Spread across repeats", "Rubric (model-judged)",
+            "pass@1", "pass^k", "Spread across repeats",
         ]
         body = [
             [
                 _tier_label(r.tier), f"`{r.model}`", r.segment, _rate_cell(r),
                 *_segment_cells(r.segment, columns, _cost_cell(r)),
-                fmt.pct(r.pass_at_1), _pass_hat_k(r), _spread(r), _rubric(r),
+                fmt.pct(r.pass_at_1), _pass_hat_k(r), _spread(r),
             ]
             for r in sorted(rows, key=_rank_key)
         ]
     else:
         header = [
             "Tier", "Model", "Segment", "Pinning", "Strict pass rate (passes/runs; 95% CI)",
-            "Tokens in / out", "pass@1", "pass^k", "Spread across repeats", "Rubric (model-judged)",
+            "Tokens in / out", "pass@1", "pass^k", "Spread across repeats",
         ]
         body = [
             [
                 _tier_label(r.tier), f"`{r.model}`", r.segment, r.pinning, _rate_cell(r),
                 f"{r.tokens_in} / {r.tokens_out}", fmt.pct(r.pass_at_1), _pass_hat_k(r), _spread(r),
-                _rubric(r),
             ]
             for r in sorted(rows, key=_rank_key)
         ]
@@ -531,9 +525,13 @@ def render(state: LedgerState, suite_version: str | None = None) -> str:
     out += _snapshot(state, suite, sm, counts)
     out += ["", _INTRO, ""]
     out += _non_claims()
+    if suite is not None:
+        out += card.render(state, suite, record_entries(state, suite, build=False))
     if sm is not None:
         out += _main_group_part(sm)
         out += _other_groups_part(sm)
+    if suite is not None and sm is not None:
+        out += lanes_part.render(state, sm, record_entries(state, suite, build=False))
     out += _suite_versions_part(state, suite, counts)
     out += _listing("Imported / reviewer-supplied evidence — not re-gradable, not project-owned", _imports(state))
     out += _listing("Grade conflicts", _conflicts(state))
@@ -639,8 +637,9 @@ def _listing(title: str, body: list[str]) -> list[str]:
 
 def _import_row(imp: ImportEntry) -> list[str]:
     body, summary = imp.body, imp.body.summary
+    surface = surfaces.import_surface(body)
     return [
-        str(imp.seq), body.ownership, body.source, body.format, summary.task_id or "—", summary.model or "—",
+        str(imp.seq), surface, surfaces.catalog().get(surface).ownership, body.source, body.format, summary.task_id or "—", summary.model or "—",
         summary.verdict or "—", summary.suite_version or "—", summary.run_date or "—", f"`{body.sha256[:12]}`",
     ]
 
@@ -652,7 +651,7 @@ def _imports(state: LedgerState) -> list[str]:
         "> Produced outside this project's runner. Shown as supplied; never re-graded, never "
         "relabelled as a project-owned run, never in a model row."
     )
-    header = ["Seq", "Ownership", "Source", "Format", "Task", "Model", "Verdict (as supplied)", "Suite", "Run date", "sha256"]
+    header = ["Seq", "Surface", "Ownership (the surface's)", "Source", "Format", "Task", "Model", "Verdict (as supplied)", "Suite", "Run date", "sha256"]
     return [note, "", *fmt.table(header, [_import_row(imp) for imp in state.imports])]
 
 
@@ -720,6 +719,17 @@ def _anomalies(state: LedgerState) -> list[list[str]]:
     for run_id, items in state.rubric.items():
         if run_id not in state.runs:
             rows.append([str(items[0].seq), "rubric-without-run", f"rubric score of unknown run {run_id}"])
+    for entry in state.runs.values():
+        _, claimed = surfaces.named_surface(entry.run.surface, surfaces.run_surface(entry.run))
+        if claimed is not None:
+            rows.append([str(entry.seq), "surface-mismatch",
+                         f"run {entry.run.run_id} names surface {claimed}; its route is {surfaces.run_surface(entry.run)}"])
+    for imp in state.imports:
+        surface, claimed = surfaces.named_surface(imp.body.surface, surfaces.import_surface(imp.body))
+        owner = surfaces.catalog().get(surface).ownership
+        if claimed is not None or imp.body.ownership != owner:
+            rows.append([str(imp.seq), "surface-mismatch",
+                         f"import claims {claimed or surface} / {imp.body.ownership}; its surface {surface} is {owner}"])
     for run_id, r in state.retracted.items():
         if run_id not in state.runs:
             rows.append([str(r.seq), "retraction-without-run", f"retraction of unknown run {run_id}"])

@@ -31,7 +31,7 @@ NON_CLAIMS = (
         "**not fabrication readiness**: clean ERC and DRC and documents that agree with the "
         "schematic are a floor the oracle checks, not a judgement that a board can be built;",
         "**not design quality**: whether a part, a topology or a layout is a good choice is outside "
-        "every assertion (the optional rubric column is a model's opinion and is labelled so);",
+        "every assertion (the optional rubric section is a model's opinion and is labelled so);",
         "**not general model capability**: each result depends on copperhead's prompts, tools and "
         "gates, so a low score can be a finding about the harness as much as about the model;",
         "**not the speed of kicad-cli or copperhead**: wall-clock time is kept as context for cost "

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from cbledger import credentials, inputs
 from cbledger.errors import SecretFound, UserError
 from cbledger.ledger.events import (
@@ -33,6 +35,7 @@ from cbledger.ledger.events import (
     make_event,
 )
 from cbledger.ledger.store import LedgerStore
+from cbledger.ledger.surfaces import MANUAL_IMPORT_FORMAT, import_surface
 from cbledger.login import login_name
 from cbledger.projections.paths import RETRACTION_NAME
 from cbledger.projections.writers import write_atomic
@@ -40,7 +43,7 @@ from cbledger.reproduce import manual as manual_mod
 from cbledger.reproduce.import_formats import recognize
 from cbledger.workspace import Workspace
 
-MANUAL_FORMAT = "manual-import/1"
+MANUAL_FORMAT = MANUAL_IMPORT_FORMAT
 MANUAL_SOURCE = "manual-reviewer-import"
 
 
@@ -219,10 +222,11 @@ def import_records(workspace: Workspace, path: Path, source: str | None = None) 
         content = _text(data, where)
         # a single file's date and repeat come from where it sits, as they would in a tree
         recognized = recognize(data, rel if path.is_dir() else file.resolve().as_posix(), where)
-        candidates.append(_Candidate(EvidenceImported(
+        body = EvidenceImported(
             ownership="imported", source=source, original_path=rel, format=recognized.format,
             sha256=_sha256(data), content=content, summary=recognized.summary,
-        )))
+        )
+        candidates.append(_Candidate(msgspec.structs.replace(body, surface=import_surface(body))))
     return _commit(workspace, candidates, Actor(kind="importer", name=login_name("importer")))
 
 
@@ -262,4 +266,5 @@ def import_manual(
         ),
         files=entries,
     )
+    body = msgspec.structs.replace(body, surface=import_surface(body))
     return _commit(workspace, [_Candidate(body, kept)], Actor(kind="reviewer", name=login_name("importer")))

@@ -26,6 +26,7 @@ from cbledger.grading.evidence import bundle as evidence_mod
 from cbledger.grading.evidence.transcript import Transcript
 from cbledger.grading.grader import GRADER_VERSION, Grade, grade
 from cbledger.kicad.oracle import verify_tree
+from cbledger.ledger import surfaces
 from cbledger.ledger.events import (
     SCHEMA_VERSION,
     Ablations,
@@ -584,7 +585,9 @@ def preserve_run(
         batch=settings.batch,
         provider_models=provider_models(transcript, result),
         isolation=settings.confinement.isolation,
+        lane="system-under-test",
     )
+    run = msgspec.structs.replace(run, surface=surfaces.run_surface(run))
     grade_rec = grade_body(run_id, settings.suite_version, task.manifest_hash, graded.grade)
     events = [
         make_event(run, id=f"run:{run_id}", actor=settings.actor, at=ended),

@@ -1,0 +1,169 @@
+"""`cbledger judge`: rubric files, the judge's answer, the route, and a scripted judge end to end.
+
+The judge provider here is the project's own loopback endpoint serving a scripted judge session
+(`cbledger.runner.endpoint`): the same OpenAI-compatible wire a real judge model answers on, with
+no model, no key and no network.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cbledger.errors import UserError
+from cbledger.ledger.events import RubricScoredEvent
+from cbledger.ledger.store import LedgerStore
+from cbledger.runner.judge import client, rubric
+from cbledger.runner.judge.judge import read_answer
+from tests.factories import run_cli
+
+REPO = Path(__file__).resolve().parent.parent
+SOLVE = "20261201T205440Z-compat-scripted-solve-led-resistor-swap-r1-0edfec"
+IDLE = "20261201T205541Z-compat-scripted-idle-led-resistor-swap-r1-e672a9"
+RUBRIC = """# Rubric
+
+Judge the edit as a reviewer of the schematic would.
+
+- `explains-choice` (3 points): the change says why the new value was chosen
+- `tidy-edit` (2 points): nothing but the resistor and its documentation changed
+"""
+
+
+def _rubric(tmp_path: Path, text: str = RUBRIC) -> rubric.Rubric:
+    (tmp_path / "rubric.md").write_text(text)
+    found = rubric.load(tmp_path, None)
+    assert found is not None
+    return found
+
+
+def test_a_rubric_is_read_into_criteria_and_its_context_kept(tmp_path):
+    r = _rubric(tmp_path)
+    assert [(c.id, c.max_points) for c in r.criteria] == [("explains-choice", 3), ("tidy-edit", 2)]
+    assert "reviewer of the schematic" in r.text
+    assert rubric.load(tmp_path / "nothing-here", None) is None
+
+
+@pytest.mark.parametrize("line, says", [
+    ("- `tidy` (two points): words", "rubric.md:3: a criterion reads"),
+    ("- `tidy` (0 points): words", "has 0 points"),
+    ("- `a` (1 point): x\n- `a` (2 points): y", "given twice"),
+])
+def test_a_malformed_rubric_is_refused_naming_the_file_and_line(tmp_path, line, says):
+    with pytest.raises(UserError, match=says):
+        _rubric(tmp_path, f"# R\n\n{line}\n")
+
+
+def test_a_rubric_without_criteria_is_refused(tmp_path):
+    with pytest.raises(UserError, match="no criterion"):
+        _rubric(tmp_path, "# just prose\n")
+
+
+def test_the_answer_is_read_in_rubric_order_and_a_bad_one_refused(tmp_path):
+    r = _rubric(tmp_path)
+    scores, why = read_answer('```json\n{"criteria": {"tidy-edit": 2, "explains-choice": 1}, "rationale": "ok"}\n```', r)
+    assert [(s.id, s.points, s.max_points) for s in scores] == [("explains-choice", 1, 3), ("tidy-edit", 2, 2)]
+    assert why == "ok"
+    for answer, says in (
+        ('{"criteria": {"tidy-edit": 2}}', "explains-choice"),
+        ('{"criteria": {"tidy-edit": 2, "explains-choice": 4}}', "0 to 3"),
+        ('{"criteria": {"tidy-edit": 2, "explains-choice": 1, "style": 1}}', "does not have: style"),
+        ('{"criteria": {"tidy-edit": true, "explains-choice": 1}}', "whole number"),
+        ("I think it is fine", "not one JSON object"),
+    ):
+        with pytest.raises(UserError, match=says):
+            read_answer(answer, r)
+
+
+def test_the_judge_route_follows_the_runners_key_rules():
+    loop = client.route("compat:judge", {"COPPERHEAD_BASE_URL": "http://127.0.0.1:9/v1"})
+    assert (loop.base_url, loop.wire_model, loop.key) == ("http://127.0.0.1:9/v1", "judge", None)
+    with pytest.raises(UserError, match="COPPERHEAD_API_KEY_ENV"):
+        client.route("compat:judge", {"COPPERHEAD_BASE_URL": "https://judge.example/v1", "OPENAI_API_KEY": "k"})
+    remote = client.route("compat:judge", {
+        "COPPERHEAD_BASE_URL": "https://judge.example/v1", "COPPERHEAD_API_KEY_ENV": "JUDGE_KEY", "JUDGE_KEY": "s3",
+    })
+    assert remote.key == "s3"
+    with pytest.raises(UserError, match="OPENAI_API_KEY"):
+        client.route("gpt-judge", {})
+    with pytest.raises(UserError, match="only OpenAI-compatible"):
+        client.route("claude-judge", {"ANTHROPIC_API_KEY": "k"})
+
+
+@pytest.fixture
+def project(tmp_path):
+    """A copy of the project with the committed ledger and its preserved runs, and a rubric for
+    led-resistor-swap (the bundled tasks carry none: adding one is a suite change)."""
+    root = tmp_path / "project"
+    root.mkdir()
+    for name in ("pyproject.toml",):
+        shutil.copy(REPO / name, root / name)
+    for name in ("tasks", "fixtures", "suites", "sessions"):
+        shutil.copytree(REPO / name, root / name)
+    (root / "results").mkdir()
+    for name in ("ledger", "runs", "suites", "checkpoints"):
+        shutil.copytree(REPO / "results" / name, root / "results" / name)
+    (root / "tasks" / "led-resistor-swap" / "rubric.md").write_text(RUBRIC)
+    return root
+
+
+def _session(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "judge.json"
+    path.write_text(json.dumps({
+        "format": "cbledger-session/1", "name": "fair", "model": "judge-echo-7",
+        "exchanges": [{"turn": {"text": text, "usage": {"in": 1200, "out": 40}}}],
+    }))
+    return path
+
+
+def _price_table(tmp_path: Path) -> Path:
+    path = tmp_path / "prices.json"
+    path.write_text(json.dumps({
+        "tableVersion": "judge-test", "effectiveDate": "2026-12-01",
+        "models": {"compat:judge-fair": {"segment": "api-cheap", "pinning": "strong", "input": "1.50", "output": "10"}},
+    }))
+    return path
+
+
+def test_a_scripted_judge_scores_selected_runs_and_records_its_lane(project, tmp_path):
+    run_cli(["pricing", "publish", str(_price_table(tmp_path)), "--root", str(project)])
+    answer = '{"criteria": {"explains-choice": 2, "tidy-edit": 2}, "rationale": "narrow and right"}'
+    out = run_cli([
+        "judge", "--select", f"runs={SOLVE},{IDLE}", "--session", str(_session(tmp_path, answer)),
+        "--root", str(project), "--json",
+    ])
+    result = json.loads(out.stdout)
+    assert sorted(s["runId"] for s in result["scored"]) == sorted([SOLVE, IDLE]) and not result["failed"]
+    events = [s.event for s in LedgerStore(project / "results/ledger/events.jsonl").read(types={"rubric.scored"})]
+    assert len(events) == 2 and all(isinstance(e, RubricScoredEvent) for e in events)
+    body = events[0].body
+    assert body.judge_model == "compat:judge-fair" and body.score == pytest.approx(0.8)
+    assert [(c.id, c.points, c.max_points) for c in body.criteria] == [("explains-choice", 2, 3), ("tidy-edit", 2, 2)]
+    assert body.usage.lane == "harness-judge" and (body.usage.tokens_in, body.usage.tokens_out) == (1200, 40)
+    assert body.usage.cost.usd_micros == 1200 * 1.5 + 40 * 10 and body.usage.cost.price_table_version == "judge-test"
+    assert body.usage.provider_models == ["judge-echo-7"]
+    assert len(body.prompt_sha256) == 64 and events[0].body.prompt_sha256 != events[1].body.prompt_sha256
+    board = (project / "LEADERBOARD.md").read_text()
+    judged = board[board.index("## Model-judged"):board.index("## Suite versions")]
+    assert "explains-choice 2/3; tidy-edit 2/2" in judged and "$0.0022" in judged  # one call of 2200 micro-USD a row
+
+
+def test_a_run_whose_task_has_no_rubric_is_skipped_and_a_bad_answer_records_nothing(project, tmp_path):
+    other = "20261201T205635Z-compat-scripted-refuse-blind-led-resistor-swap-r1-66c420"
+    (project / "tasks" / "led-resistor-swap" / "rubric.md").unlink()
+    out = run_cli(["judge", "--select", f"runs={other}", "--session", str(_session(tmp_path, "{}")),
+                   "--root", str(project), "--json"])
+    assert json.loads(out.stdout)["skipped"] == [{"runId": other, "reason": "task led-resistor-swap has no rubric"}]
+    (project / "tasks" / "led-resistor-swap" / "rubric.md").write_text(RUBRIC)
+    before = (project / "results/ledger/events.jsonl").read_bytes()
+    out = run_cli(["judge", "--select", f"runs={other}", "--session", str(_session(tmp_path, '{"criteria": {}}')),
+                   "--root", str(project), "--json"])
+    assert out.exit_code == 1 and "explains-choice" in json.loads(out.stdout)["failed"][0]["error"]
+    assert (project / "results/ledger/events.jsonl").read_bytes() == before
+
+
+def test_judge_is_off_unless_a_selection_is_named(project):
+    out = run_cli(["judge", "--select", "", "--model", "compat:x", "--root", str(project)])
+    assert out.exit_code == 2 and "names no run" in out.stderr
