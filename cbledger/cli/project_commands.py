@@ -22,7 +22,10 @@ from cbledger.projections import selection as selection_mod
 from cbledger.projections.conditions import DEFAULT
 from cbledger.projections.fold import LedgerState
 from cbledger.projections.selection import Selection
-from cbledger.workspace import READ_MODEL, Workspace, record_name
+from cbledger.projections.site import render as site_render
+from cbledger.reproduce import site_evidence
+from cbledger.reproduce.outputs import check_site
+from cbledger.workspace import READ_MODEL, SITE, Workspace, record_name
 
 project_app = typer.Typer(
     name="project",
@@ -261,16 +264,31 @@ def readmodel_cmd(
 
 @project_app.command("all")
 def all_cmd(ledger: LedgerOption = None, root: RootOption = None, check: CheckFlag = False) -> None:
-    """Regenerate every output: records, LEADERBOARD.md and the read model (`--check`: the first two)."""
+    """Regenerate every output: records, LEADERBOARD.md, the read model and the HTML site (`--check`: the first two)."""
     where = workspace(ledger, root)
     state = _state(where)
     if check:
         code = _records_report(writers.sync_records(state, where.results, check=True), True)
         raise typer.Exit(max(code, _leaderboard(state, where.leaderboard, True, None)))
-    done = writers.regenerate_all(state, where)
+    done = writers.regenerate_all(state, where, site_evidence=site_evidence.source(where))
     _records_report(done.records, False)
     _written(where.leaderboard, done.leaderboard)
     _written(where.read_model, done.read_model, _browse(where.read_model))
+    typer.echo(f"{SITE}/: {len(done.site)} page(s) written, open {SITE}/{site_render.INDEX}")
+
+
+@project_app.command("site")
+def site_cmd(ledger: LedgerOption = None, root: RootOption = None, check: CheckFlag = False) -> None:
+    """Regenerate the static HTML site under results/site/ (`--check`: compare only)."""
+    where = workspace(ledger, root)
+    state = _state(where)
+    if check:
+        found = check_site(state, where)
+        for f in found:
+            typer.echo(f"{f.file}: {f.message}", err=True)
+        raise typer.Exit(1 if found else 0)
+    written = writers.sync_site(state, where.site, site_evidence.source(where))
+    typer.echo(f"{SITE}/: {len(written)} page(s) written, open {SITE}/{site_render.INDEX}")
 
 
 def register(app: typer.Typer) -> None:
