@@ -87,14 +87,15 @@ def report_counts(data: bytes, source: str) -> ReportCounts:
     )
 
 
-def unified_diff(repo: pygit2.Repository, baseline_sha: str, capture_sha: str) -> tuple[str, bool]:
+def unified_diff(repo: pygit2.Repository, baseline_sha: str, capture_sha: str, limit: int | None = DIFF_LIMIT) -> tuple[str, bool]:
     """The end state against the baseline, the transcript directory left out (the page shows it
     as a conversation)."""
     old = repo[baseline_sha].peel(pygit2.Commit).tree
     new = repo[capture_sha].peel(pygit2.Commit).tree
     diff = old.diff_to_tree(new, context_lines=3)
     parts = [p.text or "" for p in diff if p is not None and not p.delta.new_file.path.startswith(RUNS_PREFIX)]
-    return _cut("".join(parts), DIFF_LIMIT)
+    text = "".join(parts)
+    return (text, False) if limit is None else _cut(text, limit)
 
 
 def _counts(reports: dict[str, bytes | None], where: str) -> dict[str, ReportCounts]:
@@ -110,7 +111,9 @@ def _counts(reports: dict[str, bytes | None], where: str) -> dict[str, ReportCou
     return out
 
 
-def _one(workspace: Workspace, catalog: Catalog, run: RunRecorded, seq: int, scratch: Path) -> RunEvidence:
+def _one(
+    workspace: Workspace, catalog: Catalog, run: RunRecorded, seq: int, scratch: Path, diff_limit: int | None = DIFF_LIMIT
+) -> RunEvidence:
     restored = restore_run(workspace, catalog, run, seq, scratch / run.run_id)
     try:
         if restored.repo is None or not restored.complete:
@@ -119,7 +122,7 @@ def _one(workspace: Workspace, catalog: Catalog, run: RunRecorded, seq: int, scr
         s = run.sandbox
         ev = bundle.from_repo(restored.repo, baseline_sha=s.baseline_sha, head_sha=s.head_sha,
                               capture_sha=s.capture_sha, evidence_sha=s.evidence_sha)
-        diff, cut = unified_diff(restored.repo, s.baseline_sha, s.capture_sha)
+        diff, cut = unified_diff(restored.repo, s.baseline_sha, s.capture_sha, diff_limit)
         fixture: Fixture | None = restored.fixture
         before = _counts({k: fixture.baseline_report(k) for k in ("erc", "drc")}, "baseline") if fixture else {}
         return RunEvidence(
@@ -140,24 +143,36 @@ def chain_links(workspace: Workspace, run_ids: set[str]) -> dict[str, list[Chain
     return out
 
 
-def gather(workspace: Workspace, state: LedgerState, run_ids: Iterable[str] | None = None) -> dict[str, RunEvidence]:
-    """The evidence of `run_ids` (default: every recorded run)."""
+def catalogs(workspace: Workspace, state: LedgerState, run_ids: list[str], scratch: Path) -> dict[str, Catalog]:
+    """The catalog each run is restored from: its suite version's kept definitions, laid out under
+    `scratch`, or the working tree where there are none (a seed mismatch then says so)."""
+    versions = {state.runs[r].run.comparability.suite_version for r in run_ids}
+    suites: Suites
+    suites, _problems = prepare_suites(workspace, state, versions, scratch)
+    here = Catalog(workspace.root)
+    out = {}
+    for run_id in run_ids:
+        kept = suites.get(state.runs[run_id].run.comparability.suite_version)
+        out[run_id] = kept if isinstance(kept, Catalog) else here
+    return out
+
+
+def gather(
+    workspace: Workspace, state: LedgerState, run_ids: Iterable[str] | None = None, *, diff_limit: int | None = DIFF_LIMIT
+) -> dict[str, RunEvidence]:
+    """The evidence of `run_ids` (default: every recorded run); `diff_limit` None keeps all of each diff."""
     wanted = sorted(state.runs if run_ids is None else {r for r in run_ids if r in state.runs})
     if not wanted:
         return {}
     links = chain_links(workspace, set(wanted))
     scratch = Path(tempfile.mkdtemp(prefix="cbledger-site-"))
     try:
-        versions = {state.runs[r].run.comparability.suite_version for r in wanted}
-        suites: Suites
-        suites, _problems = prepare_suites(workspace, state, versions, scratch / "suites")
+        chosen = catalogs(workspace, state, wanted, scratch / "suites")
         out: dict[str, RunEvidence] = {}
         for run_id in wanted:
             entry = state.runs[run_id]
-            kept = suites.get(entry.run.comparability.suite_version)
-            catalog = kept if isinstance(kept, Catalog) else Catalog(workspace.root)
             try:
-                found = _one(workspace, catalog, entry.run, entry.seq, scratch / "runs")
+                found = _one(workspace, chosen[run_id], entry.run, entry.seq, scratch / "runs", diff_limit)
             except (UserError, pygit2.GitError, OSError, KeyError, ValueError) as exc:
                 found = RunEvidence(problem=f"the preserved run could not be read: {exc}")
             out[run_id] = RunEvidence(
