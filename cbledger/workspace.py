@@ -98,10 +98,6 @@ class Workspace:
         return self.root / READ_MODEL
 
     @property
-    def read_model_metadata(self) -> Path:
-        return self.root / READ_MODEL_METADATA
-
-    @property
     def site(self) -> Path:
         return self.root / SITE
 

@@ -65,7 +65,7 @@ def _written(target: Path, changed: bool, hint: str = "") -> None:
 
 
 def _browse(db: Path) -> str:
-    return f" (browse: datasette serve --immutable {db})"
+    return f" (browse: datasette serve --immutable {db} -m {readmodel.metadata_path(db)})"
 
 
 def _leaderboard(state: LedgerState, target: Path, check: bool, suite: str | None) -> int:
@@ -259,6 +259,7 @@ def readmodel_cmd(
     where = workspace(ledger, root)
     target = out or where.read_model
     readmodel.write(readmodel.build_tables(_state(where)), target)
+    writers.write_text_if_changed(readmodel.metadata_path(target), readmodel.metadata(target.stem))
     _written(target, True, _browse(target))
 
 

@@ -260,6 +260,7 @@ def regenerate_all(
     board = write_text_if_changed(workspace.leaderboard, leaderboard.render(state, None))
     db = False
     if read_model:
+        write_text_if_changed(readmodel.metadata_path(workspace.read_model), readmodel.metadata(workspace.read_model.stem))
         tables = readmodel.build_tables(state)
         if runs is not None or not read_model_matches(workspace.read_model, tables):
             readmodel.write(tables, workspace.read_model)

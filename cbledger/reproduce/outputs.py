@@ -19,7 +19,7 @@ from cbledger.projections.fold import LedgerState
 from cbledger.projections.paths import DATE_DIR, is_record_path, is_retraction_path
 from cbledger.projections.site import render as site_render
 from cbledger.reproduce.findings import Finding
-from cbledger.workspace import LEADERBOARD, READ_MODEL, SITE, Workspace, record_name
+from cbledger.workspace import LEADERBOARD, READ_MODEL, READ_MODEL_METADATA, SITE, Workspace, record_name
 
 
 @dataclass
@@ -140,6 +140,14 @@ def _table_at(lines: list[str], index: int) -> str | None:
 
 def check_readmodel(state: LedgerState, workspace: Workspace, out: OutputsCheck) -> None:
     path = workspace.read_model
+    meta = readmodel.metadata_path(path)
+    try:
+        meta_ok = meta.read_text(encoding="utf-8") == readmodel.metadata(path.stem)
+    except (FileNotFoundError, UnicodeDecodeError):
+        meta_ok = False
+    if not meta_ok:
+        out.failures.append(Finding(check="projection", kind="readmodel-different", file=READ_MODEL_METADATA,
+                                    message="the read model's datasette metadata is missing or differs (run `cbledger project readmodel`)"))
     if not path.is_file():
         out.failures.append(Finding(check="projection", kind="readmodel-missing", file=READ_MODEL,
                                     message="the read model is not there (run `cbledger project readmodel`)"))
