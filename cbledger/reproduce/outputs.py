@@ -19,7 +19,14 @@ from cbledger.projections.fold import LedgerState
 from cbledger.projections.paths import DATE_DIR, is_record_path, is_retraction_path
 from cbledger.projections.site import render as site_render
 from cbledger.reproduce.findings import Finding
-from cbledger.workspace import LEADERBOARD, READ_MODEL, READ_MODEL_METADATA, SITE, Workspace, record_name
+from cbledger.workspace import (
+    LEADERBOARD,
+    READ_MODEL,
+    READ_MODEL_METADATA,
+    SITE,
+    Workspace,
+    record_name,
+)
 
 
 @dataclass
