@@ -149,3 +149,37 @@ def test_regressions_and_work_queue_pages(built, browser):
     assert browser.find_element(By.TAG_NAME, "h1").text == "Work queue"
     nav = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "header a")]
     assert nav == ["Leaderboard", "Runs", "Regressions", "Work queue"]
+
+
+def test_leaderboard_charts_with_agent_rows(tmp_path, browser):
+    """The committed ledger has no agent run yet; the factory's rich ledger has three models over
+    three tiers, costed and not, so each tier's chart and the interval bars are drawn."""
+    from selenium.webdriver.common.by import By
+
+    from cbledger.ledger.store import LedgerStore
+    from cbledger.projections.fold import current_suite
+    from cbledger.projections.metrics import suite_metrics
+    from cbledger.projections.writers import load_state
+    from tests.factories import MAINTAINER, rich_stream
+
+    ledger = tmp_path / "events.jsonl"
+    LedgerStore(ledger).init("site-test", MAINTAINER)
+    LedgerStore(ledger).append(rich_stream().drafts()[1:])
+    state = load_state(ledger)
+    write_atomic(tmp_path / "site" / site.INDEX, site.index_page(state))
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    print(f"\nsite screenshots: {shots}")
+    _open(browser, tmp_path / "site" / site.INDEX, shots, "index-agents")
+    main = next(g for g in suite_metrics(state, current_suite(state)).groups if g.main)
+    tiers = {r.tier for r in main.rows if r.condition == "default"}
+    charts = browser.find_elements(By.CSS_SELECTOR, "section.group:first-of-type svg.scatter")
+    assert len(charts) == len(tiers)
+    points = browser.find_elements(By.CSS_SELECTOR, "section.group:first-of-type svg.scatter g.point")
+    assert len(points) == sum(1 for r in main.rows if r.condition == "default")
+    uncosted = sum(1 for r in main.rows if r.condition == "default" and r.cost_per_pass_micros is None)
+    assert len(browser.find_elements(By.CSS_SELECTOR, "section.group:first-of-type svg.scatter g.point.hollow")) == uncosted
+    bars = browser.find_elements(By.CSS_SELECTOR, "section.group:first-of-type table.leaderboard .bar .ci")
+    assert len(bars) == len(points)
+    labels = {e.text for e in browser.find_elements(By.CSS_SELECTOR, "section.group:first-of-type svg.scatter text.label")}
+    assert labels == {r.model for r in main.rows if r.condition == "default"}
