@@ -33,7 +33,7 @@ OUT_OF_RANGE = [
     (["endpoint", "serve", "{ledger}", "--port", "70000"], "--port"),
     (["prove", "inclusion", "0"], "'seq'"),
     (["project", "compare", "--baseline", "b.json", "--rate-floor", "1.5"], "--rate-floor"),
-    (["project", "compare", "--baseline", "b.json", "--z", "-1"], "--z"),
+    (["project", "compare", "--baseline", "b.json", "--alpha", "-1"], "--alpha"),
     (["project", "compare", "--baseline", "b.json", "--cost-floor", "-0.1"], "--cost-floor"),
 ]
 

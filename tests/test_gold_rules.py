@@ -37,7 +37,13 @@ def test_a_gold_solution_that_reaches_outside_is_refused(tmp_path, shared_real, 
     else:
         os.symlink("/etc/hostname", gold_dir / "files" / "docs" / "hostname.txt")
         where = "gold/files/docs/hostname.txt"
-    project.bump()
+    bumped = project.cli("suite", "bump", "--reason", "initial suite", "--skip-trial")
+    if how == "symlink":
+        # a suite version keeps its definitions as regular files: the link is refused before
+        # any version could record it
+        assert bumped.exit_code != 0 and where in bumped.output and "regular files only" in bumped.output
+    else:
+        assert bumped.exit_code == 0, bumped.output
 
     checked = project.cli("validate")
     assert checked.exit_code != 0
@@ -46,7 +52,8 @@ def test_a_gold_solution_that_reaches_outside_is_refused(tmp_path, shared_real, 
     before = project.ledger_bytes()
     result = project.run(RENAME_TASK, "--agent", "gold")
     assert result.exit_code != 0
-    assert f"task {RENAME_TASK} cannot run" in result.output and where in result.output
+    if how != "symlink":  # with no suite recorded, the run is refused before any task is looked at
+        assert f"task {RENAME_TASK} cannot run" in result.output and where in result.output
     assert victim.read_text() == "outside every sandbox\n"
     assert project.ledger_bytes() == before and not project.sandboxes.exists()
 
@@ -59,7 +66,7 @@ def test_the_gold_agent_refuses_even_past_preflight(tmp_path, shared_real, kicad
     project = build_project(tmp_path, shared_real)
     victim = tmp_path / "victim.txt"
     victim.write_text("outside every sandbox\n")
-    monkeypatch.setattr(suite_run, "preflight", lambda catalog, plan, view: view.suite.suite_version)
+    monkeypatch.setattr(suite_run, "preflight", lambda catalog, plan, view, **_: view.suite.suite_version)
     (project.root / "tasks" / RENAME_TASK / "gold" / "delete.txt").write_text(f"{victim}\n")
     result = project.run(RENAME_TASK, "--agent", "gold")
     assert result.exit_code != 0

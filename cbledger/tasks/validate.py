@@ -221,9 +221,9 @@ def _variant_rules(doc: dict[str, Any], task_dir: Path, file: str, ctx: _Context
     if not target.is_file():
         return [error(file, "variantOf", f"names {variant!r}, but tasks/{variant}/task.json does not exist")]
     try:
-        original = json.loads(target.read_bytes())
-    except ValueError:
-        original = None
+        original = inputs.loads(inputs.read_regular(target, MAX_DEFINITION_BYTES), str(target))
+    except (inputs.InputError, ValueError):
+        original = None  # its own errors are listed where it is validated
     if isinstance(original, dict) and original.get("variantOf") is not None:
         return [
             error(file, "variantOf", f"names {variant!r}, which is itself a variant (of {original.get('variantOf')!r}); name the original")
@@ -395,9 +395,10 @@ def validate_suite(path: Path, ctx: _Context) -> list[Problem]:
 def _declared_outcome(root: Path, task_id: str) -> str | None:
     """A task's `expectedOutcome` as written, or None when the task does not load (its own errors
     say why, so the outcome rule does not pile a second message on them)."""
+    path = root / "tasks" / task_id / "task.json"
     try:
-        doc = json.loads((root / "tasks" / task_id / "task.json").read_bytes())
-    except (OSError, ValueError):
+        doc = inputs.loads(inputs.read_regular(path, MAX_DEFINITION_BYTES), str(path))
+    except (OSError, ValueError, inputs.InputError):
         return None
     outcome = doc.get("expectedOutcome") if isinstance(doc, dict) else None
     return outcome if outcome in OUTCOME_CLASSES else None
