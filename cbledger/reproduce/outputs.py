@@ -182,15 +182,19 @@ def check_readmodel(state: LedgerState, workspace: Workspace, out: OutputsCheck)
 
 def check_site(state: LedgerState, workspace: Workspace, out: OutputsCheck | None = None) -> list[Finding]:
     """Every page the site renders against what is under `results/site/`; an `.html` file there
-    that the ledger does not produce is extra."""
+    that the ledger does not produce is extra. The page of a run whose preserved evidence cannot be
+    read back as recorded is not compared: the run's own check reports why (a missing fixture, a
+    bundle that changed), and a page rendered from it would only repeat that."""
     # imported here: it restores runs as `verify` does, and `verify` imports this module
     from cbledger.reproduce import site_evidence
 
-    expected = dict(site_render.render(state, site_evidence.gather(workspace, state)))
+    evidence = site_evidence.gather(workspace, state)
+    unreadable = {site_render.run_page(rid) for rid, ev in evidence.items() if ev.problem is not None}
+    expected = {rel: data for rel, data in site_render.render(state, evidence) if rel not in unreadable}
     found: list[Finding] = []
     root = workspace.site
     on_disk = {p.relative_to(root).as_posix() for p in root.rglob("*.html")} if root.is_dir() else set()
-    for rel in sorted(on_disk - expected.keys()):
+    for rel in sorted(on_disk - expected.keys() - unreadable):
         found.append(Finding(check="projection", kind="site-extra", file=f"{SITE}/{rel}",
                              message="a site page the ledger does not produce"))
     matching = 0

@@ -116,7 +116,8 @@ def _one(
 ) -> RunEvidence:
     restored = restore_run(workspace, catalog, run, seq, scratch / run.run_id)
     try:
-        if restored.repo is None or not restored.complete:
+        if restored.repo is None or not restored.complete or restored.failures:
+            # a bundle that does not match its recorded digest is not shown as the run's evidence
             why = "; ".join(f.message for f in restored.failures) or "the bundle could not be restored"
             return RunEvidence(problem=why)
         s = run.sandbox
