@@ -22,6 +22,10 @@ RESULTS = "results"
 LEDGER = f"{RESULTS}/ledger/events.jsonl"
 LEADERBOARD = "LEADERBOARD.md"
 READ_MODEL = f"{RESULTS}/cbledger.db"
+#: The read model's datasette metadata, beside it.
+READ_MODEL_METADATA = f"{RESULTS}/cbledger.metadata.json"
+#: The static HTML site (`cbledger project site`).
+SITE = f"{RESULTS}/site"
 RUNS = f"{RESULTS}/runs"
 IMPORTS = f"{RESULTS}/imports"
 CHECKPOINTS = f"{RESULTS}/checkpoints"
@@ -92,6 +96,10 @@ class Workspace:
     @property
     def read_model(self) -> Path:
         return self.root / READ_MODEL
+
+    @property
+    def site(self) -> Path:
+        return self.root / SITE
 
     @property
     def runs(self) -> Path:

@@ -155,8 +155,11 @@ def _drop_last_run(root: Path, keep: int) -> None:
 
 
 def _records(root: Path) -> None:
+    """What a forger removes before regenerating: the records and the site, whose writers add and
+    rewrite files but never remove one."""
     for p in (root / "results").glob("20*/**/*.json"):
         p.unlink()
+    shutil.rmtree(root / "results" / "site", ignore_errors=True)
 
 
 def test_dropping_the_last_runs_is_caught_against_a_checkpoint_and_announced_without_one(project, tmp_path):

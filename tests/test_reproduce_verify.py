@@ -190,7 +190,8 @@ def test_a_retracted_run_is_skipped_with_a_note(project):
     assert appended.exit_code == 0, appended.output
     code, report = verify_json(project)
     assert code == 4  # the committed projections still show the run
-    assert {f["kind"] for f in report["failures"]} == {"record-missing", "leaderboard-different", "readmodel-different"}
+    kinds = {f["kind"] for f in report["failures"]}
+    assert kinds == {"record-missing", "leaderboard-different", "readmodel-different", "site-different"}
     # what is missing is the mark beside the run's record, which stays
     [missing] = [f for f in report["failures"] if f["kind"] == "record-missing"]
     assert missing["file"].endswith(".retracted.json")

@@ -24,6 +24,8 @@ import pytest
 
 from cbledger.ledger.store import LedgerStore
 from cbledger.projections import leaderboard, readmodel, records, writers
+from cbledger.projections.site import render as site_render
+from cbledger.reproduce import site_evidence
 from cbledger.reproduce.outputs import record_files
 from cbledger.reproduce.regenerate import Regenerator
 from cbledger.workspace import Workspace
@@ -55,6 +57,11 @@ def assert_equals_full_rebuild(root: Path, ledger: Path, tmp_path: Path) -> None
     assert (root / "LEADERBOARD.md").read_text() == leaderboard.render(state, None)
     tables = readmodel.build_tables(state)
     assert readmodel.canonical_dump(root / "results" / "cbledger.db") == readmodel.canonical_dump_tables(tables)
+    # the site: every page as a full rendering writes it (a run's page only when its events came)
+    pages = site_render.render(state, site_evidence.gather(Workspace.at(root, ledger), state))
+    assert len(pages) == 4 + len(state.runs)
+    for rel, data in pages:
+        assert (root / "results" / "site" / rel).read_bytes() == data, rel
 
 
 # --------------------------------------------------------------------------- in-process

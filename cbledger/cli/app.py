@@ -11,6 +11,7 @@ from cbledger.cli import (
     demo_command,
     endpoint_commands,
     fixture_commands,
+    inspect_commands,
     judge_commands,
     kicad_commands,
     ledger_commands,
@@ -35,6 +36,7 @@ app = typer.Typer(
 
 for module in (
     ledger_commands,
+    inspect_commands,
     fixture_commands,
     task_commands,
     kicad_commands,

@@ -23,6 +23,7 @@ from cbledger.ledger.events import Ablations, Actor, make_event
 from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.verify import verify_chain
 from cbledger.projections import writers
+from cbledger.reproduce import site_evidence
 from cbledger.runner import ledger_view
 from cbledger.runner.plan import make_plan
 from cbledger.runner.suite_run import run_plan
@@ -83,7 +84,7 @@ def demo(
             typer.echo(f"  not recorded: {label}: {error}", err=True)
 
     shutil.rmtree(sandboxes, ignore_errors=True)
-    outputs = writers.regenerate_all(writers.load_state(path), where)
+    outputs = writers.regenerate_all(writers.load_state(path), where, site_evidence=site_evidence.source(where))
     chain = verify_chain(path)
 
     gold_pass, gold_n = totals["gold"]

@@ -202,7 +202,7 @@ def register(app: typer.Typer) -> None:
     app.command()(init)
     app.command()(append)
     app.command()(log)
-    app.command()(show)
+    # `show` is registered by cli/inspect_commands.py, which hands it every key that is not a run id
     app.command()(repair)
     app.command()(schema)
     app.command()(export)

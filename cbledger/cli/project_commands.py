@@ -22,7 +22,10 @@ from cbledger.projections import selection as selection_mod
 from cbledger.projections.conditions import DEFAULT
 from cbledger.projections.fold import LedgerState
 from cbledger.projections.selection import Selection
-from cbledger.workspace import READ_MODEL, Workspace, record_name
+from cbledger.projections.site import render as site_render
+from cbledger.reproduce import site_evidence
+from cbledger.reproduce.outputs import check_site
+from cbledger.workspace import READ_MODEL, SITE, Workspace, record_name
 
 project_app = typer.Typer(
     name="project",
@@ -62,7 +65,7 @@ def _written(target: Path, changed: bool, hint: str = "") -> None:
 
 
 def _browse(db: Path) -> str:
-    return f" (browse: datasette serve --immutable {db})"
+    return f" (browse: datasette serve --immutable {db} -m {readmodel.metadata_path(db)})"
 
 
 def _leaderboard(state: LedgerState, target: Path, check: bool, suite: str | None) -> int:
@@ -256,21 +259,37 @@ def readmodel_cmd(
     where = workspace(ledger, root)
     target = out or where.read_model
     readmodel.write(readmodel.build_tables(_state(where)), target)
+    writers.write_text_if_changed(readmodel.metadata_path(target), readmodel.metadata(target.stem))
     _written(target, True, _browse(target))
 
 
 @project_app.command("all")
 def all_cmd(ledger: LedgerOption = None, root: RootOption = None, check: CheckFlag = False) -> None:
-    """Regenerate every output: records, LEADERBOARD.md and the read model (`--check`: the first two)."""
+    """Regenerate every output: records, LEADERBOARD.md, the read model and the HTML site (`--check`: the first two)."""
     where = workspace(ledger, root)
     state = _state(where)
     if check:
         code = _records_report(writers.sync_records(state, where.results, check=True), True)
         raise typer.Exit(max(code, _leaderboard(state, where.leaderboard, True, None)))
-    done = writers.regenerate_all(state, where)
+    done = writers.regenerate_all(state, where, site_evidence=site_evidence.source(where))
     _records_report(done.records, False)
     _written(where.leaderboard, done.leaderboard)
     _written(where.read_model, done.read_model, _browse(where.read_model))
+    typer.echo(f"{SITE}/: {len(done.site)} page(s) written, open {SITE}/{site_render.INDEX}")
+
+
+@project_app.command("site")
+def site_cmd(ledger: LedgerOption = None, root: RootOption = None, check: CheckFlag = False) -> None:
+    """Regenerate the static HTML site under results/site/ (`--check`: compare only)."""
+    where = workspace(ledger, root)
+    state = _state(where)
+    if check:
+        found = check_site(state, where)
+        for f in found:
+            typer.echo(f"{f.file}: {f.message}", err=True)
+        raise typer.Exit(1 if found else 0)
+    written = writers.sync_site(state, where.site, site_evidence.source(where))
+    typer.echo(f"{SITE}/: {len(written)} page(s) written, open {SITE}/{site_render.INDEX}")
 
 
 def register(app: typer.Typer) -> None:

@@ -144,7 +144,8 @@ def _print(report: verify_mod.VerifyReport) -> None:
         typer.echo(
             f"projections: {out.records_matching}/{out.records_expected} records match; "
             f"LEADERBOARD.md {'matches' if out.leaderboard_matches else 'DIFFERS'}; "
-            f"{READ_MODEL} {'matches' if out.readmodel_matches else 'DIFFERS'}"
+            f"{READ_MODEL} {'matches' if out.readmodel_matches else 'DIFFERS'}; "
+            f"{out.site_matching}/{out.site_pages} site pages match"
         )
     notes = report.all_notes
     for n in notes[:NOTES_SHOWN]:

@@ -29,6 +29,7 @@ from cbledger.ledger.store import LedgerStore
 from cbledger.login import login_name
 from cbledger.projections import writers
 from cbledger.projections.records import record_entries
+from cbledger.reproduce import site_evidence
 from cbledger.runner import ledger_view, pricing, trial
 from cbledger.runner.plan import check_jobs, make_plan
 from cbledger.runner.rescore import rescore as rescore_runs
@@ -119,7 +120,7 @@ def run(
     records: dict[str, list[str]] = {}
     if project and result.outputs:
         state = writers.load_state(where.ledger)
-        writers.regenerate_all(state, where)
+        writers.regenerate_all(state, where, site_evidence=site_evidence.source(where))
         for entry in record_entries(state, build=False):
             records.setdefault(entry.run_id, []).append(record_name(entry.path))
     for output in result.outputs:

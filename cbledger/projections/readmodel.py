@@ -9,8 +9,13 @@ Each table is declared once, as a list of (column, type, getter) specs over one 
 item (a run, a grade, a leaderboard row, ...): the column types, the column order and every row
 come from that one list, so a column cannot be added to the rows and forgotten in the schema.
 
+Every table's links to `runs` are declared foreign keys and the columns people filter on are
+indexed (`FOREIGN_KEYS`, `INDEXES`); `metadata` is datasette's metadata for the database (titles,
+descriptions, canned queries), written beside it as `cbledger.metadata.json`:
+`datasette serve --immutable results/cbledger.db -m results/cbledger.metadata.json`.
+
 `canonical_dump` renders a database's content (not its bytes: SQLite page layout is not a
-contract) as text with tables, columns and rows in a fixed order; `canonical_dump_tables` renders
+contract) as text with tables, columns, foreign keys, indexes and rows in a fixed order; `canonical_dump_tables` renders
 freshly built tables the same way, so `replay --verify` can compare a committed read model with
 a regeneration.
 """
@@ -385,6 +390,30 @@ RETRACTIONS: TableSpec[_Retracted] = TableSpec("retractions", ("run_id",), (
 ))
 
 
+#: (column, table, column) links, by table. Only live runs are in `runs`, and every table below
+#: holds live runs only; `retractions` and `grade_conflicts` name runs that may be absent.
+FOREIGN_KEYS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "grades": (("run_id", "runs", "run_id"),),
+    "assertion_outcomes": (("run_id", "runs", "run_id"),),
+    "incomparable_records": (("run_id", "runs", "run_id"),),
+    "rubric_scores": (("run_id", "runs", "run_id"),),
+}
+
+#: The columns a question filters or groups by, by table (the primary keys are indexed already).
+INDEXES: dict[str, tuple[tuple[str, ...], ...]] = {
+    "runs": (("task_id",), ("model_id",), ("tier",), ("kind",), ("run_suite_version",), ("batch",)),
+    "grades": (("suite_version", "verdict"), ("failure_category",)),
+    "assertion_outcomes": (("assertion_id",), ("status",)),
+    "leaderboard_rows": (("tier", "model"),),
+    "rubric_scores": (("run_id",),),
+    "incomparable_records": (("run_id",),),
+}
+
+
+def index_name(table: str, columns: tuple[str, ...]) -> str:
+    return f"idx_{table}_{'_'.join(columns)}"
+
+
 # --------------------------------------------------------------------------- gathering the sources
 
 
@@ -502,9 +531,14 @@ def write(tables: list[Table], path: Path) -> Path:
         with db.atomic():  # the inserts' own transactions nest in it as savepoints
             for t in tables:
                 table = db.table(t.name)
-                table.create(t.columns, pk=t.pk[0] if len(t.pk) == 1 else t.pk)
+                table.create(t.columns, pk=t.pk[0] if len(t.pk) == 1 else t.pk, foreign_keys=FOREIGN_KEYS.get(t.name, ()))
                 if t.rows:
                     table.insert_all(t.rows, batch_size=1000)
+                for columns in INDEXES.get(t.name, ()):
+                    table.create_index(columns, index_name=index_name(t.name, columns))
+        problems = conn.execute("PRAGMA foreign_key_check").fetchall()
+        if problems:
+            raise ValueError(f"read model: a row links to no row: {problems[:3]}")
         conn.close()
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
@@ -515,8 +549,13 @@ def write(tables: list[Table], path: Path) -> Path:
     return path
 
 
-def _dump_lines(name: str, columns: list[str], pk: list[str], rows: list[tuple[Any, ...]]) -> list[str]:
+def _dump_lines(
+    name: str, columns: list[str], pk: list[str], rows: list[tuple[Any, ...]],
+    fks: list[tuple[str, str, str]], indexes: list[tuple[str, list[str]]],
+) -> list[str]:
     out = [f"table {name} ({', '.join(columns)}) pk ({', '.join(pk)}) rows {len(rows)}"]
+    out += [f"foreign key {col} -> {table}.{other}" for col, table, other in sorted(fks)]
+    out += [f"index {iname} ({', '.join(cols)})" for iname, cols in sorted(indexes)]
     out.extend(json.dumps(list(r), ensure_ascii=False, separators=(",", ":")) for r in rows)
     return out
 
@@ -526,7 +565,10 @@ def canonical_dump_tables(tables: list[Table]) -> str:
     for t in sorted(tables, key=lambda t: t.name):
         cols = list(t.columns)
         rows = [tuple(_norm(r[c]) for c in cols) for r in t.rows]
-        out += _dump_lines(t.name, cols, list(t.pk), sorted(rows, key=lambda r: tuple(r[cols.index(k)] for k in t.pk)))
+        fks = list(FOREIGN_KEYS.get(t.name, ()))
+        indexes = [(index_name(t.name, c), list(c)) for c in INDEXES.get(t.name, ())]
+        out += _dump_lines(t.name, cols, list(t.pk), sorted(rows, key=lambda r: tuple(r[cols.index(k)] for k in t.pk)),
+                           fks, indexes)
     return "\n".join(out) + "\n"
 
 
@@ -542,7 +584,9 @@ def canonical_dump(path: Path) -> str:
             pk = table.pks
             order = ", ".join(f'"{k}"' for k in pk)
             rows = [tuple(_norm(v) for v in row) for row in conn.execute(f'SELECT * FROM "{name}" ORDER BY {order}')]
-            out += _dump_lines(name, cols, pk, rows)
+            fks = [(str(fk.column), fk.other_table, str(fk.other_column)) for fk in table.foreign_keys]
+            indexes = [(ix.name, list(ix.columns)) for ix in table.indexes if not ix.name.startswith("sqlite_autoindex")]
+            out += _dump_lines(name, cols, pk, rows, fks, indexes)
         return "\n".join(out) + "\n"
     finally:
         conn.close()
@@ -553,3 +597,75 @@ def _norm(v: Any) -> Any:
     if isinstance(v, bool):
         return int(v)
     return v
+
+
+# --------------------------------------------------------------------------- datasette metadata
+
+_TABLES: dict[str, str] = {
+    "meta": "The ledger this model was built from: its name, head seq and hash, the current suite version.",
+    "runs": "Every live run (retracted ones are only in `retractions`): task, model, mode, stats, cost, environment.",
+    "grades": "Each run's verdict under each suite version it was graded under, with its failure category.",
+    "assertion_outcomes": "Every assertion of every grade, in the task's order, with its detail.",
+    "leaderboard_rows": "The leaderboard: agent runs per suite, comparability group, condition, tier and model, with Wilson intervals.",
+    "ablation_rows": "Each ablation condition against the default on the tasks both ran.",
+    "incomparable_records": "Records outside the main comparability group, with the reasons.",
+    "imports": "Evidence produced outside this project's runner, kept apart from every metric.",
+    "rubric_scores": "Model-judged rubric scores (a diagnostic, never part of a verdict).",
+    "grade_conflicts": "A second grade of a run under one suite version that disagreed with the first (the first is kept).",
+    "retractions": "Retracted runs: why, and where their records stay.",
+    "checkpoints": "Signed checkpoints of the ledger's Merkle tree.",
+}
+
+_QUERIES: dict[str, dict[str, str]] = {
+    "pass_rate_by_model_and_tier": {
+        "title": "Pass rate by model and tier",
+        "description": "Strict pass rate of every model per tier and suite version, over all its graded live runs "
+                       "(harness and scripted runs included; `leaderboard_rows` holds the agent leaderboard with intervals).",
+        "sql": "select g.suite_version, r.model_id, r.kind, r.tier, count(*) as runs,\n"
+               "  sum(g.verdict = 'pass') as passes,\n"
+               "  round(1.0 * sum(g.verdict = 'pass') / count(*), 3) as pass_rate\n"
+               "from grades g join runs r on r.run_id = g.run_id\n"
+               "group by g.suite_version, r.model_id, r.kind, r.tier\n"
+               "order by g.suite_version desc, r.tier, pass_rate desc, r.model_id",
+    },
+    "most_expensive_failures": {
+        "title": "Most expensive failures",
+        "description": "Failed grades of costed runs, dearest first: where money went without a pass.",
+        "sql": "select r.usd, r.run_id, r.model_id, r.task_id, r.tier, g.suite_version, g.failure_category,\n"
+               "  g.first_failed_required, r.tokens_in, r.tokens_out\n"
+               "from grades g join runs r on r.run_id = g.run_id\n"
+               "where g.verdict = 'fail' and r.usd is not null\n"
+               "order by r.usd desc, r.run_id limit 100",
+    },
+    "runs_by_category": {
+        "title": "Runs by failure category",
+        "description": "Graded live runs per suite version and failure category (passes counted as '(passed)').",
+        "sql": "select g.suite_version, coalesce(g.failure_category, '(passed)') as category, count(*) as runs,\n"
+               "  count(distinct r.model_id) as models, count(distinct r.task_id) as tasks\n"
+               "from grades g join runs r on r.run_id = g.run_id\n"
+               "group by g.suite_version, category\n"
+               "order by g.suite_version desc, runs desc, category",
+    },
+}
+
+
+def metadata_path(db: Path) -> Path:
+    """Where the datasette metadata of the database at `db` is written: beside it."""
+    return db.with_suffix(".metadata.json")
+
+
+def metadata(database: str = "cbledger") -> str:
+    """datasette's metadata for the read model: fixed text, so its bytes never vary."""
+    doc = {
+        "title": "copperbench ledger",
+        "description": "The read model of a cbledger ledger: runs, grades, assertions and the leaderboard, rebuilt "
+                       "from the hash-chained event log by `cbledger project readmodel`. Read-only: the ledger is the "
+                       "source of truth.",
+        "databases": {
+            database: {
+                "tables": {name: {"description": text} for name, text in _TABLES.items()},
+                "queries": _QUERIES,
+            }
+        },
+    }
+    return json.dumps(doc, indent=2, sort_keys=True) + "\n"

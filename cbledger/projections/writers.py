@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 import gc
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import msgspec
@@ -25,6 +25,8 @@ from cbledger.ledger.store import LedgerStore, StoredEvent
 from cbledger.projections import leaderboard, paths, readmodel
 from cbledger.projections import records as rec
 from cbledger.projections.fold import LedgerState, ProjectionError, Projector
+from cbledger.projections.site import render as site
+from cbledger.projections.site.evidence import RunEvidence
 from cbledger.workspace import Workspace
 
 
@@ -234,23 +236,58 @@ def read_model_matches(path: Path, tables: list[readmodel.Table]) -> bool:
         return False
 
 
+#: Reads the evidence of some runs (None: every run) for their pages. It opens the preserved
+#: bundles, which a projection never does, so the caller hands it in
+#: (`cbledger.reproduce.site_evidence.source`).
+SiteEvidence = Callable[[LedgerState, Iterable[str] | None], Mapping[str, RunEvidence]]
+
+
+def sync_site(
+    state: LedgerState, directory: Path, evidence: SiteEvidence, runs: Iterable[str] | None = None
+) -> list[str]:
+    """Writes the site's pages whose bytes differ (with `runs`, only those runs' pages beside the
+    aggregate ones); returns the paths written, relative to the site. Removes nothing."""
+    wanted = None if runs is None else sorted(set(runs))
+    written = []
+    for relpath, data in site.render(state, evidence(state, wanted), wanted):
+        target = directory / relpath
+        try:
+            if target.read_bytes() == data:
+                continue
+        except FileNotFoundError:
+            pass
+        write_atomic(target, data)
+        written.append(relpath)
+    return written
+
+
 class Regenerated(Struct, kw_only=True):
     records: RecordsReport
     leaderboard: bool  # LEADERBOARD.md rewritten
     read_model: bool  # the read model rewritten
+    #: site pages rewritten, relative to the site (none when no evidence source was given)
+    site: list[str] = []
 
 
 def regenerate_all(
-    state: LedgerState, workspace: Workspace, *, runs: Iterable[str] | None = None, read_model: bool = True
+    state: LedgerState,
+    workspace: Workspace,
+    *,
+    runs: Iterable[str] | None = None,
+    read_model: bool = True,
+    site_evidence: SiteEvidence | None = None,
 ) -> Regenerated:
     """Writes every output of `state` that differs from what is on disk: the records,
-    LEADERBOARD.md and (unless `read_model` is false) the SQLite read model.
+    LEADERBOARD.md, (unless `read_model` is false) the SQLite read model and (given
+    `site_evidence`) the HTML site.
 
     `runs` names the only runs whose records can have changed, for a caller that has just folded
     new events onto a state it wrote before; then the read model, whose `meta` table carries the
     ledger head, has changed for certain and is written without comparing. Without `runs` every
     record is checked and the read model is written only when its content differs.
     """
+    if runs is not None:
+        runs = list(runs)
     if runs is None:
         records = sync_records(state, workspace.results)
     else:
@@ -258,11 +295,13 @@ def regenerate_all(
     board = write_text_if_changed(workspace.leaderboard, leaderboard.render(state, None))
     db = False
     if read_model:
+        write_text_if_changed(readmodel.metadata_path(workspace.read_model), readmodel.metadata(workspace.read_model.stem))
         tables = readmodel.build_tables(state)
         if runs is not None or not read_model_matches(workspace.read_model, tables):
             readmodel.write(tables, workspace.read_model)
             db = True
-    return Regenerated(records=records, leaderboard=board, read_model=db)
+    pages = sync_site(state, workspace.site, site_evidence, runs) if site_evidence is not None else []
+    return Regenerated(records=records, leaderboard=board, read_model=db, site=pages)
 
 
 class FileCheck(Struct, kw_only=True):

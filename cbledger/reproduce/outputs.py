@@ -3,8 +3,9 @@
 Each output is regenerated in memory from the ledger and compared with what is on disk: every
 record file and retraction mark (missing, extra or different, with the first differing line; a
 retracted run's records must still be there, unchanged, beside their mark), LEADERBOARD.md (a
-unified diff) and the SQLite read model's content (its canonical dump; SQLite's page layout is
-not a contract). Nothing is written.
+unified diff), the SQLite read model's content (its canonical dump; SQLite's page layout is
+not a contract) and every page of the HTML site (missing, different or extra, with the first
+differing line). Nothing is written.
 """
 
 from __future__ import annotations
@@ -16,8 +17,16 @@ from typing import Any
 from cbledger.projections import leaderboard, readmodel, records, writers
 from cbledger.projections.fold import LedgerState
 from cbledger.projections.paths import DATE_DIR, is_record_path, is_retraction_path
+from cbledger.projections.site import render as site_render
 from cbledger.reproduce.findings import Finding
-from cbledger.workspace import LEADERBOARD, READ_MODEL, Workspace, record_name
+from cbledger.workspace import (
+    LEADERBOARD,
+    READ_MODEL,
+    READ_MODEL_METADATA,
+    SITE,
+    Workspace,
+    record_name,
+)
 
 
 @dataclass
@@ -27,6 +36,8 @@ class OutputsCheck:
     leaderboard_matches: bool = False
     leaderboard_diff: str = ""
     readmodel_matches: bool = False
+    site_pages: int = 0
+    site_matching: int = 0
     failures: list[Finding] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -34,6 +45,7 @@ class OutputsCheck:
             "records": {"expected": self.records_expected, "matching": self.records_matching},
             "leaderboard": {"path": LEADERBOARD, "matches": self.leaderboard_matches, "diff": self.leaderboard_diff},
             "readModel": {"path": READ_MODEL, "matches": self.readmodel_matches},
+            "site": {"path": SITE, "expected": self.site_pages, "matching": self.site_matching},
             "failures": [f.to_dict() for f in self.failures],
         }
 
@@ -135,6 +147,14 @@ def _table_at(lines: list[str], index: int) -> str | None:
 
 def check_readmodel(state: LedgerState, workspace: Workspace, out: OutputsCheck) -> None:
     path = workspace.read_model
+    meta = readmodel.metadata_path(path)
+    try:
+        meta_ok = meta.read_text(encoding="utf-8") == readmodel.metadata(path.stem)
+    except (FileNotFoundError, UnicodeDecodeError):
+        meta_ok = False
+    if not meta_ok:
+        out.failures.append(Finding(check="projection", kind="readmodel-different", file=READ_MODEL_METADATA,
+                                    message="the read model's datasette metadata is missing or differs (run `cbledger project readmodel`)"))
     if not path.is_file():
         out.failures.append(Finding(check="projection", kind="readmodel-missing", file=READ_MODEL,
                                     message="the read model is not there (run `cbledger project readmodel`)"))
@@ -160,9 +180,47 @@ def check_readmodel(state: LedgerState, workspace: Workspace, out: OutputsCheck)
     )
 
 
+def check_site(state: LedgerState, workspace: Workspace, out: OutputsCheck | None = None) -> list[Finding]:
+    """Every page the site renders against what is under `results/site/`; an `.html` file there
+    that the ledger does not produce is extra. The page of a run whose preserved evidence cannot be
+    read back as recorded is not compared: the run's own check reports why (a missing fixture, a
+    bundle that changed), and a page rendered from it would only repeat that."""
+    # imported here: it restores runs as `verify` does, and `verify` imports this module
+    from cbledger.reproduce import site_evidence
+
+    evidence = site_evidence.gather(workspace, state)
+    unreadable = {site_render.run_page(rid) for rid, ev in evidence.items() if ev.problem is not None}
+    expected = {rel: data for rel, data in site_render.render(state, evidence) if rel not in unreadable}
+    found: list[Finding] = []
+    root = workspace.site
+    on_disk = {p.relative_to(root).as_posix() for p in root.rglob("*.html")} if root.is_dir() else set()
+    for rel in sorted(on_disk - expected.keys() - unreadable):
+        found.append(Finding(check="projection", kind="site-extra", file=f"{SITE}/{rel}",
+                             message="a site page the ledger does not produce"))
+    matching = 0
+    for rel, data in sorted(expected.items()):
+        if rel not in on_disk:
+            found.append(Finding(check="projection", kind="site-missing", file=f"{SITE}/{rel}",
+                                 message="the ledger produces this page; it is not there (run `cbledger project site`)"))
+            continue
+        committed = (root / rel).read_bytes()
+        if committed == data:
+            matching += 1
+            continue
+        line, was, now = first_difference(committed.decode("utf-8", "replace").splitlines(), data.decode("utf-8").splitlines())
+        found.append(Finding(check="projection", kind="site-different", file=f"{SITE}/{rel}", line=line,
+                             expected=_clip(now), actual=_clip(was),
+                             message=f"first difference at line {line}: committed {_clip(was)!r}, regenerated {_clip(now)!r}"))
+    if out is not None:
+        out.site_pages, out.site_matching = len(expected), matching
+        out.failures += found
+    return found
+
+
 def check_outputs(state: LedgerState, workspace: Workspace) -> OutputsCheck:
     out = OutputsCheck()
     check_records(state, workspace, out)
     check_leaderboard(state, workspace, out)
     check_readmodel(state, workspace, out)
+    check_site(state, workspace, out)
     return out

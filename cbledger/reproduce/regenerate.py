@@ -31,6 +31,7 @@ from cbledger.ledger.store import LedgerStore, StoredEvent
 from cbledger.projections import writers
 from cbledger.projections.fold import ProjectionError, Projector
 from cbledger.projections.writers import LedgerFollower
+from cbledger.reproduce import site_evidence
 from cbledger.workspace import Workspace
 
 
@@ -59,6 +60,7 @@ class Update:
     records_written: list[str] = field(default_factory=list)
     leaderboard: bool = False
     read_model: bool = False
+    site_pages: int = 0
     rebuilt: bool = False
     seconds: float = 0.0
 
@@ -69,6 +71,7 @@ class Update:
         parts.append(f"{len(self.records_written)} record(s) written")
         parts.append("LEADERBOARD.md " + ("rewritten" if self.leaderboard else "unchanged"))
         parts.append("read model " + ("rewritten" if self.read_model else "unchanged"))
+        parts.append(f"{self.site_pages} site page(s) written")
         return "; ".join(parts) + f" ({self.seconds:.2f} s)"
 
 
@@ -226,7 +229,8 @@ class Regenerator:
         state = self.follower.state
         folded = state.head_seq if everything else state.head_seq - self.written_seq
         done = writers.regenerate_all(
-            state, self.workspace, runs=None if everything else touched, read_model=self.with_read_model
+            state, self.workspace, runs=None if everything else touched, read_model=self.with_read_model,
+            site_evidence=site_evidence.source(self.workspace),
         )
         self.written_seq = state.head_seq
         return Update(
@@ -235,5 +239,6 @@ class Regenerator:
             records_written=done.records.created + done.records.updated,
             leaderboard=done.leaderboard,
             read_model=done.read_model,
+            site_pages=len(done.site),
             rebuilt=everything,
         )

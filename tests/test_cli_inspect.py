@@ -1,0 +1,109 @@
+"""`cbledger show RUN` and `cbledger restore RUN DIR` on the committed ledger's runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pygit2
+import pytest
+
+from cbledger.reproduce import inspect
+from cbledger.workspace import Workspace
+from tests.factories import run_cli
+from tests.site_helpers import REPO, committed_state
+
+STATE = committed_state()
+SYNTHETIC = sorted(
+    rid for rid, e in STATE.runs.items() if e.run.fixture.id.startswith(("synthetic-", "variant-"))
+    and rid not in STATE.retracted
+)
+SOLVE = next(r for r in SYNTHETIC if "-compat-scripted-solve-led-resistor-swap-v1-" in r)
+NOOP = next(r for r in SYNTHETIC if "-harness-noop-led-resistor-swap-v1-" in r)
+
+
+def cli(*args):
+    return run_cli([*args, "--root", REPO])
+
+
+def test_show_prints_summary_assertions_category_and_cost():
+    out = cli("show", NOOP)
+    assert out.exit_code == 0, out.stderr
+    grades = STATE.grades[NOOP]
+    assert "verdict    fail (" in out.stdout
+    latest = list(grades.values())[-1].grade
+    assert f"({latest.failure_category})" in out.stdout
+    for g in grades.values():
+        for a in g.grade.assertions:
+            assert f" {a.id} ({a.type}," in out.stdout
+    assert "cost       " in out.stdout
+
+
+def test_show_json_is_camel_case_and_matches_the_ledger():
+    doc = json.loads(cli("show", SOLVE, "--json").stdout)
+    run = STATE.runs[SOLVE].run
+    assert doc["runId"] == SOLVE and doc["headSha"] == run.sandbox.head_sha
+    assert doc["verdict"] == "pass" and doc["failureCategory"] is None
+    assert [g["suiteVersion"] for g in doc["grades"]] == list(STATE.grades[SOLVE])
+    assert "firstFailedRequired" in doc["grades"][0] and "evidenceSource" in doc["grades"][0]["assertions"][0]
+    assert "transcript" not in doc and "diff" not in doc
+
+
+def test_show_transcript_and_diff_come_from_the_bundle():
+    doc = json.loads(cli("show", SOLVE, "--transcript", "--diff", "--json").stdout)
+    kinds = [t["kind"] for t in doc["transcript"]]
+    assert kinds[0] == "request" and "assistant" in kinds and "tool" in kinds
+    assert "diff --git a/docs/BOM.md b/docs/BOM.md" in doc["diff"]
+    assert ".copperhead/runs/" not in doc["diff"]
+    text = cli("show", SOLVE, "--transcript").stdout
+    assert "transcript:" in text and "-> finish" in text
+    assert json.loads(cli("show", NOOP, "--diff", "--json").stdout)["diff"] == ""
+
+
+def test_show_still_prints_an_event_by_seq_or_id():
+    by_seq = json.loads(cli("show", str(STATE.runs[SOLVE].seq), "--json").stdout)
+    by_id = json.loads(cli("show", f"run:{SOLVE}", "--json").stdout)
+    assert by_seq == by_id and by_seq["event"]["body"]["runId"] == SOLVE
+
+
+def test_show_of_an_unknown_run_is_a_clear_error():
+    out = cli("show", "no-such-run", "--transcript")
+    assert out.exit_code != 0 and "no run 'no-such-run'" in out.stderr
+
+
+def _git(d: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(d), *args], capture_output=True, text=True, check=True).stdout
+
+
+def test_restore_lays_out_a_working_copy_with_the_baseline(tmp_path):
+    into = tmp_path / "restored"
+    out = cli("restore", SOLVE, into, "--json")
+    assert out.exit_code == 0, out.stderr
+    run = STATE.runs[SOLVE].run
+    assert _git(into, "rev-parse", "HEAD").strip() == run.sandbox.head_sha
+    assert _git(into, "rev-parse", "baseline").strip() == run.sandbox.baseline_sha
+    assert _git(into, "branch", "--show-current").strip() == "run"
+    changed = _git(into, "diff", "--name-only", "baseline").split()
+    assert "docs/BOM.md" in changed and "led-indicator.kicad_sch" in changed
+    assert (into / "led-indicator.kicad_sch").is_file()
+    graded = cli("grade", run.task.id, into, "--baseline", "baseline", "--json")
+    assert json.loads(graded.stdout)["verdict"] == list(STATE.grades[SOLVE].values())[-1].grade.verdict
+
+
+def test_restore_refuses_a_directory_with_something_in_it(tmp_path):
+    (tmp_path / "keep.txt").write_text("mine")
+    out = cli("restore", SOLVE, tmp_path)
+    assert out.exit_code != 0 and "not an empty directory" in out.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
+
+
+@pytest.mark.slow
+def test_every_committed_run_on_a_committed_board_restores(tmp_path):
+    ws = Workspace.at(REPO)
+    for rid in SYNTHETIC:
+        into = tmp_path / rid
+        done = inspect.restore(ws, STATE, rid, into)
+        repo = pygit2.Repository(str(into))
+        assert str(repo.head.target) == STATE.runs[rid].run.sandbox.head_sha == done["headSha"]
+        assert not repo.is_bare

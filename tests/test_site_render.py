@@ -1,0 +1,54 @@
+"""The site's pages as bytes: escaping of what an agent wrote, determinism, every page present."""
+
+from __future__ import annotations
+
+from cbledger.projections.site import render as site
+from cbledger.projections.site import svg
+from cbledger.projections.site.evidence import RunEvidence
+from tests.site_helpers import HOSTILE, committed_state, hostile_evidence
+
+
+def test_hostile_transcript_is_shown_not_run():
+    state = committed_state()
+    entry = next(iter(state.runs.values()))
+    page = site.run_html(state, entry, hostile_evidence()).decode()
+    assert "<script" not in page
+    assert 'onerror="' not in page
+    assert "<img" not in page
+    assert page.count("&lt;script&gt;window.__pwned = 1&lt;/script&gt;") >= 8
+
+
+def test_svg_labels_are_escaped():
+    text = svg.scatter([svg.Point(label=HOSTILE, cost_usd=None, rate=0.5, low=0.2, high=0.8)], HOSTILE)
+    text += svg.heatmap([HOSTILE], [HOSTILE], {(HOSTILE, HOSTILE): svg.Cell(passes=1, runs=2)}, HOSTILE)
+    assert "<script" not in text and "<img" not in text
+    assert "&lt;script&gt;" in text
+
+
+def test_every_page_is_rendered_and_the_bytes_are_a_function_of_the_inputs():
+    state = committed_state()
+    evidence = {rid: RunEvidence(problem="not gathered in this test") for rid in state.runs}
+    first = site.render(state, evidence)
+    again = site.render(committed_state(), dict(evidence))
+    assert first == again
+    paths = [p for p, _ in first]
+    assert paths[:4] == [site.INDEX, site.RUNS, site.REGRESSIONS, site.QUEUE]
+    assert sorted(paths[4:]) == sorted(site.run_page(r) for r in state.runs)
+    runs_page = dict(first)[site.RUNS].decode()
+    assert runs_page.count('<tr><td class="num">') == len(state.runs)
+
+
+def test_only_the_named_runs_pages_with_runs():
+    state = committed_state()
+    rid = sorted(state.runs)[3]
+    out = site.render(state, {}, [rid, "no-such-run"])
+    assert [p for p, _ in out][4:] == [site.run_page(rid)]
+    assert b"the preserved run was not read" in dict(out)[site.run_page(rid)]
+
+
+def test_a_retracted_run_says_so():
+    state = committed_state()
+    rid, retraction = next(iter(state.retracted.items()))
+    page = site.run_html(state, state.runs[rid], RunEvidence(problem="x")).decode()
+    assert "Retracted" in page and f"seq {retraction.seq}" in page
+    assert 'class="verdict verdict-retracted"' in page
