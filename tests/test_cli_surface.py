@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 
 from cbledger.cli import app as app_module
 from cbledger.cli.lazy import Commands, lazy_group, module_commands
+from cbledger.ledger.events import event_type
 from tests.factories import run_cli
 from tests.test_projections_cli import (
     root as root,  # a fixture: a ledger of runs, grades and a retraction
@@ -144,3 +146,79 @@ def test_project_json_keys_are_camel_case(root: Path) -> None:
         doc = json.loads(result.stdout)
         assert doc and _snake_keys(doc) == [], argv
         assert doc.get("findings", [None]) and doc.get("entries", [None]), argv
+
+
+# --------------------------------------------------------------------------- exit codes, no raw errors
+
+
+def test_usage_errors_exit_2_and_failed_checks_exit_1(tmp_path: Path) -> None:
+    assert run_cli(["repair", "--ledger", tmp_path / "e.jsonl"], env=NO_ENV).exit_code == 2
+    assert run_cli(["fixture", "check", "--root", tmp_path], env=NO_ENV).exit_code == 2
+    assert run_cli(["log", "--verdict", "maybe", "--ledger", tmp_path / "e.jsonl"], env=NO_ENV).exit_code == 2
+    assert run_cli(["log", "--since", "-1"], env=NO_ENV).exit_code == 2  # click's own usage error
+    stale = tmp_path / "schema"
+    stale.mkdir()
+    (stale / "event.schema.json").write_text("{}")
+    checked = run_cli(["schema", "--check", "--root", tmp_path], env=NO_ENV)
+    assert checked.exit_code == 1 and "schemas differ" in checked.stderr
+
+
+def test_a_missing_or_unwritable_file_is_one_line_without_errno(tmp_path: Path) -> None:
+    missing = run_cli(["project", "compare", "--baseline", tmp_path / "gone.json", "--candidate-select", "all",
+                       "--root", REPO], env=NO_ENV)
+    assert missing.exit_code == 2
+    assert missing.stderr == f"error: {tmp_path / 'gone.json'}: cannot read the baseline snapshot (No such file or directory)\n"
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    unwritable = run_cli(["project", "leaderboard", "--root", REPO, "--out", blocker / "LEADERBOARD.md"], env=NO_ENV)
+    assert unwritable.exit_code == 2
+    assert unwritable.stderr.startswith(f"error: {blocker}") and unwritable.stderr.count("\n") == 1
+    assert "Errno" not in unwritable.stderr and "Traceback" not in unwritable.stderr
+
+
+# --------------------------------------------------------------------------- the project root, found like git
+
+
+def test_validate_from_a_subdirectory_finds_the_project() -> None:
+    done = subprocess.run([sys.executable, "-m", "cbledger.cli.app", "validate", "--json"], cwd=REPO / "tasks" / "led-resistor-swap",
+                          capture_output=True, text=True, env={k: v for k, v in os.environ.items() if not k.startswith("CBLEDGER_")})
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["checked"]["tasks"] == len([p for p in (REPO / "tasks").iterdir() if (p / "task.json").is_file()]) > 0
+
+
+def test_validate_outside_any_project_is_refused(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "cbledger.cli.app", "validate"], cwd=tmp_path, capture_output=True, text=True,
+                          env={k: v for k, v in os.environ.items() if not k.startswith("CBLEDGER_")})
+    assert done.returncode == 2 and "not a copperbench project" in done.stderr
+
+
+# --------------------------------------------------------------------------- log filters
+
+
+def _committed_runs() -> tuple[list, dict[str, tuple[str, str]]]:
+    from cbledger.ledger.store import LedgerStore
+
+    events = list(LedgerStore(REPO / "results" / "ledger" / "events.jsonl").read())
+    runs = {s.event.body.run_id: (s.event.body.task.id, s.event.body.model.id) for s in events if event_type(s.event) == "run.recorded"}
+    return events, runs
+
+
+def _log_seqs(*args: str) -> list[int]:
+    result = run_cli(["log", "--json", "--root", REPO, *args], env=NO_ENV)
+    assert result.exit_code == 0, result.output
+    return [json.loads(line)["seq"] for line in result.stdout.splitlines()]
+
+
+def test_log_filters_by_task_model_run_and_verdict() -> None:
+    events, runs = _committed_runs()
+    run_types = {"run.recorded", "grade.recorded", "run.retracted", "rubric.scored"}
+    task, model = next(iter(runs.values()))
+    about = [s for s in events if event_type(s.event) in run_types]
+    expected = [s.seq for s in about if runs[s.event.body.run_id] == (task, model)]
+    assert expected and _log_seqs("--task", task, "--model", model) == expected
+    failed = [s.seq for s in about if event_type(s.event) == "grade.recorded" and s.event.body.verdict == "fail"]
+    assert failed and _log_seqs("--verdict", "fail") == failed
+    one = next(iter(runs))
+    assert _log_seqs("--run", one, "--type", "run.recorded") == [s.seq for s in about if event_type(s.event) == "run.recorded" and s.event.body.run_id == one]
+    assert _log_seqs("--task", "no-such-task") == []

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from cbledger.cli.exits import EXIT_CODES_HELP
+from cbledger.cli.exits import CHECK_FAILED, EXIT_CODES_HELP, USAGE
 from cbledger.cli.lazy import Commands, lazy_group
 from cbledger.errors import UserError
 from cbledger.inputs import printable
@@ -60,7 +60,9 @@ app = typer.Typer(
 
 def _print_version(value: bool) -> None:
     if value:
-        from importlib.metadata import version  # the installed distribution's, as pyproject.toml states it
+        from importlib.metadata import (
+            version,  # the installed distribution's, as pyproject.toml states it
+        )
 
         typer.echo(f"cbledger {version('cbledger')}")
         raise typer.Exit()
@@ -81,6 +83,12 @@ def main() -> None:
     except UserError as exc:
         print(f"error: {printable(exc, limit=20000, keep_newlines=True)}", file=sys.stderr)
         sys.exit(exc.exit_code)
+    except OSError as exc:
+        # A file that cannot be read or written (a missing directory, no permission, a full disk):
+        # the file and the reason, never the exception's repr.
+        where = exc.filename if exc.filename is not None else "cbledger"
+        print(f"error: {printable(where)}: {exc.strerror or exc.__class__.__name__}", file=sys.stderr)
+        sys.exit(USAGE)
     except Exception as exc:
         # A ledger that cannot be folded: one line naming where. Its module is loaded only by the
         # commands that fold, so an error raised anywhere else cannot be one.
@@ -88,7 +96,7 @@ def main() -> None:
         if fold is None or not isinstance(exc, fold.ProjectionError):
             raise
         print(f"error: {printable(exc, limit=20000, keep_newlines=True)}", file=sys.stderr)
-        sys.exit(1)
+        sys.exit(CHECK_FAILED)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
+from cbledger.cli.exits import USAGE
 from cbledger.workspace import LEDGER, Workspace
 
 LEDGER_ENV = "CBLEDGER_LEDGER"
@@ -31,15 +32,28 @@ RootOption = Annotated[
     typer.Option(
         "--root",
         envvar=ROOT_ENV,
-        help="Project root holding tasks/, fixtures/ and results/. Default: the current directory.",
+        help="Project root holding tasks/, fixtures/ and results/. Default: the nearest directory, from the "
+        "current one up, that holds tasks/ and fixtures/ (or a ledger under results/), as git finds its repository.",
         show_default=False,
     ),
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
+def is_project(directory: Path) -> bool:
+    return ((directory / "tasks").is_dir() and (directory / "fixtures").is_dir()) or (directory / LEDGER).is_file()
+
+
+def find_root(start: Path) -> Path:
+    """The nearest project at or above `start`, else `start`: a command run in a subdirectory
+    (tasks/led-resistor/) works on the project, not on an empty one of its own."""
+    start = start.resolve()
+    return next((d for d in (start, *start.parents) if is_project(d)), start)
+
+
 def project_root(root: Path | None) -> Path:
-    return (root or Path(os.environ.get(ROOT_ENV) or Path.cwd())).resolve()
+    given = root or os.environ.get(ROOT_ENV)
+    return Path(given).resolve() if given else find_root(Path.cwd())
 
 
 def workspace(ledger: str | Path | None, root: Path | None) -> Workspace:
@@ -52,6 +66,8 @@ def ledger_path(ledger: str | Path | None, root: Path | None = None) -> Path | s
     return workspace(ledger, root).ledger
 
 
-def fail(message: str, code: int = 1) -> NoReturn:
+def fail(message: str, code: int = USAGE) -> NoReturn:
+    """One line on stderr and the exit: bad usage or input (2) unless the caller names a failed
+    check (1) or another code of cli/exits.py."""
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)

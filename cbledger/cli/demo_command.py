@@ -49,7 +49,7 @@ def demo(
     if not report.ok:
         for p in report.errors:
             typer.echo(f"  {p.file}: {p.field}: {p.message}", err=True)
-        fail(f"the suite under {root_dir} does not validate ({len(report.errors)} error(s))")
+        fail(f"the suite under {root_dir} does not validate ({len(report.errors)} error(s))", 1)
     typer.echo(f"validated {report.tasks} task(s), {report.fixtures} fixture(s), {report.suites} suite(s)")
 
     store = LedgerStore(path)

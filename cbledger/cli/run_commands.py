@@ -79,8 +79,12 @@ def run(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and its size; run nothing.")] = False,
     ledger: LedgerOption = None,
     root: RootOption = None,
+    as_json: JsonFlag = False,
 ) -> None:
-    """Run tasks with an agent, preserve every run and append run.recorded + grade.recorded."""
+    """Run tasks with an agent, preserve every run and append run.recorded + grade.recorded.
+
+    Exit codes: 0 every planned run recorded (whatever the verdicts); 1 a run failed to record;
+    2 bad usage (an unknown task, suite or agent), nothing run."""
     where = workspace(ledger, root)
     check_jobs(jobs)
     ablations = Ablations(
@@ -97,6 +101,13 @@ def run(
     )
     if dry_run:
         where_to_run = f"jobs {jobs}" if executor == "local" else f"executor {executor} at {scheduler}"
+        if as_json:
+            typer.echo(json.dumps({
+                "agent": plan.agent, "model": plan.model_id, "tasks": len(plan.tasks), "executor": executor,
+                "jobs": jobs, "runs": [{"task": r.task.id, "tier": r.task.manifest.tier, "repeat": r.repeat,
+                                        "repeatsPlanned": r.repeats_planned} for r in plan.runs],
+            }, sort_keys=True))
+            return
         typer.echo(f"plan: agent {plan.agent}, model {plan.model_id}, {len(plan.tasks)} task(s), {len(plan.runs)} run(s), {where_to_run}")
         for r in plan.runs:
             typer.echo(f"  {r.task.id}  tier {r.task.manifest.tier}  repeat {r.repeat}/{r.repeats_planned}")
@@ -114,7 +125,7 @@ def run(
         progress.close()
         if sandbox_root is None and not keep_sandboxes:
             shutil.rmtree(sandboxes, ignore_errors=True)
-    if keep_sandboxes:
+    if keep_sandboxes and not as_json:
         typer.echo(f"sandboxes kept under {sandboxes}")
     records: dict[str, list[str]] = {}
     if project and result.outputs:
@@ -122,6 +133,25 @@ def run(
         writers.regenerate_all(state, where)
         for entry in record_entries(state, build=False):
             records.setdefault(entry.run_id, []).append(record_name(entry.path))
+    if as_json:
+        typer.echo(json.dumps({
+            "runs": [
+                {
+                    "runId": o.run.run_id, "task": o.run.task.id, "repeat": o.run.repeat, "verdict": o.grade.verdict,
+                    "failureCategory": o.grade.failure_category,
+                    "harnessFailure": o.run.harness_failure.kind if o.run.harness_failure is not None else None,
+                    "records": records.get(o.run.run_id, []), "bundle": bundle_name(o.run.run_id),
+                }
+                for o in result.outputs
+            ],
+            "recorded": len(result.outputs), "passed": result.passed, "failed": len(result.outputs) - result.passed,
+            "notRecorded": [{"run": label, "error": error} for label, error in result.failures],
+            "batch": result.batch if result.outputs else None, "projected": bool(project and result.outputs),
+            "sandboxesKept": str(sandboxes) if keep_sandboxes else None,
+        }, sort_keys=True))
+        if result.failures:
+            raise typer.Exit(1)
+        return
     for output in result.outputs:
         run, grade = output.run, output.grade
         where_to = ", ".join(records.get(run.run_id, [])) or bundle_name(run.run_id)

@@ -66,6 +66,8 @@ def validate(
     Each problem names its file and field. Exits 1 when any error is found; warnings and notes
     (a real board not materialized here) do not fail it unless --require-trees."""
     where = workspace(ledger, root)
+    if not any((where.root / part).is_dir() for part in ("tasks", "fixtures", "suites")):
+        fail(f"{where.root}: not a copperbench project (no tasks/, fixtures/ or suites/ here or above); pass --root")
     report = validate_project(where.root, require_trees=require_trees)
     report.problems.extend(unbumped(where.root, where.ledger))
     if as_json:

@@ -397,7 +397,7 @@ def _declared_outcome(root: Path, task_id: str) -> str | None:
     say why, so the outcome rule does not pile a second message on them)."""
     try:
         doc = json.loads((root / "tasks" / task_id / "task.json").read_bytes())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # nested past the decoder's depth: not a task either
         return None
     outcome = doc.get("expectedOutcome") if isinstance(doc, dict) else None
     return outcome if outcome in OUTCOME_CLASSES else None
