@@ -7,10 +7,12 @@ when one of its commands runs (cli/lazy.py). Adding a command module is one line
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from cbledger.cli.common import RESULTS_ENV, choose_results
 from cbledger.cli.exits import CHECK_FAILED, EXIT_CODES_HELP, USAGE
 from cbledger.cli.lazy import Commands, lazy_group
 from cbledger.errors import UserError
@@ -73,8 +75,16 @@ def _root(
     version: Annotated[
         bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
     ] = False,
+    results: Annotated[
+        Path | None,
+        typer.Option(
+            "--results", envvar=RESULTS_ENV, metavar="DIR", show_default=False,
+            help="The results directory: ledger, preserved runs, records, read model, LEADERBOARD.md, all in it. "
+            "Default: results/ under the project root (LEADERBOARD.md beside it, at the root).",
+        ),
+    ] = None,
 ) -> None:
-    pass
+    choose_results(results)
 
 
 def main() -> None:

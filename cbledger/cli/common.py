@@ -17,13 +17,34 @@ from cbledger.workspace import LEDGER, Workspace
 
 LEDGER_ENV = "CBLEDGER_LEDGER"
 ROOT_ENV = "CBLEDGER_ROOT"
+RESULTS_ENV = "CBLEDGER_RESULTS"
+
+#: `cbledger --results DIR`, as the root command parsed it for the command it runs
+_chosen_results: Path | None = None
+
+
+def choose_results(directory: Path | None) -> None:
+    """The results directory every command of this invocation works in (the root's `--results`)."""
+    global _chosen_results
+    _chosen_results = directory
+
+
+def chosen_results() -> Path | None:
+    """`--results DIR` or `$CBLEDGER_RESULTS`: the one choice of where a workspace's outputs live."""
+    if _chosen_results is not None:
+        return _chosen_results
+    env = os.environ.get(RESULTS_ENV)
+    return Path(env) if env else None
+
 
 LedgerOption = Annotated[
     str | None,
     typer.Option(
         "--ledger",
         envvar=LEDGER_ENV,
-        help=f"Ledger: a JSON Lines file, or a PostgreSQL URL (postgresql://…[?ledger=NAME]). Default: {LEDGER} under the project root.",
+        help="Ledger: a JSON Lines file, or a PostgreSQL URL (postgresql://…[?ledger=NAME]). Default: "
+        f"ledger/events.jsonl in the results directory (`cbledger --results DIR`; {LEDGER} under the project root). "
+        "A file elsewhere keeps its records and runs in its own results directory, never beside another ledger's.",
         show_default=False,
     ),
 ]
@@ -57,8 +78,9 @@ def project_root(root: Path | None) -> Path:
 
 
 def workspace(ledger: str | Path | None, root: Path | None) -> Workspace:
-    """The workspace the `--ledger` and `--root` options (or their environment variables) name."""
-    return Workspace.at(project_root(root), ledger)
+    """The workspace the `--ledger`, `--root` and root `--results` options (or their environment
+    variables) name: one results directory holding the ledger and everything made from it."""
+    return Workspace.at(project_root(root), ledger, results=chosen_results())
 
 
 def ledger_path(ledger: str | Path | None, root: Path | None = None) -> Path | str:

@@ -19,7 +19,6 @@ from cbledger.cli.common import (
     RootOption,
     fail,
     ledger_path,
-    project_root,
     workspace,
 )
 from cbledger.cli.progress import SuiteProgress
@@ -36,7 +35,7 @@ from cbledger.runner.suite_run import run_plan
 from cbledger.tasks import definitions, suite_archive
 from cbledger.tasks.catalog import Catalog
 from cbledger.tasks.definitions import DirectorySource, GitSource, Source
-from cbledger.workspace import SUITES, Workspace, bundle_name, record_name
+from cbledger.workspace import SUITES, bundle_name, record_name
 
 
 def scripted_model(session: str) -> str:
@@ -226,9 +225,9 @@ def suite_bump(
     """Append suite.bumped with the current manifest, fixture, vocabulary and pattern-set hashes;
     refuses when nothing changed. First runs gold and noop once on every added or changed task
     (through the runner, recording nothing) and refuses unless gold passes and noop fails each."""
-    path = ledger_path(ledger, root)
+    ws = workspace(ledger, root)
+    path = ws.ledger
     view = ledger_view.read(path)
-    ws = Workspace.at(project_root(root), path)
     catalog = Catalog(ws.root)
     to_try = suite_version.changed_tasks(view.suite, catalog)
     if skip_trial:
@@ -264,9 +263,9 @@ def suite_archive_command(
     For a suite version bumped before definitions were kept: its files are recovered from the
     project's git history (`--from-commit`) or the working tree, and refused unless they hash to
     the task manifest and fixture hashes the version recorded."""
-    path = ledger_path(ledger, root)
+    ws = workspace(ledger, root)
+    path = ws.ledger
     view = ledger_view.read(path)
-    ws = Workspace.at(project_root(root), path)
     bump = view.bumps.get(version)
     if bump is None:
         fail(f"suite {version}: no suite.bumped records it (known: {', '.join(view.bumps) or 'none'})")
@@ -290,13 +289,13 @@ def suite_archive_command(
 @suite_app.command("status")
 def suite_status(ledger: LedgerOption = None, root: RootOption = None) -> None:
     """Show the recorded suite version and whether the tasks on disk still match it."""
-    view = ledger_view.read(ledger_path(ledger, root))
+    ws = workspace(ledger, root)
+    view = ledger_view.read(ws.ledger)
     if view.suite is None:
         fail("no suite version recorded")
-    diffs = suite_version.differences(view.suite, suite_version.current(Catalog(project_root(root))))
+    diffs = suite_version.differences(view.suite, suite_version.current(Catalog(ws.root)))
     kept = view.archived
     if kept is not None and not diffs:  # the files the standard's hashes do not cover (baselines, gold)
-        ws = Workspace.at(project_root(root))
         diffs = definitions.differences(suite_archive.kept_definitions(ws, kept), suite_archive.on_disk(ws))
     typer.echo(f"suite {view.suite.suite_version}: " + ("matches the tasks on disk" if not diffs else "differs: " + ", ".join(diffs)))
     if diffs:

@@ -51,7 +51,8 @@ def rescore(
         raise UserError("no suite version is recorded; run `cbledger suite bump` first")
     version = view.suite.suite_version
     suite_version.require_current(
-        view.suite, catalog, sorted({r.task.id for r in view.runs.values()} & set(catalog.task_ids())), view.archived
+        view.suite, catalog, sorted({r.task.id for r in view.runs.values()} & set(catalog.task_ids())), view.archived,
+        workspace,
     )
     store = LedgerStore(workspace.ledger)
     result = RescoreResult()
