@@ -63,25 +63,23 @@ def test_one_option_chooses_the_results_directory(tmp_path):
     assert by_env.exit_code == 0 and "ledger.created" in by_env.stdout
 
 
-def _status() -> str:
-    return subprocess.run(["git", "status", "--porcelain"], cwd=REPO, capture_output=True, text=True, check=True).stdout
-
-
-def test_demo_runs_into_a_scratch_workspace_and_leaves_tracked_files_alone(kicad_cli):
-    before = _status()
+def test_demo_in_a_fresh_clone_runs_into_a_scratch_workspace_and_leaves_git_status_clean(tmp_path, kicad_cli):
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(REPO), str(clone)], check=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("CBLEDGER_")}
-    done = subprocess.run([sys.executable, "-m", "cbledger.cli.app", "demo", "--suite", "smoke"], cwd=REPO,
-                          capture_output=True, text=True, env=env)
+    env["PYTHONPATH"] = str(clone)  # the clone's own code
+    cli = [sys.executable, "-m", "cbledger.cli.app"]
+    done = subprocess.run([*cli, "demo", "--suite", "smoke"], cwd=clone, capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     found = re.search(r"^workspace: (\S+) ", done.stdout, re.MULTILINE)
     assert found, done.stdout[:500]
     scratch = Path(found.group(1))
     try:
-        assert not scratch.is_relative_to(REPO)
+        assert not scratch.is_relative_to(clone)
         assert (scratch / "ledger" / "events.jsonl").is_file() and (scratch / "LEADERBOARD.md").is_file()
-        assert _status() == before
-        verified = subprocess.run([sys.executable, "-m", "cbledger.cli.app", "--results", str(scratch), "replay", "--verify"],
-                                  cwd=REPO, capture_output=True, text=True, env=env)
+        status = subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True, check=True)
+        assert status.stdout == ""
+        verified = subprocess.run([*cli, "--results", str(scratch), "replay", "--verify"], cwd=clone, capture_output=True, text=True, env=env)
         assert verified.returncode == 0, verified.stdout[-2000:] + verified.stderr[-2000:]
     finally:
         shutil.rmtree(scratch.parent, ignore_errors=True)
