@@ -6,10 +6,12 @@ two modules is two layouts waiting to drift, and a bundle path is recorded in `r
 the layout is part of the ledger's meaning: every module asks a `Workspace` instead.
 
 The relative forms (`LEDGER`, `READ_MODEL`, ...) are what reports and events name; a `Workspace`
-turns them into paths on this machine. The ledger is the one path a user may place elsewhere
-(`--ledger`), and the one that may be no path at all: a `postgresql://` URL names a ledger kept
-in a database (`is_database_url`). Everything else follows the root. Domain-free, so every layer
-may use it.
+turns them into paths on this machine. What runs read (tasks, fixtures, suites, keys) follows the
+root; what they write (the ledger and everything made from it) lives in one results directory,
+`results/` under the root unless another is chosen, and a `results/...` name resolves in it. A
+ledger given as a file elsewhere takes its results directory with it (`results_beside`); a
+`postgresql://` URL names a ledger kept in a database (`is_database_url`). Domain-free, so every
+layer may use it.
 """
 
 from __future__ import annotations

@@ -222,3 +222,47 @@ def test_log_filters_by_task_model_run_and_verdict() -> None:
     one = next(iter(runs))
     assert _log_seqs("--run", one, "--type", "run.recorded") == [s.seq for s in about if event_type(s.event) == "run.recorded" and s.event.body.run_id == one]
     assert _log_seqs("--task", "no-such-task") == []
+
+
+# --------------------------------------------------------------------------- --json wherever a command reports
+
+#: commands without --json, and why: their output is already JSON or data, or is a stream
+NO_JSON = {
+    "export": "writes the ledger itself", "schema": "writes JSON Schemas", "project snapshot": "prints a JSON snapshot",
+    "prove inclusion": "prints a JSON proof", "prove consistency": "prints a JSON proof", "fixture hash": "prints one hash",
+    "watch": "a stream of regenerations until stopped", "endpoint serve": "a server until stopped",
+    "key generate": "writes a key pair", "demo": "the suite run with progress; its results are the workspace it prints",
+}
+
+
+def _leaf_commands() -> dict[str, object]:
+    leaves: dict[str, object] = {}
+
+    def walk(prefix: str, command: object) -> None:
+        subs = getattr(command, "commands", None)
+        if subs:
+            for name, sub in subs.items():
+                walk(f"{prefix} {name}".strip(), sub)
+        else:
+            leaves[prefix] = command
+
+    for entry in app_module.COMMANDS:
+        for name, command in module_commands(entry.module).items():
+            walk(name, command)
+    return leaves
+
+
+def test_every_reporting_command_has_json() -> None:
+    leaves = _leaf_commands()
+    assert set(NO_JSON) <= set(leaves)
+    missing = [name for name, cmd in leaves.items()
+               if name not in NO_JSON and not any("--json" in p.opts for p in cmd.params)]  # type: ignore[attr-defined]
+    assert missing == []
+
+
+def test_project_all_check_json_reports_both_outputs() -> None:
+    result = run_cli(["project", "all", "--check", "--json", "--root", REPO], env=NO_ENV)
+    doc = json.loads(result.stdout)
+    assert set(doc) == {"records", "leaderboard"}
+    assert result.exit_code == (0 if doc["records"]["clean"] and doc["leaderboard"]["matches"] else 1)
+    assert doc["records"]["unchanged"] > 0 and _snake_keys(doc) == []

@@ -24,10 +24,14 @@ def init(
     root: RootOption = None,
     name: Annotated[str, typer.Option(help="A name for this ledger.")] = "copperbench",
     description: Annotated[str, typer.Option(help="What this ledger records.")] = "",
+    as_json: JsonFlag = False,
 ) -> None:
     """Create a ledger and record `ledger.created` as seq 1."""
     store = LedgerStore(ledger_path(ledger, root))
     appended = store.init(name, Actor(kind="maintainer", name=login_name("maintainer")), description)
+    if as_json:
+        typer.echo(json.dumps({"ledger": str(store.location), "seq": appended.seq, "hash": appended.hash}, sort_keys=True))
+        return
     typer.echo(f"initialised {store.location}: seq {appended.seq} {appended.hash}")
 
 
@@ -157,6 +161,7 @@ def repair(
     ] = False,
     ledger: LedgerOption = None,
     root: RootOption = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Repair a ledger after a crash. The only repair there is: removing a torn tail — an
     incomplete final line. A complete, linked final event whose newline was lost is never
@@ -166,6 +171,9 @@ def repair(
     store = LedgerStore(ledger_path(ledger, root))
     path = store.location
     done = store.repair_tail()
+    if as_json:
+        typer.echo(json.dumps({"ledger": str(path), "action": done.action, "bytesRemoved": len(done.data) if done.action == "removed" else 0}, sort_keys=True))
+        return
     if done.action == "none":
         typer.echo(f"{path}: no torn tail; nothing removed")
         return

@@ -197,11 +197,15 @@ def pricing_publish(
     file: Annotated[Path, typer.Argument(help="A price table (JSON: tableVersion, effectiveDate, models, nullCostRoutes).")],
     ledger: LedgerOption = None,
     root: RootOption = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Append a price table as pricing.published."""
     table = pricing.load_table(file)
     event = make_event(table, id=f"pricing:{table.table_version}", actor=_maintainer())
     (r,) = LedgerStore(ledger_path(ledger, root)).append([event])
+    if as_json:
+        typer.echo(json.dumps({"seq": r.seq, "tableVersion": table.table_version, "created": r.created, "hash": r.hash}, sort_keys=True))
+        return
     note = "" if r.created else " (already published; no-op)"
     typer.echo(f"seq {r.seq}  pricing.published {table.table_version}{note}")
 
@@ -221,6 +225,7 @@ def suite_bump(
     copperhead_cli: Annotated[str | None, typer.Option("--copperhead-cli", envvar="COPPERHEAD_CLI", help="Path to copperhead's cli.js (for setup commands).")] = None,
     ledger: LedgerOption = None,
     root: RootOption = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Append suite.bumped with the current manifest, fixture, vocabulary and pattern-set hashes;
     refuses when nothing changed. First runs gold and noop once on every added or changed task
@@ -236,7 +241,7 @@ def suite_bump(
     else:
         results = trial.run_trials(catalog.root, to_try, copperhead_cli=copperhead_cli, on_done=lambda r: typer.echo(f"  trial {r}", err=True))
         trial.require_discriminating(results, "refusing to record the suite bump")
-        if to_try:
+        if to_try and not as_json:
             typer.echo(f"trial: gold passes and noop fails on {len(to_try)} changed task(s)")
     body, kept = suite_version.bump_and_keep(view.suite, ws, reason, level, version, kept_versions=set(view.archives))
     events = [
@@ -244,7 +249,14 @@ def suite_bump(
         make_event(kept, id=suite_archive.event_id(kept), actor=_maintainer()),
     ]
     r, a = LedgerStore(path).append(events)
-    changed = "" if view.suite is None else " (" + ", ".join(suite_version.differences(view.suite, suite_version.current(Catalog(ws.root)))) + ")"
+    differences = [] if view.suite is None else suite_version.differences(view.suite, suite_version.current(Catalog(ws.root)))
+    if as_json:
+        typer.echo(json.dumps({
+            "suiteVersion": body.suite_version, "previous": body.previous, "seq": r.seq, "changes": differences,
+            "tried": to_try if not skip_trial else [], "archivedSeq": a.seq, "definitionsHash": kept.definitions_hash,
+        }, sort_keys=True))
+        return
+    changed = "" if view.suite is None else " (" + ", ".join(differences) + ")"
     typer.echo(f"seq {r.seq}  suite {body.previous or '-'} → {body.suite_version}{changed}")
     typer.echo(f"seq {a.seq}  suite.archived {body.suite_version}: definitions {kept.definitions_hash[:12]} kept under {SUITES}/")
 
@@ -257,6 +269,7 @@ def suite_archive_command(
     ] = None,
     ledger: LedgerOption = None,
     root: RootOption = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Keep a recorded suite version's definitions under results/suites/ and append suite.archived.
 
@@ -283,11 +296,14 @@ def suite_archive_command(
     kept = suite_archive.keep(ws, version, source, bump, label)
     event = make_event(kept, id=suite_archive.event_id(kept), actor=_maintainer())
     (r,) = LedgerStore(path).append([event])
+    if as_json:
+        typer.echo(json.dumps({"seq": r.seq, "suiteVersion": version, "definitionsHash": kept.definitions_hash, "source": label}, sort_keys=True))
+        return
     typer.echo(f"seq {r.seq}  suite.archived {version}: definitions {kept.definitions_hash[:12]} from {label}")
 
 
 @suite_app.command("status")
-def suite_status(ledger: LedgerOption = None, root: RootOption = None) -> None:
+def suite_status(ledger: LedgerOption = None, root: RootOption = None, as_json: JsonFlag = False) -> None:
     """Show the recorded suite version and whether the tasks on disk still match it."""
     ws = workspace(ledger, root)
     view = ledger_view.read(ws.ledger)
@@ -297,7 +313,10 @@ def suite_status(ledger: LedgerOption = None, root: RootOption = None) -> None:
     kept = view.archived
     if kept is not None and not diffs:  # the files the standard's hashes do not cover (baselines, gold)
         diffs = definitions.differences(suite_archive.kept_definitions(ws, kept), suite_archive.on_disk(ws))
-    typer.echo(f"suite {view.suite.suite_version}: " + ("matches the tasks on disk" if not diffs else "differs: " + ", ".join(diffs)))
+    if as_json:
+        typer.echo(json.dumps({"suiteVersion": view.suite.suite_version, "matches": not diffs, "differences": list(diffs)}, sort_keys=True))
+    else:
+        typer.echo(f"suite {view.suite.suite_version}: " + ("matches the tasks on disk" if not diffs else "differs: " + ", ".join(diffs)))
     if diffs:
         raise typer.Exit(1)
 
