@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Annotated
@@ -21,7 +22,7 @@ from cbledger.cli.common import (
     ledger_path,
     workspace,
 )
-from cbledger.cli.progress import SuiteProgress
+from cbledger.cli.progress import Reporter, SuiteProgress
 from cbledger.grading import suite_version
 from cbledger.ledger.events import Ablations, Actor, make_event
 from cbledger.ledger.store import LedgerStore
@@ -174,7 +175,20 @@ def run(
 
 def rescore(ledger: LedgerOption = None, root: RootOption = None, as_json: JsonFlag = False) -> None:
     """Re-grade every preserved run under the current suite version (no agent, no model)."""
-    result = rescore_runs(workspace(ledger, root), _maintainer())
+    progress = Reporter("re-grading runs", quiet=as_json and not sys.stderr.isatty())
+    started = False
+
+    def step(done: int, total: int, run_id: str, outcome: str) -> None:
+        nonlocal started
+        if not started:
+            progress.start(total)
+            started = True
+        progress.step(done, total, f"{run_id} {outcome}", error=outcome == "failed")
+
+    try:
+        result = rescore_runs(workspace(ledger, root), _maintainer(), on_step=step)
+    finally:
+        progress.close()
     if as_json:
         typer.echo(json.dumps({
             "graded": [{"runId": g.run_id, "verdict": g.verdict} for g in result.graded],
