@@ -43,7 +43,7 @@ LedgerOption = Annotated[
         "--ledger",
         envvar=LEDGER_ENV,
         help="Ledger: a JSON Lines file, or a PostgreSQL URL (postgresql://…[?ledger=NAME]). Default: "
-        f"ledger/events.jsonl in the results directory (`cbledger --results DIR`; {LEDGER} under the project root). "
+        f"the ledger of the results directory (`cbledger --results DIR`; {LEDGER} under the project root). "
         "A file elsewhere keeps its records and runs in its own results directory, never beside another ledger's.",
         show_default=False,
     ),

@@ -38,7 +38,7 @@ from cbledger.runner.suite_run import run_plan
 from cbledger.tasks import suite_archive
 from cbledger.tasks.catalog import Catalog
 from cbledger.tasks.validate import validate_project
-from cbledger.workspace import Workspace
+from cbledger.workspace import RESULTS, Workspace
 
 
 def demo(
@@ -53,7 +53,7 @@ def demo(
     """Run the bundled suite with the gold and noop agents into a scratch workspace (printed), then
     regenerate every projection there."""
     if ledger is None and chosen_results() is None:
-        where = Workspace.at(project_root(root), results=Path(tempfile.mkdtemp(prefix="cbledger-demo-")) / "results")
+        where = Workspace.at(project_root(root), results=Path(tempfile.mkdtemp(prefix="cbledger-demo-")) / RESULTS)
     else:
         where = workspace(ledger, root)
     root_dir, path = where.root, where.ledger
