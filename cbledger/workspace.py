@@ -6,10 +6,12 @@ two modules is two layouts waiting to drift, and a bundle path is recorded in `r
 the layout is part of the ledger's meaning: every module asks a `Workspace` instead.
 
 The relative forms (`LEDGER`, `READ_MODEL`, ...) are what reports and events name; a `Workspace`
-turns them into paths on this machine. The ledger is the one path a user may place elsewhere
-(`--ledger`), and the one that may be no path at all: a `postgresql://` URL names a ledger kept
-in a database (`is_database_url`). Everything else follows the root. Domain-free, so every layer
-may use it.
+turns them into paths on this machine. What runs read (tasks, fixtures, suites, keys) follows the
+root; what they write (the ledger and everything made from it) lives in one results directory,
+`results/` under the root unless another is chosen, and a `results/...` name resolves in it. A
+ledger given as a file elsewhere takes its results directory with it (`results_beside`); a
+`postgresql://` URL names a ledger kept in a database (`is_database_url`). Domain-free, so every
+layer may use it.
 """
 
 from __future__ import annotations
@@ -66,19 +68,45 @@ def record_name(relpath: str) -> str:
     return f"{RESULTS}/{relpath}"
 
 
+def results_beside(ledger: Path) -> Path:
+    """The results directory a ledger file belongs to: the one holding its `ledger/` folder
+    (`X/ledger/events.jsonl` -> `X`, the default layout), else the ledger's own directory."""
+    return ledger.parent.parent if ledger.parent.name == "ledger" else ledger.parent
+
+
 @dataclass(frozen=True)
 class Workspace:
+    """A project root (tasks, fixtures, suites: what runs read) and one results directory (the
+    ledger, preserved runs, records, read model, LEADERBOARD.md: what runs write). The results
+    directory is `results/` under the root unless one is chosen; paths an event records as
+    `results/...` are read from it, so a workspace moved whole still verifies."""
+
     root: Path
     #: the JSON Lines file, or (a str) the URL of a ledger in a database
     ledger: Path | str
+    #: the results directory when it is not `results/` under the root
+    results_dir: Path | None = None
 
     @classmethod
-    def at(cls, root: Path, ledger: Path | str | None = None) -> Workspace:
-        """The workspace of `root`, its ledger at the default place unless one is given (a path,
-        or a database URL)."""
+    def at(cls, root: Path, ledger: Path | str | None = None, results: Path | None = None) -> Workspace:
+        """The workspace of `root`. With a results directory: its ledger under it unless one is
+        given. With only a ledger file away from the default place: the results directory it
+        belongs to (`results_beside`), so its records never land beside another ledger's. With
+        neither: `results/` and its ledger under the root."""
+        default = root / RESULTS
+        if results is not None:
+            chosen = Path(results)
+            here = None if chosen.absolute() == default.absolute() else chosen
+            if ledger is None:
+                return cls(root, chosen / "ledger" / "events.jsonl", here)
+            return cls(root, ledger if is_database_url(ledger) else Path(ledger), here)
         if ledger is None:
             return cls(root, root / LEDGER)
-        return cls(root, ledger if is_database_url(ledger) else Path(ledger))
+        if is_database_url(ledger):
+            return cls(root, ledger)
+        path = Path(ledger)
+        beside = results_beside(path)
+        return cls(root, path, None if beside.absolute() == default.absolute() else beside)
 
     @property
     def ledger_file(self) -> Path | None:
@@ -87,23 +115,29 @@ class Workspace:
 
     @property
     def results(self) -> Path:
-        return self.root / RESULTS
+        return self.results_dir if self.results_dir is not None else self.root / RESULTS
+
+    def _under_results(self, name: str) -> Path:
+        """A path the layout names as `results/...`, in this workspace's results directory."""
+        return self.results / PurePosixPath(name).relative_to(RESULTS)
 
     @property
     def leaderboard(self) -> Path:
-        return self.root / LEADERBOARD
+        """`LEADERBOARD.md` at the root for the project's own `results/` (where it is committed);
+        inside a results directory chosen elsewhere, with the rest of that workspace."""
+        return self.root / LEADERBOARD if self.results_dir is None else self.results_dir / LEADERBOARD
 
     @property
     def read_model(self) -> Path:
-        return self.root / READ_MODEL
+        return self._under_results(READ_MODEL)
 
     @property
     def site(self) -> Path:
-        return self.root / SITE
+        return self._under_results(SITE)
 
     @property
     def runs(self) -> Path:
-        return self.root / RUNS
+        return self._under_results(RUNS)
 
     def record(self, relpath: str) -> Path:
         """A result record, given its path relative to `results/` (the record path rule's form)."""
@@ -125,14 +159,23 @@ class Workspace:
         rel = PurePosixPath(relpath)
         if rel.is_absolute() or ".." in rel.parts:
             return None
+        if rel.parts[:1] == (RESULTS,):
+            return self.results.joinpath(*rel.parts[1:])
         return self.root / rel
+
+    def recorded_name(self, path: Path) -> str:
+        """How an event names a path of this workspace: `results/...` for one in the results
+        directory (wherever it is), else relative to the root; `stored` reads it back."""
+        if path.is_relative_to(self.results):
+            return PurePosixPath(RESULTS, path.relative_to(self.results).as_posix()).as_posix()
+        return path.relative_to(self.root).as_posix()
 
     @property
     def checkpoints(self) -> Path:
-        return self.root / CHECKPOINTS
+        return self._under_results(CHECKPOINTS)
 
     def checkpoint(self, size: int) -> Path:
-        return self.root / checkpoint_name(size)
+        return self._under_results(checkpoint_name(size))
 
     @property
     def keys(self) -> Path:
@@ -140,15 +183,15 @@ class Workspace:
 
     @property
     def suites(self) -> Path:
-        return self.root / SUITES
+        return self._under_results(SUITES)
 
     def suite_definitions(self, version: str) -> Path:
-        return self.root / suite_definitions_name(version)
+        return self._under_results(suite_definitions_name(version))
 
     def suite_object(self, sha256: str) -> Path:
         """One kept definition file, named by its SHA-256."""
-        return self.root / SUITES / "objects" / sha256[:2] / sha256
+        return self.suites / "objects" / sha256[:2] / sha256
 
     def kept_import(self, sha256: str) -> Path:
         """The directory holding the kept copies of one imported file's evidence."""
-        return self.root / IMPORTS / sha256
+        return self._under_results(IMPORTS) / sha256

@@ -172,7 +172,7 @@ def test_show_json_is_one_line_and_matches_the_stored_bytes(filled: Path) -> Non
 def test_show_unknown_key(filled: Path) -> None:
     for key in ("99", "no-such-id", "\u00b2"):
         result = cli("show", key, "--ledger", filled)
-        assert result.exit_code == 1
+        assert result.exit_code == 2
         assert "no event" in result.stderr
 
 

@@ -130,4 +130,4 @@ def test_a_manifest_that_does_not_decode(fixture):
 
 def test_an_unknown_fixture(tmp_path):
     r = run_cli(["fixture", "check", "nope", "--root", tmp_path])
-    assert r.exit_code == 1 and "fixtures/nope/fixture.json: no such fixture" in r.stderr
+    assert r.exit_code == 2 and "fixtures/nope/fixture.json: no such fixture" in r.stderr

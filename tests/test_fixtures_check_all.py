@@ -85,7 +85,7 @@ def test_ids_and_all_are_exclusive(tmp_path):
     root = tmp_path / "project"
     write_fixture(root)
     assert "give one or more fixture ids, or --all" in check(root).stderr
-    assert check(root, "demo-board", "--all").exit_code == 1
+    assert check(root, "demo-board", "--all").exit_code == 2
 
 
 def test_kicad_without_kicad_cli_is_refused_before_anything_runs(tmp_path):

@@ -239,6 +239,6 @@ def test_a_refused_freeze_writes_nothing(tmp_path, upstream):
     assert r.exit_code == 2 and "unreachable" in r.stderr
     assert not (root / "fixtures").exists()
     r = run_cli(["fixture", "freeze", "--from", upstream.path, "--commit", upstream.first, "--path", "hardware", "--id", "Demo_Up", "--root", root])
-    assert r.exit_code == 1 and "--id 'Demo_Up': must be kebab-case" in r.stderr
+    assert r.exit_code == 2 and "--id 'Demo_Up': must be kebab-case" in r.stderr
     r = run_cli(["fixture", "freeze", "--from", upstream.path, "--commit", upstream.first, "--path", "hardware", "--id", "demo-up\n", "--root", root])
-    assert r.exit_code == 1 and "--id 'demo-up\\n': must be kebab-case" in r.stderr
+    assert r.exit_code == 2 and "--id 'demo-up\\n': must be kebab-case" in r.stderr

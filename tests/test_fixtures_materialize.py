@@ -111,8 +111,8 @@ def test_an_existing_tree_with_another_hash_needs_force(tmp_path):
 
 def test_materialize_needs_exactly_one_source(tmp_path):
     fixture, source = _split(tmp_path)
-    assert materialize(fixture).exit_code == 1
-    assert materialize(fixture, "--from", source, "--git", source).exit_code == 1
+    assert materialize(fixture).exit_code == 2
+    assert materialize(fixture, "--from", source, "--git", source).exit_code == 2
 
 
 # --------------------------------------------------------------------------- --git

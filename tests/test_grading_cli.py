@@ -127,7 +127,7 @@ def test_grade_refuses_a_task_pinned_to_another_fixture_hash(tmp_path):
     doc["fixture"]["sha256"] = "f" * 64
     (task.dir / "task.json").write_text(json.dumps(doc))
     r = run_cli(["grade", "rename-sig", box.path, "--root", root])
-    assert r.exit_code == 1
+    assert r.exit_code == 2
     assert f"fixture.sha256 {'f' * 64} differs from" in r.stderr
 
 

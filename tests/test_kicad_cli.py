@@ -47,7 +47,7 @@ def test_symbols_text_and_json() -> None:
     assert any(line.startswith("R23\t") and line.endswith("dnp") for line in lines)
     data = json.loads(runner.invoke(_app(), ["kicad", "symbols", schematic, "--json"]).output)
     q1 = next(r for r in data if r["reference"] == "Q1")
-    assert (q1["lib_id"], q1["unit"], q1["in_bom"], q1["on_board"], q1["dnp"]) == ("Test:Q_NPN", 1, True, True, False)
+    assert (q1["libId"], q1["unit"], q1["inBom"], q1["onBoard"], q1["dnp"]) == ("Test:Q_NPN", 1, True, True, False)
 
 
 def test_compare_exit_codes(tmp_path: Path) -> None:
@@ -105,7 +105,7 @@ def test_summary_reports_buses_and_notes(tmp_path: Path) -> None:
     result = runner.invoke(_app(), ["kicad", "summary", str(DATA / "bus" / "bus.kicad_sch"), "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    assert data["instances"][0]["buses"] == 1 and data["instances"][0]["bus_entries"] == 5
+    assert data["instances"][0]["buses"] == 1 and data["instances"][0]["busEntries"] == 5
     assert data["notes"] == []
     text = runner.invoke(_app(), ["kicad", "summary", str(DATA / "hierarchy" / "hierarchy.kicad_sch")])
     assert "/Amp2/Leaf/ (leaf.kicad_sch): 1 symbols" in text.output

@@ -129,7 +129,7 @@ def test_workqueue_json_and_text(root):
     code, out, _ = cli("project", "workqueue", "--json", "--root", root, "--suite", "1.0.0")
     assert code == 0
     q = json.loads(out)
-    assert q["suite_version"] == "1.0.0" and q["entries"][0]["rank"] == 1
+    assert q["suiteVersion"] == "1.0.0" and q["entries"][0]["rank"] == 1
     code, out, _ = cli("project", "workqueue", "--root", root, "--suite", "1.0.0")
     assert code == 0 and out.startswith("work queue, suite 1.0.0, condition default:")
     code, _, err = cli("project", "workqueue", "--root", root, "--suite", "1.0.0", "--condition", "max-turns=2")

@@ -114,3 +114,16 @@ def test_rescore_without_a_bump_has_nothing_to_do(graded, offline):
     assert result.exit_code == 0, result.output
     assert "re-graded 0, skipped 4, failed 0" in result.stdout
     assert {RENAME_TASK, REFUSAL_TASK} == {r.task.id for r in graded.runs()}
+
+
+def test_rescore_shows_a_step_per_run(graded, offline):
+    """Progress on the long step: one line per run off a terminal (a bar on one), on stderr."""
+    project = graded
+    runs = project.runs()
+    reweigh(project, "new-net-exists", 5)
+    project.bump("new-net-exists reweighed for the progress test")
+    result = project.cli("rescore")
+    assert result.exit_code == 0, result.output
+    steps = [line for line in result.stderr.splitlines() if line.startswith("[")]
+    assert len(steps) == len(runs) and steps[-1].startswith(f"[{len(runs)}/{len(runs)}] ")
+    assert {line.split()[1] for line in steps} == {r.run_id for r in runs}

@@ -34,11 +34,34 @@ def test_every_output_path_is_derived_from_the_root(tmp_path):
     assert layout.record_name("2026-09-06/m/t/run-1.json") == "results/2026-09-06/m/t/run-1.json"
 
 
-def test_a_ledger_given_elsewhere_moves_only_the_ledger(tmp_path):
+def test_a_ledger_given_elsewhere_takes_its_outputs_with_it(tmp_path):
+    """A ledger and its projections are one unit: a ledger away from the project's results/ keeps
+    its records, runs and read model in its own results directory (issue: records written beside
+    another ledger's, so replay --verify on either named the other's as extra)."""
     elsewhere = tmp_path / "other" / "log.jsonl"
     ws = Workspace.at(tmp_path / "project", elsewhere)
     assert ws.ledger == elsewhere
-    assert ws.read_model == tmp_path / "project" / "results" / "cbledger.db"
+    assert ws.results == tmp_path / "other"
+    assert ws.read_model == tmp_path / "other" / "cbledger.db"
+    assert ws.leaderboard == tmp_path / "other" / "LEADERBOARD.md"
+    assert ws.stored("results/runs/r1.bundle") == tmp_path / "other" / "runs" / "r1.bundle"
+    laid_out = Workspace.at(tmp_path / "project", tmp_path / "w" / "ledger" / "events.jsonl")
+    assert laid_out.results == tmp_path / "w" and laid_out.runs == tmp_path / "w" / "runs"
+    default = Workspace.at(tmp_path / "project", tmp_path / "project" / "results" / "ledger" / "events.jsonl")
+    assert default == Workspace.at(tmp_path / "project")
+
+
+def test_a_chosen_results_directory_holds_every_output(tmp_path):
+    root, results = tmp_path / "project", tmp_path / "scratch" / "results"
+    ws = Workspace.at(root, results=results)
+    assert ws.ledger == results / "ledger" / "events.jsonl"
+    for path in (ws.read_model, ws.runs, ws.leaderboard, ws.checkpoint(7), ws.suites, ws.suite_object("ab" * 32),
+                 ws.kept_import("cd" * 32), ws.record("2026-01-01/m/t/run-1.json")):
+        assert path.is_relative_to(results), path
+    assert ws.keys == root / "keys" and ws.stored("fixtures/f/tree") == root / "fixtures" / "f" / "tree"
+    kept = ws.kept_import("cd" * 32) / "a.json"
+    assert ws.stored(ws.recorded_name(kept)) == kept and ws.recorded_name(kept).startswith("results/imports/")
+    assert Workspace.at(root, results=root / "results") == Workspace.at(root)
 
 
 @pytest.mark.parametrize("stored", ["/etc/passwd", "../outside.bundle", "results/../../x.bundle"])

@@ -12,17 +12,39 @@ from typing import Annotated, NoReturn
 
 import typer
 
+from cbledger.cli.exits import USAGE
 from cbledger.workspace import LEDGER, Workspace
 
 LEDGER_ENV = "CBLEDGER_LEDGER"
 ROOT_ENV = "CBLEDGER_ROOT"
+RESULTS_ENV = "CBLEDGER_RESULTS"
+
+#: `cbledger --results DIR`, as the root command parsed it for the command it runs
+_chosen_results: Path | None = None
+
+
+def choose_results(directory: Path | None) -> None:
+    """The results directory every command of this invocation works in (the root's `--results`)."""
+    global _chosen_results
+    _chosen_results = directory
+
+
+def chosen_results() -> Path | None:
+    """`--results DIR` or `$CBLEDGER_RESULTS`: the one choice of where a workspace's outputs live."""
+    if _chosen_results is not None:
+        return _chosen_results
+    env = os.environ.get(RESULTS_ENV)
+    return Path(env) if env else None
+
 
 LedgerOption = Annotated[
     str | None,
     typer.Option(
         "--ledger",
         envvar=LEDGER_ENV,
-        help=f"Ledger: a JSON Lines file, or a PostgreSQL URL (postgresql://…[?ledger=NAME]). Default: {LEDGER} under the project root.",
+        help="Ledger: a JSON Lines file, or a PostgreSQL URL (postgresql://…[?ledger=NAME]). Default: "
+        f"the ledger of the results directory (`cbledger --results DIR`; {LEDGER} under the project root). "
+        "A file elsewhere keeps its records and runs in its own results directory, never beside another ledger's.",
         show_default=False,
     ),
 ]
@@ -31,20 +53,34 @@ RootOption = Annotated[
     typer.Option(
         "--root",
         envvar=ROOT_ENV,
-        help="Project root holding tasks/, fixtures/ and results/. Default: the current directory.",
+        help="Project root holding tasks/, fixtures/ and results/. Default: the nearest directory, from the "
+        "current one up, that holds tasks/ and fixtures/ (or a ledger under results/), as git finds its repository.",
         show_default=False,
     ),
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
+def is_project(directory: Path) -> bool:
+    return ((directory / "tasks").is_dir() and (directory / "fixtures").is_dir()) or (directory / LEDGER).is_file()
+
+
+def find_root(start: Path) -> Path:
+    """The nearest project at or above `start`, else `start`: a command run in a subdirectory
+    (tasks/led-resistor/) works on the project, not on an empty one of its own."""
+    start = start.resolve()
+    return next((d for d in (start, *start.parents) if is_project(d)), start)
+
+
 def project_root(root: Path | None) -> Path:
-    return (root or Path(os.environ.get(ROOT_ENV) or Path.cwd())).resolve()
+    given = root or os.environ.get(ROOT_ENV)
+    return Path(given).resolve() if given else find_root(Path.cwd())
 
 
 def workspace(ledger: str | Path | None, root: Path | None) -> Workspace:
-    """The workspace the `--ledger` and `--root` options (or their environment variables) name."""
-    return Workspace.at(project_root(root), ledger)
+    """The workspace the `--ledger`, `--root` and root `--results` options (or their environment
+    variables) name: one results directory holding the ledger and everything made from it."""
+    return Workspace.at(project_root(root), ledger, results=chosen_results())
 
 
 def ledger_path(ledger: str | Path | None, root: Path | None = None) -> Path | str:
@@ -52,6 +88,8 @@ def ledger_path(ledger: str | Path | None, root: Path | None = None) -> Path | s
     return workspace(ledger, root).ledger
 
 
-def fail(message: str, code: int = 1) -> NoReturn:
+def fail(message: str, code: int = USAGE) -> NoReturn:
+    """One line on stderr and the exit: bad usage or input (2) unless the caller names a failed
+    check (1) or another code of cli/exits.py."""
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)

@@ -2,8 +2,10 @@
 
 Validates the bundled suite, records a suite version if the tasks on disk are not yet recorded,
 runs the full suite with the scripted agents (gold, then noop, each task for its own repeat
-count) into the ledger under `results/`, regenerates every projection (records, LEADERBOARD.md,
-the SQLite read model) and verifies the chain. Gold passing everything and noop passing nothing
+count) into a fresh scratch workspace (a new results directory under the system's temporary
+directory, printed first; `cbledger --results DIR demo` or `--ledger` choose one instead),
+regenerates every projection (records, LEADERBOARD.md, the SQLite read model) and verifies the
+chain. The project's own ledger and every tracked file are left alone. Gold passing everything and noop passing nothing
 is the suite's own proof that its assertions discriminate.
 """
 
@@ -16,7 +18,14 @@ from typing import Annotated
 
 import typer
 
-from cbledger.cli.common import LedgerOption, RootOption, fail, workspace
+from cbledger.cli.common import (
+    LedgerOption,
+    RootOption,
+    chosen_results,
+    fail,
+    project_root,
+    workspace,
+)
 from cbledger.cli.progress import SuiteProgress
 from cbledger.grading import suite_version
 from cbledger.ledger.events import Ablations, Actor, make_event
@@ -27,9 +36,10 @@ from cbledger.reproduce import site_evidence
 from cbledger.runner import ledger_view
 from cbledger.runner.plan import make_plan
 from cbledger.runner.suite_run import run_plan
+from cbledger.tasks import suite_archive
 from cbledger.tasks.catalog import Catalog
 from cbledger.tasks.validate import validate_project
-from cbledger.workspace import LEADERBOARD, READ_MODEL
+from cbledger.workspace import RESULTS, Workspace
 
 
 def demo(
@@ -41,16 +51,21 @@ def demo(
     ledger: LedgerOption = None,
     root: RootOption = None,
 ) -> None:
-    """Run the bundled suite with the gold and noop agents, then regenerate every projection."""
-    where = workspace(ledger, root)
+    """Run the bundled suite with the gold and noop agents into a scratch workspace (printed), then
+    regenerate every projection there."""
+    if ledger is None and chosen_results() is None:
+        where = Workspace.at(project_root(root), results=Path(tempfile.mkdtemp(prefix="cbledger-demo-")) / RESULTS)
+    else:
+        where = workspace(ledger, root)
     root_dir, path = where.root, where.ledger
+    typer.echo(f"workspace: {where.results} (ledger {path}; LEADERBOARD.md {where.leaderboard})")
     actor = Actor(kind="maintainer", name="cbledger-demo")
 
     report = validate_project(root_dir)
     if not report.ok:
         for p in report.errors:
             typer.echo(f"  {p.file}: {p.field}: {p.message}", err=True)
-        fail(f"the suite under {root_dir} does not validate ({len(report.errors)} error(s))")
+        fail(f"the suite under {root_dir} does not validate ({len(report.errors)} error(s))", 1)
     typer.echo(f"validated {report.tasks} task(s), {report.fixtures} fixture(s), {report.suites} suite(s)")
 
     store = LedgerStore(path)
@@ -61,9 +76,12 @@ def demo(
     view = ledger_view.read(path)
     changes = suite_version.differences(view.suite, suite_version.current(catalog)) if view.suite else ["initial suite"]
     if changes:
-        body = suite_version.bump(view.suite, catalog, "demo: " + ", ".join(changes))
-        (r,) = store.append([make_event(body, id=f"suite:{body.suite_version}", actor=actor)])
-        typer.echo(f"recorded suite {body.suite_version} (seq {r.seq}): {', '.join(changes)}")
+        body, kept = suite_version.bump_and_keep(view.suite, where, "demo: " + ", ".join(changes), kept_versions=set(view.archives))
+        r, _ = store.append([
+            make_event(body, id=f"suite:{body.suite_version}", actor=actor),
+            make_event(kept, id=suite_archive.event_id(kept), actor=actor),
+        ])
+        typer.echo(f"recorded suite {body.suite_version} (seq {r.seq}), its definitions kept: {', '.join(changes)}")
 
     totals: dict[str, tuple[int, int]] = {}
     sandboxes = Path(tempfile.mkdtemp(prefix="cbledger-demo-"))
@@ -91,7 +109,7 @@ def demo(
     noop_pass, noop_n = totals["noop"]
     typer.echo(f"gold passed {gold_pass}/{gold_n}; noop passed {noop_pass}/{noop_n}")
     typer.echo(
-        f"records: {len(outputs.records.created)} new; {LEADERBOARD} and {READ_MODEL} regenerated; "
+        f"records: {len(outputs.records.created)} new; {where.leaderboard} and {where.read_model} regenerated; "
         f"chain {'ok' if chain.ok else 'BROKEN'}: head seq {chain.head.seq} {chain.head.hash}"
     )
     if failures or not chain.ok or gold_pass != gold_n or noop_pass != 0:

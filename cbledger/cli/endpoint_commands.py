@@ -52,9 +52,18 @@ def serve_cmd(
 
 
 @endpoint_app.command("check")
-def check_cmd(sessions: Annotated[list[Path], typer.Argument(help="Session files or directories of them.")]) -> None:
+def check_cmd(
+    sessions: Annotated[list[Path], typer.Argument(help="Session files or directories of them.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
     """Validate session scripts: the format, every exchange, every expectation's regex."""
-    for s in script.load_all(sessions):
+    loaded = script.load_all(sessions)
+    if as_json:
+        import json
+
+        typer.echo(json.dumps([{"name": s.name, "turns": script.length(s), "task": s.task} for s in loaded], sort_keys=True))
+        return
+    for s in loaded:
         n = script.length(s)
         typer.echo(f"{s.name}: {'unbounded' if n is None else f'{n} turn(s)'}" + (f", task {s.task}" if s.task else ""))
 

@@ -156,6 +156,7 @@ def freeze_cmd(
     complexity: Annotated[str | None, typer.Option(help="simple, medium or hard")] = None,
     authored_version: Annotated[str | None, typer.Option("--authored-version", help="kicad.authoredVersion")] = None,
     root: RootOption = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Freeze a fixture tree from a git repository at one exact commit.
 
@@ -191,10 +192,16 @@ def freeze_cmd(
         authored_version=authored_version,
     )
     write_document(manifest_path, doc)
-    typer.echo(f"froze {len(frozen.files)} file(s) at {frozen.commit} into {fixture_dir / 'tree'}")
-    typer.echo(f"tree sha256 {frozen.sha256}" + ("" if previous in (None, frozen.sha256) else f" (was {previous})"))
     result = check_fixture(fixture_dir, project_root(root), require_tree=True)
     left = [p for p in result.problems if p.severity == "error"]
+    if as_json:
+        typer.echo(json.dumps({
+            "fixture": fixture_id, "files": len(frozen.files), "commit": frozen.commit, "sha256": frozen.sha256,
+            "previousSha256": previous, "left": _problems_json(left),
+        }, indent=2))
+        return
+    typer.echo(f"froze {len(frozen.files)} file(s) at {frozen.commit} into {fixture_dir / 'tree'}")
+    typer.echo(f"tree sha256 {frozen.sha256}" + ("" if previous in (None, frozen.sha256) else f" (was {previous})"))
     if left:
         typer.echo(f"{manifest_path}: {len(left)} field(s) left for you before this fixture can be used:")
         for p in left:
@@ -202,13 +209,16 @@ def freeze_cmd(
 
 
 @fixture_app.command("baseline")
-def baseline_cmd(fixture_id: FixtureId, root: RootOption = None) -> None:
+def baseline_cmd(fixture_id: FixtureId, root: RootOption = None, as_json: JsonFlag = False) -> None:
     """Measure the fixture's kicad-cli baseline (on a temporary copy of its tree).
 
     Writes baseline/erc.json, baseline/drc.json, baseline/netlist.kicad_net and the manifest's
     baseline summary."""
     fixture_dir = _fixture_dir(root, fixture_id)
     result = baseline_mod.measure(fixture_dir)
+    if as_json:
+        typer.echo(json.dumps({"fixture": fixture_id, "erc": result.erc, "drc": result.drc, "kicadCliVersion": result.kicad_cli_version}, indent=2))
+        return
     erc = result.erc
     typer.echo(f"ERC: {erc['errors']} error(s), {erc['warnings']} warning(s)")
     if result.drc is not None:
@@ -231,6 +241,7 @@ def materialize_cmd(
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing tree that hashes differently.")] = False,
     root: RootOption = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Build fixtures/ID/tree of a real board whose tree is not committed.
 
@@ -243,6 +254,13 @@ def materialize_cmd(
     else:
         assert git is not None
         result = materialize_mod.from_git(fixture_dir, git, force)
+    if as_json:
+        typer.echo(json.dumps({
+            "fixture": fixture_id, "already": result.already, "files": result.files, "sha256": result.sha256,
+            "baselineCopied": list(result.baseline_copied), "baselineProblems": [str(p) for p in result.baseline_problems],
+            "baselineMissing": bool(result.baseline_missing),
+        }, indent=2))
+        raise typer.Exit(1 if result.baseline_problems else 0)
     if result.already:
         typer.echo(f"{fixture_id}: tree already materialized (sha256 {result.sha256})")
     else:
@@ -262,6 +280,7 @@ def gold_cmd(
     task_id: Annotated[str, typer.Argument(help="The task whose gold solution to replace.")],
     sandbox: Annotated[Path, typer.Option("--from-sandbox", help="A sandbox kept by `cbledger run --keep-sandboxes`.")],
     root: RootOption = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Replace a task's gold solution with what a run of the real harness left in its sandbox:
     the files it changed, the files it removed and its transcript (tokens zeroed)."""
@@ -270,6 +289,9 @@ def gold_cmd(
 
     task = Catalog(project_root(root)).task(task_id)
     got = gold_capture.capture(task, sandbox)
+    if as_json:
+        typer.echo(json.dumps({"task": task_id, "files": len(got.files), "deleted": len(got.deleted), "transcriptEvents": got.transcript_events}))
+        return
     typer.echo(
         f"{task_id}: gold has {len(got.files)} file(s), {len(got.deleted)} deletion(s), "
         f"a transcript of {got.transcript_events} event(s)"

@@ -24,8 +24,23 @@ kicad_app = typer.Typer(
 )
 
 
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(word[:1].upper() + word[1:] for word in rest)
+
+
+def _camel_keys(data: Any) -> Any:
+    """The JSON with every key in the records' camelCase: here every key is a field name, never
+    data (a net or reference name is a value)."""
+    if isinstance(data, dict):
+        return {_camel(k): _camel_keys(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [_camel_keys(v) for v in data]
+    return data
+
+
 def _print_json(data: object) -> None:
-    typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+    typer.echo(json.dumps(_camel_keys(data), indent=2, ensure_ascii=False))
 
 
 @kicad_app.command("nets")

@@ -6,7 +6,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, cast
 
 import typer
 
@@ -24,10 +24,14 @@ def init(
     root: RootOption = None,
     name: Annotated[str, typer.Option(help="A name for this ledger.")] = "copperbench",
     description: Annotated[str, typer.Option(help="What this ledger records.")] = "",
+    as_json: JsonFlag = False,
 ) -> None:
     """Create a ledger and record `ledger.created` as seq 1."""
     store = LedgerStore(ledger_path(ledger, root))
     appended = store.init(name, Actor(kind="maintainer", name=login_name("maintainer")), description)
+    if as_json:
+        typer.echo(json.dumps({"ledger": str(store.location), "seq": appended.seq, "hash": appended.hash}, sort_keys=True))
+        return
     typer.echo(f"initialised {store.location}: seq {appended.seq} {appended.hash}")
 
 
@@ -74,6 +78,9 @@ def append(
         typer.echo(f"seq {r.seq}  {r.hash}  {r.type}  {printable(r.id)}{note}")
 
 
+RUN_EVENTS = {"run.recorded", "grade.recorded", "run.retracted", "rubric.scored"}
+
+
 def log(
     ledger: LedgerOption = None,
     root: RootOption = None,
@@ -82,12 +89,39 @@ def log(
     ] = None,
     since: Annotated[int, typer.Option(min=0, help="Only events with seq greater than this.")] = 0,
     until: Annotated[int | None, typer.Option(min=1, help="Only events with seq up to this.")] = None,
+    task: Annotated[list[str] | None, typer.Option("--task", help="Only events about runs of this task (repeatable).")] = None,
+    model: Annotated[list[str] | None, typer.Option("--model", help="Only events about runs of this model id (repeatable).")] = None,
+    run: Annotated[list[str] | None, typer.Option("--run", metavar="ID", help="Only events about this run (repeatable).")] = None,
+    verdict: Annotated[
+        str | None, typer.Option("--verdict", help="Only grades with this verdict: pass or fail.", show_default=False)
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """List events, optionally filtered by type and seq range."""
+    """List events, filtered by type, seq range, and the task, model, run or verdict of the run
+    they are about (a filter on runs leaves out every event about no run)."""
+    if verdict not in (None, "pass", "fail"):
+        fail(f"--verdict {printable(verdict)!r}: give pass or fail")
+    types = set(type_) if type_ else None
+    about_runs = bool(task or model or run or verdict)
+    runs: dict[str, tuple[str, str]] = {}  # run id -> (task id, model id), as each run lands
     store = LedgerStore(ledger_path(ledger, root))
-    for stored in store.read(since=since, until=until, types=set(type_) if type_ else None):
+    # A filter on runs reads every run event from the start: a grade names its run, not its task.
+    reading = store.read(types=RUN_EVENTS) if about_runs else store.read(since=since, until=until, types=types)
+    for stored in reading:
         ev = stored.event
+        kind = event_type(ev)
+        if about_runs:
+            body = cast(Any, ev).body  # every run event has one
+            if kind == "run.recorded":
+                runs[body.run_id] = (body.task.id, body.model.id)
+            task_id, model_id = runs.get(body.run_id, ("", ""))
+            if (
+                stored.seq <= since or (until is not None and stored.seq > until)
+                or (types is not None and kind not in types)
+                or (task and task_id not in task) or (model and model_id not in model) or (run and body.run_id not in run)
+                or (verdict is not None and (kind != "grade.recorded" or body.verdict != verdict))
+            ):
+                continue
         if as_json:
             typer.echo(
                 json.dumps(
@@ -127,6 +161,7 @@ def repair(
     ] = False,
     ledger: LedgerOption = None,
     root: RootOption = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Repair a ledger after a crash. The only repair there is: removing a torn tail — an
     incomplete final line. A complete, linked final event whose newline was lost is never
@@ -136,6 +171,9 @@ def repair(
     store = LedgerStore(ledger_path(ledger, root))
     path = store.location
     done = store.repair_tail()
+    if as_json:
+        typer.echo(json.dumps({"ledger": str(path), "action": done.action, "bytesRemoved": len(done.data) if done.action == "removed" else 0}, sort_keys=True))
+        return
     if done.action == "none":
         typer.echo(f"{path}: no torn tail; nothing removed")
         return
@@ -191,7 +229,7 @@ def schema(
     if check:
         stale = schemas.stale(out)
         if stale:
-            fail("schemas differ from the types (run `cbledger schema`): " + ", ".join(stale))
+            fail("schemas differ from the types (run `cbledger schema`): " + ", ".join(stale), 1)
         typer.echo(f"{out}: schemas match the types")
         return
     for path in schemas.write(out):

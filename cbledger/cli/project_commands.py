@@ -68,18 +68,37 @@ def _browse(db: Path) -> str:
     return f" (browse: datasette serve --immutable {db} -m {readmodel.metadata_path(db)})"
 
 
-def _leaderboard(state: LedgerState, target: Path, check: bool, suite: str | None) -> int:
+def _leaderboard(state: LedgerState, target: Path, check: bool, suite: str | None, report: dict | None = None) -> int:
+    """Writes (or checks) LEADERBOARD.md; with `report`, fills it in and prints nothing."""
     text = leaderboard.render(state, suite)
     if check:
         result = writers.check_text(target, text, target.name)
+        if report is not None:
+            report["leaderboard"] = {"path": str(target), "matches": result.matches, "diff": result.diff or None}
+            return 0 if result.matches else 1
         if not result.matches:
             typer.echo(result.diff, nl=False)
             typer.echo(f"{target}: differs from a regeneration (run `cbledger project leaderboard`)", err=True)
             return 1
         typer.echo(f"{target}: up to date")
         return 0
-    _written(target, writers.write_text_if_changed(target, text))
+    changed = writers.write_text_if_changed(target, text)
+    if report is not None:
+        report["leaderboard"] = {"path": str(target), "written": changed}
+    else:
+        _written(target, changed)
     return 0
+
+
+def _records_json(report: writers.RecordsReport, check: bool) -> dict:
+    return {
+        "created": [record_name(p) for p in report.created], "updated": [record_name(p) for p in report.updated],
+        "unchanged": report.unchanged, "retractionMarks": report.marks, "clean": report.clean if check else None,
+    }
+
+
+def _emit(doc: dict) -> None:
+    typer.echo(json.dumps(doc, indent=2, sort_keys=True))
 
 
 def _records_report(report: writers.RecordsReport, check: bool) -> int:
@@ -101,18 +120,27 @@ def leaderboard_cmd(
     check: CheckFlag = False,
     out: Annotated[Path | None, typer.Option("--out", help="Output file (default: LEADERBOARD.md under the root).")] = None,
     suite: SuiteOption = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Write LEADERBOARD.md (or check the committed one)."""
     where = workspace(ledger, root)
     state = _state(where)
-    raise typer.Exit(_leaderboard(state, out or where.leaderboard, check, _known_suite(state, suite)))
+    report: dict | None = {} if as_json else None
+    code = _leaderboard(state, out or where.leaderboard, check, _known_suite(state, suite), report)
+    if report is not None:
+        _emit(report["leaderboard"])
+    raise typer.Exit(code)
 
 
 @project_app.command("records")
-def records_cmd(ledger: LedgerOption = None, root: RootOption = None, check: CheckFlag = False) -> None:
+def records_cmd(ledger: LedgerOption = None, root: RootOption = None, check: CheckFlag = False, as_json: JsonFlag = False) -> None:
     """Write results/<date>/<model>/<task>/run-<n>.json for every graded run."""
     where = workspace(ledger, root)
-    raise typer.Exit(_records_report(writers.sync_records(_state(where), where.results, check=check), check))
+    report = writers.sync_records(_state(where), where.results, check=check)
+    if as_json:
+        _emit(_records_json(report, check))
+        raise typer.Exit(1 if check and not report.clean else 0)
+    raise typer.Exit(_records_report(report, check))
 
 
 ConditionOption = Annotated[
@@ -254,24 +282,42 @@ def readmodel_cmd(
     ledger: LedgerOption = None,
     root: RootOption = None,
     out: Annotated[Path | None, typer.Option("-o", "--out", help=f"Database file (default: {READ_MODEL}).")] = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Rebuild the SQLite read model atomically."""
     where = workspace(ledger, root)
     target = out or where.read_model
     readmodel.write(readmodel.build_tables(_state(where)), target)
     writers.write_text_if_changed(readmodel.metadata_path(target), readmodel.metadata(target.stem))
+    if as_json:
+        _emit({"readModel": {"path": str(target), "written": True}})
+        return
     _written(target, True, _browse(target))
 
 
 @project_app.command("all")
-def all_cmd(ledger: LedgerOption = None, root: RootOption = None, check: CheckFlag = False) -> None:
+def all_cmd(ledger: LedgerOption = None, root: RootOption = None, check: CheckFlag = False, as_json: JsonFlag = False) -> None:
     """Regenerate every output: records, LEADERBOARD.md, the read model and the HTML site (`--check`: the first two)."""
     where = workspace(ledger, root)
     state = _state(where)
     if check:
-        code = _records_report(writers.sync_records(state, where.results, check=True), True)
+        records = writers.sync_records(state, where.results, check=True)
+        if as_json:
+            doc: dict = {"records": _records_json(records, True)}
+            code = _leaderboard(state, where.leaderboard, True, None, doc)
+            _emit(doc)
+            raise typer.Exit(max(code, 0 if records.clean else 1))
+        code = _records_report(records, True)
         raise typer.Exit(max(code, _leaderboard(state, where.leaderboard, True, None)))
     done = writers.regenerate_all(state, where, site_evidence=site_evidence.source(where))
+    if as_json:
+        _emit({
+            "records": _records_json(done.records, False),
+            "leaderboard": {"path": str(where.leaderboard), "written": done.leaderboard},
+            "readModel": {"path": str(where.read_model), "written": done.read_model},
+            "site": {"path": str(where.site), "pagesWritten": len(done.site)},
+        })
+        return
     _records_report(done.records, False)
     _written(where.leaderboard, done.leaderboard)
     _written(where.read_model, done.read_model, _browse(where.read_model))
@@ -279,17 +325,23 @@ def all_cmd(ledger: LedgerOption = None, root: RootOption = None, check: CheckFl
 
 
 @project_app.command("site")
-def site_cmd(ledger: LedgerOption = None, root: RootOption = None, check: CheckFlag = False) -> None:
+def site_cmd(ledger: LedgerOption = None, root: RootOption = None, check: CheckFlag = False, as_json: JsonFlag = False) -> None:
     """Regenerate the static HTML site under results/site/ (`--check`: compare only)."""
     where = workspace(ledger, root)
     state = _state(where)
     if check:
         found = check_site(state, where)
-        for f in found:
-            typer.echo(f"{f.file}: {f.message}", err=True)
+        if as_json:
+            _emit({"site": {"path": str(where.site), "differences": [{"file": f.file, "message": f.message} for f in found]}})
+        else:
+            for f in found:
+                typer.echo(f"{f.file}: {f.message}", err=True)
         raise typer.Exit(1 if found else 0)
     written = writers.sync_site(state, where.site, site_evidence.source(where))
-    typer.echo(f"{SITE}/: {len(written)} page(s) written, open {SITE}/{site_render.INDEX}")
+    if as_json:
+        _emit({"site": {"path": str(where.site), "pagesWritten": len(written)}})
+        return
+    typer.echo(f"{where.site}/: {len(written)} page(s) written, open {where.site / site_render.INDEX}")
 
 
 def register(app: typer.Typer) -> None:

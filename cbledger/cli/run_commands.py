@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Annotated
@@ -19,10 +20,9 @@ from cbledger.cli.common import (
     RootOption,
     fail,
     ledger_path,
-    project_root,
     workspace,
 )
-from cbledger.cli.progress import SuiteProgress
+from cbledger.cli.progress import Reporter, SuiteProgress
 from cbledger.grading import suite_version
 from cbledger.ledger.events import Ablations, Actor, make_event
 from cbledger.ledger.store import LedgerStore
@@ -37,7 +37,7 @@ from cbledger.runner.suite_run import run_plan
 from cbledger.tasks import definitions, suite_archive
 from cbledger.tasks.catalog import Catalog
 from cbledger.tasks.definitions import DirectorySource, GitSource, Source
-from cbledger.workspace import SUITES, Workspace, bundle_name, record_name
+from cbledger.workspace import SUITES, bundle_name, record_name
 
 
 def scripted_model(session: str) -> str:
@@ -80,8 +80,12 @@ def run(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and its size; run nothing.")] = False,
     ledger: LedgerOption = None,
     root: RootOption = None,
+    as_json: JsonFlag = False,
 ) -> None:
-    """Run tasks with an agent, preserve every run and append run.recorded + grade.recorded."""
+    """Run tasks with an agent, preserve every run and append run.recorded + grade.recorded.
+
+    Exit codes: 0 every planned run recorded (whatever the verdicts); 1 a run failed to record;
+    2 bad usage (an unknown task, suite or agent), nothing run."""
     where = workspace(ledger, root)
     check_jobs(jobs)
     ablations = Ablations(
@@ -98,6 +102,13 @@ def run(
     )
     if dry_run:
         where_to_run = f"jobs {jobs}" if executor == "local" else f"executor {executor} at {scheduler}"
+        if as_json:
+            typer.echo(json.dumps({
+                "agent": plan.agent, "model": plan.model_id, "tasks": len(plan.tasks), "executor": executor,
+                "jobs": jobs, "runs": [{"task": r.task.id, "tier": r.task.manifest.tier, "repeat": r.repeat,
+                                        "repeatsPlanned": r.repeats_planned} for r in plan.runs],
+            }, sort_keys=True))
+            return
         typer.echo(f"plan: agent {plan.agent}, model {plan.model_id}, {len(plan.tasks)} task(s), {len(plan.runs)} run(s), {where_to_run}")
         for r in plan.runs:
             typer.echo(f"  {r.task.id}  tier {r.task.manifest.tier}  repeat {r.repeat}/{r.repeats_planned}")
@@ -115,7 +126,7 @@ def run(
         progress.close()
         if sandbox_root is None and not keep_sandboxes:
             shutil.rmtree(sandboxes, ignore_errors=True)
-    if keep_sandboxes:
+    if keep_sandboxes and not as_json:
         typer.echo(f"sandboxes kept under {sandboxes}")
     records: dict[str, list[str]] = {}
     if project and result.outputs:
@@ -123,6 +134,25 @@ def run(
         writers.regenerate_all(state, where, site_evidence=site_evidence.source(where))
         for entry in record_entries(state, build=False):
             records.setdefault(entry.run_id, []).append(record_name(entry.path))
+    if as_json:
+        typer.echo(json.dumps({
+            "runs": [
+                {
+                    "runId": o.run.run_id, "task": o.run.task.id, "repeat": o.run.repeat, "verdict": o.grade.verdict,
+                    "failureCategory": o.grade.failure_category,
+                    "harnessFailure": o.run.harness_failure.kind if o.run.harness_failure is not None else None,
+                    "records": records.get(o.run.run_id, []), "bundle": bundle_name(o.run.run_id),
+                }
+                for o in result.outputs
+            ],
+            "recorded": len(result.outputs), "passed": result.passed, "failed": len(result.outputs) - result.passed,
+            "notRecorded": [{"run": label, "error": error} for label, error in result.failures],
+            "batch": result.batch if result.outputs else None, "projected": bool(project and result.outputs),
+            "sandboxesKept": str(sandboxes) if keep_sandboxes else None,
+        }, sort_keys=True))
+        if result.failures:
+            raise typer.Exit(1)
+        return
     for output in result.outputs:
         run, grade = output.run, output.grade
         where_to = ", ".join(records.get(run.run_id, [])) or bundle_name(run.run_id)
@@ -146,7 +176,20 @@ def run(
 
 def rescore(ledger: LedgerOption = None, root: RootOption = None, as_json: JsonFlag = False) -> None:
     """Re-grade every preserved run under the current suite version (no agent, no model)."""
-    result = rescore_runs(workspace(ledger, root), _maintainer())
+    progress = Reporter("re-grading runs", quiet=as_json and not sys.stderr.isatty())
+    started = False
+
+    def step(done: int, total: int, run_id: str, outcome: str) -> None:
+        nonlocal started
+        if not started:
+            progress.start(total)
+            started = True
+        progress.step(done, total, f"{run_id} {outcome}", error=outcome == "failed")
+
+    try:
+        result = rescore_runs(workspace(ledger, root), _maintainer(), on_step=step)
+    finally:
+        progress.close()
     if as_json:
         typer.echo(json.dumps({
             "graded": [{"runId": g.run_id, "verdict": g.verdict} for g in result.graded],
@@ -169,11 +212,15 @@ def pricing_publish(
     file: Annotated[Path, typer.Argument(help="A price table (JSON: tableVersion, effectiveDate, models, nullCostRoutes).")],
     ledger: LedgerOption = None,
     root: RootOption = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Append a price table as pricing.published."""
     table = pricing.load_table(file)
     event = make_event(table, id=f"pricing:{table.table_version}", actor=_maintainer())
     (r,) = LedgerStore(ledger_path(ledger, root)).append([event])
+    if as_json:
+        typer.echo(json.dumps({"seq": r.seq, "tableVersion": table.table_version, "created": r.created, "hash": r.hash}, sort_keys=True))
+        return
     note = "" if r.created else " (already published; no-op)"
     typer.echo(f"seq {r.seq}  pricing.published {table.table_version}{note}")
 
@@ -193,13 +240,14 @@ def suite_bump(
     copperhead_cli: Annotated[str | None, typer.Option("--copperhead-cli", envvar="COPPERHEAD_CLI", help="Path to copperhead's cli.js (for setup commands).")] = None,
     ledger: LedgerOption = None,
     root: RootOption = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Append suite.bumped with the current manifest, fixture, vocabulary and pattern-set hashes;
     refuses when nothing changed. First runs gold and noop once on every added or changed task
     (through the runner, recording nothing) and refuses unless gold passes and noop fails each."""
-    path = ledger_path(ledger, root)
+    ws = workspace(ledger, root)
+    path = ws.ledger
     view = ledger_view.read(path)
-    ws = Workspace.at(project_root(root), path)
     catalog = Catalog(ws.root)
     to_try = suite_version.changed_tasks(view.suite, catalog)
     if skip_trial:
@@ -208,7 +256,7 @@ def suite_bump(
     else:
         results = trial.run_trials(catalog.root, to_try, copperhead_cli=copperhead_cli, on_done=lambda r: typer.echo(f"  trial {r}", err=True))
         trial.require_discriminating(results, "refusing to record the suite bump")
-        if to_try:
+        if to_try and not as_json:
             typer.echo(f"trial: gold passes and noop fails on {len(to_try)} changed task(s)")
     body, kept = suite_version.bump_and_keep(view.suite, ws, reason, level, version, kept_versions=set(view.archives))
     events = [
@@ -216,7 +264,14 @@ def suite_bump(
         make_event(kept, id=suite_archive.event_id(kept), actor=_maintainer()),
     ]
     r, a = LedgerStore(path).append(events)
-    changed = "" if view.suite is None else " (" + ", ".join(suite_version.differences(view.suite, suite_version.current(Catalog(ws.root)))) + ")"
+    differences = [] if view.suite is None else suite_version.differences(view.suite, suite_version.current(Catalog(ws.root)))
+    if as_json:
+        typer.echo(json.dumps({
+            "suiteVersion": body.suite_version, "previous": body.previous, "seq": r.seq, "changes": differences,
+            "tried": to_try if not skip_trial else [], "archivedSeq": a.seq, "definitionsHash": kept.definitions_hash,
+        }, sort_keys=True))
+        return
+    changed = "" if view.suite is None else " (" + ", ".join(differences) + ")"
     typer.echo(f"seq {r.seq}  suite {body.previous or '-'} → {body.suite_version}{changed}")
     typer.echo(f"seq {a.seq}  suite.archived {body.suite_version}: definitions {kept.definitions_hash[:12]} kept under {SUITES}/")
 
@@ -229,15 +284,16 @@ def suite_archive_command(
     ] = None,
     ledger: LedgerOption = None,
     root: RootOption = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Keep a recorded suite version's definitions under results/suites/ and append suite.archived.
 
     For a suite version bumped before definitions were kept: its files are recovered from the
     project's git history (`--from-commit`) or the working tree, and refused unless they hash to
     the task manifest and fixture hashes the version recorded."""
-    path = ledger_path(ledger, root)
+    ws = workspace(ledger, root)
+    path = ws.ledger
     view = ledger_view.read(path)
-    ws = Workspace.at(project_root(root), path)
     bump = view.bumps.get(version)
     if bump is None:
         fail(f"suite {version}: no suite.bumped records it (known: {', '.join(view.bumps) or 'none'})")
@@ -255,21 +311,27 @@ def suite_archive_command(
     kept = suite_archive.keep(ws, version, source, bump, label)
     event = make_event(kept, id=suite_archive.event_id(kept), actor=_maintainer())
     (r,) = LedgerStore(path).append([event])
+    if as_json:
+        typer.echo(json.dumps({"seq": r.seq, "suiteVersion": version, "definitionsHash": kept.definitions_hash, "source": label}, sort_keys=True))
+        return
     typer.echo(f"seq {r.seq}  suite.archived {version}: definitions {kept.definitions_hash[:12]} from {label}")
 
 
 @suite_app.command("status")
-def suite_status(ledger: LedgerOption = None, root: RootOption = None) -> None:
+def suite_status(ledger: LedgerOption = None, root: RootOption = None, as_json: JsonFlag = False) -> None:
     """Show the recorded suite version and whether the tasks on disk still match it."""
-    view = ledger_view.read(ledger_path(ledger, root))
+    ws = workspace(ledger, root)
+    view = ledger_view.read(ws.ledger)
     if view.suite is None:
         fail("no suite version recorded")
-    diffs = suite_version.differences(view.suite, suite_version.current(Catalog(project_root(root))))
+    diffs = suite_version.differences(view.suite, suite_version.current(Catalog(ws.root)))
     kept = view.archived
     if kept is not None and not diffs:  # the files the standard's hashes do not cover (baselines, gold)
-        ws = Workspace.at(project_root(root))
         diffs = definitions.differences(suite_archive.kept_definitions(ws, kept), suite_archive.on_disk(ws))
-    typer.echo(f"suite {view.suite.suite_version}: " + ("matches the tasks on disk" if not diffs else "differs: " + ", ".join(diffs)))
+    if as_json:
+        typer.echo(json.dumps({"suiteVersion": view.suite.suite_version, "matches": not diffs, "differences": list(diffs)}, sort_keys=True))
+    else:
+        typer.echo(f"suite {view.suite.suite_version}: " + ("matches the tasks on disk" if not diffs else "differs: " + ", ".join(diffs)))
     if diffs:
         raise typer.Exit(1)
 

@@ -66,6 +66,8 @@ def validate(
     Each problem names its file and field. Exits 1 when any error is found; warnings and notes
     (a real board not materialized here) do not fail it unless --require-trees."""
     where = workspace(ledger, root)
+    if not any((where.root / part).is_dir() for part in ("tasks", "fixtures", "suites")):
+        fail(f"{where.root}: not a copperbench project (no tasks/, fixtures/ or suites/ here or above); pass --root")
     report = validate_project(where.root, require_trees=require_trees)
     report.problems.extend(unbumped(where.root, where.ledger))
     if as_json:
@@ -217,6 +219,7 @@ def variant_cmd(
     replace: Annotated[bool, typer.Option("--replace", help="Write the variant anew if it exists.")] = False,
     copperhead_cli: Annotated[str | None, typer.Option("--copperhead-cli", envvar="COPPERHEAD_CLI", help="Path to copperhead's cli.js (for setup commands).")] = None,
     root: RootOption = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Write tasks/<task>-v<seed>/ and fixtures/variant-<task>-v<seed>/ by a seeded transform of the
     task (names renumbered, nets renamed, quantities scaled), measure the new fixture's kicad-cli
@@ -230,12 +233,18 @@ def variant_cmd(
     made = generate.generate(where, task, seed, replace=replace)
     try:
         measured = baseline_mod.measure(made.fixture_dir)
-        typer.echo(f"fixture {made.fixture_id}: baseline ERC {measured.erc['errors']} error(s), {measured.erc['warnings']} warning(s) (kicad-cli {measured.kicad_cli_version})")
-        results = trial.run_trials(where, [made.task_id], copperhead_cli=copperhead_cli, on_done=lambda r: typer.echo(f"  trial {r}"))
+        typer.echo(f"fixture {made.fixture_id}: baseline ERC {measured.erc['errors']} error(s), {measured.erc['warnings']} warning(s) (kicad-cli {measured.kicad_cli_version})", err=as_json)
+        results = trial.run_trials(where, [made.task_id], copperhead_cli=copperhead_cli, on_done=lambda r: typer.echo(f"  trial {r}", err=as_json))
         trial.require_discriminating(results, f"variant {made.task_id} is not solvable as generated")
     except BaseException:
         generate.remove(made)
         raise
+    if as_json:
+        typer.echo(json.dumps({
+            "task": made.task_id, "fixture": made.fixture_id, "variantOf": task, "scale": str(made.mapping.k),
+            "renamed": dict(sorted(made.mapping.names.items())),
+        }, ensure_ascii=False))
+        return
     renamed = ", ".join(f"{a}→{b}" for a, b in sorted(made.mapping.names.items()))
     typer.echo(f"wrote tasks/{made.task_id}/ and fixtures/{made.fixture_id}/ (variantOf {task}; scale {made.mapping.k}; {renamed})")
 

@@ -252,6 +252,7 @@ def verify_proof(
     checkpoint_files: Annotated[list[Path], typer.Option("--checkpoint", metavar="FILE", help="A signed checkpoint (repeatable: a consistency proof needs both of its sizes).")],
     key: KeyOption = None,
     root: RootOption = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Check a proof with only signed checkpoints and public keys: no ledger is read.
 
@@ -276,6 +277,11 @@ def verify_proof(
     except ProofError as exc:
         fail(f"{proof_file}: the proof does not verify: {exc}", 1)
     signers = ", ".join(sorted({k.label for c in opened for k in c.signers}))
+    if as_json:
+        import json
+
+        typer.echo(json.dumps({"verified": True, "what": what, "signers": signers.split(", ")}, sort_keys=True))
+        return
     typer.echo(f"verified: {what} (checkpoints signed by {signers})")
 
 
@@ -288,6 +294,7 @@ def witness(
     proof_file: Annotated[Path | None, typer.Option("--proof", metavar="FILE", help="A consistency proof from the kept checkpoint's size to the new one's.")] = None,
     key: KeyOption = None,
     root: RootOption = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Accept a new checkpoint only if it extends the last one this witness accepted (no ledger).
 
@@ -304,6 +311,14 @@ def witness(
         proof = doc
     done = witness_check(state, _read(checkpoint_file), str(checkpoint_file), proof, keys)
     cp = done.kept.checkpoint
+    if as_json:
+        import json
+
+        typer.echo(json.dumps({
+            "outcome": done.outcome, "size": cp.size, "kept": str(checkpoint_file),
+            "previousSize": done.previous.size if done.previous is not None else None,
+        }, sort_keys=True))
+        return
     if done.outcome == "first":
         typer.echo(f"kept {checkpoint_file} (size {cp.size}): nothing was kept before, so it is trusted as the first")
     elif done.outcome == "same":

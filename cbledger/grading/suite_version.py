@@ -139,7 +139,8 @@ def bump(recorded: SuiteBumped | None, catalog: Catalog, reason: str, level: str
 
 
 def require_current(
-    recorded: SuiteBumped | None, catalog: Catalog, task_ids: list[str], archived: SuiteArchived | None = None
+    recorded: SuiteBumped | None, catalog: Catalog, task_ids: list[str], archived: SuiteArchived | None = None,
+    workspace: Workspace | None = None,
 ) -> str:
     """The suite version to run under; refuses when the tasks on disk are not the recorded ones.
 
@@ -160,7 +161,7 @@ def require_current(
         if recorded.fixture_hashes.get(fx) != now.fixture_hashes.get(fx):
             problems.append(f"fixture {fx}")
     if archived is not None and not problems:
-        workspace = Workspace.at(catalog.root)
+        workspace = workspace or Workspace.at(catalog.root)  # the kept definitions are in its results directory
         kept = suite_archive.kept_definitions(workspace, archived)
         problems += definitions.differences(kept, suite_archive.on_disk(workspace), tasks=task_ids)
     if problems:

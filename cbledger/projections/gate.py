@@ -192,7 +192,7 @@ class Thresholds(Struct, frozen=True, kw_only=True):
     alpha: Fraction = Fraction(1, 10)
 
 
-class Finding(Struct, frozen=True, kw_only=True):
+class Finding(Struct, rename="camel", frozen=True, kw_only=True):
     suite_version: str
     condition: str
     tier: str
@@ -209,7 +209,7 @@ class Finding(Struct, frozen=True, kw_only=True):
     note: str = ""
 
 
-class Comparison(Struct, frozen=True, kw_only=True):
+class Comparison(Struct, rename="camel", frozen=True, kw_only=True):
     suite_version: str | None
     condition: str
     comparable: bool

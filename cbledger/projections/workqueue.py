@@ -28,12 +28,12 @@ from cbledger.projections.fold import LedgerState
 from cbledger.projections.records import in_model_metrics, record_entries, usd_from_micros
 
 
-class Occurrence(Struct, frozen=True, kw_only=True):
+class Occurrence(Struct, rename="camel", frozen=True, kw_only=True):
     name: str
     runs: int
 
 
-class QueueEntry(Struct, frozen=True, kw_only=True):
+class QueueEntry(Struct, rename="camel", frozen=True, kw_only=True):
     rank: int
     category: str
     runs: int
@@ -45,7 +45,7 @@ class QueueEntry(Struct, frozen=True, kw_only=True):
     models: list[Occurrence]
 
 
-class WorkQueue(Struct, frozen=True, kw_only=True):
+class WorkQueue(Struct, rename="camel", frozen=True, kw_only=True):
     suite_version: str | None
     failed_runs: int
     entries: list[QueueEntry]

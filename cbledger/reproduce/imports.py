@@ -148,7 +148,7 @@ def _commit(workspace: Workspace, candidates: list[_Candidate], actor: Actor) ->
                 if not (dest.is_file() and dest.read_bytes() == data):
                     write_atomic(dest, data)
                     written.append(dest)
-                report.kept.append(dest.relative_to(workspace.root).as_posix())
+                report.kept.append(workspace.recorded_name(dest))
         now = _dt.datetime.now(_dt.UTC)
         appended = store.append([make_event(c.body, id=c.id, actor=actor, at=now) for c in fresh]) if fresh else []
     except BaseException:
@@ -254,7 +254,7 @@ def import_manual(
         dest = kept_dir / role / os.path.basename(src)
         kept.append((dest, data))
         entries.append(ImportedFile(role=role, original_path=m.fields[key],
-                                    stored_path=dest.relative_to(workspace.root).as_posix(), sha256=_sha256(data), bytes=len(data)))
+                                    stored_path=workspace.recorded_name(dest), sha256=_sha256(data), bytes=len(data)))
     _refuse_credentials(scanned)
     f = m.fields
     body = EvidenceImported(

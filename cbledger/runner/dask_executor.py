@@ -227,7 +227,7 @@ class DaskCluster:
             current[index].cancel()
 
 
-def received_output(root: Path, result: RemoteResult) -> RunOutput:
+def received_output(where: Path | Workspace, result: RemoteResult) -> RunOutput:
     """A worker's run as the driver publishes it: the bundle checked against the digest and
     size its own event states, then staged beside its final place under `results/runs/`."""
     if len(result.events) != 2:
@@ -245,8 +245,9 @@ def received_output(root: Path, result: RemoteResult) -> RunOutput:
             f"worker {result.worker}: the bundle of run {run.run_id} arrived as {len(result.bundle)} bytes "
             f"hashing to {digest[:16]}…; its event says {ref.store_bytes} bytes, {ref.store_blake3[:16]}…; refused"
         )
-    workspace = Workspace.at(root)
+    workspace = where if isinstance(where, Workspace) else Workspace.at(where)
     staged = workspace.staged_bundle(run.run_id)
     staged.parent.mkdir(parents=True, exist_ok=True)
     staged.write_bytes(result.bundle)
-    return RunOutput(run, grade, list(result.events), staged, root / ref.store, None, workspace.pending_events(run.run_id))
+    final = workspace.stored(ref.store) or workspace.root / ref.store
+    return RunOutput(run, grade, list(result.events), staged, final, None, workspace.pending_events(run.run_id))

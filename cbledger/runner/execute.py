@@ -96,6 +96,8 @@ class RunSettings:
     segment_override: str | None = None
     #: the id every run of this `cbledger run` invocation carries (`new_batch_id`)
     batch: str | None = None
+    #: the workspace's results directory when it is not `results/` under the root
+    results: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -520,7 +522,8 @@ def preserve_run(
         stats_note = (stats_note + "; " if stats_note else "") + "cost unknown (null): the run ended without run-end, so its tokens were never reported"
 
     store_rel = bundle_name(run_id)
-    staged = Workspace.at(settings.root).staged_bundle(run_id)
+    workspace = Workspace.at(settings.root, results=settings.results)
+    staged = workspace.staged_bundle(run_id)
     size, digest = preserve.write_bundle(end.repo, seed.sha, staged)
     ended = _dt.datetime.now(_dt.UTC)
     env = settings.environment
@@ -599,8 +602,8 @@ def preserve_run(
             staged.unlink(missing_ok=True)
             raise SecretFound(f"run {run_id}: credential pattern matched in its events ({'; '.join(map(str, found))}); nothing of this run was written")
     return RunOutput(
-        run, grade_rec, events, staged, settings.root / store_rel, start.workdir if settings.keep_sandboxes else None,
-        Workspace.at(settings.root).pending_events(run_id),
+        run, grade_rec, events, staged, workspace.stored(store_rel) or settings.root / store_rel,
+        start.workdir if settings.keep_sandboxes else None, workspace.pending_events(run_id),
     )
 
 

@@ -43,37 +43,53 @@ def regrade(workspace: Workspace, catalog: Catalog, run: RunRecorded) -> Grade:
 
 
 def rescore(
-    workspace: Workspace, actor: Actor, on_done: Callable[[str, str], None] | None = None
+    workspace: Workspace, actor: Actor, on_done: Callable[[str, str], None] | None = None,
+    on_step: Callable[[int, int, str, str], None] | None = None,
 ) -> RescoreResult:
+    """`on_step(done, total, run_id, outcome)` hears every run, skipped or not (a progress bar);
+    `on_done(run_id, verdict)` only each one re-graded."""
     catalog = Catalog(workspace.root)
     view = ledger_view.read(workspace.ledger)
     if view.suite is None:
         raise UserError("no suite version is recorded; run `cbledger suite bump` first")
     version = view.suite.suite_version
     suite_version.require_current(
-        view.suite, catalog, sorted({r.task.id for r in view.runs.values()} & set(catalog.task_ids())), view.archived
+        view.suite, catalog, sorted({r.task.id for r in view.runs.values()} & set(catalog.task_ids())), view.archived,
+        workspace,
     )
     store = LedgerStore(workspace.ledger)
     result = RescoreResult()
-    for run_id, run in view.runs.items():
-        if run_id in view.retracted:
-            result.skipped.append((run_id, "retracted"))
-            continue
-        if (run_id, version) in view.grades:
-            result.skipped.append((run_id, f"already graded under {version}"))
-            continue
-        if run.task.id not in catalog.task_ids():
-            result.skipped.append((run_id, f"task {run.task.id} no longer in the suite"))
-            continue
-        try:
-            g = regrade(workspace, catalog, run)
-        except UserError as exc:
-            result.failed.append((run_id, str(exc)))
-            continue
-        task = catalog.task(run.task.id)
-        body = grade_body(run_id, version, task.manifest_hash, g)
-        store.append([make_event(body, id=f"grade:{run_id}:{version}", actor=actor)])
-        result.graded.append(body)
-        if on_done:
-            on_done(run_id, body.verdict)
+    total = len(view.runs)
+    for done, (run_id, run) in enumerate(view.runs.items(), 1):
+        outcome = _rescore_one(workspace, catalog, view, store, actor, version, run_id, run, result, on_done)
+        if on_step is not None:
+            on_step(done, total, run_id, outcome)
     return result
+
+
+def _rescore_one(
+    workspace: Workspace, catalog: Catalog, view: ledger_view.LedgerView, store: LedgerStore, actor: Actor,
+    version: str, run_id: str, run: RunRecorded, result: RescoreResult, on_done: Callable[[str, str], None] | None,
+) -> str:
+    """One run re-graded (its verdict), skipped or failed, as `result` records it."""
+    if run_id in view.retracted:
+        result.skipped.append((run_id, "retracted"))
+        return "skipped"
+    if (run_id, version) in view.grades:
+        result.skipped.append((run_id, f"already graded under {version}"))
+        return "skipped"
+    if run.task.id not in catalog.task_ids():
+        result.skipped.append((run_id, f"task {run.task.id} no longer in the suite"))
+        return "skipped"
+    try:
+        g = regrade(workspace, catalog, run)
+    except UserError as exc:
+        result.failed.append((run_id, str(exc)))
+        return "failed"
+    task = catalog.task(run.task.id)
+    body = grade_body(run_id, version, task.manifest_hash, g)
+    store.append([make_event(body, id=f"grade:{run_id}:{version}", actor=actor)])
+    result.graded.append(body)
+    if on_done:
+        on_done(run_id, body.verdict)
+    return body.verdict

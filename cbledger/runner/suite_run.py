@@ -128,7 +128,9 @@ def refuse_saved_login(model_id: str) -> None:
         )
 
 
-def preflight(catalog: Catalog, plan: Plan, view: ledger_view.LedgerView, *, kicad: bool = True) -> str:
+def preflight(
+    catalog: Catalog, plan: Plan, view: ledger_view.LedgerView, *, kicad: bool = True, workspace: Workspace | None = None,
+) -> str:
     """Refuses a plan that cannot produce comparable records, before any sandbox exists: each
     task must validate with its fixture tree present and hashing to the pinned value, kicad-cli
     must be there (here, unless the runs go to workers that check their own), and the tasks must
@@ -137,7 +139,7 @@ def preflight(catalog: Catalog, plan: Plan, view: ledger_view.LedgerView, *, kic
         require_kicad_cli()
     for task_id in plan.tasks:
         ensure_runnable(catalog.root, catalog.task(task_id))
-    return suite_version.require_current(view.suite, catalog, plan.tasks, view.archived)
+    return suite_version.require_current(view.suite, catalog, plan.tasks, view.archived, workspace)
 
 
 def run_plan(
@@ -177,7 +179,7 @@ def run_plan(
     if not store.exists():
         raise UserError(f"{store.location}: no ledger here (run `cbledger init` first)")
     view = ledger_view.read(workspace.ledger)
-    version = preflight(catalog, plan, view, kicad=executor == "local")
+    version = preflight(catalog, plan, view, kicad=executor == "local", workspace=workspace)
     # a Dask worker confines its runs itself (`runner/remote.py`), as this process does its own
     hidden = tuple(p for p in (workspace.root, workspace.ledger_file and workspace.ledger_file.parent, sandbox_root) if p)
     confinement = isolation.confinement(unsandboxed, hidden) if executor == "local" else isolation.Confinement(None)
@@ -309,7 +311,7 @@ def _run_on_dask(
                 order.finish(index, (specs[index].label, error or "failed"))
                 continue
             try:
-                order.finish(index, received_output(workspace.root, remote))
+                order.finish(index, received_output(workspace, remote))
             except UserError as exc:
                 order.finish(index, (specs[index].label, str(exc)))
     return result
@@ -342,6 +344,7 @@ def _run(
         confinement=confinement,
         segment_override=segment,
         batch=new_batch_id(_dt.datetime.now(_dt.UTC)),
+        results=workspace.results_dir,
     )
     if run_mode in ("agent", "scripted"):
         if run_mode == "agent":

@@ -1,0 +1,134 @@
+"""The `cbledger` command as a user feels it: whole processes, start-up included.
+
+    python bench/cli.py [--rounds N] [--shared DIR]
+
+For every real board under <shared>/real/fixtures (default: ../shared beside the repository, or
+CBLEDGER_SHARED), runs `cbledger kicad nets --json ROOT.kicad_sch` and `kicad-cli sch export
+netlist` of the same file (on a temporary copy) as separate processes, interleaved round by
+round so the machine's load falls on both alike; then `cbledger --help` and `cbledger
+--version` against `python -c pass`. Prints each one's median and best wall time, its median CPU
+time (user + system, which a busy machine inflates less), its peak resident set, and the ratios
+of the medians, with the targets: kicad nets faster than kicad-cli on every board and under
+40 MB peak; `--help` under 150 ms. Exits 1 when a target is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from cbledger.kicad.hierarchy import find_root_schematics
+
+HELP_TARGET_S = 0.150
+GNU_TIME = "/usr/bin/time"
+RSS_TARGET_MB = 40.0
+
+
+@dataclass
+class Samples:
+    label: str
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    rss_mb: list[float] = field(default_factory=list)
+
+    def run(self, argv: list[str], cwd: Path | None = None) -> None:
+        """One whole process: wall time from spawn to reap; its CPU time and peak RSS as GNU time
+        reports them (a child's own rusage would count the pages of this process it was forked
+        from)."""
+        with tempfile.NamedTemporaryFile("r", suffix=".time") as report:
+            start = time.perf_counter()
+            done = subprocess.run(
+                [GNU_TIME, "-f", "%U %S %M", "-o", report.name, *argv], cwd=cwd,
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False,
+            )
+            self.wall.append(time.perf_counter() - start)
+            if done.returncode != 0:
+                raise SystemExit(f"{' '.join(argv)} exited {done.returncode}: {done.stderr.decode(errors='replace')[-400:]}")
+            user, system, rss_kb = report.read().split()[-3:]
+        self.cpu.append(float(user) + float(system))
+        self.rss_mb.append(int(rss_kb) / 1024)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.wall)
+
+    def line(self) -> str:
+        return (
+            f"  {self.label:<34} median {self.median * 1000:7.1f} ms  best {min(self.wall) * 1000:7.1f} ms  "
+            f"cpu {statistics.median(self.cpu) * 1000:7.1f} ms  peak {max(self.rss_mb):6.1f} MB"
+        )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--shared", type=Path, default=Path(os.environ.get("CBLEDGER_SHARED", REPO.parent / "shared")))
+    args = parser.parse_args()
+    cbledger = shutil.which("cbledger", path=str(Path(sys.executable).parent)) or shutil.which("cbledger")
+    kicad_cli = shutil.which("kicad-cli")
+    if cbledger is None or kicad_cli is None or not os.access(GNU_TIME, os.X_OK):
+        print(f"needs the cbledger command ({cbledger}), kicad-cli ({kicad_cli}) and GNU time ({GNU_TIME}, Debian's time)", file=sys.stderr)
+        return 2
+    boards = sorted(p for p in (args.shared / "real" / "fixtures").glob("*") if (p / "tree").is_dir())
+    if not boards:
+        print(f"no real boards under {args.shared / 'real' / 'fixtures'}", file=sys.stderr)
+        return 2
+    missed: list[str] = []
+    print(f"{args.rounds} interleaved rounds; {cbledger}; {kicad_cli}; load average {os.getloadavg()[0]:.2f}")
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        for board in boards:
+            copy = work / board.name
+            shutil.copytree(board / "tree", copy)
+            (root,) = find_root_schematics(copy)[:1]
+            ours, theirs = Samples("cbledger kicad nets --json"), Samples("kicad-cli sch export netlist")
+            for n in range(args.rounds):
+                pair = [
+                    (ours, [cbledger, "kicad", "nets", "--json", str(root)]),
+                    (theirs, [kicad_cli, "sch", "export", "netlist", "-o", str(work / "out.net"), str(root)]),
+                ]
+                for samples, argv in pair if n % 2 == 0 else reversed(pair):
+                    samples.run(argv, cwd=work)
+            ratio = theirs.median / ours.median
+            print(f"{board.name}")
+            print(ours.line())
+            print(theirs.line())
+            print(f"  kicad-cli / cbledger: {ratio:.2f}x wall, {statistics.median(theirs.cpu) / statistics.median(ours.cpu):.2f}x cpu")
+            if ours.median >= theirs.median:
+                missed.append(f"kicad nets slower than kicad-cli on {board.name}")
+            if max(ours.rss_mb) >= RSS_TARGET_MB:
+                missed.append(f"kicad nets peak {max(ours.rss_mb):.1f} MB on {board.name}")
+
+        bare, typer_only = Samples("python -c pass"), Samples("python -c 'import typer'")
+        helped, version = Samples("cbledger --help"), Samples("cbledger --version")
+        for _ in range(args.rounds):
+            bare.run([sys.executable, "-c", "pass"])
+            typer_only.run([sys.executable, "-c", "import typer"])
+            helped.run([cbledger, "--help"])
+            version.run([cbledger, "--version"])
+        print("start-up")
+        for s in (bare, typer_only, helped, version):
+            print(s.line())
+        print(f"  --help / python -c pass: {helped.median / bare.median:.2f}x; target --help < {HELP_TARGET_S * 1000:.0f} ms")
+        if helped.median >= HELP_TARGET_S:
+            missed.append(f"--help median {helped.median * 1000:.0f} ms")
+    for m in missed:
+        print(f"missed: {m}")
+    if not missed:
+        print("every target met")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

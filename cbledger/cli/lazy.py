@@ -1,0 +1,104 @@
+"""Commands named up front, imported when used.
+
+Every command module pulls in what its commands need (the grader, pygit2, sqlite-utils, the
+runner), and importing all of them costs several hundred milliseconds that `cbledger kicad nets`
+or `cbledger --help` would otherwise pay for nothing. So the root group knows each command only
+by its name, the module that defines it and the one line `--help` lists; the module is imported
+when a command of it is resolved, and only that module.
+
+A command module keeps its ordinary shape: a `register(app)` that adds its commands and groups to
+a Typer app. Help everywhere is click's plain layout: typer's rich panels cost an import of rich
+per `--help` and print boolean flags as `--json <bool>`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import typer
+import typer.main
+from typer import _click
+from typer.core import TyperGroup
+
+
+@dataclass(frozen=True)
+class Commands:
+    """One command module: its import path and, for each top-level name it registers, the line the
+    root's `--help` lists (the command's own `--help` keeps its full text)."""
+
+    module: str
+    names: dict[str, str] = field(default_factory=dict)
+
+    def __init__(self, module: str, **names: str) -> None:
+        object.__setattr__(self, "module", module)
+        object.__setattr__(self, "names", {name.rstrip("_").replace("_", "-"): text for name, text in names.items()})
+
+
+def plain(command: _click.Command) -> _click.Command:
+    """The command, and every command under it, with plain help."""
+    if hasattr(command, "rich_markup_mode"):
+        command.rich_markup_mode = None
+    for sub in getattr(command, "commands", {}).values():
+        plain(sub)
+    return command
+
+
+def module_commands(module: str) -> dict[str, _click.Command]:
+    """What a command module registers, as click commands by name."""
+    target = typer.Typer(rich_markup_mode=None, add_completion=False)
+    importlib.import_module(module).register(target)
+    group = typer.main.get_group(target)
+    return {name: plain(cmd) for name, cmd in group.commands.items()}
+
+
+class LazyGroup(TyperGroup):
+    """The root group: lists the registry, imports a module when one of its commands is resolved."""
+
+    registry: tuple[Commands, ...] = ()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["rich_markup_mode"] = None
+        super().__init__(*args, **kwargs)
+        self._where = {name: entry for entry in self.registry for name in entry.names}
+        self._loaded: dict[str, dict[str, _click.Command]] = {}
+
+    def list_commands(self, ctx: _click.Context) -> list[str]:
+        return [*self.commands, *self._where]
+
+    def get_command(self, ctx: _click.Context, cmd_name: str) -> _click.Command | None:
+        if cmd_name in self.commands:
+            return self.commands[cmd_name]
+        entry = self._where.get(cmd_name)
+        if entry is None:
+            return None
+        if entry.module not in self._loaded:
+            self._loaded[entry.module] = module_commands(entry.module)
+        return self._loaded[entry.module].get(cmd_name)
+
+    def resolve_command(self, ctx: _click.Context, args: list[str]) -> Any:
+        try:
+            return super().resolve_command(ctx, args)
+        except _click.exceptions.UsageError as exc:
+            from difflib import get_close_matches
+
+            matches = get_close_matches(args[0], list(self._where)) if args else []
+            if matches and "Did you mean" not in exc.message:
+                exc.message = exc.message.rstrip(".") + ". Did you mean " + ", ".join(repr(m) for m in matches) + "?"
+            raise
+
+    def format_commands(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
+        rows = [(name, entry.names[name]) for name, entry in self._where.items()]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def lazy_group(registry: tuple[Commands, ...]) -> type[LazyGroup]:
+    """A LazyGroup class over this registry (typer instantiates the class itself)."""
+    names = [name for entry in registry for name in entry.names]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"command names registered by two modules: {', '.join(twice)}")
+    return type("CbledgerGroup", (LazyGroup,), {"registry": registry})

@@ -1,0 +1,268 @@
+"""The command line as one surface: commands imported only when used, every command reachable
+from the table in cli/app.py, plain help, `--version`, one exit code per meaning."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cbledger.cli import app as app_module
+from cbledger.cli.lazy import Commands, lazy_group, module_commands
+from cbledger.ledger.events import event_type
+from tests.factories import run_cli
+from tests.test_projections_cli import (
+    root as root,  # a fixture: a ledger of runs, grades and a retraction
+)
+
+REPO = Path(__file__).resolve().parent.parent
+HEAVY = ("pygit2", "sqlite_utils", "cbledger.grading.grader", "cbledger.runner", "cbledger.projections", "rich", "pydantic")
+NO_ENV = {"CBLEDGER_LEDGER": None, "CBLEDGER_ROOT": None}
+
+
+def _loaded_after(code: str) -> list[str]:
+    """The heavy modules a fresh interpreter holds after running `code`."""
+    probe = (
+        "import sys\n" + code + "\n"
+        f"print('loaded:', *(m for m in {HEAVY!r} if any(k == m or k.startswith(m + '.') for k in sys.modules)))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, check=True)
+    last = done.stdout.splitlines()[-1].split()
+    assert last[0] == "loaded:", done.stdout[-400:]
+    return last[1:]
+
+
+def test_importing_the_app_imports_no_heavy_module() -> None:
+    assert _loaded_after("import cbledger.cli.app") == []
+
+
+def test_help_and_kicad_nets_import_no_heavy_module() -> None:
+    schematic = REPO / "tests" / "data" / "kicad" / "wiring" / "wiring.kicad_sch"
+    run = (
+        "from cbledger.cli.app import main\n"
+        f"for argv in (['--help'], ['kicad', 'nets', '--json', {str(schematic)!r}]):\n"
+        "    sys.argv = ['cbledger', *argv]\n"
+        "    try:\n        main()\n    except SystemExit as exc:\n        assert exc.code in (0, None), exc.code\n"
+    )
+    assert _loaded_after(run) == []
+
+
+def test_a_command_that_needs_the_grader_still_gets_it() -> None:
+    """The probe can fail: a command of the runner's module loads the runner."""
+    run = (
+        "from cbledger.cli.app import main\nsys.argv = ['cbledger', 'rescore', '--help']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass"
+    )
+    assert "cbledger.runner" in _loaded_after(run)
+
+
+def test_the_table_names_exactly_what_each_module_registers() -> None:
+    for entry in app_module.COMMANDS:
+        assert sorted(module_commands(entry.module)) == sorted(entry.names), entry.module
+        assert all(text.strip() for text in entry.names.values()), entry.module
+
+
+def test_every_command_module_is_in_the_table() -> None:
+    listed = {entry.module for entry in app_module.COMMANDS}
+    on_disk = {
+        f"cbledger.cli.{p.stem}"
+        for p in (REPO / "cbledger" / "cli").glob("*.py")
+        if p.stem.endswith(("_commands", "_command"))
+    }
+    assert on_disk == listed
+
+
+def test_two_modules_claiming_one_name_are_refused() -> None:
+    with pytest.raises(ValueError, match="show"):
+        lazy_group((Commands("a", show="x"), Commands("b", show="y")))
+
+
+def test_every_command_has_help() -> None:
+    for entry in app_module.COMMANDS:
+        for name in entry.names:
+            result = run_cli([name, "--help"], env=NO_ENV)
+            assert result.exit_code == 0, (name, result.output)
+            assert result.stdout.startswith(f"Usage: cbledger {name} ")
+
+
+def test_root_help_lists_every_command_with_its_line() -> None:
+    out = run_cli(["--help"], env=NO_ENV).stdout
+    assert "Exit codes: 0 ok; 1 a check failed; 2 bad usage or input" in out
+    flat = " ".join(out.split())
+    for entry in app_module.COMMANDS:
+        for name, text in entry.names.items():
+            assert f"{name} {text}" in flat, name
+
+
+def test_version() -> None:
+    result = run_cli(["--version"], env=NO_ENV)
+    assert result.exit_code == 0
+    assert result.stdout.strip() == f"cbledger {importlib.metadata.version('cbledger')}"
+
+
+def test_boolean_flags_are_plain_in_help() -> None:
+    out = run_cli(["log", "--help"], env=NO_ENV).stdout
+    assert "<bool>" not in out and "╭" not in out
+    assert any(line.split()[:1] == ["--json"] and "Machine-readable" in line for line in out.splitlines())
+
+
+def test_unknown_command_is_a_usage_error_with_a_suggestion() -> None:
+    result = run_cli(["lgo"], env=NO_ENV)
+    assert result.exit_code == 2
+    assert "Did you mean 'log'?" in result.output
+
+
+
+def _snake_keys(doc: object, path: str = "$") -> list[str]:
+    if isinstance(doc, dict):
+        return [f"{path}.{k}" for k in doc if "_" in k] + [x for k, v in doc.items() for x in _snake_keys(v, f"{path}.{k}")]
+    if isinstance(doc, list):
+        return [x for i, v in enumerate(doc) for x in _snake_keys(v, f"{path}[{i}]")]
+    return []
+
+
+def test_kicad_json_keys_are_camel_case() -> None:
+    data = REPO / "tests" / "data" / "kicad"
+    for argv in (["nets", data / "wiring" / "wiring.kicad_sch"], ["symbols", data / "wiring" / "wiring.kicad_sch"],
+                 ["summary", data / "bus" / "bus.kicad_sch"]):
+        result = run_cli(["kicad", *argv, "--json"], env=NO_ENV)
+        assert result.exit_code == 0, result.output
+        doc = json.loads(result.stdout)
+        assert doc and _snake_keys(doc) == [], argv
+    nets = json.loads(run_cli(["kicad", "nets", "--json", data / "wiring" / "wiring.kicad_sch"], env=NO_ENV).stdout)
+    assert {k for net in nets for node in net["nodes"] for k in node} == {"reference", "pin", "pinName", "pinType"}
+
+
+def test_project_json_keys_are_camel_case(root: Path) -> None:
+    compare = ["compare", "--baseline-select", "model=vendor:model-a", "--candidate-select", "model=cheap:model-b", "--suite", "1.0.0"]
+    for argv in (["workqueue", "--suite", "1.0.0"], compare):
+        result = run_cli(["project", *argv, "--root", root, "--json"], env=NO_ENV)
+        assert result.exit_code in (0, 1), result.output
+        doc = json.loads(result.stdout)
+        assert doc and _snake_keys(doc) == [], argv
+        assert doc.get("findings", [None]) and doc.get("entries", [None]), argv
+
+
+# --------------------------------------------------------------------------- exit codes, no raw errors
+
+
+def test_usage_errors_exit_2_and_failed_checks_exit_1(tmp_path: Path) -> None:
+    assert run_cli(["repair", "--ledger", tmp_path / "e.jsonl"], env=NO_ENV).exit_code == 2
+    assert run_cli(["fixture", "check", "--root", tmp_path], env=NO_ENV).exit_code == 2
+    assert run_cli(["log", "--verdict", "maybe", "--ledger", tmp_path / "e.jsonl"], env=NO_ENV).exit_code == 2
+    assert run_cli(["log", "--since", "-1"], env=NO_ENV).exit_code == 2  # click's own usage error
+    stale = tmp_path / "schema"
+    stale.mkdir()
+    (stale / "event.schema.json").write_text("{}")
+    checked = run_cli(["schema", "--check", "--root", tmp_path], env=NO_ENV)
+    assert checked.exit_code == 1 and "schemas differ" in checked.stderr
+
+
+def test_a_missing_or_unwritable_file_is_one_line_without_errno(tmp_path: Path) -> None:
+    missing = run_cli(["project", "compare", "--baseline", tmp_path / "gone.json", "--candidate-select", "all",
+                       "--root", REPO], env=NO_ENV)
+    assert missing.exit_code == 2
+    assert missing.stderr == f"error: {tmp_path / 'gone.json'}: cannot read the baseline snapshot (No such file or directory)\n"
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    unwritable = run_cli(["project", "leaderboard", "--root", REPO, "--out", blocker / "LEADERBOARD.md"], env=NO_ENV)
+    assert unwritable.exit_code == 2
+    assert unwritable.stderr.startswith(f"error: {blocker}") and unwritable.stderr.count("\n") == 1
+    assert "Errno" not in unwritable.stderr and "Traceback" not in unwritable.stderr
+
+
+# --------------------------------------------------------------------------- the project root, found like git
+
+
+def test_validate_from_a_subdirectory_finds_the_project() -> None:
+    done = subprocess.run([sys.executable, "-m", "cbledger.cli.app", "validate", "--json"], cwd=REPO / "tasks" / "led-resistor-swap",
+                          capture_output=True, text=True, env={k: v for k, v in os.environ.items() if not k.startswith("CBLEDGER_")})
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["checked"]["tasks"] == len([p for p in (REPO / "tasks").iterdir() if (p / "task.json").is_file()]) > 0
+
+
+def test_validate_outside_any_project_is_refused(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "cbledger.cli.app", "validate"], cwd=tmp_path, capture_output=True, text=True,
+                          env={k: v for k, v in os.environ.items() if not k.startswith("CBLEDGER_")})
+    assert done.returncode == 2 and "not a copperbench project" in done.stderr
+
+
+# --------------------------------------------------------------------------- log filters
+
+
+def _committed_runs() -> tuple[list, dict[str, tuple[str, str]]]:
+    from cbledger.ledger.store import LedgerStore
+
+    events = list(LedgerStore(REPO / "results" / "ledger" / "events.jsonl").read())
+    runs = {s.event.body.run_id: (s.event.body.task.id, s.event.body.model.id) for s in events if event_type(s.event) == "run.recorded"}
+    return events, runs
+
+
+def _log_seqs(*args: str) -> list[int]:
+    result = run_cli(["log", "--json", "--root", REPO, *args], env=NO_ENV)
+    assert result.exit_code == 0, result.output
+    return [json.loads(line)["seq"] for line in result.stdout.splitlines()]
+
+
+def test_log_filters_by_task_model_run_and_verdict() -> None:
+    events, runs = _committed_runs()
+    run_types = {"run.recorded", "grade.recorded", "run.retracted", "rubric.scored"}
+    task, model = next(iter(runs.values()))
+    about = [s for s in events if event_type(s.event) in run_types]
+    expected = [s.seq for s in about if runs[s.event.body.run_id] == (task, model)]
+    assert expected and _log_seqs("--task", task, "--model", model) == expected
+    failed = [s.seq for s in about if event_type(s.event) == "grade.recorded" and s.event.body.verdict == "fail"]
+    assert failed and _log_seqs("--verdict", "fail") == failed
+    one = next(iter(runs))
+    assert _log_seqs("--run", one, "--type", "run.recorded") == [s.seq for s in about if event_type(s.event) == "run.recorded" and s.event.body.run_id == one]
+    assert _log_seqs("--task", "no-such-task") == []
+
+
+# --------------------------------------------------------------------------- --json wherever a command reports
+
+#: commands without --json, and why: their output is already JSON or data, or is a stream
+NO_JSON = {
+    "export": "writes the ledger itself", "schema": "writes JSON Schemas", "project snapshot": "prints a JSON snapshot",
+    "prove inclusion": "prints a JSON proof", "prove consistency": "prints a JSON proof", "fixture hash": "prints one hash",
+    "watch": "a stream of regenerations until stopped", "endpoint serve": "a server until stopped",
+    "key generate": "writes a key pair", "demo": "the suite run with progress; its results are the workspace it prints",
+}
+
+
+def _leaf_commands() -> dict[str, object]:
+    leaves: dict[str, object] = {}
+
+    def walk(prefix: str, command: object) -> None:
+        subs = getattr(command, "commands", None)
+        if subs:
+            for name, sub in subs.items():
+                walk(f"{prefix} {name}".strip(), sub)
+        else:
+            leaves[prefix] = command
+
+    for entry in app_module.COMMANDS:
+        for name, command in module_commands(entry.module).items():
+            walk(name, command)
+    return leaves
+
+
+def test_every_reporting_command_has_json() -> None:
+    leaves = _leaf_commands()
+    assert set(NO_JSON) <= set(leaves)
+    missing = [name for name, cmd in leaves.items()
+               if name not in NO_JSON and not any("--json" in p.opts for p in cmd.params)]  # type: ignore[attr-defined]
+    assert missing == []
+
+
+def test_project_all_check_json_reports_both_outputs() -> None:
+    result = run_cli(["project", "all", "--check", "--json", "--root", REPO], env=NO_ENV)
+    doc = json.loads(result.stdout)
+    assert set(doc) == {"records", "leaderboard"}
+    assert result.exit_code == (0 if doc["records"]["clean"] and doc["leaderboard"]["matches"] else 1)
+    assert doc["records"]["unchanged"] > 0 and _snake_keys(doc) == []

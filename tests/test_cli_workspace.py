@@ -1,0 +1,85 @@
+"""A workspace is one unit: a ledger and everything made from it (preserved runs, records, read
+model, LEADERBOARD.md) live in one results directory, and `demo` runs into a scratch one,
+leaving the project's tracked files alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.factories import run_cli
+
+pytestmark = [pytest.mark.slow, pytest.mark.kicad]
+
+REPO = Path(__file__).resolve().parent.parent
+TASK = "led-resistor-swap"
+NO_ENV = {"CBLEDGER_LEDGER": None, "CBLEDGER_ROOT": None, "CBLEDGER_RESULTS": None}
+
+
+def _project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    for name in ("tasks", "suites"):
+        shutil.copytree(REPO / name, root / name)
+    (root / "fixtures").mkdir()
+    shutil.copytree(REPO / "fixtures" / "synthetic-led-resistor", root / "fixtures" / "synthetic-led-resistor")
+    return root
+
+
+def test_run_with_a_ledger_elsewhere_keeps_its_outputs_beside_it(tmp_path, kicad_cli, monkeypatch):
+    monkeypatch.delenv("COPPERHEAD_CLI", raising=False)
+    root = _project(tmp_path)
+    other = tmp_path / "other" / "ledger" / "events.jsonl"
+    for args in (("init",), ("suite", "bump", "--reason", "x", "--skip-trial")):
+        assert run_cli([*args, "--root", root, "--ledger", other], env=NO_ENV).exit_code == 0
+    result = run_cli(["run", TASK, "--agent", "gold", "--repeats", "1", "--json", "--root", root, "--ledger", other], env=NO_ENV)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert (doc["recorded"], doc["passed"], doc["notRecorded"]) == (1, 1, [])
+    (run,) = doc["runs"]
+    assert run["task"] == TASK and run["verdict"] == "pass" and run["records"]
+    unit = tmp_path / "other"
+    assert not (root / "results").exists() and not (root / "LEADERBOARD.md").exists()
+    assert (unit / "runs" / f"{run['runId']}.bundle").is_file()
+    for record in run["records"]:  # named as events name them: results/... in this workspace
+        assert record.startswith("results/") and (unit / record.removeprefix("results/")).is_file()
+    assert (unit / "LEADERBOARD.md").is_file() and (unit / "cbledger.db").is_file()
+    verified = run_cli(["replay", "--verify", "--root", root, "--ledger", other], env=NO_ENV)
+    assert verified.exit_code == 0, verified.output
+
+
+def test_one_option_chooses_the_results_directory(tmp_path):
+    root = _project(tmp_path)
+    chosen = tmp_path / "chosen"
+    assert run_cli(["--results", chosen, "init", "--root", root], env=NO_ENV).exit_code == 0
+    assert (chosen / "ledger" / "events.jsonl").is_file() and not (root / "results").exists()
+    by_env = run_cli(["log", "--root", root], env={**NO_ENV, "CBLEDGER_RESULTS": str(chosen)})
+    assert by_env.exit_code == 0 and "ledger.created" in by_env.stdout
+
+
+def test_demo_in_a_fresh_clone_runs_into_a_scratch_workspace_and_leaves_git_status_clean(tmp_path, kicad_cli):
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(REPO), str(clone)], check=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CBLEDGER_")}
+    env["PYTHONPATH"] = str(clone)  # the clone's own code
+    cli = [sys.executable, "-m", "cbledger.cli.app"]
+    done = subprocess.run([*cli, "demo", "--suite", "smoke"], cwd=clone, capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    found = re.search(r"^workspace: (\S+) ", done.stdout, re.MULTILINE)
+    assert found, done.stdout[:500]
+    scratch = Path(found.group(1))
+    try:
+        assert not scratch.is_relative_to(clone)
+        assert (scratch / "ledger" / "events.jsonl").is_file() and (scratch / "LEADERBOARD.md").is_file()
+        status = subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True, check=True)
+        assert status.stdout == ""
+        verified = subprocess.run([*cli, "--results", str(scratch), "replay", "--verify"], cwd=clone, capture_output=True, text=True, env=env)
+        assert verified.returncode == 0, verified.stdout[-2000:] + verified.stderr[-2000:]
+    finally:
+        shutil.rmtree(scratch.parent, ignore_errors=True)
