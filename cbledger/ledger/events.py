@@ -252,6 +252,17 @@ class EvidenceDigest(Body, frozen=True, kw_only=True):
     bytes: Count
 
 
+class CassetteRef(Body, frozen=True, kw_only=True):
+    """The run's model exchanges as the recording proxy saw them, stored content-addressed at
+    `path` (`results/cassettes/<blake3>.json`): what `cbledger rerun` serves back."""
+
+    path: NonEmpty
+    blake3: Hex64
+    bytes: Count
+    #: how many requests it holds
+    exchanges: Count
+
+
 class SetupSkip(Body, frozen=True, kw_only=True):
     command: NonEmpty
     reason: NonEmpty
@@ -323,6 +334,10 @@ class RunRecorded(Body, frozen=True, kw_only=True):
     #: stated it, every one of which ran unsandboxed (the sandbox did not exist yet); absent by
     #: default, so those events read and re-encode exactly as stored.
     isolation: Isolation | UnsetType = UNSET
+    #: the run's recorded model exchanges (a cassette). Absent on the runs recorded before the
+    #: runner kept them and on runs whose route cannot be recorded (a saved login; the runner's
+    #: note says so); absent by default, so those events read and re-encode exactly as stored.
+    cassette: CassetteRef | UnsetType = UNSET
 
 
 # --------------------------------------------------------------------------- grade.recorded
