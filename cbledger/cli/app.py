@@ -15,6 +15,7 @@ from cbledger.cli import (
     ledger_commands,
     project_commands,
     reproduce_commands,
+    rerun_command,
     run_commands,
     task_commands,
     tlog_commands,
@@ -41,6 +42,7 @@ for module in (
     endpoint_commands,
     project_commands,
     reproduce_commands,
+    rerun_command,
     tlog_commands,
     demo_command,
 ):

@@ -6,8 +6,12 @@ are replaced by placeholders before anything is compared (docs/REPRODUCE.md list
 
 * the sandbox's absolute path → `<sandbox>`;
 * ISO-8601 timestamps → `<time>`, copperhead run stamps (`2026-12-01T23-59-59-123Z`) → `<stamp>`;
-* durations (`durationMs`, `elapsedMs` and other `…Ms` fields) → 0;
-* ids the harness or provider mints (`chatcmpl-…`, `call_…` are kept: the cassette serves them).
+* durations (`durationMs`, `elapsedMs` and other `…Ms` fields) → 0, and in prose
+  (`**Duration:** 9s`) → `<duration>`;
+* the ids of the commits the harness made during the run (their committer time differs) →
+  `<commit-1>`, `<commit-2>`, … in the order they were made (the seed and baseline commits are
+  deterministic and compared as they are);
+* ids the provider mints (`chatcmpl-…`, `call_…`) are not replaced: the cassette serves them.
 
 Everything else — every message, tool call, tool result, file byte — must be equal.
 """
@@ -20,30 +24,36 @@ from typing import Any
 ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?")
 RUN_STAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-\d{3}Z")
 DURATION_KEY = re.compile(r"(?:^|[a-z])Ms$|^duration|^elapsed")
+#: a duration written out in prose (copperhead's `summary.md`: `**Duration:** 9s`)
+DURATION_TEXT = re.compile(r"(?i)(duration\W{0,6}\s*)\d+(?:\.\d+)?\s*(?:ms|s|m|h|min)?\b")
 
 
-def text(value: str, workdirs: tuple[str, ...] = ()) -> str:
+def text(value: str, workdirs: tuple[str, ...] = (), commits: dict[str, str] | None = None) -> str:
+    commits = commits or {}
     for w in sorted(workdirs, key=len, reverse=True):
         if w:
             value = value.replace(w, "<sandbox>")
+    for old, new in commits.items():
+        value = value.replace(old, new)
     value = RUN_STAMP.sub("<stamp>", value)
+    value = DURATION_TEXT.sub(r"\1<duration>", value)
     return ISO_TIME.sub("<time>", value)
 
 
-def value(v: Any, workdirs: tuple[str, ...] = ()) -> Any:
+def value(v: Any, workdirs: tuple[str, ...] = (), commits: dict[str, str] | None = None) -> Any:
     """`v` (decoded JSON) with the documented variables replaced."""
     if isinstance(v, str):
-        return text(v, workdirs)
+        return text(v, workdirs, commits)
     if isinstance(v, list):
-        return [value(x, workdirs) for x in v]
+        return [value(x, workdirs, commits) for x in v]
     if isinstance(v, dict):
         out = {}
         for k, x in v.items():
-            key = text(str(k), workdirs)
+            key = text(str(k), workdirs, commits)
             if DURATION_KEY.search(key) and isinstance(x, (int, float)) and not isinstance(x, bool):
                 out[key] = 0
             else:
-                out[key] = value(x, workdirs)
+                out[key] = value(x, workdirs, commits)
         return out
     return v
 
