@@ -203,6 +203,8 @@ def compare(
         res.differences.append(f"the harness made more requests than the cassette's {calls}")
     elif strict and res.first_request:
         res.differences.append(f"{res.first_request} differs from the recorded request")
+    elif res.flagged:
+        res.differences.append(f"{len(res.flagged)} request(s) differ from the recorded ones, the first {res.first_request}")
     elif len(served) < calls:
         res.differences.append(f"the harness made {len(served)} of the cassette's {calls} model calls")
     if new.sandbox.seed_sha != run.sandbox.seed_sha:
