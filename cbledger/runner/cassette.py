@@ -25,10 +25,9 @@ from msgspec import Meta, Struct, field
 from cbledger import credentials
 from cbledger.errors import UserError
 from cbledger.runner.endpoint import script
+from cbledger.workspace import cassette_name
 
 FORMAT: Literal["cbledger-cassette/1"] = "cbledger-cassette/1"
-#: where cassettes are kept, relative to the project root
-CASSETTES_DIR = "results/cassettes"
 
 #: the route a cassette was recorded on: the compat route's endpoint, or a native provider's API
 Route = Literal["openai-compat", "openai", "anthropic"]
@@ -88,7 +87,7 @@ def digest(data: bytes) -> str:
 
 
 def relpath(blake3_hex: str) -> str:
-    return f"{CASSETTES_DIR}/{blake3_hex}.json"
+    return cassette_name(blake3_hex)
 
 
 def load(path: Path, expect: str | None = None) -> Cassette:

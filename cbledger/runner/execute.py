@@ -621,7 +621,7 @@ def stage_cassette(root: Path, run_id: str, result: AgentResult) -> tuple[Casset
         raise SecretFound(f"run {run_id}: credential pattern matched in its cassette ({'; '.join(map(str, found))}); nothing of this run was written")
     digest = cassette_mod.digest(data)
     rel = cassette_mod.relpath(digest)
-    staged = Workspace.at(root).runs / f".{run_id}.cassette.tmp"
+    staged = Workspace.at(root).staged_cassette(run_id)
     staged.parent.mkdir(parents=True, exist_ok=True)
     staged.write_bytes(data)
     ref = CassetteRef(path=rel, blake3=digest, bytes=len(data), exchanges=len(result.cassette.exchanges))
