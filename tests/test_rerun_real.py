@@ -71,6 +71,14 @@ def test_a_recorded_run_carries_its_cassette_and_reruns_identically(recorded, co
     project.verify()
 
 
+def test_replay_verify_rerun_re_executes_every_run_with_a_cassette(recorded, copperhead_cli):
+    project, run = recorded
+    result = project.cli("replay", "--verify", "--rerun", env={"COPPERHEAD_CLI": str(copperhead_cli)})
+    assert result.exit_code == 0, result.output
+    assert f"{run.run_id}  identical  (strict; outcome unchanged: pass/done -> pass/done)" in result.output
+    assert "re-executed 1 run(s) with a cassette: 1 identical" in result.output
+
+
 def test_a_request_that_differs_from_the_recorded_one_is_named_and_the_rerun_diverges(recorded, copperhead_cli, monkeypatch):
     project, run = recorded
 

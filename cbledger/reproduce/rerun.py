@@ -341,3 +341,22 @@ def rerun_many(workspace: Workspace, run_ids: list[str], **options) -> list[Reru
 def runs_with_cassettes(view: ledger_view.LedgerView) -> list[str]:
     return [r.run_id for r in view.runs.values() if r.cassette is not UNSET and r.run_id not in view.retracted]
 
+
+#: `replay --verify --rerun`'s exit code when verification passed but a re-execution did not
+RERUN_FAILED_EXIT = 8
+
+
+def rerun_all(workspace: Workspace, only: tuple[str, ...] = (), unsandboxed: bool = False) -> list[tuple[str, RerunResult | str]]:
+    """Every run with a cassette (or those of `only`) re-executed strictly; a run that cannot be
+    (its harness build is not here, its task changed) is reported with why, never skipped."""
+    view = ledger_view.read(workspace.ledger)
+    out: list[tuple[str, RerunResult | str]] = []
+    for run_id in runs_with_cassettes(view):
+        if only and run_id not in only:
+            continue
+        try:
+            out.append((run_id, rerun(workspace, run_id, strict=True, unsandboxed=unsandboxed, view=view)))
+        except UserError as exc:
+            out.append((run_id, str(exc)))
+    return out
+
