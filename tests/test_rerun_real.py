@@ -140,3 +140,21 @@ def test_a_strict_rerun_refuses_another_build_and_a_run_without_a_cassette(recor
     refused = project.cli("rerun", gold_run.run_id)
     assert refused.exit_code == 2 and f"run {gold_run.run_id} has no cassette" in refused.output
     assert os.path.exists(project.root / run.cassette.path)
+
+
+def test_an_altered_cassette_fails_verification_and_is_refused_by_rerun(recorded, copperhead_cli):
+    project, run = recorded
+    path = project.root / run.cassette.path
+    kept = path.read_bytes()
+    try:
+        path.write_bytes(kept.replace(b"scripted-solve", b"scripted-other", 1))
+        verified = project.cli("replay", "--verify")
+        assert verified.exit_code == 3 and "cassette-digest" in verified.output, verified.output
+        refused = project.cli("rerun", run.run_id, "--copperhead-cli", copperhead_cli, "--strict")
+        assert refused.exit_code == 2 and "its BLAKE3 is not" in refused.output
+        path.unlink()
+        missing = project.cli("replay", "--verify")
+        assert missing.exit_code == 3 and "cassette-missing" in missing.output
+    finally:
+        path.write_bytes(kept)
+    project.verify()
