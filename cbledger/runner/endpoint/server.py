@@ -229,7 +229,7 @@ class _Handler(BaseHTTPRequestHandler):
                 code="session_script_exhausted",
             )
         differs = None
-        if route.replay is not None:
+        if route.replay is not None and ex.request is not None:  # a request not recorded is not compared
             where = normalise.first_difference(
                 normalise.value(ex.request, route.replay.workdirs), normalise.value(body, route.replay.workdirs),
             )
