@@ -23,6 +23,10 @@ def rerun(
         "--strict/--lenient", help="Refuse (strict) or flag (lenient) a request that differs from the recorded one.",
     )] = None,
     unsandboxed: Annotated[bool, typer.Option("--unsandboxed", help="Run the harness without the bubblewrap sandbox.")] = False,
+    from_session: Annotated[bool, typer.Option(
+        "--from-session",
+        help="A scripted run recorded before cassettes: serve it the session script its suite version kept (requests not compared).",
+    )] = False,
     ledger: LedgerOption = None,
     root: RootOption = None,
     as_json: JsonFlag = False,
@@ -37,7 +41,7 @@ def rerun(
     2 bad input (no such run, no cassette, another harness build for a strict rerun).
     """
     results = rerun_mod.rerun_many(workspace(ledger, root), run_ids, copperhead_cli=copperhead_cli,
-                                   strict=strict, unsandboxed=unsandboxed)
+                                   strict=strict, unsandboxed=unsandboxed, from_session=from_session)
     if as_json:
         typer.echo(json.dumps([r.to_dict() for r in results], sort_keys=True))
     else:

@@ -22,7 +22,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import pygit2
 from msgspec import UNSET
@@ -39,11 +39,13 @@ from cbledger.runner.agents.copperhead import (
     locate,
     recording_route,
 )
+from cbledger.runner.endpoint import script
 from cbledger.runner.endpoint.server import Endpoint, Served
 from cbledger.runner.environment import probe
 from cbledger.runner.execute import RunOutput, RunSettings, execute
 from cbledger.runner.plan import PlannedRun
 from cbledger.tasks.catalog import Catalog, Fixture
+from cbledger.tasks.suite_archive import open_kept
 from cbledger.workspace import Workspace
 
 Status = Literal["identical", "diverged", "exhausted"]
@@ -109,21 +111,39 @@ def recorded_grade(view: ledger_view.LedgerView, run: RunRecorded) -> GradeRecor
 
 def rerun(
     workspace: Workspace, run_id: str, *, copperhead_cli: str | None = None, strict: bool | None = None,
-    unsandboxed: bool = False, view: ledger_view.LedgerView | None = None,
+    unsandboxed: bool = False, view: ledger_view.LedgerView | None = None, from_session: bool = False,
 ) -> RerunResult:
-    """Re-executes `run_id`. Strict unless another harness build is given (`copperhead_cli`)."""
+    """Re-executes `run_id`. Strict unless another harness build is given (`copperhead_cli`).
+    With `from_session`, a scripted run recorded before cassettes is served the session script
+    it was served, as its suite version's kept definitions hold it."""
     view = view or ledger_view.read(workspace.ledger)
     run = view.runs.get(run_id)
     if run is None:
         raise UserError(f"no run {run_id} in {workspace.ledger}")
+    scratch = Path(tempfile.mkdtemp(prefix="cbledger-rerun-"))
+    try:
+        return _rerun(workspace, view, run, copperhead_cli, strict, unsandboxed, from_session, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _rerun(
+    workspace: Workspace, view: ledger_view.LedgerView, run: RunRecorded, copperhead_cli: str | None,
+    strict: bool | None, unsandboxed: bool, from_session: bool, scratch: Path,
+) -> RerunResult:
+    run_id = run.run_id
+    catalog = Catalog(workspace.root)
     if run.cassette is UNSET:
-        why = f" ({run.runner_note})" if run.runner_note and "not recorded" in run.runner_note else ""
-        raise UserError(f"run {run_id} has no cassette: its model exchanges were not recorded{why}, so it cannot be re-executed")
-    ref = run.cassette
-    recorded = cassette_mod.load(workspace.root / ref.path, expect=ref.blake3)
+        if not (from_session and run.run_mode == "scripted"):
+            why = f" ({run.runner_note})" if run.runner_note and "not recorded" in run.runner_note else ""
+            hint = "; a scripted run can be served its session script instead (--from-session)" if run.run_mode == "scripted" else ""
+            raise UserError(f"run {run_id} has no cassette: its model exchanges were not recorded{why}, so it cannot be re-executed{hint}")
+        catalog, recorded = session_cassette(workspace, view, run, scratch / "definitions")
+    else:
+        ref = run.cassette
+        recorded = cassette_mod.load(workspace.root / ref.path, expect=ref.blake3)
     if recorded.route != "openai-compat" or recording_route(run.model.id) != "openai-compat":
         raise UserError(f"run {run_id} was recorded on the {recorded.route} route; rerun serves the compat route only so far")
-    catalog = Catalog(workspace.root)
     task = catalog.task(run.task.id)
     if task.manifest_hash != run.task.manifest_hash:
         raise UserError(f"task {run.task.id} changed since run {run_id} (manifest hash {task.manifest_hash[:12]}…, "
@@ -136,12 +156,34 @@ def rerun(
     if strict:
         same_build(cli, run)
     original = recorded_grade(view, run)
-    scratch = Path(tempfile.mkdtemp(prefix="cbledger-rerun-"))
-    try:
-        output, served, workdir = _execute(workspace, run, recorded, catalog, cli, strict, unsandboxed, scratch)
-        return compare(run, original, recorded, output, served, fixture, workspace, strict, workdir)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    output, served, workdir = _execute(workspace, run, recorded, catalog, cli, strict, unsandboxed, scratch)
+    return compare(run, original, recorded, output, served, fixture, workspace, strict, workdir)
+
+
+SCRIPTED_PREFIX = "compat:scripted-"
+
+
+def session_cassette(
+    workspace: Workspace, view: ledger_view.LedgerView, run: RunRecorded, into: Path,
+) -> tuple[Catalog, cassette_mod.Cassette]:
+    """The session a scripted run was served, written down as a cassette (its requests were not
+    recorded, so they are not compared), from the definitions its suite version kept — the task's
+    own `sessions/<name>.json` — else from the project's `sessions/<name>.json`; and the kept
+    catalog, whose task and fixture the rerun then uses."""
+    version = run.comparability.suite_version
+    archived = view.archives.get(version)
+    if archived is None:
+        raise UserError(f"run {run.run_id}: suite {version} has no kept definitions, so the session it was served is not known")
+    opened = open_kept(workspace, archived, view.bumps.get(version), into)
+    if opened.catalog is None or opened.problems:
+        raise UserError(f"run {run.run_id}: suite {version}'s kept definitions do not verify ({len(opened.problems)} problem(s))")
+    if not run.model.id.startswith(SCRIPTED_PREFIX):
+        raise UserError(f"run {run.run_id}: model {run.model.id} does not name the session it was served")
+    name = run.model.id[len(SCRIPTED_PREFIX):]
+    for path in (opened.catalog.tasks_dir / run.task.id / "sessions" / f"{name}.json", workspace.root / "sessions" / f"{name}.json"):
+        if path.is_file():
+            return opened.catalog, cassette_mod.from_session(script.load(path), run.model.id)
+    raise UserError(f"run {run.run_id}: no session script {name!r} for task {run.task.id}")
 
 
 def same_build(cli: CopperheadCli, run: RunRecorded) -> None:
@@ -270,13 +312,20 @@ def tree_differences(
                 elif path not in files_b:
                     out.append(f"{label}: {path} is missing from the rerun")
                 elif files_a[path] != files_b[path]:
-                    out.append(f"{label}: {path} differs{_first_line(files_a[path], files_b[path])}")
+                    out.append(f"{label}: {path} differs{_first_line(files_a[path], files_b[path], path.endswith('.jsonl'))}")
         return out
 
 
-def _first_line(a: bytes, b: bytes) -> str:
+def _first_line(a: bytes, b: bytes, jsonl: bool = False) -> str:
     la, lb = a.split(b"\n"), b.split(b"\n")
     for i, (x, y) in enumerate(zip(la, lb, strict=False)):
+        if x != y and jsonl:
+            try:
+                where = normalise.first_difference(json.loads(x), json.loads(y))
+            except ValueError:
+                where = None
+            if where is not None:
+                return f" (first at line {i + 1}, {where})"
         if x != y:
             now, was = (printable(v.decode("utf-8", "replace"), limit=160) for v in (y, x))
             return f" (first at line {i + 1}: {now!r}, recorded {was!r})"
@@ -320,7 +369,12 @@ def normalised_content(path: str, data: bytes, workdirs: tuple[str, ...], commit
     """Files the harness writes about its own run (under `.copperhead/`, the transcript first)
     are compared after normalisation; the design and the docs byte for byte."""
     if not path.startswith(".copperhead/"):
-        return data
+        if path.rsplit("/", 1)[-1].split(".")[-1].startswith("kicad_") or b"\0" in data:
+            return data
+        try:
+            return normalise.dates(data.decode("utf-8")).encode()
+        except UnicodeDecodeError:
+            return data
     text = data.decode("utf-8", "replace")
     if path.endswith((".jsonl", ".json")):
         lines = []
@@ -333,7 +387,7 @@ def normalised_content(path: str, data: bytes, workdirs: tuple[str, ...], commit
     return normalise.text(text, workdirs, commits).encode()
 
 
-def rerun_many(workspace: Workspace, run_ids: list[str], **options) -> list[RerunResult]:
+def rerun_many(workspace: Workspace, run_ids: list[str], **options: Any) -> list[RerunResult]:
     view = ledger_view.read(workspace.ledger)
     return [rerun(workspace, r, view=view, **options) for r in run_ids]
 

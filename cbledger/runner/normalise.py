@@ -5,12 +5,14 @@ transcript carry another sandbox path, other timestamps and other run ids. Those
 are replaced by placeholders before anything is compared (docs/REPRODUCE.md lists them):
 
 * the sandbox's absolute path → `<sandbox>`;
+* where copperhead is installed (`…/node_modules/copperhead`) → `<copperhead>`;
 * ISO-8601 timestamps → `<time>`, copperhead run stamps (`2026-12-01T23-59-59-123Z`) → `<stamp>`;
 * durations (`durationMs`, `elapsedMs` and other `…Ms` fields) → 0, and in prose
   (`**Duration:** 9s`) → `<duration>`;
 * the ids of the commits the harness made during the run (their committer time differs) →
   `<commit-1>`, `<commit-2>`, … in the order they were made (the seed and baseline commits are
   deterministic and compared as they are);
+* in the docs (any file but the KiCad design files), calendar dates → `<date>`;
 * ids the provider mints (`chatcmpl-…`, `call_…`) are not replaced: the cassette serves them.
 
 Everything else — every message, tool call, tool result, file byte — must be equal.
@@ -24,6 +26,11 @@ from typing import Any
 ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?")
 RUN_STAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-\d{3}Z")
 DURATION_KEY = re.compile(r"(?:^|[a-z])Ms$|^duration|^elapsed")
+#: a calendar date (a changelog heading the harness dates with the day it ran)
+DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
+#: where copperhead was installed (its transcript and summary name it): outside the sandbox, or
+#: the read-only mount inside it
+INSTALL = re.compile(r"(?:/[^\s\"'`<>]+)?/node_modules/copperhead\b")
 #: a duration written out in prose (copperhead's `summary.md`: `**Duration:** 9s`)
 DURATION_TEXT = re.compile(r"(?i)(duration\W{0,6}\s*)\d+(?:\.\d+)?\s*(?:ms|s|m|h|min)?\b")
 
@@ -37,7 +44,13 @@ def text(value: str, workdirs: tuple[str, ...] = (), commits: dict[str, str] | N
         value = value.replace(old, new)
     value = RUN_STAMP.sub("<stamp>", value)
     value = DURATION_TEXT.sub(r"\1<duration>", value)
+    value = INSTALL.sub("<copperhead>", value)
     return ISO_TIME.sub("<time>", value)
+
+
+def dates(value: str) -> str:
+    """Calendar dates → `<date>`: for the docs the harness writes, whose changelog it dates."""
+    return DATE.sub("<date>", value)
 
 
 def value(v: Any, workdirs: tuple[str, ...] = (), commits: dict[str, str] | None = None) -> Any:
