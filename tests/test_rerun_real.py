@@ -76,7 +76,7 @@ def test_replay_verify_rerun_re_executes_every_run_with_a_cassette(recorded, cop
     result = project.cli("replay", "--verify", "--rerun", env={"COPPERHEAD_CLI": str(copperhead_cli)})
     assert result.exit_code == 0, result.output
     assert f"{run.run_id}  identical  (strict; outcome unchanged: pass/done -> pass/done)" in result.output
-    assert "re-executed 1 run(s) with a cassette: 1 identical" in result.output
+    assert "re-executed 1 run(s): 1 identical" in result.output
 
 
 def test_a_request_that_differs_from_the_recorded_one_is_named_and_the_rerun_diverges(recorded, copperhead_cli, monkeypatch):
@@ -158,3 +158,17 @@ def test_an_altered_cassette_fails_verification_and_is_refused_by_rerun(recorded
     finally:
         path.write_bytes(kept)
     project.verify()
+
+
+def test_a_committed_scripted_run_re_executes_identically_from_its_kept_session(copperhead_cli, shared_real, kicad_cli):
+    """A run the committed ledger recorded before cassettes, re-executed offline from the session
+    script its suite version kept: the same end state, diff, transcript and grade."""
+    from tests.test_real_harness import REPO
+
+    workspace = Workspace.at(REPO)
+    run_id = "20261201T205440Z-compat-scripted-solve-led-resistor-swap-r1-0edfec"
+    with pytest.raises(Exception, match="--from-session"):
+        rerun_mod.rerun(workspace, run_id, copperhead_cli=str(copperhead_cli), strict=True)
+    result = rerun_mod.rerun(workspace, run_id, copperhead_cli=str(copperhead_cli), strict=True, from_session=True)
+    assert (result.status, result.differences) == ("identical", []), result.differences
+    assert result.original == result.rerun == ("pass", "done")

@@ -51,7 +51,7 @@ def replay(
     ] = False,
     rerun: Annotated[
         bool,
-        typer.Option("--rerun", help="Also re-execute every run with a cassette through the real harness (slow; `cbledger rerun`)."),
+        typer.Option("--rerun", help="Also re-execute every run with a cassette, and every scripted run from its kept session, through the real harness (slow; `cbledger rerun`)."),
     ] = False,
     ledger: LedgerOption = None,
     root: RootOption = None,
@@ -119,7 +119,7 @@ def replay(
             else:
                 typer.echo(f"{rid}  not re-executed: {printable(x, limit=1000)}")
         if rerun and report.exit_code == 0:
-            typer.echo(f"re-executed {len(reruns)} run(s) with a cassette: {len(reruns) - len(failed)} identical")
+            typer.echo(f"re-executed {len(reruns)} run(s): {len(reruns) - len(failed)} identical")
     raise typer.Exit(report.exit_code or (rerun_mod.RERUN_FAILED_EXIT if failed else 0))
 
 

@@ -392,24 +392,33 @@ def rerun_many(workspace: Workspace, run_ids: list[str], **options: Any) -> list
     return [rerun(workspace, r, view=view, **options) for r in run_ids]
 
 
-def runs_with_cassettes(view: ledger_view.LedgerView) -> list[str]:
-    return [r.run_id for r in view.runs.values() if r.cassette is not UNSET and r.run_id not in view.retracted]
+def runs_with_cassettes(view: ledger_view.LedgerView, from_session: bool = False) -> list[str]:
+    """The runs a re-execution covers: those with a cassette and, with `from_session`, the
+    scripted runs recorded before cassettes (served their kept session script)."""
+    return [
+        r.run_id for r in view.runs.values()
+        if (r.cassette is not UNSET or (from_session and r.run_mode == "scripted")) and r.run_id not in view.retracted
+    ]
 
 
 #: `replay --verify --rerun`'s exit code when verification passed but a re-execution did not
 RERUN_FAILED_EXIT = 8
 
 
-def rerun_all(workspace: Workspace, only: tuple[str, ...] = (), unsandboxed: bool = False) -> list[tuple[str, RerunResult | str]]:
-    """Every run with a cassette (or those of `only`) re-executed strictly; a run that cannot be
-    (its harness build is not here, its task changed) is reported with why, never skipped."""
+def rerun_all(
+    workspace: Workspace, only: tuple[str, ...] = (), unsandboxed: bool = False, from_session: bool = True,
+) -> list[tuple[str, RerunResult | str]]:
+    """Every run with a cassette, and every scripted run from its kept session (or those of
+    `only`), re-executed strictly; a run that cannot be (its harness build is not here, its task
+    changed, its session was not kept) is reported with why, never skipped."""
     view = ledger_view.read(workspace.ledger)
     out: list[tuple[str, RerunResult | str]] = []
-    for run_id in runs_with_cassettes(view):
+    for run_id in runs_with_cassettes(view, from_session):
         if only and run_id not in only:
             continue
         try:
-            out.append((run_id, rerun(workspace, run_id, strict=True, unsandboxed=unsandboxed, view=view)))
+            out.append((run_id, rerun(workspace, run_id, strict=True, unsandboxed=unsandboxed, view=view,
+                                      from_session=from_session)))
         except UserError as exc:
             out.append((run_id, str(exc)))
     return out
