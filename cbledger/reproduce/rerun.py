@@ -30,6 +30,7 @@ from msgspec import UNSET
 from cbledger.credentials import printable
 from cbledger.errors import UserError
 from cbledger.ledger.events import Actor, GradeRecorded, RunRecorded
+from cbledger.projections.fold import semver_key
 from cbledger.runner import cassette as cassette_mod
 from cbledger.runner import isolation, ledger_view, normalise, preserve
 from cbledger.runner.agents.base import AgentInput, AgentResult
@@ -168,22 +169,36 @@ def session_cassette(
 ) -> tuple[Catalog, cassette_mod.Cassette]:
     """The session a scripted run was served, written down as a cassette (its requests were not
     recorded, so they are not compared), from the definitions its suite version kept — the task's
-    own `sessions/<name>.json` — else from the project's `sessions/<name>.json`; and the kept
-    catalog, whose task and fixture the rerun then uses."""
+    own `sessions/<name>.json` — else from the project's `sessions/<name>.json`, else from the
+    first later suite version that kept one (a session added to a task without a bump); and the
+    kept catalog of the run's own suite version, whose task and fixture the rerun then uses.
+    Whichever is served, the rerun's comparison of end state and transcript is what shows it was
+    the one the run had."""
+    if not run.model.id.startswith(SCRIPTED_PREFIX):
+        raise UserError(f"run {run.run_id}: model {run.model.id} does not name the session it was served")
+    name = run.model.id[len(SCRIPTED_PREFIX):]
     version = run.comparability.suite_version
+    own = _kept(workspace, view, run, version, into / version)
+    candidates = [own.tasks_dir / run.task.id / "sessions" / f"{name}.json", workspace.root / "sessions" / f"{name}.json"]
+    later = sorted((v for v in view.archives if semver_key(v) > semver_key(version)), key=semver_key)
+    for path in candidates:
+        if path.is_file():
+            return own, cassette_mod.from_session(script.load(path), run.model.id)
+    for v in later:
+        path = _kept(workspace, view, run, v, into / v).tasks_dir / run.task.id / "sessions" / f"{name}.json"
+        if path.is_file():
+            return own, cassette_mod.from_session(script.load(path), run.model.id)
+    raise UserError(f"run {run.run_id}: no kept session script {name!r} for task {run.task.id}")
+
+
+def _kept(workspace: Workspace, view: ledger_view.LedgerView, run: RunRecorded, version: str, into: Path) -> Catalog:
     archived = view.archives.get(version)
     if archived is None:
         raise UserError(f"run {run.run_id}: suite {version} has no kept definitions, so the session it was served is not known")
     opened = open_kept(workspace, archived, view.bumps.get(version), into)
     if opened.catalog is None or opened.problems:
         raise UserError(f"run {run.run_id}: suite {version}'s kept definitions do not verify ({len(opened.problems)} problem(s))")
-    if not run.model.id.startswith(SCRIPTED_PREFIX):
-        raise UserError(f"run {run.run_id}: model {run.model.id} does not name the session it was served")
-    name = run.model.id[len(SCRIPTED_PREFIX):]
-    for path in (opened.catalog.tasks_dir / run.task.id / "sessions" / f"{name}.json", workspace.root / "sessions" / f"{name}.json"):
-        if path.is_file():
-            return opened.catalog, cassette_mod.from_session(script.load(path), run.model.id)
-    raise UserError(f"run {run.run_id}: no session script {name!r} for task {run.task.id}")
+    return opened.catalog
 
 
 def same_build(cli: CopperheadCli, run: RunRecorded) -> None:
