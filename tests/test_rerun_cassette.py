@@ -135,6 +135,8 @@ def test_the_sandbox_path_and_timestamps_are_normalised_and_nothing_else():
     assert normalise.first_difference(normalise.value(a, dirs), normalise.value(c, dirs)) == "$.messages[0].content"
     assert normalise.first_difference([1, 2], [1, 2, 3]) == "$[2]" and normalise.first_difference({"a": 1}, {"b": 1}) == "$.a"
     assert normalise.text("**Duration:** 9s and .copperhead/runs/2026-12-01T23-51-05-123Z/") == "**Duration:** <duration> and .copperhead/runs/<stamp>/"
+    # in the docs only stamps and dates: a decision names its run, a changelog its day; a value stays
+    assert normalise.doc_text("- 2026-12-01 [run 2026-12-01T20-55-33-617Z] R1 at 2k, 9 s") == "- <date> [run <stamp>] R1 at 2k, 9 s"
 
 
 def test_a_session_script_is_a_cassette_of_the_same_format_and_serves_the_same_answers():

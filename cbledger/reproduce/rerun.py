@@ -387,7 +387,7 @@ def normalised_content(path: str, data: bytes, workdirs: tuple[str, ...], commit
         if path.rsplit("/", 1)[-1].split(".")[-1].startswith("kicad_") or b"\0" in data:
             return data
         try:
-            return normalise.dates(data.decode("utf-8")).encode()
+            return normalise.doc_text(data.decode("utf-8")).encode()
         except UnicodeDecodeError:
             return data
     text = data.decode("utf-8", "replace")

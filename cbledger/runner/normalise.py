@@ -12,7 +12,8 @@ are replaced by placeholders before anything is compared (docs/REPRODUCE.md list
 * the ids of the commits the harness made during the run (their committer time differs) →
   `<commit-1>`, `<commit-2>`, … in the order they were made (the seed and baseline commits are
   deterministic and compared as they are);
-* in the docs (any file but the KiCad design files), calendar dates → `<date>`;
+* in the docs (any file but the KiCad design files), only run stamps, timestamps and calendar
+  dates (`<date>`);
 * ids the provider mints (`chatcmpl-…`, `call_…`) are not replaced: the cassette serves them.
 
 Everything else — every message, tool call, tool result, file byte — must be equal.
@@ -48,9 +49,10 @@ def text(value: str, workdirs: tuple[str, ...] = (), commits: dict[str, str] | N
     return ISO_TIME.sub("<time>", value)
 
 
-def dates(value: str) -> str:
-    """Calendar dates → `<date>`: for the docs the harness writes, whose changelog it dates."""
-    return DATE.sub("<date>", value)
+def doc_text(value: str) -> str:
+    """For the docs the harness writes: run stamps (a recorded decision names its run), ISO
+    timestamps and calendar dates (its changelog is dated), and nothing else."""
+    return DATE.sub("<date>", ISO_TIME.sub("<time>", RUN_STAMP.sub("<stamp>", value)))
 
 
 def value(v: Any, workdirs: tuple[str, ...] = (), commits: dict[str, str] | None = None) -> Any:
