@@ -33,6 +33,8 @@ IMPORTS = f"{RESULTS}/imports"
 CHECKPOINTS = f"{RESULTS}/checkpoints"
 #: Each suite version's definitions, content-addressed (docs/REPRODUCE.md, "Suite definitions").
 SUITES = f"{RESULTS}/suites"
+#: Each run's recorded model exchanges, content-addressed (docs/REPRODUCE.md, "Re-execution").
+CASSETTES = f"{RESULTS}/cassettes"
 #: Public keys whose checkpoint signatures this project accepts (never a private key: see docs/CHECKPOINTS.md).
 KEYS = "keys"
 
@@ -56,6 +58,11 @@ def checkpoint_name(size: int) -> str:
 def suite_definitions_name(version: str) -> str:
     """A suite version's definitions manifest relative to the root."""
     return f"{SUITES}/{version}.json"
+
+
+def cassette_name(blake3_hex: str) -> str:
+    """A run's cassette relative to the root, as `run.recorded.cassette` records it."""
+    return f"{CASSETTES}/{blake3_hex}.json"
 
 
 def bundle_name(run_id: str) -> str:
@@ -146,6 +153,10 @@ class Workspace:
     def staged_bundle(self, run_id: str) -> Path:
         """Where a bundle waits until its events are appended; hidden, so never mistaken for one."""
         return self.runs / f".{run_id}.bundle.tmp"
+
+    def staged_cassette(self, run_id: str) -> Path:
+        """Where a run's cassette waits, beside its staged bundle, until its events are appended."""
+        return self.runs / f".{run_id}.cassette.tmp"
 
     def pending_events(self, run_id: str) -> Path:
         """A run whose bundle is in place but whose append the ledger refused (a torn tail, a disk

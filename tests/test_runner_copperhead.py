@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 from decimal import Decimal
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from cbledger.runner import preserve, rescore
@@ -39,7 +41,8 @@ BASIC_ENV = {
 }
 KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GROQ_API_KEY", "COPPERHEAD_API_KEY_ENV", "CLAUDE_CODE_OAUTH_TOKEN")
 #: acme:m1 goes through copperhead's OpenAI route: its key and nothing else
-ALLOWED_ENV = BASIC_ENV | {"OPENAI_API_KEY"}
+#: the OpenAI SDK's base-URL variable: the recording proxy in front of the provider
+ALLOWED_ENV = BASIC_ENV | {"OPENAI_API_KEY", "OPENAI_BASE_URL"}
 TOKENS_IN, TOKENS_OUT = 12340, 678
 PRICE_IN, PRICE_OUT = "2.5", "10"
 
@@ -98,6 +101,8 @@ def test_adapter_drives_the_cli_exactly_and_records_stamp_stats_and_cost(tmp_pat
         assert set(call["envNames"]) <= ALLOWED_ENV, set(call["envNames"]) - ALLOWED_ENV
         assert "OPENAI_API_KEY" in call["envNames"] and "CBLEDGER_PRIVATE_SETTING" not in call["envNames"]
         assert "ANTHROPIC_API_KEY" not in call["envNames"]  # another route's key: no failover to another model
+        # the model's traffic goes through the run's recording proxy, on loopback, to the provider's /v1
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/v1", call["env"]["OPENAI_BASE_URL"])
         assert call["env"]["GIT_AUTHOR_EMAIL"] == "copperhead@copperbench.invalid"
         assert call["env"]["COPPERHEAD_BASE_URL"] is None
         assert call["config"]["llmCache"] is False
@@ -134,8 +139,10 @@ def test_compat_model_gets_its_endpoint_and_saved_login_costs_null(tmp_path, sha
     assert result.exit_code == 0, result.output
 
     compat_call, codex_call = [c for c in read_record(record) if c["command"] == "do"]
-    assert compat_call["env"]["COPPERHEAD_BASE_URL"] == "http://127.0.0.1:9/v1"
-    assert "COPPERHEAD_BASE_URL" not in codex_call["envNames"]
+    # the harness talks to the run's recording proxy, which forwards to the endpoint it was given
+    proxied = compat_call["env"]["COPPERHEAD_BASE_URL"]
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/v1", proxied) and proxied != "http://127.0.0.1:9/v1"
+    assert "COPPERHEAD_BASE_URL" not in codex_call["envNames"] and "OPENAI_BASE_URL" not in codex_call["envNames"]
     compat, codex = project.runs()
     assert compat.isolation == "bubblewrap" and codex.isolation == "unsandboxed"
     assert compat.model.provider == "openai-compat" and compat.model.segment == "open-weight-hosted"
@@ -143,6 +150,9 @@ def test_compat_model_gets_its_endpoint_and_saved_login_costs_null(tmp_path, sha
     assert codex.model.segment == "saved-login" and codex.model.pinning == "weak"
     assert codex.cost.usd_micros is None and codex.cost.price_table_version is None
     assert codex.stats.tokens_in > 0
+    # the compat run's exchanges are recorded (the stand-in makes none); a saved login's cannot be
+    assert compat.cassette.exchanges == 0 and (project.root / compat.cassette.path).is_file()
+    assert codex.cassette is msgspec.UNSET and "exchanges not recorded: codex is a saved-login route" in codex.runner_note
 
 
 def test_wall_clock_cap_kills_the_whole_sandbox_and_the_suite_goes_on(tmp_path, shared_real, kicad_cli, clean_env):

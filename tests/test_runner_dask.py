@@ -280,6 +280,30 @@ def test_a_bundle_that_does_not_match_its_event_is_refused(tmp_path: Path) -> No
         received_output(tmp_path, RemoteResult(0, "w1", [grade, run], bundle))
 
 
+def test_a_cassette_travels_with_its_run_and_must_match_its_event(tmp_path: Path) -> None:
+    from cbledger.ledger.events import CassetteRef
+    from cbledger.workspace import cassette_name
+    from tests.factories import grade_recorded, run_recorded
+
+    run, grade = run_recorded(1), grade_recorded(1)
+    bundle, tape = b"the bundle", b'{"format":"cbledger-cassette/1"}\n'
+    ref = msgspec.structs.replace(run.body.sandbox, store=bundle_name(run.body.run_id), store_blake3=blake3(bundle).hexdigest(),
+                                  store_bytes=len(bundle))
+    digest = blake3(tape).hexdigest()
+    named = CassetteRef(path=cassette_name(digest), blake3=digest, bytes=len(tape), exchanges=0)
+    with_tape = msgspec.structs.replace(run, body=msgspec.structs.replace(run.body, sandbox=ref, cassette=named))
+    output = received_output(tmp_path, RemoteResult(0, "w1", [with_tape, grade], bundle, tape))
+    assert output.cassette is not None and output.cassette[0].read_bytes() == tape
+    assert output.cassette[1] == tmp_path / "results" / "cassettes" / f"{digest}.json"
+    with pytest.raises(UserError, match="is not the one its event names"):
+        received_output(tmp_path, RemoteResult(0, "w1", [with_tape, grade], bundle, tape + b" "))
+    with pytest.raises(UserError, match="is not the one its event names"):
+        received_output(tmp_path, RemoteResult(0, "w1", [with_tape, grade], bundle))
+    without = msgspec.structs.replace(run, body=msgspec.structs.replace(run.body, sandbox=ref))
+    with pytest.raises(UserError, match="a cassette its event does not name"):
+        received_output(tmp_path, RemoteResult(0, "w1", [without, grade], bundle, tape))
+
+
 def test_runs_are_appended_in_plan_order_whatever_order_they_finish_in(tmp_path: Path) -> None:
     store = LedgerStore(tmp_path / "events.jsonl")
     store.init("order", MAINTAINER)

@@ -40,6 +40,7 @@ COMMANDS = (
     Commands("cbledger.cli.reproduce_commands", replay="Verify the ledger end to end, offline (--verify).",
              watch="Keep the projections current as events land.",
              import_="Import outside evidence, kept apart from project-owned runs."),
+    Commands("cbledger.cli.rerun_command", rerun="Re-execute recorded runs through the real harness from their cassettes, offline."),
     Commands("cbledger.cli.tlog_commands", key="Signing keys for checkpoints.",
              checkpoint="Sign the ledger's tree head and record it.",
              prove="Inclusion and consistency proofs, from the ledger.",

@@ -12,7 +12,9 @@ import typer
 
 from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, workspace
 from cbledger.cli.progress import VerifyProgress, chain_progress
+from cbledger.cli.rerun_command import print_result
 from cbledger.inputs import printable
+from cbledger.reproduce import rerun as rerun_mod
 from cbledger.reproduce import verify as verify_mod
 from cbledger.workspace import READ_MODEL
 
@@ -47,6 +49,10 @@ def replay(
         bool,
         typer.Option("--allow-skipped", help="Accept recorded runs or grades that could not be reproduced (each is still named)."),
     ] = False,
+    rerun: Annotated[
+        bool,
+        typer.Option("--rerun", help="Also re-execute every run with a cassette, and every scripted run from its kept session, through the real harness (slow; `cbledger rerun`)."),
+    ] = False,
     ledger: LedgerOption = None,
     root: RootOption = None,
     as_json: JsonFlag = False,
@@ -79,6 +85,9 @@ def replay(
 
     6 a recorded run or grade was not reproduced (each is named with the reason) and
     --allow-skipped was not given.
+
+    8 (with --rerun, everything else verified) a run with a cassette did not re-execute
+    identically, or could not be re-executed here (each is named).
     """
     if not verify:
         fail("nothing to do: pass --verify", 2)
@@ -95,11 +104,23 @@ def replay(
         )
     finally:
         progress.close()
+    reruns = rerun_mod.rerun_all(workspace(ledger, root), tuple(run or ())) if rerun and report.exit_code == 0 else []
+    failed = [r for r in reruns if not isinstance(r[1], rerun_mod.RerunResult) or r[1].status != "identical"]
     if as_json:
-        typer.echo(json.dumps(report.to_dict(), sort_keys=True))
+        out = report.to_dict()
+        if rerun:
+            out["reruns"] = [x.to_dict() if isinstance(x, rerun_mod.RerunResult) else {"runId": rid, "error": x} for rid, x in reruns]
+        typer.echo(json.dumps(out, sort_keys=True))
     else:
         _print(report)
-    raise typer.Exit(report.exit_code)
+        for rid, x in reruns:
+            if isinstance(x, rerun_mod.RerunResult):
+                print_result(x)
+            else:
+                typer.echo(f"{rid}  not re-executed: {printable(x, limit=1000)}")
+        if rerun and report.exit_code == 0:
+            typer.echo(f"re-executed {len(reruns)} run(s): {len(reruns) - len(failed)} identical")
+    raise typer.Exit(report.exit_code or (rerun_mod.RERUN_FAILED_EXIT if failed else 0))
 
 
 def _print(report: verify_mod.VerifyReport) -> None:

@@ -252,6 +252,17 @@ class EvidenceDigest(Body, frozen=True, kw_only=True):
     bytes: Count
 
 
+class CassetteRef(Body, frozen=True, kw_only=True):
+    """The run's model exchanges as the recording proxy saw them, stored content-addressed at
+    `path` (`results/cassettes/<blake3>.json`): what `cbledger rerun` serves back."""
+
+    path: NonEmpty
+    blake3: Hex64
+    bytes: Count
+    #: how many requests it holds
+    exchanges: Count
+
+
 class SetupSkip(Body, frozen=True, kw_only=True):
     command: NonEmpty
     reason: NonEmpty
@@ -329,6 +340,10 @@ class RunRecorded(Body, frozen=True, kw_only=True):
     #: the surface it came through (`ledger/surfaces.json`); absent on runs recorded before
     #: surfaces were named, whose surface is read off their run mode and model route
     surface: NonEmpty | UnsetType = UNSET
+    #: the run's recorded model exchanges (a cassette). Absent on the runs recorded before the
+    #: runner kept them and on runs whose route cannot be recorded (a saved login; the runner's
+    #: note says so); absent by default, so those events read and re-encode exactly as stored.
+    cassette: CassetteRef | UnsetType = UNSET
 
 
 # --------------------------------------------------------------------------- grade.recorded

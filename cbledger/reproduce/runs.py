@@ -16,6 +16,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from blake3 import blake3
+from msgspec import UnsetType
+
 from cbledger.errors import UserError
 from cbledger.grading.grader import Grade, grade_preserved
 from cbledger.ledger.events import GradeRecorded, RunRecorded
@@ -55,12 +58,29 @@ def check_run(
         if restored.repo is not None and not any(f.kind in ("seed-mismatch", "bundle-unreadable") for f in restored.failures):
             for f in check_digests(restored.repo, run, seq, restored.complete):
                 result.fail(f)
+        for f in cassette_findings(workspace, run, seq):
+            result.fail(f)
         _regrade_all(result, run, restored, grades, suites)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     result.grades.sort(key=lambda g: g.seq)
     result.seconds = time.perf_counter() - started
     return result
+
+
+def cassette_findings(workspace: Workspace, run: RunRecorded, seq: int) -> list[Finding]:
+    """A run that names a cassette must have it, hashing to the recorded digest: it is what a
+    re-execution serves, so an altered one is caught here already, without re-executing."""
+    ref = run.cassette
+    if isinstance(ref, UnsetType):
+        return []
+    path = workspace.stored(ref.path)
+    if path is None or not path.is_file():
+        return [_note(run, seq, "cassette-missing", f"{ref.path}: the run's cassette is missing")]
+    data = path.read_bytes()
+    if blake3(data).hexdigest() != ref.blake3 or len(data) != ref.bytes:
+        return [_note(run, seq, "cassette-digest", f"{ref.path}: its BLAKE3 or size is not the one the run recorded")]
+    return []
 
 
 def _definitions(catalog: Catalog, task_id: str) -> tuple[Task, Fixture] | str:

@@ -31,10 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from blake3 import blake3
 
 from cbledger.errors import UserError
-from cbledger.ledger.events import GradeRecordedEvent, RunRecordedEvent
+from cbledger.ledger.events import GradeRecordedEvent, RunRecorded, RunRecordedEvent
 from cbledger.runner.execute import RunOutput
 from cbledger.runner.remote import (
     TOPIC,
@@ -45,7 +46,7 @@ from cbledger.runner.remote import (
     verdict,
 )
 from cbledger.runner.shipping import Package
-from cbledger.workspace import Workspace, bundle_name
+from cbledger.workspace import Workspace, bundle_name, cassette_name
 
 #: attempts of one run: the first, and one retry after a lost worker
 ATTEMPTS = 2
@@ -246,8 +247,26 @@ def received_output(where: Path | Workspace, result: RemoteResult) -> RunOutput:
             f"hashing to {digest[:16]}…; its event says {ref.store_bytes} bytes, {ref.store_blake3[:16]}…; refused"
         )
     workspace = where if isinstance(where, Workspace) else Workspace.at(where)
+    cassette = received_cassette(workspace, run, result)
     staged = workspace.staged_bundle(run.run_id)
     staged.parent.mkdir(parents=True, exist_ok=True)
     staged.write_bytes(result.bundle)
     final = workspace.stored(ref.store) or workspace.root / ref.store
-    return RunOutput(run, grade, list(result.events), staged, final, None, workspace.pending_events(run.run_id))
+    return RunOutput(run, grade, list(result.events), staged, final, None, workspace.pending_events(run.run_id), cassette)
+
+
+def received_cassette(workspace: Workspace, run: RunRecorded, result: RemoteResult) -> tuple[Path, Path] | None:
+    """A worker's cassette, checked against the digest and size its event states and staged;
+    one the event names but the worker did not send (or sent unasked) is refused."""
+    ref = run.cassette
+    if isinstance(ref, msgspec.UnsetType):
+        if result.cassette is not None:
+            raise UserError(f"worker {result.worker}: run {run.run_id} came back with a cassette its event does not name; refused")
+        return None
+    data = result.cassette or b""
+    if ref.path != cassette_name(ref.blake3) or blake3(data).hexdigest() != ref.blake3 or len(data) != ref.bytes:
+        raise UserError(f"worker {result.worker}: the cassette of run {run.run_id} is not the one its event names; refused")
+    staged = workspace.staged_cassette(run.run_id)
+    staged.parent.mkdir(parents=True, exist_ok=True)
+    staged.write_bytes(data)
+    return staged, workspace.stored(ref.path) or workspace.root / ref.path

@@ -19,6 +19,7 @@ from typing import TypeGuard, get_args
 import msgspec
 import pygit2
 from blake3 import blake3
+from msgspec import UNSET, UnsetType
 
 from cbledger import credentials
 from cbledger.errors import SecretFound, UserError
@@ -31,6 +32,7 @@ from cbledger.ledger.events import (
     SCHEMA_VERSION,
     Ablations,
     Actor,
+    CassetteRef,
     Comparability,
     Cost,
     EventBase,
@@ -51,6 +53,7 @@ from cbledger.ledger.events import (
 from cbledger.ledger.store import Appended, LedgerStore
 from cbledger.ledger.types import MAX_COUNT, MAX_TOKENS, ExitPath, RunMode, Segment
 from cbledger.runner import backstop, isolation, preserve, pricing
+from cbledger.runner import cassette as cassette_mod
 from cbledger.runner import sandbox as sandbox_mod
 from cbledger.runner.agents.base import Agent, AgentInput, AgentResult
 from cbledger.runner.agents.copperhead import CopperheadCli, basic_environment
@@ -113,6 +116,8 @@ class RunOutput:
     sandbox: Path | None
     #: where the events wait when the ledger refuses their append
     pending: Path
+    #: (staged, final) of the run's cassette, when its exchanges were recorded
+    cassette: tuple[Path, Path] | None = None
 
 
 def new_run_id(planned: PlannedRun, started: _dt.datetime) -> str:
@@ -525,6 +530,7 @@ def preserve_run(
     workspace = Workspace.at(settings.root, results=settings.results)
     staged = workspace.staged_bundle(run_id)
     size, digest = preserve.write_bundle(end.repo, seed.sha, staged)
+    cassette_ref, cassette_files = stage_cassette(workspace, run_id, result)
     ended = _dt.datetime.now(_dt.UTC)
     env = settings.environment
     note = credentials.redact("; ".join(n for n in (note, result.note, stats_note) if n)) or None
@@ -589,6 +595,7 @@ def preserve_run(
         provider_models=provider_models(transcript, result),
         isolation=settings.confinement.isolation,
         lane="system-under-test",
+        cassette=cassette_ref,
     )
     run = msgspec.structs.replace(run, surface=surfaces.run_surface(run))
     grade_rec = grade_body(run_id, settings.suite_version, task.manifest_hash, graded.grade)
@@ -600,11 +607,31 @@ def preserve_run(
         found = credentials.scan_json(msgspec.to_builtins(event), "$")
         if found:
             staged.unlink(missing_ok=True)
+            if cassette_files is not None:
+                cassette_files[0].unlink(missing_ok=True)
             raise SecretFound(f"run {run_id}: credential pattern matched in its events ({'; '.join(map(str, found))}); nothing of this run was written")
     return RunOutput(
         run, grade_rec, events, staged, workspace.stored(store_rel) or settings.root / store_rel,
-        start.workdir if settings.keep_sandboxes else None, workspace.pending_events(run_id),
+        start.workdir if settings.keep_sandboxes else None, workspace.pending_events(run_id), cassette_files,
     )
+
+
+def stage_cassette(workspace: Workspace, run_id: str, result: AgentResult) -> tuple[CassetteRef | UnsetType, tuple[Path, Path] | None]:
+    """The run's cassette written beside its staged bundle, and the reference `run.recorded`
+    carries; nothing (UNSET) when the agent recorded none."""
+    if result.cassette is None:
+        return UNSET, None
+    data = cassette_mod.encode(result.cassette)
+    found = credentials.scan_bytes(data, "cassette")
+    if found:  # the proxy redacts each body; this is the backstop behind it
+        raise SecretFound(f"run {run_id}: credential pattern matched in its cassette ({'; '.join(map(str, found))}); nothing of this run was written")
+    digest = cassette_mod.digest(data)
+    rel = cassette_mod.relpath(digest)
+    staged = workspace.staged_cassette(run_id)
+    staged.parent.mkdir(parents=True, exist_ok=True)
+    staged.write_bytes(data)
+    ref = CassetteRef(path=rel, blake3=digest, bytes=len(data), exchanges=len(result.cassette.exchanges))
+    return ref, (staged, workspace.stored(rel) or workspace.root / rel)
 
 
 def evidence_digests(evidence: evidence_mod.Evidence) -> dict[str, EvidenceDigest]:
@@ -663,6 +690,10 @@ def publish(store: LedgerStore, output: RunOutput) -> list[Appended]:
     idempotent). Only an interrupt removes the bundle again: nothing of that run was decided."""
     output.final.parent.mkdir(parents=True, exist_ok=True)
     os.replace(output.staged, output.final)
+    if output.cassette is not None:
+        staged_cassette, final_cassette = output.cassette
+        final_cassette.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(staged_cassette, final_cassette)
     fd = os.open(output.final.parent, os.O_RDONLY)
     try:
         os.fsync(fd)

@@ -83,6 +83,8 @@ class RemoteResult:
     worker: str
     events: list[EventBase]
     bundle: bytes
+    #: the run's cassette, when its exchanges were recorded (`run.recorded.cassette` names it)
+    cassette: bytes | None = None
 
 
 def worker_name(worker: Any) -> str:
@@ -244,8 +246,13 @@ def run_remote(spec: RemoteRun, task_package: Package, fixture_package: Package)
     )
     settings.sandbox_root.mkdir(parents=True, exist_ok=True)
     output = execute(settings, PlannedRun(task, spec.model_id, spec.repeat, spec.repeats_planned))
+    cassette = None
     try:
         bundle = output.staged.read_bytes()
+        if output.cassette is not None:
+            cassette = output.cassette[0].read_bytes()
     finally:
         output.staged.unlink(missing_ok=True)
-    return RemoteResult(spec.index, name, output.events, bundle)
+        if output.cassette is not None:
+            output.cassette[0].unlink(missing_ok=True)
+    return RemoteResult(spec.index, name, output.events, bundle, cassette)

@@ -52,6 +52,11 @@ class AgentResult:
     exit_code: int | None = None
     #: model ids a provider the runner itself served named in its answers (the loopback endpoint)
     provider_models: tuple[str, ...] = ()
+    #: the model exchanges the recording proxy saw (a `cbledger.runner.cassette.Cassette`), when
+    #: the run's route could be recorded
+    cassette: Any = None
+    #: what the loopback endpoint answered, request by request (a re-execution reads it)
+    served: tuple = ()
 
 
 class Agent(Protocol):

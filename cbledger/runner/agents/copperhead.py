@@ -33,11 +33,13 @@ import pygit2
 
 from cbledger.errors import UserError
 from cbledger.kicad.oracle import kicad_cli
+from cbledger.runner import cassette as cassette_mod
 from cbledger.runner import isolation
 from cbledger.runner.agents.base import COPPERHEAD_SIGNATURE as GIT_IDENTITY
 from cbledger.runner.agents.base import AgentInput, AgentResult
-from cbledger.runner.endpoint.server import answered_models, problems
+from cbledger.runner.endpoint.server import Replay, answered_models, problems
 from cbledger.runner.preserve import AGENT_LOG_DIR
+from cbledger.runner.recorder import Recorder
 
 CLI_ENV = "COPPERHEAD_CLI"
 NODE_ENV = "CBLEDGER_NODE"
@@ -268,21 +270,55 @@ def run_capped(
     return outcome.exit_code, outcome.killed
 
 
+#: native routes the recording proxy can stand in front of: the SDK's base-URL variable, and the
+#: provider's own base URL when that variable is not set
+NATIVE_UPSTREAMS = {
+    "anthropic": ("ANTHROPIC_BASE_URL", "https://api.anthropic.com"),
+    "openai": ("OPENAI_BASE_URL", "https://api.openai.com/v1"),
+}
+#: routes whose provider is another program under the operator's saved login: its traffic never
+#: passes a base URL the runner can point elsewhere
+SAVED_LOGIN_PREFIXES = ("codex", "cursor", "claude-code")
+
+
+def recording_route(model_id: str) -> cassette_mod.Route | None:
+    """The route a run of `model_id` is recorded on; None for a saved-login route (not recordable)."""
+    head = model_id.split(":", 1)[0]
+    if model_id == "compat" or head == "compat":
+        return "openai-compat"
+    if head in SAVED_LOGIN_PREFIXES:
+        return None
+    return "anthropic" if model_id.startswith("claude") else "openai"
+
+
+def not_recordable_note(model_id: str) -> str:
+    return (
+        f"exchanges not recorded: {model_id} is a saved-login route (its provider's own CLI talks to the provider), "
+        "which no base URL points through the recording proxy; this run cannot be re-executed"
+    )
+
+
 class CopperheadAgent:
     """The real harness against a model. With `sessions` it is the scripted form: each run's
     task is served its session script by a loopback endpoint (`cbledger.runner.endpoint`), under a
     route of its own, and the harness is pointed there; the model is a script, so the run is
-    recorded as `scripted`, never as a model's."""
+    recorded as `scripted`, never as a model's.
+
+    Every run's model traffic passes the recording proxy (`cbledger.runner.recorder`), whose
+    cassette the result carries. With `replay` the sessions are cassettes, served in request order
+    and compared with what was recorded (a re-execution, `cbledger rerun`)."""
 
     def __init__(
         self, cli: CopperheadCli, endpoint=None, sessions: dict | None = None,
-        confinement: isolation.Confinement | None = None,
+        confinement: isolation.Confinement | None = None, replay: tuple[bool, str | None] | None = None,
     ):
         self.cli = cli
         self.endpoint = endpoint
         self.sessions = sessions
         self.kind = "scripted" if sessions is not None else "agent"
         self.confinement = confinement or isolation.Confinement(None)
+        #: (strict, the recording run's sandbox path) when the sessions are cassettes
+        self.replay = replay
 
     def run(self, inp: AgentInput) -> AgentResult:
         manifest = inp.task.manifest
@@ -290,26 +326,51 @@ class CopperheadAgent:
             raise UserError(f"task {manifest.id}: mode {manifest.mode!r} is not driven by this runner yet; only `do`")
         prompt = manifest.request.prompt or ""
         args = ["--repo", str(inp.sandbox), "--json", "do", prompt, "--model", inp.model_id, "--max-turns", str(inp.max_turns)]
-        base_url = None
         network: isolation.Network = "host"
         endpoint: tuple[Path, int] | None = None
         socket_dir: Path | None = None
+        notes: list[str] = []
+        served: list = []
+        route = recording_route(inp.model_id)
         if self.sessions is not None:
             session = self.sessions.get(manifest.id)
             if session is None:
                 raise UserError(f"task {manifest.id}: no session script serves it")
-            base_url = self.endpoint.serve(inp.run_id, session)
-            if self.confinement.bwrap is not None:
-                # no network but the run's own session: a socket into the endpoint, relayed to
-                # the same loopback address inside the sandbox
-                socket_dir = Path(tempfile.mkdtemp(prefix="cbledger-endpoint-"))
-                socket_dir.chmod(0o755)
-                sock = self.endpoint.serve_socket(inp.run_id, socket_dir / "endpoint.sock")
-                network, endpoint = "endpoint", (sock, self.endpoint.port)
-        notes: list[str] = []
-        served_models: tuple[str, ...] = ()
+            replay = None
+            if self.replay is not None:
+                strict, recorded_at = self.replay
+                replay = Replay(strict, tuple(w for w in (recorded_at, str(inp.sandbox)) if w))
+            upstream: str | None = self.endpoint.serve(inp.run_id, session, replay)
+            # checked against the session's own address: no key goes to a loopback script
+            env = agent_environment(inp.model_id, upstream, keys=False)
+        else:
+            # the route's key is chosen against the real provider, never against the proxy's
+            # loopback address (a remote compat endpoint without its key variable is refused)
+            env = agent_environment(inp.model_id)
+            upstream = None
+            if route == "openai-compat":
+                upstream = env[BASE_URL_VARIABLE]
+            elif route is not None:
+                variable, default = NATIVE_UPSTREAMS[route]
+                upstream = os.environ.get(variable) or default
+            else:
+                notes.append(not_recordable_note(inp.model_id))
+        recorder = Recorder(upstream, route, inp.model_id, inp.sandbox) if upstream is not None and route is not None else None
+        cassette = None
         try:
-            env = agent_environment(inp.model_id, base_url, keys=self.sessions is None)
+            if recorder is not None:
+                recorder.__enter__()
+                if route == "openai-compat":
+                    env[BASE_URL_VARIABLE] = recorder.base_url
+                else:
+                    env[NATIVE_UPSTREAMS[str(route)][0]] = recorder.base_url
+                if self.sessions is not None and self.confinement.bwrap is not None:
+                    # no network but the run's own session: a socket into the proxy in front
+                    # of it, relayed to the same loopback address inside the sandbox
+                    socket_dir = Path(tempfile.mkdtemp(prefix="cbledger-endpoint-"))
+                    socket_dir.chmod(0o755)
+                    sock = recorder.serve_socket(socket_dir / "endpoint.sock")
+                    network, endpoint = "endpoint", (sock, recorder.port)
             if inp.ablations.prompt_variant:
                 env["COPPERHEAD_PROMPT_VARIANT"] = inp.ablations.prompt_variant
             if inp.ablations.tool_subset:
@@ -321,21 +382,24 @@ class CopperheadAgent:
             )
             code, killed = run_capped(job, self.confinement)
         finally:
+            if recorder is not None:
+                recorder.close()
+                cassette = recorder.cassette()
             if self.sessions is not None:
                 served = self.endpoint.forget(inp.run_id)
-                notes.extend(f"session script: {p}" for p in problems(served))
-                served_models = answered_models(served)
+                notes.extend(f"session script: {p}" for p in problems(served) if self.replay is None)
             if socket_dir is not None:
                 shutil.rmtree(socket_dir, ignore_errors=True)
+        served_models = answered_models(served) if self.sessions is not None else ()
+        if self.sessions is None and cassette is not None:
+            served_models = cassette_mod.served_models(cassette)  # what the real provider named
         provider = "openai-compat" if inp.model_id.startswith("compat:") else None
         if self.sessions is not None:
             provider = "scripted-endpoint"
+        common = {"provider": provider, "provider_models": served_models, "cassette": cassette, "served": tuple(served)}
         if killed:
             notes.insert(0, f"killed at {killed}")
-            return AgentResult(
-                runner_exit="cap-exceeded", note="; ".join(notes), provider=provider, exit_code=None,
-                provider_models=served_models,
-            )
+            return AgentResult(runner_exit="cap-exceeded", note="; ".join(notes), exit_code=None, **common)  # type: ignore[arg-type]
         if code != 0:
             notes.insert(0, f"copperhead exited {code}")
-        return AgentResult(note="; ".join(notes) or None, provider=provider, exit_code=code, provider_models=served_models)
+        return AgentResult(note="; ".join(notes) or None, exit_code=code, **common)  # type: ignore[arg-type]

@@ -11,7 +11,7 @@ An exchange is written in one of two forms, and a file may mix them:
   (`{in, out}` tokens) — rendered by the endpoint as an OpenAI chat completion (or as a stream
   of chunks when the request asks for one). This is how a person authors a session.
 * `response`: the HTTP answer itself — `status` and a `body` (or, for a stream, `chunks`, each
-  one `data:` payload) — served byte for byte. This is the form a recorded exchange takes, so a
+  one `data:` payload, or `events`, each recorded event with its name) — served byte for byte. This is the form a recorded exchange takes, so a
   recording of a real model's session (a cassette) is a session script of the same format.
 
 Optional per exchange: `request` (what a recording saw the harness send: kept, never required),
@@ -63,10 +63,20 @@ class Turn(_Body, frozen=True):
     usage: Usage = field(default_factory=Usage)
 
 
+class SseEvent(_Body, frozen=True):
+    """A server-sent event served exactly as recorded (its `event:` name, its `data:` payload)."""
+
+    data: str
+    event: str | None = None
+
+
 class RawResponse(_Body, frozen=True):
     status: Annotated[int, Meta(ge=100, le=599)] = 200
     body: Any = None
     chunks: list[Any] | None = None
+    #: a recorded stream, event by event (`[DONE]` included when it was sent): what a cassette
+    #: replays, where `chunks` is how a person writes one
+    events: list[SseEvent] | None = None
 
 
 class Expect(_Body, frozen=True):

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+from cbledger.runner import normalise
 from cbledger.runner.endpoint import script as script_mod
 from cbledger.runner.endpoint.script import Exchange, Session, Turn
 
@@ -42,12 +43,30 @@ class Served:
     problem: str | None = None
     #: the model id the answer named (`model` of the completion or of its chunks)
     model: str | None = None
+    #: replaying a cassette: where this request first differs from the one recorded (JSON path)
+    differs: str | None = None
+    #: the error code of a refused request (`cassette_diverged`, `cassette_exhausted`, ...)
+    code: str | None = None
+
+
+@dataclass(frozen=True)
+class Replay:
+    """How a cassette is served: the k-th recorded answer to the k-th request. `strict` refuses
+    a request that differs from the recorded one (after normalisation, `cbledger.runner.normalise`);
+    lenient serves it anyway and notes where it differs. The two sandbox paths are the recording
+    run's and this run's, both replaced by `<sandbox>` before comparing."""
+
+    strict: bool
+    workdirs: tuple[str, ...] = ()
 
 
 @dataclass
 class _Route:
     session: Session
     log: list[Served] = field(default_factory=list)
+    replay: Replay | None = None
+    #: requests answered so far (a replayed cassette counts them instead of reading the turn)
+    count: int = 0
 
 
 class ScriptProblem(Exception):
@@ -193,17 +212,34 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw or b"{}")
             if not isinstance(body, dict):
                 raise ScriptProblem("the request body is not a JSON object")
-            k = turn_index(body)
+            k = self.endpoint._next(route) if route.replay is not None else turn_index(body)
         except (ValueError, ScriptProblem) as exc:
             return self._problem(route, 0, f"bad request: {exc}")
         ex = script_mod.exchange_at(route.session, k)
         if ex is None:
             n = script_mod.length(route.session)
+            if route.replay is not None:
+                return self._problem(
+                    route, k + 1, f"the cassette holds {n} model call(s); the harness made request {k + 1}",
+                    code="cassette_exhausted",
+                )
             return self._problem(
                 route, k + 1,
                 f"session script {route.session.name!r} has {n} turn(s); the harness asked for turn {k + 1}",
                 code="session_script_exhausted",
             )
+        differs = None
+        if route.replay is not None and ex.request is not None:  # a request not recorded is not compared
+            where = normalise.first_difference(
+                normalise.value(ex.request, route.replay.workdirs), normalise.value(body, route.replay.workdirs),
+            )
+            if where is not None:
+                differs = where
+                if route.replay.strict:
+                    return self._problem(
+                        route, k + 1, f"request {k + 1} differs from the recorded one at {where}", code="cassette_diverged",
+                        differs=where,
+                    )
         try:
             check_expectations(route.session, k, ex, body)
         except ScriptProblem as exc:
@@ -213,14 +249,18 @@ class _Handler(BaseHTTPRequestHandler):
         stream = body.get("stream") is True
         if ex.response is not None:
             canned = ex.response.chunks if ex.response.chunks is not None else ex.response.body
+            if ex.response.events is not None:
+                canned = [_payload(e.data) for e in ex.response.events]
             model, status = named_model(canned), ex.response.status
         else:
             model, status = answering_model(route.session, body), 200
         # logged before the answer goes out: whoever reads the log after the harness got
         # its answer must find it there
-        self.endpoint._log(route, Served(turn=k + 1, status=status, model=model))
+        self.endpoint._log(route, Served(turn=k + 1, status=status, model=model, differs=differs))
         if ex.response is not None:
-            if ex.response.chunks is not None:
+            if ex.response.events is not None:
+                self._events(ex.response.status, ex.response.events)
+            elif ex.response.chunks is not None:
                 self._stream(ex.response.status, ex.response.chunks)
             else:
                 self._json(ex.response.status, ex.response.body)
@@ -239,8 +279,8 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         return self.endpoint._route(key)
 
-    def _problem(self, route: _Route, turn: int, message: str, code: str = "bad_request") -> None:
-        self.endpoint._log(route, Served(turn=turn, status=400, problem=message))
+    def _problem(self, route: _Route, turn: int, message: str, code: str = "bad_request", differs: str | None = None) -> None:
+        self.endpoint._log(route, Served(turn=turn, status=400, problem=message, differs=differs, code=code))
         self._json(400, _error(message, code))
 
     def _json(self, status: int, value: Any) -> None:
@@ -264,6 +304,20 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
         self.close_connection = True
 
+    def _events(self, status: int, events: list[script_mod.SseEvent]) -> None:
+        """A recorded stream, event by event as it was sent (no `[DONE]` added)."""
+        self.send_response(status)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        for e in events:
+            head = f"event: {e.event}\n" if e.event else ""
+            data = "".join(f"data: {line}\n" for line in e.data.split("\n"))
+            self.wfile.write(f"{head}{data}\n".encode())
+        self.wfile.flush()
+        self.close_connection = True
+
 
 class Endpoint:
     """A running loopback endpoint. Use as a context manager, or `start()` and `close()`."""
@@ -280,13 +334,19 @@ class Endpoint:
 
     # -- sessions
 
-    def serve(self, key: str, session: Session) -> str:
-        """Serves `session` under `key` (replacing any before it); returns its base URL."""
+    def serve(self, key: str, session: Session, replay: Replay | None = None) -> str:
+        """Serves `session` under `key` (replacing any before it); returns its base URL. With
+        `replay` it is a cassette, answered in request order and compared as `replay` says."""
         if "/" in key:
             raise ValueError(f"route key {key!r} may not contain '/'")
         with self._lock:
-            self._routes[key] = _Route(session)
+            self._routes[key] = _Route(session, replay=replay)
         return self.base_url(key)
+
+    def _next(self, route: _Route) -> int:
+        with self._lock:
+            route.count += 1
+            return route.count - 1
 
     def serve_socket(self, key: str, path: Path) -> Path:
         """Also answers `key`'s session on a Unix socket at `path`, and only that session: the
@@ -362,6 +422,13 @@ class Endpoint:
 class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
     only_key: str | None = None
+
+
+def _payload(data: str) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError:
+        return data
 
 
 def _error(message: str, code: str) -> dict:

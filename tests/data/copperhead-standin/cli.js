@@ -66,6 +66,7 @@ function record(extra) {
     envNames: Object.keys(process.env).sort(),
     env: {
       COPPERHEAD_BASE_URL: process.env.COPPERHEAD_BASE_URL || null,
+      OPENAI_BASE_URL: process.env.OPENAI_BASE_URL || null,
       COPPERHEAD_PROMPT_VARIANT: process.env.COPPERHEAD_PROMPT_VARIANT || null,
       COPPERHEAD_TOOLS: process.env.COPPERHEAD_TOOLS || null,
       GIT_AUTHOR_EMAIL: process.env.GIT_AUTHOR_EMAIL || null,

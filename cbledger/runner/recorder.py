@@ -1,0 +1,226 @@
+"""The recording proxy: a loopback HTTP server in front of a run's provider that forwards every
+request unchanged and writes down what passed (`cbledger.runner.cassette`).
+
+The harness is pointed at the proxy instead of its provider (the compat route's base URL, or the
+OpenAI and Anthropic SDKs' base-URL variables), so its behaviour is untouched: its cache, its
+retries, its streaming are all its own; only the wire is observed. The proxy changes nothing a
+provider or the harness could tell, with two transport-level exceptions: it asks the provider
+for an uncompressed answer (`Accept-Encoding: identity`, so the recording is the bytes the
+harness reads), and it frames what it relays itself (hop-by-hop headers are not passed on).
+
+Headers are forwarded but never recorded: the keys are in them. Bodies are recorded after the
+credential backstop has redacted them (`Recorded.redacted` says when it did). A streamed answer
+is relayed event by event as it arrives and recorded the same way.
+
+A proxy serves one run. It answers only below its upstream's own path (a run's socket into a
+shared loopback endpoint reaches that run's session and no other), on a TCP port of the host's
+loopback and, for a sandbox without a network, on a Unix socket relayed inside it.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socketserver
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from cbledger.runner import cassette as cassette_mod
+from cbledger.runner.cassette import Cassette, Recorded, Route, SseEvent
+
+LOOPBACK = "127.0.0.1"
+#: not passed on in either direction: they describe one connection, not the message
+HOP_BY_HOP = frozenset({
+    "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
+    "transfer-encoding", "upgrade", "host", "content-length", "accept-encoding",
+})
+UPSTREAM_TIMEOUT_SEC = 600
+
+
+class _Handler(BaseHTTPRequestHandler):
+    recorder: Recorder
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def do_GET(self) -> None:
+        self._relay("GET")
+
+    def do_POST(self) -> None:
+        self._relay("POST")
+
+    def _relay(self, method: str) -> None:
+        rec = self.recorder
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if not (self.path == rec.prefix or self.path.startswith(rec.prefix + "/")):
+            return self._refuse(404, f"the recording proxy forwards only below {rec.prefix}")
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
+        headers["Accept-Encoding"] = "identity"
+        started = time.monotonic()
+        conn = rec.connection()
+        try:
+            conn.request(method, self.path, body=raw if method == "POST" else None, headers=headers)
+            resp = conn.getresponse()
+        except OSError as exc:
+            conn.close()
+            rec.add(method, self.path, raw, 502, f"upstream unreachable: {exc}".encode(), None, started)
+            return self._refuse(502, f"the recording proxy could not reach the provider: {exc}")
+        try:
+            stream = (resp.getheader("Content-Type") or "").startswith("text/event-stream")
+            self.send_response(resp.status)
+            for k, v in resp.getheaders():
+                if k.lower() not in HOP_BY_HOP:
+                    self.send_header(k, v)
+            if stream:
+                self.send_header("Connection", "close")
+                self.end_headers()
+                events = self._relay_stream(resp)
+                rec.add(method, self.path, raw, resp.status, None, events, started)
+                self.close_connection = True
+            else:
+                data = resp.read()
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                rec.add(method, self.path, raw, resp.status, data, None, started)
+        finally:
+            conn.close()
+
+    def _relay_stream(self, resp: http.client.HTTPResponse) -> list[SseEvent]:
+        """Passes each line on as it arrives, and parses the server-sent events it makes up."""
+        events: list[SseEvent] = []
+        name: str | None = None
+        data: list[str] = []
+        while True:
+            line = resp.readline()
+            if not line:
+                break
+            self.wfile.write(line)
+            self.wfile.flush()
+            text = line.decode("utf-8", "replace").rstrip("\r\n")
+            if text == "":
+                if data:
+                    events.append(SseEvent(data="\n".join(data), event=name))
+                name, data = None, []
+            elif text.startswith("event:"):
+                name = text[6:].strip()
+            elif text.startswith("data:"):
+                data.append(text[5:].lstrip(" ") if text[5:6] == " " else text[5:])
+        if data:
+            events.append(SseEvent(data="\n".join(data), event=name))
+        return events
+
+    def _refuse(self, status: int, message: str) -> None:
+        data = json.dumps({"error": {"message": message, "type": "proxy_error", "code": "recording_proxy"}}).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+
+def _decoded(data: bytes) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError:
+        return data.decode("utf-8", "replace")
+
+
+class Recorder:
+    """A running proxy to `upstream` (a base URL). Use as a context manager; `cassette()` is
+    what it recorded so far, `base_url` where to point the harness."""
+
+    def __init__(self, upstream: str, route: Route, model_id: str, workdir: Path | None = None):
+        parts = urlsplit(upstream)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) base URL: {upstream!r}")
+        self.upstream = parts
+        self.prefix = parts.path.rstrip("/")
+        self.route, self.model_id = route, model_id
+        self.workdir = str(workdir) if workdir is not None else None
+        self._lock = threading.Lock()
+        self._exchanges: list[Recorded] = []
+        self._handler = type("Handler", (_Handler,), {"recorder": self})
+        self._server = ThreadingHTTPServer((LOOPBACK, 0), self._handler)
+        self._server.daemon_threads = True
+        self._unix: _UnixServer | None = None
+        self._threads: list[threading.Thread] = []
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}{self.prefix}"
+
+    def connection(self) -> http.client.HTTPConnection:
+        host, port = self.upstream.hostname or "", self.upstream.port
+        if self.upstream.scheme == "https":
+            return http.client.HTTPSConnection(host, port, timeout=UPSTREAM_TIMEOUT_SEC)
+        return http.client.HTTPConnection(host, port, timeout=UPSTREAM_TIMEOUT_SEC)
+
+    def serve_socket(self, path: Path) -> Path:
+        """Also answers on a Unix socket at `path`: the way in from a sandbox with no network."""
+        self._unix = _UnixServer(str(path), self._handler)
+        os.chmod(path, 0o666)  # a sandbox's processes run under an id of their own
+        self._start(self._unix)
+        return path
+
+    def _start(self, server: socketserver.BaseServer) -> None:
+        t = threading.Thread(target=server.serve_forever, name="cbledger-recorder", daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def add(self, method: str, path: str, raw: bytes, status: int, body: bytes | None,
+            events: list[SseEvent] | None, started: float) -> None:
+        request, r1 = cassette_mod.clean(_decoded(raw)) if raw else (None, False)
+        answer, r2 = cassette_mod.clean(_decoded(body)) if body is not None else (None, False)
+        kept_events = None
+        r3 = False
+        if events is not None:
+            kept_events = []
+            for e in events:
+                data, changed = cassette_mod.clean(e.data)
+                kept_events.append(SseEvent(data=data, event=e.event))
+                r3 = r3 or changed
+        below = path[len(self.prefix):] or "/"
+        entry = Recorded(
+            method="POST" if method == "POST" else "GET", path=below, request=request, status=status, body=answer,
+            events=kept_events, elapsed_ms=round((time.monotonic() - started) * 1000),
+            model=cassette_mod.named_model(answer, kept_events), redacted=r1 or r2 or r3,
+        )
+        with self._lock:
+            self._exchanges.append(entry)
+
+    def cassette(self) -> Cassette:
+        with self._lock:
+            exchanges = list(self._exchanges)
+        return Cassette(format=cassette_mod.FORMAT, route=self.route, model_id=self.model_id,
+                        exchanges=exchanges, workdir=self.workdir)
+
+    def __enter__(self) -> Recorder:
+        self._start(self._server)
+        return self
+
+    def close(self) -> None:
+        for server in (self._unix, self._server):
+            if server is not None:
+                server.shutdown()
+                server.server_close()
+        if self._unix is not None:
+            Path(str(self._unix.server_address)).unlink(missing_ok=True)
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
