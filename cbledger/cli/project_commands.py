@@ -8,6 +8,7 @@ ledger, or snapshots that are not comparable.
 from __future__ import annotations
 
 import json
+import sys
 from fractions import Fraction
 from pathlib import Path
 from typing import Annotated
@@ -16,6 +17,7 @@ import msgspec
 import typer
 
 from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, workspace
+from cbledger.cli.progress import Reporter
 from cbledger.ledger.store import LedgerStore
 from cbledger.projections import gate, leaderboard, readmodel, workqueue, writers
 from cbledger.projections import selection as selection_mod
@@ -62,6 +64,19 @@ def _known_suite(state: LedgerState, suite: str | None) -> str | None:
 
 def _written(target: Path, changed: bool, hint: str = "") -> None:
     typer.echo(f"{target}: {'written' if changed else 'unchanged'}{hint}")
+
+
+def _site_source(where: Workspace, as_json: bool) -> tuple[site_evidence.SiteEvidenceSource, Reporter]:
+    """The site's evidence source with a progress line per preserved run it reads: restoring every
+    bundle is most of a first build (seconds to minutes), the rest takes a moment."""
+    progress = Reporter("reading preserved runs for the site", quiet=as_json and not sys.stderr.isatty())
+
+    def step(done: int, total: int, run_id: str) -> None:
+        if done == 1:
+            progress.start(total)
+        progress.step(done, total, run_id)
+
+    return site_evidence.source(where, on_step=step), progress
 
 
 def _browse(db: Path) -> str:
@@ -309,7 +324,11 @@ def all_cmd(ledger: LedgerOption = None, root: RootOption = None, check: CheckFl
             raise typer.Exit(max(code, 0 if records.clean else 1))
         code = _records_report(records, True)
         raise typer.Exit(max(code, _leaderboard(state, where.leaderboard, True, None)))
-    done = writers.regenerate_all(state, where, site_evidence=site_evidence.source(where))
+    source, progress = _site_source(where, as_json)
+    try:
+        done = writers.regenerate_all(state, where, site_evidence=source)
+    finally:
+        progress.close()
     if as_json:
         _emit({
             "records": _records_json(done.records, False),
@@ -337,7 +356,11 @@ def site_cmd(ledger: LedgerOption = None, root: RootOption = None, check: CheckF
             for f in found:
                 typer.echo(f"{f.file}: {f.message}", err=True)
         raise typer.Exit(1 if found else 0)
-    written = writers.sync_site(state, where.site, site_evidence.source(where))
+    source, progress = _site_source(where, as_json)
+    try:
+        written = writers.sync_site(state, where.site, source)
+    finally:
+        progress.close()
     if as_json:
         _emit({"site": {"path": str(where.site), "pagesWritten": len(written)}})
         return

@@ -159,9 +159,12 @@ def catalogs(workspace: Workspace, state: LedgerState, run_ids: list[str], scrat
 
 
 def gather(
-    workspace: Workspace, state: LedgerState, run_ids: Iterable[str] | None = None, *, diff_limit: int | None = DIFF_LIMIT
+    workspace: Workspace, state: LedgerState, run_ids: Iterable[str] | None = None, *, diff_limit: int | None = DIFF_LIMIT,
+    on_step: Callable[[int, int, str], None] | None = None,
 ) -> dict[str, RunEvidence]:
-    """The evidence of `run_ids` (default: every recorded run); `diff_limit` None keeps all of each diff."""
+    """The evidence of `run_ids` (default: every recorded run); `diff_limit` None keeps all of each diff.
+    Restoring every bundle is the slow part of a first build, so `on_step(done, total, run_id)`
+    hears each run read, for the command line's progress."""
     wanted = sorted(state.runs if run_ids is None else {r for r in run_ids if r in state.runs})
     if not wanted:
         return {}
@@ -170,7 +173,7 @@ def gather(
     try:
         chosen = catalogs(workspace, state, wanted, scratch / "suites")
         out: dict[str, RunEvidence] = {}
-        for run_id in wanted:
+        for done, run_id in enumerate(wanted, start=1):
             entry = state.runs[run_id]
             try:
                 found = _one(workspace, chosen[run_id], entry.run, entry.seq, scratch / "runs", diff_limit)
@@ -181,11 +184,17 @@ def gather(
                 diff_truncated=found.diff_truncated, before=found.before, after=found.after,
                 chain=links.get(run_id, []),
             )
+            if on_step is not None:
+                on_step(done, len(wanted), run_id)
         return out
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def source(workspace: Workspace) -> Callable[[LedgerState, Iterable[str] | None], dict[str, RunEvidence]]:
+#: what `source` returns and `regenerate_all(site_evidence=…)` takes
+SiteEvidenceSource = Callable[[LedgerState, Iterable[str] | None], dict[str, RunEvidence]]
+
+
+def source(workspace: Workspace, on_step: Callable[[int, int, str], None] | None = None) -> SiteEvidenceSource:
     """`gather` bound to a workspace: what `regenerate_all(site_evidence=…)` takes."""
-    return lambda state, run_ids: gather(workspace, state, run_ids)
+    return lambda state, run_ids: gather(workspace, state, run_ids, on_step=on_step)
