@@ -77,7 +77,8 @@ def record_name(relpath: str) -> str:
 
 def results_beside(ledger: Path) -> Path:
     """The results directory a ledger file belongs to: the one holding its `ledger/` folder
-    (`X/ledger/events.jsonl` -> `X`, the default layout), else the ledger's own directory."""
+    (`X/ledger/events.jsonl` -> `X`, the default layout), else the ledger's own directory
+    (`Workspace.at` moves it to `<stem>.results/` when that directory is the project root)."""
     return ledger.parent.parent if ledger.parent.name == "ledger" else ledger.parent
 
 
@@ -113,6 +114,10 @@ class Workspace:
             return cls(root, ledger)
         path = Path(ledger)
         beside = results_beside(path)
+        if beside.absolute() == root.absolute():
+            # a ledger file in the project root: its results beside it would lay runs, records
+            # and kept suites (`suites/`) over the project's own tasks/, fixtures/ and suites/
+            beside = beside / f"{path.stem}.results"
         return cls(root, path, None if beside.absolute() == default.absolute() else beside)
 
     @property

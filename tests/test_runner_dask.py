@@ -130,11 +130,14 @@ def head_trees(root: Path, ledger: Path, scratch: Path) -> list[str]:
     """The tree of each run's head commit (the agent's own commit), restored from its bundle on
     a seed rebuilt from the fixture: the masked commit ids must still hold the same files."""
     catalog = Catalog(root)
+    workspace = Workspace.at(root, ledger)  # a ledger's bundles are in its own results directory
     trees = []
     for stored in LedgerStore(ledger).read(types={"run.recorded"}):
         run = stored.event.body
         assert isinstance(run, RunRecorded)
-        restored = restore(root / run.sandbox.store, run.sandbox, catalog.fixture(run.fixture.id),
+        bundle = workspace.stored(run.sandbox.store)
+        assert bundle is not None, run.sandbox.store
+        restored = restore(bundle, run.sandbox, catalog.fixture(run.fixture.id),
                            into=scratch / run.run_id)
         trees.append(str(restored.repo[run.sandbox.head_sha].peel(pygit2.Tree).id))
     return trees

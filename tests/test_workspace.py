@@ -150,3 +150,13 @@ def test_login_name_falls_back_where_the_lookup_fails(monkeypatch):
     assert login_name("importer") == "importer"
     monkeypatch.setattr(getpass, "getuser", lambda: "")
     assert login_name("maintainer") == "maintainer"
+
+
+def test_a_ledger_file_in_the_project_root_keeps_its_outputs_off_the_project(tmp_path):
+    """Beside a ledger in the root, `suites/` (kept definitions) would land on the project's own
+    suite definitions and `runs/` beside `tasks/`: its results go to `<stem>.results/` instead."""
+    root = tmp_path / "project"
+    ws = Workspace.at(root, root / "ledger.jsonl")
+    assert ws.results == root / "ledger.results"
+    assert ws.suites.is_relative_to(root / "ledger.results") and ws.suites != root / "suites"
+    assert ws.runs == root / "ledger.results" / "runs"
