@@ -89,15 +89,12 @@ class Watcher:
         self.location = store.location
         self.regenerator = Regenerator(workspace, read_model=options.read_model)
         self._reported: str | None = None
-        self._size_seen = -1
+        #: the ledger file as the last regeneration saw it (size, mtime, inode), None if absent
         self._seen: tuple[int, int, int] | None = None
 
     def regenerate(self) -> Update | None:
         if isinstance(self.ledger, Path):
-            try:
-                self._size_seen = os.path.getsize(self.ledger)
-            except OSError:
-                self._size_seen = -1
+            self._seen = _file_identity(self.ledger)  # taken before the read, so no write is missed
         update = self.regenerator.refresh()
         problem = self.regenerator.problem
         if problem is not None and "torn append" in problem:
@@ -200,15 +197,11 @@ class Watcher:
 
     def _grew(self, ledger: Path) -> bool:
         """A missed notification must not leave the outputs behind: on timeouts, check whether
-        the file is another one, or was written, since the last look (size, mtime and inode: a
-        same-size edit in place changes the mtime). A ledger that is gone counts as changed, so
-        its absence is reported."""
-        try:
-            st = os.stat(ledger)
-        except OSError:
-            return True
-        seen, self._seen = self._seen, (st.st_size, st.st_mtime_ns, st.st_ino)
-        return st.st_size != self._size_seen or (seen is not None and seen != self._seen)
+        the file is another one, or was written, since the last regeneration read it (size, mtime
+        and inode: a same-size edit in place changes the mtime; a notification can be lost while
+        the watch is re-made on a directory made again). A ledger that is gone counts as changed
+        once, so its absence is reported."""
+        return _file_identity(ledger) != self._seen
 
     def _behind(self, recorder: PostgresRecorder) -> bool:
         follower = self.regenerator.follower
@@ -216,6 +209,14 @@ class Watcher:
             return follower is not None and recorder.head().seq != follower.state.head_seq
         except UserError:
             return True
+
+
+def _file_identity(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns, st.st_ino
 
 
 def _identity(directory: Path) -> tuple[int, int] | None:
