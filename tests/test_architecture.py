@@ -15,7 +15,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "cbledger"
 
 # Shared, domain-free utilities every domain may use.
-UTILITIES = {"errors", "credentials", "workspace", "login", "inputs"}
+UTILITIES = {"errors", "credentials", "workspace", "login", "inputs", "scratch"}
 
 # What each domain may import besides itself and the utilities. Anything not listed is forbidden.
 ALLOWED: dict[str, set[str]] = {
@@ -32,6 +32,7 @@ ALLOWED: dict[str, set[str]] = {
     "credentials": set(),
     "workspace": set(),
     "login": set(),
+    "scratch": set(),
     "inputs": {"errors"},
     "schemas": {"tasks", "ledger", "projections"},
 }

@@ -12,13 +12,12 @@ with the reason, and fails verification unless the maintainer allows it (`--allo
 from __future__ import annotations
 
 import shutil
-import tempfile
 import time
-from pathlib import Path
 
 from blake3 import blake3
 from msgspec import UnsetType
 
+from cbledger import scratch as scratch_dir
 from cbledger.errors import UserError
 from cbledger.grading.grader import Grade, grade_preserved
 from cbledger.ledger.events import GradeRecorded, RunRecorded
@@ -50,7 +49,7 @@ def check_run(
     result = RunCheck(run.run_id, seq, run.task.id, run.model.id, run.run_mode)
     if not grades:
         result.note(_note(run, seq, "ungraded", "no grade is recorded for this run; its preserved sandbox is still checked"))
-    scratch = Path(tempfile.mkdtemp(prefix="cbledger-verify-"))
+    scratch = scratch_dir.mkdtemp("cbledger-verify-")
     try:
         restored = restore_run(workspace, _restore_catalog(workspace, run, suites), run, seq, scratch / "repo")
         for f in restored.failures:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 
 import pygit2
 
+from cbledger import scratch as scratch_dir
 from cbledger.errors import UserError
 from cbledger.grading.evidence import bundle
 from cbledger.grading.evidence.transcript import RUNS_PREFIX, Transcript, classify_tool_result
@@ -169,7 +169,7 @@ def gather(
     if not wanted:
         return {}
     links = chain_links(workspace, set(wanted))
-    scratch = Path(tempfile.mkdtemp(prefix="cbledger-site-"))
+    scratch = scratch_dir.mkdtemp("cbledger-site-")
     try:
         chosen = catalogs(workspace, state, wanted, scratch / "suites")
         out: dict[str, RunEvidence] = {}

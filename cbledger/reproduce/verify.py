@@ -28,7 +28,6 @@ recorded run or grade was not reproduced (skipped) and `--allow-skipped` was not
 from __future__ import annotations
 
 import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -36,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cbledger import scratch as scratch_dir
 from cbledger.errors import UserError
 from cbledger.ledger.events import GradeRecorded, GradeRecordedEvent
 from cbledger.ledger.store import LedgerStore
@@ -384,7 +384,7 @@ def _verify(
         ))
     versions = {g.suite_version for job in jobs for _, g in job.grades}
     versions |= {job.run.comparability.suite_version for job in jobs}
-    scratch = Path(tempfile.mkdtemp(prefix="cbledger-suites-"))
+    scratch = scratch_dir.mkdtemp("cbledger-suites-")
     try:
         suites, report.suite_failures = prepare_suites(workspace, state, versions, scratch)
         report.suite_failures += working_tree_check(workspace, state)

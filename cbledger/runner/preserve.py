@@ -20,13 +20,13 @@ import os
 import shutil
 import stat
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pygit2
 from blake3 import blake3
 
+from cbledger import scratch as scratch_dir
 from cbledger.errors import UserError
 from cbledger.grading.evidence.bundle import (
     BASELINE_REF,
@@ -244,7 +244,7 @@ def restore(
     digest = blake3(bundle.read_bytes()).hexdigest()
     if digest != ref.store_blake3:
         raise UserError(f"{bundle}: BLAKE3 {digest} differs from the recorded {ref.store_blake3}")
-    path = into or Path(tempfile.mkdtemp(prefix="cbledger-restore-"))
+    path = into or scratch_dir.mkdtemp("cbledger-restore-")
     repo = pygit2.init_repository(str(path), bare=not checkout, initial_head=sandbox_mod.BRANCH)
     seed = str(sandbox_mod.seed_commit(repo, fixture, ref.seed_config.encode()))
     if seed != ref.seed_sha:

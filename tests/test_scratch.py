@@ -1,0 +1,37 @@
+"""Where throwaway restores are made: a user's choice first, memory when there is room, else disk."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from cbledger import scratch
+
+
+def test_a_named_scratch_directory_wins_over_everything(tmp_path: Path):
+    assert scratch.parent({"CBLEDGER_SCRATCH": str(tmp_path), "TMPDIR": "/elsewhere"}, shared=tmp_path / "shm") == tmp_path
+
+
+def test_a_set_tmpdir_keeps_pythons_default(tmp_path: Path):
+    assert scratch.parent({"TMPDIR": str(tmp_path)}, shared=tmp_path) is None
+
+
+def test_memory_is_used_only_when_it_exists_is_writable_and_has_room(tmp_path: Path, monkeypatch):
+    assert scratch.parent({}, shared=tmp_path / "absent") is None
+    # tmp_path is writable; whether it has room decides
+    monkeypatch.setattr(scratch, "MIN_FREE", 0)
+    assert scratch.parent({}, shared=tmp_path) == tmp_path
+    monkeypatch.setattr(scratch, "MIN_FREE", 1 << 62)
+    assert scratch.parent({}, shared=tmp_path) is None
+    read_only = tmp_path / "ro"
+    read_only.mkdir(mode=0o500)
+    monkeypatch.setattr(scratch, "MIN_FREE", 0)
+    if os.geteuid() != 0:  # root writes anywhere, so the check cannot refuse it
+        assert scratch.parent({}, shared=read_only) is None
+
+
+def test_mkdtemp_makes_a_private_directory_where_chosen(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("CBLEDGER_SCRATCH", str(tmp_path))
+    made = scratch.mkdtemp("cbledger-test-")
+    assert made.parent == tmp_path and made.name.startswith("cbledger-test-") and made.is_dir()
+    assert (made.stat().st_mode & 0o777) == 0o700
