@@ -128,7 +128,8 @@ def execute_passes(settings: steps.RunSettings, planned: PlannedRun, allowed: in
         seed = steps.plant_seed(settings, start, task, fixture)
         baseline = steps.set_up(settings, planned, start, seed)
         kept = sandbox_mod.keep_baseline(seed.repo, baseline.sha, kept_dir)
-        run_start, options, ref = start, {}, PassRef(index=1, allowed=allowed)
+        run_start, ref = start, PassRef(index=1, allowed=allowed)
+        options: dict[str, object] = {}
         for index in range(1, allowed + 1):
             try:
                 agent_run = steps.run_agent(settings, planned, fixture, run_start, baseline, options)
