@@ -71,13 +71,14 @@ def exclude_run_records(workdir: Path) -> list[str]:
     runs = workdir / HARNESS_RUNS
     if runs.is_symlink() or not runs.is_dir():
         return []
-    listed = _git(["ls-files", "--others", "--directory", "--", HARNESS_RUNS + "/"], workdir)
-    names = [line.strip() for line in listed.stdout.splitlines() if line.strip()]
+    listed = _git(["ls-files", "-z", "--others", "--", HARNESS_RUNS + "/"], workdir)
+    depth = HARNESS_RUNS.count("/") + 2  # .copperhead/runs/<stamp>
+    names = sorted({"/".join(p.split("/")[:depth]) for p in listed.stdout.split("\0") if p.count("/") >= depth})
     if names:
         info = workdir / ".git" / "info"
         info.mkdir(exist_ok=True)
         with open(info / "exclude", "a", encoding="utf-8") as f:
-            f.writelines(f"/{name.rstrip('/')}/\n" for name in names)
+            f.writelines(f"/{name}/\n" for name in names)
     return names
 
 
