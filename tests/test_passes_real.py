@@ -97,3 +97,39 @@ def test_passes_are_capped_by_the_task_and_one_without_the_flag(tmp_path, shared
     # a task that allows one pass gets one, asked for three or not asked; no pass is stamped on it
     assert len(runs) == 2 and all(r.passes is msgspec.UNSET for r in runs)
     assert passes_part.TITLE not in (project.root / "LEADERBOARD.md").read_text()
+
+
+def test_a_rolled_back_pass_is_carried_into_the_next_as_the_runners_commit(tmp_path, shared_real, kicad_cli, copperhead_cli, no_keys):  # noqa: F811
+    """Pass 1 edits the schematic and loses its provider (the script ends), so copperhead stashes
+    the edit and rolls back; the runner commits the stash for pass 2, which finishes the rest."""
+    project = build(tmp_path, shared_real, copperhead_cli)
+    solve = json.loads((project.root / "tasks" / TASK / "sessions" / "solve.json").read_text())
+    read, propose, schematic, board, docs, verify, finish = solve["exchanges"]
+    again = json.loads(json.dumps(propose))
+    again["turn"]["toolCalls"][0]["args"]["id"] = "led-resistor-swap-rest"
+    session = {
+        "format": "cbledger-session/1", "name": "rolled-back", "task": TASK,
+        "exchanges": [read, propose, schematic],  # the fourth request is refused: provider-error
+        "passes": [{"exchanges": [read, again, board, docs, verify, finish]}],
+    }
+    path = tmp_path / "rolled-back.json"
+    path.write_text(json.dumps(session))
+    result = project.run(TASK, "--session", str(path), "--passes", "2", "--repeats", "1")
+    assert result.exit_code == 0, result.output
+    first, second = project.events("run.recorded")
+    grades = {g.run_id: g for g in project.events("grade.recorded")}
+    assert first.stats.exit_path == "provider-error" and first.sandbox.stash_sha is not None
+    assert grades[first.run_id].verdict == "fail"
+    assert second.passes.carried_over is True and second.passes.index == 2
+    # everything holds but the commit count: the runner's carry-over commit is one of two
+    failed = [a.id for a in grades[second.run_id].assertions if a.status == "fail"]
+    assert failed == ["one-commit"], [(a.id, a.detail) for a in grades[second.run_id].assertions if a.status == "fail"]
+    restored = preserve.restore(project.root / second.sandbox.store, second.sandbox,
+                                Catalog(project.root).fixture("synthetic-led-resistor"))
+    head = restored.repo[second.sandbox.head_sha]
+    carried = head.parents[0]
+    assert head.message.startswith("copperhead: ") and carried.message.startswith("runner: the work of pass 1")
+    assert str(carried.parents[0].id) == second.sandbox.baseline_sha
+    changed = {d.delta.new_file.path for d in restored.repo.diff(carried.parents[0], carried)}
+    assert "led-indicator.kicad_sch" in changed and not any(p.startswith(".copperhead/runs/") for p in changed)
+    project.verify()
