@@ -99,11 +99,12 @@ def rows(found: list[Attempt]) -> list[PassRow]:
     return out
 
 
-def render(state: LedgerState, suite: str) -> list[str]:
-    """The section, or nothing when no attempt of `suite` took passes."""
+def table(state: LedgerState, suite: str) -> tuple[list[str], list[list[str]]]:
+    """The section's header and rows (no rows: no attempt of `suite` took passes), as
+    LEADERBOARD.md and the site show them."""
     table_rows = rows(attempts(state, suite))
     if not table_rows:
-        return []
+        return [], []
     width = max(r.allowed for r in table_rows)
     header = ["Model", "Attempts", "Passes allowed", "Pass rate at pass 1",
               *(f"By pass {k}" for k in range(2, width + 1)), "Mean passes to pass"]
@@ -113,4 +114,12 @@ def render(state: LedgerState, suite: str) -> list[str]:
         cells += ["—"] * (width - len(cells))
         mean = f"{float(r.mean_passes_to_pass):.2f}" if r.mean_passes_to_pass is not None else "—"
         body.append([f"`{r.model}`", str(r.attempts), str(r.allowed), *cells, mean])
+    return header, body
+
+
+def render(state: LedgerState, suite: str) -> list[str]:
+    """The section, or nothing when no attempt of `suite` took passes."""
+    header, body = table(state, suite)
+    if not body:
+        return []
     return [f"## {TITLE}", "", _NOTE, "", *fmt.table(header, body), ""]
