@@ -75,6 +75,14 @@ def test_a_run_that_fails_pass_1_passes_pass_2_and_both_replay(tmp_path, shared_
     without = msgspec.structs.replace(state, later_passes={}, grades={k: v for k, v in state.grades.items() if k != second.run_id})
     head = leaderboard.render(state).split(f"## {passes_part.TITLE}")[0]
     assert head == leaderboard.render(without).split(f"## {passes_part.TITLE}")[0]
+    # a later pass is shown and restored like any run
+    shown = project.cli("show", second.run_id, "--json")
+    assert shown.exit_code == 0, shown.output
+    doc = json.loads(shown.output)
+    assert doc["verdict"] == "pass" and doc["passes"]["index"] == 2 and doc["passes"]["first"] == first.run_id
+    restored = project.cli("restore", second.run_id, str(tmp_path / "pass-2"))
+    assert restored.exit_code == 0, restored.output
+    assert (tmp_path / "pass-2" / "led-indicator.kicad_sch").read_text().count('"680"') >= 1
     # replay re-grades both passes' end states
     project.verify()
     checked = project.cli("replay", "--verify", "--run", second.run_id, "--json")
