@@ -83,6 +83,10 @@ def test_a_run_that_fails_pass_1_passes_pass_2_and_both_replay(tmp_path, shared_
     restored = project.cli("restore", second.run_id, str(tmp_path / "pass-2"))
     assert restored.exit_code == 0, restored.output
     assert (tmp_path / "pass-2" / "led-indicator.kicad_sch").read_text().count('"680"') >= 1
+    # a later pass is re-executed by re-executing its attempt up to it, each pass its own cassette
+    rerun = project.cli("rerun", second.run_id, env={"COPPERHEAD_CLI": str(copperhead_cli)})
+    assert rerun.exit_code == 0, rerun.output
+    assert f"{second.run_id}  identical  (strict; outcome unchanged: pass/done -> pass/done)" in rerun.output
     # replay re-grades both passes' end states
     project.verify()
     checked = project.cli("replay", "--verify", "--run", second.run_id, "--json")
