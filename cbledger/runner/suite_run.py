@@ -236,6 +236,7 @@ class _InPlanOrder:
 
     def _publish(self, outcome: RunOutput | list[RunOutput] | tuple[str, str] | None) -> None:
         if isinstance(outcome, list):
+            self.total += len(outcome) - 1  # an attempt's later passes are runs of their own
             for output in outcome:
                 self._publish(output)
             return
