@@ -9,6 +9,7 @@ is a record and a headline row.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import msgspec
 import pygit2
@@ -17,11 +18,13 @@ import pytest
 from cbledger.projections import leaderboard, passes_part
 from cbledger.projections.writers import load_state
 from cbledger.runner import preserve
+from cbledger.runner.endpoint import script
 from cbledger.tasks.catalog import Catalog
 from tests.test_real_harness import build, no_keys  # noqa: F401 (a fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.kicad, pytest.mark.shared, pytest.mark.copperhead]
 
+REPO = Path(__file__).resolve().parent.parent
 SESSION = "sessions/led-resistor-swap-two-pass.json"
 TASK = "led-resistor-swap"
 
@@ -145,3 +148,32 @@ def test_a_rolled_back_pass_is_carried_into_the_next_as_the_runners_commit(tmp_p
     changed = {d.delta.new_file.path for d in restored.repo.diff(carried.parents[0], carried)}
     assert "led-indicator.kicad_sch" in changed and not any(p.startswith(".copperhead/runs/") for p in changed)
     project.verify()
+
+
+def test_copperhead_repl_does_not_read_a_second_message_from_stdin(tmp_path, copperhead_cli, kicad_cli, no_keys):  # noqa: F811
+    """Why a later pass is a new `copperhead do`: with stdin not a terminal, `repl` runs the
+    request on its command line and exits, never reading the next message written to it."""
+    import shutil
+    import subprocess
+
+    from cbledger.runner.agents.copperhead import basic_environment, locate
+    from cbledger.runner.endpoint.server import Endpoint
+
+    repo = tmp_path / "repo"
+    shutil.copytree(REPO / "fixtures" / "synthetic-led-resistor" / "tree", repo)
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "seed"]):
+        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+    cli = locate(str(copperhead_cli), REPO)
+    with Endpoint() as endpoint:
+        url = endpoint.serve("repl", script.load(REPO / "sessions" / "idle.json"))
+        done = subprocess.run(
+            cli.command("--repo", str(repo), "--plain", "repl", "first message", "--model", "compat:scripted"),
+            input="second message: change R1\n/quit\n", capture_output=True, text=True, timeout=300,
+            env={**basic_environment(), "COPPERHEAD_BASE_URL": url},
+        )
+        served = endpoint.served("repl")
+    assert done.returncode == 0, done.stdout + done.stderr
+    runs = sorted((repo / ".copperhead" / "runs").iterdir())
+    assert len(served) == 1 and len(runs) == 1  # one request, one run: the second message was never read
+    start = json.loads((runs[0] / "transcript.jsonl").read_text().splitlines()[0])
+    assert start["type"] == "run-start" and start["data"]["request"] == "first message"
