@@ -75,7 +75,7 @@ def show(
     """Print one run (summary, assertions, category, cost) or one event exactly as stored."""
     where = workspace(ledger, root)
     state = load_state(where.ledger)
-    if key not in state.runs:
+    if key not in state.runs and key not in state.later_passes:
         if transcript or diff:
             inspect.entry(state, key)  # names the missing run
         ledger_commands.show(key, ledger, root, as_json)

@@ -151,6 +151,9 @@ class SuiteProgress:
             else:
                 self.failed += 1
             what = f"{output.run.task.id} r{output.run.repeat} {g.verdict}" + (f" ({g.failure_category})" if g.failure_category else "")
+            passes = getattr(output.run, "passes", None)
+            if passes:
+                what += f" (pass {passes.index}/{passes.allowed})"
         tally = f"pass {self.passed} fail {self.failed}" + (f" error {self.errors}" if self.errors else "")
         if self.finished:
             tally += " | " + " ".join(f"{w} {n}" for w, n in sorted(self.finished.items()))

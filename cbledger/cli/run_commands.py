@@ -76,6 +76,11 @@ def run(
         "--unsandboxed",
         help="Run agents without the bubblewrap sandbox, as the operator (where bubblewrap is unavailable); every run is recorded as unsandboxed.",
     )] = False,
+    passes: Annotated[int | None, typer.Option(
+        min=1, help="Feedback passes per attempt: after a failed pass the agent revises the sandbox, told hints from the "
+                    "failed assertions; capped by each task's allowance in tasks/passes.json (docs/RUNNER.md, section 12).",
+        show_default=False,
+    )] = None,
     project: Annotated[bool, typer.Option(help="Regenerate the projections (records, LEADERBOARD.md, read model) afterwards.")] = True,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and its size; run nothing.")] = False,
     ledger: LedgerOption = None,
@@ -120,7 +125,7 @@ def run(
             where, plan, jobs=jobs, sandbox_root=sandboxes,
             keep_sandboxes=keep_sandboxes, copperhead_cli=copperhead_cli, segment=segment, on_done=progress,
             session=session, executor=executor, scheduler=scheduler, on_activity=progress.activity,
-            unsandboxed=unsandboxed,
+            unsandboxed=unsandboxed, passes=passes,
         )
     finally:
         progress.close()
@@ -142,6 +147,7 @@ def run(
                     "failureCategory": o.grade.failure_category,
                     "harnessFailure": o.run.harness_failure.kind if o.run.harness_failure is not None else None,
                     "records": records.get(o.run.run_id, []), "bundle": bundle_name(o.run.run_id),
+                    **({"pass": o.run.passes.index, "passesAllowed": o.run.passes.allowed} if o.run.passes else {}),
                 }
                 for o in result.outputs
             ],
@@ -159,6 +165,8 @@ def run(
         label = grade.verdict + (f" ({grade.failure_category})" if grade.failure_category else "")
         if run.harness_failure is not None:
             label += f"; not the model's: {run.harness_failure.kind}"
+        if run.passes:
+            label = f"pass {run.passes.index}/{run.passes.allowed}: {label}"
         typer.echo(f"  {run.run_id}  {label}  {where_to}")
     typer.echo(
         f"{len(result.outputs)} run(s) recorded: {result.passed} pass, {len(result.outputs) - result.passed} fail"

@@ -21,6 +21,7 @@ from msgspec.structs import force_setattr
 
 from cbledger.ledger.checkpoint import event_problem
 from cbledger.ledger.types import (
+    MAX_PASSES,
     ActorKind,
     Count,
     DecimalStr,
@@ -263,6 +264,24 @@ class CassetteRef(Body, frozen=True, kw_only=True):
     exchanges: Count
 
 
+class PassRef(Body, frozen=True, kw_only=True):
+    """Which feedback pass of an attempt a run is (docs/RUNNER.md, section 12). Pass 1 is the
+    run any attempt makes first, the headline's; pass k > 1 revised the sandbox pass k - 1 left,
+    told only the hints in `hints`."""
+
+    index: Annotated[int, Meta(ge=1, le=MAX_PASSES)]
+    #: the passes this attempt could take: the task's allowance, capped by `cbledger run --passes`
+    allowed: Annotated[int, Meta(ge=1, le=MAX_PASSES)]
+    #: pass 1's run id (null on pass 1 itself)
+    first: RunId | None = None
+    #: the run id of the pass this one revised (null on pass 1)
+    previous: RunId | None = None
+    #: the hints this pass was given as its task message, in order (empty on pass 1)
+    hints: list[NonEmpty] = field(default_factory=list)
+    #: whether the previous pass's rolled-back work was restored and committed by the runner
+    carried_over: bool = False
+
+
 class SetupSkip(Body, frozen=True, kw_only=True):
     command: NonEmpty
     reason: NonEmpty
@@ -344,6 +363,9 @@ class RunRecorded(Body, frozen=True, kw_only=True):
     #: runner kept them and on runs whose route cannot be recorded (a saved login; the runner's
     #: note says so); absent by default, so those events read and re-encode exactly as stored.
     cassette: CassetteRef | UnsetType = UNSET
+    #: the feedback pass this run is. Absent on a run made without passes (every run recorded
+    #: before passes existed), so those events read and re-encode exactly as stored.
+    passes: PassRef | UnsetType = UNSET
 
 
 # --------------------------------------------------------------------------- grade.recorded

@@ -57,6 +57,8 @@ Count = Annotated[int, Meta(ge=0, le=MAX_COUNT)]
 #: Tokens one run may report: a trillion, so that the sum over a million runs still fits SQLite's
 #: integer. An agent's larger figure is recorded as invalid, never stored (`runner/execute.py`).
 MAX_TOKENS = 10**12
+#: the most feedback passes one attempt may take (a task's allowance is capped by it)
+MAX_PASSES = 10
 TokenCount = Annotated[int, Meta(ge=0, le=MAX_TOKENS)]
 Fraction = Annotated[float, Meta(ge=0.0, le=1.0)]
 Weight = Annotated[float, Meta(gt=0.0, le=1e6)]

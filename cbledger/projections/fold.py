@@ -15,6 +15,8 @@ Rules folded here (and nowhere else):
   different body it is a *grade conflict*, reported by the views and never silently replacing.
 * `run.retracted` marks a run; every metric drops it (and its grades), the log keeps it, and its
   published records are kept and marked (`records.retraction_marks`).
+* A feedback pass after the first is kept in `later_passes`, never in `runs`: every headline view
+  reads `runs`, so the headline is pass 1 whatever passes followed (`passes_part.py` reads both).
 * `checkpoint.published` is kept in order; `anchor.py` says which checkpoint a view is built from.
 * A run's record ordinal is fixed when the run is folded (see `paths`).
 """
@@ -62,6 +64,14 @@ class RunEntry(Struct, frozen=True, kw_only=True):
     date: str
     record_dir: str  # "<date>/<model-dir>/<task>", relative to results/
     ordinal: int
+
+
+class PassEntry(Struct, frozen=True, kw_only=True):
+    """A feedback pass after the first: a run of its own, graded and replayed like any, but not
+    a record of its own nor a row of any headline table (pass 1 is the attempt's record)."""
+
+    seq: int
+    run: RunRecorded
 
 
 class GradeEntry(Struct, frozen=True, kw_only=True):
@@ -150,6 +160,8 @@ class LedgerState(Struct, kw_only=True):
     archives: dict[str, ArchiveEntry] = field(default_factory=dict)
     pricing: list[PricingEntry] = field(default_factory=list)
     runs: dict[str, RunEntry] = field(default_factory=dict)
+    #: run id -> a feedback pass after the first (`run.recorded.passes.index` > 1); never in `runs`
+    later_passes: dict[str, PassEntry] = field(default_factory=dict)
     #: run id -> suite version -> the first grade for that pair (inner order = grading order)
     grades: dict[str, dict[str, GradeEntry]] = field(default_factory=dict)
     duplicate_grades: list[DuplicateGrade] = field(default_factory=list)
@@ -227,15 +239,19 @@ class Projector:
         seq = event.seq
         if isinstance(event, RunRecordedEvent):
             run = event.body
-            if run.run_id in st.runs:
+            earlier = st.runs.get(run.run_id) or st.later_passes.get(run.run_id)
+            if earlier is not None:
                 st.anomalies.append(
                     Anomaly(
                         seq=seq,
                         kind="duplicate-run",
                         message=f"run {run.run_id} was already recorded at seq "
-                        f"{st.runs[run.run_id].seq}; this one is ignored",
+                        f"{earlier.seq}; this one is ignored",
                     )
                 )
+                return
+            if run.passes and run.passes.index > 1:
+                st.later_passes[run.run_id] = PassEntry(seq=seq, run=run)
                 return
             date = paths.run_date(run.timings.started_at)
             key = paths.run_dir(date, run.model.id, run.task.id)

@@ -14,7 +14,7 @@ from fractions import Fraction
 
 from cbledger.ledger import surfaces
 from cbledger.ledger.events import SCHEMA_VERSION
-from cbledger.projections import anchor, card, lanes_part
+from cbledger.projections import anchor, card, lanes_part, passes_part
 from cbledger.projections import format as fmt
 from cbledger.projections.conditions import DEFAULT
 from cbledger.projections.fold import (
@@ -530,6 +530,8 @@ def render(state: LedgerState, suite_version: str | None = None) -> str:
     if sm is not None:
         out += _main_group_part(sm)
         out += _other_groups_part(sm)
+    if suite is not None:
+        out += passes_part.render(state, suite)
     if suite is not None and sm is not None:
         out += lanes_part.render(state, sm, record_entries(state, suite, build=False))
     out += _suite_versions_part(state, suite, counts)
@@ -713,7 +715,7 @@ def _unsandboxed(state: LedgerState) -> list[str]:
 def _anomalies(state: LedgerState) -> list[list[str]]:
     rows = [[str(a.seq), a.kind, a.message] for a in state.anomalies]
     for run_id, per_run in state.grades.items():
-        if run_id not in state.runs:
+        if run_id not in state.runs and run_id not in state.later_passes:
             for suite, g in per_run.items():
                 rows.append([str(g.seq), "grade-without-run", f"grade of unknown run {run_id} under {suite}"])
     for run_id, items in state.rubric.items():
@@ -731,6 +733,6 @@ def _anomalies(state: LedgerState) -> list[list[str]]:
             rows.append([str(imp.seq), "surface-mismatch",
                          f"import claims {claimed or surface} / {imp.body.ownership}; its surface {surface} is {owner}"])
     for run_id, r in state.retracted.items():
-        if run_id not in state.runs:
+        if run_id not in state.runs and run_id not in state.later_passes:
             rows.append([str(r.seq), "retraction-without-run", f"retraction of unknown run {run_id}"])
     return sorted(rows, key=lambda row: (int(row[0]), row[1], row[2]))

@@ -22,7 +22,7 @@ import pygit2
 
 from cbledger.errors import UserError
 from cbledger.projections import format as fmt
-from cbledger.projections.fold import LedgerState, RunEntry
+from cbledger.projections.fold import LedgerState, PassEntry, RunEntry
 from cbledger.projections.records import record_paths
 from cbledger.reproduce.restore import restore_run
 from cbledger.reproduce.site_evidence import catalogs, gather
@@ -34,8 +34,9 @@ RUN_BRANCH = "run"
 BASELINE_BRANCH = "baseline"
 
 
-def entry(state: LedgerState, run_id: str) -> RunEntry:
-    found = state.runs.get(run_id)
+def entry(state: LedgerState, run_id: str) -> RunEntry | PassEntry:
+    """The run, a later feedback pass included (shown and restored like any run)."""
+    found: RunEntry | PassEntry | None = state.runs.get(run_id) or state.later_passes.get(run_id)
     if found is None:
         raise UserError(f"no run {run_id!r} is recorded in this ledger (`cbledger log` lists the runs)")
     return found
@@ -73,6 +74,7 @@ def summary(state: LedgerState, run_id: str) -> dict[str, Any]:
         "grades": [
             {"suiteVersion": suite, "seq": g.seq, **msgspec.to_builtins(g.grade)} for suite, g in grades.items()
         ],
+        **({"passes": msgspec.to_builtins(run.passes)} if run.passes else {}),
     }
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import msgspec
 import pygit2
 from msgspec import UNSET
 
@@ -44,6 +45,7 @@ from cbledger.runner.endpoint import script
 from cbledger.runner.endpoint.server import Endpoint, Served
 from cbledger.runner.environment import probe
 from cbledger.runner.execute import RunOutput, RunSettings, execute
+from cbledger.runner.passes import execute_passes
 from cbledger.runner.plan import PlannedRun
 from cbledger.tasks.catalog import Catalog, Fixture
 from cbledger.tasks.suite_archive import open_kept
@@ -157,8 +159,29 @@ def _rerun(
     if strict:
         same_build(cli, run)
     original = recorded_grade(view, run)
-    output, served, workdir = _execute(workspace, run, recorded, catalog, cli, strict, unsandboxed, scratch)
+    earlier = earlier_passes(workspace, view, run)
+    output, served, workdir = _execute(workspace, run, recorded, catalog, cli, strict, unsandboxed, scratch, earlier)
     return compare(run, original, recorded, output, served, fixture, workspace, strict, workdir)
+
+
+def earlier_passes(workspace: Workspace, view: ledger_view.LedgerView, run: RunRecorded) -> list[cassette_mod.Cassette]:
+    """For a later feedback pass, the cassettes of the passes before it, in order: a pass starts
+    where the one before it ended, so it is re-executed by re-executing its attempt up to it."""
+    ref = run.passes
+    if not ref or ref.index < 2:
+        return []
+    by_index = {1: view.runs.get(ref.first or "")}
+    for other in view.runs.values():
+        if other.passes and other.passes.first == ref.first and other.passes.index < ref.index:
+            by_index[other.passes.index] = other
+    out = []
+    for index in range(1, ref.index):
+        before = by_index.get(index)
+        if before is None or before.cassette is UNSET:
+            raise UserError(f"run {run.run_id} is pass {ref.index} of an attempt whose pass {index} has no cassette; it cannot be re-executed")
+        out.append(cassette_mod.load(workspace.stored(before.cassette.path) or workspace.root / before.cassette.path,
+                                     expect=before.cassette.blake3))
+    return out
 
 
 SCRIPTED_PREFIX = "compat:scripted-"
@@ -214,12 +237,20 @@ def same_build(cli: CopperheadCli, run: RunRecorded) -> None:
 
 def _execute(
     workspace: Workspace, run: RunRecorded, recorded: cassette_mod.Cassette, catalog: Catalog, cli: CopperheadCli,
-    strict: bool, unsandboxed: bool, scratch: Path,
+    strict: bool, unsandboxed: bool, scratch: Path, earlier: list[cassette_mod.Cassette] | None = None,
 ) -> tuple[RunOutput, tuple[Served, ...], str]:
+    """One run re-executed; a later feedback pass with the passes before it (`earlier`), each
+    served its own cassette, and the last one's output compared."""
+    earlier = earlier or []
     sandboxes = scratch / "sandboxes"
     hidden = tuple(p for p in (workspace.root, workspace.ledger_file and workspace.ledger_file.parent) if p)
     confinement = isolation.confinement(unsandboxed, (*hidden, sandboxes))
     session = cassette_mod.as_session(recorded, f"cassette-{run.run_id}")
+    if earlier:
+        chain = [cassette_mod.as_session(c, f"cassette-{run.run_id}-{i}") for i, c in enumerate(earlier, 1)]
+        session = msgspec.structs.replace(chain[0], passes=[
+            script.FollowUp(exchanges=s.exchanges) for s in (*chain[1:], session)
+        ])
     with Endpoint() as endpoint:
         agent = _Keeping(CopperheadAgent(
             cli, endpoint, {run.task.id: session}, confinement, replay=(strict, recorded.workdir),
@@ -231,7 +262,14 @@ def _execute(
             actor=Actor(kind="runner", name="cbledger-rerun"), confinement=confinement,
         )
         task = catalog.task(run.task.id)
-        output = execute(settings, PlannedRun(task, run.model.id, run.repeat, run.repeats_planned))
+        planned = PlannedRun(task, run.model.id, run.repeat, run.repeats_planned)
+        if earlier:
+            outputs = execute_passes(settings, planned, len(earlier) + 1)
+            if len(outputs) <= len(earlier):
+                raise UserError(f"run {run.run_id}: re-executing its attempt stopped at pass {len(outputs)}, before this pass")
+            output = outputs[-1]
+        else:
+            output = execute(settings, planned)
     result = agent.result
     return output, (result.served if result is not None else ()), str(agent.sandbox or "")
 
@@ -306,7 +344,7 @@ def tree_differences(
 ) -> list[str]:
     """The end state (the capture), the diff (the agent's HEAD) and the transcript, file by file
     after normalisation."""
-    bundle = workspace.root / run.sandbox.store
+    bundle = workspace.stored(run.sandbox.store) or workspace.root / run.sandbox.store
     with contextlib.ExitStack() as stack:
         a = preserve.restore(bundle, run.sandbox, fixture)
         stack.callback(shutil.rmtree, a.path, True)

@@ -27,7 +27,7 @@ from cbledger.grading.evidence.transcript import RUNS_PREFIX, Transcript, classi
 from cbledger.kicad.reports import parse_report
 from cbledger.ledger.events import RunRecorded
 from cbledger.ledger.store import LedgerStore
-from cbledger.projections.fold import LedgerState
+from cbledger.projections.fold import LedgerState, PassEntry, RunEntry
 from cbledger.projections.site.evidence import ChainLink, ReportCounts, RunEvidence, ToolCall, Turn
 from cbledger.reproduce.restore import restore_run
 from cbledger.reproduce.runs import Suites
@@ -147,13 +147,15 @@ def chain_links(workspace: Workspace, run_ids: set[str]) -> dict[str, list[Chain
 def catalogs(workspace: Workspace, state: LedgerState, run_ids: list[str], scratch: Path) -> dict[str, Catalog]:
     """The catalog each run is restored from: its suite version's kept definitions, laid out under
     `scratch`, or the working tree where there are none (a seed mismatch then says so)."""
-    versions = {state.runs[r].run.comparability.suite_version for r in run_ids}
+    # a later feedback pass is restored like any run
+    every: dict[str, RunEntry | PassEntry] = {**state.runs, **state.later_passes}
+    versions = {every[r].run.comparability.suite_version for r in run_ids}
     suites: Suites
     suites, _problems = prepare_suites(workspace, state, versions, scratch)
     here = Catalog(workspace.root)
     out = {}
     for run_id in run_ids:
-        kept = suites.get(state.runs[run_id].run.comparability.suite_version)
+        kept = suites.get(every[run_id].run.comparability.suite_version)
         out[run_id] = kept if isinstance(kept, Catalog) else here
     return out
 

@@ -40,7 +40,14 @@ from cbledger.errors import UserError
 from cbledger.ledger.events import GradeRecorded, GradeRecordedEvent
 from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.verify import ChainReport
-from cbledger.projections.fold import LedgerState, current_suite, semver_key, suite_bump
+from cbledger.projections.fold import (
+    LedgerState,
+    PassEntry,
+    RunEntry,
+    current_suite,
+    semver_key,
+    suite_bump,
+)
 from cbledger.projections.writers import load_state
 from cbledger.reproduce import worker
 from cbledger.reproduce.checkpoints import (
@@ -204,7 +211,7 @@ def reused_evidence(state: LedgerState) -> dict[str, list[Finding]]:
     otherwise multiply one pass into many; the first run recorded keeps it, retracted or not."""
     owners: dict[tuple[str, str], str] = {}
     found: dict[str, list[Finding]] = {}
-    for rid, entry in sorted(state.runs.items(), key=lambda kv: kv[1].seq):
+    for rid, entry in sorted(_every_run(state).items(), key=lambda kv: kv[1].seq):
         for name, get in _OWNED:
             value = get(entry.run)
             if value is None:
@@ -213,24 +220,31 @@ def reused_evidence(state: LedgerState) -> dict[str, list[Finding]]:
             if first != rid:
                 found.setdefault(rid, []).append(Finding(
                     check="run", kind="evidence-reused", seq=entry.seq, run_id=rid, field=name, actual=value,
-                    message=f"{name} {value} belongs to run {first} (seq {state.runs[first].seq}); "
+                    message=f"{name} {value} belongs to run {first} (seq {_every_run(state)[first].seq}); "
                             "a preserved run's evidence is one run's alone",
                 ))
     return found
+
+
+def _every_run(state: LedgerState) -> dict[str, RunEntry | PassEntry]:
+    """Every recorded run, a feedback pass after the first included: each is preserved, so each
+    is re-graded."""
+    return {**state.runs, **state.later_passes}
 
 
 def plan_runs(
     state: LedgerState, options: Options, grades: dict[str, list[tuple[int, GradeRecorded]]] | None = None
 ) -> tuple[list[_Job], list[RunCheck], int, list[Finding]]:
     """(runs to re-grade, retracted runs, runs left out by --since/--run, notes)."""
-    unknown = [rid for rid in options.run_ids if rid not in state.runs]
+    every = _every_run(state)
+    unknown = [rid for rid in options.run_ids if rid not in every]
     if unknown:
         raise UserError(f"--run: no run.recorded for {', '.join(unknown)}")
     if grades is None:
         grades = {rid: [(g.seq, g.grade) for g in per.values()] for rid, per in state.grades.items()}
     wanted = set(options.run_ids)
     jobs, skipped, not_selected = [], [], 0
-    for rid, entry in state.runs.items():
+    for rid, entry in every.items():
         if (wanted and rid not in wanted) or (options.since is not None and entry.seq <= options.since):
             not_selected += 1
             continue
@@ -256,7 +270,7 @@ def orphan_grades(state: LedgerState, grades: dict[str, list[tuple[int, GradeRec
     return [
         Finding(check="run", kind="grade-orphan", seq=gseq, run_id=rid, suite_version=g.suite_version,
                 message=f"grade.recorded names run {rid}, which no run.recorded records")
-        for rid, per in grades.items() if rid not in state.runs
+        for rid, per in grades.items() if rid not in state.runs and rid not in state.later_passes
         for gseq, g in per
     ]
 

@@ -41,6 +41,7 @@ from cbledger.ledger.events import (
     GradeRecorded,
     ModelIdentity,
     ModelPrice,
+    PassRef,
     PricingPublished,
     RunRecorded,
     RunStats,
@@ -299,20 +300,29 @@ def execute(settings: RunSettings, planned: PlannedRun) -> RunOutput:
 
 def finish(
     settings: RunSettings, planned: PlannedRun, fixture: Fixture, start: RunStart, seed: Seed, baseline: Baseline,
-    agent_run: AgentRun,
+    agent_run: AgentRun, pass_ref: PassRef | None = None,
 ) -> RunOutput:
     """Steps 5–9 on what the agent left."""
+    return finish_graded(settings, planned, fixture, start, seed, baseline, agent_run, pass_ref)[0]
+
+
+def finish_graded(
+    settings: RunSettings, planned: PlannedRun, fixture: Fixture, start: RunStart, seed: Seed, baseline: Baseline,
+    agent_run: AgentRun, pass_ref: PassRef | None = None,
+) -> tuple[RunOutput, Graded]:
+    """`finish`, and the evidence the grade was made from (a feedback pass's hints read it)."""
     sandbox_mod.reclaim(start.workdir, evidence_mod.LIVE_REPORTS_DIR)
     end = capture_end_state(start, seed, baseline)
     verified = verify_end_state(start, fixture, end)
     baseline, end, verified = scan_for_credentials(start, seed, baseline, end, verified)
     graded = grade_end_state(planned.task, fixture, baseline, agent_run, end, verified)
-    return preserve_run(settings, planned, fixture, start, seed, baseline, agent_run, end, verified, graded)
+    output = preserve_run(settings, planned, fixture, start, seed, baseline, agent_run, end, verified, graded, pass_ref=pass_ref)
+    return output, graded
 
 
 def record_unpreserved(
     settings: RunSettings, planned: PlannedRun, fixture: Fixture, start: RunStart, seed: Seed, baseline: Baseline,
-    agent_run: AgentRun, kept: pygit2.Repository, exc: Exception,
+    agent_run: AgentRun, kept: pygit2.Repository, exc: Exception, pass_ref: PassRef | None = None,
 ) -> RunOutput:
     """A run whose end state could not be kept, recorded from the runner's own copy of its
     baseline: the capture is the baseline's tree, the evidence holds `runner.json` saying why
@@ -337,7 +347,7 @@ def record_unpreserved(
     graded = grade_end_state(planned.task, fixture, baseline, agent_run, end, verified)
     return preserve_run(
         settings, planned, fixture, start, seed, baseline, agent_run, end, verified, graded,
-        note=f"end state not preserved: {reason}",
+        note=f"end state not preserved: {reason}", pass_ref=pass_ref,
     )
 
 
@@ -427,15 +437,17 @@ def set_up(settings: RunSettings, planned: PlannedRun, start: RunStart, seed: Se
 
 
 def run_agent(
-    settings: RunSettings, planned: PlannedRun, fixture: Fixture, start: RunStart, baseline: Baseline
+    settings: RunSettings, planned: PlannedRun, fixture: Fixture, start: RunStart, baseline: Baseline,
+    options: dict | None = None,
 ) -> AgentRun:
-    """4. Agent: the agent acts on the sandbox."""
+    """4. Agent: the agent acts on the sandbox. `options` carries a later feedback pass's index
+    and task message (`cbledger.runner.passes`)."""
     agent_started = _dt.datetime.now(_dt.UTC)
     t_agent = time.perf_counter()
     result = settings.agent.run(
         AgentInput(
             start.run_id, start.workdir, planned.task, fixture, planned.model_id, settings.ablations,
-            agent_started, baseline.sha, options={"repeat": planned.repeat},
+            agent_started, baseline.sha, options={"repeat": planned.repeat, **(options or {})},
         )
     )
     return AgentRun(result, _ms(time.perf_counter() - t_agent))
@@ -502,7 +514,7 @@ def scan_for_credentials(
 def preserve_run(
     settings: RunSettings, planned: PlannedRun, fixture: Fixture, start: RunStart, seed: Seed,
     baseline: Baseline, agent_run: AgentRun, end: EndState, verified: Verification, graded: Graded,
-    note: str | None = None,
+    note: str | None = None, pass_ref: PassRef | None = None,
 ) -> RunOutput:
     """9. Preserve: the bundle staged beside its final name, and the run's two events built and
     scanned for credentials; nothing is in place under `results/` until `publish`. What the
@@ -596,6 +608,7 @@ def preserve_run(
         isolation=settings.confinement.isolation,
         lane="system-under-test",
         cassette=cassette_ref,
+        passes=UNSET if pass_ref is None else pass_ref,
     )
     run = msgspec.structs.replace(run, surface=surfaces.run_surface(run))
     grade_rec = grade_body(run_id, settings.suite_version, task.manifest_hash, graded.grade)

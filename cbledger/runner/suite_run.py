@@ -49,7 +49,9 @@ from cbledger.runner.execute import (
     new_batch_id,
     publish,
 )
+from cbledger.runner.passes import execute_passes
 from cbledger.runner.plan import Plan, PlannedRun, check_jobs
+from cbledger.tasks import passes as passes_mod
 from cbledger.tasks.catalog import Catalog
 from cbledger.tasks.validate import ensure_runnable
 from cbledger.workspace import Workspace
@@ -158,6 +160,7 @@ def run_plan(
     scheduler: str | None = None,
     on_activity: OnActivity | None = None,
     unsandboxed: bool = False,
+    passes: int | None = None,
 ) -> SuiteResult:
     """Runs the plan. With `session` (a session name, or a session file or directory) the
     copperhead agent is served scripted model turns by a loopback endpoint started here (on each
@@ -192,8 +195,11 @@ def run_plan(
         if not (plan.model_id == "compat" or plan.model_id.startswith("compat:")):
             raise UserError(f"--session needs a compat:<id> model (the loopback endpoint is an OpenAI-compatible route), not {plan.model_id}")
         sessions = session_lookup.for_plan(catalog, plan.tasks, session)
+    allowed = passes_allowed(catalog, plan, passes)
     if executor == "dask":
         assert scheduler is not None
+        if any(n > 1 for n in allowed.values()):
+            raise UserError("--passes revises one sandbox pass after pass: run it with --executor local")
         return _run_on_dask(
             workspace, plan, catalog=catalog, store=store, view=view, version=version, scheduler=scheduler,
             copperhead_cli=copperhead_cli, segment=segment, actor_name=actor_name, on_done=on_done,
@@ -205,7 +211,7 @@ def run_plan(
             workspace, plan, catalog=catalog, store=store, view=view, version=version, jobs=jobs,
             sandbox_root=sandbox_root, keep_sandboxes=keep_sandboxes, copperhead_cli=copperhead_cli,
             segment=segment, actor_name=actor_name, on_done=on_done, sessions=sessions, endpoint=endpoint,
-            confinement=confinement,
+            confinement=confinement, allowed=allowed,
         )
 
 
@@ -218,16 +224,22 @@ class _InPlanOrder:
     def __init__(self, store: LedgerStore, result: SuiteResult, total: int, on_done: OnDone | None) -> None:
         self.store, self.result, self.total, self.on_done = store, result, total, on_done
         self.next = 0
-        self.waiting: dict[int, RunOutput | tuple[str, str] | None] = {}
+        self.waiting: dict[int, RunOutput | list[RunOutput] | tuple[str, str] | None] = {}
 
-    def finish(self, index: int, outcome: RunOutput | tuple[str, str] | None) -> None:
-        """`outcome`: the run, or (its label, why it failed), or None for a run never started."""
+    def finish(self, index: int, outcome: RunOutput | list[RunOutput] | tuple[str, str] | None) -> None:
+        """`outcome`: the run (an attempt's passes, in order), or (its label, why it failed), or
+        None for a run never started."""
         self.waiting[index] = outcome
         while self.next in self.waiting:
             self._publish(self.waiting.pop(self.next))
             self.next += 1
 
-    def _publish(self, outcome: RunOutput | tuple[str, str] | None) -> None:
+    def _publish(self, outcome: RunOutput | list[RunOutput] | tuple[str, str] | None) -> None:
+        if isinstance(outcome, list):
+            self.total += len(outcome) - 1  # an attempt's later passes are runs of their own
+            for output in outcome:
+                self._publish(output)
+            return
         if outcome is None:
             return
         result = self.result
@@ -253,6 +265,15 @@ def _label(planned: PlannedRun) -> str:
 
 #: agents whose runs are recorded under the agent's own name as their run mode
 _OWN_MODE: dict[str, RunMode] = {"gold": "gold", "noop": "noop", "replay": "replay"}
+
+
+def passes_allowed(catalog: Catalog, plan: Plan, asked: int | None) -> dict[str, int]:
+    """Each planned task's passes: one unless `--passes` asks, never more than
+    `tasks/passes.json` allows (`cbledger.tasks.passes`)."""
+    if asked is None:
+        return {}
+    allowances = passes_mod.allowances(catalog.tasks_dir, set(catalog.task_ids()))
+    return {r.task.id: passes_mod.granted(allowances.get(r.task.id, 1), asked) for r in plan.runs}
 
 
 def run_mode_of(plan: Plan, sessions: dict | None) -> RunMode:
@@ -321,9 +342,10 @@ def _run(
     workspace: Workspace, plan: Plan, *, catalog: Catalog, store: LedgerStore, view: ledger_view.LedgerView,
     version: str, jobs: int, sandbox_root: Path, keep_sandboxes: bool, copperhead_cli: str | None,
     segment: str | None, actor_name: str, on_done: OnDone | None, sessions: dict | None, endpoint: Endpoint | None,
-    confinement: isolation.Confinement,
+    confinement: isolation.Confinement, allowed: dict[str, int] | None = None,
 ) -> SuiteResult:
-    """The runs of a plan that passed preflight (the endpoint, when there is one, already up)."""
+    """The runs of a plan that passed preflight (the endpoint, when there is one, already up).
+    `allowed`: task id -> the passes each of its attempts takes (one when not named)."""
     agent, run_mode, cli = build_agent(plan, copperhead_cli, workspace, sessions, endpoint, confinement)
     # the CLI that runs setup commands; for the scripted agents too, so the stamp names the
     # copperhead whose scaffold the baseline holds
@@ -359,9 +381,10 @@ def _run(
     order = _InPlanOrder(store, result, len(plan.runs), on_done)
 
     def one(index: int, planned: PlannedRun) -> None:
-        outcome: RunOutput | tuple[str, str]
+        outcome: RunOutput | list[RunOutput] | tuple[str, str]
+        n = (allowed or {}).get(planned.task.id, 1)
         try:
-            outcome = execute(settings, planned)
+            outcome = execute_passes(settings, planned, n) if n > 1 else execute(settings, planned)
         except Exception as exc:  # one run's failure never ends the suite: reported, and the next runs
             why = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
             outcome = (_label(planned), credentials.printable(why, limit=1000))

@@ -41,6 +41,7 @@ from cbledger import inputs
 from cbledger.errors import UserError
 from cbledger.ledger.types import Outcome
 from cbledger.tasks import gold as gold_mod
+from cbledger.tasks import passes
 from cbledger.tasks.catalog import Catalog, Fixture, Task, load_fixture
 from cbledger.tasks.fixtures.check import FixtureCheck, check_fixture
 from cbledger.tasks.fixtures.problems import (
@@ -444,6 +445,10 @@ def validate_project(root: Path, require_trees: bool = False) -> ValidationRepor
             report.tasks += 1
             report.problems.extend(validate_task(d, ctx))
         report.problems.extend(_outcome_rules("tasks", "", "the catalog", catalog.task_ids(), ctx))
+        try:
+            passes.allowances(tasks_dir, set(catalog.task_ids()))
+        except UserError as exc:
+            report.problems.append(error(ctx.rel(passes.path(tasks_dir)), "", str(exc)))
     if catalog.suites_dir.is_dir():
         for path in sorted(catalog.suites_dir.glob("*.json")):
             report.suites += 1

@@ -21,7 +21,7 @@ import jinja2
 from markupsafe import Markup
 
 from cbledger.projections import format as fmt
-from cbledger.projections import gate, workqueue
+from cbledger.projections import gate, passes_part, workqueue
 from cbledger.projections.conditions import DEFAULT
 from cbledger.projections.fold import GradeEntry, LedgerState, RunEntry, current_suite
 from cbledger.projections.metrics import ALL_TIERS, TIERS, GroupMetrics, RowMetrics, suite_metrics
@@ -162,8 +162,10 @@ def index_page(state: LedgerState) -> bytes:
             groups.append({"label": g.label, "main": g.main, "reasons": g.reasons, "records": g.records,
                            "tiers": _tiers(g), "harness": g.harness})
         heat = _heatmap(state, suite)
+    header, body = passes_part.table(state, suite) if suite is not None else ([], [])
+    passes = {"title": passes_part.TITLE, "header": header, "rows": [[c.strip("`") for c in r] for r in body]}
     return _page("index.html", title="Leaderboard", snap=_snapshot(state), groups=groups, heatmap=heat,
-                 imports=_imports(state), root="")
+                 imports=_imports(state), passes=passes if body else None, root="")
 
 
 def runs_page(state: LedgerState) -> bytes:

@@ -37,6 +37,7 @@ from cbledger.runner import cassette as cassette_mod
 from cbledger.runner import isolation
 from cbledger.runner.agents.base import COPPERHEAD_SIGNATURE as GIT_IDENTITY
 from cbledger.runner.agents.base import AgentInput, AgentResult
+from cbledger.runner.endpoint import script as script_mod
 from cbledger.runner.endpoint.server import Replay, answered_models, problems
 from cbledger.runner.preserve import AGENT_LOG_DIR
 from cbledger.runner.recorder import Recorder
@@ -324,7 +325,8 @@ class CopperheadAgent:
         manifest = inp.task.manifest
         if manifest.mode != "do":
             raise UserError(f"task {manifest.id}: mode {manifest.mode!r} is not driven by this runner yet; only `do`")
-        prompt = manifest.request.prompt or ""
+        # a later feedback pass is told its hints instead (`cbledger.runner.passes`)
+        prompt = inp.options.get("message") or manifest.request.prompt or ""
         args = ["--repo", str(inp.sandbox), "--json", "do", prompt, "--model", inp.model_id, "--max-turns", str(inp.max_turns)]
         network: isolation.Network = "host"
         endpoint: tuple[Path, int] | None = None
@@ -336,6 +338,7 @@ class CopperheadAgent:
             session = self.sessions.get(manifest.id)
             if session is None:
                 raise UserError(f"task {manifest.id}: no session script serves it")
+            session = script_mod.for_pass(session, int(inp.options.get("pass", 1)))
             replay = None
             if self.replay is not None:
                 strict, recorded_at = self.replay

@@ -92,6 +92,13 @@ class Exchange(_Body, frozen=True):
     repeat: Count | Literal["forever"] = 0
 
 
+class FollowUp(_Body, frozen=True):
+    """The model's side of one later feedback pass: a fresh `copperhead do`, so its requests are
+    counted from the first again."""
+
+    exchanges: Annotated[list[Exchange], Meta(min_length=1)]
+
+
 class Session(_Body, frozen=True):
     format: Literal["cbledger-session/1"]
     name: Annotated[str, Meta(min_length=1)]
@@ -103,6 +110,8 @@ class Session(_Body, frozen=True):
     #: the model id the endpoint names in its answers; by default the one each request asked for,
     #: as an OpenAI-compatible server echoes it
     model: Annotated[str, Meta(min_length=1)] | None = None
+    #: what the model does in feedback passes 2, 3, …: `passes[k - 2]` answers pass k
+    passes: list[FollowUp] = field(default_factory=list)
 
 
 def load(path: Path) -> Session:
@@ -117,18 +126,34 @@ def load(path: Path) -> Session:
         raise UserError(f"{path}: not a session script: {exc}") from None
     except msgspec.DecodeError as exc:
         raise UserError(f"{path}: not JSON: {exc}") from None
-    for i, ex in enumerate(session.exchanges):
-        where = f"{path}: $.exchanges[{i}]"
+    _check_exchanges(session.exchanges, f"{path}: $.exchanges")
+    for k, follow_up in enumerate(session.passes):
+        _check_exchanges(follow_up.exchanges, f"{path}: $.passes[{k}].exchanges")
+    return session
+
+
+def _check_exchanges(exchanges: list[Exchange], prefix: str) -> None:
+    for i, ex in enumerate(exchanges):
+        where = f"{prefix}[{i}]"
         if (ex.turn is None) == (ex.response is None):
             raise UserError(f"{where}: give exactly one of `turn` and `response`")
-        if ex.repeat == FOREVER and i != len(session.exchanges) - 1:
+        if ex.repeat == FOREVER and i != len(exchanges) - 1:
             raise UserError(f"{where}.repeat: only the last exchange may repeat forever")
         for j, pattern in enumerate(ex.expect.tool_results if ex.expect else []):
             try:
                 re.compile(pattern)
             except re.error as err:
                 raise UserError(f"{where}.expect.toolResults[{j}]: not a regex ({err})") from None
-    return session
+
+
+def for_pass(session: Session, index: int) -> Session:
+    """The session as feedback pass `index` (1-based) is served it: pass 1 its `exchanges`,
+    pass k its `passes[k - 2]`; a pass the script has no turns for is served none (the endpoint
+    refuses its first request, naming the session)."""
+    if index <= 1:
+        return session
+    later = session.passes[index - 2].exchanges if index - 2 < len(session.passes) else []
+    return msgspec.structs.replace(session, name=f"{session.name} (pass {index})", exchanges=later, passes=[])
 
 
 def load_all(paths: list[Path]) -> list[Session]:
@@ -179,4 +204,7 @@ def exchange_at(session: Session, k: int) -> Exchange | None:
 
 
 def dumps(session: Session) -> bytes:
-    return json.dumps(msgspec.to_builtins(session), indent=2, ensure_ascii=False).encode() + b"\n"
+    doc = msgspec.to_builtins(session)
+    if not doc.get("passes"):  # a session without later passes is written as it always was
+        doc.pop("passes", None)
+    return json.dumps(doc, indent=2, ensure_ascii=False).encode() + b"\n"
