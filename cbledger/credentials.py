@@ -258,9 +258,13 @@ def scan_text(text: str, location: str) -> list[Match]:
             found.append(Match(kind, f"{where}:{line}"))
     if "\\" in text:
         seen = {(m.kind, m.location) for m in found}
-        for lineno, line_text in enumerate(text.split("\n"), start=1):
-            if "\\" not in line_text:
-                continue
+        escaped = [(n, line) for n, line in enumerate(text.split("\n"), start=1) if "\\" in line]
+        # The escaped lines undone all at once hold every one of them undone (no escape reaches
+        # past a line's end), so a pattern none of whose anchors occurs in them cannot match any
+        # of them: one anchor pass over them all, instead of one per line, rules most files out.
+        if next(_matches(unescaped("\n".join(line for _, line in escaped))), None) is None:
+            return found
+        for lineno, line_text in escaped:
             plain = unescaped(line_text)
             for kind, matches in _matches(plain):
                 if next(matches, None) is not None and (kind, f"{where}:{lineno}") not in seen:
