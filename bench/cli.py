@@ -9,7 +9,8 @@ round so the machine's load falls on both alike; then `cbledger --help` and `cbl
 --version` against `python -c pass`. Prints each one's median and best wall time, its median CPU
 time (user + system, which a busy machine inflates less), its peak resident set, and the ratios
 of the medians, with the targets: kicad nets faster than kicad-cli on every board and under
-40 MB peak; `--help` under 150 ms. Exits 1 when a target is missed.
+40 MB peak; `--help` and `--version` under 150 ms (the console script answers both without
+importing typer: cli/entry.py). Exits 1 when a target is missed.
 """
 
 from __future__ import annotations
@@ -120,9 +121,13 @@ def main() -> int:
         print("start-up")
         for s in (bare, typer_only, helped, version):
             print(s.line())
-        print(f"  --help / python -c pass: {helped.median / bare.median:.2f}x; target --help < {HELP_TARGET_S * 1000:.0f} ms")
-        if helped.median >= HELP_TARGET_S:
-            missed.append(f"--help median {helped.median * 1000:.0f} ms")
+        print(
+            f"  --help / python -c pass: {helped.median / bare.median:.2f}x, --version / python -c pass: "
+            f"{version.median / bare.median:.2f}x; target both < {HELP_TARGET_S * 1000:.0f} ms"
+        )
+        for s in (helped, version):
+            if s.median >= HELP_TARGET_S:
+                missed.append(f"{s.label} median {s.median * 1000:.0f} ms")
     for m in missed:
         print(f"missed: {m}")
     if not missed:

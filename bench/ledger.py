@@ -336,38 +336,71 @@ def stored_events(path: Path) -> list[tuple[str, bytes]]:
     return [(s.type, s.raw) for s in LedgerStore(path).read(since=1)]
 
 
+def to_stored(items: list[tuple[str, bytes]]) -> list:
+    """The peer's records for the same event bytes: one aggregate per run (its run then grade)."""
+    from eventsourcing.persistence import StoredEvent
+
+    out = []
+    for type_, raw in items:
+        run_id = raw.split(b'"runId":"', 1)[1].split(b'"', 1)[0].decode()
+        out.append(
+            StoredEvent(
+                originator_id=uuid.uuid5(uuid.NAMESPACE_URL, run_id),
+                originator_version=1 if type_ == "run.recorded" else 2,
+                topic=type_,
+                state=raw,
+            )
+        )
+    return out
+
+
+def peer_recorder(path: Path) -> tuple:
+    from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
+
+    ds = SQLiteDatastore(str(path))
+    rec = SQLiteApplicationRecorder(ds)
+    rec.create_table()
+    return ds, rec
+
+
+def bench_single_interleaved(work: Path, events: Events, source: Path, single: int, chunk: int) -> tuple[Row, Row]:
+    """One event per fsync, both stores in the same minute: `chunk` appends to the ledger, then
+    `chunk` commits to the peer, and so on (which goes first alternates), so a burst of other
+    work on the machine or the disk falls on both alike. Summed time per side."""
+    drafts = events.drafts(0, single)
+    stored = to_stored(stored_events(source))[:single]
+    store = LedgerStore(work / "interleaved.jsonl")
+    store.init("bench", RUNNER)
+    _, rec = peer_recorder(work / "interleaved.db")
+    ours = theirs = T(0.0, 0.0)
+    for n, at in enumerate(range(0, single, chunk)):
+        part_d, part_s = drafts[at : at + chunk], stored[at : at + chunk]
+
+        def ledger_part(part: list = part_d) -> T:
+            return timed(lambda: each(lambda e: store.append([e]), part))
+
+        def peer_part(part: list = part_s) -> T:
+            return timed(lambda: each(lambda e: rec.insert_events([e]), part))
+
+        if n % 2:
+            theirs, ours = theirs + peer_part(), ours + ledger_part()
+        else:
+            ours, theirs = ours + ledger_part(), theirs + peer_part()
+    return (
+        Row(f"cbledger append, 1 per fsync, interleaved by {chunk}", single, ours),
+        Row(f"eventsourcing SQLite, 1 per commit, interleaved by {chunk}", single, theirs),
+    )
+
+
 def bench_peer(work: Path, source: Path, single: int, batch: int, repeat: int) -> tuple[list[Row], dict]:
     """The same event bytes through eventsourcing's SQLite application recorder; best of
     `repeat` runs, each on a fresh database."""
-    from eventsourcing.persistence import StoredEvent
-    from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
-
-    def to_stored(items: list[tuple[str, bytes]]) -> list[StoredEvent]:
-        out = []
-        for type_, raw in items:
-            run_id = raw.split(b'"runId":"', 1)[1].split(b'"', 1)[0].decode()
-            out.append(
-                StoredEvent(
-                    originator_id=uuid.uuid5(uuid.NAMESPACE_URL, run_id),
-                    originator_version=1 if type_ == "run.recorded" else 2,
-                    topic=type_,
-                    state=raw,
-                )
-            )
-        return out
-
-    def recorder(name: str) -> tuple[SQLiteDatastore, SQLiteApplicationRecorder]:
-        ds = SQLiteDatastore(str(work / name))
-        rec = SQLiteApplicationRecorder(ds)
-        rec.create_table()
-        return ds, rec
-
     stored = to_stored(stored_events(source))
     info = {}
     single_t = batched_t = read_t = decode_t = NEVER
     decoder = msgspec.json.Decoder(Event)
     for r in range(repeat):
-        ds, rec = recorder(f"peer-single-{r}.db")
+        ds, rec = peer_recorder(work / f"peer-single-{r}.db")
         with ds.transaction(commit=False) as c:
             c.execute("PRAGMA journal_mode")
             info["journal_mode"] = c.fetchone()[0]
@@ -376,7 +409,7 @@ def bench_peer(work: Path, source: Path, single: int, batch: int, repeat: int) -
         single_t = single_t.best(timed(lambda: each(lambda e: rec.insert_events([e]), stored[:single])))
         (work / f"peer-single-{r}.db").unlink()
 
-        ds, rec = recorder(f"peer-batched-{r}.db")
+        ds, rec = peer_recorder(work / f"peer-batched-{r}.db")
         batched_t = batched_t.best(
             timed(lambda: each(rec.insert_events, batches(stored, batch)))
         )
@@ -513,9 +546,10 @@ def main(argv: list[str] | None = None) -> int:
         append_rows = bench_append(work, events, single, batched, args.batch, args.repeat)
         source = work / "append-batched.jsonl"  # written by the last append run
         peer_rows, peer_info = bench_peer(work, source, single, args.batch, args.repeat)
+        mixed = bench_single_interleaved(work, events, source, single, chunk=25)
         print_rows(
             "durable append (each acknowledged only after its fsync / commit)",
-            [append_rows[0], peer_rows[0], append_rows[1], append_rows[2], append_rows[3], peer_rows[1]],
+            [append_rows[0], peer_rows[0], *mixed, append_rows[1], append_rows[2], append_rows[3], peer_rows[1]],
         )
         print(
             f"  peer: eventsourcing SQLiteApplicationRecorder, journal_mode={peer_info['journal_mode']}, "
@@ -535,7 +569,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  verify / raw limit: {ratio.cpu:.2f} on CPU time ({ratio.wall:.2f} on wall time)")
             path.unlink()
 
-        single_ratio = append_rows[0].rate / peer_rows[0].rate
+        single_ratio = mixed[0].rate / mixed[1].rate  # the same minute for both: the fair ratio
         append_ratio = append_rows[1].rate / peer_rows[1].rate
         print("\ntargets")
         for n, ratio in ratios:
@@ -544,7 +578,7 @@ def main(argv: list[str] | None = None) -> int:
         verdict = "met" if append_ratio >= 2.0 else "MISSED"
         print(f"  batched durable append >= 2x peer (wall time, cbledger/peer): {append_ratio:6.2f}x {verdict}")
         verdict = "met" if single_ratio >= 1.2 else "MISSED"
-        print(f"  one event per fsync >= 1.2x peer (wall time, cbledger/peer):  {single_ratio:6.2f}x {verdict}")
+        print(f"  one event per fsync >= 1.2x peer (wall time, cbledger/peer, interleaved):  {single_ratio:6.2f}x {verdict}")
     finally:
         if args.keep:
             print(f"\nkept {work}")

@@ -47,7 +47,7 @@ from cbledger.ledger.events import Ablations
 from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.verify import verify_chain
 from cbledger.projections import writers
-from cbledger.reproduce import runs
+from cbledger.reproduce import runs, site_evidence
 from cbledger.reproduce import verify as verify_mod
 from cbledger.runner import suite_run
 from cbledger.runner.plan import make_plan
@@ -85,7 +85,7 @@ class Phases:
         setattr(owner, name, timed)
 
 
-def real_boards(work: Path, repeats: int, jobs: int) -> None:
+def real_boards(work: Path, repeats: int, jobs: int, rounds: int = 1) -> None:
     root = work / "real-project"
     root.mkdir()
     tasks = build_real_project(root, shared_real())
@@ -101,7 +101,7 @@ def real_boards(work: Path, repeats: int, jobs: int) -> None:
             sys.exit(f"a run was not recorded: {result.failures}")
     made = time.perf_counter() - t
     state = writers.load_state(ledger)
-    writers.regenerate_all(state, where)
+    writers.regenerate_all(state, where, site_evidence=site_evidence.source(where))  # as `cbledger run` does
     n = len(state.runs)
     bundles = sum(p.stat().st_size for p in where.runs.glob("*.bundle"))
     print(f"real boards: {n} preserved runs ({', '.join(tasks)}; gold and noop x {repeats}), "
@@ -115,21 +115,37 @@ def real_boards(work: Path, repeats: int, jobs: int) -> None:
     t = time.perf_counter()
     report = verify_mod.verify(where, verify_mod.Options(),
                                run_progress=lambda _d, _t, check: per_run.append(check.seconds))
-    serial = time.perf_counter() - t
+    in_process = time.perf_counter() - t
     if report.exit_code != 0:
         sys.exit(f"verification failed: {[str(f) for f in report.failures]}")
-    t = time.perf_counter()
-    parallel = verify_mod.verify(where, verify_mod.Options(jobs=jobs))
-    par = time.perf_counter() - t
-    assert parallel.exit_code == 0
+    # Serial against --jobs as a user runs them: whole processes (start-up, cold parse caches and
+    # all), interleaved round by round with the order alternating, so the machine's load falls on
+    # both alike; each round's pair gives one ratio.
+    command = [str(Path(sys.executable).with_name("cbledger")), "replay", "--verify"]
+    serials: list[float] = []
+    parallels: list[float] = []
+    for r in range(rounds):
+        for kind in (("serial", "jobs") if r % 2 == 0 else ("jobs", "serial")):
+            argv = [*command, "--jobs", str(jobs if kind == "jobs" else 1)]
+            t = time.perf_counter()
+            done = subprocess.run(argv, cwd=root, capture_output=True, text=True, check=False)
+            (parallels if kind == "jobs" else serials).append(time.perf_counter() - t)
+            if done.returncode != 0:
+                sys.exit(f"{' '.join(argv)} exited {done.returncode}: {done.stderr[-600:]}")
+    serial, par = statistics.median(serials), statistics.median(parallels)
     t = time.perf_counter()
     verify_mod.verify(where, verify_mod.Options(run_ids=(), projections=True, since=10**9))
     no_runs = time.perf_counter() - t
-    print(f"  replay --verify, everything, serial:   {serial:7.2f} s = {serial / n:.3f} s per run "
+    print(f"  replay --verify, in this process:       {in_process:7.2f} s = {in_process / n:.3f} s per run "
           f"(median run {statistics.median(per_run):.3f} s, slowest {max(per_run):.3f} s)")
     print("    per run: " + ", ".join(f"{k} {v / n:.3f} s" for k, v in phases.totals.items())
           + f"; the chain and the projections (no run re-graded) {no_runs * 1e3:.0f} ms in all")
-    print(f"  replay --verify, --jobs {jobs}:             {par:7.2f} s = {par / n:.3f} s per run")
+    print(f"  cbledger replay --verify, serial:       {serial:7.2f} s = {serial / n:.3f} s per run (median of {rounds})")
+    print(f"  cbledger replay --verify --jobs {jobs}:     {par:7.2f} s = {par / n:.3f} s per run (median of {rounds})")
+    ratios = [s / p for s, p in zip(serials, parallels, strict=True)]
+    print(f"  serial / --jobs {jobs}, {rounds} interleaved pairs: " + ", ".join(f"{x:.2f}x" for x in ratios)
+          + f" (serial {', '.join(f'{x:.2f}' for x in serials)} s; --jobs {', '.join(f'{x:.2f}' for x in parallels)} s); "
+          + f"target: faster than serial with >= 8 runs: {'met' if n >= 8 and statistics.median(ratios) > 1 else 'MISSED'}")
 
 
 # --------------------------------------------------------------------------- synthetic ledgers
@@ -227,14 +243,17 @@ def main() -> None:
     ap.add_argument("--debounce-ms", type=int, default=200)
     ap.add_argument("--appends", type=int, default=3, help="appends timed per size")
     ap.add_argument("--skip-real", action="store_true", help="synthetic ledgers only")
+    ap.add_argument("--real-only", action="store_true", help="the real boards only (no synthetic ledgers)")
+    ap.add_argument("--rounds", type=int, default=1, help="interleaved serial / --jobs pairs on the real boards")
     args = ap.parse_args()
     sizes = args.runs or ([2_000, 10_000] if args.quick else [10_000, 100_000])
     repeats = args.repeats or (1 if args.quick else 2)
     work = Path(tempfile.mkdtemp(prefix="cbledger-bench-replay-"))
     try:
         if not args.skip_real:
-            real_boards(work, repeats, args.jobs)
-        synthetic(work, sizes, args.debounce_ms, args.appends)
+            real_boards(work, repeats, args.jobs, args.rounds)
+        if not args.real_only:
+            synthetic(work, sizes, args.debounce_ms, args.appends)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -185,12 +185,25 @@ def _folded(text: str) -> str:
     return lowered
 
 
+def _anchor_test(anchors: tuple[str, ...]) -> Any:
+    """The cheapest test of whether any of `anchors` occurs in a text: one substring pass for one
+    anchor, one compiled search for several (`re` pulls their common prefix out, `AKIA|ASIA|…`
+    searching for `A` alone), so a text costs one pass per pattern, not one per anchor."""
+    if len(anchors) == 1:
+        anchor = anchors[0]
+        return lambda text: anchor in text
+    search = re.compile("|".join(re.escape(a) for a in anchors)).search
+    return lambda text: search(text) is not None
+
+
 _SCANNED = tuple(
     (
         p.kind,
         p.compiled(),
-        tuple(a.lower() for a in p.anchors) if p.flags & re.IGNORECASE else p.anchors,
+        _anchor_test(tuple(a.lower() for a in p.anchors) if p.flags & re.IGNORECASE else p.anchors) if p.anchors else None,
         bool(p.flags & re.IGNORECASE),
+        # every anchor holds an underscore: a text without one is ruled out by one memchr
+        bool(p.anchors) and all("_" in a for a in p.anchors),
         p.regex == _URL_SHAPE,
     )
     for p in PATTERNS
@@ -201,13 +214,18 @@ def _matches(text: str) -> Iterator[tuple[str, Iterator[re.Match[str]]]]:
     """Per pattern kind, in the set's order, its matches in `text`; a pattern none of whose
     anchors occur in the text is not run (it cannot match)."""
     folded: str | None = None
-    for kind, rx, anchors, ignore_case, url in _SCANNED:
-        if anchors:
+    underscore: bool | None = None
+    for kind, rx, occurs, ignore_case, underscored, url in _SCANNED:
+        if occurs is not None:
+            if underscored:
+                underscore = ("_" in text) if underscore is None else underscore
+                if not underscore:
+                    continue
             if ignore_case:
                 folded = _folded(text) if folded is None else folded
-                if not any(a in folded for a in anchors):
+                if not occurs(folded):
                     continue
-            elif not any(a in text for a in anchors):
+            elif not occurs(text):
                 continue
         yield kind, (_url_matches(rx, text) if url else rx.finditer(text))
 
@@ -240,9 +258,13 @@ def scan_text(text: str, location: str) -> list[Match]:
             found.append(Match(kind, f"{where}:{line}"))
     if "\\" in text:
         seen = {(m.kind, m.location) for m in found}
-        for lineno, line_text in enumerate(text.split("\n"), start=1):
-            if "\\" not in line_text:
-                continue
+        escaped = [(n, line) for n, line in enumerate(text.split("\n"), start=1) if "\\" in line]
+        # The escaped lines undone all at once hold every one of them undone (no escape reaches
+        # past a line's end), so a pattern none of whose anchors occurs in them cannot match any
+        # of them: one anchor pass over them all, instead of one per line, rules most files out.
+        if next(_matches(unescaped("\n".join(line for _, line in escaped))), None) is None:
+            return found
+        for lineno, line_text in escaped:
             plain = unescaped(line_text)
             for kind, matches in _matches(plain):
                 if next(matches, None) is not None and (kind, f"{where}:{lineno}") not in seen:

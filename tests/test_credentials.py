@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cbledger import credentials
 
@@ -187,3 +189,34 @@ def test_the_url_pattern_is_searched_by_window_and_finds_what_finditer_finds():
         assert [m.span() for m in credentials._url_matches(rx, text)] == expected, text
     assert found > 500
     assert [m.span() for m in credentials._url_matches(rx, "xhttps://u:p@h")] == [m.span() for m in re.finditer(url.regex, "xhttps://u:p@h")]
+
+
+def _scan_text_line_by_line(text: str, location: str) -> list[credentials.Match]:
+    """scan_text as the standard states it: every line, and every escaped line undone, on its own."""
+    found = [
+        credentials.Match(kind, f"{location}:{text.count(chr(10), 0, m.start()) + 1}")
+        for kind, matches in credentials._matches(text) for m in matches
+    ]
+    seen = {(m.kind, m.location) for m in found}
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if "\\" in line:
+            for kind, matches in credentials._matches(credentials.unescaped(line)):
+                if next(matches, None) is not None and (kind, f"{location}:{lineno}") not in seen:
+                    seen.add((kind, f"{location}:{lineno}"))
+                    found.append(credentials.Match(kind, f"{location}:{lineno} (JSON-escaped)"))
+    return found
+
+
+_PIECES = st.sampled_from([
+    "sk-", "abcdefghijklmnopqrstuvwxyz0123", "\\u0073k-", "\\u0073", "k-", "\\n", "\n", "\\", "\\\\", '\\"', " ",
+    "Bearer ", "\\u0042earer ", "https://", "u:p@h", "-----BEGIN ", "PRIVATE KEY-----", "AKIA", "0123456789ABCDEF",
+    "\\ud83d", "\\ude00", "\u017f", "npm_", "plain words",
+])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_PIECES, max_size=14).map("".join))
+def test_scan_text_finds_what_a_line_by_line_scan_finds(text: str) -> None:
+    """scan_text rules the escaped lines out together before it scans them one by one: that
+    shortcut must never change what it reports."""
+    assert credentials.scan_text(text, "f") == _scan_text_line_by_line(text, "f")

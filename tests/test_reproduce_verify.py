@@ -171,6 +171,14 @@ def test_parallel_regrading_reports_what_serial_does(project, tmp_path, monkeypa
         return [{k: v for k, v in r.items() if k != "seconds"} for r in report["runs"]["results"]]
 
     assert strip(parallel) == strip(serial)
+    # the projections are checked on a thread of the parent while the workers re-grade
+    assert parallel["projections"] == serial["projections"] and parallel["projections"] is not None
+    board = project / "LEADERBOARD.md"
+    board.write_text(board.read_text() + "an edit\n")
+    code, edited = verify_json(project, "--jobs", "2")
+    assert code == 4
+    assert [f["kind"] for f in edited["failures"]] == ["leaderboard-different"]
+    assert strip(edited) == strip(serial)
 
 
 def test_replay_needs_verify_and_a_ledger(project, tmp_path):

@@ -13,11 +13,11 @@ from typing import Annotated, NoReturn
 import typer
 
 from cbledger.cli.exits import USAGE
+from cbledger.cli.table import RESULTS_ENV
 from cbledger.workspace import LEDGER, Workspace
 
 LEDGER_ENV = "CBLEDGER_LEDGER"
 ROOT_ENV = "CBLEDGER_ROOT"
-RESULTS_ENV = "CBLEDGER_RESULTS"
 
 #: `cbledger --results DIR`, as the root command parsed it for the command it runs
 _chosen_results: Path | None = None

@@ -6,6 +6,8 @@ or `cbledger --help` would otherwise pay for nothing. So the root group knows ea
 by its name, the module that defines it and the one line `--help` lists; the module is imported
 when a command of it is resolved, and only that module.
 
+The table itself is plain data in cli/table.py, which the console entry point reads too.
+
 A command module keeps its ordinary shape: a `register(app)` that adds its commands and groups to
 a Typer app. Help everywhere is click's plain layout: typer's rich panels cost an import of rich
 per `--help` and print boolean flags as `--json <bool>`.
@@ -14,7 +16,6 @@ per `--help` and print boolean flags as `--json <bool>`.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
 from typing import Any
 
 import typer
@@ -22,18 +23,9 @@ import typer.main
 from typer import _click
 from typer.core import TyperGroup
 
+from cbledger.cli.table import Commands
 
-@dataclass(frozen=True)
-class Commands:
-    """One command module: its import path and, for each top-level name it registers, the line the
-    root's `--help` lists (the command's own `--help` keeps its full text)."""
-
-    module: str
-    names: dict[str, str] = field(default_factory=dict)
-
-    def __init__(self, module: str, **names: str) -> None:
-        object.__setattr__(self, "module", module)
-        object.__setattr__(self, "names", {name.rstrip("_").replace("_", "-"): text for name, text in names.items()})
+__all__ = ["Commands", "LazyGroup", "lazy_group", "module_commands", "plain"]
 
 
 def plain(command: _click.Command) -> _click.Command:
