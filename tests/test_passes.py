@@ -70,6 +70,27 @@ def test_validate_reports_a_bad_allowance_file(tmp_path):
     assert result.exit_code != 0 and "tasks/passes.json" in result.output and "no such task" in result.output
 
 
+def test_the_dry_run_shows_the_passes_each_attempt_may_take(tmp_path):
+    import shutil
+
+    root = tmp_path / "project"
+    for name in ("tasks", "fixtures", "suites"):
+        shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("tree"))
+    (root / "tasks" / "passes.json").write_text(json.dumps({"format": passes.FORMAT, "tasks": {"led-resistor-swap": 2}}))
+    args = ["run", "led-resistor-swap", "mcu-rename-i2c-nets", "--agent", "gold", "--repeats", "1", "--dry-run", "--root", root]
+    text = run_cli([*args, "--passes", "3"])
+    assert text.exit_code == 0, text.output
+    assert "led-resistor-swap  tier medium  repeat 1/1  up to 2 passes" in text.stdout  # capped by the task
+    assert "mcu-rename-i2c-nets  tier simple  repeat 1/1\n" in text.stdout  # allowed one
+    as_json = json.loads(run_cli([*args, "--passes", "3", "--json"]).stdout)
+    assert {r["task"]: r["passesAllowed"] for r in as_json["runs"]} == {"led-resistor-swap": 2, "mcu-rename-i2c-nets": 1}
+    unasked = json.loads(run_cli([*args, "--json"]).stdout)
+    assert {r["passesAllowed"] for r in unasked["runs"]} == {1}  # one pass unless asked
+    (root / "tasks" / "passes.json").write_text("{")
+    bad = run_cli([*args, "--passes", "2"])
+    assert bad.exit_code == 2 and "passes.json" in bad.output and not (root / "results").exists()
+
+
 def test_the_bundled_allowance_is_outside_the_suite_definitions():
     """Granting a pass must not change a grade's definitions: the file is not under tasks/<id>/."""
     from cbledger.tasks.catalog import Catalog

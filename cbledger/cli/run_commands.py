@@ -33,7 +33,7 @@ from cbledger.reproduce import site_evidence
 from cbledger.runner import ledger_view, pricing, trial
 from cbledger.runner.plan import check_jobs, make_plan
 from cbledger.runner.rescore import rescore as rescore_runs
-from cbledger.runner.suite_run import run_plan
+from cbledger.runner.suite_run import passes_allowed, run_plan
 from cbledger.tasks import definitions, suite_archive
 from cbledger.tasks.catalog import Catalog
 from cbledger.tasks.definitions import DirectorySource, GitSource, Source
@@ -107,16 +107,21 @@ def run(
     )
     if dry_run:
         where_to_run = f"jobs {jobs}" if executor == "local" else f"executor {executor} at {scheduler}"
+        # the passes each attempt may take, as the run would grant them (a bad allowance file fails here too)
+        allowed = passes_allowed(Catalog(where.root), plan, passes)
         if as_json:
             typer.echo(json.dumps({
                 "agent": plan.agent, "model": plan.model_id, "tasks": len(plan.tasks), "executor": executor,
                 "jobs": jobs, "runs": [{"task": r.task.id, "tier": r.task.manifest.tier, "repeat": r.repeat,
-                                        "repeatsPlanned": r.repeats_planned} for r in plan.runs],
+                                        "repeatsPlanned": r.repeats_planned, "passesAllowed": allowed.get(r.task.id, 1)}
+                                       for r in plan.runs],
             }, sort_keys=True))
             return
         typer.echo(f"plan: agent {plan.agent}, model {plan.model_id}, {len(plan.tasks)} task(s), {len(plan.runs)} run(s), {where_to_run}")
         for r in plan.runs:
-            typer.echo(f"  {r.task.id}  tier {r.task.manifest.tier}  repeat {r.repeat}/{r.repeats_planned}")
+            up_to = allowed.get(r.task.id, 1)
+            typer.echo(f"  {r.task.id}  tier {r.task.manifest.tier}  repeat {r.repeat}/{r.repeats_planned}"
+                       + (f"  up to {up_to} passes" if up_to > 1 else ""))
         return
     sandboxes = sandbox_root or Path(tempfile.mkdtemp(prefix="cbledger-sandboxes-"))
     progress = SuiteProgress(len(plan.runs))
