@@ -17,6 +17,7 @@ ledger or to `results/`: the new run lives in a scratch directory that is remove
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import shutil
 import tempfile
@@ -29,7 +30,7 @@ from msgspec import UNSET
 
 from cbledger.credentials import printable
 from cbledger.errors import UserError
-from cbledger.ledger.events import Actor, GradeRecorded, RunRecorded
+from cbledger.ledger.events import Actor, GradeRecorded, RunRecorded, SessionSource
 from cbledger.projections.fold import semver_key
 from cbledger.runner import cassette as cassette_mod
 from cbledger.runner import isolation, ledger_view, normalise, preserve
@@ -69,6 +70,12 @@ class RerunResult:
     flagged: list[str] = field(default_factory=list)
     original: tuple[str, str | None] = ("", None)  # (verdict, exit path)
     rerun: tuple[str, str | None] = ("", None)
+    #: what the recording proxy saw pass at this re-execution (what `--attach` keeps)
+    recorded: cassette_mod.Cassette | None = None
+    #: the session script served, for a run re-executed from its kept session
+    session: SessionSource | None = None
+    #: the copperhead build that re-executed the run (version, commit)
+    build: tuple[str | None, str | None] = (None, None)
 
     @property
     def outcome_changed(self) -> bool:
@@ -134,15 +141,18 @@ def _rerun(
 ) -> RerunResult:
     run_id = run.run_id
     catalog = Catalog(workspace.root)
-    if run.cassette is UNSET:
+    ref = view.cassette(run)
+    source: SessionSource | None = None
+    if ref is None:
         if not (from_session and run.run_mode == "scripted"):
             why = f" ({run.runner_note})" if run.runner_note and "not recorded" in run.runner_note else ""
             hint = "; a scripted run can be served its session script instead (--from-session)" if run.run_mode == "scripted" else ""
             raise UserError(f"run {run_id} has no cassette: its model exchanges were not recorded{why}, so it cannot be re-executed{hint}")
-        catalog, recorded = session_cassette(workspace, view, run, scratch / "definitions")
+        catalog, recorded, source = session_cassette(workspace, view, run, scratch / "definitions")
     else:
-        ref = run.cassette
         recorded = cassette_mod.load(workspace.stored(ref.path) or workspace.root / ref.path, expect=ref.blake3)
+        if run.cassette is UNSET:  # attached later: the run's own suite version's definitions, as from its session
+            catalog = _kept(workspace, view, run, run.comparability.suite_version, scratch / "definitions")
     if recorded.route != "openai-compat" or recording_route(run.model.id) != "openai-compat":
         raise UserError(f"run {run_id} was recorded on the {recorded.route} route; rerun serves the compat route only so far")
     task = catalog.task(run.task.id)
@@ -157,8 +167,10 @@ def _rerun(
     if strict:
         same_build(cli, run)
     original = recorded_grade(view, run)
-    output, served, workdir = _execute(workspace, run, recorded, catalog, cli, strict, unsandboxed, scratch)
-    return compare(run, original, recorded, output, served, fixture, workspace, strict, workdir)
+    output, served, workdir, kept = _execute(workspace, run, recorded, catalog, cli, strict, unsandboxed, scratch)
+    result = compare(run, original, recorded, output, served, fixture, workspace, strict, workdir)
+    result.recorded, result.session, result.build = kept, source, (cli.version(), cli.commit())
+    return result
 
 
 SCRIPTED_PREFIX = "compat:scripted-"
@@ -166,29 +178,38 @@ SCRIPTED_PREFIX = "compat:scripted-"
 
 def session_cassette(
     workspace: Workspace, view: ledger_view.LedgerView, run: RunRecorded, into: Path,
-) -> tuple[Catalog, cassette_mod.Cassette]:
+) -> tuple[Catalog, cassette_mod.Cassette, SessionSource]:
     """The session a scripted run was served, written down as a cassette (its requests were not
     recorded, so they are not compared), from the definitions its suite version kept — the task's
     own `sessions/<name>.json` — else from the project's `sessions/<name>.json`, else from the
     first later suite version that kept one (a session added to a task without a bump); and the
     kept catalog of the run's own suite version, whose task and fixture the rerun then uses.
     Whichever is served, the rerun's comparison of end state and transcript is what shows it was
-    the one the run had."""
+    the one the run had. The third value says which script it was, and its SHA-256."""
     if not run.model.id.startswith(SCRIPTED_PREFIX):
         raise UserError(f"run {run.run_id}: model {run.model.id} does not name the session it was served")
     name = run.model.id[len(SCRIPTED_PREFIX):]
     version = run.comparability.suite_version
     own = _kept(workspace, view, run, version, into / version)
-    candidates = [own.tasks_dir / run.task.id / "sessions" / f"{name}.json", workspace.root / "sessions" / f"{name}.json"]
+    in_task = f"tasks/{run.task.id}/sessions/{name}.json"
+    candidates: list[tuple[Path, str, str | None]] = [
+        (own.tasks_dir / run.task.id / "sessions" / f"{name}.json", in_task, version),
+        (workspace.root / "sessions" / f"{name}.json", f"sessions/{name}.json", None),
+    ]
     later = sorted((v for v in view.archives if semver_key(v) > semver_key(version)), key=semver_key)
-    for path in candidates:
+    for path, rel, kept_in in candidates:
         if path.is_file():
-            return own, cassette_mod.from_session(script.load(path), run.model.id)
+            return own, cassette_mod.from_session(script.load(path), run.model.id), _source(path, rel, kept_in)
     for v in later:
         path = _kept(workspace, view, run, v, into / v).tasks_dir / run.task.id / "sessions" / f"{name}.json"
         if path.is_file():
-            return own, cassette_mod.from_session(script.load(path), run.model.id)
+            return own, cassette_mod.from_session(script.load(path), run.model.id), _source(path, in_task, v)
     raise UserError(f"run {run.run_id}: no kept session script {name!r} for task {run.task.id}")
+
+
+def _source(path: Path, rel: str, suite_version: str | None) -> SessionSource:
+    return SessionSource(path=rel, suite_version=suite_version if suite_version is not None else UNSET,
+                         sha256=hashlib.sha256(path.read_bytes()).hexdigest())
 
 
 def _kept(workspace: Workspace, view: ledger_view.LedgerView, run: RunRecorded, version: str, into: Path) -> Catalog:
@@ -215,7 +236,7 @@ def same_build(cli: CopperheadCli, run: RunRecorded) -> None:
 def _execute(
     workspace: Workspace, run: RunRecorded, recorded: cassette_mod.Cassette, catalog: Catalog, cli: CopperheadCli,
     strict: bool, unsandboxed: bool, scratch: Path,
-) -> tuple[RunOutput, tuple[Served, ...], str]:
+) -> tuple[RunOutput, tuple[Served, ...], str, cassette_mod.Cassette | None]:
     sandboxes = scratch / "sandboxes"
     hidden = tuple(p for p in (workspace.root, workspace.ledger_file and workspace.ledger_file.parent) if p)
     confinement = isolation.confinement(unsandboxed, (*hidden, sandboxes))
@@ -233,7 +254,9 @@ def _execute(
         task = catalog.task(run.task.id)
         output = execute(settings, PlannedRun(task, run.model.id, run.repeat, run.repeats_planned))
     result = agent.result
-    return output, (result.served if result is not None else ()), str(agent.sandbox or "")
+    if result is None:
+        return output, (), str(agent.sandbox or ""), None
+    return output, result.served, str(agent.sandbox or ""), result.cassette
 
 
 # ------------------------------------------------------------------------------------ comparing
@@ -306,7 +329,7 @@ def tree_differences(
 ) -> list[str]:
     """The end state (the capture), the diff (the agent's HEAD) and the transcript, file by file
     after normalisation."""
-    bundle = workspace.root / run.sandbox.store
+    bundle = workspace.stored(run.sandbox.store) or workspace.root / run.sandbox.store
     with contextlib.ExitStack() as stack:
         a = preserve.restore(bundle, run.sandbox, fixture)
         stack.callback(shutil.rmtree, a.path, True)
@@ -408,11 +431,11 @@ def rerun_many(workspace: Workspace, run_ids: list[str], **options: Any) -> list
 
 
 def runs_with_cassettes(view: ledger_view.LedgerView, from_session: bool = False) -> list[str]:
-    """The runs a re-execution covers: those with a cassette and, with `from_session`, the
-    scripted runs recorded before cassettes (served their kept session script)."""
+    """The runs a re-execution covers: those with a cassette (their own or one attached later)
+    and, with `from_session`, the scripted runs with neither (served their kept session script)."""
     return [
         r.run_id for r in view.runs.values()
-        if (r.cassette is not UNSET or (from_session and r.run_mode == "scripted")) and r.run_id not in view.retracted
+        if (view.cassette(r) is not None or (from_session and r.run_mode == "scripted")) and r.run_id not in view.retracted
     ]
 
 
