@@ -89,12 +89,13 @@ def attach(
     if refused:
         raise UserError("nothing attached: " + "; ".join(refused))
     out = AttachOutcome()
-    for run_id in dict.fromkeys(run_ids):
-        result = rerun_mod.rerun(workspace, run_id, copperhead_cli=copperhead_cli, strict=True, unsandboxed=unsandboxed,
-                                 view=view, from_session=True)
-        out.results.append(result)
-        if on_done is not None:
-            on_done(result)
+    with rerun_mod.kept_suites(workspace, view) as kept:
+        for run_id in dict.fromkeys(run_ids):
+            result = rerun_mod.rerun(workspace, run_id, copperhead_cli=copperhead_cli, strict=True,
+                                     unsandboxed=unsandboxed, view=view, from_session=True, kept=kept)
+            out.results.append(result)
+            if on_done is not None:
+                on_done(result)
     if any(r.status != "identical" or r.recorded is None or r.session is None for r in out.results):
         return out
     out.attached = _keep(workspace, out.results)

@@ -21,6 +21,7 @@ import hashlib
 import json
 import shutil
 import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -117,27 +118,69 @@ def recorded_grade(view: ledger_view.LedgerView, run: RunRecorded) -> GradeRecor
     raise UserError(f"run {run.run_id} has no grade to compare with")
 
 
+class KeptSuites:
+    """Suite versions' kept definitions, each laid out once under `root` and checked against the
+    ledger, for every rerun of a batch (laying one out is about half a second and hundreds of
+    files; a batch of reruns from kept sessions would pay it per run, twice for a later script)."""
+
+    def __init__(self, workspace: Workspace, view: ledger_view.LedgerView, root: Path):
+        self.workspace, self.view, self.root = workspace, view, root
+        self._opened: dict[str, Catalog | str] = {}
+
+    def catalog(self, run: RunRecorded, version: str) -> Catalog:
+        if version not in self._opened:
+            self._opened[version] = self._open(version)
+        found = self._opened[version]
+        if isinstance(found, str):
+            raise UserError(f"run {run.run_id}: {found}")
+        return found
+
+    def _open(self, version: str) -> Catalog | str:
+        archived = self.view.archives.get(version)
+        if archived is None:
+            return f"suite {version} has no kept definitions, so the session it was served is not known"
+        opened = open_kept(self.workspace, archived, self.view.bumps.get(version), self.root / version)
+        if opened.catalog is None or opened.problems:
+            return f"suite {version}'s kept definitions do not verify ({len(opened.problems)} problem(s))"
+        return opened.catalog
+
+
+@contextlib.contextmanager
+def kept_suites(workspace: Workspace, view: ledger_view.LedgerView) -> Iterator[KeptSuites]:
+    root = Path(tempfile.mkdtemp(prefix="cbledger-rerun-suites-"))
+    try:
+        yield KeptSuites(workspace, view, root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def rerun(
     workspace: Workspace, run_id: str, *, copperhead_cli: str | None = None, strict: bool | None = None,
     unsandboxed: bool = False, view: ledger_view.LedgerView | None = None, from_session: bool = False,
+    kept: KeptSuites | None = None,
 ) -> RerunResult:
     """Re-executes `run_id`. Strict unless another harness build is given (`copperhead_cli`).
     With `from_session`, a scripted run recorded before cassettes is served the session script
-    it was served, as its suite version's kept definitions hold it."""
+    it was served, as its suite version's kept definitions hold it. `kept`: the batch's laid-out
+    definitions (`view` must be the one they were opened with)."""
     view = view or ledger_view.read(workspace.ledger)
     run = view.runs.get(run_id)
     if run is None:
         raise UserError(f"no run {run_id} in {workspace.ledger}")
+    if kept is None:
+        with kept_suites(workspace, view) as own:
+            return rerun(workspace, run_id, copperhead_cli=copperhead_cli, strict=strict, unsandboxed=unsandboxed,
+                         view=view, from_session=from_session, kept=own)
     scratch = Path(tempfile.mkdtemp(prefix="cbledger-rerun-"))
     try:
-        return _rerun(workspace, view, run, copperhead_cli, strict, unsandboxed, from_session, scratch)
+        return _rerun(workspace, view, run, copperhead_cli, strict, unsandboxed, from_session, scratch, kept)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _rerun(
     workspace: Workspace, view: ledger_view.LedgerView, run: RunRecorded, copperhead_cli: str | None,
-    strict: bool | None, unsandboxed: bool, from_session: bool, scratch: Path,
+    strict: bool | None, unsandboxed: bool, from_session: bool, scratch: Path, kept: KeptSuites,
 ) -> RerunResult:
     run_id = run.run_id
     catalog = Catalog(workspace.root)
@@ -148,11 +191,11 @@ def _rerun(
             why = f" ({run.runner_note})" if run.runner_note and "not recorded" in run.runner_note else ""
             hint = "; a scripted run can be served its session script instead (--from-session)" if run.run_mode == "scripted" else ""
             raise UserError(f"run {run_id} has no cassette: its model exchanges were not recorded{why}, so it cannot be re-executed{hint}")
-        catalog, recorded, source = session_cassette(workspace, view, run, scratch / "definitions")
+        catalog, recorded, source = session_cassette(workspace, view, run, kept)
     else:
         recorded = cassette_mod.load(workspace.stored(ref.path) or workspace.root / ref.path, expect=ref.blake3)
         if run.cassette is UNSET:  # attached later: the run's own suite version's definitions, as from its session
-            catalog = _kept(workspace, view, run, run.comparability.suite_version, scratch / "definitions")
+            catalog = kept.catalog(run, run.comparability.suite_version)
     if recorded.route != "openai-compat" or recording_route(run.model.id) != "openai-compat":
         raise UserError(f"run {run_id} was recorded on the {recorded.route} route; rerun serves the compat route only so far")
     task = catalog.task(run.task.id)
@@ -167,9 +210,9 @@ def _rerun(
     if strict:
         same_build(cli, run)
     original = recorded_grade(view, run)
-    output, served, workdir, kept = _execute(workspace, run, recorded, catalog, cli, strict, unsandboxed, scratch)
+    output, served, workdir, tape = _execute(workspace, run, recorded, catalog, cli, strict, unsandboxed, scratch)
     result = compare(run, original, recorded, output, served, fixture, workspace, strict, workdir)
-    result.recorded, result.session, result.build = kept, source, (cli.version(), cli.commit())
+    result.recorded, result.session, result.build = tape, source, (cli.version(), cli.commit())
     return result
 
 
@@ -177,7 +220,7 @@ SCRIPTED_PREFIX = "compat:scripted-"
 
 
 def session_cassette(
-    workspace: Workspace, view: ledger_view.LedgerView, run: RunRecorded, into: Path,
+    workspace: Workspace, view: ledger_view.LedgerView, run: RunRecorded, kept: KeptSuites,
 ) -> tuple[Catalog, cassette_mod.Cassette, SessionSource]:
     """The session a scripted run was served, written down as a cassette (its requests were not
     recorded, so they are not compared), from the definitions its suite version kept — the task's
@@ -190,7 +233,7 @@ def session_cassette(
         raise UserError(f"run {run.run_id}: model {run.model.id} does not name the session it was served")
     name = run.model.id[len(SCRIPTED_PREFIX):]
     version = run.comparability.suite_version
-    own = _kept(workspace, view, run, version, into / version)
+    own = kept.catalog(run, version)
     in_task = f"tasks/{run.task.id}/sessions/{name}.json"
     candidates: list[tuple[Path, str, str | None]] = [
         (own.tasks_dir / run.task.id / "sessions" / f"{name}.json", in_task, version),
@@ -201,7 +244,7 @@ def session_cassette(
         if path.is_file():
             return own, cassette_mod.from_session(script.load(path), run.model.id), _source(path, rel, kept_in)
     for v in later:
-        path = _kept(workspace, view, run, v, into / v).tasks_dir / run.task.id / "sessions" / f"{name}.json"
+        path = kept.catalog(run, v).tasks_dir / run.task.id / "sessions" / f"{name}.json"
         if path.is_file():
             return own, cassette_mod.from_session(script.load(path), run.model.id), _source(path, in_task, v)
     raise UserError(f"run {run.run_id}: no kept session script {name!r} for task {run.task.id}")
@@ -210,16 +253,6 @@ def session_cassette(
 def _source(path: Path, rel: str, suite_version: str | None) -> SessionSource:
     return SessionSource(path=rel, suite_version=suite_version if suite_version is not None else UNSET,
                          sha256=hashlib.sha256(path.read_bytes()).hexdigest())
-
-
-def _kept(workspace: Workspace, view: ledger_view.LedgerView, run: RunRecorded, version: str, into: Path) -> Catalog:
-    archived = view.archives.get(version)
-    if archived is None:
-        raise UserError(f"run {run.run_id}: suite {version} has no kept definitions, so the session it was served is not known")
-    opened = open_kept(workspace, archived, view.bumps.get(version), into)
-    if opened.catalog is None or opened.problems:
-        raise UserError(f"run {run.run_id}: suite {version}'s kept definitions do not verify ({len(opened.problems)} problem(s))")
-    return opened.catalog
 
 
 def same_build(cli: CopperheadCli, run: RunRecorded) -> None:
@@ -427,7 +460,8 @@ def normalised_content(path: str, data: bytes, workdirs: tuple[str, ...], commit
 
 def rerun_many(workspace: Workspace, run_ids: list[str], **options: Any) -> list[RerunResult]:
     view = ledger_view.read(workspace.ledger)
-    return [rerun(workspace, r, view=view, **options) for r in run_ids]
+    with kept_suites(workspace, view) as kept:
+        return [rerun(workspace, r, view=view, kept=kept, **options) for r in run_ids]
 
 
 def runs_with_cassettes(view: ledger_view.LedgerView, from_session: bool = False) -> list[str]:
@@ -445,19 +479,25 @@ RERUN_FAILED_EXIT = 8
 
 def rerun_all(
     workspace: Workspace, only: tuple[str, ...] = (), unsandboxed: bool = False, from_session: bool = True,
+    on_done: Callable[[int, int, str, RerunResult | str], None] | None = None,
 ) -> list[tuple[str, RerunResult | str]]:
     """Every run with a cassette, and every scripted run from its kept session (or those of
     `only`), re-executed strictly; a run that cannot be (its harness build is not here, its task
-    changed, its session was not kept) is reported with why, never skipped."""
+    changed, its session was not kept) is reported with why, never skipped. `on_done(k, n, run,
+    result)` after each: a rerun takes seconds, the set minutes."""
     view = ledger_view.read(workspace.ledger)
+    chosen = [r for r in runs_with_cassettes(view, from_session) if not only or r in only]
     out: list[tuple[str, RerunResult | str]] = []
-    for run_id in runs_with_cassettes(view, from_session):
-        if only and run_id not in only:
-            continue
-        try:
-            out.append((run_id, rerun(workspace, run_id, strict=True, unsandboxed=unsandboxed, view=view,
-                                      from_session=from_session)))
-        except UserError as exc:
-            out.append((run_id, str(exc)))
+    with kept_suites(workspace, view) as kept:
+        for run_id in chosen:
+            result: RerunResult | str
+            try:
+                result = rerun(workspace, run_id, strict=True, unsandboxed=unsandboxed, view=view,
+                               from_session=from_session, kept=kept)
+            except UserError as exc:
+                result = str(exc)
+            out.append((run_id, result))
+            if on_done is not None:
+                on_done(len(out), len(chosen), run_id, result)
     return out
 
