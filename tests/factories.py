@@ -33,6 +33,9 @@ from cbledger.ledger.events import (
     Ablations,
     Actor,
     AssertionOutcome,
+    CassetteAttached,
+    CassetteAttachedEvent,
+    CassetteRef,
     CheckpointPublished,
     CheckpointPublishedEvent,
     Comparability,
@@ -64,6 +67,7 @@ from cbledger.ledger.events import (
     RunRetractedEvent,
     RunStats,
     SandboxRef,
+    SessionSource,
     SetupSkip,
     SuiteBumped,
     SuiteBumpedEvent,
@@ -333,6 +337,23 @@ def review_recorded(n: int = 1, *, id: str | None = None) -> ReviewRecordedEvent
         at=at(n) + dt.timedelta(hours=3),
         actor=Actor(kind="reviewer", name="reviewer"),
         body=ReviewRecorded(run_id=run_id(n), narrative="stopped at the ERC gate: a pin left unconnected", author="R. Viewer"),
+    )
+
+
+def cassette_attached(n: int = 1, *, id: str | None = None, tape: str = "a") -> CassetteAttachedEvent:
+    """A cassette attached to run `n` after a re-execution; `tape` varies the cassette's digest."""
+    digest = h64("cassette", n, tape)
+    return CassetteAttachedEvent(
+        id=id or f"cassette.attached:{run_id(n)}",
+        at=at(n) + dt.timedelta(days=2),
+        actor=RUNNER,
+        body=CassetteAttached(
+            run_id=run_id(n),
+            cassette=CassetteRef(path=f"results/cassettes/{digest}.json", blake3=digest, bytes=4096, exchanges=7),
+            session=SessionSource(path="tasks/fix-net-1/sessions/solve.json", suite_version="1.1.0", sha256=h64("session", n)),
+            copperhead_version="0.9.0",
+            copperhead_commit="a2471b374ac1904e1a8dfc9f1b4fa6a2ef87acd8",
+        ),
     )
 
 

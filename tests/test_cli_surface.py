@@ -212,7 +212,7 @@ def _log_seqs(*args: str) -> list[int]:
 
 def test_log_filters_by_task_model_run_and_verdict() -> None:
     events, runs = _committed_runs()
-    run_types = {"run.recorded", "grade.recorded", "run.retracted", "rubric.scored"}
+    run_types = {"run.recorded", "grade.recorded", "run.retracted", "rubric.scored", "cassette.attached"}
     task, model = next(iter(runs.values()))
     about = [s for s in events if event_type(s.event) in run_types]
     expected = [s.seq for s in about if runs[s.event.body.run_id] == (task, model)]

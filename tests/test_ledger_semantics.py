@@ -14,6 +14,7 @@ from cbledger.errors import UserError
 from cbledger.ledger import semantics
 from cbledger.ledger.store import LedgerStore
 from tests.factories import (
+    cassette_attached,
     draft_json,
     grade_recorded,
     new_ledger,
@@ -40,7 +41,8 @@ def append(ledger: Path, *events) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize(
-    "build", [run_retracted, grade_recorded, rubric_scored, review_recorded], ids=["retraction", "grade", "rubric", "review"],
+    "build", [run_retracted, grade_recorded, rubric_scored, review_recorded, cassette_attached],
+    ids=["retraction", "grade", "rubric", "review", "cassette"],
 )
 def test_an_event_naming_a_run_that_was_never_recorded_is_refused(ledger, build):
     before = ledger.read_bytes()
@@ -50,7 +52,9 @@ def test_an_event_naming_a_run_that_was_never_recorded_is_refused(ledger, build)
     assert "nothing appended" in err and ledger.read_bytes() == before
 
 
-@pytest.mark.parametrize("build", [run_retracted, rubric_scored, review_recorded], ids=["retraction", "rubric", "review"])
+@pytest.mark.parametrize(
+    "build", [run_retracted, rubric_scored, review_recorded, cassette_attached], ids=["retraction", "rubric", "review", "cassette"],
+)
 def test_an_event_naming_a_recorded_run_is_appended(ledger, build):
     code, err = append(ledger, build(1))
     assert code == 0, err

@@ -48,6 +48,15 @@ def _with_cassette(monkeypatch, change):
     monkeypatch.setattr(rerun_mod.cassette_mod, "load", altered)
 
 
+def edited_request(tape, k: int):
+    """`tape` with the first message of its (k+1)-th request changed: one the harness never sent."""
+    calls = list(tape.exchanges)
+    request = json.loads(json.dumps(calls[k].request))
+    request["messages"][0]["content"] += " (a prompt this harness never sent)"
+    calls[k] = msgspec.structs.replace(calls[k], request=request)
+    return msgspec.structs.replace(tape, exchanges=calls)
+
+
 def test_a_recorded_run_carries_its_cassette_and_reruns_identically(recorded, copperhead_cli):
     project, run = recorded
     ref = run.cassette
@@ -81,15 +90,7 @@ def test_replay_verify_rerun_re_executes_every_run_with_a_cassette(recorded, cop
 
 def test_a_request_that_differs_from_the_recorded_one_is_named_and_the_rerun_diverges(recorded, copperhead_cli, monkeypatch):
     project, run = recorded
-
-    def edit_third_request(tape):
-        calls = list(tape.exchanges)
-        request = json.loads(json.dumps(calls[2].request))
-        request["messages"][0]["content"] += " (a prompt this harness never sent)"
-        calls[2] = msgspec.structs.replace(calls[2], request=request)
-        return msgspec.structs.replace(tape, exchanges=calls)
-
-    _with_cassette(monkeypatch, edit_third_request)
+    _with_cassette(monkeypatch, lambda tape: edited_request(tape, 2))
     result = rerun_mod.rerun(Workspace.at(project.root), run.run_id, copperhead_cli=str(copperhead_cli), strict=True)
     assert result.status == "diverged" and result.exit_code == 1
     assert result.first_request == "request 3 at $.messages[0].content"

@@ -78,7 +78,7 @@ def append(
         typer.echo(f"seq {r.seq}  {r.hash}  {r.type}  {printable(r.id)}{note}")
 
 
-RUN_EVENTS = {"run.recorded", "grade.recorded", "run.retracted", "rubric.scored"}
+RUN_EVENTS = {"run.recorded", "grade.recorded", "run.retracted", "rubric.scored", "cassette.attached"}
 
 
 def log(

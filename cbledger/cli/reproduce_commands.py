@@ -104,7 +104,14 @@ def replay(
         )
     finally:
         progress.close()
-    reruns = rerun_mod.rerun_all(workspace(ledger, root), tuple(run or ())) if rerun and report.exit_code == 0 else []
+    quiet = as_json and not sys.stderr.isatty()
+
+    def rerun_step(k: int, n: int, run_id: str, x: rerun_mod.RerunResult | str) -> None:
+        if not quiet:
+            typer.echo(f"[rerun {k}/{n}] {run_id} {x.status if isinstance(x, rerun_mod.RerunResult) else 'not re-executed'}", err=True)
+
+    reruns = (rerun_mod.rerun_all(workspace(ledger, root), tuple(run or ()), on_done=rerun_step)
+              if rerun and report.exit_code == 0 else [])
     failed = [r for r in reruns if not isinstance(r[1], rerun_mod.RerunResult) or r[1].status != "identical"]
     if as_json:
         out = report.to_dict()

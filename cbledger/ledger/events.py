@@ -422,6 +422,36 @@ class RunRetracted(Body, frozen=True, kw_only=True):
     reason: NonEmpty
 
 
+# --------------------------------------------------------------------------- cassette.attached
+
+
+class SessionSource(Body, frozen=True, kw_only=True):
+    """The session script a scripted run was served, as the rerun found it: `path` within the
+    definitions (`tasks/<id>/sessions/<name>.json`, or the project's `sessions/<name>.json`), the
+    suite version whose kept definitions held it (absent: the project's working tree), and its
+    SHA-256, the address the kept definitions list it under."""
+
+    path: NonEmpty
+    suite_version: SemVer | UnsetType = UNSET
+    sha256: Hex64
+
+
+class CassetteAttached(Body, frozen=True, kw_only=True):
+    """A cassette for a run recorded before cassettes existed (`run.recorded` is immutable, so it
+    cannot gain the field). It was recorded at a re-execution, not at the run: the recording proxy
+    stood in front of the session script the run was served (`session`), the same copperhead
+    build (`copperheadVersion`, `copperheadCommit`) ran the run again, and the re-execution
+    reproduced the run's end state, diff, transcript and grade. So it pins the requests that
+    build sends given those answers; it does not prove the original run sent them."""
+
+    run_id: RunId
+    cassette: CassetteRef
+    origin: Literal["session-rerun"] = "session-rerun"
+    session: SessionSource
+    copperhead_version: NonEmpty
+    copperhead_commit: NonEmpty | None = None
+
+
 # --------------------------------------------------------------------------- rubric.scored
 
 
@@ -626,6 +656,10 @@ class ReviewRecordedEvent(EventBase, tag="review.recorded", frozen=True, kw_only
     body: ReviewRecorded
 
 
+class CassetteAttachedEvent(EventBase, tag="cassette.attached", frozen=True, kw_only=True):
+    body: CassetteAttached
+
+
 class EvidenceImportedEvent(EventBase, tag="evidence.imported", frozen=True, kw_only=True):
     body: EvidenceImported
 
@@ -642,6 +676,7 @@ Event = (
     | RunRecordedEvent
     | GradeRecordedEvent
     | RunRetractedEvent
+    | CassetteAttachedEvent
     | RubricScoredEvent
     | EvidenceImportedEvent
     | ReviewRecordedEvent

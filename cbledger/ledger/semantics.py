@@ -1,7 +1,7 @@
 """What an event says about the rest of the log, checked before a person's batch is appended.
 
 The store validates each event on its own (schema, credentials, idempotency); these rules read
-the log: a retraction, a grade, a rubric score or a review must name a run that was recorded (earlier in
+the log: a retraction, a grade, a rubric score, a review or an attached cassette must name a run that was recorded (earlier in
 the ledger, or earlier in the same batch), and no event may be stamped later than the clock
 allows. They live here, beside the store and above the recorder, because they need nothing but
 the log; `cbledger append` runs them (the path by which events written by hand arrive), while
@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from cbledger.errors import UserError
 from cbledger.ledger.events import (
+    CassetteAttachedEvent,
     EventBase,
     GradeRecordedEvent,
     ReviewRecordedEvent,
@@ -29,7 +30,7 @@ from cbledger.ledger.store import LedgerStore
 #: events that in truth came first
 MAX_CLOCK_SKEW = _dt.timedelta(minutes=5)
 
-_REFERRING = (RunRetractedEvent, GradeRecordedEvent, RubricScoredEvent, ReviewRecordedEvent)
+_REFERRING = (RunRetractedEvent, GradeRecordedEvent, RubricScoredEvent, ReviewRecordedEvent, CassetteAttachedEvent)
 
 
 def _recorded_runs(store: LedgerStore, wanted: set[str]) -> set[str]:

@@ -17,6 +17,9 @@ Rules folded here (and nowhere else):
   published records are kept and marked (`records.retraction_marks`).
 * A feedback pass after the first is kept in `later_passes`, never in `runs`: every headline view
   reads `runs`, so the headline is pass 1 whatever passes followed (`passes_part.py` reads both).
+* `cassette.attached` gives a run recorded before cassettes the one a re-execution recorded; the
+  first for a run counts, and one for an unknown run, a run with its own cassette or a run
+  already given one is ignored and reported. No metric reads it: it is for `replay --verify`.
 * `checkpoint.published` is kept in order; `anchor.py` says which checkpoint a view is built from.
 * A run's record ordinal is fixed when the run is folded (see `paths`).
 """
@@ -31,6 +34,8 @@ import msgspec
 from msgspec import Struct, field
 
 from cbledger.ledger.events import (
+    CassetteAttached,
+    CassetteAttachedEvent,
     CheckpointPublishedEvent,
     EvidenceImported,
     EvidenceImportedEvent,
@@ -110,6 +115,11 @@ class ReviewEntry(Struct, frozen=True, kw_only=True):
     review: ReviewRecorded
 
 
+class AttachmentEntry(Struct, frozen=True, kw_only=True):
+    seq: int
+    body: CassetteAttached
+
+
 class ImportEntry(Struct, frozen=True, kw_only=True):
     seq: int
     at: _dt.datetime
@@ -171,6 +181,8 @@ class LedgerState(Struct, kw_only=True):
     #: run id -> its reviews, in ledger order (report-only: no metric reads them)
     reviews: dict[str, list[ReviewEntry]] = field(default_factory=dict)
     imports: list[ImportEntry] = field(default_factory=list)
+    #: run id -> the cassette attached to it (`cassette.attached`, the first that counts)
+    attachments: dict[str, AttachmentEntry] = field(default_factory=dict)
     #: every `checkpoint.published`, in ledger order
     checkpoints: list[CheckpointEntry] = field(default_factory=list)
     #: "<date>/<model-dir>/<task>" -> the highest ordinal handed out
@@ -197,6 +209,17 @@ def _unpack(item: Any) -> tuple[Any, str | None]:
     if event is not None and hasattr(item, "hash"):
         return event, item.hash
     return item, None
+
+
+def _attachment_problem(st: LedgerState, body: CassetteAttached) -> str | None:
+    entry = st.runs.get(body.run_id)
+    if entry is None:
+        return f"names run {body.run_id}, which no earlier run.recorded records"
+    if entry.run.cassette is not msgspec.UNSET:
+        return f"run {body.run_id} recorded its own cassette at seq {entry.seq}"
+    if body.run_id in st.attachments:
+        return f"run {body.run_id} was given a cassette at seq {st.attachments[body.run_id].seq}"
+    return None
 
 
 class Projector:
@@ -233,6 +256,14 @@ class Projector:
             st.last_at = event.at
             n += 1
         return n
+
+    def _attach(self, seq: int, body: CassetteAttached) -> None:
+        st = self.state
+        problem = _attachment_problem(st, body)
+        if problem is None:
+            st.attachments[body.run_id] = AttachmentEntry(seq=seq, body=body)
+        else:
+            st.anomalies.append(Anomaly(seq=seq, kind="cassette-not-attached", message=f"cassette.attached {problem}; ignored"))
 
     def _fold_one(self, event: Any) -> None:
         st = self.state
@@ -287,6 +318,8 @@ class Projector:
             body = event.body
             if body.run_id not in st.retracted:
                 st.retracted[body.run_id] = Retraction(run_id=body.run_id, seq=seq, reason=body.reason)
+        elif isinstance(event, CassetteAttachedEvent):
+            self._attach(seq, event.body)
         elif isinstance(event, RubricScoredEvent):
             st.rubric.setdefault(event.body.run_id, []).append(RubricEntry(seq=seq, rubric=event.body))
         elif isinstance(event, ReviewRecordedEvent):

@@ -17,9 +17,11 @@ ledger or to `results/`: the new run lives in a scratch directory that is remove
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import shutil
 import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -30,7 +32,7 @@ from msgspec import UNSET
 
 from cbledger.credentials import printable
 from cbledger.errors import UserError
-from cbledger.ledger.events import Actor, GradeRecorded, RunRecorded
+from cbledger.ledger.events import Actor, GradeRecorded, RunRecorded, SessionSource
 from cbledger.projections.fold import semver_key
 from cbledger.runner import cassette as cassette_mod
 from cbledger.runner import isolation, ledger_view, normalise, preserve
@@ -71,6 +73,12 @@ class RerunResult:
     flagged: list[str] = field(default_factory=list)
     original: tuple[str, str | None] = ("", None)  # (verdict, exit path)
     rerun: tuple[str, str | None] = ("", None)
+    #: what the recording proxy saw pass at this re-execution (what `--attach` keeps)
+    recorded: cassette_mod.Cassette | None = None
+    #: the session script served, for a run re-executed from its kept session
+    session: SessionSource | None = None
+    #: the copperhead build that re-executed the run (version, commit)
+    build: tuple[str | None, str | None] = (None, None)
 
     @property
     def outcome_changed(self) -> bool:
@@ -112,39 +120,84 @@ def recorded_grade(view: ledger_view.LedgerView, run: RunRecorded) -> GradeRecor
     raise UserError(f"run {run.run_id} has no grade to compare with")
 
 
+class KeptSuites:
+    """Suite versions' kept definitions, each laid out once under `root` and checked against the
+    ledger, for every rerun of a batch (laying one out is about half a second and hundreds of
+    files; a batch of reruns from kept sessions would pay it per run, twice for a later script)."""
+
+    def __init__(self, workspace: Workspace, view: ledger_view.LedgerView, root: Path):
+        self.workspace, self.view, self.root = workspace, view, root
+        self._opened: dict[str, Catalog | str] = {}
+
+    def catalog(self, run: RunRecorded, version: str) -> Catalog:
+        if version not in self._opened:
+            self._opened[version] = self._open(version)
+        found = self._opened[version]
+        if isinstance(found, str):
+            raise UserError(f"run {run.run_id}: {found}")
+        return found
+
+    def _open(self, version: str) -> Catalog | str:
+        archived = self.view.archives.get(version)
+        if archived is None:
+            return f"suite {version} has no kept definitions, so the session it was served is not known"
+        opened = open_kept(self.workspace, archived, self.view.bumps.get(version), self.root / version)
+        if opened.catalog is None or opened.problems:
+            return f"suite {version}'s kept definitions do not verify ({len(opened.problems)} problem(s))"
+        return opened.catalog
+
+
+@contextlib.contextmanager
+def kept_suites(workspace: Workspace, view: ledger_view.LedgerView) -> Iterator[KeptSuites]:
+    root = Path(tempfile.mkdtemp(prefix="cbledger-rerun-suites-"))
+    try:
+        yield KeptSuites(workspace, view, root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def rerun(
     workspace: Workspace, run_id: str, *, copperhead_cli: str | None = None, strict: bool | None = None,
     unsandboxed: bool = False, view: ledger_view.LedgerView | None = None, from_session: bool = False,
+    kept: KeptSuites | None = None,
 ) -> RerunResult:
     """Re-executes `run_id`. Strict unless another harness build is given (`copperhead_cli`).
     With `from_session`, a scripted run recorded before cassettes is served the session script
-    it was served, as its suite version's kept definitions hold it."""
+    it was served, as its suite version's kept definitions hold it. `kept`: the batch's laid-out
+    definitions (`view` must be the one they were opened with)."""
     view = view or ledger_view.read(workspace.ledger)
     run = view.runs.get(run_id)
     if run is None:
         raise UserError(f"no run {run_id} in {workspace.ledger}")
+    if kept is None:
+        with kept_suites(workspace, view) as own:
+            return rerun(workspace, run_id, copperhead_cli=copperhead_cli, strict=strict, unsandboxed=unsandboxed,
+                         view=view, from_session=from_session, kept=own)
     scratch = Path(tempfile.mkdtemp(prefix="cbledger-rerun-"))
     try:
-        return _rerun(workspace, view, run, copperhead_cli, strict, unsandboxed, from_session, scratch)
+        return _rerun(workspace, view, run, copperhead_cli, strict, unsandboxed, from_session, scratch, kept)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _rerun(
     workspace: Workspace, view: ledger_view.LedgerView, run: RunRecorded, copperhead_cli: str | None,
-    strict: bool | None, unsandboxed: bool, from_session: bool, scratch: Path,
+    strict: bool | None, unsandboxed: bool, from_session: bool, scratch: Path, kept: KeptSuites,
 ) -> RerunResult:
     run_id = run.run_id
     catalog = Catalog(workspace.root)
-    if run.cassette is UNSET:
+    ref = view.cassette(run)
+    source: SessionSource | None = None
+    if ref is None:
         if not (from_session and run.run_mode == "scripted"):
             why = f" ({run.runner_note})" if run.runner_note and "not recorded" in run.runner_note else ""
             hint = "; a scripted run can be served its session script instead (--from-session)" if run.run_mode == "scripted" else ""
             raise UserError(f"run {run_id} has no cassette: its model exchanges were not recorded{why}, so it cannot be re-executed{hint}")
-        catalog, recorded = session_cassette(workspace, view, run, scratch / "definitions")
+        catalog, recorded, source = session_cassette(workspace, view, run, kept)
     else:
-        ref = run.cassette
         recorded = cassette_mod.load(workspace.stored(ref.path) or workspace.root / ref.path, expect=ref.blake3)
+        if run.cassette is UNSET:  # attached later: the run's own suite version's definitions, as from its session
+            catalog = kept.catalog(run, run.comparability.suite_version)
     if recorded.route != "openai-compat" or recording_route(run.model.id) != "openai-compat":
         raise UserError(f"run {run_id} was recorded on the {recorded.route} route; rerun serves the compat route only so far")
     task = catalog.task(run.task.id)
@@ -160,8 +213,10 @@ def _rerun(
         same_build(cli, run)
     original = recorded_grade(view, run)
     earlier = earlier_passes(workspace, view, run)
-    output, served, workdir = _execute(workspace, run, recorded, catalog, cli, strict, unsandboxed, scratch, earlier)
-    return compare(run, original, recorded, output, served, fixture, workspace, strict, workdir)
+    output, served, workdir, tape = _execute(workspace, run, recorded, catalog, cli, strict, unsandboxed, scratch, earlier)
+    result = compare(run, original, recorded, output, served, fixture, workspace, strict, workdir)
+    result.recorded, result.session, result.build = tape, source, (cli.version(), cli.commit())
+    return result
 
 
 def earlier_passes(workspace: Workspace, view: ledger_view.LedgerView, run: RunRecorded) -> list[cassette_mod.Cassette]:
@@ -188,40 +243,39 @@ SCRIPTED_PREFIX = "compat:scripted-"
 
 
 def session_cassette(
-    workspace: Workspace, view: ledger_view.LedgerView, run: RunRecorded, into: Path,
-) -> tuple[Catalog, cassette_mod.Cassette]:
+    workspace: Workspace, view: ledger_view.LedgerView, run: RunRecorded, kept: KeptSuites,
+) -> tuple[Catalog, cassette_mod.Cassette, SessionSource]:
     """The session a scripted run was served, written down as a cassette (its requests were not
     recorded, so they are not compared), from the definitions its suite version kept — the task's
     own `sessions/<name>.json` — else from the project's `sessions/<name>.json`, else from the
     first later suite version that kept one (a session added to a task without a bump); and the
     kept catalog of the run's own suite version, whose task and fixture the rerun then uses.
     Whichever is served, the rerun's comparison of end state and transcript is what shows it was
-    the one the run had."""
+    the one the run had. The third value says which script it was, and its SHA-256."""
     if not run.model.id.startswith(SCRIPTED_PREFIX):
         raise UserError(f"run {run.run_id}: model {run.model.id} does not name the session it was served")
     name = run.model.id[len(SCRIPTED_PREFIX):]
     version = run.comparability.suite_version
-    own = _kept(workspace, view, run, version, into / version)
-    candidates = [own.tasks_dir / run.task.id / "sessions" / f"{name}.json", workspace.root / "sessions" / f"{name}.json"]
+    own = kept.catalog(run, version)
+    in_task = f"tasks/{run.task.id}/sessions/{name}.json"
+    candidates: list[tuple[Path, str, str | None]] = [
+        (own.tasks_dir / run.task.id / "sessions" / f"{name}.json", in_task, version),
+        (workspace.root / "sessions" / f"{name}.json", f"sessions/{name}.json", None),
+    ]
     later = sorted((v for v in view.archives if semver_key(v) > semver_key(version)), key=semver_key)
-    for path in candidates:
+    for path, rel, kept_in in candidates:
         if path.is_file():
-            return own, cassette_mod.from_session(script.load(path), run.model.id)
+            return own, cassette_mod.from_session(script.load(path), run.model.id), _source(path, rel, kept_in)
     for v in later:
-        path = _kept(workspace, view, run, v, into / v).tasks_dir / run.task.id / "sessions" / f"{name}.json"
+        path = kept.catalog(run, v).tasks_dir / run.task.id / "sessions" / f"{name}.json"
         if path.is_file():
-            return own, cassette_mod.from_session(script.load(path), run.model.id)
+            return own, cassette_mod.from_session(script.load(path), run.model.id), _source(path, in_task, v)
     raise UserError(f"run {run.run_id}: no kept session script {name!r} for task {run.task.id}")
 
 
-def _kept(workspace: Workspace, view: ledger_view.LedgerView, run: RunRecorded, version: str, into: Path) -> Catalog:
-    archived = view.archives.get(version)
-    if archived is None:
-        raise UserError(f"run {run.run_id}: suite {version} has no kept definitions, so the session it was served is not known")
-    opened = open_kept(workspace, archived, view.bumps.get(version), into)
-    if opened.catalog is None or opened.problems:
-        raise UserError(f"run {run.run_id}: suite {version}'s kept definitions do not verify ({len(opened.problems)} problem(s))")
-    return opened.catalog
+def _source(path: Path, rel: str, suite_version: str | None) -> SessionSource:
+    return SessionSource(path=rel, suite_version=suite_version if suite_version is not None else UNSET,
+                         sha256=hashlib.sha256(path.read_bytes()).hexdigest())
 
 
 def same_build(cli: CopperheadCli, run: RunRecorded) -> None:
@@ -238,7 +292,7 @@ def same_build(cli: CopperheadCli, run: RunRecorded) -> None:
 def _execute(
     workspace: Workspace, run: RunRecorded, recorded: cassette_mod.Cassette, catalog: Catalog, cli: CopperheadCli,
     strict: bool, unsandboxed: bool, scratch: Path, earlier: list[cassette_mod.Cassette] | None = None,
-) -> tuple[RunOutput, tuple[Served, ...], str]:
+) -> tuple[RunOutput, tuple[Served, ...], str, cassette_mod.Cassette | None]:
     """One run re-executed; a later feedback pass with the passes before it (`earlier`), each
     served its own cassette, and the last one's output compared."""
     earlier = earlier or []
@@ -271,7 +325,9 @@ def _execute(
         else:
             output = execute(settings, planned)
     result = agent.result
-    return output, (result.served if result is not None else ()), str(agent.sandbox or "")
+    if result is None:
+        return output, (), str(agent.sandbox or ""), None
+    return output, result.served, str(agent.sandbox or ""), result.cassette
 
 
 # ------------------------------------------------------------------------------------ comparing
@@ -442,15 +498,16 @@ def normalised_content(path: str, data: bytes, workdirs: tuple[str, ...], commit
 
 def rerun_many(workspace: Workspace, run_ids: list[str], **options: Any) -> list[RerunResult]:
     view = ledger_view.read(workspace.ledger)
-    return [rerun(workspace, r, view=view, **options) for r in run_ids]
+    with kept_suites(workspace, view) as kept:
+        return [rerun(workspace, r, view=view, kept=kept, **options) for r in run_ids]
 
 
 def runs_with_cassettes(view: ledger_view.LedgerView, from_session: bool = False) -> list[str]:
-    """The runs a re-execution covers: those with a cassette and, with `from_session`, the
-    scripted runs recorded before cassettes (served their kept session script)."""
+    """The runs a re-execution covers: those with a cassette (their own or one attached later)
+    and, with `from_session`, the scripted runs with neither (served their kept session script)."""
     return [
         r.run_id for r in view.runs.values()
-        if (r.cassette is not UNSET or (from_session and r.run_mode == "scripted")) and r.run_id not in view.retracted
+        if (view.cassette(r) is not None or (from_session and r.run_mode == "scripted")) and r.run_id not in view.retracted
     ]
 
 
@@ -460,19 +517,25 @@ RERUN_FAILED_EXIT = 8
 
 def rerun_all(
     workspace: Workspace, only: tuple[str, ...] = (), unsandboxed: bool = False, from_session: bool = True,
+    on_done: Callable[[int, int, str, RerunResult | str], None] | None = None,
 ) -> list[tuple[str, RerunResult | str]]:
     """Every run with a cassette, and every scripted run from its kept session (or those of
     `only`), re-executed strictly; a run that cannot be (its harness build is not here, its task
-    changed, its session was not kept) is reported with why, never skipped."""
+    changed, its session was not kept) is reported with why, never skipped. `on_done(k, n, run,
+    result)` after each: a rerun takes seconds, the set minutes."""
     view = ledger_view.read(workspace.ledger)
+    chosen = [r for r in runs_with_cassettes(view, from_session) if not only or r in only]
     out: list[tuple[str, RerunResult | str]] = []
-    for run_id in runs_with_cassettes(view, from_session):
-        if only and run_id not in only:
-            continue
-        try:
-            out.append((run_id, rerun(workspace, run_id, strict=True, unsandboxed=unsandboxed, view=view,
-                                      from_session=from_session)))
-        except UserError as exc:
-            out.append((run_id, str(exc)))
+    with kept_suites(workspace, view) as kept:
+        for run_id in chosen:
+            result: RerunResult | str
+            try:
+                result = rerun(workspace, run_id, strict=True, unsandboxed=unsandboxed, view=view,
+                               from_session=from_session, kept=kept)
+            except UserError as exc:
+                result = str(exc)
+            out.append((run_id, result))
+            if on_done is not None:
+                on_done(len(out), len(chosen), run_id, result)
     return out
 

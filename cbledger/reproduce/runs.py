@@ -20,7 +20,7 @@ from msgspec import UnsetType
 from cbledger import scratch as scratch_dir
 from cbledger.errors import UserError
 from cbledger.grading.grader import Grade, grade_preserved
-from cbledger.ledger.events import GradeRecorded, RunRecorded
+from cbledger.ledger.events import CassetteRef, GradeRecorded, RunRecorded
 from cbledger.reproduce.compare import compare_grade
 from cbledger.reproduce.findings import Finding, GradeCheck, RunCheck
 from cbledger.reproduce.restore import check_digests, restore_run
@@ -43,8 +43,11 @@ def _restore_catalog(workspace: Workspace, run: RunRecorded, suites: Suites) -> 
 
 
 def check_run(
-    workspace: Workspace, run: RunRecorded, seq: int, grades: list[tuple[int, GradeRecorded]], suites: Suites
+    workspace: Workspace, run: RunRecorded, seq: int, grades: list[tuple[int, GradeRecorded]], suites: Suites,
+    attached: tuple[int, CassetteRef] | None = None,
 ) -> RunCheck:
+    """`attached`: the seq and reference of the `cassette.attached` that gave the run a cassette
+    later, when it recorded none of its own."""
     started = time.perf_counter()
     result = RunCheck(run.run_id, seq, run.task.id, run.model.id, run.run_mode)
     if not grades:
@@ -57,7 +60,7 @@ def check_run(
         if restored.repo is not None and not any(f.kind in ("seed-mismatch", "bundle-unreadable") for f in restored.failures):
             for f in check_digests(restored.repo, run, seq, restored.complete):
                 result.fail(f)
-        for f in cassette_findings(workspace, run, seq):
+        for f in cassette_findings(workspace, run, seq, attached):
             result.fail(f)
         _regrade_all(result, run, restored, grades, suites)
     finally:
@@ -67,18 +70,25 @@ def check_run(
     return result
 
 
-def cassette_findings(workspace: Workspace, run: RunRecorded, seq: int) -> list[Finding]:
-    """A run that names a cassette must have it, hashing to the recorded digest: it is what a
-    re-execution serves, so an altered one is caught here already, without re-executing."""
-    ref = run.cassette
-    if isinstance(ref, UnsetType):
+def cassette_findings(
+    workspace: Workspace, run: RunRecorded, seq: int, attached: tuple[int, CassetteRef] | None = None,
+) -> list[Finding]:
+    """A run that names a cassette, or was given one later, must have it, hashing to the recorded
+    digest: it is what a re-execution serves, so an altered one is caught here already, without
+    re-executing. The finding names the event that recorded the digest."""
+    if not isinstance(run.cassette, UnsetType):
+        ref, whose = run.cassette, "the run's cassette"
+    elif attached is not None:
+        (seq, ref), whose = attached, f"the cassette attached at seq {attached[0]}"
+    else:
         return []
     path = workspace.stored(ref.path)
     if path is None or not path.is_file():
-        return [_note(run, seq, "cassette-missing", f"{ref.path}: the run's cassette is missing")]
+        return [_note(run, seq, "cassette-missing", f"{ref.path}: {whose} is missing", file=ref.path)]
     data = path.read_bytes()
     if blake3(data).hexdigest() != ref.blake3 or len(data) != ref.bytes:
-        return [_note(run, seq, "cassette-digest", f"{ref.path}: its BLAKE3 or size is not the one the run recorded")]
+        return [_note(run, seq, "cassette-digest", f"{ref.path}: {whose} does not have the BLAKE3 or size recorded for it",
+                      file=ref.path, expected=ref.blake3, actual=blake3(data).hexdigest())]
     return []
 
 

@@ -38,7 +38,7 @@ from cbledger.workspace import Workspace
 #: A turn's text and a diff are cut here: a page is for reading, the bundle keeps every byte.
 TURN_LIMIT = 20_000
 DIFF_LIMIT = 300_000
-_RUN_TYPES = {"run.recorded", "grade.recorded", "run.retracted", "rubric.scored"}
+_RUN_TYPES = {"run.recorded", "grade.recorded", "run.retracted", "rubric.scored", "cassette.attached"}
 
 
 def _cut(text: str, limit: int = TURN_LIMIT) -> tuple[str, bool]:

@@ -182,6 +182,8 @@ class _Job:
     run: Any
     seq: int
     grades: list
+    #: (seq, reference) of the cassette attached to the run later, if any
+    attached: tuple[int, Any] | None = None
 
 
 def all_grades(workspace: Workspace) -> dict[str, list[tuple[int, GradeRecorded]]]:
@@ -255,7 +257,8 @@ def plan_runs(
                                message=f"retracted at seq {r.seq} ({r.reason}); not in any view, not re-graded"))
             skipped.append(check)
             continue
-        jobs.append(_Job(entry.run, entry.seq, grades.get(rid, [])))
+        att = state.attachments.get(rid)
+        jobs.append(_Job(entry.run, entry.seq, grades.get(rid, []), (att.seq, att.body.cassette) if att else None))
     notes = [
         Finding(check="run", kind="imported", seq=imp.seq,
                 message=f"evidence.imported ({imp.body.ownership}, {imp.body.source}: {imp.body.original_path}) "
@@ -330,11 +333,11 @@ def _run_all(
     total = len(jobs)
     if pool is None or total <= 1:
         for job in jobs:
-            results.append(check_run(workspace, job.run, job.seq, job.grades, suites))
+            results.append(check_run(workspace, job.run, job.seq, job.grades, suites, job.attached))
             if progress:
                 progress(len(results), total, results[-1])
         return results
-    futures = [worker.check(pool, workspace, job.run, job.seq, job.grades, suites) for job in jobs]
+    futures = [worker.check(pool, workspace, job.run, job.seq, job.grades, suites, job.attached) for job in jobs]
     for fut in as_completed(futures):
         results.append(fut.result())
         if progress:

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
 
-from cbledger.ledger.events import GradeRecorded, RunRecorded
+from cbledger.ledger.events import CassetteRef, GradeRecorded, RunRecorded
 from cbledger.reproduce.findings import RunCheck
 from cbledger.reproduce.runs import Suites, check_run
 from cbledger.workspace import Workspace
@@ -37,11 +37,11 @@ def start_pool(workers: int) -> ProcessPoolExecutor:
 
 def check(
     pool: ProcessPoolExecutor, workspace: Workspace, run: RunRecorded, seq: int,
-    grades: list[tuple[int, GradeRecorded]], suites: Suites,
+    grades: list[tuple[int, GradeRecorded]], suites: Suites, attached: tuple[int, CassetteRef] | None = None,
 ) -> Future[RunCheck]:
     """`check_run` in a worker (the kept suites pickle to their roots: cheap to send each time)."""
     with as_main():
-        return pool.submit(check_run, workspace, run, seq, grades, suites)
+        return pool.submit(check_run, workspace, run, seq, grades, suites, attached)
 
 
 @contextmanager

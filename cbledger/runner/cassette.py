@@ -23,7 +23,8 @@ from blake3 import blake3
 from msgspec import Meta, Struct, field
 
 from cbledger import credentials
-from cbledger.errors import UserError
+from cbledger.errors import SecretFound, UserError
+from cbledger.ledger.events import CassetteRef
 from cbledger.runner.endpoint import script
 from cbledger.workspace import cassette_name
 
@@ -88,6 +89,18 @@ def digest(data: bytes) -> str:
 
 def relpath(blake3_hex: str) -> str:
     return cassette_name(blake3_hex)
+
+
+def stored_form(cassette: Cassette, what: str) -> tuple[bytes, CassetteRef]:
+    """The bytes a cassette is kept as and the reference an event records for them, once the
+    credential backstop found nothing in them (the proxy redacts each body; this is the scan
+    behind it). `what` names the run for the refusal."""
+    data = encode(cassette)
+    found = credentials.scan_bytes(data, "cassette")
+    if found:
+        raise SecretFound(f"{what}: credential pattern matched in its cassette ({'; '.join(map(str, found))}); nothing of this run was written")
+    hexdigest = digest(data)
+    return data, CassetteRef(path=relpath(hexdigest), blake3=hexdigest, bytes=len(data), exchanges=len(cassette.exchanges))
 
 
 def load(path: Path, expect: str | None = None) -> Cassette:

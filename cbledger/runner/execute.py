@@ -634,17 +634,11 @@ def stage_cassette(workspace: Workspace, run_id: str, result: AgentResult) -> tu
     carries; nothing (UNSET) when the agent recorded none."""
     if result.cassette is None:
         return UNSET, None
-    data = cassette_mod.encode(result.cassette)
-    found = credentials.scan_bytes(data, "cassette")
-    if found:  # the proxy redacts each body; this is the backstop behind it
-        raise SecretFound(f"run {run_id}: credential pattern matched in its cassette ({'; '.join(map(str, found))}); nothing of this run was written")
-    digest = cassette_mod.digest(data)
-    rel = cassette_mod.relpath(digest)
+    data, ref = cassette_mod.stored_form(result.cassette, f"run {run_id}")
     staged = workspace.staged_cassette(run_id)
     staged.parent.mkdir(parents=True, exist_ok=True)
     staged.write_bytes(data)
-    ref = CassetteRef(path=rel, blake3=digest, bytes=len(data), exchanges=len(result.cassette.exchanges))
-    return ref, (staged, workspace.stored(rel) or workspace.root / rel)
+    return ref, (staged, workspace.stored(ref.path) or workspace.root / ref.path)
 
 
 def evidence_digests(evidence: evidence_mod.Evidence) -> dict[str, EvidenceDigest]:

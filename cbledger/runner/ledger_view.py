@@ -9,7 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from msgspec import UNSET
+
 from cbledger.ledger.events import (
+    CassetteAttached,
+    CassetteAttachedEvent,
+    CassetteRef,
     GradeRecorded,
     GradeRecordedEvent,
     PricingPublished,
@@ -36,6 +41,15 @@ class LedgerView:
     archives: dict[str, SuiteArchived] = field(default_factory=dict)
     #: every suite.bumped by version (the latest declaration of each)
     bumps: dict[str, SuiteBumped] = field(default_factory=dict)
+    #: run id -> the cassette attached to it later (the first; only for a run without its own)
+    attached: dict[str, CassetteAttached] = field(default_factory=dict)
+
+    def cassette(self, run: RunRecorded) -> CassetteRef | None:
+        """The run's cassette: the one it recorded, else the one attached to it, else None."""
+        if run.cassette is not UNSET:
+            return run.cassette
+        attached = self.attached.get(run.run_id)
+        return attached.cassette if attached is not None else None
 
     @property
     def archived(self) -> SuiteArchived | None:
@@ -50,7 +64,8 @@ class LedgerView:
 def read(path: Path | str) -> LedgerView:
     state = LedgerView()
     store = LedgerStore(path)
-    types = {"suite.bumped", "suite.archived", "pricing.published", "run.recorded", "grade.recorded", "run.retracted"}
+    types = {"suite.bumped", "suite.archived", "pricing.published", "run.recorded", "grade.recorded", "run.retracted",
+             "cassette.attached"}
     for stored in store.read(types=types):
         event = stored.event
         if isinstance(event, SuiteBumpedEvent):
@@ -66,4 +81,8 @@ def read(path: Path | str) -> LedgerView:
             state.grades.setdefault((event.body.run_id, event.body.suite_version), event.body)
         elif isinstance(event, RunRetractedEvent):
             state.retracted.add(event.body.run_id)
+        elif isinstance(event, CassetteAttachedEvent):
+            run = state.runs.get(event.body.run_id)
+            if run is not None and run.cassette is UNSET:
+                state.attached.setdefault(event.body.run_id, event.body)
     return state
