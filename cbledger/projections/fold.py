@@ -22,7 +22,7 @@ Rules folded here (and nowhere else):
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import msgspec
@@ -197,6 +197,8 @@ class Projector:
 
     def __init__(self, state: LedgerState | None = None) -> None:
         self.state = state if state is not None else LedgerState()
+        #: called with each event once it is folded (`aggregates.Views.observe`)
+        self.observers: list[Callable[[Any], None]] = []
 
     @property
     def last_seq(self) -> int:
@@ -220,6 +222,8 @@ class Projector:
             st.head_hash = hash_
             st.last_at = event.at
             n += 1
+            for observe in self.observers:
+                observe(event)
         return n
 
     def _fold_one(self, event: Any) -> None:
