@@ -55,7 +55,11 @@ from cbledger.projections.metrics import GroupAcc, SuiteMetrics
 from cbledger.projections.records import RecordEntry, record_paths
 
 #: events that change nothing a view tallies (their listings are read from the state)
-_NEUTRAL = (CheckpointPublishedEvent, EvidenceImportedEvent, LedgerCreatedEvent, PricingPublishedEvent, SuiteArchivedEvent)
+_NEUTRAL = (EvidenceImportedEvent, LedgerCreatedEvent, PricingPublishedEvent, SuiteArchivedEvent)
+
+
+#: more events than this since the last read are folded in by computing the views again
+_CATCH_UP_LIMIT = 1000
 
 
 class _Restart(Exception):
@@ -73,8 +77,8 @@ class SuiteViews:
     def __init__(self, state: LedgerState, suite: str, records: list[RecordEntry]) -> None:
         self.suite = suite
         self.records: list[RecordEntry] = []
-        #: each record's comparability group key, parallel to `records`
-        self.group_of: list[str] = []
+        #: run id -> the comparability group key of its record
+        self.key_of: dict[str, str] = {}
         self.tally = RefTally()
         self.majors_ok: dict[str, int] = {}  # kicad majors of the records matching every other stamp field
         self.majors_all: dict[str, int] = {}
@@ -113,7 +117,7 @@ class SuiteViews:
         self.card.add(state, r)
         self.lanes.add(state, r)
         self.records.append(r)
-        self.group_of.append(key)
+        self.key_of[r.run_id] = key
         self.last_run_seq = r.run.seq
         self._metrics = None
 
@@ -216,6 +220,9 @@ class Views:
         if not self._pending:
             return
         pending, self._pending = self._pending, []
+        if len(pending) > _CATCH_UP_LIMIT:
+            self._build()  # the same result, without a reference check per record
+            return
         try:
             for event in pending:
                 self._apply(event)
@@ -224,12 +231,14 @@ class Views:
 
     def _apply(self, event: Any) -> None:
         st = self.state
+        if isinstance(event, CheckpointPublishedEvent):
+            self.changed = None  # a checkpoint anchors the grade rows of every run it covers
+            return
         if isinstance(event, _NEUTRAL):
             return
         if isinstance(event, RunRecordedEvent):
             run_id = event.body.run_id
-            entry = st.runs[run_id]
-            if entry.seq != event.seq:
+            if st.runs[run_id].seq != event.seq:
                 return  # a duplicate run: listed from the state's anomalies
             if run_id in st.grades or run_id in st.rubric or run_id in st.reviews or run_id in st.retracted:
                 raise _Restart

@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import gc
 import os
+import sqlite3
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from cbledger.ledger.chain import link_hash
 from cbledger.ledger.store import LedgerStore, StoredEvent
 from cbledger.projections import leaderboard, paths, readmodel
 from cbledger.projections import records as rec
+from cbledger.projections.aggregates import Views
 from cbledger.projections.fold import LedgerState, ProjectionError, Projector
 from cbledger.projections.site import render as site
 from cbledger.projections.site.evidence import RunEvidence
@@ -276,6 +278,7 @@ def regenerate_all(
     runs: Iterable[str] | None = None,
     read_model: bool = True,
     site_evidence: SiteEvidence | None = None,
+    views: Views | None = None,
 ) -> Regenerated:
     """Writes every output of `state` that differs from what is on disk: the records,
     LEADERBOARD.md, (unless `read_model` is false) the SQLite read model and (given
@@ -285,23 +288,46 @@ def regenerate_all(
     new events onto a state it wrote before; then the read model, whose `meta` table carries the
     ledger head, has changed for certain and is written without comparing. Without `runs` every
     record is checked and the read model is written only when its content differs.
+
+    `views` are aggregates kept current with `state` as it folded (`Views.attach`), which the
+    leaderboard and the read model are rendered from instead of walking the state; given them
+    and `runs`, the read model on disk (written from these views before) is updated by row in
+    one transaction (`readmodel.update`) rather than rebuilt, unless the views were computed
+    again since (then any row may have changed, and it is rebuilt).
     """
+    if views is None:
+        views = Views(state)
     if runs is not None:
         runs = list(runs)
     if runs is None:
         records = sync_records(state, workspace.results)
     else:
         records = sync_run_records(state, workspace.results, runs)
-    board = write_text_if_changed(workspace.leaderboard, leaderboard.render(state, None))
+    board = write_text_if_changed(workspace.leaderboard, leaderboard.render(state, None, views))
     db = False
+    changed = views.take_changes()
     if read_model:
         write_text_if_changed(readmodel.metadata_path(workspace.read_model), readmodel.metadata(workspace.read_model.stem))
-        tables = readmodel.build_tables(state)
-        if runs is not None or not read_model_matches(workspace.read_model, tables):
-            readmodel.write(tables, workspace.read_model)
-            db = True
+        db = runs is not None and changed is not None and _update_read_model(state, workspace.read_model, views, changed)
+        if not db:
+            tables = readmodel.build_tables(state, views)
+            if runs is not None or not read_model_matches(workspace.read_model, tables):
+                readmodel.write(tables, workspace.read_model)
+                db = True
     pages = sync_site(state, workspace.site, site_evidence, runs) if site_evidence is not None else []
     return Regenerated(records=records, leaderboard=board, read_model=db, site=pages)
+
+
+def _update_read_model(state: LedgerState, path: Path, views: Views, changed: set[str]) -> bool:
+    """Updates the read model by row; False when there is none to update, or it is not one
+    this code wrote (a missing table, another schema): then it is rebuilt."""
+    if not path.is_file():
+        return False
+    try:
+        readmodel.update(path, state, views, changed)
+    except (sqlite3.Error, KeyError):
+        return False
+    return True
 
 
 class FileCheck(Struct, kw_only=True):

@@ -29,6 +29,7 @@ from cbledger.errors import UserError
 from cbledger.ledger.chain import format_line
 from cbledger.ledger.store import LedgerStore, StoredEvent
 from cbledger.projections import writers
+from cbledger.projections.aggregates import Views
 from cbledger.projections.fold import ProjectionError, Projector
 from cbledger.projections.writers import LedgerFollower
 from cbledger.reproduce import site_evidence
@@ -41,6 +42,8 @@ class _TrackingProjector(Projector):
     def __init__(self) -> None:
         super().__init__()
         self.touched: set[str] = set()
+        #: the leaderboard's and the read model's aggregates, kept current by these folds
+        self.views = Views.attach(self)
 
     def apply(self, items: Iterable[Any]) -> int:
         items = list(items)
@@ -224,13 +227,19 @@ class Regenerator:
 
     # ------------------------------------------------------------------ writing
 
+    def _views(self) -> Views:
+        assert self.follower is not None
+        projector = self.follower.projector
+        assert isinstance(projector, _TrackingProjector)
+        return projector.views
+
     def _write(self, everything: bool, touched: set[str]) -> Update:
         assert self.follower is not None
         state = self.follower.state
         folded = state.head_seq if everything else state.head_seq - self.written_seq
         done = writers.regenerate_all(
             state, self.workspace, runs=None if everything else touched, read_model=self.with_read_model,
-            site_evidence=site_evidence.source(self.workspace),
+            site_evidence=site_evidence.source(self.workspace), views=self._views(),
         )
         self.written_seq = state.head_seq
         return Update(
