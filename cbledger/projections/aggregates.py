@@ -66,6 +66,29 @@ class _Restart(Exception):
     """The events cannot be applied by extending the tallies: build them again from the state."""
 
 
+def _named_before(st: LedgerState, run_id: str, seq: int) -> bool:
+    """Was a grade, rubric score, review or retraction of this run folded before the run itself?
+    (Events queued after it are applied in their turn.)"""
+    return (
+        any(g.seq < seq for g in st.grades.get(run_id, {}).values())
+        or any(r.seq < seq for r in st.rubric.get(run_id, ()))
+        or any(r.seq < seq for r in st.reviews.get(run_id, ()))
+        or (run_id in st.retracted and st.retracted[run_id].seq < seq)
+    )
+
+
+def _keeps(old: Reference, new: Reference) -> bool:
+    """Does every record placed under `old` stand where it was under `new`? A task seen for the
+    first time adds its own reference and leaves the others' alone."""
+    return (
+        old.schema_version == new.schema_version
+        and old.bump_seq == new.bump_seq
+        and old.fixtures == new.fixtures
+        and all(new.tasks[t] == ref for t, ref in old.tasks.items())
+        and all(new.task_fixtures[t] == h for t, h in old.task_fixtures.items())
+    )
+
+
 def _first_score(state: LedgerState, run_id: str) -> float | None:
     items = state.rubric.get(run_id)
     return items[0].rubric.score if items else None
@@ -126,11 +149,15 @@ class SuiteViews:
         if r.run.seq <= self.last_run_seq:
             raise _Restart
         self.tally.add(r)
-        if reference_from(state, self.suite, self.tally) != self.ref:
+        ref = reference_from(state, self.suite, self.tally)
+        if self.records and not _keeps(self.ref, ref):
             raise _Restart
+        self.ref = ref
         self._count_major(r)
-        if self._major() != self.major:
+        major = self._major()
+        if self.records and major != self.major:
             raise _Restart
+        self.major = major
         self._place(state, r)
 
     def metrics(self) -> SuiteMetrics:
@@ -240,7 +267,7 @@ class Views:
             run_id = event.body.run_id
             if st.runs[run_id].seq != event.seq:
                 return  # a duplicate run: listed from the state's anomalies
-            if run_id in st.grades or run_id in st.rubric or run_id in st.reviews or run_id in st.retracted:
+            if _named_before(st, run_id, event.seq):
                 raise _Restart
             self._count_run(run_id, True)
             self._touch(run_id)
