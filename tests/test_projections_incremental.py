@@ -65,7 +65,7 @@ def test_views_kept_as_events_fold_equal_a_rebuild_after_every_chunk(tmp_path_fa
             assert views.suite_metrics(suite) == suite_metrics(full, suite)
         changed = views.take_changes()
         if changed is None or not db.exists():
-            readmodel.write(readmodel.build_tables(projector.state, views), db)
+            readmodel.write(readmodel.stream_tables(projector.state, views), db)  # rows made as written
         else:
             readmodel.update(db, projector.state, views, changed)
         assert readmodel.canonical_dump(db) == dump

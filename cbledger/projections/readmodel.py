@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -76,6 +76,16 @@ class Table(Struct, frozen=True, kw_only=True):
     rows: list[dict[str, Any]]
 
 
+@dataclass(frozen=True)
+class LazyTable:
+    """A table whose rows (as tuples in column order) are produced while it is written."""
+
+    name: str
+    columns: dict[str, type]
+    pk: tuple[str, ...]
+    tuples: Iterator[tuple[Any, ...]]
+
+
 Source = TypeVar("Source")
 #: One column: its name, its SQL type (as the Python type sqlite-utils maps) and how to read its
 #: value from one source item.
@@ -87,6 +97,14 @@ class TableSpec(Generic[Source]):
     name: str
     pk: tuple[str, ...]
     columns: tuple[Column[Source], ...]
+
+    def stream(self, sources: Iterable[Source]) -> LazyTable:
+        """The table with its rows made as they are written (`write`), never all held at once."""
+        getters = [get for _, _, get in self.columns]
+        return LazyTable(
+            name=self.name, columns={name: tp for name, tp, _ in self.columns}, pk=self.pk,
+            tuples=(tuple(get(item) for get in getters) for item in sources),
+        )
 
     def build(self, sources: Iterable[Source]) -> Table:
         rows = [{name: get(item) for name, _, get in self.columns} for item in sources]
@@ -428,25 +446,36 @@ def build_tables(state: LedgerState, views: Views | None = None) -> list[Table]:
 
 def _tables(state: LedgerState, views: Views, run_ids: set[str] | None) -> list[Table]:
     """The tables, with the per-run ones restricted to `run_ids` (None: every run)."""
+    return [spec.build(sources) for spec, sources in _sources(state, views, run_ids)]
+
+
+def stream_tables(state: LedgerState, views: Views | None = None) -> list[LazyTable]:
+    """`build_tables` as tables whose rows are made while `write` writes them: what a full
+    rebuild writes, holding one row at a time rather than every row of every table."""
+    if views is None:
+        views = Views(state)
+    return [spec.stream(sources) for spec, sources in _sources(state, views, None)]
+
+
+def _sources(state: LedgerState, views: Views, run_ids: set[str] | None) -> list[tuple[TableSpec[Any], Iterable[Any]]]:
     if run_ids is None:
         live = {rid: e for rid, e in state.runs.items() if rid not in state.retracted}
     else:
         live = {rid: state.runs[rid] for rid in sorted(run_ids) if rid in state.runs and rid not in state.retracted}
     metrics = [views.suite_metrics(v) for v in views.suite_versions()]
-    graded, incomparable = _graded(state, views, live)
     return [
-        META.build(_meta(state, views)),
-        RUNS.build(live.values()),
-        GRADES.build(graded),
-        ASSERTION_OUTCOMES.build(_outcomes(graded)),
-        LEADERBOARD_ROWS.build(_board_rows(metrics)),
-        ABLATION_ROWS.build(_ablation_rows(metrics)),
-        INCOMPARABLE_RECORDS.build(incomparable),
-        IMPORTS.build(state.imports),
-        RUBRIC_SCORES.build(_Rubric(rid, item) for rid in live for item in state.rubric.get(rid, ())),
-        GRADE_CONFLICTS.build(state.conflicts),
-        RETRACTIONS.build(_retracted(state)),
-        CHECKPOINTS.build(state.checkpoints),
+        (META, _meta(state, views)),
+        (RUNS, live.values()),
+        (GRADES, _graded(state, views, live)),
+        (ASSERTION_OUTCOMES, _outcomes(_graded(state, views, live))),
+        (LEADERBOARD_ROWS, _board_rows(metrics)),
+        (ABLATION_ROWS, _ablation_rows(metrics)),
+        (INCOMPARABLE_RECORDS, _incomparable(state, views, live)),
+        (IMPORTS, state.imports),
+        (RUBRIC_SCORES, (_Rubric(rid, item) for rid in live for item in state.rubric.get(rid, ()))),
+        (GRADE_CONFLICTS, state.conflicts),
+        (RETRACTIONS, _retracted(state)),
+        (CHECKPOINTS, state.checkpoints),
     ]
 
 
@@ -464,28 +493,31 @@ def _meta(state: LedgerState, views: Views) -> list[_Meta]:
     ]
 
 
-def _graded(state: LedgerState, views: Views, live: dict[str, RunEntry]) -> tuple[list[_Graded], list[_Incomparable]]:
-    """The grades of the `live` runs with their record paths and comparability groups, and the
-    records among them outside their suite's main group."""
-    graded: list[_Graded] = []
-    incomparable: list[_Incomparable] = []
+def _graded(state: LedgerState, views: Views, live: dict[str, RunEntry]) -> Iterator[_Graded]:
+    """The grades of the `live` runs with their record paths and comparability groups."""
+    for rid, entry in live.items():
+        for path, suite, g in record_paths(state, rid):
+            sv = views.suite(suite)
+            yield _Graded(rid, suite, g, path, sv.key_of[rid], anchor.covering(state, max(entry.seq, g.seq)))
+
+
+def _incomparable(state: LedgerState, views: Views, live: dict[str, RunEntry]) -> Iterator[_Incomparable]:
+    """The records of the `live` runs outside their suite's main group."""
     for rid, entry in live.items():
         for path, suite, g in record_paths(state, rid):
             sv = views.suite(suite)
             group = sv.groups[sv.key_of[rid]]
-            graded.append(_Graded(rid, suite, g, path, group.key, anchor.covering(state, max(entry.seq, g.seq))))
             if not group.main:
                 rec = RecordEntry(path=path, run_id=rid, suite_version=suite, run=entry, graded=g)
-                incomparable.append(_Incomparable(rec, group.key, group.reasons))
-    return graded, incomparable
+                yield _Incomparable(rec, group.key, group.reasons)
 
 
-def _outcomes(graded: list[_Graded]) -> list[_Outcome]:
-    return [
+def _outcomes(graded: Iterable[_Graded]) -> Iterator[_Outcome]:
+    return (
         _Outcome(g.run_id, g.suite_version, pos, a)
         for g in graded
         for pos, a in enumerate(g.entry.grade.assertions)
-    ]
+    )
 
 
 def _board_rows(metrics: list[SuiteMetrics]) -> list[_BoardRow]:
@@ -508,7 +540,20 @@ def _retracted(state: LedgerState) -> list[_Retracted]:
 # --------------------------------------------------------------------------- I/O
 
 
-def write(tables: list[Table], path: Path) -> Path:
+def _tuples(t: Table | LazyTable) -> Iterator[tuple[Any, ...]]:
+    if isinstance(t, LazyTable):
+        return t.tuples
+    cols = list(t.columns)
+    return (tuple(r[c] for c in cols) for r in t.rows)
+
+
+def _insert_sql(name: str, columns: Iterable[str]) -> str:
+    cols = list(columns)
+    names = ", ".join(f'"{c}"' for c in cols)
+    return f'INSERT INTO "{name}" ({names}) VALUES ({",".join("?" * len(cols))})'
+
+
+def write(tables: Sequence[Table | LazyTable], path: Path) -> Path:
     """Builds the database in a temporary file beside `path`, then atomically replaces it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -526,8 +571,7 @@ def write(tables: list[Table], path: Path) -> Path:
             for t in tables:
                 table = db.table(t.name)
                 table.create(t.columns, pk=t.pk[0] if len(t.pk) == 1 else t.pk, foreign_keys=FOREIGN_KEYS.get(t.name, ()))
-                if t.rows:
-                    table.insert_all(t.rows, batch_size=1000)
+                conn.executemany(_insert_sql(t.name, t.columns), _tuples(t))
                 for columns in INDEXES.get(t.name, ()):
                     table.create_index(columns, index_name=index_name(t.name, columns))
         problems = conn.execute("PRAGMA foreign_key_check").fetchall()
@@ -564,13 +608,7 @@ def update(path: Path, state: LedgerState, views: Views, run_ids: set[str]) -> P
                         conn.execute(f'DELETE FROM "{t.name}" WHERE run_id IN ({",".join("?" * len(chunk))})', chunk)
                 else:
                     conn.execute(f'DELETE FROM "{t.name}"')
-                if t.rows:
-                    cols = list(t.columns)
-                    names = ", ".join(f'"{c}"' for c in cols)
-                    conn.executemany(
-                        f'INSERT INTO "{t.name}" ({names}) VALUES ({",".join("?" * len(cols))})',
-                        [tuple(r[c] for c in cols) for r in t.rows],
-                    )
+                conn.executemany(_insert_sql(t.name, t.columns), _tuples(t))
             for table, links in FOREIGN_KEYS.items():
                 for column, other, other_column in links:
                     bad = conn.execute(

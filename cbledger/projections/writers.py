@@ -11,6 +11,7 @@ retraction mark) are never touched.
 from __future__ import annotations
 
 import difflib
+import functools
 import gc
 import os
 import sqlite3
@@ -179,32 +180,68 @@ def _stage(path: Path, data: bytes) -> tuple[Path, Path]:
 
 
 def _commit_staged(staged: list[tuple[Path, Path]]) -> None:
-    """Puts staged files in place as `write_atomic` would each, with one flush for the batch:
-    every file's bytes are made durable before any is renamed into place (so a crash leaves
-    each record either as it was or whole), and every directory a rename touched once after.
-    A single file is synced alone; a batch with one `sync` rather than one `fsync` per file."""
+    """Puts staged files in place as `write_atomic` would each, with two flushes for the batch.
+
+    Why a crash leaves every file either as it was or whole and new, never torn: each target is
+    only ever replaced by renaming a staged file over it, and the staged files' bytes are made
+    durable (the first flush) before the first rename. A rename is atomic, so after a crash a
+    name points at the old inode or at the new, complete one; renames not yet durable at the
+    crash simply read as old. The second flush makes the renames themselves durable before the
+    function returns. A single file is synced alone (its fsync and its directory's); a batch
+    with one `syncfs` of the file system before and after the renames, rather than an fsync per
+    file and per directory (100k records: two flushes, not some 105,000)."""
     if not staged:
         return
     if len(staged) == 1:
-        with open(staged[0][0], "rb") as f:
+        tmp, path = staged[0]
+        with open(tmp, "rb") as f:
             os.fsync(f.fileno())
-    else:
-        os.sync()
+        os.replace(tmp, path)
+        _fsync_directory(path.parent)
+        return
+    _sync_filesystem(staged[0][1].parent)
     for tmp, path in staged:
         os.replace(tmp, path)
-    for directory in sorted({path.parent for _, path in staged}):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    _sync_filesystem(staged[0][1].parent)
+
+
+def _fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _sync_filesystem(directory: Path) -> None:
+    """Flushes the file system holding `directory` (Linux `syncfs`; elsewhere every file system)."""
+    syncfs = _syncfs()
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        if syncfs is None or syncfs(fd) != 0:
+            os.sync()
+    finally:
+        os.close(fd)
+
+
+@functools.cache
+def _syncfs() -> Callable[[int], int] | None:
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        fn: Callable[[int], int] = libc.syncfs
+        return fn
+    except (OSError, AttributeError):
+        return None
 
 
 def sync_records(state: LedgerState, results: Path, check: bool = False) -> RecordsReport:
     """Makes `results/` hold every record and retraction mark the ledger produces. With `check`,
     only reports what differs."""
     sync = _Sync(results, check)
-    for relpath, data in rec.published(state):
+    for relpath, data in rec.iter_published(state):
         sync.put(relpath, data)
     return sync.report()
 
@@ -251,6 +288,7 @@ def sync_site(
     aggregate ones); returns the paths written, relative to the site. Removes nothing."""
     wanted = None if runs is None else sorted(set(runs))
     written = []
+    staged = []
     for relpath, data in site.render(state, evidence(state, wanted), wanted):
         target = directory / relpath
         try:
@@ -258,8 +296,9 @@ def sync_site(
                 continue
         except FileNotFoundError:
             pass
-        write_atomic(target, data)
+        staged.append(_stage(target, data))
         written.append(relpath)
+    _commit_staged(staged)
     return written
 
 
@@ -309,11 +348,14 @@ def regenerate_all(
     if read_model:
         write_text_if_changed(readmodel.metadata_path(workspace.read_model), readmodel.metadata(workspace.read_model.stem))
         db = runs is not None and changed is not None and _update_read_model(state, workspace.read_model, views, changed)
-        if not db:
+        if not db and runs is None and workspace.read_model.is_file():
             tables = readmodel.build_tables(state, views)
-            if runs is not None or not read_model_matches(workspace.read_model, tables):
+            if not read_model_matches(workspace.read_model, tables):
                 readmodel.write(tables, workspace.read_model)
                 db = True
+        elif not db:  # nothing to compare with, or certainly changed: written, one row at a time
+            readmodel.write(readmodel.stream_tables(state, views), workspace.read_model)
+            db = True
     pages = sync_site(state, workspace.site, site_evidence, runs) if site_evidence is not None else []
     return Regenerated(records=records, leaderboard=board, read_model=db, site=pages)
 
