@@ -15,7 +15,9 @@ Three figures, each measured in this run:
 * Watch latency: `cbledger watch` running as its own process over the same synthetic ledger, one
   run + grade appended by this process, time until LEADERBOARD.md holds the new head — that is
   the debounce (the ledger must be quiet that long) plus the fold, the touched records and the
-  render — with the regeneration's own time as the watcher reports it.
+  render — with the regeneration's own time as the watcher reports it; then the same latency
+  with a run + grade appended every second on a timer (`--rate-appends`), whatever the watcher
+  is doing.
 
 Shared data: CBLEDGER_SHARED, or ../shared beside the repository (real/fixtures under it).
 Everything is written under a temporary directory and removed afterwards.
@@ -177,7 +179,40 @@ def leaderboard_head(path: Path) -> int | None:
     return int(m[1]) if m else None
 
 
-def synthetic(work: Path, sizes: list[int], debounce_ms: int, appends: int) -> None:
+def at_a_rate(d: Path, store: LedgerStore, first: int, count: int, period: float = 1.0) -> list[float]:
+    """Appends a run and its grade every `period` seconds, whatever the watcher is doing, and
+    returns each append's latency until LEADERBOARD.md holds its head (or a later one)."""
+    board = Workspace.at(d).leaderboard
+    seen: list[tuple[float, int]] = []  # (when, head) each time LEADERBOARD.md's head moved
+    done = threading.Event()
+
+    def look() -> None:
+        last = None
+        while not done.is_set():
+            head = leaderboard_head(board)
+            if head is not None and head != last:
+                seen.append((time.perf_counter(), head))
+                last = head
+            time.sleep(0.002)
+
+    watcher = threading.Thread(target=look, daemon=True)
+    watcher.start()
+    sent: list[tuple[float, int]] = []
+    start = time.perf_counter() + period
+    for k in range(count):
+        time.sleep(max(0.0, start + k * period - time.perf_counter()))
+        t = time.perf_counter()
+        store.append(events_for(first + k))
+        sent.append((t, store.head().seq))
+    deadline = time.perf_counter() + 60
+    while (not seen or seen[-1][1] < sent[-1][1]) and time.perf_counter() < deadline:
+        time.sleep(0.01)
+    done.set()
+    watcher.join()
+    return [next(when for when, head in seen if head >= seq) - t for t, seq in sent]
+
+
+def synthetic(work: Path, sizes: list[int], debounce_ms: int, appends: int, rate_appends: int = 0) -> None:
     for n in sizes:
         d = work / f"synthetic-{n}"
         ledger = Workspace.at(d).ledger
@@ -210,11 +245,15 @@ def synthetic(work: Path, sizes: list[int], debounce_ms: int, appends: int) -> N
             latencies.append(time.perf_counter() - t)
             line = watch.until(f"head seq {head + 2};")
             regen.append(float(re.search(r"\(([\d.]+) s\)$", line)[1]))
+        steady = at_a_rate(d, store, n + appends, rate_appends) if rate_appends else []
         watch.stop()
         print(f"  watch, first build of every output: {start_s:6.1f} s ({first.split('; ', 1)[1]})")
         print(f"  watch latency, append -> LEADERBOARD.md rewritten (debounce {debounce_ms} ms): "
-              f"median {statistics.median(latencies):.3f} s, min {min(latencies):.3f} s over {appends} appends; "
-              f"the regeneration itself (all outputs, read model included): median {statistics.median(regen):.2f} s")
+              f"median {statistics.median(latencies):.3f} s, max {max(latencies):.3f} s over {appends} appends; "
+              f"the regeneration itself (all outputs, read model and site included): median {statistics.median(regen):.2f} s")
+        if steady:
+            print(f"  watch latency under one append per second ({len(steady)} appends): median "
+                  f"{statistics.median(steady):.3f} s, max {max(steady):.3f} s")
         shutil.rmtree(d, ignore_errors=True)
 
 
@@ -226,6 +265,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2, help="processes for the parallel verification")
     ap.add_argument("--debounce-ms", type=int, default=200)
     ap.add_argument("--appends", type=int, default=3, help="appends timed per size")
+    ap.add_argument("--rate-appends", type=int, default=10, help="appends at one a second timed per size (0: none)")
     ap.add_argument("--skip-real", action="store_true", help="synthetic ledgers only")
     args = ap.parse_args()
     sizes = args.runs or ([2_000, 10_000] if args.quick else [10_000, 100_000])
@@ -234,7 +274,7 @@ def main() -> None:
     try:
         if not args.skip_real:
             real_boards(work, repeats, args.jobs)
-        synthetic(work, sizes, args.debounce_ms, args.appends)
+        synthetic(work, sizes, args.debounce_ms, args.appends, args.rate_appends)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

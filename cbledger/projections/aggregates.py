@@ -25,6 +25,7 @@ Events are queued as they fold and applied when a view is read, so a burst costs
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 from cbledger.ledger import surfaces
@@ -202,6 +203,17 @@ class Views:
     # ------------------------------------------------------------------ building
 
     def _build(self) -> None:
+        """Every tally from the state. The cyclic collector is paused as `LedgerFollower.poll`
+        pauses it, and for the same reason: the tallies are long-lived objects and make no cycles."""
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            self._build_all()
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    def _build_all(self) -> None:
         st = self.state
         self.rebuilds += 1
         self.changed = None
