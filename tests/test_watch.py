@@ -373,3 +373,13 @@ def append_in_another_process_unchecked(ledger: Path, events, tmp_path: Path) ->
     batch.write_bytes(jsonl(events))
     subprocess.run([sys.executable, "-m", "cbledger.cli.app", "append", str(batch), "--ledger", str(ledger)],
                    capture_output=True, text=True)
+
+
+def test_no_site_leaves_the_site_alone(tmp_path):
+    root, ledger, drafts = make_root(tmp_path)
+    LedgerStore(ledger).append(drafts[:10])
+    result = run_cli(["watch", "--once", "--no-site", "--root", root])
+    assert result.exit_code == 0, result.output
+    assert "0 site page(s) written" in result.stdout
+    assert not (root / "results" / "site").exists()
+    assert (root / "LEADERBOARD.md").read_text() == leaderboard.render(writers.load_state(ledger), None)

@@ -79,10 +79,11 @@ class Update:
 
 
 class Regenerator:
-    def __init__(self, workspace: Workspace, read_model: bool = True) -> None:
+    def __init__(self, workspace: Workspace, read_model: bool = True, site: bool = True) -> None:
         self.workspace = workspace
         self.ledger = workspace.ledger
         self.with_read_model = read_model
+        self.with_site = site
         self.follower: LedgerFollower | None = None
         self._prefix = blake3()
         self._prefix_len = 0  # bytes of the ledger file the prefix digest covers
@@ -239,7 +240,7 @@ class Regenerator:
         folded = state.head_seq if everything else state.head_seq - self.written_seq
         done = writers.regenerate_all(
             state, self.workspace, runs=None if everything else touched, read_model=self.with_read_model,
-            site_evidence=site_evidence.source(self.workspace), views=self._views(),
+            site_evidence=site_evidence.source(self.workspace) if self.with_site else None, views=self._views(),
         )
         self.written_seq = state.head_seq
         return Update(

@@ -40,6 +40,7 @@ class WatchOptions:
     exec_cmd: str | None = None
     once: bool = False
     read_model: bool = True
+    site: bool = True
 
 
 #: what `signal.signal` returns and takes back: a function, SIG_DFL/SIG_IGN, or None (set outside Python)
@@ -87,7 +88,7 @@ class Watcher:
             raise UserError("--debounce-ms must be at least 1")
         self.root, self.ledger, self.options, self.echo = workspace.root, workspace.ledger, options, echo
         self.location = store.location
-        self.regenerator = Regenerator(workspace, read_model=options.read_model)
+        self.regenerator = Regenerator(workspace, read_model=options.read_model, site=options.site)
         self._reported: str | None = None
         #: the ledger file as the last regeneration saw it (size, mtime, inode), None if absent
         self._seen: tuple[int, int, int] | None = None
