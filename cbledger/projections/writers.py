@@ -147,7 +147,7 @@ class _Sync:
         self.unchanged = 0
         self.marks = 0
         #: files written under a temporary name, put in place together by `report`
-        self.pending: list[tuple[Path, Path]] = []
+        self.pending: list[str] = []
 
     def put(self, relpath: str, data: bytes) -> None:
         if paths.is_retraction_path(relpath):
@@ -170,16 +170,22 @@ class _Sync:
         return RecordsReport(created=self.created, updated=self.updated, unchanged=self.unchanged, marks=self.marks)
 
 
-def _stage(path: Path, data: bytes) -> tuple[Path, Path]:
-    """Writes `data` beside `path` under a temporary name, not yet synced nor in place."""
+def _stage(path: Path, data: bytes) -> str:
+    """Writes `data` beside `path` under a temporary name (`_staged_name`), not yet synced nor in
+    place; returns the target as a string (a batch of a million keeps a string each, not Paths)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
+    target = os.fspath(path)
+    with open(_staged_name(target), "wb") as f:
         f.write(data)
-    return tmp, path
+    return target
 
 
-def _commit_staged(staged: list[tuple[Path, Path]]) -> None:
+def _staged_name(target: str) -> str:
+    directory, name = os.path.split(target)
+    return os.path.join(directory, f".{name}.{os.getpid()}.tmp")
+
+
+def _commit_staged(staged: list[str]) -> None:
     """Puts staged files in place as `write_atomic` would each, with two flushes for the batch.
 
     Why a crash leaves every file either as it was or whole and new, never torn: each target is
@@ -193,16 +199,17 @@ def _commit_staged(staged: list[tuple[Path, Path]]) -> None:
     if not staged:
         return
     if len(staged) == 1:
-        tmp, path = staged[0]
-        with open(tmp, "rb") as f:
+        path = staged[0]
+        with open(_staged_name(path), "rb") as f:
             os.fsync(f.fileno())
-        os.replace(tmp, path)
-        _fsync_directory(path.parent)
+        os.replace(_staged_name(path), path)
+        _fsync_directory(Path(path).parent)
         return
-    _sync_filesystem(staged[0][1].parent)
-    for tmp, path in staged:
-        os.replace(tmp, path)
-    _sync_filesystem(staged[0][1].parent)
+    where = Path(staged[0]).parent
+    _sync_filesystem(where)
+    for path in staged:
+        os.replace(_staged_name(path), path)
+    _sync_filesystem(where)
 
 
 def _fsync_directory(directory: Path) -> None:
@@ -288,7 +295,7 @@ def sync_site(
     aggregate ones); returns the paths written, relative to the site. Removes nothing."""
     wanted = None if runs is None else sorted(set(runs))
     written = []
-    staged = []
+    staged: list[str] = []
     for relpath, data in site.render(state, evidence(state, wanted), wanted):
         target = directory / relpath
         try:
