@@ -1,17 +1,27 @@
-"""Projection benchmark: full rebuild at 10k and 100k runs, and the incremental update for one new
-run at 100k as a ratio to the full rebuild.
+"""Projection benchmark: full rebuild at 10k and 100k runs, and the incremental update of every
+output for one new run at 100k as a ratio to the full rebuild of every output.
 
-    .venv/bin/python bench/projections.py            # 10k and 100k runs (each with a grade)
+    .venv/bin/python bench/projections.py                   # 10k and 100k runs (each with a grade)
     .venv/bin/python bench/projections.py --runs 2000
+    .venv/bin/python bench/projections.py --rss-runs 250000 # peak RSS of a full rebuild, own process
 
 Each size builds a real ledger file through `LedgerStore.append` (setup, not measured), then
-measures, best of `--repeat`:
+measures, best of `--repeat` where it says so:
 
-* fold:        read + decode + fold the whole file (`load_state`)
-* records:     build every result record from the state
-* leaderboard: render LEADERBOARD.md from the state
-* incremental: append one run and its grade, then fold just those (`LedgerFollower.poll`),
-               reported beside the full fold as a ratio
+* fold:        read + decode + fold the whole file (`load_state`), best of --repeat
+* views:       the leaderboard's and the read model's aggregates from the state (`Views`)
+* records:     build every result record from the state, best of --repeat
+* leaderboard: render LEADERBOARD.md from the state (aggregates included)
+* every output, full rebuild: fold + `regenerate_all` into an empty results directory (every
+               record file written and synced, LEADERBOARD.md, the read model)
+* incremental (largest size): append one run and its grade, then fold just those
+               (`LedgerFollower.poll`, aggregates kept by `Views.attach`) and update every
+               output (`regenerate_all(runs=…, views=…)`: the run's records, LEADERBOARD.md, the
+               read model by row), as a ratio to the full rebuild of every output; the result
+               is checked against a full rebuild (LEADERBOARD.md bytes, read-model content, the
+               record files)
+* --rss-runs N: the full rebuild of every output at N runs (2N+2 events) in a process of its own,
+               reporting its peak RSS (`ru_maxrss`)
 """
 
 from __future__ import annotations
@@ -19,12 +29,14 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import hashlib
+import resource
+import shutil
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-
-import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -48,8 +60,12 @@ from cbledger.ledger.events import (
     Timings,
 )
 from cbledger.ledger.store import LedgerStore
-from cbledger.projections import leaderboard, records
+from cbledger.projections import leaderboard, readmodel, records, writers
+from cbledger.projections.aggregates import Views
+from cbledger.projections.fold import Projector
 from cbledger.projections.writers import LedgerFollower, load_state
+from cbledger.reproduce.outputs import record_files
+from cbledger.workspace import Workspace
 
 UTC = dt.UTC
 T0 = dt.datetime(2026, 9, 1, tzinfo=UTC)
@@ -144,40 +160,117 @@ def best(fn, repeat: int) -> tuple[float, object]:
     return min(times), result
 
 
+def full_rebuild(ledger: Path, root: Path) -> tuple[float, float]:
+    """Every output from scratch into an empty results directory: (fold s, writing s)."""
+    t = time.perf_counter()
+    state = load_state(ledger)
+    fold_s = time.perf_counter() - t
+    t = time.perf_counter()
+    writers.regenerate_all(state, Workspace.at(root, ledger))
+    return fold_s, time.perf_counter() - t
+
+
+def incremental(ledger: Path, root: Path, n: int, repeat: int, full_s: float) -> None:
+    """One new run and its grade, every output updated, against the full rebuild."""
+    projector = Projector()
+    views = Views.attach(projector)
+    follower = LedgerFollower(ledger, projector)
+    follower.poll()
+    where = Workspace.at(root, ledger)
+    writers.regenerate_all(follower.state, where, views=views)  # what was published before the new run
+    built = views.rebuilds
+    store = LedgerStore(ledger)
+    times, fold_times = [], []
+    for k in range(repeat):
+        store.append(events_for(n + k))
+        t = time.perf_counter()
+        assert follower.poll() == 2
+        folded = time.perf_counter() - t
+        done = writers.regenerate_all(follower.state, where, runs=[f"bench-{n + k:07d}"], views=views)
+        times.append(time.perf_counter() - t)
+        fold_times.append(folded)
+        assert done.leaderboard and done.read_model and len(done.records.created) == 1
+    assert views.rebuilds == built, "the aggregates were computed again: not the incremental path"
+    inc = statistics.median(times)
+    print(f"          incremental, one new run + its grade, every output: {inc * 1e3:8.1f} ms median of {repeat} "
+          f"(fold {statistics.median(fold_times) * 1e3:.1f} ms) = {inc / full_s:.2%} of the full rebuild of every "
+          f"output ({full_s / inc:,.0f}x faster)")
+    t = time.perf_counter()
+    fresh = root.parent / f"{root.name}-check"
+    _, _ = full_rebuild(ledger, fresh)
+    state = load_state(ledger)
+    assert where.leaderboard.read_bytes() == Workspace.at(fresh, ledger).leaderboard.read_bytes()
+    assert readmodel.canonical_dump(where.read_model) == readmodel.canonical_dump(Workspace.at(fresh, ledger).read_model)
+    ours, theirs = record_files(where.results), record_files(Workspace.at(fresh, ledger).results)
+    assert ours == theirs and all((where.results / r).read_bytes() == (Workspace.at(fresh, ledger).results / r).read_bytes()
+                                  for r in ours)
+    assert state.head_seq == follower.state.head_seq
+    shutil.rmtree(fresh, ignore_errors=True)
+    print(f"          ... and equals a full rebuild (LEADERBOARD.md bytes, read-model content, {len(ours)} record "
+          f"files; checked in {time.perf_counter() - t:.0f} s)")
+
+
+def peak_rss(runs: int) -> None:
+    """The full rebuild of every output at `runs` runs, in a child process; its peak RSS."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "project"
+        ledger = Workspace.at(root).ledger
+        ledger.parent.mkdir(parents=True)
+        setup = build_ledger(ledger, runs)
+        events = 2 * runs + 2
+        print(f"{runs:>7} runs ({events:,} events, {ledger.stat().st_size / 1e6:,.0f} MB ledger, built in {setup:.0f} s):")
+        child = subprocess.run(
+            [sys.executable, __file__, "--_rebuild", str(ledger), str(root)], capture_output=True, text=True, check=True,
+        )
+        print(child.stdout.rstrip())
+
+
+def _child_rebuild(ledger: Path, root: Path) -> None:
+    fold_s, write_s = full_rebuild(ledger, root)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    print(f"          full rebuild of every output: fold {fold_s:.1f} s + writing {write_s:.1f} s; peak RSS {peak:,.0f} MiB")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, nargs="+", default=[10_000, 100_000])
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--rss-runs", type=int, nargs="+", help="measure only the peak RSS of a full rebuild at these sizes")
+    ap.add_argument("--_rebuild", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args._rebuild:
+        _child_rebuild(Path(args._rebuild[0]), Path(args._rebuild[1]))
+        return
+    if args.rss_runs:
+        for n in args.rss_runs:
+            peak_rss(n)
+        return
     incremental_at = max(args.runs)
     with tempfile.TemporaryDirectory() as tmp:
         for n in args.runs:
-            path = Path(tmp) / f"ledger-{n}.jsonl"
+            root = Path(tmp) / f"project-{n}"
+            path = Workspace.at(root).ledger
+            path.parent.mkdir(parents=True)
             setup = build_ledger(path, n)
             size = path.stat().st_size
             fold_s, state = best(lambda: load_state(path), args.repeat)
-            rec_s, entries = best(lambda: records.record_entries(state), args.repeat)
+            views_s, _ = best(lambda: Views(state), 1)
+            rec_s, _ = best(lambda: records.record_entries(state), args.repeat)
             lb_s, _ = best(lambda: leaderboard.render(state), 1)
             print(f"{n:>7} runs + {n} grades ({size / 1e6:.0f} MB ledger, built in {setup:.1f} s):")
             print(f"          full rebuild, fold (read + decode + fold): {fold_s:8.3f} s")
-            print(f"          result records from the state:             {rec_s:8.3f} s ({len(entries)} records)")
-            print(f"          LEADERBOARD.md from the state:             {lb_s:8.3f} s")
+            print(f"          aggregates of the leaderboard and read model: {views_s:5.3f} s")
+            print(f"          result records from the state:             {rec_s:8.3f} s")
+            print(f"          LEADERBOARD.md from the state (+ aggregates): {lb_s:5.3f} s")
+            out = Path(tmp) / f"out-{n}"
+            f_s, w_s = full_rebuild(path, out)
+            full_s = f_s + w_s
+            print(f"          every output, full rebuild:                {full_s:8.3f} s (fold {f_s:.1f} s, records + "
+                  f"LEADERBOARD.md + read model written {w_s:.1f} s)")
             if n == incremental_at:
-                follower = LedgerFollower(path)
-                follower.poll()
-                times = []
-                for k in range(args.repeat):
-                    LedgerStore(path).append(events_for(n + k))
-                    t = time.perf_counter()
-                    folded = follower.poll()
-                    times.append(time.perf_counter() - t)
-                    assert folded == 2
-                inc = min(times)
-                full = load_state(path)
-                assert msgspec.json.encode(full) == msgspec.json.encode(follower.state)
-                print(f"          incremental, one new run + its grade:      {inc * 1e3:8.3f} ms "
-                      f"= {inc / fold_s:.2e} of the full fold ({fold_s / inc:,.0f}x faster); "
-                      "equals a full rebuild")
+                shutil.rmtree(out, ignore_errors=True)
+                incremental(path, out, n, args.repeat, full_s)
+            shutil.rmtree(out, ignore_errors=True)
 
 
 if __name__ == "__main__":

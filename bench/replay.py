@@ -15,7 +15,10 @@ Three figures, each measured in this run:
 * Watch latency: `cbledger watch` running as its own process over the same synthetic ledger, one
   run + grade appended by this process, time until LEADERBOARD.md holds the new head — that is
   the debounce (the ledger must be quiet that long) plus the fold, the touched records and the
-  render — with the regeneration's own time as the watcher reports it.
+  render — with the regeneration's own time as the watcher reports it; then the same latency
+  with a run + grade appended every second on a timer (`--rate-appends`), whatever the watcher
+  is doing. The watch runs with `--no-site` unless `--with-site` is given: the site's aggregate
+  pages are rendered from the whole state on every regeneration.
 
 Shared data: CBLEDGER_SHARED, or ../shared beside the repository (real/fixtures under it).
 Everything is written under a temporary directory and removed afterwards.
@@ -154,10 +157,10 @@ def real_boards(work: Path, repeats: int, jobs: int, rounds: int = 1) -> None:
 class Watch:
     """`cbledger watch` in its own process; its lines arrive on a queue."""
 
-    def __init__(self, root: Path, ledger: Path, debounce_ms: int) -> None:
+    def __init__(self, root: Path, ledger: Path, debounce_ms: int, site: bool) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "cbledger.cli.app", "watch", "--root", str(root), "--ledger", str(ledger),
-             "--debounce-ms", str(debounce_ms)],
+             "--debounce-ms", str(debounce_ms), *([] if site else ["--no-site"])],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
         )
         self.lines: queue.Queue[str] = queue.Queue()
@@ -193,7 +196,41 @@ def leaderboard_head(path: Path) -> int | None:
     return int(m[1]) if m else None
 
 
-def synthetic(work: Path, sizes: list[int], debounce_ms: int, appends: int) -> None:
+def at_a_rate(d: Path, store: LedgerStore, first: int, count: int, period: float = 1.0) -> list[float]:
+    """Appends a run and its grade every `period` seconds, whatever the watcher is doing, and
+    returns each append's latency until LEADERBOARD.md holds its head (or a later one)."""
+    board = Workspace.at(d).leaderboard
+    seen: list[tuple[float, int]] = []  # (when, head) each time LEADERBOARD.md's head moved
+    done = threading.Event()
+
+    def look() -> None:
+        last = None
+        while not done.is_set():
+            head = leaderboard_head(board)
+            if head is not None and head != last:
+                seen.append((time.perf_counter(), head))
+                last = head
+            time.sleep(0.002)
+
+    watcher = threading.Thread(target=look, daemon=True)
+    watcher.start()
+    sent: list[tuple[float, int]] = []
+    start = time.perf_counter() + period
+    for k in range(count):
+        time.sleep(max(0.0, start + k * period - time.perf_counter()))
+        t = time.perf_counter()
+        store.append(events_for(first + k))
+        sent.append((t, store.head().seq))
+    deadline = time.perf_counter() + 60
+    while (not seen or seen[-1][1] < sent[-1][1]) and time.perf_counter() < deadline:
+        time.sleep(0.01)
+    done.set()
+    watcher.join()
+    return [next(when for when, head in seen if head >= seq) - t for t, seq in sent]
+
+
+def synthetic(work: Path, sizes: list[int], debounce_ms: int, appends: int, rate_appends: int = 0,
+              site: bool = False) -> None:
     for n in sizes:
         d = work / f"synthetic-{n}"
         ledger = Workspace.at(d).ledger
@@ -209,7 +246,7 @@ def synthetic(work: Path, sizes: list[int], debounce_ms: int, appends: int) -> N
         print(f"{n:>7} runs ({events} events, {size / 1e6:.0f} MB):")
         print(f"  chain only (verify_chain):   {chain_s:7.2f} s = {chain_s / events * 1e6:6.1f} µs per event")
 
-        watch = Watch(d, ledger, debounce_ms)
+        watch = Watch(d, ledger, debounce_ms, site)
         t = time.perf_counter()
         first = watch.until("folded")
         start_s = time.perf_counter() - t
@@ -226,11 +263,15 @@ def synthetic(work: Path, sizes: list[int], debounce_ms: int, appends: int) -> N
             latencies.append(time.perf_counter() - t)
             line = watch.until(f"head seq {head + 2};")
             regen.append(float(re.search(r"\(([\d.]+) s\)$", line)[1]))
+        steady = at_a_rate(d, store, n + appends, rate_appends) if rate_appends else []
         watch.stop()
-        print(f"  watch, first build of every output: {start_s:6.1f} s ({first.split('; ', 1)[1]})")
+        print(f"  watch{'' if site else ' --no-site'}, first build of every output: {start_s:6.1f} s ({first.split('; ', 1)[1]})")
         print(f"  watch latency, append -> LEADERBOARD.md rewritten (debounce {debounce_ms} ms): "
-              f"median {statistics.median(latencies):.3f} s, min {min(latencies):.3f} s over {appends} appends; "
-              f"the regeneration itself (all outputs, read model included): median {statistics.median(regen):.2f} s")
+              f"median {statistics.median(latencies):.3f} s, max {max(latencies):.3f} s over {appends} appends; "
+              f"the regeneration itself (every output it writes): median {statistics.median(regen):.2f} s")
+        if steady:
+            print(f"  watch latency under one append per second ({len(steady)} appends): median "
+                  f"{statistics.median(steady):.3f} s, max {max(steady):.3f} s")
         shutil.rmtree(d, ignore_errors=True)
 
 
@@ -242,6 +283,8 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2, help="processes for the parallel verification")
     ap.add_argument("--debounce-ms", type=int, default=200)
     ap.add_argument("--appends", type=int, default=3, help="appends timed per size")
+    ap.add_argument("--rate-appends", type=int, default=10, help="appends at one a second timed per size (0: none)")
+    ap.add_argument("--with-site", action="store_true", help="watch with the HTML site (default: --no-site)")
     ap.add_argument("--skip-real", action="store_true", help="synthetic ledgers only")
     ap.add_argument("--real-only", action="store_true", help="the real boards only (no synthetic ledgers)")
     ap.add_argument("--rounds", type=int, default=1, help="interleaved serial / --jobs pairs on the real boards")
@@ -253,7 +296,7 @@ def main() -> None:
         if not args.skip_real:
             real_boards(work, repeats, args.jobs, args.rounds)
         if not args.real_only:
-            synthetic(work, sizes, args.debounce_ms, args.appends)
+            synthetic(work, sizes, args.debounce_ms, args.appends, args.rate_appends, args.with_site)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

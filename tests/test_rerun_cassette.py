@@ -167,7 +167,7 @@ def test_saved_login_routes_are_stated_not_recordable_and_old_runs_read_without_
     assert "cannot be re-executed" in not_recordable_note("codex")
     # a run recorded before cassettes re-encodes exactly as stored: the field is absent, not null
     ledger = REPO / "results" / "ledger" / "events.jsonl"
-    line = [json.loads(x) for x in ledger.open() if '"run.recorded"' in x][0]  # the ledger's first run
+    line = next(json.loads(x) for x in ledger.open() if '"run.recorded"' in x)  # the ledger's first run
     body = msgspec.json.decode(json.dumps(line["event"]["body"]).encode(), type=RunRecorded)
     assert "cassette" not in line["event"]["body"]
     assert body.cassette is msgspec.UNSET and "cassette" not in msgspec.to_builtins(body)

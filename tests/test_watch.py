@@ -231,6 +231,7 @@ def test_watch_follows_appends_from_another_process_and_survives_bad_appends(tmp
             append_in_another_process(ledger, path)
             head += len(batch)
             watcher.wait_for(f"head seq {head};")
+            watcher.wait_for(f"site at seq {head}:")  # written once the ledger is quiet
             assert_equals_full_rebuild(root, ledger, tmp_path)
 
         # A torn append: reported, the watcher lives on, outputs stay at the last good state.
@@ -254,6 +255,7 @@ def test_watch_follows_appends_from_another_process_and_survives_bad_appends(tmp
         rest.write_bytes(jsonl(drafts[70:]))
         append_in_another_process(ledger, rest)
         watcher.wait_for(f"head seq {len(drafts) + 1};")
+        watcher.wait_for(f"site at seq {len(drafts) + 1}:")
         assert_equals_full_rebuild(root, ledger, tmp_path)
         assert watcher.proc.poll() is None
     finally:
@@ -354,6 +356,7 @@ def test_watch_survives_deletion_and_replacement_of_the_ledger(tmp_path):
         LedgerStore(replacement).append(drafts[10:20])
         os.replace(replacement, ledger)  # as a checkout writes it: a new file at the old name
         watcher.wait_for("head seq 21;")
+        watcher.wait_for("site at seq 21:")
         assert_equals_full_rebuild(root, ledger, tmp_path)
         # A same-size edit in place, then an append on top of it: never published.
         _edit_in_place(ledger, 5)
@@ -373,3 +376,13 @@ def append_in_another_process_unchecked(ledger: Path, events, tmp_path: Path) ->
     batch.write_bytes(jsonl(events))
     subprocess.run([sys.executable, "-m", "cbledger.cli.app", "append", str(batch), "--ledger", str(ledger)],
                    capture_output=True, text=True)
+
+
+def test_no_site_leaves_the_site_alone(tmp_path):
+    root, ledger, drafts = make_root(tmp_path)
+    LedgerStore(ledger).append(drafts[:10])
+    result = run_cli(["watch", "--once", "--no-site", "--root", root])
+    assert result.exit_code == 0, result.output
+    assert "0 site page(s) written" in result.stdout
+    assert not (root / "results" / "site").exists()
+    assert (root / "LEADERBOARD.md").read_text() == leaderboard.render(writers.load_state(ledger), None)

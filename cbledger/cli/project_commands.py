@@ -302,7 +302,7 @@ def readmodel_cmd(
     """Rebuild the SQLite read model atomically."""
     where = workspace(ledger, root)
     target = out or where.read_model
-    readmodel.write(readmodel.build_tables(_state(where)), target)
+    readmodel.write(readmodel.stream_tables(_state(where)), target)
     writers.write_text_if_changed(readmodel.metadata_path(target), readmodel.metadata(target.stem))
     if as_json:
         _emit({"readModel": {"path": str(target), "written": True}})

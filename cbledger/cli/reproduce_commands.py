@@ -210,6 +210,7 @@ def watch(
     ] = None,
     once: Annotated[bool, typer.Option("--once", help="Regenerate the outputs and exit.")] = False,
     no_read_model: Annotated[bool, typer.Option("--no-read-model", help=f"Leave {READ_MODEL} alone.")] = False,
+    no_site: Annotated[bool, typer.Option("--no-site", help="Leave the HTML site under results/site/ alone.")] = False,
     ledger: LedgerOption = None,
     root: RootOption = None,
 ) -> None:
@@ -223,7 +224,8 @@ def watch(
     """
     from cbledger.reproduce.watch import Watcher, WatchOptions
 
-    options = WatchOptions(debounce_ms=debounce_ms, exec_cmd=exec_cmd, once=once, read_model=not no_read_model)
+    options = WatchOptions(debounce_ms=debounce_ms, exec_cmd=exec_cmd, once=once, read_model=not no_read_model,
+                           site=not no_site)
     watcher = Watcher(workspace(ledger, root), options, echo=lambda line: typer.echo(line))
     raise typer.Exit(watcher.run())
 

@@ -6,6 +6,7 @@ suite bump, the graded runs, the rubric scores) and the surfaces catalog, never 
 from __future__ import annotations
 
 from cbledger.ledger import surfaces
+from cbledger.ledger.events import TaskIdentity
 from cbledger.projections import format as fmt
 from cbledger.projections.fold import LedgerState, suite_bump
 from cbledger.projections.isolation import isolation
@@ -20,29 +21,71 @@ def _counts(items: list[str]) -> str:
     tally: dict[str, int] = {}
     for item in items:
         tally[item] = tally.get(item, 0) + 1
-    return ", ".join(f"{k} {v}" for k, v in sorted(tally.items())) or "none"
+    return _tally(tally)
+
+
+class CardAcc:
+    """What the card reads of a suite's records, one record at a time (counts, sets and the last
+    task identity seen per id), so a record added at the end of the order is folded in alone."""
+
+    def __init__(self) -> None:
+        self.records = 0
+        self.tasks: dict[str, TaskIdentity] = {}
+        self.fixtures: set[str] = set()
+        self.checks: set[str] = set()
+        self.kinds: dict[str, int] = {}
+        self.judged = 0
+        self.judges: set[str] = set()
+        self.surfaces: set[str] = set()
+        self.confined: dict[str, int] = {}
+
+    def add(self, state: LedgerState, rec: RecordEntry) -> None:
+        run = rec.run.run
+        self.records += 1
+        self.tasks[run.task.id] = run.task
+        self.fixtures.add(run.fixture.id)
+        self.checks.update(f"{a.type} ({a.evidence_source})" for a in rec.graded.grade.assertions)
+        kind = run_kind(rec)
+        self.kinds[kind] = self.kinds.get(kind, 0) + 1
+        scores = state.rubric.get(rec.run_id)
+        if scores:
+            self.judged += 1
+            self.judges.add(scores[0].rubric.judge_model)
+        self.surfaces.add(surfaces.run_surface(run))
+        how = isolation(run)
+        self.confined[how] = self.confined.get(how, 0) + 1
+
+
+def _tally(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"
 
 
 def render(state: LedgerState, suite: str, records: list[RecordEntry]) -> list[str]:
+    acc = CardAcc()
+    for rec in records:
+        acc.add(state, rec)
+    return render_acc(state, suite, acc)
+
+
+def render_acc(state: LedgerState, suite: str, acc: CardAcc) -> list[str]:
     bump = suite_bump(state, suite)
-    tasks = {rec.run.run.task.id: rec.run.run.task for rec in records}
+    tasks = acc.tasks
     named = sorted(bump.body.task_manifest_hashes) if bump else sorted(tasks)
-    fixtures = sorted(bump.body.fixture_hashes) if bump else sorted({rec.run.run.fixture.id for rec in records})
+    fixtures = sorted(bump.body.fixture_hashes) if bump else sorted(acc.fixtures)
     tier_of = {t: tasks[t].tier for t in named if t in tasks}
     by_tier = ", ".join(f"{tier} {sum(1 for v in tier_of.values() if v == tier)}" for tier in TIERS)
     outcomes = _counts([tasks[t].expected_outcome for t in named if t in tasks])
-    checks = ", ".join(sorted({f"{a.type} ({a.evidence_source})" for rec in records for a in rec.graded.grade.assertions}))
-    kinds = _counts([run_kind(rec) for rec in records])
-    judged = [rec for rec in records if state.rubric.get(rec.run_id)]
-    judges = sorted({state.rubric[rec.run_id][0].rubric.judge_model for rec in judged})
-    used = sorted({surfaces.run_surface(rec.run.run) for rec in records}
-                  | {surfaces.import_surface(i.body) for i in state.imports})
-    confined = _counts([isolation(rec.run.run) for rec in records])
+    checks = ", ".join(sorted(acc.checks))
+    kinds = _tally(acc.kinds)
+    judged = acc.judged
+    judges = sorted(acc.judges)
+    used = sorted(acc.surfaces | {surfaces.import_surface(i.body) for i in state.imports})
+    confined = _tally(acc.confined)
     catalog = surfaces.catalog()
     rows = [
         ["Scope", (
             f"suite `{suite}`: {len(named)} task(s) ({by_tier}; expected outcomes: {outcomes}) on "
-            f"{len(fixtures)} fixture(s); {len(records)} graded record(s) by run kind: {kinds}"
+            f"{len(fixtures)} fixture(s); {acc.records} graded record(s) by run kind: {kinds}"
         )],
         ["Deterministic parts", (
             "every verdict, partial credit, pass rate and cost per passing task: kicad-cli reports, the "
@@ -50,7 +93,7 @@ def render(state: LedgerState, suite: str, records: list[RecordEntry]) -> list[s
             f"Checks graded under this suite (type and evidence): {checks or 'none'}"
         )],
         ["Judged parts", (
-            f"{len(judged)} record(s) with a model-judged rubric score, by {', '.join(f'`{j}`' for j in judges)}; "
+            f"{judged} record(s) with a model-judged rubric score, by {', '.join(f'`{j}`' for j in judges)}; "
             "shown only in the model-judged section, read by no metric" if judged else
             "none graded under this suite; a rubric score would be model-judged and read by no metric"
         )],

@@ -87,32 +87,57 @@ def _short(h: str) -> str:
 
 def _majority(values: Sequence[str]) -> str:
     """Most frequent; ties go to the one that appears first."""
-    counts = Counter(values)
-    best = max(counts.values())
+    counts: dict[str, int] = {}
     for v in values:
-        if counts[v] == best:
-            return v
-    raise AssertionError("unreachable")
+        counts[v] = counts.get(v, 0) + 1
+    return _first_most(counts)
+
+
+def _first_most(counts: dict[str, int]) -> str:
+    """The most frequent of `counts` (kept in first-seen order); ties go to the one seen first."""
+    best = max(counts.values())
+    return next(v for v, n in counts.items() if n == best)
+
+
+class RefTally:
+    """What the reference is chosen from, a record at a time: per task the manifest and fixture
+    hashes with their counts in first-seen order, and the schemaVersions. A record added at the
+    end of the order updates it alone (`reference_from` then says whether the reference moved)."""
+
+    def __init__(self) -> None:
+        self.manifests: dict[str, dict[str, int]] = {}
+        self.fixtures: dict[str, dict[str, int]] = {}
+        self.schemas: dict[str, int] = {}
+
+    def add(self, r: RecordEntry) -> None:
+        m = self.manifests.setdefault(r.task_id, {})
+        m[r.manifest_hash] = m.get(r.manifest_hash, 0) + 1
+        f = self.fixtures.setdefault(r.task_id, {})
+        f[r.fixture_sha256] = f.get(r.fixture_sha256, 0) + 1
+        self.schemas[r.schema_version] = self.schemas.get(r.schema_version, 0) + 1
 
 
 def reference_for(state: LedgerState, suite_version: str, records: Sequence[RecordEntry]) -> Reference:
-    bump = suite_bump(state, suite_version)
-    by_task_manifest: dict[str, list[str]] = {}
-    by_task_fixture: dict[str, list[str]] = {}
+    tally = RefTally()
     for r in records:
-        by_task_manifest.setdefault(r.task_id, []).append(r.manifest_hash)
-        by_task_fixture.setdefault(r.task_id, []).append(r.fixture_sha256)
+        tally.add(r)
+    return reference_from(state, suite_version, tally)
+
+
+def reference_from(state: LedgerState, suite_version: str, tally: RefTally) -> Reference:
+    """The reference stamp (without the kicad-cli major, which `partition` adds)."""
+    bump = suite_bump(state, suite_version)
     tasks: dict[str, TaskReference] = {}
-    for task_id in sorted(by_task_manifest):
+    for task_id in sorted(tally.manifests):
         if bump is not None and task_id in bump.body.task_manifest_hashes:
             tasks[task_id] = TaskReference(
                 manifest=bump.body.task_manifest_hashes[task_id], manifest_source="suite.bumped"
             )
         else:
             tasks[task_id] = TaskReference(
-                manifest=_majority(by_task_manifest[task_id]), manifest_source="most records"
+                manifest=_first_most(tally.manifests[task_id]), manifest_source="most records"
             )
-    schema_counts = Counter(r.schema_version for r in records)
+    schema_counts = tally.schemas
     schema = None
     if schema_counts:
         schema = max(schema_counts, key=lambda v: (schema_counts[v], semver_key(v)))
@@ -123,8 +148,34 @@ def reference_for(state: LedgerState, suite_version: str, records: Sequence[Reco
         bump_seq=bump.seq if bump is not None else None,
         tasks=tasks,
         fixtures=dict(sorted(bump.body.fixture_hashes.items())) if bump is not None else {},
-        task_fixtures={t: _majority(v) for t, v in sorted(by_task_fixture.items())},
+        task_fixtures={t: _first_most(v) for t, v in sorted(tally.fixtures.items())},
     )
+
+
+def stamp_diffs(ref: Reference, r: RecordEntry) -> list[tuple[str, str]]:
+    """(key part, reason) for each stamp field but the kicad-cli major that differs from `ref`."""
+    diffs: list[tuple[str, str]] = []
+    sv = r.schema_version
+    if sv != ref.schema_version:
+        diffs.append((f"schema:{sv}", f"schemaVersion {sv} (main group: {ref.schema_version})"))
+    diffs.extend(_hash_reasons(ref, r))
+    return diffs
+
+
+def reference_major(majors: dict[str, int]) -> str | None:
+    """The reference kicad-cli major among `majors` (the most records; ties: the highest)."""
+    if not majors:
+        return None
+    return max(majors, key=lambda m: (majors[m], _major_rank(m)))
+
+
+def kicad_diff(ref_major: str | None, r: RecordEntry) -> list[tuple[str, str]]:
+    m = kicad_major(r.kicad_cli_version)
+    if ref_major is None or m == ref_major:
+        return []
+    shown = "absent (run without kicad-cli)" if m == NO_KICAD else m
+    main_shown = "absent" if ref_major == NO_KICAD else ref_major
+    return [(f"kicad:{m}", f"kicad-cli major {shown} (main group: {main_shown})")]
 
 
 def _hash_reasons(ref: Reference, r: RecordEntry) -> list[tuple[str, str]]:
@@ -163,11 +214,7 @@ def partition(state: LedgerState, suite_version: str, records: Sequence[RecordEn
     pending: dict[str, tuple[list[str], list[int]]] = {}
     deferred: list[tuple[int, list[tuple[str, str]]]] = []
     for i, r in enumerate(records):
-        diffs: list[tuple[str, str]] = []
-        sv = r.schema_version
-        if sv != ref.schema_version:
-            diffs.append((f"schema:{sv}", f"schemaVersion {sv} (main group: {ref.schema_version})"))
-        diffs.extend(_hash_reasons(ref, r))
+        diffs = stamp_diffs(ref, r)
         if diffs:
             deferred.append((i, diffs))
         else:
@@ -175,9 +222,7 @@ def partition(state: LedgerState, suite_version: str, records: Sequence[RecordEn
     # With no record matching the other stamps, the major still partitions the rest.
     basis = stamp_ok or range(len(records))
     majors = Counter(kicad_major(records[i].kicad_cli_version) for i in basis)
-    ref_major = None
-    if majors:
-        ref_major = max(majors, key=lambda m: (majors[m], _major_rank(m)))
+    ref_major = reference_major(majors)
     ref = Reference(
         suite_version=ref.suite_version,
         schema_version=ref.schema_version,
@@ -189,23 +234,15 @@ def partition(state: LedgerState, suite_version: str, records: Sequence[RecordEn
     )
     main: list[int] = []
 
-    def kicad_diff(i: int) -> list[tuple[str, str]]:
-        m = kicad_major(records[i].kicad_cli_version)
-        if ref_major is None or m == ref_major:
-            return []
-        shown = "absent (run without kicad-cli)" if m == NO_KICAD else m
-        main_shown = "absent" if ref_major == NO_KICAD else ref_major
-        return [(f"kicad:{m}", f"kicad-cli major {shown} (main group: {main_shown})")]
-
     for i in stamp_ok:
-        diffs = kicad_diff(i)
+        diffs = kicad_diff(ref_major, records[i])
         if diffs:
             deferred.append((i, diffs))
         else:
             main.append(i)
     for i, diffs in sorted(deferred):
         if not any(k.startswith("kicad:") for k, _ in diffs):
-            diffs = diffs + kicad_diff(i)
+            diffs = diffs + kicad_diff(ref_major, records[i])
         key = "; ".join(k for k, _ in diffs)
         reasons, members = pending.setdefault(key, ([reason for _, reason in diffs], []))
         members.append(i)

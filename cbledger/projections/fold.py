@@ -27,7 +27,7 @@ Rules folded here (and nowhere else):
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import msgspec
@@ -232,6 +232,10 @@ class Projector:
 
     def __init__(self, state: LedgerState | None = None) -> None:
         self.state = state if state is not None else LedgerState()
+        #: called with each event once it is folded (`aggregates.Views.observe`)
+        self.observers: list[Callable[[Any], None]] = []
+        #: one copy of each value many runs and grades repeat (see `_compact_run`)
+        self._shared: dict[Any, Any] = {}
 
     @property
     def last_seq(self) -> int:
@@ -255,6 +259,8 @@ class Projector:
             st.head_hash = hash_
             st.last_at = event.at
             n += 1
+            for observe in self.observers:
+                observe(event)
         return n
 
     def _attach(self, seq: int, body: CassetteAttached) -> None:
@@ -265,11 +271,40 @@ class Projector:
         else:
             st.anomalies.append(Anomaly(seq=seq, kind="cassette-not-attached", message=f"cassette.attached {problem}; ignored"))
 
+    def _one(self, value: Any) -> Any:
+        try:
+            return self._shared.setdefault(value, value)
+        except TypeError:  # holds a list (a task's tags, a tool subset): keyed by its encoding
+            return self._shared.setdefault((type(value), msgspec.json.encode(value)), value)
+
+    def _compact_run(self, run: RunRecorded) -> RunRecorded:
+        """The run with the values other runs repeat (its task, fixture, model, stamp, condition,
+        cost and seed) replaced by the one copy already held: equal values, so every view is the
+        same, in about half the memory (a decoded event holds its own copy of every string, and
+        a 1M-event state is mostly those)."""
+        one = self._one
+        sb = run.sandbox
+        return msgspec.structs.replace(
+            run, task=one(run.task), fixture=one(run.fixture), model=one(run.model),
+            comparability=one(run.comparability), ablations=one(run.ablations), cost=one(run.cost),
+            sandbox=msgspec.structs.replace(sb, seed_sha=one(sb.seed_sha), seed_config=one(sb.seed_config),
+                                            baseline_sha=one(sb.baseline_sha)),
+        )
+
+    def _compact_grade(self, grade: GradeRecorded) -> GradeRecorded:
+        """`_compact_run` for a grade: its assertion outcomes are mostly the same as other runs' of
+        the task, and its versions and manifest hash those of every grade of the suite."""
+        one = self._one
+        return msgspec.structs.replace(
+            grade, suite_version=one(grade.suite_version), grader_version=one(grade.grader_version),
+            task_manifest_hash=one(grade.task_manifest_hash), assertions=[one(a) for a in grade.assertions],
+        )
+
     def _fold_one(self, event: Any) -> None:
         st = self.state
         seq = event.seq
         if isinstance(event, RunRecordedEvent):
-            run = event.body
+            run = self._compact_run(event.body)
             earlier = st.runs.get(run.run_id) or st.later_passes.get(run.run_id)
             if earlier is not None:
                 st.anomalies.append(
@@ -288,9 +323,9 @@ class Projector:
             key = paths.run_dir(date, run.model.id, run.task.id)
             ordinal = st.ordinals.get(key, 0) + 1
             st.ordinals[key] = ordinal
-            st.runs[run.run_id] = RunEntry(seq=seq, run=run, date=date, record_dir=key, ordinal=ordinal)
+            st.runs[run.run_id] = RunEntry(seq=seq, run=run, date=self._one(date), record_dir=self._one(key), ordinal=ordinal)
         elif isinstance(event, GradeRecordedEvent):
-            grade = event.body
+            grade = self._compact_grade(event.body)
             per_run = st.grades.setdefault(grade.run_id, {})
             kept = per_run.get(grade.suite_version)
             if kept is None:

@@ -98,35 +98,134 @@ def _key(rec: RecordEntry) -> tuple[str, str]:
     return rec.run.run.model.id, run_kind(rec)
 
 
-def judged_rows(state: LedgerState, records: Iterable[RecordEntry]) -> list[JudgedRow]:
-    by: dict[tuple[str, str], list[RecordEntry]] = {}
-    for rec in records:
-        by.setdefault(_key(rec), []).append(rec)
-    out: list[JudgedRow] = []
-    for (model, kind), recs in sorted(by.items()):
-        scores: list[float] = []
-        criteria: dict[str, list[int]] = {}
-        judges: set[str] = set()
-        for rec in recs:
-            items = state.rubric.get(rec.run_id)
-            if not items:
-                continue
+class _Judged:
+    __slots__ = ("criteria", "judges", "runs", "scores")
+
+    def __init__(self) -> None:
+        self.runs = 0
+        self.scores: list[float] = []
+        self.criteria: dict[str, list[int]] = {}
+        self.judges: set[str] = set()
+
+
+class _Lane:
+    __slots__ = ("jcalls", "jin", "jmicros", "jmodels", "jout", "juncosted", "micros", "runs", "smodels", "tin",
+                 "tout", "uncosted", "via")
+
+    def __init__(self) -> None:
+        self.runs = self.tin = self.tout = self.micros = 0
+        self.uncosted = False
+        self.jcalls = self.jin = self.jout = self.jmicros = 0
+        self.juncosted = False
+        self.jmodels: set[str] = set()
+        self.smodels: set[str] = set()
+        self.via: set[str] = set()
+
+
+class LanesAcc:
+    """The model-judged rows, the billed lanes and the audit of a suite's records, a record at a
+    time: every figure is a count, a sum or a set, so a record added at the end of the order is
+    folded in alone, and the full computation is the same `add` over every record. A record's
+    rubric scores and reviews are read when it is added (a later one means starting again)."""
+
+    def __init__(self) -> None:
+        self.judged: dict[tuple[str, str], _Judged] = {}
+        self.lanes: dict[tuple[str, str], _Lane] = {}
+        self.audit_runs: dict[tuple[str, str], int] = {}
+        self.audit_models: dict[tuple[str, str], set[str]] = {}
+        self.audit_statuses: dict[tuple[str, str], set[str]] = {}
+
+    def add(self, state: LedgerState, rec: RecordEntry) -> None:
+        key = _key(rec)
+        run = rec.run.run
+        j = self.judged.get(key)
+        if j is None:
+            j = self.judged[key] = _Judged()
+        j.runs += 1
+        items = state.rubric.get(rec.run_id)
+        if items:
             first = items[0].rubric
-            scores.append(first.score)
-            judges.add(first.judge_model)
+            j.scores.append(first.score)
+            j.judges.add(first.judge_model)
             for c in first.criteria if first.criteria is not UNSET else []:
-                acc = criteria.setdefault(c.id, [0, 0, 0])
+                acc = j.criteria.setdefault(c.id, [0, 0, 0])
                 acc[0] += 1
                 acc[1] += c.points
                 acc[2] += c.max_points
-        if not scores:
-            continue
-        out.append(JudgedRow(
-            model=model, kind=kind, runs=len(recs), judged=len(scores), mean=math.fsum(scores) / len(scores),
-            criteria=[CriterionMean(id=k, runs=v[0], points=v[1], max_points=v[2]) for k, v in sorted(criteria.items())],
-            judges=sorted(judges),
-        ))
-    return out
+        lane = self.lanes.get(key)
+        if lane is None:
+            lane = self.lanes[key] = _Lane()
+        lane.runs += 1
+        lane.smodels.update(run.provider_models)
+        lane.via.add(surfaces.run_surface(run))
+        if run.stats is not None:
+            lane.tin += run.stats.tokens_in
+            lane.tout += run.stats.tokens_out
+        if run.cost.usd_micros is None:
+            lane.uncosted = True
+        else:
+            lane.micros += run.cost.usd_micros
+        for usage in _judge_usages(state, rec.run_id):
+            lane.jcalls += 1
+            lane.jin += usage.tokens_in
+            lane.jout += usage.tokens_out
+            lane.jmodels.update(usage.provider_models)
+            if usage.cost.usd_micros is None:
+                lane.juncosted = True
+            else:
+                lane.jmicros += usage.cost.usd_micros
+        if key[1] not in ("harness", "never reached the model"):
+            self.add_to_audit(rec)
+
+    def add_to_audit(self, rec: RecordEntry) -> None:
+        run = rec.run.run
+        for a in rec.graded.grade.assertions:
+            akey = (run.task.id, a.id)
+            self.audit_runs[akey] = self.audit_runs.get(akey, 0) + 1
+            self.audit_models.setdefault(akey, set()).add(run.model.id)
+            self.audit_statuses.setdefault(akey, set()).add(a.status)
+
+    def judged_rows(self) -> list[JudgedRow]:
+        out: list[JudgedRow] = []
+        for (model, kind), j in sorted(self.judged.items()):
+            if not j.scores:
+                continue
+            out.append(JudgedRow(
+                model=model, kind=kind, runs=j.runs, judged=len(j.scores), mean=math.fsum(j.scores) / len(j.scores),
+                criteria=[CriterionMean(id=k, runs=v[0], points=v[1], max_points=v[2]) for k, v in sorted(j.criteria.items())],
+                judges=sorted(j.judges),
+            ))
+        return out
+
+    def lane_rows(self) -> list[LaneRow]:
+        return [
+            LaneRow(
+                model=model, kind=kind, runs=x.runs, system_tokens_in=x.tin, system_tokens_out=x.tout,
+                system_usd_micros=None if x.uncosted else x.micros, system_models=sorted(x.smodels),
+                surfaces=sorted(x.via), judge_calls=x.jcalls, judge_tokens_in=x.jin, judge_tokens_out=x.jout,
+                judge_usd_micros=None if x.juncosted else x.jmicros, judge_models=sorted(x.jmodels),
+            )
+            for (model, kind), x in sorted(self.lanes.items())
+        ]
+
+    def audit(self) -> list[AuditFlag]:
+        return [
+            AuditFlag(task_id=k[0], assertion_id=k[1], runs=self.audit_runs[k], models=len(self.audit_models[k]),
+                      always=next(iter(self.audit_statuses[k])))
+            for k in sorted(self.audit_runs)
+            if len(self.audit_models[k]) >= 2 and len(self.audit_statuses[k]) == 1
+        ]
+
+
+def lanes_of(state: LedgerState, records: Iterable[RecordEntry]) -> LanesAcc:
+    acc = LanesAcc()
+    for rec in records:
+        acc.add(state, rec)
+    return acc
+
+
+def judged_rows(state: LedgerState, records: Iterable[RecordEntry]) -> list[JudgedRow]:
+    return lanes_of(state, records).judged_rows()
 
 
 def _judge_usages(state: LedgerState, run_id: str) -> list[LaneUsage]:
@@ -142,65 +241,16 @@ def _judge_usages(state: LedgerState, run_id: str) -> list[LaneUsage]:
 
 def lane_rows(state: LedgerState, records: Iterable[RecordEntry]) -> list[LaneRow]:
     """Each (model, run kind)'s two lanes, summed apart; a lane with an uncosted call has no USD."""
-    by: dict[tuple[str, str], list[RecordEntry]] = {}
-    for rec in records:
-        by.setdefault(_key(rec), []).append(rec)
-    out: list[LaneRow] = []
-    for (model, kind), recs in sorted(by.items()):
-        tin = tout = micros = 0
-        uncosted = False
-        jcalls = jin = jout = jmicros = 0
-        juncosted = False
-        jmodels: set[str] = set()
-        smodels: set[str] = set()
-        via: set[str] = set()
-        for rec in recs:
-            run = rec.run.run
-            smodels.update(run.provider_models)
-            via.add(surfaces.run_surface(run))
-            if run.stats is not None:
-                tin += run.stats.tokens_in
-                tout += run.stats.tokens_out
-            if run.cost.usd_micros is None:
-                uncosted = True
-            else:
-                micros += run.cost.usd_micros
-            for usage in _judge_usages(state, rec.run_id):
-                jcalls += 1
-                jin += usage.tokens_in
-                jout += usage.tokens_out
-                jmodels.update(usage.provider_models)
-                if usage.cost.usd_micros is None:
-                    juncosted = True
-                else:
-                    jmicros += usage.cost.usd_micros
-        out.append(LaneRow(
-            model=model, kind=kind, runs=len(recs), system_tokens_in=tin, system_tokens_out=tout,
-            system_usd_micros=None if uncosted else micros, system_models=sorted(smodels), surfaces=sorted(via), judge_calls=jcalls, judge_tokens_in=jin,
-            judge_tokens_out=jout, judge_usd_micros=None if juncosted else jmicros, judge_models=sorted(jmodels),
-        ))
-    return out
+    return lanes_of(state, records).lane_rows()
 
 
 def audit(records: Iterable[RecordEntry]) -> list[AuditFlag]:
     """Assertions whose outcome never varied across the runs of two or more models."""
-    runs: dict[tuple[str, str], int] = {}
-    models: dict[tuple[str, str], set[str]] = {}
-    statuses: dict[tuple[str, str], set[str]] = {}
+    acc = LanesAcc()
     for rec in records:
-        if is_harness(rec.run) or not_the_models(rec.run):
-            continue
-        task = rec.run.run.task.id
-        for a in rec.graded.grade.assertions:
-            key = (task, a.id)
-            runs[key] = runs.get(key, 0) + 1
-            models.setdefault(key, set()).add(rec.run.run.model.id)
-            statuses.setdefault(key, set()).add(a.status)
-    return [
-        AuditFlag(task_id=k[0], assertion_id=k[1], runs=runs[k], models=len(models[k]), always=next(iter(statuses[k])))
-        for k in sorted(runs)
-        if len(models[k]) >= 2 and len(statuses[k]) == 1
-    ]
+        if not (is_harness(rec.run) or not_the_models(rec.run)):
+            acc.add_to_audit(rec)
+    return acc.audit()
 
 
 def reviews(state: LedgerState) -> list[ReviewRow]:

@@ -34,8 +34,8 @@ def _usd(micros: int | None) -> str:
     return fmt.usd_micros(micros) if micros is not None else "uncosted"
 
 
-def _judged(state: LedgerState, records: list[RecordEntry]) -> list[str]:
-    rows = judged.judged_rows(state, records)
+def _judged(acc: judged.LanesAcc) -> list[str]:
+    rows = acc.judged_rows()
     if not rows:
         return ["No run of this suite version has a rubric score."]
     return [_JUDGED_NOTE, "", *fmt.table(
@@ -51,8 +51,8 @@ def _judged(state: LedgerState, records: list[RecordEntry]) -> list[str]:
     )]
 
 
-def _lanes(state: LedgerState, sm: SuiteMetrics, records: list[RecordEntry]) -> list[str]:
-    rows = judged.lane_rows(state, records)
+def _lanes(sm: SuiteMetrics, acc: judged.LanesAcc) -> list[str]:
+    rows = acc.lane_rows()
     if not rows:
         return ["No runs."]
     main = sm.main_group()
@@ -90,8 +90,8 @@ def _reviews(state: LedgerState) -> list[str]:
     )]
 
 
-def _audit(records: list[RecordEntry]) -> list[str]:
-    flags = judged.audit(records)
+def _audit(acc: judged.LanesAcc) -> list[str]:
+    flags = acc.audit()
     if not flags:
         return [_AUDIT_NOTE, "", "No assertion had the same outcome in every run of two or more models."]
     tasks: dict[str, dict[str, list[str]]] = {}
@@ -110,12 +110,16 @@ def _audit(records: list[RecordEntry]) -> list[str]:
 
 def render(state: LedgerState, sm: SuiteMetrics, records: list[RecordEntry]) -> list[str]:
     """The sections, each a second-level heading; the review section only when there is one."""
+    return render_acc(state, sm, judged.lanes_of(state, records))
+
+
+def render_acc(state: LedgerState, sm: SuiteMetrics, acc: judged.LanesAcc) -> list[str]:
     out: list[str] = []
     for title, body in (
-        (JUDGED_TITLE, _judged(state, records)),
-        ("Billed lanes (system under test and harness-judge, summed apart)", _lanes(state, sm, records)),
+        (JUDGED_TITLE, _judged(acc)),
+        ("Billed lanes (system under test and harness-judge, summed apart)", _lanes(sm, acc)),
         ("Reviews (report-only)", _reviews(state)),
-        ("Mechanical audit of the checks (report-only)", _audit(records)),
+        ("Mechanical audit of the checks (report-only)", _audit(acc)),
     ):
         if body:
             out += [f"## {title}", "", *body, ""]

@@ -16,15 +16,13 @@ from cbledger.ledger import surfaces
 from cbledger.ledger.events import SCHEMA_VERSION
 from cbledger.projections import anchor, card, lanes_part, passes_part
 from cbledger.projections import format as fmt
+from cbledger.projections.aggregates import Views
 from cbledger.projections.conditions import DEFAULT
 from cbledger.projections.fold import (
     ImportEntry,
     LedgerState,
-    current_suite,
     suite_bump,
-    suite_versions,
 )
-from cbledger.projections.isolation import why_unsandboxed
 from cbledger.projections.metrics import (
     ALL_TIERS,
     COSTED_SEGMENTS,
@@ -34,11 +32,9 @@ from cbledger.projections.metrics import (
     GroupMetrics,
     RowMetrics,
     SuiteMetrics,
-    first_rubric_scores,
-    suite_metrics,
 )
 from cbledger.projections.provenance import NON_CLAIMS, NOT_RECORDED, EnvironmentRow
-from cbledger.projections.records import live_record_counts, record_entries, record_paths
+from cbledger.projections.records import record_paths
 
 BEGIN = (
     "<!-- BEGIN GENERATED: cbledger project leaderboard. Do not edit by hand; "
@@ -516,39 +512,44 @@ def _non_claims() -> list[str]:
     return ["## What these numbers do not claim", "", lead, "", *(f"- {item}" for item in items), ""]
 
 
-def render(state: LedgerState, suite_version: str | None = None) -> str:
-    """The whole file. `suite_version` defaults to the current suite (latest `suite.bumped`)."""
-    suite = suite_version or current_suite(state)
-    sm = suite_metrics(state, suite, first_rubric_scores(state)) if suite is not None else None
-    counts = live_record_counts(state)
+def render(state: LedgerState, suite_version: str | None = None, views: Views | None = None) -> str:
+    """The whole file. `suite_version` defaults to the current suite (latest `suite.bumped`).
+    `views` are the aggregates kept current as the state folded (`aggregates.Views.attach`);
+    without them they are computed here in full, by the same code."""
+    if views is None:
+        views = Views(state)
+    suite = suite_version or views.current_suite()
+    sv = views.suite(suite) if suite is not None else None
+    sm = sv.metrics() if sv is not None else None
+    counts = views.record_counts()
     out: list[str] = [BEGIN, "", "# copperbench leaderboard", ""]
-    out += _snapshot(state, suite, sm, counts)
+    out += _snapshot(state, suite, sm, counts, views)
     out += ["", _INTRO, ""]
     out += _non_claims()
-    if suite is not None:
-        out += card.render(state, suite, record_entries(state, suite, build=False))
+    if suite is not None and sv is not None:
+        out += card.render_acc(state, suite, sv.card)
     if sm is not None:
         out += _main_group_part(sm)
         out += _other_groups_part(sm)
     if suite is not None:
         out += passes_part.render(state, suite)
-    if suite is not None and sm is not None:
-        out += lanes_part.render(state, sm, record_entries(state, suite, build=False))
-    out += _suite_versions_part(state, suite, counts)
+    if sv is not None and sm is not None:
+        out += lanes_part.render_acc(state, sm, sv.lanes)
+    out += _suite_versions_part(state, suite, counts, views)
     out += _listing("Imported / reviewer-supplied evidence — not re-gradable, not project-owned", _imports(state))
     out += _listing("Grade conflicts", _conflicts(state))
     out += _listing("Retracted runs", _retracted(state))
-    out += _listing("Runs recorded without the agent sandbox", _unsandboxed(state))
-    anomalies = _anomalies(state)
+    out += _listing("Runs recorded without the agent sandbox", _unsandboxed(views))
+    anomalies = _anomalies(state, views)
     if anomalies:
         out += ["## Ledger anomalies", "", *fmt.table(["Seq", "Kind", "Detail"], anomalies), ""]
     out.append(END)
     return "\n".join(out) + "\n"
 
 
-def _suite_reason(state: LedgerState, suite: str | None) -> str:
+def _suite_reason(state: LedgerState, suite: str | None, views: Views) -> str:
     """Why this suite version is the one shown."""
-    current = current_suite(state)
+    current = views.current_suite()
     if suite is None:
         return "no suite version yet"
     if suite == current and state.suites:
@@ -558,8 +559,10 @@ def _suite_reason(state: LedgerState, suite: str | None) -> str:
     return f"requested; the current suite is `{current}`"
 
 
-def _snapshot(state: LedgerState, suite: str | None, sm: SuiteMetrics | None, counts: dict[str, int]) -> list[str]:
-    how = _suite_reason(state, suite)
+def _snapshot(
+    state: LedgerState, suite: str | None, sm: SuiteMetrics | None, counts: dict[str, int], views: Views
+) -> list[str]:
+    how = _suite_reason(state, suite, views)
     all_records = sum(counts.values())
     return fmt.table(
         ["Snapshot", "Value"],
@@ -612,8 +615,8 @@ def _other_groups_part(sm: SuiteMetrics) -> list[str]:
     return out
 
 
-def _suite_versions_part(state: LedgerState, suite: str | None, counts: dict[str, int]) -> list[str]:
-    versions = suite_versions(state)
+def _suite_versions_part(state: LedgerState, suite: str | None, counts: dict[str, int], views: Views) -> list[str]:
+    versions = views.suite_versions()
     out = ["## Suite versions in the ledger", ""]
     if not versions:
         return out + ["None.", ""]
@@ -699,33 +702,19 @@ _UNSANDBOXED_NOTE = (
 )
 
 
-def _unsandboxed(state: LedgerState) -> list[str]:
-    counts: dict[tuple[str, str, str], int] = {}
-    for entry in state.runs.values():
-        why = why_unsandboxed(entry.run)
-        if why is not None and entry.run.run_id not in state.retracted:
-            key = (entry.run.model.id, entry.run.run_mode, why)
-            counts[key] = counts.get(key, 0) + 1
+def _unsandboxed(views: Views) -> list[str]:
+    counts = views.unsandboxed
     if not counts:
         return []
     rows = [[f"`{model}`", mode, str(n), f"`{why}`"] for (model, mode, why), n in sorted(counts.items())]
     return [_UNSANDBOXED_NOTE, "", *fmt.table(["Model", "Run mode", "Runs", "Why"], rows)]
 
 
-def _anomalies(state: LedgerState) -> list[list[str]]:
+def _anomalies(state: LedgerState, views: Views) -> list[list[str]]:
+    """The fold's anomalies, the tallied ones of runs and grades (`Views.anomaly_rows`) and those
+    of the short lists (imports, retractions), in seq order."""
     rows = [[str(a.seq), a.kind, a.message] for a in state.anomalies]
-    for run_id, per_run in state.grades.items():
-        if run_id not in state.runs and run_id not in state.later_passes:
-            for suite, g in per_run.items():
-                rows.append([str(g.seq), "grade-without-run", f"grade of unknown run {run_id} under {suite}"])
-    for run_id, items in state.rubric.items():
-        if run_id not in state.runs:
-            rows.append([str(items[0].seq), "rubric-without-run", f"rubric score of unknown run {run_id}"])
-    for entry in state.runs.values():
-        _, claimed = surfaces.named_surface(entry.run.surface, surfaces.run_surface(entry.run))
-        if claimed is not None:
-            rows.append([str(entry.seq), "surface-mismatch",
-                         f"run {entry.run.run_id} names surface {claimed}; its route is {surfaces.run_surface(entry.run)}"])
+    rows += views.anomaly_rows
     for imp in state.imports:
         surface, claimed = surfaces.named_surface(imp.body.surface, surfaces.import_surface(imp.body))
         owner = surfaces.catalog().get(surface).ownership

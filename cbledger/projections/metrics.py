@@ -46,7 +46,16 @@ from cbledger.ledger.types import Outcome, Tier
 from cbledger.projections.comparability import Partition, Reference, partition
 from cbledger.projections.conditions import DEFAULT, order_key
 from cbledger.projections.fold import LedgerState, suite_versions
-from cbledger.projections.provenance import EnvironmentRow, ProviderEcho, echoes, environments
+from cbledger.projections.provenance import (
+    EchoTally,
+    Environment,
+    EnvironmentRow,
+    ProviderEcho,
+    count_environment,
+    echo_add,
+    environment_rows,
+    merge_echoes,
+)
 from cbledger.projections.records import (
     RecordEntry,
     harness_mode,
@@ -385,7 +394,7 @@ class _Acc:
             tier=tier,
             model=model,
             segment=segment,
-            pinning=self.pinning.pop() if len(self.pinning) == 1 else "mixed",
+            pinning=next(iter(self.pinning)) if len(self.pinning) == 1 else "mixed",
             costed=costed,
             runs=self.runs,
             passes=self.passes,
@@ -436,13 +445,25 @@ def _rows(state: LedgerState, members: list[RecordEntry], rubric: dict[str, floa
     return [accs[k].freeze(k[3], k[1], k[2], k[0]) for k in keys]
 
 
+#: (condition, model, segment) -> task -> its records, in record order
+_AblationIndex = dict[tuple[str, str, str], dict[str, list[RecordEntry]]]
+
+
+def _ablation_index_add(by: _AblationIndex, rec: RecordEntry) -> None:
+    run = rec.run.run
+    by.setdefault((rec.condition, run.model.id, run.model.segment), {}).setdefault(run.task.id, []).append(rec)
+
+
 def _ablations(members: list[RecordEntry]) -> list[AblationRow]:
+    by: _AblationIndex = {}
+    for rec in members:
+        _ablation_index_add(by, rec)
+    return _ablations_from(by)
+
+
+def _ablations_from(by: _AblationIndex) -> list[AblationRow]:
     """Each non-default condition of each (model, segment) against the default, per tier and
     pooled, on the tasks both conditions ran."""
-    by: dict[tuple[str, str, str], dict[str, list[RecordEntry]]] = {}
-    for rec in members:
-        run = rec.run.run
-        by.setdefault((rec.condition, run.model.id, run.model.segment), {}).setdefault(run.task.id, []).append(rec)
     out: list[AblationRow] = []
     for (condition, model, segment), tasks in by.items():
         if condition == DEFAULT:
@@ -482,16 +503,26 @@ def _tasks_passed(acc: _Acc) -> int:
     return sum(1 for v in acc.tasks.values() if v[1] > 0)
 
 
+def _variant_add(per_model: dict[str, dict[str, list[int]]], variant_of: dict[str, str], rec: RecordEntry) -> None:
+    task = rec.run.run.task
+    if task.variant_of is not None:
+        variant_of[task.id] = task.variant_of
+    counts = per_model.setdefault(rec.run.run.model.id, {}).setdefault(task.id, [0, 0])
+    counts[0] += 1
+    counts[1] += rec.verdict == "pass"
+
+
 def _variants(members: list[RecordEntry]) -> tuple[list[VariantGap], list[OrphanVariant]]:
     per_model: dict[str, dict[str, list[int]]] = {}
     variant_of: dict[str, str] = {}
     for rec in members:
-        task = rec.run.run.task
-        if task.variant_of is not None:
-            variant_of[task.id] = task.variant_of
-        counts = per_model.setdefault(rec.run.run.model.id, {}).setdefault(task.id, [0, 0])
-        counts[0] += 1
-        counts[1] += rec.verdict == "pass"
+        _variant_add(per_model, variant_of, rec)
+    return _variants_from(per_model, variant_of)
+
+
+def _variants_from(
+    per_model: dict[str, dict[str, list[int]]], variant_of: dict[str, str]
+) -> tuple[list[VariantGap], list[OrphanVariant]]:
     gaps: list[VariantGap] = []
     orphans: list[OrphanVariant] = []
     for model in sorted(per_model):
@@ -541,15 +572,26 @@ class _HarnessTally:
     )
 
 
+_HarnessTallies = dict[tuple[str, str], _HarnessTally]
+
+
+def _harness_add(tasks: _HarnessTallies, rec: RecordEntry) -> None:
+    task = rec.run.run.task
+    mode = harness_mode(rec.run) or "unknown"
+    t = tasks.setdefault((task.id, rec.condition), _HarnessTally(task.tier, task.expected_outcome))
+    t.runs[mode][0] += 1
+    t.runs[mode][1] += rec.verdict == "pass"
+
+
 def _harness(members: list[RecordEntry]) -> list[HarnessCheck]:
-    """Per (task, condition): a gold or noop run made under a runner flag is checked apart."""
-    tasks: dict[tuple[str, str], _HarnessTally] = {}
+    tasks: _HarnessTallies = {}
     for rec in members:
-        task = rec.run.run.task
-        mode = harness_mode(rec.run) or "unknown"
-        t = tasks.setdefault((task.id, rec.condition), _HarnessTally(task.tier, task.expected_outcome))
-        t.runs[mode][0] += 1
-        t.runs[mode][1] += rec.verdict == "pass"
+        _harness_add(tasks, rec)
+    return _harness_from(tasks)
+
+
+def _harness_from(tasks: _HarnessTallies) -> list[HarnessCheck]:
+    """Per (task, condition): a gold or noop run made under a runner flag is checked apart."""
     order = {t: i for i, t in enumerate(TIERS)}
     out = []
     for task_id, condition in sorted(tasks, key=lambda k: (order[tasks[k].tier], k[0], order_key(k[1]))):
@@ -582,28 +624,36 @@ def _harness(members: list[RecordEntry]) -> list[HarnessCheck]:
     return out
 
 
-def _replays(members: list[RecordEntry]) -> list[ReplayRow]:
-    rows: dict[tuple[str, str, tuple[bool, str]], list[int]] = {}
-    for rec in members:
-        r = rows.setdefault((rec.run.run.model.id, rec.run.run.task.id, order_key(rec.condition)), [0, 0])
-        r[0] += 1
-        r[1] += rec.verdict == "pass"
+_ReplayTallies = dict[tuple[str, str, tuple[bool, str]], list[int]]
+
+
+def _replay_add(rows: _ReplayTallies, rec: RecordEntry) -> None:
+    r = rows.setdefault((rec.run.run.model.id, rec.run.run.task.id, order_key(rec.condition)), [0, 0])
+    r[0] += 1
+    r[1] += rec.verdict == "pass"
+
+
+def _replays_from(rows: _ReplayTallies) -> list[ReplayRow]:
     return [
         ReplayRow(model=m, task_id=t, runs=v[0], passes=v[1], condition=c[1]) for (m, t, c), v in sorted(rows.items())
     ]
 
 
-def _scripted(members: list[RecordEntry]) -> list[ScriptedRow]:
-    rows: dict[tuple[str, str, tuple[bool, str]], dict[str, Any]] = {}
-    for rec in members:
-        run = rec.run.run
-        r = rows.setdefault(
-            (run.task.id, run.model.id, order_key(rec.condition)), {"task": run.task, "runs": 0, "passes": 0, "categories": {}}
-        )
-        r["runs"] += 1
-        r["passes"] += rec.verdict == "pass"
-        if rec.failure_category:
-            r["categories"][rec.failure_category] = r["categories"].get(rec.failure_category, 0) + 1
+_ScriptedTallies = dict[tuple[str, str, tuple[bool, str]], dict[str, Any]]
+
+
+def _scripted_add(rows: _ScriptedTallies, rec: RecordEntry) -> None:
+    run = rec.run.run
+    r = rows.setdefault(
+        (run.task.id, run.model.id, order_key(rec.condition)), {"task": run.task, "runs": 0, "passes": 0, "categories": {}}
+    )
+    r["runs"] += 1
+    r["passes"] += rec.verdict == "pass"
+    if rec.failure_category:
+        r["categories"][rec.failure_category] = r["categories"].get(rec.failure_category, 0) + 1
+
+
+def _scripted_from(rows: _ScriptedTallies) -> list[ScriptedRow]:
     order = {t: i for i, t in enumerate(TIERS)}
     return [
         ScriptedRow(
@@ -614,15 +664,98 @@ def _scripted(members: list[RecordEntry]) -> list[ScriptedRow]:
     ]
 
 
-def _not_the_models(members: list[RecordEntry]) -> list[NotTheModels]:
-    out = []
-    for rec in members:
+def _not_the_model(rec: RecordEntry) -> NotTheModels:
+    run = rec.run.run
+    failure = run.harness_failure
+    assert failure is not None
+    return NotTheModels(run_id=run.run_id, task_id=run.task.id, model=run.model.id,
+                        kind=failure.kind, detail=failure.detail, path=rec.path)
+
+
+class GroupAcc:
+    """One comparability group's figures, built one record at a time in record order.
+
+    Why a step form: every figure of a group is a sum, a count or a first/last-seen value over
+    its records, so a group that gains a record at the end of the order is brought up to date
+    by adding that record alone (`cbledger.projections.aggregates` does this as events fold), and
+    a full rebuild is the same `add` over every record: the two cannot drift apart. `result` reads
+    the tallies without changing them, and re-freezes only the rows a new record touched.
+    """
+
+    def __init__(self, key: str, main: bool, label: str, reasons: list[str]) -> None:
+        self.key, self.main, self.label, self.reasons = key, main, label, reasons
+        self.paths: list[str] = []
+        self.rows: dict[tuple[str, str, str, str], _Acc] = {}
+        self.frozen: dict[tuple[str, str, str, str], RowMetrics] = {}
+        self.ablation_index: _AblationIndex = {}
+        self.ablated = False
+        self.per_model: dict[str, dict[str, list[int]]] = {}
+        self.variant_of: dict[str, str] = {}
+        self.harness: _HarnessTallies = {}
+        self.replays: _ReplayTallies = {}
+        self.scripted: _ScriptedTallies = {}
+        self.stopped: list[NotTheModels] = []
+        self.envs: dict[Environment, int] = {}
+        self.echo_agent: EchoTally = {}
+        self.echo_scripted: EchoTally = {}
+        self._result: GroupMetrics | None = None
+
+    def add(self, rec: RecordEntry, rubric: float | None) -> None:
+        self._result = None
+        self.paths.append(rec.path)
         run = rec.run.run
-        failure = run.harness_failure
-        assert failure is not None
-        out.append(NotTheModels(run_id=run.run_id, task_id=run.task.id, model=run.model.id,
-                                kind=failure.kind, detail=failure.detail, path=rec.path))
-    return out
+        count_environment(self.envs, run)
+        if not_the_models(rec.run):
+            self.stopped.append(_not_the_model(rec))
+        elif is_scripted(rec.run):
+            _scripted_add(self.scripted, rec)
+            echo_add(self.echo_scripted, run)
+        elif is_harness(rec.run):
+            _harness_add(self.harness, rec)
+        elif is_replay(rec.run):
+            _replay_add(self.replays, rec)
+        else:
+            condition = rec.condition
+            for tier in (run.task.tier, ALL_TIERS):
+                key = (condition, run.model.id, run.model.segment, tier)
+                self.rows.setdefault(key, _Acc()).add(rec, rubric)
+                self.frozen.pop(key, None)
+            _ablation_index_add(self.ablation_index, rec)
+            self.ablated = self.ablated or condition != DEFAULT
+            if condition == DEFAULT:
+                _variant_add(self.per_model, self.variant_of, rec)
+            echo_add(self.echo_agent, run)
+
+    def _row(self, k: tuple[str, str, str, str]) -> RowMetrics:
+        row = self.frozen.get(k)
+        if row is None:
+            row = self.frozen[k] = self.rows[k].freeze(k[3], k[1], k[2], k[0])
+        return row
+
+    def result(self) -> GroupMetrics:
+        if self._result is not None:
+            return self._result
+        keys = sorted(self.rows, key=lambda k: (order_key(k[0]), _TIER_INDEX[k[3]], k[1], k[2]))
+        gaps, orphans = _variants_from(self.per_model, self.variant_of)
+        self._result = GroupMetrics(
+            key=self.key,
+            main=self.main,
+            label=self.label,
+            reasons=self.reasons,
+            records=len(self.paths),
+            paths=list(self.paths),
+            rows=[self._row(k) for k in keys],
+            variant_gaps=gaps,
+            orphan_variants=orphans,
+            harness=_harness_from(self.harness),
+            replays=_replays_from(self.replays),
+            scripted=_scripted_from(self.scripted),
+            not_the_models=list(self.stopped),
+            ablations=_ablations_from(self.ablation_index) if self.ablated else [],
+            environments=environment_rows(self.envs),
+            echoes=merge_echoes(self.echo_agent, self.echo_scripted),
+        )
+        return self._result
 
 
 def group_metrics(
@@ -633,44 +766,11 @@ def group_metrics(
 ) -> list[GroupMetrics]:
     out = []
     for g in part.groups:
-        agent: list[RecordEntry] = []
-        harness: list[RecordEntry] = []
-        replay: list[RecordEntry] = []
-        scripted: list[RecordEntry] = []
-        stopped: list[RecordEntry] = []
+        acc = GroupAcc(g.key, g.main, g.label, g.reasons)
         for i in g.members:
             rec = records[i]
-            if not_the_models(rec.run):
-                stopped.append(rec)
-            elif is_scripted(rec.run):
-                scripted.append(rec)
-            elif is_harness(rec.run):
-                harness.append(rec)
-            elif is_replay(rec.run):
-                replay.append(rec)
-            else:
-                agent.append(rec)
-        gaps, orphans = _variants([rec for rec in agent if rec.condition == DEFAULT])
-        out.append(
-            GroupMetrics(
-                key=g.key,
-                main=g.main,
-                label=g.label,
-                reasons=g.reasons,
-                records=len(g.members),
-                paths=[records[i].path for i in g.members],
-                rows=_rows(state, agent, rubric),
-                variant_gaps=gaps,
-                orphan_variants=orphans,
-                harness=_harness(harness),
-                replays=_replays(replay),
-                scripted=_scripted(scripted),
-                not_the_models=_not_the_models(stopped),
-                ablations=_ablations(agent),
-                environments=environments(records[i].run.run for i in g.members),
-                echoes=echoes(rec.run.run for rec in (*agent, *scripted)),
-            )
-        )
+            acc.add(rec, rubric.get(rec.run_id))
+        out.append(acc.result())
     return out
 
 

@@ -76,12 +76,20 @@ def environment_of(run: RunRecorded) -> Environment:
     )
 
 
+def count_environment(counts: dict[Environment, int], run: RunRecorded) -> None:
+    env = environment_of(run)
+    counts[env] = counts.get(env, 0) + 1
+
+
 def environments(runs: Iterable[RunRecorded]) -> list[EnvironmentRow]:
     """Each distinct environment with its record count, most records first (ties: by value)."""
     counts: dict[Environment, int] = {}
     for run in runs:
-        env = environment_of(run)
-        counts[env] = counts.get(env, 0) + 1
+        count_environment(counts, run)
+    return environment_rows(counts)
+
+
+def environment_rows(counts: dict[Environment, int]) -> list[EnvironmentRow]:
     ordered = sorted(counts.items(), key=lambda kv: (-kv[1], _sortable(kv[0])))
     return [EnvironmentRow(environment=env, records=n) for env, n in ordered]
 
@@ -102,13 +110,31 @@ def named_otherwise(run: RunRecorded) -> list[str]:
     return [m for m in run.provider_models if m != asked]
 
 
+#: requested model -> (the other ids named, in first-seen order; runs that named one)
+EchoTally = dict[str, tuple[list[str], int]]
+
+
+def echo_add(by: EchoTally, run: RunRecorded) -> None:
+    other = named_otherwise(run)
+    if not other:
+        return
+    named, n = by.get(run.model.id, ([], 0))
+    by[run.model.id] = ([*named, *(m for m in other if m not in named)], n + 1)
+
+
 def echoes(runs: Iterable[RunRecorded]) -> list[ProviderEcho]:
     """Per requested model, the other ids its providers named and how many runs did so."""
-    by: dict[str, tuple[list[str], int]] = {}
+    by: EchoTally = {}
     for run in runs:
-        other = named_otherwise(run)
-        if not other:
-            continue
-        named, n = by.get(run.model.id, ([], 0))
-        by[run.model.id] = ([*named, *(m for m in other if m not in named)], n + 1)
-    return [ProviderEcho(model=m, named=named, runs=n) for m, (named, n) in sorted(by.items())]
+        echo_add(by, run)
+    return merge_echoes(by, {})
+
+
+def merge_echoes(first: EchoTally, then: EchoTally) -> list[ProviderEcho]:
+    """The echoes of `first`'s runs followed by `then`'s, as if counted in that order."""
+    out = []
+    for model in sorted(first.keys() | then.keys()):
+        named, n = first.get(model, ([], 0))
+        more, m = then.get(model, ([], 0))
+        out.append(ProviderEcho(model=model, named=[*named, *(x for x in more if x not in named)], runs=n + m))
+    return out

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -37,7 +37,7 @@ from msgspec import Struct
 from cbledger.ledger.events import SCHEMA_VERSION, AssertionOutcome
 from cbledger.projections import anchor
 from cbledger.projections import format as fmt
-from cbledger.projections.comparability import Group, partition
+from cbledger.projections.aggregates import Views
 from cbledger.projections.conditions import condition_key
 from cbledger.projections.fold import (
     CheckpointEntry,
@@ -48,8 +48,6 @@ from cbledger.projections.fold import (
     Retraction,
     RubricEntry,
     RunEntry,
-    current_suite,
-    suite_versions,
 )
 from cbledger.projections.isolation import isolation
 from cbledger.projections.metrics import (
@@ -57,7 +55,6 @@ from cbledger.projections.metrics import (
     GroupMetrics,
     RowMetrics,
     SuiteMetrics,
-    all_suite_metrics,
 )
 from cbledger.projections.records import (
     RecordEntry,
@@ -65,7 +62,6 @@ from cbledger.projections.records import (
     is_replay,
     is_scripted,
     not_the_models,
-    record_entries,
     record_paths,
     retraction_marks,
     usd_from_micros,
@@ -80,6 +76,16 @@ class Table(Struct, frozen=True, kw_only=True):
     rows: list[dict[str, Any]]
 
 
+@dataclass(frozen=True)
+class LazyTable:
+    """A table whose rows (as tuples in column order) are produced while it is written."""
+
+    name: str
+    columns: dict[str, type]
+    pk: tuple[str, ...]
+    tuples: Iterator[tuple[Any, ...]]
+
+
 Source = TypeVar("Source")
 #: One column: its name, its SQL type (as the Python type sqlite-utils maps) and how to read its
 #: value from one source item.
@@ -91,6 +97,14 @@ class TableSpec(Generic[Source]):
     name: str
     pk: tuple[str, ...]
     columns: tuple[Column[Source], ...]
+
+    def stream(self, sources: Iterable[Source]) -> LazyTable:
+        """The table with its rows made as they are written (`write`), never all held at once."""
+        getters = [get for _, _, get in self.columns]
+        return LazyTable(
+            name=self.name, columns={name: tp for name, tp, _ in self.columns}, pk=self.pk,
+            tuples=(tuple(get(item) for get in getters) for item in sources),
+        )
 
     def build(self, sources: Iterable[Source]) -> Table:
         rows = [{name: get(item) for name, _, get in self.columns} for item in sources]
@@ -148,7 +162,8 @@ class _Retracted(NamedTuple):
 
 class _Incomparable(NamedTuple):
     record: RecordEntry
-    group: Group
+    group_key: str
+    reasons: list[str]
 
 
 class _Rubric(NamedTuple):
@@ -330,8 +345,8 @@ INCOMPARABLE_RECORDS: TableSpec[_Incomparable] = TableSpec("incomparable_records
     ("suite_version", str, lambda i: i.record.suite_version),
     ("record_path", str, lambda i: i.record.path),
     ("run_id", str, lambda i: i.record.run_id),
-    ("group_key", str, lambda i: i.group.key),
-    ("reasons", str, lambda i: "; ".join(i.group.reasons)),
+    ("group_key", str, lambda i: i.group_key),
+    ("reasons", str, lambda i: "; ".join(i.reasons)),
 ))
 
 IMPORTS: TableSpec[ImportEntry] = TableSpec("imports", ("seq",), (
@@ -417,35 +432,59 @@ def index_name(table: str, columns: tuple[str, ...]) -> str:
 # --------------------------------------------------------------------------- gathering the sources
 
 
-def build_tables(state: LedgerState) -> list[Table]:
-    """Every table of the read model; retracted runs appear only in `retractions`."""
-    live = {rid: e for rid, e in state.runs.items() if rid not in state.retracted}
-    metrics = all_suite_metrics(state)
-    records = record_entries(state, build=False)
-    group_keys, incomparable = _comparability_groups(state, records)
-    graded = _graded(state, live, records, group_keys)
+#: the tables whose rows each belong to one run (`run_id`), and those rebuilt whole on an update
+PER_RUN = ("runs", "grades", "assertion_outcomes", "incomparable_records", "rubric_scores")
+
+
+def build_tables(state: LedgerState, views: Views | None = None) -> list[Table]:
+    """Every table of the read model; retracted runs appear only in `retractions`. `views` are
+    the aggregates kept current as the state folded; without them they are computed here."""
+    if views is None:
+        views = Views(state)
+    return _tables(state, views, None)
+
+
+def _tables(state: LedgerState, views: Views, run_ids: set[str] | None) -> list[Table]:
+    """The tables, with the per-run ones restricted to `run_ids` (None: every run)."""
+    return [spec.build(sources) for spec, sources in _sources(state, views, run_ids)]
+
+
+def stream_tables(state: LedgerState, views: Views | None = None) -> list[LazyTable]:
+    """`build_tables` as tables whose rows are made while `write` writes them: what a full
+    rebuild writes, holding one row at a time rather than every row of every table."""
+    if views is None:
+        views = Views(state)
+    return [spec.stream(sources) for spec, sources in _sources(state, views, None)]
+
+
+def _sources(state: LedgerState, views: Views, run_ids: set[str] | None) -> list[tuple[TableSpec[Any], Iterable[Any]]]:
+    if run_ids is None:
+        live = {rid: e for rid, e in state.runs.items() if rid not in state.retracted}
+    else:
+        live = {rid: state.runs[rid] for rid in sorted(run_ids) if rid in state.runs and rid not in state.retracted}
+    metrics = [views.suite_metrics(v) for v in views.suite_versions()]
     return [
-        META.build(_meta(state)),
-        RUNS.build(live.values()),
-        GRADES.build(graded),
-        ASSERTION_OUTCOMES.build(_outcomes(graded)),
-        LEADERBOARD_ROWS.build(_board_rows(metrics)),
-        ABLATION_ROWS.build(_ablation_rows(metrics)),
-        INCOMPARABLE_RECORDS.build(incomparable),
-        IMPORTS.build(state.imports),
-        RUBRIC_SCORES.build(_Rubric(rid, item) for rid, items in state.rubric.items() if rid in live for item in items),
-        GRADE_CONFLICTS.build(state.conflicts),
-        RETRACTIONS.build(_retracted(state)),
-        CHECKPOINTS.build(state.checkpoints),
+        (META, _meta(state, views)),
+        (RUNS, live.values()),
+        (GRADES, _graded(state, views, live)),
+        (ASSERTION_OUTCOMES, _outcomes(_graded(state, views, live))),
+        (LEADERBOARD_ROWS, _board_rows(metrics)),
+        (ABLATION_ROWS, _ablation_rows(metrics)),
+        (INCOMPARABLE_RECORDS, _incomparable(state, views, live)),
+        (IMPORTS, state.imports),
+        (RUBRIC_SCORES, (_Rubric(rid, item) for rid in live for item in state.rubric.get(rid, ()))),
+        (GRADE_CONFLICTS, state.conflicts),
+        (RETRACTIONS, _retracted(state)),
+        (CHECKPOINTS, state.checkpoints),
     ]
 
 
-def _meta(state: LedgerState) -> list[_Meta]:
+def _meta(state: LedgerState, views: Views) -> list[_Meta]:
     return [
         _Meta("head_seq", str(state.head_seq)),
         _Meta("head_hash", state.head_hash or ""),
         _Meta("snapshot_at", fmt.utc_stamp(state.last_at)),
-        _Meta("current_suite", current_suite(state) or ""),
+        _Meta("current_suite", views.current_suite() or ""),
         _Meta("schema_version", SCHEMA_VERSION),
         _Meta("ledger_name", state.ledger_name or ""),
         _Meta("duplicate_grades", str(len(state.duplicate_grades))),
@@ -454,44 +493,31 @@ def _meta(state: LedgerState) -> list[_Meta]:
     ]
 
 
-def _comparability_groups(
-    state: LedgerState, records: list[RecordEntry]
-) -> tuple[dict[tuple[str, str], str], list[_Incomparable]]:
-    """The comparability group key of every (run, suite version) record, and the records outside
-    their suite's main group."""
-    keys: dict[tuple[str, str], str] = {}
-    incomparable: list[_Incomparable] = []
-    for suite in suite_versions(state):
-        recs = [r for r in records if r.suite_version == suite]
-        for g in partition(state, suite, recs).groups:
-            for i in g.members:
-                keys[(recs[i].run_id, suite)] = g.key
-                if not g.main:
-                    incomparable.append(_Incomparable(recs[i], g))
-    return keys, incomparable
+def _graded(state: LedgerState, views: Views, live: dict[str, RunEntry]) -> Iterator[_Graded]:
+    """The grades of the `live` runs with their record paths and comparability groups."""
+    for rid, entry in live.items():
+        for path, suite, g in record_paths(state, rid):
+            sv = views.suite(suite)
+            yield _Graded(rid, suite, g, path, sv.key_of[rid], anchor.covering(state, max(entry.seq, g.seq)))
 
 
-def _graded(
-    state: LedgerState,
-    live: dict[str, RunEntry],
-    records: list[RecordEntry],
-    group_keys: dict[tuple[str, str], str],
-) -> list[_Graded]:
-    path_of = {(r.run_id, r.suite_version): r.path for r in records}
-    return [
-        _Graded(rid, suite, g, path_of[(rid, suite)], group_keys.get((rid, suite), ""),
-                anchor.covering(state, max(live[rid].seq, g.seq)))
-        for rid in live
-        for suite, g in state.grades.get(rid, {}).items()
-    ]
+def _incomparable(state: LedgerState, views: Views, live: dict[str, RunEntry]) -> Iterator[_Incomparable]:
+    """The records of the `live` runs outside their suite's main group."""
+    for rid, entry in live.items():
+        for path, suite, g in record_paths(state, rid):
+            sv = views.suite(suite)
+            group = sv.groups[sv.key_of[rid]]
+            if not group.main:
+                rec = RecordEntry(path=path, run_id=rid, suite_version=suite, run=entry, graded=g)
+                yield _Incomparable(rec, group.key, group.reasons)
 
 
-def _outcomes(graded: list[_Graded]) -> list[_Outcome]:
-    return [
+def _outcomes(graded: Iterable[_Graded]) -> Iterator[_Outcome]:
+    return (
         _Outcome(g.run_id, g.suite_version, pos, a)
         for g in graded
         for pos, a in enumerate(g.entry.grade.assertions)
-    ]
+    )
 
 
 def _board_rows(metrics: list[SuiteMetrics]) -> list[_BoardRow]:
@@ -514,7 +540,20 @@ def _retracted(state: LedgerState) -> list[_Retracted]:
 # --------------------------------------------------------------------------- I/O
 
 
-def write(tables: list[Table], path: Path) -> Path:
+def _tuples(t: Table | LazyTable) -> Iterator[tuple[Any, ...]]:
+    if isinstance(t, LazyTable):
+        return t.tuples
+    cols = list(t.columns)
+    return (tuple(r[c] for c in cols) for r in t.rows)
+
+
+def _insert_sql(name: str, columns: Iterable[str]) -> str:
+    cols = list(columns)
+    names = ", ".join(f'"{c}"' for c in cols)
+    return f'INSERT INTO "{name}" ({names}) VALUES ({",".join("?" * len(cols))})'
+
+
+def write(tables: Sequence[Table | LazyTable], path: Path) -> Path:
     """Builds the database in a temporary file beside `path`, then atomically replaces it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -532,8 +571,7 @@ def write(tables: list[Table], path: Path) -> Path:
             for t in tables:
                 table = db.table(t.name)
                 table.create(t.columns, pk=t.pk[0] if len(t.pk) == 1 else t.pk, foreign_keys=FOREIGN_KEYS.get(t.name, ()))
-                if t.rows:
-                    table.insert_all(t.rows, batch_size=1000)
+                conn.executemany(_insert_sql(t.name, t.columns), _tuples(t))
                 for columns in INDEXES.get(t.name, ()):
                     table.create_index(columns, index_name=index_name(t.name, columns))
         problems = conn.execute("PRAGMA foreign_key_check").fetchall()
@@ -546,6 +584,45 @@ def write(tables: list[Table], path: Path) -> Path:
     finally:
         if tmp.exists():
             tmp.unlink()
+    return path
+
+
+def update(path: Path, state: LedgerState, views: Views, run_ids: set[str]) -> Path:
+    """Brings the database at `path`, written for an earlier state of this ledger, to `state`
+    when only the runs `run_ids` changed: their rows in the per-run tables are deleted and
+    written again, and the small aggregate tables (meta, leaderboard and ablation rows, imports,
+    conflicts, retractions, checkpoints) replaced, all in one transaction. SQLite's rollback
+    journal makes the transaction atomic: a crash leaves the old content or the new, never a mix.
+    The content is what `write(build_tables(state))` gives (tested); only the pages differ."""
+    tables = _tables(state, views, run_ids)
+    ids = sorted(run_ids)
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA foreign_keys=OFF")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for t in tables:
+                if t.name in PER_RUN:
+                    for i in range(0, len(ids), 500):
+                        chunk = ids[i:i + 500]
+                        conn.execute(f'DELETE FROM "{t.name}" WHERE run_id IN ({",".join("?" * len(chunk))})', chunk)
+                else:
+                    conn.execute(f'DELETE FROM "{t.name}"')
+                conn.executemany(_insert_sql(t.name, t.columns), _tuples(t))
+            for table, links in FOREIGN_KEYS.items():
+                for column, other, other_column in links:
+                    bad = conn.execute(
+                        f'SELECT {column} FROM "{table}" WHERE {column} IN ({",".join("?" * len(ids))}) '
+                        f'AND {column} NOT IN (SELECT {other_column} FROM "{other}") LIMIT 3', ids,
+                    ).fetchall() if ids else []
+                    if bad:
+                        raise ValueError(f"read model: a row of {table} links to no row of {other}: {bad}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    finally:
+        conn.close()
     return path
 
 

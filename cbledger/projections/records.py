@@ -36,6 +36,7 @@ line up one to one:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from decimal import Decimal
 from typing import Literal
 
@@ -469,24 +470,27 @@ def record_entries(
 ) -> list[RecordEntry]:
     """Every live record (optionally of one suite version), in ledger order of its run; with
     `retracted`, the records of retracted runs instead (published evidence, in no view)."""
-    out: list[RecordEntry] = []
+    return list(iter_record_entries(state, suite_version, build=build, retracted=retracted))
+
+
+def iter_record_entries(
+    state: LedgerState, suite_version: str | None = None, *, build: bool = True, retracted: bool = False
+) -> Iterator[RecordEntry]:
+    """`record_entries` one at a time, so a writer holds one built record, not all of them."""
     for run_id, entry in state.runs.items():
         if (run_id in state.retracted) != retracted:
             continue
         for path, suite, graded in record_paths(state, run_id):
             if suite_version is not None and suite != suite_version:
                 continue
-            out.append(
-                RecordEntry(
-                    path=path,
-                    run_id=run_id,
-                    suite_version=suite,
-                    run=entry,
-                    graded=graded,
-                    record=build_record(state, entry, graded) if build else None,
-                )
+            yield RecordEntry(
+                path=path,
+                run_id=run_id,
+                suite_version=suite,
+                run=entry,
+                graded=graded,
+                record=build_record(state, entry, graded) if build else None,
             )
-    return out
 
 
 def retracted_paths(state: LedgerState) -> list[str]:
@@ -531,10 +535,17 @@ def retraction_marks(state: LedgerState) -> list[tuple[str, RetractionMark]]:
 def published(state: LedgerState) -> list[tuple[str, bytes]]:
     """Every file the records writer owns under `results/`, with its bytes: the live records,
     the records of retracted runs (kept: published evidence is never deleted) and their marks."""
-    files = [(e.path, render(e.built)) for e in record_entries(state)]
-    files += [(e.path, render(e.built)) for e in record_entries(state, retracted=True)]
-    files += [(path, render(mark)) for path, mark in retraction_marks(state)]
-    return files
+    return list(iter_published(state))
+
+
+def iter_published(state: LedgerState) -> Iterator[tuple[str, bytes]]:
+    """`published` one file at a time (a writer of a million records holds one of them)."""
+    for e in iter_record_entries(state):
+        yield e.path, render(e.built)
+    for e in iter_record_entries(state, retracted=True):
+        yield e.path, render(e.built)
+    for path, mark in retraction_marks(state):
+        yield path, render(mark)
 
 
 _ENCODER = msgspec.json.Encoder()

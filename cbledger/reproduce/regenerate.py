@@ -29,6 +29,7 @@ from cbledger.errors import UserError
 from cbledger.ledger.chain import format_line
 from cbledger.ledger.store import LedgerStore, StoredEvent
 from cbledger.projections import writers
+from cbledger.projections.aggregates import Views
 from cbledger.projections.fold import ProjectionError, Projector
 from cbledger.projections.writers import LedgerFollower
 from cbledger.reproduce import site_evidence
@@ -41,6 +42,8 @@ class _TrackingProjector(Projector):
     def __init__(self) -> None:
         super().__init__()
         self.touched: set[str] = set()
+        #: the leaderboard's and the read model's aggregates, kept current by these folds
+        self.views = Views.attach(self)
 
     def apply(self, items: Iterable[Any]) -> int:
         items = list(items)
@@ -76,10 +79,19 @@ class Update:
 
 
 class Regenerator:
-    def __init__(self, workspace: Workspace, read_model: bool = True) -> None:
+    def __init__(
+        self, workspace: Workspace, read_model: bool = True, site: bool = True, defer_site: bool = False
+    ) -> None:
         self.workspace = workspace
         self.ledger = workspace.ledger
         self.with_read_model = read_model
+        self.with_site = site
+        #: write the site only when asked (`flush_site`), not on every refresh: its aggregate
+        #: pages are rendered from the whole state, so a watch writes them once the ledger is quiet
+        self.defer_site = defer_site
+        self._site_runs: set[str] = set()
+        self._site_all = False
+        self._site_due = False
         self.follower: LedgerFollower | None = None
         self._prefix = blake3()
         self._prefix_len = 0  # bytes of the ledger file the prefix digest covers
@@ -224,14 +236,38 @@ class Regenerator:
 
     # ------------------------------------------------------------------ writing
 
+    def flush_site(self) -> tuple[int, int, float] | None:
+        """Writes the site pages deferred since the last flush (every aggregate page and the
+        pages of the runs folded since); (head seq, pages written, seconds), or None when none
+        was due."""
+        if not self._site_due or self.follower is None:
+            return None
+        started = time.perf_counter()
+        state = self.follower.state
+        runs = None if self._site_all else self._site_runs
+        pages = writers.sync_site(state, self.workspace.site, site_evidence.source(self.workspace), runs)
+        self._site_due, self._site_all, self._site_runs = False, False, set()
+        return self.written_seq, len(pages), time.perf_counter() - started
+
+    def _views(self) -> Views:
+        assert self.follower is not None
+        projector = self.follower.projector
+        assert isinstance(projector, _TrackingProjector)
+        return projector.views
+
     def _write(self, everything: bool, touched: set[str]) -> Update:
         assert self.follower is not None
         state = self.follower.state
         folded = state.head_seq if everything else state.head_seq - self.written_seq
+        now = self.with_site and not self.defer_site
         done = writers.regenerate_all(
             state, self.workspace, runs=None if everything else touched, read_model=self.with_read_model,
-            site_evidence=site_evidence.source(self.workspace),
+            site_evidence=site_evidence.source(self.workspace) if now else None, views=self._views(),
         )
+        if self.with_site and self.defer_site:
+            self._site_due = True
+            self._site_all = self._site_all or everything
+            self._site_runs |= touched
         self.written_seq = state.head_seq
         return Update(
             folded=folded,

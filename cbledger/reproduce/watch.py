@@ -8,6 +8,11 @@ steady stream of appends, so a busy runner still sees its numbers move), and a m
 notification costs at most a second: on every quiet second the head is compared with the fold. A ledger that cannot be folded is reported — once per
 distinct problem — and the outputs stay at the last good state until it is repaired.
 
+The records, LEADERBOARD.md and the read model are written on every regeneration, from
+aggregates kept as the events fold; the HTML site, whose aggregate pages are rendered from the
+whole state, is written on the first quiet second after them (and on `--once` and on stopping),
+so a steady stream of appends is not held up behind it.
+
 SIGINT and SIGTERM stop the loop between regenerations, so an output is never left half
 written; a second SIGINT interrupts at once.
 """
@@ -40,6 +45,7 @@ class WatchOptions:
     exec_cmd: str | None = None
     once: bool = False
     read_model: bool = True
+    site: bool = True
 
 
 #: what `signal.signal` returns and takes back: a function, SIG_DFL/SIG_IGN, or None (set outside Python)
@@ -87,7 +93,7 @@ class Watcher:
             raise UserError("--debounce-ms must be at least 1")
         self.root, self.ledger, self.options, self.echo = workspace.root, workspace.ledger, options, echo
         self.location = store.location
-        self.regenerator = Regenerator(workspace, read_model=options.read_model)
+        self.regenerator = Regenerator(workspace, read_model=options.read_model, site=options.site, defer_site=True)
         self._reported: str | None = None
         #: the ledger file as the last regeneration saw it (size, mtime, inode), None if absent
         self._seen: tuple[int, int, int] | None = None
@@ -114,10 +120,24 @@ class Watcher:
                 _run_exec(self.options.exec_cmd, self.root, update, self.echo)
         return update
 
+    def flush_site(self) -> None:
+        """The site pages deferred while appends kept coming, written now that the ledger is quiet."""
+        if self.regenerator.problem is not None:
+            return  # the site waits with the rest until the ledger folds again
+        try:
+            done = self.regenerator.flush_site()
+        except (UserError, OSError) as exc:  # the ledger went away under it: tried again when back
+            self.echo(f"watch: the site waits: {exc}")
+            return
+        if done is not None:
+            seq, pages, seconds = done
+            self.echo(f"watch: site at seq {seq}: {pages} page(s) written ({seconds:.2f} s)")
+
     def run(self, stop: threading.Event | None = None) -> int:
         """Regenerates now, then on every settled change until stopped. Returns the exit code."""
         self.regenerate()
         if self.options.once:
+            self.flush_site()
             return 1 if self.regenerator.problem else 0
         stopper = _Stop()
         event = stop or stopper.event
@@ -130,6 +150,7 @@ class Watcher:
                 self._follow_file(self.ledger, event)
             else:
                 self._follow_database(event)
+            self.flush_site()  # stopped between regenerations: the site is brought to the same seq
         except KeyboardInterrupt:
             stopper.signal = stopper.signal or "SIGINT"
         finally:
@@ -167,8 +188,11 @@ class Watcher:
                 ):
                     if event.is_set():
                         break
+                    update = None
                     if _changes or self.regenerator.problem is not None or self._grew(ledger):
-                        self.regenerate()
+                        update = self.regenerate()
+                    if not _changes and update is None:
+                        self.flush_site()  # a quiet second with nothing new: the site's turn
                     if _identity(directory) != watched:
                         break  # removed, or removed and made again: a watch on the old one hears nothing
             except (OSError, RuntimeError) as exc:  # the directory went away under the watch
@@ -191,7 +215,10 @@ class Watcher:
                         pass
                     self.regenerate()
                 elif self.regenerator.problem is not None or self._behind(recorder):
-                    self.regenerate()
+                    if self.regenerate() is None:
+                        self.flush_site()
+                else:
+                    self.flush_site()
         finally:
             recorder.close()
 

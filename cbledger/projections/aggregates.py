@@ -1,0 +1,352 @@
+"""The aggregates LEADERBOARD.md and the read model are rendered from, kept current as events fold.
+
+Why: rendering the leaderboard from the state walks every record several times (the partition,
+each group's rows, the card, the billed lanes, the audit), which at 100k runs costs seconds,
+while one new run changes a handful of tallies. `Views` holds those tallies (each in a step form,
+`add` a record and read the result: `metrics.GroupAcc`, `card.CardAcc`, `judged.LanesAcc`,
+`comparability.RefTally`) and a `Projector` tells it of every event it folds.
+
+The rule that keeps it exact: a tally is only ever extended by records added at the END of the
+record order (ledger order of the run) under an unchanged reference stamp, which is exactly what
+a full computation over the longer list does. Anything else starts the views again from the
+state, with the same `add`s over every record — so the incremental and the full path are one
+code path, and `Views(state)` is the full rebuild:
+
+* a new run and its first grades (the steady stream): extended;
+* a duplicate or conflicting grade, an import, a checkpoint, pricing, a suite archive, a
+  duplicate run: nothing to extend (what they show is read from the state's short lists);
+* a grade for a run older than the suite's last record (it lands mid-order), a run whose grades,
+  rubric scores, reviews or retraction were folded before it, a retraction, a rubric score, a
+  review, a suite bump, or a record that moves the reference stamp (a majority hash, the
+  schemaVersion, the kicad-cli major): start again.
+
+Events are queued as they fold and applied when a view is read, so a burst costs one catch-up.
+"""
+
+from __future__ import annotations
+
+import gc
+from typing import Any
+
+from cbledger.ledger import surfaces
+from cbledger.ledger.events import (
+    CheckpointPublishedEvent,
+    EvidenceImportedEvent,
+    GradeRecordedEvent,
+    LedgerCreatedEvent,
+    PricingPublishedEvent,
+    RunRecordedEvent,
+    SuiteArchivedEvent,
+)
+from cbledger.projections.card import CardAcc
+from cbledger.projections.comparability import (
+    MAIN,
+    Reference,
+    RefTally,
+    kicad_diff,
+    kicad_major,
+    reference_from,
+    reference_major,
+    stamp_diffs,
+)
+from cbledger.projections.fold import LedgerState, Projector, semver_key
+from cbledger.projections.isolation import why_unsandboxed
+from cbledger.projections.judged import LanesAcc
+from cbledger.projections.metrics import GroupAcc, SuiteMetrics
+from cbledger.projections.records import RecordEntry, record_paths
+
+#: events that change nothing a view tallies (their listings are read from the state)
+_NEUTRAL = (EvidenceImportedEvent, LedgerCreatedEvent, PricingPublishedEvent, SuiteArchivedEvent)
+
+
+#: more events than this since the last read are folded in by computing the views again
+_CATCH_UP_LIMIT = 1000
+
+
+class _Restart(Exception):
+    """The events cannot be applied by extending the tallies: build them again from the state."""
+
+
+def _named_before(st: LedgerState, run_id: str, seq: int) -> bool:
+    """Was a grade, rubric score, review or retraction of this run folded before the run itself?
+    (Events queued after it are applied in their turn.)"""
+    return (
+        any(g.seq < seq for g in st.grades.get(run_id, {}).values())
+        or any(r.seq < seq for r in st.rubric.get(run_id, ()))
+        or any(r.seq < seq for r in st.reviews.get(run_id, ()))
+        or (run_id in st.retracted and st.retracted[run_id].seq < seq)
+    )
+
+
+def _keeps(old: Reference, new: Reference) -> bool:
+    """Does every record placed under `old` stand where it was under `new`? A task seen for the
+    first time adds its own reference and leaves the others' alone."""
+    return (
+        old.schema_version == new.schema_version
+        and old.bump_seq == new.bump_seq
+        and old.fixtures == new.fixtures
+        and all(new.tasks[t] == ref for t, ref in old.tasks.items())
+        and all(new.task_fixtures[t] == h for t, h in old.task_fixtures.items())
+    )
+
+
+def _first_score(state: LedgerState, run_id: str) -> float | None:
+    items = state.rubric.get(run_id)
+    return items[0].rubric.score if items else None
+
+
+class SuiteViews:
+    """One suite version's records in record order and every tally over them."""
+
+    def __init__(self, state: LedgerState, suite: str, records: list[RecordEntry]) -> None:
+        self.suite = suite
+        self.records: list[RecordEntry] = []
+        #: run id -> the comparability group key of its record
+        self.key_of: dict[str, str] = {}
+        self.tally = RefTally()
+        self.majors_ok: dict[str, int] = {}  # kicad majors of the records matching every other stamp field
+        self.majors_all: dict[str, int] = {}
+        self.groups: dict[str, GroupAcc] = {}
+        self.card = CardAcc()
+        self.lanes = LanesAcc()
+        self.last_run_seq = 0
+        for r in records:
+            self.tally.add(r)
+        self.ref = reference_from(state, suite, self.tally)
+        for r in records:
+            self._count_major(r)
+        self.major = self._major()
+        for r in records:
+            self._place(state, r)
+        self._metrics: SuiteMetrics | None = None
+
+    def _count_major(self, r: RecordEntry) -> None:
+        m = kicad_major(r.kicad_cli_version)
+        self.majors_all[m] = self.majors_all.get(m, 0) + 1
+        if not stamp_diffs(self.ref, r):
+            self.majors_ok[m] = self.majors_ok.get(m, 0) + 1
+
+    def _major(self) -> str | None:
+        return reference_major(self.majors_ok or self.majors_all)
+
+    def _place(self, state: LedgerState, r: RecordEntry) -> None:
+        diffs = stamp_diffs(self.ref, r) + kicad_diff(self.major, r)
+        key = "; ".join(k for k, _ in diffs) if diffs else MAIN
+        group = self.groups.get(key)
+        if group is None:
+            reasons = [reason for _, reason in diffs]
+            label = "; ".join(reasons) if diffs else "main comparability group"
+            group = self.groups[key] = GroupAcc(key, not diffs, label, reasons)
+        group.add(r, _first_score(state, r.run_id))
+        self.card.add(state, r)
+        self.lanes.add(state, r)
+        self.records.append(r)
+        self.key_of[r.run_id] = key
+        self.last_run_seq = r.run.seq
+        self._metrics = None
+
+    def extend(self, state: LedgerState, r: RecordEntry) -> None:
+        """Adds a record at the end of the order; raises `_Restart` if the reference moves."""
+        if r.run.seq <= self.last_run_seq:
+            raise _Restart
+        self.tally.add(r)
+        ref = reference_from(state, self.suite, self.tally)
+        if self.records and not _keeps(self.ref, ref):
+            raise _Restart
+        self.ref = ref
+        self._count_major(r)
+        major = self._major()
+        if self.records and major != self.major:
+            raise _Restart
+        self.major = major
+        self._place(state, r)
+
+    def metrics(self) -> SuiteMetrics:
+        if self._metrics is None:
+            ref = self.ref
+            groups = [self.groups[MAIN]] if MAIN in self.groups else []
+            groups += [self.groups[k] for k in sorted(self.groups) if k != MAIN]
+            self._metrics = SuiteMetrics(
+                suite_version=self.suite,
+                reference=Reference(
+                    suite_version=ref.suite_version, schema_version=ref.schema_version, kicad_major=self.major,
+                    bump_seq=ref.bump_seq, tasks=ref.tasks, fixtures=ref.fixtures, task_fixtures=ref.task_fixtures,
+                ),
+                records=len(self.records),
+                groups=[g.result() for g in groups],
+            )
+        return self._metrics
+
+
+class Views:
+    """Every aggregate of a state; `Views(state)` computes them in full, `attach` keeps them
+    current with a projector's folds (see the module docstring for when they start again)."""
+
+    def __init__(self, state: LedgerState) -> None:
+        self.state = state
+        self._pending: list[Any] = []
+        #: how many times the views were computed in full (1 for a fresh one)
+        self.rebuilds = 0
+        #: run ids whose rows can have changed since `take_changes` was last called; None: any
+        self.changed: set[str] | None = None
+        self._build()
+
+    @classmethod
+    def attach(cls, projector: Projector) -> Views:
+        views = cls(projector.state)
+        projector.observers.append(views.observe)
+        return views
+
+    def observe(self, event: Any) -> None:
+        self._pending.append(event)
+
+    # ------------------------------------------------------------------ building
+
+    def _build(self) -> None:
+        """Every tally from the state. The cyclic collector is paused as `LedgerFollower.poll`
+        pauses it, and for the same reason: the tallies are long-lived objects and make no cycles."""
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            self._build_all()
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    def _build_all(self) -> None:
+        st = self.state
+        self.rebuilds += 1
+        self.changed = None
+        self._pending = []
+        per_suite: dict[str, list[RecordEntry]] = {}
+        self.counts: dict[str, int] = {}
+        self.unsandboxed: dict[tuple[str, str, str], int] = {}
+        #: [seq, kind, detail] rows of the runs' and grades' anomalies that are not in `state.anomalies`
+        self.anomaly_rows: list[list[str]] = []
+        for run_id, entry in st.runs.items():
+            live = run_id not in st.retracted
+            self._count_run(run_id, live)
+            if not live:
+                continue
+            for path, suite, graded in record_paths(st, run_id):
+                per_suite.setdefault(suite, []).append(
+                    RecordEntry(path=path, run_id=run_id, suite_version=suite, run=entry, graded=graded)
+                )
+                self.counts[suite] = self.counts.get(suite, 0) + 1
+        for run_id, per_run in st.grades.items():
+            if run_id not in st.runs and run_id not in st.later_passes:
+                for suite, g in per_run.items():
+                    self.anomaly_rows.append([str(g.seq), "grade-without-run", f"grade of unknown run {run_id} under {suite}"])
+        for run_id, items in st.rubric.items():
+            if run_id not in st.runs:
+                self.anomaly_rows.append([str(items[0].seq), "rubric-without-run", f"rubric score of unknown run {run_id}"])
+        self.suites = {suite: SuiteViews(st, suite, recs) for suite, recs in per_suite.items()}
+
+    def _count_run(self, run_id: str, live: bool) -> None:
+        entry = self.state.runs[run_id]
+        why = why_unsandboxed(entry.run)
+        if why is not None and live:
+            key = (entry.run.model.id, entry.run.run_mode, why)
+            self.unsandboxed[key] = self.unsandboxed.get(key, 0) + 1
+        _, claimed = surfaces.named_surface(entry.run.surface, surfaces.run_surface(entry.run))
+        if claimed is not None:
+            self.anomaly_rows.append([str(entry.seq), "surface-mismatch",
+                                      f"run {entry.run.run_id} names surface {claimed}; its route is {surfaces.run_surface(entry.run)}"])
+
+    # ------------------------------------------------------------------ catching up
+
+    def _catch_up(self) -> None:
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, []
+        if len(pending) > _CATCH_UP_LIMIT:
+            self._build()  # the same result, without a reference check per record
+            return
+        try:
+            for event in pending:
+                self._apply(event)
+        except _Restart:
+            self._build()
+
+    def _apply(self, event: Any) -> None:
+        st = self.state
+        if isinstance(event, CheckpointPublishedEvent):
+            self.changed = None  # a checkpoint anchors the grade rows of every run it covers
+            return
+        if isinstance(event, _NEUTRAL):
+            return
+        if isinstance(event, RunRecordedEvent):
+            run_id = event.body.run_id
+            if run_id not in st.runs:
+                return  # a later feedback pass: no headline view reads it (`passes_part` reads the state)
+            if st.runs[run_id].seq != event.seq:
+                return  # a duplicate run: listed from the state's anomalies
+            if _named_before(st, run_id, event.seq):
+                raise _Restart
+            self._count_run(run_id, True)
+            self._touch(run_id)
+            return
+        if isinstance(event, GradeRecordedEvent):
+            grade = event.body
+            kept = st.grades[grade.run_id][grade.suite_version]
+            if kept.seq != event.seq:
+                return  # a duplicate or a conflict: the first grade stands
+            entry = st.runs.get(grade.run_id)
+            if entry is None and grade.run_id in st.later_passes:
+                return  # graded, as every pass is, and read only by `passes_part`
+            if entry is None:
+                self.anomaly_rows.append([str(kept.seq), "grade-without-run",
+                                          f"grade of unknown run {grade.run_id} under {grade.suite_version}"])
+                return
+            if grade.run_id in st.retracted:
+                raise _Restart
+            path = next(p for p, suite, _ in record_paths(st, grade.run_id) if suite == grade.suite_version)
+            rec = RecordEntry(path=path, run_id=grade.run_id, suite_version=grade.suite_version, run=entry, graded=kept)
+            sv = self.suites.get(grade.suite_version)
+            if sv is None:
+                sv = self.suites[grade.suite_version] = SuiteViews(st, grade.suite_version, [])
+            sv.extend(st, rec)
+            self.counts[grade.suite_version] = self.counts.get(grade.suite_version, 0) + 1
+            self._touch(grade.run_id)
+            return
+        raise _Restart  # a retraction, a rubric score, a review, a suite bump, anything new
+
+    def _touch(self, run_id: str) -> None:
+        if self.changed is not None:
+            self.changed.add(run_id)
+
+    # ------------------------------------------------------------------ reading
+
+    def suite(self, version: str) -> SuiteViews:
+        self._catch_up()
+        sv = self.suites.get(version)
+        if sv is None:  # a version with no live record (a bump alone, or asked for by name)
+            sv = SuiteViews(self.state, version, [])
+        return sv
+
+    def suite_metrics(self, version: str) -> SuiteMetrics:
+        return self.suite(version).metrics()
+
+    def record_counts(self) -> dict[str, int]:
+        self._catch_up()
+        return self.counts
+
+    def suite_versions(self) -> list[str]:
+        """`fold.suite_versions` from the tallies: every version bumped or with a live grade."""
+        self._catch_up()
+        seen = {entry.body.suite_version for entry in self.state.suites}
+        seen.update(v for v, n in self.counts.items() if n)
+        return sorted(seen, key=semver_key)
+
+    def current_suite(self) -> str | None:
+        if self.state.suites:
+            return self.state.suites[-1].body.suite_version
+        versions = self.suite_versions()
+        return versions[-1] if versions else None
+
+    def take_changes(self) -> set[str] | None:
+        """The runs whose rows may differ since the last call (None: the views were rebuilt, so
+        any row may), and start counting afresh."""
+        self._catch_up()
+        changed, self.changed = self.changed, set()
+        return changed
