@@ -65,3 +65,25 @@ def test_the_store_refuses_a_second_attachment_under_the_same_id(ledger):
     assert path.read_bytes() == before
     store.append([cassette_attached(2)])  # the same event again: a no-op
     assert path.read_bytes() == before
+
+
+def test_every_live_real_harness_run_of_the_committed_ledger_has_a_cassette():
+    """What re-execution in CI rests on: each scripted run (the real copperhead against scripted model
+    turns; gold and noop runs call no model) in the committed ledger
+    can be served its model exchanges again, its own cassette or one attached after an identical
+    re-execution, and that cassette is on disk."""
+    from pathlib import Path
+
+    from blake3 import blake3
+
+    repo = Path(__file__).resolve().parent.parent
+    state = load_state(repo / "results" / "ledger" / "events.jsonl")
+    harness = [e for e in (*state.runs.values(), *state.later_passes.values())
+               if e.run.run_mode == "scripted" and e.run.run_id not in state.retracted]
+    assert len(harness) >= 45
+    for entry in harness:
+        own = entry.run.cassette
+        attached = state.attachments.get(entry.run.run_id)
+        ref = own if own is not msgspec.UNSET else (attached.body.cassette if attached else None)
+        assert ref is not None, f"run {entry.run.run_id} has no cassette"
+        assert blake3((repo / ref.path).read_bytes()).hexdigest() == ref.blake3, ref.path
