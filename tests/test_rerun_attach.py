@@ -33,10 +33,25 @@ RETRACTED = "20261201T205509Z-compat-scripted-solve-led-resistor-swap-variant-r1
 
 
 def _copy(tmp: Path) -> Path:
+    """The committed results as they were before cassettes were attached: the ledger cut before
+    its first `cassette.attached` (a prefix of a ledger is a ledger), without the checkpoints
+    signed after the cut or the cassettes only those attachments named."""
     results = tmp / "results"
     shutil.copytree(REPO / "results", results, ignore=shutil.ignore_patterns("site"))
     shutil.copy(REPO / "LEADERBOARD.md", results / "LEADERBOARD.md")
-    return results / "ledger" / "events.jsonl"
+    ledger = results / "ledger" / "events.jsonl"
+    lines = ledger.read_bytes().splitlines(keepends=True)
+    cut = next((i for i, line in enumerate(lines) if b'"type":"cassette.attached"' in line), len(lines))
+    ledger.write_bytes(b"".join(lines[:cut]))
+    for checkpoint in (results / "checkpoints").glob("*.txt"):
+        if int(checkpoint.stem) >= cut:
+            checkpoint.unlink()
+    named = {json.loads(line)["event"]["body"].get("cassette", {}).get("path") for line in lines[:cut]}
+    for tape in (results / "cassettes").glob("*.json"):
+        if f"results/cassettes/{tape.name}" not in named:
+            tape.unlink()
+    assert not list(LedgerStore(ledger).read(types={"cassette.attached"}))
+    return ledger
 
 
 def cli(ledger: Path, *args: object, env: dict[str, str] | None = None):

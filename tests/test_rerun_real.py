@@ -168,8 +168,9 @@ def test_a_committed_scripted_run_re_executes_identically_from_its_kept_session(
 
     workspace = Workspace.at(REPO)
     run_id = "20261201T205440Z-compat-scripted-solve-led-resistor-swap-r1-0edfec"
-    with pytest.raises(Exception, match="--from-session"):
-        rerun_mod.rerun(workspace, run_id, copperhead_cli=str(copperhead_cli), strict=True)
     result = rerun_mod.rerun(workspace, run_id, copperhead_cli=str(copperhead_cli), strict=True, from_session=True)
     assert (result.status, result.differences) == ("identical", []), result.differences
     assert result.original == result.rerun == ("pass", "done")
+    # the cassette attached to it since (cassette.attached) is served as strictly, requests compared
+    attached = rerun_mod.rerun(workspace, run_id, copperhead_cli=str(copperhead_cli), strict=True)
+    assert (attached.status, attached.differences, attached.flagged) == ("identical", [], [])
