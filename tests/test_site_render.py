@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from markupsafe import escape
+
 from cbledger.projections.site import render as site
 from cbledger.projections.site import svg
 from cbledger.projections.site.evidence import RunEvidence
@@ -33,9 +35,29 @@ def test_every_page_is_rendered_and_the_bytes_are_a_function_of_the_inputs():
     assert first == again
     paths = [p for p, _ in first]
     assert paths[:4] == [site.INDEX, site.RUNS, site.REGRESSIONS, site.QUEUE]
-    assert sorted(paths[4:]) == sorted(site.run_page(r) for r in state.runs)
+    # a later feedback pass has a page, though no table lists it
+    assert state.later_passes
+    assert sorted(paths[4:]) == sorted(site.run_page(r) for r in (*state.runs, *state.later_passes))
     runs_page = dict(first)[site.RUNS].decode()
     assert runs_page.count('<tr><td class="num">') == len(state.runs)
+
+
+def test_the_pages_of_an_attempts_passes_link_each_other_and_a_later_one_shows_its_hints():
+    state = committed_state()
+    later = next(iter(state.later_passes.values()))
+    assert later.run.passes and later.run.passes.first and later.run.passes.hints
+    first = state.runs[later.run.passes.first]
+    out = dict(site.render(state, {}, [first.run.run_id, later.run.run_id]))
+    one, two = (out[site.run_page(e.run.run_id)].decode() for e in (first, later))
+    assert f'<a href="../{site.run_page(later.run.run_id)}">pass 2</a> (pass)' in one
+    assert f'<a href="../{site.run_page(first.run.run_id)}">pass 1</a> (fail)' in two
+    assert "<strong>pass 2</strong>" in two and "<strong>pass 1</strong>" in one
+    assert "hints told" in two and "hints told" not in one
+    for hint in later.run.passes.hints:
+        assert f"<li>{escape(hint)}</li>" in two
+    # a run made without passes says nothing of them
+    plain = next(e for e in state.runs.values() if not e.run.passes)
+    assert "feedback pass" not in site.run_html(state, plain, None).decode()
 
 
 def test_only_the_named_runs_pages_with_runs():

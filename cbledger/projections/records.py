@@ -46,7 +46,7 @@ from msgspec import Struct
 from cbledger.ledger.types import ExitPath, FailureCategory, Mode, Outcome, Tier
 from cbledger.projections import paths
 from cbledger.projections.conditions import condition_key
-from cbledger.projections.fold import GradeEntry, LedgerState, ProjectionError, RunEntry
+from cbledger.projections.fold import GradeEntry, LedgerState, PassEntry, ProjectionError, RunEntry
 from cbledger.projections.provenance import named_otherwise
 
 ABSENT = "absent"
@@ -257,7 +257,7 @@ class RecordEntry(Struct, frozen=True, kw_only=True):
 # --------------------------------------------------------------------------- helpers
 
 
-def harness_mode(entry: RunEntry) -> Literal["gold", "noop"] | None:
+def harness_mode(entry: RunEntry | PassEntry) -> Literal["gold", "noop"] | None:
     """gold or noop for a harness run (or a replay of one), from its run mode or model id."""
     run = entry.run
     if run.run_mode == "gold" or run.run_mode == "noop":

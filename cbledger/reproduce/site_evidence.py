@@ -167,7 +167,9 @@ def gather(
     """The evidence of `run_ids` (default: every recorded run); `diff_limit` None keeps all of each diff.
     Restoring every bundle is the slow part of a first build, so `on_step(done, total, run_id)`
     hears each run read, for the command line's progress."""
-    wanted = sorted(state.runs if run_ids is None else {r for r in run_ids if r in state.runs})
+    # a later feedback pass has a page too (`projections.site.render`)
+    every: dict[str, RunEntry | PassEntry] = {**state.runs, **state.later_passes}
+    wanted = sorted(every if run_ids is None else {r for r in run_ids if r in every})
     if not wanted:
         return {}
     links = chain_links(workspace, set(wanted))
@@ -176,7 +178,7 @@ def gather(
         chosen = catalogs(workspace, state, wanted, scratch / "suites")
         out: dict[str, RunEvidence] = {}
         for done, run_id in enumerate(wanted, start=1):
-            entry = state.runs[run_id]
+            entry = every[run_id]
             try:
                 found = _one(workspace, chosen[run_id], entry.run, entry.seq, scratch / "runs", diff_limit)
             except (UserError, pygit2.GitError, OSError, KeyError, ValueError) as exc:

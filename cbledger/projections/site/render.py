@@ -20,10 +20,11 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from cbledger.ledger.events import RunRecorded
 from cbledger.projections import format as fmt
 from cbledger.projections import gate, passes_part, workqueue
 from cbledger.projections.conditions import DEFAULT
-from cbledger.projections.fold import GradeEntry, LedgerState, RunEntry, current_suite
+from cbledger.projections.fold import GradeEntry, LedgerState, PassEntry, RunEntry, current_suite
 from cbledger.projections.metrics import ALL_TIERS, TIERS, GroupMetrics, RowMetrics, suite_metrics
 from cbledger.projections.records import harness_mode, record_entries, usd_from_micros
 from cbledger.projections.selection import Selection
@@ -122,7 +123,7 @@ def _verdict(state: LedgerState, run_id: str) -> tuple[GradeEntry | None, str]:
     return latest, latest.grade.verdict if latest else "ungraded"
 
 
-def _run_summary(state: LedgerState, entry: RunEntry) -> dict[str, Any]:
+def _run_summary(state: LedgerState, entry: RunEntry | PassEntry) -> dict[str, Any]:
     run = entry.run
     graded, verdict = _verdict(state, run.run_id)
     return {
@@ -183,7 +184,20 @@ def _report_rows(ev: RunEvidence) -> list[dict[str, Any]]:
     return out
 
 
-def run_html(state: LedgerState, entry: RunEntry, ev: RunEvidence | None) -> bytes:
+def _attempt(state: LedgerState, run: RunRecorded) -> list[dict[str, Any]]:
+    """Every pass of the attempt `run` belongs to, pass 1 first, for a run page's links between
+    them (empty for a run made without passes)."""
+    if not run.passes:
+        return []
+    first = run.passes.first or run.run_id
+    runs = [e.run for e in state.runs.values()] + [e.run for e in state.later_passes.values()]
+    by_index = {r.passes.index: r for r in runs if r.passes and (r.passes.first or r.run_id) == first}
+    return [{"index": i, "href": run_page(r.run_id), "id": r.run_id,
+             "verdict": _verdict(state, r.run_id)[1], "here": r.run_id == run.run_id}
+            for i, r in sorted(by_index.items())]
+
+
+def run_html(state: LedgerState, entry: RunEntry | PassEntry, ev: RunEvidence | None) -> bytes:
     run = entry.run
     grades = [
         {"suite": suite, "seq": g.seq, "grade": g.grade, "credit": fmt.pct(g.grade.partial_credit)}
@@ -194,7 +208,7 @@ def run_html(state: LedgerState, entry: RunEntry, ev: RunEvidence | None) -> byt
         "run.html", title=f"Run {run.run_id}", summary=_run_summary(state, entry), run=run, grades=grades,
         retraction=retraction, ev=ev or RunEvidence(problem="the preserved run was not read"),
         reports=_report_rows(ev) if ev else [], cost=fmt.usd_micros(run.cost.usd_micros),
-        usd=usd_from_micros(run.cost.usd_micros), root="../",
+        usd=usd_from_micros(run.cost.usd_micros), attempt=_attempt(state, run), root="../",
     )
 
 
@@ -236,7 +250,10 @@ def render(
         (REGRESSIONS, regressions_page(state)),
         (QUEUE, queue_page(state)),
     ]
-    wanted = state.runs.keys() if runs is None else [r for r in runs if r in state.runs]
+    # a later feedback pass has a page of its own, as every pass is preserved and graded, though
+    # no table lists it: its attempt's pass-1 page links to it
+    pages: dict[str, RunEntry | PassEntry] = {**state.later_passes, **state.runs}
+    wanted = pages.keys() if runs is None else [r for r in runs if r in pages]
     for run_id in sorted(wanted):
-        out.append((run_page(run_id), run_html(state, state.runs[run_id], evidence.get(run_id))))
+        out.append((run_page(run_id), run_html(state, pages[run_id], evidence.get(run_id))))
     return out
