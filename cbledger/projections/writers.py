@@ -203,7 +203,7 @@ def _commit_staged(staged: list[str]) -> None:
         with open(_staged_name(path), "rb") as f:
             os.fsync(f.fileno())
         os.replace(_staged_name(path), path)
-        _fsync_directory(Path(path).parent)
+        fsync_directory(Path(path).parent)
         return
     where = Path(staged[0]).parent
     _sync_filesystem(where)
@@ -212,7 +212,8 @@ def _commit_staged(staged: list[str]) -> None:
     _sync_filesystem(where)
 
 
-def _fsync_directory(directory: Path) -> None:
+def fsync_directory(directory: Path) -> None:
+    """Makes the renames into `directory` durable (a file's own fsync does not cover its name)."""
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)

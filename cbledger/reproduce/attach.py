@@ -26,6 +26,7 @@ from cbledger.errors import UserError
 from cbledger.ledger import semantics
 from cbledger.ledger.events import Actor, CassetteAttached, EventBase, make_event
 from cbledger.ledger.store import LedgerStore
+from cbledger.projections import writers
 from cbledger.reproduce import rerun as rerun_mod
 from cbledger.runner import cassette as cassette_mod
 from cbledger.runner import ledger_view
@@ -125,11 +126,10 @@ def _keep(workspace: Workspace, results: list[rerun_mod.RerunResult]) -> list[At
         for target, data in files:
             if target.is_file() and target.read_bytes() == data:
                 continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f".{target.name}.tmp")
-            tmp.write_bytes(data)
-            tmp.replace(target)
+            writers.write_atomic(target, data)  # synced, as the bundle is before its event
             written.append(target)
+        for directory in {p.parent for p in written}:
+            writers.fsync_directory(directory)  # an event never names a cassette a power cut lost
         appended = LedgerStore(workspace.ledger).append(events, check=semantics.check_batch)
     except BaseException:
         for path in written:

@@ -32,7 +32,7 @@ from msgspec import UNSET
 
 from cbledger.credentials import printable
 from cbledger.errors import UserError
-from cbledger.ledger.events import Actor, GradeRecorded, RunRecorded, SessionSource
+from cbledger.ledger.events import Actor, CassetteRef, GradeRecorded, RunRecorded, SessionSource
 from cbledger.projections.fold import semver_key
 from cbledger.runner import cassette as cassette_mod
 from cbledger.runner import isolation, ledger_view, normalise, preserve
@@ -195,7 +195,7 @@ def _rerun(
             raise UserError(f"run {run_id} has no cassette: its model exchanges were not recorded{why}, so it cannot be re-executed{hint}")
         catalog, recorded, source = session_cassette(workspace, view, run, kept)
     else:
-        recorded = cassette_mod.load(workspace.stored(ref.path) or workspace.root / ref.path, expect=ref.blake3)
+        recorded = _load_cassette(workspace, ref)
         if run.cassette is UNSET:  # attached later: the run's own suite version's definitions, as from its session
             catalog = kept.catalog(run, run.comparability.suite_version)
     if recorded.route != "openai-compat" or recording_route(run.model.id) != "openai-compat":
@@ -232,11 +232,16 @@ def earlier_passes(workspace: Workspace, view: ledger_view.LedgerView, run: RunR
     out = []
     for index in range(1, ref.index):
         before = by_index.get(index)
-        if before is None or before.cassette is UNSET:
+        tape = view.cassette(before) if before is not None else None
+        if tape is None:
             raise UserError(f"run {run.run_id} is pass {ref.index} of an attempt whose pass {index} has no cassette; it cannot be re-executed")
-        out.append(cassette_mod.load(workspace.stored(before.cassette.path) or workspace.root / before.cassette.path,
-                                     expect=before.cassette.blake3))
+        out.append(_load_cassette(workspace, tape))
     return out
+
+
+def _load_cassette(workspace: Workspace, ref: CassetteRef) -> cassette_mod.Cassette:
+    """A recorded or attached cassette, read from the workspace and checked against its digest."""
+    return cassette_mod.load(workspace.stored(ref.path) or workspace.root / ref.path, expect=ref.blake3)
 
 
 SCRIPTED_PREFIX = "compat:scripted-"
