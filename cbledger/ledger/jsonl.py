@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import stat
 import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -132,7 +133,8 @@ class JsonLinesRecorder(Recorder):
             self._append_locked(fd, records, expected)
 
     def _append_locked(self, fd: int, records: Sequence[StoredEvent], expected: Head) -> None:
-        self._catch_up(fd)
+        if self._held is None:  # inside exclusive() the index was brought up to date on entry
+            self._catch_up(fd)
         if self._index.head != expected:
             raise HeadMoved(self.location, expected, self._index.head)
         if not records:
@@ -178,11 +180,16 @@ class JsonLinesRecorder(Recorder):
         each one cost more than its write). It is opened again when the path names another file
         than the one it holds (the ledger replaced underneath) and in a forked child: `flock`
         belongs to the open file, so a child sharing the parent's would share its lock too."""
-        self._require()
+        try:
+            named = os.stat(self.path)  # one stat: is there a ledger, and is it the file we hold
+        except FileNotFoundError:
+            named = None
+        if named is None or not stat.S_ISREG(named.st_mode):
+            raise LedgerMissing(f"{self.path}: no ledger here (run `cbledger init` first)")
         kept = self._kept
         if kept is not None:
             fd, pid, finalizer = kept
-            if pid == os.getpid() and os.fstat(fd).st_ino == os.stat(self.path).st_ino:
+            if pid == os.getpid() and os.fstat(fd).st_ino == named.st_ino:
                 return fd
             self._kept = None
             if pid == os.getpid():
