@@ -55,6 +55,7 @@ from cbledger.ledger.events import (
     ModelIdentity,
     ModelPrice,
     NullCostRoute,
+    PassRef,
     PricingPublished,
     PricingPublishedEvent,
     ReviewRecorded,
@@ -532,6 +533,7 @@ class Stream:
         os_name: str | None = None,
         copperhead_commit: str | None = None,
         provider_models: list[str] | None = None,
+        passes: PassRef | None = None,
     ) -> str:
         t = self._task(task_id)
         self._n += 1
@@ -616,6 +618,7 @@ class Stream:
             harness_failure=harness_failure,
             batch=batch,
             provider_models=provider_models or [],
+            passes=passes if passes is not None else msgspec.UNSET,
         )
         self._add(RunRecordedEvent, body, id=f"run.recorded:{rid}")
         return rid

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cbledger.ledger.events import PassRef
 from cbledger.ledger.store import LedgerStore
 from cbledger.projections import gate, leaderboard, readmodel, records
 from cbledger.projections.fold import (
@@ -27,6 +28,10 @@ TASKS = [("t-simple", "simple", "edit"), ("t-medium", "medium", "refusal"), ("t-
          ("t-variant", "simple", "edit")]
 MODELS = ["vendor:a", "cheap:b", "claude-code", "harness:gold", "harness:noop"]
 
+#: a later feedback pass of an earlier run, graded or not yet (the fold keeps it out of `runs`)
+later = st.tuples(st.just("later"), st.integers(0, 50), st.sampled_from(["pass", "fail", None]),
+                  st.sampled_from(["1.0.0", "1.1.0"]))
+
 op = st.one_of(
     st.tuples(st.just("run"), st.integers(0, 3), st.integers(0, 4), st.integers(1, 3),
               st.sampled_from([None, 0, 10_000, 250_000]), st.sampled_from(["9.0.8", "8.0.1", None]),
@@ -36,6 +41,7 @@ op = st.one_of(
     st.tuples(st.just("rubric"), st.integers(0, 50), st.floats(0, 1)),
     st.tuples(st.just("bump"), st.sampled_from(["1.0.0", "1.1.0", "2.0.0"])),
     st.tuples(st.just("import"),),
+    later,
 )
 
 
@@ -46,6 +52,9 @@ def build(ops) -> Stream:
     s.task("t-hard", tier="hard")
     s.task("t-variant", tier="simple", variant_of="t-simple")
     runs: list[str] = []
+    #: pass 1's run id -> the run id of its last pass so far, and that pass's index
+    attempts: dict[str, tuple[str, int]] = {}
+    made: dict[str, tuple[str, str]] = {}  # run id -> task, model
     for o in ops:
         kind = o[0]
         if kind == "run":
@@ -55,11 +64,24 @@ def build(ops) -> Stream:
             runs.append(s.run(TASKS[ti][0], model, repeat=rep, usd_micros=usd if model != "claude-code" else None,
                               segment=seg, kicad=kicad, manifest="0" * 64 if stale else None,
                               exit_path="refused" if rep == 3 else "done"))
+            made[runs[-1]] = (TASKS[ti][0], model)
+        elif kind == "later" and runs:  # a later feedback pass of a run, graded unless verdict is None
+            _, ri, verdict, suite = o
+            first = runs[ri % len(runs)]
+            previous, index = attempts.get(first, (first, 1))
+            task_id, model = made[first]
+            rid = s.run(task_id, model, passes=PassRef(index=index + 1, allowed=index + 1, first=first,
+                                                       previous=previous, hints=["a hint"] * index))
+            attempts[first] = (rid, index + 1)
+            if verdict is not None:
+                s.grade(rid, verdict, suite=suite, category="wrong-target")
         elif kind == "grade" and runs:
             _, ri, verdict, suite = o
-            s.grade(runs[ri % len(runs)], verdict, suite=suite, category="wrong-target")
+            graded = runs + [rid for rid, _ in attempts.values()]
+            s.grade(graded[ri % len(graded)], verdict, suite=suite, category="wrong-target")
         elif kind == "retract" and runs:
-            rid = runs[o[1] % len(runs)]
+            targets = runs + [rid for rid, _ in attempts.values()]
+            rid = targets[o[1] % len(targets)]
             if not any(getattr(e.body, "run_id", None) == rid and e.__struct_config__.tag == "run.retracted" for e in s.events):
                 s.retract(rid)
         elif kind == "rubric" and runs:

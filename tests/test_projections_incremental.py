@@ -21,7 +21,7 @@ from cbledger.projections import records as rec
 from cbledger.projections.aggregates import Views
 from cbledger.projections.fold import Projector, fold, suite_versions
 from cbledger.projections.metrics import suite_metrics
-from tests.test_projections_fold import build, op
+from tests.test_projections_fold import build, later, op
 
 #: a new run and its grade at once: the steady stream the incremental path is for
 pair = st.tuples(st.just("pair"), st.integers(0, 3), st.integers(0, 4), st.integers(1, 3),
@@ -49,7 +49,7 @@ def full_outputs(state) -> tuple[str, str, list[tuple[str, bytes]]]:
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(ops=st.lists(st.one_of(op, pair, pair), max_size=40), cuts=st.lists(st.integers(0, 200), max_size=10))
+@given(ops=st.lists(st.one_of(op, pair, pair, later), max_size=40), cuts=st.lists(st.integers(0, 200), max_size=10))
 def test_views_kept_as_events_fold_equal_a_rebuild_after_every_chunk(tmp_path_factory, ops, cuts):
     events = build(expand(ops)).events
     projector = Projector()

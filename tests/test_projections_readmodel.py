@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from cbledger.ledger.events import PassRef
 from cbledger.projections import readmodel
 from cbledger.projections.fold import fold
 from cbledger.projections.writers import load_state
@@ -12,7 +13,7 @@ from tests.factories import conditions_stream, rich_stream
 
 TABLES = {
     "meta", "runs", "grades", "assertion_outcomes", "leaderboard_rows", "ablation_rows", "incomparable_records",
-    "imports", "rubric_scores", "grade_conflicts", "retractions", "checkpoints",
+    "imports", "rubric_scores", "grade_conflicts", "retractions", "checkpoints", "later_passes",
 }
 
 
@@ -81,7 +82,12 @@ def test_column_types_and_keys_match_the_committed_read_model(tmp_path, repo_roo
 
 
 def test_every_row_has_exactly_the_declared_columns_in_order():
-    for table in readmodel.build_tables(fold(conditions_stream().events)):
+    s = conditions_stream()
+    first = s.graded_run("rename-net", "vendor:model-d", "fail", suite="1.1.0", passes=PassRef(index=1, allowed=2))
+    later = s.run("rename-net", "vendor:model-d", suite_version="1.1.0",
+                  passes=PassRef(index=2, allowed=2, first=first, previous=first, hints=["a hint"]))
+    s.grade(later, "pass", suite="1.1.0")
+    for table in readmodel.build_tables(fold(s.events)):
         assert table.rows, table.name
         for row in table.rows:
             assert list(row) == list(table.columns), table.name

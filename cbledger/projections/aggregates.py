@@ -13,6 +13,8 @@ state, with the same `add`s over every record — so the incremental and the ful
 code path, and `Views(state)` is the full rebuild:
 
 * a new run and its first grades (the steady stream): extended;
+* a later feedback pass and its grades: nothing to extend (no headline reads them), but its
+  read-model rows are marked changed (`take_changes`);
 * a duplicate or conflicting grade, an import, a checkpoint, pricing, a suite archive, a
   duplicate run: nothing to extend (what they show is read from the state's short lists);
 * a grade for a run older than the suite's last record (it lands mid-order), a run whose grades,
@@ -278,7 +280,12 @@ class Views:
         if isinstance(event, RunRecordedEvent):
             run_id = event.body.run_id
             if run_id not in st.runs:
-                return  # a later feedback pass: no headline view reads it (`passes_part` reads the state)
+                # a later feedback pass: no headline view reads it (`passes_part` reads the state);
+                # the read model lists it, by row
+                later = st.later_passes.get(run_id)
+                if later is not None and later.seq == event.seq:
+                    self._touch(run_id)
+                return
             if st.runs[run_id].seq != event.seq:
                 return  # a duplicate run: listed from the state's anomalies
             if _named_before(st, run_id, event.seq):
@@ -293,7 +300,8 @@ class Views:
                 return  # a duplicate or a conflict: the first grade stands
             entry = st.runs.get(grade.run_id)
             if entry is None and grade.run_id in st.later_passes:
-                return  # graded, as every pass is, and read only by `passes_part`
+                self._touch(grade.run_id)  # graded, as every pass is: its read-model rows change
+                return
             if entry is None:
                 self.anomaly_rows.append([str(kept.seq), "grade-without-run",
                                           f"grade of unknown run {grade.run_id} under {grade.suite_version}"])

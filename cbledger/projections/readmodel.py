@@ -34,7 +34,7 @@ from typing import Any, Generic, NamedTuple, TypeAlias, TypeVar
 import sqlite_utils
 from msgspec import Struct
 
-from cbledger.ledger.events import SCHEMA_VERSION, AssertionOutcome
+from cbledger.ledger.events import SCHEMA_VERSION, AssertionOutcome, PassRef
 from cbledger.projections import anchor
 from cbledger.projections import format as fmt
 from cbledger.projections.aggregates import Views
@@ -45,6 +45,7 @@ from cbledger.projections.fold import (
     GradeEntry,
     ImportEntry,
     LedgerState,
+    PassEntry,
     Retraction,
     RubricEntry,
     RunEntry,
@@ -169,6 +170,17 @@ class _Incomparable(NamedTuple):
 class _Rubric(NamedTuple):
     run_id: str
     entry: RubricEntry
+
+
+class _LaterPass(NamedTuple):
+    """A feedback pass after the first under one suite version it was graded under, or, until it
+    is graded, under the suite version it ran under with no grade."""
+
+    run_id: str
+    suite_version: str
+    entry: PassEntry
+    ref: PassRef
+    graded: GradeEntry | None
 
 
 # --------------------------------------------------------------------------- the tables
@@ -388,6 +400,29 @@ GRADE_CONFLICTS: TableSpec[GradeConflict] = TableSpec("grade_conflicts", ("confl
     ("fields", str, lambda c: ", ".join(c.fields)),
 ))
 
+LATER_PASSES: TableSpec[_LaterPass] = TableSpec("later_passes", ("run_id", "suite_version"), (
+    ("run_id", str, lambda p: p.run_id),
+    ("suite_version", str, lambda p: p.suite_version),
+    ("first_run_id", str, lambda p: p.ref.first),
+    ("pass_index", int, lambda p: p.ref.index),
+    ("passes_allowed", int, lambda p: p.ref.allowed),
+    ("previous_run_id", str, lambda p: p.ref.previous),
+    ("seq", int, lambda p: p.entry.seq),
+    ("task_id", str, lambda p: p.entry.run.task.id),
+    ("model_id", str, lambda p: p.entry.run.model.id),
+    ("hint_count", int, lambda p: len(p.ref.hints)),
+    ("hints", str, lambda p: json.dumps(list(p.ref.hints))),
+    ("carried_over", int, lambda p: int(p.ref.carried_over)),
+    ("exit_path", str, lambda p: p.entry.run.stats.exit_path if p.entry.run.stats else None),
+    ("turns_used", int, lambda p: p.entry.run.stats.turns_used if p.entry.run.stats else None),
+    ("usd_micros", int, lambda p: p.entry.run.cost.usd_micros),
+    ("grade_seq", int, lambda p: p.graded.seq if p.graded else None),
+    ("verdict", str, lambda p: p.graded.grade.verdict if p.graded else None),
+    ("partial_credit", float, lambda p: p.graded.grade.partial_credit if p.graded else None),
+    ("first_failed_required", str, lambda p: p.graded.grade.first_failed_required if p.graded else None),
+    ("failure_category", str, lambda p: p.graded.grade.failure_category if p.graded else None),
+))
+
 CHECKPOINTS: TableSpec[CheckpointEntry] = TableSpec("checkpoints", ("tree_size",), (
     ("tree_size", int, lambda c: c.tree_size),
     ("seq", int, lambda c: c.seq),
@@ -412,6 +447,7 @@ FOREIGN_KEYS: dict[str, tuple[tuple[str, str, str], ...]] = {
     "assertion_outcomes": (("run_id", "runs", "run_id"),),
     "incomparable_records": (("run_id", "runs", "run_id"),),
     "rubric_scores": (("run_id", "runs", "run_id"),),
+    "later_passes": (("first_run_id", "runs", "run_id"),),
 }
 
 #: The columns a question filters or groups by, by table (the primary keys are indexed already).
@@ -422,6 +458,7 @@ INDEXES: dict[str, tuple[tuple[str, ...], ...]] = {
     "leaderboard_rows": (("tier", "model"),),
     "rubric_scores": (("run_id",),),
     "incomparable_records": (("run_id",),),
+    "later_passes": (("first_run_id",), ("suite_version", "verdict")),
 }
 
 
@@ -434,6 +471,9 @@ def index_name(table: str, columns: tuple[str, ...]) -> str:
 
 #: the tables whose rows each belong to one run (`run_id`), and those rebuilt whole on an update
 PER_RUN = ("runs", "grades", "assertion_outcomes", "incomparable_records", "rubric_scores")
+#: per-run too, but a later pass's rows also hang on its pass 1 (`first_run_id`): they are
+#: deleted and written again when either run changed
+PER_PASS = ("later_passes",)
 
 
 def build_tables(state: LedgerState, views: Views | None = None) -> list[Table]:
@@ -473,6 +513,7 @@ def _sources(state: LedgerState, views: Views, run_ids: set[str] | None) -> list
         (INCOMPARABLE_RECORDS, _incomparable(state, views, live)),
         (IMPORTS, state.imports),
         (RUBRIC_SCORES, (_Rubric(rid, item) for rid in live for item in state.rubric.get(rid, ()))),
+        (LATER_PASSES, _later_passes(state, run_ids)),
         (GRADE_CONFLICTS, state.conflicts),
         (RETRACTIONS, _retracted(state)),
         (CHECKPOINTS, state.checkpoints),
@@ -526,6 +567,26 @@ def _board_rows(metrics: list[SuiteMetrics]) -> list[_BoardRow]:
 
 def _ablation_rows(metrics: list[SuiteMetrics]) -> list[_AblationRow]:
     return [_AblationRow(sm.suite_version, g, a) for sm in metrics for g in sm.groups for a in g.ablations]
+
+
+def _later_passes(state: LedgerState, run_ids: set[str] | None) -> Iterator[_LaterPass]:
+    """The live later passes of live attempts (neither the pass nor its pass 1 retracted, and
+    pass 1 recorded), restricted to those whose own run or pass 1 is in `run_ids` (None: all);
+    a pass has a row per suite version it was graded under, or one ungraded row."""
+    for rid, entry in state.later_passes.items():
+        ref = entry.run.passes
+        if not isinstance(ref, PassRef) or ref.first is None:
+            continue  # the fold keeps only runs with a pass reference here; pass 1 has no `first`
+        if run_ids is not None and rid not in run_ids and ref.first not in run_ids:
+            continue
+        if rid in state.retracted or ref.first not in state.runs or ref.first in state.retracted:
+            continue
+        grades = state.grades.get(rid)
+        if not grades:
+            yield _LaterPass(rid, entry.run.comparability.suite_version, entry, ref, None)
+            continue
+        for suite, g in grades.items():
+            yield _LaterPass(rid, suite, entry, ref, g)
 
 
 def _retracted(state: LedgerState) -> list[_Retracted]:
@@ -590,7 +651,8 @@ def write(tables: Sequence[Table | LazyTable], path: Path) -> Path:
 def update(path: Path, state: LedgerState, views: Views, run_ids: set[str]) -> Path:
     """Brings the database at `path`, written for an earlier state of this ledger, to `state`
     when only the runs `run_ids` changed: their rows in the per-run tables are deleted and
-    written again, and the small aggregate tables (meta, leaderboard and ablation rows, imports,
+    written again (in `later_passes`, the rows of a changed pass and of every pass of a changed
+    pass 1), and the small aggregate tables (meta, leaderboard and ablation rows, imports,
     conflicts, retractions, checkpoints) replaced, all in one transaction. SQLite's rollback
     journal makes the transaction atomic: a crash leaves the old content or the new, never a mix.
     The content is what `write(build_tables(state))` gives (tested); only the pages differ."""
@@ -602,10 +664,15 @@ def update(path: Path, state: LedgerState, views: Views, run_ids: set[str]) -> P
         conn.execute("BEGIN IMMEDIATE")
         try:
             for t in tables:
-                if t.name in PER_RUN:
+                if t.name in PER_RUN or t.name in PER_PASS:
                     for i in range(0, len(ids), 500):
                         chunk = ids[i:i + 500]
-                        conn.execute(f'DELETE FROM "{t.name}" WHERE run_id IN ({",".join("?" * len(chunk))})', chunk)
+                        marks = ",".join("?" * len(chunk))
+                        if t.name in PER_PASS:
+                            conn.execute(f'DELETE FROM "{t.name}" WHERE run_id IN ({marks}) OR first_run_id IN ({marks})',
+                                         chunk + chunk)
+                        else:
+                            conn.execute(f'DELETE FROM "{t.name}" WHERE run_id IN ({marks})', chunk)
                 else:
                     conn.execute(f'DELETE FROM "{t.name}"')
                 conn.executemany(_insert_sql(t.name, t.columns), _tuples(t))
@@ -691,6 +758,8 @@ _TABLES: dict[str, str] = {
     "grade_conflicts": "A second grade of a run under one suite version that disagreed with the first (the first is kept).",
     "retractions": "Retracted runs: why, and where their records stay.",
     "checkpoints": "Signed checkpoints of the ledger's Merkle tree.",
+    "later_passes": "Feedback passes after the first (never in `runs`): each pass's attempt (its pass 1), index, "
+                    "hints and verdict under each suite version it was graded under (null until graded).",
 }
 
 _QUERIES: dict[str, dict[str, str]] = {
