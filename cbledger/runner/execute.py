@@ -27,7 +27,7 @@ from cbledger.grading.evidence import bundle as evidence_mod
 from cbledger.grading.evidence.transcript import Transcript
 from cbledger.grading.grader import GRADER_VERSION, Grade, grade
 from cbledger.kicad.oracle import verify_tree
-from cbledger.ledger import surfaces
+from cbledger.ledger import durable, surfaces
 from cbledger.ledger.events import (
     SCHEMA_VERSION,
     Ablations,
@@ -631,13 +631,13 @@ def preserve_run(
 
 def stage_cassette(workspace: Workspace, run_id: str, result: AgentResult) -> tuple[CassetteRef | UnsetType, tuple[Path, Path] | None]:
     """The run's cassette written beside its staged bundle, and the reference `run.recorded`
-    carries; nothing (UNSET) when the agent recorded none."""
+    carries; nothing (UNSET) when the agent recorded none. Synced as the bundle is: `publish`
+    only renames it, and the event names it."""
     if result.cassette is None:
         return UNSET, None
     data, ref = cassette_mod.stored_form(result.cassette, f"run {run_id}")
     staged = workspace.staged_cassette(run_id)
-    staged.parent.mkdir(parents=True, exist_ok=True)
-    staged.write_bytes(data)
+    durable.write_atomic(staged, data)
     return ref, (staged, workspace.stored(ref.path) or workspace.root / ref.path)
 
 
@@ -686,9 +686,9 @@ APPEND_RETRY_SEC = 0.5
 
 
 def publish(store: LedgerStore, output: RunOutput) -> list[Appended]:
-    """Moves the bundle into place and appends the run's two events in one durable batch. The
-    rename is made durable before the append, so a power cut cannot keep an event whose bundle
-    it lost.
+    """Moves the bundle (and the cassette, if any) into place and appends the run's two events
+    in one durable batch. Both files were synced when staged and their renames are made durable
+    before the append, so a power cut cannot keep an event whose bundle or cassette it lost.
 
     A run is never dropped because of the ledger: an append that fails on the file system is
     tried again; one the ledger refuses (a torn tail, a disk that stays full) leaves the bundle
@@ -697,15 +697,14 @@ def publish(store: LedgerStore, output: RunOutput) -> list[Appended]:
     idempotent). Only an interrupt removes the bundle again: nothing of that run was decided."""
     output.final.parent.mkdir(parents=True, exist_ok=True)
     os.replace(output.staged, output.final)
+    directories = [output.final.parent]
     if output.cassette is not None:
         staged_cassette, final_cassette = output.cassette
         final_cassette.parent.mkdir(parents=True, exist_ok=True)
         os.replace(staged_cassette, final_cassette)
-    fd = os.open(output.final.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        directories.append(final_cassette.parent)
+    for directory in dict.fromkeys(directories):
+        durable.fsync_directory(directory)
     for attempt in range(1, APPEND_TRIES + 1):
         try:
             return store.append(output.events)
