@@ -6,12 +6,14 @@ durable batch).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
 import secrets
 import shutil
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeGuard, get_args
@@ -277,40 +279,63 @@ def grade_body(run_id: str, suite_version: str, manifest_hash: str, g: Grade) ->
 def execute(settings: RunSettings, planned: PlannedRun) -> RunOutput:
     """Steps 1–9 and 11 of one run (docs/RUNNER.md §2), one function each. Step 10, `publish`,
     is left to the caller, which serializes appends across concurrent runs."""
-    task = planned.task
-    fixture = settings.catalog.fixture_for(task)
+    with prepared_sandbox(settings, planned) as ready:
+        agent_run = run_agent(settings, planned, ready.fixture, ready.start, ready.baseline)
+        return finish_or_record(settings, planned, ready, ready.start, agent_run)[0]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Steps 1–3 done: the sandbox the agent acts on (one run's, or every feedback pass's), and
+    the runner's own copy of its baseline, which a run that cannot be preserved is recorded from."""
+
+    fixture: Fixture
+    start: RunStart
+    seed: Seed
+    baseline: Baseline
+    kept: pygit2.Repository
+
+
+@contextlib.contextmanager
+def prepared_sandbox(settings: RunSettings, planned: PlannedRun) -> Iterator[Prepared]:
+    """Steps 1–3 on entry and step 11 on every way out, so the sandbox and the kept baseline
+    are removed whatever the runs made in it did (`execute`, `passes.execute_passes`)."""
+    fixture = settings.catalog.fixture_for(planned.task)
     start = open_sandbox(settings, planned)
     kept_dir = start.workdir.parent / f".{start.run_id}.baseline.git"
     try:
-        seed = plant_seed(settings, start, task, fixture)
+        seed = plant_seed(settings, start, planned.task, fixture)
         baseline = set_up(settings, planned, start, seed)
         kept = sandbox_mod.keep_baseline(seed.repo, baseline.sha, kept_dir)
-        agent_run = run_agent(settings, planned, fixture, start, baseline)
-        try:
-            return finish(settings, planned, fixture, start, seed, baseline, agent_run)
-        except Exception as exc:  # the run started, so it is recorded whatever failed
-            # Anything after the agent: a repository it broke, a file no reader survives, a
-            # tool that failed on its output. The run is recorded from its baseline, failed,
-            # with the reason, and the suite goes on.
-            return record_unpreserved(settings, planned, fixture, start, seed, baseline, agent_run, kept, exc)
+        yield Prepared(fixture, start, seed, baseline, kept)
     finally:
         remove_sandbox(settings, start)
         shutil.rmtree(kept_dir, ignore_errors=True)
 
 
-def finish(
-    settings: RunSettings, planned: PlannedRun, fixture: Fixture, start: RunStart, seed: Seed, baseline: Baseline,
-    agent_run: AgentRun, pass_ref: PassRef | None = None,
-) -> RunOutput:
-    """Steps 5–9 on what the agent left."""
-    return finish_graded(settings, planned, fixture, start, seed, baseline, agent_run, pass_ref)[0]
+def finish_or_record(
+    settings: RunSettings, planned: PlannedRun, ready: Prepared, start: RunStart, agent_run: AgentRun,
+    pass_ref: PassRef | None = None,
+) -> tuple[RunOutput, Graded | None]:
+    """Steps 5–9 on what the agent left (`start` names the run: a later pass has its own id),
+    with the evidence it was graded from. Once the agent has run, the run is recorded whatever
+    failed after it: a repository it broke, a file no reader survives, a tool that failed on its
+    output records it from its baseline, failed, with the reason, and no evidence (None): there
+    is nothing safe to go on from."""
+    try:
+        return finish_graded(settings, planned, ready.fixture, start, ready.seed, ready.baseline, agent_run, pass_ref)
+    except Exception as exc:
+        return record_unpreserved(
+            settings, planned, ready.fixture, start, ready.seed, ready.baseline, agent_run, ready.kept, exc, pass_ref,
+        ), None
 
 
 def finish_graded(
     settings: RunSettings, planned: PlannedRun, fixture: Fixture, start: RunStart, seed: Seed, baseline: Baseline,
     agent_run: AgentRun, pass_ref: PassRef | None = None,
 ) -> tuple[RunOutput, Graded]:
-    """`finish`, and the evidence the grade was made from (a feedback pass's hints read it)."""
+    """Steps 5–9 on what the agent left, and the evidence the grade was made from (a feedback
+    pass's hints read it)."""
     sandbox_mod.reclaim(start.workdir, evidence_mod.LIVE_REPORTS_DIR)
     end = capture_end_state(start, seed, baseline)
     verified = verify_end_state(start, fixture, end)
