@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from cbledger.ledger.durable import write_atomic
 from cbledger.projections.site import render as site
-from cbledger.projections.writers import write_atomic
 from cbledger.reproduce.site_evidence import gather
 from cbledger.workspace import Workspace
 from tests.site_helpers import REPO, committed_state, hostile_evidence

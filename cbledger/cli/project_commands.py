@@ -18,6 +18,7 @@ import typer
 
 from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, workspace
 from cbledger.cli.progress import Reporter
+from cbledger.ledger import durable
 from cbledger.ledger.store import LedgerStore
 from cbledger.projections import gate, leaderboard, readmodel, workqueue, writers
 from cbledger.projections import selection as selection_mod
@@ -227,7 +228,7 @@ def snapshot_cmd(
     if out is None:
         typer.echo(data.decode(), nl=False)
     else:
-        writers.write_atomic(out, data)
+        durable.write_atomic(out, data)
         typer.echo(f"{out}: written")
 
 

@@ -37,6 +37,7 @@ import msgspec
 
 from cbledger.errors import UserError
 from cbledger.ledger.chain import GENESIS, format_line, link_hash, parse_line
+from cbledger.ledger.durable import fsync_directory
 from cbledger.ledger.recorder import (
     EMPTY,
     CorruptRecord,
@@ -102,7 +103,7 @@ class JsonLinesRecorder(Recorder):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o644)
         os.close(fd)
-        _fsync_dir(self.path.parent)
+        fsync_directory(self.path.parent)
 
     def _require(self) -> None:
         if not self.path.is_file():
@@ -482,11 +483,3 @@ def _end_of_last_line(f: BinaryIO, size: int) -> int:
 #: An append's durability: the data and what reading it back needs (the file's new size), without
 #: the timestamps a full fsync also writes. Where there is no fdatasync, fsync.
 _datasync = getattr(os, "fdatasync", os.fsync)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -17,12 +17,12 @@ nothing is written.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from cbledger.errors import UserError
+from cbledger.ledger import durable
 from cbledger.ledger.checkpoint import Checkpoint
 from cbledger.ledger.events import Actor, CheckpointPublished, make_event
 from cbledger.ledger.keys import SigningKey
@@ -84,10 +84,5 @@ def _write_once(path: Path, note: str) -> None:
         if path.read_bytes() != data:
             raise UserError(f"{path}: a different checkpoint of this size is already published; not replaced")
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    durable.write_atomic(path, data)
+    durable.fsync_directory(path.parent)  # the event appended next names this file

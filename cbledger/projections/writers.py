@@ -23,6 +23,7 @@ from msgspec import Struct
 
 from cbledger.errors import UserError
 from cbledger.ledger.chain import link_hash
+from cbledger.ledger.durable import fsync_directory, write_atomic
 from cbledger.ledger.store import LedgerStore, StoredEvent
 from cbledger.projections import leaderboard, paths, readmodel
 from cbledger.projections import records as rec
@@ -115,16 +116,6 @@ def load_state(ledger: Path | str | LedgerStore) -> LedgerState:
     return follower.state
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 class RecordsReport(Struct, kw_only=True):
     created: list[str]
     updated: list[str]
@@ -210,15 +201,6 @@ def _commit_staged(staged: list[str]) -> None:
     for path in staged:
         os.replace(_staged_name(path), path)
     _sync_filesystem(where)
-
-
-def fsync_directory(directory: Path) -> None:
-    """Makes the renames into `directory` durable (a file's own fsync does not cover its name)."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _sync_filesystem(directory: Path) -> None:

@@ -23,10 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cbledger.errors import UserError
-from cbledger.ledger import semantics
+from cbledger.ledger import durable, semantics
 from cbledger.ledger.events import Actor, CassetteAttached, EventBase, make_event
 from cbledger.ledger.store import LedgerStore
-from cbledger.projections import writers
 from cbledger.reproduce import rerun as rerun_mod
 from cbledger.runner import cassette as cassette_mod
 from cbledger.runner import ledger_view
@@ -126,10 +125,10 @@ def _keep(workspace: Workspace, results: list[rerun_mod.RerunResult]) -> list[At
         for target, data in files:
             if target.is_file() and target.read_bytes() == data:
                 continue
-            writers.write_atomic(target, data)  # synced, as the bundle is before its event
+            durable.write_atomic(target, data)  # synced, as the bundle is before its event
             written.append(target)
         for directory in {p.parent for p in written}:
-            writers.fsync_directory(directory)  # an event never names a cassette a power cut lost
+            durable.fsync_directory(directory)  # an event never names a cassette a power cut lost
         appended = LedgerStore(workspace.ledger).append(events, check=semantics.check_batch)
     except BaseException:
         for path in written:

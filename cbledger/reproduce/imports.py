@@ -26,6 +26,7 @@ import msgspec
 
 from cbledger import credentials, inputs
 from cbledger.errors import SecretFound, UserError
+from cbledger.ledger.durable import write_atomic
 from cbledger.ledger.events import (
     Actor,
     EvidenceImported,
@@ -38,7 +39,6 @@ from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.surfaces import MANUAL_IMPORT_FORMAT, import_surface
 from cbledger.login import login_name
 from cbledger.projections.paths import RETRACTION_NAME
-from cbledger.projections.writers import write_atomic
 from cbledger.reproduce import manual as manual_mod
 from cbledger.reproduce.import_formats import recognize
 from cbledger.workspace import Workspace

@@ -35,6 +35,7 @@ import msgspec
 from blake3 import blake3
 
 from cbledger.errors import UserError
+from cbledger.ledger import durable
 from cbledger.ledger.events import GradeRecordedEvent, RunRecorded, RunRecordedEvent
 from cbledger.runner.execute import RunOutput
 from cbledger.runner.remote import (
@@ -230,7 +231,7 @@ class DaskCluster:
 
 def received_output(where: Path | Workspace, result: RemoteResult) -> RunOutput:
     """A worker's run as the driver publishes it: the bundle checked against the digest and
-    size its own event states, then staged beside its final place under `results/runs/`."""
+    size its own event states, then staged (synced) beside its final place under `results/runs/`."""
     if len(result.events) != 2:
         raise UserError(f"worker {result.worker}: a run came back with {len(result.events)} events, not 2")
     run_event, grade_event = result.events
@@ -249,8 +250,7 @@ def received_output(where: Path | Workspace, result: RemoteResult) -> RunOutput:
     workspace = where if isinstance(where, Workspace) else Workspace.at(where)
     cassette = received_cassette(workspace, run, result)
     staged = workspace.staged_bundle(run.run_id)
-    staged.parent.mkdir(parents=True, exist_ok=True)
-    staged.write_bytes(result.bundle)
+    durable.write_atomic(staged, result.bundle)
     final = workspace.stored(ref.store) or workspace.root / ref.store
     return RunOutput(run, grade, list(result.events), staged, final, None, workspace.pending_events(run.run_id), cassette)
 
@@ -267,6 +267,5 @@ def received_cassette(workspace: Workspace, run: RunRecorded, result: RemoteResu
     if ref.path != cassette_name(ref.blake3) or blake3(data).hexdigest() != ref.blake3 or len(data) != ref.bytes:
         raise UserError(f"worker {result.worker}: the cassette of run {run.run_id} is not the one its event names; refused")
     staged = workspace.staged_cassette(run.run_id)
-    staged.parent.mkdir(parents=True, exist_ok=True)
-    staged.write_bytes(data)
+    durable.write_atomic(staged, data)
     return staged, workspace.stored(ref.path) or workspace.root / ref.path

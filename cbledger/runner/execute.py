@@ -6,12 +6,14 @@ durable batch).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
 import secrets
 import shutil
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeGuard, get_args
@@ -27,7 +29,7 @@ from cbledger.grading.evidence import bundle as evidence_mod
 from cbledger.grading.evidence.transcript import Transcript
 from cbledger.grading.grader import GRADER_VERSION, Grade, grade
 from cbledger.kicad.oracle import verify_tree
-from cbledger.ledger import surfaces
+from cbledger.ledger import durable, surfaces
 from cbledger.ledger.events import (
     SCHEMA_VERSION,
     Ablations,
@@ -277,40 +279,63 @@ def grade_body(run_id: str, suite_version: str, manifest_hash: str, g: Grade) ->
 def execute(settings: RunSettings, planned: PlannedRun) -> RunOutput:
     """Steps 1–9 and 11 of one run (docs/RUNNER.md §2), one function each. Step 10, `publish`,
     is left to the caller, which serializes appends across concurrent runs."""
-    task = planned.task
-    fixture = settings.catalog.fixture_for(task)
+    with prepared_sandbox(settings, planned) as ready:
+        agent_run = run_agent(settings, planned, ready.fixture, ready.start, ready.baseline)
+        return finish_or_record(settings, planned, ready, ready.start, agent_run)[0]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Steps 1–3 done: the sandbox the agent acts on (one run's, or every feedback pass's), and
+    the runner's own copy of its baseline, which a run that cannot be preserved is recorded from."""
+
+    fixture: Fixture
+    start: RunStart
+    seed: Seed
+    baseline: Baseline
+    kept: pygit2.Repository
+
+
+@contextlib.contextmanager
+def prepared_sandbox(settings: RunSettings, planned: PlannedRun) -> Iterator[Prepared]:
+    """Steps 1–3 on entry and step 11 on every way out, so the sandbox and the kept baseline
+    are removed whatever the runs made in it did (`execute`, `passes.execute_passes`)."""
+    fixture = settings.catalog.fixture_for(planned.task)
     start = open_sandbox(settings, planned)
     kept_dir = start.workdir.parent / f".{start.run_id}.baseline.git"
     try:
-        seed = plant_seed(settings, start, task, fixture)
+        seed = plant_seed(settings, start, planned.task, fixture)
         baseline = set_up(settings, planned, start, seed)
         kept = sandbox_mod.keep_baseline(seed.repo, baseline.sha, kept_dir)
-        agent_run = run_agent(settings, planned, fixture, start, baseline)
-        try:
-            return finish(settings, planned, fixture, start, seed, baseline, agent_run)
-        except Exception as exc:  # the run started, so it is recorded whatever failed
-            # Anything after the agent: a repository it broke, a file no reader survives, a
-            # tool that failed on its output. The run is recorded from its baseline, failed,
-            # with the reason, and the suite goes on.
-            return record_unpreserved(settings, planned, fixture, start, seed, baseline, agent_run, kept, exc)
+        yield Prepared(fixture, start, seed, baseline, kept)
     finally:
         remove_sandbox(settings, start)
         shutil.rmtree(kept_dir, ignore_errors=True)
 
 
-def finish(
-    settings: RunSettings, planned: PlannedRun, fixture: Fixture, start: RunStart, seed: Seed, baseline: Baseline,
-    agent_run: AgentRun, pass_ref: PassRef | None = None,
-) -> RunOutput:
-    """Steps 5–9 on what the agent left."""
-    return finish_graded(settings, planned, fixture, start, seed, baseline, agent_run, pass_ref)[0]
+def finish_or_record(
+    settings: RunSettings, planned: PlannedRun, ready: Prepared, start: RunStart, agent_run: AgentRun,
+    pass_ref: PassRef | None = None,
+) -> tuple[RunOutput, Graded | None]:
+    """Steps 5–9 on what the agent left (`start` names the run: a later pass has its own id),
+    with the evidence it was graded from. Once the agent has run, the run is recorded whatever
+    failed after it: a repository it broke, a file no reader survives, a tool that failed on its
+    output records it from its baseline, failed, with the reason, and no evidence (None): there
+    is nothing safe to go on from."""
+    try:
+        return finish_graded(settings, planned, ready.fixture, start, ready.seed, ready.baseline, agent_run, pass_ref)
+    except Exception as exc:
+        return record_unpreserved(
+            settings, planned, ready.fixture, start, ready.seed, ready.baseline, agent_run, ready.kept, exc, pass_ref,
+        ), None
 
 
 def finish_graded(
     settings: RunSettings, planned: PlannedRun, fixture: Fixture, start: RunStart, seed: Seed, baseline: Baseline,
     agent_run: AgentRun, pass_ref: PassRef | None = None,
 ) -> tuple[RunOutput, Graded]:
-    """`finish`, and the evidence the grade was made from (a feedback pass's hints read it)."""
+    """Steps 5–9 on what the agent left, and the evidence the grade was made from (a feedback
+    pass's hints read it)."""
     sandbox_mod.reclaim(start.workdir, evidence_mod.LIVE_REPORTS_DIR)
     end = capture_end_state(start, seed, baseline)
     verified = verify_end_state(start, fixture, end)
@@ -631,13 +656,13 @@ def preserve_run(
 
 def stage_cassette(workspace: Workspace, run_id: str, result: AgentResult) -> tuple[CassetteRef | UnsetType, tuple[Path, Path] | None]:
     """The run's cassette written beside its staged bundle, and the reference `run.recorded`
-    carries; nothing (UNSET) when the agent recorded none."""
+    carries; nothing (UNSET) when the agent recorded none. Synced as the bundle is: `publish`
+    only renames it, and the event names it."""
     if result.cassette is None:
         return UNSET, None
     data, ref = cassette_mod.stored_form(result.cassette, f"run {run_id}")
     staged = workspace.staged_cassette(run_id)
-    staged.parent.mkdir(parents=True, exist_ok=True)
-    staged.write_bytes(data)
+    durable.write_atomic(staged, data)
     return ref, (staged, workspace.stored(ref.path) or workspace.root / ref.path)
 
 
@@ -686,9 +711,9 @@ APPEND_RETRY_SEC = 0.5
 
 
 def publish(store: LedgerStore, output: RunOutput) -> list[Appended]:
-    """Moves the bundle into place and appends the run's two events in one durable batch. The
-    rename is made durable before the append, so a power cut cannot keep an event whose bundle
-    it lost.
+    """Moves the bundle (and the cassette, if any) into place and appends the run's two events
+    in one durable batch. Both files were synced when staged and their renames are made durable
+    before the append, so a power cut cannot keep an event whose bundle or cassette it lost.
 
     A run is never dropped because of the ledger: an append that fails on the file system is
     tried again; one the ledger refuses (a torn tail, a disk that stays full) leaves the bundle
@@ -697,15 +722,14 @@ def publish(store: LedgerStore, output: RunOutput) -> list[Appended]:
     idempotent). Only an interrupt removes the bundle again: nothing of that run was decided."""
     output.final.parent.mkdir(parents=True, exist_ok=True)
     os.replace(output.staged, output.final)
+    directories = [output.final.parent]
     if output.cassette is not None:
         staged_cassette, final_cassette = output.cassette
         final_cassette.parent.mkdir(parents=True, exist_ok=True)
         os.replace(staged_cassette, final_cassette)
-    fd = os.open(output.final.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        directories.append(final_cassette.parent)
+    for directory in dict.fromkeys(directories):
+        durable.fsync_directory(directory)
     for attempt in range(1, APPEND_TRIES + 1):
         try:
             return store.append(output.events)

@@ -38,7 +38,6 @@ from cbledger.grading import hints as hints_mod
 from cbledger.ledger.events import PassRef
 from cbledger.runner import execute as steps
 from cbledger.runner import preserve
-from cbledger.runner import sandbox as sandbox_mod
 from cbledger.runner.plan import PlannedRun
 
 #: where copperhead keeps its own record of each run (transcript, summary)
@@ -121,31 +120,22 @@ def execute_passes(settings: steps.RunSettings, planned: PlannedRun, allowed: in
     """Steps 1–9 and 11 of a run (docs/RUNNER.md §2), with steps 4–9 repeated once per pass on
     the same sandbox. Returns every pass's output in order; publishing is the caller's."""
     task = planned.task
-    fixture = settings.catalog.fixture_for(task)
-    start = steps.open_sandbox(settings, planned)
-    kept_dir = start.workdir.parent / f".{start.run_id}.baseline.git"
     outputs: list[steps.RunOutput] = []
-    try:
-        seed = steps.plant_seed(settings, start, task, fixture)
-        baseline = steps.set_up(settings, planned, start, seed)
-        kept = sandbox_mod.keep_baseline(seed.repo, baseline.sha, kept_dir)
+    with steps.prepared_sandbox(settings, planned) as ready:
+        start = ready.start
         run_start, ref = start, PassRef(index=1, allowed=allowed)
         options: dict[str, object] = {}
         for index in range(1, allowed + 1):
             try:
-                agent_run = steps.run_agent(settings, planned, fixture, run_start, baseline, options)
+                agent_run = steps.run_agent(settings, planned, ready.fixture, run_start, ready.baseline, options)
             except Exception:
                 if not outputs:
                     raise
                 break  # the passes already made stand; this one never ran
-            try:
-                output, graded = steps.finish_graded(settings, planned, fixture, run_start, seed, baseline, agent_run, ref)
-            except Exception as exc:  # recorded from its baseline, failed; nothing to go on from
-                outputs.append(steps.record_unpreserved(
-                    settings, planned, fixture, run_start, seed, baseline, agent_run, kept, exc, ref,
-                ))
-                break
+            output, graded = steps.finish_or_record(settings, planned, ready, run_start, agent_run, ref)
             outputs.append(output)
+            if graded is None:  # recorded from its baseline, failed; nothing to go on from
+                break
             redacted = any(a.id == "credential-backstop" for a in output.grade.assertions)
             if output.grade.verdict == "pass" or redacted or index == allowed:
                 break
@@ -161,7 +151,4 @@ def execute_passes(settings: steps.RunSettings, planned: PlannedRun, allowed: in
                 index=index + 1, allowed=allowed, first=start.run_id, previous=output.run.run_id,
                 hints=[h.text for h in found], carried_over=carried,
             )
-    finally:
-        steps.remove_sandbox(settings, start)
-        shutil.rmtree(kept_dir, ignore_errors=True)
     return outputs

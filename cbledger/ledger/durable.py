@@ -1,0 +1,33 @@
+"""Writing a file so that a crash leaves it either as it was or whole and new.
+
+An event may only name a file that will still be there after a power cut: its bytes synced
+before it takes its name, and the directory synced after, so the name is durable too. These two
+helpers live at the bottom of the stack because every layer that writes beside the ledger needs
+them: the ledger's own file, the runner's bundles and cassettes, the projections' outputs.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Writes `data` under a temporary name beside `path`, synced, and renames it into place.
+    The rename is durable only once `fsync_directory(path.parent)` has run."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def fsync_directory(directory: Path) -> None:
+    """Makes the renames into `directory` durable (a file's own fsync does not cover its name)."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,86 @@
+"""`publish` and the cassette: `run.recorded` names the cassette, so the cassette must survive a
+power cut that the event survives. Its bytes are synced before it takes its name under
+`results/cassettes/`, and that directory is synced after the rename, all before the append.
+
+The order is observed, not timed: every fsync, rename and append is logged as it happens, files
+and directories by inode (a staged file is renamed more than once on its way)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from cbledger.runner import cassette as cassette_mod
+from cbledger.runner import dask_executor, execute
+from cbledger.runner.agents.base import AgentResult
+from cbledger.workspace import Workspace, bundle_name
+
+RUN_ID = "run-durable-1"
+
+
+def _tape() -> cassette_mod.Cassette:
+    call = cassette_mod.Recorded(method="POST", path="/chat/completions", request={"messages": []}, body={"id": "x"})
+    return cassette_mod.Cassette(format=cassette_mod.FORMAT, route="openai-compat", model_id="compat:m", exchanges=[call])
+
+
+def _stage_local(workspace: Workspace) -> tuple[Path, Path] | None:
+    return execute.stage_cassette(workspace, RUN_ID, AgentResult(cassette=_tape()))[1]
+
+
+def _stage_received(workspace: Workspace) -> tuple[Path, Path] | None:
+    """A worker's cassette as the driver stages it (only the fields `received_cassette` reads)."""
+    data, ref = cassette_mod.stored_form(_tape(), "run")
+    run = SimpleNamespace(run_id=RUN_ID, cassette=ref)
+    return dask_executor.received_cassette(workspace, run, SimpleNamespace(worker="w", cassette=data))  # type: ignore[arg-type]
+
+
+class _Store:
+    def __init__(self, log: list[tuple]) -> None:
+        self.log = log
+
+    def append(self, events: list) -> list:
+        self.log.append(("append",))
+        return []
+
+
+@pytest.mark.parametrize("stage", [_stage_local, _stage_received], ids=["local", "from-worker"])
+def test_the_cassette_and_its_directory_are_synced_before_the_event_naming_it_is_appended(tmp_path, monkeypatch, stage):
+    workspace = Workspace.at(tmp_path)
+    staged_bundle = workspace.staged_bundle(RUN_ID)
+    staged_bundle.parent.mkdir(parents=True)
+    staged_bundle.write_bytes(b"bundle")
+    log: list[tuple] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        log.append(("fsync", os.fstat(fd).st_ino))
+        real_fsync(fd)
+
+    def replace(src: str | Path, dst: str | Path) -> None:
+        log.append(("replace", os.stat(src).st_ino, Path(dst)))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    files = stage(workspace)
+    assert files is not None
+    final_bundle = workspace.stored(bundle_name(RUN_ID))
+    assert final_bundle is not None
+    output = execute.RunOutput(
+        run=None, grade=None, events=[], staged=staged_bundle, final=final_bundle,  # type: ignore[arg-type]
+        sandbox=None, pending=workspace.pending_events(RUN_ID), cassette=files,
+    )
+    execute.publish(_Store(log), output)  # type: ignore[arg-type]
+
+    final = files[1]
+    assert final.is_file() and not files[0].exists()
+    assert final.parent.name == "cassettes" and final.parent != final_bundle.parent
+    ino = os.stat(final).st_ino
+    renamed = log.index(("replace", ino, final))
+    appended = log.index(("append",))
+    assert ("fsync", ino) in log[:renamed], "the cassette's bytes were not synced before it took its name"
+    assert ("fsync", os.stat(final.parent).st_ino) in log[renamed:appended], "results/cassettes/ was not synced after the rename, before the append"
+    assert ("fsync", os.stat(final_bundle.parent).st_ino) in log[:appended]
