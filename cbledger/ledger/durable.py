@@ -9,19 +9,25 @@ them: the ledger's own file, the runner's bundles and cassettes, the projections
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Writes `data` under a temporary name beside `path`, synced, and renames it into place.
-    The rename is durable only once `fsync_directory(path.parent)` has run."""
+    """Writes `data` under a temporary name of its own beside `path`, synced, and renames it into
+    place; a failure removes the temporary file. The rename is durable only once
+    `fsync_directory(path.parent)` has run."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def fsync_directory(directory: Path) -> None:

@@ -12,31 +12,16 @@ are never kept, only referenced by hash, and checked where they are materialized
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cbledger.errors import UserError
+from cbledger.ledger.durable import write_atomic
 from cbledger.ledger.events import SuiteArchived, SuiteBumped
 from cbledger.tasks import definitions as defs_mod
 from cbledger.tasks.catalog import Catalog
 from cbledger.tasks.definitions import Definitions, DirectorySource, Source
 from cbledger.workspace import Workspace, suite_definitions_name
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def against_bump(defs: Definitions, bump: SuiteBumped) -> list[str]:
@@ -91,8 +76,8 @@ def keep(
     for sha, data in sorted(blobs.items()):
         obj = workspace.suite_object(sha)
         if not (obj.is_file() and defs_mod.sha256(obj.read_bytes()) == sha):
-            _write_atomic(obj, data)
-    _write_atomic(target, manifest)
+            write_atomic(obj, data)
+    write_atomic(target, manifest)
     return archived_body(version, defs, label)
 
 
