@@ -84,3 +84,61 @@ def test_the_cassette_and_its_directory_are_synced_before_the_event_naming_it_is
     assert ("fsync", ino) in log[:renamed], "the cassette's bytes were not synced before it took its name"
     assert ("fsync", os.stat(final.parent).st_ino) in log[renamed:appended], "results/cassettes/ was not synced after the rename, before the append"
     assert ("fsync", os.stat(final_bundle.parent).st_ino) in log[:appended]
+
+
+class _InterruptedStore:
+    """A store whose append is interrupted, after writing the batch (`durable`) or before it;
+    `find` answers from what was written, as the ledger would."""
+
+    def __init__(self, durable: bool) -> None:
+        self.durable, self.written = durable, set()
+
+    def append(self, events: list) -> list:
+        if self.durable:
+            self.written.update(e.id for e in events)
+        raise KeyboardInterrupt
+
+    def find(self, key: str) -> object | None:
+        return object() if key in self.written else None
+
+
+def _published_output(workspace: Workspace, *, cassette_already_there: bool) -> execute.RunOutput:
+    staged_bundle = workspace.staged_bundle(RUN_ID)
+    staged_bundle.parent.mkdir(parents=True)
+    staged_bundle.write_bytes(b"bundle")
+    files = _stage_local(workspace)
+    assert files is not None
+    if cassette_already_there:  # another run's cassette with the same content
+        files[1].parent.mkdir(parents=True, exist_ok=True)
+        files[1].write_bytes(files[0].read_bytes())
+    final_bundle = workspace.stored(bundle_name(RUN_ID))
+    assert final_bundle is not None
+    return execute.RunOutput(
+        run=None, grade=None, events=[SimpleNamespace(id=f"run.recorded:{RUN_ID}")],  # type: ignore[arg-type, list-item]
+        staged=staged_bundle, final=final_bundle, sandbox=None,
+        pending=workspace.pending_events(RUN_ID), cassette=files,
+    )
+
+
+def test_an_interrupt_after_the_batch_was_made_durable_keeps_the_files_its_events_name(tmp_path):
+    output = _published_output(Workspace.at(tmp_path), cassette_already_there=False)
+    with pytest.raises(KeyboardInterrupt):
+        execute.publish(_InterruptedStore(durable=True), output)  # type: ignore[arg-type]
+    assert output.final.is_file()
+    assert output.cassette is not None and output.cassette[1].is_file()
+
+
+def test_an_interrupt_before_the_append_withdraws_the_bundle_and_the_cassette_it_put_in_place(tmp_path):
+    output = _published_output(Workspace.at(tmp_path), cassette_already_there=False)
+    with pytest.raises(KeyboardInterrupt):
+        execute.publish(_InterruptedStore(durable=False), output)  # type: ignore[arg-type]
+    assert not output.final.exists()
+    assert output.cassette is not None and not output.cassette[1].exists()
+
+
+def test_an_interrupt_never_removes_a_cassette_that_was_already_in_place(tmp_path):
+    output = _published_output(Workspace.at(tmp_path), cassette_already_there=True)
+    with pytest.raises(KeyboardInterrupt):
+        execute.publish(_InterruptedStore(durable=False), output)  # type: ignore[arg-type]
+    assert not output.final.exists()
+    assert output.cassette is not None and output.cassette[1].is_file()

@@ -719,13 +719,16 @@ def publish(store: LedgerStore, output: RunOutput) -> list[Appended]:
     tried again; one the ledger refuses (a torn tail, a disk that stays full) leaves the bundle
     in place and the events in `results/runs/<run-id>.events.jsonl`, and the error says how to
     record them (`cbledger append` that file once the ledger is repaired; appending is
-    idempotent). Only an interrupt removes the bundle again: nothing of that run was decided."""
+    idempotent). Only an interrupt removes the bundle and the cassette again, and only when the events did not
+    reach the ledger: then nothing of that run was decided."""
     output.final.parent.mkdir(parents=True, exist_ok=True)
     os.replace(output.staged, output.final)
     directories = [output.final.parent]
+    new_cassette: Path | None = None  # ours to withdraw: a cassette is named by its content
     if output.cassette is not None:
         staged_cassette, final_cassette = output.cassette
         final_cassette.parent.mkdir(parents=True, exist_ok=True)
+        new_cassette = None if final_cassette.exists() else final_cassette
         os.replace(staged_cassette, final_cassette)
         directories.append(final_cassette.parent)
     for directory in dict.fromkeys(directories):
@@ -740,9 +743,22 @@ def publish(store: LedgerStore, output: RunOutput) -> list[Appended]:
         except UserError as exc:
             raise _kept_for_later(output, str(exc)) from None
         except BaseException:
-            output.final.unlink(missing_ok=True)
+            _withdraw_unless_recorded(store, output, new_cassette)
             raise
     raise AssertionError("unreachable")
+
+
+def _withdraw_unless_recorded(store: LedgerStore, output: RunOutput, new_cassette: Path | None) -> None:
+    """After an interrupt during the append, removes the run's published files only if its
+    events did not reach the ledger. The interrupt may land after the batch was made durable and
+    before the append returned: then the events name the bundle and the cassette, and removing
+    them would leave the ledger naming files it lost. A cassette that was already in place
+    (another run's, with the same content) is never removed."""
+    if output.events and store.find(output.events[0].id) is not None:
+        return
+    output.final.unlink(missing_ok=True)
+    if new_cassette is not None:
+        new_cassette.unlink(missing_ok=True)
 
 
 def _kept_for_later(output: RunOutput, why: str) -> UserError:
