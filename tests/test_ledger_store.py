@@ -420,3 +420,13 @@ def test_every_builder_is_accepted(store: LedgerStore, path: Path) -> None:
         for n in (1, 2, 3, 4):
             store.append([build(n)])
     assert verify_chain(path).ok
+
+
+def test_holds_is_true_only_when_every_id_is_in_the_ledger(store: LedgerStore, path: Path) -> None:
+    drafts = one_of_each(1)[:2]
+    ids = [d.id for d in drafts]
+    assert not store.holds(ids)
+    store.append(drafts[:1])
+    assert store.holds(ids[:1]) and not store.holds(ids)
+    store.append(drafts)
+    assert LedgerStore(path).holds(ids) and store.holds([])

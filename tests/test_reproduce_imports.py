@@ -408,3 +408,33 @@ def test_a_symlink_in_a_record_tree_is_refused(root, tmp_path):
     result = cli(root, "import", tree)
     assert result.exit_code == 2 and "a symlink" in result.stderr and "AKIA" not in result.output
     assert imports(root) == []
+
+
+@pytest.mark.parametrize("durable", [True, False], ids=["after-the-batch-landed", "before-it"])
+def test_an_interrupted_import_keeps_its_files_exactly_when_its_events_landed(root, tmp_path, monkeypatch, durable):
+    """An interrupt may land after the batch was made durable and before the append returned:
+    the event then names the kept prompt and transcript, which must stay; before that, nothing
+    may stay."""
+    from cbledger.reproduce import imports as imports_mod
+    from cbledger.workspace import Workspace
+
+    real_append = LedgerStore.append
+
+    def interrupted(self, events, **kw):
+        if durable:
+            real_append(self, events, **kw)
+        raise KeyboardInterrupt
+
+    path = manual(tmp_path)
+    monkeypatch.setattr(LedgerStore, "append", interrupted)
+    before = {p for p in (root / "results").rglob("*") if p.is_file()}
+    with pytest.raises(KeyboardInterrupt):
+        imports_mod.import_manual(Workspace.at(root), path, None, None)
+    new_files = {p for p in (root / "results").rglob("*") if p.is_file()} - before
+    landed = imports(root)
+    if durable:
+        (e,) = landed
+        named = {root / f.stored_path for f in e.body.files}
+        assert len(named) == 2 and named <= new_files, "the files the landed event names were removed"
+    else:
+        assert landed == [] and new_files == set()

@@ -165,3 +165,40 @@ def test_replay_verify_checks_an_attached_cassettes_presence_and_digest(attached
         assert f"the cassette attached at seq {seq} is missing" in missing.output
     finally:
         path.write_bytes(kept)
+
+
+@pytest.mark.parametrize("durable", [True, False], ids=["after-the-batch-landed", "before-it"])
+def test_an_interrupted_attachment_keeps_its_cassette_exactly_when_its_event_landed(tmp_path, monkeypatch, durable):
+    """`_keep` as an identical re-execution reaches it (what the committed attachment of SOLVE
+    recorded), interrupted during its append: after the batch was made durable the event names
+    the cassette, which must stay; before that, the cassette it wrote must go."""
+    ledger = _copy(tmp_path)
+    committed = next(
+        s.event for s in LedgerStore(REPO / "results" / "ledger" / "events.jsonl").read(types={"cassette.attached"})
+        if s.event.body.run_id == SOLVE
+    )
+    body = committed.body
+    tape = msgspec.json.decode((REPO / body.cassette.path).read_bytes(), type=cassette_mod.Cassette)
+    result = rerun_mod.RerunResult(
+        run_id=SOLVE, mode="strict", status="identical", recorded=tape, session=body.session,
+        build=(body.copperhead_version, body.copperhead_commit),
+    )
+    workspace = Workspace.at(REPO, ledger)
+    target = workspace.stored(body.cassette.path)
+    assert target is not None and not target.exists() and target.is_relative_to(tmp_path)
+    real_append = LedgerStore.append
+
+    def interrupted(self, events, **kw):
+        if durable:
+            real_append(self, events, **kw)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(LedgerStore, "append", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        attach_mod._keep(workspace, [result])
+    landed = [s.event for s in LedgerStore(ledger).read(types={"cassette.attached"})]
+    if durable:
+        assert [e.body.run_id for e in landed] == [SOLVE]
+        assert target.is_file(), "the cassette the landed event names was removed"
+    else:
+        assert landed == [] and not target.exists()

@@ -88,7 +88,7 @@ def test_the_cassette_and_its_directory_are_synced_before_the_event_naming_it_is
 
 class _InterruptedStore:
     """A store whose append is interrupted, after writing the batch (`durable`) or before it;
-    `find` answers from what was written, as the ledger would."""
+    `holds` answers from what was written, as the ledger would."""
 
     def __init__(self, durable: bool) -> None:
         self.durable, self.written = durable, set()
@@ -98,8 +98,8 @@ class _InterruptedStore:
             self.written.update(e.id for e in events)
         raise KeyboardInterrupt
 
-    def find(self, key: str) -> object | None:
-        return object() if key in self.written else None
+    def holds(self, event_ids) -> bool:
+        return set(event_ids) <= self.written
 
 
 def _published_output(workspace: Workspace, *, cassette_already_there: bool) -> execute.RunOutput:

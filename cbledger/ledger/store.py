@@ -19,7 +19,7 @@ below by implementing the recorder contract, and the rules are tested once for a
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import NamedTuple
@@ -254,6 +254,13 @@ class LedgerStore:
         if self.schema is CURRENT:
             return stored
         return (replace(s, schema=self.schema) for s in stored)
+
+    def holds(self, event_ids: Iterable[str]) -> bool:
+        """Whether every one of these ids is in the ledger: how a writer interrupted during an
+        append learns whether its batch landed (a batch lands whole or not at all) before it
+        removes files the batch's events would name."""
+        wanted = set(event_ids)
+        return len(self.recorder.lookup_many(wanted)) == len(wanted)
 
     def find(self, key: int | str) -> StoredEvent | None:
         """By seq (an int or all-digit string) or by event id (never all digits, see EventId)."""

@@ -121,6 +121,7 @@ def _keep(workspace: Workspace, results: list[rerun_mod.RerunResult]) -> list[At
         bodies.append(body)
         events.append(make_event(body, id=event_id(r.run_id), actor=ACTOR))
     written: list[Path] = []
+    store: LedgerStore | None = None
     try:
         for target, data in files:
             if target.is_file() and target.read_bytes() == data:
@@ -129,9 +130,12 @@ def _keep(workspace: Workspace, results: list[rerun_mod.RerunResult]) -> list[At
             written.append(target)
         for directory in {p.parent for p in written}:
             durable.fsync_directory(directory)  # an event never names a cassette a power cut lost
-        appended = LedgerStore(workspace.ledger).append(events, check=semantics.check_batch)
+        store = LedgerStore(workspace.ledger)
+        appended = store.append(events, check=semantics.check_batch)
     except BaseException:
-        for path in written:
-            path.unlink(missing_ok=True)
+        # an interrupt after the batch was made durable leaves the cassettes its events name
+        if not (events and store is not None and store.holds(e.id for e in events)):
+            for path in written:
+                path.unlink(missing_ok=True)
         raise
     return [Attached(b.run_id, b, a.seq) for b, a in zip(bodies, appended, strict=True)]

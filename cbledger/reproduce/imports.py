@@ -152,8 +152,10 @@ def _commit(workspace: Workspace, candidates: list[_Candidate], actor: Actor) ->
         now = _dt.datetime.now(_dt.UTC)
         appended = store.append([make_event(c.body, id=c.id, actor=actor, at=now) for c in fresh]) if fresh else []
     except BaseException:
-        for p in written:
-            p.unlink(missing_ok=True)
+        # an interrupt after the batch was made durable leaves the files its events name
+        if not (fresh and store.holds(c.id for c in fresh)):
+            for p in written:
+                p.unlink(missing_ok=True)
         raise
     seqs = {a.id: a.seq for a in appended}
     for outcome in report.outcomes:

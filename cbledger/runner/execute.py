@@ -754,7 +754,7 @@ def _withdraw_unless_recorded(store: LedgerStore, output: RunOutput, new_cassett
     before the append returned: then the events name the bundle and the cassette, and removing
     them would leave the ledger naming files it lost. A cassette that was already in place
     (another run's, with the same content) is never removed."""
-    if output.events and store.find(output.events[0].id) is not None:
+    if output.events and store.holds(e.id for e in output.events):
         return
     output.final.unlink(missing_ok=True)
     if new_cassette is not None:
