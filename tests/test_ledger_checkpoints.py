@@ -199,6 +199,8 @@ def test_a_record_re_signed_with_another_key_passes_alone_and_fails_against_the_
     assert alone.exit_code == 0, alone.stdout
     assert [n["kind"] for n in json.loads(alone.stdout)["notes"]] == ["untrusted-signer"]
     assert project.cli("replay", "--verify", "--chain-only", "--checkpoint", held).exit_code == 5
+    text = project.cli("replay", "--verify", "--chain-only")
+    assert text.exit_code == 0 and "note: untrusted-signer: [seq 12]" in text.stdout, text.stdout
 
 
 def test_truncating_and_re_extending_the_ledger_is_caught(project: Project, tmp_path: Path):
