@@ -40,3 +40,11 @@ def test_a_directory_target_is_refused_by_its_own_name_and_no_temporary_is_left(
     r = run_cli(["export", "--jsonl", "-o", target, "--ledger", ledger])
     assert r.exit_code == 2 and f"{target}: not a regular file" in r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dir", "results"]
+
+
+def test_a_snapshot_into_a_directory_is_refused_by_its_name_and_no_temporary_is_left(ledger: Path, tmp_path: Path):
+    target = tmp_path / "dir"
+    target.mkdir()
+    r = run_cli(["project", "snapshot", "-o", target, "--ledger", ledger])
+    assert r.exit_code == 2 and f"{target}: not a regular file" in r.stderr, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dir", "results"]

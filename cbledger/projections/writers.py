@@ -116,13 +116,20 @@ def load_state(ledger: Path | str | LedgerStore) -> LedgerState:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
+    """The rename replaces a file; over a directory it fails half done, and over a device or a
+    FIFO (`-o /dev/stdout`) it would swap that node for a regular file, so both are refused."""
+    if path.exists() and not path.is_file():
+        raise UserError(f"{path}: not a regular file; it is written whole and replaced")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 class RecordsReport(Struct, kw_only=True):
