@@ -73,8 +73,6 @@ def replay(
     5 the ledger is not an extension of a signed checkpoint (a --checkpoint FILE, or one the ledger
     records): an event it covers was rewritten, or events were removed. Nothing else is checked.
 
-    3 a run does not reproduce (bundle, fixture, seed, commit or evidence digest, or re-grade).
-
     7 a suite version's kept definitions (results/suites/) are missing or differ from what the
     ledger recorded, or the working tree differs from the current suite without a bump.
 
