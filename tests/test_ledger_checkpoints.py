@@ -199,6 +199,8 @@ def test_a_record_re_signed_with_another_key_passes_alone_and_fails_against_the_
     assert alone.exit_code == 0, alone.stdout
     assert [n["kind"] for n in json.loads(alone.stdout)["notes"]] == ["untrusted-signer"]
     assert project.cli("replay", "--verify", "--chain-only", "--checkpoint", held).exit_code == 5
+    text = project.cli("replay", "--verify", "--chain-only")
+    assert text.exit_code == 0 and "note: untrusted-signer: [seq 12]" in text.stdout, text.stdout
 
 
 def test_truncating_and_re_extending_the_ledger_is_caught(project: Project, tmp_path: Path):
@@ -370,3 +372,12 @@ def test_the_committed_ledger_extends_its_committed_checkpoint_and_proves_agains
             assert run_cli(["prove", "inclusion", str(seq), "--checkpoint", checkpoint, "--out", proof, "--root", repo_root]).exit_code == 0
             v = run_cli(["verify-proof", proof, "--checkpoint", checkpoint, *keys, "--root", tmp_path])
             assert v.exit_code == 0, v.stderr
+
+
+def test_import_refuses_a_rewrite_its_own_checkpoint_record_contradicts(project: Project, tmp_path: Path):
+    project.checkpoint()
+    project.ledger.write_bytes(rechain(_forge(project.events())))
+    dest = tmp_path / "copy" / "events.jsonl"
+    r = run_cli(["import", "--jsonl", project.ledger, "--ledger", dest, "--root", project.root])
+    assert r.exit_code == 2 and "seq 12 records root" in r.stderr and "nothing imported" in r.stderr, r.stderr
+    assert not dest.exists() or dest.stat().st_size == 0

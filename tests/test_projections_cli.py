@@ -155,3 +155,14 @@ def test_projections_import_the_ledger_and_nothing_else_of_cbledger():
     for path in package.glob("*.py"):
         used = imported_domains(path.read_text(), str(path))
         assert used <= {"ledger", "projections"} | UTILITIES, (path.name, used)
+
+
+def test_all_names_the_site_of_the_workspace_it_wrote(root, tmp_path):
+    """With --results elsewhere, the page to open is that workspace's, not the project's results/site."""
+    ws = tmp_path / "elsewhere"
+    (ws / "ledger").mkdir(parents=True)
+    (ws / "ledger" / "events.jsonl").write_bytes((root / "results" / "ledger" / "events.jsonl").read_bytes())
+    code, out, _ = cli("--results", ws, "project", "all", "--root", root)
+    assert code == 0, out
+    assert (ws / "site" / "index.html").is_file()
+    assert f"open {ws / 'site' / 'index.html'}" in out

@@ -206,13 +206,20 @@ def export(
         sys.stdout.buffer.flush()
         typer.echo(f"exported {store.location}: {head.seq} event(s), head {head.hash}", err=True)
         return
+    # Replacing is for a file: a rename over a directory fails half done, and over a device, a
+    # FIFO or a symlink (-o /dev/stdout) it would swap that node for a regular file.
+    if out.is_symlink() or (out.exists() and not out.is_file()):
+        fail(f"{out}: not a regular file; -o writes a file and replaces it whole", 2)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
-    with open(tmp, "wb") as f:
-        head = export_jsonl(store, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, out)
+    try:
+        with open(tmp, "wb") as f:
+            head = export_jsonl(store, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
     typer.echo(f"exported {store.location} to {out}: {head.seq} event(s), head {head.hash}")
 
 

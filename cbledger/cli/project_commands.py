@@ -28,7 +28,7 @@ from cbledger.projections.selection import Selection
 from cbledger.projections.site import render as site_render
 from cbledger.reproduce import site_evidence
 from cbledger.reproduce.outputs import check_site
-from cbledger.workspace import READ_MODEL, SITE, Workspace, record_name
+from cbledger.workspace import READ_MODEL, Workspace, record_name
 
 project_app = typer.Typer(
     name="project",
@@ -341,7 +341,7 @@ def all_cmd(ledger: LedgerOption = None, root: RootOption = None, check: CheckFl
     _records_report(done.records, False)
     _written(where.leaderboard, done.leaderboard)
     _written(where.read_model, done.read_model, _browse(where.read_model))
-    typer.echo(f"{SITE}/: {len(done.site)} page(s) written, open {SITE}/{site_render.INDEX}")
+    typer.echo(f"{where.site}/: {len(done.site)} page(s) written, open {where.site / site_render.INDEX}")
 
 
 @project_app.command("site")

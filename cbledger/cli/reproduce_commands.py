@@ -73,8 +73,6 @@ def replay(
     5 the ledger is not an extension of a signed checkpoint (a --checkpoint FILE, or one the ledger
     records): an event it covers was rewritten, or events were removed. Nothing else is checked.
 
-    3 a run does not reproduce (bundle, fixture, seed, commit or evidence digest, or re-grade).
-
     7 a suite version's kept definitions (results/suites/) are missing or differ from what the
     ledger recorded, or the working tree differs from the current suite without a bump.
 
@@ -130,6 +128,15 @@ def replay(
     raise typer.Exit(report.exit_code or (rerun_mod.RERUN_FAILED_EXIT if failed else 0))
 
 
+def _print_notes(report: verify_mod.VerifyReport) -> None:
+    """Notes are printed with --chain-only too: a recorded checkpoint no trusted key signed is one."""
+    notes = report.all_notes
+    for n in notes[:NOTES_SHOWN]:
+        typer.echo(f"note: {n}")
+    if len(notes) > NOTES_SHOWN:
+        typer.echo(f"note: … and {len(notes) - NOTES_SHOWN} more (--json lists every one)")
+
+
 def _print(report: verify_mod.VerifyReport) -> None:
     chain = report.chain
     if chain.ok:
@@ -155,6 +162,7 @@ def _print(report: verify_mod.VerifyReport) -> None:
     if anchored.recorded and chain.ok and not any(f.kind != "not-an-extension" for f in anchored.failures):
         typer.echo(f"recorded checkpoints: {anchored.recorded}, each the ledger's root at its size")
     if report.options.chain_only:
+        _print_notes(report)
         if report.exit_code == verify_mod.EXIT_CHECKPOINT:
             typer.echo(f"NOT VERIFIED: the ledger is not an extension of a signed checkpoint (exit {report.exit_code})", err=True)
         return
@@ -175,11 +183,7 @@ def _print(report: verify_mod.VerifyReport) -> None:
             f"{READ_MODEL} {'matches' if out.readmodel_matches else 'DIFFERS'}; "
             f"{out.site_matching}/{out.site_pages} site pages match"
         )
-    notes = report.all_notes
-    for n in notes[:NOTES_SHOWN]:
-        typer.echo(f"note: {n}")
-    if len(notes) > NOTES_SHOWN:
-        typer.echo(f"note: … and {len(notes) - NOTES_SHOWN} more (--json lists every one)")
+    _print_notes(report)
     for f in report.skips:  # every one: a skip is a claim not checked, never left to --json
         typer.echo(f"SKIPPED {f}", err=True)
     for f in report.failures:

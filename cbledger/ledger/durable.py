@@ -12,11 +12,17 @@ import os
 import tempfile
 from pathlib import Path
 
+from cbledger.errors import UserError
+
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Writes `data` under a temporary name of its own beside `path`, synced, and renames it into
     place; a failure removes the temporary file. The rename is durable only once
-    `fsync_directory(path.parent)` has run."""
+    `fsync_directory(path.parent)` has run. The rename replaces a file; over a directory it
+    fails half done, and over a device or a FIFO (`-o /dev/stdout`) it would swap that node for
+    a regular file, so any target that exists and is not a regular file is refused."""
+    if path.exists() and not path.is_file():
+        raise UserError(f"{path}: not a regular file; it is written whole and replaced")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

@@ -26,7 +26,7 @@ from cbledger.ledger.credential_guard import refuse_credentials
 from cbledger.ledger.jsonl import JsonLinesRecorder
 from cbledger.ledger.recorder import EMPTY, Head, StoredEvent
 from cbledger.ledger.store import LedgerStore
-from cbledger.ledger.verify import verify_chain
+from cbledger.ledger.tlog import recorded_problems, verified_scan
 
 #: records per append when importing: one transaction (or one write and fsync) each
 BATCH = 2000
@@ -58,9 +58,13 @@ def import_jsonl(source: Path, store: LedgerStore, batch: int = BATCH) -> Import
     """Copies the JSON Lines ledger at `source` into `store`, record for record."""
     if not source.is_file():
         raise UserError(f"{source}: no such file")
-    report = verify_chain(source)
+    # The chain alone is what a forger who recomputes every link keeps; the checkpoints the file
+    # records publishing must still be its roots, as `replay --verify --chain-only` requires.
+    report, scanned, found = verified_scan(source)
     if not report.ok:
         raise UserError(f"{source}: does not verify ({report.problem}); nothing imported")
+    for _, why in recorded_problems(found, scanned)[:1]:
+        raise UserError(f"{source}: does not verify ({why}); nothing imported")
     file = JsonLinesRecorder(source)
     for i, stored in enumerate(file.read(until=report.head.seq)):
         refuse_credentials(i, stored.event, stored.raw)
