@@ -227,3 +227,49 @@ def test_a_full_rewrite_changes_the_head_hash(ledger: Path) -> None:
     head_before = before.stdout.split("head seq 8 ")[1].split()[0]
     head_after = after.stdout.split("head seq 8 ")[1].split()[0]
     assert len(head_before) == 64 and head_before != head_after
+
+
+def _respaced(data: bytes) -> bytes:
+    return data.replace(b'":', b'": ', 1)
+
+
+def _reordered(data: bytes) -> bytes:
+    return json.dumps(dict(reversed(list(json.loads(data).items()))), separators=(",", ":")).encode()
+
+
+def _escaped(data: bytes) -> bytes:
+    at = data.index(b'"runner"')  # a letter of an actor kind, as a \\u escape: the same string
+    return data[:at + 1] + b"\\u0072" + data[at + 2:]
+
+
+@pytest.mark.parametrize("rewrite", [_respaced, _reordered, _escaped], ids=["spacing", "key-order", "escape"])
+def test_an_event_rewritten_in_another_encoding_of_the_same_json_is_caught(ledger: Path, rewrite) -> None:
+    """A forger who re-chains after rewriting an event's bytes without changing what they mean
+    (the tail after the last checkpoint can always be re-chained) still leaves an event that is
+    not in its one encoding: the ledger holds one byte string per event, and verify says so."""
+    events = events_of(split(ledger))
+    target = 5  # seq 6, a run.recorded
+    changed = rewrite(events[target])
+    assert changed != events[target] and msgspec.json.decode(changed) == msgspec.json.decode(events[target])
+    events[target] = changed
+    ledger.write_bytes(rechain(events))
+    report = verify_chain(ledger)
+    assert report.problem is not None
+    assert (report.problem.kind, report.problem.seq) == ("undecodable", 6)
+    assert "one encoding" in report.problem.message and report.events == 5
+
+
+def test_an_event_stored_before_a_defaulted_field_existed_is_still_canonical(ledger: Path) -> None:
+    """The typed event re-encodes with its defaulted fields filled in; the plain-JSON check is
+    what accepts such an event (committed ledgers hold run.recorded events of version 1)."""
+    events = events_of(split(ledger))
+    plain = json.loads(events[3])  # seq 4, a run.recorded at the current version
+    body = plain["body"]
+    assert body["runnerNote"] is None
+    del body["runnerNote"]  # a field with a default: as an event written before it existed
+    data = msgspec.json.Encoder(order="sorted").encode(plain)
+    assert encoding.decode(data).body.runner_note is None
+    assert encoding.encode_value(encoding.decode(data)) != data  # the typed path alone would refuse it
+    events[3] = data
+    ledger.write_bytes(rechain(events))
+    assert verify_chain(ledger).ok

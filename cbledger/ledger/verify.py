@@ -5,8 +5,9 @@ later link is suspect and a list of a thousand consequential errors hides the on
 problem kinds are the ones a reader can act on:
 
 * `torn-tail`     the last line has no newline (a crash mid-append); `cbledger repair` fixes it
-* `undecodable`   a line that is not a ledger line, not byte-for-byte the line the store writes,
-                  or an event the schema rejects
+* `undecodable`   a line that is not a ledger line, not byte-for-byte the line the store writes
+                  (its layout, or its event in other than its one encoding), or an event the
+                  schema rejects
 * `seq-gap`       a seq out of order (a dropped, duplicated, reordered or inserted line)
 * `broken-link`   `prev` is not the previous line's hash
 * `hash-mismatch` the event bytes changed after they were hashed
@@ -26,8 +27,8 @@ import msgspec
 
 from cbledger.errors import UserError
 from cbledger.ledger.chain import GENESIS, format_line, link_hash, parse_line
-from cbledger.ledger.encoding import InvalidEvent, decode
-from cbledger.ledger.events import LedgerCreatedEvent
+from cbledger.ledger.encoding import InvalidEvent, decode, encode_value
+from cbledger.ledger.events import EventBase, LedgerCreatedEvent
 from cbledger.ledger.jsonl import JsonLinesRecorder
 from cbledger.ledger.recorder import EMPTY, Head
 from cbledger.ledger.store import LedgerStore
@@ -97,6 +98,18 @@ def _split(line: bytes) -> tuple[memoryview, str, str] | None:
     if tail is None or line[len(_PREFIX)] != 0x7B or line[tail_at - 1] != 0x7D:  # {...}
         return None
     return memoryview(line)[len(_PREFIX) : tail_at], tail[1].decode(), tail[2].decode()
+
+
+def _canonical(event: EventBase, data: memoryview) -> bool:
+    """Whether `data` is the one encoding of what it holds: the bytes the store writes. The
+    typed event encodes back to them when it is at its stored version with every field present
+    (nearly every event, one encode); an event read through an upcaster, or stored before a field
+    with a default existed, is checked as plain JSON values encoded again the store's way, which
+    any other spacing, key order or escape fails."""
+    stored = data.tobytes()  # a memoryview compares with bytes item by item, bytes with memcmp
+    if encode_value(event) == stored:
+        return True
+    return encode_value(msgspec.json.decode(stored)) == stored
 
 
 def _why_not_split(line: bytes) -> str:
@@ -180,6 +193,13 @@ def _verify_lines(
             event = decode(event_bytes)
         except InvalidEvent as exc:
             return fail("undecodable", f"event rejected by the schema: {exc}", expected)
+        if not _canonical(event, event_bytes):
+            return fail(
+                "undecodable",
+                "the event is not in its one encoding (compact JSON, keys sorted, as the store "
+                "writes it): same JSON, different bytes",
+                expected,
+            )
         if event.seq != expected:
             return fail("seq-gap", f"expected seq {expected}, found {event.seq}", event.seq)
         if stored_prev != prev:
