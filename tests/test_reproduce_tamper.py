@@ -268,3 +268,29 @@ def test_run_failures_outrank_projection_failures(project):
     code, report = verify_json(project)
     assert code == 3
     assert {f["kind"] for f in report["failures"]} == {"bundle-missing", "leaderboard-different"}
+
+
+def test_a_run_end_figure_edited_and_re_chained_is_named_against_the_preserved_transcript(project):
+    """A forger who raises a run's token count, re-chains the ledger and regenerates every
+    output changes a published sum while every grade still reproduces: the figure is derived
+    again from the preserved transcript, which the forger cannot change without its digest."""
+    import msgspec
+
+    from tests.test_ledger_tamper import events_of, rechain, split
+
+    ledger = project / "results" / "ledger" / "events.jsonl"
+    victim = runs(project)[("gold", EDIT_TASK)]
+    events = events_of(split(ledger))
+    plain = msgspec.json.decode(events[victim.seq - 1])
+    recorded = plain["body"]["stats"]["tokensIn"]
+    plain["body"]["stats"]["tokensIn"] = recorded + 5000
+    events[victim.seq - 1] = msgspec.json.Encoder(order="sorted").encode(plain)
+    ledger.write_bytes(rechain(events))
+    assert cli(project, "project", "all").exit_code == 0
+    code, report = verify_json(project)
+    assert code == 3, report["failures"]
+    (found,) = report["failures"]
+    assert (found["kind"], found["field"], found["runId"], found["seq"]) == (
+        "stats-mismatch", "stats.tokensIn", victim.event.body.run_id, victim.seq)
+    assert (found["expected"], found["actual"]) == (recorded + 5000, recorded)
+    assert found["file"] == victim.event.body.evidence["transcript"].path

@@ -22,6 +22,7 @@ from cbledger.errors import UserError
 from cbledger.grading.grader import Grade, grade_preserved
 from cbledger.ledger.events import CassetteRef, GradeRecorded, RunRecorded
 from cbledger.reproduce.compare import compare_grade
+from cbledger.reproduce.figures import figures_findings
 from cbledger.reproduce.findings import Finding, GradeCheck, RunCheck
 from cbledger.reproduce.restore import check_digests, restore_run
 from cbledger.tasks.catalog import Catalog, Fixture, Task
@@ -59,6 +60,8 @@ def check_run(
             result.fail(f)
         if restored.repo is not None and not any(f.kind in ("seed-mismatch", "bundle-unreadable") for f in restored.failures):
             for f in check_digests(restored.repo, run, seq, restored.complete):
+                result.fail(f)
+            for f in figures_findings(restored.repo, run, seq, restored.complete):
                 result.fail(f)
         for f in cassette_findings(workspace, run, seq, attached):
             result.fail(f)

@@ -1,0 +1,53 @@
+"""A run's run-end figures, derived again from its preserved transcript.
+
+`run.recorded` copies the transcript's `run-end` figures (turns, tokens, repair cycles, duration,
+exit path, the files it committed) into `stats`, and LEADERBOARD.md publishes sums of them. A
+re-grade reads the transcript for its assertions but not these figures, so a hand-edited token
+count, re-chained with the rest, would pass every other check while changing a published number.
+Deriving them again with the runner's own rule (`runner.execute.stats_from`) from the restored
+transcript, whose digest `check_digests` has already compared, closes that gap offline.
+"""
+
+from __future__ import annotations
+
+import msgspec
+import pygit2
+from blake3 import blake3
+
+from cbledger.grading.evidence.transcript import parse_transcript
+from cbledger.grading.evidence.tree import view
+from cbledger.ledger.events import RunRecorded
+from cbledger.reproduce.findings import Finding
+from cbledger.reproduce.restore import evidence_commits
+from cbledger.runner.execute import stats_from
+
+
+def figures_findings(repo: pygit2.Repository, run: RunRecorded, seq: int, complete: bool) -> list[Finding]:
+    """One finding per recorded figure that the preserved transcript does not give. A run whose
+    transcript is missing or altered gets none here: `check_digests` already fails it, and a
+    figure derived from other bytes would prove nothing."""
+    ref = run.evidence.get("transcript")
+    if run.stats is None or ref is None:
+        return []
+    capture, _ = evidence_commits(repo, run, complete)
+    if capture is None:
+        return []
+    data = view(repo, capture).read(ref.path)
+    if data is None or len(data) != ref.bytes or blake3(data).hexdigest() != ref.blake3:
+        return []
+    # The cap a synthesized record states is the run's setting, not a transcript figure.
+    derived, _ = stats_from(parse_transcript(data, ref.path), run.runner_exit, run.stats.max_turns)
+    if derived is None:
+        return [_finding(run, seq, "stats", None, "the transcript's run-end gives no figures this runner records")]
+    recorded, again = msgspec.to_builtins(run.stats), msgspec.to_builtins(derived)
+    return [
+        _finding(run, seq, f"stats.{name}", recorded.get(name),
+                 f"stats.{name} is {recorded.get(name)!r}, but the preserved transcript gives {value!r}", value)
+        for name, value in again.items()
+        if recorded.get(name) != value
+    ]
+
+
+def _finding(run: RunRecorded, seq: int, field: str, expected: object, message: str, actual: object = None) -> Finding:
+    return Finding(check="run", kind="stats-mismatch", message=message, seq=seq, run_id=run.run_id,
+                   field=field, file=run.evidence["transcript"].path, expected=expected, actual=actual)
