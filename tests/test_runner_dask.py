@@ -1,11 +1,13 @@
 """Runs on a real Dask cluster (a `dask scheduler` and two `dask worker` processes on loopback):
-the same ledger as a local run of the same plan, a lost worker's run retried once and recorded
-once, a worker without kicad-cli or copperhead refused at registration. And, without a cluster,
-what the driver checks of what comes back and how it orders appends.
+the same ledger as a local run of the same plan, an attempt's feedback passes too, a lost
+worker's run retried once and recorded once, a worker without kicad-cli or copperhead refused at
+registration. And, without a cluster, what the driver checks of what comes back (a run, an
+attempt's passes) and how it orders appends.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -20,10 +22,10 @@ from blake3 import blake3
 from cbledger.errors import UserError
 from cbledger.ledger.events import Ablations, RunRecorded
 from cbledger.ledger.store import LedgerStore
-from cbledger.runner.dask_executor import Activity, DaskCluster, received_output
+from cbledger.runner.dask_executor import Activity, DaskCluster, received_attempt, received_output
 from cbledger.runner.plan import make_plan
 from cbledger.runner.preserve import restore
-from cbledger.runner.remote import RemoteResult
+from cbledger.runner.remote import RemoteResult, RemoteRun
 from cbledger.runner.shipping import (
     ShippedFile,
     arrived_fixture,
@@ -41,6 +43,10 @@ from tests.factories import MAINTAINER, run_cli
 
 TASKS = ["led-resistor-swap", "mcu-pullup-drift-flag"]
 STAMPED_ID = re.compile(r"^(\d{8}T\d{6}Z)-(?P<planned>.+)-(?P<random>[0-9a-f]{6})$")
+#: a later pass's id: pass 1's, its index, a random suffix (`runner.passes.pass_run_id`)
+PASS_ID = re.compile(r"^(?P<first>.+)-p(?P<index>\d+)-[0-9a-f]{4}$")
+PASSES_TASK = "led-resistor-swap"  # allowed two passes (tasks/passes.json)
+TWO_PASS_SESSION = REPO / "sessions" / "led-resistor-swap-two-pass.json"  # fails pass 1, passes pass 2
 TRANSCRIPT = re.compile(r"^\.copperhead/runs/\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d{3}Z/transcript\.jsonl$")
 
 
@@ -81,11 +87,16 @@ def normalized(ledger: Path) -> list[str]:
     * every wall-clock time: each event's `at`, a run's `timings` (start, end and durations);
     * the batch id (one per `cbledger run`: its start time and a random suffix);
     * the run id's time stamp and random suffix, wherever the id appears (event ids, the grade's
-      run id, the bundle's path): what is left is the planned part, `<model>-<task>-r<repeat>`;
+      run id, the bundle's path, a later pass's `first` and `previous`): what is left is the
+      planned part, `<model>-<task>-r<repeat>`, and for a later pass its index;
     * digests of bytes that carry a wall-clock time: the transcript (whose events are
       time-stamped, and whose directory is named by the start time), kicad-cli's ERC and DRC
       reports (which state when they were made), the commits made after the agent started (head,
-      capture and evidence: a git commit carries its time) and the bundle holding them.
+      capture and evidence: a git commit carries its time) and the bundle holding them, and the
+      cassette of a scripted run (each response's `created`, each exchange's `elapsedMs`, the
+      sandbox's path: `cassettes` compares the rest);
+    * of a run through the real harness, copperhead's own logs (they name the sandbox's path, the
+      time-stamped run directory and the commit) and the duration it measured.
 
     Everything else must be byte for byte the same: the seed and baseline commits, the grades,
     every assertion outcome, the comparability stamp, the order of the events. The chain hashes
@@ -95,6 +106,10 @@ def normalized(ledger: Path) -> list[str]:
     for e in events:
         if e["type"] == "run.recorded":
             run_id = e["body"]["runId"]
+            later = PASS_ID.match(run_id)
+            if later and later["first"] in names:
+                names[run_id] = f"{names[later['first']]}-p{later['index']}"
+                continue
             m = STAMPED_ID.match(run_id)
             assert m, run_id
             names[run_id] = f"RUN[{m['planned']}]"
@@ -114,21 +129,30 @@ def normalized(ledger: Path) -> list[str]:
             body["sandbox"]["storeBlake3"] = body["sandbox"]["storeBytes"] = "BUNDLE"
             assert re.fullmatch(r"\d{8}T\d{6}Z-[0-9a-f]{6}", body["batch"]), body["batch"]
             body["batch"] = "BATCH"
-            for name in ("transcript", "erc", "drc"):
+            for name in ("transcript", "erc", "drc", "harness-stdout", "harness-stderr"):
+                if name not in body["evidence"] and name.startswith("harness-"):
+                    continue  # a scripted agent's run has no harness logs
                 digest = body["evidence"][name]
                 digest["blake3"] = digest["bytes"] = "TIME-STAMPED"
+            if body["evidence"].get("harness-stdout"):
+                body["stats"]["durationMs"] = "TIME"
             assert TRANSCRIPT.match(body["evidence"]["transcript"]["path"])
             body["evidence"]["transcript"]["path"] = "TRANSCRIPT"
+            if "cassette" in body:
+                assert body["cassette"]["path"] == f"results/cassettes/{body['cassette']['blake3']}.json"
+                body["cassette"]["blake3"] = body["cassette"]["bytes"] = body["cassette"]["path"] = "TIME-STAMPED"
         text = json.dumps(e, sort_keys=True)
-        for run_id, name in names.items():
+        for run_id, name in sorted(names.items(), key=lambda n: -len(n[0])):  # a later pass's id holds pass 1's
             text = text.replace(run_id, name)
         out.append(text)
     return out
 
 
-def head_trees(root: Path, ledger: Path, scratch: Path) -> list[str]:
+def head_trees(root: Path, ledger: Path, scratch: Path, harness: bool = False) -> list[object]:
     """The tree of each run's head commit (the agent's own commit), restored from its bundle on
-    a seed rebuilt from the fixture: the masked commit ids must still hold the same files."""
+    a seed rebuilt from the fixture: the masked commit ids must still hold the same files. With
+    `harness`, each tree's files but the real harness's run records (`.copperhead/runs/<time>/`,
+    which copperhead commits with its work: named by the time and holding its transcript)."""
     catalog = Catalog(root)
     workspace = Workspace.at(root, ledger)  # a ledger's bundles are in its own results directory
     trees = []
@@ -139,8 +163,22 @@ def head_trees(root: Path, ledger: Path, scratch: Path) -> list[str]:
         assert bundle is not None, run.sandbox.store
         restored = restore(bundle, run.sandbox, catalog.fixture(run.fixture.id),
                            into=scratch / run.run_id)
-        trees.append(str(restored.repo[run.sandbox.head_sha].peel(pygit2.Tree).id))
+        tree = restored.repo[run.sandbox.head_sha].peel(pygit2.Tree)
+        trees.append(_files(tree) if harness else str(tree.id))
     return trees
+
+
+def _files(tree: pygit2.Tree, prefix: str = "") -> dict[str, str]:
+    found: dict[str, str] = {}
+    for entry in tree:
+        path = prefix + (entry.name or "")
+        if path == ".copperhead/runs":
+            continue
+        if isinstance(entry, pygit2.Tree):
+            found.update(_files(entry, path + "/"))
+        else:
+            found[path] = str(entry.id)
+    return found
 
 
 # --------------------------------------------------------------------------- with a cluster
@@ -171,6 +209,78 @@ def test_local_and_dask_runs_of_a_plan_give_the_same_ledger(
     for ledger in ledgers.values():
         verified = run_cli(["replay", "--verify", "--no-projections", "--root", root, "--ledger", ledger])
         assert verified.exit_code == 0, verified.output  # every run restored and re-graded offline
+
+
+def cassettes(root: Path, ledger: Path) -> list[object]:
+    """Each run's cassette, in run order, with what carries a time or a place replaced."""
+    def masked(value: object) -> object:
+        if isinstance(value, dict):
+            return {k: "MASKED" if k in ("created", "elapsedMs", "workdir") else masked(v) for k, v in value.items()}
+        return [masked(v) for v in value] if isinstance(value, list) else value
+
+    workspace = Workspace.at(root, ledger)
+    found = []
+    for stored in LedgerStore(ledger).read(types={"run.recorded"}):
+        ref = stored.event.body.cassette
+        assert not isinstance(ref, msgspec.UnsetType), stored.event.body.run_id
+        path = workspace.stored(ref.path)
+        assert path is not None, ref.path
+        found.append(masked(json.loads(path.read_text())))
+    return found
+
+
+def attempts(ledger: Path) -> list[tuple]:
+    """Each event's type and, of a run, its task, pass index and allowance, the hints it was
+    given and whether work was carried into it; of a grade, its verdict and failure category."""
+    seen = []
+    for stored in LedgerStore(ledger).read(types={"run.recorded", "grade.recorded"}):
+        body = stored.event.body
+        if isinstance(body, RunRecorded):
+            ref = body.passes
+            assert not isinstance(ref, msgspec.UnsetType), body.run_id
+            seen.append(("run.recorded", body.task.id, ref.index, ref.allowed, len(ref.hints), ref.carried_over))
+        else:
+            seen.append(("grade.recorded", body.verdict, body.failure_category))
+    return seen
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "agent, last_verdict",
+    [
+        (["--agent", "noop"], "fail"),  # changes nothing: fails both passes, told the hints on pass 2
+        (["--agent", "copperhead", "--session", str(TWO_PASS_SESSION)], "pass"),  # fails pass 1, passes pass 2
+    ],
+    ids=["noop", "scripted-two-pass"],
+)
+def test_an_attempts_passes_on_dask_are_recorded_as_a_local_attempts_are(
+    cluster: Cluster, tmp_path: Path, copperhead_cli: Path, agent: list[str], last_verdict: str,
+) -> None:
+    root = project(tmp_path)
+    ledgers = {}
+    for executor in ("local", "dask"):
+        ledger = ledgers[executor] = new_ledger(root, executor)
+        extra = (["--executor", "dask", "--scheduler", cluster.address] if executor == "dask"
+                 else ["--copperhead-cli", copperhead_cli])
+        result = run_cli(["run", PASSES_TASK, *agent, "--repeats", "1", "--passes", "2", "--no-project",
+                          "--root", root, "--ledger", ledger, *extra])
+        assert result.exit_code == 0, result.output
+        assert "pass 1/2: fail" in result.output and "pass 2/2: " in result.output, result.output
+    local = attempts(ledgers["local"])
+    assert len(local) == 4 and local[0] == ("run.recorded", PASSES_TASK, 1, 2, 0, False)
+    assert local[2][:4] == ("run.recorded", PASSES_TASK, 2, 2) and local[2][4] > 0  # pass 2, told its hints
+    assert (local[1][:2], local[3][:2]) == (("grade.recorded", "fail"), ("grade.recorded", last_verdict))
+    assert attempts(ledgers["dask"]) == local
+    local_events, dask_events = normalized(ledgers["local"]), normalized(ledgers["dask"])
+    for i, (a, b) in enumerate(zip(local_events, dask_events, strict=True)):
+        assert a == b, f"event {i + 1} differs"
+    harness = "--session" in agent
+    assert (head_trees(root, ledgers["local"], tmp_path / "l", harness)
+            == head_trees(root, ledgers["dask"], tmp_path / "d", harness))
+    if harness:  # each pass's exchanges came back with it
+        assert cassettes(root, ledgers["local"]) == cassettes(root, ledgers["dask"])
+    verified = run_cli(["replay", "--verify", "--no-projections", "--root", root, "--ledger", ledgers["dask"]])
+    assert verified.exit_code == 0, verified.output  # both passes restored and re-graded offline
 
 
 @pytest.mark.slow
@@ -320,3 +430,69 @@ def test_runs_are_appended_in_plan_order_whatever_order_they_finish_in(tmp_path:
     order.finish(0, ("a r1", "x"))
     assert [label for label, _ in result.failures] == ["a r1", "b r1", "c r1"]
     assert heard == ["a r1: x", "b r1: x", "c r1: x"]
+
+
+def _pass_result(n: int, ref, bundle: bytes, worker: str = "w1", index: int = 0) -> RemoteResult:
+    from tests.factories import grade_recorded, run_recorded
+
+    run, grade = run_recorded(n), grade_recorded(n)
+    sandbox = msgspec.structs.replace(run.body.sandbox, store=bundle_name(run.body.run_id),
+                                      store_blake3=blake3(bundle).hexdigest(), store_bytes=len(bundle))
+    body = msgspec.structs.replace(run.body, sandbox=sandbox, passes=msgspec.UNSET if ref is None else ref)
+    return RemoteResult(index, worker, [msgspec.structs.replace(run, body=body), grade], bundle)
+
+
+def test_an_attempts_passes_are_received_in_order_each_naming_its_place(tmp_path: Path) -> None:
+    from cbledger.ledger.events import PassRef
+    from cbledger.runner.execute import RunOutput
+    from tests.factories import run_id
+
+    spec = RemoteRun(
+        index=0, label="t r1", task_id="t", task_digest="d", manifest_hash="h", fixture_id="f", fixture_digest="d",
+        model_id="m", repeat=1, repeats_planned=1, agent="noop", run_mode="noop", suite_version="1.0.0",
+        price_table=None, ablations=Ablations(), actor=MAINTAINER, segment_override=None, passes=2,
+    )
+    first = _pass_result(1, PassRef(index=1, allowed=2), b"pass one")
+    second = _pass_result(2, PassRef(index=2, allowed=2, first=run_id(1), previous=run_id(1), hints=["h"]), b"pass two")
+    got = received_attempt(tmp_path, spec, [first, second])
+    assert [o.run.run_id for o in got if isinstance(o, RunOutput)] == [run_id(1), run_id(2)]
+    assert [o.staged.read_bytes() for o in got if isinstance(o, RunOutput)] == [b"pass one", b"pass two"]
+    [alone] = received_attempt(tmp_path, spec, [first])  # passed at pass 1: no pass 2
+    assert isinstance(alone, RunOutput)
+    with pytest.raises(UserError, match="came back with 3 passes; 2 allowed"):
+        received_attempt(tmp_path, spec, [first, second, second])
+    with pytest.raises(UserError, match="came back with 0 passes"):
+        received_attempt(tmp_path, spec, [])
+    # a pass that does not name its place, or whose bundle is not its own, ends the attempt there
+    misplaced = _pass_result(2, PassRef(index=2, allowed=2, first=run_id(7), previous=run_id(7)), b"pass two")
+    for bad, why in [
+        (misplaced, "came back as pass 2 of 2, after run-000001, but its event says pass 2 of 2 after run-000007"),
+        (_pass_result(2, None, b"pass two"), "its event says no pass"),
+        (dataclasses.replace(second, bundle=b"other"), "arrived as 5 bytes"),
+        (dataclasses.replace(second, index=3), "a pass of run 3 came back as t r1's"),
+    ]:
+        staged = Workspace.at(tmp_path).staged_bundle(run_id(2))
+        staged.unlink(missing_ok=True)
+        kept, refused = received_attempt(tmp_path, spec, [first, bad])
+        assert isinstance(kept, RunOutput) and kept.run.run_id == run_id(1)
+        assert isinstance(refused, tuple) and refused[0] == "t r1 pass 2" and why in refused[1], refused
+        assert not staged.exists()  # nothing of a refused pass is left staged
+    # an attempt of one pass names none, as a local run of one pass does
+    one = dataclasses.replace(spec, passes=1)
+    assert isinstance(received_attempt(tmp_path, one, [_pass_result(1, None, b"a run")])[0], RunOutput)
+    [(label, why)] = received_attempt(tmp_path, one, [first])
+    assert label == "t r1" and "names a pass, in an attempt of one" in why
+
+
+def test_passes_are_no_longer_refused_on_dask(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from cbledger.runner import suite_run
+
+    root = project(tmp_path)
+    ledger = new_ledger(root, "refusal")
+    handed: dict = {}
+    monkeypatch.setattr(suite_run, "_run_on_dask", lambda *a, **kw: handed.update(kw) or SuiteResult())
+    plan = make_plan(Catalog(root), agent="noop", model=None, suite=None, task_ids=[PASSES_TASK, TASKS[1]],
+                     repeats=1, ablations=Ablations())
+    run_plan(Workspace.at(root, ledger), plan, sandbox_root=tmp_path / "sandboxes", executor="dask",
+             scheduler="tcp://127.0.0.1:1", passes=3)
+    assert handed["allowed"] == {PASSES_TASK: 2, TASKS[1]: 1}  # each task's allowance, capped by --passes

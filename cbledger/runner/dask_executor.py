@@ -1,7 +1,10 @@
 """The driver's half of a run on a Dask cluster (`cbledger run --executor dask --scheduler URL`).
 
-One Dask task per planned run (`runner.remote.run_remote`). The tasks and fixtures a plan needs
-are submitted once each, as tasks of their own whose keys are their content digests, so the
+One Dask task per planned run (`runner.remote.run_remote`); for an attempt allowed feedback
+passes, one task for the whole attempt, since its passes revise one sandbox pass after pass on
+one worker: it returns a `RemoteResult` per pass, which the driver checks one by one and appends
+in order, like the passes of a local attempt (`received_attempt`). The tasks and fixtures a plan
+needs are submitted once each, as tasks of their own whose keys are their content digests, so the
 scheduler holds them and moves them to whichever worker needs them (and can give them to another
 worker if the one holding them is lost); each worker checks them on arrival. The results come back
 in whatever order the workers finish; the caller appends them in plan order (`suite_run`).
@@ -122,9 +125,11 @@ class DaskCluster:
     def _workers(self) -> int:
         return len(self.client.scheduler_info(n_workers=-1).get("workers", {}))
 
-    def run(self, specs: Sequence[RemoteRun], packages: dict[str, Package]) -> Iterator[tuple[int, RemoteResult | None, str | None]]:
-        """Submits every run; yields (plan index, result, None) or (plan index, None, why) as
-        each run ends, in the order they end."""
+    def run(
+        self, specs: Sequence[RemoteRun], packages: dict[str, Package],
+    ) -> Iterator[tuple[int, list[RemoteResult] | None, str | None]]:
+        """Submits every run; yields (plan index, its passes' results, None) or (plan index,
+        None, why) as each run ends, in the order they end."""
         from distributed import KilledWorker
 
         client = self.client
@@ -167,11 +172,11 @@ class DaskCluster:
                         continue  # an attempt that was replaced
                     spec = by_index[index]
                     if item.status == "finished":
-                        result: RemoteResult = item.result()
+                        results: list[RemoteResult] = item.result()
                         item.release()
                         pending.discard(index)
-                        self._activity(Activity(result.worker, "finished", spec.label))
-                        yield index, result, None
+                        self._activity(Activity(results[0].worker if results else "", "finished", spec.label))
+                        yield index, results, None
                         continue
                     if item.status == "cancelled":
                         pending.discard(index)
@@ -227,6 +232,52 @@ class DaskCluster:
         if len(seen) > ATTEMPTS and index in pending:
             why_cancelled[index] = f"its worker was lost {ATTEMPTS} times (on {', '.join(seen[:-1])}); not recorded"
             current[index].cancel()
+
+
+def received_attempt(
+    where: Path | Workspace, spec: RemoteRun, results: Sequence[RemoteResult],
+) -> list[RunOutput | tuple[str, str]]:
+    """An attempt's passes as the driver publishes them, each checked by `received_output` and
+    against the attempt: at least one, no more than its allowance, each naming its place (index,
+    allowance, pass 1 and the pass before it) as a local attempt's passes do. A pass refused
+    ends the attempt there: the passes before it are kept, and the refusal is reported in place
+    of the rest (a later pass names the one before it, so none is kept without it)."""
+    if not results or len(results) > spec.passes:
+        raise UserError(f"worker {results[0].worker if results else '?'}: {spec.label} came back with "
+                        f"{len(results)} passes; {spec.passes} allowed; refused")
+    kept: list[RunOutput | tuple[str, str]] = []
+    first: str | None = None
+    previous: str | None = None
+    for k, result in enumerate(results, 1):
+        label = spec.label if k == 1 else f"{spec.label} pass {k}"
+        try:
+            if result.index != spec.index:
+                raise UserError(f"worker {result.worker}: a pass of run {result.index} came back as {spec.label}'s; refused")
+            output = received_output(where, result)
+            try:
+                _check_pass(result.worker, output.run, k, spec.passes, first, previous)
+            except UserError:
+                for staged in (output.staged, *(output.cassette or ())[:1]):
+                    staged.unlink(missing_ok=True)
+                raise
+        except UserError as exc:
+            kept.append((label, str(exc)))
+            break
+        kept.append(output)
+        first, previous = first or output.run.run_id, output.run.run_id
+    return kept
+
+
+def _check_pass(worker: str, run: RunRecorded, k: int, allowed: int, first: str | None, previous: str | None) -> None:
+    ref = run.passes
+    if allowed == 1:
+        if not isinstance(ref, msgspec.UnsetType):
+            raise UserError(f"worker {worker}: run {run.run_id} names a pass, in an attempt of one; refused")
+        return
+    if isinstance(ref, msgspec.UnsetType) or (ref.index, ref.allowed, ref.first, ref.previous) != (k, allowed, first, previous):
+        said = "no pass" if isinstance(ref, msgspec.UnsetType) else f"pass {ref.index} of {ref.allowed} after {ref.previous}"
+        raise UserError(f"worker {worker}: run {run.run_id} came back as pass {k} of {allowed}, "
+                        f"after {previous}, but its event says {said}; refused")
 
 
 def received_output(where: Path | Workspace, result: RemoteResult) -> RunOutput:

@@ -4,9 +4,11 @@ planned run, and the plugin that decides at registration whether it may run any.
 A worker receives a `RemoteRun` (the run as data: task and fixture named by content digest, the
 suite version, the price table, the caps in the shipped task) and the two packages it names,
 checks the packages on arrival (`runner.shipping`), and then runs exactly what a local run runs:
-`execute()`, with its own kicad-cli and copperhead and a sandbox under its own directory. It
-returns the run's two events and its bundle's bytes, and writes nothing anywhere else: the
-driver alone appends, and it alone puts the bundle under `results/`.
+`execute()`, with its own kicad-cli and copperhead and a sandbox under its own directory, or, for
+an attempt allowed more than one feedback pass, `execute_passes()`: every pass on one sandbox,
+pass after pass, as a local run takes them. It returns one `RemoteResult` per pass, in order
+(each pass's two events, its bundle's bytes, its cassette), and writes nothing anywhere else: the
+driver alone appends, and it alone puts the bundles under `results/`.
 
 The environment half of the comparability stamp is the worker's own (its kicad-cli, copperhead,
 Python, platform), which is why the plugin refuses a worker whose tools are missing or differ
@@ -37,7 +39,8 @@ from cbledger.runner.agents.scripted import GoldAgent, NoopAgent
 from cbledger.runner.endpoint.script import Session
 from cbledger.runner.endpoint.server import Endpoint
 from cbledger.runner.environment import Environment, probe
-from cbledger.runner.execute import RunSettings, execute
+from cbledger.runner.execute import RunOutput, RunSettings, execute
+from cbledger.runner.passes import execute_passes
 from cbledger.runner.plan import PlannedRun
 from cbledger.runner.shipping import Package, arrived_fixture, arrived_task
 from cbledger.tasks.catalog import Catalog, Fixture
@@ -75,10 +78,15 @@ class RemoteRun:
     unsandboxed: bool = False
     #: the driver's `cbledger run` invocation (`run.recorded` `batch`)
     batch: str | None = None
+    #: the passes this attempt may take (`suite_run.passes_allowed`); more than one runs
+    #: `execute_passes` on one sandbox, and each pass comes back as a `RemoteResult` of its own
+    passes: int = 1
 
 
 @dataclass(frozen=True)
 class RemoteResult:
+    """One pass of an attempt (an attempt of one pass: the run) as a worker returns it."""
+
     index: int
     worker: str
     events: list[EventBase]
@@ -213,8 +221,8 @@ def _agent(spec: RemoteRun, cli: CopperheadCli | None, confinement: isolation.Co
     raise UserError(f"agent {spec.agent} does not run on a worker")
 
 
-def run_remote(spec: RemoteRun, task_package: Package, fixture_package: Package) -> RemoteResult:
-    """One planned run on this worker (the function the driver submits)."""
+def run_remote(spec: RemoteRun, task_package: Package, fixture_package: Package) -> list[RemoteResult]:
+    """One planned attempt on this worker (the function the driver submits): its passes, in order."""
     worker = get_worker()
     if verdict(worker) is not None:
         raise Reschedule()  # refused here, and closing: somewhere else
@@ -245,14 +253,18 @@ def run_remote(spec: RemoteRun, task_package: Package, fixture_package: Package)
         batch=spec.batch,
     )
     settings.sandbox_root.mkdir(parents=True, exist_ok=True)
-    output = execute(settings, PlannedRun(task, spec.model_id, spec.repeat, spec.repeats_planned))
-    cassette = None
+    planned = PlannedRun(task, spec.model_id, spec.repeat, spec.repeats_planned)
+    outputs = execute_passes(settings, planned, spec.passes) if spec.passes > 1 else [execute(settings, planned)]
     try:
-        bundle = output.staged.read_bytes()
-        if output.cassette is not None:
-            cassette = output.cassette[0].read_bytes()
+        return [_shipped(spec.index, name, output) for output in outputs]
     finally:
-        output.staged.unlink(missing_ok=True)
-        if output.cassette is not None:
-            output.cassette[0].unlink(missing_ok=True)
-    return RemoteResult(spec.index, name, output.events, bundle, cassette)
+        for output in outputs:
+            output.staged.unlink(missing_ok=True)
+            if output.cassette is not None:
+                output.cassette[0].unlink(missing_ok=True)
+
+
+def _shipped(index: int, worker: str, output: RunOutput) -> RemoteResult:
+    """A pass's events and the bytes of the files it staged here, which the caller removes."""
+    cassette = output.cassette[0].read_bytes() if output.cassette is not None else None
+    return RemoteResult(index, worker, output.events, output.staged.read_bytes(), cassette)

@@ -198,12 +198,10 @@ def run_plan(
     allowed = passes_allowed(catalog, plan, passes)
     if executor == "dask":
         assert scheduler is not None
-        if any(n > 1 for n in allowed.values()):
-            raise UserError("--passes revises one sandbox pass after pass: run it with --executor local")
         return _run_on_dask(
             workspace, plan, catalog=catalog, store=store, view=view, version=version, scheduler=scheduler,
             copperhead_cli=copperhead_cli, segment=segment, actor_name=actor_name, on_done=on_done,
-            sessions=sessions, on_activity=on_activity, unsandboxed=unsandboxed,
+            sessions=sessions, on_activity=on_activity, unsandboxed=unsandboxed, allowed=allowed,
         )
     with contextlib.ExitStack() as stack:
         endpoint = stack.enter_context(Endpoint()) if sessions is not None else None
@@ -215,6 +213,11 @@ def run_plan(
         )
 
 
+#: a planned run's end: its output, its passes' (each an output or a refused pass's label and
+#: why), its label and why it failed, or None when it never started
+Outcome = RunOutput | list[RunOutput] | list[RunOutput | tuple[str, str]] | tuple[str, str] | None
+
+
 class _InPlanOrder:
     """Appends finished runs in plan order, whatever order they finish in: a run waits until
     every run planned before it has been appended or has failed. So the chain a plan produces
@@ -224,17 +227,17 @@ class _InPlanOrder:
     def __init__(self, store: LedgerStore, result: SuiteResult, total: int, on_done: OnDone | None) -> None:
         self.store, self.result, self.total, self.on_done = store, result, total, on_done
         self.next = 0
-        self.waiting: dict[int, RunOutput | list[RunOutput] | tuple[str, str] | None] = {}
+        self.waiting: dict[int, Outcome] = {}
 
-    def finish(self, index: int, outcome: RunOutput | list[RunOutput] | tuple[str, str] | None) -> None:
-        """`outcome`: the run (an attempt's passes, in order), or (its label, why it failed), or
-        None for a run never started."""
+    def finish(self, index: int, outcome: Outcome) -> None:
+        """`outcome`: the run (an attempt's passes, in order, the last of them perhaps a pass
+        that came back refused), or (its label, why it failed), or None for a run never started."""
         self.waiting[index] = outcome
         while self.next in self.waiting:
             self._publish(self.waiting.pop(self.next))
             self.next += 1
 
-    def _publish(self, outcome: RunOutput | list[RunOutput] | tuple[str, str] | None) -> None:
+    def _publish(self, outcome: Outcome) -> None:
         if isinstance(outcome, list):
             self.total += len(outcome) - 1  # an attempt's later passes are runs of their own
             for output in outcome:
@@ -286,9 +289,12 @@ def _run_on_dask(
     workspace: Workspace, plan: Plan, *, catalog: Catalog, store: LedgerStore, view: ledger_view.LedgerView,
     version: str, scheduler: str, copperhead_cli: str | None, segment: str | None, actor_name: str,
     on_done: OnDone | None, sessions: dict | None, on_activity: OnActivity | None, unsandboxed: bool,
+    allowed: dict[str, int] | None = None,
 ) -> SuiteResult:
-    """The runs of a plan on a Dask cluster; this process appends them in plan order."""
-    from cbledger.runner.dask_executor import DaskCluster, received_output
+    """The runs of a plan on a Dask cluster; this process appends them in plan order. An attempt
+    allowed more than one pass (`allowed`) is one Dask task: its worker takes every pass on one
+    sandbox, and its passes are appended in order, as a local attempt's are."""
+    from cbledger.runner.dask_executor import DaskCluster, received_attempt
     from cbledger.runner.remote import RemoteRun
     from cbledger.runner.shipping import Package, pack_fixture, pack_task
 
@@ -321,7 +327,7 @@ def _run_on_dask(
             agent=plan.agent, run_mode=run_mode, suite_version=version, price_table=view.pricing,
             ablations=plan.ablations, actor=actor, segment_override=segment,
             session=sessions.get(task.id) if sessions is not None else None,
-            unsandboxed=unsandboxed, batch=batch,
+            unsandboxed=unsandboxed, batch=batch, passes=(allowed or {}).get(task.id, 1),
         ))
     result = SuiteResult(batch=batch)
     order = _InPlanOrder(store, result, len(specs), on_done)
@@ -332,7 +338,7 @@ def _run_on_dask(
                 order.finish(index, (specs[index].label, error or "failed"))
                 continue
             try:
-                order.finish(index, received_output(workspace, remote))
+                order.finish(index, received_attempt(workspace, specs[index], remote))
             except UserError as exc:
                 order.finish(index, (specs[index].label, str(exc)))
     return result
