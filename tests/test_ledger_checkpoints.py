@@ -162,7 +162,14 @@ def test_a_rewritten_event_with_the_whole_chain_recomputed_passes_the_chain_and_
     # them) and recomputes every link: the chain alone cannot tell.
     forged = _forge(_without_checkpoint_records(project.events()))
     project.ledger.write_bytes(rechain(forged))
-    assert project.cli("replay", "--verify", "--chain-only").exit_code == 0  # what replay --verify saw before
+    # The checkpoint kept beside the ledger catches it without being asked for ...
+    beside = project.cli("replay", "--verify", "--chain-only", "--json")
+    assert beside.exit_code == 5, beside.stdout
+    [failure] = json.loads(beside.stdout)["failures"]
+    assert (failure["kind"], failure["file"]) == ("not-an-extension", f"results/checkpoints/{path.name}")
+    # ... unless the attacker removes it too: the chain alone cannot tell
+    path.unlink()
+    assert project.cli("replay", "--verify", "--chain-only").exit_code == 0
 
     r = project.cli("replay", "--verify", "--chain-only", "--checkpoint", held, "--json")
     assert r.exit_code == 5, r.stderr
@@ -175,7 +182,8 @@ def test_a_rewritten_event_with_the_whole_chain_recomputed_passes_the_chain_and_
 
 
 def test_a_rewrite_that_keeps_the_ledgers_own_checkpoint_record_is_caught_without_any_held_file(project: Project):
-    project.checkpoint()
+    _, path = project.checkpoint()
+    path.unlink()  # nor the one kept beside the ledger
     project.ledger.write_bytes(rechain(_forge(project.events())))
     r = project.cli("replay", "--verify", "--chain-only", "--json")
     assert r.exit_code == 5
@@ -197,7 +205,10 @@ def test_a_record_re_signed_with_another_key_passes_alone_and_fails_against_the_
     assert run_cli(["checkpoint", "--key", forger, "--root", project.root]).exit_code == 0
     alone = project.cli("replay", "--verify", "--chain-only", "--json")
     assert alone.exit_code == 0, alone.stdout
-    assert [n["kind"] for n in json.loads(alone.stdout)["notes"]] == ["untrusted-signer"]
+    notes = json.loads(alone.stdout)["notes"]
+    # the forger's file beside the ledger and its record in it, each signed by no trusted key
+    assert [n["kind"] for n in notes] == ["untrusted-signer", "untrusted-signer"]
+    assert notes[0]["file"].startswith("results/checkpoints/") and notes[1]["seq"] == 12
     assert project.cli("replay", "--verify", "--chain-only", "--checkpoint", held).exit_code == 5
     text = project.cli("replay", "--verify", "--chain-only")
     assert text.exit_code == 0 and "note: untrusted-signer: [seq 12]" in text.stdout, text.stdout
@@ -213,6 +224,8 @@ def test_truncating_and_re_extending_the_ledger_is_caught(project: Project, tmp_
     project.append([run_recorded(9), grade_recorded(9, verdict="fail")])
     project.append(runs_and_grades(6, start=20))
     assert LedgerStore(project.ledger).head().seq > size
+    assert project.cli("replay", "--verify", "--chain-only").exit_code == 5  # the checkpoint kept beside it
+    path.unlink()
     assert project.cli("replay", "--verify", "--chain-only").exit_code == 0
     r = project.cli("replay", "--verify", "--chain-only", "--checkpoint", held, "--json")
     assert r.exit_code == 5 and json.loads(r.stdout)["failures"][0]["kind"] == "not-an-extension"

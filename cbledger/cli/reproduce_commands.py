@@ -141,7 +141,16 @@ def _print(report: verify_mod.VerifyReport) -> None:
     chain = report.chain
     if chain.ok:
         typer.echo(f"chain ok: {chain.events} events, {chain.bytes} bytes; head seq {chain.head.seq} {chain.head.hash}")
-        if not report.options.checkpoints:
+        newest = max((c.size for _, c in report.checkpoints.given), default=0)
+        if not report.options.checkpoints and newest:
+            # The checkpoints kept beside the ledger were held against it; a cut after the
+            # newest of them (or one that removed them too) only a head published elsewhere shows.
+            typer.echo(
+                f"head: seq {chain.head.seq} {chain.head.hash}; the checkpoints kept beside the ledger cover it "
+                f"to seq {newest}: events removed after that, or these files removed with them, only a checkpoint "
+                "published elsewhere shows (--checkpoint FILE)"
+            )
+        elif not report.options.checkpoints:
             # A ledger cut short at its end (its last runs dropped with their bundles and
             # records) is still a valid chain; only a head published elsewhere can tell.
             typer.echo(

@@ -7,6 +7,7 @@ checkpoint signs. This runs in the chain's own pass (`tlog.verified_scan`) and c
 
 * every checkpoint FILE given (signed by a trusted key, else a usage error): the ledger has at
   least its size and its first `size` events hash to its root — `not-an-extension` otherwise;
+  with none given, every checkpoint kept under `results/checkpoints/` that a trusted key signed;
 * every `checkpoint.published` the ledger records: its root is the ledger's root at its size
   (`checkpoint-record`), and, when trusted keys are at hand, a trusted key's signature on it
   verifies (`checkpoint-signature`); one signed by no trusted key is a note, not a failure.
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from cbledger.errors import UserError
+from cbledger.ledger.checkpoint import CheckpointError
 from cbledger.ledger.keys import Untrusted, VerifierKey, open_note
 from cbledger.ledger.note import NoteError
 from cbledger.ledger.signed_checkpoint import SignedCheckpoint, open_checkpoint
@@ -66,6 +68,29 @@ def open_given(files: Sequence[Path], keys: Sequence[VerifierKey]) -> list[tuple
             raise UserError(f"{p}: no such checkpoint file")
         out.append((str(p), open_checkpoint(p.read_bytes(), keys, str(p))))
     return out
+
+
+def published_beside(workspace: Workspace, keys: Sequence[VerifierKey]) -> tuple[list[tuple[str, SignedCheckpoint]], list[Finding]]:
+    """The signed checkpoints kept under `results/checkpoints/`, held against the ledger when no
+    --checkpoint is given: a ledger cut short at its end, or re-chained over a signed prefix,
+    is caught by the checkpoints published beside it (one from elsewhere is still stronger: whoever
+    cut the ledger could have removed these too). One no trusted key signed is a note."""
+    directory = workspace.checkpoints
+    if not directory.is_dir():
+        return [], []
+    files = sorted(directory.glob("*.txt"), key=lambda p: (len(p.stem), p.stem))
+    if files and not keys:
+        return [], [Finding(check="checkpoint", kind="untrusted-signer", file=workspace.recorded_name(directory),
+                            message=f"{len(files)} checkpoint file(s) beside the ledger: no trusted key under keys/, not held against it")]
+    given, notes = [], []
+    for p in files:
+        name = workspace.recorded_name(p)
+        try:
+            given.append((name, open_checkpoint(p.read_bytes(), keys, name)))
+        except (CheckpointError, UnicodeDecodeError, OSError) as exc:
+            notes.append(Finding(check="checkpoint", kind="untrusted-signer", file=name,
+                                 message=f"not held against the ledger: {exc}"))
+    return given, notes
 
 
 def chain_and_checkpoints(

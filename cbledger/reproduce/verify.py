@@ -54,6 +54,7 @@ from cbledger.reproduce.checkpoints import (
     CheckpointsCheck,
     chain_and_checkpoints,
     open_given,
+    published_beside,
     trusted_keys,
 )
 from cbledger.reproduce.findings import Finding, RunCheck
@@ -396,7 +397,11 @@ def _verify(
     started = time.perf_counter()
     keys = trusted_keys(workspace, options.keys)
     given = open_given(options.checkpoints, keys)
+    beside: list[Finding] = []
+    if not given:
+        given, beside = published_beside(workspace, keys)
     chain, anchored = chain_and_checkpoints(workspace, given, keys, progress=chain_progress)
+    anchored.notes[:0] = beside
     report = VerifyReport(ledger=LedgerStore(workspace.ledger).location, root=str(workspace.root), options=options, chain=chain,
                           checkpoints=anchored)
     if not chain.ok or anchored.failures or options.chain_only:
