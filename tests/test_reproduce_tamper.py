@@ -294,3 +294,18 @@ def test_a_run_end_figure_edited_and_re_chained_is_named_against_the_preserved_t
         "stats-mismatch", "stats.tokensIn", victim.event.body.run_id, victim.seq)
     assert (found["expected"], found["actual"]) == (recorded + 5000, recorded)
     assert found["file"] == victim.event.body.evidence["transcript"].path
+
+
+def test_a_cost_finding_fails_the_run_it_names(project, monkeypatch):
+    """`replay --verify` applies the cost check (`reproduce.figures.cost_findings`, tested on its
+    own in test_reproduce_cost.py) to the runs it checks: its findings fail those runs."""
+    from cbledger.reproduce import verify as verify_mod
+    from cbledger.reproduce.findings import Finding
+
+    victim = runs(project)[("gold", EDIT_TASK)]
+    finding = Finding(check="run", kind="cost-mismatch", message="planted", seq=victim.seq,
+                      run_id=victim.event.body.run_id, field="cost.usdMicros", expected=1, actual=2)
+    monkeypatch.setattr(verify_mod, "cost_findings", lambda state: {victim.event.body.run_id: [finding]})
+    code, report = verify_json(project)
+    assert code == 3
+    assert [(f["kind"], f["runId"]) for f in report["failures"]] == [("cost-mismatch", victim.event.body.run_id)]

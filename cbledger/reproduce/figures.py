@@ -5,7 +5,9 @@ exit path, the files it committed) into `stats`, and LEADERBOARD.md publishes su
 re-grade reads the transcript for its assertions but not these figures, so a hand-edited token
 count, re-chained with the rest, would pass every other check while changing a published number.
 Deriving them again with the runner's own rule (`runner.execute.stats_from`) from the restored
-transcript, whose digest `check_digests` has already compared, closes that gap offline.
+transcript, whose digest `check_digests` has already compared, closes that gap offline; the cost
+is then priced again from those tokens under the price table the run names, which the ledger
+holds.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from blake3 import blake3
 
 from cbledger.grading.evidence.transcript import parse_transcript
 from cbledger.grading.evidence.tree import view
-from cbledger.ledger.events import RunRecorded
+from cbledger.ledger.events import PricingPublished, RunRecorded
+from cbledger.projections.fold import LedgerState
 from cbledger.reproduce.findings import Finding
 from cbledger.reproduce.restore import evidence_commits
+from cbledger.runner import pricing
 from cbledger.runner.execute import stats_from
 
 
@@ -51,3 +55,35 @@ def figures_findings(repo: pygit2.Repository, run: RunRecorded, seq: int, comple
 def _finding(run: RunRecorded, seq: int, field: str, expected: object, message: str, actual: object = None) -> Finding:
     return Finding(check="run", kind="stats-mismatch", message=message, seq=seq, run_id=run.run_id,
                    field=field, file=run.evidence["transcript"].path, expected=expected, actual=actual)
+
+
+def cost_findings(state: LedgerState) -> dict[str, list[Finding]]:
+    """Per run, a finding when its recorded cost is not what its tokens cost under the price
+    table it names. The runner prices a run from its run-end tokens (checked against the
+    transcript above) under the latest `pricing.published`, so the cost a leaderboard sums is a
+    function of what the ledger already holds: a hand-edited cost, re-chained, is named here. A
+    replay carries its original's cost, and a null cost states no figure; neither is priced."""
+    tables: dict[str, PricingPublished] = {}
+    out: dict[str, list[Finding]] = {}
+    entries: list[tuple[int, RunRecorded]] = [(e.seq, e.run) for e in state.runs.values()]
+    entries += [(p.seq, p.run) for p in state.later_passes.values()]
+    by_seq = sorted([(p.seq, p.body) for p in state.pricing] + [(s, r) for s, r in entries], key=lambda x: x[0])
+    for seq, item in by_seq:
+        if isinstance(item, PricingPublished):
+            tables[item.table_version] = item  # a run is priced under the latest table before it
+            continue
+        run, cost = item, item.cost
+        if cost.usd_micros is None or cost.price_table_version is None or run.replay_of is not None or run.stats is None:
+            continue
+        table = tables.get(cost.price_table_version)
+        route = pricing.route(run.model.id, table)
+        again = pricing.usd_micros(route.price if route else None, run.stats.tokens_in, run.stats.tokens_out)
+        if again != cost.usd_micros:
+            where = f"price table {cost.price_table_version}" if table else f"price table {cost.price_table_version}, which no pricing.published before it holds"
+            out.setdefault(run.run_id, []).append(Finding(
+                check="run", kind="cost-mismatch", seq=seq, run_id=run.run_id, field="cost.usdMicros",
+                message=f"cost.usdMicros is {cost.usd_micros}, but {run.stats.tokens_in} tokens in and "
+                        f"{run.stats.tokens_out} out of {run.model.id} cost {again} under {where}",
+                expected=cost.usd_micros, actual=again,
+            ))
+    return out

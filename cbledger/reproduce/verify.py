@@ -57,6 +57,7 @@ from cbledger.reproduce.checkpoints import (
     published_beside,
     trusted_keys,
 )
+from cbledger.reproduce.figures import cost_findings
 from cbledger.reproduce.findings import Finding, RunCheck
 from cbledger.reproduce.outputs import OutputsCheck, check_outputs
 from cbledger.reproduce.runs import Suites, check_run
@@ -437,9 +438,9 @@ def _verify(
         shutil.rmtree(scratch, ignore_errors=True)
     if outputs is not None:
         report.outputs = outputs.result()  # before anything else reads the state it reads
-    reused = reused_evidence(state)
+    reused, costs = reused_evidence(state), cost_findings(state)
     for check in checked:
-        for f in reused.get(check.run_id, []):
+        for f in reused.get(check.run_id, []) + costs.get(check.run_id, []):
             check.fail(f)
     report.runs = sorted(checked + skipped, key=lambda r: r.seq)
     report.runs_checked = True

@@ -1,0 +1,51 @@
+"""The cost a run records is what its run-end tokens cost under the price table it names, both
+held by the ledger: `replay --verify` prices every costed run again and names one that differs
+(a hand-edited cost, re-chained, would otherwise change a published cost per passing task)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+
+from cbledger.ledger.events import Cost
+from cbledger.projections.writers import load_state
+from cbledger.reproduce.figures import cost_findings
+from tests.factories import new_ledger, pricing_published, run_recorded
+
+
+def _priced(n: int, usd_micros: int | None = None, table: str = "2026-01", replay_of: str | None = None):
+    event = run_recorded(n)
+    body = event.body
+    stats = body.stats
+    assert stats is not None and body.model.id == "claude-sonnet-4.5"
+    honest = stats.tokens_in * 3 + stats.tokens_out * 15  # the factory table: 3 and 15 micro-USD a token
+    cost = Cost(usd_micros=honest if usd_micros is None else usd_micros, price_table_version=table)
+    return msgspec.structs.replace(event, body=msgspec.structs.replace(body, cost=cost, replay_of=replay_of))
+
+
+def _findings(tmp_path: Path, *runs) -> dict:
+    store = new_ledger(tmp_path / "events.jsonl")
+    store.append([pricing_published(1), *runs])
+    return cost_findings(load_state(store))
+
+
+def test_a_run_priced_as_the_runner_prices_it_passes(tmp_path):
+    assert _findings(tmp_path, _priced(1), _priced(2)) == {}
+
+
+def test_an_edited_cost_is_named_with_both_figures(tmp_path):
+    honest = _priced(2).body.cost.usd_micros
+    found = _findings(tmp_path, _priced(1), _priced(2, usd_micros=honest + 1))
+    [(run_id, [f])] = found.items()
+    assert run_id == _priced(2).body.run_id
+    assert (f.kind, f.field, f.expected, f.actual) == ("cost-mismatch", "cost.usdMicros", honest + 1, honest)
+
+
+def test_a_cost_under_a_price_table_the_ledger_never_held_is_named(tmp_path):
+    [(_, [f])] = _findings(tmp_path, _priced(1, table="2031-01")).items()
+    assert f.actual is None and "no pricing.published before it holds" in f.message
+
+
+def test_a_replay_keeps_its_originals_cost_and_is_not_priced_again(tmp_path):
+    assert _findings(tmp_path, _priced(1), _priced(2, usd_micros=7, replay_of=_priced(1).body.run_id)) == {}
