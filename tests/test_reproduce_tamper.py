@@ -309,3 +309,25 @@ def test_a_cost_finding_fails_the_run_it_names(project, monkeypatch):
     code, report = verify_json(project)
     assert code == 3
     assert [(f["kind"], f["runId"]) for f in report["failures"]] == [("cost-mismatch", victim.event.body.run_id)]
+
+
+def test_run_end_figures_nulled_and_re_chained_are_named(project):
+    """Setting a run's stats to null drops its tokens from every published sum: the preserved
+    transcript still gives them, so the null is a finding too."""
+    import msgspec
+
+    from tests.test_ledger_tamper import events_of, rechain, split
+
+    ledger = project / "results" / "ledger" / "events.jsonl"
+    victim = runs(project)[("gold", EDIT_TASK)]
+    events = events_of(split(ledger))
+    plain = msgspec.json.decode(events[victim.seq - 1])
+    plain["body"]["stats"] = None
+    events[victim.seq - 1] = msgspec.json.Encoder(order="sorted").encode(plain)
+    ledger.write_bytes(rechain(events))
+    assert cli(project, "project", "all").exit_code == 0
+    code, report = verify_json(project)
+    assert code == 3, report["failures"]
+    (found,) = report["failures"]
+    assert (found["kind"], found["field"], found["runId"]) == ("stats-mismatch", "stats", victim.event.body.run_id)
+    assert "null" in found["message"]

@@ -31,7 +31,7 @@ def figures_findings(repo: pygit2.Repository, run: RunRecorded, seq: int, comple
     transcript is missing or altered gets none here: `check_digests` already fails it, and a
     figure derived from other bytes would prove nothing."""
     ref = run.evidence.get("transcript")
-    if run.stats is None or ref is None:
+    if ref is None:
         return []
     capture, _ = evidence_commits(repo, run, complete)
     if capture is None:
@@ -40,9 +40,14 @@ def figures_findings(repo: pygit2.Repository, run: RunRecorded, seq: int, comple
     if data is None or len(data) != ref.bytes or blake3(data).hexdigest() != ref.blake3:
         return []
     # The cap a synthesized record states is the run's setting, not a transcript figure.
-    derived, _ = stats_from(parse_transcript(data, ref.path), run.runner_exit, run.stats.max_turns)
-    if derived is None:
-        return [_finding(run, seq, "stats", None, "the transcript's run-end gives no figures this runner records")]
+    cap = run.stats.max_turns if run.stats is not None else 0
+    derived, _ = stats_from(parse_transcript(data, ref.path), run.runner_exit, cap)
+    if derived is None or run.stats is None:
+        if derived is None and run.stats is None:
+            return []  # a run-end whose exit path the runner does not know: no figures, as recorded
+        return [_finding(run, seq, "stats", None if run.stats is None else "recorded",
+                         "stats are null, but the preserved transcript gives figures" if run.stats is None
+                         else "the preserved transcript's run-end gives no figures this runner records")]
     recorded, again = msgspec.to_builtins(run.stats), msgspec.to_builtins(derived)
     return [
         _finding(run, seq, f"stats.{name}", recorded.get(name),
