@@ -270,23 +270,29 @@ def test_run_failures_outrank_projection_failures(project):
     assert {f["kind"] for f in report["failures"]} == {"bundle-missing", "leaderboard-different"}
 
 
-def test_a_run_end_figure_edited_and_re_chained_is_named_against_the_preserved_transcript(project):
-    """A forger who raises a run's token count, re-chains the ledger and regenerates every
-    output changes a published sum while every grade still reproduces: the figure is derived
-    again from the preserved transcript, which the forger cannot change without its digest."""
+def _forge_run_body(project: Path, victim, edit) -> None:
+    """Rewrites a run's body with `edit`, re-chains the ledger and regenerates every output, as a
+    forger who knows the format would: only what the preserved run holds can give it away."""
     import msgspec
 
     from tests.test_ledger_tamper import events_of, rechain, split
 
     ledger = project / "results" / "ledger" / "events.jsonl"
-    victim = runs(project)[("gold", EDIT_TASK)]
     events = events_of(split(ledger))
     plain = msgspec.json.decode(events[victim.seq - 1])
-    recorded = plain["body"]["stats"]["tokensIn"]
-    plain["body"]["stats"]["tokensIn"] = recorded + 5000
+    edit(plain["body"])
     events[victim.seq - 1] = msgspec.json.Encoder(order="sorted").encode(plain)
     ledger.write_bytes(rechain(events))
     assert cli(project, "project", "all").exit_code == 0
+
+
+def test_a_run_end_figure_edited_and_re_chained_is_named_against_the_preserved_transcript(project):
+    """A forger who raises a run's token count, re-chains the ledger and regenerates every
+    output changes a published sum while every grade still reproduces: the figure is derived
+    again from the preserved transcript, which the forger cannot change without its digest."""
+    victim = runs(project)[("gold", EDIT_TASK)]
+    recorded = victim.event.body.stats.tokens_in
+    _forge_run_body(project, victim, lambda body: body["stats"].update(tokensIn=recorded + 5000))
     code, report = verify_json(project)
     assert code == 3, report["failures"]
     (found,) = report["failures"]
@@ -314,18 +320,8 @@ def test_a_cost_finding_fails_the_run_it_names(project, monkeypatch):
 def test_run_end_figures_nulled_and_re_chained_are_named(project):
     """Setting a run's stats to null drops its tokens from every published sum: the preserved
     transcript still gives them, so the null is a finding too."""
-    import msgspec
-
-    from tests.test_ledger_tamper import events_of, rechain, split
-
-    ledger = project / "results" / "ledger" / "events.jsonl"
     victim = runs(project)[("gold", EDIT_TASK)]
-    events = events_of(split(ledger))
-    plain = msgspec.json.decode(events[victim.seq - 1])
-    plain["body"]["stats"] = None
-    events[victim.seq - 1] = msgspec.json.Encoder(order="sorted").encode(plain)
-    ledger.write_bytes(rechain(events))
-    assert cli(project, "project", "all").exit_code == 0
+    _forge_run_body(project, victim, lambda body: body.update(stats=None))
     code, report = verify_json(project)
     assert code == 3, report["failures"]
     (found,) = report["failures"]
