@@ -394,3 +394,18 @@ def test_import_refuses_a_rewrite_its_own_checkpoint_record_contradicts(project:
     r = run_cli(["import", "--jsonl", project.ledger, "--ledger", dest, "--root", project.root])
     assert r.exit_code == 2 and "seq 12 records root" in r.stderr and "nothing imported" in r.stderr, r.stderr
     assert not dest.exists() or dest.stat().st_size == 0
+
+
+def test_checkpoints_kept_beside_a_project_are_not_held_against_another_ledger(project: Project, tmp_path: Path):
+    """`--ledger` names another ledger than the project's own: the checkpoint files under the
+    project's results/ belong to the project's ledger, not to it."""
+    project.checkpoint()
+    other = tmp_path / "elsewhere" / "events.jsonl"
+    new_ledger(other)
+    # the project's results directory, with another ledger: the files there are not this one's
+    r = run_cli(["--results", project.root / "results", "replay", "--verify", "--chain-only",
+                 "--ledger", other, "--root", project.root])
+    assert r.exit_code == 0, r.output
+    assert "checkpoint ok" not in r.stdout
+    own = project.cli("replay", "--verify", "--chain-only")
+    assert own.exit_code == 0 and "checkpoint ok: results/checkpoints/" in own.stdout

@@ -71,12 +71,15 @@ def open_given(files: Sequence[Path], keys: Sequence[VerifierKey]) -> list[tuple
 
 
 def published_beside(workspace: Workspace, keys: Sequence[VerifierKey]) -> tuple[list[tuple[str, SignedCheckpoint]], list[Finding]]:
-    """The signed checkpoints kept under `results/checkpoints/`, held against the ledger when no
-    --checkpoint is given: a ledger cut short at its end, or re-chained over a signed prefix,
+    """The signed checkpoints kept under `results/checkpoints/`, held against the file ledger of
+    the same results directory when no --checkpoint is given: a ledger cut short at its end, or re-chained over a signed prefix,
     is caught by the checkpoints published beside it (one from elsewhere is still stronger: whoever
     cut the ledger could have removed these too). One no trusted key signed is a note."""
     directory = workspace.checkpoints
-    if not directory.is_dir():
+    ledger = workspace.ledger_file
+    # Only a file ledger inside the same results directory owns them: a database ledger, or a
+    # file elsewhere, named with --ledger beside a project, is another ledger than theirs.
+    if ledger is None or not directory.is_dir() or not ledger.resolve().is_relative_to(directory.parent.resolve()):
         return [], []
     files = sorted(directory.glob("*.txt"), key=lambda p: (len(p.stem), p.stem))
     if files and not keys:
