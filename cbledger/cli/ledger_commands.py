@@ -12,7 +12,7 @@ import typer
 
 from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, ledger_path, project_root
 from cbledger.inputs import printable, read_regular
-from cbledger.ledger import semantics
+from cbledger.ledger import durable, semantics
 from cbledger.ledger.events import Actor, event_type
 from cbledger.ledger.intake import MAX_INPUT_BYTES, parse_events
 from cbledger.ledger.store import LedgerStore
@@ -208,8 +208,7 @@ def export(
         return
     # Replacing is for a file: a rename over a directory fails half done, and over a device, a
     # FIFO or a symlink (-o /dev/stdout) it would swap that node for a regular file.
-    if out.is_symlink() or (out.exists() and not out.is_file()):
-        fail(f"{out}: not a regular file; -o writes a file and replaces it whole", 2)
+    durable.refuse_non_file(out, symlink=False)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
     try:

@@ -21,8 +21,7 @@ def write_atomic(path: Path, data: bytes) -> None:
     `fsync_directory(path.parent)` has run. The rename replaces a file; over a directory it
     fails half done, and over a device or a FIFO (`-o /dev/stdout`) it would swap that node for
     a regular file, so any target that exists and is not a regular file is refused."""
-    if path.exists() and not path.is_file():
-        raise UserError(f"{path}: not a regular file; it is written whole and replaced")
+    refuse_non_file(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -34,6 +33,14 @@ def write_atomic(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def refuse_non_file(path: Path, *, symlink: bool = True) -> None:
+    """Raises UserError when `path` exists and is not a regular file (or, with `symlink=False`,
+    is a symlink at all): a file written whole and renamed into place must only ever replace a
+    file."""
+    if (not symlink and path.is_symlink()) or (path.exists() and not path.is_file()):
+        raise UserError(f"{path}: not a regular file; it is written whole and replaced")
 
 
 def fsync_directory(directory: Path) -> None:

@@ -289,6 +289,17 @@ class LedgerStore:
         return self.recorder.repair_tail()
 
 
+def remove_unless_landed(store: LedgerStore | None, event_ids: Sequence[str], paths: Iterable[Path]) -> None:
+    """After an append that raised (an interrupt, a refusal), removes the files written for its
+    batch unless the batch landed. An interrupt may arrive after the batch was made durable and
+    before the append returned; the events then name these files, and removing them would leave
+    the ledger naming files it lost. `store` is None when the append never began."""
+    if event_ids and store is not None and store.holds(event_ids):
+        return
+    for path in paths:
+        path.unlink(missing_ok=True)
+
+
 __all__ = [
     "Appended",
     "Head",
@@ -298,4 +309,5 @@ __all__ = [
     "TailRepair",
     "TornTail",
     "open_recorder",
+    "remove_unless_landed",
 ]

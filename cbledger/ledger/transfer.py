@@ -63,8 +63,9 @@ def import_jsonl(source: Path, store: LedgerStore, batch: int = BATCH) -> Import
     report, scanned, found = verified_scan(source)
     if not report.ok:
         raise UserError(f"{source}: does not verify ({report.problem}); nothing imported")
-    for _, why in recorded_problems(found, scanned)[:1]:
-        raise UserError(f"{source}: does not verify ({why}); nothing imported")
+    problems = recorded_problems(found, scanned)
+    if problems:
+        raise UserError(f"{source}: does not verify ({problems[0][1]}); nothing imported")
     file = JsonLinesRecorder(source)
     for i, stored in enumerate(file.read(until=report.head.seq)):
         refuse_credentials(i, stored.event, stored.raw)

@@ -469,11 +469,17 @@ def index_name(table: str, columns: tuple[str, ...]) -> str:
 # --------------------------------------------------------------------------- gathering the sources
 
 
-#: the tables whose rows each belong to one run (`run_id`), and those rebuilt whole on an update
-PER_RUN = ("runs", "grades", "assertion_outcomes", "incomparable_records", "rubric_scores")
-#: per-run too, but a later pass's rows also hang on its pass 1 (`first_run_id`): they are
-#: deleted and written again when either run changed
-PER_PASS = ("later_passes",)
+#: the tables whose rows each belong to a run, with the columns that name it: an update deletes
+#: and writes again the rows any of them names a changed run in (a later pass's rows hang on its
+#: pass 1 too); every other table is rebuilt whole
+PER_RUN: dict[str, tuple[str, ...]] = {
+    "runs": ("run_id",),
+    "grades": ("run_id",),
+    "assertion_outcomes": ("run_id",),
+    "incomparable_records": ("run_id",),
+    "rubric_scores": ("run_id",),
+    "later_passes": ("run_id", "first_run_id"),
+}
 
 
 def build_tables(state: LedgerState, views: Views | None = None) -> list[Table]:
@@ -664,15 +670,13 @@ def update(path: Path, state: LedgerState, views: Views, run_ids: set[str]) -> P
         conn.execute("BEGIN IMMEDIATE")
         try:
             for t in tables:
-                if t.name in PER_RUN or t.name in PER_PASS:
+                owners = PER_RUN.get(t.name)
+                if owners:
                     for i in range(0, len(ids), 500):
                         chunk = ids[i:i + 500]
                         marks = ",".join("?" * len(chunk))
-                        if t.name in PER_PASS:
-                            conn.execute(f'DELETE FROM "{t.name}" WHERE run_id IN ({marks}) OR first_run_id IN ({marks})',
-                                         chunk + chunk)
-                        else:
-                            conn.execute(f'DELETE FROM "{t.name}" WHERE run_id IN ({marks})', chunk)
+                        where = " OR ".join(f'"{c}" IN ({marks})' for c in owners)
+                        conn.execute(f'DELETE FROM "{t.name}" WHERE {where}', chunk * len(owners))
                 else:
                     conn.execute(f'DELETE FROM "{t.name}"')
                 conn.executemany(_insert_sql(t.name, t.columns), _tuples(t))

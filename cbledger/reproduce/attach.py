@@ -25,7 +25,7 @@ from pathlib import Path
 from cbledger.errors import UserError
 from cbledger.ledger import durable, semantics
 from cbledger.ledger.events import Actor, CassetteAttached, EventBase, make_event
-from cbledger.ledger.store import LedgerStore
+from cbledger.ledger.store import LedgerStore, remove_unless_landed
 from cbledger.reproduce import rerun as rerun_mod
 from cbledger.runner import cassette as cassette_mod
 from cbledger.runner import ledger_view
@@ -133,9 +133,6 @@ def _keep(workspace: Workspace, results: list[rerun_mod.RerunResult]) -> list[At
         store = LedgerStore(workspace.ledger)
         appended = store.append(events, check=semantics.check_batch)
     except BaseException:
-        # an interrupt after the batch was made durable leaves the cassettes its events name
-        if not (events and store is not None and store.holds(e.id for e in events)):
-            for path in written:
-                path.unlink(missing_ok=True)
+        remove_unless_landed(store, [e.id for e in events], written)
         raise
     return [Attached(b.run_id, b, a.seq) for b, a in zip(bodies, appended, strict=True)]

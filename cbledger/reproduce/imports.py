@@ -35,7 +35,7 @@ from cbledger.ledger.events import (
     ImportSummary,
     make_event,
 )
-from cbledger.ledger.store import LedgerStore
+from cbledger.ledger.store import LedgerStore, remove_unless_landed
 from cbledger.ledger.surfaces import MANUAL_IMPORT_FORMAT, import_surface
 from cbledger.login import login_name
 from cbledger.projections.paths import RETRACTION_NAME
@@ -152,10 +152,7 @@ def _commit(workspace: Workspace, candidates: list[_Candidate], actor: Actor) ->
         now = _dt.datetime.now(_dt.UTC)
         appended = store.append([make_event(c.body, id=c.id, actor=actor, at=now) for c in fresh]) if fresh else []
     except BaseException:
-        # an interrupt after the batch was made durable leaves the files its events name
-        if not (fresh and store.holds(c.id for c in fresh)):
-            for p in written:
-                p.unlink(missing_ok=True)
+        remove_unless_landed(store, [c.id for c in fresh], written)
         raise
     seqs = {a.id: a.seq for a in appended}
     for outcome in report.outcomes:

@@ -257,8 +257,7 @@ def received_attempt(
             try:
                 _check_pass(result.worker, output.run, k, spec.passes, first, previous)
             except UserError:
-                for staged in (output.staged, *(output.cassette or ())[:1]):
-                    staged.unlink(missing_ok=True)
+                output.discard_staged()
                 raise
         except UserError as exc:
             kept.append((label, str(exc)))

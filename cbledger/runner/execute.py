@@ -53,7 +53,7 @@ from cbledger.ledger.events import (
     Timings,
     make_event,
 )
-from cbledger.ledger.store import Appended, LedgerStore
+from cbledger.ledger.store import Appended, LedgerStore, remove_unless_landed
 from cbledger.ledger.types import MAX_COUNT, MAX_TOKENS, ExitPath, RunMode, Segment
 from cbledger.runner import backstop, isolation, preserve, pricing
 from cbledger.runner import cassette as cassette_mod
@@ -121,6 +121,13 @@ class RunOutput:
     pending: Path
     #: (staged, final) of the run's cassette, when its exchanges were recorded
     cassette: tuple[Path, Path] | None = None
+
+    def discard_staged(self) -> None:
+        """Removes what waits to be published (the staged bundle and cassette): a run shipped
+        elsewhere, or refused before its publish."""
+        self.staged.unlink(missing_ok=True)
+        if self.cassette is not None:
+            self.cassette[0].unlink(missing_ok=True)
 
 
 def new_run_id(planned: PlannedRun, started: _dt.datetime) -> str:
@@ -719,8 +726,8 @@ def publish(store: LedgerStore, output: RunOutput) -> list[Appended]:
     tried again; one the ledger refuses (a torn tail, a disk that stays full) leaves the bundle
     in place and the events in `results/runs/<run-id>.events.jsonl`, and the error says how to
     record them (`cbledger append` that file once the ledger is repaired; appending is
-    idempotent). Only an interrupt removes the bundle and the cassette again, and only when the events did not
-    reach the ledger: then nothing of that run was decided."""
+    idempotent). Only an interrupt removes the bundle and the cassette again, and only when the
+    events did not reach the ledger: then nothing of that run was decided."""
     output.final.parent.mkdir(parents=True, exist_ok=True)
     os.replace(output.staged, output.final)
     directories = [output.final.parent]
@@ -743,22 +750,10 @@ def publish(store: LedgerStore, output: RunOutput) -> list[Appended]:
         except UserError as exc:
             raise _kept_for_later(output, str(exc)) from None
         except BaseException:
-            _withdraw_unless_recorded(store, output, new_cassette)
+            published = [output.final] + ([new_cassette] if new_cassette is not None else [])
+            remove_unless_landed(store, [e.id for e in output.events], published)
             raise
     raise AssertionError("unreachable")
-
-
-def _withdraw_unless_recorded(store: LedgerStore, output: RunOutput, new_cassette: Path | None) -> None:
-    """After an interrupt during the append, removes the run's published files only if its
-    events did not reach the ledger. The interrupt may land after the batch was made durable and
-    before the append returned: then the events name the bundle and the cassette, and removing
-    them would leave the ledger naming files it lost. A cassette that was already in place
-    (another run's, with the same content) is never removed."""
-    if output.events and store.holds(e.id for e in output.events):
-        return
-    output.final.unlink(missing_ok=True)
-    if new_cassette is not None:
-        new_cassette.unlink(missing_ok=True)
 
 
 def _kept_for_later(output: RunOutput, why: str) -> UserError:

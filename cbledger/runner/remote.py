@@ -259,9 +259,7 @@ def run_remote(spec: RemoteRun, task_package: Package, fixture_package: Package)
         return [_shipped(spec.index, name, output) for output in outputs]
     finally:
         for output in outputs:
-            output.staged.unlink(missing_ok=True)
-            if output.cassette is not None:
-                output.cassette[0].unlink(missing_ok=True)
+            output.discard_staged()
 
 
 def _shipped(index: int, worker: str, output: RunOutput) -> RemoteResult:
