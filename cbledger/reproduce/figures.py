@@ -42,13 +42,13 @@ def figures_findings(repo: pygit2.Repository, run: RunRecorded, seq: int, comple
     # The cap a synthesized record states is the run's setting, not a transcript figure.
     cap = run.stats.max_turns if run.stats is not None else 0
     derived, _ = stats_from(parse_transcript(data, ref.path), run.runner_exit, cap)
-    if derived is None or run.stats is None:
-        if derived is None and run.stats is None:
-            return []  # a run-end whose exit path the runner does not know: no figures, as recorded
-        return [_finding(run, seq, "stats", None if run.stats is None else "recorded",
-                         "stats are null, but the preserved transcript gives figures" if run.stats is None
-                         else "the preserved transcript's run-end gives no figures this runner records")]
     recorded, again = msgspec.to_builtins(run.stats), msgspec.to_builtins(derived)
+    if recorded is None or again is None:
+        if recorded == again:
+            return []  # a run-end whose exit path the runner does not know: no figures, as recorded
+        said = "null" if recorded is None else "recorded"
+        gives = "figures" if again is not None else "no figures this runner records"
+        return [_finding(run, seq, "stats", recorded, f"stats are {said}, but the preserved transcript gives {gives}", again)]
     return [
         _finding(run, seq, f"stats.{name}", recorded.get(name),
                  f"stats.{name} is {recorded.get(name)!r}, but the preserved transcript gives {value!r}", value)
