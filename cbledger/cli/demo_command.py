@@ -109,7 +109,8 @@ def demo(
     noop_pass, noop_n = totals["noop"]
     typer.echo(f"gold passed {gold_pass}/{gold_n}; noop passed {noop_pass}/{noop_n}")
     typer.echo(
-        f"records: {len(outputs.records.created)} new; {where.leaderboard} and {where.read_model} regenerated; "
+        f"records: {len(outputs.records.created)} new; {where.leaderboard}, {where.read_model} and the site "
+        f"{where.site / 'index.html'} regenerated; "
         f"chain {'ok' if chain.ok else 'BROKEN'}: head seq {chain.head.seq} {chain.head.hash}"
     )
     if failures or not chain.ok or gold_pass != gold_n or noop_pass != 0:

@@ -38,7 +38,7 @@ def serve_cmd(
     url = endpoint.serve("", loaded)
     n = script.length(loaded)
     typer.echo(f"serving session {loaded.name!r} ({'unbounded' if n is None else f'{n} turn(s)'}) at {url}")
-    typer.echo(f"  COPPERHEAD_BASE_URL={url} copperhead --repo DIR do \"…\" --model compat:{loaded.model}")
+    typer.echo(f"  COPPERHEAD_BASE_URL={url} copperhead --repo DIR do \"…\" --model compat:{loaded.model or 'scripted'}")
     try:
         endpoint.serve_forever()
     except KeyboardInterrupt:

@@ -13,7 +13,7 @@ import typer
 from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, ledger_path, project_root
 from cbledger.inputs import printable, read_regular
 from cbledger.ledger import durable, semantics
-from cbledger.ledger.events import Actor, event_type
+from cbledger.ledger.events import EVENT_TYPES, Actor, event_type
 from cbledger.ledger.intake import MAX_INPUT_BYTES, parse_events
 from cbledger.ledger.store import LedgerStore
 from cbledger.login import login_name
@@ -102,6 +102,9 @@ def log(
     if verdict not in (None, "pass", "fail"):
         fail(f"--verdict {printable(verdict)!r}: give pass or fail")
     types = set(type_) if type_ else None
+    unknown = sorted((types or set()) - set(EVENT_TYPES))
+    if unknown:
+        fail(f"--type {printable(unknown[0])!r}: not an event type (one of {', '.join(sorted(EVENT_TYPES))})")
     about_runs = bool(task or model or run or verdict)
     runs: dict[str, tuple[str, str]] = {}  # run id -> (task id, model id), as each run lands
     store = LedgerStore(ledger_path(ledger, root))
@@ -134,6 +137,12 @@ def log(
                 f"{stored.seq:>7}  {ev.at.isoformat().replace('+00:00', 'Z')}  "
                 f"{event_type(ev):<18} {ev.id}  [{ev.actor.kind}:{printable(ev.actor.name)}]"
             )
+    # a filter naming no recorded run would print nothing, which reads as "no such events yet"
+    unmatched = [f"--task {t}" for t in task or () if t not in {v[0] for v in runs.values()}]
+    unmatched += [f"--model {m}" for m in model or () if m not in {v[1] for v in runs.values()}]
+    unmatched += [f"--run {r}" for r in run or () if r not in runs]
+    if unmatched:
+        fail(f"{printable(unmatched[0])}: no run recorded in {store.location} has it (`cbledger log --type run.recorded` lists them)")
 
 
 def show(

@@ -19,7 +19,6 @@ import typer
 from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, workspace
 from cbledger.cli.progress import Reporter
 from cbledger.ledger import durable
-from cbledger.ledger.store import LedgerStore
 from cbledger.projections import gate, leaderboard, readmodel, workqueue, writers
 from cbledger.projections import selection as selection_mod
 from cbledger.projections.conditions import DEFAULT
@@ -46,10 +45,7 @@ SuiteOption = Annotated[
 
 
 def _state(where: Workspace) -> LedgerState:
-    store = LedgerStore(where.ledger)
-    if not store.exists():
-        fail(f"{store.location}: no ledger here (run `cbledger init` first)", 2)
-    return writers.load_state(store)
+    return writers.load_state(where.ledger)
 
 
 def _known_suite(state: LedgerState, suite: str | None) -> str | None:

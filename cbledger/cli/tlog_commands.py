@@ -76,7 +76,7 @@ def _read(path: Path) -> bytes:
 def key_generate(
     out: Annotated[Path, typer.Option("--out", metavar="SKEY", help="Where the private key goes (outside the repository; never under results/).")],
     name: Annotated[str, typer.Option(help="The key name, which is also the checkpoints' origin.")] = DEFAULT_NAME,
-    vkey: Annotated[Path | None, typer.Option("--vkey", metavar="FILE", help=f"Where the public key goes. Default: {KEYS}/<name>.vkey under the root.")] = None,
+    vkey: Annotated[Path | None, typer.Option("--vkey", metavar="FILE", help=f"Where the public key goes. Default: {KEYS}/<name>.vkey under the root (under the results directory for a scratch workspace).")] = None,
     root: RootOption = None,
 ) -> None:
     """Make an Ed25519 signing key: the private half to --out (mode 0600), the public half to commit."""
@@ -85,7 +85,7 @@ def key_generate(
     if out.exists():
         fail(f"{out}: already exists; a signing key is never overwritten", 2)
     key = SigningKey.generate(name)
-    public = where.keys / f"{_file_name(name)}-{key.key_id:08x}.vkey" if vkey is None else vkey
+    public = where.own_keys / f"{_file_name(name)}-{key.key_id:08x}.vkey" if vkey is None else vkey
     if public.exists():
         fail(f"{public}: already exists", 2)
     out.parent.mkdir(parents=True, exist_ok=True)
