@@ -200,6 +200,7 @@ def export(
     ] = None,
     ledger: LedgerOption = None,
     root: RootOption = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Write the ledger, whichever store holds it, as the JSON Lines file, byte for byte: it
     verifies with `replay --verify --ledger FILE` and imports back unchanged (`import --jsonl`)."""
@@ -213,7 +214,8 @@ def export(
     if out is None:
         head = export_jsonl(store, sys.stdout.buffer)
         sys.stdout.buffer.flush()
-        typer.echo(f"exported {store.location}: {head.seq} event(s), head {head.hash}", err=True)
+        if not as_json:  # stdout is the ledger itself, JSON Lines already
+            typer.echo(f"exported {store.location}: {head.seq} event(s), head {head.hash}", err=True)
         return
     # Replacing is for a file: a rename over a directory fails half done, and over a device, a
     # FIFO or a symlink (-o /dev/stdout) it would swap that node for a regular file.
@@ -228,7 +230,10 @@ def export(
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
-    typer.echo(f"exported {store.location} to {out}: {head.seq} event(s), head {head.hash}")
+    if as_json:
+        typer.echo(json.dumps({"exported": store.location, "to": str(out), "events": head.seq, "head": head.hash}, sort_keys=True))
+    else:
+        typer.echo(f"exported {store.location} to {out}: {head.seq} event(s), head {head.hash}")
 
 
 def schema(
@@ -236,6 +241,7 @@ def schema(
     check: Annotated[
         bool, typer.Option("--check", help="Exit non-zero if committed schemas differ.")
     ] = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Write schema/*.json from the msgspec types (or check the committed ones)."""
     from cbledger import schemas
@@ -245,9 +251,13 @@ def schema(
         stale = schemas.stale(out)
         if stale:
             fail("schemas differ from the types (run `cbledger schema`): " + ", ".join(stale), 1)
-        typer.echo(f"{out}: schemas match the types")
+        typer.echo(json.dumps({"schemas": str(out), "match": True}) if as_json else f"{out}: schemas match the types")
         return
-    for path in schemas.write(out):
+    written = [str(p) for p in schemas.write(out)]
+    if as_json:
+        typer.echo(json.dumps({"wrote": written}))
+        return
+    for path in written:
         typer.echo(f"wrote {path}")
 
 

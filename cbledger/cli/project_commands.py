@@ -217,15 +217,17 @@ def snapshot_cmd(
     root: RootOption = None,
     select: SelectOption = None,
     out: Annotated[Path | None, typer.Option("-o", "--out", help="Write here instead of stdout.")] = None,
+    as_json: JsonFlag = False,
 ) -> None:
-    """A JSON snapshot of a run set (default: every run), per suite, condition, tier, model and task: a gate baseline."""
+    """A JSON snapshot of a run set (default: every run), per suite, condition, tier, model and task: a gate baseline.
+    The snapshot is JSON already; with -o, --json reports where it went."""
     chosen = _selection(select, "--select") if select else None
     data = gate.render_snapshot(gate.build_snapshot(_state(workspace(ledger, root)), chosen))
     if out is None:
         typer.echo(data.decode(), nl=False)
     else:
         durable.write_atomic(out, data)
-        typer.echo(f"{out}: written")
+        typer.echo(json.dumps({"written": str(out), "bytes": len(data)}, sort_keys=True) if as_json else f"{out}: written")
 
 
 def _side(
