@@ -25,6 +25,7 @@ import pytest
 
 from cbledger.errors import ConflictError, SecretFound, UserError
 from cbledger.ledger import encoding
+from cbledger.ledger import store as store_module
 from cbledger.ledger.chain import GENESIS, link_hash
 from cbledger.ledger.encoding import InvalidEvent
 from cbledger.ledger.events import EventBase, event_type
@@ -39,7 +40,6 @@ from cbledger.ledger.recorder import (
     StoredEvent,
     TornTail,
 )
-from cbledger.ledger import store as store_module
 from cbledger.ledger.store import ATTEMPTS, LedgerStore
 from tests import postgres
 from tests.factories import (

@@ -23,7 +23,7 @@ the hash and the prev. So an export is the JSON Lines file byte for byte, and ve
 * A connection lost mid-use (a server restart, `AdminShutdown`, a dropped network) is opened again
   and the statement tried again, for up to `reconnect_within` seconds; an append that landed just
   before the loss is recognised by its head (appends are idempotent by event id besides), so a
-  retried batch is never written twice. A server still gone after that is one `ServerGone` line
+  retried batch is never written twice. A server still gone after that is one `StoreUnavailable` line
   naming it. The first connection of a recorder is not retried: a command against a server that
   is down says so at once.
 * Watchers LISTEN on the ledger's channel (`wait_for_append`) instead of polling a file, and
@@ -57,6 +57,7 @@ from cbledger.ledger.recorder import (
     LedgerMissing,
     Recorder,
     StoredEvent,
+    StoreUnavailable,
     check_continues,
 )
 from cbledger.workspace import DATABASE_SCHEMES
@@ -79,10 +80,6 @@ STATEMENT_TIMEOUT_MS = 120_000
 KEEPALIVES = {"keepalives": "1", "keepalives_idle": "30", "keepalives_interval": "10", "keepalives_count": "3"}
 
 T = TypeVar("T")
-
-
-class ServerGone(UserError):
-    """The PostgreSQL server could not be reached (again) within the bound."""
 
 
 # Connections inherited across a fork: kept referenced, so the child never finalizes them.
@@ -179,7 +176,7 @@ class PostgresRecorder(Recorder):
         try:
             return self._open()
         except psycopg.OperationalError as exc:
-            raise UserError(f"{self.location}: cannot connect to PostgreSQL: {_first_line(exc)}") from None
+            raise StoreUnavailable(f"{self.location}: cannot connect to PostgreSQL: {_first_line(exc)}") from None
 
     def _reconnect(self, lost: psycopg.Error, deadline: float) -> psycopg.Connection:
         """A new session after `lost`, tried until `deadline` with a growing pause."""
@@ -190,7 +187,7 @@ class PostgresRecorder(Recorder):
             except psycopg.OperationalError as exc:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise ServerGone(
+                    raise StoreUnavailable(
                         f"{self.location}: lost the connection to PostgreSQL ({_first_line(lost)}) and could not "
                         f"connect again within {self.reconnect_within:g} s: {_first_line(exc)}"
                     ) from None
@@ -442,7 +439,7 @@ class PostgresRecorder(Recorder):
         True if one was. The first call starts listening (appends before it are not notified:
         a follower reads the head once after its first call). A lost listening connection returns
         True at once (appends may have landed unheard) and the next call listens on a new one;
-        while the server stays gone that call raises the `UserError` of a first connection."""
+        while the server stays gone that call raises `StoreUnavailable`."""
         if self._listener is not None and self._pid != os.getpid():
             _INHERITED.append(self._listener)
             self._listener = None
@@ -453,7 +450,7 @@ class PostgresRecorder(Recorder):
                 listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
             except psycopg.OperationalError as exc:
                 listener.close()
-                raise UserError(f"{self.location}: cannot LISTEN: {_first_line(exc)}") from None
+                raise StoreUnavailable(f"{self.location}: cannot LISTEN: {_first_line(exc)}") from None
             self._listener = listener
         got = False
         try:

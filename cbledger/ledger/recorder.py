@@ -50,6 +50,11 @@ class LedgerMissing(UserError):
     """No ledger has been created at this location."""
 
 
+class StoreUnavailable(UserError):
+    """The store cannot be reached now (a database server down or restarting past the
+    recorder's reconnect bound); nothing was written, and trying again later may succeed."""
+
+
 class TornTail(UserError):
     """The store ends with an incomplete record (a crash mid-write)."""
 
