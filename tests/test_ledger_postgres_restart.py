@@ -131,7 +131,7 @@ def test_a_url_with_no_host_is_one_line() -> None:
     assert split_url("postgresql:///bench?ledger=a")[0] == "postgresql:///bench"
     result = run_cli(["append", "--ledger", "postgresql://nobody@127.0.0.1:1/none", "-"], input=b"{}\n")
     assert result.exit_code == 2 and "Traceback" not in result.output
-    for ledger in ("postgresql://", "postgresql://nobody@127.0.0.1:1/none"):
+    for ledger in ("postgresql://", "postgresql://nobody@127.0.0.1:1/none", "postgresql://h/db?bogus=1"):
         draft = draft_json(run_recorded(1)) + b"\n"
         result = run_cli(["append", "--ledger", ledger, "-"], input=draft)
         lines = result.stderr.strip().splitlines()
