@@ -223,6 +223,18 @@ def test_a_lock_held_past_lock_timeout_is_a_clear_error(url: str) -> None:
     assert store.append([run_recorded(1)])[0].seq == 2  # released: the append goes through
 
 
+def test_every_session_has_its_timeouts_and_keepalives(url: str) -> None:
+    recorder = PostgresRecorder(url)
+    conn = recorder.conn
+    assert conn.execute("SHOW lock_timeout").fetchone() == ("30s",)
+    assert conn.execute("SHOW statement_timeout").fetchone() == ("2min",)
+    given = conn.info.get_parameters()
+    assert (given["keepalives"], given["keepalives_idle"], given["keepalives_count"]) == ("1", "30", "3")
+    own = PostgresRecorder(url + "&keepalives_idle=5").conn.info.get_parameters()
+    assert own["keepalives_idle"] == "5"  # a URL's own setting is kept
+    recorder.close()
+
+
 @pytest.mark.slow
 def test_watch_listens_again_after_a_restart(server: Server, url: str, tmp_path: Path) -> None:
     root = tmp_path / "project"

@@ -166,10 +166,14 @@ class PostgresRecorder(Recorder):
             raise UserError(f"{self.location}: not a usable PostgreSQL URL: {_first_line(exc)}") from None
         dsn = make_conninfo(self.dsn, **{k: v for k, v in KEEPALIVES.items() if k not in given})
         conn = psycopg.Connection.connect(dsn, autocommit=True, connect_timeout=max(1, round(self.connect_timeout)))
-        conn.execute(
-            "SELECT set_config('lock_timeout', %s, false), set_config('statement_timeout', %s, false)",
-            (f"{self.lock_timeout_ms}ms", f"{self.statement_timeout_ms}ms"),
-        )
+        try:
+            conn.execute(
+                "SELECT set_config('lock_timeout', %s, false), set_config('statement_timeout', %s, false)",
+                (f"{self.lock_timeout_ms}ms", f"{self.statement_timeout_ms}ms"),
+            )
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
     def _connect(self) -> psycopg.Connection:
