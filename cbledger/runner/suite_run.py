@@ -29,7 +29,7 @@ from cbledger.kicad.oracle import require_kicad_cli
 from cbledger.ledger.events import Actor
 from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.types import RunMode
-from cbledger.runner import isolation, ledger_view
+from cbledger.runner import budget, isolation, ledger_view
 from cbledger.runner.agents.base import Agent
 from cbledger.runner.agents.copperhead import (
     CopperheadAgent,
@@ -38,6 +38,7 @@ from cbledger.runner.agents.copperhead import (
     locate,
 )
 from cbledger.runner.agents.scripted import GoldAgent, NoopAgent
+from cbledger.runner.budget import MoneyLimits
 from cbledger.runner.endpoint import sessions as session_lookup
 from cbledger.runner.endpoint.server import Endpoint
 from cbledger.runner.environment import probe
@@ -51,6 +52,7 @@ from cbledger.runner.execute import (
 )
 from cbledger.runner.passes import execute_passes
 from cbledger.runner.plan import Plan, PlannedRun, check_jobs
+from cbledger.runner.preflight_credentials import money_preflight
 from cbledger.tasks import passes as passes_mod
 from cbledger.tasks.catalog import Catalog
 from cbledger.tasks.validate import ensure_runnable
@@ -71,6 +73,8 @@ class SuiteResult:
     failures: list[tuple[str, str]] = field(default_factory=list)  # (planned run, error)
     #: the id every run of this invocation carries (`run.recorded` `batch`)
     batch: str | None = None
+    #: planned runs a money limit kept from starting, with why (`--budget-usd`)
+    not_run: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def passed(self) -> int:
@@ -161,6 +165,7 @@ def run_plan(
     on_activity: OnActivity | None = None,
     unsandboxed: bool = False,
     passes: int | None = None,
+    money: MoneyLimits | None = None,
 ) -> SuiteResult:
     """Runs the plan. With `session` (a session name, or a session file or directory) the
     copperhead agent is served scripted model turns by a loopback endpoint started here (on each
@@ -196,6 +201,7 @@ def run_plan(
             raise UserError(f"--session needs a compat:<id> model (the loopback endpoint is an OpenAI-compatible route), not {plan.model_id}")
         sessions = session_lookup.for_plan(catalog, plan.tasks, session)
     allowed = passes_allowed(catalog, plan, passes)
+    guard = money_preflight(plan, view, money, scripted=sessions is not None, dask=executor == "dask")
     if executor == "dask":
         assert scheduler is not None
         return _run_on_dask(
@@ -209,7 +215,7 @@ def run_plan(
             workspace, plan, catalog=catalog, store=store, view=view, version=version, jobs=jobs,
             sandbox_root=sandbox_root, keep_sandboxes=keep_sandboxes, copperhead_cli=copperhead_cli,
             segment=segment, actor_name=actor_name, on_done=on_done, sessions=sessions, endpoint=endpoint,
-            confinement=confinement, allowed=allowed,
+            confinement=confinement, allowed=allowed, guard=guard,
         )
 
 
@@ -348,11 +354,13 @@ def _run(
     workspace: Workspace, plan: Plan, *, catalog: Catalog, store: LedgerStore, view: ledger_view.LedgerView,
     version: str, jobs: int, sandbox_root: Path, keep_sandboxes: bool, copperhead_cli: str | None,
     segment: str | None, actor_name: str, on_done: OnDone | None, sessions: dict | None, endpoint: Endpoint | None,
-    confinement: isolation.Confinement, allowed: dict[str, int] | None = None,
+    confinement: isolation.Confinement, allowed: dict[str, int] | None = None, guard: budget.Guard | None = None,
 ) -> SuiteResult:
     """The runs of a plan that passed preflight (the endpoint, when there is one, already up).
     `allowed`: task id -> the passes each of its attempts takes (one when not named)."""
     agent, run_mode, cli = build_agent(plan, copperhead_cli, workspace, sessions, endpoint, confinement)
+    if guard is not None and isinstance(agent, CopperheadAgent):
+        agent.money = guard
     # the CLI that runs setup commands; for the scripted agents too, so the stamp names the
     # copperhead whose scaffold the baseline holds
     setup_cli = cli or _setup_cli(copperhead_cli, workspace)
@@ -389,6 +397,11 @@ def _run(
     def one(index: int, planned: PlannedRun) -> None:
         outcome: RunOutput | list[RunOutput] | tuple[str, str]
         n = (allowed or {}).get(planned.task.id, 1)
+        if guard is not None and guard.purse.exhausted():
+            with lock:  # the campaign's budget is spent: this run is not started
+                result.not_run.append((_label(planned), guard.purse.not_started_note()))
+                order.finish(index, None)
+            return
         try:
             outcome = execute_passes(settings, planned, n) if n > 1 else execute(settings, planned)
         except Exception as exc:  # one run's failure never ends the suite: reported, and the next runs
