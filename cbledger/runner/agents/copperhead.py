@@ -282,6 +282,20 @@ NATIVE_UPSTREAMS = {
 SAVED_LOGIN_PREFIXES = ("codex", "cursor", "claude-code")
 
 
+#: what a native route's key variable holds when its cassette is served back offline: the
+#: harness's SDK wants one, and the loopback endpoint reads none (not a credential's shape)
+OFFLINE_KEY = "cbledger-offline-no-key"
+NATIVE_KEYS = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+
+
+def native_replay(route: str, endpoint_url: str, env: dict[str, str]) -> str:
+    """A native route's run served by the loopback endpoint (a rerun from its cassette): the SDK
+    gets a placeholder key, and the base URL its SDK expects (Anthropic's appends `/v1/messages`
+    itself, OpenAI's `/chat/completions` to a URL ending in `/v1`)."""
+    env[NATIVE_KEYS[route]] = OFFLINE_KEY
+    return endpoint_url.removesuffix("/v1") if route == "anthropic" else endpoint_url
+
+
 def recording_route(model_id: str) -> cassette_mod.Route | None:
     """The route a run of `model_id` is recorded on; None for a saved-login route (not recordable)."""
     head = model_id.split(":", 1)[0]
@@ -368,6 +382,8 @@ class CopperheadAgent:
             upstream: str | None = self.endpoint.serve(inp.run_id, session, replay)
             # checked against the session's own address: no key goes to a loopback script
             env = agent_environment(inp.model_id, upstream, keys=False)
+            if route in NATIVE_UPSTREAMS and upstream is not None:
+                upstream = native_replay(str(route), upstream, env)
         else:
             # the route's key is chosen against the real provider, never against the proxy's
             # loopback address (a remote compat endpoint without its key variable is refused)

@@ -30,7 +30,8 @@ from cbledger.runner.endpoint import script as script_mod
 from cbledger.runner.endpoint.script import Exchange, Session, Turn
 
 LOOPBACK = "127.0.0.1"
-_ROUTE = re.compile(r"^(?:/sessions/(?P<key>[^/]+))?/v1/chat/completions/?$")
+#: chat completions, and Anthropic's messages (a native route's cassette served back)
+_ROUTE = re.compile(r"^(?:/sessions/(?P<key>[^/]+))?/v1/(?:chat/completions|messages)/?$")
 _MODELS = re.compile(r"^(?:/sessions/(?P<key>[^/]+))?/v1/models/?$")
 
 
