@@ -72,6 +72,9 @@ def test_the_scripted_endpoint_under_a_plain_compat_model_is_recorded_as_scripte
     board = (project.root / "LEADERBOARD.md").read_text()
     before, scripted = board.split("Real harness, scripted model", 1)
     assert "compat:qwen-local" not in before and "compat:qwen-local" in scripted  # never a model row
+    assert "**No real model has been evaluated in this ledger yet.**" in before
+    assert "no run of a real model: no run had a provider key in reach" in before
+    assert "No real model has been evaluated in this ledger yet." in (project.root / "results" / "site" / "index.html").read_text()
     project.verify()
 
 
@@ -92,6 +95,9 @@ def test_an_openai_route_run_names_its_model_is_priced_and_reruns_from_its_casse
     tape = cassette_mod.load(project.root / run.cassette.path, expect=run.cassette.blake3)
     assert tape.route == "openai" and [e.model for e in tape.exchanges] == [NAMED["openai"]]
 
+    board = (project.root / "LEADERBOARD.md").read_text()
+    assert "No real model has been evaluated" not in board and "real-model runs: 1 with a key" in board
+    assert f"| `gpt-test` | `{NAMED['openai']}` | 1 |" in board  # the model the provider named
     checks = json.loads(doctor.output)["checks"]
     assert checks["credential"]["ok"] and "OPENAI_API_KEY" in checks["credential"]["detail"]
     assert checks["price table"]["ok"] and "gpt-test: $1.00 in, $10.00 out" in checks["price table"]["detail"]

@@ -29,7 +29,7 @@ from cbledger.kicad.oracle import require_kicad_cli
 from cbledger.ledger.events import Actor
 from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.types import RunMode
-from cbledger.runner import budget, isolation, ledger_view
+from cbledger.runner import isolation, ledger_view
 from cbledger.runner.agents.base import Agent
 from cbledger.runner.agents.copperhead import (
     CopperheadAgent,
@@ -201,13 +201,12 @@ def run_plan(
             raise UserError(f"--session needs a compat:<id> model (the loopback endpoint is an OpenAI-compatible route), not {plan.model_id}")
         sessions = session_lookup.for_plan(catalog, plan.tasks, session)
     allowed = passes_allowed(catalog, plan, passes)
-    guard = money_preflight(plan, view, money, scripted=sessions is not None, dask=executor == "dask")
     if executor == "dask":
         assert scheduler is not None
         return _run_on_dask(
             workspace, plan, catalog=catalog, store=store, view=view, version=version, scheduler=scheduler,
             copperhead_cli=copperhead_cli, segment=segment, actor_name=actor_name, on_done=on_done,
-            sessions=sessions, on_activity=on_activity, unsandboxed=unsandboxed, allowed=allowed,
+            sessions=sessions, on_activity=on_activity, unsandboxed=unsandboxed, allowed=allowed, money=money,
         )
     with contextlib.ExitStack() as stack:
         endpoint = stack.enter_context(Endpoint()) if sessions is not None else None
@@ -215,7 +214,7 @@ def run_plan(
             workspace, plan, catalog=catalog, store=store, view=view, version=version, jobs=jobs,
             sandbox_root=sandbox_root, keep_sandboxes=keep_sandboxes, copperhead_cli=copperhead_cli,
             segment=segment, actor_name=actor_name, on_done=on_done, sessions=sessions, endpoint=endpoint,
-            confinement=confinement, allowed=allowed, guard=guard,
+            confinement=confinement, allowed=allowed, money=money,
         )
 
 
@@ -295,7 +294,7 @@ def _run_on_dask(
     workspace: Workspace, plan: Plan, *, catalog: Catalog, store: LedgerStore, view: ledger_view.LedgerView,
     version: str, scheduler: str, copperhead_cli: str | None, segment: str | None, actor_name: str,
     on_done: OnDone | None, sessions: dict | None, on_activity: OnActivity | None, unsandboxed: bool,
-    allowed: dict[str, int] | None = None,
+    allowed: dict[str, int] | None = None, money: MoneyLimits | None = None,
 ) -> SuiteResult:
     """The runs of a plan on a Dask cluster; this process appends them in plan order. An attempt
     allowed more than one pass (`allowed`) is one Dask task: its worker takes every pass on one
@@ -319,6 +318,7 @@ def _run_on_dask(
         undriven = sorted({r.task.id for r in plan.runs if r.task.manifest.mode != "do"})
         if undriven:
             raise UserError(f"--agent copperhead drives only `do` tasks so far; not: {', '.join(undriven)}")
+    money_preflight(plan, view, money, scripted=sessions is not None, dask=True)
     packages: dict[tuple[str, str], Package] = {}
     specs = []
     for index, planned in enumerate(plan.runs):
@@ -354,13 +354,11 @@ def _run(
     workspace: Workspace, plan: Plan, *, catalog: Catalog, store: LedgerStore, view: ledger_view.LedgerView,
     version: str, jobs: int, sandbox_root: Path, keep_sandboxes: bool, copperhead_cli: str | None,
     segment: str | None, actor_name: str, on_done: OnDone | None, sessions: dict | None, endpoint: Endpoint | None,
-    confinement: isolation.Confinement, allowed: dict[str, int] | None = None, guard: budget.Guard | None = None,
+    confinement: isolation.Confinement, allowed: dict[str, int] | None = None, money: MoneyLimits | None = None,
 ) -> SuiteResult:
     """The runs of a plan that passed preflight (the endpoint, when there is one, already up).
     `allowed`: task id -> the passes each of its attempts takes (one when not named)."""
     agent, run_mode, cli = build_agent(plan, copperhead_cli, workspace, sessions, endpoint, confinement)
-    if guard is not None and isinstance(agent, CopperheadAgent):
-        agent.money = guard
     # the CLI that runs setup commands; for the scripted agents too, so the stamp names the
     # copperhead whose scaffold the baseline holds
     setup_cli = cli or _setup_cli(copperhead_cli, workspace)
@@ -389,6 +387,10 @@ def _run(
         undriven = sorted({r.task.id for r in plan.runs if r.task.manifest.mode != "do"})
         if undriven:
             raise UserError(f"--agent copperhead drives only `do` tasks so far; not: {', '.join(undriven)}")
+    # last: the key check may ask the provider
+    guard = money_preflight(plan, view, money, scripted=sessions is not None, dask=False)
+    if guard is not None and isinstance(agent, CopperheadAgent):
+        agent.money = guard
     sandbox_root.mkdir(parents=True, exist_ok=True)
     result = SuiteResult(batch=settings.batch)
     lock = threading.Lock()
