@@ -180,6 +180,9 @@ def test_a_run_stopped_at_its_cost_cap_records_the_cap_and_its_spend(tmp_path, s
     assert "stopped at the --max-cost-usd cap of $0.2500: spent $0.3000" in run.runner_note
     tape = cassette_mod.load(project.root / run.cassette.path, expect=run.cassette.blake3)
     assert [e.status for e in tape.exchanges] == [200, 200, 200, 402]
+    # the refusal is on the cassette: the stopped run re-executes the same way, offline
+    rerun = project.cli("rerun", run.run_id, env={"COPPERHEAD_CLI": str(copperhead_cli)})
+    assert rerun.exit_code == 0 and f"{run.run_id}  identical" in rerun.output, rerun.output
     project.verify()
 
 

@@ -95,3 +95,16 @@ def test_a_meter_stops_at_its_cap_and_draws_on_its_campaigns_purse():
         budget.MoneyLimits(budget_usd="-1")
     with pytest.raises(UserError, match="--max-cost-usd 'ten' is not an amount in USD"):
         budget.MoneyLimits(max_cost_usd="ten")
+
+
+def test_a_money_limit_needs_a_token_price():
+    table = PricingPublished(table_version="t", effective_date=DAY, models={
+        "priced": ModelPrice(segment="api-frontier", pinning="strong", input="1", output="2"),
+        "unpriced": ModelPrice(segment="open-weight-hosted", pinning="strong", input=None, output=None),
+    })
+    limits = budget.MoneyLimits(max_cost_usd="1.50")
+    assert budget.guard("priced", table, limits).cap_micros == 1_500_000
+    assert budget.guard("priced", table, budget.MoneyLimits()) is None
+    for model in ("unpriced", "absent"):
+        with pytest.raises(UserError, match=f"has no token price for {model}"):
+            budget.guard(model, table, limits)

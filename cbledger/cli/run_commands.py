@@ -83,10 +83,10 @@ def run(
         show_default=False,
     )] = None,
     max_cost_usd: Annotated[str | None, typer.Option(
-        "--max-cost-usd", help="Stop a run whose spend, metered from its provider's reported usage, reaches this many USD.",
+        "--max-cost-usd", metavar="USD", help="Stop a run whose spend, metered from its provider's reported usage, reaches this many USD.",
         show_default=False)] = None,
     budget_usd: Annotated[str | None, typer.Option(
-        "--budget-usd", help="Start no further run once this invocation's runs have spent this many USD (metered live).",
+        "--budget-usd", metavar="USD", help="Start no further run once this invocation's runs have spent this many USD (metered live).",
         show_default=False)] = None,
     key_check: Annotated[bool, typer.Option(
         help="Check the route's key with one request to its provider (its model list, no tokens) before the first run.")] = True,
