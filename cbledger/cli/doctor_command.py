@@ -14,6 +14,7 @@ from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, workspace
 from cbledger.cli.exits import CHECK_FAILED
 from cbledger.errors import UserError
 from cbledger.kicad.oracle import kicad_cli, kicad_cli_version
+from cbledger.ledger.store import LedgerStore
 from cbledger.runner import isolation, ledger_view, preflight_credentials, pricing
 from cbledger.runner.agents.copperhead import locate
 
@@ -71,7 +72,7 @@ def doctor(
     kicad = kicad_cli()
     bwrap = isolation.find_bwrap()
     sandbox_problem = isolation.problem(bwrap)
-    view = ledger_view.read(where.ledger) if os.path.exists(str(where.ledger)) or "://" in str(where.ledger) else ledger_view.LedgerView()
+    view = ledger_view.read(where.ledger) if LedgerStore(where.ledger).exists() else ledger_view.LedgerView()
     checks = {
         "kicad-cli": (kicad is not None, f"{kicad_cli_version(kicad) or 'unknown version'} at {kicad}" if kicad
                       else "not found on PATH or $CBLEDGER_KICAD_CLI"),

@@ -154,8 +154,11 @@ class Meter:
         with self._lock:
             self.refused += 1
         why = self.stop_reason() or "a money limit"
-        return {"error": {"message": f"cbledger stopped this run at {why}: spent {pricing.usd(self.spent_micros)}",
-                          "type": "cost_limit", "code": REFUSAL_CODE}}
+        # keys in sorted order, as the cassette keeps them: a rerun serves the same bytes, and the
+        # harness, which writes the error body into its transcript, writes the same text
+        return {"error": {"code": REFUSAL_CODE,
+                          "message": f"cbledger stopped this run at {why}: spent {pricing.usd(self.spent_micros)}",
+                          "type": "cost_limit"}}
 
     def stopped(self) -> CostCapStop | None:
         """What the run records when a limit stopped it (a call was refused)."""
