@@ -41,7 +41,7 @@ from decimal import Decimal
 from typing import Literal
 
 import msgspec
-from msgspec import Struct
+from msgspec import Struct, UnsetType
 
 from cbledger.ledger.types import ExitPath, FailureCategory, Mode, Outcome, Tier
 from cbledger.projections import paths
@@ -160,6 +160,9 @@ class RecordArtifacts(_R, frozen=True):
 class RecordHarnessFailure(_R, frozen=True):
     kind: str
     detail: str
+    #: the model call an environment failure struck, and the provider's HTTP status
+    turn: int | None = None
+    status: int | None = None
 
 
 class ResultRecord(_R, frozen=True):
@@ -441,7 +444,10 @@ def build_record(state: LedgerState, entry: RunEntry, graded: GradeEntry) -> Res
         rubric=_rubric_for(state, run.run_id, graded.seq),
         artifacts=artifacts,
         harness_failure=(
-            RecordHarnessFailure(kind=run.harness_failure.kind, detail=run.harness_failure.detail)
+            RecordHarnessFailure(
+                kind=run.harness_failure.kind, detail=run.harness_failure.detail,
+                turn=_given(run.harness_failure.turn), status=_given(run.harness_failure.status),
+            )
             if run.harness_failure is not None else None
         ),
         provider_models=list(run.provider_models) if named_otherwise(run) else None,
@@ -565,3 +571,7 @@ def live_record_counts(state: LedgerState) -> dict[str, int]:
 def render(record: ResultRecord | RetractionMark) -> bytes:
     """Byte-stable JSON: field order as declared (the reference's), 2-space indent, newline."""
     return msgspec.json.format(_ENCODER.encode(record), indent=2) + b"\n"
+
+
+def _given(value: int | UnsetType) -> int | None:
+    return None if isinstance(value, UnsetType) else value

@@ -21,6 +21,7 @@ from cbledger import scratch as scratch_dir
 from cbledger.errors import UserError
 from cbledger.grading.grader import Grade, grade_preserved
 from cbledger.ledger.events import CassetteRef, GradeRecorded, RunRecorded
+from cbledger.reproduce.attribution import attribution_findings
 from cbledger.reproduce.compare import compare_grade
 from cbledger.reproduce.figures import figures_findings
 from cbledger.reproduce.findings import Finding, GradeCheck, RunCheck
@@ -62,6 +63,8 @@ def check_run(
             for f in check_digests(restored.repo, run, seq, restored.complete):
                 result.fail(f)
             for f in figures_findings(restored.repo, run, seq, restored.complete):
+                result.fail(f)
+            for f in attribution_findings(workspace, restored.repo, run, seq, restored.complete):
                 result.fail(f)
         for f in cassette_findings(workspace, run, seq, attached):
             result.fail(f)

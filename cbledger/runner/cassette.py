@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 from blake3 import blake3
-from msgspec import Meta, Struct, field
+from msgspec import UNSET, Meta, Struct, UnsetType, field
 
 from cbledger import credentials
 from cbledger.errors import SecretFound, UserError
@@ -65,6 +65,10 @@ class Recorded(_Body, frozen=True):
     model: str | None = None
     #: whether the credential backstop replaced anything in this exchange
     redacted: bool = False
+    #: what broke on the wire, when the provider's answer never arrived whole (the connection
+    #: reset, the answer cut short, no answer before the run ended); `status` is then the
+    #: proxy's own (502, or 504 for no answer). Absent on an exchange that was answered.
+    failure: str | UnsetType = UNSET
 
 
 class Cassette(_Body, frozen=True):

@@ -561,7 +561,9 @@ def preserve_run(
     harness_failure = None
     if settings.run_mode in HARNESS_RUN_MODES:
         stderr = harness_logs.get(preserve.HARNESS_LOG_PREFIX + "stderr.log", b"").decode("utf-8", "replace")
-        harness_failure = detect_harness_failure(transcript, stderr, result.exit_code, result.runner_exit == "cap-exceeded")
+        harness_failure = detect_harness_failure(
+            transcript, stderr, result.exit_code, result.runner_exit == "cap-exceeded", result.cassette, agent_run.agent_ms,
+        )
         if harness_failure is not None:
             harness_failure = msgspec.structs.replace(harness_failure, detail=credentials.redact(harness_failure.detail))
     stats, stats_note = stats_from(transcript, result.runner_exit, settings.ablations.max_turns or task.manifest.caps.turns)
