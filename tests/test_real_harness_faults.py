@@ -52,6 +52,24 @@ def _with_fault(project, tmp_path: Path, name: str, fault: dict | None, delay_ms
     return path
 
 
+def _paid_before_the_fault(project) -> tuple[int, int]:
+    """The tokens of the two answers before the third call: what a killed run still spent."""
+    session = json.loads((project.root / "tasks" / TASK / "sessions" / "solve.json").read_text())
+    usage = [ex["turn"].get("usage", {}) for ex in session["exchanges"][:2]]
+    return sum(u.get("in", 0) for u in usage), sum(u.get("out", 0) for u in usage)
+
+
+def _assert_spend_kept(project, run) -> None:
+    """No run-end, yet the cassette's answered requests are the run's tokens; the synthesized
+    stats state the configured repair-cycle cap and the agent's time."""
+    assert all(_paid_before_the_fault(project))  # the session's turns do carry usage
+    assert (run.stats.tokens_in, run.stats.tokens_out) == _paid_before_the_fault(project)
+    configured = json.loads(run.sandbox.seed_config)["maxRepairCycles"]  # what the sandbox gave copperhead
+    assert configured > 0 and run.stats.max_repair_cycles == configured
+    assert run.stats.duration_ms == run.timings.agent_ms
+    assert "tokens from the cassette's 2 answered model call(s)" in run.runner_note
+
+
 def _short_cap(root: Path) -> None:
     manifest = root / "tasks" / TASK / "task.json"
     data = json.loads(manifest.read_text())
@@ -82,9 +100,13 @@ def test_each_provider_fault_is_attributed_from_what_the_run_preserved(
             assert failure.status == status
     # the hang ran into the wall-clock cap; every other failure was copperhead's provider-error
     assert runs["hang"].runner_exit == "cap-exceeded"
+    _assert_spend_kept(project, runs["hang"])
     assert all(runs[n].stats.exit_path == "provider-error" for n, (_, e) in FAULTS.items() if e and n != "hang")
     board = (project.root / "LEADERBOARD.md").read_text()
-    assert "provider-status: provider error: 500" in board
+    assert "provider-status (model call 3): provider error: 500" in board
+    rates = board.split("### Environment failures by model and route")[1].split("\n### ")[0]
+    assert "| `compat:scripted-http-500` | scripted-endpoint | 100.0% (1/1) | provider-status 1 |" in rates
+    assert "| `compat:scripted-http-500-once` | scripted-endpoint | 0.0% (0/1) | — |" in rates
     project.verify()
 
 
@@ -117,4 +139,5 @@ def test_a_harness_killed_from_outside_is_the_environments(tmp_path, shared_real
     assert run.runner_exit is None
     assert run.harness_failure is not None and run.harness_failure.kind == "harness-signal", (run.harness_failure, run.runner_note)
     assert run.harness_failure.turn == 3
+    _assert_spend_kept(project, run)
     project.verify()

@@ -29,10 +29,11 @@ from cbledger.workspace import Workspace
 
 
 def attribution_findings(
-    workspace: Workspace, repo: pygit2.Repository, run: RunRecorded, seq: int, complete: bool,
+    repo: pygit2.Repository, run: RunRecorded, seq: int, complete: bool, cassette: cassette_mod.Cassette | None,
 ) -> list[Finding]:
     """One finding when the preserved evidence gives another attribution than the recorded one.
-    Evidence that is missing or altered gives none here: the digest checks already fail it."""
+    `cassette`: the run's own, intact (`stored_cassette`). Evidence that is missing or altered
+    gives none here: the digest checks already fail it."""
     if run.run_mode not in HARNESS_RUN_MODES:
         return []
     capture, evidence = evidence_commits(repo, run, complete)
@@ -52,15 +53,6 @@ def attribution_findings(
         if read is None:
             return []
         stderr = read
-    cassette = None
-    if not isinstance(run.cassette, UnsetType):
-        path = workspace.stored(run.cassette.path)
-        try:
-            cassette = cassette_mod.load(path, run.cassette.blake3) if path is not None else None
-        except UserError:
-            return []  # missing or altered: `cassette_findings` names it
-        if cassette is None:
-            return []
     again = detect(
         transcript, stderr.decode("utf-8", "replace"), exit_code_from(run.runner_note), run.runner_exit == "cap-exceeded",
         cassette, run.timings.agent_ms,
@@ -75,6 +67,20 @@ def attribution_findings(
         message=f"harnessFailure is {recorded!r}, but the preserved evidence gives {derived!r}",
         expected=recorded, actual=derived,
     )]
+
+
+def stored_cassette(workspace: Workspace, run: RunRecorded) -> tuple[bool, cassette_mod.Cassette | None]:
+    """(intact, the run's own cassette or None when it recorded none). A cassette that is
+    missing or altered is not intact: `cassette_findings` names it, and nothing is derived from it."""
+    if isinstance(run.cassette, UnsetType):
+        return True, None
+    path = workspace.stored(run.cassette.path)
+    if path is None:
+        return False, None
+    try:
+        return True, cassette_mod.load(path, run.cassette.blake3)
+    except UserError:
+        return False, None
 
 
 def _intact(data: bytes | None, digest: str, size: int) -> bytes | None:
