@@ -141,3 +141,14 @@ def test_a_harness_killed_from_outside_is_the_environments(tmp_path, shared_real
     assert run.harness_failure.turn == 3
     _assert_spend_kept(project, run)
     project.verify()
+    # a forger who calls the run the model's, re-chains and regenerates, is named
+    from cbledger.ledger.store import LedgerStore
+    from tests.test_reproduce_tamper import _forge_run_body
+
+    (stored,) = LedgerStore(project.ledger).read(types={"run.recorded"})
+    _forge_run_body(project.root, stored, lambda body: body.pop("harnessFailure"))
+    result = project.cli("replay", "--verify", "--json")
+    assert result.exit_code == 3, result.output
+    (found,) = json.loads(result.stdout)["failures"]
+    assert (found["kind"], found["field"], found["runId"]) == ("attribution-mismatch", "harnessFailure", run.run_id)
+    assert found["actual"]["kind"] == "harness-signal" and "expected" not in found  # recorded as null

@@ -284,14 +284,15 @@ def is_scripted(entry: RunEntry) -> bool:
 
 
 def not_the_models(entry: RunEntry) -> bool:
-    """A run the harness ended before the model ever answered (or whose commit git could not
-    make for want of an identity): kept with its evidence, counted in no model metric."""
+    """A run the harness or its environment ended, not the model (before the model ever
+    answered, or at any turn by a provider failure or an outside signal, or a commit git could
+    not make for want of an identity): kept with its evidence, counted in no model metric."""
     return entry.run.harness_failure is not None
 
 
 def in_model_metrics(entry: RunEntry) -> bool:
     """Whether a run is a sample of a model: not the suite's own check, not a replay, not
-    scripted, and not stopped by the harness before the model took part."""
+    scripted, and not ended by the harness or its environment (`not_the_models`)."""
     return not (is_harness(entry) or is_replay(entry) or is_scripted(entry) or not_the_models(entry))
 
 
