@@ -152,3 +152,19 @@ def test_a_harness_killed_from_outside_is_the_environments(tmp_path, shared_real
     (found,) = json.loads(result.stdout)["failures"]
     assert (found["kind"], found["field"], found["runId"]) == ("attribution-mismatch", "harnessFailure", run.run_id)
     assert found["actual"]["kind"] == "harness-signal" and "expected" not in found  # recorded as null
+
+
+def test_a_cli_that_exits_at_once_is_not_called_preflight(tmp_path, shared_real, kicad_cli, no_keys):  # noqa: F811
+    """A broken install (a `cli.js` that exits before doing anything) says nothing and writes no
+    transcript: copperhead's preflight never ran, so the run is `harness-exit`, not `preflight`."""
+    from tests.runner_project import RENAME_TASK, build_project, standin
+
+    project = build_project(tmp_path, shared_real)
+    cli, _ = standin(tmp_path)
+    cli.write_text("process.exit(1);\n")
+    result = project.run(RENAME_TASK, "--agent", "copperhead", "--model", "acme:m1", "--segment", "api-cheap", "--copperhead-cli", cli)
+    assert result.exit_code == 0, result.output
+    (run,) = project.runs()
+    assert run.harness_failure is not None
+    assert (run.harness_failure.kind, run.harness_failure.detail) == (
+        "harness-exit", "the harness exited 1 at once, saying nothing and writing no transcript")
