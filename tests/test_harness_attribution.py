@@ -121,3 +121,22 @@ def test_the_new_fields_leave_an_old_body_byte_identical():
     new = msgspec.json.encode(HarnessFailure(kind="provider-status", detail="provider error: 500 x", turn=3, status=500))
     assert json.loads(new) == {"kind": "provider-status", "detail": "provider error: 500 x", "turn": 3, "status": 500}
     assert "harness_failure" in RunRecorded.__struct_fields__
+
+
+def test_a_recorded_wire_failure_replays_as_the_same_failure():
+    from cbledger.errors import UserError
+    from cbledger.runner.cassette import as_session, from_session
+    from cbledger.runner.endpoint.faults import Fault
+
+    cassette = _cassette(
+        OK,
+        Recorded(method="POST", path="/chat/completions", status=502, failure="no answer: Remote end closed connection"),
+        Recorded(method="POST", path="/chat/completions", status=502, failure="answer cut short: IncompleteRead"),
+        Recorded(method="POST", path="/chat/completions", status=504, failure="no answer before the run ended"),
+    )
+    served = as_session(cassette, "x").exchanges
+    assert served[0].response is not None and served[0].fault is None
+    assert [e.fault for e in served[1:]] == [Fault(kind="reset"), Fault(kind="truncated-stream"), Fault(kind="hang")]
+    assert all(e.response is None for e in served[1:])
+    with pytest.raises(UserError, match="exchange 2 injects a fault"):
+        from_session(as_session(cassette, "x"), "compat:x")
