@@ -140,6 +140,8 @@ def test_a_harness_killed_from_outside_is_the_environments(tmp_path, shared_real
     assert run.harness_failure is not None and run.harness_failure.kind == "harness-signal", (run.harness_failure, run.runner_note)
     assert run.harness_failure.turn == 3
     _assert_spend_kept(project, run)
+    shown = project.cli("show", run.run_id)
+    assert shown.exit_code == 0 and "not the model's: harness-signal at model call 3: the harness was ended by SIGKILL" in shown.output
     project.verify()
     # a forger who calls the run the model's, re-chains and regenerates, is named
     from cbledger.ledger.store import LedgerStore

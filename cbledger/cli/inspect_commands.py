@@ -40,6 +40,10 @@ def _text(doc: dict[str, Any]) -> list[str]:
         f"  started    {doc['startedAt']}, suite {doc['suiteVersion']}",
         f"  bundle     {doc['bundle']} (baseline {doc['baselineSha']}, head {doc['headSha']})",
     ]
+    failure = doc["harnessFailure"]
+    if failure:
+        at = f" at model call {failure['turn']}" if failure.get("turn") else ""
+        lines.append(f"  not the model's: {failure['kind']}{at}: {printable(failure['detail'])}")
     for path in doc["records"]:
         lines.append(f"  record     {path}")
     if doc["retracted"]:
