@@ -112,6 +112,7 @@ def test_the_exit_status_is_read_back_from_the_runners_note():
     assert exit_code_from("copperhead exited -9") == -9
     assert exit_code_from("killed at the 60s wall-clock cap") is None
     assert exit_code_from(None) is None
+    assert exit_code_from("session script: turn 2: tool result 1 does not match (it begins 'copperhead exited 137')") is None
 
 
 def test_the_new_fields_leave_an_old_body_byte_identical():

@@ -50,7 +50,7 @@ _TRANSPORT = re.compile(
 #: statuses that say the provider (or the way to it) failed, not the request the model shaped
 ENVIRONMENT_STATUSES = frozenset({401, 403, 408, 409, 429})
 #: what the runner writes into `runnerNote` when copperhead exits non-zero on its own
-_EXITED = re.compile(r"\bcopperhead exited (-?\d+)\b")
+_EXITED = re.compile(r"copperhead exited (-?\d+)")
 #: signals an outside party ends a process with; by the shell's convention a death by signal n
 #: is exit 128 + n (bubblewrap passes it on so), Python's is -n
 _OUTSIDE_SIGNALS = (signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -66,8 +66,11 @@ def first_line(text: str) -> str:
 def exit_code_from(note: str | None) -> int | None:
     """The harness's exit code as the run's note states it (None: it exited 0 or was killed by
     the runner, which the note and `runnerExit` say otherwise)."""
-    m = _EXITED.search(note or "")
-    return int(m.group(1)) if m else None
+    for segment in (note or "").split("; "):  # the runner's own segment, never words quoted inside another
+        m = _EXITED.fullmatch(segment)
+        if m:
+            return int(m.group(1))
+    return None
 
 
 def detect(
