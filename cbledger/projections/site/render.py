@@ -21,8 +21,8 @@ import jinja2
 from markupsafe import Markup
 
 from cbledger.ledger.events import RunRecorded
+from cbledger.projections import env_failures, gate, passes_part, workqueue
 from cbledger.projections import format as fmt
-from cbledger.projections import gate, passes_part, workqueue
 from cbledger.projections.conditions import DEFAULT
 from cbledger.projections.fold import GradeEntry, LedgerState, PassEntry, RunEntry, current_suite
 from cbledger.projections.metrics import ALL_TIERS, TIERS, GroupMetrics, RowMetrics, suite_metrics
@@ -162,7 +162,13 @@ def index_page(state: LedgerState) -> bytes:
         sm = suite_metrics(state, suite)
         for g in sm.groups:
             groups.append({"label": g.label, "main": g.main, "reasons": g.reasons, "records": g.records,
-                           "tiers": _tiers(g), "harness": g.harness})
+                           "tiers": _tiers(g), "harness": g.harness,
+                           "environment_failures": [
+                               {"model": e.model, "route": e.route, "runs": e.runs, "failures": e.failures,
+                                "rate": fmt.pct(Fraction(e.failures, e.runs)),
+                                "kinds": env_failures.kinds_text(e)}
+                               for e in g.environment_failures
+                           ]})
         heat = _heatmap(state, suite)
     header, body = passes_part.table(state, suite) if suite is not None else ([], [])
     passes = {"title": passes_part.TITLE, "header": header, "rows": [[c.strip("`") for c in r] for r in body]}
