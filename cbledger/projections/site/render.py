@@ -87,6 +87,9 @@ def model_page(model: str) -> str:
     return f"models/{_segment_name(model)}.html"
 
 
+_ENV.globals.update(task_page=task_page, model_page=model_page)
+
+
 def _page(template: str, **context: Any) -> bytes:
     return _ENV.get_template(template).render(**context).encode("utf-8")
 
@@ -239,9 +242,13 @@ def _pair_row(t: _Tally, segment: str, columns: list[str]) -> dict[str, Any]:
     }
 
 
-def _pair_key(mode: str, t: _Tally, name: str) -> tuple[bool, bool, Fraction, str]:
-    """Agent rows first, a repeated pair above any single run, then by pass rate."""
-    return mode != "agent", t.runs == 1, -Fraction(t.passes, t.runs or 1), name
+_SEGMENTS = {s: i for i, s in enumerate((*COSTED_SEGMENTS, *UNCOSTED_SEGMENTS))}
+
+
+def _pair_key(mode: str, t: _Tally, segment: str, name: str) -> tuple[bool, bool, Fraction, int, str]:
+    """Agent rows first, a repeated pair above any single run, then by pass rate, a tie in the
+    standard's segment order (costed first), as LEADERBOARD.md ranks."""
+    return mode != "agent", t.runs == 1, -Fraction(t.passes, t.runs or 1), _SEGMENTS.get(segment, len(_SEGMENTS)), name
 
 
 def _heatmap(state: LedgerState, suite: str) -> Markup:
@@ -338,7 +345,7 @@ def task_html(state: LedgerState, task_id: str, tallies: Mapping[tuple[str, str,
     mine = {k: t for k, t in tallies.items() if k[0] == task_id}
     columns = _costed_columns(k[2] for k in mine)
     rows = []
-    for (_, model, segment, mode), t in sorted(mine.items(), key=lambda kv: _pair_key(kv[0][3], kv[1], kv[0][1])):
+    for (_, model, segment, mode), t in sorted(mine.items(), key=lambda kv: _pair_key(kv[0][3], kv[1], kv[0][2], kv[0][1])):
         rows.append({"model": model, "href": model_page(model), "segment": segment, "mode": mode,
                      **_pair_row(t, segment, columns)})
     runs = _runs_of(state, lambda r: r.task.id == task_id)
@@ -362,7 +369,7 @@ def model_html(state: LedgerState, model: str, tallies: Mapping[tuple[str, str, 
     tiers = {e.run.task.id: e.run.task.tier for e in state.runs.values()}
     rows = [{"task": task, "href": task_page(task), "tier": tiers.get(task, "—"), "segment": segment, "mode": mode,
              **_pair_row(t, segment, columns)}
-            for (task, _, segment, mode), t in sorted(mine.items(), key=lambda kv: _pair_key(kv[0][3], kv[1], kv[0][0]))]
+            for (task, _, segment, mode), t in sorted(mine.items(), key=lambda kv: _pair_key(kv[0][3], kv[1], kv[0][2], kv[0][0]))]
     runs = _runs_of(state, lambda r: r.model.id == model)
     about = next((e.run.model for e in _entries(state) if e.run.model.id == model), None)
     return _page("model.html", title=f"Model {model}", snap=_snapshot(state), model=about, model_id=model,
