@@ -123,3 +123,22 @@ def test_heatmap_colours_are_viridis_and_monotone_in_lightness():
         return 0.2126 * r + 0.7152 * g + 0.0722 * b
 
     assert all(lightness(a) < lightness(b) for a, b in itertools.pairwise(colours))
+
+
+def test_every_link_of_the_site_names_a_page_it_renders():
+    """Task and model pages are linked from the index, the runs tables and the run pages; every
+    relative link resolves to a rendered page, and nothing links outside the site."""
+    import html
+    import posixpath
+
+    from tests.site_helpers import crowd_state
+
+    for state in (committed_state(), crowd_state()):
+        pages = dict(site.render(state, {}))
+        linked = set()
+        for rel, data in pages.items():
+            for href in re.findall(r'href="([^"]+)"', data.decode()):
+                target = posixpath.normpath(posixpath.join(posixpath.dirname(rel), html.unescape(href)))
+                assert target in pages, f"{rel} links {href}"
+                linked.add(target)
+        assert {p for p in pages if p.startswith(("tasks/", "models/"))} <= linked
