@@ -35,7 +35,7 @@ import sqlite_utils
 from msgspec import Struct
 
 from cbledger.ledger.events import SCHEMA_VERSION, AssertionOutcome, PassRef
-from cbledger.projections import anchor
+from cbledger.projections import anchor, readmodel_docs
 from cbledger.projections import format as fmt
 from cbledger.projections.aggregates import Views
 from cbledger.projections.conditions import condition_key
@@ -813,7 +813,17 @@ def metadata(database: str = "cbledger") -> str:
                        "source of truth.",
         "databases": {
             database: {
-                "tables": {name: {"description": text} for name, text in _TABLES.items()},
+                "description": "One row per live run in `runs`, one per (run, suite version) grade in `grades` and its "
+                               "assertions in `assertion_outcomes`; the leaderboard's numbers in `leaderboard_rows`. "
+                               "Rebuilt from the ledger; columns holding JSON say so in their description.",
+                "tables": {
+                    name: {
+                        "description": text,
+                        "columns": readmodel_docs.COLUMNS.get(name, {}),
+                        **({"facets": readmodel_docs.FACETS[name]} if name in readmodel_docs.FACETS else {}),
+                    }
+                    for name, text in _TABLES.items()
+                },
                 "queries": _QUERIES,
             }
         },
