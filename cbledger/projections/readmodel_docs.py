@@ -22,6 +22,34 @@ COLUMNS: dict[str, dict[str, str]] = {
         "key": "What the value is: ledger name, head seq and hash, current suite version.",
         "value": "The value, as text.",
     },
+    "tasks": {
+        "task_id": "The task.",
+        "tier": "Its tier: simple, medium or hard (as its latest live run recorded it).",
+        "mode": "Its mode.",
+        "expected_outcome": "What a correct run ends with: edit, refusal or flag.",
+        "variant_of": "The original task when this one is a generated variant of it.",
+        "fixture_id": "The board it starts from.",
+        "runs": "Live runs of it, of every kind (agent, harness, scripted, replay).",
+        "agent_runs": "Of those, agent runs: the ones a model's numbers count.",
+        "models": "Distinct models among its agent runs.",
+        "current_suite_runs": "Agent runs graded under the current suite version.",
+        "current_suite_passes": "Of those, passes.",
+        "site_page": "Its page in the HTML site, relative to the project root.",
+    },
+    "models": {
+        "model_id": "The model requested.",
+        "provider": "Its provider.",
+        "segment": _SEGMENT,
+        "pinning": "strong or weak.",
+        "runs": "Live runs of it, of every kind.",
+        "agent_runs": "Of those, agent runs.",
+        "tasks": "Distinct tasks among its agent runs.",
+        "current_suite_runs": "Agent runs graded under the current suite version.",
+        "current_suite_passes": "Of those, passes.",
+        "usd_micros_total": "All USD of its agent runs, in micro-dollars; null when any is uncosted or it has none.",
+        "uncosted_runs": "Agent runs without a cost.",
+        "site_page": "Its page in the HTML site, relative to the project root.",
+    },
     "runs": {
         "run_id": _RUN,
         "seq": _SEQ,
@@ -240,6 +268,8 @@ COLUMNS: dict[str, dict[str, str]] = {
 
 #: Columns datasette offers as facets on a table's page: the ones a reader slices by.
 FACETS: dict[str, list[str]] = {
+    "tasks": ["tier", "expected_outcome"],
+    "models": ["segment", "pinning"],
     "runs": ["tier", "model_id", "segment", "kind", "run_suite_version", "condition"],
     "grades": ["suite_version", "verdict", "failure_category", "main_group"],
     "assertion_outcomes": ["status", "type", "required"],

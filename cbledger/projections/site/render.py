@@ -12,9 +12,7 @@ site opens from `file://` as well as from a web server.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import re
 from collections.abc import Callable, Iterable, Mapping
 from fractions import Fraction
 from typing import Any
@@ -47,6 +45,9 @@ from cbledger.projections.records import (
 from cbledger.projections.selection import Selection
 from cbledger.projections.site import svg
 from cbledger.projections.site.evidence import RunEvidence
+from cbledger.projections.site.paths import model_page, run_page, task_page
+
+__all__ = ["model_page", "run_page", "task_page"]
 
 INDEX = "index.html"
 RUNS = "runs.html"
@@ -61,30 +62,6 @@ _ENV = jinja2.Environment(
     lstrip_blocks=True,
     keep_trailing_newline=True,
 )
-
-
-def run_page(run_id: str) -> str:
-    """A run's page relative to the site root (run ids are safe path segments)."""
-    return f"runs/{run_id}.html"
-
-
-def _segment_name(name: str) -> str:
-    """A file name for a task or model id: the id itself when it is a safe path segment, else
-    its safe characters and a hash of the whole (`vendor:a/b` and `vendor_a_b` stay apart)."""
-    safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)
-    if safe == name and not name.startswith("."):
-        return name
-    return f"{safe.lstrip('.')}-{hashlib.sha256(name.encode()).hexdigest()[:10]}"
-
-
-def task_page(task_id: str) -> str:
-    """One task's results across models, relative to the site root."""
-    return f"tasks/{_segment_name(task_id)}.html"
-
-
-def model_page(model: str) -> str:
-    """One model's results across tasks, relative to the site root."""
-    return f"models/{_segment_name(model)}.html"
 
 
 _ENV.globals.update(task_page=task_page, model_page=model_page)
