@@ -37,7 +37,8 @@ def hostile_evidence() -> RunEvidence:
 def crowd_stream():
     """A ledger that crowds the charts: five models sharing one point, long names, a model whose
     single run passed beside a repeated one that mostly did not, an uncosted route, a costed
-    route with a run missing its cost, two cost segments, and two copperhead versions."""
+    route with a run missing its cost, two cost segments, and two copperhead versions between
+    which one model regresses (its `project compare` exits 1)."""
     from tests.factories import Stream
 
     s = Stream("site-crowd")
@@ -59,7 +60,17 @@ def crowd_stream():
                              usd_micros=None, copperhead_version=version)
                 s.graded_run(t, "vendor:half-costed", "pass", repeat=repeat,
                              usd_micros=None if repeat == 2 else 50_000, copperhead_version=version)
+                # passes everything under the older harness and nothing under the newer: a regression
+                s.graded_run(t, "vendor:regressed", "pass" if version == "0.9.0" else "fail", repeat=repeat,
+                             usd_micros=60_000, copperhead_version=version)
     s.graded_run("rename-net", "vendor:lucky-once", "pass", usd_micros=20_000, copperhead_version="0.9.3")
+    # two more simple tasks, so the regression is paired over three tasks of one tier and fires
+    for t in ("swap-led", "label-net"):
+        s.task(t, tier="simple")
+        for version in ("0.9.0", "0.9.3"):
+            for repeat in (1, 2):
+                s.graded_run(t, "vendor:regressed", "pass" if version == "0.9.0" else "fail", repeat=repeat,
+                             usd_micros=60_000, copperhead_version=version)
     return s
 
 

@@ -66,7 +66,8 @@ def test_every_command_of_a_site_with_agent_runs_and_two_harness_versions_runs(t
     # the run pages' `show` needs preserved runs, which a synthetic ledger has none of: the
     # committed site's test runs those; the aggregate pages' commands are run here
     commands = {c: v for c, v in _commands(pages).items() if not v[1].startswith("runs/")}
-    assert any(page == site.REGRESSIONS for _, page in commands.values())
+    # the gate fires between the two versions: its command promises exit 1, and must keep it
+    assert [code for code, page in commands.values() if page == site.REGRESSIONS] == [1]
     _run_all(commands, tmp_path)
 
 
