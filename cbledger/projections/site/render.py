@@ -255,7 +255,7 @@ def _run_summary(state: LedgerState, entry: RunEntry | PassEntry) -> dict[str, A
     return {
         "id": run.run_id, "href": run_page(run.run_id), "seq": entry.seq, "task": run.task.id, "tier": run.task.tier,
         "task_href": task_page(run.task.id), "model_href": model_page(run.model.id),
-        "model": run.model.id, "mode": harness_mode(entry) or run.run_mode, "verdict": verdict,
+        "model": run.model.id, "segment": run.model.segment, "mode": harness_mode(entry) or run.run_mode, "verdict": verdict,
         "category": (graded.grade.failure_category if graded else None) or "",
         "suite": graded.grade.suite_version if graded else "",
         "cost": fmt.usd_micros(run.cost.usd_micros), "started": fmt.utc_stamp(run.timings.started_at),
