@@ -60,7 +60,7 @@ def _tier_label(tier: str) -> str:
 _SEGMENT_ORDER = {s: i for i, s in enumerate((*COSTED_SEGMENTS, *UNCOSTED_SEGMENTS))}
 
 
-def _rank_key(r: RowMetrics) -> tuple[int, Fraction, int, bool, Fraction | int, str, str]:
+def rank_key(r: RowMetrics) -> tuple[int, Fraction, int, bool, Fraction | int, str, str]:
     """Pass rate first; ties break by cost within a segment, never by USD across segments."""
     rate = r.rate if r.rate is not None else Fraction(-1)
     cpp = r.cost_per_pass_micros
@@ -129,7 +129,7 @@ def _rows_section(rows: list[RowMetrics], costed: bool) -> list[str]:
                 *_segment_cells(r.segment, columns, _cost_cell(r)),
                 fmt.pct(r.pass_at_1), _pass_hat_k(r), _spread(r),
             ]
-            for r in sorted(rows, key=_rank_key)
+            for r in sorted(rows, key=rank_key)
         ]
     else:
         header = [
@@ -141,7 +141,7 @@ def _rows_section(rows: list[RowMetrics], costed: bool) -> list[str]:
                 _tier_label(r.tier), f"`{r.model}`", r.segment, r.pinning, _rate_cell(r),
                 f"{r.tokens_in} / {r.tokens_out}", fmt.pct(r.pass_at_1), _pass_hat_k(r), _spread(r),
             ]
-            for r in sorted(rows, key=_rank_key)
+            for r in sorted(rows, key=rank_key)
         ]
     return fmt.table(header, body)
 
