@@ -8,16 +8,13 @@ check."""
 from __future__ import annotations
 
 import json
-import shutil
-from pathlib import Path
 
 import pytest
 
 from cbledger.runner import check_capture
 from cbledger.tasks.catalog import Catalog
-from tests.factories import run_cli
+from tests.modes_project import REPO, Project
 
-REPO = Path(__file__).resolve().parent.parent
 TASK = "led-resistor-swap"
 
 
@@ -35,56 +32,18 @@ def test_the_captured_result_names_why_it_has_no_exit_code_and_bounds_its_output
     assert "stderr" not in big and "skipped" not in big
 
 
-class Project:
-    def __init__(self, tmp_path: Path):
-        self.root = tmp_path / "project"
-        self.sandboxes = tmp_path / "sandboxes"
-        for part in ("tasks", "suites"):
-            shutil.copytree(REPO / part, self.root / part)
-        (self.root / "fixtures").mkdir()
-        fixture = json.loads((REPO / "tasks" / TASK / "task.json").read_text())["fixture"]["path"]
-        shutil.copytree(REPO / fixture, self.root / fixture)
-        # only this task's fixture is here: every other task and suite goes
-        for task in (self.root / "tasks").iterdir():
-            if task.is_dir() and task.name != TASK:
-                shutil.rmtree(task)
-        for suite in (self.root / "suites").iterdir():
-            suite.write_text(json.dumps({"name": suite.stem, "tasks": [TASK]}) + "\n")
-        assert self.cli("init").exit_code == 0
-
-    def cli(self, *args):
-        return run_cli([*args, "--root", self.root])
-
-    def bump(self, reason: str) -> None:
-        result = self.cli("suite", "bump", "--reason", reason, "--skip-trial")
-        assert result.exit_code == 0, result.output
-
-    def run(self, *args) -> tuple:
-        result = self.cli("run", TASK, "--repeats", "1", "--sandbox-root", self.sandboxes, *args)
-        assert result.exit_code == 0, result.output
-        run = self.latest("run.recorded")
-        grade = self.latest("grade.recorded")
-        return run, {a.id: (a.status, a.detail) for a in grade.assertions}
-
-    def latest(self, type_: str):
-        from cbledger.ledger.store import LedgerStore
-
-        return [s.event.body for s in LedgerStore(self.root / "results" / "ledger" / "events.jsonl").read(types={type_})][-1]
-
-
 @pytest.mark.kicad
 @pytest.mark.copperhead
 def test_the_check_is_captured_graded_and_reproduced(tmp_path, kicad_cli, copperhead_cli, monkeypatch):
     monkeypatch.delenv("COPPERHEAD_CLI", raising=False)
-    project = Project(tmp_path)
-    project.bump("check capture under test")
+    project = Project(tmp_path, [TASK])
 
-    run, outcomes = project.run("--agent", "gold", "--copperhead-cli", copperhead_cli)
+    run, _, outcomes = project.run(TASK, "--agent", "gold", "--copperhead-cli", copperhead_cli)
     assert outcomes["copperhead-check"] == ("pass", "`copperhead check` exited 0")
     assert run.evidence["check"].path == "check.json" and run.evidence["check"].bytes > 0
 
     # no CLI to run the check with: the run is still recorded, and the grade says why it failed
-    run, outcomes = project.run("--agent", "gold")
+    run, _, outcomes = project.run(TASK, "--agent", "gold")
     assert outcomes["copperhead-check"] == (
         "fail",
         "could not be evaluated: the captured check result has no integer exitCode "
@@ -100,11 +59,9 @@ def test_the_check_is_captured_graded_and_reproduced(tmp_path, kicad_cli, copper
 @pytest.mark.copperhead
 def test_a_check_that_fails_is_captured_as_failed(tmp_path, kicad_cli, copperhead_cli, monkeypatch):
     monkeypatch.delenv("COPPERHEAD_CLI", raising=False)
-    project = Project(tmp_path)
     # a solution that leaves the BOM behind the schematic: copperhead's drift check fails it
-    (project.root / "tasks" / TASK / "gold" / "files" / "docs" / "BOM.md").unlink()
-    project.bump("gold without its BOM update")
-    _, outcomes = project.run("--agent", "gold", "--copperhead-cli", copperhead_cli)
+    project = Project(tmp_path, [TASK], edit=lambda root: (root / "tasks" / TASK / "gold" / "files" / "docs" / "BOM.md").unlink())
+    _, _, outcomes = project.run(TASK, "--agent", "gold", "--copperhead-cli", copperhead_cli)
     assert outcomes["copperhead-check"] == ("fail", "`copperhead check` exited 1")
     assert outcomes["docs-agree"][0] == "fail"
     result = project.cli("replay", "--verify")
@@ -115,9 +72,10 @@ def test_a_check_that_fails_is_captured_as_failed(tmp_path, kicad_cli, copperhea
 @pytest.mark.copperhead
 def test_a_task_without_check_clean_captures_no_check(tmp_path, kicad_cli, copperhead_cli, monkeypatch):
     monkeypatch.delenv("COPPERHEAD_CLI", raising=False)
-    project = Project(tmp_path)
-    assertions = project.root / "tasks" / TASK / "assertions.json"
-    assertions.write_text(json.dumps([a for a in json.loads(assertions.read_text()) if a["type"] != "check_clean"], indent=2))
-    project.bump("no check_clean")
-    run, outcomes = project.run("--agent", "gold", "--copperhead-cli", copperhead_cli)
+    def without_check(root):
+        assertions = root / "tasks" / TASK / "assertions.json"
+        assertions.write_text(json.dumps([a for a in json.loads(assertions.read_text()) if a["type"] != "check_clean"], indent=2))
+
+    project = Project(tmp_path, [TASK], edit=without_check)
+    run, _, outcomes = project.run(TASK, "--agent", "gold", "--copperhead-cli", copperhead_cli)
     assert "check" not in run.evidence and "copperhead-check" not in outcomes

@@ -1,0 +1,70 @@
+"""The sync-mode tasks through the real copperhead 0.9.0 CLI (`copperhead sync --model …`) against
+scripted model turns: each passes with its gold and its solve session, fails with noop and with
+its scripted wrong answer in the expected category, and every run re-grades (`replay --verify`)
+and re-executes identically (`--rerun`). Modes the adapter does not drive are refused by name."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from tests.modes_project import Project
+
+pytestmark = [pytest.mark.slow, pytest.mark.kicad, pytest.mark.copperhead]
+
+SYNC_TASKS = ["led-bom-drift-sync", "mcu-budget-dual-write-sync"]
+#: (agent, session) → (verdict, failure category)
+EXPECTED = {
+    ("gold", None): ("pass", None),
+    ("noop", None): ("fail", "wrong-target"),
+    ("copperhead", "solve"): ("pass", None),
+    ("copperhead", "wrong"): ("fail", "wrong-target"),
+}
+
+
+def test_sync_tasks_pass_with_a_solve_and_fail_with_noop_and_a_wrong_answer(tmp_path, kicad_cli, copperhead_cli, monkeypatch):
+    monkeypatch.setenv("COPPERHEAD_CLI", str(copperhead_cli))
+    project = Project(tmp_path, SYNC_TASKS)
+    for task in SYNC_TASKS:
+        for (agent, session), expected in EXPECTED.items():
+            args = ["--agent", agent, "--copperhead-cli", copperhead_cli] + (["--session", session] if session else [])
+            run, grade, outcomes = project.run(task, *args)
+            failed = [(a.id, a.detail) for a in grade.assertions if a.status == "fail"]
+            assert (grade.verdict, grade.failure_category) == expected, (task, agent, session, failed)
+            assert "check" in run.evidence  # the check sync tasks grade was captured
+            if session is not None:
+                # the harness ran sync's resolve phase, not a do run
+                assert run.run_mode == "scripted" and outcomes["sync-resolve-ran"][0] == "pass"
+                assert run.stats.exit_path == "done" and run.harness_failure is None
+    gold = [g for g in project.events("grade.recorded") if "harness-gold" in g.run_id]
+    assert {a.detail for g in gold for a in g.assertions if a.id == "copperhead-check"} == {"`copperhead check` exited 0"}
+    result = project.cli("replay", "--verify", "--rerun")
+    assert result.exit_code == 0, result.output
+    assert "runs: 8 checked: 8 reproduced" in result.output
+    assert "re-executed 4 run(s): 4 identical" in result.output
+
+
+def _as_mode(root, mode: str, request: dict) -> None:
+    source = root / "tasks" / "led-bom-drift-sync"
+    target = root / "tasks" / f"led-bom-drift-{mode}"
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("sessions"))
+    task = json.loads((target / "task.json").read_text())
+    task.update(id=target.name, mode=mode, request=request)
+    (target / "task.json").write_text(json.dumps(task, indent=2) + "\n")
+
+
+def test_create_and_check_tasks_are_refused_by_name(tmp_path, kicad_cli, copperhead_cli):
+    def edit(root):
+        _as_mode(root, "check", {})
+        _as_mode(root, "create", {"briefPath": "docs/SPEC.md"})
+
+    project = Project(tmp_path, SYNC_TASKS[:1], edit=edit)
+    result = project.cli("run", "led-bom-drift-check", "led-bom-drift-create", "--agent", "copperhead",
+                         "--session", project.root / "sessions" / "idle.json",
+                         "--copperhead-cli", copperhead_cli, "--sandbox-root", project.sandboxes)
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: --agent copperhead drives only `do` and `sync` tasks; not: led-bom-drift-check, led-bom-drift-create (")
+    assert "check makes no model call" in result.stderr and "create is not driven yet" in result.stderr
+    assert project.events("run.recorded") == []
