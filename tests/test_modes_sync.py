@@ -26,7 +26,7 @@ EXPECTED = {
 
 def test_sync_tasks_pass_with_a_solve_and_fail_with_noop_and_a_wrong_answer(tmp_path, kicad_cli, copperhead_cli, monkeypatch):
     monkeypatch.setenv("COPPERHEAD_CLI", str(copperhead_cli))
-    project = Project(tmp_path, SYNC_TASKS)
+    project = Project(tmp_path, [*SYNC_TASKS, "led-resistor-swap"])
     for task in SYNC_TASKS:
         for (agent, session), expected in EXPECTED.items():
             args = ["--agent", agent, "--copperhead-cli", copperhead_cli] + (["--session", session] if session else [])
@@ -40,10 +40,20 @@ def test_sync_tasks_pass_with_a_solve_and_fail_with_noop_and_a_wrong_answer(tmp_
                 assert run.stats.exit_path == "done" and run.harness_failure is None
     gold = [g for g in project.events("grade.recorded") if "harness-gold" in g.run_id]
     assert {a.detail for g in gold for a in g.assertions if a.id == "copperhead-check"} == {"`copperhead check` exited 0"}
+    # a do task beside them: LEADERBOARD.md and the site show the mode and the per-mode diagnostic
+    project.run("led-resistor-swap", "--agent", "copperhead", "--session", "solve", "--copperhead-cli", copperhead_cli)
+    board = (project.root / "LEADERBOARD.md").read_text()
+    modes = board.split("### Task modes (diagnostic; pooled over tiers by run)")[1].split("\n### ")[0]
+    assert "| `compat:scripted-solve` | scripted | do | 1 | 1 | - |" in modes
+    assert "| `compat:scripted-solve` | scripted | sync | 2 | 2 | - |" in modes
+    assert "| `compat:scripted-wrong` | scripted | sync | 2 | 0 | wrong-target 2 |" in modes
+    assert "| simple | led-bom-drift-sync (sync) | edit |" in board and "| medium | led-resistor-swap | edit |" in board
+    site = (project.root / "results" / "site" / "index.html").read_text()
+    assert "<td>led-bom-drift-sync (sync)</td>" in site and "<td>compat:scripted-wrong</td><td>scripted</td><td>sync</td>" in site
     result = project.cli("replay", "--verify", "--rerun")
     assert result.exit_code == 0, result.output
-    assert "runs: 8 checked: 8 reproduced" in result.output
-    assert "re-executed 4 run(s): 4 identical" in result.output
+    assert "runs: 9 checked: 9 reproduced" in result.output
+    assert "re-executed 5 run(s): 5 identical" in result.output
 
 
 def _as_mode(root, mode: str, request: dict) -> None:

@@ -161,7 +161,7 @@ def index_page(state: LedgerState) -> bytes:
         sm = suite_metrics(state, suite)
         for g in sm.groups:
             groups.append({"label": g.label, "main": g.main, "reasons": g.reasons, "records": g.records,
-                           "tiers": _tiers(g), "harness": g.harness})
+                           "tiers": _tiers(g), "harness": g.harness, "modes": g.mode_rows()})
         heat = _heatmap(state, suite)
     header, body = passes_part.table(state, suite) if suite is not None else ([], [])
     passes = {"title": passes_part.TITLE, "header": header, "rows": [[c.strip("`") for c in r] for r in body]}
