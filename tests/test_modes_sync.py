@@ -78,3 +78,18 @@ def test_create_and_check_tasks_are_refused_by_name(tmp_path, kicad_cli, copperh
     assert result.stderr.startswith("error: --agent copperhead drives only `do` and `sync` tasks; not: led-bom-drift-check, led-bom-drift-create (")
     assert "check makes no model call" in result.stderr and "create is not driven yet" in result.stderr
     assert project.events("run.recorded") == []
+
+
+def test_a_sync_task_has_memorization_variants_that_its_sessions_still_solve(tmp_path, kicad_cli, copperhead_cli, monkeypatch):
+    monkeypatch.setenv("COPPERHEAD_CLI", str(copperhead_cli))
+    project = Project(tmp_path, SYNC_TASKS[:1])
+    made = project.cli("task", "variant", SYNC_TASKS[0])
+    assert made.exit_code == 0, made.output
+    assert "trial led-bom-drift-sync-v1: gold pass" in made.output and "noop fail" in made.output
+    variant = json.loads((project.root / "tasks" / "led-bom-drift-sync-v1" / "task.json").read_text())
+    assert variant["mode"] == "sync" and variant["variantOf"] == SYNC_TASKS[0]
+    project.bump("the variant")
+    _, grade, outcomes = project.run("led-bom-drift-sync-v1", "--agent", "copperhead", "--session", "solve",
+                                     "--copperhead-cli", copperhead_cli)
+    assert grade.verdict == "pass", [(a.id, a.detail) for a in grade.assertions if a.status == "fail"]
+    assert outcomes["copperhead-check"] == ("pass", "`copperhead check` exited 0")
