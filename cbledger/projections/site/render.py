@@ -21,11 +21,12 @@ import jinja2
 from markupsafe import Markup
 
 from cbledger.ledger.events import RunRecorded
+from cbledger.projections import env_failures, gate, passes_part, workqueue
 from cbledger.projections import format as fmt
-from cbledger.projections import gate, passes_part, workqueue
 from cbledger.projections.conditions import DEFAULT
 from cbledger.projections.fold import GradeEntry, LedgerState, PassEntry, RunEntry, current_suite
 from cbledger.projections.metrics import ALL_TIERS, TIERS, GroupMetrics, RowMetrics, suite_metrics
+from cbledger.projections.provenance import NO_REAL_MODEL, real_model_run
 from cbledger.projections.records import harness_mode, record_entries, usd_from_micros
 from cbledger.projections.selection import Selection
 from cbledger.projections.site import svg
@@ -161,12 +162,19 @@ def index_page(state: LedgerState) -> bytes:
         sm = suite_metrics(state, suite)
         for g in sm.groups:
             groups.append({"label": g.label, "main": g.main, "reasons": g.reasons, "records": g.records,
-                           "tiers": _tiers(g), "harness": g.harness, "modes": g.mode_rows()})
+                           "tiers": _tiers(g), "harness": g.harness, "modes": g.mode_rows(),
+                           "environment_failures": [
+                               {"model": e.model, "route": e.route, "runs": e.runs, "failures": e.failures,
+                                "rate": fmt.pct(Fraction(e.failures, e.runs)),
+                                "kinds": env_failures.kinds_text(e)}
+                               for e in g.environment_failures
+                           ]})
         heat = _heatmap(state, suite)
     header, body = passes_part.table(state, suite) if suite is not None else ([], [])
     passes = {"title": passes_part.TITLE, "header": header, "rows": [[c.strip("`") for c in r] for r in body]}
+    no_model = None if any(real_model_run(e.run) for e in state.runs.values()) else NO_REAL_MODEL.replace("**", "")
     return _page("index.html", title="Leaderboard", snap=_snapshot(state), groups=groups, heatmap=heat,
-                 imports=_imports(state), passes=passes if body else None, root="")
+                 imports=_imports(state), passes=passes if body else None, root="", no_model=no_model)
 
 
 def runs_page(state: LedgerState) -> bytes:
