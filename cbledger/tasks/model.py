@@ -62,6 +62,10 @@ class TaskCaps(Model, frozen=True, kw_only=True):
     wall_clock_sec: Annotated[int, Meta(ge=1)]
 
 
+#: repeat defaults by mode where they differ from 3 (a task's `repeats` overrides them)
+MODE_REPEATS = {"create": 1}
+
+
 class TaskManifest(Model, frozen=True, kw_only=True):
     schema_: str | None = field(default=None, name="$schema")
     id: Slug
@@ -80,7 +84,9 @@ class TaskManifest(Model, frozen=True, kw_only=True):
 
     @property
     def default_repeats(self) -> int:
-        return self.repeats if self.repeats is not None else 3
+        """The task's own `repeats`, else its mode's default: a create run is eight model-driven
+        stages and minutes long, so the standard lets it repeat less than the others."""
+        return self.repeats if self.repeats is not None else MODE_REPEATS.get(self.mode, 3)
 
 
 Assertions = list[AnyAssertion]

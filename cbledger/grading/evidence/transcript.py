@@ -227,10 +227,54 @@ def locate(end: TreeView, baseline: TreeView | None) -> tuple[str | None, list[s
     return (candidates[-1] if candidates else None), candidates
 
 
+#: run-end figures a create run's stages each report and the whole run is the sum of
+STAGE_SUMS = ("turnsUsed", "maxTurns", "repairCyclesUsed", "maxRepairCycles", "tokensIn", "tokensOut", "durationMs")
+
+
+def _command(t: Transcript) -> str | None:
+    starts = t.of_type("run-start")
+    value = starts[0].data.get("command") if starts else None
+    return value if isinstance(value, str) else None
+
+
+def merge_stages(stages: list[Transcript]) -> Transcript:
+    """One `copperhead create` run out of its stage transcripts (one per stage attempt, in time
+    order): every event, and a single `run-end` standing for the run. Its exit path is the first
+    stage's that did not end `done` (where the pipeline stopped), else `done`; its figures are
+    the stages' sums, so turns, tokens and time are the whole run's. The diagnosis calls between
+    attempts are in no transcript: only the cassette sees them."""
+    last = stages[-1]
+    merged = Transcript(path=last.path)
+    ends: list[dict[str, Any]] = []
+    for stage in stages:
+        merged.malformed.extend(stage.malformed)
+        for ev in stage.events:
+            if ev.type == "run-end":
+                ends.append(ev.data)
+            else:
+                merged.events.append(ev)
+    if len(ends) < len(stages):  # a stage the runner killed: no run-end for the whole run either
+        return merged
+    paths = [e.get("exitPath") for e in ends]
+    end: dict[str, Any] = dict(ends[-1])
+    end["exitPath"] = next((p for p in paths if p != "done"), "done")
+    for key in STAGE_SUMS:
+        values = [e.get(key) for e in ends]
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            end[key] = sum(values)
+    end["stages"] = len(stages)
+    merged.events.append(TranscriptEvent(0, None, "run-end", end))
+    return merged
+
+
 def load(end: TreeView, baseline: TreeView | None) -> Transcript:
+    """The run's transcript; for a `create` run, its stage transcripts merged (`merge_stages`)."""
     path, candidates = locate(end, baseline)
     if path is None:
         return Transcript(path=None, candidates=candidates)
     t = parse_transcript(end.read(path) or b"", path)
+    if _command(t) == "create":
+        stages = [parse_transcript(end.read(p) or b"", p) for p in candidates]
+        t = merge_stages([s for s in stages if _command(s) == "create"])
     t.candidates = candidates
     return t

@@ -313,11 +313,9 @@ def not_recordable_note(model_id: str) -> str:
     )
 
 
-#: the task modes the adapter drives; `create` and `check` are refused (docs/RUNNER.md section 4)
-DRIVEN_MODES = ("do", "sync")
+#: the task modes the adapter drives; `check` is refused (docs/RUNNER.md section 13)
+DRIVEN_MODES = ("do", "sync", "create")
 UNDRIVEN_WHY = {
-    "create": "create is not driven yet: a run is eight model-driven stages, each with a transcript of its own, "
-    "and needs KiCad's symbol and footprint libraries in the sandbox",
     "check": "check makes no model call, so it measures the harness, not a model: a check-mode task is not run "
     "against a model (its result is captured as evidence for any task that asserts check_clean)",
 }
@@ -329,7 +327,7 @@ def refuse_undriven(tasks) -> None:
     if undriven:
         modes = sorted({m for _, m in undriven})
         raise UserError(
-            f"--agent copperhead drives only `do` and `sync` tasks; not: {', '.join(t for t, _ in undriven)} ("
+            f"--agent copperhead drives only `do`, `sync` and `create` tasks; not: {', '.join(t for t, _ in undriven)} ("
             + "; ".join(UNDRIVEN_WHY.get(m, f"mode {m}") for m in modes) + ")"
         )
 
@@ -342,12 +340,21 @@ def command_line(inp: AgentInput) -> list[str]:
     * `sync --model M`: copperhead writes its own request (the deterministic verifier's report) and
       takes no prompt and no `--max-turns`; its turn cap is the seeded config's `maxTurns`, which
       the runner sets from the task's cap or the `--max-turns` ablation. A feedback pass has no
-      way to reach it, so a sync task is given no later pass."""
+      way to reach it, so a sync task is given no later pass.
+    * `create --brief <sandbox>/<briefPath> --model M`: the brief is in the fixture tree, so it is
+      in the baseline and never in the diff, and copperhead records it repo-relative. Each stage's
+      turn cap is the seeded config's `stageMaxTurns[<stage>]`, else its `maxTurns`; like sync it
+      takes no hints."""
     manifest = inp.task.manifest
     head = ["--repo", str(inp.sandbox), "--json"]
-    if manifest.mode == "sync":
+    if manifest.mode in ("sync", "create"):
         if inp.options.get("message"):
-            raise UserError(f"task {manifest.id}: copperhead sync takes no prompt, so a feedback pass cannot be told its hints")
+            raise UserError(
+                f"task {manifest.id}: copperhead {manifest.mode} takes no prompt, so a feedback pass cannot be told its hints"
+            )
+        if manifest.mode == "create":
+            brief = inp.sandbox / (manifest.request.brief_path or "")
+            return [*head, "create", "--brief", str(brief), "--model", inp.model_id]
         return [*head, "sync", "--model", inp.model_id]
     prompt = inp.options.get("message") or manifest.request.prompt or ""
     return [*head, "do", prompt, "--model", inp.model_id, "--max-turns", str(inp.max_turns)]

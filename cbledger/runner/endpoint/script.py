@@ -117,6 +117,9 @@ class Session(_Body, frozen=True):
     model: Annotated[str, Meta(min_length=1)] | None = None
     #: what the model does in feedback passes 2, 3, …: `passes[k - 2]` answers pass k
     passes: list[FollowUp] = field(default_factory=list)
+    #: a `copperhead create` run, one conversation per pipeline stage (`stage_session`): the
+    #: stage's name, or `diagnose:<stage>` for the recovery supervisor's call after it failed
+    stages: dict[str, list[Exchange]] = field(default_factory=dict)
 
 
 def load(path: Path) -> Session:
@@ -134,6 +137,10 @@ def load(path: Path) -> Session:
     _check_exchanges(session.exchanges, f"{path}: $.exchanges")
     for k, follow_up in enumerate(session.passes):
         _check_exchanges(follow_up.exchanges, f"{path}: $.passes[{k}].exchanges")
+    for name, exchanges in session.stages.items():
+        if not exchanges:
+            raise UserError(f"{path}: $.stages.{name}: a stage needs at least one exchange")
+        _check_exchanges(exchanges, f"{path}: $.stages.{name}")
     return session
 
 
@@ -154,6 +161,40 @@ def _check_exchanges(exchanges: list[Exchange], prefix: str) -> None:
                 re.compile(pattern)
             except re.error as err:
                 raise UserError(f"{where}.expect.toolResults[{j}]: not a regex ({err})") from None
+
+
+_STAGE_REQUEST = re.compile(r"Request: create pipeline stage: ([\w-]+)\s*$")
+_DIAGNOSIS = re.compile(r"\AStage: ([\w-]+)\n")
+
+
+def stage_of(body: dict) -> str | None:
+    """Which create-pipeline conversation a request belongs to: each stage's agent loop opens
+    with a user message ending `Request: create pipeline stage: <name>`, and the recovery
+    supervisor's tool-less call about a failed stage opens `Stage: <name>` (`diagnose:<name>`)."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return None
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") != "user" or not isinstance(message.get("content"), str):
+            continue
+        text = message["content"]
+        if m := _STAGE_REQUEST.search(text):
+            return m.group(1)
+        if m := _DIAGNOSIS.match(text):
+            return f"diagnose:{m.group(1)}"
+        return None
+    return None
+
+
+def stage_session(session: Session, body: dict) -> Session:
+    """The session a request is answered from: a create stage's own exchanges when the script
+    has them (every stage is a fresh conversation, so its turns count from its first), else the
+    session's `exchanges`, which answer every other request, any stage the script leaves out
+    included."""
+    stage = stage_of(body) if session.stages else None
+    if stage is None or stage not in session.stages:
+        return session
+    return msgspec.structs.replace(session, name=f"{session.name} ({stage})", exchanges=session.stages[stage], stages={})
 
 
 def for_pass(session: Session, index: int) -> Session:
@@ -215,6 +256,7 @@ def exchange_at(session: Session, k: int) -> Exchange | None:
 
 def dumps(session: Session) -> bytes:
     doc = msgspec.to_builtins(session)
-    if not doc.get("passes"):  # a session without later passes is written as it always was
-        doc.pop("passes", None)
+    for empty in ("passes", "stages"):  # a session without them is written as it always was
+        if not doc.get(empty):
+            doc.pop(empty, None)
     return json.dumps(doc, indent=2, ensure_ascii=False).encode() + b"\n"

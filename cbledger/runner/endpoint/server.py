@@ -224,9 +224,10 @@ class _Handler(BaseHTTPRequestHandler):
             k = self.endpoint._next(route) if route.replay is not None else turn_index(body)
         except (ValueError, ScriptProblem) as exc:
             return self._problem(route, 0, f"bad request: {exc}")
-        ex = script_mod.exchange_at(route.session, k)
+        session = route.session if route.replay is not None else script_mod.stage_session(route.session, body)
+        ex = script_mod.exchange_at(session, k)
         if ex is None:
-            n = script_mod.length(route.session)
+            n = script_mod.length(session)
             if route.replay is not None:
                 return self._problem(
                     route, k + 1, f"the cassette holds {n} model call(s); the harness made request {k + 1}",
@@ -234,7 +235,7 @@ class _Handler(BaseHTTPRequestHandler):
                 )
             return self._problem(
                 route, k + 1,
-                f"session script {route.session.name!r} has {n} turn(s); the harness asked for turn {k + 1}",
+                f"session script {session.name!r} has {n} turn(s); the harness asked for turn {k + 1}",
                 code="session_script_exhausted",
             )
         differs = None
@@ -250,7 +251,7 @@ class _Handler(BaseHTTPRequestHandler):
                         differs=where,
                     )
         try:
-            check_expectations(route.session, k, ex, body)
+            check_expectations(session, k, ex, body)
         except ScriptProblem as exc:
             return self._problem(route, k + 1, str(exc), code="session_script_mismatch")
         if ex.delay_ms:
