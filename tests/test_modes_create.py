@@ -39,7 +39,7 @@ def test_create_tasks_pass_with_a_solve_and_fail_with_noop_and_a_wrong_answer(tm
         for (agent, session), expected in expected_by_agent.items():
             args = ["--agent", agent, "--copperhead-cli", copperhead_cli] + (["--session", session] if session else [])
             started = time.monotonic()
-            run, grade, outcomes = project.run(task, *args)
+            run, grade, _ = project.run(task, *args)
             failed = [(a.id, a.detail) for a in grade.assertions if a.status == "fail"]
             assert (grade.verdict, grade.failure_category) == expected, (task, agent, session, failed)
             assert "check" in run.evidence  # the check both tasks grade was captured
@@ -54,8 +54,6 @@ def test_create_tasks_pass_with_a_solve_and_fail_with_noop_and_a_wrong_answer(tm
     assert solved[REFUSAL].stats.exit_path == "refused" and solved[REFUSAL].stats.turns_used == 2
     board = (project.root / "LEADERBOARD.md").read_text()
     assert f"| {EDIT} (create) |" in board
-    modes = board.split("### Task modes (diagnostic; pooled over tiers by run)")[1].split("\n### ")[0]
-    assert "| `compat:scripted-solve` | scripted | create | 2 | 2 | - |" in modes
     result = project.cli("replay", "--verify", "--rerun")
     assert result.exit_code == 0, result.output
     assert "runs: 8 checked: 8 reproduced" in result.output

@@ -1,7 +1,7 @@
 """The sync-mode tasks through the real copperhead 0.9.0 CLI (`copperhead sync --model …`) against
 scripted model turns: each passes with its gold and its solve session, fails with noop and with
 its scripted wrong answer in the expected category, and every run re-grades (`replay --verify`)
-and re-executes identically (`--rerun`). Modes the adapter does not drive are refused by name."""
+and re-executes identically (`--rerun`). A check-mode task is refused by name."""
 
 from __future__ import annotations
 
@@ -65,18 +65,17 @@ def _as_mode(root, mode: str, request: dict) -> None:
     (target / "task.json").write_text(json.dumps(task, indent=2) + "\n")
 
 
-def test_create_and_check_tasks_are_refused_by_name(tmp_path, kicad_cli, copperhead_cli):
+def test_check_tasks_are_refused_by_name(tmp_path, kicad_cli, copperhead_cli):
     def edit(root):
         _as_mode(root, "check", {})
-        _as_mode(root, "create", {"briefPath": "docs/SPEC.md"})
 
     project = Project(tmp_path, SYNC_TASKS[:1], edit=edit)
-    result = project.cli("run", "led-bom-drift-check", "led-bom-drift-create", "--agent", "copperhead",
+    result = project.cli("run", "led-bom-drift-check", "--agent", "copperhead",
                          "--session", project.root / "sessions" / "idle.json",
                          "--copperhead-cli", copperhead_cli, "--sandbox-root", project.sandboxes)
     assert result.exit_code == 2
-    assert result.stderr.startswith("error: --agent copperhead drives only `do` and `sync` tasks; not: led-bom-drift-check, led-bom-drift-create (")
-    assert "check makes no model call" in result.stderr and "create is not driven yet" in result.stderr
+    assert result.stderr.startswith("error: --agent copperhead drives only `do`, `sync` and `create` tasks; not: led-bom-drift-check (")
+    assert "check makes no model call" in result.stderr
     assert project.events("run.recorded") == []
 
 

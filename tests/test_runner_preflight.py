@@ -147,7 +147,7 @@ def test_copperhead_refuses_modes_it_does_not_drive(tmp_path, shared_real, kicad
     project.bump()
     cli, record = standin(tmp_path)
     refused(project, "--suite", "smoke", "--agent", "copperhead", "--model", "acme:m1", "--segment", "api-cheap",
-            "--copperhead-cli", str(cli), expect=f"drives only `do` and `sync` tasks; not: {RENAME_TASK} (check makes no model call")
+            "--copperhead-cli", str(cli), expect=f"drives only `do`, `sync` and `create` tasks; not: {RENAME_TASK} (check makes no model call")
     assert not any(r.get("command") == "do" for r in _records(record))
 
 

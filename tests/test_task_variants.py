@@ -104,15 +104,20 @@ def test_a_variant_differs_from_its_original_everywhere_a_model_reads(tmp_path_f
             assert scaled[key] == value
 
 
-def test_a_real_board_task_is_refused_and_nothing_is_written(tmp_path):
+@pytest.mark.parametrize(("task", "fixture", "why"), [
+    ("mic-standby-budget-record", "antmicro-microphone-board", "a real board: its files are third-party data"),
+    ("led-indicator-create", "synthetic-led-create", "is a create task: its gold holds a fabrication package"),
+])
+def test_a_real_board_or_create_task_is_refused_and_nothing_is_written(tmp_path, task, fixture, why):
     root = tmp_path / "project"
-    shutil.copytree(REPO / "tasks" / "mic-standby-budget-record", root / "tasks" / "mic-standby-budget-record")
-    fx = root / "fixtures" / "antmicro-microphone-board"
+    shutil.copytree(REPO / "tasks" / task, root / "tasks" / task)
+    fx = root / "fixtures" / fixture
     fx.mkdir(parents=True)
-    shutil.copyfile(REPO / "fixtures" / "antmicro-microphone-board" / "fixture.json", fx / "fixture.json")
-    with pytest.raises(UserError, match="a real board: its files are third-party data"):
-        gen.generate(root, "mic-standby-budget-record", 1)
-    assert sorted(p.name for p in (root / "tasks").iterdir()) == ["mic-standby-budget-record"]
+    shutil.copyfile(REPO / "fixtures" / fixture / "fixture.json", fx / "fixture.json")
+    with pytest.raises(UserError, match=why):
+        gen.generate(root, task, 1)
+    assert sorted(p.name for p in (root / "tasks").iterdir()) == [task]
+    assert sorted(p.name for p in fx.iterdir()) == ["fixture.json"]
 
 
 def test_a_variant_of_a_variant_and_an_existing_variant_are_refused(tmp_path):

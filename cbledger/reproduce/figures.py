@@ -16,7 +16,7 @@ import msgspec
 import pygit2
 from blake3 import blake3
 
-from cbledger.grading.evidence.transcript import parse_transcript
+from cbledger.grading.evidence import transcript as transcript_mod
 from cbledger.grading.evidence.tree import view
 from cbledger.ledger.events import PricingPublished, RunRecorded
 from cbledger.projections.fold import LedgerState
@@ -45,7 +45,11 @@ def figures_findings(
         return []
     # The cap a synthesized record states is the run's setting, not a transcript figure.
     cap = run.stats.max_turns if run.stats is not None else 0
-    derived, _ = stats_from(parse_transcript(data, ref.path), run.runner_exit, cap, cassette, run.timings.agent_ms)
+    transcript = transcript_mod.parse_transcript(data, ref.path)
+    if run.task.mode == "create":  # its stage transcripts, merged as grading merged them
+        baseline = view(repo, run.sandbox.baseline_sha) if repo.get(run.sandbox.baseline_sha) is not None else None
+        transcript = transcript_mod.load(view(repo, capture), baseline)
+    derived, _ = stats_from(transcript, run.runner_exit, cap, cassette, run.timings.agent_ms)
     recorded, again = msgspec.to_builtins(run.stats), msgspec.to_builtins(derived)
     if recorded is None or again is None:
         if recorded == again:

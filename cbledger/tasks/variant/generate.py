@@ -268,12 +268,18 @@ def _write_fixture_manifest(fixture: Fixture, fixture_dir: Path, sha: str, vm: V
 
 def generate(root: Path, task_id: str, seed: int, *, replace: bool = False) -> Generated:
     """Writes the variant task and its fixture tree and manifest (with a placeholder baseline,
-    which `fixture baseline` measures). Refuses a real board, a variant of a variant, and
-    overwriting an existing variant unless `replace`."""
+    which `fixture baseline` measures). Refuses a real board, a create task, a variant of a
+    variant, and overwriting an existing variant unless `replace`."""
     catalog = Catalog(root)
     task = catalog.task(task_id)
     if task.manifest.variant_of is not None:
         raise UserError(f"task {task_id} is itself a variant of {task.manifest.variant_of}; make variants of the original")
+    if task.manifest.mode == "create":
+        raise UserError(
+            f"task {task_id} is a create task: its gold holds a fabrication package (gerbers, drill, STEP) the harness "
+            "exported from the fixture's board, which a text transform cannot turn into what it would export from the "
+            "variant's; variants are made of do and sync tasks only"
+        )
     fixture = catalog.fixture_for(task)
     if fixture.manifest.origin != "synthetic":
         raise UserError(
