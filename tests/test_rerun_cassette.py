@@ -137,6 +137,15 @@ def test_the_sandbox_path_and_timestamps_are_normalised_and_nothing_else():
     assert normalise.text("**Duration:** 9s and .copperhead/runs/2026-12-01T23-51-05-123Z/") == "**Duration:** <duration> and .copperhead/runs/<stamp>/"
     # in the docs only stamps and dates: a decision names its run, a changelog its day; a value stays
     assert normalise.doc_text("- 2026-12-01 [run 2026-12-01T20-55-33-617Z] R1 at 2k, 9 s") == "- <date> [run <stamp>] R1 at 2k, 9 s"
+    # KiCad's exports are stamped with the day and time they were made; a create report with wall times
+    assert normalise.doc_text("G04 Created by KiCad date 2026-12-03 13:53:59*") == "G04 Created by KiCad date <date> <clock>*"
+    assert normalise.text("created as board.svg date 2026/12/03 13:54:04") == "created as board.svg date <date> <clock>"
+    report = "| outputs | 6s | 1 | 2.5k |\n| spec-seed | — | — |\n| **Total** | 1m05s | 2 |\nSlowest stage: **firmware** (3s). Most"
+    assert normalise.text(report) == (
+        "| outputs | <duration> | 1 | 2.5k |\n| spec-seed | — | — |\n| **Total** | <duration> | 2 |\nSlowest stage: <timing>. Most"
+    )
+    assert normalise.value({"slowestStage": {"name": "firmware"}, "turns": 3}) == {"slowestStage": "<timing>", "turns": 3}
+    assert normalise.text("R1 at 2k, pin 12:34") == "R1 at 2k, pin 12:34"  # not a time of day
 
 
 def test_a_session_script_is_a_cassette_of_the_same_format_and_serves_the_same_answers():

@@ -12,8 +12,12 @@ are replaced by placeholders before anything is compared (docs/REPRODUCE.md list
 * the ids of the commits the harness made during the run (their committer time differs) →
   `<commit-1>`, `<commit-2>`, … in the order they were made (the seed and baseline commits are
   deterministic and compared as they are);
-* in the docs (any file but the KiCad design files), only run stamps, timestamps and calendar
-  dates (`<date>`);
+* calendar dates (`2026-12-03`, `2026/12/03`: `<date>`) and times of day (`13:52:45`:
+  `<clock>`), which KiCad's exports (gerbers, drill files, SVGs) and copperhead's changelog carry;
+* in a create run's report (`.copperhead/runs/REPORT.md`, `report.json`), each stage's wall time
+  and which stage was the slowest (`<duration>`, `<timing>`);
+* in the docs and outputs (any file but the KiCad design files), only run stamps, timestamps,
+  calendar dates and times of day;
 * ids the provider mints (`chatcmpl-…`, `call_…`) are not replaced: the cassette serves them.
 
 Everything else — every message, tool call, tool result, file byte — must be equal.
@@ -27,8 +31,18 @@ from typing import Any
 ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?")
 RUN_STAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-\d{3}Z")
 DURATION_KEY = re.compile(r"(?:^|[a-z])Ms$|^duration|^elapsed")
-#: a calendar date (a changelog heading the harness dates with the day it ran)
-DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
+#: a calendar date (a changelog heading the harness dates with the day it ran; KiCad's SVG
+#: exports write it with slashes)
+DATE = re.compile(r"\b\d{4}([-/])\d{2}\1\d{2}\b")
+#: a time of day (KiCad's gerber and drill headers: `date 2026-12-03 13:52:45`)
+CLOCK = re.compile(r"\b\d{2}:\d{2}:\d{2}\b")
+#: copperhead's `fmtDuration` (`6s`, `1m03s`, `2h05m`)
+_FMT_DURATION = r"\d+(?:h\d{2}m|m\d{2}s|s)"
+#: the create report's Wall column (`| outputs | 6s | 1 | …`) and its slowest-stage line
+REPORT_WALL = re.compile(rf"(?m)^(\| [^|\n]+ \| ){_FMT_DURATION}( \|)")
+REPORT_SLOWEST = re.compile(rf"Slowest stage: \*\*[\w-]+\*\* \({_FMT_DURATION}\)")
+#: report.json's slowest stage: which one is a matter of timing
+TIMING_KEYS = {"slowestStage"}
 #: where copperhead was installed (its transcript and summary name it): outside the sandbox, or
 #: the read-only mount inside it
 INSTALL = re.compile(r"(?:/[^\s\"'`<>]+)?/node_modules/copperhead\b")
@@ -46,13 +60,19 @@ def text(value: str, workdirs: tuple[str, ...] = (), commits: dict[str, str] | N
     value = RUN_STAMP.sub("<stamp>", value)
     value = DURATION_TEXT.sub(r"\1<duration>", value)
     value = INSTALL.sub("<copperhead>", value)
-    return ISO_TIME.sub("<time>", value)
+    value = REPORT_SLOWEST.sub("Slowest stage: <timing>", REPORT_WALL.sub(r"\1<duration>\2", value))
+    return _dates(ISO_TIME.sub("<time>", value))
+
+
+def _dates(value: str) -> str:
+    return CLOCK.sub("<clock>", DATE.sub("<date>", value))
 
 
 def doc_text(value: str) -> str:
-    """For the docs the harness writes: run stamps (a recorded decision names its run), ISO
-    timestamps and calendar dates (its changelog is dated), and nothing else."""
-    return DATE.sub("<date>", ISO_TIME.sub("<time>", RUN_STAMP.sub("<stamp>", value)))
+    """For the docs and outputs the harness writes: run stamps (a recorded decision names its
+    run), ISO timestamps, calendar dates and times of day (its changelog is dated, KiCad's
+    exports are stamped), and nothing else."""
+    return _dates(ISO_TIME.sub("<time>", RUN_STAMP.sub("<stamp>", value)))
 
 
 def value(v: Any, workdirs: tuple[str, ...] = (), commits: dict[str, str] | None = None) -> Any:
@@ -62,11 +82,13 @@ def value(v: Any, workdirs: tuple[str, ...] = (), commits: dict[str, str] | None
     if isinstance(v, list):
         return [value(x, workdirs, commits) for x in v]
     if isinstance(v, dict):
-        out = {}
+        out: dict[str, Any] = {}
         for k, x in v.items():
             key = text(str(k), workdirs, commits)
             if DURATION_KEY.search(key) and isinstance(x, (int, float)) and not isinstance(x, bool):
                 out[key] = 0
+            elif key in TIMING_KEYS:
+                out[key] = "<timing>"
             else:
                 out[key] = value(x, workdirs, commits)
         return out
