@@ -35,6 +35,8 @@ CHECKPOINTS = f"{RESULTS}/checkpoints"
 SUITES = f"{RESULTS}/suites"
 #: Each run's recorded model exchanges, content-addressed (docs/REPRODUCE.md, "Re-execution").
 CASSETTES = f"{RESULTS}/cassettes"
+#: Each campaign's plan, as its first invocation fixed it (docs/RUNNER.md, "Campaigns").
+CAMPAIGNS = f"{RESULTS}/campaigns"
 #: Public keys whose checkpoint signatures this project accepts (never a private key: see docs/CHECKPOINTS.md).
 KEYS = "keys"
 
@@ -200,6 +202,10 @@ class Workspace:
     @property
     def suites(self) -> Path:
         return self._under_results(SUITES)
+
+    @property
+    def campaigns(self) -> Path:
+        return self._under_results(CAMPAIGNS)
 
     def suite_definitions(self, version: str) -> Path:
         return self._under_results(suite_definitions_name(version))

@@ -8,6 +8,7 @@ import re
 import shutil
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -30,14 +31,15 @@ from cbledger.login import login_name
 from cbledger.projections import writers
 from cbledger.projections.records import record_entries
 from cbledger.reproduce import site_evidence
-from cbledger.runner import ledger_view, pricing, trial
-from cbledger.runner.plan import check_jobs, make_plan
+from cbledger.runner import campaign as campaign_mod
+from cbledger.runner import ledger_view, leftovers, pricing, trial
+from cbledger.runner.plan import Plan, check_jobs, make_plan
 from cbledger.runner.rescore import rescore as rescore_runs
 from cbledger.runner.suite_run import passes_allowed, run_plan
 from cbledger.tasks import definitions, suite_archive
 from cbledger.tasks.catalog import Catalog
 from cbledger.tasks.definitions import DirectorySource, GitSource, Source
-from cbledger.workspace import SUITES, bundle_name, record_name
+from cbledger.workspace import SUITES, Workspace, bundle_name, record_name
 
 
 def scripted_model(session: str) -> str:
@@ -81,6 +83,20 @@ def run(
                     "failed assertions; capped by each task's allowance in tasks/passes.json (docs/RUNNER.md, section 12).",
         show_default=False,
     )] = None,
+    campaign: Annotated[str | None, typer.Option(
+        help="The campaign this plan fills (default: an id read off the plan, so the same command resumes it); "
+             "a new id starts a fresh campaign, whose repeats continue after those already recorded.",
+        show_default=False,
+    )] = None,
+    resume: Annotated[str | None, typer.Option(
+        help="Run the missing slots of a campaign, with the plan it was started with (results/campaigns/ID.json).",
+        show_default=False,
+    )] = None,
+    retry_env: Annotated[int, typer.Option(
+        "--retry-env", min=0, max=10,
+        help="Retry a run that failed for a reason not the model's (recorded with a harness failure) up to N times, "
+             "as further attempts of its slot; every attempt is recorded.",
+    )] = 0,
     project: Annotated[bool, typer.Option(help="Regenerate the projections (records, LEADERBOARD.md, read model) afterwards.")] = True,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and its size; run nothing.")] = False,
     ledger: LedgerOption = None,
@@ -99,43 +115,53 @@ def run(
         max_repair_cycles=max_repair_cycles,
         tool_subset=[t.strip() for t in tool_subset.split(",") if t.strip()] if tool_subset else None,
     )
-    if session is not None and model is None:
-        model = scripted_model(session)
-    plan = make_plan(
-        Catalog(where.root), agent=agent, model=model, suite=suite, task_ids=task_ids or [],
-        repeats=repeats, ablations=ablations,
+    if resume is not None:
+        if campaign is not None or task_ids or suite or model or session or repeats or passes or agent != "copperhead" or any(
+            v is not None for v in (prompt_variant, max_turns, tool_subset, max_repair_cycles)
+        ):
+            fail("--resume takes the plan its campaign was started with: give no tasks, suite, agent, model, session, "
+                 "repeats, passes or ablations with it", code=2)
+        kept = campaign_mod.load(where, resume)
+        plan = campaign_mod.plan_of(Catalog(where.root), kept)
+        session, passes, campaign = kept.session, kept.passes, kept.id
+    else:
+        plan = make_plan(
+            Catalog(where.root), agent=agent, model=model if session is None or model else scripted_model(session),
+            suite=suite, task_ids=task_ids or [], repeats=repeats, ablations=ablations,
+        )
+    view = ledger_view.read(where.ledger)
+    campaign = campaign_mod.check_id(campaign) if campaign is not None else campaign_mod.default_id(
+        plan, session=session, passes=passes, suite_version=view.suite_version,
     )
     if dry_run:
-        where_to_run = f"jobs {jobs}" if executor == "local" else f"executor {executor} at {scheduler}"
-        # the passes each attempt may take, as the run would grant them (a bad allowance file fails here too)
-        allowed = passes_allowed(Catalog(where.root), plan, passes)
-        if as_json:
-            typer.echo(json.dumps({
-                "agent": plan.agent, "model": plan.model_id, "tasks": len(plan.tasks), "executor": executor,
-                "jobs": jobs, "runs": [{"task": r.task.id, "tier": r.task.manifest.tier, "repeat": r.repeat,
-                                        "repeatsPlanned": r.repeats_planned, "passesAllowed": allowed.get(r.task.id, 1)}
-                                       for r in plan.runs],
-            }, sort_keys=True))
-            return
-        typer.echo(f"plan: agent {plan.agent}, model {plan.model_id}, {len(plan.tasks)} task(s), {len(plan.runs)} run(s), {where_to_run}")
-        for r in plan.runs:
-            up_to = allowed.get(r.task.id, 1)
-            typer.echo(f"  {r.task.id}  tier {r.task.manifest.tier}  repeat {r.repeat}/{r.repeats_planned}"
-                       + (f"  up to {up_to} passes" if up_to > 1 else ""))
+        _show_dry_run(where, plan, view, campaign, session=session, passes=passes, retry_env=retry_env,
+                      where_to_run=f"jobs {jobs}" if executor == "local" else f"executor {executor} at {scheduler}",
+                      as_json=as_json, executor=executor, jobs=jobs)
         return
-    sandboxes = sandbox_root or Path(tempfile.mkdtemp(prefix="cbledger-sandboxes-"))
-    progress = SuiteProgress(len(plan.runs))
-    try:
-        result = run_plan(
-            where, plan, jobs=jobs, sandbox_root=sandboxes,
-            keep_sandboxes=keep_sandboxes, copperhead_cli=copperhead_cli, segment=segment, on_done=progress,
-            session=session, executor=executor, scheduler=scheduler, on_activity=progress.activity,
-            unsandboxed=unsandboxed, passes=passes,
-        )
-    finally:
-        progress.close()
-        if sandbox_root is None and not keep_sandboxes:
-            shutil.rmtree(sandboxes, ignore_errors=True)
+    # the campaign's own place, so the next invocation finds what a killed one left there
+    sandboxes = sandbox_root or Path(tempfile.gettempdir()) / f"cbledger-sandboxes-{campaign}"
+    with leftovers.hold(where, campaign):
+        cleaned = leftovers.clean(where, LedgerStore(where.ledger), campaign, sandboxes)
+        for line in cleaned.lines():
+            typer.echo(line, err=True)
+        view = ledger_view.read(where.ledger) if cleaned.adopted else view
+        slots = campaign_mod.open_campaign(where, plan, view, campaign, session=session, passes=passes)
+        todo = slots.missing(retry_env)
+        if not as_json:
+            typer.echo(f"campaign {campaign}: {len(slots.slots) - len(todo)} of {len(slots.slots)} slot(s) recorded, "
+                       f"{len(todo)} to run", err=True)
+        progress = SuiteProgress(len(todo))
+        try:
+            result = run_plan(
+                where, replace(plan, runs=tuple(todo)), jobs=jobs, sandbox_root=sandboxes,
+                keep_sandboxes=keep_sandboxes, copperhead_cli=copperhead_cli, segment=segment, on_done=progress,
+                session=session, executor=executor, scheduler=scheduler, on_activity=progress.activity,
+                unsandboxed=unsandboxed, passes=passes, retry_env=retry_env,
+            )
+        finally:
+            progress.close()
+            if sandbox_root is None and not keep_sandboxes:
+                shutil.rmtree(sandboxes, ignore_errors=True)
     if keep_sandboxes and not as_json:
         typer.echo(f"sandboxes kept under {sandboxes}")
     records: dict[str, list[str]] = {}
@@ -158,7 +184,7 @@ def run(
             ],
             "recorded": len(result.outputs), "passed": result.passed, "failed": len(result.outputs) - result.passed,
             "notRecorded": [{"run": label, "error": error} for label, error in result.failures],
-            "batch": result.batch if result.outputs else None, "projected": bool(project and result.outputs),
+            "batch": result.batch if result.outputs else None, "campaign": campaign, "projected": bool(project and result.outputs),
             "sandboxesKept": str(sandboxes) if keep_sandboxes else None,
         }, sort_keys=True))
         if result.failures:
@@ -185,6 +211,41 @@ def run(
         typer.echo(f"  not recorded: {label}: {error}", err=True)
     if result.failures:
         raise typer.Exit(1)
+
+
+def _show_dry_run(
+    where: Workspace, plan: Plan, view: ledger_view.LedgerView, campaign: str, *, session: str | None, passes: int | None,
+    retry_env: int, where_to_run: str, as_json: bool, executor: str, jobs: int,
+) -> None:
+    """The plan, slot by slot: which are recorded in the campaign and which a run would make now."""
+    state = campaign_mod.open_campaign(where, plan, view, campaign, session=session, passes=passes, write=False)
+    to_run = {(p.task.id, p.slot): p for p in state.missing(retry_env)}
+    # the passes each attempt may take, as the run would grant them (a bad allowance file fails here too)
+    allowed = passes_allowed(Catalog(where.root), plan, passes)
+    slots = [(slot, to_run.get((slot.planned.task.id, slot.planned.slot))) for slot in state.slots]
+    if as_json:
+        typer.echo(json.dumps({
+            "agent": plan.agent, "model": plan.model_id, "tasks": len(plan.tasks), "executor": executor,
+            "jobs": jobs, "campaign": campaign, "toRun": len(to_run),
+            "runs": [{"task": slot.planned.task.id, "tier": slot.planned.task.manifest.tier, "repeat": slot.planned.repeat,
+                      "slot": slot.planned.slot, "repeatsPlanned": slot.planned.repeats_planned,
+                      "passesAllowed": allowed.get(slot.planned.task.id, 1),
+                      "recorded": slot.recorded.run_id if slot.recorded is not None else None,
+                      "attempt": then.attempt if then is not None else None}
+                     for slot, then in slots],
+        }, sort_keys=True))
+        return
+    typer.echo(f"plan: agent {plan.agent}, model {plan.model_id}, {len(plan.tasks)} task(s), {len(plan.runs)} run(s), {where_to_run}")
+    typer.echo(f"campaign {campaign}: {len(plan.runs) - len(to_run)} slot(s) recorded, {len(to_run)} to run")
+    for slot, then in slots:
+        r = slot.planned
+        up_to = allowed.get(r.task.id, 1)
+        if then is None:
+            status = f"recorded {slot.recorded.run_id if slot.recorded else ''}"
+        else:
+            status = "would run" + (f" (attempt {then.attempt})" if then.attempt > 1 else "")
+        typer.echo(f"  {r.task.id}  tier {r.task.manifest.tier}  repeat {r.repeat}/{r.repeats_planned}  {status}"
+                   + (f"  up to {up_to} passes" if up_to > 1 else ""))
 
 
 def rescore(ledger: LedgerOption = None, root: RootOption = None, as_json: JsonFlag = False) -> None:

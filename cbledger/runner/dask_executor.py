@@ -145,7 +145,8 @@ class DaskCluster:
 
         def submit(spec: RemoteRun) -> None:
             attempts[spec.index] = attempts.get(spec.index, 0) + 1
-            key = f"cbledger-run-{self._token}-{spec.index}-a{attempts[spec.index]}"
+            # the slot's attempt too: a --retry-env retry is submitted in a later round, under a key of its own
+            key = f"cbledger-run-{self._token}-{spec.index}-a{attempts[spec.index]}-t{spec.attempt}"
             future = client.submit(
                 run_remote, spec, shipped[spec.task_digest], shipped[spec.fixture_digest], key=key, pure=False,
             )

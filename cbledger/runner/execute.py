@@ -34,6 +34,7 @@ from cbledger.ledger.events import (
     SCHEMA_VERSION,
     Ablations,
     Actor,
+    CampaignSlot,
     CassetteRef,
     Comparability,
     Cost,
@@ -56,6 +57,7 @@ from cbledger.ledger.events import (
 from cbledger.ledger.store import Appended, LedgerStore, remove_unless_landed
 from cbledger.ledger.types import MAX_COUNT, MAX_TOKENS, ExitPath, RunMode, Segment
 from cbledger.runner import backstop, isolation, preserve, pricing
+from cbledger.runner import campaign as campaign_mod
 from cbledger.runner import cassette as cassette_mod
 from cbledger.runner import sandbox as sandbox_mod
 from cbledger.runner.agents.base import Agent, AgentInput, AgentResult
@@ -131,6 +133,8 @@ class RunOutput:
 
 
 def new_run_id(planned: PlannedRun, started: _dt.datetime) -> str:
+    if planned.campaign is not None:
+        return campaign_mod.run_id(planned.campaign, planned.task.id, planned.slot, planned.attempt)
     model = planned.model_id.replace(":", "-")
     stamp = started.strftime("%Y%m%dT%H%M%SZ")
     return f"{stamp}-{model}-{planned.task.id}-r{planned.repeat}-{secrets.token_hex(3)}"
@@ -641,6 +645,9 @@ def preserve_run(
         lane="system-under-test",
         cassette=cassette_ref,
         passes=UNSET if pass_ref is None else pass_ref,
+        campaign=UNSET if planned.campaign is None else CampaignSlot(
+            id=planned.campaign, slot=planned.slot, attempt=planned.attempt,
+        ),
     )
     run = msgspec.structs.replace(run, surface=surfaces.run_surface(run))
     grade_rec = grade_body(run_id, settings.suite_version, task.manifest_hash, graded.grade)
@@ -729,6 +736,11 @@ def publish(store: LedgerStore, output: RunOutput) -> list[Appended]:
     idempotent). Only an interrupt removes the bundle and the cassette again, and only when the
     events did not reach the ledger: then nothing of that run was decided."""
     output.final.parent.mkdir(parents=True, exist_ok=True)
+    if output.final.exists():
+        # a campaign's run id is its slot's: a bundle already there is another recording of it
+        output.discard_staged()
+        raise UserError(f"run {output.run.run_id}: {output.final.name} is already in place (this slot was recorded, "
+                        "or a killed run left it: a later `cbledger run` of its campaign adopts or removes it); not recorded again")
     os.replace(output.staged, output.final)
     directories = [output.final.parent]
     new_cassette: Path | None = None  # ours to withdraw: a cassette is named by its content
