@@ -22,6 +22,11 @@ What happens when things go wrong:
 * A run that fails on its own (a secret found, a fixture refused on arrival) is reported like a
   local run's failure, and the suite continues.
 * No worker at all for `NO_WORKER_SECONDS`: the driver stops waiting and reports the runs left.
+* The scheduler lost: the runs not yet back are reported as not recorded, one line each naming
+  the scheduler (no `CancelledError`); the campaign's next invocation runs them.
+* The driver lost (killed): the scheduler releases its runs, and each worker kills the run it was
+  running within a poll (`isolation.abandon_when`), so no model is paid for a result no one will
+  collect; the campaign's next invocation runs those slots.
 """
 
 from __future__ import annotations
@@ -104,7 +109,8 @@ class DaskCluster:
 
     def __exit__(self, *exc: object) -> None:
         if self.client is not None:
-            self.client.close()
+            # a client whose scheduler is gone would wait for it; it has nothing left to say
+            self.client.close(timeout=5 if self._scheduler_lost() else None)
 
     def _on_topic(self, event: tuple[float, Any]) -> None:
         """On the client's own thread: a worker's verdict is reported at once (it can come at any
@@ -180,6 +186,8 @@ class DaskCluster:
                         yield index, results, None
                         continue
                     if item.status == "cancelled":
+                        if index not in why_cancelled and self._scheduler_lost():
+                            break
                         pending.discard(index)
                         yield index, None, why_cancelled.get(index, "cancelled")
                         continue
@@ -190,25 +198,40 @@ class DaskCluster:
                         submit(spec)
                         continue
                     pending.discard(index)
-                    message = str(error) if isinstance(error, UserError) else f"{type(error).__name__}: {error}"
-                    if isinstance(error, KilledWorker):
-                        message = f"its worker was lost {ATTEMPTS} times (on {', '.join(starts.get(index, [])) or '?'}); not recorded"
-                    self._activity(Activity("", "failed", spec.label, message))
-                    yield index, None, message
+                    yield index, None, self._failed(spec, error, starts.get(index, []))
+                if kind == "idle" and self._scheduler_lost():
+                    break
                 now = time.monotonic()
                 if now - last_check >= 5.0:
                     last_check = now
-                    if self._workers():
-                        no_worker_since = None
-                    elif no_worker_since is None:
-                        no_worker_since = now
-                    elif now - no_worker_since > NO_WORKER_SECONDS:
+                    no_worker_since = None if self._workers() else (no_worker_since or now)
+                    if no_worker_since is not None and now - no_worker_since > NO_WORKER_SECONDS:
                         for index in sorted(pending):
                             yield index, None, f"no worker connected to {self.scheduler} for {NO_WORKER_SECONDS:.0f} s; not run"
                         pending.clear()
+            if pending:  # the scheduler is gone: what it held is lost with it
+                lost = f"the Dask scheduler {self.scheduler} was lost; not recorded (run the campaign again: it runs the missing slots)"
+                for index in sorted(pending):
+                    yield index, None, lost
+                pending.clear()
         finally:
-            for future in [*current.values(), *shipped.values()]:
-                future.release()
+            if not self._scheduler_lost():
+                for future in [*current.values(), *shipped.values()]:
+                    future.release()
+
+    def _failed(self, spec: RemoteRun, error: BaseException | None, starts: list[str]) -> str:
+        """Why a run that came back with an error is not recorded, reported as a failure."""
+        from distributed import KilledWorker
+
+        message = str(error) if isinstance(error, UserError) else f"{type(error).__name__}: {error}"
+        if isinstance(error, KilledWorker):
+            message = f"its worker was lost {ATTEMPTS} times (on {', '.join(starts) or '?'}); not recorded"
+        self._activity(Activity("", "failed", spec.label, message))
+        return message
+
+    def _scheduler_lost(self) -> bool:
+        """Whether the client lost its scheduler (a cancelled future is then no one's decision)."""
+        return self.client is None or self.client.status not in ("running", "newly-created")
 
     def _index_of(self, key: object) -> int | None:
         prefix = f"cbledger-run-{self._token}-"

@@ -258,7 +258,22 @@ def run_remote(spec: RemoteRun, task_package: Package, fixture_package: Package)
     )
     settings.sandbox_root.mkdir(parents=True, exist_ok=True)
     planned = PlannedRun(task, spec.model_id, spec.repeat, spec.repeats_planned, spec.campaign, spec.slot, spec.attempt)
-    outputs = execute_passes(settings, planned, spec.passes) if spec.passes > 1 else [execute(settings, planned)]
+    key = worker.get_current_task()
+
+    def abandoned() -> str | None:
+        # the scheduler releases a run no client wants any longer (its driver died): the worker
+        # marks it cancelled, and nothing would collect what it makes
+        state = worker.state.tasks.get(key)
+        if state is None or state.state in ("cancelled", "released", "forgotten"):
+            return f"run {spec.label}: its driver went away; killed on worker {name}"
+        return None
+
+    try:
+        with isolation.abandon_when(abandoned):
+            outputs = execute_passes(settings, planned, spec.passes) if spec.passes > 1 else [execute(settings, planned)]
+    except isolation.Abandoned as gone:
+        log.warning("%s", gone)
+        raise UserError(str(gone)) from None
     try:
         return [_shipped(spec.index, name, output) for output in outputs]
     finally:
