@@ -31,6 +31,7 @@ What happens when things go wrong:
 
 from __future__ import annotations
 
+import logging
 import queue
 import secrets
 import time
@@ -108,9 +109,22 @@ class DaskCluster:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.client is not None:
-            # a client whose scheduler is gone would wait for it; it has nothing left to say
-            self.client.close(timeout=5 if self._scheduler_lost() else None)
+        if self.client is None:
+            return
+        if not self._scheduler_lost():
+            self.client.close()
+            return
+        # closing cancels the client's attempts to reconnect, which it logs as a traceback of a
+        # CancelledError: the plan already said, one line per run, that the scheduler was lost
+        quiet = [logging.getLogger(name) for name in ("distributed.client", "distributed.utils")]
+        levels = [logger.level for logger in quiet]
+        for logger in quiet:
+            logger.setLevel(logging.CRITICAL)
+        try:
+            self.client.close(timeout=5)
+        finally:
+            for logger, level in zip(quiet, levels, strict=True):
+                logger.setLevel(level)
 
     def _on_topic(self, event: tuple[float, Any]) -> None:
         """On the client's own thread: a worker's verdict is reported at once (it can come at any
