@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -22,7 +23,11 @@ from cbledger.errors import ConflictError
 from cbledger.ledger.events import RunRecorded, RunRecordedEvent
 from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.verify import verify_chain
+from cbledger.projections.metrics import suite_metrics
+from cbledger.projections.writers import load_state
 from cbledger.runner import campaign as campaign_mod
+from cbledger.runner.endpoint import script
+from cbledger.runner.endpoint.server import Endpoint
 from cbledger.runner.ledger_view import read as read_view
 from cbledger.workspace import Workspace
 from tests.dask_cluster import Cluster
@@ -235,3 +240,50 @@ def test_a_campaign_interrupted_on_a_cluster_ends_with_the_slots_of_an_uninterru
     verified(root, ledger)
     view = read_view(ledger)
     assert all(view.grades[(r.run_id, r.comparability.suite_version)].verdict == "pass" for r in runs(ledger))
+
+
+# --------------------------------------------------------------------------- a provider outage
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_provider_outage_is_retried_as_further_attempts_and_only_the_last_counts(
+    tmp_path: Path, kicad_cli: str, copperhead_cli: Path,
+) -> None:
+    """The provider's endpoint is down for the first invocation: every run is recorded, not the
+    model's. Resumed with `--retry-env 1` once it is back, each slot gets a second attempt; both
+    are recorded, and the model's row counts each slot once."""
+    root = project(tmp_path)
+    ledger = new_ledger(root, "outage")
+    port = free_port()
+    task = TASKS[0]
+    env = {"COPPERHEAD_BASE_URL": f"http://127.0.0.1:{port}/sessions/provider/v1"}
+    plan = ["run", task, "--agent", "copperhead", "--model", "compat:outage", "--segment", "open-weight-hosted",
+            "--repeats", "2", "--no-project", "--copperhead-cli", copperhead_cli, "--root", root, "--ledger", ledger]
+    down = run_cli(plan, env=env)  # nothing listens on the port: the provider is out
+    assert down.exit_code == 0, down.output
+    first = runs(ledger)
+    assert len(first) == 2 and all(r.harness_failure is not None for r in first), [r.harness_failure for r in first]
+    # without --retry-env the slots are done: a failure not the model's is still a recorded attempt
+    assert "2 slot(s) recorded, 0 to run" in run_cli([*plan, "--dry-run"], env=env).stdout
+    dry = run_cli([*plan, "--retry-env", "1", "--dry-run"], env=env)
+    assert "0 slot(s) recorded, 2 to run" in dry.stdout and dry.stdout.count("would run (attempt 2)") == 2, dry.stdout
+    with Endpoint(port=port) as endpoint:
+        endpoint.serve("provider", script.load(root / "tasks" / task / "sessions" / "solve.json"))
+        back = run_cli([*plan, "--retry-env", "1"], env=env)
+    assert back.exit_code == 0, back.output
+    every = runs(ledger)
+    assert sorted((r.campaign.slot, r.campaign.attempt, r.harness_failure is None) for r in every) == [
+        (1, 1, False), (1, 2, True), (2, 1, False), (2, 2, True),
+    ]
+    # a third invocation with the same allowance: every slot's last attempt stands
+    assert "2 of 2 slot(s) recorded, 0 to run" in run_cli([*plan, "--retry-env", "1"], env=env).stderr
+    [group] = [g for g in suite_metrics(load_state(ledger), read_view(ledger).suite_version).groups if g.main]
+    [row] = [r for r in group.rows if r.model == "compat:outage" and r.tier == "all"]
+    assert (row.runs, row.passes) == (2, 2)  # the first attempts are in no model row
+    assert len([n for n in group.not_the_models if n.model == "compat:outage"]) == 2
+    verified(root, ledger)
