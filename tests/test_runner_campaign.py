@@ -222,6 +222,9 @@ def test_a_campaign_interrupted_on_a_cluster_ends_with_the_slots_of_an_uninterru
         assert "CancelledError" not in err and "Traceback" not in err, err
         cluster.stop()
 
+        # (the leg of a PostgreSQL restart between appends belongs here, on a `--ledger postgresql://…`
+        # copy of this campaign, once the PostgreSQL store reconnects on its own: docs/SCALING.md)
+
         # 3. a new cluster; a worker SIGKILLed mid-run: its run goes to the other worker, once
         cluster = start_cluster(tmp_path / "dask-2")
         clusters.append(cluster)
