@@ -106,7 +106,7 @@ def test_the_ledger_refuses_a_slot_recorded_twice(tmp_path: Path, kicad_cli: str
     assert [(r.campaign.id, r.repeat) for r in runs(ledger)] == [(run.campaign.id, 1), ("next", 2)]
     dry = run_cli([*args, "--campaign", "next", "--dry-run"])
     assert dry.exit_code == 0, dry.output
-    assert "campaign next: 1 slot(s) recorded, 0 to run" in dry.stdout and "recorded next-" in dry.stdout
+    assert "campaign next: 1 slot(s) recorded, 0 to run" in dry.stdout and "recorded next." in dry.stdout
 
 
 def test_a_campaign_resumes_after_its_driver_is_killed_and_cleans_what_it_left(tmp_path: Path, kicad_cli: str) -> None:

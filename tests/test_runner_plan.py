@@ -47,7 +47,7 @@ def test_jobs_3_matches_jobs_1_with_a_contiguous_chain_and_separate_sandboxes(tm
             (t, n, 2) for t in (RENAME_TASK, REFUSAL_TASK) for n in (first, first + 1)
         )
     assert {r.campaign.slot for r in parallel} == {1, 2}
-    assert all(r.run_id.startswith("parallel-") for r in parallel)
+    assert all(r.run_id.startswith("parallel.") for r in parallel)
     assert verdicts(project, serial) == verdicts(project, parallel)
     assert all(v[2] == "pass" for v in verdicts(project, parallel))
 

@@ -318,7 +318,7 @@ BatchId = Annotated[
 #: version), however many invocations it takes to fill (docs/RUNNER.md, "Campaigns").
 CampaignId = Annotated[
     str,
-    Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*(?!\n)$", max_length=64, description="the id of a campaign"),
+    Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*(?!\n)$", max_length=64, description="the id of a campaign"),
 ]
 
 

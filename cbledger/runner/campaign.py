@@ -32,7 +32,7 @@ from cbledger.runner.plan import Plan, PlannedRun
 from cbledger.tasks.catalog import Catalog
 from cbledger.workspace import Workspace
 
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 
 
 class CampaignPlan(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -97,10 +97,20 @@ def retryable(run: RunRecorded, retry_env: int) -> bool:
     return run.campaign.attempt <= retry_env
 
 
+#: between the campaign id and the rest of a run id: a character no campaign id holds, so the
+#: runs of campaign `a` are never taken for those of campaign `a-b` (`leftovers` relies on it)
+SEPARATOR = "."
+
+
+def prefix(campaign: str) -> str:
+    """What every run id of the campaign starts with, and no other campaign's does."""
+    return f"{campaign}{SEPARATOR}"
+
+
 def run_id(campaign: str, task_id: str, slot: int, attempt: int) -> str:
     """One attempt at one slot: the same three give the same id, so the ledger sees a second
     recording of a slot as a conflict on `run:<id>`."""
-    return f"{campaign}-{task_id}-s{slot}-a{attempt}"
+    return f"{campaign}{SEPARATOR}{task_id}-s{slot}-a{attempt}"
 
 
 def _condition(ablations: Ablations) -> str:
@@ -128,13 +138,13 @@ def default_id(plan: Plan, *, session: str | None, passes: int | None, suite_ver
         "runMode": run_mode_of(plan.agent, session), "session": session, "passes": passes,
         "suiteVersion": suite_version, "repeats": repeats,
     }, sort_keys=True)
-    model = re.sub(r"[^A-Za-z0-9._-]+", "-", plan.model_id).strip("-.")[:40] or "campaign"
+    model = re.sub(r"[^A-Za-z0-9_-]+", "-", plan.model_id).strip("-")[:40] or "campaign"
     return f"{model}-{blake3(key.encode()).hexdigest()[:12]}"
 
 
 def check_id(campaign: str) -> str:
     if not _ID.match(campaign):
-        raise UserError(f"--campaign {campaign!r}: a campaign id is 1-64 letters, digits and . _ - (starting with a letter or digit)")
+        raise UserError(f"--campaign {campaign!r}: a campaign id is 1-64 letters, digits, _ and - (starting with a letter or digit)")
     return campaign
 
 

@@ -26,6 +26,7 @@ from cbledger.errors import UserError
 from cbledger.ledger import semantics
 from cbledger.ledger.intake import parse_events
 from cbledger.ledger.store import LedgerStore
+from cbledger.runner import campaign as campaign_mod
 from cbledger.workspace import Workspace
 
 #: a bundle in place with no event is removed only once older than this: younger, its run may
@@ -72,7 +73,7 @@ def hold(workspace: Workspace, campaign: str) -> Iterator[None]:
 def clean(workspace: Workspace, store: LedgerStore, campaign: str, sandbox_root: Path | None) -> Cleaned:
     """Adopts or removes the campaign's leftovers (module docstring). Call under `hold`."""
     done = Cleaned()
-    prefix = f"{campaign}-"
+    prefix = campaign_mod.prefix(campaign)
     runs = workspace.runs
     if runs.is_dir():
         for path in sorted(runs.glob(f".{prefix}*.tmp")):
