@@ -129,7 +129,8 @@ def run(
             Catalog(where.root), agent=agent, model=model if session is None or model else scripted_model(session),
             suite=suite, task_ids=task_ids or [], repeats=repeats, ablations=ablations,
         )
-    view = ledger_view.read(where.ledger)
+    # a dry run needs no ledger: with none, no slot is recorded yet
+    view = ledger_view.LedgerView() if dry_run and not LedgerStore(where.ledger).exists() else ledger_view.read(where.ledger)
     campaign = campaign_mod.check_id(campaign) if campaign is not None else campaign_mod.default_id(
         plan, session=session, passes=passes, suite_version=view.suite_version,
     )
@@ -244,8 +245,8 @@ def _show_dry_run(
             status = f"recorded {slot.recorded.run_id if slot.recorded else ''}"
         else:
             status = "would run" + (f" (attempt {then.attempt})" if then.attempt > 1 else "")
-        typer.echo(f"  {r.task.id}  tier {r.task.manifest.tier}  repeat {r.repeat}/{r.repeats_planned}  {status}"
-                   + (f"  up to {up_to} passes" if up_to > 1 else ""))
+        typer.echo(f"  {r.task.id}  tier {r.task.manifest.tier}  repeat {r.repeat}/{r.repeats_planned}"
+                   + (f"  up to {up_to} passes" if up_to > 1 else "") + f"  {status}")
 
 
 def rescore(ledger: LedgerOption = None, root: RootOption = None, as_json: JsonFlag = False) -> None:
