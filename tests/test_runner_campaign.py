@@ -1,7 +1,7 @@
 """Campaigns: one plan, however many invocations it takes. The ledger refuses a slot recorded
 twice; the same command again runs only the missing slots; repeats continue across campaigns;
 a campaign interrupted every way a driver meets in the field (the driver, a worker and the
-scheduler SIGKILLed) and then resumed ends with exactly the slots an uninterrupted one has, none
+scheduler SIGKILLed, the PostgreSQL server restarted, the provider out) and then resumed ends with exactly the slots an uninterrupted one has, none
 twice, every acknowledged run kept, `replay --verify` passing.
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from cbledger.errors import ConflictError
+from cbledger.errors import ConflictError, UserError
 from cbledger.ledger.events import RunRecorded, RunRecordedEvent
 from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.verify import verify_chain
@@ -32,6 +32,7 @@ from cbledger.runner.ledger_view import read as read_view
 from cbledger.workspace import Workspace
 from tests.dask_cluster import Cluster
 from tests.factories import run_cli
+from tests.postgres import drop, ledger_url, own_server
 from tests.test_runner_dask import new_ledger, project
 
 pytestmark = [pytest.mark.kicad]
@@ -44,11 +45,11 @@ SLOW = "slow"
 WAIT = 120.0
 
 
-def runs(ledger: Path) -> list[RunRecorded]:
+def runs(ledger: Path | str) -> list[RunRecorded]:
     return [s.event.body for s in LedgerStore(ledger).read(types={"run.recorded"})]
 
 
-def slots(ledger: Path) -> list[tuple[str, int, int]]:
+def slots(ledger: Path | str) -> list[tuple[str, int, int]]:
     """(task, slot, repeat) of each run, as recorded: a slot twice would show twice."""
     out = []
     for run in runs(ledger):
@@ -57,7 +58,7 @@ def slots(ledger: Path) -> list[tuple[str, int, int]]:
     return sorted(out)
 
 
-def planned_slots(root: Path, ledger: Path, *args: str) -> list[tuple[str, int, int]]:
+def planned_slots(root: Path, ledger: Path | str, *args: str) -> list[tuple[str, int, int]]:
     """The slots of the campaign as a dry run lists them: what an uninterrupted run records."""
     shown = run_cli(["run", *args, "--dry-run", "--json", "--root", root, "--ledger", ledger])
     assert shown.exit_code == 0, shown.output
@@ -72,7 +73,7 @@ def wait_for(what: str, check, seconds: float = WAIT, proc: subprocess.Popen | N
         time.sleep(0.05)
 
 
-def verified(root: Path, ledger: Path) -> None:
+def verified(root: Path, ledger: Path | str) -> None:
     assert verify_chain(ledger).ok
     checked = run_cli(["replay", "--verify", "--no-projections", "--root", root, "--ledger", ledger])
     assert checked.exit_code == 0, checked.output
@@ -222,8 +223,7 @@ def test_a_campaign_interrupted_on_a_cluster_ends_with_the_slots_of_an_uninterru
         assert "CancelledError" not in err and "Traceback" not in err, err
         cluster.stop()
 
-        # (the leg of a PostgreSQL restart between appends belongs here, on a `--ledger postgresql://…`
-        # copy of this campaign, once the PostgreSQL store reconnects on its own: docs/SCALING.md)
+        # (a PostgreSQL restart under a driver: test_a_campaign_on_postgresql_survives_a_restart_and_its_driver_killed)
 
         # 3. a new cluster; a worker SIGKILLed mid-run: its run goes to the other worker, once
         cluster = start_cluster(tmp_path / "dask-2")
@@ -290,3 +290,51 @@ def test_a_provider_outage_is_retried_as_further_attempts_and_only_the_last_coun
     assert (row.runs, row.passes) == (2, 2)  # the first attempts are in no model row
     assert len([n for n in group.not_the_models if n.model == "compat:outage"]) == 2
     verified(root, ledger)
+
+
+# --------------------------------------------------------------------------- PostgreSQL restarted
+
+
+def test_a_campaign_on_postgresql_survives_a_restart_and_its_driver_killed(tmp_path: Path, kicad_cli: str) -> None:
+    """The server restarts under a running driver, which rides it out; the driver is then killed,
+    and the same command finishes the campaign: every slot once, every acknowledged run kept."""
+    root = project(tmp_path)
+    with own_server() as server:
+        url = ledger_url(tmp_path, server=server.url)
+        try:
+            for args in (("init", "--name", "pg-campaign"), ("suite", "bump", "--reason", "under test", "--skip-trial")):
+                made = run_cli([*args, "--root", root, "--ledger", url])
+                assert made.exit_code == 0, made.output
+            plan = [*TASKS, "--agent", "gold", "--repeats", "3", "--no-project"]
+            expected = planned_slots(root, url, *plan)
+
+            def recorded() -> int:
+                try:
+                    return len(runs(url))
+                except UserError:  # the server is restarting
+                    return 0
+
+            proc = subprocess.Popen(
+                [*CLI, "run", *plan, "--root", str(root), "--ledger", url],
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+            )
+            try:
+                wait_for("run recorded", lambda: recorded() >= 1, proc=proc)
+                server.restart(down_for=1.0)  # every session ended between two appends
+                before = recorded()
+                wait_for("run recorded after the restart", lambda: recorded() > before, proc=proc)
+                proc.send_signal(signal.SIGKILL)
+                proc.wait(timeout=30)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+            acknowledged = {r.run_id for r in runs(url)}
+            assert len(acknowledged) < len(expected), "the kill should have landed mid-campaign"
+            resumed = run_cli(["run", *plan, "--root", root, "--ledger", url])
+            assert resumed.exit_code == 0, resumed.output
+            assert slots(url) == expected  # no slot twice, none missing
+            assert acknowledged <= {r.run_id for r in runs(url)}
+            verified(root, url)
+        finally:
+            drop(url)
