@@ -14,6 +14,7 @@ from typing import Annotated
 
 import pygit2
 import typer
+from blake3 import blake3
 
 from cbledger.cli.common import (
     JsonFlag,
@@ -139,8 +140,10 @@ def run(
                       where_to_run=f"jobs {jobs}" if executor == "local" else f"executor {executor} at {scheduler}",
                       as_json=as_json, executor=executor, jobs=jobs)
         return
-    # the campaign's own place, so the next invocation finds what a killed one left there
-    sandboxes = sandbox_root or Path(tempfile.gettempdir()) / f"cbledger-sandboxes-{campaign}"
+    # the campaign's own place (of this results directory: another project's run of the same plan
+    # has its own), so the next invocation finds what a killed one left there
+    here = blake3(str(where.results.resolve()).encode()).hexdigest()[:8]
+    sandboxes = sandbox_root or Path(tempfile.gettempdir()) / f"cbledger-sandboxes-{campaign}-{here}"
     with leftovers.hold(where, campaign):
         cleaned = leftovers.clean(where, LedgerStore(where.ledger), campaign, sandboxes)
         for line in cleaned.lines():
