@@ -33,7 +33,8 @@ from cbledger.projections import writers
 from cbledger.projections.records import record_entries
 from cbledger.reproduce import site_evidence
 from cbledger.runner import campaign as campaign_mod
-from cbledger.runner import ledger_view, leftovers, pricing, trial
+from cbledger.runner import cost_estimate, ledger_view, leftovers, pricing, trial
+from cbledger.runner.budget import MoneyLimits
 from cbledger.runner.plan import Plan, check_jobs, make_plan
 from cbledger.runner.rescore import rescore as rescore_runs
 from cbledger.runner.suite_run import passes_allowed, run_plan
@@ -98,6 +99,14 @@ def run(
         help="Retry a run that failed for a reason not the model's (recorded with a harness failure) up to N times, "
              "as further attempts of its slot; every attempt is recorded.",
     )] = 0,
+    max_cost_usd: Annotated[str | None, typer.Option(
+        "--max-cost-usd", metavar="USD", help="Stop a run whose spend, metered from its provider's reported usage, reaches this many USD.",
+        show_default=False)] = None,
+    budget_usd: Annotated[str | None, typer.Option(
+        "--budget-usd", metavar="USD", help="Start no further run once this invocation's runs have spent this many USD (metered live).",
+        show_default=False)] = None,
+    key_check: Annotated[bool, typer.Option(
+        help="Check the route's key with one request to its provider (its model list, no tokens) before the first run.")] = True,
     project: Annotated[bool, typer.Option(help="Regenerate the projections (records, LEADERBOARD.md, read model) afterwards.")] = True,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and its size; run nothing.")] = False,
     ledger: LedgerOption = None,
@@ -135,6 +144,7 @@ def run(
     campaign = campaign_mod.check_id(campaign) if campaign is not None else campaign_mod.default_id(
         plan, session=session, passes=passes, suite_version=view.suite_version,
     )
+    money = MoneyLimits(max_cost_usd=max_cost_usd, budget_usd=budget_usd, key_check=key_check)
     if dry_run:
         _show_dry_run(where, plan, view, campaign, session=session, passes=passes, retry_env=retry_env,
                       where_to_run=f"jobs {jobs}" if executor == "local" else f"executor {executor} at {scheduler}",
@@ -160,7 +170,7 @@ def run(
                 where, replace(plan, runs=tuple(todo)), jobs=jobs, sandbox_root=sandboxes,
                 keep_sandboxes=keep_sandboxes, copperhead_cli=copperhead_cli, segment=segment, on_done=progress,
                 session=session, executor=executor, scheduler=scheduler, on_activity=progress.activity,
-                unsandboxed=unsandboxed, passes=passes, retry_env=retry_env,
+                unsandboxed=unsandboxed, passes=passes, money=money, retry_env=retry_env,
             )
         finally:
             progress.close()
@@ -188,6 +198,7 @@ def run(
             ],
             "recorded": len(result.outputs), "passed": result.passed, "failed": len(result.outputs) - result.passed,
             "notRecorded": [{"run": label, "error": error} for label, error in result.failures],
+            "notRun": [{"run": label, "reason": why} for label, why in result.not_run],
             "batch": result.batch if result.outputs else None, "campaign": campaign, "projected": bool(project and result.outputs),
             "sandboxesKept": str(sandboxes) if keep_sandboxes else None,
         }, sort_keys=True))
@@ -213,6 +224,8 @@ def run(
         typer.echo("projections not regenerated (--no-project): run `cbledger project all`")
     for label, error in result.failures:
         typer.echo(f"  not recorded: {label}: {error}", err=True)
+    for label, why in result.not_run:
+        typer.echo(f"  {label}: {why}")
     if result.failures:
         raise typer.Exit(1)
 
@@ -224,6 +237,9 @@ def _show_dry_run(
     """The plan, slot by slot: which are recorded in the campaign and which a run would make now."""
     state = campaign_mod.open_campaign(where, plan, view, campaign, session=session, passes=passes, write=False)
     to_run = {(p.task.id, p.slot): p for p in state.missing(retry_env)}
+    # what the slots still to run would cost, not those already recorded
+    estimate = (cost_estimate.for_plan(replace(plan, runs=tuple(to_run.values())), view)
+                if plan.agent == "copperhead" and session is None else None)
     # the passes each attempt may take, as the run would grant them (a bad allowance file fails here too)
     allowed = passes_allowed(Catalog(where.root), plan, passes)
     slots = [(slot, to_run.get((slot.planned.task.id, slot.planned.slot))) for slot in state.slots]
@@ -237,6 +253,7 @@ def _show_dry_run(
                       "recorded": slot.recorded.run_id if slot.recorded is not None else None,
                       "attempt": then.attempt if then is not None else None}
                      for slot, then in slots],
+            **({"costEstimate": estimate.as_json()} if estimate is not None else {}),
         }, sort_keys=True))
         return
     typer.echo(f"plan: agent {plan.agent}, model {plan.model_id}, {len(plan.tasks)} task(s), {len(plan.runs)} run(s), {where_to_run}")
@@ -250,6 +267,8 @@ def _show_dry_run(
             status = "would run" + (f" (attempt {then.attempt})" if then.attempt > 1 else "")
         typer.echo(f"  {r.task.id}  tier {r.task.manifest.tier}  repeat {r.repeat}/{r.repeats_planned}"
                    + (f"  up to {up_to} passes" if up_to > 1 else "") + f"  {status}")
+    if estimate is not None:
+        typer.echo(estimate.line())
 
 
 def rescore(ledger: LedgerOption = None, root: RootOption = None, as_json: JsonFlag = False) -> None:
@@ -292,8 +311,14 @@ def pricing_publish(
     root: RootOption = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Append a price table as pricing.published."""
+    """Append a price table as pricing.published. It takes effect on its effectiveDate and may list
+    only the models it changes (the rest are inherited); a table that would re-price a recorded
+    run is refused."""
     table = pricing.load_table(file)
+    view = ledger_view.read(ledger_path(ledger, root))
+    if all(t != table for t in view.price_tables):  # publishing the same table again stays a no-op
+        recorded = [r for r in view.runs.values() if r.run_id not in view.retracted]
+        pricing.refuse_repricing(table, view.price_tables, recorded, str(file))
     event = make_event(table, id=f"pricing:{table.table_version}", actor=_maintainer())
     (r,) = LedgerStore(ledger_path(ledger, root)).append([event])
     if as_json:
