@@ -10,7 +10,7 @@ body: the ledger refuses it as a conflict, whichever driver tried.
 
 Repeat indexes continue across campaigns: a campaign's k-th repeat of a task is recorded as
 repeat offset + k, where the offset is the highest repeat any run (or any other campaign's plan)
-of the same task, model, condition and run mode already holds, fixed when the campaign's plan is
+of the same task, model and condition already holds, fixed when the campaign's plan is
 first kept (`results/campaigns/<id>.json`).
 """
 
@@ -52,8 +52,8 @@ class CampaignPlan(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     offsets: dict[str, int]
 
     @property
-    def condition(self) -> tuple[str, str, str]:
-        return (self.model, _condition(self.ablations), self.run_mode)
+    def condition(self) -> tuple[str, str]:
+        return (self.model, _condition(self.ablations))
 
 
 @dataclass(frozen=True)
@@ -111,6 +111,13 @@ def run_id(campaign: str, task_id: str, slot: int, attempt: int) -> str:
     """One attempt at one slot: the same three give the same id, so the ledger sees a second
     recording of a slot as a conflict on `run:<id>`."""
     return f"{campaign}{SEPARATOR}{task_id}-s{slot}-a{attempt}"
+
+
+def condition_of(run: RunRecorded) -> tuple[str, str]:
+    """The model and condition a run was made under: what a campaign's runs share, and what
+    repeat numbers are counted within. Not the run mode, which the runner may record otherwise
+    than the plan said (a run answered by the project's own scripted endpoint is `scripted`)."""
+    return (run.model.id, _condition(run.ablations))
 
 
 def _condition(ablations: Ablations) -> str:
@@ -176,12 +183,12 @@ def plan_of(catalog: Catalog, kept: CampaignPlan) -> Plan:
     return Plan(kept.agent, kept.model, kept.ablations, tuple(runs))
 
 
-def _repeat_ceiling(view: LedgerView, workspace: Workspace, condition: tuple[str, str, str], campaign: str) -> dict[str, int]:
+def _repeat_ceiling(view: LedgerView, workspace: Workspace, condition: tuple[str, str], campaign: str) -> dict[str, int]:
     """The highest repeat of each task held under `condition` by a recorded run or by another
     campaign's kept plan: a new campaign's repeats start above it."""
     top: dict[str, int] = {}
     for run in view.runs.values():
-        if (run.model.id, _condition(run.ablations), run.run_mode) == condition:
+        if condition_of(run) == condition:
             top[run.task.id] = max(top.get(run.task.id, 0), run.repeat)
     if workspace.campaigns.is_dir():
         for path in sorted(workspace.campaigns.glob("*.json")):
@@ -210,11 +217,11 @@ def open_campaign(
     mode = run_mode_of(plan.agent, session)
     path = _file(workspace, campaign)
     ours = [run for run in view.runs.values() if not isinstance(run.campaign, msgspec.UnsetType) and run.campaign.id == campaign]
-    condition = (plan.model_id, _condition(plan.ablations), mode)
+    condition = (plan.model_id, _condition(plan.ablations))
     for run in ours:
-        if (run.model.id, _condition(run.ablations), run.run_mode) != condition:
+        if condition_of(run) != condition:
             raise UserError(
-                f"campaign {campaign} holds runs of model {run.model.id} ({run.run_mode}) under other ablations or model "
+                f"campaign {campaign} holds runs of model {run.model.id} under other ablations or another model "
                 f"than this plan; name a new campaign with --campaign"
             )
     kept: CampaignPlan | None = None
@@ -252,7 +259,7 @@ def open_campaign(
 
 
 def _offsets(
-    view: LedgerView, workspace: Workspace, campaign: str, condition: tuple[str, str, str],
+    view: LedgerView, workspace: Workspace, campaign: str, condition: tuple[str, str],
     ours: list[RunRecorded], repeats: dict[str, int],
 ) -> dict[str, int]:
     """Each task's repeat offset: read off the campaign's own runs when it has some (its plan
