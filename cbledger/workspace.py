@@ -29,6 +29,8 @@ READ_MODEL_METADATA = f"{RESULTS}/cbledger.metadata.json"
 #: The static HTML site (`cbledger project site`).
 SITE = f"{RESULTS}/site"
 RUNS = f"{RESULTS}/runs"
+#: the suffix of a run's events kept for later beside its bundle (`Workspace.pending_events`)
+PENDING_EVENTS = ".events.jsonl"
 IMPORTS = f"{RESULTS}/imports"
 CHECKPOINTS = f"{RESULTS}/checkpoints"
 #: Each suite version's definitions, content-addressed (docs/REPRODUCE.md, "Suite definitions").
@@ -168,7 +170,13 @@ class Workspace:
     def pending_events(self, run_id: str) -> Path:
         """A run whose bundle is in place but whose append the ledger refused (a torn tail, a disk
         that filled) keeps its two events here, ready for `cbledger append` once it is repaired."""
-        return self.runs / f"{run_id}.events.jsonl"
+        return self.runs / f"{run_id}{PENDING_EVENTS}"
+
+    def pending_run_ids(self, prefix: str) -> list[str]:
+        """The runs starting with `prefix` whose events wait beside their bundle (`pending_events`)."""
+        if not self.runs.is_dir():
+            return []
+        return sorted(p.name.removesuffix(PENDING_EVENTS) for p in self.runs.glob(f"{prefix}*{PENDING_EVENTS}"))
 
     def stored(self, relpath: str) -> Path | None:
         """A path an event recorded relative to the root, or None when it would leave the project

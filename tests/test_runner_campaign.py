@@ -26,6 +26,7 @@ from cbledger.ledger.verify import verify_chain
 from cbledger.projections.metrics import suite_metrics
 from cbledger.projections.writers import load_state
 from cbledger.runner import campaign as campaign_mod
+from cbledger.runner import leftovers
 from cbledger.runner.endpoint import script
 from cbledger.runner.endpoint.server import Endpoint
 from cbledger.runner.ledger_view import read as read_view
@@ -341,3 +342,36 @@ def test_a_campaign_on_postgresql_survives_a_restart_and_its_driver_killed(tmp_p
             verified(root, url)
         finally:
             drop(url)
+
+
+# --------------------------------------------------------------------------- leftovers, without a run
+
+
+def test_a_kept_run_is_adopted_and_another_campaigns_leftovers_are_not_touched(tmp_path: Path) -> None:
+    from tests.factories import MAINTAINER, draft_json, grade_recorded, run_recorded
+
+    workspace = Workspace.at(tmp_path)
+    store = LedgerStore(workspace.ledger)
+    store.init("leftovers", MAINTAINER)
+    kept_id = campaign_mod.run_id("c1", "t", 1, 1)
+    run, grade = run_recorded(1), grade_recorded(1)
+    run = msgspec.structs.replace(run, id=f"run:{kept_id}", body=msgspec.structs.replace(run.body, run_id=kept_id))
+    grade = msgspec.structs.replace(grade, id=f"grade:{kept_id}", body=msgspec.structs.replace(grade.body, run_id=kept_id))
+    workspace.runs.mkdir(parents=True)
+    workspace.pending_events(kept_id).write_bytes(draft_json(run) + b"\n" + draft_json(grade) + b"\n")
+    (workspace.runs / f"{kept_id}.bundle").write_bytes(b"bundle")
+    # campaign c1-b's run ids start with c1-: never c1's (no campaign id holds the separator)
+    others = [workspace.runs / f".{campaign_mod.run_id('c1-b', 't', 1, 1)}.bundle.tmp", tmp_path / "sb" / campaign_mod.run_id("c1-b", "t", 1, 1)]
+    mine = [workspace.runs / f".{campaign_mod.run_id('c1', 't', 2, 1)}.bundle.tmp", tmp_path / "sb" / campaign_mod.run_id("c1", "t", 2, 1)]
+    for path in [*others, *mine]:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.mkdir() if path.parent.name == "sb" else path.write_text("left")
+    with leftovers.hold(workspace, "c1"):
+        with pytest.raises(UserError, match="is being run by another process"), leftovers.hold(workspace, "c1"):
+            pass
+        done = leftovers.clean(workspace, store, "c1", tmp_path / "sb")
+    assert done.adopted == [kept_id] and done.refused == []
+    assert [s.id for s in store.read()][1:] == [f"run:{kept_id}", f"grade:{kept_id}"]
+    assert not workspace.pending_events(kept_id).exists()
+    assert sorted(done.removed) == sorted(mine) and all(not p.exists() for p in mine)
+    assert all(p.exists() for p in others)

@@ -27,7 +27,7 @@ from cbledger.ledger import semantics
 from cbledger.ledger.intake import parse_events
 from cbledger.ledger.store import LedgerStore
 from cbledger.runner import campaign as campaign_mod
-from cbledger.workspace import Workspace
+from cbledger.workspace import Workspace, bundle_name
 
 #: a bundle in place with no event is removed only once older than this: younger, its run may
 #: be between the rename and the append in a driver of another machine sharing the ledger
@@ -79,13 +79,13 @@ def clean(workspace: Workspace, store: LedgerStore, campaign: str, sandbox_root:
         for path in sorted(runs.glob(f".{prefix}*.tmp")):
             path.unlink(missing_ok=True)
             done.removed.append(path)
-        for pending in sorted(runs.glob(f"{prefix}*.events.jsonl")):
-            _adopt(store, pending, done)
+        for run_id in workspace.pending_run_ids(prefix):
+            _adopt(store, workspace, run_id, done)
         bundles = {p.name.removesuffix(".bundle"): p for p in runs.glob(f"{prefix}*.bundle")}
         known = store.recorder.lookup_many({f"run:{run_id}" for run_id in bundles}) if bundles else {}
         now = time.time()
         for run_id, path in sorted(bundles.items()):
-            if f"run:{run_id}" in known or (runs / f"{run_id}.events.jsonl").exists():
+            if f"run:{run_id}" in known or workspace.pending_events(run_id).exists():
                 continue
             if now - path.stat().st_mtime >= ORPHAN_AGE_SEC:
                 path.unlink(missing_ok=True)
@@ -101,9 +101,10 @@ def clean(workspace: Workspace, store: LedgerStore, campaign: str, sandbox_root:
     return done
 
 
-def _adopt(store: LedgerStore, pending: Path, done: Cleaned) -> None:
-    run_id = pending.name.removesuffix(".events.jsonl")
-    if not (pending.parent / f"{run_id}.bundle").is_file():
+def _adopt(store: LedgerStore, workspace: Workspace, run_id: str, done: Cleaned) -> None:
+    pending = workspace.pending_events(run_id)
+    bundle = workspace.stored(bundle_name(run_id))
+    if bundle is None or not bundle.is_file():
         done.refused.append((pending, "its bundle is not in place"))
         return
     try:
