@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cbledger import inputs
 from cbledger.errors import UserError
 from cbledger.ledger.checkpoint import CheckpointError
 from cbledger.ledger.keys import Untrusted, VerifierKey, open_note
@@ -53,9 +54,8 @@ def trusted_keys(workspace: Workspace, files: Sequence[Path]) -> list[VerifierKe
     paths = list(files) or sorted(workspace.keys.glob("*.vkey"))
     keys = []
     for p in paths:
-        if not p.is_file():
-            raise UserError(f"{p}: no such key file")
-        keys.append(VerifierKey.parse(p.read_text(encoding="utf-8"), str(p)))
+        text = inputs.read_regular(p, inputs.MAX_NOTE_BYTES, "a key file").decode("utf-8", "replace")
+        keys.append(VerifierKey.parse(text, str(p)))
     return keys
 
 
@@ -64,9 +64,7 @@ def open_given(files: Sequence[Path], keys: Sequence[VerifierKey]) -> list[tuple
         raise UserError("--checkpoint needs a trusted public key: pass --key FILE or commit one under keys/")
     out = []
     for p in files:
-        if not p.is_file():
-            raise UserError(f"{p}: no such checkpoint file")
-        out.append((str(p), open_checkpoint(p.read_bytes(), keys, str(p))))
+        out.append((str(p), open_checkpoint(inputs.read_regular(p, inputs.MAX_NOTE_BYTES, "a checkpoint file"), keys, str(p))))
     return out
 
 
