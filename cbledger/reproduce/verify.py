@@ -399,10 +399,12 @@ def _verify(
     keys = trusted_keys(workspace, options.keys)
     given = open_given(options.checkpoints, keys)
     beside: list[Finding] = []
+    broken: list[Finding] = []
     if not given:
-        given, beside = published_beside(workspace, keys)
+        given, beside, broken = published_beside(workspace, keys)
     chain, anchored = chain_and_checkpoints(workspace, given, keys, progress=chain_progress)
     anchored.notes[:0] = beside
+    anchored.failures[:0] = broken
     report = VerifyReport(ledger=LedgerStore(workspace.ledger).location, root=str(workspace.root), options=options, chain=chain,
                           checkpoints=anchored)
     if not chain.ok or anchored.failures or options.chain_only:
