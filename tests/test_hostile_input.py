@@ -70,6 +70,29 @@ def test_an_absurd_token_count_in_run_end_is_recorded_as_invalid_not_stored():
     assert "durationMs" in note
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "why"),
+    [
+        ("tokensIn", -5, "tokensIn -5 is out of range"),
+        ("tokensOut", 2.5, "tokensOut 2.5 is not a whole number"),
+        ("turnsUsed", "7", 'turnsUsed "7" is not a whole number'),
+        ("maxTurns", True, "maxTurns true is not a whole number"),
+        ("durationMs", -1, "durationMs -1 is out of range"),
+        ("durationMs", 1.5, "durationMs 1.5 is not a whole number"),
+    ],
+)
+def test_a_negative_or_fractional_run_end_figure_is_named_in_the_note_not_zeroed_silently(key, value, why):
+    figures = {"exitPath": "done", "tokensIn": 10, "tokensOut": 5, "turnsUsed": 3, "maxTurns": 40, "durationMs": 900,
+               key: value}
+    transcript = parse_transcript(b'{"type":"run-start","data":{}}\n' + json.dumps(
+        {"type": "run-end", "data": figures}).encode() + b"\n")
+    stats, note = stats_from(transcript)
+    assert stats is not None and note is not None and why in note, note
+    recorded = {"tokensIn": stats.tokens_in, "tokensOut": stats.tokens_out, "turnsUsed": stats.turns_used,
+                "maxTurns": stats.max_turns, "durationMs": stats.duration_ms}
+    assert recorded[key] == (None if key == "durationMs" else 0)
+
+
 def test_an_event_carrying_an_absurd_figure_is_refused_and_projections_never_see_one(tmp_path):
     ledger = _ledger(tmp_path)
     before = ledger.read_bytes()
