@@ -39,6 +39,17 @@ FORMAT: Final = "cbledger-suite-definitions/1"
 MAX_FILE_BYTES = 64 * 1024 * 1024
 
 
+#: Marks a task or fixture directory still being written (`cbledger task variant` until its trial
+#: passes). A process killed before it finished leaves the mark, so what it left is no task or
+#: fixture to any reader (validate, the catalog's listings, the suite's definitions) and the next
+#: `task variant` of that id takes it away.
+INCOMPLETE = ".incomplete"
+
+
+def incomplete(directory: Path) -> bool:
+    return (directory / INCOMPLETE).exists()
+
+
 class FileEntry(Struct, frozen=True, forbid_unknown_fields=True):
     sha256: str
     bytes: int
@@ -155,7 +166,7 @@ class DirectorySource:
         base = self.root / prefix
         if not base.is_dir():
             return []
-        return sorted(p.name for p in base.iterdir() if p.is_dir() and not p.is_symlink())
+        return sorted(p.name for p in base.iterdir() if p.is_dir() and not p.is_symlink() and not incomplete(p))
 
 
 class GitSource:
