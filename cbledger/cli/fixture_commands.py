@@ -41,9 +41,13 @@ def _fixture_dir(root: Path | None, fixture_id: str, must_exist: bool = True) ->
 
 
 @fixture_app.command("hash")
-def hash_cmd(path: Annotated[Path, typer.Argument(help="A directory, e.g. fixtures/<id>/tree.")]) -> None:
+def hash_cmd(
+    path: Annotated[Path, typer.Argument(help="A directory, e.g. fixtures/<id>/tree.")],
+    as_json: JsonFlag = False,
+) -> None:
     """Print the standard tree hash of a directory."""
-    typer.echo(hash_directory(path))
+    digest = hash_directory(path)
+    typer.echo(json.dumps({"path": str(path), "sha256": digest}, sort_keys=True) if as_json else digest)
 
 
 def _problems_json(problems: list[Problem]) -> list[dict]:

@@ -42,6 +42,14 @@ def entry(state: LedgerState, run_id: str) -> RunEntry | PassEntry:
     return found
 
 
+def run_key(state: LedgerState, key: str) -> str:
+    """The run id a user meant: the id itself, or the event id `run:<id>` that `show` and `log`
+    print for its `run.recorded` event."""
+    if key not in state.runs and key not in state.later_passes and key.startswith("run:"):
+        return key.removeprefix("run:")
+    return key
+
+
 def summary(state: LedgerState, run_id: str) -> dict[str, Any]:
     """The run and every grade of it, camelCase like the records."""
     e = entry(state, run_id)
