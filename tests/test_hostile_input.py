@@ -342,3 +342,67 @@ def test_counts_are_bounded_by_the_types():
     assert MAX_TOKENS * 1_000_000 < MAX_COUNT * 1024 < 2**63
     with pytest.raises(msgspec.ValidationError, match="in"):
         msgspec.convert({"turn": 1, "in": MAX_TOKENS + 1, "out": 0}, type=TurnTokens)
+
+
+# --------------------------------------------------------------------------- preserved runs are bounded
+
+
+def test_a_capture_keeps_its_files_up_to_the_bounds_and_records_what_was_cut(tmp_path, monkeypatch):
+    """An agent killed at the 128 MiB write limit was once preserved whole: a 139.5 MB bundle."""
+    import pygit2
+    from blake3 import blake3
+
+    from cbledger.grading.evidence.tree import view
+    from cbledger.runner import preserve
+    from cbledger.runner.sandbox import signature
+
+    monkeypatch.setattr(preserve, "MAX_KEPT_FILE_BYTES", 1000)
+    monkeypatch.setattr(preserve, "MAX_KEPT_BYTES", 1500)
+    work = tmp_path / "sandbox"
+    repo = pygit2.init_repository(str(work))
+    (work / "board.kicad_sch").write_bytes(b"s" * 5000)  # in the seed: unchanged, costs nothing
+    index = repo.index
+    index.add_all()
+    index.write()
+    sig = signature("t", "t@example.invalid", 0)
+    repo.create_commit("HEAD", sig, sig, "seed", index.write_tree(), [])
+    (work / "a.txt").write_bytes(b"a" * 900)
+    (work / "big.bin").write_bytes(b"b" * 1001)
+    (work / "c.txt").write_bytes(b"c" * 700)  # within the file bound, past the total
+    (work / "d.txt").write_bytes(b"d" * 500)
+    planted = work / ".git" / "cbledger-evidence" / "cut.json"  # the agent's own, never committed
+    planted.parent.mkdir()
+    planted.write_text('{"cut": []}')
+    capture = preserve.capture(repo, 0)
+    end = view(repo, capture)
+    assert end.read("board.kicad_sch") == b"s" * 5000 and end.read("a.txt") == b"a" * 900
+    assert end.read("d.txt") == b"d" * 500
+    for name, size in (("big.bin", 1001), ("c.txt", 700)):
+        stand_in = end.read(name)
+        assert stand_in is not None and f"{size} bytes".encode() in stand_in and len(stand_in) < 200
+    evidence = preserve.record_evidence(repo, capture, 0)
+    cut = json.loads(view(repo, evidence).read(preserve.CUT_RECORD) or b"null")
+    assert [(c["path"], c["bytes"]) for c in cut["cut"]] == [("big.bin", 1001), ("c.txt", 700)]
+    assert cut["cut"][0]["blake3"] == blake3(b"b" * 1001).hexdigest()
+
+
+def test_a_capture_within_the_bounds_commits_no_cut_record_even_one_the_agent_planted(tmp_path):
+    import pygit2
+
+    from cbledger.grading.evidence.tree import view
+    from cbledger.runner import preserve
+    from cbledger.runner.sandbox import signature
+
+    work = tmp_path / "sandbox"
+    repo = pygit2.init_repository(str(work))
+    (work / "a.txt").write_text("a")
+    index = repo.index
+    index.add_all()
+    index.write()
+    sig = signature("t", "t@example.invalid", 0)
+    repo.create_commit("HEAD", sig, sig, "seed", index.write_tree(), [])
+    planted = work / ".git" / "cbledger-evidence" / "cut.json"
+    planted.parent.mkdir()
+    planted.write_text('{"cut": []}')
+    capture = preserve.capture(repo, 0)
+    assert view(repo, preserve.record_evidence(repo, capture, 0)).read(preserve.CUT_RECORD) is None
