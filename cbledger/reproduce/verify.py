@@ -60,6 +60,7 @@ from cbledger.reproduce.checkpoints import (
 from cbledger.reproduce.figures import cost_findings
 from cbledger.reproduce.findings import Finding, RunCheck
 from cbledger.reproduce.outputs import OutputsCheck, check_outputs
+from cbledger.reproduce.rubrics import rubric_findings, scored_versions
 from cbledger.reproduce.runs import Suites, check_run
 from cbledger.tasks.definitions import differences
 from cbledger.tasks.suite_archive import kept_definitions, on_disk, open_kept
@@ -425,10 +426,12 @@ def _verify(
         ))
     versions = {g.suite_version for job in jobs for _, g in job.grades}
     versions |= {job.run.comparability.suite_version for job in jobs}
+    versions |= scored_versions(state)
     scratch = scratch_dir.mkdtemp("cbledger-suites-")
     try:
         suites, report.suite_failures = prepare_suites(workspace, state, versions, scratch)
         report.suite_failures += working_tree_check(workspace, state)
+        report.suite_failures += rubric_findings(state, suites)
         if not options.run_ids and options.since is None:
             report.orphan_failures = orphan_grades(state, grades)
         if on_runs_planned:
