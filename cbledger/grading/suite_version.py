@@ -194,9 +194,9 @@ def bump_and_keep(
     files_changed = None
     if recorded is not None and recorded.suite_version in kept_versions:
         name = suite_definitions_name(recorded.suite_version)
-        kept = definitions.decode(inputs.read_regular(workspace.suite_definitions(recorded.suite_version),
+        previous = definitions.decode(inputs.read_regular(workspace.suite_definitions(recorded.suite_version),
                                                       definitions.MAX_FILE_BYTES), name)
-        files_changed = definitions.differences(kept, suite_archive.on_disk(workspace))
+        files_changed = definitions.differences(previous, suite_archive.on_disk(workspace))
     body = bump(recorded, Catalog(workspace.root), reason, level, version, files_changed=files_changed)
     kept = suite_archive.keep(
         workspace, body.suite_version, definitions.DirectorySource(workspace.root), body,
