@@ -406,3 +406,20 @@ def test_a_capture_within_the_bounds_commits_no_cut_record_even_one_the_agent_pl
     planted.write_text('{"cut": []}')
     capture = preserve.capture(repo, 0)
     assert view(repo, preserve.record_evidence(repo, capture, 0)).read(preserve.CUT_RECORD) is None
+
+
+# --------------------------------------------------------------------------- the docs name what is checked
+
+
+def test_reproduce_md_names_every_output_and_every_finding_kind_replay_compares():
+    """docs/REPRODUCE.md once left the site out of the outputs `replay --verify` compares."""
+    import re
+
+    doc = (REPO / "docs" / "REPRODUCE.md").read_text()
+    checked = doc[doc.index("4. **Every projection**"):doc.index("## Suite definitions")]
+    for output in ("results/<date>/", "`LEADERBOARD.md`", "`results/cbledger.db`", "`results/site/`"):
+        assert output in checked, output
+    source = "".join(p.read_text() for p in (REPO / "cbledger" / "reproduce").glob("*.py"))
+    kinds = set(re.findall(r'check="[a-z]+", kind="([a-z-]+)"', source))
+    assert {"site-missing", "site-different", "site-extra", "rubric-not-kept"} <= kinds
+    assert sorted(k for k in kinds if f"`{k}`" not in doc) == []
