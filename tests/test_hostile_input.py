@@ -423,3 +423,125 @@ def test_reproduce_md_names_every_output_and_every_finding_kind_replay_compares(
     kinds = set(re.findall(r'check="[a-z]+", kind="([a-z-]+)"', source))
     assert {"site-missing", "site-different", "site-extra", "rubric-not-kept"} <= kinds
     assert sorted(k for k in kinds if f"`{k}`" not in doc) == []
+
+
+# --------------------------------------------------------------------------- the bad-input corpus
+
+from tests import hostile_corpus as corpus  # noqa: E402  (the corpus section's own data)
+
+
+def _corpus_cases() -> list[corpus.Case]:
+    root = REPO
+    task = json.loads((root / corpus.TASK).read_text())
+    fixture = json.loads((root / corpus.FIXTURE).read_text())
+    cases = [*corpus.file_kind_cases(), *corpus.append_cases(), *corpus.session_cases(), *corpus.manual_cases(),
+             *corpus.jsonl_cases(_valid_ledger_bytes()), *corpus.definition_cases(task, fixture), *corpus.option_cases()]
+    return [c for c in cases if (c.id.split("-", 1)[1].rsplit("-", 1)[0], c.bad) not in corpus.ACCEPTS]
+
+
+def _valid_ledger_bytes() -> bytes:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        return _ledger(Path(tmp)).read_bytes()
+
+
+CORPUS = _corpus_cases()
+
+
+@pytest.fixture(scope="module")
+def corpus_root(tmp_path_factory) -> Path:
+    root = _bundled_suite(tmp_path_factory.mktemp("corpus"))
+    store = LedgerStore(root / "results" / "ledger" / "events.jsonl")
+    store.init("hostile", MAINTAINER)
+    store.append([run_recorded(1), run_recorded(2), run_retracted(2)])
+    from cbledger.ledger.keys import SigningKey
+
+    (root / "keys").mkdir()
+    (root / "keys" / "corpus.vkey").write_text(SigningKey.generate("corpus.example/ledger").verifier().text() + "\n")
+    return root
+
+
+def _tree(root: Path) -> dict[str, tuple[int, int]]:
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            st = os.lstat(Path(dirpath) / name)
+            out[str(Path(dirpath, name).relative_to(root))] = (st.st_size if not os.path.isdir(Path(dirpath) / name) else 0,
+                                                               st.st_mtime_ns)
+    return out
+
+
+def _lay(path: Path, bad: bytes | str | None, tmp_path: Path) -> None:
+    if bad is None or bad == "missing":
+        return
+    if isinstance(bad, bytes):
+        path.write_bytes(bad)
+    elif bad == "fifo":
+        os.mkfifo(path)
+    elif bad == "directory":
+        path.mkdir()
+    elif bad == "symlink":
+        target = tmp_path / "elsewhere.txt"
+        target.write_text("not valid\n")
+        path.symlink_to(target)
+    elif bad == "dangling":
+        path.symlink_to(tmp_path / "nothing-here")
+
+
+class _Hang(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise _Hang("no answer within 60 s")
+
+
+def test_the_corpus_holds_at_least_two_hundred_kinds():
+    assert len(CORPUS) >= 200 and len({c.id for c in CORPUS}) == len(CORPUS)
+
+
+@pytest.mark.parametrize("case", CORPUS, ids=lambda c: c.id)
+def test_every_bad_input_is_refused_in_one_line_with_exit_2_and_nothing_written(corpus_root, tmp_path, case):
+    import signal
+
+    inputs_dir = tmp_path / "input"
+    inputs_dir.mkdir()
+    (inputs_dir / "prompt.md").write_text("Rename the net.\n")  # what a manual import names
+    (inputs_dir / "session.jsonl").write_text('{"type":"run-start","data":{}}\n')
+    ok = tmp_path / "ok.txt"
+    ok.write_text("a regular file, not what any command reads\n")
+    bad = inputs_dir / "bad.json"
+    saved: bytes | None = None
+    if case.replaces is not None:
+        bad = corpus_root / case.replaces
+        saved = bad.read_bytes()
+        bad.unlink()
+    _lay(bad, case.bad, tmp_path)
+    ledger = corpus_root / "results" / "ledger" / "events.jsonl"
+    key = corpus_root / "keys" / "corpus.vkey"
+    argv = [a.format(bad=bad, ledger=ledger, root=corpus_root, ok=ok, key=key) for a in case.argv]
+    before = _tree(corpus_root)
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(60)
+    try:
+        result = run_cli(argv, input=case.stdin if case.stdin is not None else b"")
+        after = _tree(corpus_root)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+        if saved is not None:
+            if bad.is_dir() and not bad.is_symlink():
+                bad.rmdir()
+            else:
+                bad.unlink(missing_ok=True)
+            bad.write_bytes(saved)
+    assert "Traceback" not in result.output, result.output
+    assert result.exit_code == 2, (result.exit_code, result.output)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    if case.says is not None:
+        assert case.says in lines[0]
+    if case.bad in ("fifo", "directory") and case.id.startswith("file-"):  # named as what it is
+        assert ("a FIFO" if case.bad == "fifo" else "directory") in lines[0], lines[0]
+    assert after == before, sorted(set(after.items()) ^ set(before.items()))
