@@ -91,6 +91,24 @@ def test_restore_lays_out_a_working_copy_with_the_baseline(tmp_path):
     assert json.loads(graded.stdout)["verdict"] == list(STATE.grades[SOLVE].values())[-1].grade.verdict
 
 
+def test_a_restored_run_grades_as_recorded_and_an_edited_one_is_not_graded_on_its_old_reports(tmp_path):
+    into = tmp_path / "restored"
+    assert cli("restore", SOLVE, into).exit_code == 0
+    recorded = list(STATE.grades[SOLVE].values())[-1].grade
+    same = cli("grade", recorded_task(SOLVE), into, "--json", "--no-kicad")
+    assert same.exit_code == 0, same.stderr
+    doc = json.loads(same.stdout)
+    assert doc["reports"] and "ran kicad-cli" not in same.stderr
+    assert (doc["verdict"], doc["partialCredit"]) == (recorded.verdict, float(recorded.partial_credit))
+    (into / "docs" / "BOM.md").write_text("edited after the run\n")
+    edited = cli("grade", recorded_task(SOLVE), into, "--json", "--no-kicad")
+    assert json.loads(edited.stdout)["reports"] == []
+
+
+def recorded_task(run_id: str) -> str:
+    return STATE.runs[run_id].run.task.id
+
+
 def test_restore_takes_the_event_id_show_takes(tmp_path):
     out = cli("restore", f"run:{SOLVE}", tmp_path / "r", "--json")
     assert out.exit_code == 0, out.stderr

@@ -24,7 +24,7 @@ from msgspec import Struct
 from cbledger.errors import UserError
 from cbledger.ledger.chain import link_hash
 from cbledger.ledger.durable import fsync_directory, write_atomic
-from cbledger.ledger.recorder import LedgerMissing
+from cbledger.ledger.recorder import LedgerMissing, StoreUnavailable
 from cbledger.ledger.store import LedgerStore, StoredEvent
 from cbledger.projections import leaderboard, paths, readmodel
 from cbledger.projections import records as rec
@@ -99,7 +99,7 @@ class LedgerFollower:
                 expected_prev = stored.hash
                 if self.on_folded is not None:
                     self.on_folded(stored)
-        except ProjectionError:
+        except (ProjectionError, StoreUnavailable):  # a server down is no change to the ledger
             raise
         except (UserError, msgspec.MsgspecError, ValueError) as exc:
             # a line or row that is not a ledger record where the next one should start
