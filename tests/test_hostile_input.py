@@ -545,3 +545,52 @@ def test_every_bad_input_is_refused_in_one_line_with_exit_2_and_nothing_written(
     if case.bad in ("fifo", "directory") and case.id.startswith("file-"):  # named as what it is
         assert ("a FIFO" if case.bad == "fifo" else "directory") in lines[0], lines[0]
     assert after == before, sorted(set(after.items()) ^ set(before.items()))
+
+
+# --------------------------------------------------------------------------- check code in the suite lock
+
+
+def test_a_loosened_check_in_code_is_a_changed_suite_from_the_bump_that_locks_it(tmp_path, monkeypatch):
+    """Loosening `diff_ratio_max`'s comparison tenfold once passed `suite status`, `validate`
+    and `replay --verify`: the lock covered task criteria, not the code that checks them."""
+    from cbledger.tasks import definitions
+
+    root = _bundled_suite(tmp_path)
+    assert run_cli(["init", "--root", root]).exit_code == 0
+    bumped = run_cli(["suite", "bump", "--reason", "initial suite", "--skip-trial", "--root", root])
+    assert bumped.exit_code == 0, bumped.stderr
+    [kept] = (root / "results" / "suites").glob("*.json")
+    locked = json.loads(kept.read_text())["checks"]
+    assert "grading/checks_diff.py" in locked and "kicad/connectivity.py" in locked
+    assert run_cli(["project", "all", "--root", root]).exit_code == 0
+    assert run_cli(["replay", "--verify", "--root", root]).exit_code == 0
+
+    package = tmp_path / "build"
+    for name in definitions.CHECK_CODE:
+        shutil.copytree(REPO / "cbledger" / name, package / name)
+    checks = package / "grading" / "checks_diff.py"
+    checks.write_text(checks.read_text().replace("ratio = changed / total", "ratio = changed / total / 10", 1))
+    monkeypatch.setattr(definitions, "_PACKAGE", package)
+    replay = run_cli(["replay", "--verify", "--json", "--root", root])
+    assert replay.exit_code == 7, replay.output
+    [finding] = [f for f in json.loads(replay.stdout)["failures"] if f["kind"] == "definitions-differ"]
+    assert "check code cbledger: grading/checks_diff.py changed" in finding["message"]
+    status = run_cli(["suite", "status", "--root", root])
+    assert status.exit_code == 1 and "check code cbledger: grading/checks_diff.py changed" in status.stdout
+    run = run_cli(["run", "led-resistor-swap", "--agent", "gold", "--root", root])
+    assert run.exit_code == 2 and "check code cbledger: grading/checks_diff.py changed" in run.stderr
+    again = run_cli(["suite", "bump", "--reason", "the loosened check", "--skip-trial", "--root", root])
+    assert again.exit_code == 0, again.stderr  # a changed check is a changed suite: it can be bumped
+    assert run_cli(["project", "all", "--root", root]).exit_code == 0
+    assert run_cli(["replay", "--verify", "--root", root]).exit_code == 0
+
+
+def test_definitions_kept_before_check_code_was_locked_hold_none_and_the_next_bump_locks_it():
+    from cbledger.tasks import definitions
+
+    kept = definitions.Definitions(format=definitions.FORMAT, tasks={}, fixtures={}, suites={})
+    now = msgspec.structs.replace(kept, checks={"grading/x.py": definitions.FileEntry(sha256="0" * 64, bytes=1)})
+    assert definitions.differences(kept, now) == []
+    assert definitions.decode(definitions.encode(kept), "kept.json") == kept
+    assert b"checks" not in definitions.encode(kept)  # a kept file from before reads and re-encodes as kept
+    assert definitions.differences(now, kept) == ["check code cbledger: grading/x.py removed"]

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from msgspec import UNSET
+
 from cbledger import credentials, inputs
 from cbledger.errors import UserError
 from cbledger.grading.grader import GRADER_VERSION
@@ -197,6 +199,8 @@ def bump_and_keep(
         previous = definitions.decode(inputs.read_regular(workspace.suite_definitions(recorded.suite_version),
                                                       definitions.MAX_FILE_BYTES), name)
         files_changed = definitions.differences(previous, suite_archive.on_disk(workspace))
+        if previous.checks is UNSET:  # a version before check code was locked: locking it is a change
+            files_changed.append("check code: recorded for the first time")
     body = bump(recorded, Catalog(workspace.root), reason, level, version, files_changed=files_changed)
     kept = suite_archive.keep(
         workspace, body.suite_version, definitions.DirectorySource(workspace.root), body,
