@@ -174,12 +174,18 @@ def _session(**overrides: Any) -> dict[str, Any]:
         "exchanges": [{"turn": {"text": "done", "toolCalls": [{"name": "finish", "args": {"outcome": "done"}}],
                                 "usage": {"in": 1, "out": 1}}}],
     }
+    return _overridden(doc, overrides)
+
+
+def _overridden(doc: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """`doc` with each override set, or dropped where it is None."""
+    out = dict(doc)
     for k, v in overrides.items():
         if v is None:
-            doc.pop(k, None)
+            out.pop(k, None)
         else:
-            doc[k] = v
-    return doc
+            out[k] = v
+    return out
 
 
 def session_cases() -> Iterator[Case]:
@@ -226,13 +232,7 @@ def manual_cases() -> Iterator[Case]:
     }
 
     def doc(**overrides: Any) -> bytes:
-        out = dict(good)
-        for k, v in overrides.items():
-            if v is None:
-                out.pop(k, None)
-            else:
-                out[k] = v
-        return json.dumps(out).encode()
+        return json.dumps(_overridden(good, overrides)).encode()
 
     documents: dict[str, bytes] = {
         "empty": b"",
@@ -293,13 +293,7 @@ def definition_cases(task: dict[str, Any], fixture: dict[str, Any]) -> Iterator[
     argv = ("run", "led-resistor-swap", "--agent", "gold", "--dry-run", "--root", "{root}")
 
     def with_(doc: dict[str, Any], **overrides: Any) -> bytes:
-        out = dict(doc)
-        for k, v in overrides.items():
-            if v is None:
-                out.pop(k, None)
-            else:
-                out[k] = v
-        return json.dumps(out).encode()
+        return json.dumps(_overridden(doc, overrides)).encode()
 
     task_docs: dict[str, bytes | str] = {
         "empty": b"",
