@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -251,7 +252,7 @@ task_app = typer.Typer(help="Tasks as data: memorization variants.", no_args_is_
 @task_app.command("variant")
 def variant_cmd(
     task: Annotated[str, typer.Argument(help="A synthetic task id under tasks/ (an original, not a variant).")],
-    seed: Annotated[int, typer.Option(min=0, help="The seed of the transform: the same seed gives the same bytes.")] = 1,
+    seed: Annotated[int, typer.Option(min=0, max=2**32 - 1, help="The seed of the transform (0 to 2**32 - 1): the same seed gives the same bytes.")] = 1,
     replace: Annotated[bool, typer.Option("--replace", help="Write the variant anew if it exists.")] = False,
     copperhead_cli: Annotated[str | None, typer.Option("--copperhead-cli", envvar="COPPERHEAD_CLI", help="Path to copperhead's cli.js (for setup commands).")] = None,
     root: RootOption = None,
@@ -261,20 +262,13 @@ def variant_cmd(
     task (names renumbered, nets renamed, quantities scaled), measure the new fixture's kicad-cli
     baseline, and keep them only if the transformed gold passes and noop fails (real runs, nothing
     recorded). Then `cbledger suite bump` records the variant like any task."""
-    from cbledger.runner import trial
-    from cbledger.tasks.fixtures import baseline as baseline_mod
-    from cbledger.tasks.variant import generate
-
     where = project_root(root)
-    made = generate.generate(where, task, seed, replace=replace)
+    # `timeout` and a closed terminal send SIGTERM: made an exception, the variant is taken out
+    previous = signal.signal(signal.SIGTERM, _terminated)
     try:
-        measured = baseline_mod.measure(made.fixture_dir)
-        typer.echo(f"fixture {made.fixture_id}: baseline ERC {measured.erc['errors']} error(s), {measured.erc['warnings']} warning(s) (kicad-cli {measured.kicad_cli_version})", err=as_json)
-        results = trial.run_trials(where, [made.task_id], copperhead_cli=copperhead_cli, on_done=lambda r: typer.echo(f"  trial {r}", err=as_json))
-        trial.require_discriminating(results, f"variant {made.task_id} is not solvable as generated")
-    except BaseException:
-        generate.remove(made)
-        raise
+        made = _variant(where, task, seed, replace=replace, copperhead_cli=copperhead_cli, as_json=as_json)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     if as_json:
         typer.echo(json.dumps({
             "task": made.task_id, "fixture": made.fixture_id, "variantOf": task, "scale": str(made.mapping.k),
@@ -283,6 +277,30 @@ def variant_cmd(
         return
     renamed = ", ".join(f"{a}→{b}" for a, b in sorted(made.mapping.names.items()))
     typer.echo(f"wrote tasks/{made.task_id}/ and fixtures/{made.fixture_id}/ (variantOf {task}; scale {made.mapping.k}; {renamed})")
+
+
+def _variant(where: Path, task: str, seed: int, *, replace: bool, copperhead_cli: str | None, as_json: bool) -> Any:
+    """Generates the variant and keeps it only once its trial passed; anything else, an
+    interruption included, takes it out again (a SIGKILL leaves it marked incomplete)."""
+    from cbledger.runner import trial
+    from cbledger.tasks.fixtures import baseline as baseline_mod
+    from cbledger.tasks.variant import generate
+
+    made = generate.generate(where, task, seed, replace=replace)
+    try:
+        measured = baseline_mod.measure(made.fixture_dir)
+        typer.echo(f"fixture {made.fixture_id}: baseline ERC {measured.erc['errors']} error(s), {measured.erc['warnings']} warning(s) (kicad-cli {measured.kicad_cli_version})", err=as_json)
+        results = trial.run_trials(where, [made.task_id], copperhead_cli=copperhead_cli, on_done=lambda r: typer.echo(f"  trial {r}", err=as_json))
+        trial.require_discriminating(results, f"variant {made.task_id} is not solvable as generated")
+        generate.finish(made)
+    except BaseException:
+        generate.remove(made)
+        raise
+    return made
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def register(app: typer.Typer) -> None:

@@ -216,19 +216,24 @@ def stats_from(
 
     invalid: list[str] = []
 
-    def count(key: str, limit: int = MAX_COUNT) -> int:
+    def figure(key: str, limit: int) -> int | None:
+        """The figure if it is a whole number in range; any other value stated is named in the
+        note (a figure no run can have is kept out of every view), an absent one is None."""
         value = end.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            return 0
-        if value > limit:  # an agent-reported figure no run can have: kept out of every view
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            invalid.append(f"{key} {credentials.printable(json.dumps(value))[:40]} is not a whole number")
+            return None
+        if not 0 <= value <= limit:
             invalid.append(f"{key} {str(value)[:40]} is out of range (0 to {limit})")
-            return 0
+            return None
         return value
 
-    duration = end.get("durationMs")
-    if isinstance(duration, int) and duration > MAX_COUNT:
-        invalid.append(f"durationMs {str(duration)[:40]} is out of range (0 to {MAX_COUNT})")
-        duration = None
+    def count(key: str, limit: int = MAX_COUNT) -> int:
+        return figure(key, limit) or 0
+
+    duration = figure("durationMs", MAX_COUNT)
     stats = (
         RunStats(
             exit_path=recorded_exit,
@@ -238,7 +243,7 @@ def stats_from(
             max_repair_cycles=count("maxRepairCycles"),
             tokens_in=count("tokensIn", MAX_TOKENS),
             tokens_out=count("tokensOut", MAX_TOKENS),
-            duration_ms=duration if isinstance(duration, int) and not isinstance(duration, bool) and duration >= 0 else None,
+            duration_ms=duration,
             files_touched=sorted(files),
         )
     )

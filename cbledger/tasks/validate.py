@@ -43,6 +43,7 @@ from cbledger.ledger.types import Outcome
 from cbledger.tasks import gold as gold_mod
 from cbledger.tasks import passes
 from cbledger.tasks.catalog import Catalog, Fixture, Task, load_fixture
+from cbledger.tasks.definitions import incomplete
 from cbledger.tasks.fixtures.check import FixtureCheck, check_fixture
 from cbledger.tasks.fixtures.problems import (
     Problem,
@@ -428,7 +429,7 @@ def validate_project(root: Path, require_trees: bool = False) -> ValidationRepor
     report = ValidationReport()
     fixtures_dir = catalog.fixtures_dir
     if fixtures_dir.is_dir():
-        for d in sorted(p for p in fixtures_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        for d in sorted(p for p in fixtures_dir.iterdir() if p.is_dir() and not p.name.startswith(".") and not incomplete(p)):
             if not (d / "fixture.json").is_file():
                 report.problems.append(warning(ctx.rel(d), "", "a directory under fixtures/ without fixture.json"))
                 continue
@@ -438,7 +439,7 @@ def validate_project(root: Path, require_trees: bool = False) -> ValidationRepor
             report.problems.extend(check.problems)
     tasks_dir = catalog.tasks_dir
     if tasks_dir.is_dir():
-        for d in sorted(p for p in tasks_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        for d in sorted(p for p in tasks_dir.iterdir() if p.is_dir() and not p.name.startswith(".") and not incomplete(p)):
             if not (d / "task.json").is_file() and not (d / "assertions.json").is_file():
                 report.problems.append(warning(ctx.rel(d), "", "a directory under tasks/ without task.json"))
                 continue
