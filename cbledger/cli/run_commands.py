@@ -30,6 +30,7 @@ from cbledger.login import login_name
 from cbledger.projections import writers
 from cbledger.projections.records import record_entries
 from cbledger.reproduce import site_evidence
+from cbledger.runner import draft as draft_run
 from cbledger.runner import ledger_view, pricing, trial
 from cbledger.runner.plan import check_jobs, make_plan
 from cbledger.runner.rescore import rescore as rescore_runs
@@ -82,6 +83,10 @@ def run(
         show_default=False,
     )] = None,
     project: Annotated[bool, typer.Option(help="Regenerate the projections (records, LEADERBOARD.md, read model) afterwards.")] = True,
+    draft: Annotated[bool, typer.Option(
+        "--draft", help="Run tasks not yet in a bumped suite in a scratch workspace of their own (never the project's "
+                        "ledger), keeping the sandboxes for `fixture gold` (docs/AUTHORING.md).",
+    )] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and its size; run nothing.")] = False,
     ledger: LedgerOption = None,
     root: RootOption = None,
@@ -93,6 +98,9 @@ def run(
     2 bad usage (an unknown task, suite or agent), nothing run."""
     where = workspace(ledger, root)
     check_jobs(jobs)
+    if draft and not dry_run:
+        where, keep_sandboxes, project = draft_run.workspace(where), True, False
+        typer.echo(f"draft workspace {where.results} (not the project's ledger)", err=as_json)
     ablations = Ablations(
         prompt_variant=prompt_variant,
         max_turns=max_turns,
@@ -152,6 +160,7 @@ def run(
                     "failureCategory": o.grade.failure_category,
                     "harnessFailure": o.run.harness_failure.kind if o.run.harness_failure is not None else None,
                     "records": records.get(o.run.run_id, []), "bundle": bundle_name(o.run.run_id),
+                    "sandbox": str(sandboxes / o.run.run_id) if keep_sandboxes else None,
                     **({"pass": o.run.passes.index, "passesAllowed": o.run.passes.allowed} if o.run.passes else {}),
                 }
                 for o in result.outputs
@@ -172,14 +181,15 @@ def run(
             label += f"; not the model's: {run.harness_failure.kind}"
         if run.passes:
             label = f"pass {run.passes.index}/{run.passes.allowed}: {label}"
-        typer.echo(f"  {run.run_id}  {label}  {where_to}")
+        kept = f"  sandbox {sandboxes / run.run_id}" if draft else ""
+        typer.echo(f"  {run.run_id}  {label}  {where_to}{kept}")
     typer.echo(
         f"{len(result.outputs)} run(s) recorded: {result.passed} pass, {len(result.outputs) - result.passed} fail"
         + (f"; {len(result.failures)} run(s) failed to record" if result.failures else "")
     )
     if result.outputs and result.batch:
         typer.echo(f"batch {result.batch} (select these runs with `--candidate-select batch={result.batch}`)")
-    if result.outputs and not project:
+    if result.outputs and not project and not draft:
         typer.echo("projections not regenerated (--no-project): run `cbledger project all`")
     for label, error in result.failures:
         typer.echo(f"  not recorded: {label}: {error}", err=True)
