@@ -97,20 +97,23 @@ def baseline_assertions(
     """The assertions every task of this outcome class on this fixture starts from."""
     art = fixture.manifest.artifacts
     items: list[dict[str, Any]] = []
-    for n, t in enumerate(targets, 1):
-        items.append({"id": f"target-{n}", "type": t["type"], "args": t["args"], "weight": 4, "required": True,
-                      "note": "The change asked for (first: a run that does not make it is wrong-target)."})
     budget_key = next(iter(budgets), None)
     if outcome == "edit":
+        # the change first: a run that does not make it is wrong-target, not a constraint violation
+        items += [{"id": f"target-{n}", "type": t["type"], "args": t["args"], "weight": 4, "required": True,
+                   "note": "The change asked for."} for n, t in enumerate(targets, 1)]
         items.append({"id": "finished-cleanly", "type": "exit_path_in", "args": {"paths": ["done"]}, "weight": 2, "required": True})
         items.append({"id": "one-commit", "type": "commit_count", "args": {"equals": 1}, "weight": 1, "required": True})
     else:
+        # the refusal first: a run that edits instead is graded by its exit, then by the evidence
         word = "refused" if outcome == "refusal" else "flagged"
         items.append({"id": word, "type": "exit_path_in", "args": {"paths": ["refused"]}, "weight": 3, "required": True,
                       "note": "copperhead has no separate flag exit: a flag is a refusal naming both sides." if outcome == "flag" else None})
         if budget_key is not None:
             items.append({"id": "cites-the-budget", "type": "refusal_cites_budget", "args": {"budgetKey": budget_key},
                           "weight": 3, "required": True})
+        items += [{"id": f"target-{n}", "type": t["type"], "args": t["args"], "weight": 3, "required": True,
+                   "note": "What the refusal must show."} for n, t in enumerate(targets, 1)]
     for kind in ("erc", "drc"):
         check = _report_check(kind, fixture)
         if check is not None:
@@ -143,7 +146,7 @@ def _board_facts(fixture: Fixture) -> tuple[list[str], list[str], dict[str, Any]
             if s.power or s.reference in seen:
                 continue
             seen.add(s.reference)
-            refs.append(f"{s.reference} ({s.value}{', ' + s.footprint if s.footprint else ''})")
+            refs.append(f"{s.reference} ({s.value}{', ' + s.footprint if s.footprint else ''}{', DNP' if s.dnp else ''})")
     config = fixture.tree / _BUDGETS_FILE
     if config.is_file():
         try:
@@ -168,8 +171,8 @@ def _readme(task_id: str, manifest: dict[str, Any], fixture: Fixture, nets: list
         + (f"; DRC: {b.drc.errors} error(s), {b.drc.warnings} warning(s)" if b.drc else "") + ".",
     ]
     if m.origin != "synthetic" and b.erc.warnings:
-        lines += ["", "copperhead 0.9.0's `finish` gate refuses `done` while the board has any ERC violation, "
-                  "warnings included, after a schematic edit: on this board an edit task can finish only if it "
+        lines += ["", "copperhead 0.9.0's `finish` gate refuses `done` after any edit of a KiCad file unless the last "
+                  "ERC has no violation, warnings included: on this board an edit task can finish only if it "
                   "touches no KiCad file (docs/AUTHORING.md, \"The finish gate\")."]
     lines += ["", f"Nets ({len(nets)}; assertions name them as written here): "
               + (", ".join(f"`{n}`" for n in nets) or "none recorded") + "."]
