@@ -14,7 +14,7 @@ from fractions import Fraction
 
 from cbledger.ledger import surfaces
 from cbledger.ledger.events import SCHEMA_VERSION
-from cbledger.projections import anchor, card, lanes_part, passes_part
+from cbledger.projections import anchor, card, harness_findings, lanes_part, passes_part
 from cbledger.projections import format as fmt
 from cbledger.projections.aggregates import Views
 from cbledger.projections.conditions import DEFAULT
@@ -526,6 +526,7 @@ def render(state: LedgerState, suite_version: str | None = None, views: Views | 
     out += _snapshot(state, suite, sm, counts, views)
     out += ["", _INTRO, ""]
     out += _non_claims()
+    out += harness_findings.render(state)
     if suite is not None and sv is not None:
         out += card.render_acc(state, suite, sv.card)
     if sm is not None:
