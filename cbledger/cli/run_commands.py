@@ -99,7 +99,7 @@ def run(
     where = workspace(ledger, root)
     check_jobs(jobs)
     if draft and not dry_run:
-        where, keep_sandboxes, project = draft_run.workspace(where), True, False
+        where, keep_sandboxes, project = draft_run.workspace(where, where.results_dir), True, False
         typer.echo(f"draft workspace {where.results} (not the project's ledger)", err=as_json)
     ablations = Ablations(
         prompt_variant=prompt_variant,

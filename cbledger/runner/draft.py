@@ -30,7 +30,8 @@ _ACTOR = Actor(kind="maintainer", name="cbledger-draft")
 
 def workspace(project: Workspace, results: Path | None = None) -> Workspace:
     """A scratch workspace over the project's tasks, whose ledger records them as they are now.
-    `results` (empty or absent) is where; by default a new temporary directory."""
+    `results` (empty or absent: `cbledger --results DIR run --draft`) is where; by default a new
+    temporary directory."""
     if results is None:
         results = Path(tempfile.mkdtemp(prefix="cbledger-draft-"))
     elif results.exists() and any(results.iterdir()):
