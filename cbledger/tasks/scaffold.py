@@ -164,7 +164,8 @@ def _readme(task_id: str, manifest: dict[str, Any], fixture: Fixture, nets: list
     lines = [
         f"# {task_id}", "",
         f"**Tier** {manifest['tier']} · **outcome** {manifest['expectedOutcome']} · **mode** {manifest['mode']} · "
-        f"**fixture** `{m.id}` ({m.origin}" + (", `setup: init`" if manifest.get("setup") else "") + ")", "",
+        f"**fixture** `{m.id}` ({m.origin}" + (", `setup: init`" if manifest.get("setup") else "") + ")"
+        f" · **repeats** {manifest.get('repeats', 3)}", "",
         "TODO(author): what the task tests, the trap, and for a refusal or flag the arithmetic.", "",
         "## The board", "",
         f"Baseline ERC: {b.erc.errors} error(s), {b.erc.warnings} warning(s)"
