@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -284,6 +285,19 @@ def test_a_refusal_under_json_is_the_same_refusal_as_json(tmp_path: Path, args: 
     assert plain.exit_code == as_json.exit_code == 2, (plain.output, as_json.output)
     error = _json_error(as_json.stderr)
     assert error["exitCode"] == 2 and plain.stderr.strip() == f"error: {error['message']}"
+
+
+@pytest.mark.parametrize("name", LEAVES)
+def test_every_help_shows_its_placeholders_in_one_style(name: str) -> None:
+    """Upper case, as click writes them (`--jobs INTEGER`, `KEY`, `[TASK_IDS]...`), never typer's
+    `<int range>`, `{key}` or `[task_ids]...`."""
+    out = run_cli([*name.split(), "--help"], env=NO_ENV)
+    assert out.exit_code == 0, out.output
+    usage = out.stdout.splitlines()[0]
+    assert usage.startswith(f"Usage: cbledger {name} [OPTIONS]")
+    tail = usage.removeprefix(f"Usage: cbledger {name} [OPTIONS]").split()
+    assert all(part.strip("[].") == part.strip("[].").upper() for part in tail), usage
+    assert not re.search(r"(?:--[a-z-]+|-[a-z]) (?:<[a-z ]+>|\{\w+\})", out.stdout), out.stdout
 
 
 def test_project_all_check_json_reports_both_outputs() -> None:

@@ -131,7 +131,22 @@ def check_cmd(
         for fixture_id in fixture_ids:
             _fixture_dir(root, fixture_id)
     cli = require_kicad_cli() if kicad else None
-    report = check_fixtures(base, None if all_fixtures else list(fixture_ids or []), kicad=kicad, gold=not no_gold, cli=cli)
+    from cbledger.cli.progress import Reporter
+
+    progress = Reporter("fixture check --kicad", quiet=as_json or not kicad)
+
+    def checked(done: int, total: int, fixture: str) -> None:
+        if done == 1:
+            progress.start(total)
+        progress.step(done, total, f"{fixture} checked")
+
+    try:
+        report = check_fixtures(
+            base, None if all_fixtures else list(fixture_ids or []), kicad=kicad, gold=not no_gold, cli=cli,
+            on_fixture=checked,
+        )
+    finally:
+        progress.close()
     single = not all_fixtures and len(report.fixtures) == 1
     if as_json:
         typer.echo(json.dumps(_report_json(report, single), indent=2))

@@ -30,15 +30,16 @@ from cbledger.login import login_name
 from cbledger.projections import writers
 from cbledger.projections.records import record_entries
 from cbledger.reproduce import site_evidence
+from cbledger.runner import cost_estimate, ledger_view, pricing, trial
 from cbledger.runner import draft as draft_run
-from cbledger.runner import ledger_view, pricing, trial
+from cbledger.runner.budget import MoneyLimits
 from cbledger.runner.plan import check_jobs, make_plan
 from cbledger.runner.rescore import rescore as rescore_runs
 from cbledger.runner.suite_run import passes_allowed, run_plan
 from cbledger.tasks import definitions, suite_archive
 from cbledger.tasks.catalog import Catalog
 from cbledger.tasks.definitions import DirectorySource, GitSource, Source
-from cbledger.workspace import SUITES, bundle_name, record_name
+from cbledger.workspace import SUITES, Workspace, bundle_name, record_name
 
 
 def scripted_model(session: str) -> str:
@@ -82,6 +83,14 @@ def run(
                     "failed assertions; capped by each task's allowance in tasks/passes.json (docs/RUNNER.md, section 12).",
         show_default=False,
     )] = None,
+    max_cost_usd: Annotated[str | None, typer.Option(
+        "--max-cost-usd", metavar="USD", help="Stop a run whose spend, metered from its provider's reported usage, reaches this many USD.",
+        show_default=False)] = None,
+    budget_usd: Annotated[str | None, typer.Option(
+        "--budget-usd", metavar="USD", help="Start no further run once this invocation's runs have spent this many USD (metered live).",
+        show_default=False)] = None,
+    key_check: Annotated[bool, typer.Option(
+        help="Check the route's key with one request to its provider (its model list, no tokens) before the first run.")] = True,
     project: Annotated[bool, typer.Option(help="Regenerate the projections (records, LEADERBOARD.md, read model) afterwards.")] = True,
     draft: Annotated[bool, typer.Option(
         "--draft", help="Run tasks not yet in a bumped suite in a scratch workspace of their own (never the project's "
@@ -98,9 +107,8 @@ def run(
     2 bad usage (an unknown task, suite or agent), nothing run."""
     where = workspace(ledger, root)
     check_jobs(jobs)
-    if draft and not dry_run:
-        where, keep_sandboxes, project = draft_run.workspace(where, where.results_dir), True, False
-        typer.echo(f"draft workspace {where.results} (not the project's ledger)", err=as_json)
+    where = _draft_workspace(where, draft and not dry_run, as_json)
+    keep_sandboxes, project = keep_sandboxes or draft, project and not draft
     ablations = Ablations(
         prompt_variant=prompt_variant,
         max_turns=max_turns,
@@ -113,7 +121,9 @@ def run(
         Catalog(where.root), agent=agent, model=model, suite=suite, task_ids=task_ids or [],
         repeats=repeats, ablations=ablations,
     )
+    money = MoneyLimits(max_cost_usd=max_cost_usd, budget_usd=budget_usd, key_check=key_check)
     if dry_run:
+        estimate = cost_estimate.for_plan(plan, ledger_view.read(where.ledger)) if plan.agent == "copperhead" and session is None else None
         where_to_run = f"jobs {jobs}" if executor == "local" else f"executor {executor} at {scheduler}"
         # the passes each attempt may take, as the run would grant them (a bad allowance file fails here too)
         allowed = passes_allowed(Catalog(where.root), plan, passes)
@@ -123,6 +133,7 @@ def run(
                 "jobs": jobs, "runs": [{"task": r.task.id, "tier": r.task.manifest.tier, "repeat": r.repeat,
                                         "repeatsPlanned": r.repeats_planned, "passesAllowed": allowed.get(r.task.id, 1)}
                                        for r in plan.runs],
+                **({"costEstimate": estimate.as_json()} if estimate is not None else {}),
             }, sort_keys=True))
             return
         typer.echo(f"plan: agent {plan.agent}, model {plan.model_id}, {len(plan.tasks)} task(s), {len(plan.runs)} run(s), {where_to_run}")
@@ -130,6 +141,8 @@ def run(
             up_to = allowed.get(r.task.id, 1)
             typer.echo(f"  {r.task.id}  tier {r.task.manifest.tier}  repeat {r.repeat}/{r.repeats_planned}"
                        + (f"  up to {up_to} passes" if up_to > 1 else ""))
+        if estimate is not None:
+            typer.echo(estimate.line())
         return
     sandboxes = sandbox_root or Path(tempfile.mkdtemp(prefix="cbledger-sandboxes-"))
     progress = SuiteProgress(len(plan.runs))
@@ -138,7 +151,7 @@ def run(
             where, plan, jobs=jobs, sandbox_root=sandboxes,
             keep_sandboxes=keep_sandboxes, copperhead_cli=copperhead_cli, segment=segment, on_done=progress,
             session=session, executor=executor, scheduler=scheduler, on_activity=progress.activity,
-            unsandboxed=unsandboxed, passes=passes,
+            unsandboxed=unsandboxed, passes=passes, money=money,
         )
     finally:
         progress.close()
@@ -167,6 +180,7 @@ def run(
             ],
             "recorded": len(result.outputs), "passed": result.passed, "failed": len(result.outputs) - result.passed,
             "notRecorded": [{"run": label, "error": error} for label, error in result.failures],
+            "notRun": [{"run": label, "reason": why} for label, why in result.not_run],
             "batch": result.batch if result.outputs else None, "projected": bool(project and result.outputs),
             "sandboxesKept": str(sandboxes) if keep_sandboxes else None,
         }, sort_keys=True))
@@ -193,8 +207,20 @@ def run(
         typer.echo("projections not regenerated (--no-project): run `cbledger project all`")
     for label, error in result.failures:
         typer.echo(f"  not recorded: {label}: {error}", err=True)
+    for label, why in result.not_run:
+        typer.echo(f"  {label}: {why}")
     if result.failures:
         raise typer.Exit(1)
+
+
+def _draft_workspace(where: Workspace, draft: bool, as_json: bool) -> Workspace:
+    """The scratch workspace a draft runs in (docs/AUTHORING.md); `where` itself when not a draft
+    (or a dry run, which writes nothing)."""
+    if not draft:
+        return where
+    made = draft_run.workspace(where, where.results_dir)
+    typer.echo(f"draft workspace {made.results} (not the project's ledger)", err=as_json)
+    return made
 
 
 def rescore(ledger: LedgerOption = None, root: RootOption = None, as_json: JsonFlag = False) -> None:
@@ -237,8 +263,14 @@ def pricing_publish(
     root: RootOption = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Append a price table as pricing.published."""
+    """Append a price table as pricing.published. It takes effect on its effectiveDate and may list
+    only the models it changes (the rest are inherited); a table that would re-price a recorded
+    run is refused."""
     table = pricing.load_table(file)
+    view = ledger_view.read(ledger_path(ledger, root))
+    if all(t != table for t in view.price_tables):  # publishing the same table again stays a no-op
+        recorded = [r for r in view.runs.values() if r.run_id not in view.retracted]
+        pricing.refuse_repricing(table, view.price_tables, recorded, str(file))
     event = make_event(table, id=f"pricing:{table.table_version}", actor=_maintainer())
     (r,) = LedgerStore(ledger_path(ledger, root)).append([event])
     if as_json:

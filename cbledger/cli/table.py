@@ -69,5 +69,6 @@ COMMANDS = (
              verify_proof="Check a proof with only signed checkpoints and public keys.",
              witness="Accept a checkpoint only if it extends the last one accepted."),
     Commands("cbledger.cli.judge_commands", judge="Score selected runs against their task's rubric with a judge model (model-judged, never a headline)."),
+    Commands("cbledger.cli.doctor_command", doctor="Check kicad-cli, copperhead, bubblewrap, the model's key and the price table."),
     Commands("cbledger.cli.demo_command", demo="Run the bundled suite with gold and noop into a scratch workspace."),
 )

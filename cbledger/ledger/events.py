@@ -222,6 +222,15 @@ class Cost(Body, frozen=True, kw_only=True):
     price_table_version: str | None
 
 
+class CostCapStop(Body, frozen=True, kw_only=True):
+    """A run a money limit stopped: the runner's recording proxy refused its next model call once
+    the spend it metered reached the run's cap or its campaign's budget (null: not set)."""
+
+    cap_usd_micros: Count | None
+    spent_usd_micros: Count
+    campaign_budget_usd_micros: Count | None = None
+
+
 class SandboxRef(Body, frozen=True, kw_only=True):
     """Where the preserved run lives and the commits that pin it.
 
@@ -366,6 +375,9 @@ class RunRecorded(Body, frozen=True, kw_only=True):
     #: the feedback pass this run is. Absent on a run made without passes (every run recorded
     #: before passes existed), so those events read and re-encode exactly as stored.
     passes: PassRef | UnsetType = UNSET
+    #: the money limit that stopped the run, with what it had spent. Absent on a run no limit
+    #: stopped (every run recorded before limits existed), so those events re-encode as stored.
+    cost_cap: CostCapStop | UnsetType = UNSET
 
 
 # --------------------------------------------------------------------------- grade.recorded

@@ -156,7 +156,8 @@ class LanesAcc:
         if lane is None:
             lane = self.lanes[key] = _Lane()
         lane.runs += 1
-        lane.smodels.update(run.provider_models)
+        if run.run_mode != "scripted":  # what a session script names is not a provider's naming
+            lane.smodels.update(run.provider_models)
         lane.via.add(surfaces.run_surface(run))
         if run.stats is not None:
             lane.tin += run.stats.tokens_in

@@ -33,7 +33,13 @@ from cbledger.projections.metrics import (
     RowMetrics,
     SuiteMetrics,
 )
-from cbledger.projections.provenance import NON_CLAIMS, NOT_RECORDED, EnvironmentRow
+from cbledger.projections.provenance import (
+    NO_REAL_MODEL,
+    NON_CLAIMS,
+    NOT_RECORDED,
+    EnvironmentRow,
+    real_model_run,
+)
 from cbledger.projections.records import record_paths
 
 BEGIN = (
@@ -525,6 +531,8 @@ def render(state: LedgerState, suite_version: str | None = None, views: Views | 
     out: list[str] = [BEGIN, "", "# copperbench leaderboard", ""]
     out += _snapshot(state, suite, sm, counts, views)
     out += ["", _INTRO, ""]
+    if not any(real_model_run(e.run) for e in state.runs.values()):
+        out += [NO_REAL_MODEL, ""]
     out += _non_claims()
     out += harness_findings.render(state)
     if suite is not None and sv is not None:

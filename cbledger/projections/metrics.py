@@ -697,7 +697,6 @@ class GroupAcc:
         self.stopped: list[NotTheModels] = []
         self.envs: dict[Environment, int] = {}
         self.echo_agent: EchoTally = {}
-        self.echo_scripted: EchoTally = {}
         self._result: GroupMetrics | None = None
 
     def add(self, rec: RecordEntry, rubric: float | None) -> None:
@@ -708,8 +707,7 @@ class GroupAcc:
         if not_the_models(rec.run):
             self.stopped.append(_not_the_model(rec))
         elif is_scripted(rec.run):
-            _scripted_add(self.scripted, rec)
-            echo_add(self.echo_scripted, run)
+            _scripted_add(self.scripted, rec)  # what a session script names is never a provider's naming
         elif is_harness(rec.run):
             _harness_add(self.harness, rec)
         elif is_replay(rec.run):
@@ -753,7 +751,7 @@ class GroupAcc:
             not_the_models=list(self.stopped),
             ablations=_ablations_from(self.ablation_index) if self.ablated else [],
             environments=environment_rows(self.envs),
-            echoes=merge_echoes(self.echo_agent, self.echo_scripted),
+            echoes=merge_echoes(self.echo_agent, {}),
         )
         return self._result
 

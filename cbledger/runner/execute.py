@@ -7,6 +7,7 @@ durable batch).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as _dt
 import json
 import os
@@ -553,6 +554,8 @@ def preserve_run(
     harness or the session endpoint said (the runner's note, a harness failure's detail) is
     redacted first: it is the agent's output too."""
     task, result, run_id = planned.task, agent_run.result, start.run_id
+    if result.scripted and settings.run_mode == "agent":
+        settings = dataclasses.replace(settings, run_mode="scripted")  # a script answered, not a model
     digests = evidence_digests(graded.evidence)
     transcript = graded.evidence.transcript
     harness_logs = preserve.harness_logs(end.repo, verified.evidence_sha)
@@ -567,7 +570,11 @@ def preserve_run(
     stats, stats_note = stats_from(transcript, result.runner_exit, settings.ablations.max_turns or task.manifest.caps.turns)
     spend_reported = transcript.run_end is not None
     identity, cost = identity_and_cost(settings, planned, result, stats, spend_reported)
-    if not spend_reported and result.cost is None and settings.run_mode not in UNPRICED_RUN_MODES:
+    if result.cost_cap is not None and cost.usd_micros is None:
+        # stopped by a money limit without run-end: the proxy metered what it spent
+        cost = Cost(usd_micros=result.cost_cap.spent_usd_micros, price_table_version=settings.price_table.table_version
+                    if settings.price_table is not None else None)
+    elif not spend_reported and result.cost is None and settings.run_mode not in UNPRICED_RUN_MODES:
         stats_note = (stats_note + "; " if stats_note else "") + "cost unknown (null): the run ended without run-end, so its tokens were never reported"
 
     store_rel = bundle_name(run_id)
@@ -638,6 +645,7 @@ def preserve_run(
         batch=settings.batch,
         provider_models=provider_models(transcript, result),
         isolation=settings.confinement.isolation,
+        cost_cap=UNSET if result.cost_cap is None else result.cost_cap,
         lane="system-under-test",
         cassette=cassette_ref,
         passes=UNSET if pass_ref is None else pass_ref,

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from cbledger.runner import budget, scripted_mark
 from cbledger.runner import cassette as cassette_mod
 from cbledger.runner.cassette import Cassette, Recorded, Route, SseEvent
 
@@ -64,6 +65,11 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
         headers["Accept-Encoding"] = "identity"
         started = time.monotonic()
+        if method == "POST" and rec.meter is not None and rec.meter.stop_reason():
+            # a money limit is reached: this call is not sent, and the refusal is on the cassette
+            refusal = rec.meter.refuse()
+            rec.add(method, self.path, raw, budget.REFUSAL_STATUS, json.dumps(refusal).encode(), None, started)
+            return self._send_json(budget.REFUSAL_STATUS, refusal)
         conn = rec.connection()
         try:
             conn.request(method, self.path, body=raw if method == "POST" else None, headers=headers)
@@ -72,6 +78,8 @@ class _Handler(BaseHTTPRequestHandler):
             conn.close()
             rec.add(method, self.path, raw, 502, f"upstream unreachable: {exc}".encode(), None, started)
             return self._refuse(502, f"the recording proxy could not reach the provider: {exc}")
+        if scripted_mark.marked(resp.getheader):
+            rec.scripted = True
         try:
             stream = (resp.getheader("Content-Type") or "").startswith("text/event-stream")
             self.send_response(resp.status)
@@ -118,7 +126,10 @@ class _Handler(BaseHTTPRequestHandler):
         return events
 
     def _refuse(self, status: int, message: str) -> None:
-        data = json.dumps({"error": {"message": message, "type": "proxy_error", "code": "recording_proxy"}}).encode()
+        self._send_json(status, {"error": {"message": message, "type": "proxy_error", "code": "recording_proxy"}})
+
+    def _send_json(self, status: int, value: Any) -> None:
+        data = json.dumps(value).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -151,6 +162,10 @@ class Recorder:
         self.workdir = str(workdir) if workdir is not None else None
         self._lock = threading.Lock()
         self._exchanges: list[Recorded] = []
+        #: whether any answer carried the project's scripted endpoint's mark
+        self.scripted = False
+        #: the run's spend against its money limits (`cbledger.runner.budget`), when it has any
+        self.meter: budget.Meter | None = None
         self._handler = type("Handler", (_Handler,), {"recorder": self})
         self._server = ThreadingHTTPServer((LOOPBACK, 0), self._handler)
         self._server.daemon_threads = True
@@ -203,6 +218,8 @@ class Recorder:
         )
         with self._lock:
             self._exchanges.append(entry)
+        if self.meter is not None and method == "POST" and status < 400:
+            self.meter.add(*budget.usage(answer, kept_events))
 
     def cassette(self) -> Cassette:
         with self._lock:

@@ -38,6 +38,7 @@ from cbledger.runner.agents.copperhead import (
     locate,
 )
 from cbledger.runner.agents.scripted import GoldAgent, NoopAgent
+from cbledger.runner.budget import MoneyLimits
 from cbledger.runner.endpoint import sessions as session_lookup
 from cbledger.runner.endpoint.server import Endpoint
 from cbledger.runner.environment import probe
@@ -51,6 +52,7 @@ from cbledger.runner.execute import (
 )
 from cbledger.runner.passes import execute_passes
 from cbledger.runner.plan import Plan, PlannedRun, check_jobs
+from cbledger.runner.preflight_credentials import money_preflight
 from cbledger.tasks import passes as passes_mod
 from cbledger.tasks.catalog import Catalog
 from cbledger.tasks.validate import ensure_runnable
@@ -71,6 +73,8 @@ class SuiteResult:
     failures: list[tuple[str, str]] = field(default_factory=list)  # (planned run, error)
     #: the id every run of this invocation carries (`run.recorded` `batch`)
     batch: str | None = None
+    #: planned runs a money limit kept from starting, with why (`--budget-usd`)
+    not_run: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def passed(self) -> int:
@@ -161,6 +165,7 @@ def run_plan(
     on_activity: OnActivity | None = None,
     unsandboxed: bool = False,
     passes: int | None = None,
+    money: MoneyLimits | None = None,
 ) -> SuiteResult:
     """Runs the plan. With `session` (a session name, or a session file or directory) the
     copperhead agent is served scripted model turns by a loopback endpoint started here (on each
@@ -201,7 +206,7 @@ def run_plan(
         return _run_on_dask(
             workspace, plan, catalog=catalog, store=store, view=view, version=version, scheduler=scheduler,
             copperhead_cli=copperhead_cli, segment=segment, actor_name=actor_name, on_done=on_done,
-            sessions=sessions, on_activity=on_activity, unsandboxed=unsandboxed, allowed=allowed,
+            sessions=sessions, on_activity=on_activity, unsandboxed=unsandboxed, allowed=allowed, money=money,
         )
     with contextlib.ExitStack() as stack:
         endpoint = stack.enter_context(Endpoint()) if sessions is not None else None
@@ -209,7 +214,7 @@ def run_plan(
             workspace, plan, catalog=catalog, store=store, view=view, version=version, jobs=jobs,
             sandbox_root=sandbox_root, keep_sandboxes=keep_sandboxes, copperhead_cli=copperhead_cli,
             segment=segment, actor_name=actor_name, on_done=on_done, sessions=sessions, endpoint=endpoint,
-            confinement=confinement, allowed=allowed,
+            confinement=confinement, allowed=allowed, money=money,
         )
 
 
@@ -289,7 +294,7 @@ def _run_on_dask(
     workspace: Workspace, plan: Plan, *, catalog: Catalog, store: LedgerStore, view: ledger_view.LedgerView,
     version: str, scheduler: str, copperhead_cli: str | None, segment: str | None, actor_name: str,
     on_done: OnDone | None, sessions: dict | None, on_activity: OnActivity | None, unsandboxed: bool,
-    allowed: dict[str, int] | None = None,
+    allowed: dict[str, int] | None = None, money: MoneyLimits | None = None,
 ) -> SuiteResult:
     """The runs of a plan on a Dask cluster; this process appends them in plan order. An attempt
     allowed more than one pass (`allowed`) is one Dask task: its worker takes every pass on one
@@ -313,6 +318,7 @@ def _run_on_dask(
         undriven = sorted({r.task.id for r in plan.runs if r.task.manifest.mode != "do"})
         if undriven:
             raise UserError(f"--agent copperhead drives only `do` tasks so far; not: {', '.join(undriven)}")
+    money_preflight(plan, view, money, scripted=sessions is not None, dask=True)
     packages: dict[tuple[str, str], Package] = {}
     specs = []
     for index, planned in enumerate(plan.runs):
@@ -348,7 +354,7 @@ def _run(
     workspace: Workspace, plan: Plan, *, catalog: Catalog, store: LedgerStore, view: ledger_view.LedgerView,
     version: str, jobs: int, sandbox_root: Path, keep_sandboxes: bool, copperhead_cli: str | None,
     segment: str | None, actor_name: str, on_done: OnDone | None, sessions: dict | None, endpoint: Endpoint | None,
-    confinement: isolation.Confinement, allowed: dict[str, int] | None = None,
+    confinement: isolation.Confinement, allowed: dict[str, int] | None = None, money: MoneyLimits | None = None,
 ) -> SuiteResult:
     """The runs of a plan that passed preflight (the endpoint, when there is one, already up).
     `allowed`: task id -> the passes each of its attempts takes (one when not named)."""
@@ -381,6 +387,10 @@ def _run(
         undriven = sorted({r.task.id for r in plan.runs if r.task.manifest.mode != "do"})
         if undriven:
             raise UserError(f"--agent copperhead drives only `do` tasks so far; not: {', '.join(undriven)}")
+    # last: the key check may ask the provider
+    guard = money_preflight(plan, view, money, scripted=sessions is not None, dask=False)
+    if guard is not None and isinstance(agent, CopperheadAgent):
+        agent.money = guard
     sandbox_root.mkdir(parents=True, exist_ok=True)
     result = SuiteResult(batch=settings.batch)
     lock = threading.Lock()
@@ -389,6 +399,11 @@ def _run(
     def one(index: int, planned: PlannedRun) -> None:
         outcome: RunOutput | list[RunOutput] | tuple[str, str]
         n = (allowed or {}).get(planned.task.id, 1)
+        if guard is not None and guard.purse.exhausted():
+            with lock:  # the campaign's budget is spent: this run is not started
+                result.not_run.append((_label(planned), guard.purse.not_started_note()))
+                order.finish(index, None)
+            return
         try:
             outcome = execute_passes(settings, planned, n) if n > 1 else execute(settings, planned)
         except Exception as exc:  # one run's failure never ends the suite: reported, and the next runs

@@ -26,6 +26,7 @@ from cbledger.projections import gate, passes_part, workqueue
 from cbledger.projections.conditions import DEFAULT
 from cbledger.projections.fold import GradeEntry, LedgerState, PassEntry, RunEntry, current_suite
 from cbledger.projections.metrics import ALL_TIERS, TIERS, GroupMetrics, RowMetrics, suite_metrics
+from cbledger.projections.provenance import NO_REAL_MODEL, real_model_run
 from cbledger.projections.records import harness_mode, record_entries, usd_from_micros
 from cbledger.projections.selection import Selection
 from cbledger.projections.site import svg
@@ -165,8 +166,9 @@ def index_page(state: LedgerState) -> bytes:
         heat = _heatmap(state, suite)
     header, body = passes_part.table(state, suite) if suite is not None else ([], [])
     passes = {"title": passes_part.TITLE, "header": header, "rows": [[c.strip("`") for c in r] for r in body]}
+    no_model = None if any(real_model_run(e.run) for e in state.runs.values()) else NO_REAL_MODEL.replace("**", "")
     return _page("index.html", title="Leaderboard", snap=_snapshot(state), groups=groups, heatmap=heat,
-                 imports=_imports(state), passes=passes if body else None, root="")
+                 imports=_imports(state), passes=passes if body else None, root="", no_model=no_model)
 
 
 def runs_page(state: LedgerState) -> bytes:

@@ -25,12 +25,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from cbledger.runner import normalise
+from cbledger.runner import normalise, scripted_mark
 from cbledger.runner.endpoint import script as script_mod
 from cbledger.runner.endpoint.script import Exchange, Session, Turn
 
 LOOPBACK = "127.0.0.1"
-_ROUTE = re.compile(r"^(?:/sessions/(?P<key>[^/]+))?/v1/chat/completions/?$")
+#: chat completions, and Anthropic's messages (a native route's cassette served back)
+_ROUTE = re.compile(r"^(?:/sessions/(?P<key>[^/]+))?/v1/(?:chat/completions|messages)/?$")
 _MODELS = re.compile(r"^(?:/sessions/(?P<key>[^/]+))?/v1/models/?$")
 
 
@@ -191,6 +192,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         return
+
+    def send_response(self, code: int, message: str | None = None) -> None:
+        super().send_response(code, message)
+        # every answer names its source: the runner records a run it answered as scripted
+        self.send_header(scripted_mark.HEADER, scripted_mark.VALUE)
 
     def do_GET(self) -> None:
         m = _MODELS.match(self.path)
