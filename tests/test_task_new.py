@@ -52,6 +52,7 @@ def test_a_scaffolded_edit_task_has_every_required_field_and_validates(project):
     assert task["caps"] == {"turns": 30, "wallClockSec": 900} and task["tags"] == ["edit"]
     assert "setup" not in task  # a synthetic tree carries its own docs; init would refuse to overwrite them
     kinds = {a["id"]: (a["type"], a["args"]) for a in json.loads((project / "tasks" / "led-current-record" / "assertions.json").read_text())}
+    assert "touched-files-bounded" not in kinds  # a clean board: the design may change
     assert kinds["target-1"] == ("constraint_registered", {"key": "led_current_ma", "affects": ["R1"]})
     # a clean synthetic baseline: clean reports; an edit: done and one commit
     assert kinds["erc-clean"] == ("erc_clean", {}) and kinds["drc-clean"] == ("drc_clean", {})
@@ -84,6 +85,20 @@ def test_a_refusal_on_a_real_board_is_baseline_relative_and_cites_its_budget(pro
     readme = (project / "tasks" / "mic-refuse" / "README.md").read_text()
     assert "`SELECT`" in readme and "finish` gate" in readme
     assert task_errors(project, "mic-refuse") == []
+
+
+def test_an_edit_on_a_board_with_baseline_warnings_is_bounded_to_copperheads_records(project):
+    shutil.copytree(REPO / "fixtures" / REAL, project / "fixtures" / REAL)
+    result = new(project, "mic-doc", "--fixture", REAL, "--tier", "simple", "--outcome", "edit", "--prompt", "p",
+                 "--assert", 'doc_contains:{"doc": "docs/DECISIONS.md", "pattern": "SELECT"}')
+    assert result.exit_code == 0, result.output
+    items = {a["id"]: a for a in json.loads((project / "tasks" / "mic-doc" / "assertions.json").read_text())}
+    assert next(iter(items)) == "target-1"
+    assert items["schematic-untouched"]["args"] == {"path": "hardware/microphone-board.kicad_sch"}
+    assert items["board-untouched"]["args"] == {"path": "hardware/microphone-board.kicad_pcb"}
+    assert items["touched-files-bounded"]["args"]["allowed"] == [
+        "docs/*.md", ".copperhead/**", "openspec/changes/*/proposal.md", "openspec/changes/*/tasks.md", ".gitignore"]
+    assert task_errors(project, "mic-doc") == []
 
 
 @pytest.mark.parametrize(

@@ -30,6 +30,9 @@ OUTCOMES = {"edit": "edit", "refuse": "refusal", "refusal": "refusal", "flag": "
 TIER_TURNS = {"simple": (30, 900), "medium": (40, 1200), "hard": (60, 1800)}
 _SLUG = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 _BUDGETS_FILE = ".copperhead/config.json"
+#: what a copperhead run may write besides the design: docs, its registry and run records, the
+#: change proposal that unlocks its edit tools, and `.gitignore` (its commit step adds `.history/`)
+RECORDS = ("docs/*.md", ".copperhead/**", "openspec/changes/*/proposal.md", "openspec/changes/*/tasks.md", ".gitignore")
 
 
 @dataclass
@@ -118,6 +121,16 @@ def baseline_assertions(
         check = _report_check(kind, fixture)
         if check is not None:
             items.append(check)
+    erc = fixture.manifest.baseline.erc
+    if outcome == "edit" and (erc.errors or erc.warnings):
+        # copperhead's finish gate cannot end a KiCad edit `done` on this board: the edit is to its records
+        items.append(_untouched("schematic-untouched", art.schematic))
+        if art.board:
+            items.append(_untouched("board-untouched", art.board))
+        items.append({"id": "touched-files-bounded", "type": "files_touched_subset", "args": {"allowed": list(RECORDS)},
+                      "weight": 2, "required": True,
+                      "note": "The docs and copperhead's own records only: its change proposal, its CHANGELOG entry and the "
+                              ".history/ line it adds to .gitignore when it commits."})
     if outcome != "edit":
         items.append(_untouched("schematic-untouched", art.schematic))
         if art.board:
