@@ -64,6 +64,9 @@ def test_a_scaffolded_edit_task_has_every_required_field_and_validates(project):
     assert "`LED_A`" in readme and "`GND`" in readme  # the board's nets
     assert "R1 (1k, synth:R_0603_1608Metric)" in readme and "D1 (LED_Red" in readme  # and references
     assert "`led_current_ma` = 10" in readme
+    warned = [str(p) for p in validate_project(project).warnings if p.file == "tasks/led-current-record/README.md"]
+    assert warned == ["warning: tasks/led-current-record/README.md: still holds the scaffold's TODO(author): "
+                      "say what the task tests and the trap it sets"]
 
 
 def test_a_refusal_on_a_real_board_is_baseline_relative_and_cites_its_budget(project):

@@ -360,8 +360,11 @@ def validate_task(task_dir: Path, ctx: _Context) -> list[Problem]:
     for p in gold_mod.problems(task_dir / "gold"):
         problems.append(error(ctx.rel(task_dir / "gold") + "/" + p.file, "", p.message))
 
-    if not (task_dir / "README.md").is_file():
-        problems.append(warning(ctx.rel(task_dir / "README.md"), "", "missing: say what the task tests and the trap it sets"))
+    readme = task_dir / "README.md"
+    if not readme.is_file():
+        problems.append(warning(ctx.rel(readme), "", "missing: say what the task tests and the trap it sets"))
+    elif b"TODO(author)" in readme.read_bytes()[: inputs.MiB]:
+        problems.append(warning(ctx.rel(readme), "", "still holds the scaffold's TODO(author): say what the task tests and the trap it sets"))
     return problems
 
 
