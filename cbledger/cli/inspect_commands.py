@@ -48,6 +48,10 @@ def _text(doc: dict[str, Any]) -> list[str]:
     ]
     if doc["priceTable"]:
         lines.insert(5, f"  priced by  {_price_line(doc['priceTable'])}")
+    failure = doc["harnessFailure"]
+    if failure:
+        at = f" at model call {failure['turn']}" if failure.get("turn") else ""
+        lines.append(f"  not the model's: {failure['kind']}{at}: {printable(failure['detail'])}")
     for path in doc["records"]:
         lines.append(f"  record     {path}")
     if doc["retracted"]:

@@ -309,11 +309,24 @@ class Timings(Body, frozen=True, kw_only=True):
 
 
 class HarnessFailure(Body, frozen=True, kw_only=True):
-    """Why a run did not measure the model: the harness stopped before any assistant turn (or its
-    commit failed for want of a git identity). Such a run enters no model metric."""
+    """Why a run did not measure the model: the harness stopped before any assistant turn, its
+    commit failed for want of a git identity, or its environment failed it at any turn (the
+    provider's error status, a broken connection or answer, a provider that never answered, a
+    signal the runner did not send). Such a run enters no model metric.
 
-    kind: Literal["preflight", "provider-config", "missing-key", "no-model-turn", "git-identity"]
+    `turn` and `status` came with the environment kinds; absent on the kinds before them, so
+    those events read and re-encode exactly as stored."""
+
+    kind: Literal[
+        "preflight", "provider-config", "missing-key", "no-model-turn", "git-identity",
+        "harness-exit", "harness-signal", "provider-status", "provider-transport", "provider-timeout",
+    ]
     detail: NonEmpty
+    #: the model call the failure struck (1-based, within the run's pass): one more than the
+    #: assistant turns the transcript holds
+    turn: Annotated[int, Meta(ge=1)] | UnsetType = UNSET
+    #: the provider's HTTP status, for `provider-status`
+    status: Annotated[int, Meta(ge=100, le=599)] | UnsetType = UNSET
 
 
 #: The id of one `cbledger run` invocation: every run it made carries it, so a maintainer can

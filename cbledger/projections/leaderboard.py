@@ -14,7 +14,14 @@ from fractions import Fraction
 
 from cbledger.ledger import surfaces
 from cbledger.ledger.events import SCHEMA_VERSION
-from cbledger.projections import anchor, card, harness_findings, lanes_part, passes_part
+from cbledger.projections import (
+    anchor,
+    card,
+    env_failures,
+    harness_findings,
+    lanes_part,
+    passes_part,
+)
 from cbledger.projections import format as fmt
 from cbledger.projections.aggregates import Views
 from cbledger.projections.conditions import DEFAULT
@@ -60,7 +67,7 @@ def _tier_label(tier: str) -> str:
 _SEGMENT_ORDER = {s: i for i, s in enumerate((*COSTED_SEGMENTS, *UNCOSTED_SEGMENTS))}
 
 
-def _rank_key(r: RowMetrics) -> tuple[int, Fraction, int, bool, Fraction | int, str, str]:
+def rank_key(r: RowMetrics) -> tuple[int, Fraction, int, bool, Fraction | int, str, str]:
     """Pass rate first; ties break by cost within a segment, never by USD across segments."""
     rate = r.rate if r.rate is not None else Fraction(-1)
     cpp = r.cost_per_pass_micros
@@ -129,7 +136,7 @@ def _rows_section(rows: list[RowMetrics], costed: bool) -> list[str]:
                 *_segment_cells(r.segment, columns, _cost_cell(r)),
                 fmt.pct(r.pass_at_1), _pass_hat_k(r), _spread(r),
             ]
-            for r in sorted(rows, key=_rank_key)
+            for r in sorted(rows, key=rank_key)
         ]
     else:
         header = [
@@ -141,7 +148,7 @@ def _rows_section(rows: list[RowMetrics], costed: bool) -> list[str]:
                 _tier_label(r.tier), f"`{r.model}`", r.segment, r.pinning, _rate_cell(r),
                 f"{r.tokens_in} / {r.tokens_out}", fmt.pct(r.pass_at_1), _pass_hat_k(r), _spread(r),
             ]
-            for r in sorted(rows, key=_rank_key)
+            for r in sorted(rows, key=rank_key)
         ]
     return fmt.table(header, body)
 
@@ -318,6 +325,28 @@ def _echo_section(g: GroupMetrics, level: str) -> list[str]:
     return _section(level, "Provider-named model ids that differ from the requested ones", body, note)
 
 
+def _at_turn(turn: int | None) -> str:
+    return f" (model call {turn})" if turn is not None else ""
+
+
+def _environment_failures_section(g: GroupMetrics, level: str) -> list[str]:
+    if not g.environment_failures:
+        return []
+    body = fmt.table(
+        ["Model", "Route", "Environment-failure rate", "Kinds"],
+        [[f"`{r.model}`", r.route, _ratio(r.failures, r.runs), env_failures.kinds_text(r)]
+         for r in g.environment_failures],
+    )
+    note = (
+        "Of each model's and route's runs through the real harness, the share its environment "
+        "ended rather than the model (a provider's error status, a broken or hung connection, "
+        "a signal the runner did not send, a harness that never reached the model; "
+        "docs/RUNNER.md, section 1). Those runs are listed below and enter no model row, so "
+        "this rate is read beside the model's pass rate, never folded into it."
+    )
+    return _section(level, "Environment failures by model and route", body, note)
+
+
 def _ratio(part: int, whole: int) -> str:
     return f"{fmt.pct(Fraction(part, whole) if whole else None)} ({part}/{whole})"
 
@@ -434,13 +463,16 @@ def _not_the_models_section(g: GroupMetrics, level: str) -> list[str]:
         return []
     body = fmt.table(
         ["Run", "Task", "Model", "Reason", "Evidence"],
-        [[f"`{r.run_id}`", r.task_id, f"`{r.model}`", f"{r.kind}: {r.detail}", f"`results/{r.path}`"] for r in g.not_the_models],
+        [[f"`{r.run_id}`", r.task_id, f"`{r.model}`", f"{r.kind}{_at_turn(r.turn)}: {r.detail}", f"`results/{r.path}`"]
+         for r in g.not_the_models],
     )
     note = (
-        "The harness ended these runs before the model ever answered (a preflight refusal, a "
-        "provider configuration error, a missing key), or git could not commit for want of an "
-        "identity. They are kept with their evidence and graded, but they measured nothing "
-        "about the model, so no model metric counts them."
+        "The harness or its environment ended these runs, not the model: before the model ever "
+        "answered (a preflight refusal, a provider configuration error, a missing key), at any "
+        "turn (a provider's error status, a broken or hung connection, a signal the runner did "
+        "not send; the kind says which and at which model call), or git could not commit for "
+        "want of an identity. They are kept with their evidence and graded, but they measured "
+        "nothing about the model, so no model metric counts them."
     )
     return _section(level, "Runs that never reached the model", body, note)
 
@@ -475,6 +507,7 @@ _GROUP_SECTIONS = (
     _failure_section,
     _harness_section,
     _scripted_section,
+    _environment_failures_section,
     _not_the_models_section,
     _replay_section,
 )

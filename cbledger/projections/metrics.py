@@ -40,9 +40,10 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from msgspec import Struct
+from msgspec import Struct, UnsetType
 
 from cbledger.ledger.types import Outcome, Tier
+from cbledger.projections import env_failures
 from cbledger.projections.comparability import Partition, Reference, partition
 from cbledger.projections.conditions import DEFAULT, order_key
 from cbledger.projections.fold import LedgerState, suite_versions
@@ -262,6 +263,8 @@ class NotTheModels(Struct, frozen=True, kw_only=True):
     kind: str
     detail: str
     path: str
+    #: the model call an environment failure struck
+    turn: int | None = None
 
 
 class ReplayRow(Struct, frozen=True, kw_only=True):
@@ -292,6 +295,8 @@ class GroupMetrics(Struct, frozen=True, kw_only=True):
     environments: list[EnvironmentRow] = []
     #: models whose provider named another id in its answers (agent and scripted runs)
     echoes: list[ProviderEcho] = []
+    #: per model and route, the share of its harness runs that were not the model's
+    environment_failures: list[env_failures.EnvironmentFailureRow] = []
 
     def default_rows(self) -> list[RowMetrics]:
         """The headline rows: the default condition's."""
@@ -669,7 +674,8 @@ def _not_the_model(rec: RecordEntry) -> NotTheModels:
     failure = run.harness_failure
     assert failure is not None
     return NotTheModels(run_id=run.run_id, task_id=run.task.id, model=run.model.id,
-                        kind=failure.kind, detail=failure.detail, path=rec.path)
+                        kind=failure.kind, detail=failure.detail, path=rec.path,
+                        turn=None if isinstance(failure.turn, UnsetType) else failure.turn)
 
 
 class GroupAcc:
@@ -695,6 +701,7 @@ class GroupAcc:
         self.replays: _ReplayTallies = {}
         self.scripted: _ScriptedTallies = {}
         self.stopped: list[NotTheModels] = []
+        self.env_failures: env_failures.Tally = {}
         self.envs: dict[Environment, int] = {}
         self.echo_agent: EchoTally = {}
         self._result: GroupMetrics | None = None
@@ -704,6 +711,7 @@ class GroupAcc:
         self.paths.append(rec.path)
         run = rec.run.run
         count_environment(self.envs, run)
+        env_failures.add(self.env_failures, run)
         if not_the_models(rec.run):
             self.stopped.append(_not_the_model(rec))
         elif is_scripted(rec.run):
@@ -752,6 +760,7 @@ class GroupAcc:
             ablations=_ablations_from(self.ablation_index) if self.ablated else [],
             environments=environment_rows(self.envs),
             echoes=merge_echoes(self.echo_agent, {}),
+            environment_failures=env_failures.rows(self.env_failures),
         )
         return self._result
 

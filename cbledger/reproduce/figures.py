@@ -23,13 +23,17 @@ from cbledger.projections.fold import LedgerState
 from cbledger.reproduce.findings import Finding
 from cbledger.reproduce.restore import evidence_commits
 from cbledger.runner import pricing
+from cbledger.runner.cassette import Cassette
 from cbledger.runner.execute import stats_from
 
 
-def figures_findings(repo: pygit2.Repository, run: RunRecorded, seq: int, complete: bool) -> list[Finding]:
-    """One finding per recorded figure that the preserved transcript does not give. A run whose
-    transcript is missing or altered gets none here: `check_digests` already fails it, and a
-    figure derived from other bytes would prove nothing."""
+def figures_findings(
+    repo: pygit2.Repository, run: RunRecorded, seq: int, complete: bool, cassette: Cassette | None = None,
+) -> list[Finding]:
+    """One finding per recorded figure that the preserved transcript (and, for a run without
+    `run-end`, its cassette and agent time) does not give. A run whose transcript is missing or
+    altered gets none here: `check_digests` already fails it, and a figure derived from other
+    bytes would prove nothing."""
     ref = run.evidence.get("transcript")
     if ref is None:
         return []
@@ -41,7 +45,7 @@ def figures_findings(repo: pygit2.Repository, run: RunRecorded, seq: int, comple
         return []
     # The cap a synthesized record states is the run's setting, not a transcript figure.
     cap = run.stats.max_turns if run.stats is not None else 0
-    derived, _ = stats_from(parse_transcript(data, ref.path), run.runner_exit, cap)
+    derived, _ = stats_from(parse_transcript(data, ref.path), run.runner_exit, cap, cassette, run.timings.agent_ms)
     recorded, again = msgspec.to_builtins(run.stats), msgspec.to_builtins(derived)
     if recorded is None or again is None:
         if recorded == again:

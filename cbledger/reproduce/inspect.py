@@ -76,6 +76,8 @@ def summary(state: LedgerState, run_id: str) -> dict[str, Any]:
         "tokensOut": stats.tokens_out if stats else None,
         "turnsUsed": stats.turns_used if stats else None,
         "exitPath": stats.exit_path if stats else None,
+        #: why the run is not the model's (the harness or its environment ended it), if it is not
+        "harnessFailure": msgspec.to_builtins(run.harness_failure) if run.harness_failure is not None else None,
         "startedAt": fmt.utc_stamp(run.timings.started_at),
         "suiteVersion": run.comparability.suite_version,
         "bundle": run.sandbox.store,

@@ -56,7 +56,7 @@ from cbledger.ledger.events import (
 )
 from cbledger.ledger.store import Appended, LedgerStore, remove_unless_landed
 from cbledger.ledger.types import MAX_COUNT, MAX_TOKENS, ExitPath, RunMode, Segment
-from cbledger.runner import backstop, isolation, preserve, pricing
+from cbledger.runner import backstop, isolation, preserve, pricing, spend
 from cbledger.runner import cassette as cassette_mod
 from cbledger.runner import sandbox as sandbox_mod
 from cbledger.runner.agents.base import Agent, AgentInput, AgentResult
@@ -174,25 +174,33 @@ def run_setup(settings: RunSettings, planned: PlannedRun, workdir: Path) -> list
     return skipped
 
 
-def stats_from(transcript: Transcript, runner_exit: str | None = None, max_turns: int = 1) -> tuple[RunStats | None, str | None]:
+def stats_from(
+    transcript: Transcript, runner_exit: str | None = None, max_turns: int = 1,
+    cassette: cassette_mod.Cassette | None = None, agent_ms: int | None = None,
+) -> tuple[RunStats | None, str | None]:
     """The run-end figures. A transcript without `run-end` (a crash, a kill at the cap) gets
     stats synthesized by the runner — exit path `cap-exceeded` or `stalled`, the turns it can
-    count, zero tokens — and a note saying so, so every agent record still states how it ended."""
+    count, the repair-cycle cap its `run-start` configured, the agent's known duration, and the
+    tokens its cassette's answered requests used (`cbledger.runner.spend`; zero without one) —
+    and a note saying so, so every agent record still states how it ended and what it spent."""
     end = transcript.run_end
     if end is None:
         exit_path: ExitPath = runner_exit if is_exit_path(runner_exit) else "stalled"
         turns = len(transcript.of_type("assistant"))
         note = f"no run-end in the transcript; stats synthesized by the runner (exit path {exit_path})"
+        used = spend.from_cassette(cassette)
+        if used is not None:
+            note += f"; tokens from the cassette's {used.calls} answered model call(s)"
         return (
             RunStats(
                 exit_path=exit_path,
                 turns_used=turns,
                 max_turns=max_turns,
                 repair_cycles_used=0,
-                max_repair_cycles=0,
-                tokens_in=0,
-                tokens_out=0,
-                duration_ms=None,
+                max_repair_cycles=_configured_repair_cycles(transcript),
+                tokens_in=min(used.tokens_in, MAX_TOKENS) if used else 0,
+                tokens_out=min(used.tokens_out, MAX_TOKENS) if used else 0,
+                duration_ms=agent_ms,
                 files_touched=[],
             ),
             note,
@@ -237,6 +245,22 @@ def stats_from(transcript: Transcript, runner_exit: str | None = None, max_turns
     if invalid:
         return stats, "invalid run-end figures, recorded as 0: " + "; ".join(invalid)
     return stats, None
+
+
+def _configured_repair_cycles(transcript: Transcript) -> int:
+    """The repair-cycle cap the harness's `run-start` says it ran under (0 when it says none)."""
+    for ev in transcript.of_type("run-start"):
+        config = ev.data.get("config")
+        value = config.get("maxRepairCycles") if isinstance(config, dict) else None
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT:
+            return value
+    return 0
+
+
+def spend_known(transcript: Transcript, cassette: cassette_mod.Cassette | None) -> bool:
+    """Whether the run's spend is known: copperhead's `run-end` reported it, or the cassette
+    holds the usage of the requests the provider answered."""
+    return transcript.run_end is not None or spend.from_cassette(cassette) is not None
 
 
 def model_identity(settings: RunSettings, model_id: str, provider: str | None) -> tuple[ModelIdentity, ModelPrice | None]:
@@ -564,11 +588,15 @@ def preserve_run(
     harness_failure = None
     if settings.run_mode in HARNESS_RUN_MODES:
         stderr = harness_logs.get(preserve.HARNESS_LOG_PREFIX + "stderr.log", b"").decode("utf-8", "replace")
-        harness_failure = detect_harness_failure(transcript, stderr, result.exit_code, result.runner_exit == "cap-exceeded")
+        harness_failure = detect_harness_failure(
+            transcript, stderr, result.exit_code, result.runner_exit == "cap-exceeded", result.cassette, agent_run.agent_ms,
+        )
         if harness_failure is not None:
             harness_failure = msgspec.structs.replace(harness_failure, detail=credentials.redact(harness_failure.detail))
-    stats, stats_note = stats_from(transcript, result.runner_exit, settings.ablations.max_turns or task.manifest.caps.turns)
-    spend_reported = transcript.run_end is not None
+    stats, stats_note = stats_from(
+        transcript, result.runner_exit, settings.ablations.max_turns or task.manifest.caps.turns, result.cassette, agent_run.agent_ms,
+    )
+    spend_reported = spend_known(transcript, result.cassette)
     identity, cost = identity_and_cost(settings, planned, result, stats, spend_reported)
     if result.cost_cap is not None and cost.usd_micros is None:
         # stopped by a money limit without run-end: the proxy metered what it spent
