@@ -56,7 +56,7 @@ from cbledger.ledger.events import (
 )
 from cbledger.ledger.store import Appended, LedgerStore, remove_unless_landed
 from cbledger.ledger.types import MAX_COUNT, MAX_TOKENS, ExitPath, RunMode, Segment
-from cbledger.runner import backstop, isolation, preserve, pricing, spend
+from cbledger.runner import backstop, check_capture, isolation, preserve, pricing, spend
 from cbledger.runner import cassette as cassette_mod
 from cbledger.runner import sandbox as sandbox_mod
 from cbledger.runner.agents.base import Agent, AgentInput, AgentResult
@@ -370,7 +370,7 @@ def finish_graded(
     pass's hints read it)."""
     sandbox_mod.reclaim(start.workdir, evidence_mod.LIVE_REPORTS_DIR)
     end = capture_end_state(start, seed, baseline)
-    verified = verify_end_state(start, fixture, end)
+    verified = verify_end_state(start, fixture, end, check_with(settings, planned.task))
     baseline, end, verified = scan_for_credentials(start, seed, baseline, end, verified)
     graded = grade_end_state(planned.task, fixture, baseline, agent_run, end, verified)
     output = preserve_run(settings, planned, fixture, start, seed, baseline, agent_run, end, verified, graded, pass_ref=pass_ref)
@@ -519,17 +519,31 @@ def capture_end_state(start: RunStart, seed: Seed, baseline: Baseline) -> EndSta
     return EndState(repo, head, preserve.capture(repo, when), when, stash_sha)
 
 
-def verify_end_state(start: RunStart, fixture: Fixture, end: EndState) -> Verification:
-    """6. Verify: kicad-cli on the end state, its reports committed on top of the capture. An
-    artifact the agent replaced by a symbolic link is not verified (kicad-cli would read
-    whatever it points at outside the sandbox): the capture holds the link, and the
-    verification assertions fail for want of a report."""
+@dataclass(frozen=True)
+class CheckWith:
+    """What runs `copperhead check` on an end state whose task needs it (`check_capture`)."""
+
+    cli: CopperheadCli | None
+    confinement: isolation.Confinement
+
+
+def check_with(settings: RunSettings, task: Task) -> CheckWith | None:
+    return CheckWith(settings.copperhead, settings.confinement) if check_capture.needed(task) else None
+
+
+def verify_end_state(start: RunStart, fixture: Fixture, end: EndState, check: CheckWith | None = None) -> Verification:
+    """6. Verify: kicad-cli on the end state, and `copperhead check` when the task grades it,
+    their reports committed on top of the capture. An artifact the agent replaced by a symbolic
+    link is not verified (kicad-cli would read whatever it points at outside the sandbox): the
+    capture holds the link, and the verification assertions fail for want of a report."""
     t_verify = time.perf_counter()
     for rel in (fixture.manifest.artifacts.schematic, fixture.manifest.artifacts.board):
         if rel:
             sandbox_mod.unlink_first_link(start.workdir, rel)
     live = preserve.live_reports_dir(end.repo)
     verify_tree(start.workdir, fixture.manifest.artifacts.schematic, fixture.manifest.artifacts.board, live)
+    if check is not None:
+        check_capture.capture(check.cli, start.workdir, live, check.confinement)
     verify_ms = _ms(time.perf_counter() - t_verify)
     return Verification(preserve.record_evidence(end.repo, end.capture_sha, end.when), verify_ms)
 
