@@ -49,7 +49,12 @@ def unbumped(root: Path, ledger: Path | str) -> list[Problem]:
             file = "suites"
         else:
             file = "cbledger"
-        problems.append(error(file, "", f"{d} since the last bump: {hint}"))
+        why = hint
+        if d.kind == "task" and d.key and d.change == "added":
+            # a new task is a draft until a bump records it: how to run it before that
+            why = (f"a draft until a suite version records it: run it with `cbledger run {d.key} --draft`, "
+                   f"capture its gold (`cbledger fixture gold`), then `cbledger suite bump --reason ...`")
+        problems.append(error(file, "", f"{d} since the last bump: {why}"))
     return problems
 
 
@@ -246,7 +251,7 @@ def _fresh_reports(sandbox: Path, fixture: Fixture, kinds: list[str]) -> dict[st
     return made
 
 
-task_app = typer.Typer(help="Tasks as data: memorization variants.", no_args_is_help=True)
+task_app = typer.Typer(help="Tasks as data: new tasks from a fixture, memorization variants.", no_args_is_help=True)
 
 
 @task_app.command("variant")
@@ -301,6 +306,46 @@ def _variant(where: Path, task: str, seed: int, *, replace: bool, copperhead_cli
 
 def _terminated(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
+
+
+@task_app.command("new")
+def new_cmd(
+    task_id: Annotated[str, typer.Argument(help="The new task's id (kebab-case; its directory under tasks/).")],
+    fixture: Annotated[str, typer.Option("--fixture", help="The fixture id under fixtures/.")],
+    tier: Annotated[str, typer.Option(help="simple | medium | hard")],
+    outcome: Annotated[str, typer.Option(help="edit | refuse | flag: what a correct run does.")],
+    mode: Annotated[str, typer.Option(help="The copperhead surface driven: do | create | sync | check.")] = "do",
+    prompt: Annotated[str | None, typer.Option(help="The request copperhead is given (do and sync).")] = None,
+    brief: Annotated[str | None, typer.Option("--brief", help="A create task's brief, a path in the fixture tree.")] = None,
+    budget: Annotated[list[str] | None, typer.Option("--budget", help="KEY=NUMBER, a budget the task's config records (repeatable).")] = None,
+    assertion: Annotated[list[str] | None, typer.Option(
+        "--assert", help='TYPE:{json args}, a required assertion that recognises the change (repeatable), e.g. '
+                         'net_present:{"net": "SDA"}.')] = None,
+    tag: Annotated[list[str] | None, typer.Option("--tag", help="A tag (repeatable; default: the outcome class).")] = None,
+    repeats: Annotated[int | None, typer.Option(min=1, max=100, help="Repeats per run (default 3).")] = None,
+    init: Annotated[bool | None, typer.Option("--init/--no-init", help="Run copperhead init as setup (default: on a real board).", show_default=False)] = None,
+    root: RootOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Scaffold tasks/<id>/: task.json with every field the standard requires, assertions.json
+    started from the vocabulary for the outcome class and the fixture's baseline, and a README
+    listing the board's nets, references and budgets to aim the task at (docs/AUTHORING.md)."""
+    from cbledger.tasks import scaffold
+
+    made = scaffold.scaffold(
+        project_root(root), task_id, fixture_id=fixture, mode=mode, tier=tier, outcome=outcome, prompt=prompt,
+        brief_path=brief, budgets=dict(scaffold.parse_budget(b) for b in budget or []),
+        targets=[scaffold.parse_assert(a) for a in assertion or []], tags=tag, repeats=repeats, init=init,
+    )
+    files = scaffold.write(made)
+    if as_json:
+        typer.echo(json.dumps({"task": task_id, "files": [str(f) for f in files], "assertions": [a["id"] for a in made.assertions],
+                               "nets": made.nets, "references": made.references}, ensure_ascii=False))
+        return
+    typer.echo(f"wrote {made.task_dir}/: task.json, assertions.json ({len(made.assertions)} assertions), README.md "
+               f"({len(made.nets)} nets, {len(made.references)} references)")
+    if not assertion and outcome == "edit":
+        typer.echo("next: add the assertion that recognises the change (docs/AUTHORING.md), then `cbledger validate`")
 
 
 def register(app: typer.Typer) -> None:
