@@ -34,6 +34,7 @@ from cbledger.projections.records import record_entries
 from cbledger.reproduce import site_evidence
 from cbledger.runner import campaign as campaign_mod
 from cbledger.runner import cost_estimate, ledger_view, leftovers, pricing, trial
+from cbledger.runner import draft as draft_run
 from cbledger.runner.budget import MoneyLimits
 from cbledger.runner.plan import Plan, check_jobs, make_plan
 from cbledger.runner.rescore import rescore as rescore_runs
@@ -108,6 +109,10 @@ def run(
     key_check: Annotated[bool, typer.Option(
         help="Check the route's key with one request to its provider (its model list, no tokens) before the first run.")] = True,
     project: Annotated[bool, typer.Option(help="Regenerate the projections (records, LEADERBOARD.md, read model) afterwards.")] = True,
+    draft: Annotated[bool, typer.Option(
+        "--draft", help="Run tasks not yet in a bumped suite in a scratch workspace of their own (never the project's "
+                        "ledger), keeping the sandboxes for `fixture gold` (docs/AUTHORING.md).",
+    )] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and its size; run nothing.")] = False,
     ledger: LedgerOption = None,
     root: RootOption = None,
@@ -119,6 +124,8 @@ def run(
     2 bad usage (an unknown task, suite or agent), nothing run."""
     where = workspace(ledger, root)
     check_jobs(jobs)
+    where = _draft_workspace(where, draft and not dry_run, as_json)
+    keep_sandboxes, project = keep_sandboxes or draft, project and not draft
     ablations = Ablations(
         prompt_variant=prompt_variant,
         max_turns=max_turns,
@@ -131,9 +138,9 @@ def run(
         ):
             fail("--resume takes the plan its campaign was started with: give no tasks, suite, agent, model, session, "
                  "repeats, passes or ablations with it", code=2)
-        kept = campaign_mod.load(where, resume)
-        plan = campaign_mod.plan_of(Catalog(where.root), kept)
-        session, passes, campaign = kept.session, kept.passes, kept.id
+        kept_plan = campaign_mod.load(where, resume)
+        plan = campaign_mod.plan_of(Catalog(where.root), kept_plan)
+        session, passes, campaign = kept_plan.session, kept_plan.passes, kept_plan.id
     else:
         plan = make_plan(
             Catalog(where.root), agent=agent, model=model if session is None or model else scripted_model(session),
@@ -192,6 +199,7 @@ def run(
                     "failureCategory": o.grade.failure_category,
                     "harnessFailure": o.run.harness_failure.kind if o.run.harness_failure is not None else None,
                     "records": records.get(o.run.run_id, []), "bundle": bundle_name(o.run.run_id),
+                    "sandbox": str(sandboxes / o.run.run_id) if keep_sandboxes else None,
                     **({"pass": o.run.passes.index, "passesAllowed": o.run.passes.allowed} if o.run.passes else {}),
                 }
                 for o in result.outputs
@@ -213,14 +221,15 @@ def run(
             label += f"; not the model's: {run.harness_failure.kind}"
         if run.passes:
             label = f"pass {run.passes.index}/{run.passes.allowed}: {label}"
-        typer.echo(f"  {run.run_id}  {label}  {where_to}")
+        kept = f"  sandbox {sandboxes / run.run_id}" if draft else ""
+        typer.echo(f"  {run.run_id}  {label}  {where_to}{kept}")
     typer.echo(
         f"{len(result.outputs)} run(s) recorded: {result.passed} pass, {len(result.outputs) - result.passed} fail"
         + (f"; {len(result.failures)} run(s) failed to record" if result.failures else "")
     )
     if result.outputs and result.batch:
         typer.echo(f"batch {result.batch} (select these runs with `--candidate-select batch={result.batch}`)")
-    if result.outputs and not project:
+    if result.outputs and not project and not draft:
         typer.echo("projections not regenerated (--no-project): run `cbledger project all`")
     for label, error in result.failures:
         typer.echo(f"  not recorded: {label}: {error}", err=True)
@@ -269,6 +278,16 @@ def _show_dry_run(
                    + (f"  up to {up_to} passes" if up_to > 1 else "") + f"  {status}")
     if estimate is not None:
         typer.echo(estimate.line())
+
+
+def _draft_workspace(where: Workspace, draft: bool, as_json: bool) -> Workspace:
+    """The scratch workspace a draft runs in (docs/AUTHORING.md); `where` itself when not a draft
+    (or a dry run, which writes nothing)."""
+    if not draft:
+        return where
+    made = draft_run.workspace(where, where.results_dir)
+    typer.echo(f"draft workspace {made.results} (not the project's ledger)", err=as_json)
+    return made
 
 
 def rescore(ledger: LedgerOption = None, root: RootOption = None, as_json: JsonFlag = False) -> None:

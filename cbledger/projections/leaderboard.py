@@ -14,7 +14,14 @@ from fractions import Fraction
 
 from cbledger.ledger import surfaces
 from cbledger.ledger.events import SCHEMA_VERSION
-from cbledger.projections import anchor, card, env_failures, lanes_part, passes_part
+from cbledger.projections import (
+    anchor,
+    card,
+    env_failures,
+    harness_findings,
+    lanes_part,
+    passes_part,
+)
 from cbledger.projections import format as fmt
 from cbledger.projections.aggregates import Views
 from cbledger.projections.conditions import DEFAULT
@@ -409,6 +416,32 @@ def _failure_section(g: GroupMetrics, level: str) -> list[str]:
     return _section(level, "Failure categories (diagnostic; pooled over tiers by run)", body)
 
 
+def _mode_suffix(mode: str) -> str:
+    """A task's copperhead surface beside its id; `do`, the default and every committed run's
+    mode until sync was driven, is left unsaid."""
+    return "" if mode == "do" else f" ({mode})"
+
+
+def _modes_section(g: GroupMetrics, level: str) -> list[str]:
+    """Per model and task mode: shown once a group holds runs of more than one mode."""
+    rows = g.mode_rows()
+    if not rows:
+        return []
+    body = fmt.table(
+        ["Model", "Kind", "Mode", "Runs", "Passes", "Failure categories"],
+        [
+            [f"`{m.model}`", m.kind, m.mode, str(m.runs), str(m.passes),
+             ", ".join(f"{c} {n}" for c, n in m.categories.items()) or "-"]
+            for m in rows
+        ],
+    )
+    note = (
+        "Default condition, pooled over tiers by run. A diagnostic: modes differ in length and in "
+        "what they ask, so a mode's pass rate is never a headline; `scripted` rows measure no model."
+    )
+    return _section(level, "Task modes (diagnostic; pooled over tiers by run)", body, note)
+
+
 def _harness_section(g: GroupMetrics, level: str) -> list[str]:
     if not (g.harness or g.main):
         return []
@@ -416,7 +449,7 @@ def _harness_section(g: GroupMetrics, level: str) -> list[str]:
         ["Tier", "Task", "Expected outcome", "gold (passes/runs)", "noop (passes/runs)", "Check"],
         [
             [
-                h.tier, h.task_id + _under(h.condition), h.expected_outcome, f"{h.gold_passes}/{h.gold_runs}",
+                h.tier, h.task_id + _mode_suffix(h.mode) + _under(h.condition), h.expected_outcome, f"{h.gold_passes}/{h.gold_runs}",
                 f"{h.noop_passes}/{h.noop_runs}", "; ".join(h.problems) if h.problems else "ok",
             ]
             for h in g.harness
@@ -437,7 +470,7 @@ def _scripted_section(g: GroupMetrics, level: str) -> list[str]:
         ["Tier", "Task", "Expected outcome", "Session model", "Passes/runs", "Failure categories"],
         [
             [
-                r.tier, r.task_id, r.expected_outcome, f"`{r.model}`" + _under(r.condition), f"{r.passes}/{r.runs}",
+                r.tier, r.task_id + _mode_suffix(r.mode), r.expected_outcome, f"`{r.model}`" + _under(r.condition), f"{r.passes}/{r.runs}",
                 ", ".join(f"{c} {n}" for c, n in r.categories.items()) or "-",
             ]
             for r in g.scripted
@@ -498,6 +531,7 @@ _GROUP_SECTIONS = (
     _refusal_section,
     _variant_section,
     _failure_section,
+    _modes_section,
     _harness_section,
     _scripted_section,
     _environment_failures_section,
@@ -560,6 +594,7 @@ def render(state: LedgerState, suite_version: str | None = None, views: Views | 
     if not any(real_model_run(e.run) for e in state.runs.values()):
         out += [NO_REAL_MODEL, ""]
     out += _non_claims()
+    out += harness_findings.render(state)
     if suite is not None and sv is not None:
         out += card.render_acc(state, suite, sv.card)
     if sm is not None:

@@ -37,6 +37,7 @@ from cbledger.runner.agents.copperhead import (
     CopperheadCli,
     agent_environment,
     locate,
+    refuse_undriven,
 )
 from cbledger.runner.agents.scripted import GoldAgent, NoopAgent
 from cbledger.runner.budget import MoneyLimits
@@ -322,9 +323,7 @@ def _run_on_dask(
         )
         model_identity(settings, plan.model_id, None)  # refuses an unpriced model before any run
     if run_mode in ("agent", "scripted"):
-        undriven = sorted({r.task.id for r in plan.runs if r.task.manifest.mode != "do"})
-        if undriven:
-            raise UserError(f"--agent copperhead drives only `do` tasks so far; not: {', '.join(undriven)}")
+        refuse_undriven([r.task for r in plan.runs])
     money_preflight(plan, view, money, scripted=sessions is not None, dask=True)
     packages: dict[tuple[str, str], Package] = {}
     specs = []
@@ -404,9 +403,7 @@ def _run(
         if run_mode == "agent":
             model_identity(settings, plan.model_id, None)  # refuses an unpriced model before any run
             agent_environment(plan.model_id)  # refuses a compat: model without its endpoint or key, likewise
-        undriven = sorted({r.task.id for r in plan.runs if r.task.manifest.mode != "do"})
-        if undriven:
-            raise UserError(f"--agent copperhead drives only `do` tasks so far; not: {', '.join(undriven)}")
+        refuse_undriven([r.task for r in plan.runs])
     # last: the key check may ask the provider
     guard = money_preflight(plan, view, money, scripted=sessions is not None, dask=False)
     if guard is not None and isinstance(agent, CopperheadAgent):

@@ -289,7 +289,7 @@ def index_page(state: LedgerState) -> bytes:
         sm = suite_metrics(state, suite)
         for g in sm.groups:
             groups.append({"label": g.label, "main": g.main, "reasons": g.reasons, "records": g.records,
-                           "tiers": _tiers(g), "frontiers": _frontiers(g), "harness": g.harness,
+                           "tiers": _tiers(g), "frontiers": _frontiers(g), "harness": g.harness, "modes": g.mode_rows(),
                            "environment_failures": [
                                {"model": e.model, "route": e.route, "runs": e.runs, "failures": e.failures,
                                 "rate": fmt.pct(Fraction(e.failures, e.runs)),

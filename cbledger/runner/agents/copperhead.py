@@ -313,6 +313,46 @@ def not_recordable_note(model_id: str) -> str:
     )
 
 
+#: the task modes the adapter drives; `create` and `check` are refused (docs/RUNNER.md section 4)
+DRIVEN_MODES = ("do", "sync")
+UNDRIVEN_WHY = {
+    "create": "create is not driven yet: a run is eight model-driven stages, each with a transcript of its own, "
+    "and needs KiCad's symbol and footprint libraries in the sandbox",
+    "check": "check makes no model call, so it measures the harness, not a model: a check-mode task is not run "
+    "against a model (its result is captured as evidence for any task that asserts check_clean)",
+}
+
+
+def refuse_undriven(tasks) -> None:
+    """Refuses, naming each task and why, a task whose mode the real harness is not driven in."""
+    undriven = sorted({(t.id, t.manifest.mode) for t in tasks if t.manifest.mode not in DRIVEN_MODES})
+    if undriven:
+        modes = sorted({m for _, m in undriven})
+        raise UserError(
+            f"--agent copperhead drives only `do` and `sync` tasks; not: {', '.join(t for t, _ in undriven)} ("
+            + "; ".join(UNDRIVEN_WHY.get(m, f"mode {m}") for m in modes) + ")"
+        )
+
+
+def command_line(inp: AgentInput) -> list[str]:
+    """The CLI's arguments for the task's mode, as a user would type them.
+
+    * `do "<prompt>" --model M --max-turns N`; a later feedback pass is told its hints instead of
+      the prompt (`cbledger.runner.passes`).
+    * `sync --model M`: copperhead writes its own request (the deterministic verifier's report) and
+      takes no prompt and no `--max-turns`; its turn cap is the seeded config's `maxTurns`, which
+      the runner sets from the task's cap or the `--max-turns` ablation. A feedback pass has no
+      way to reach it, so a sync task is given no later pass."""
+    manifest = inp.task.manifest
+    head = ["--repo", str(inp.sandbox), "--json"]
+    if manifest.mode == "sync":
+        if inp.options.get("message"):
+            raise UserError(f"task {manifest.id}: copperhead sync takes no prompt, so a feedback pass cannot be told its hints")
+        return [*head, "sync", "--model", inp.model_id]
+    prompt = inp.options.get("message") or manifest.request.prompt or ""
+    return [*head, "do", prompt, "--model", inp.model_id, "--max-turns", str(inp.max_turns)]
+
+
 class CopperheadAgent:
     """The real harness against a model. With `sessions` it is the scripted form: each run's
     task is served its session script by a loopback endpoint (`cbledger.runner.endpoint`), under a
@@ -359,11 +399,8 @@ class CopperheadAgent:
 
     def run(self, inp: AgentInput) -> AgentResult:
         manifest = inp.task.manifest
-        if manifest.mode != "do":
-            raise UserError(f"task {manifest.id}: mode {manifest.mode!r} is not driven by this runner yet; only `do`")
-        # a later feedback pass is told its hints instead (`cbledger.runner.passes`)
-        prompt = inp.options.get("message") or manifest.request.prompt or ""
-        args = ["--repo", str(inp.sandbox), "--json", "do", prompt, "--model", inp.model_id, "--max-turns", str(inp.max_turns)]
+        refuse_undriven([inp.task])
+        args = command_line(inp)
         network: isolation.Network = "host"
         endpoint: tuple[Path, int] | None = None
         socket_dir: Path | None = None
