@@ -8,6 +8,7 @@ third-party data in `../shared/real` and `kicad-cli`. Without CI they skip with 
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import sys
 from pathlib import Path
@@ -16,6 +17,31 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+#: The property tests' seed: random in CI (hypothesis's own "ci" profile would derandomize them, so
+#: a CI run never explores past the one fixed sequence), printed in the header so a failure can be
+#: replayed with `CBLEDGER_HYPOTHESIS_SEED=N` or `--hypothesis-seed=N`. Each test keeps its own
+#: fixed example budget. Exported so xdist workers draw from the same seed.
+HYPOTHESIS_SEED = "CBLEDGER_HYPOTHESIS_SEED"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from hypothesis import core, settings
+
+    seed = config.getoption("hypothesis_seed", None) or os.environ.get(HYPOTHESIS_SEED)
+    if seed is None and not IN_CI:
+        return
+    seed = str(seed if seed is not None else random.SystemRandom().randrange(2**32))
+    os.environ[HYPOTHESIS_SEED] = seed
+    settings.register_profile("cbledger-random", derandomize=False, database=None, print_blob=True)
+    settings.load_profile("cbledger-random")
+    core.global_force_seed = int(seed)
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    seed = os.environ.get(HYPOTHESIS_SEED)
+    return f"hypothesis seed {seed} (replay: {HYPOTHESIS_SEED}={seed})" if seed else None
 
 
 def _missing(what: str) -> None:

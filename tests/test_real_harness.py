@@ -106,7 +106,7 @@ def _failed(grade) -> list:
 def test_every_bundled_task_passes_with_its_solve_session(tmp_path, shared_real, kicad_cli, copperhead_cli, no_keys):
     project = build(tmp_path, shared_real, copperhead_cli)
     tasks = project.suite_tasks("full", "real")
-    assert len(tasks) == 17 and len(set(tasks)) == 17  # thirteen synthetic (four generated variants, two sync), four real
+    assert len(tasks) == 20 and len(set(tasks)) == 20  # thirteen synthetic (four generated variants, two sync), seven real
     printed = ""
     for suite in ("full", "real"):
         result = project.run("--suite", suite, "--session", "solve", "--repeats", "1", "--jobs", "2")
@@ -205,7 +205,7 @@ def test_sessions_that_do_nothing_or_the_wrong_thing_fail_with_the_right_categor
         assert (grade.verdict, grade.failure_category) == ("fail", expected), (run.task.id, session, _failed(grade))
         assert run.harness_failure is None  # the scripted model answered: this is the model's failure
         seen.add((run.task.id, session))
-    assert len(seen) == 34  # 17 tasks, two sessions each
+    assert len(seen) == 40  # 20 tasks, two sessions each
     project.verify()
 
 

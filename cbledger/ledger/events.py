@@ -336,6 +336,25 @@ BatchId = Annotated[
     Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*(?!\n)$", max_length=100, description="the id of a batch of runs"),
 ]
 
+#: The id of a campaign: one run plan (task set, repeats, model, condition, run mode, suite
+#: version), however many invocations it takes to fill (docs/RUNNER.md, "Campaigns").
+CampaignId = Annotated[
+    str,
+    Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*(?!\n)$", max_length=64, description="the id of a campaign"),
+]
+
+
+class CampaignSlot(Body, frozen=True, kw_only=True):
+    """Which slot of which campaign a run fills, and which attempt at it. The run id is made from
+    these three (`runner.campaign.run_id`), so a slot recorded twice is the same event id with
+    another body: the ledger refuses it as a conflict, whichever driver tried."""
+
+    id: CampaignId
+    #: the task's k-th repeat within the campaign (its `repeat` is k past the campaign's offset)
+    slot: Annotated[int, Meta(ge=1)]
+    #: 1, then one more per `--retry-env` retry of a run that failed for a reason not the model's
+    attempt: Annotated[int, Meta(ge=1)] = 1
+
 
 class RunRecorded(Body, frozen=True, kw_only=True):
     """One execution of one task by one model in its own sandbox. Recorded once; grades are
@@ -391,6 +410,9 @@ class RunRecorded(Body, frozen=True, kw_only=True):
     #: the money limit that stopped the run, with what it had spent. Absent on a run no limit
     #: stopped (every run recorded before limits existed), so those events re-encode as stored.
     cost_cap: CostCapStop | UnsetType = UNSET
+    #: the campaign slot this run fills. Absent on runs recorded before campaigns existed (and on
+    #: a rerun), so those events read and re-encode exactly as stored.
+    campaign: CampaignSlot | UnsetType = UNSET
 
 
 # --------------------------------------------------------------------------- grade.recorded

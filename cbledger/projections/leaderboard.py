@@ -14,7 +14,14 @@ from fractions import Fraction
 
 from cbledger.ledger import surfaces
 from cbledger.ledger.events import SCHEMA_VERSION
-from cbledger.projections import anchor, card, env_failures, lanes_part, passes_part
+from cbledger.projections import (
+    anchor,
+    card,
+    env_failures,
+    harness_findings,
+    lanes_part,
+    passes_part,
+)
 from cbledger.projections import format as fmt
 from cbledger.projections.aggregates import Views
 from cbledger.projections.conditions import DEFAULT
@@ -587,6 +594,7 @@ def render(state: LedgerState, suite_version: str | None = None, views: Views | 
     if not any(real_model_run(e.run) for e in state.runs.values()):
         out += [NO_REAL_MODEL, ""]
     out += _non_claims()
+    out += harness_findings.render(state)
     if suite is not None and sv is not None:
         out += card.render_acc(state, suite, sv.card)
     if sm is not None:

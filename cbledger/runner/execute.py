@@ -29,12 +29,12 @@ from cbledger.errors import SecretFound, UserError
 from cbledger.grading.evidence import bundle as evidence_mod
 from cbledger.grading.evidence.transcript import Transcript
 from cbledger.grading.grader import GRADER_VERSION, Grade, grade
-from cbledger.kicad.oracle import verify_tree
 from cbledger.ledger import durable, surfaces
 from cbledger.ledger.events import (
     SCHEMA_VERSION,
     Ablations,
     Actor,
+    CampaignSlot,
     CassetteRef,
     Comparability,
     Cost,
@@ -56,7 +56,16 @@ from cbledger.ledger.events import (
 )
 from cbledger.ledger.store import Appended, LedgerStore, remove_unless_landed
 from cbledger.ledger.types import MAX_COUNT, MAX_TOKENS, ExitPath, RunMode, Segment
-from cbledger.runner import backstop, check_capture, isolation, preserve, pricing, spend
+from cbledger.runner import (
+    backstop,
+    check_capture,
+    confined_verify,
+    isolation,
+    preserve,
+    pricing,
+    spend,
+)
+from cbledger.runner import campaign as campaign_mod
 from cbledger.runner import cassette as cassette_mod
 from cbledger.runner import sandbox as sandbox_mod
 from cbledger.runner.agents.base import Agent, AgentInput, AgentResult
@@ -132,6 +141,8 @@ class RunOutput:
 
 
 def new_run_id(planned: PlannedRun, started: _dt.datetime) -> str:
+    if planned.campaign is not None:
+        return campaign_mod.run_id(planned.campaign, planned.task.id, planned.slot, planned.attempt)
     model = planned.model_id.replace(":", "-")
     stamp = started.strftime("%Y%m%dT%H%M%SZ")
     return f"{stamp}-{model}-{planned.task.id}-r{planned.repeat}-{secrets.token_hex(3)}"
@@ -216,19 +227,24 @@ def stats_from(
 
     invalid: list[str] = []
 
-    def count(key: str, limit: int = MAX_COUNT) -> int:
+    def figure(key: str, limit: int) -> int | None:
+        """The figure if it is a whole number in range; any other value stated is named in the
+        note (a figure no run can have is kept out of every view), an absent one is None."""
         value = end.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            return 0
-        if value > limit:  # an agent-reported figure no run can have: kept out of every view
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            invalid.append(f"{key} {credentials.printable(json.dumps(value))[:40]} is not a whole number")
+            return None
+        if not 0 <= value <= limit:
             invalid.append(f"{key} {str(value)[:40]} is out of range (0 to {limit})")
-            return 0
+            return None
         return value
 
-    duration = end.get("durationMs")
-    if isinstance(duration, int) and duration > MAX_COUNT:
-        invalid.append(f"durationMs {str(duration)[:40]} is out of range (0 to {MAX_COUNT})")
-        duration = None
+    def count(key: str, limit: int = MAX_COUNT) -> int:
+        return figure(key, limit) or 0
+
+    duration = figure("durationMs", MAX_COUNT)
     stats = (
         RunStats(
             exit_path=recorded_exit,
@@ -238,7 +254,7 @@ def stats_from(
             max_repair_cycles=count("maxRepairCycles"),
             tokens_in=count("tokensIn", MAX_TOKENS),
             tokens_out=count("tokensOut", MAX_TOKENS),
-            duration_ms=duration if isinstance(duration, int) and not isinstance(duration, bool) and duration >= 0 else None,
+            duration_ms=duration,
             files_touched=sorted(files),
         )
     )
@@ -370,7 +386,7 @@ def finish_graded(
     pass's hints read it)."""
     sandbox_mod.reclaim(start.workdir, evidence_mod.LIVE_REPORTS_DIR)
     end = capture_end_state(start, seed, baseline)
-    verified = verify_end_state(start, fixture, end, check_with(settings, planned.task))
+    verified = verify_end_state(start, fixture, end, check_with(settings, planned.task), settings.confinement)
     baseline, end, verified = scan_for_credentials(start, seed, baseline, end, verified)
     graded = grade_end_state(planned.task, fixture, baseline, agent_run, end, verified)
     output = preserve_run(settings, planned, fixture, start, seed, baseline, agent_run, end, verified, graded, pass_ref=pass_ref)
@@ -531,17 +547,21 @@ def check_with(settings: RunSettings, task: Task) -> CheckWith | None:
     return CheckWith(settings.copperhead, settings.confinement) if check_capture.needed(task) else None
 
 
-def verify_end_state(start: RunStart, fixture: Fixture, end: EndState, check: CheckWith | None = None) -> Verification:
-    """6. Verify: kicad-cli on the end state, and `copperhead check` when the task grades it,
-    their reports committed on top of the capture. An artifact the agent replaced by a symbolic
-    link is not verified (kicad-cli would read whatever it points at outside the sandbox): the
-    capture holds the link, and the verification assertions fail for want of a report."""
+def verify_end_state(
+    start: RunStart, fixture: Fixture, end: EndState, check: CheckWith | None, confinement: isolation.Confinement,
+) -> Verification:
+    """6. Verify: kicad-cli on the end state, confined like the agent (`runner/confined_verify.py`),
+    and `copperhead check` when the task grades it, their reports committed on top of the capture.
+    An artifact the agent replaced by a symbolic link is not verified (kicad-cli would read
+    whatever it points at outside the sandbox): the capture holds the link, and the verification
+    assertions fail for want of a report."""
     t_verify = time.perf_counter()
     for rel in (fixture.manifest.artifacts.schematic, fixture.manifest.artifacts.board):
         if rel:
             sandbox_mod.unlink_first_link(start.workdir, rel)
     live = preserve.live_reports_dir(end.repo)
-    verify_tree(start.workdir, fixture.manifest.artifacts.schematic, fixture.manifest.artifacts.board, live)
+    confined_verify.verify(start.workdir, fixture.manifest.artifacts.schematic, fixture.manifest.artifacts.board, live,
+                           confinement)
     if check is not None:
         check_capture.capture(check.cli, start.workdir, live, check.confinement)
     verify_ms = _ms(time.perf_counter() - t_verify)
@@ -691,6 +711,9 @@ def preserve_run(
         lane="system-under-test",
         cassette=cassette_ref,
         passes=UNSET if pass_ref is None else pass_ref,
+        campaign=UNSET if planned.campaign is None else CampaignSlot(
+            id=planned.campaign, slot=planned.slot, attempt=planned.attempt,
+        ),
     )
     run = msgspec.structs.replace(run, surface=surfaces.run_surface(run))
     grade_rec = grade_body(run_id, settings.suite_version, task.manifest_hash, graded.grade)
@@ -779,6 +802,11 @@ def publish(store: LedgerStore, output: RunOutput) -> list[Appended]:
     idempotent). Only an interrupt removes the bundle and the cassette again, and only when the
     events did not reach the ledger: then nothing of that run was decided."""
     output.final.parent.mkdir(parents=True, exist_ok=True)
+    if output.final.exists():
+        # a campaign's run id is its slot's: a bundle already there is another recording of it
+        output.discard_staged()
+        raise UserError(f"run {output.run.run_id}: {output.final.name} is already in place (this slot was recorded, "
+                        "or a killed run left it: a later `cbledger run` of its campaign adopts or removes it); not recorded again")
     os.replace(output.staged, output.final)
     directories = [output.final.parent]
     new_cassette: Path | None = None  # ours to withdraw: a cassette is named by its content

@@ -25,16 +25,18 @@ from pathlib import Path
 import msgspec
 
 from cbledger.errors import UserError
+from cbledger.inputs import MiB, read_regular
 from cbledger.ledger.events import ModelPrice, PricingPublished, RunRecorded
 from cbledger.ledger.types import MAX_COUNT, Pinning, Segment
+
+#: Far above any real price table (a few kB).
+MAX_TABLE_BYTES = 4 * MiB
 
 
 def load_table(path: Path) -> PricingPublished:
     """Reads a price table file; `$comment` keys are dropped, numbers are kept as exact decimals."""
     try:
-        raw = json.loads(path.read_text(), parse_float=Decimal, parse_int=Decimal)
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
+        raw = json.loads(read_regular(path, MAX_TABLE_BYTES, "a price table"), parse_float=Decimal, parse_int=Decimal)
     except ValueError as exc:
         raise UserError(f"{path}: not JSON: {exc}") from None
 

@@ -36,6 +36,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta, Struct, field
 
+from cbledger import inputs
 from cbledger.errors import UserError
 from cbledger.runner.endpoint.faults import Fault
 
@@ -122,12 +123,16 @@ class Session(_Body, frozen=True):
     stages: dict[str, list[Exchange]] = field(default_factory=dict)
 
 
+#: Far above any real script (the bundled ones are under 100 kB).
+MAX_SCRIPT_BYTES = 16 * inputs.MiB
+
+
 def load(path: Path) -> Session:
     """Reads one session file; a bad file is refused naming the file and the field."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read session script ({exc.strerror})") from None
+    data = inputs.read_regular(path, MAX_SCRIPT_BYTES, "a session script")
+    problem = inputs.json_problem(data, syntax=False)
+    if problem is not None:
+        raise UserError(f"{inputs.printable(path)}: {problem}")
     try:
         session = msgspec.json.decode(data, type=Session)
     except msgspec.ValidationError as exc:
