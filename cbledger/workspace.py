@@ -198,6 +198,19 @@ class Workspace:
         return self.root / KEYS
 
     @property
+    def own_keys(self) -> Path:
+        """Where `key generate` puts a public key: the project's `keys/`, or for a scratch
+        workspace (its own results directory) a `keys/` inside that, so that trying signing out
+        never adds a key the project's verifiers would trust."""
+        return self.keys if self.results_dir is None else self.results_dir / "keys"
+
+    def trusted_key_files(self) -> list[Path]:
+        """The public keys this workspace trusts by default: the project's, and a scratch
+        workspace's own."""
+        dirs = dict.fromkeys((self.keys, self.own_keys))
+        return [p for d in dirs for p in sorted(d.glob("*.vkey"))]
+
+    @property
     def suites(self) -> Path:
         return self._under_results(SUITES)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -48,3 +50,13 @@ def test_a_snapshot_into_a_directory_is_refused_by_its_name_and_no_temporary_is_
     r = run_cli(["project", "snapshot", "-o", target, "--ledger", ledger])
     assert r.exit_code == 2 and f"{target}: not a regular file" in r.stderr, r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dir", "results"]
+
+
+def test_a_published_file_is_readable_as_the_umask_allows(ledger: Path, tmp_path: Path):
+    """Written whole and renamed (`durable.write_atomic`), a published file still gets the mode a
+    plain write would give it: a checkpoint or leaderboard copied to a web host must be readable."""
+    out = tmp_path / "copy.jsonl"
+    assert run_cli(["export", "--jsonl", "-o", out, "--ledger", ledger]).exit_code == 0
+    mask = os.umask(0o022)
+    os.umask(mask)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o666 & ~mask

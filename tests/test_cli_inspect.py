@@ -91,6 +91,65 @@ def test_restore_lays_out_a_working_copy_with_the_baseline(tmp_path):
     assert json.loads(graded.stdout)["verdict"] == list(STATE.grades[SOLVE].values())[-1].grade.verdict
 
 
+def test_a_restored_run_grades_as_recorded_and_an_edited_one_is_not_graded_on_its_old_reports(tmp_path):
+    into = tmp_path / "restored"
+    assert cli("restore", SOLVE, into).exit_code == 0
+    recorded = list(STATE.grades[SOLVE].values())[-1].grade
+    same = cli("grade", recorded_task(SOLVE), into, "--json", "--no-kicad")
+    assert same.exit_code == 0, same.stderr
+    doc = json.loads(same.stdout)
+    assert doc["reports"] and "ran kicad-cli" not in same.stderr
+    assert (doc["verdict"], doc["partialCredit"]) == (recorded.verdict, float(recorded.partial_credit))
+    (into / "docs" / "BOM.md").write_text("edited after the run\n")
+    edited = cli("grade", recorded_task(SOLVE), into, "--json", "--no-kicad")
+    assert json.loads(edited.stdout)["reports"] == []
+
+
+def recorded_task(run_id: str) -> str:
+    return STATE.runs[run_id].run.task.id
+
+
+def test_restore_takes_the_event_id_show_takes(tmp_path):
+    out = cli("restore", f"run:{SOLVE}", tmp_path / "r", "--json")
+    assert out.exit_code == 0, out.stderr
+    assert _git(tmp_path / "r", "rev-parse", "HEAD").strip() == STATE.runs[SOLVE].run.sandbox.head_sha
+
+
+def test_show_prints_a_list_of_assertions_unchanged_across_suite_versions_once():
+    grades = list(STATE.grades[NOOP].values())
+    assert len(grades) > 1  # re-graded under later suite versions
+    out = cli("show", NOOP).stdout
+    first = grades[0].grade.assertions[0]
+    listed = [line for line in out.splitlines() if f" {first.id} ({first.type}," in line]
+    distinct = {repr(g.grade.assertions) for g in grades}
+    assert len(listed) == len(distinct) < len(grades)
+    assert "(assertions as under suite " in out
+
+
+def test_show_transcript_prints_each_tool_calls_arguments_once():
+    text = cli("show", SOLVE, "--transcript").stdout
+    doc = json.loads(cli("show", SOLVE, "--transcript", "--json").stdout)
+    args = next(" ".join(t["args"].split()) for t in doc["transcript"] if t["kind"] == "tool" and len(t["args"]) > 20)
+    assert text.count(args) == 1
+
+
+@pytest.mark.parametrize("command", [["show", "some-run"], ["restore", "some-run", "DIR"], ["log"], ["project", "leaderboard"]])
+def test_every_command_says_the_same_thing_when_there_is_no_ledger(tmp_path, command):
+    out = run_cli([*(str(tmp_path / "d") if a == "DIR" else a for a in command), "--root", tmp_path])
+    assert out.exit_code == 2, out.output
+    assert "no ledger here (run `cbledger init` first)" in out.stderr
+    assert not (tmp_path / "d").exists()
+
+
+def test_log_refuses_a_filter_nothing_recorded_has():
+    unknown_type = cli("log", "--type", "run.recordd")
+    assert unknown_type.exit_code == 2 and "not an event type" in unknown_type.stderr
+    unknown_task = cli("log", "--task", "no-such-task")
+    assert unknown_task.exit_code == 2 and "--task no-such-task" in unknown_task.stderr
+    known = cli("log", "--task", STATE.runs[SOLVE].run.task.id, "--type", "run.recorded")
+    assert known.exit_code == 0 and f"run:{SOLVE}" in known.stdout
+
+
 def test_restore_refuses_a_directory_with_something_in_it(tmp_path):
     (tmp_path / "keep.txt").write_text("mine")
     out = cli("restore", SOLVE, tmp_path)

@@ -131,7 +131,8 @@ def test_log_filters_by_type_and_seq(filled: Path) -> None:
     assert seqs("--since", "8") == [9, 10, 11, 12]
     assert seqs("--until", "3") == [1, 2, 3]
     assert seqs("--since", "3", "--until", "9", "--type", "grade.recorded") == [5]
-    assert seqs("--type", "no.such.type") == []
+    unknown = run_cli(["log", "--type", "no.such.type", "--ledger", filled])
+    assert unknown.exit_code == 2 and "not an event type" in unknown.stderr
 
 
 def test_log_json(filled: Path) -> None:

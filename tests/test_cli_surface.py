@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -221,19 +222,11 @@ def test_log_filters_by_task_model_run_and_verdict() -> None:
     assert failed and _log_seqs("--verdict", "fail") == failed
     one = next(iter(runs))
     assert _log_seqs("--run", one, "--type", "run.recorded") == [s.seq for s in about if event_type(s.event) == "run.recorded" and s.event.body.run_id == one]
-    assert _log_seqs("--task", "no-such-task") == []
+    nothing = run_cli(["log", "--json", "--root", REPO, "--task", "no-such-task"], env=NO_ENV)
+    assert nothing.exit_code == 2 and "--task no-such-task" in _json_error(nothing.stderr)["message"]
 
 
 # --------------------------------------------------------------------------- --json wherever a command reports
-
-#: commands without --json, and why: their output is already JSON or data, or is a stream
-NO_JSON = {
-    "export": "writes the ledger itself", "schema": "writes JSON Schemas", "project snapshot": "prints a JSON snapshot",
-    "prove inclusion": "prints a JSON proof", "prove consistency": "prints a JSON proof", "fixture hash": "prints one hash",
-    "watch": "a stream of regenerations until stopped", "endpoint serve": "a server until stopped",
-    "key generate": "writes a key pair", "demo": "the suite run with progress; its results are the workspace it prints",
-}
-
 
 def _leaf_commands() -> dict[str, object]:
     leaves: dict[str, object] = {}
@@ -252,12 +245,59 @@ def _leaf_commands() -> dict[str, object]:
     return leaves
 
 
-def test_every_reporting_command_has_json() -> None:
-    leaves = _leaf_commands()
-    assert set(NO_JSON) <= set(leaves)
-    missing = [name for name, cmd in leaves.items()
-               if name not in NO_JSON and not any("--json" in p.opts for p in cmd.params)]  # type: ignore[attr-defined]
-    assert missing == []
+def _json_error(stderr: str) -> dict:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    doc = json.loads(lines[0])
+    assert set(doc) == {"error"} and isinstance(doc["error"]["message"], str) and doc["error"]["message"]
+    return doc["error"]
+
+
+LEAVES = sorted(_leaf_commands())
+
+
+def test_the_whole_tree_is_walked() -> None:
+    assert len(LEAVES) > 40 and "run" in LEAVES and "prove consistency" in LEAVES
+
+
+@pytest.mark.parametrize("name", LEAVES)
+def test_every_command_takes_json_and_reports_a_usage_error_as_json(name: str) -> None:
+    """Under --json an error is one JSON object on stderr, `{"error": {"message", "exitCode"}}`,
+    whoever raised it: here click's own parser."""
+    assert any("--json" in p.opts for p in _leaf_commands()[name].params)  # type: ignore[attr-defined]
+    out = run_cli([*name.split(), "--json", "--no-such-option-anywhere"], env=NO_ENV)
+    assert out.exit_code == 2, out.output
+    error = _json_error(out.stderr)
+    assert error["exitCode"] == 2 and "--no-such-option-anywhere" in error["message"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["log"], ["show", "some-run"], ["restore", "some-run", "DIR"], ["project", "leaderboard"], ["export", "--jsonl"],
+     ["replay", "--verify"], ["project", "snapshot"]],
+    ids=" ".join,
+)
+def test_a_refusal_under_json_is_the_same_refusal_as_json(tmp_path: Path, args: list[str]) -> None:
+    """A command's own refusal and the library's `UserError` alike; the plain text says the same."""
+    argv = [str(tmp_path / "d") if a == "DIR" else a for a in args]
+    plain = run_cli([*argv, "--root", tmp_path], env=NO_ENV)
+    as_json = run_cli([*argv, "--root", tmp_path, "--json"], env=NO_ENV)
+    assert plain.exit_code == as_json.exit_code == 2, (plain.output, as_json.output)
+    error = _json_error(as_json.stderr)
+    assert error["exitCode"] == 2 and plain.stderr.strip() == f"error: {error['message']}"
+
+
+@pytest.mark.parametrize("name", LEAVES)
+def test_every_help_shows_its_placeholders_in_one_style(name: str) -> None:
+    """Upper case, as click writes them (`--jobs INTEGER`, `KEY`, `[TASK_IDS]...`), never typer's
+    `<int range>`, `{key}` or `[task_ids]...`."""
+    out = run_cli([*name.split(), "--help"], env=NO_ENV)
+    assert out.exit_code == 0, out.output
+    usage = out.stdout.splitlines()[0]
+    assert usage.startswith(f"Usage: cbledger {name} [OPTIONS]")
+    tail = usage.removeprefix(f"Usage: cbledger {name} [OPTIONS]").split()
+    assert all(part.strip("[].") == part.strip("[].").upper() for part in tail), usage
+    assert not re.search(r"(?:--[a-z-]+|-[a-z]) (?:<[a-z ]+>|\{\w+\})", out.stdout), out.stdout
 
 
 def test_project_all_check_json_reports_both_outputs() -> None:

@@ -264,3 +264,13 @@ def test_check_fixtures_passes_on_this_project_with_the_real_boards_materialized
     assert doc["goldChecked"] == sum(1 for p in (repo_root / "tasks").glob("*/gold/files") if p.is_dir())
     drift = [p["message"] for p in fixtures["synthetic-mcu-sensor-drift"]["problems"]]
     assert drift == ["BOM.md line 13: R2 value is '4.7k' in the doc but '47k' in the schematic"]
+
+
+def test_a_whole_project_check_reports_each_fixture_as_it_finishes(repo_root):
+    """`fixture check --all --kicad` takes minutes: each fixture is reported as it is done."""
+    from cbledger.tasks.fixtures.project_check import check_fixtures
+
+    heard: list[tuple[int, int, str]] = []
+    report = check_fixtures(repo_root, ["synthetic-led-resistor", "synthetic-mcu-sensor"], on_fixture=lambda *a: heard.append(a))
+    assert [f.fixture_id for f in report.fixtures] == ["synthetic-led-resistor", "synthetic-mcu-sensor"]
+    assert heard == [(1, 2, "synthetic-led-resistor"), (2, 2, "synthetic-mcu-sensor")]

@@ -168,9 +168,10 @@ def test_freeze_writes_the_tree_and_a_manifest_with_placeholders(tmp_path, upstr
     assert hash_directory(fixture_dir / "tree") == expected_hash()
     assert os.stat(fixture_dir / "tree" / "hardware" / "tools" / "gen.sh").st_mode & 0o100
     doc = json.loads((fixture_dir / "fixture.json").read_text())
-    assert doc["sha256"] == expected_hash() and doc["origin"] == "upstream"
-    assert doc["upstream"]["commit"] == upstream.first
-    assert doc["upstream"]["name"].startswith("TODO(author):")
+    # no remote of the repository holds the commit: a local fixture, named after its directory
+    assert doc["sha256"] == expected_hash() and doc["origin"] == "local"
+    assert doc["upstream"]["commit"] == upstream.first and doc["upstream"]["url"] == "local"
+    assert doc["upstream"]["name"] == "upstream"
     assert doc["artifacts"] == {
         "schematic": "hardware/demo.kicad_sch",
         "board": "hardware/demo.kicad_pcb",
@@ -180,15 +181,59 @@ def test_freeze_writes_the_tree_and_a_manifest_with_placeholders(tmp_path, upstr
     assert doc["scale"]["symbols"] == 2 and doc["scale"]["signalNets"] == ["SIG"] and doc["scale"]["powerNets"] == ["GND", "VCC"]
     assert doc["freeze"] == {"paths": ["hardware"]}
     assert doc["baseline"]["erc"] == "TODO(author): run `cbledger fixture baseline demo-up`"
-    assert "field(s) left for you" in r.stdout and "upstream.name" in r.stdout
+    assert "field(s) left for you" in r.stdout and "upstream.license" in r.stdout
 
     check = run_cli(["fixture", "check", "demo-up", "--root", root])
     assert check.exit_code == 1
-    for field in ("upstream.name", "upstream.url", "upstream.license", "upstream.licenseFile", "upstream.copyright",
+    assert doc["upstream"]["licenseFile"] == "LICENSE"  # found, though its abridged text names no license
+    for field in ("upstream.license", "upstream.copyright",
                   "upstream.modifications", "complexity", "kicad.authoredVersion", "kicad.verifiedWithKicadCli", "baseline.erc"):  # fmt: skip
         assert f"error: fixtures/demo-up/fixture.json: {field}: placeholder left for the author" in check.stderr, field
     validate = run_cli(["validate", "--root", root])
-    assert validate.exit_code == 1 and "upstream.name: placeholder left for the author" in validate.stderr
+    assert validate.exit_code == 1 and "upstream.license: placeholder left for the author" in validate.stderr
+
+
+APACHE = b"""
+                                 Apache License
+                           Version 2.0, January 2004
+                        http://www.apache.org/licenses/
+   Copyright 2024 Demo Hardware Ltd.
+"""
+
+
+def test_freeze_of_a_whole_clone_names_its_upstream_and_license(tmp_path, upstream):
+    """`--path .` (or none) takes every file; a remote-tracking branch holding the commit gives the
+    upstream URL (an scp-style remote read as https), the LICENSE file its license and copyright."""
+    repo = upstream.repo
+    tree = _tree(repo, {**FIRST, "LICENSE": APACHE})
+    commit = repo.create_commit("refs/heads/main", SIG, SIG, "license\n", tree, [pygit2.Oid(hex=upstream.second)])
+    repo.remotes.create("origin", "git@example.com:demo/board.git")
+    repo.references.create("refs/remotes/origin/main", commit)
+    root = tmp_path / "project"
+    r = run_cli(["fixture", "freeze", "--from", upstream.path, "--id", "demo-up", "--root", root, "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads((root / "fixtures" / "demo-up" / "fixture.json").read_text())
+    assert doc["origin"] == "upstream" and doc["freeze"] == {"paths": ["."]}
+    up = doc["upstream"]
+    assert (up["url"], up["name"], up["commit"]) == ("https://example.com/demo/board", "board", str(commit))
+    assert (up["license"], up["licenseFile"], up["copyright"]) == ("Apache-2.0", "LICENSE", "Copyright 2024 Demo Hardware Ltd.")
+    assert hash_directory(root / "fixtures" / "demo-up" / "tree") == digest_files(sorted({**FIRST, "LICENSE": APACHE}.items()))
+    left = {p["field"] for p in json.loads(r.stdout)["left"]}
+    assert not left & {"upstream.url", "upstream.name", "upstream.license", "upstream.licenseFile", "upstream.copyright"}
+
+
+@pytest.mark.parametrize(("text", "spdx"), [
+    ("MIT License\n\nPermission is hereby granted, free of charge, to any person", "MIT"),
+    ("CERN Open Hardware Licence Version 2 - Permissive", "CERN-OHL-P-2.0"),
+    ("GNU GENERAL PUBLIC LICENSE\n Version 3, 29 June 2007", "GPL-3.0"),
+    ("Attribution 4.0 International", "CC-BY-4.0"),
+    ("SPDX-License-Identifier: BSD-2-Clause", "BSD-2-Clause"),
+    ("All rights reserved.", None),
+])  # fmt: skip
+def test_license_texts_are_matched_on_their_phrases_and_nothing_is_guessed(text, spdx):
+    from cbledger.tasks.fixtures.provenance import detect_license
+
+    assert detect_license(text) == spdx
 
 
 @pytest.mark.kicad

@@ -76,7 +76,7 @@ def test_grade_json_is_the_machine_form(tmp_path):
     box.write(SCHEMATIC, demo_schematic(sig="SENSE"))
     box.commit()
     box.transcript(done(), raw_tail="{torn\n")
-    r = run_cli(["grade", str(task.dir), box.path, "--root", root, "--json"])  # a task directory works too
+    r = run_cli(["grade", str(task.dir), box.path, "--root", root, "--json", "--no-kicad"])  # a task directory works too
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert doc["task"] == "rename-sig" and doc["taskManifestHash"] == task.manifest_hash
@@ -96,6 +96,24 @@ def test_grade_json_is_the_machine_form(tmp_path):
         "detail": "could not be evaluated: no ERC report was captured when this run ended",
     }
     assert doc["partialCredit"] == 0.8182  # 9 of 11
+
+
+def test_grade_makes_the_kicad_cli_reports_a_sandbox_lacks(tmp_path, kicad_cli):
+    """A sandbox graded outside a run has no verification reports: kicad-cli makes them, as the
+    runner would, and says so; `--no-kicad` leaves those assertions unevaluable, with a warning."""
+    root, fixture, task = _project(tmp_path)
+    box = make_box(tmp_path, task, fixture)
+    box.write(SCHEMATIC, demo_schematic(sig="SENSE"))
+    box.commit()
+    box.transcript(done())
+    r = run_cli(["grade", "rename-sig", box.path, "--root", root, "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert "erc" in doc["reports"] and "note: ran kicad-cli on" in r.stderr
+    erc = next(o for o in doc["outcomes"] if o["id"] == "erc")
+    assert "could not be evaluated" not in erc["detail"]
+    off = run_cli(["grade", "rename-sig", box.path, "--root", root, "--json", "--no-kicad"])
+    assert json.loads(off.stdout)["reports"] == [] and "cannot be evaluated" in off.stderr
 
 
 def test_grade_with_an_explicit_baseline_when_none_is_recorded(tmp_path):

@@ -113,6 +113,16 @@ def test_key_generate_keeps_the_private_half_out_of_results(project: Project, tm
     assert not (project.root / "results" / "checkpoints").exists()
 
 
+def test_key_generate_in_a_scratch_workspace_leaves_the_projects_trusted_keys_alone(project: Project, tmp_path: Path):
+    before = sorted((project.root / "keys").glob("*.vkey"))
+    scratch = tmp_path / "scratch"
+    r = run_cli(["--results", scratch, "key", "generate", "--out", tmp_path / "s.skey", "--name", "scratch.example/x", "--root", project.root])
+    assert r.exit_code == 0, r.stderr
+    assert sorted((project.root / "keys").glob("*.vkey")) == before
+    [own] = (scratch / "keys").glob("*.vkey")
+    assert own.read_text().startswith("scratch.example/x+")
+
+
 def test_checkpoint_signs_the_head_records_itself_after_it_and_is_a_noop_when_nothing_is_new(project: Project):
     size, path = project.checkpoint()
     assert size == 11 and path == project.root / "results" / "checkpoints" / "11.txt"

@@ -4,8 +4,10 @@ the service above it (`LedgerStore`) then promises on any recorder.
 A backend joins by adding one entry to BACKENDS: a function from a temporary directory to a
 `Backend`, whose `open` gives a new handle on one ledger (callable in a forked child, as a second
 process would), whose `tear` leaves the bytes a crash mid-append would (None for a backend
-whose writes cannot tear) and whose `drop` removes what the test left (None when the temporary
-directory is all there is). Nothing below names a backend.
+whose writes cannot tear), whose `drop` removes what the test left (None when the temporary
+directory is all there is) and whose `locks` says whether `exclusive()` keeps other writers out
+(a backend whose append is one statement takes no lock across round trips). Nothing below names
+a backend.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import pytest
 
 from cbledger.errors import ConflictError, SecretFound, UserError
 from cbledger.ledger import encoding
+from cbledger.ledger import store as store_module
 from cbledger.ledger.chain import GENESIS, link_hash
 from cbledger.ledger.encoding import InvalidEvent
 from cbledger.ledger.events import EventBase, event_type
@@ -54,6 +57,7 @@ class Backend:
     open: Callable[[], Recorder]  # picklable: writer processes receive it
     tear: Callable[[bytes], None] | None
     drop: Callable[[], None] | None = None
+    locks: bool = True
 
 
 def _append_bytes(path: Path, data: bytes) -> None:
@@ -69,7 +73,7 @@ def _jsonl(tmp: Path) -> Backend:
 def _postgresql(tmp: Path) -> Backend:
     url = postgres.ledger_url(tmp)
     postgres.drop(url)  # a schema left by an interrupted earlier run of the same test
-    return Backend(partial(PostgresRecorder, url), None, partial(postgres.drop, url))
+    return Backend(partial(PostgresRecorder, url), None, partial(postgres.drop, url), locks=False)
 
 
 BACKENDS: dict[str, Callable[[Path], Backend]] = {"jsonl": _jsonl, "postgresql": _postgresql}
@@ -255,7 +259,9 @@ def _hold_then_release(backend: Backend, started: Any, release: Any, seen: Any) 
 
 
 @pytest.mark.slow
-def test_exclusive_holds_off_other_writers(ledger: LedgerStore, backend: Backend) -> None:
+def test_exclusive_holds_off_other_writers_where_it_locks(ledger: LedgerStore, backend: Backend) -> None:
+    """A locking backend keeps the other writer out until the section ends; one that takes no
+    lock lets it land at once (nothing a stalled holder could keep others waiting on)."""
     ctx = mp.get_context("fork")
     started, release, seen, appended = ctx.Event(), ctx.Event(), ctx.Queue(), ctx.Queue()
     holder = ctx.Process(target=_hold_then_release, args=(backend, started, release, seen))
@@ -266,6 +272,12 @@ def test_exclusive_holds_off_other_writers(ledger: LedgerStore, backend: Backend
             target=lambda: appended.put(LedgerStore(backend.open()).append([run_recorded(1)])[0].seq)
         )
         writer.start()
+        if not backend.locks:
+            assert appended.get(timeout=60) == 2, "an append waited on a section that takes no lock"
+            release.set()
+            assert seen.get(timeout=60) == 2
+            writer.join(60)
+            return
         writer.join(0.5)  # time enough for an unguarded append to land
         assert writer.is_alive(), "the other writer finished while exclusive() was held"
         release.set()
@@ -330,13 +342,24 @@ def test_the_service_rebuilds_a_batch_on_a_moved_head(ledger: LedgerStore, backe
     assert [s.id for s in stored[1:3]] == [run_recorded(901).id, run_recorded(900).id]
 
 
-def test_the_service_gives_up_on_a_head_that_keeps_moving(ledger: LedgerStore, backend: Backend) -> None:
+def test_the_service_gives_up_on_a_head_that_keeps_moving(
+    ledger: LedgerStore, backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_module, "CONTENTION_SECONDS", 0.0)  # the count alone bounds it
     overtaken = LedgerStore(_Overtaken(backend.open(), LedgerStore(backend.open()), times=ATTEMPTS))
     with pytest.raises(HeadMoved):
         overtaken.append([run_recorded(1)])
     stored = list(backend.open().read())
     assert len(stored) == 1 + ATTEMPTS and run_recorded(1).id not in {s.id for s in stored}
     assert_chain(stored)
+
+
+def test_the_service_keeps_rebuilding_within_the_contention_window(ledger: LedgerStore, backend: Backend) -> None:
+    """Past ATTEMPTS a writer still overtaken within CONTENTION_SECONDS rebuilds again: a busy
+    ledger delays a writer, it does not fail it."""
+    overtaken = LedgerStore(_Overtaken(backend.open(), LedgerStore(backend.open()), times=ATTEMPTS + 3))
+    assert [r.seq for r in overtaken.append([run_recorded(1)])] == [ATTEMPTS + 5]
+    assert_chain(list(backend.open().read()))
 
 
 # --------------------------------------------------------------------------- the service on it

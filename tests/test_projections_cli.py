@@ -143,8 +143,10 @@ def test_readmodel_default_path_and_dump(root):
 
 
 def test_missing_ledger_is_a_clear_error(tmp_path):
-    code, _, err = cli("project", "leaderboard", "--root", tmp_path)
-    assert code == 2 and "no ledger here" in err
+    from tests.factories import run_cli
+
+    out = run_cli(["project", "leaderboard", "--root", tmp_path])
+    assert out.exit_code == 2 and "no ledger here" in out.stderr
 
 
 def test_projections_import_the_ledger_and_nothing_else_of_cbledger():

@@ -74,3 +74,21 @@ def test_a_retracted_run_says_so():
     page = site.run_html(state, state.runs[rid], RunEvidence(problem="x")).decode()
     assert "Retracted" in page and f"seq {retraction.seq}" in page
     assert 'class="verdict verdict-retracted"' in page
+
+
+def test_the_command_the_regressions_page_shows_is_one_the_cli_takes():
+    import html
+    import re
+    import shlex
+
+    from tests.factories import run_cli
+    from tests.site_helpers import REPO
+
+    page = html.unescape(site.regressions_page(committed_state()).decode())
+    [shown] = re.findall(r"<code>(cbledger project compare [^<]*)</code>", page)
+    args = shlex.split(shown)[1:]
+    assert args[:2] == ["project", "compare"]
+    out = run_cli([*args, "--root", REPO])
+    # the placeholders name no run set, which the command says in its own words; an option the
+    # command does not have would be a usage error from the parser instead
+    assert "No such option" not in out.stderr and "the baseline (copperhead=A) holds no agent run" in out.stdout, out.output

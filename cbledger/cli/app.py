@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from typer import _click
 
-from cbledger.cli.common import choose_results
+from cbledger.cli.common import choose_results, json_errors, report_error
 from cbledger.cli.exits import CHECK_FAILED, USAGE
 from cbledger.cli.lazy import lazy_group
 from cbledger.cli.root_help import version_line
@@ -65,24 +66,37 @@ def _root(
 
 
 def main() -> None:
+    as_json = json_errors()
     try:
-        app(prog_name=PROG)
+        if not as_json:
+            app(prog_name=PROG)
+            return
+        # Under --json click's own usage errors are reported here, as JSON, rather than as its
+        # usage text; what a command returns or exits with is passed on unchanged.
+        code = app(prog_name=PROG, standalone_mode=False)
+        sys.exit(code if isinstance(code, int) else 0)
     except UserError as exc:
-        print(f"error: {printable(exc, limit=20000, keep_newlines=True)}", file=sys.stderr)
+        report_error(printable(exc, limit=20000, keep_newlines=True), exc.exit_code)
         sys.exit(exc.exit_code)
     except OSError as exc:
         # A file that cannot be read or written (a missing directory, no permission, a full disk):
         # the file and the reason, never the exception's repr.
         where = exc.filename if exc.filename is not None else "cbledger"
-        print(f"error: {printable(where)}: {exc.strerror or exc.__class__.__name__}", file=sys.stderr)
+        report_error(f"{printable(where)}: {exc.strerror or exc.__class__.__name__}", USAGE)
         sys.exit(USAGE)
+    except _click.exceptions.ClickException as exc:  # only under --json: standalone mode reports them itself
+        report_error(exc.format_message(), exc.exit_code)
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        report_error("aborted", CHECK_FAILED)
+        sys.exit(CHECK_FAILED)
     except Exception as exc:
         # A ledger that cannot be folded: one line naming where. Its module is loaded only by the
         # commands that fold, so an error raised anywhere else cannot be one.
         fold = sys.modules.get("cbledger.projections.fold")
         if fold is None or not isinstance(exc, fold.ProjectionError):
             raise
-        print(f"error: {printable(exc, limit=20000, keep_newlines=True)}", file=sys.stderr)
+        report_error(printable(exc, limit=20000, keep_newlines=True), CHECK_FAILED)
         sys.exit(CHECK_FAILED)
 
 

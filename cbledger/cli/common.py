@@ -6,7 +6,9 @@ library and turned into one clear line on stderr and a non-zero exit here, never
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -88,8 +90,25 @@ def ledger_path(ledger: str | Path | None, root: Path | None = None) -> Path | s
     return workspace(ledger, root).ledger
 
 
+def json_errors() -> bool:
+    """Whether this command line asked for `--json` (before any `--`): its errors are then one
+    JSON object on stderr too, so a script reading JSON never has to parse prose."""
+    argv = sys.argv[1:]
+    return "--json" in (argv[: argv.index("--")] if "--" in argv else argv)
+
+
+def report_error(message: str, code: int) -> None:
+    """An error as the user sees it: `error: …` on one line, or under `--json` the object
+    `{"error": {"message": …, "exitCode": …}}` on one line of stderr (README.md, "One command line")."""
+    if json_errors():
+        print(json.dumps({"error": {"message": message, "exitCode": code}}, sort_keys=True), file=sys.stderr)
+    else:
+        print(f"error: {message}", file=sys.stderr)
+
+
 def fail(message: str, code: int = USAGE) -> NoReturn:
     """One line on stderr and the exit: bad usage or input (2) unless the caller names a failed
     check (1) or another code of cli/exits.py."""
-    typer.echo(f"error: {message}", err=True)
+    sys.stdout.flush()
+    report_error(message, code)
     raise typer.Exit(code)

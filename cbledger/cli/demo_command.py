@@ -11,6 +11,7 @@ is the suite's own proof that its assertions discriminate.
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Annotated
 import typer
 
 from cbledger.cli.common import (
+    JsonFlag,
     LedgerOption,
     RootOption,
     chosen_results,
@@ -50,15 +52,21 @@ def demo(
     )] = False,
     ledger: LedgerOption = None,
     root: RootOption = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Run the bundled suite with the gold and noop agents into a scratch workspace (printed), then
-    regenerate every projection there."""
+    regenerate every projection there. With --json the progress lines go to stderr and one JSON
+    summary to stdout."""
+
+    def say(line: str) -> None:
+        typer.echo(line, err=as_json)
+
     if ledger is None and chosen_results() is None:
         where = Workspace.at(project_root(root), results=Path(tempfile.mkdtemp(prefix="cbledger-demo-")) / RESULTS)
     else:
         where = workspace(ledger, root)
     root_dir, path = where.root, where.ledger
-    typer.echo(f"workspace: {where.results} (ledger {path}; LEADERBOARD.md {where.leaderboard})")
+    say(f"workspace: {where.results} (ledger {path}; LEADERBOARD.md {where.leaderboard})")
     actor = Actor(kind="maintainer", name="cbledger-demo")
 
     report = validate_project(root_dir)
@@ -66,12 +74,12 @@ def demo(
         for p in report.errors:
             typer.echo(f"  {p.file}: {p.field}: {p.message}", err=True)
         fail(f"the suite under {root_dir} does not validate ({len(report.errors)} error(s))", 1)
-    typer.echo(f"validated {report.tasks} task(s), {report.fixtures} fixture(s), {report.suites} suite(s)")
+    say(f"validated {report.tasks} task(s), {report.fixtures} fixture(s), {report.suites} suite(s)")
 
     store = LedgerStore(path)
     if not store.exists():
         created = store.init("copperbench", actor, "copperbench runs, grades, suite versions and price tables")
-        typer.echo(f"initialised {store.location} (seq {created.seq})")
+        say(f"initialised {store.location} (seq {created.seq})")
     catalog = Catalog(root_dir)
     view = ledger_view.read(path)
     changes = suite_version.differences(view.suite, suite_version.current(catalog)) if view.suite else ["initial suite"]
@@ -81,14 +89,14 @@ def demo(
             make_event(body, id=f"suite:{body.suite_version}", actor=actor),
             make_event(kept, id=suite_archive.event_id(kept), actor=actor),
         ])
-        typer.echo(f"recorded suite {body.suite_version} (seq {r.seq}), its definitions kept: {', '.join(changes)}")
+        say(f"recorded suite {body.suite_version} (seq {r.seq}), its definitions kept: {', '.join(changes)}")
 
     totals: dict[str, tuple[int, int]] = {}
     sandboxes = Path(tempfile.mkdtemp(prefix="cbledger-demo-"))
     failures = 0
     for agent in ("gold", "noop"):
         plan = make_plan(catalog, agent=agent, model=None, suite=suite, task_ids=[], repeats=None, ablations=Ablations())
-        typer.echo(f"{agent}: {len(plan.runs)} run(s) over {len(plan.tasks)} task(s)")
+        say(f"{agent}: {len(plan.runs)} run(s) over {len(plan.tasks)} task(s)")
         progress = SuiteProgress(len(plan.runs))
         try:
             result = run_plan(
@@ -107,11 +115,19 @@ def demo(
 
     gold_pass, gold_n = totals["gold"]
     noop_pass, noop_n = totals["noop"]
-    typer.echo(f"gold passed {gold_pass}/{gold_n}; noop passed {noop_pass}/{noop_n}")
-    typer.echo(
-        f"records: {len(outputs.records.created)} new; {where.leaderboard} and {where.read_model} regenerated; "
+    say(f"gold passed {gold_pass}/{gold_n}; noop passed {noop_pass}/{noop_n}")
+    say(
+        f"records: {len(outputs.records.created)} new; {where.leaderboard}, {where.read_model} and the site "
+        f"{where.site / 'index.html'} regenerated; "
         f"chain {'ok' if chain.ok else 'BROKEN'}: head seq {chain.head.seq} {chain.head.hash}"
     )
+    if as_json:
+        typer.echo(json.dumps({
+            "workspace": str(where.results), "ledger": str(path), "leaderboard": str(where.leaderboard),
+            "readModel": str(where.read_model), "site": str(where.site / "index.html"),
+            "gold": {"passed": gold_pass, "runs": gold_n}, "noop": {"passed": noop_pass, "runs": noop_n},
+            "notRecorded": failures, "chainOk": chain.ok, "headSeq": chain.head.seq, "headHash": chain.head.hash,
+        }, sort_keys=True))
     if failures or not chain.ok or gold_pass != gold_n or noop_pass != 0:
         raise typer.Exit(1)
 

@@ -6,11 +6,13 @@ spending money: serve a session script, point copperhead's `compat:` route at it
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from cbledger.cli.common import JsonFlag
 from cbledger.runner.endpoint import script
 from cbledger.runner.endpoint.server import LOOPBACK, Endpoint, problems
 
@@ -27,6 +29,7 @@ SessionFile = Annotated[Path, typer.Argument(help="A session script (JSON, forma
 def serve_cmd(
     session: SessionFile,
     port: Annotated[int, typer.Option(min=0, max=65535, help="Port on 127.0.0.1 (0: any free port).")] = 0,
+    as_json: JsonFlag = False,
 ) -> None:
     """Serve one session script at http://127.0.0.1:PORT/v1 until interrupted.
 
@@ -37,8 +40,12 @@ def serve_cmd(
     endpoint = Endpoint(LOOPBACK, port)
     url = endpoint.serve("", loaded)
     n = script.length(loaded)
-    typer.echo(f"serving session {loaded.name!r} ({'unbounded' if n is None else f'{n} turn(s)'}) at {url}")
-    typer.echo(f"  COPPERHEAD_BASE_URL={url} copperhead --repo DIR do \"…\" --model compat:{loaded.model}")
+    model = f"compat:{loaded.model or 'scripted'}"
+    if as_json:
+        typer.echo(json.dumps({"session": loaded.name, "turns": n, "baseUrl": url, "model": model}, sort_keys=True))
+    else:
+        typer.echo(f"serving session {loaded.name!r} ({'unbounded' if n is None else f'{n} turn(s)'}) at {url}")
+        typer.echo(f"  COPPERHEAD_BASE_URL={url} copperhead --repo DIR do \"…\" --model {model}")
     try:
         endpoint.serve_forever()
     except KeyboardInterrupt:
@@ -59,7 +66,6 @@ def check_cmd(
     """Validate session scripts: the format, every exchange, every expectation's regex."""
     loaded = script.load_all(sessions)
     if as_json:
-        import json
 
         typer.echo(json.dumps([{"name": s.name, "turns": script.length(s), "task": s.task} for s in loaded], sort_keys=True))
         return

@@ -41,9 +41,13 @@ def _fixture_dir(root: Path | None, fixture_id: str, must_exist: bool = True) ->
 
 
 @fixture_app.command("hash")
-def hash_cmd(path: Annotated[Path, typer.Argument(help="A directory, e.g. fixtures/<id>/tree.")]) -> None:
+def hash_cmd(
+    path: Annotated[Path, typer.Argument(help="A directory, e.g. fixtures/<id>/tree.")],
+    as_json: JsonFlag = False,
+) -> None:
     """Print the standard tree hash of a directory."""
-    typer.echo(hash_directory(path))
+    digest = hash_directory(path)
+    typer.echo(json.dumps({"path": str(path), "sha256": digest}, sort_keys=True) if as_json else digest)
 
 
 def _problems_json(problems: list[Problem]) -> list[dict]:
@@ -127,7 +131,22 @@ def check_cmd(
         for fixture_id in fixture_ids:
             _fixture_dir(root, fixture_id)
     cli = require_kicad_cli() if kicad else None
-    report = check_fixtures(base, None if all_fixtures else list(fixture_ids or []), kicad=kicad, gold=not no_gold, cli=cli)
+    from cbledger.cli.progress import Reporter
+
+    progress = Reporter("fixture check --kicad", quiet=as_json or not kicad)
+
+    def checked(done: int, total: int, fixture: str) -> None:
+        if done == 1:
+            progress.start(total)
+        progress.step(done, total, f"{fixture} checked")
+
+    try:
+        report = check_fixtures(
+            base, None if all_fixtures else list(fixture_ids or []), kicad=kicad, gold=not no_gold, cli=cli,
+            on_fixture=checked,
+        )
+    finally:
+        progress.close()
     single = not all_fixtures and len(report.fixtures) == 1
     if as_json:
         typer.echo(json.dumps(_report_json(report, single), indent=2))
@@ -139,10 +158,10 @@ def check_cmd(
 
 @fixture_app.command("freeze")
 def freeze_cmd(
-    git_dir: Annotated[Path, typer.Option("--from", help="A local git clone of the upstream repository.")],
-    commit: Annotated[str, typer.Option("--commit", help="The full 40-hex commit SHA to freeze at.")],
-    paths: Annotated[list[str], typer.Option("--path", help="A file or directory at that commit (repeatable).")],
-    fixture_id: Annotated[str, typer.Option("--id", help="The fixture id (kebab-case).")],
+    git_dir: Annotated[Path, typer.Option("--from", help="A git repository: a clone of the upstream one, or your own.")],
+    commit: Annotated[str | None, typer.Option("--commit", help="The full 40-hex commit SHA to freeze at. Default: the repository's HEAD.")] = None,
+    paths: Annotated[list[str] | None, typer.Option("--path", help="A file or directory at that commit (repeatable); `.` or none: the whole tree.")] = None,
+    fixture_id: Annotated[str, typer.Option("--id", help="The fixture id (kebab-case).")] = "",
     dest: Annotated[Path | None, typer.Option("--dest", help="Fixture directory. Default: fixtures/ID.")] = None,
     strip: Annotated[str | None, typer.Option("--strip", help="Remove this leading directory from every path.")] = None,
     into: Annotated[str | None, typer.Option("--into", help="Place the files under this directory of tree/.")] = None,
@@ -160,13 +179,17 @@ def freeze_cmd(
 ) -> None:
     """Freeze a fixture tree from a git repository at one exact commit.
 
-    The files are read from git objects (no checkout) and fixture.json is written or updated.
-    Fields no program can know stay placeholders that `fixture check` and `validate` reject until
-    the author fills them in."""
+    The files are read from git objects (no checkout) and fixture.json is written or updated. The
+    upstream URL is the remote whose tracking branch holds the commit; with none the fixture is
+    `local`. The license, its file and the copyright line are read from the license file at the
+    commit's root. Fields no program can know stay placeholders that `fixture check` and `validate`
+    reject until the author fills them in."""
+    if not fixture_id:
+        fail("--id ID: name the fixture (kebab-case)")
     if not conforms(fixture_id, Slug):
         fail(f"--id {fixture_id!r}: must be kebab-case ([a-z0-9] words joined by '-', at most 100 characters)")
     fixture_dir = dest or _fixture_dir(root, fixture_id, must_exist=False)
-    recipe = Recipe(tuple(paths), strip, into)
+    recipe = Recipe(tuple(paths or (".",)), strip, into)
     frozen = freeze_files(git_dir, commit, recipe)
     manifest_path = fixture_dir / MANIFEST_NAME
     doc = read_document(manifest_path) if manifest_path.is_file() else {}

@@ -44,9 +44,17 @@ def _text(doc: dict[str, Any]) -> list[str]:
         lines.append(f"  record     {path}")
     if doc["retracted"]:
         lines.append(f"  retracted  at seq {doc['retracted']['seq']}: {printable(doc['retracted']['reason'])}")
+    shown: dict[str, str] = {}  # assertion lines already printed -> the suite they were printed under
     for g in doc["grades"]:
         lines.append(f"  suite {g['suiteVersion']} (seq {g['seq']}): {g['verdict']}, partial credit {float(g['partialCredit']):.3f}")
-        lines += _assertions(g)
+        # a run re-graded unchanged under later suite versions would repeat the same list each time
+        rows = _assertions(g)
+        key = "\n".join(rows)
+        if key in shown:
+            lines.append(f"    (assertions as under suite {shown[key]})")
+        else:
+            shown[key] = g["suiteVersion"]
+            lines += rows
     return lines
 
 
@@ -54,7 +62,8 @@ def _transcript(turns: list[dict[str, Any]]) -> list[str]:
     lines = ["", "transcript:"]
     for t in turns:
         if t["kind"] == "tool":
-            lines.append(f"  [tool {t['title']}{' — ' + t['error'] if t['error'] else ''}] {' '.join(t['args'].split())}")
+            # its arguments were printed with the assistant's call (`-> name args`) just above
+            lines.append(f"  [tool {t['title']}{' — ' + t['error'] if t['error'] else ''}]")
             lines += [f"    {line}" for line in t["text"].splitlines()]
         elif t["kind"] == "event":
             lines.append(f"  [{t['title']}] {' '.join(t['text'].split())}")
@@ -100,7 +109,7 @@ def show(
 
 
 def restore(
-    run_id: Annotated[str, typer.Argument(help="The run id.")],
+    run_id: Annotated[str, typer.Argument(help="The run id (or its event id, run:<id>).")],
     directory: Annotated[Path, typer.Argument(help="A new (or empty) directory to lay the run out in.")],
     ledger: LedgerOption = None,
     root: RootOption = None,
@@ -109,7 +118,8 @@ def restore(
     """Lay a preserved run out as a git working copy: its end state checked out on branch `run`,
     the commit it started from on branch `baseline` (`git diff baseline` shows what it changed)."""
     where = workspace(ledger, root)
-    done = inspect.restore(where, load_state(where.ledger), run_id, directory.resolve())
+    state = load_state(where.ledger)
+    done = inspect.restore(where, state, inspect.run_key(state, run_id), directory.resolve())
     if as_json:
         typer.echo(json.dumps(done, sort_keys=True))
         return

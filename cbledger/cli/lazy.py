@@ -29,12 +29,41 @@ __all__ = ["Commands", "LazyGroup", "lazy_group", "module_commands", "plain"]
 
 
 def plain(command: _click.Command) -> _click.Command:
-    """The command, and every command under it, with plain help."""
+    """The command, and every command under it, with plain help and one placeholder style."""
     if hasattr(command, "rich_markup_mode"):
         command.rich_markup_mode = None
+    for param in getattr(command, "params", ()):
+        _placeholder(param)
     for sub in getattr(command, "commands", {}).values():
         plain(sub)
     return command
+
+
+def _type_placeholder(param: Any) -> str:
+    kind = type(param.type).__name__
+    if kind in ("IntRange", "IntParamType"):
+        return "INTEGER"
+    if kind in ("FloatRange", "FloatParamType"):
+        return "NUMBER"
+    if kind == "Path":
+        return "PATH"
+    if kind == "Choice":
+        return "[" + "|".join(map(str, param.type.choices)) + "]"
+    return "TEXT"
+
+
+def _placeholder(param: Any) -> None:
+    """Every value shown as click shows it, upper case: `--jobs INTEGER`, `RUN...`, `[TASK_IDS]...`,
+    instead of typer's mix of `<int range>`, `{key}` and `[task_ids]...`. A metavar a command
+    chose itself (`--ledger`'s, `--from`'s) is kept."""
+    if getattr(param, "param_type_name", "") == "argument":
+        name = (param.metavar or param.name or "").upper().strip("[]").removesuffix("...")
+        shown = name if param.required else f"[{name}]"
+        if param.nargs != 1:
+            shown += "..."
+        param.make_metavar = lambda ctx=None, *, usage=False, _shown=shown, _name=name: _shown if usage else _name
+    elif not getattr(param, "is_flag", False) and not getattr(param, "count", False) and param.metavar is None:
+        param.metavar = _type_placeholder(param)
 
 
 def module_commands(module: str) -> dict[str, _click.Command]:

@@ -13,7 +13,7 @@ import typer
 from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, ledger_path, project_root
 from cbledger.inputs import printable, read_regular
 from cbledger.ledger import durable, semantics
-from cbledger.ledger.events import Actor, event_type
+from cbledger.ledger.events import EVENT_TYPES, Actor, event_type
 from cbledger.ledger.intake import MAX_INPUT_BYTES, parse_events
 from cbledger.ledger.store import LedgerStore
 from cbledger.login import login_name
@@ -102,6 +102,9 @@ def log(
     if verdict not in (None, "pass", "fail"):
         fail(f"--verdict {printable(verdict)!r}: give pass or fail")
     types = set(type_) if type_ else None
+    unknown = sorted((types or set()) - set(EVENT_TYPES))
+    if unknown:
+        fail(f"--type {printable(unknown[0])!r}: not an event type (one of {', '.join(sorted(EVENT_TYPES))})")
     about_runs = bool(task or model or run or verdict)
     runs: dict[str, tuple[str, str]] = {}  # run id -> (task id, model id), as each run lands
     store = LedgerStore(ledger_path(ledger, root))
@@ -134,6 +137,12 @@ def log(
                 f"{stored.seq:>7}  {ev.at.isoformat().replace('+00:00', 'Z')}  "
                 f"{event_type(ev):<18} {ev.id}  [{ev.actor.kind}:{printable(ev.actor.name)}]"
             )
+    # a filter naming no recorded run would print nothing, which reads as "no such events yet"
+    unmatched = [f"--task {t}" for t in task or () if t not in {v[0] for v in runs.values()}]
+    unmatched += [f"--model {m}" for m in model or () if m not in {v[1] for v in runs.values()}]
+    unmatched += [f"--run {r}" for r in run or () if r not in runs]
+    if unmatched:
+        fail(f"{printable(unmatched[0])}: no run recorded in {store.location} has it (`cbledger log --type run.recorded` lists them)")
 
 
 def show(
@@ -191,6 +200,7 @@ def export(
     ] = None,
     ledger: LedgerOption = None,
     root: RootOption = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Write the ledger, whichever store holds it, as the JSON Lines file, byte for byte: it
     verifies with `replay --verify --ledger FILE` and imports back unchanged (`import --jsonl`)."""
@@ -204,7 +214,8 @@ def export(
     if out is None:
         head = export_jsonl(store, sys.stdout.buffer)
         sys.stdout.buffer.flush()
-        typer.echo(f"exported {store.location}: {head.seq} event(s), head {head.hash}", err=True)
+        if not as_json:  # stdout is the ledger itself, JSON Lines already
+            typer.echo(f"exported {store.location}: {head.seq} event(s), head {head.hash}", err=True)
         return
     # Replacing is for a file: a rename over a directory fails half done, and over a device, a
     # FIFO or a symlink (-o /dev/stdout) it would swap that node for a regular file.
@@ -219,7 +230,10 @@ def export(
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
-    typer.echo(f"exported {store.location} to {out}: {head.seq} event(s), head {head.hash}")
+    if as_json:
+        typer.echo(json.dumps({"exported": store.location, "to": str(out), "events": head.seq, "head": head.hash}, sort_keys=True))
+    else:
+        typer.echo(f"exported {store.location} to {out}: {head.seq} event(s), head {head.hash}")
 
 
 def schema(
@@ -227,6 +241,7 @@ def schema(
     check: Annotated[
         bool, typer.Option("--check", help="Exit non-zero if committed schemas differ.")
     ] = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Write schema/*.json from the msgspec types (or check the committed ones)."""
     from cbledger import schemas
@@ -236,9 +251,13 @@ def schema(
         stale = schemas.stale(out)
         if stale:
             fail("schemas differ from the types (run `cbledger schema`): " + ", ".join(stale), 1)
-        typer.echo(f"{out}: schemas match the types")
+        typer.echo(json.dumps({"schemas": str(out), "match": True}) if as_json else f"{out}: schemas match the types")
         return
-    for path in schemas.write(out):
+    written = [str(p) for p in schemas.write(out)]
+    if as_json:
+        typer.echo(json.dumps({"wrote": written}))
+        return
+    for path in written:
         typer.echo(f"wrote {path}")
 
 

@@ -19,7 +19,6 @@ import typer
 from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, workspace
 from cbledger.cli.progress import Reporter
 from cbledger.ledger import durable
-from cbledger.ledger.store import LedgerStore
 from cbledger.projections import gate, leaderboard, readmodel, workqueue, writers
 from cbledger.projections import selection as selection_mod
 from cbledger.projections.conditions import DEFAULT
@@ -46,10 +45,7 @@ SuiteOption = Annotated[
 
 
 def _state(where: Workspace) -> LedgerState:
-    store = LedgerStore(where.ledger)
-    if not store.exists():
-        fail(f"{store.location}: no ledger here (run `cbledger init` first)", 2)
-    return writers.load_state(store)
+    return writers.load_state(where.ledger)
 
 
 def _known_suite(state: LedgerState, suite: str | None) -> str | None:
@@ -221,15 +217,17 @@ def snapshot_cmd(
     root: RootOption = None,
     select: SelectOption = None,
     out: Annotated[Path | None, typer.Option("-o", "--out", help="Write here instead of stdout.")] = None,
+    as_json: JsonFlag = False,
 ) -> None:
-    """A JSON snapshot of a run set (default: every run), per suite, condition, tier, model and task: a gate baseline."""
+    """A JSON snapshot of a run set (default: every run), per suite, condition, tier, model and task: a gate baseline.
+    The snapshot is JSON already; with -o, --json reports where it went."""
     chosen = _selection(select, "--select") if select else None
     data = gate.render_snapshot(gate.build_snapshot(_state(workspace(ledger, root)), chosen))
     if out is None:
         typer.echo(data.decode(), nl=False)
     else:
         durable.write_atomic(out, data)
-        typer.echo(f"{out}: written")
+        typer.echo(json.dumps({"written": str(out), "bytes": len(data)}, sort_keys=True) if as_json else f"{out}: written")
 
 
 def _side(

@@ -226,8 +226,10 @@ def watch(
     no_site: Annotated[bool, typer.Option("--no-site", help="Leave the HTML site under results/site/ alone.")] = False,
     ledger: LedgerOption = None,
     root: RootOption = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Keep the records, LEADERBOARD.md and the read model current as events land in the ledger.
+    With --json each line it prints is a JSON object `{"watch": "…"}`.
 
     Only new events are folded and only outputs that changed are rewritten. A torn or malformed
     append is reported and the outputs stay at the last good state until the ledger is repaired.
@@ -239,7 +241,10 @@ def watch(
 
     options = WatchOptions(debounce_ms=debounce_ms, exec_cmd=exec_cmd, once=once, read_model=not no_read_model,
                            site=not no_site)
-    watcher = Watcher(workspace(ledger, root), options, echo=lambda line: typer.echo(line))
+    def echo(line: str) -> None:
+        typer.echo(json.dumps({"watch": line.removeprefix("watch: ")}) if as_json else line)
+
+    watcher = Watcher(workspace(ledger, root), options, echo=echo)
     raise typer.Exit(watcher.run())
 
 

@@ -188,6 +188,10 @@ def grade_cmd(
         str | None,
         typer.Option("--runner-exit", help="The runner's own exit (e.g. cap-exceeded) for a run that wrote no run-end."),
     ] = None,
+    kicad: Annotated[
+        bool,
+        typer.Option("--kicad/--no-kicad", help="Run kicad-cli for the ERC/DRC reports the task's assertions need when the sandbox holds none for its current tree."),
+    ] = True,
     as_json: JsonFlag = False,
     root: RootOption = None,
 ) -> None:
@@ -195,18 +199,50 @@ def grade_cmd(
 
     Prints every assertion's outcome, the verdict, partial credit, the first failed required
     assertion and the failure category. Exits 0 whatever the verdict; a grade that cannot be
-    computed exits non-zero."""
+    computed exits non-zero. The kicad-cli reports come from the run (a live sandbox's, or a
+    restored run's whose tree is unchanged); otherwise kicad-cli makes them now, as the runner does."""
     task_obj, fixture = _load(project_root(root), task)
     note = _baseline_warning(task_obj, fixture)
     if note:
         print(f"warning: {note}", file=sys.stderr)
     evidence = from_sandbox(sandbox, baseline, runner_exit)
+    missing = sorted({REPORT_OF[a.type] for a in task_obj.assertions if a.type in REPORT_OF} - set(evidence.reports))
+    if missing and kicad:
+        evidence.reports.update(_fresh_reports(sandbox, fixture, missing))
+    elif missing:
+        print(f"warning: no {'/'.join(m.upper() for m in missing)} report for this tree (--no-kicad): "
+              "the assertions that read it cannot be evaluated", file=sys.stderr)
     result = grade(task_obj, fixture, evidence)
     doc = grade_document(task_obj, fixture, evidence, result)
     if as_json:
         typer.echo(json.dumps(doc, indent=2, ensure_ascii=False))
     else:
         _print_human(doc)
+
+
+#: the verification report each kicad-cli assertion type reads
+REPORT_OF = {"erc_clean": "erc", "erc_no_new_violations": "erc", "drc_clean": "drc", "drc_no_new_violations": "drc"}
+
+
+def _fresh_reports(sandbox: Path, fixture: Fixture, kinds: list[str]) -> dict[str, bytes]:
+    """ERC/DRC of the sandbox's working tree now, by the same oracle the runner verifies with.
+    Without kicad-cli the grade goes on and names the way to get it."""
+    import tempfile
+
+    from cbledger.kicad.oracle import verify_tree
+
+    artifacts = fixture.manifest.artifacts
+    with tempfile.TemporaryDirectory(prefix="cbledger-grade-") as out:
+        try:
+            verify_tree(sandbox, artifacts.schematic, artifacts.board if "drc" in kinds else None, Path(out))
+        except UserError as exc:
+            print(f"warning: {exc}; the assertions that read {'/'.join(k.upper() for k in kinds)} cannot be evaluated "
+                  "(install kicad-cli: scripts/install-system, or set $CBLEDGER_KICAD_CLI)", file=sys.stderr)
+            return {}
+        made = {k: (Path(out) / f"{k}.json").read_bytes() for k in kinds if (Path(out) / f"{k}.json").is_file()}
+    print(f"note: ran kicad-cli on {sandbox} for {', '.join(k.upper() for k in made) or 'nothing'} "
+          "(no report of this tree was kept)", file=sys.stderr)
+    return made
 
 
 task_app = typer.Typer(help="Tasks as data: memorization variants.", no_args_is_help=True)

@@ -8,6 +8,7 @@ precondition; 5 the ledger is not an extension of a checkpoint.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -76,8 +77,9 @@ def _read(path: Path) -> bytes:
 def key_generate(
     out: Annotated[Path, typer.Option("--out", metavar="SKEY", help="Where the private key goes (outside the repository; never under results/).")],
     name: Annotated[str, typer.Option(help="The key name, which is also the checkpoints' origin.")] = DEFAULT_NAME,
-    vkey: Annotated[Path | None, typer.Option("--vkey", metavar="FILE", help=f"Where the public key goes. Default: {KEYS}/<name>.vkey under the root.")] = None,
+    vkey: Annotated[Path | None, typer.Option("--vkey", metavar="FILE", help=f"Where the public key goes. Default: {KEYS}/<name>.vkey under the root (under the results directory for a scratch workspace).")] = None,
     root: RootOption = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Make an Ed25519 signing key: the private half to --out (mode 0600), the public half to commit."""
     where = workspace(None, root)
@@ -85,7 +87,7 @@ def key_generate(
     if out.exists():
         fail(f"{out}: already exists; a signing key is never overwritten", 2)
     key = SigningKey.generate(name)
-    public = where.keys / f"{_file_name(name)}-{key.key_id:08x}.vkey" if vkey is None else vkey
+    public = where.own_keys / f"{_file_name(name)}-{key.key_id:08x}.vkey" if vkey is None else vkey
     if public.exists():
         fail(f"{public}: already exists", 2)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -94,6 +96,9 @@ def key_generate(
         f.write(key.text() + "\n")
     public.parent.mkdir(parents=True, exist_ok=True)
     public.write_text(key.verifier().text() + "\n", encoding="utf-8")
+    if as_json:
+        typer.echo(json.dumps({"private": str(out), "public": str(public), "verifier": key.verifier().text()}, sort_keys=True))
+        return
     typer.echo(f"private key: {out} (keep it off the repository; it signs every checkpoint)")
     typer.echo(f"public key:  {public} (commit it: verifiers trust checkpoints signed by it)")
     typer.echo(key.verifier().text())
@@ -121,7 +126,6 @@ def checkpoint(
 ) -> None:
     """Sign the tree head of the whole ledger into results/checkpoints/<size>.txt and record it as
     `checkpoint.published` (which lands after the events it covers)."""
-    import json
 
     where = workspace(ledger, root)
     signer = _signing_key(key, where)
@@ -145,13 +149,17 @@ def checkpoint(
 # --------------------------------------------------------------------------- prove
 
 
-def _emit(doc: proofs.Proof, out: Path | None, where: Workspace) -> None:
+def _emit(doc: proofs.Proof, out: Path | None, where: Workspace, as_json: bool = False) -> None:
+    """The proof (JSON itself) to stdout, or to `out`; with `--json` and `out`, where it went."""
     data = proofs.encode(doc)
     if out is None:
         sys.stdout.buffer.write(data)
         return
     out.write_bytes(data)
-    typer.echo(f"wrote {out}", err=True)
+    if as_json:
+        typer.echo(json.dumps({"written": str(out), "bytes": len(data)}, sort_keys=True))
+    else:
+        typer.echo(f"wrote {out}", err=True)
 
 
 def _not_extension(source: str, problem: str) -> NoReturn:
@@ -178,6 +186,7 @@ def prove_inclusion(
     out: Annotated[Path | None, typer.Option("--out", "-o", metavar="FILE", help="Write the proof here instead of stdout.")] = None,
     ledger: LedgerOption = None,
     root: RootOption = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Print the proof that event SEQ is in a checkpoint's tree (JSON: docs/CHECKPOINTS.md)."""
     where = workspace(ledger, root)
@@ -194,7 +203,7 @@ def prove_inclusion(
             _not_extension(source, str(exc))
         raise
     _matches(doc.root_hash, cp, source)
-    _emit(doc, out, where)
+    _emit(doc, out, where, as_json)
 
 
 def _size_or_checkpoint(arg: str, store: LedgerStore) -> tuple[int, Checkpoint | None]:
@@ -210,6 +219,7 @@ def prove_consistency(
     out: Annotated[Path | None, typer.Option("--out", "-o", metavar="FILE", help="Write the proof here instead of stdout.")] = None,
     ledger: LedgerOption = None,
     root: RootOption = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Print the proof that the older tree is a prefix of the newer (JSON: docs/CHECKPOINTS.md)."""
     where = workspace(ledger, root)
@@ -230,7 +240,7 @@ def prove_consistency(
     for arg, cp, root_b64 in ((old, old_cp, doc.old_root), (new, new_cp, doc.new_root)):
         if cp is not None:
             _matches(root_b64, cp, arg)
-    _emit(doc, out, where)
+    _emit(doc, out, where, as_json)
 
 
 # --------------------------------------------------------------------------- verify-proof
@@ -278,7 +288,6 @@ def verify_proof(
         fail(f"{proof_file}: the proof does not verify: {exc}", 1)
     signers = ", ".join(sorted({k.label for c in opened for k in c.signers}))
     if as_json:
-        import json
 
         typer.echo(json.dumps({"verified": True, "what": what, "signers": signers.split(", ")}, sort_keys=True))
         return
@@ -312,7 +321,6 @@ def witness(
     done = witness_check(state, _read(checkpoint_file), str(checkpoint_file), proof, keys)
     cp = done.kept.checkpoint
     if as_json:
-        import json
 
         typer.echo(json.dumps({
             "outcome": done.outcome, "size": cp.size, "kept": str(checkpoint_file),

@@ -8,6 +8,7 @@ them: the ledger's own file, the runner's bundles and cassettes, the projections
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 from pathlib import Path
@@ -20,11 +21,14 @@ def write_atomic(path: Path, data: bytes) -> None:
     place; a failure removes the temporary file. The rename is durable only once
     `fsync_directory(path.parent)` has run. The rename replaces a file; over a directory it
     fails half done, and over a device or a FIFO (`-o /dev/stdout`) it would swap that node for
-    a regular file, so any target that exists and is not a regular file is refused."""
+    a regular file, so any target that exists and is not a regular file is refused. The file
+    gets the mode a plain `open` would give it under the process's umask (mkstemp's own is
+    0600): a published leaderboard or checkpoint must be readable where it is copied to."""
     refuse_non_file(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -33,6 +37,15 @@ def write_atomic(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+@functools.cache
+def _umask() -> int:
+    """The process's umask. Reading it means setting it, so it is read once (a thread creating a
+    file in between would otherwise see the placeholder) and set straight back."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def refuse_non_file(path: Path, *, symlink: bool = True) -> None:

@@ -14,10 +14,20 @@ the hash and the prev. So an export is the JSON Lines file byte for byte, and ve
   a trigger refuses a row whose seq or prev does not continue the last one, and another refuses
   every UPDATE, DELETE and TRUNCATE. The lock serves liveness; those and the expected head serve
   correctness.
-* `exclusive()` holds the same lock at session level on this recorder's connection, so the
-  service's read of the head and its idempotency lookups are not overtaken (PostgreSQL advisory
-  locks stack within a session, so the append inside it takes it again without waiting).
-* Watchers LISTEN on the ledger's channel (`wait_for_append`) instead of polling a file.
+* `exclusive()` takes no lock: the statement above is the whole critical section, so no lock is
+  ever held across a round trip and a stalled writer (a stopped process, a lost network) holds
+  none. A writer overtaken between reading the head and appending gets `HeadMoved` with the new
+  head and rebuilds its batch on it (`cbledger.ledger.store`).
+* Every session sets `lock_timeout`, `statement_timeout` and TCP keepalives, so a wait on the lock
+  or a statement ends with a clear error instead of hanging, and a dead peer is noticed.
+* A connection lost mid-use (a server restart, `AdminShutdown`, a dropped network) is opened again
+  and the statement tried again, for up to `reconnect_within` seconds; an append that landed just
+  before the loss is recognised by its head (appends are idempotent by event id besides), so a
+  retried batch is never written twice. A server still gone after that is one `StoreUnavailable` line
+  naming it. The first connection of a recorder is not retried: a command against a server that
+  is down says so at once.
+* Watchers LISTEN on the ledger's channel (`wait_for_append`) instead of polling a file, and
+  LISTEN again on a new connection after losing one.
 
 A connection belongs to the process that opened it: a forked child opens its own, and leaves the
 parent's alone (closing an inherited connection would end the parent's session).
@@ -28,12 +38,15 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Iterable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any, TypeVar
 from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from cbledger.errors import UserError
 from cbledger.ledger.chain import GENESIS
@@ -44,6 +57,7 @@ from cbledger.ledger.recorder import (
     LedgerMissing,
     Recorder,
     StoredEvent,
+    StoreUnavailable,
     check_continues,
 )
 from cbledger.workspace import DATABASE_SCHEMES
@@ -54,6 +68,19 @@ LEDGER_PARAMETER = "ledger"
 _NAME = re.compile(r"^[a-z_][a-z0-9_]{0,47}$")
 #: rows fetched per query when reading: a keyset page, so no cursor stays open between pages
 PAGE = 5000
+
+#: how long a recorder that lost its connection keeps trying to open a new one (a restart, a
+#: failover) before the command fails naming the server
+RECONNECT_SECONDS = 30.0
+#: the longest wait for a lock (the append's advisory lock, a catalog lock while creating)
+LOCK_TIMEOUT_MS = 30_000
+#: the longest any one statement may run: a page of a read, one append
+STATEMENT_TIMEOUT_MS = 120_000
+#: TCP keepalives, unless the URL sets its own: a peer gone without a word is noticed in ~1 min
+KEEPALIVES = {"keepalives": "1", "keepalives_idle": "30", "keepalives_interval": "10", "keepalives_count": "3"}
+
+T = TypeVar("T")
+
 
 # Connections inherited across a fork: kept referenced, so the child never finalizes them.
 _INHERITED: list[psycopg.Connection] = []
@@ -73,7 +100,7 @@ def split_url(url: str) -> tuple[str, str, str]:
             f"{_shown(parts, rest)}: ledger name {name!r} is not a plain lower-case identifier "
             "(letters, digits and _, starting with a letter or _, at most 48 characters)"
         )
-    dsn = urlunsplit(parts._replace(query=urlencode(rest)))
+    dsn = _unsplit(parts._replace(query=urlencode(rest)))
     shown = _shown(parts, [*rest, (LEDGER_PARAMETER, name)] if names else rest)
     return dsn, name, shown
 
@@ -84,8 +111,16 @@ def _shown(parts: SplitResult, query: list[tuple[str, str]]) -> str:
         user, host = netloc.rsplit("@", 1)
         netloc = f"{user.split(':', 1)[0]}@{host}"
     kept = [(k, v) for k, v in query if k != "password"]
-    shown: str = urlunsplit(parts._replace(netloc=netloc, query=urlencode(kept)))
-    return shown
+    return _unsplit(parts._replace(netloc=netloc, query=urlencode(kept)))
+
+
+def _unsplit(parts: SplitResult) -> str:
+    """`urlunsplit`, keeping the `//` of a URL with no host (`postgresql://` is libpq's "all
+    defaults"; `postgresql:` is no URL at all)."""
+    joined: str = urlunsplit(parts)
+    if not parts.netloc and not joined.startswith(f"{parts.scheme}://"):
+        joined = f"{parts.scheme}://" + joined[len(parts.scheme) + 1 :]
+    return joined
 
 
 def _lock_key(name: str) -> int:
@@ -94,10 +129,21 @@ def _lock_key(name: str) -> int:
 
 
 class PostgresRecorder(Recorder):
-    def __init__(self, url: str, *, connect_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        connect_timeout: float = 10.0,
+        reconnect_within: float = RECONNECT_SECONDS,
+        lock_timeout_ms: int = LOCK_TIMEOUT_MS,
+        statement_timeout_ms: int = STATEMENT_TIMEOUT_MS,
+    ) -> None:
         self.url = url
         self.dsn, self.name, self._location = split_url(url)
         self.connect_timeout = connect_timeout
+        self.reconnect_within = reconnect_within
+        self.lock_timeout_ms = lock_timeout_ms
+        self.statement_timeout_ms = statement_timeout_ms
         self._key = _lock_key(self.name)
         self._schema = sql.Identifier(self.name)
         self._table = sql.Identifier(self.name, "events")
@@ -105,7 +151,6 @@ class PostgresRecorder(Recorder):
         self._conn: psycopg.Connection | None = None
         self._pid = 0
         self._listener: psycopg.Connection | None = None
-        self._held = False
 
     @property
     def location(self) -> str:
@@ -113,14 +158,45 @@ class PostgresRecorder(Recorder):
 
     # ------------------------------------------------------------------ connections
 
+    def _open(self) -> psycopg.Connection:
+        """A new session with this recorder's timeouts; raises psycopg's OperationalError."""
+        try:
+            given = conninfo_to_dict(self.dsn)
+        except psycopg.ProgrammingError as exc:
+            raise UserError(f"{self.location}: not a usable PostgreSQL URL: {_first_line(exc)}") from None
+        dsn = make_conninfo(self.dsn, **{k: v for k, v in KEEPALIVES.items() if k not in given})
+        conn = psycopg.Connection.connect(dsn, autocommit=True, connect_timeout=max(1, round(self.connect_timeout)))
+        try:
+            conn.execute(
+                "SELECT set_config('lock_timeout', %s, false), set_config('statement_timeout', %s, false)",
+                (f"{self.lock_timeout_ms}ms", f"{self.statement_timeout_ms}ms"),
+            )
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
     def _connect(self) -> psycopg.Connection:
         try:
-            return psycopg.Connection.connect(
-                self.dsn, autocommit=True, connect_timeout=max(1, round(self.connect_timeout))
-            )
+            return self._open()
         except psycopg.OperationalError as exc:
-            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise UserError(f"{self.location}: cannot connect to PostgreSQL: {reason}") from None
+            raise StoreUnavailable(f"{self.location}: cannot connect to PostgreSQL: {_first_line(exc)}") from None
+
+    def _reconnect(self, lost: psycopg.Error, deadline: float) -> psycopg.Connection:
+        """A new session after `lost`, tried until `deadline` with a growing pause."""
+        pause = 0.1
+        while True:
+            try:
+                return self._open()
+            except psycopg.OperationalError as exc:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise StoreUnavailable(
+                        f"{self.location}: lost the connection to PostgreSQL ({_first_line(lost)}) and could not "
+                        f"connect again within {self.reconnect_within:g} s: {_first_line(exc)}"
+                    ) from None
+                time.sleep(min(pause, remaining))
+                pause = min(pause * 2, 2.0)
 
     @property
     def conn(self) -> psycopg.Connection:
@@ -130,11 +206,43 @@ class PostgresRecorder(Recorder):
                 _INHERITED.append(self._listener)
                 self._listener = None
             self._conn = None
-            self._held = False
         if self._conn is None or self._conn.closed:
             self._conn = self._connect()
             self._pid = os.getpid()
         return self._conn
+
+    def _call(self, op: Callable[[psycopg.Connection, int], T]) -> T:
+        """`op(connection, attempt)` on this recorder's session; on a lost session, again on a
+        new one (attempt 1, 2, …) until `reconnect_within` has passed. A timeout on a live
+        session is not retried: it is one clear error."""
+        attempt = 0
+        deadline: float | None = None
+        while True:
+            conn = self.conn
+            try:
+                return op(conn, attempt)
+            except psycopg.OperationalError as exc:
+                if not (conn.closed or conn.broken):
+                    raise self._refused(exc) from None
+                conn.close()
+                if deadline is None:
+                    deadline = time.monotonic() + self.reconnect_within
+                self._conn = self._reconnect(exc, deadline)
+                self._pid = os.getpid()
+                attempt += 1
+
+    def _refused(self, exc: psycopg.OperationalError) -> UserError:
+        if isinstance(exc, psycopg.errors.LockNotAvailable):
+            return UserError(
+                f"{self.location}: waited {self.lock_timeout_ms / 1000:g} s for the ledger's lock "
+                "(lock_timeout); another writer holds it: nothing written"
+            )
+        if isinstance(exc, psycopg.errors.QueryCanceled):
+            return UserError(
+                f"{self.location}: a statement ran past statement_timeout "
+                f"({self.statement_timeout_ms / 1000:g} s): {_first_line(exc)}"
+            )
+        return UserError(f"{self.location}: PostgreSQL: {_first_line(exc)}")
 
     def close(self) -> None:
         if self._pid == os.getpid():
@@ -147,7 +255,9 @@ class PostgresRecorder(Recorder):
 
     def exists(self) -> bool:
         try:
-            row = self.conn.execute(sql.SQL("SELECT 1 FROM {} LIMIT 1").format(self._table)).fetchone()
+            row = self._call(
+                lambda conn, _: conn.execute(sql.SQL("SELECT 1 FROM {} LIMIT 1").format(self._table)).fetchone()
+            )
         except psycopg.errors.UndefinedTable:
             return False
         return row is not None
@@ -222,53 +332,54 @@ class PostgresRecorder(Recorder):
             "DROP TRIGGER IF EXISTS refuse_truncate ON {table}",
             "CREATE TRIGGER refuse_truncate BEFORE TRUNCATE ON {table} FOR EACH STATEMENT EXECUTE FUNCTION {refuse}()",
         ]
-        with self.conn.transaction():
-            # Two processes creating the same ledger at once would race on the catalog.
-            self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._key,))
-            exists = self.conn.execute("SELECT to_regclass(%s)", (f'"{self.name}".events',)).fetchone()
-            if exists is not None and exists[0] is not None:
-                return
-            for statement in statements:
-                self.conn.execute(sql.SQL(statement).format(**ident))
+
+        def create(conn: psycopg.Connection, _attempt: int) -> None:
+            with conn.transaction():
+                # Two processes creating the same ledger at once would race on the catalog.
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._key,))
+                exists = conn.execute("SELECT to_regclass(%s)", (f'"{self.name}".events',)).fetchone()
+                if exists is not None and exists[0] is not None:
+                    return
+                for statement in statements:
+                    conn.execute(sql.SQL(statement).format(**ident))
+
+        self._call(create)
 
     # ------------------------------------------------------------------ appending
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
-        if self._held and self._pid == os.getpid():
-            raise RuntimeError(f"{self.location}: exclusive() is already held by this recorder")
-        conn = self.conn
-        conn.execute("SELECT pg_advisory_lock(%s)", (self._key,))
-        self._held = True
-        try:
-            yield
-        finally:
-            self._held = False
-            if not conn.closed:
-                conn.execute("SELECT pg_advisory_unlock(%s)", (self._key,))
+        """No lock: the append's own statement is the critical section (see the module's doc)."""
+        yield
 
     def append(self, records: Sequence[StoredEvent], expected: Head) -> None:
         check_continues(self.location, records, expected)
-        conn = self.conn
-        try:
-            row = conn.execute(
-                sql.SQL("SELECT * FROM {}(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)").format(
-                    sql.Identifier(self.name, "append_batch")
-                ),
-                (
-                    self._key, self.channel, expected.seq, expected.hash,
-                    [r.seq for r in records], [r.id for r in records], [r.type for r in records],
-                    [r.raw for r in records], [r.hash for r in records], [r.prev for r in records],
-                ),
-            ).fetchone()
-        except (psycopg.errors.UniqueViolation, psycopg.errors.IntegrityConstraintViolation):
-            # Only a writer that skipped the lock gets here: someone appended under it.
-            raise HeadMoved(self.location, expected, self._head(conn)) from None
-        except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedFunction):
-            raise self._missing() from None
-        assert row is not None
-        if not row[2]:
-            raise HeadMoved(self.location, expected, Head(row[0], row[1]))
+        landed = Head(records[-1].seq, records[-1].hash) if records else expected
+        call = sql.SQL("SELECT * FROM {}(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)").format(
+            sql.Identifier(self.name, "append_batch")
+        )
+        params = (
+            self._key, self.channel, expected.seq, expected.hash,
+            [r.seq for r in records], [r.id for r in records], [r.type for r in records],
+            [r.raw for r in records], [r.hash for r in records], [r.prev for r in records],
+        )  # fmt: skip
+
+        def append(conn: psycopg.Connection, attempt: int) -> None:
+            try:
+                row = conn.execute(call, params).fetchone()
+            except (psycopg.errors.UniqueViolation, psycopg.errors.IntegrityConstraintViolation):
+                # Only a writer that skipped the lock gets here: someone appended under it.
+                raise HeadMoved(self.location, expected, self._head(conn)) from None
+            except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedFunction):
+                raise self._missing() from None
+            assert row is not None
+            if not row[2]:
+                actual = Head(row[0], row[1])
+                if attempt and actual == landed:
+                    return  # this batch committed before the connection was lost
+                raise HeadMoved(self.location, expected, actual)
+
+        self._call(append)
 
     # ------------------------------------------------------------------ reading
 
@@ -281,9 +392,12 @@ class PostgresRecorder(Recorder):
         ).fetchone()
         return EMPTY if row is None else Head(row[0], row[1])
 
+    def _rows(self, query: sql.Composed, params: tuple[object, ...]) -> list[tuple[Any, ...]]:
+        return self._call(lambda conn, _: conn.execute(query, params).fetchall())
+
     def head(self) -> Head:
         try:
-            return self._head(self.conn)
+            return self._call(lambda conn, _: self._head(conn))
         except psycopg.errors.UndefinedTable:
             raise self._missing() from None
 
@@ -301,7 +415,7 @@ class PostgresRecorder(Recorder):
             params: tuple[object, ...] = (after, last)
             if types is not None:
                 params += (sorted(types),)
-            rows = self.conn.execute(select, (*params, PAGE)).fetchall()
+            rows = self._rows(select, (*params, PAGE))
             if not rows:
                 return
             for seq, event_id, type_, raw, hash_, prev in rows:
@@ -316,10 +430,8 @@ class PostgresRecorder(Recorder):
         if not wanted:
             return {}
         try:
-            rows = self.conn.execute(
-                sql.SQL("SELECT seq, id, type, raw, hash, prev FROM {} WHERE id = ANY(%s)").format(self._table),
-                (wanted,),
-            ).fetchall()
+            select = sql.SQL("SELECT seq, id, type, raw, hash, prev FROM {} WHERE id = ANY(%s)").format(self._table)
+            rows = self._rows(select, (wanted,))
         except psycopg.errors.UndefinedTable:
             raise self._missing() from None
         return {r[1]: StoredEvent(r[0], r[1], r[2], bytes(r[3]), r[4], r[5]) for r in rows}
@@ -329,17 +441,29 @@ class PostgresRecorder(Recorder):
     def wait_for_append(self, timeout: float) -> bool:
         """Blocks until an append is notified on the ledger's channel or `timeout` seconds pass;
         True if one was. The first call starts listening (appends before it are not notified:
-        a follower reads the head once after its first call)."""
+        a follower reads the head once after its first call). A lost listening connection returns
+        True at once (appends may have landed unheard) and the next call listens on a new one;
+        while the server stays gone that call raises `StoreUnavailable`."""
         if self._listener is not None and self._pid != os.getpid():
             _INHERITED.append(self._listener)
             self._listener = None
         if self._listener is None or self._listener.closed:
-            self._listener = self._connect()
+            listener = self._connect()
             self._pid = os.getpid()
-            self._listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+            try:
+                listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+            except psycopg.OperationalError as exc:
+                listener.close()
+                raise StoreUnavailable(f"{self.location}: cannot LISTEN: {_first_line(exc)}") from None
+            self._listener = listener
         got = False
-        for _ in self._listener.notifies(timeout=timeout, stop_after=1):
-            got = True
+        try:
+            for _ in self._listener.notifies(timeout=timeout, stop_after=1):
+                got = True
+        except psycopg.OperationalError:
+            self._listener.close()
+            self._listener = None
+            return True
         return got
 
     # ------------------------------------------------------------------ repair
@@ -352,4 +476,10 @@ class PostgresRecorder(Recorder):
 
     def drop(self) -> None:
         """Removes the whole ledger (its schema). For test servers: the CLI never calls it."""
-        self.conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(self._schema))
+        drop = sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(self._schema)
+        self._call(lambda conn, _: conn.execute(drop))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

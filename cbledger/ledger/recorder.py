@@ -22,9 +22,10 @@ What every backend guarantees (`tests/test_ledger_contract.py` holds each backen
    `truncate_torn_tail` (or `repair_tail`, which never removes a complete record: one that only
    lost its terminator gets it back). A backend whose writes cannot tear (a database transaction) returns None
    from both.
-5. `exclusive()` keeps every other writer out while it is held, so a writer that reads the head
-   and looks up ids inside it sees no `HeadMoved`. It serves liveness under contention;
-   correctness rests on the expected head alone.
+5. `exclusive()` is the section in which the service reads the head and looks up ids. A backend
+   may keep every other writer out while it is held (the file does), or take no lock there when
+   its append is one statement under its own lock (PostgreSQL: then a stalled writer holds
+   nothing). It serves liveness under contention; correctness rests on the expected head alone.
 
 A record's `hash` and `prev` are computed above the recorder (`cbledger.ledger.chain`), so every
 backend stores the same chain over the same bytes and any one of them can be exported to and
@@ -48,6 +49,11 @@ from cbledger.ledger.versions import CURRENT, EventSchema, InvalidEvent
 
 class LedgerMissing(UserError):
     """No ledger has been created at this location."""
+
+
+class StoreUnavailable(UserError):
+    """The store cannot be reached now (a database server down or restarting past the
+    recorder's reconnect bound); nothing was written, and trying again later may succeed."""
 
 
 class TornTail(UserError):

@@ -13,12 +13,16 @@ below by implementing the recorder contract, and the rules are tested once for a
 * Seq 1 is `ledger.created` and nothing else may be; an empty ledger accepts nothing but it.
 * Seqs and the chain are assigned here, on the head the recorder reports inside `exclusive()`,
   and the batch is appended with that head as the expected one: if another writer got in (a
-  backend whose `exclusive()` is advisory), the batch is rebuilt on the new head.
+  backend whose `exclusive()` takes no lock, like PostgreSQL's), the batch is rebuilt on the head
+  the refusal names, at least `ATTEMPTS` times and for at least `CONTENTION_SECONDS`, so a busy
+  ledger delays a writer but does not fail it.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -45,8 +49,11 @@ from cbledger.ledger.recorder import (
 from cbledger.ledger.versions import CURRENT, EventSchema
 from cbledger.workspace import is_database_url
 
-#: Rebuilds of one batch on a moved head before the conflict is the caller's.
+#: Rebuilds of one batch on a moved head before the conflict is the caller's: at least this
+#: many, and for at least this long (eight writers racing without a lock lose a round each most
+#: of the time; a deadline, not a count, bounds how long one of them may keep losing).
 ATTEMPTS = 8
+CONTENTION_SECONDS = 30.0
 
 #: A rule over a whole batch and the log it joins; raises UserError to refuse the batch.
 BatchCheck = Callable[["LedgerStore", Sequence[EventBase]], None]
@@ -150,17 +157,20 @@ class LedgerStore:
         prepared = [self._prepare(i, e) for i, e in enumerate(events)]
         if check is not None:
             check(self, events)
-        for attempt in range(1, ATTEMPTS + 1):
+        until = time.monotonic() + CONTENTION_SECONDS
+        moved: Head | None = None
+        for attempt in itertools.count(1):
             with self.recorder.exclusive():
-                head = self.recorder.head()
+                head = self.recorder.head() if moved is None else moved
                 if head.seq == 0 and not genesis:
                     raise UserError(f"{self.location}: empty ledger; run `cbledger init` first")
                 records, results = self._chain(prepared, head)
                 try:
                     self.recorder.append(records, head)
-                except HeadMoved:
-                    if attempt == ATTEMPTS:
+                except HeadMoved as exc:
+                    if attempt >= ATTEMPTS and time.monotonic() >= until:
                         raise
+                    moved = exc.actual
                     continue
                 return results
         raise AssertionError("unreachable")

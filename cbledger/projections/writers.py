@@ -24,6 +24,7 @@ from msgspec import Struct
 from cbledger.errors import UserError
 from cbledger.ledger.chain import link_hash
 from cbledger.ledger.durable import fsync_directory, write_atomic
+from cbledger.ledger.recorder import LedgerMissing, StoreUnavailable
 from cbledger.ledger.store import LedgerStore, StoredEvent
 from cbledger.projections import leaderboard, paths, readmodel
 from cbledger.projections import records as rec
@@ -98,7 +99,7 @@ class LedgerFollower:
                 expected_prev = stored.hash
                 if self.on_folded is not None:
                     self.on_folded(stored)
-        except ProjectionError:
+        except (ProjectionError, StoreUnavailable):  # a server down is no change to the ledger
             raise
         except (UserError, msgspec.MsgspecError, ValueError) as exc:
             # a line or row that is not a ledger record where the next one should start
@@ -110,8 +111,12 @@ class LedgerFollower:
 
 
 def load_state(ledger: Path | str | LedgerStore) -> LedgerState:
-    """A full rebuild from a ledger (a file, a database URL, or a store)."""
-    follower = LedgerFollower(ledger)
+    """A full rebuild from a ledger (a file, a database URL, or a store). No ledger at all is the
+    one refusal every command gives for it (exit 2), not an empty state nor a read error."""
+    store = ledger if isinstance(ledger, LedgerStore) else LedgerStore(ledger)
+    if not store.exists():
+        raise LedgerMissing(f"{store.location}: no ledger here (run `cbledger init` first)")
+    follower = LedgerFollower(store)
     follower.poll()
     return follower.state
 

@@ -49,8 +49,8 @@ class CheckpointsCheck:
 
 
 def trusted_keys(workspace: Workspace, files: Sequence[Path]) -> list[VerifierKey]:
-    """The keys named, else every `keys/*.vkey` of the workspace (possibly none)."""
-    paths = list(files) or sorted(workspace.keys.glob("*.vkey"))
+    """The keys named, else every `keys/*.vkey` the workspace trusts (possibly none)."""
+    paths = list(files) or workspace.trusted_key_files()
     keys = []
     for p in paths:
         if not p.is_file():

@@ -21,6 +21,7 @@ import msgspec
 import pygit2
 
 from cbledger.errors import UserError
+from cbledger.grading.evidence.bundle import BASELINE_REF, CAPTURE_REF, EVIDENCE_REF
 from cbledger.projections import format as fmt
 from cbledger.projections.fold import LedgerState, PassEntry, RunEntry
 from cbledger.projections.records import record_paths
@@ -40,6 +41,14 @@ def entry(state: LedgerState, run_id: str) -> RunEntry | PassEntry:
     if found is None:
         raise UserError(f"no run {run_id!r} is recorded in this ledger (`cbledger log` lists the runs)")
     return found
+
+
+def run_key(state: LedgerState, key: str) -> str:
+    """The run id a user meant: the id itself, or the event id `run:<id>` that `show` and `log`
+    print for its `run.recorded` event."""
+    if key not in state.runs and key not in state.later_passes and key.startswith("run:"):
+        return key.removeprefix("run:")
+    return key
 
 
 def summary(state: LedgerState, run_id: str) -> dict[str, Any]:
@@ -114,6 +123,10 @@ def restore(workspace: Workspace, state: LedgerState, run_id: str, into: Path) -
             raise UserError(f"run {run_id}: " + ("; ".join(f.message for f in restored.failures) or "not restorable"))
         restored.repo.config["core.bare"] = False
         restored.repo.references.create(f"refs/heads/{BASELINE_BRANCH}", pygit2.Oid(hex=s.baseline_sha), force=True)
+        # the refs a live sandbox has, from the run's record (older bundles carry none), so that
+        # `cbledger grade TASK DIR` grades the restored run as recorded with no flags
+        for ref, sha in ((BASELINE_REF, s.baseline_sha), (CAPTURE_REF, s.capture_sha), (EVIDENCE_REF, s.evidence_sha)):
+            restored.repo.references.create(ref, pygit2.Oid(hex=sha), force=True)
         _git(["checkout", "-q", "-B", RUN_BRANCH, s.head_sha], into)
         _git(["restore", f"--source={s.capture_sha}", "--worktree", "--staged", "--", "."], into)
     except BaseException:

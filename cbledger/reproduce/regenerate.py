@@ -27,6 +27,7 @@ from blake3 import blake3
 
 from cbledger.errors import UserError
 from cbledger.ledger.chain import format_line
+from cbledger.ledger.recorder import StoreUnavailable
 from cbledger.ledger.store import LedgerStore, StoredEvent
 from cbledger.projections import writers
 from cbledger.projections.aggregates import Views
@@ -193,6 +194,8 @@ class Regenerator:
             )
         except OSError as exc:
             rebuilt, problem = False, f"{self.ledger}: cannot be read ({exc.strerror}); waiting"
+        except StoreUnavailable as exc:  # a database server down or restarting: folded when back
+            rebuilt, problem = False, f"{exc}; waiting"
         self.problem = problem
         if self.follower is None:
             return None

@@ -32,6 +32,7 @@ from typing import Any
 
 from cbledger.errors import UserError
 from cbledger.ledger.postgres import PostgresRecorder
+from cbledger.ledger.recorder import StoreUnavailable
 from cbledger.ledger.store import LedgerStore
 from cbledger.reproduce.regenerate import Regenerator, Update
 from cbledger.workspace import Workspace
@@ -207,11 +208,31 @@ class Watcher:
         step = self.options.debounce_ms / 1000
         recorder.wait_for_append(0)  # listening from here on;
         self.regenerate()  # what landed before it is folded now
+        lost: str | None = None
+
+        def wait(timeout: float) -> bool:
+            """A notification, or a connection lost and made again (appends may have gone
+            unheard meanwhile); while the server stays down, a pause and False."""
+            nonlocal lost
+            try:
+                got = recorder.wait_for_append(timeout)
+            except StoreUnavailable as exc:
+                if lost is None:
+                    self.echo(f"watch: {exc}; listening again once it is back")
+                lost = str(exc)
+                event.wait(1.0)
+                return False
+            if lost is not None:
+                self.echo(f"watch: listening on {self.location} again")
+                lost = None
+                return True
+            return got
+
         try:
             while not event.is_set():
-                if recorder.wait_for_append(1.0):
+                if wait(1.0):
                     settle = time.monotonic() + max(10 * step, 1.6)
-                    while time.monotonic() < settle and not event.is_set() and recorder.wait_for_append(step):
+                    while time.monotonic() < settle and not event.is_set() and wait(step):
                         pass
                     self.regenerate()
                 elif self.regenerator.problem is not None or self._behind(recorder):

@@ -54,7 +54,7 @@ class TaskDefinition(Struct, frozen=True, forbid_unknown_fields=True, rename="ca
 
 
 class FixtureDefinition(Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
-    origin: Literal["upstream", "synthetic"]
+    origin: Literal["upstream", "synthetic", "local"]
     #: the standard's tree hash, as fixture.json records it
     tree_sha256: str
     #: files kept in the archive, relative to fixtures/<id>/ (tree/ included when synthetic)
@@ -246,7 +246,7 @@ def _fixture(source: Source, fixture_id: str, materialized: Path, blobs: dict[st
         raise UserError(f"{prefix}/fixture.json: not valid JSON: {exc}") from None
     origin = manifest.get("origin", "upstream") if isinstance(manifest, dict) else None
     tree_sha = manifest.get("sha256") if isinstance(manifest, dict) else None
-    if origin not in ("upstream", "synthetic") or not isinstance(tree_sha, str):
+    if origin not in ("upstream", "synthetic", "local") or not isinstance(tree_sha, str):
         raise UserError(f"{prefix}/fixture.json: origin or sha256 missing or invalid")
     files: dict[str, FileEntry] = {}
     referenced: dict[str, FileEntry] = {}

@@ -103,7 +103,8 @@ License = Literal[
 
 class Upstream(Model, frozen=True, kw_only=True):
     name: NonEmpty
-    url: Annotated[str, Meta(pattern=r"^https?://")]
+    #: the upstream repository, or `local` for a fixture frozen from a repository with no known upstream
+    url: Annotated[str, Meta(pattern=r"^(https?://|local$)")]
     commit: Hex40
     retrieved: _dt.date
     license: License
@@ -170,7 +171,10 @@ class FixtureManifest(Model, frozen=True, kw_only=True):
 
     schema_: str | None = field(default=None, name="$schema")
     id: Slug
-    origin: Literal["upstream", "synthetic"] = "upstream"
+    #: upstream: a third-party board at a commit an upstream repository holds (its tree is not
+    #: committed here); synthetic: made for the benchmark; local: frozen from a repository with no
+    #: known upstream (a maintainer's own board), its tree committed like a synthetic one's
+    origin: Literal["upstream", "synthetic", "local"] = "upstream"
     sha256: Hex64
     complexity: Tier
     upstream: Upstream | None

@@ -140,6 +140,14 @@ def from_sandbox(
             reports[name] = p.read_bytes()
     if not reports:
         evidence_sha = _ref_target(repo, EVIDENCE_REF)
-        if evidence_sha:
+        # the reports recorded for a run describe its captured end state; a restored run edited
+        # since is another end state, which they must not be taken to describe
+        if evidence_sha and _captured_tree(repo, evidence_sha) == str(end_tree):
             reports = reports_from_commit(repo, evidence_sha)
     return Evidence(repo, baseline_sha, head_sha, view(repo, end_tree), reports, runner_exit)
+
+
+def _captured_tree(repo: pygit2.Repository, evidence_sha: str) -> str | None:
+    """The tree of the capture the evidence commit sits on (its parent)."""
+    parents = repo[evidence_sha].peel(pygit2.Commit).parents
+    return str(parents[0].tree.id) if parents else None
