@@ -144,8 +144,25 @@ def _undo_escape(m: re.Match[str]) -> str:
 
 
 def unescaped(text: str) -> str:
-    """`text` with every JSON escape undone (`\\u0073k-` → `sk-`); other text as it is."""
+    """`text` with every JSON escape undone once (`\\u0073k-` → `sk-`), as one JSON decode
+    undoes them; other text as it is."""
     return _ESCAPE.sub(_undo_escape, text) if "\\" in text else text
+
+
+#: JSON escapes undone at most this deep: each depth at least halves an escape's backslashes.
+MAX_ESCAPE_DEPTH = 32
+
+
+def unescaped_fully(text: str) -> str:
+    """`text` with JSON escapes undone at every depth: a value JSON-encoded twice
+    (`\\\\u0073k-`) is a key to whoever decodes it twice, so the scan undoes escapes until
+    none is left."""
+    for _ in range(MAX_ESCAPE_DEPTH):
+        undone = unescaped(text)
+        if undone == text:
+            break
+        text = undone
+    return text
 
 
 PATTERN_SET_HASH = _pattern_set_hash()
@@ -262,10 +279,10 @@ def scan_text(text: str, location: str) -> list[Match]:
         # The escaped lines undone all at once hold every one of them undone (no escape reaches
         # past a line's end), so a pattern none of whose anchors occurs in them cannot match any
         # of them: one anchor pass over them all, instead of one per line, rules most files out.
-        if next(_matches(unescaped("\n".join(line for _, line in escaped))), None) is None:
+        if next(_matches(unescaped_fully("\n".join(line for _, line in escaped))), None) is None:
             return found
         for lineno, line_text in escaped:
-            plain = unescaped(line_text)
+            plain = unescaped_fully(line_text)
             for kind, matches in _matches(plain):
                 if next(matches, None) is not None and (kind, f"{where}:{lineno}") not in seen:
                     seen.add((kind, f"{where}:{lineno}"))
@@ -276,7 +293,7 @@ def scan_text(text: str, location: str) -> list[Match]:
 def scan_name(name: str, location: str) -> list[Match]:
     """A name that is published as it is (a file path, a commit author): no line numbers."""
     found: list[Match] = []
-    plain = unescaped(name)
+    plain = unescaped_fully(name)
     for kind, rx in _COMPILED:
         if rx.search(name) or rx.search(plain):
             found.append(Match(kind, printable(location)))
@@ -314,7 +331,7 @@ def _harmless(m: re.Match[str]) -> str:
 def has_match(text: str) -> bool:
     """Whether any pattern matches `text` as written or with its JSON escapes undone."""
     return any(rx.search(text) for _, rx in _COMPILED) or (
-        "\\" in text and any(rx.search(unescaped(text)) for _, rx in _COMPILED)
+        "\\" in text and any(rx.search(unescaped_fully(text)) for _, rx in _COMPILED)
     )
 
 
@@ -327,7 +344,7 @@ def redact(text: str) -> str:
         text = _ESCAPE.sub(_harmless, text)
     text = _redact_plain(text)
     if "\\" in text and has_match(text):
-        text = _redact_plain(unescaped(text))
+        text = _redact_plain(unescaped_fully(text))
     return text
 
 
@@ -373,7 +390,7 @@ def scan_json(value: Any, root: str = "$") -> list[Match]:
     (redacted: a key may be the credential itself)."""
     found: list[Match] = []
     for path, text in _walk(value, root):
-        plain = unescaped(text)
+        plain = unescaped_fully(text)
         for kind, rx in _COMPILED:
             if rx.search(text) or rx.search(plain):
                 found.append(Match(kind, printable(path)))

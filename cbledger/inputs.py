@@ -25,18 +25,21 @@ from cbledger.errors import UserError
 #: Deepest JSON nesting any input may have; every real document here is under 10.
 MAX_JSON_DEPTH = 64
 MiB = 1024 * 1024
+#: A key, checkpoint or proof file: far above any real one (a few kB).
+MAX_NOTE_BYTES = 16 * MiB
 
 
 class InputError(UserError):
     """Input refused before it was used."""
 
 
-def read_regular(path: Path, limit: int, what: str | None = None) -> bytes:
+def read_regular(path: Path, limit: int, what: str | None = None, *, follow: bool = False) -> bytes:
     """The bytes of `path`, which must be a regular file (not a symlink, FIFO, device or
     directory) of at most `limit` bytes. Opened with O_NOFOLLOW and O_NONBLOCK, so a link is
-    refused by the kernel and a FIFO never blocks."""
-    label = f"{path}" + (f" ({what})" if what else "")
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    refused by the kernel and a FIFO never blocks. `follow=True` is for a file the user names
+    for display only (a schematic to inspect), where a link to a regular file is read."""
+    label = f"{printable(path)}" + (f" ({what})" if what else "")
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | (0 if follow else getattr(os, "O_NOFOLLOW", 0))
     try:
         fd = os.open(path, flags)
     except FileNotFoundError:
@@ -48,8 +51,7 @@ def read_regular(path: Path, limit: int, what: str | None = None) -> bytes:
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
-            raise InputError(f"{label}: {kind}; only regular files are read")
+            raise InputError(f"{label}: {kind_of(st.st_mode)}; only regular files are read")
         if st.st_size > limit:
             raise InputError(f"{label}: {st.st_size} bytes, over the limit of {limit} bytes")
         chunks, total = [], 0
@@ -64,6 +66,30 @@ def read_regular(path: Path, limit: int, what: str | None = None) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def kind_of(mode: int) -> str:
+    """What a file that is not a regular one is, for the message refusing it."""
+    for test, kind in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISLNK, "a symlink")):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
+def refuse_non_regular(path: Path, what: str | None = None) -> None:
+    """Refuses `path` unless it is a regular file, judged from `lstat` without opening it (a FIFO
+    opened to be read blocks until a writer comes): for a file read by another library."""
+    label = f"{printable(path)}" + (f" ({what})" if what else "")
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        raise InputError(f"{label}: no such file") from None
+    except OSError as exc:
+        raise InputError(f"{label}: cannot be read: {exc.strerror}") from None
+    if not stat.S_ISREG(mode):
+        raise InputError(f"{label}: {kind_of(mode)}; only regular files are read")
 
 
 def relative_under(root: Path, value: str, field: str, where: str) -> Path:

@@ -29,12 +29,16 @@ READ_MODEL_METADATA = f"{RESULTS}/cbledger.metadata.json"
 #: The static HTML site (`cbledger project site`).
 SITE = f"{RESULTS}/site"
 RUNS = f"{RESULTS}/runs"
+#: the suffix of a run's events kept for later beside its bundle (`Workspace.pending_events`)
+PENDING_EVENTS = ".events.jsonl"
 IMPORTS = f"{RESULTS}/imports"
 CHECKPOINTS = f"{RESULTS}/checkpoints"
 #: Each suite version's definitions, content-addressed (docs/REPRODUCE.md, "Suite definitions").
 SUITES = f"{RESULTS}/suites"
 #: Each run's recorded model exchanges, content-addressed (docs/REPRODUCE.md, "Re-execution").
 CASSETTES = f"{RESULTS}/cassettes"
+#: Each campaign's plan, as its first invocation fixed it (docs/RUNNER.md, "Campaigns").
+CAMPAIGNS = f"{RESULTS}/campaigns"
 #: Public keys whose checkpoint signatures this project accepts (never a private key: see docs/CHECKPOINTS.md).
 KEYS = "keys"
 
@@ -166,7 +170,13 @@ class Workspace:
     def pending_events(self, run_id: str) -> Path:
         """A run whose bundle is in place but whose append the ledger refused (a torn tail, a disk
         that filled) keeps its two events here, ready for `cbledger append` once it is repaired."""
-        return self.runs / f"{run_id}.events.jsonl"
+        return self.runs / f"{run_id}{PENDING_EVENTS}"
+
+    def pending_run_ids(self, prefix: str) -> list[str]:
+        """The runs starting with `prefix` whose events wait beside their bundle (`pending_events`)."""
+        if not self.runs.is_dir():
+            return []
+        return sorted(p.name.removesuffix(PENDING_EVENTS) for p in self.runs.glob(f"{prefix}*{PENDING_EVENTS}"))
 
     def stored(self, relpath: str) -> Path | None:
         """A path an event recorded relative to the root, or None when it would leave the project
@@ -213,6 +223,10 @@ class Workspace:
     @property
     def suites(self) -> Path:
         return self._under_results(SUITES)
+
+    @property
+    def campaigns(self) -> Path:
+        return self._under_results(CAMPAIGNS)
 
     def suite_definitions(self, version: str) -> Path:
         return self._under_results(suite_definitions_name(version))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -96,6 +97,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     other idled."""
     slow = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in slow)
+
+
+#: The property tests' seed: random in CI (hypothesis's own "ci" profile would derandomize them, so
+#: a CI run never explores past the one fixed sequence), printed in the header so a failure can be
+#: replayed with `CBLEDGER_HYPOTHESIS_SEED=N` or `--hypothesis-seed=N`. Each test keeps its own
+#: fixed example budget. Exported so xdist workers draw from the same seed.
+HYPOTHESIS_SEED = "CBLEDGER_HYPOTHESIS_SEED"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from hypothesis import core, settings
+
+    seed = config.getoption("hypothesis_seed", None) or os.environ.get(HYPOTHESIS_SEED)
+    if seed is None and not IN_CI:
+        return
+    seed = str(seed if seed is not None else random.SystemRandom().randrange(2**32))
+    os.environ[HYPOTHESIS_SEED] = seed
+    settings.register_profile("cbledger-random", derandomize=False, database=None, print_blob=True)
+    settings.load_profile("cbledger-random")
+    core.global_force_seed = int(seed)
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    seed = os.environ.get(HYPOTHESIS_SEED)
+    return f"hypothesis seed {seed} (replay: {HYPOTHESIS_SEED}={seed})" if seed else None
 
 
 def _missing(what: str) -> None:

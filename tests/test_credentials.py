@@ -220,3 +220,24 @@ def test_scan_text_finds_what_a_line_by_line_scan_finds(text: str) -> None:
     """scan_text rules the escaped lines out together before it scans them one by one: that
     shortcut must never change what it reports."""
     assert credentials.scan_text(text, "f") == _scan_text_line_by_line(text, "f")
+
+
+@pytest.mark.parametrize("depth", [2, 3, 5])
+def test_a_key_json_escaped_at_any_depth_is_found_redacted_and_refused(depth, tmp_path):
+    """`{"k":"\\\\u0073k-proj-…"}` (escaped twice) was once kept as written; the single form was caught."""
+    from tests.factories import draft_dict, new_ledger, run_cli, run_retracted
+
+    value = "\\" * (2 ** (depth - 1) - 1) + "\\u0073" + OPENAI[1:]  # JSON-decoded `depth` times: the key
+    text = json.dumps({"k": value})
+    assert "sk-" not in text
+    assert [m.kind for m in credentials.scan_text(text, "f")] == ["openai-or-anthropic-key"]
+    assert credentials.has_match(text) and not credentials.has_match(credentials.redact(text))
+    assert credentials.scan_json(json.loads(text))
+    ledger = tmp_path / "events.jsonl"
+    new_ledger(ledger)
+    before = ledger.read_bytes()
+    draft = draft_dict(run_retracted(1))
+    draft["body"]["reason"] = value
+    result = run_cli(["append", "--ledger", ledger, "-"], input=json.dumps(draft))
+    assert result.exit_code == 4 and "credential pattern matched" in result.stderr, result.stderr
+    assert ledger.read_bytes() == before

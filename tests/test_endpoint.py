@@ -187,3 +187,74 @@ def test_an_answer_names_the_requested_model_unless_the_session_names_one_and_th
         assert json.loads(post(dated, {"model": "model-a", "messages": history(0)})[1])["model"] == "model-a-2026-08-01"
         post(dated, {"model": "model-a", "messages": history(5)})  # past the script: a 400 names no model
         assert answered_models(ep.served("dated")) == ("model-a-2026-08-01",)
+
+
+def _raw_post(url: str, body: dict, timeout: float = 5) -> tuple[int | None, bytes, dict, str | None]:
+    """(status, body, headers, transport error) of one request, read the way an SDK reads it."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+    try:
+        conn.request("POST", parts.path + "/chat/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        return resp.status, resp.read(), dict(resp.getheaders()), None
+    except (OSError, http.client.HTTPException) as exc:
+        return None, b"", {}, type(exc).__name__
+    finally:
+        conn.close()
+
+
+def test_declared_faults_are_served_for_their_turn_and_then_the_answer():
+    s = session([
+        turn("one"),
+        {**turn("two"), "fault": {"kind": "status", "status": 429, "retryAfter": 2, "times": 1}},
+        {"fault": {"kind": "status"}},
+    ])
+    with Endpoint() as ep:
+        url = ep.serve("f", s)
+        assert _raw_post(url, {"messages": history(0)})[0] == 200
+        status, body, headers, _ = _raw_post(url, {"messages": history(1)})
+        assert status == 429 and headers.get("Retry-After") == "2" and json.loads(body)["error"]["code"] == "injected_fault"
+        status, body, _, _ = _raw_post(url, {"messages": history(1)})  # the retry is answered
+        assert status == 200 and json.loads(body)["choices"][0]["message"]["content"] == "two"
+        for _ in range(2):  # a fault without `times` never ends
+            assert _raw_post(url, {"messages": history(2)})[0] == 500
+        log = ep.forget("f")
+    assert [(x.turn, x.status, x.code) for x in log] == [
+        (1, 200, None), (2, 429, "injected_fault"), (2, 200, None), (3, 500, "injected_fault"), (3, 500, "injected_fault"),
+    ]
+    assert problems(log)[0] == "turn 2: injected fault: HTTP 429 (Retry-After 2s)"
+
+
+def test_transport_faults_break_the_wire_the_way_a_provider_does():
+    s = session([
+        {"fault": {"kind": "reset"}}, {"fault": {"kind": "malformed-json"}}, {"fault": {"kind": "truncated-stream"}},
+        {"fault": {"kind": "hang"}},
+    ])
+    with Endpoint() as ep:
+        url = ep.serve("w", s)
+        status, _, _, error = _raw_post(url, {"messages": history(0)})
+        assert status is None and error in ("RemoteDisconnected", "ConnectionResetError")
+        status, body, _, _ = _raw_post(url, {"messages": history(1)})
+        assert status == 200
+        with pytest.raises(ValueError):
+            json.loads(body)
+        status, _, _, error = _raw_post(url, {"messages": history(2)})
+        assert error == "IncompleteRead"
+        status, _, _, error = _raw_post(url, {"messages": history(2), "stream": True})
+        assert status == 200  # a stream that stops after its first chunk, with no [DONE]
+        started = time.monotonic()
+        status, _, _, error = _raw_post(url, {"messages": history(3)}, timeout=1.5)
+        assert status is None and error in ("TimeoutError", "timeout") and time.monotonic() - started >= 1.4
+
+
+def test_a_fault_that_ends_needs_an_answer_after_it(tmp_path):
+    bad = tmp_path / "s.json"
+    bad.write_text(json.dumps({"format": "cbledger-session/1", "name": "x", "exchanges": [{"fault": {"kind": "reset", "times": 2}}]}))
+    with pytest.raises(UserError, match=r"exchanges\[0\]\.fault\.times"):
+        script.load(bad)
+    bad.write_text(json.dumps({"format": "cbledger-session/1", "name": "x", "exchanges": [{"fault": {"kind": "fire"}}]}))
+    with pytest.raises(UserError, match="not a session script"):
+        script.load(bad)

@@ -70,6 +70,29 @@ def test_an_absurd_token_count_in_run_end_is_recorded_as_invalid_not_stored():
     assert "durationMs" in note
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "why"),
+    [
+        ("tokensIn", -5, "tokensIn -5 is out of range"),
+        ("tokensOut", 2.5, "tokensOut 2.5 is not a whole number"),
+        ("turnsUsed", "7", 'turnsUsed "7" is not a whole number'),
+        ("maxTurns", True, "maxTurns true is not a whole number"),
+        ("durationMs", -1, "durationMs -1 is out of range"),
+        ("durationMs", 1.5, "durationMs 1.5 is not a whole number"),
+    ],
+)
+def test_a_negative_or_fractional_run_end_figure_is_named_in_the_note_not_zeroed_silently(key, value, why):
+    figures = {"exitPath": "done", "tokensIn": 10, "tokensOut": 5, "turnsUsed": 3, "maxTurns": 40, "durationMs": 900,
+               key: value}
+    transcript = parse_transcript(b'{"type":"run-start","data":{}}\n' + json.dumps(
+        {"type": "run-end", "data": figures}).encode() + b"\n")
+    stats, note = stats_from(transcript)
+    assert stats is not None and note is not None and why in note, note
+    recorded = {"tokensIn": stats.tokens_in, "tokensOut": stats.tokens_out, "turnsUsed": stats.turns_used,
+                "maxTurns": stats.max_turns, "durationMs": stats.duration_ms}
+    assert recorded[key] == (None if key == "durationMs" else 0)
+
+
 def test_an_event_carrying_an_absurd_figure_is_refused_and_projections_never_see_one(tmp_path):
     ledger = _ledger(tmp_path)
     before = ledger.read_bytes()
@@ -196,18 +219,27 @@ def test_duplicate_keys_in_a_task_file_are_an_error(tmp_path):
 # --------------------------------------------------------------------------- a corrupt ledger line
 
 
-@pytest.mark.parametrize("how", ["undecodable", "edited"])
-@pytest.mark.parametrize("command", [["log"], ["show", "3"], ["rescore"], ["suite", "status"], ["project", "all"]])
+@pytest.mark.parametrize("how", ["undecodable", "edited", "invalid-utf8"])
+@pytest.mark.parametrize("command", [["log"], ["show", "3"], ["rescore"], ["suite", "status"], ["project", "all"],
+                                     ["replay", "--verify"]])
 def test_every_command_on_a_corrupt_ledger_line_names_the_seq(tmp_path, how, command):
     ledger = _ledger(tmp_path)
     lines = ledger.read_bytes().splitlines(keepends=True)
     if how == "undecodable":
         lines[2] = lines[2][:200] + b"\n"
+    elif how == "invalid-utf8":  # one byte inside a string of the body, a version-1 run.recorded
+        at = lines[2].index(b'"body":{"ablations":{"') + 23
+        lines[2] = lines[2][:at] + b"\xff" + lines[2][at + 1 :]
+        lines[2] = lines[2].replace(b',"version":2', b"", 1)
     else:  # same size, still JSON: only the chain can tell
         lines[2] = lines[2].replace(b'"repeat":', b'"repeaT":', 1)
     ledger.write_bytes(b"".join(lines))
     root = ledger.parents[2]
     result = run_cli([*command, "--ledger", ledger, "--root", root] if command[0] != "show" else [*command, "--ledger", ledger])
+    if command[0] == "replay":  # a report rather than an error: the broken chain, exit 1
+        assert "Traceback" not in result.output and result.exit_code == 1, result.output
+        assert "chain BROKEN: undecodable at line 3 (seq 3" in result.output, result.output
+        return
     line = one_error_line(result)
     assert result.exit_code != 0 and "seq 3" in line, line
 
@@ -230,7 +262,7 @@ raw_inputs = documents | st.binary(max_size=200).map(lambda b: b.decode("latin-1
     [DEEP[:4000], "[]", "{}", '{"a":1,"a":2}', "\x1b[31m", "{" * 70 + "}" * 70, "\ufeff{}", "null", "1e999"])
 
 
-@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(doc=raw_inputs, mutate=st.sampled_from(["as-is", "as-event", "as-lines"]))
 def test_fuzz_append_never_tracebacks_and_never_changes_the_ledger(tmp_path_factory, doc, mutate):
     ledger = _ledger(tmp_path_factory.mktemp("fuzz-append"))
@@ -252,7 +284,7 @@ def test_fuzz_append_never_tracebacks_and_never_changes_the_ledger(tmp_path_fact
         assert ledger.read_bytes() == before
 
 
-@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(doc=raw_inputs, prompt=st.binary(max_size=64))
 def test_fuzz_manual_import_never_tracebacks_and_writes_nothing_when_refused(tmp_path_factory, doc, prompt):
     base = tmp_path_factory.mktemp("fuzz-import")
@@ -271,7 +303,7 @@ def test_fuzz_manual_import_never_tracebacks_and_writes_nothing_when_refused(tmp
         assert ledger.read_bytes() == before and not (root / "results" / "imports").exists()
 
 
-@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(doc=raw_inputs, which=st.sampled_from(["task.json", "assertions.json", "fixture.json", "suite"]))
 def test_fuzz_validate_never_tracebacks(tmp_path_factory, doc, which):
     root = tmp_path_factory.mktemp("fuzz-validate") / "p"
@@ -293,7 +325,7 @@ def test_fuzz_validate_never_tracebacks(tmp_path_factory, doc, which):
     assert result.exit_code in _DOCUMENTED["validate"], result.output
 
 
-@settings(max_examples=200, deadline=None, derandomize=True)
+@settings(max_examples=200, deadline=None)
 @given(data=st.lists(raw_inputs | json_values.map(lambda v: json.dumps({"type": "run-end", "data": v})), max_size=6))
 def test_fuzz_the_transcript_reader_never_raises(data):
     t = parse_transcript("\n".join(data).encode("utf-8", "surrogatepass"))
@@ -310,3 +342,255 @@ def test_counts_are_bounded_by_the_types():
     assert MAX_TOKENS * 1_000_000 < MAX_COUNT * 1024 < 2**63
     with pytest.raises(msgspec.ValidationError, match="in"):
         msgspec.convert({"turn": 1, "in": MAX_TOKENS + 1, "out": 0}, type=TurnTokens)
+
+
+# --------------------------------------------------------------------------- preserved runs are bounded
+
+
+def test_a_capture_keeps_its_files_up_to_the_bounds_and_records_what_was_cut(tmp_path, monkeypatch):
+    """An agent killed at the 128 MiB write limit was once preserved whole: a 139.5 MB bundle."""
+    import pygit2
+    from blake3 import blake3
+
+    from cbledger.grading.evidence.tree import view
+    from cbledger.runner import preserve
+    from cbledger.runner.sandbox import signature
+
+    monkeypatch.setattr(preserve, "MAX_KEPT_FILE_BYTES", 1000)
+    monkeypatch.setattr(preserve, "MAX_KEPT_BYTES", 1500)
+    work = tmp_path / "sandbox"
+    repo = pygit2.init_repository(str(work))
+    (work / "board.kicad_sch").write_bytes(b"s" * 5000)  # in the seed: unchanged, costs nothing
+    index = repo.index
+    index.add_all()
+    index.write()
+    sig = signature("t", "t@example.invalid", 0)
+    repo.create_commit("HEAD", sig, sig, "seed", index.write_tree(), [])
+    (work / "a.txt").write_bytes(b"a" * 900)
+    (work / "big.bin").write_bytes(b"b" * 1001)
+    (work / "c.txt").write_bytes(b"c" * 700)  # within the file bound, past the total
+    (work / "d.txt").write_bytes(b"d" * 500)
+    planted = work / ".git" / "cbledger-evidence" / "cut.json"  # the agent's own, never committed
+    planted.parent.mkdir()
+    planted.write_text('{"cut": []}')
+    capture = preserve.capture(repo, 0)
+    end = view(repo, capture)
+    assert end.read("board.kicad_sch") == b"s" * 5000 and end.read("a.txt") == b"a" * 900
+    assert end.read("d.txt") == b"d" * 500
+    for name, size in (("big.bin", 1001), ("c.txt", 700)):
+        stand_in = end.read(name)
+        assert stand_in is not None and f"{size} bytes".encode() in stand_in and len(stand_in) < 200
+    evidence = preserve.record_evidence(repo, capture, 0)
+    cut = json.loads(view(repo, evidence).read(preserve.CUT_RECORD) or b"null")
+    assert [(c["path"], c["bytes"]) for c in cut["cut"]] == [("big.bin", 1001), ("c.txt", 700)]
+    assert cut["cut"][0]["blake3"] == blake3(b"b" * 1001).hexdigest()
+
+
+def test_a_capture_within_the_bounds_commits_no_cut_record_even_one_the_agent_planted(tmp_path):
+    import pygit2
+
+    from cbledger.grading.evidence.tree import view
+    from cbledger.runner import preserve
+    from cbledger.runner.sandbox import signature
+
+    work = tmp_path / "sandbox"
+    repo = pygit2.init_repository(str(work))
+    (work / "a.txt").write_text("a")
+    index = repo.index
+    index.add_all()
+    index.write()
+    sig = signature("t", "t@example.invalid", 0)
+    repo.create_commit("HEAD", sig, sig, "seed", index.write_tree(), [])
+    planted = work / ".git" / "cbledger-evidence" / "cut.json"
+    planted.parent.mkdir()
+    planted.write_text('{"cut": []}')
+    capture = preserve.capture(repo, 0)
+    assert view(repo, preserve.record_evidence(repo, capture, 0)).read(preserve.CUT_RECORD) is None
+
+
+# --------------------------------------------------------------------------- the docs name what is checked
+
+
+def test_reproduce_md_names_every_output_and_every_finding_kind_replay_compares():
+    """docs/REPRODUCE.md once left the site out of the outputs `replay --verify` compares."""
+    import re
+
+    doc = (REPO / "docs" / "REPRODUCE.md").read_text()
+    checked = doc[doc.index("4. **Every projection**"):doc.index("## Suite definitions")]
+    for output in ("results/<date>/", "`LEADERBOARD.md`", "`results/cbledger.db`", "`results/site/`"):
+        assert output in checked, output
+    source = "".join(p.read_text() for p in (REPO / "cbledger" / "reproduce").glob("*.py"))
+    kinds = set(re.findall(r'check="[a-z]+", kind="([a-z-]+)"', source))
+    assert {"site-missing", "site-different", "site-extra", "rubric-not-kept"} <= kinds
+    assert sorted(k for k in kinds if f"`{k}`" not in doc) == []
+
+
+# --------------------------------------------------------------------------- the bad-input corpus
+
+from tests import hostile_corpus as corpus  # noqa: E402  (the corpus section's own data)
+
+
+def _corpus_cases() -> list[corpus.Case]:
+    root = REPO
+    task = json.loads((root / corpus.TASK).read_text())
+    fixture = json.loads((root / corpus.FIXTURE).read_text())
+    cases = [*corpus.file_kind_cases(), *corpus.append_cases(), *corpus.session_cases(), *corpus.manual_cases(),
+             *corpus.jsonl_cases(_valid_ledger_bytes()), *corpus.definition_cases(task, fixture), *corpus.option_cases()]
+    return [c for c in cases if (c.id.split("-", 1)[1].rsplit("-", 1)[0], c.bad) not in corpus.ACCEPTS]
+
+
+def _valid_ledger_bytes() -> bytes:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        return _ledger(Path(tmp)).read_bytes()
+
+
+CORPUS = _corpus_cases()
+
+
+@pytest.fixture(scope="module")
+def corpus_root(tmp_path_factory) -> Path:
+    root = _bundled_suite(tmp_path_factory.mktemp("corpus"))
+    store = LedgerStore(root / "results" / "ledger" / "events.jsonl")
+    store.init("hostile", MAINTAINER)
+    store.append([run_recorded(1), run_recorded(2), run_retracted(2)])
+    from cbledger.ledger.keys import SigningKey
+
+    (root / "keys").mkdir()
+    (root / "keys" / "corpus.vkey").write_text(SigningKey.generate("corpus.example/ledger").verifier().text() + "\n")
+    return root
+
+
+def _tree(root: Path) -> dict[str, tuple[int, int]]:
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            st = os.lstat(Path(dirpath) / name)
+            out[str(Path(dirpath, name).relative_to(root))] = (st.st_size if not os.path.isdir(Path(dirpath) / name) else 0,
+                                                               st.st_mtime_ns)
+    return out
+
+
+def _lay(path: Path, bad: bytes | str | None, tmp_path: Path) -> None:
+    if bad is None or bad == "missing":
+        return
+    if isinstance(bad, bytes):
+        path.write_bytes(bad)
+    elif bad == "fifo":
+        os.mkfifo(path)
+    elif bad == "directory":
+        path.mkdir()
+    elif bad == "symlink":
+        target = tmp_path / "elsewhere.txt"
+        target.write_text("not valid\n")
+        path.symlink_to(target)
+    elif bad == "dangling":
+        path.symlink_to(tmp_path / "nothing-here")
+
+
+class _Hang(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise _Hang("no answer within 60 s")
+
+
+def test_the_corpus_holds_at_least_two_hundred_kinds():
+    assert len(CORPUS) >= 200 and len({c.id for c in CORPUS}) == len(CORPUS)
+
+
+@pytest.mark.parametrize("case", CORPUS, ids=lambda c: c.id)
+def test_every_bad_input_is_refused_in_one_line_with_exit_2_and_nothing_written(corpus_root, tmp_path, case):
+    import signal
+
+    inputs_dir = tmp_path / "input"
+    inputs_dir.mkdir()
+    (inputs_dir / "prompt.md").write_text("Rename the net.\n")  # what a manual import names
+    (inputs_dir / "session.jsonl").write_text('{"type":"run-start","data":{}}\n')
+    ok = tmp_path / "ok.txt"
+    ok.write_text("a regular file, not what any command reads\n")
+    bad = inputs_dir / "bad.json"
+    saved: bytes | None = None
+    if case.replaces is not None:
+        bad = corpus_root / case.replaces
+        saved = bad.read_bytes()
+        bad.unlink()
+    _lay(bad, case.bad, tmp_path)
+    ledger = corpus_root / "results" / "ledger" / "events.jsonl"
+    key = corpus_root / "keys" / "corpus.vkey"
+    argv = [a.format(bad=bad, ledger=ledger, root=corpus_root, ok=ok, key=key) for a in case.argv]
+    before = _tree(corpus_root)
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(60)
+    try:
+        result = run_cli(argv, input=case.stdin if case.stdin is not None else b"")
+        after = _tree(corpus_root)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+        if saved is not None:
+            if bad.is_dir() and not bad.is_symlink():
+                bad.rmdir()
+            else:
+                bad.unlink(missing_ok=True)
+            bad.write_bytes(saved)
+    assert "Traceback" not in result.output, result.output
+    assert result.exit_code == 2, (result.exit_code, result.output)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    if case.says is not None:
+        assert case.says in lines[0]
+    if case.bad in ("fifo", "directory") and case.id.startswith("file-"):  # named as what it is
+        assert ("a FIFO" if case.bad == "fifo" else "directory") in lines[0], lines[0]
+    assert after == before, sorted(set(after.items()) ^ set(before.items()))
+
+
+# --------------------------------------------------------------------------- check code in the suite lock
+
+
+def test_a_loosened_check_in_code_is_a_changed_suite_from_the_bump_that_locks_it(tmp_path, monkeypatch):
+    """Loosening `diff_ratio_max`'s comparison tenfold once passed `suite status`, `validate`
+    and `replay --verify`: the lock covered task criteria, not the code that checks them."""
+    from cbledger.tasks import definitions
+
+    root = _bundled_suite(tmp_path)
+    assert run_cli(["init", "--root", root]).exit_code == 0
+    bumped = run_cli(["suite", "bump", "--reason", "initial suite", "--skip-trial", "--root", root])
+    assert bumped.exit_code == 0, bumped.stderr
+    [kept] = (root / "results" / "suites").glob("*.json")
+    locked = json.loads(kept.read_text())["checks"]
+    assert "grading/checks_diff.py" in locked and "kicad/connectivity.py" in locked
+    assert run_cli(["project", "all", "--root", root]).exit_code == 0
+    assert run_cli(["replay", "--verify", "--root", root]).exit_code == 0
+
+    package = tmp_path / "build"
+    for name in definitions.CHECK_CODE:
+        shutil.copytree(REPO / "cbledger" / name, package / name)
+    checks = package / "grading" / "checks_diff.py"
+    checks.write_text(checks.read_text().replace("ratio = changed / total", "ratio = changed / total / 10", 1))
+    monkeypatch.setattr(definitions, "_PACKAGE", package)
+    replay = run_cli(["replay", "--verify", "--json", "--root", root])
+    assert replay.exit_code == 7, replay.output
+    [finding] = [f for f in json.loads(replay.stdout)["failures"] if f["kind"] == "definitions-differ"]
+    assert "check code cbledger: grading/checks_diff.py changed" in finding["message"]
+    status = run_cli(["suite", "status", "--root", root])
+    assert status.exit_code == 1 and "check code cbledger: grading/checks_diff.py changed" in status.stdout
+    run = run_cli(["run", "led-resistor-swap", "--agent", "gold", "--root", root])
+    assert run.exit_code == 2 and "check code cbledger: grading/checks_diff.py changed" in run.stderr
+    again = run_cli(["suite", "bump", "--reason", "the loosened check", "--skip-trial", "--root", root])
+    assert again.exit_code == 0, again.stderr  # a changed check is a changed suite: it can be bumped
+    assert run_cli(["project", "all", "--root", root]).exit_code == 0
+    assert run_cli(["replay", "--verify", "--root", root]).exit_code == 0
+
+
+def test_definitions_kept_before_check_code_was_locked_hold_none_and_the_next_bump_locks_it():
+    from cbledger.tasks import definitions
+
+    kept = definitions.Definitions(format=definitions.FORMAT, tasks={}, fixtures={}, suites={})
+    now = msgspec.structs.replace(kept, checks={"grading/x.py": definitions.FileEntry(sha256="0" * 64, bytes=1)})
+    assert definitions.differences(kept, now) == []
+    assert definitions.decode(definitions.encode(kept), "kept.json") == kept
+    assert b"checks" not in definitions.encode(kept)  # a kept file from before reads and re-encodes as kept
+    assert definitions.differences(now, kept) == ["check code cbledger: grading/x.py removed"]

@@ -106,6 +106,8 @@ def project(tmp_path):
     for name in ("ledger", "runs", "suites", "checkpoints"):
         shutil.copytree(REPO / "results" / name, root / "results" / name)
     (root / "tasks" / "led-resistor-swap" / "rubric.md").write_text(RUBRIC)
+    bump = run_cli(["suite", "bump", "--reason", "a rubric for led-resistor-swap", "--skip-trial", "--root", root])
+    assert bump.exit_code == 0, bump.stderr  # a rubric is part of the suite
     return root
 
 
@@ -145,6 +147,8 @@ def test_a_scripted_judge_scores_selected_runs_and_records_its_lane(project, tmp
     assert body.usage.cost.usd_micros == 1200 * 1.5 + 40 * 10 and body.usage.cost.price_table_version == "judge-test"
     assert body.usage.provider_models == ["judge-echo-7"]
     assert len(body.prompt_sha256) == 64 and events[0].body.prompt_sha256 != events[1].body.prompt_sha256
+    # the runs are of suite 1.3.0; the rubric was recorded by the bump after it
+    assert run_cli(["project", "leaderboard", "--suite", "1.3.0", "--root", str(project)]).exit_code == 0
     board = (project / "LEADERBOARD.md").read_text()
     judged = board[board.index("## Model-judged"):board.index("## Suite versions")]
     assert "explains-choice 2/3; tidy-edit 2/2" in judged and "$0.0022" in judged  # one call of 2200 micro-USD a row
@@ -167,3 +171,43 @@ def test_a_run_whose_task_has_no_rubric_is_skipped_and_a_bad_answer_records_noth
 def test_judge_is_off_unless_a_selection_is_named(project):
     out = run_cli(["judge", "--select", "", "--model", "compat:x", "--root", str(project)])
     assert out.exit_code == 2 and "names no run" in out.stderr
+
+
+@pytest.mark.parametrize("how", ["edited", "added-after-the-bump"])
+def test_a_rubric_the_suite_did_not_keep_is_refused_and_nothing_is_recorded(project, tmp_path, how):
+    """`judge` once accepted a rubric in no kept suite definition."""
+    run = SOLVE
+    if how == "edited":
+        path = project / "tasks" / "led-resistor-swap" / "rubric.md"
+        path.write_text(RUBRIC.replace("(3 points)", "(30 points)"))
+    else:
+        (project / "tasks" / "mcu-add-decoupling-cap" / "rubric.md").write_text(RUBRIC)
+        run = "20261129T225946Z-harness-gold-mcu-add-decoupling-cap-r1-1c390d"
+    before = (project / "results/ledger/events.jsonl").read_bytes()
+    out = run_cli(["judge", "--select", f"runs={run}", "--session", str(_session(tmp_path, "{}")),
+                   "--root", str(project), "--json"])
+    [failed] = json.loads(out.stdout)["failed"]
+    assert out.exit_code == 1 and "not the rubric suite 1.4.0 kept" in failed["error"], out.output
+    assert ("changed" if how == "edited" else "not in its definitions") in failed["error"]
+    assert (project / "results/ledger/events.jsonl").read_bytes() == before
+
+
+def test_replay_names_a_rubric_score_whose_criteria_are_not_the_kept_rubric(project):
+    from cbledger.ledger.events import Actor, CriterionScore, RubricScored, make_event
+    from cbledger.projections.writers import load_state
+    from cbledger.reproduce.rubrics import rubric_findings
+    from cbledger.tasks.catalog import Catalog
+
+    ledger = project / "results/ledger/events.jsonl"
+    kept = [CriterionScore(id="explains-choice", points=2, max_points=3), CriterionScore(id="tidy-edit", points=1, max_points=2)]
+    invented = [CriterionScore(id="explains-choice", points=20, max_points=30)]
+    for n, criteria in enumerate((kept, invented), 1):
+        body = RubricScored(run_id=SOLVE, suite_version="1.4.0", judge_model="compat:judge-x", prompt_sha256="ab" * 32,
+                            score=0.5, criteria=criteria)
+        LedgerStore(ledger).append([make_event(body, id=f"rubric:{SOLVE}:{n}", actor=Actor(kind="maintainer", name="t"))])
+    state = load_state(ledger)
+    [finding] = rubric_findings(state, {"1.4.0": Catalog(project)})
+    assert finding.kind == "rubric-not-kept" and finding.run_id == SOLVE and "('explains-choice', 30)" in finding.message
+    assert finding.seq == state.rubric[SOLVE][1].seq
+    (project / "tasks" / "led-resistor-swap" / "rubric.md").unlink()  # a task whose kept definitions hold none
+    assert len(rubric_findings(state, {"1.4.0": Catalog(project)})) == 2

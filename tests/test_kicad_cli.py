@@ -68,7 +68,7 @@ def test_compare_exit_codes(tmp_path: Path) -> None:
 def test_errors_surface_as_user_errors(tmp_path: Path) -> None:
     result = runner.invoke(_app(), ["kicad", "nets", str(tmp_path / "missing.kicad_sch")])
     assert result.exit_code != 0
-    assert isinstance(result.exception, UserError) and "missing.kicad_sch: file not found" in str(result.exception)
+    assert isinstance(result.exception, UserError) and "missing.kicad_sch: no such file" in str(result.exception)
 
 
 def test_main_prints_one_line_and_exits_non_zero(tmp_path: Path) -> None:

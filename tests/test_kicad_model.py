@@ -140,7 +140,7 @@ def test_kicad6_spellings(tmp_path: Path) -> None:
 
 
 def test_missing_and_broken_files_name_the_file_and_line(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match=r"nope\.kicad_sch: file not found"):
+    with pytest.raises(UserError, match=r"nope\.kicad_sch: no such file"):
         load_schematic(tmp_path / "nope.kicad_sch")
     text = (DATA / "power" / "power.kicad_sch").read_text()
     lines = text.split("\n")

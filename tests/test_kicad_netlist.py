@@ -82,7 +82,7 @@ def test_kicad_netlist_reader_errors(tmp_path: Path) -> None:
         parse_kicad_netlist("(kicad_sch)", "b.net")
     with pytest.raises(UserError, match="net #1 has no name"):
         parse_kicad_netlist('(export (nets (net (code "1") (node (ref "R1") (pin "1")))))', "c.net")
-    with pytest.raises(UserError, match="file not found"):
+    with pytest.raises(UserError, match="no such file"):
         read_kicad_netlist(tmp_path / "missing.net")
 
 

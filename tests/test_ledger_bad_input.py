@@ -444,3 +444,41 @@ def test_stdin_through_the_real_command(ledger: Path) -> None:
     assert b"openai-or-anthropic-key at $.body.reason" in refused_run.stderr
     assert SK.encode() not in refused_run.stderr + refused_run.stdout
     assert ledger.read_bytes() == before
+
+
+# --------------------------------------------------------------------------- seq and size limits
+
+
+@pytest.mark.parametrize("seq", [0, 2, 545, -1, "0", None])
+def test_a_client_seq_is_refused_whatever_its_value(ledger: Path, seq: object) -> None:
+    """`"seq": 0` once passed silently (a draft's default), while `"seq": 545` was refused."""
+    refused(ledger, edited(run_retracted(1), lambda d: d.update(seq=seq)), "seq is assigned by the ledger", "$.seq",
+            code=2)
+
+
+def test_a_client_seq_in_an_array_names_the_item(ledger: Path) -> None:
+    items = [draft_dict(run_retracted(1)), {**draft_dict(run_retracted(2)), "seq": 0}]
+    refused(ledger, json.dumps(items), "item 1", "$[1].seq", code=2)
+
+
+@pytest.mark.parametrize(
+    ("where", "edit"),
+    [
+        ("$.actor.name", lambda d: d["actor"].update(name="x" * 70_000)),
+        ("$.body.reason", lambda d: d["body"].update(reason="r" * 70_000)),
+        ("bytes, over the limit", lambda d: d["actor"].update(name="x" * 10_000_000)),
+    ],
+    ids=["actor-name", "reason", "whole-event"],
+)
+def test_a_field_or_event_over_its_size_limit_is_refused(ledger: Path, where: str, edit: Callable[[dict], None]) -> None:
+    refused(ledger, edited(run_retracted(1), edit), where, "over the limit", code=2)
+
+
+def test_the_store_holds_python_built_events_to_the_same_limits(ledger: Path) -> None:
+    from cbledger.ledger.events import Actor
+
+    before = ledger.read_bytes()
+    event = msgspec.structs.replace(run_retracted(1), actor=Actor(kind="person", name="n" * 70_000))
+    with pytest.raises(Exception, match=r"over the limit of 65536 - at `\$\.actor\.name`"):
+        LedgerStore(ledger).append([event])
+    assert ledger.read_bytes() == before

@@ -419,3 +419,23 @@ def test_checkpoints_kept_beside_a_project_are_not_held_against_another_ledger(p
     assert "checkpoint ok" not in r.stdout
     own = project.cli("replay", "--verify", "--chain-only")
     assert own.exit_code == 0 and "checkpoint ok: results/checkpoints/" in own.stdout
+
+
+@pytest.mark.parametrize("edit", ["root", "size", "garbage"])
+def test_a_checkpoint_beside_the_ledger_whose_trusted_signature_fails_is_a_failure(project: Project, edit: str):
+    """An edited root line once passed with only a note, and that note said `untrusted-signer`
+    although the signer is trusted: a signature that does not verify is a failure."""
+    _, path = project.checkpoint()
+    lines = path.read_text().split("\n")  # origin, size, root, "", signature
+    if edit == "root":
+        lines[2] = ("B" if lines[2][0] == "A" else "A") + lines[2][1:]
+    elif edit == "size":
+        lines[1] = "10"
+    else:
+        lines = ["not a checkpoint", ""]
+    path.write_text("\n".join(lines))
+    r = project.cli("replay", "--verify", "--chain-only", "--json")
+    assert r.exit_code == 5, r.stdout
+    [failure] = json.loads(r.stdout)["failures"]
+    assert failure["kind"] == "checkpoint-signature" and failure["file"] == "results/checkpoints/11.txt"
+    assert "untrusted-signer" not in r.stdout

@@ -225,6 +225,7 @@ def test_canonical_bytes_do_not_depend_on_input_key_order(event: EventBase, rnd:
         return value
 
     doc = shuffled(json.loads(canonical))
+    del doc["seq"]  # a draft states none: the ledger assigns it
     text = json.dumps(doc, indent=rnd.choice([None, 1, 4]), ensure_ascii=rnd.random() < 0.5)
     [parsed] = parse_events(text.encode(), "generated")
     assert encoding.encode(parsed) == canonical

@@ -76,3 +76,56 @@ def test_records_and_read_model_label_them():
     assert b"harnessFailure" not in render(ordinary.record)
     tables = {t.name: t for t in readmodel.build_tables(state)}
     assert sorted({row["kind"] for row in tables["runs"].rows}) == ["agent", "not-the-model", "scripted"]
+
+
+def _provider_outage() -> Stream:
+    """model-a passes two runs; a third failed on the provider's 500 at its third model call, after
+    paying for two turns; a fourth was killed from outside."""
+    s = Stream()
+    s.task("rename-net", tier="simple")
+    s.suite("1.0.0", reason="first suite")
+    for repeat in (1, 2):
+        s.graded_run("rename-net", "vendor:model-a", "pass", repeat=repeat, usd_micros=10_000)
+    s.graded_run(
+        "rename-net", "vendor:model-a", "fail", repeat=3, category="stalled", usd_micros=2_203, exit_path="provider-error",
+        harness_failure=HarnessFailure(kind="provider-status", detail="provider error: 500 overloaded", turn=3, status=500),
+    )
+    s.graded_run(
+        "rename-net", "vendor:model-a", "fail", repeat=4, category="stalled", usd_micros=None, exit_path=None,
+        harness_failure=HarnessFailure(kind="harness-signal", detail="the harness was ended by SIGKILL (exit 137)", turn=2),
+    )
+    return s
+
+
+def test_a_provider_outage_enters_no_row_and_gets_a_rate_of_its_own():
+    state = fold(_provider_outage().events)
+    (group,) = metrics.suite_metrics(state, "1.0.0").groups
+    row = next(r for r in group.rows if r.tier == "all")
+    # the row is the model's two runs: a pass rate of 2/2 and its cost per passing task from them alone
+    assert (row.runs, row.passes, row.usd_micros_total) == (2, 2, 20_000)
+    assert row.cost_per_pass_micros == 20_000  # the uncosted killed run does not make it n/a
+    (rate,) = group.environment_failures
+    assert (rate.model, rate.route, rate.runs, rate.failures) == ("vendor:model-a", "vendor", 4, 2)
+    assert rate.kinds == {"harness-signal": 1, "provider-status": 1}
+    text = leaderboard.render(state, None)
+    section = text.split("### Environment failures by model and route")[1].split("\n### ")[0]
+    assert "| `vendor:model-a` | vendor | 50.0% (2/4) | harness-signal 1, provider-status 1 |" in section
+    assert "provider-status (model call 3): provider error: 500 overloaded" in text
+    from cbledger.projections.site.render import index_page
+
+    page = index_page(state).decode()
+    assert "Environment failures by model and route" in page
+    assert "<td>vendor:model-a</td><td>vendor</td><td class=\"num\">4</td><td class=\"num\">2</td><td class=\"num\">50.0%</td>" in page
+
+
+def test_a_group_without_environment_failures_shows_no_rate_table():
+    state = fold(_stream().events)
+    (group,) = metrics.suite_metrics(state, "1.0.0").groups
+    assert len(group.environment_failures) == 2  # preflight and missing-key are the environment's too
+    s = Stream()
+    s.task("rename-net", tier="simple")
+    s.suite("1.0.0", reason="first suite")
+    s.graded_run("rename-net", "vendor:model-a", "pass")
+    state = fold(s.events)
+    assert metrics.suite_metrics(state, "1.0.0").groups[0].environment_failures == []
+    assert "Environment failures by model and route" not in leaderboard.render(state, None)

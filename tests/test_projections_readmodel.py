@@ -13,7 +13,7 @@ from tests.factories import conditions_stream, rich_stream
 
 TABLES = {
     "meta", "runs", "grades", "assertion_outcomes", "leaderboard_rows", "ablation_rows", "incomparable_records",
-    "imports", "rubric_scores", "grade_conflicts", "retractions", "checkpoints", "later_passes",
+    "imports", "rubric_scores", "grade_conflicts", "retractions", "checkpoints", "later_passes", "tasks", "models",
 }
 
 
@@ -40,6 +40,18 @@ def test_tables_and_contents(tmp_path):
     assert row == (9, 8)
     kinds = dict(conn.execute("select kind, count(*) from runs group by kind"))
     assert set(kinds) == {"agent", "harness", "replay"}
+    # a task and a model table, each row's counts those of its live runs
+    assert conn.execute("select count(*) from tasks").fetchone()[0] == conn.execute(
+        "select count(distinct task_id) from runs").fetchone()[0]
+    for model, runs, agent_runs in conn.execute("select model_id, runs, agent_runs from models"):
+        assert (runs, agent_runs) == conn.execute(
+            "select count(*), sum(kind = 'agent') from runs where model_id = ?", (model,)).fetchone()
+    saved = conn.execute("select usd_micros_total, uncosted_runs from models where model_id = 'claude-code'").fetchone()
+    assert saved[0] is None and saved[1] > 0
+    cheap = conn.execute("select usd_micros_total, site_page from models where model_id = 'cheap:model-b'").fetchone()
+    assert cheap[0] == 9_000 * conn.execute(
+        "select count(*) from runs where model_id = 'cheap:model-b' and kind = 'agent'").fetchone()[0]
+    assert cheap[1].startswith("results/site/models/cheap_model-b-")
     conn.close()
     assert [p.name for p in db.parent.iterdir()] == ["cbledger.db"]  # no temporary file left
 

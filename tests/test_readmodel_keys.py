@@ -65,6 +65,19 @@ def test_metadata_names_every_table_and_is_committed_as_generated(tables):
     assert readmodel.metadata_path(DB).read_text(encoding="utf-8") == readmodel.metadata()
 
 
+def test_every_column_is_described_and_every_facet_is_a_column(tables):
+    """datasette shows a column's description under its name; a column added without one fails
+    here, as does a facet or description naming a column the table does not have."""
+    doc = json.loads(readmodel.metadata())["databases"]["cbledger"]
+    assert doc["description"]
+    for t in tables:
+        meta = doc["tables"][t.name]
+        assert set(meta["columns"]) == set(t.columns), t.name
+        assert all(text.strip() for text in meta["columns"].values()), t.name
+        assert set(meta.get("facets", [])) <= set(t.columns), t.name
+    assert doc["tables"]["runs"]["facets"]
+
+
 def test_a_dropped_index_is_a_difference(tmp_path, tables):
     copy = tmp_path / "cbledger.db"
     shutil.copyfile(DB, copy)

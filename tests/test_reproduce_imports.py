@@ -346,7 +346,7 @@ def test_a_fifo_in_place_of_the_transcript_is_refused_without_blocking(root, tmp
     fifo = path.parent / "session.jsonl"
     fifo.unlink()
     os.mkfifo(fifo)
-    _refused(root, path, "transcript_path", "not a regular file")
+    _refused(root, path, "transcript_path", "a FIFO; only regular files are read")
 
 
 def test_the_import_file_itself_as_a_symlink_is_refused(root, tmp_path):

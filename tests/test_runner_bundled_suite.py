@@ -17,11 +17,11 @@ import pytest
 from tests.factories import run_cli
 from tests.runner_project import REPO
 
-pytestmark = [pytest.mark.slow, pytest.mark.kicad]
+pytestmark = [pytest.mark.slow, pytest.mark.kicad, pytest.mark.copperhead]
 
 
 @pytest.fixture(scope="module")
-def bundled(tmp_path_factory, request, kicad_cli):
+def bundled(tmp_path_factory, request, kicad_cli, copperhead_cli):
     full = REPO / "suites" / "full.json"
     if not full.is_file():
         pytest.fail(f"{full.relative_to(REPO)} is missing: the repository must bundle the full suite", pytrace=False)
@@ -45,7 +45,9 @@ def bundled(tmp_path_factory, request, kicad_cli):
         result = cli(*args)
         assert result.exit_code == 0, result.output
     for agent in ("gold", "noop"):
-        result = cli("run", "--suite", "full", "--agent", agent, "--repeats", "1", "--jobs", "2", "--sandbox-root", sandboxes)
+        # the real CLI runs the tasks' setup and the `copperhead check` that check_clean grades
+        result = cli("run", "--suite", "full", "--agent", agent, "--repeats", "1", "--jobs", "2", "--sandbox-root", sandboxes,
+                     "--copperhead-cli", copperhead_cli)
         assert result.exit_code == 0, result.output
 
     from cbledger.ledger.store import LedgerStore

@@ -80,7 +80,7 @@ def test_adapter_drives_the_cli_exactly_and_records_stamp_stats_and_cost(tmp_pat
     publish_prices(project, tmp_path)
     cli, record = standin(tmp_path, version="0.9.7-standin", tokensIn=TOKENS_IN, tokensOut=TOKENS_OUT)
     commit = git_commit_dir(cli.parent)
-    env = {"OPENAI_API_KEY": "placeholder-not-a-key", "ANTHROPIC_API_KEY": "placeholder-not-either", "CBLEDGER_PRIVATE_SETTING": "runner-only"}
+    env = {"CBLEDGER_PRIVATE_SETTING": "runner-only"}
     result = project.run("--suite", "smoke", "--agent", "copperhead", "--model", "acme:m1", "--copperhead-cli", cli, env=env)
     assert result.exit_code == 0, result.output
 
@@ -290,7 +290,7 @@ def test_setup_init_runs_through_the_cli_and_is_skipped_without_it(tmp_path, sha
     project = build_project(tmp_path, shared_real, extra=[(task, "rename net DATA to PDM_DATA", 120, ["init"])])
     cli, record = standin(tmp_path)
     result = project.run(task, "--agent", "copperhead", "--model", "acme:m1", "--segment", "api-cheap", "--copperhead-cli", cli,
-                         env={"OPENAI_API_KEY": "placeholder-not-a-key"})
+                         env={})
     assert result.exit_code == 0, result.output
     result = project.run(task, "--agent", "noop")
     assert result.exit_code == 0, result.output

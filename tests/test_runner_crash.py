@@ -22,6 +22,7 @@ from tests.runner_project import (
     processes_with,
     read_record,
     standin,
+    standin_keys,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.kicad, pytest.mark.shared]
@@ -34,8 +35,8 @@ def test_sigkill_mid_suite_leaves_a_verifiable_ledger_and_no_dangling_bundle(tmp
     start_size = project.ledger.stat().st_size
     proc = subprocess.Popen(
         [*CLI, "run", "--suite", "smoke", "--agent", "gold", "--repeats", "3", "--root", str(project.root),
-         "--sandbox-root", str(project.sandboxes), "--keep-sandboxes"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+         "--sandbox-root", str(project.sandboxes), "--keep-sandboxes", "--no-key-check"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, env={**os.environ, **standin_keys()},
     )
     try:
         deadline = time.monotonic() + 120
@@ -87,8 +88,9 @@ def test_ctrl_c_of_the_runner_takes_the_harness_down_with_it(tmp_path, shared_re
     before = project.ledger_bytes()
     proc = subprocess.Popen(
         [*CLI, "run", RENAME_TASK, "--agent", "copperhead", "--model", "acme:m1", "--segment", "api-cheap",
-         "--copperhead-cli", str(cli), "--root", str(project.root), "--sandbox-root", str(project.sandboxes), "--keep-sandboxes"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+         "--copperhead-cli", str(cli), "--root", str(project.root), "--sandbox-root", str(project.sandboxes), "--keep-sandboxes",
+         "--no-key-check"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, env={**os.environ, **standin_keys()},
     )
     try:
         deadline = time.monotonic() + 60
@@ -120,8 +122,8 @@ def test_ctrl_c_with_jobs_starts_no_further_run(tmp_path, shared_real, kicad_cli
     proc = subprocess.Popen(
         [*CLI, "run", sleepy, "--repeats", "4", "--jobs", "2", "--agent", "copperhead", "--model", "acme:m1",
          "--segment", "api-cheap", "--copperhead-cli", str(cli), "--root", str(project.root),
-         "--sandbox-root", str(project.sandboxes), "--keep-sandboxes"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+         "--sandbox-root", str(project.sandboxes), "--keep-sandboxes", "--no-key-check"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, env={**os.environ, **standin_keys()},
     )
     calls: list[dict] = []
     try:

@@ -2,7 +2,7 @@
 the same ledger as a local run of the same plan, an attempt's feedback passes too, a lost
 worker's run retried once and recorded once, a worker without kicad-cli or copperhead refused at
 registration. And, without a cluster, what the driver checks of what comes back (a run, an
-attempt's passes) and how it orders appends.
+attempt's passes) and that it appends each run as it finishes.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from cbledger.runner.shipping import (
     pack_task,
     unpack,
 )
-from cbledger.runner.suite_run import SuiteResult, _InPlanOrder, run_plan
+from cbledger.runner.suite_run import SuiteResult, _AsFinished, run_plan
 from cbledger.tasks.catalog import Catalog
 from cbledger.workspace import Workspace, bundle_name
 from tests.conftest import REPO
@@ -43,8 +43,10 @@ from tests.factories import MAINTAINER, run_cli
 
 TASKS = ["led-resistor-swap", "mcu-pullup-drift-flag"]
 STAMPED_ID = re.compile(r"^(\d{8}T\d{6}Z)-(?P<planned>.+)-(?P<random>[0-9a-f]{6})$")
-#: a later pass's id: pass 1's, its index, a random suffix (`runner.passes.pass_run_id`)
-PASS_ID = re.compile(r"^(?P<first>.+)-p(?P<index>\d+)-[0-9a-f]{4}$")
+#: a campaign's run id: made from the campaign, the task, the slot and the attempt (`runner.campaign.run_id`)
+CAMPAIGN_ID = re.compile(r"^[A-Za-z0-9._-]+-s\d+-a\d+$")
+#: a later pass's id: pass 1's and its index, with a random suffix outside a campaign (`runner.passes.pass_run_id`)
+PASS_ID = re.compile(r"^(?P<first>.+)-p(?P<index>\d+)(-[0-9a-f]{4})?$")
 PASSES_TASK = "led-resistor-swap"  # allowed two passes (tasks/passes.json)
 TWO_PASS_SESSION = REPO / "sessions" / "led-resistor-swap-two-pass.json"  # fails pass 1, passes pass 2
 TRANSCRIPT = re.compile(r"^\.copperhead/runs/\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d{3}Z/transcript\.jsonl$")
@@ -111,8 +113,8 @@ def normalized(ledger: Path) -> list[str]:
                 names[run_id] = f"{names[later['first']]}-p{later['index']}"
                 continue
             m = STAMPED_ID.match(run_id)
-            assert m, run_id
-            names[run_id] = f"RUN[{m['planned']}]"
+            assert m or CAMPAIGN_ID.match(run_id), run_id
+            names[run_id] = f"RUN[{m['planned']}]" if m else f"RUN[{run_id}]"  # a campaign's is the same anywhere
     out = []
     for e in events:
         e.pop("seq")  # the line's position, compared by the list order
@@ -145,7 +147,21 @@ def normalized(ledger: Path) -> list[str]:
         for run_id, name in sorted(names.items(), key=lambda n: -len(n[0])):  # a later pass's id holds pass 1's
             text = text.replace(run_id, name)
         out.append(text)
-    return out
+    return in_run_order(out)
+
+
+def in_run_order(events: list[str]) -> list[str]:
+    """Runs are appended as they finish, so the order of runs is the order they happened to end
+    in: the events before the first run stay in place, and each run's pair (its run.recorded, then
+    its grade.recorded, which must be adjacent) is put in the order of the pairs' text."""
+    first = next((i for i, e in enumerate(events) if json.loads(e)["type"] == "run.recorded"), len(events))
+    pairs = []
+    for i in range(first, len(events), 2):
+        run, grade = json.loads(events[i]), json.loads(events[i + 1])
+        assert (run["type"], grade["type"]) == ("run.recorded", "grade.recorded"), (run["type"], grade["type"])
+        assert grade["body"]["runId"] == run["body"]["runId"]
+        pairs.append((events[i], events[i + 1]))
+    return events[:first] + [e for pair in sorted(pairs) for e in pair]
 
 
 def head_trees(root: Path, ledger: Path, scratch: Path, harness: bool = False) -> list[object]:
@@ -156,7 +172,7 @@ def head_trees(root: Path, ledger: Path, scratch: Path, harness: bool = False) -
     catalog = Catalog(root)
     workspace = Workspace.at(root, ledger)  # a ledger's bundles are in its own results directory
     trees = []
-    for stored in LedgerStore(ledger).read(types={"run.recorded"}):
+    for stored in sorted(LedgerStore(ledger).read(types={"run.recorded"}), key=lambda s: s.event.body.run_id):
         run = stored.event.body
         assert isinstance(run, RunRecorded)
         bundle = workspace.stored(run.sandbox.store)
@@ -220,7 +236,7 @@ def cassettes(root: Path, ledger: Path) -> list[object]:
 
     workspace = Workspace.at(root, ledger)
     found = []
-    for stored in LedgerStore(ledger).read(types={"run.recorded"}):
+    for stored in sorted(LedgerStore(ledger).read(types={"run.recorded"}), key=lambda s: s.event.body.run_id):
         ref = stored.event.body.cassette
         assert not isinstance(ref, msgspec.UnsetType), stored.event.body.run_id
         path = workspace.stored(ref.path)
@@ -417,19 +433,18 @@ def test_a_cassette_travels_with_its_run_and_must_match_its_event(tmp_path: Path
         received_output(tmp_path, RemoteResult(0, "w1", [without, grade], bundle, tape))
 
 
-def test_runs_are_appended_in_plan_order_whatever_order_they_finish_in(tmp_path: Path) -> None:
+def test_runs_are_appended_as_they_finish(tmp_path: Path) -> None:
     store = LedgerStore(tmp_path / "events.jsonl")
     store.init("order", MAINTAINER)
     result = SuiteResult()
     heard: list[str | None] = []
-    order = _InPlanOrder(store, result, 4, lambda _o, error, _d, _t: heard.append(error))
-    order.finish(2, ("c r1", "x"))
-    order.finish(3, None)  # never started
-    assert heard == []  # waiting for 0 and 1
-    order.finish(1, ("b r1", "x"))
-    order.finish(0, ("a r1", "x"))
-    assert [label for label, _ in result.failures] == ["a r1", "b r1", "c r1"]
-    assert heard == ["a r1: x", "b r1: x", "c r1: x"]
+    order = _AsFinished(store, result, 4, lambda _o, error, _d, _t: heard.append(error))
+    order.finish(("c r1", "x"))
+    assert heard == ["c r1: x"]  # no waiting for the runs planned before it
+    order.finish(None)  # never started: nothing to say
+    order.finish(("a r1", "x"))
+    assert [label for label, _ in result.failures] == ["c r1", "a r1"]
+    assert heard == ["c r1: x", "a r1: x"]
 
 
 def _pass_result(n: int, ref, bundle: bytes, worker: str = "w1", index: int = 0) -> RemoteResult:

@@ -115,7 +115,9 @@ def test_a_run_is_the_models_only_if_the_model_answered():
     assert detect(empty, "compat:x requires an endpoint; set baseURL\n", 1, False).kind == "provider-config"
     started = parse_transcript(_transcript(RUN_START, {"type": "run-failed", "data": {"reason": "provider error: Connection error.", "exitPath": "provider-error"}}), "t")
     f = detect(started, "", 1, False)
-    assert (f.kind, f.detail) == ("no-model-turn", "provider error: Connection error.")
+    assert (f.kind, f.detail, f.turn) == ("provider-transport", "provider error: Connection error.", 1)
+    gave_up = parse_transcript(_transcript(RUN_START, {"type": "run-failed", "data": {"reason": "the model produced nothing", "exitPath": "stalled"}}), "t")
+    assert detect(gave_up, "", 1, False).kind == "no-model-turn"
     # the model answered: whatever happened next is the model's run
     answered = parse_transcript(_transcript(RUN_START, ASSISTANT, {"type": "run-failed", "data": {"reason": "model stopped calling tools", "exitPath": "stalled"}}), "t")
     assert detect(answered, "", 1, False) is None

@@ -88,7 +88,7 @@ def settings(tmp_path):
 
 PLANNED = SimpleNamespace(
     task=SimpleNamespace(id="t", assertions=[], manifest=SimpleNamespace(request=SimpleNamespace(prompt="do it"))),
-    model_id="compat:m", repeat=1,
+    model_id="compat:m", repeat=1, campaign=None,
 )
 
 

@@ -19,7 +19,8 @@ pytestmark = [pytest.mark.kicad, pytest.mark.shared]
 def verdicts(project, runs) -> Counter:
     grades = {g.run_id: g for g in project.grades()}
     return Counter(
-        (r.task.id, r.repeat, grades[r.run_id].verdict, tuple(a.status for a in grades[r.run_id].assertions)) for r in runs
+        (r.task.id, r.campaign.slot, grades[r.run_id].verdict, tuple(a.status for a in grades[r.run_id].assertions))
+        for r in runs
     )
 
 
@@ -29,15 +30,24 @@ def test_jobs_3_matches_jobs_1_with_a_contiguous_chain_and_separate_sandboxes(tm
     one = project.run("--suite", "smoke", "--agent", "gold", "--repeats", "2", "--jobs", "1", "--keep-sandboxes")
     assert one.exit_code == 0, one.output
     serial = project.runs()
-    three = project.run("--suite", "smoke", "--agent", "gold", "--repeats", "2", "--jobs", "3", "--keep-sandboxes")
+    # the same command again is the same campaign, every slot recorded: nothing runs
+    again = project.run("--suite", "smoke", "--agent", "gold", "--repeats", "2", "--jobs", "3")
+    assert again.exit_code == 0, again.output
+    assert "4 of 4 slot(s) recorded, 0 to run" in again.stderr
+    assert project.runs() == serial
+    three = project.run("--suite", "smoke", "--agent", "gold", "--repeats", "2", "--jobs", "3", "--keep-sandboxes",
+                        "--campaign", "parallel")
     assert three.exit_code == 0, three.output
     parallel = project.runs()[len(serial):]
 
-    # --repeats overrides the tasks' own (1): two of each, numbered, each knowing the plan
-    for runs in (serial, parallel):
+    # --repeats overrides the tasks' own (1): two of each, numbered, each knowing the plan; a new
+    # campaign of the same model and condition continues the numbering
+    for runs, first in ((serial, 1), (parallel, 3)):
         assert sorted((r.task.id, r.repeat, r.repeats_planned) for r in runs) == sorted(
-            (t, n, 2) for t in (RENAME_TASK, REFUSAL_TASK) for n in (1, 2)
+            (t, n, 2) for t in (RENAME_TASK, REFUSAL_TASK) for n in (first, first + 1)
         )
+    assert {r.campaign.slot for r in parallel} == {1, 2}
+    assert all(r.run_id.startswith("parallel.") for r in parallel)
     assert verdicts(project, serial) == verdicts(project, parallel)
     assert all(v[2] == "pass" for v in verdicts(project, parallel))
 

@@ -142,12 +142,12 @@ def test_copperhead_refuses_modes_it_does_not_drive(tmp_path, shared_real, kicad
     project = build_project(tmp_path, shared_real, bump=False)
     path = project.root / "tasks" / RENAME_TASK / "task.json"
     task = json.loads(path.read_text())
-    task["mode"] = "sync"
+    task["mode"], task["request"] = "check", {}
     path.write_text(json.dumps(task, indent=2) + "\n")
     project.bump()
     cli, record = standin(tmp_path)
     refused(project, "--suite", "smoke", "--agent", "copperhead", "--model", "acme:m1", "--segment", "api-cheap",
-            "--copperhead-cli", str(cli), expect=f"drives only `do` tasks so far; not: {RENAME_TASK}")
+            "--copperhead-cli", str(cli), expect=f"drives only `do` and `sync` tasks; not: {RENAME_TASK} (check makes no model call")
     assert not any(r.get("command") == "do" for r in _records(record))
 
 

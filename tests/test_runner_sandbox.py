@@ -91,6 +91,9 @@ def test_a_hostile_agent_is_contained(tmp_path, shared_real, kicad_cli, clean_en
         new -= {Path("results/cassettes"), Path(run.cassette.path)}
         # the site's pages, rewritten for the run (the index and lists, the run's own page)
         new = {p for p in new if Path("results/site") not in (p, *p.parents)}
+        # the campaign's kept plan, and the lock its invocation held (the runner's, not the agent's)
+        campaign = run.campaign.id
+        new -= {Path("results/campaigns"), Path(f"results/campaigns/{campaign}.json"), Path(f"results/campaigns/.{campaign}.lock")}
         assert all(p == record_dir.parent or p == record_dir or record_dir in p.parents for p in new), new
         # the setsid child died with the sandbox
         assert tried["setsid-child"]["ok"]
@@ -103,7 +106,7 @@ def test_a_hostile_agent_is_contained(tmp_path, shared_real, kicad_cli, clean_en
         bundle = project.root / run.sandbox.store
         assert bundle.stat().st_size < isolation.Limits().file_bytes + 2 * 1024 * 1024
         # and the next run starts and lands: no torn tail, no lock left behind
-        again = project.run(REFUSAL_TASK, "--agent", "noop")
+        again = project.run(REFUSAL_TASK, "--agent", "noop", "--campaign", "after-the-hostile-run")
         assert again.exit_code == 0, again.output
         assert len(project.runs()) == 3
     finally:

@@ -67,12 +67,19 @@ def browser():
     driver.quit()
 
 
-def _open(driver, path: Path, shots: Path, name: str):
+def _viewport(driver, width: int, height: int) -> None:
+    """An exact layout viewport (a window's size would include its frame)."""
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+
+
+def _open(driver, path: Path, shots: Path, name: str, width: int = 1300):
+    _viewport(driver, width, 900)
     driver.get(path.as_uri())
     errors = [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
     assert errors == [], f"{path.name}: console errors {errors}"
     height = driver.execute_script("return document.documentElement.scrollHeight")
-    driver.set_window_size(1300, min(max(height, 600), 6000))
+    _viewport(driver, width, min(max(height, 600), 6000))
     driver.save_screenshot(str(shots / f"{name}.png"))
     assert (shots / f"{name}.png").stat().st_size > 1000
 
@@ -97,7 +104,7 @@ def test_runs_page_links_every_run(built, browser):
 
     state, _evidence, chosen, out, shots = built
     _open(browser, out / site.RUNS, shots, "runs")
-    links = browser.find_elements(By.CSS_SELECTOR, "table.runs tbody a")
+    links = browser.find_elements(By.CSS_SELECTOR, "table.runs tbody td:nth-child(2) a")
     assert len(links) == len(state.runs)
     target = next(a for a in links if a.text == chosen[0])
     target.click()
@@ -151,35 +158,135 @@ def test_regressions_and_work_queue_pages(built, browser):
     assert nav == ["Leaderboard", "Runs", "Regressions", "Work queue"]
 
 
-def test_leaderboard_charts_with_agent_rows(tmp_path, browser):
-    """The committed ledger has no agent run yet; the factory's rich ledger has three models over
-    three tiers, costed and not, so each tier's chart and the interval bars are drawn."""
+#: every text box of each chart that overlaps another of the same chart, as the browser laid them out
+_OVERLAPS = """
+const out = [];
+for (const svg of document.querySelectorAll('svg.chart')) {
+  const boxes = [...svg.querySelectorAll('text')].map(t => [t.textContent, t.getBoundingClientRect()])
+    .filter(([, r]) => r.width > 0 && r.height > 0);
+  for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+    const [a, ra] = boxes[i], [b, rb] = boxes[j];
+    const w = Math.min(ra.right, rb.right) - Math.max(ra.left, rb.left);
+    const h = Math.min(ra.bottom, rb.bottom) - Math.max(ra.top, rb.top);
+    if (w > 0.5 && h > 0.5) out.push([svg.getAttribute('aria-label'), a, b]);
+  }
+}
+return out;
+"""
+
+#: text of a chart that the browser draws outside the chart's own box (a label cut off)
+_CLIPPED = """
+const out = [];
+for (const svg of document.querySelectorAll('svg.chart')) {
+  const box = svg.getBoundingClientRect();
+  for (const t of svg.querySelectorAll('text')) {
+    const r = t.getBoundingClientRect();
+    if (r.left < box.left - 0.5 || r.right > box.right + 0.5 || r.top < box.top - 0.5 || r.bottom > box.bottom + 0.5)
+      out.push([svg.getAttribute('aria-label'), t.textContent]);
+  }
+}
+return out;
+"""
+
+
+@pytest.fixture(scope="module")
+def crowd(tmp_path_factory):
+    """The whole site of `crowd_stream`: crowded charts, both cost segments, single runs."""
+    from tests.site_helpers import crowd_state
+
+    state = crowd_state()
+    out = tmp_path_factory.mktemp("crowd-site")
+    for rel, data in site.render(state, {}):
+        write_atomic(out / rel, data)
+    return state, out
+
+
+def _page_kinds(built, crowd) -> dict[str, Path]:
+    state, _evidence, chosen, out, _shots = built
+    cstate, cout = crowd
+    first_task = sorted(e.run.task.id for e in cstate.runs.values())[0]
+    return {
+        "leaderboard": cout / site.INDEX, "leaderboard-committed": out / site.INDEX,
+        "task": cout / site.task_page(first_task),
+        "model": cout / site.model_page("vendor:twin-0-with-a-rather-long-provider-model-name"),
+        "task-committed": out / site.task_page(state.runs[chosen[0]].run.task.id),
+        "run": out / site.run_page(next(r for r in chosen if "solve" in r)), "runs": out / site.RUNS,
+        "regressions": cout / site.REGRESSIONS, "workqueue": cout / site.QUEUE,
+    }
+
+
+KINDS = ["leaderboard", "leaderboard-committed", "task", "model", "task-committed", "run", "runs", "regressions", "workqueue"]
+
+
+@pytest.mark.parametrize("width", [1400, 400])
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_page_kind_fits_its_width_and_no_chart_label_overlaps(built, crowd, browser, kind, width):
+    """At a desktop and a phone width: the document never scrolls sideways (wide tables and
+    charts scroll inside their own box), no two labels of a chart overlap, none is cut off."""
+    shots = built[4]
+    _open(browser, _page_kinds(built, crowd)[kind], shots, f"{kind}-{width}", width)
+    overflow = browser.execute_script(
+        "const d = document.documentElement; return [d.scrollWidth, d.clientWidth]")
+    assert overflow[0] <= overflow[1], f"{kind} at {width}px: the document is {overflow[0]}px wide"
+    assert browser.execute_script(_OVERLAPS) == []
+    assert browser.execute_script(_CLIPPED) == []
+    nav = browser.execute_script("return [...document.querySelectorAll('header a')].map(a => a.getBoundingClientRect().top)")
+    assert len(set(nav)) == 1, f"the navigation's links wrap onto {len(set(nav))} lines"
+
+
+def test_crowded_frontier_draws_every_costed_model_once_and_keeps_the_rules(crowd, browser, built):
+    """Five models at one point get five readable numbers; each cost segment has its own chart;
+    a model without a cost is named beside the chart, not drawn at $0; the single run is marked
+    and listed apart, never ranked above the repeated models."""
     from selenium.webdriver.common.by import By
 
-    from cbledger.ledger.store import LedgerStore
     from cbledger.projections.fold import current_suite
-    from cbledger.projections.metrics import suite_metrics
-    from cbledger.projections.writers import load_state
-    from tests.factories import MAINTAINER, rich_stream
+    from cbledger.projections.metrics import ALL_TIERS, COSTED_SEGMENTS, suite_metrics
 
-    ledger = tmp_path / "events.jsonl"
-    LedgerStore(ledger).init("site-test", MAINTAINER)
-    LedgerStore(ledger).append(rich_stream().drafts()[1:])
-    state = load_state(ledger)
-    write_atomic(tmp_path / "site" / site.INDEX, site.index_page(state))
-    shots = tmp_path / "screenshots"
-    shots.mkdir()
-    print(f"\nsite screenshots: {shots}")
-    _open(browser, tmp_path / "site" / site.INDEX, shots, "index-agents")
-    main = next(g for g in suite_metrics(state, current_suite(state)).groups if g.main)
-    tiers = {r.tier for r in main.rows if r.condition == "default"}
-    charts = browser.find_elements(By.CSS_SELECTOR, "section.group:first-of-type svg.scatter")
-    assert len(charts) == len(tiers)
-    points = browser.find_elements(By.CSS_SELECTOR, "section.group:first-of-type svg.scatter g.point")
-    assert len(points) == sum(1 for r in main.rows if r.condition == "default")
-    uncosted = sum(1 for r in main.rows if r.condition == "default" and r.cost_per_pass_micros is None)
-    assert len(browser.find_elements(By.CSS_SELECTOR, "section.group:first-of-type svg.scatter g.point.hollow")) == uncosted
-    bars = browser.find_elements(By.CSS_SELECTOR, "section.group:first-of-type table.leaderboard .bar .ci")
-    assert len(bars) == len(points)
-    labels = {e.text for e in browser.find_elements(By.CSS_SELECTOR, "section.group:first-of-type svg.scatter text.label")}
-    assert labels == {r.model for r in main.rows if r.condition == "default"}
+    state, out = crowd
+    _open(browser, out / site.INDEX, built[4], "crowd-index", 1400)
+    pooled = [r for g in suite_metrics(state, current_suite(state)).groups if g.main
+              for r in g.default_rows() if r.tier == ALL_TIERS]
+    main = browser.find_element(By.CSS_SELECTOR, "section.group")
+    captions = [f.text for f in main.find_elements(By.CSS_SELECTOR, "figure.frontier figcaption")]
+    segments = [s for s in COSTED_SEGMENTS if any(r.segment == s for r in pooled)]
+    assert captions == [f"Segment {s}" for s in segments] and len(segments) == 2
+    drawn = [r for r in pooled if r.segment in COSTED_SEGMENTS and r.cost_per_pass_micros is not None]
+    assert len(main.find_elements(By.CSS_SELECTOR, "svg.scatter g.point")) == len(drawn)
+    assert len(main.find_elements(By.CSS_SELECTOR, "svg.scatter g.point.single")) == sum(r.single_repeat for r in drawn) == 1
+    apart = " ".join(p.text for p in main.find_elements(By.CSS_SELECTOR, "p.apart"))
+    assert "vendor:half-costed" in apart and "claude-code" in apart
+    for label in main.find_elements(By.CSS_SELECTOR, "svg.scatter text.label"):
+        assert label.text.isdigit()
+    # the tier tables: the single run sits in its own unranked table
+    single = main.find_elements(By.CSS_SELECTOR, "table.single tbody tr")
+    assert single and all("vendor:lucky-once" in r.text and "single run" in r.text for r in single)
+    for table in main.find_elements(By.CSS_SELECTOR, "table.costed"):
+        assert "vendor:lucky-once" not in table.text
+        heads = [h.text for h in table.find_elements(By.CSS_SELECTOR, "thead th")]
+        assert sum(h.startswith("cost per passing task") for h in heads) == len({
+            r.text.split("\n")[0] for r in table.find_elements(By.CSS_SELECTOR, "tbody td:nth-child(3)")})
+
+
+def test_task_and_model_pages_link_both_ways(crowd, browser, built):
+    from selenium.webdriver.common.by import By
+
+    _state, out = crowd
+    _open(browser, out / site.INDEX, built[4], "crowd-index-links", 1400)
+    browser.find_element(By.LINK_TEXT, "vendor:steady-six").click()
+    assert browser.find_element(By.TAG_NAME, "h1").text == "Model vendor:steady-six"
+    rows = browser.find_elements(By.CSS_SELECTOR, "table.pairs tbody tr")
+    assert len(rows) == 3  # one per task it ran
+    rows[0].find_element(By.TAG_NAME, "a").click()
+    assert browser.find_element(By.TAG_NAME, "h1").text.startswith("Task ")
+    models = [r.find_element(By.TAG_NAME, "a").text for r in browser.find_elements(By.CSS_SELECTOR, "table.pairs tbody tr")]
+    assert "vendor:steady-six" in models
+    # a single run never above a repeated one
+    singles = [i for i, r in enumerate(browser.find_elements(By.CSS_SELECTOR, "table.pairs tbody tr")) if "single" in r.get_attribute("class")]
+    assert not singles or singles[0] >= len(models) - len(singles)
+    run_link = browser.find_element(By.CSS_SELECTOR, "table.runs tbody td:nth-child(2) a")
+    run_id = run_link.text
+    run_link.click()
+    assert browser.find_element(By.TAG_NAME, "h1").text == f"Run {run_id}"
+    browser.find_element(By.CSS_SELECTOR, "table.summary a[href*='models/']").click()
+    assert browser.find_element(By.TAG_NAME, "h1").text.startswith("Model ")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+import re
+
 from markupsafe import escape
 
 from cbledger.projections.site import render as site
@@ -21,8 +24,9 @@ def test_hostile_transcript_is_shown_not_run():
 
 
 def test_svg_labels_are_escaped():
-    text = svg.scatter([svg.Point(label=HOSTILE, cost_usd=None, rate=0.5, low=0.2, high=0.8)], HOSTILE)
-    text += svg.heatmap([HOSTILE], [HOSTILE], {(HOSTILE, HOSTILE): svg.Cell(passes=1, runs=2)}, HOSTILE)
+    text = svg.scatter([svg.Point(number=1, label=HOSTILE, cost_usd=0.5, rate=0.5, low=0.2, high=0.8)], HOSTILE)
+    text += svg.heatmap([HOSTILE], [HOSTILE], {(HOSTILE, HOSTILE): svg.Cell(passes=1, runs=2)}, HOSTILE,
+                        {HOSTILE: HOSTILE}, {HOSTILE: HOSTILE})
     assert "<script" not in text and "<img" not in text
     assert "&lt;script&gt;" in text
 
@@ -35,9 +39,13 @@ def test_every_page_is_rendered_and_the_bytes_are_a_function_of_the_inputs():
     assert first == again
     paths = [p for p, _ in first]
     assert paths[:4] == [site.INDEX, site.RUNS, site.REGRESSIONS, site.QUEUE]
+    entries = [*state.runs.values(), *state.later_passes.values()]
+    tasks = [site.task_page(t) for t in sorted({e.run.task.id for e in entries})]
+    models = [site.model_page(m) for m in sorted({e.run.model.id for e in entries})]
+    assert paths[4:4 + len(tasks) + len(models)] == tasks + models
     # a later feedback pass has a page, though no table lists it
     assert state.later_passes
-    assert sorted(paths[4:]) == sorted(site.run_page(r) for r in (*state.runs, *state.later_passes))
+    assert sorted(paths[4 + len(tasks) + len(models):]) == sorted(site.run_page(r) for r in (*state.runs, *state.later_passes))
     runs_page = dict(first)[site.RUNS].decode()
     assert runs_page.count('<tr><td class="num">') == len(state.runs)
 
@@ -64,7 +72,7 @@ def test_only_the_named_runs_pages_with_runs():
     state = committed_state()
     rid = sorted(state.runs)[3]
     out = site.render(state, {}, [rid, "no-such-run"])
-    assert [p for p, _ in out][4:] == [site.run_page(rid)]
+    assert [p for p, _ in out if p.startswith("runs/")] == [site.run_page(rid)]
     assert b"the preserved run was not read" in dict(out)[site.run_page(rid)]
 
 
@@ -76,19 +84,61 @@ def test_a_retracted_run_says_so():
     assert 'class="verdict verdict-retracted"' in page
 
 
-def test_the_command_the_regressions_page_shows_is_one_the_cli_takes():
+def test_task_and_model_page_names_are_safe_and_distinct():
+    names = ["vendor:a/b", "vendor_a_b", "../etc", ".hidden", "plain-task_1.v2"]
+    pages = [site.model_page(n) for n in names]
+    assert len(set(pages)) == len(pages)
+    assert site.task_page("plain-task_1.v2") == "tasks/plain-task_1.v2.html"
+    for p in pages:
+        stem = p.removeprefix("models/").removesuffix(".html")
+        assert re.fullmatch(r"[A-Za-z0-9_-][A-Za-z0-9._-]*", stem), p
+
+
+def test_frontier_keeps_single_runs_off_the_line_and_ticks_distinct():
+    pts = [svg.Point(number=1, label="a", cost_usd=0.01, rate=1.0, low=0.2, high=1.0, single=True),
+           svg.Point(number=2, label="b", cost_usd=0.02, rate=0.5, low=0.3, high=0.7),
+           svg.Point(number=3, label="c", cost_usd=0.03, rate=0.4, low=0.3, high=0.6),
+           svg.Point(number=4, label="d", cost_usd=0.04, rate=0.9, low=0.7, high=1.0)]
+    assert [p.number for p in svg.frontier_points(pts)] == [2, 4]
+    text = svg.scatter(pts, "t")
+    ticks = re.findall(r'class="tick" text-anchor="(?:start|middle|end)">(\$[0-9.]+)<', text)
+    assert len(ticks) == 5 and len(set(ticks)) == 5, ticks
+
+
+def test_labels_at_one_point_are_placed_apart():
+    anchors = [(100.0, 100.0, str(n)) for n in range(1, 31)]
+    spots = svg.place_labels(anchors, (0.0, 0.0, 300.0, 200.0), [])
+    boxes = [svg._text_box(x, y, t) for (x, y), (_, _, t) in zip(spots, anchors, strict=True)]
+    for i, a in enumerate(boxes):
+        assert a[0] >= 0 and a[2] <= 300 and a[1] >= 0 and a[3] <= 200
+        assert not any(svg._overlaps(a, b) for b in boxes[i + 1:])
+
+
+def test_heatmap_colours_are_viridis_and_monotone_in_lightness():
+    colours = [svg.fill(k / 10)[0] for k in range(11)]
+    assert colours[0] == "#440154" and colours[-1] == "#fde725"
+
+    def lightness(c: str) -> float:
+        r, g, b = (int(c[i:i + 2], 16) for i in (1, 3, 5))
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+    assert all(lightness(a) < lightness(b) for a, b in itertools.pairwise(colours))
+
+
+def test_every_link_of_the_site_names_a_page_it_renders():
+    """Task and model pages are linked from the index, the runs tables and the run pages; every
+    relative link resolves to a rendered page, and nothing links outside the site."""
     import html
-    import re
-    import shlex
+    import posixpath
 
-    from tests.factories import run_cli
-    from tests.site_helpers import REPO
+    from tests.site_helpers import crowd_state
 
-    page = html.unescape(site.regressions_page(committed_state()).decode())
-    [shown] = re.findall(r"<code>(cbledger project compare [^<]*)</code>", page)
-    args = shlex.split(shown)[1:]
-    assert args[:2] == ["project", "compare"]
-    out = run_cli([*args, "--root", REPO])
-    # the placeholders name no run set, which the command says in its own words; an option the
-    # command does not have would be a usage error from the parser instead
-    assert "No such option" not in out.stderr and "the baseline (copperhead=A) holds no agent run" in out.stdout, out.output
+    for state in (committed_state(), crowd_state()):
+        pages = dict(site.render(state, {}))
+        linked = set()
+        for rel, data in pages.items():
+            for href in re.findall(r'href="([^"]+)"', data.decode()):
+                target = posixpath.normpath(posixpath.join(posixpath.dirname(rel), html.unescape(href)))
+                assert target in pages, f"{rel} links {href}"
+                linked.add(target)
+        assert {p for p in pages if p.startswith(("tasks/", "models/"))} <= linked

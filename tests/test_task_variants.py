@@ -118,10 +118,55 @@ def test_a_real_board_task_is_refused_and_nothing_is_written(tmp_path):
 def test_a_variant_of_a_variant_and_an_existing_variant_are_refused(tmp_path):
     root = project_with(tmp_path, "led-resistor-swap")
     made = gen.generate(root, "led-resistor-swap", 4)
+    gen.finish(made)
     with pytest.raises(UserError, match="itself a variant of led-resistor-swap"):
         gen.generate(root, made.task_id, 1)
     with pytest.raises(UserError, match="exists already"):
         gen.generate(root, "led-resistor-swap", 4)
+
+
+@pytest.mark.parametrize("seed", [str(2**32), str(10**30)])
+def test_a_seed_past_the_bound_is_refused_and_nothing_is_written(tmp_path, seed):
+    """`--seed 10**30` once ran past a minute and, killed, left a partial task behind."""
+    root = project_with(tmp_path, "led-resistor-swap")
+    before = sorted(p.relative_to(root) for p in root.rglob("*"))
+    r = run_cli(["task", "variant", "led-resistor-swap", "--seed", seed, "--root", root])
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    assert sorted(p.relative_to(root) for p in root.rglob("*")) == before
+    with pytest.raises(UserError, match="a seed is an integer from 0 to 4294967295"):
+        gen.generate(root, "led-resistor-swap", int(seed))
+
+
+def test_a_variant_killed_before_its_trial_passed_is_no_task_and_the_next_run_replaces_it(tmp_path):
+    from cbledger.tasks import definitions
+    from cbledger.tasks.validate import validate_project
+
+    root = project_with(tmp_path, "led-resistor-swap")
+    (root / "suites").mkdir()
+    made = gen.generate(root, "led-resistor-swap", 5)  # and then a SIGKILL: never finished
+    catalog = Catalog(root)
+    assert made.task_id not in catalog.task_ids() and made.fixture_id not in catalog.fixture_ids()
+    assert made.task_id not in definitions.DirectorySource(root).dirs("tasks")
+    assert not any(made.task_id in str(p) for p in validate_project(root).problems)
+    again = gen.generate(root, "led-resistor-swap", 5)  # no --replace needed for a leftover
+    gen.finish(again)
+    assert made.task_id in Catalog(root).task_ids() and not (again.task_dir / ".incomplete").exists()
+
+
+def test_sigterm_during_the_trial_takes_the_variant_out(tmp_path, monkeypatch):
+    import os
+    import signal
+
+    from cbledger.runner import trial
+
+    root = project_with(tmp_path, "led-resistor-swap")
+    monkeypatch.setattr("cbledger.tasks.fixtures.baseline.measure", lambda d: os.kill(os.getpid(), signal.SIGTERM))
+    monkeypatch.setattr(trial, "run_trials", lambda *a, **k: pytest.fail("the trial ran after SIGTERM"))
+    r = run_cli(["task", "variant", "led-resistor-swap", "--seed", "6", "--root", root])
+    assert r.exit_code == 128 + signal.SIGTERM
+    assert sorted(p.name for p in (root / "tasks").iterdir()) == ["led-resistor-swap"]
+    assert not (root / "fixtures" / "variant-led-resistor-swap-v6").exists()
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the command's handler is gone again
 
 
 def test_a_bare_number_the_task_never_places_is_refused_not_guessed(tmp_path):

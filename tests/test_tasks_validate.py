@@ -85,7 +85,12 @@ def test_every_schema_problem_of_a_task_is_listed(project):
     fields = sorted(f for _file, f, _m in found)
     assert fields == ["caps.turns", "caps.wallClockSec", "colour", "tags", "tier"]
     assert all(file == "tasks/good/task.json" for file, _f, _m in found)
-    messages = {f: m for _file, f, m in found}
+    # the decoder's words first, then the standard's rule for the field
+    messages = {f: m.split("; the standard: ")[0] for _file, f, m in found}
+    rules = {f: m.split("; the standard: ")[1] if "; the standard: " in m else None for _file, f, m in found}
+    assert rules["tier"] == "tier is one of simple, medium, hard"
+    assert rules["caps.turns"] == rules["caps.wallClockSec"] == "caps is {turns, wallClockSec}: hard caps, exceeding one terminates the run"
+    assert rules["colour"] is None
     assert messages["colour"] == "unknown field"
     assert messages["caps.turns"] == "Expected `int` >= 1"
     assert messages["caps.wallClockSec"] == "Expected `int`, got `str`"
@@ -95,7 +100,11 @@ def test_every_schema_problem_of_a_task_is_listed(project):
 
 def test_a_missing_required_field(project):
     edit_task(project, expectedOutcome=None)
-    assert only(project) == ("tasks/good/task.json", "expectedOutcome", "missing required field")
+    assert only(project) == (
+        "tasks/good/task.json", "expectedOutcome",
+        "missing required field; the standard: expectedOutcome is edit (make the change), refusal (no change fits "
+        "the budgets) or flag (surface an inconsistency, resolve nothing)",
+    )
 
 
 def test_task_json_that_is_not_json(project):
@@ -196,7 +205,7 @@ def test_an_unknown_type_lists_the_vocabulary(project):
     edit_assertions(project, GOOD + [assertion("x", "net_renamed", {"from": "SIG", "to": "SENSE"})])
     file, field, message = only(project)
     assert (file, field) == ("tasks/good/assertions.json", "[2].type")
-    assert message == "unknown assertion type 'net_renamed'; the vocabulary is closed: " + ", ".join(VOCABULARY)
+    assert message == "unknown assertion type 'net_renamed'; the standard's vocabulary is closed: " + ", ".join(VOCABULARY)
 
 
 def test_per_type_argument_schemas_every_item(project):
@@ -210,7 +219,9 @@ def test_per_type_argument_schemas_every_item(project):
             {"id": "e", "type": "no_secret", "weight": -1, "required": "yes"},
         ],
     )
-    found = problems(project)
+    found = [(file, field, m.split("; the standard: ")[0]) for file, field, m in problems(project)]
+    assert any(m.endswith("; the standard: args is net_present {net} (docs/GRADING.md)") for _f, _w, m in problems(project))
+    assert any(m.endswith("; the standard: args is doc_contains {doc, pattern, absent?} (docs/GRADING.md)") for _f, _w, m in problems(project))
     f = "tasks/good/assertions.json"
     assert (f, "[0].args.net", "missing required field") in found
     assert (f, "[1].args.ratio", "Expected `float` <= 1.0") in found
@@ -298,16 +309,23 @@ def test_llm_cache_is_refused_with_the_reason(project):
         "config.llmCache",
         "not settable: the runner forces llmCache false on every run (a cached turn manufactures determinism)",
     ) in found
-    assert ("tasks/good/task.json", "config.maxTurns", "Expected `int` >= 1") in found  # and the rest still checked
+    # and the rest still checked
+    assert ("tasks/good/task.json", "config.maxTurns", "Expected `int` >= 1; the standard: config is optional overrides for "
+            ".copperhead/config.json: budgets (key → number), maxTurns, maxRepairCycles, stageMaxTurns; never llmCache") in found
+
+
+def bare(found: tuple[str, str, str]) -> tuple[str, str, str]:
+    """A problem without the standard's rule `validate` appends to it."""
+    return found[0], found[1], found[2].split("; the standard: ")[0]
 
 
 def test_stage_max_turns_is_per_stage_as_copperhead_reads_it(project):
     edit_task(project, config={"stageMaxTurns": {"spec-seed": 60, "schematic": 80}})
     assert problems(project) == []
     edit_task(project, config={"stageMaxTurns": 60})
-    assert only(project) == ("tasks/good/task.json", "config.stageMaxTurns", "Expected `object | null`, got `int`")
+    assert bare(only(project)) == ("tasks/good/task.json", "config.stageMaxTurns", "Expected `object | null`, got `int`")
     edit_task(project, config={"stageMaxTurns": {"spec-seed": 0}})
-    assert only(project) == ("tasks/good/task.json", "config.stageMaxTurns[...]", "Expected `int` >= 1")
+    assert bare(only(project)) == ("tasks/good/task.json", "config.stageMaxTurns[...]", "Expected `int` >= 1")
 
 
 def test_setup_commands_only_init(project):

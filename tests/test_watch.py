@@ -59,7 +59,9 @@ def assert_equals_full_rebuild(root: Path, ledger: Path, tmp_path: Path) -> None
     assert readmodel.canonical_dump(root / "results" / "cbledger.db") == readmodel.canonical_dump_tables(tables)
     # the site: every page as a full rendering writes it (a run's page only when its events came)
     pages = site_render.render(state, site_evidence.gather(Workspace.at(root, ledger), state))
-    assert len(pages) == 4 + len(state.runs)
+    entries = [*state.runs.values(), *state.later_passes.values()]
+    names = {e.run.task.id for e in entries}, {e.run.model.id for e in entries}
+    assert len(pages) == 4 + len(names[0]) + len(names[1]) + len(state.runs) + len(state.later_passes)
     for rel, data in pages:
         assert (root / "results" / "site" / rel).read_bytes() == data, rel
 

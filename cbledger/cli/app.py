@@ -68,13 +68,22 @@ def _root(
 def main() -> None:
     as_json = json_errors()
     try:
-        if not as_json:
-            app(prog_name=PROG)
-            return
-        # Under --json click's own usage errors are reported here, as JSON, rather than as its
-        # usage text; what a command returns or exits with is passed on unchanged.
+        # Click's own usage errors (a bad option value, a missing argument, an unknown option) are
+        # reported here like every other refusal, one line (one JSON object under --json) naming
+        # the command, rather than as click's four lines with its usage; what a command returns or
+        # exits with is passed on unchanged.
         code = app(prog_name=PROG, standalone_mode=False)
         sys.exit(code if isinstance(code, int) else 0)
+    except _click.exceptions.NoArgsIsHelpError as exc:
+        if as_json:
+            report_error(exc.format_message(), exc.exit_code)
+        else:
+            exc.show()  # `cbledger kicad` alone: the group's help, as asked
+        sys.exit(exc.exit_code)
+    except _click.exceptions.UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx is not None else PROG
+        report_error(f"{printable(where)}: {printable(exc.format_message(), limit=2000)}", exc.exit_code)
+        sys.exit(exc.exit_code)
     except UserError as exc:
         report_error(printable(exc, limit=20000, keep_newlines=True), exc.exit_code)
         sys.exit(exc.exit_code)
@@ -84,8 +93,8 @@ def main() -> None:
         where = exc.filename if exc.filename is not None else "cbledger"
         report_error(f"{printable(where)}: {exc.strerror or exc.__class__.__name__}", USAGE)
         sys.exit(USAGE)
-    except _click.exceptions.ClickException as exc:  # only under --json: standalone mode reports them itself
-        report_error(exc.format_message(), exc.exit_code)
+    except _click.exceptions.ClickException as exc:
+        report_error(printable(exc.format_message(), limit=2000), exc.exit_code)
         sys.exit(exc.exit_code)
     except typer.Abort:
         report_error("aborted", CHECK_FAILED)

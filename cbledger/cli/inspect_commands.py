@@ -30,6 +30,12 @@ def _assertions(grade: dict[str, Any]) -> list[str]:
     return out
 
 
+def _price_line(table: dict[str, Any]) -> str:
+    rates = (f"${table['inputPerMTok']} in, ${table['outputPerMTok']} out per 1M tokens"
+             if table["inputPerMTok"] is not None else "no rate for this model")
+    return f"price table {table['version']} (effective {table['effectiveDate']}): {rates}"
+
+
 def _text(doc: dict[str, Any]) -> list[str]:
     lines = [
         f"run {doc['runId']} (seq {doc['seq']})",
@@ -40,6 +46,12 @@ def _text(doc: dict[str, Any]) -> list[str]:
         f"  started    {doc['startedAt']}, suite {doc['suiteVersion']}",
         f"  bundle     {doc['bundle']} (baseline {doc['baselineSha']}, head {doc['headSha']})",
     ]
+    if doc["priceTable"]:
+        lines.insert(5, f"  priced by  {_price_line(doc['priceTable'])}")
+    failure = doc["harnessFailure"]
+    if failure:
+        at = f" at model call {failure['turn']}" if failure.get("turn") else ""
+        lines.append(f"  not the model's: {failure['kind']}{at}: {printable(failure['detail'])}")
     for path in doc["records"]:
         lines.append(f"  record     {path}")
     if doc["retracted"]:

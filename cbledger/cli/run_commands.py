@@ -8,11 +8,13 @@ import re
 import shutil
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
 import pygit2
 import typer
+from blake3 import blake3
 
 from cbledger.cli.common import (
     JsonFlag,
@@ -30,14 +32,17 @@ from cbledger.login import login_name
 from cbledger.projections import writers
 from cbledger.projections.records import record_entries
 from cbledger.reproduce import site_evidence
-from cbledger.runner import ledger_view, pricing, trial
-from cbledger.runner.plan import check_jobs, make_plan
+from cbledger.runner import campaign as campaign_mod
+from cbledger.runner import cost_estimate, ledger_view, leftovers, pricing, trial
+from cbledger.runner import draft as draft_run
+from cbledger.runner.budget import MoneyLimits
+from cbledger.runner.plan import Plan, check_jobs, make_plan
 from cbledger.runner.rescore import rescore as rescore_runs
 from cbledger.runner.suite_run import passes_allowed, run_plan
 from cbledger.tasks import definitions, suite_archive
 from cbledger.tasks.catalog import Catalog
 from cbledger.tasks.definitions import DirectorySource, GitSource, Source
-from cbledger.workspace import SUITES, bundle_name, record_name
+from cbledger.workspace import SUITES, Workspace, bundle_name, record_name
 
 
 def scripted_model(session: str) -> str:
@@ -81,7 +86,33 @@ def run(
                     "failed assertions; capped by each task's allowance in tasks/passes.json (docs/RUNNER.md, section 12).",
         show_default=False,
     )] = None,
+    campaign: Annotated[str | None, typer.Option(
+        help="The campaign this plan fills (default: an id read off the plan, so the same command resumes it); "
+             "a new id starts a fresh campaign, whose repeats continue after those already recorded.",
+        show_default=False,
+    )] = None,
+    resume: Annotated[str | None, typer.Option(
+        help="Run the missing slots of a campaign, with the plan it was started with (results/campaigns/ID.json).",
+        show_default=False,
+    )] = None,
+    retry_env: Annotated[int, typer.Option(
+        "--retry-env", min=0, max=10,
+        help="Retry a run that failed for a reason not the model's (recorded with a harness failure) up to N times, "
+             "as further attempts of its slot; every attempt is recorded.",
+    )] = 0,
+    max_cost_usd: Annotated[str | None, typer.Option(
+        "--max-cost-usd", metavar="USD", help="Stop a run whose spend, metered from its provider's reported usage, reaches this many USD.",
+        show_default=False)] = None,
+    budget_usd: Annotated[str | None, typer.Option(
+        "--budget-usd", metavar="USD", help="Start no further run once this invocation's runs have spent this many USD (metered live).",
+        show_default=False)] = None,
+    key_check: Annotated[bool, typer.Option(
+        help="Check the route's key with one request to its provider (its model list, no tokens) before the first run.")] = True,
     project: Annotated[bool, typer.Option(help="Regenerate the projections (records, LEADERBOARD.md, read model) afterwards.")] = True,
+    draft: Annotated[bool, typer.Option(
+        "--draft", help="Run tasks not yet in a bumped suite in a scratch workspace of their own (never the project's "
+                        "ledger), keeping the sandboxes for `fixture gold` (docs/AUTHORING.md).",
+    )] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and its size; run nothing.")] = False,
     ledger: LedgerOption = None,
     root: RootOption = None,
@@ -93,49 +124,65 @@ def run(
     2 bad usage (an unknown task, suite or agent), nothing run."""
     where = workspace(ledger, root)
     check_jobs(jobs)
+    where = _draft_workspace(where, draft and not dry_run, as_json)
+    keep_sandboxes, project = keep_sandboxes or draft, project and not draft
     ablations = Ablations(
         prompt_variant=prompt_variant,
         max_turns=max_turns,
         max_repair_cycles=max_repair_cycles,
         tool_subset=[t.strip() for t in tool_subset.split(",") if t.strip()] if tool_subset else None,
     )
-    if session is not None and model is None:
-        model = scripted_model(session)
-    plan = make_plan(
-        Catalog(where.root), agent=agent, model=model, suite=suite, task_ids=task_ids or [],
-        repeats=repeats, ablations=ablations,
-    )
-    if dry_run:
-        where_to_run = f"jobs {jobs}" if executor == "local" else f"executor {executor} at {scheduler}"
-        # the passes each attempt may take, as the run would grant them (a bad allowance file fails here too)
-        allowed = passes_allowed(Catalog(where.root), plan, passes)
-        if as_json:
-            typer.echo(json.dumps({
-                "agent": plan.agent, "model": plan.model_id, "tasks": len(plan.tasks), "executor": executor,
-                "jobs": jobs, "runs": [{"task": r.task.id, "tier": r.task.manifest.tier, "repeat": r.repeat,
-                                        "repeatsPlanned": r.repeats_planned, "passesAllowed": allowed.get(r.task.id, 1)}
-                                       for r in plan.runs],
-            }, sort_keys=True))
-            return
-        typer.echo(f"plan: agent {plan.agent}, model {plan.model_id}, {len(plan.tasks)} task(s), {len(plan.runs)} run(s), {where_to_run}")
-        for r in plan.runs:
-            up_to = allowed.get(r.task.id, 1)
-            typer.echo(f"  {r.task.id}  tier {r.task.manifest.tier}  repeat {r.repeat}/{r.repeats_planned}"
-                       + (f"  up to {up_to} passes" if up_to > 1 else ""))
-        return
-    sandboxes = sandbox_root or Path(tempfile.mkdtemp(prefix="cbledger-sandboxes-"))
-    progress = SuiteProgress(len(plan.runs))
-    try:
-        result = run_plan(
-            where, plan, jobs=jobs, sandbox_root=sandboxes,
-            keep_sandboxes=keep_sandboxes, copperhead_cli=copperhead_cli, segment=segment, on_done=progress,
-            session=session, executor=executor, scheduler=scheduler, on_activity=progress.activity,
-            unsandboxed=unsandboxed, passes=passes,
+    if resume is not None:
+        if campaign is not None or task_ids or suite or model or session or repeats or passes or agent != "copperhead" or any(
+            v is not None for v in (prompt_variant, max_turns, tool_subset, max_repair_cycles)
+        ):
+            fail("--resume takes the plan its campaign was started with: give no tasks, suite, agent, model, session, "
+                 "repeats, passes or ablations with it", code=2)
+        kept_plan = campaign_mod.load(where, resume)
+        plan = campaign_mod.plan_of(Catalog(where.root), kept_plan)
+        session, passes, campaign = kept_plan.session, kept_plan.passes, kept_plan.id
+    else:
+        plan = make_plan(
+            Catalog(where.root), agent=agent, model=model if session is None or model else scripted_model(session),
+            suite=suite, task_ids=task_ids or [], repeats=repeats, ablations=ablations,
         )
-    finally:
-        progress.close()
-        if sandbox_root is None and not keep_sandboxes:
-            shutil.rmtree(sandboxes, ignore_errors=True)
+    # a dry run needs no ledger: with none, no slot is recorded yet
+    view = ledger_view.LedgerView() if dry_run and not LedgerStore(where.ledger).exists() else ledger_view.read(where.ledger)
+    campaign = campaign_mod.check_id(campaign) if campaign is not None else campaign_mod.default_id(
+        plan, session=session, passes=passes, suite_version=view.suite_version,
+    )
+    money = MoneyLimits(max_cost_usd=max_cost_usd, budget_usd=budget_usd, key_check=key_check)
+    if dry_run:
+        _show_dry_run(where, plan, view, campaign, session=session, passes=passes, retry_env=retry_env,
+                      where_to_run=f"jobs {jobs}" if executor == "local" else f"executor {executor} at {scheduler}",
+                      as_json=as_json, executor=executor, jobs=jobs)
+        return
+    # the campaign's own place (of this results directory: another project's run of the same plan
+    # has its own), so the next invocation finds what a killed one left there
+    here = blake3(str(where.results.resolve()).encode()).hexdigest()[:8]
+    sandboxes = sandbox_root or Path(tempfile.gettempdir()) / f"cbledger-sandboxes-{campaign}-{here}"
+    with leftovers.hold(where, campaign):
+        cleaned = leftovers.clean(where, LedgerStore(where.ledger), campaign, sandboxes)
+        for line in cleaned.lines():
+            typer.echo(line, err=True)
+        view = ledger_view.read(where.ledger) if cleaned.adopted else view
+        slots = campaign_mod.open_campaign(where, plan, view, campaign, session=session, passes=passes)
+        todo = slots.missing(retry_env)
+        if not as_json:
+            typer.echo(f"campaign {campaign}: {len(slots.slots) - len(todo)} of {len(slots.slots)} slot(s) recorded, "
+                       f"{len(todo)} to run", err=True)
+        progress = SuiteProgress(len(todo))
+        try:
+            result = run_plan(
+                where, replace(plan, runs=tuple(todo)), jobs=jobs, sandbox_root=sandboxes,
+                keep_sandboxes=keep_sandboxes, copperhead_cli=copperhead_cli, segment=segment, on_done=progress,
+                session=session, executor=executor, scheduler=scheduler, on_activity=progress.activity,
+                unsandboxed=unsandboxed, passes=passes, money=money, retry_env=retry_env,
+            )
+        finally:
+            progress.close()
+            if sandbox_root is None and not keep_sandboxes:
+                shutil.rmtree(sandboxes, ignore_errors=True)
     if keep_sandboxes and not as_json:
         typer.echo(f"sandboxes kept under {sandboxes}")
     records: dict[str, list[str]] = {}
@@ -152,13 +199,15 @@ def run(
                     "failureCategory": o.grade.failure_category,
                     "harnessFailure": o.run.harness_failure.kind if o.run.harness_failure is not None else None,
                     "records": records.get(o.run.run_id, []), "bundle": bundle_name(o.run.run_id),
+                    "sandbox": str(sandboxes / o.run.run_id) if keep_sandboxes else None,
                     **({"pass": o.run.passes.index, "passesAllowed": o.run.passes.allowed} if o.run.passes else {}),
                 }
                 for o in result.outputs
             ],
             "recorded": len(result.outputs), "passed": result.passed, "failed": len(result.outputs) - result.passed,
             "notRecorded": [{"run": label, "error": error} for label, error in result.failures],
-            "batch": result.batch if result.outputs else None, "projected": bool(project and result.outputs),
+            "notRun": [{"run": label, "reason": why} for label, why in result.not_run],
+            "batch": result.batch if result.outputs else None, "campaign": campaign, "projected": bool(project and result.outputs),
             "sandboxesKept": str(sandboxes) if keep_sandboxes else None,
         }, sort_keys=True))
         if result.failures:
@@ -172,19 +221,73 @@ def run(
             label += f"; not the model's: {run.harness_failure.kind}"
         if run.passes:
             label = f"pass {run.passes.index}/{run.passes.allowed}: {label}"
-        typer.echo(f"  {run.run_id}  {label}  {where_to}")
+        kept = f"  sandbox {sandboxes / run.run_id}" if draft else ""
+        typer.echo(f"  {run.run_id}  {label}  {where_to}{kept}")
     typer.echo(
         f"{len(result.outputs)} run(s) recorded: {result.passed} pass, {len(result.outputs) - result.passed} fail"
         + (f"; {len(result.failures)} run(s) failed to record" if result.failures else "")
     )
     if result.outputs and result.batch:
         typer.echo(f"batch {result.batch} (select these runs with `--candidate-select batch={result.batch}`)")
-    if result.outputs and not project:
+    if result.outputs and not project and not draft:
         typer.echo("projections not regenerated (--no-project): run `cbledger project all`")
     for label, error in result.failures:
         typer.echo(f"  not recorded: {label}: {error}", err=True)
+    for label, why in result.not_run:
+        typer.echo(f"  {label}: {why}")
     if result.failures:
         raise typer.Exit(1)
+
+
+def _show_dry_run(
+    where: Workspace, plan: Plan, view: ledger_view.LedgerView, campaign: str, *, session: str | None, passes: int | None,
+    retry_env: int, where_to_run: str, as_json: bool, executor: str, jobs: int,
+) -> None:
+    """The plan, slot by slot: which are recorded in the campaign and which a run would make now."""
+    state = campaign_mod.open_campaign(where, plan, view, campaign, session=session, passes=passes, write=False)
+    to_run = {(p.task.id, p.slot): p for p in state.missing(retry_env)}
+    # what the slots still to run would cost, not those already recorded
+    estimate = (cost_estimate.for_plan(replace(plan, runs=tuple(to_run.values())), view)
+                if plan.agent == "copperhead" and session is None else None)
+    # the passes each attempt may take, as the run would grant them (a bad allowance file fails here too)
+    allowed = passes_allowed(Catalog(where.root), plan, passes)
+    slots = [(slot, to_run.get((slot.planned.task.id, slot.planned.slot))) for slot in state.slots]
+    if as_json:
+        typer.echo(json.dumps({
+            "agent": plan.agent, "model": plan.model_id, "tasks": len(plan.tasks), "executor": executor,
+            "jobs": jobs, "campaign": campaign, "toRun": len(to_run),
+            "runs": [{"task": slot.planned.task.id, "tier": slot.planned.task.manifest.tier, "repeat": slot.planned.repeat,
+                      "slot": slot.planned.slot, "repeatsPlanned": slot.planned.repeats_planned,
+                      "passesAllowed": allowed.get(slot.planned.task.id, 1),
+                      "recorded": slot.recorded.run_id if slot.recorded is not None else None,
+                      "attempt": then.attempt if then is not None else None}
+                     for slot, then in slots],
+            **({"costEstimate": estimate.as_json()} if estimate is not None else {}),
+        }, sort_keys=True))
+        return
+    typer.echo(f"plan: agent {plan.agent}, model {plan.model_id}, {len(plan.tasks)} task(s), {len(plan.runs)} run(s), {where_to_run}")
+    typer.echo(f"campaign {campaign}: {len(plan.runs) - len(to_run)} slot(s) recorded, {len(to_run)} to run")
+    for slot, then in slots:
+        r = slot.planned
+        up_to = allowed.get(r.task.id, 1)
+        if then is None:
+            status = f"recorded {slot.recorded.run_id if slot.recorded else ''}"
+        else:
+            status = "would run" + (f" (attempt {then.attempt})" if then.attempt > 1 else "")
+        typer.echo(f"  {r.task.id}  tier {r.task.manifest.tier}  repeat {r.repeat}/{r.repeats_planned}"
+                   + (f"  up to {up_to} passes" if up_to > 1 else "") + f"  {status}")
+    if estimate is not None:
+        typer.echo(estimate.line())
+
+
+def _draft_workspace(where: Workspace, draft: bool, as_json: bool) -> Workspace:
+    """The scratch workspace a draft runs in (docs/AUTHORING.md); `where` itself when not a draft
+    (or a dry run, which writes nothing)."""
+    if not draft:
+        return where
+    made = draft_run.workspace(where, where.results_dir)
+    typer.echo(f"draft workspace {made.results} (not the project's ledger)", err=as_json)
+    return made
 
 
 def rescore(ledger: LedgerOption = None, root: RootOption = None, as_json: JsonFlag = False) -> None:
@@ -227,8 +330,14 @@ def pricing_publish(
     root: RootOption = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Append a price table as pricing.published."""
+    """Append a price table as pricing.published. It takes effect on its effectiveDate and may list
+    only the models it changes (the rest are inherited); a table that would re-price a recorded
+    run is refused."""
     table = pricing.load_table(file)
+    view = ledger_view.read(ledger_path(ledger, root))
+    if all(t != table for t in view.price_tables):  # publishing the same table again stays a no-op
+        recorded = [r for r in view.runs.values() if r.run_id not in view.retracted]
+        pricing.refuse_repricing(table, view.price_tables, recorded, str(file))
     event = make_event(table, id=f"pricing:{table.table_version}", actor=_maintainer())
     (r,) = LedgerStore(ledger_path(ledger, root)).append([event])
     if as_json:

@@ -52,7 +52,7 @@ COMMANDS = (
     Commands("cbledger.cli.fixture_commands", fixture="Fixtures as pinned data: hash, check, freeze, baseline, materialize, gold."),
     Commands("cbledger.cli.task_commands", validate="Check every fixture, task and suite; name what changed since the last bump.",
              grade="Grade one sandbox against a task, offline.",
-             task="Tasks as data: memorization variants."),
+             task="Tasks as data: new tasks from a fixture, memorization variants."),
     Commands("cbledger.cli.kicad_commands", kicad="Read KiCad schematics as the grader does: nets, symbols, a check against kicad-cli."),
     Commands("cbledger.cli.run_commands", run="Run tasks with an agent; preserve, grade and record every run.",
              rescore="Re-grade every preserved run under the current suite version.",
@@ -69,5 +69,6 @@ COMMANDS = (
              verify_proof="Check a proof with only signed checkpoints and public keys.",
              witness="Accept a checkpoint only if it extends the last one accepted."),
     Commands("cbledger.cli.judge_commands", judge="Score selected runs against their task's rubric with a judge model (model-judged, never a headline)."),
+    Commands("cbledger.cli.doctor_command", doctor="Check kicad-cli, copperhead, bubblewrap, the model's key and the price table."),
     Commands("cbledger.cli.demo_command", demo="Run the bundled suite with gold and noop into a scratch workspace."),
 )

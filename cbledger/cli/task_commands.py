@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -48,7 +49,12 @@ def unbumped(root: Path, ledger: Path | str) -> list[Problem]:
             file = "suites"
         else:
             file = "cbledger"
-        problems.append(error(file, "", f"{d} since the last bump: {hint}"))
+        why = hint
+        if d.kind == "task" and d.key and d.change == "added":
+            # a new task is a draft until a bump records it: how to run it before that
+            why = (f"a draft until a suite version records it: run it with `cbledger run {d.key} --draft`, "
+                   f"capture its gold (`cbledger fixture gold`), then `cbledger suite bump --reason ...`")
+        problems.append(error(file, "", f"{d} since the last bump: {why}"))
     return problems
 
 
@@ -245,13 +251,13 @@ def _fresh_reports(sandbox: Path, fixture: Fixture, kinds: list[str]) -> dict[st
     return made
 
 
-task_app = typer.Typer(help="Tasks as data: memorization variants.", no_args_is_help=True)
+task_app = typer.Typer(help="Tasks as data: new tasks from a fixture, memorization variants.", no_args_is_help=True)
 
 
 @task_app.command("variant")
 def variant_cmd(
     task: Annotated[str, typer.Argument(help="A synthetic task id under tasks/ (an original, not a variant).")],
-    seed: Annotated[int, typer.Option(min=0, help="The seed of the transform: the same seed gives the same bytes.")] = 1,
+    seed: Annotated[int, typer.Option(min=0, max=2**32 - 1, help="The seed of the transform (0 to 2**32 - 1): the same seed gives the same bytes.")] = 1,
     replace: Annotated[bool, typer.Option("--replace", help="Write the variant anew if it exists.")] = False,
     copperhead_cli: Annotated[str | None, typer.Option("--copperhead-cli", envvar="COPPERHEAD_CLI", help="Path to copperhead's cli.js (for setup commands).")] = None,
     root: RootOption = None,
@@ -261,20 +267,13 @@ def variant_cmd(
     task (names renumbered, nets renamed, quantities scaled), measure the new fixture's kicad-cli
     baseline, and keep them only if the transformed gold passes and noop fails (real runs, nothing
     recorded). Then `cbledger suite bump` records the variant like any task."""
-    from cbledger.runner import trial
-    from cbledger.tasks.fixtures import baseline as baseline_mod
-    from cbledger.tasks.variant import generate
-
     where = project_root(root)
-    made = generate.generate(where, task, seed, replace=replace)
+    # `timeout` and a closed terminal send SIGTERM: made an exception, the variant is taken out
+    previous = signal.signal(signal.SIGTERM, _terminated)
     try:
-        measured = baseline_mod.measure(made.fixture_dir)
-        typer.echo(f"fixture {made.fixture_id}: baseline ERC {measured.erc['errors']} error(s), {measured.erc['warnings']} warning(s) (kicad-cli {measured.kicad_cli_version})", err=as_json)
-        results = trial.run_trials(where, [made.task_id], copperhead_cli=copperhead_cli, on_done=lambda r: typer.echo(f"  trial {r}", err=as_json))
-        trial.require_discriminating(results, f"variant {made.task_id} is not solvable as generated")
-    except BaseException:
-        generate.remove(made)
-        raise
+        made = _variant(where, task, seed, replace=replace, copperhead_cli=copperhead_cli, as_json=as_json)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     if as_json:
         typer.echo(json.dumps({
             "task": made.task_id, "fixture": made.fixture_id, "variantOf": task, "scale": str(made.mapping.k),
@@ -283,6 +282,70 @@ def variant_cmd(
         return
     renamed = ", ".join(f"{a}→{b}" for a, b in sorted(made.mapping.names.items()))
     typer.echo(f"wrote tasks/{made.task_id}/ and fixtures/{made.fixture_id}/ (variantOf {task}; scale {made.mapping.k}; {renamed})")
+
+
+def _variant(where: Path, task: str, seed: int, *, replace: bool, copperhead_cli: str | None, as_json: bool) -> Any:
+    """Generates the variant and keeps it only once its trial passed; anything else, an
+    interruption included, takes it out again (a SIGKILL leaves it marked incomplete)."""
+    from cbledger.runner import trial
+    from cbledger.tasks.fixtures import baseline as baseline_mod
+    from cbledger.tasks.variant import generate
+
+    made = generate.generate(where, task, seed, replace=replace)
+    try:
+        measured = baseline_mod.measure(made.fixture_dir)
+        typer.echo(f"fixture {made.fixture_id}: baseline ERC {measured.erc['errors']} error(s), {measured.erc['warnings']} warning(s) (kicad-cli {measured.kicad_cli_version})", err=as_json)
+        results = trial.run_trials(where, [made.task_id], copperhead_cli=copperhead_cli, on_done=lambda r: typer.echo(f"  trial {r}", err=as_json))
+        trial.require_discriminating(results, f"variant {made.task_id} is not solvable as generated")
+        generate.finish(made)
+    except BaseException:
+        generate.remove(made)
+        raise
+    return made
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+@task_app.command("new")
+def new_cmd(
+    task_id: Annotated[str, typer.Argument(help="The new task's id (kebab-case; its directory under tasks/).")],
+    fixture: Annotated[str, typer.Option("--fixture", help="The fixture id under fixtures/.")],
+    tier: Annotated[str, typer.Option(help="simple | medium | hard")],
+    outcome: Annotated[str, typer.Option(help="edit | refuse | flag: what a correct run does.")],
+    mode: Annotated[str, typer.Option(help="The copperhead surface driven: do | create | sync | check.")] = "do",
+    prompt: Annotated[str | None, typer.Option(help="The request copperhead is given (do and sync).")] = None,
+    brief: Annotated[str | None, typer.Option("--brief", help="A create task's brief, a path in the fixture tree.")] = None,
+    budget: Annotated[list[str] | None, typer.Option("--budget", help="KEY=NUMBER, a budget the task's config records (repeatable).")] = None,
+    assertion: Annotated[list[str] | None, typer.Option(
+        "--assert", help='TYPE:{json args}, a required assertion that recognises the change (repeatable), e.g. '
+                         'net_present:{"net": "SDA"}.')] = None,
+    tag: Annotated[list[str] | None, typer.Option("--tag", help="A tag (repeatable; default: the outcome class).")] = None,
+    repeats: Annotated[int | None, typer.Option(min=1, max=100, help="Repeats per run (default 3).")] = None,
+    init: Annotated[bool | None, typer.Option("--init/--no-init", help="Run copperhead init as setup (default: on a real board).", show_default=False)] = None,
+    root: RootOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Scaffold tasks/<id>/: task.json with every field the standard requires, assertions.json
+    started from the vocabulary for the outcome class and the fixture's baseline, and a README
+    listing the board's nets, references and budgets to aim the task at (docs/AUTHORING.md)."""
+    from cbledger.tasks import scaffold
+
+    made = scaffold.scaffold(
+        project_root(root), task_id, fixture_id=fixture, mode=mode, tier=tier, outcome=outcome, prompt=prompt,
+        brief_path=brief, budgets=dict(scaffold.parse_budget(b) for b in budget or []),
+        targets=[scaffold.parse_assert(a) for a in assertion or []], tags=tag, repeats=repeats, init=init,
+    )
+    files = scaffold.write(made)
+    if as_json:
+        typer.echo(json.dumps({"task": task_id, "files": [str(f) for f in files], "assertions": [a["id"] for a in made.assertions],
+                               "nets": made.nets, "references": made.references}, ensure_ascii=False))
+        return
+    typer.echo(f"wrote {made.task_dir}/: task.json, assertions.json ({len(made.assertions)} assertions), README.md "
+               f"({len(made.nets)} nets, {len(made.references)} references)")
+    if not assertion and outcome == "edit":
+        typer.echo("next: add the assertion that recognises the change (docs/AUTHORING.md), then `cbledger validate`")
 
 
 def register(app: typer.Typer) -> None:

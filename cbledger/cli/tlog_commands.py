@@ -17,6 +17,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, workspace
+from cbledger.inputs import MAX_NOTE_BYTES, read_regular
 from cbledger.ledger import proofs, publish, tlog
 from cbledger.ledger.checkpoint import Checkpoint, read_unverified
 from cbledger.ledger.events import Actor
@@ -65,9 +66,7 @@ def trusted_keys(files: list[Path] | None, where: Workspace) -> list[VerifierKey
 
 
 def _read(path: Path) -> bytes:
-    if not path.is_file():
-        fail(f"{path}: no such file", 2)
-    return path.read_bytes()
+    return read_regular(path, MAX_NOTE_BYTES)
 
 
 # --------------------------------------------------------------------------- key generate

@@ -201,7 +201,8 @@ def drc_no_new_violations(args: v.SeverityArgs, ctx: GradeContext) -> tuple[bool
 
 @check("check_clean")
 def check_clean(args: v.NoArgs, ctx: GradeContext) -> tuple[bool, str]:
-    """Reads the captured `copperhead check` result: `{"command", "exitCode", "output"?}`."""
+    """Reads the captured `copperhead check` result: `{"command", "exitCode", "output"?}`; a
+    null `exitCode` comes with the runner's `skipped` or `killed` reason."""
     try:
         result = json.loads(ctx.report("check"))
     except Unevaluable:
@@ -210,5 +211,7 @@ def check_clean(args: v.NoArgs, ctx: GradeContext) -> tuple[bool, str]:
         raise Unevaluable(f"the captured check result is not JSON: {exc}") from None
     code = result.get("exitCode") if isinstance(result, dict) else None
     if not isinstance(code, int):
-        raise Unevaluable("the captured check result has no integer exitCode")
+        # the runner writes why the check did not run to an end (`cbledger.runner.check_capture`)
+        why = next((result[k] for k in ("skipped", "killed") if isinstance(result, dict) and isinstance(result.get(k), str)), None)
+        raise Unevaluable("the captured check result has no integer exitCode" + (f" ({why})" if why else ""))
     return code == 0, f"`copperhead check` exited {code}"

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cbledger import credentials
+from msgspec import UNSET
+
+from cbledger import credentials, inputs
 from cbledger.errors import UserError
 from cbledger.grading.grader import GRADER_VERSION
 from cbledger.ledger.events import SuiteArchived, SuiteBumped
 from cbledger.tasks import definitions, suite_archive
 from cbledger.tasks.catalog import Catalog
 from cbledger.tasks.vocabulary import VOCABULARY_HASH
-from cbledger.workspace import Workspace
+from cbledger.workspace import Workspace, suite_definitions_name
 
 
 @dataclass(frozen=True)
@@ -111,10 +113,16 @@ def next_version(previous: str | None, level: str) -> str:
     raise UserError(f"bump level must be major, minor or patch, not {level!r}")
 
 
-def bump(recorded: SuiteBumped | None, catalog: Catalog, reason: str, level: str = "minor", version: str | None = None) -> SuiteBumped:
+def bump(
+    recorded: SuiteBumped | None, catalog: Catalog, reason: str, level: str = "minor", version: str | None = None,
+    *, files_changed: list[str] | None = None,
+) -> SuiteBumped:
+    """The next suite version's body; refuses when nothing changed, neither what the standard's
+    hashes cover nor (`files_changed`) any other definition file kept with the last version (a
+    rubric, gold/, a baseline report)."""
     now = current(catalog)
     if recorded is not None:
-        changed = differences(recorded, now)
+        changed = differences(recorded, now) + (files_changed or [])
         if not changed:
             raise UserError(
                 f"nothing changed since suite {recorded.suite_version}: tasks, fixtures, vocabulary, "
@@ -185,7 +193,15 @@ def bump_and_keep(
     under `results/suites/` before either is appended — a suite version is never recorded
     without what its grades will be re-graded against. `kept_versions` are the versions whose
     definitions the ledger already records (their kept manifest may not be replaced)."""
-    body = bump(recorded, Catalog(workspace.root), reason, level, version)
+    files_changed = None
+    if recorded is not None and recorded.suite_version in kept_versions:
+        name = suite_definitions_name(recorded.suite_version)
+        previous = definitions.decode(inputs.read_regular(workspace.suite_definitions(recorded.suite_version),
+                                                      definitions.MAX_FILE_BYTES), name)
+        files_changed = definitions.differences(previous, suite_archive.on_disk(workspace))
+        if previous.checks is UNSET:  # a version before check code was locked: locking it is a change
+            files_changed.append("check code: recorded for the first time")
+    body = bump(recorded, Catalog(workspace.root), reason, level, version, files_changed=files_changed)
     kept = suite_archive.keep(
         workspace, body.suite_version, definitions.DirectorySource(workspace.root), body,
         "the working tree at the bump", recorded=body.suite_version in kept_versions,

@@ -60,6 +60,21 @@ class Reports:
     drc: Path | None
 
 
+def erc_argv(cli: str, schematic: Path, out: Path) -> list[str]:
+    return [cli, "sch", "erc", "--format", "json", "--severity-all", "-o", str(out), str(schematic)]
+
+
+def drc_argv(cli: str, board: Path, out: Path) -> list[str]:
+    return [cli, "pcb", "drc", "--format", "json", "--severity-all", "--schematic-parity", "-o", str(out), str(board)]
+
+
+def check_exit(returncode: int | None, stdout: str, stderr: str, what: str) -> None:
+    """ERC/DRC exit non-zero when violations exist; only a missing report is a failure."""
+    if returncode not in (0, 5) and "Saved" not in stdout + stderr:
+        tail = (stderr or stdout).strip().splitlines()[-3:]
+        raise UserError(f"kicad-cli {what} failed (exit {returncode}): {' | '.join(tail)}")
+
+
 def _run(args: list[str], what: str) -> None:
     env = dict(os.environ)
     home = tempfile.mkdtemp(prefix="cbledger-kicad-home-")
@@ -68,16 +83,13 @@ def _run(args: list[str], what: str) -> None:
         proc = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT_SEC, env=env, stdin=subprocess.DEVNULL)
     finally:
         shutil.rmtree(home, ignore_errors=True)
-    # ERC/DRC exit non-zero when violations exist; only a missing report is a failure.
-    if proc.returncode not in (0, 5) and "Saved" not in proc.stdout + proc.stderr:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        raise UserError(f"kicad-cli {what} failed (exit {proc.returncode}): {' | '.join(tail)}")
+    check_exit(proc.returncode, proc.stdout, proc.stderr, what)
 
 
 def run_erc(schematic: Path, out: Path, cli: str | None = None) -> Path:
     cli = cli or require_kicad_cli()
     out.parent.mkdir(parents=True, exist_ok=True)
-    _run([cli, "sch", "erc", "--format", "json", "--severity-all", "-o", str(out), str(schematic)], f"ERC on {schematic.name}")
+    _run(erc_argv(cli, schematic, out), f"ERC on {schematic.name}")
     if not out.is_file():
         raise UserError(f"kicad-cli ERC wrote no report for {schematic}")
     return out
@@ -86,10 +98,7 @@ def run_erc(schematic: Path, out: Path, cli: str | None = None) -> Path:
 def run_drc(board: Path, out: Path, cli: str | None = None) -> Path:
     cli = cli or require_kicad_cli()
     out.parent.mkdir(parents=True, exist_ok=True)
-    _run(
-        [cli, "pcb", "drc", "--format", "json", "--severity-all", "--schematic-parity", "-o", str(out), str(board)],
-        f"DRC on {board.name}",
-    )
+    _run(drc_argv(cli, board, out), f"DRC on {board.name}")
     if not out.is_file():
         raise UserError(f"kicad-cli DRC wrote no report for {board}")
     return out

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 import sexpdata
 
+from cbledger import inputs
 from cbledger.errors import UserError
 
 Node = list[Any]
@@ -308,15 +309,13 @@ def parse_text(text: str, source: str, expect: str | None = None) -> Node:
     return tree
 
 
+#: Far above any real schematic (the largest real sheet is under 300 kB).
+MAX_FILE_BYTES = 64 * inputs.MiB
+
+
 def read_text(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise UserError(f"{path}: file not found") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a directory, expected a file") from None
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read ({exc.strerror})") from None
+    """A schematic or netlist's bytes; a FIFO, device or directory is refused before reading."""
+    return inputs.read_regular(path, MAX_FILE_BYTES, follow=True)
 
 
 def decode(data: bytes, source: str) -> str:

@@ -43,7 +43,7 @@ def may_hold_credential(data: bytes) -> bool:
 
     The full scan walks every string separately, which costs more than validating the event.
     Undoing the canonical bytes' escapes once gives every string verbatim, between JSON's own
-    punctuation; undoing them again gives each string with its own escapes undone (an escape
+    punctuation; undoing them again, to every depth, gives each string with its own escapes undone (an escape
     never reaches from one string into the next). A pattern that cannot look outside what it
     matches and matches inside one string also matches that whole text, so one search per
     pattern over each rules the event out; a pattern none of whose anchors occurs is not even
@@ -60,7 +60,7 @@ def may_hold_credential(data: bytes) -> bool:
     strings = credentials.unescaped(text)
     if credentials.matches_somewhere(strings):
         return True
-    return "\\" in strings and credentials.matches_somewhere(credentials.unescaped(strings))
+    return "\\" in strings and credentials.matches_somewhere(credentials.unescaped_fully(strings))
 
 
 def refuse_credentials(index: int, event: EventBase, data: bytes) -> None:

@@ -222,6 +222,15 @@ class Cost(Body, frozen=True, kw_only=True):
     price_table_version: str | None
 
 
+class CostCapStop(Body, frozen=True, kw_only=True):
+    """A run a money limit stopped: the runner's recording proxy refused its next model call once
+    the spend it metered reached the run's cap or its campaign's budget (null: not set)."""
+
+    cap_usd_micros: Count | None
+    spent_usd_micros: Count
+    campaign_budget_usd_micros: Count | None = None
+
+
 class SandboxRef(Body, frozen=True, kw_only=True):
     """Where the preserved run lives and the commits that pin it.
 
@@ -300,11 +309,24 @@ class Timings(Body, frozen=True, kw_only=True):
 
 
 class HarnessFailure(Body, frozen=True, kw_only=True):
-    """Why a run did not measure the model: the harness stopped before any assistant turn (or its
-    commit failed for want of a git identity). Such a run enters no model metric."""
+    """Why a run did not measure the model: the harness stopped before any assistant turn, its
+    commit failed for want of a git identity, or its environment failed it at any turn (the
+    provider's error status, a broken connection or answer, a provider that never answered, a
+    signal the runner did not send). Such a run enters no model metric.
 
-    kind: Literal["preflight", "provider-config", "missing-key", "no-model-turn", "git-identity"]
+    `turn` and `status` came with the environment kinds; absent on the kinds before them, so
+    those events read and re-encode exactly as stored."""
+
+    kind: Literal[
+        "preflight", "provider-config", "missing-key", "no-model-turn", "git-identity",
+        "harness-exit", "harness-signal", "provider-status", "provider-transport", "provider-timeout",
+    ]
     detail: NonEmpty
+    #: the model call the failure struck (1-based, within the run's pass): one more than the
+    #: assistant turns the transcript holds
+    turn: Annotated[int, Meta(ge=1)] | UnsetType = UNSET
+    #: the provider's HTTP status, for `provider-status`
+    status: Annotated[int, Meta(ge=100, le=599)] | UnsetType = UNSET
 
 
 #: The id of one `cbledger run` invocation: every run it made carries it, so a maintainer can
@@ -313,6 +335,25 @@ BatchId = Annotated[
     str,
     Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*(?!\n)$", max_length=100, description="the id of a batch of runs"),
 ]
+
+#: The id of a campaign: one run plan (task set, repeats, model, condition, run mode, suite
+#: version), however many invocations it takes to fill (docs/RUNNER.md, "Campaigns").
+CampaignId = Annotated[
+    str,
+    Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*(?!\n)$", max_length=64, description="the id of a campaign"),
+]
+
+
+class CampaignSlot(Body, frozen=True, kw_only=True):
+    """Which slot of which campaign a run fills, and which attempt at it. The run id is made from
+    these three (`runner.campaign.run_id`), so a slot recorded twice is the same event id with
+    another body: the ledger refuses it as a conflict, whichever driver tried."""
+
+    id: CampaignId
+    #: the task's k-th repeat within the campaign (its `repeat` is k past the campaign's offset)
+    slot: Annotated[int, Meta(ge=1)]
+    #: 1, then one more per `--retry-env` retry of a run that failed for a reason not the model's
+    attempt: Annotated[int, Meta(ge=1)] = 1
 
 
 class RunRecorded(Body, frozen=True, kw_only=True):
@@ -366,6 +407,12 @@ class RunRecorded(Body, frozen=True, kw_only=True):
     #: the feedback pass this run is. Absent on a run made without passes (every run recorded
     #: before passes existed), so those events read and re-encode exactly as stored.
     passes: PassRef | UnsetType = UNSET
+    #: the money limit that stopped the run, with what it had spent. Absent on a run no limit
+    #: stopped (every run recorded before limits existed), so those events re-encode as stored.
+    cost_cap: CostCapStop | UnsetType = UNSET
+    #: the campaign slot this run fills. Absent on runs recorded before campaigns existed (and on
+    #: a rerun), so those events read and re-encode exactly as stored.
+    campaign: CampaignSlot | UnsetType = UNSET
 
 
 # --------------------------------------------------------------------------- grade.recorded

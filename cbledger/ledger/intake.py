@@ -9,15 +9,17 @@ written at an older version of its type is upcast (`cbledger.ledger.versions`).
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from cbledger.errors import UserError
 from cbledger.inputs import json_problem
 from cbledger.ledger.credential_guard import redact
-from cbledger.ledger.events import Event, EventBase
+from cbledger.ledger.events import EventBase
+from cbledger.ledger.limits import limit_problem
 from cbledger.ledger.versions import CURRENT, EventSchema, InvalidEvent
 
-_MANY = msgspec.json.Decoder(list[Event])
 _ITEMS = msgspec.json.Decoder(list[msgspec.Raw])
 _ERRORS = (msgspec.ValidationError, msgspec.DecodeError)
 
@@ -52,20 +54,39 @@ def parse_events(data: bytes, source: str, schema: EventSchema = CURRENT) -> lis
             pass
         else:
             _check_json(data, source)
-            try:
-                return [schema.decode(data)]
-            except InvalidEvent as exc:
-                raise UserError(f"{source}: {exc}") from None
+            return [_draft(schema, data, source)]
     events: list[EventBase] = []
     for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         _check_json(line, f"{source}: line {lineno}")
-        try:
-            events.append(schema.decode(line))
-        except InvalidEvent as exc:
-            raise UserError(f"{source}: line {lineno}: {exc}") from None
+        events.append(_draft(schema, line, f"{source}: line {lineno}"))
     return events
+
+
+class _Seq(msgspec.Struct):
+    seq: Any = msgspec.UNSET
+
+
+_SEQ = msgspec.json.Decoder(_Seq)
+
+
+def _draft(schema: EventSchema, raw: bytes | msgspec.Raw, where: str) -> EventBase:
+    """One draft event: within the size limits, carrying no `seq` (not even 0, which the typed
+    decode could not tell from an omitted one), and valid against the schema."""
+    problem = limit_problem(bytes(raw))
+    if problem is not None:
+        raise UserError(redact(f"{where}: {problem}"))
+    try:
+        stated = _SEQ.decode(raw).seq
+    except _ERRORS:
+        stated = msgspec.UNSET  # not an object: the typed decode says why
+    if stated is not msgspec.UNSET:
+        raise UserError(f"{where}: seq is assigned by the ledger; omit it - at `$.seq`")
+    try:
+        return schema.decode(raw)
+    except InvalidEvent as exc:
+        raise UserError(f"{where}: {exc}") from None
 
 
 def _check_json(data: bytes, where: str) -> None:
@@ -75,20 +96,16 @@ def _check_json(data: bytes, where: str) -> None:
 
 
 def _array(data: bytes, source: str, schema: EventSchema) -> list[EventBase]:
-    """A JSON array of events. With no evolved type in the schema one typed decode reads it all
-    (its messages carry the index in the path); otherwise each item goes through the schema."""
+    """A JSON array of events, each item read as one draft (messages name its index)."""
     try:
-        if not schema.evolved and schema is CURRENT:
-            return list(_MANY.decode(data))
         items = _ITEMS.decode(data)
     except _ERRORS as exc:
         raise UserError(redact(f"{source}: {exc}")) from None
     events: list[EventBase] = []
     for index, item in enumerate(items):
         try:
-            events.append(schema.decode(item))
-        except InvalidEvent as exc:
-            # the item's own path, as the one typed decode of the whole array would name it
-            message = str(exc).replace("at `$", f"at `$[{index}]")
-            raise UserError(f"{source}: item {index}: {message}") from None
+            events.append(_draft(schema, item, f"{source}: item {index}"))
+        except UserError as exc:
+            # the item's own path, as one typed decode of the whole array would name it
+            raise UserError(str(exc).replace("at `$", f"at `$[{index}]")) from None
     return events

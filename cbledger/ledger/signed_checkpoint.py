@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cbledger.ledger.checkpoint import Checkpoint, CheckpointError
-from cbledger.ledger.keys import SigningKey, VerifierKey, open_note, sign_note
+from cbledger.ledger.keys import SigningKey, Untrusted, VerifierKey, open_note, sign_note
 from cbledger.ledger.note import NoteError
 
 
@@ -36,11 +36,17 @@ def sign(checkpoint: Checkpoint, keys: Sequence[SigningKey]) -> str:
     return sign_note(checkpoint.text(), keys)
 
 
+class UntrustedCheckpoint(CheckpointError):
+    """A well-formed checkpoint no trusted key signed (as opposed to one whose signature fails)."""
+
+
 def open_checkpoint(data: bytes | str, trusted: Sequence[VerifierKey], source: str) -> SignedCheckpoint:
     """A checkpoint signed by at least one trusted key; raises CheckpointError naming `source`."""
     try:
         opened = open_note(data, trusted)
         checkpoint = Checkpoint.parse_text(opened.note.text)
+    except Untrusted as exc:
+        raise UntrustedCheckpoint(f"{source}: {exc}") from None
     except NoteError as exc:
         raise CheckpointError(f"{source}: {exc}") from None
     text = data.decode("utf-8") if isinstance(data, bytes) else data

@@ -32,11 +32,13 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from cbledger.errors import ConflictError, UserError
+from cbledger.inputs import printable
 from cbledger.ledger import encoding
 from cbledger.ledger.chain import link_hash
 from cbledger.ledger.credential_guard import refuse_credentials
 from cbledger.ledger.events import Actor, EventBase, LedgerCreated, make_event
 from cbledger.ledger.jsonl import JsonLinesRecorder
+from cbledger.ledger.limits import limit_problem
 from cbledger.ledger.recorder import (
     Head,
     HeadMoved,
@@ -184,6 +186,9 @@ class LedgerStore:
         refuse_credentials(index, event, data)
         if event.seq != 0:
             raise UserError(f"event {index} ({event.id}): seq is assigned by the ledger; omit it")
+        problem = limit_problem(data)
+        if problem is not None:
+            raise UserError(f"event {index} ({printable(event.id)}): {problem}")
         # Decoding is validation (NaN encoded as null, ranges, invariants), done once, here.
         self.schema.decode(data)
         identity = _IDENTITY.decode(data)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from cbledger.errors import UserError
+from cbledger.inputs import refuse_non_regular
 from cbledger.ledger.chain import format_line
 from cbledger.ledger.credential_guard import refuse_credentials
 from cbledger.ledger.jsonl import JsonLinesRecorder
@@ -56,8 +57,7 @@ class Imported:
 
 def import_jsonl(source: Path, store: LedgerStore, batch: int = BATCH) -> Imported:
     """Copies the JSON Lines ledger at `source` into `store`, record for record."""
-    if not source.is_file():
-        raise UserError(f"{source}: no such file")
+    refuse_non_regular(source, "a ledger to import")  # a symlink, FIFO or directory, before opening
     # The chain alone is what a forger who recomputes every link keeps; the checkpoints the file
     # records publishing must still be its roots, as `replay --verify --chain-only` requires.
     report, scanned, found = verified_scan(source)

@@ -133,7 +133,10 @@ class EventSchema:
             )
         if stored == cls.VERSION:
             return None
-        doc: dict[str, Any] = msgspec.json.decode(data)
+        try:
+            doc: dict[str, Any] = msgspec.json.decode(data)
+        except _DECODE_ERRORS as exc:  # the envelope read skipped the body's bytes unchecked
+            raise InvalidEvent(str(exc)) from None
         body = doc.get("body")
         if not isinstance(body, dict):
             raise InvalidEvent(f"Expected `object`, got `{type(body).__name__}` - at `$.body`")

@@ -280,10 +280,14 @@ class Views:
         if isinstance(event, RunRecordedEvent):
             run_id = event.body.run_id
             if run_id not in st.runs:
-                # a later feedback pass: no headline view reads it (`passes_part` reads the state);
-                # the read model lists it, by row
+                # a later feedback pass: no headline row reads it (`passes_part` reads the state);
+                # the read model lists it, by row, and the billed lanes sum its spend into its
+                # attempt's, which a record already added has not counted
                 later = st.later_passes.get(run_id)
                 if later is not None and later.seq == event.seq:
+                    first = later.run.passes.first if later.run.passes else None
+                    if first is not None and first in st.grades:
+                        raise _Restart
                     self._touch(run_id)
                 return
             if st.runs[run_id].seq != event.seq:

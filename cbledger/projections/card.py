@@ -38,6 +38,8 @@ class CardAcc:
         self.judges: set[str] = set()
         self.surfaces: set[str] = set()
         self.confined: dict[str, int] = {}
+        #: real-model runs by whether a provider key was in their environment: yes, no, unknown
+        self.keyed: dict[str, int] = {}
 
     def add(self, state: LedgerState, rec: RecordEntry) -> None:
         run = rec.run.run
@@ -54,6 +56,32 @@ class CardAcc:
         self.surfaces.add(surfaces.run_surface(run))
         how = isolation(run)
         self.confined[how] = self.confined.get(how, 0) + 1
+        if run.run_mode == "agent" and run.harness_failure is None:
+            reach = key_in_reach(run.model.id)
+            self.keyed[reach] = self.keyed.get(reach, 0) + 1
+
+
+#: the routes whose provider is the operator's saved login: no key variable is passed
+SAVED_LOGINS = ("codex", "cursor", "claude-code")
+
+
+def key_in_reach(model_id: str) -> str:
+    """Whether a real model's run had a provider key in its environment: the native routes always
+    (the preflight requires it), a saved login never, a `compat:` route only where
+    `$COPPERHEAD_API_KEY_ENV` named one, which a run does not record."""
+    head = model_id.split(":", 1)[0]
+    if head == "compat":
+        return "unknown"
+    return "no" if head in SAVED_LOGINS else "yes"
+
+
+def _keys_line(keyed: dict[str, int]) -> str:
+    if not keyed:
+        return "no run of a real model: no run had a provider key in reach (scripted and harness runs get none)"
+    parts = [f"{keyed['yes']} with a key" if keyed.get("yes") else "",
+             f"{keyed['no']} on a saved login" if keyed.get("no") else "",
+             f"{keyed['unknown']} on a compat route (a key only where $COPPERHEAD_API_KEY_ENV named one)" if keyed.get("unknown") else ""]
+    return "real-model runs: " + ", ".join(p for p in parts if p)
 
 
 def _tally(counts: dict[str, int]) -> str:
@@ -109,7 +137,8 @@ def render_acc(state: LedgerState, suite: str, acc: CardAcc) -> list[str]:
         ["Safety boundary", (
             f"runs confined: {confined}; a credential found in anything bound for `results/` is "
             "redacted and fails the run, and one in imported evidence refuses the import; surfaces "
-            f"with credentials in reach: {', '.join(f'`{s}`' for s in used if catalog.get(s).credentials) or 'none'}"
+            f"with credentials in reach: {', '.join(f'`{s}`' for s in used if catalog.get(s).credentials) or 'none'}; "
+            + _keys_line(acc.keyed)
         )],
     ]
     return [f"## {TITLE}", "", "> Generated from the ledger and `cbledger/ledger/surfaces.json`.", "",

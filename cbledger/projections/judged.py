@@ -24,7 +24,8 @@ from collections.abc import Iterable
 from msgspec import UNSET, Struct
 
 from cbledger.ledger import surfaces
-from cbledger.ledger.events import LaneUsage
+from cbledger.ledger.events import LaneUsage, RunRecorded
+from cbledger.projections import passes_part
 from cbledger.projections.fold import LedgerState
 from cbledger.projections.records import RecordEntry, is_harness, is_scripted, not_the_models
 
@@ -134,6 +135,8 @@ class LanesAcc:
         self.audit_runs: dict[tuple[str, str], int] = {}
         self.audit_models: dict[tuple[str, str], set[str]] = {}
         self.audit_statuses: dict[tuple[str, str], set[str]] = {}
+        #: pass 1's run id -> its later passes, and how many later passes the state held then
+        self._later: tuple[int, dict[str, list[tuple[int, str]]]] = (-1, {})
 
     def add(self, state: LedgerState, rec: RecordEntry) -> None:
         key = _key(rec)
@@ -156,15 +159,18 @@ class LanesAcc:
         if lane is None:
             lane = self.lanes[key] = _Lane()
         lane.runs += 1
-        lane.smodels.update(run.provider_models)
+        if run.run_mode != "scripted":  # what a session script names is not a provider's naming
+            lane.smodels.update(run.provider_models)
         lane.via.add(surfaces.run_surface(run))
-        if run.stats is not None:
-            lane.tin += run.stats.tokens_in
-            lane.tout += run.stats.tokens_out
-        if run.cost.usd_micros is None:
-            lane.uncosted = True
-        else:
-            lane.micros += run.cost.usd_micros
+        # every feedback pass of the attempt was billed to the system under test, not pass 1 alone
+        for billed in (run, *self._later_passes(state, rec.run_id)):
+            if billed.stats is not None:
+                lane.tin += billed.stats.tokens_in
+                lane.tout += billed.stats.tokens_out
+            if billed.cost.usd_micros is None:
+                lane.uncosted = True
+            else:
+                lane.micros += billed.cost.usd_micros
         for usage in _judge_usages(state, rec.run_id):
             lane.jcalls += 1
             lane.jin += usage.tokens_in
@@ -176,6 +182,18 @@ class LanesAcc:
                 lane.jmicros += usage.cost.usd_micros
         if key[1] not in ("harness", "never reached the model"):
             self.add_to_audit(rec)
+
+    def _later_passes(self, state: LedgerState, run_id: str) -> list[RunRecorded]:
+        """The live later passes of the attempt `run_id` began, in index order (a retracted pass
+        ends it, as in the passes table)."""
+        if self._later[0] != len(state.later_passes):
+            self._later = (len(state.later_passes), passes_part.later_by_first(state))
+        out = []
+        for _index, pid in sorted(self._later[1].get(run_id, [])):
+            if pid in state.retracted:
+                break
+            out.append(state.later_passes[pid].run)
+        return out
 
     def add_to_audit(self, rec: RecordEntry) -> None:
         run = rec.run.run

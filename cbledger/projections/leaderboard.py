@@ -14,7 +14,14 @@ from fractions import Fraction
 
 from cbledger.ledger import surfaces
 from cbledger.ledger.events import SCHEMA_VERSION
-from cbledger.projections import anchor, card, lanes_part, passes_part
+from cbledger.projections import (
+    anchor,
+    card,
+    env_failures,
+    harness_findings,
+    lanes_part,
+    passes_part,
+)
 from cbledger.projections import format as fmt
 from cbledger.projections.aggregates import Views
 from cbledger.projections.conditions import DEFAULT
@@ -33,7 +40,13 @@ from cbledger.projections.metrics import (
     RowMetrics,
     SuiteMetrics,
 )
-from cbledger.projections.provenance import NON_CLAIMS, NOT_RECORDED, EnvironmentRow
+from cbledger.projections.provenance import (
+    NO_REAL_MODEL,
+    NON_CLAIMS,
+    NOT_RECORDED,
+    EnvironmentRow,
+    real_model_run,
+)
 from cbledger.projections.records import record_paths
 
 BEGIN = (
@@ -54,7 +67,7 @@ def _tier_label(tier: str) -> str:
 _SEGMENT_ORDER = {s: i for i, s in enumerate((*COSTED_SEGMENTS, *UNCOSTED_SEGMENTS))}
 
 
-def _rank_key(r: RowMetrics) -> tuple[int, Fraction, int, bool, Fraction | int, str, str]:
+def rank_key(r: RowMetrics) -> tuple[int, Fraction, int, bool, Fraction | int, str, str]:
     """Pass rate first; ties break by cost within a segment, never by USD across segments."""
     rate = r.rate if r.rate is not None else Fraction(-1)
     cpp = r.cost_per_pass_micros
@@ -123,7 +136,7 @@ def _rows_section(rows: list[RowMetrics], costed: bool) -> list[str]:
                 *_segment_cells(r.segment, columns, _cost_cell(r)),
                 fmt.pct(r.pass_at_1), _pass_hat_k(r), _spread(r),
             ]
-            for r in sorted(rows, key=_rank_key)
+            for r in sorted(rows, key=rank_key)
         ]
     else:
         header = [
@@ -135,7 +148,7 @@ def _rows_section(rows: list[RowMetrics], costed: bool) -> list[str]:
                 _tier_label(r.tier), f"`{r.model}`", r.segment, r.pinning, _rate_cell(r),
                 f"{r.tokens_in} / {r.tokens_out}", fmt.pct(r.pass_at_1), _pass_hat_k(r), _spread(r),
             ]
-            for r in sorted(rows, key=_rank_key)
+            for r in sorted(rows, key=rank_key)
         ]
     return fmt.table(header, body)
 
@@ -312,6 +325,28 @@ def _echo_section(g: GroupMetrics, level: str) -> list[str]:
     return _section(level, "Provider-named model ids that differ from the requested ones", body, note)
 
 
+def _at_turn(turn: int | None) -> str:
+    return f" (model call {turn})" if turn is not None else ""
+
+
+def _environment_failures_section(g: GroupMetrics, level: str) -> list[str]:
+    if not g.environment_failures:
+        return []
+    body = fmt.table(
+        ["Model", "Route", "Environment-failure rate", "Kinds"],
+        [[f"`{r.model}`", r.route, _ratio(r.failures, r.runs), env_failures.kinds_text(r)]
+         for r in g.environment_failures],
+    )
+    note = (
+        "Of each model's and route's runs through the real harness, the share its environment "
+        "ended rather than the model (a provider's error status, a broken or hung connection, "
+        "a signal the runner did not send, a harness that never reached the model; "
+        "docs/RUNNER.md, section 1). Those runs are listed below and enter no model row, so "
+        "this rate is read beside the model's pass rate, never folded into it."
+    )
+    return _section(level, "Environment failures by model and route", body, note)
+
+
 def _ratio(part: int, whole: int) -> str:
     return f"{fmt.pct(Fraction(part, whole) if whole else None)} ({part}/{whole})"
 
@@ -381,6 +416,32 @@ def _failure_section(g: GroupMetrics, level: str) -> list[str]:
     return _section(level, "Failure categories (diagnostic; pooled over tiers by run)", body)
 
 
+def _mode_suffix(mode: str) -> str:
+    """A task's copperhead surface beside its id; `do`, the default and every committed run's
+    mode until sync was driven, is left unsaid."""
+    return "" if mode == "do" else f" ({mode})"
+
+
+def _modes_section(g: GroupMetrics, level: str) -> list[str]:
+    """Per model and task mode: shown once a group holds runs of more than one mode."""
+    rows = g.mode_rows()
+    if not rows:
+        return []
+    body = fmt.table(
+        ["Model", "Kind", "Mode", "Runs", "Passes", "Failure categories"],
+        [
+            [f"`{m.model}`", m.kind, m.mode, str(m.runs), str(m.passes),
+             ", ".join(f"{c} {n}" for c, n in m.categories.items()) or "-"]
+            for m in rows
+        ],
+    )
+    note = (
+        "Default condition, pooled over tiers by run. A diagnostic: modes differ in length and in "
+        "what they ask, so a mode's pass rate is never a headline; `scripted` rows measure no model."
+    )
+    return _section(level, "Task modes (diagnostic; pooled over tiers by run)", body, note)
+
+
 def _harness_section(g: GroupMetrics, level: str) -> list[str]:
     if not (g.harness or g.main):
         return []
@@ -388,7 +449,7 @@ def _harness_section(g: GroupMetrics, level: str) -> list[str]:
         ["Tier", "Task", "Expected outcome", "gold (passes/runs)", "noop (passes/runs)", "Check"],
         [
             [
-                h.tier, h.task_id + _under(h.condition), h.expected_outcome, f"{h.gold_passes}/{h.gold_runs}",
+                h.tier, h.task_id + _mode_suffix(h.mode) + _under(h.condition), h.expected_outcome, f"{h.gold_passes}/{h.gold_runs}",
                 f"{h.noop_passes}/{h.noop_runs}", "; ".join(h.problems) if h.problems else "ok",
             ]
             for h in g.harness
@@ -409,7 +470,7 @@ def _scripted_section(g: GroupMetrics, level: str) -> list[str]:
         ["Tier", "Task", "Expected outcome", "Session model", "Passes/runs", "Failure categories"],
         [
             [
-                r.tier, r.task_id, r.expected_outcome, f"`{r.model}`" + _under(r.condition), f"{r.passes}/{r.runs}",
+                r.tier, r.task_id + _mode_suffix(r.mode), r.expected_outcome, f"`{r.model}`" + _under(r.condition), f"{r.passes}/{r.runs}",
                 ", ".join(f"{c} {n}" for c, n in r.categories.items()) or "-",
             ]
             for r in g.scripted
@@ -428,13 +489,16 @@ def _not_the_models_section(g: GroupMetrics, level: str) -> list[str]:
         return []
     body = fmt.table(
         ["Run", "Task", "Model", "Reason", "Evidence"],
-        [[f"`{r.run_id}`", r.task_id, f"`{r.model}`", f"{r.kind}: {r.detail}", f"`results/{r.path}`"] for r in g.not_the_models],
+        [[f"`{r.run_id}`", r.task_id, f"`{r.model}`", f"{r.kind}{_at_turn(r.turn)}: {r.detail}", f"`results/{r.path}`"]
+         for r in g.not_the_models],
     )
     note = (
-        "The harness ended these runs before the model ever answered (a preflight refusal, a "
-        "provider configuration error, a missing key), or git could not commit for want of an "
-        "identity. They are kept with their evidence and graded, but they measured nothing "
-        "about the model, so no model metric counts them."
+        "The harness or its environment ended these runs, not the model: before the model ever "
+        "answered (a preflight refusal, a provider configuration error, a missing key), at any "
+        "turn (a provider's error status, a broken or hung connection, a signal the runner did "
+        "not send; the kind says which and at which model call), or git could not commit for "
+        "want of an identity. They are kept with their evidence and graded, but they measured "
+        "nothing about the model, so no model metric counts them."
     )
     return _section(level, "Runs that never reached the model", body, note)
 
@@ -467,8 +531,10 @@ _GROUP_SECTIONS = (
     _refusal_section,
     _variant_section,
     _failure_section,
+    _modes_section,
     _harness_section,
     _scripted_section,
+    _environment_failures_section,
     _not_the_models_section,
     _replay_section,
 )
@@ -525,7 +591,10 @@ def render(state: LedgerState, suite_version: str | None = None, views: Views | 
     out: list[str] = [BEGIN, "", "# copperbench leaderboard", ""]
     out += _snapshot(state, suite, sm, counts, views)
     out += ["", _INTRO, ""]
+    if not any(real_model_run(e.run) for e in state.runs.values()):
+        out += [NO_REAL_MODEL, ""]
     out += _non_claims()
+    out += harness_findings.render(state)
     if suite is not None and sv is not None:
         out += card.render_acc(state, suite, sv.card)
     if sm is not None:

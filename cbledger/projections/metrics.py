@@ -40,9 +40,10 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from msgspec import Struct
+from msgspec import Struct, UnsetType
 
 from cbledger.ledger.types import Outcome, Tier
+from cbledger.projections import env_failures
 from cbledger.projections.comparability import Partition, Reference, partition
 from cbledger.projections.conditions import DEFAULT, order_key
 from cbledger.projections.fold import LedgerState, suite_versions
@@ -231,6 +232,8 @@ class HarnessCheck(Struct, frozen=True, kw_only=True):
     task_id: str
     tier: str
     expected_outcome: str
+    #: the copperhead surface the task drives (`do`, `sync`, …)
+    mode: str = "do"
     gold_runs: int
     gold_passes: int
     noop_runs: int
@@ -251,6 +254,20 @@ class ScriptedRow(Struct, frozen=True, kw_only=True):
     passes: int
     categories: dict[str, int]
     condition: str = DEFAULT
+    mode: str = "do"
+
+
+class ModeRow(Struct, frozen=True, kw_only=True):
+    """One model's runs of one task mode under the default condition, pooled over tiers by run: a
+    diagnostic (modes differ in length and difficulty), never a headline."""
+
+    model: str
+    #: `agent` (a model) or `scripted` (the real harness against a session script)
+    kind: str
+    mode: str
+    runs: int
+    passes: int
+    categories: dict[str, int]
 
 
 class NotTheModels(Struct, frozen=True, kw_only=True):
@@ -262,6 +279,8 @@ class NotTheModels(Struct, frozen=True, kw_only=True):
     kind: str
     detail: str
     path: str
+    #: the model call an environment failure struck
+    turn: int | None = None
 
 
 class ReplayRow(Struct, frozen=True, kw_only=True):
@@ -292,6 +311,15 @@ class GroupMetrics(Struct, frozen=True, kw_only=True):
     environments: list[EnvironmentRow] = []
     #: models whose provider named another id in its answers (agent and scripted runs)
     echoes: list[ProviderEcho] = []
+    #: per model and route, the share of its harness runs that were not the model's
+    environment_failures: list[env_failures.EnvironmentFailureRow] = []
+    #: agent and scripted runs per model and task mode (`ModeRow`)
+    modes: list[ModeRow] = []
+
+    def mode_rows(self) -> list[ModeRow]:
+        """The per-mode diagnostic's rows, once the group holds runs of more than one task mode
+        (a group of `do` runs alone, as every run before sync was driven, shows none)."""
+        return self.modes if len({m.mode for m in self.modes}) > 1 else []
 
     def default_rows(self) -> list[RowMetrics]:
         """The headline rows: the default condition's."""
@@ -567,6 +595,7 @@ class _HarnessTally:
 
     tier: Tier
     outcome: Outcome
+    mode: str = "do"
     runs: dict[str, list[int]] = field(
         default_factory=lambda: {"gold": [0, 0], "noop": [0, 0], "unknown": [0, 0]}
     )
@@ -578,7 +607,7 @@ _HarnessTallies = dict[tuple[str, str], _HarnessTally]
 def _harness_add(tasks: _HarnessTallies, rec: RecordEntry) -> None:
     task = rec.run.run.task
     mode = harness_mode(rec.run) or "unknown"
-    t = tasks.setdefault((task.id, rec.condition), _HarnessTally(task.tier, task.expected_outcome))
+    t = tasks.setdefault((task.id, rec.condition), _HarnessTally(task.tier, task.expected_outcome, task.mode))
     t.runs[mode][0] += 1
     t.runs[mode][1] += rec.verdict == "pass"
 
@@ -619,6 +648,7 @@ def _harness_from(tasks: _HarnessTallies) -> list[HarnessCheck]:
                 noop_passes=np_,
                 problems=problems,
                 condition=condition,
+                mode=t.mode,
             )
         )
     return out
@@ -659,8 +689,31 @@ def _scripted_from(rows: _ScriptedTallies) -> list[ScriptedRow]:
         ScriptedRow(
             task_id=task_id, tier=r["task"].tier, expected_outcome=r["task"].expected_outcome, model=model,
             runs=r["runs"], passes=r["passes"], categories=dict(sorted(r["categories"].items())), condition=cond[1],
+            mode=r["task"].mode,
         )
         for (task_id, model, cond), r in sorted(rows.items(), key=lambda kv: (order[kv[1]["task"].tier], kv[0]))
+    ]
+
+
+_ModeTallies = dict[tuple[str, str, str], dict[str, Any]]
+
+
+def _mode_add(rows: _ModeTallies, rec: RecordEntry, kind: str) -> None:
+    if rec.condition != DEFAULT:
+        return
+    run = rec.run.run
+    r = rows.setdefault((run.model.id, kind, run.task.mode), {"runs": 0, "passes": 0, "categories": {}})
+    r["runs"] += 1
+    r["passes"] += rec.verdict == "pass"
+    if rec.failure_category:
+        r["categories"][rec.failure_category] = r["categories"].get(rec.failure_category, 0) + 1
+
+
+def _modes_from(rows: _ModeTallies) -> list[ModeRow]:
+    return [
+        ModeRow(model=model, kind=kind, mode=mode, runs=r["runs"], passes=r["passes"],
+                categories=dict(sorted(r["categories"].items())))
+        for (model, kind, mode), r in sorted(rows.items())
     ]
 
 
@@ -669,7 +722,8 @@ def _not_the_model(rec: RecordEntry) -> NotTheModels:
     failure = run.harness_failure
     assert failure is not None
     return NotTheModels(run_id=run.run_id, task_id=run.task.id, model=run.model.id,
-                        kind=failure.kind, detail=failure.detail, path=rec.path)
+                        kind=failure.kind, detail=failure.detail, path=rec.path,
+                        turn=None if isinstance(failure.turn, UnsetType) else failure.turn)
 
 
 class GroupAcc:
@@ -695,9 +749,10 @@ class GroupAcc:
         self.replays: _ReplayTallies = {}
         self.scripted: _ScriptedTallies = {}
         self.stopped: list[NotTheModels] = []
+        self.env_failures: env_failures.Tally = {}
         self.envs: dict[Environment, int] = {}
         self.echo_agent: EchoTally = {}
-        self.echo_scripted: EchoTally = {}
+        self.modes: _ModeTallies = {}
         self._result: GroupMetrics | None = None
 
     def add(self, rec: RecordEntry, rubric: float | None) -> None:
@@ -705,11 +760,12 @@ class GroupAcc:
         self.paths.append(rec.path)
         run = rec.run.run
         count_environment(self.envs, run)
+        env_failures.add(self.env_failures, run)
         if not_the_models(rec.run):
             self.stopped.append(_not_the_model(rec))
         elif is_scripted(rec.run):
-            _scripted_add(self.scripted, rec)
-            echo_add(self.echo_scripted, run)
+            _scripted_add(self.scripted, rec)  # what a session script names is never a provider's naming
+            _mode_add(self.modes, rec, "scripted")
         elif is_harness(rec.run):
             _harness_add(self.harness, rec)
         elif is_replay(rec.run):
@@ -724,6 +780,7 @@ class GroupAcc:
             self.ablated = self.ablated or condition != DEFAULT
             if condition == DEFAULT:
                 _variant_add(self.per_model, self.variant_of, rec)
+            _mode_add(self.modes, rec, "agent")
             echo_add(self.echo_agent, run)
 
     def _row(self, k: tuple[str, str, str, str]) -> RowMetrics:
@@ -753,7 +810,9 @@ class GroupAcc:
             not_the_models=list(self.stopped),
             ablations=_ablations_from(self.ablation_index) if self.ablated else [],
             environments=environment_rows(self.envs),
-            echoes=merge_echoes(self.echo_agent, self.echo_scripted),
+            echoes=merge_echoes(self.echo_agent, {}),
+            environment_failures=env_failures.rows(self.env_failures),
+            modes=_modes_from(self.modes),
         )
         return self._result
 

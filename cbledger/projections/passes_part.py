@@ -58,14 +58,20 @@ def _verdict(state: LedgerState, run_id: str, suite: str) -> str | None:
     return entry.grade.verdict if entry is not None else None
 
 
-def attempts(state: LedgerState, suite: str) -> list[Attempt]:
-    """Every live attempt allowed more than one pass whose pass 1 was graded under `suite`, in
-    ledger order, with its passes in index order (a retracted pass ends the attempt there)."""
+def later_by_first(state: LedgerState) -> dict[str, list[tuple[int, str]]]:
+    """Pass 1's run id -> (index, run id) of each later pass of its attempt."""
     later: dict[str, list[tuple[int, str]]] = {}
     for rid, later_entry in state.later_passes.items():
         later_ref = later_entry.run.passes
         if later_ref and later_ref.first is not None:
             later.setdefault(later_ref.first, []).append((later_ref.index, rid))
+    return later
+
+
+def attempts(state: LedgerState, suite: str) -> list[Attempt]:
+    """Every live attempt allowed more than one pass whose pass 1 was graded under `suite`, in
+    ledger order, with its passes in index order (a retracted pass ends the attempt there)."""
+    later = later_by_first(state)
     out: list[Attempt] = []
     for rid, entry in sorted(state.runs.items(), key=lambda kv: kv[1].seq):
         ref = entry.run.passes

@@ -138,3 +138,15 @@ def merge_echoes(first: EchoTally, then: EchoTally) -> list[ProviderEcho]:
         more, m = then.get(model, ([], 0))
         out.append(ProviderEcho(model=model, named=[*named, *(x for x in more if x not in named)], runs=n + m))
     return out
+
+
+NO_REAL_MODEL = (
+    "**No real model has been evaluated in this ledger yet.** Every run in it is a harness check "
+    "(gold, noop), a scripted model (a session script served by the project's own endpoint), a "
+    "replay, or a run that never reached its model: no table below holds a model's result."
+)
+
+
+def real_model_run(run: RunRecorded) -> bool:
+    """A run a model answered: recorded as an agent run, and not stopped before its first turn."""
+    return run.run_mode == "agent" and run.harness_failure is None

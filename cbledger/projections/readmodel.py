@@ -35,7 +35,7 @@ import sqlite_utils
 from msgspec import Struct
 
 from cbledger.ledger.events import SCHEMA_VERSION, AssertionOutcome, PassRef
-from cbledger.projections import anchor
+from cbledger.projections import anchor, readmodel_docs
 from cbledger.projections import format as fmt
 from cbledger.projections.aggregates import Views
 from cbledger.projections.conditions import condition_key
@@ -59,14 +59,18 @@ from cbledger.projections.metrics import (
 )
 from cbledger.projections.records import (
     RecordEntry,
+    in_model_metrics,
     is_harness,
     is_replay,
     is_scripted,
     not_the_models,
+    record_entries,
     record_paths,
     retraction_marks,
     usd_from_micros,
 )
+from cbledger.projections.site import paths as site_paths
+from cbledger.workspace import SITE as SITE_DIR
 from cbledger.workspace import checkpoint_name, record_name
 
 
@@ -183,6 +187,54 @@ class _LaterPass(NamedTuple):
     graded: GradeEntry | None
 
 
+class _Named(NamedTuple):
+    """A task or a model with the tallies of its live runs: every run, the agent runs, and the
+    agent runs graded under the current suite version with their passes."""
+
+    name: str
+    entry: RunEntry  # its latest live run, for the fields a run records about it
+    runs: int
+    agent_runs: int
+    suite_runs: int
+    suite_passes: int
+    others: int  # distinct models of a task's agent runs, or tasks of a model's
+    usd_micros: int | None  # all USD of its agent runs; None when any of them is uncosted
+    uncosted_runs: int
+
+
+def _named(state: LedgerState, views: Views, key: Callable[[RunEntry], str],
+           other: Callable[[RunEntry], str]) -> list[_Named]:
+    suite = views.current_suite()
+    passed: dict[str, bool] = {}
+    if suite is not None:
+        for rec in record_entries(state, suite, build=False):
+            passed[rec.run_id] = rec.graded.grade.verdict == "pass"
+    groups: dict[str, list[RunEntry]] = {}
+    for rid, e in state.runs.items():
+        if rid not in state.retracted:
+            groups.setdefault(key(e), []).append(e)
+    out = []
+    for name, mine in sorted(groups.items()):
+        agents = [e for e in mine if in_model_metrics(e)]
+        graded = [passed[e.run.run_id] for e in agents if e.run.run_id in passed]
+        costs = [e.run.cost.usd_micros for e in agents]
+        uncosted = sum(c is None for c in costs)
+        out.append(_Named(
+            name=name, entry=max(mine, key=lambda e: e.seq), runs=len(mine), agent_runs=len(agents),
+            suite_runs=len(graded), suite_passes=sum(graded), others=len({other(e) for e in agents}),
+            usd_micros=None if uncosted else sum(c or 0 for c in costs), uncosted_runs=uncosted,
+        ))
+    return out
+
+
+def _by_task(e: RunEntry) -> str:
+    return e.run.task.id
+
+
+def _by_model(e: RunEntry) -> str:
+    return e.run.model.id
+
+
 # --------------------------------------------------------------------------- the tables
 
 
@@ -257,6 +309,40 @@ RUNS: TableSpec[RunEntry] = TableSpec("runs", ("run_id",), (
     ("condition", str, lambda e: condition_key(e.run.ablations)),
     ("batch", str, lambda e: e.run.batch),
     ("provider_models", str, lambda e: json.dumps(list(e.run.provider_models))),
+))
+
+def _counts(others: str) -> tuple[Column[_Named], ...]:
+    """The tallies a task row and a model row share; `others` names the distinct count of the
+    other side (a task's models, a model's tasks)."""
+    return (
+        ("runs", int, lambda n: n.runs),
+        ("agent_runs", int, lambda n: n.agent_runs),
+        (others, int, lambda n: n.others),
+        ("current_suite_runs", int, lambda n: n.suite_runs),
+        ("current_suite_passes", int, lambda n: n.suite_passes),
+    )
+
+
+TASKS: TableSpec[_Named] = TableSpec("tasks", ("task_id",), (
+    ("task_id", str, lambda n: n.name),
+    ("tier", str, lambda n: n.entry.run.task.tier),
+    ("mode", str, lambda n: n.entry.run.task.mode),
+    ("expected_outcome", str, lambda n: n.entry.run.task.expected_outcome),
+    ("variant_of", str, lambda n: n.entry.run.task.variant_of),
+    ("fixture_id", str, lambda n: n.entry.run.fixture.id),
+    *_counts("models"),
+    ("site_page", str, lambda n: f"{SITE_DIR}/{site_paths.task_page(n.name)}"),
+))
+
+MODELS: TableSpec[_Named] = TableSpec("models", ("model_id",), (
+    ("model_id", str, lambda n: n.name),
+    ("provider", str, lambda n: n.entry.run.model.provider),
+    ("segment", str, lambda n: n.entry.run.model.segment),
+    ("pinning", str, lambda n: n.entry.run.model.pinning),
+    *_counts("tasks"),
+    ("usd_micros_total", int, lambda n: n.usd_micros if n.agent_runs else None),
+    ("uncosted_runs", int, lambda n: n.uncosted_runs),
+    ("site_page", str, lambda n: f"{SITE_DIR}/{site_paths.model_page(n.name)}"),
 ))
 
 GRADES: TableSpec[_Graded] = TableSpec("grades", ("run_id", "suite_version"), (
@@ -443,6 +529,7 @@ RETRACTIONS: TableSpec[_Retracted] = TableSpec("retractions", ("run_id",), (
 #: (column, table, column) links, by table. Only live runs are in `runs`, and every table below
 #: holds live runs only; `retractions` and `grade_conflicts` name runs that may be absent.
 FOREIGN_KEYS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "runs": (("task_id", "tasks", "task_id"), ("model_id", "models", "model_id")),
     "grades": (("run_id", "runs", "run_id"),),
     "assertion_outcomes": (("run_id", "runs", "run_id"),),
     "incomparable_records": (("run_id", "runs", "run_id"),),
@@ -511,6 +598,9 @@ def _sources(state: LedgerState, views: Views, run_ids: set[str] | None) -> list
     metrics = [views.suite_metrics(v) for v in views.suite_versions()]
     return [
         (META, _meta(state, views)),
+        # before `runs`, whose task and model ids are keys into them
+        (TASKS, _named(state, views, _by_task, _by_model)),
+        (MODELS, _named(state, views, _by_model, _by_task)),
         (RUNS, live.values()),
         (GRADES, _graded(state, views, live)),
         (ASSERTION_OUTCOMES, _outcomes(_graded(state, views, live))),
@@ -751,6 +841,8 @@ def _norm(v: Any) -> Any:
 
 _TABLES: dict[str, str] = {
     "meta": "The ledger this model was built from: its name, head seq and hash, the current suite version.",
+    "tasks": "Every task with a live run: what it asks, and how often it was run and passed (agent runs, current suite).",
+    "models": "Every model with a live run: its segment and pinning, runs, passes under the current suite, USD spent.",
     "runs": "Every live run (retracted ones are only in `retractions`): task, model, mode, stats, cost, environment.",
     "grades": "Each run's verdict under each suite version it was graded under, with its failure category.",
     "assertion_outcomes": "Every assertion of every grade, in the task's order, with its detail.",
@@ -813,7 +905,17 @@ def metadata(database: str = "cbledger") -> str:
                        "source of truth.",
         "databases": {
             database: {
-                "tables": {name: {"description": text} for name, text in _TABLES.items()},
+                "description": "One row per live run in `runs`, one per (run, suite version) grade in `grades` and its "
+                               "assertions in `assertion_outcomes`; the leaderboard's numbers in `leaderboard_rows`. "
+                               "Rebuilt from the ledger; columns holding JSON say so in their description.",
+                "tables": {
+                    name: {
+                        "description": text,
+                        "columns": readmodel_docs.COLUMNS.get(name, {}),
+                        **({"facets": readmodel_docs.FACETS[name]} if name in readmodel_docs.FACETS else {}),
+                    }
+                    for name, text in _TABLES.items()
+                },
                 "queries": _QUERIES,
             }
         },

@@ -41,7 +41,7 @@ from decimal import Decimal
 from typing import Literal
 
 import msgspec
-from msgspec import Struct
+from msgspec import Struct, UnsetType
 
 from cbledger.ledger.types import ExitPath, FailureCategory, Mode, Outcome, Tier
 from cbledger.projections import paths
@@ -160,6 +160,9 @@ class RecordArtifacts(_R, frozen=True):
 class RecordHarnessFailure(_R, frozen=True):
     kind: str
     detail: str
+    #: the model call an environment failure struck, and the provider's HTTP status
+    turn: int | None = None
+    status: int | None = None
 
 
 class ResultRecord(_R, frozen=True):
@@ -281,14 +284,15 @@ def is_scripted(entry: RunEntry) -> bool:
 
 
 def not_the_models(entry: RunEntry) -> bool:
-    """A run the harness ended before the model ever answered (or whose commit git could not
-    make for want of an identity): kept with its evidence, counted in no model metric."""
+    """A run the harness or its environment ended, not the model (before the model ever
+    answered, or at any turn by a provider failure or an outside signal, or a commit git could
+    not make for want of an identity): kept with its evidence, counted in no model metric."""
     return entry.run.harness_failure is not None
 
 
 def in_model_metrics(entry: RunEntry) -> bool:
     """Whether a run is a sample of a model: not the suite's own check, not a replay, not
-    scripted, and not stopped by the harness before the model took part."""
+    scripted, and not ended by the harness or its environment (`not_the_models`)."""
     return not (is_harness(entry) or is_replay(entry) or is_scripted(entry) or not_the_models(entry))
 
 
@@ -441,7 +445,10 @@ def build_record(state: LedgerState, entry: RunEntry, graded: GradeEntry) -> Res
         rubric=_rubric_for(state, run.run_id, graded.seq),
         artifacts=artifacts,
         harness_failure=(
-            RecordHarnessFailure(kind=run.harness_failure.kind, detail=run.harness_failure.detail)
+            RecordHarnessFailure(
+                kind=run.harness_failure.kind, detail=run.harness_failure.detail,
+                turn=_given(run.harness_failure.turn), status=_given(run.harness_failure.status),
+            )
             if run.harness_failure is not None else None
         ),
         provider_models=list(run.provider_models) if named_otherwise(run) else None,
@@ -565,3 +572,7 @@ def live_record_counts(state: LedgerState) -> dict[str, int]:
 def render(record: ResultRecord | RetractionMark) -> bytes:
     """Byte-stable JSON: field order as declared (the reference's), 2-space indent, newline."""
     return msgspec.json.format(_ENCODER.encode(record), indent=2) + b"\n"
+
+
+def _given(value: int | UnsetType) -> int | None:
+    return None if isinstance(value, UnsetType) else value

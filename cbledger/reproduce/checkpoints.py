@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cbledger import inputs
 from cbledger.errors import UserError
-from cbledger.ledger.checkpoint import CheckpointError
 from cbledger.ledger.keys import Untrusted, VerifierKey, open_note
 from cbledger.ledger.note import NoteError
-from cbledger.ledger.signed_checkpoint import SignedCheckpoint, open_checkpoint
+from cbledger.ledger.signed_checkpoint import SignedCheckpoint, UntrustedCheckpoint, open_checkpoint
 from cbledger.ledger.tlog import recorded_problems, verified_scan
 from cbledger.ledger.verify import ChainReport
 from cbledger.reproduce.findings import Finding
@@ -53,9 +53,8 @@ def trusted_keys(workspace: Workspace, files: Sequence[Path]) -> list[VerifierKe
     paths = list(files) or workspace.trusted_key_files()
     keys = []
     for p in paths:
-        if not p.is_file():
-            raise UserError(f"{p}: no such key file")
-        keys.append(VerifierKey.parse(p.read_text(encoding="utf-8"), str(p)))
+        text = inputs.read_regular(p, inputs.MAX_NOTE_BYTES, "a key file").decode("utf-8", "replace")
+        keys.append(VerifierKey.parse(text, str(p)))
     return keys
 
 
@@ -64,36 +63,41 @@ def open_given(files: Sequence[Path], keys: Sequence[VerifierKey]) -> list[tuple
         raise UserError("--checkpoint needs a trusted public key: pass --key FILE or commit one under keys/")
     out = []
     for p in files:
-        if not p.is_file():
-            raise UserError(f"{p}: no such checkpoint file")
-        out.append((str(p), open_checkpoint(p.read_bytes(), keys, str(p))))
+        out.append((str(p), open_checkpoint(inputs.read_regular(p, inputs.MAX_NOTE_BYTES, "a checkpoint file"), keys, str(p))))
     return out
 
 
-def published_beside(workspace: Workspace, keys: Sequence[VerifierKey]) -> tuple[list[tuple[str, SignedCheckpoint]], list[Finding]]:
+def published_beside(
+    workspace: Workspace, keys: Sequence[VerifierKey],
+) -> tuple[list[tuple[str, SignedCheckpoint]], list[Finding], list[Finding]]:
     """The signed checkpoints kept under `results/checkpoints/`, held against the file ledger of
     the same results directory when no --checkpoint is given: a ledger cut short at its end, or re-chained over a signed prefix,
     is caught by the checkpoints published beside it (one from elsewhere is still stronger: whoever
-    cut the ledger could have removed these too). One no trusted key signed is a note."""
+    cut the ledger could have removed these too). Returns them with the notes and the failures:
+    one no trusted key signed is a note; one a trusted key's signature does not verify (its text
+    edited, or forged), or that is no signed checkpoint at all, is a failure."""
     directory = workspace.checkpoints
     ledger = workspace.ledger_file
     # Only a file ledger inside the same results directory owns them: a database ledger, or a
     # file elsewhere, named with --ledger beside a project, is another ledger than theirs.
     if ledger is None or not directory.is_dir() or not ledger.resolve().is_relative_to(directory.parent.resolve()):
-        return [], []
+        return [], [], []
     files = sorted(directory.glob("*.txt"), key=lambda p: (len(p.stem), p.stem))
     if files and not keys:
         return [], [Finding(check="checkpoint", kind="untrusted-signer", file=workspace.recorded_name(directory),
-                            message=f"{len(files)} checkpoint file(s) beside the ledger: no trusted key under keys/, not held against it")]
-    given, notes = [], []
+                            message=f"{len(files)} checkpoint file(s) beside the ledger: no trusted key under keys/, not held against it")], []
+    given, notes, failures = [], [], []
     for p in files:
         name = workspace.recorded_name(p)
         try:
-            given.append((name, open_checkpoint(p.read_bytes(), keys, name)))
-        except (CheckpointError, UnicodeDecodeError, OSError) as exc:
+            given.append((name, open_checkpoint(inputs.read_regular(p, inputs.MAX_NOTE_BYTES), keys, name)))
+        except UntrustedCheckpoint as exc:
             notes.append(Finding(check="checkpoint", kind="untrusted-signer", file=name,
                                  message=f"not held against the ledger: {exc}"))
-    return given, notes
+        except (NoteError, UnicodeDecodeError, OSError) as exc:
+            failures.append(Finding(check="checkpoint", kind="checkpoint-signature", file=name,
+                                    message=f"not a checkpoint a trusted key signed: {exc}"))
+    return given, notes, failures
 
 
 def chain_and_checkpoints(

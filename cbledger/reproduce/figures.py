@@ -23,13 +23,17 @@ from cbledger.projections.fold import LedgerState
 from cbledger.reproduce.findings import Finding
 from cbledger.reproduce.restore import evidence_commits
 from cbledger.runner import pricing
+from cbledger.runner.cassette import Cassette
 from cbledger.runner.execute import stats_from
 
 
-def figures_findings(repo: pygit2.Repository, run: RunRecorded, seq: int, complete: bool) -> list[Finding]:
-    """One finding per recorded figure that the preserved transcript does not give. A run whose
-    transcript is missing or altered gets none here: `check_digests` already fails it, and a
-    figure derived from other bytes would prove nothing."""
+def figures_findings(
+    repo: pygit2.Repository, run: RunRecorded, seq: int, complete: bool, cassette: Cassette | None = None,
+) -> list[Finding]:
+    """One finding per recorded figure that the preserved transcript (and, for a run without
+    `run-end`, its cassette and agent time) does not give. A run whose transcript is missing or
+    altered gets none here: `check_digests` already fails it, and a figure derived from other
+    bytes would prove nothing."""
     ref = run.evidence.get("transcript")
     if ref is None:
         return []
@@ -41,7 +45,7 @@ def figures_findings(repo: pygit2.Repository, run: RunRecorded, seq: int, comple
         return []
     # The cap a synthesized record states is the run's setting, not a transcript figure.
     cap = run.stats.max_turns if run.stats is not None else 0
-    derived, _ = stats_from(parse_transcript(data, ref.path), run.runner_exit, cap)
+    derived, _ = stats_from(parse_transcript(data, ref.path), run.runner_exit, cap, cassette, run.timings.agent_ms)
     recorded, again = msgspec.to_builtins(run.stats), msgspec.to_builtins(derived)
     if recorded is None or again is None:
         if recorded == again:
@@ -69,17 +73,22 @@ def cost_findings(state: LedgerState) -> dict[str, list[Finding]]:
     function of what the ledger already holds: a hand-edited cost, re-chained, is named here. A
     replay carries its original's cost, and a null cost states no figure; neither is priced."""
     tables: dict[str, PricingPublished] = {}
+    seen: list[PricingPublished] = []
     out: dict[str, list[Finding]] = {}
     entries: list[tuple[int, RunRecorded]] = [(e.seq, e.run) for e in state.runs.values()]
     entries += [(p.seq, p.run) for p in state.later_passes.values()]
     by_seq = sorted([(p.seq, p.body) for p in state.pricing] + [(s, r) for s, r in entries], key=lambda x: x[0])
     for seq, item in by_seq:
         if isinstance(item, PricingPublished):
-            tables[item.table_version] = item  # a run is priced under the latest table before it
+            seen.append(item)
+            # a run names the table in effect at its start, with all it inherited
+            tables[item.table_version] = pricing.as_of(seen, item.table_version) or item
             continue
         run, cost = item, item.cost
         if cost.usd_micros is None or cost.price_table_version is None or run.replay_of is not None or run.stats is None:
             continue
+        if run.cost_cap and (run.stats.exit_path == "cap-exceeded" or run.stats.tokens_in + run.stats.tokens_out == 0):
+            continue  # stopped by a money limit with no run-end: its cost is the proxy's meter, kept with the cap
         table = tables.get(cost.price_table_version)
         route = pricing.route(run.model.id, table)
         again = pricing.usd_micros(route.price if route else None, run.stats.tokens_in, run.stats.tokens_out)

@@ -179,6 +179,9 @@ def _record_files(path: Path) -> list[tuple[Path, str]]:
     if path.is_file():
         return [(path, path.name)]
     if not path.is_dir():
+        if os.path.lexists(path):  # a FIFO, socket or device: named as what it is, never opened
+            raise UserError(f"{inputs.printable(path)}: {inputs.kind_of(os.lstat(path).st_mode)}; "
+                            "only regular files and directories are imported")
         raise UserError(f"{inputs.printable(path)}: no such file or directory")
     found = []
     for dirpath, dirnames, filenames in os.walk(path, followlinks=False):

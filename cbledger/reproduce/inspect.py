@@ -22,11 +22,13 @@ import pygit2
 
 from cbledger.errors import UserError
 from cbledger.grading.evidence.bundle import BASELINE_REF, CAPTURE_REF, EVIDENCE_REF
+from cbledger.ledger.events import RunRecorded
 from cbledger.projections import format as fmt
 from cbledger.projections.fold import LedgerState, PassEntry, RunEntry
 from cbledger.projections.records import record_paths
 from cbledger.reproduce.restore import restore_run
 from cbledger.reproduce.site_evidence import catalogs, gather
+from cbledger.runner import pricing
 from cbledger.runner.preserve import git_cli
 from cbledger.workspace import Workspace, record_name
 
@@ -69,10 +71,13 @@ def summary(state: LedgerState, run_id: str) -> dict[str, Any]:
         "failureCategory": latest.failure_category if latest else None,
         "costUsdMicros": run.cost.usd_micros,
         "cost": fmt.usd_micros(run.cost.usd_micros),
+        "priceTable": price_used(state, run),
         "tokensIn": stats.tokens_in if stats else None,
         "tokensOut": stats.tokens_out if stats else None,
         "turnsUsed": stats.turns_used if stats else None,
         "exitPath": stats.exit_path if stats else None,
+        #: why the run is not the model's (the harness or its environment ended it), if it is not
+        "harnessFailure": msgspec.to_builtins(run.harness_failure) if run.harness_failure is not None else None,
         "startedAt": fmt.utc_stamp(run.timings.started_at),
         "suiteVersion": run.comparability.suite_version,
         "bundle": run.sandbox.store,
@@ -84,6 +89,20 @@ def summary(state: LedgerState, run_id: str) -> dict[str, Any]:
             {"suiteVersion": suite, "seq": g.seq, **msgspec.to_builtins(g.grade)} for suite, g in grades.items()
         ],
         **({"passes": msgspec.to_builtins(run.passes)} if run.passes else {}),
+    }
+
+
+def price_used(state: LedgerState, run: RunRecorded) -> dict[str, Any] | None:
+    """The table a run was priced by (with what it inherited) and the rates it applied."""
+    version = run.cost.price_table_version
+    if version is None:
+        return None
+    table = pricing.as_of([p.body for p in state.pricing], version)
+    found = pricing.route(run.model.id, table) if table is not None else None
+    price = found.price if found is not None else None
+    return {
+        "version": version, "effectiveDate": table.effective_date.isoformat() if table is not None else None,
+        "inputPerMTok": price.input if price else None, "outputPerMTok": price.output if price else None,
     }
 
 

@@ -44,8 +44,8 @@ DEFAULT_FIELD_CHARS = 4096
 class ManualImportInvalid(UserError):
     def __init__(self, path: Path, problems: list[str]) -> None:
         self.problems = problems
-        listing = "".join(f"\n  {path}: {p}" for p in problems)
-        super().__init__(f"{path}: not a valid manual import ({len(problems)} problem(s)); nothing written{listing}")
+        # one line, as every refusal: the problems in order, each naming its field
+        super().__init__(f"{path}: not a valid manual import ({len(problems)} problem(s)): {'; '.join(problems)}; nothing written")
 
 
 @dataclass(frozen=True)

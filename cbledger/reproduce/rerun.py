@@ -198,8 +198,8 @@ def _rerun(
         recorded = _load_cassette(workspace, ref)
         if run.cassette is UNSET:  # attached later: the run's own suite version's definitions, as from its session
             catalog = kept.catalog(run, run.comparability.suite_version)
-    if recorded.route != "openai-compat" or recording_route(run.model.id) != "openai-compat":
-        raise UserError(f"run {run_id} was recorded on the {recorded.route} route; rerun serves the compat route only so far")
+    if recording_route(run.model.id) != recorded.route:
+        raise UserError(f"run {run_id} was recorded on the {recorded.route} route, which its model {run.model.id} does not take")
     task = catalog.task(run.task.id)
     if task.manifest_hash != run.task.manifest_hash:
         raise UserError(f"task {run.task.id} changed since run {run_id} (manifest hash {task.manifest_hash[:12]}…, "

@@ -21,6 +21,7 @@ from cbledger import scratch as scratch_dir
 from cbledger.errors import UserError
 from cbledger.grading.grader import Grade, grade_preserved
 from cbledger.ledger.events import CassetteRef, GradeRecorded, RunRecorded
+from cbledger.reproduce.attribution import attribution_findings, stored_cassette
 from cbledger.reproduce.compare import compare_grade
 from cbledger.reproduce.figures import figures_findings
 from cbledger.reproduce.findings import Finding, GradeCheck, RunCheck
@@ -62,8 +63,12 @@ def check_run(
         if restored.repo is not None and not any(f.kind in ("seed-mismatch", "bundle-unreadable") for f in restored.failures):
             for f in check_digests(restored.repo, run, seq, restored.complete):
                 result.fail(f)
-            for f in figures_findings(restored.repo, run, seq, restored.complete):
+            intact, cassette = stored_cassette(workspace, run)
+            for f in figures_findings(restored.repo, run, seq, restored.complete, cassette):
                 result.fail(f)
+            if intact:  # else `cassette_findings` names it, and no attribution is derived without it
+                for f in attribution_findings(restored.repo, run, seq, restored.complete, cassette):
+                    result.fail(f)
         for f in cassette_findings(workspace, run, seq, attached):
             result.fail(f)
         _regrade_all(result, run, restored, grades, suites)

@@ -60,6 +60,7 @@ from cbledger.reproduce.checkpoints import (
 from cbledger.reproduce.figures import cost_findings
 from cbledger.reproduce.findings import Finding, RunCheck
 from cbledger.reproduce.outputs import OutputsCheck, check_outputs, check_site, check_tables
+from cbledger.reproduce.rubrics import rubric_findings, scored_versions
 from cbledger.reproduce.runs import Suites, check_run
 from cbledger.tasks.definitions import differences
 from cbledger.tasks.suite_archive import kept_definitions, on_disk, open_kept
@@ -403,10 +404,12 @@ def _verify(
     keys = trusted_keys(workspace, options.keys)
     given = open_given(options.checkpoints, keys)
     beside: list[Finding] = []
+    broken: list[Finding] = []
     if not given:
-        given, beside = published_beside(workspace, keys)
+        given, beside, broken = published_beside(workspace, keys)
     chain, anchored = chain_and_checkpoints(workspace, given, keys, progress=chain_progress)
     anchored.notes[:0] = beside
+    anchored.failures[:0] = broken
     report = VerifyReport(ledger=LedgerStore(workspace.ledger).location, root=str(workspace.root), options=options, chain=chain,
                           checkpoints=anchored)
     if not chain.ok or anchored.failures or options.chain_only:
@@ -427,10 +430,12 @@ def _verify(
         ))
     versions = {g.suite_version for job in jobs for _, g in job.grades}
     versions |= {job.run.comparability.suite_version for job in jobs}
+    versions |= scored_versions(state)
     scratch = scratch_dir.mkdtemp("cbledger-suites-")
     try:
         suites, report.suite_failures = prepare_suites(workspace, state, versions, scratch)
         report.suite_failures += working_tree_check(workspace, state)
+        report.suite_failures += rubric_findings(state, suites)
         if not options.run_ids and options.since is None:
             report.orphan_failures = orphan_grades(state, grades)
         if on_runs_planned:

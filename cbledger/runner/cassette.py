@@ -20,12 +20,13 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 from blake3 import blake3
-from msgspec import Meta, Struct, field
+from msgspec import UNSET, Meta, Struct, UnsetType, field
 
 from cbledger import credentials
 from cbledger.errors import SecretFound, UserError
 from cbledger.ledger.events import CassetteRef
 from cbledger.runner.endpoint import script
+from cbledger.runner.endpoint.faults import Fault
 from cbledger.workspace import cassette_name
 
 FORMAT: Literal["cbledger-cassette/1"] = "cbledger-cassette/1"
@@ -65,6 +66,10 @@ class Recorded(_Body, frozen=True):
     model: str | None = None
     #: whether the credential backstop replaced anything in this exchange
     redacted: bool = False
+    #: what broke on the wire, when the provider's answer never arrived whole (the connection
+    #: reset, the answer cut short, no answer before the run ended); `status` is then the
+    #: proxy's own (502, or 504 for no answer). Absent on an exchange that was answered.
+    failure: str | UnsetType = UNSET
 
 
 class Cassette(_Body, frozen=True):
@@ -174,13 +179,16 @@ def model_calls(cassette: Cassette) -> list[Recorded]:
 
 def as_session(cassette: Cassette, name: str) -> script.Session:
     """The cassette as a session script the loopback endpoint serves: each model call's recorded
-    answer, in order, with the request it answered kept for comparison."""
+    answer, in order, with the request it answered kept for comparison. An answer that never
+    arrived whole is served as the same failure of the wire (`endpoint.faults`), not as the
+    proxy's own status, so the re-execution meets what the recording met."""
     exchanges = [
         script.Exchange(
             response=script.RawResponse(
                 status=ex.status, body=ex.body,
                 events=[script.SseEvent(data=e.data, event=e.event) for e in ex.events] if ex.events is not None else None,
-            ),
+            ) if isinstance(ex.failure, UnsetType) else None,
+            fault=None if isinstance(ex.failure, UnsetType) else _wire_fault(ex),
             request=ex.request,
         )
         for ex in model_calls(cassette)
@@ -188,6 +196,14 @@ def as_session(cassette: Cassette, name: str) -> script.Session:
     if not exchanges:
         raise UserError(f"cassette for {name} holds no model call to serve")
     return script.Session(format="cbledger-session/1", name=name, exchanges=exchanges)
+
+
+def _wire_fault(ex: Recorded) -> Fault:
+    if ex.status == 504:
+        return Fault(kind="hang")  # still unanswered when the run ended
+    if str(ex.failure).startswith("answer cut short"):
+        return Fault(kind="truncated-stream")
+    return Fault(kind="reset")
 
 
 def from_session(session: script.Session, model_id: str) -> Cassette:
@@ -202,6 +218,9 @@ def from_session(session: script.Session, model_id: str) -> Cassette:
     for k in range(n):
         ex = script.exchange_at(session, k)
         assert ex is not None
+        if ex.fault is not None:
+            # how often the harness retried it is known only to a recording
+            raise UserError(f"session {session.name!r}: exchange {k + 1} injects a fault, which only a recorded cassette can replay")
         if ex.response is not None:
             r = ex.response
             events = [SseEvent(data=e.data, event=e.event) for e in r.events] if r.events is not None else None

@@ -22,10 +22,16 @@ What happens when things go wrong:
 * A run that fails on its own (a secret found, a fixture refused on arrival) is reported like a
   local run's failure, and the suite continues.
 * No worker at all for `NO_WORKER_SECONDS`: the driver stops waiting and reports the runs left.
+* The scheduler lost: the runs not yet back are reported as not recorded, one line each naming
+  the scheduler (no `CancelledError`); the campaign's next invocation runs them.
+* The driver lost (killed): the scheduler releases its runs, and each worker kills the run it was
+  running within a poll (`isolation.abandon_when`), so no model is paid for a result no one will
+  collect; the campaign's next invocation runs those slots.
 """
 
 from __future__ import annotations
 
+import logging
 import queue
 import secrets
 import time
@@ -103,8 +109,22 @@ class DaskCluster:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.client is not None:
+        if self.client is None:
+            return
+        if not self._scheduler_lost():
             self.client.close()
+            return
+        # closing cancels the client's attempts to reconnect, which it logs as a traceback of a
+        # CancelledError: the plan already said, one line per run, that the scheduler was lost
+        quiet = [logging.getLogger(name) for name in ("distributed.client", "distributed.utils")]
+        levels = [logger.level for logger in quiet]
+        for logger in quiet:
+            logger.setLevel(logging.CRITICAL)
+        try:
+            self.client.close(timeout=5)
+        finally:
+            for logger, level in zip(quiet, levels, strict=True):
+                logger.setLevel(level)
 
     def _on_topic(self, event: tuple[float, Any]) -> None:
         """On the client's own thread: a worker's verdict is reported at once (it can come at any
@@ -145,7 +165,8 @@ class DaskCluster:
 
         def submit(spec: RemoteRun) -> None:
             attempts[spec.index] = attempts.get(spec.index, 0) + 1
-            key = f"cbledger-run-{self._token}-{spec.index}-a{attempts[spec.index]}"
+            # the slot's attempt too: a --retry-env retry is submitted in a later round, under a key of its own
+            key = f"cbledger-run-{self._token}-{spec.index}-a{attempts[spec.index]}-t{spec.attempt}"
             future = client.submit(
                 run_remote, spec, shipped[spec.task_digest], shipped[spec.fixture_digest], key=key, pure=False,
             )
@@ -179,6 +200,8 @@ class DaskCluster:
                         yield index, results, None
                         continue
                     if item.status == "cancelled":
+                        if index not in why_cancelled and self._scheduler_lost():
+                            break
                         pending.discard(index)
                         yield index, None, why_cancelled.get(index, "cancelled")
                         continue
@@ -189,25 +212,40 @@ class DaskCluster:
                         submit(spec)
                         continue
                     pending.discard(index)
-                    message = str(error) if isinstance(error, UserError) else f"{type(error).__name__}: {error}"
-                    if isinstance(error, KilledWorker):
-                        message = f"its worker was lost {ATTEMPTS} times (on {', '.join(starts.get(index, [])) or '?'}); not recorded"
-                    self._activity(Activity("", "failed", spec.label, message))
-                    yield index, None, message
+                    yield index, None, self._failed(spec, error, starts.get(index, []))
+                if kind == "idle" and self._scheduler_lost():
+                    break
                 now = time.monotonic()
                 if now - last_check >= 5.0:
                     last_check = now
-                    if self._workers():
-                        no_worker_since = None
-                    elif no_worker_since is None:
-                        no_worker_since = now
-                    elif now - no_worker_since > NO_WORKER_SECONDS:
+                    no_worker_since = None if self._workers() else (no_worker_since or now)
+                    if no_worker_since is not None and now - no_worker_since > NO_WORKER_SECONDS:
                         for index in sorted(pending):
                             yield index, None, f"no worker connected to {self.scheduler} for {NO_WORKER_SECONDS:.0f} s; not run"
                         pending.clear()
+            if pending:  # the scheduler is gone: what it held is lost with it
+                lost = f"the Dask scheduler {self.scheduler} was lost; not recorded (run the campaign again: it runs the missing slots)"
+                for index in sorted(pending):
+                    yield index, None, lost
+                pending.clear()
         finally:
-            for future in [*current.values(), *shipped.values()]:
-                future.release()
+            if not self._scheduler_lost():
+                for future in [*current.values(), *shipped.values()]:
+                    future.release()
+
+    def _failed(self, spec: RemoteRun, error: BaseException | None, starts: list[str]) -> str:
+        """Why a run that came back with an error is not recorded, reported as a failure."""
+        from distributed import KilledWorker
+
+        message = str(error) if isinstance(error, UserError) else f"{type(error).__name__}: {error}"
+        if isinstance(error, KilledWorker):
+            message = f"its worker was lost {ATTEMPTS} times (on {', '.join(starts) or '?'}); not recorded"
+        self._activity(Activity("", "failed", spec.label, message))
+        return message
+
+    def _scheduler_lost(self) -> bool:
+        """Whether the client lost its scheduler (a cancelled future is then no one's decision)."""
+        return self.client is None or self.client.status not in ("running", "newly-created")
 
     def _index_of(self, key: object) -> int | None:
         prefix = f"cbledger-run-{self._token}-"

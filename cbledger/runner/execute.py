@@ -7,6 +7,7 @@ durable batch).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as _dt
 import json
 import os
@@ -28,12 +29,12 @@ from cbledger.errors import SecretFound, UserError
 from cbledger.grading.evidence import bundle as evidence_mod
 from cbledger.grading.evidence.transcript import Transcript
 from cbledger.grading.grader import GRADER_VERSION, Grade, grade
-from cbledger.kicad.oracle import verify_tree
 from cbledger.ledger import durable, surfaces
 from cbledger.ledger.events import (
     SCHEMA_VERSION,
     Ablations,
     Actor,
+    CampaignSlot,
     CassetteRef,
     Comparability,
     Cost,
@@ -55,7 +56,16 @@ from cbledger.ledger.events import (
 )
 from cbledger.ledger.store import Appended, LedgerStore, remove_unless_landed
 from cbledger.ledger.types import MAX_COUNT, MAX_TOKENS, ExitPath, RunMode, Segment
-from cbledger.runner import backstop, isolation, preserve, pricing
+from cbledger.runner import (
+    backstop,
+    check_capture,
+    confined_verify,
+    isolation,
+    preserve,
+    pricing,
+    spend,
+)
+from cbledger.runner import campaign as campaign_mod
 from cbledger.runner import cassette as cassette_mod
 from cbledger.runner import sandbox as sandbox_mod
 from cbledger.runner.agents.base import Agent, AgentInput, AgentResult
@@ -131,6 +141,8 @@ class RunOutput:
 
 
 def new_run_id(planned: PlannedRun, started: _dt.datetime) -> str:
+    if planned.campaign is not None:
+        return campaign_mod.run_id(planned.campaign, planned.task.id, planned.slot, planned.attempt)
     model = planned.model_id.replace(":", "-")
     stamp = started.strftime("%Y%m%dT%H%M%SZ")
     return f"{stamp}-{model}-{planned.task.id}-r{planned.repeat}-{secrets.token_hex(3)}"
@@ -173,25 +185,33 @@ def run_setup(settings: RunSettings, planned: PlannedRun, workdir: Path) -> list
     return skipped
 
 
-def stats_from(transcript: Transcript, runner_exit: str | None = None, max_turns: int = 1) -> tuple[RunStats | None, str | None]:
+def stats_from(
+    transcript: Transcript, runner_exit: str | None = None, max_turns: int = 1,
+    cassette: cassette_mod.Cassette | None = None, agent_ms: int | None = None,
+) -> tuple[RunStats | None, str | None]:
     """The run-end figures. A transcript without `run-end` (a crash, a kill at the cap) gets
     stats synthesized by the runner — exit path `cap-exceeded` or `stalled`, the turns it can
-    count, zero tokens — and a note saying so, so every agent record still states how it ended."""
+    count, the repair-cycle cap its `run-start` configured, the agent's known duration, and the
+    tokens its cassette's answered requests used (`cbledger.runner.spend`; zero without one) —
+    and a note saying so, so every agent record still states how it ended and what it spent."""
     end = transcript.run_end
     if end is None:
         exit_path: ExitPath = runner_exit if is_exit_path(runner_exit) else "stalled"
         turns = len(transcript.of_type("assistant"))
         note = f"no run-end in the transcript; stats synthesized by the runner (exit path {exit_path})"
+        used = spend.from_cassette(cassette)
+        if used is not None:
+            note += f"; tokens from the cassette's {used.calls} answered model call(s)"
         return (
             RunStats(
                 exit_path=exit_path,
                 turns_used=turns,
                 max_turns=max_turns,
                 repair_cycles_used=0,
-                max_repair_cycles=0,
-                tokens_in=0,
-                tokens_out=0,
-                duration_ms=None,
+                max_repair_cycles=_configured_repair_cycles(transcript),
+                tokens_in=min(used.tokens_in, MAX_TOKENS) if used else 0,
+                tokens_out=min(used.tokens_out, MAX_TOKENS) if used else 0,
+                duration_ms=agent_ms,
                 files_touched=[],
             ),
             note,
@@ -207,19 +227,24 @@ def stats_from(transcript: Transcript, runner_exit: str | None = None, max_turns
 
     invalid: list[str] = []
 
-    def count(key: str, limit: int = MAX_COUNT) -> int:
+    def figure(key: str, limit: int) -> int | None:
+        """The figure if it is a whole number in range; any other value stated is named in the
+        note (a figure no run can have is kept out of every view), an absent one is None."""
         value = end.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            return 0
-        if value > limit:  # an agent-reported figure no run can have: kept out of every view
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            invalid.append(f"{key} {credentials.printable(json.dumps(value))[:40]} is not a whole number")
+            return None
+        if not 0 <= value <= limit:
             invalid.append(f"{key} {str(value)[:40]} is out of range (0 to {limit})")
-            return 0
+            return None
         return value
 
-    duration = end.get("durationMs")
-    if isinstance(duration, int) and duration > MAX_COUNT:
-        invalid.append(f"durationMs {str(duration)[:40]} is out of range (0 to {MAX_COUNT})")
-        duration = None
+    def count(key: str, limit: int = MAX_COUNT) -> int:
+        return figure(key, limit) or 0
+
+    duration = figure("durationMs", MAX_COUNT)
     stats = (
         RunStats(
             exit_path=recorded_exit,
@@ -229,13 +254,29 @@ def stats_from(transcript: Transcript, runner_exit: str | None = None, max_turns
             max_repair_cycles=count("maxRepairCycles"),
             tokens_in=count("tokensIn", MAX_TOKENS),
             tokens_out=count("tokensOut", MAX_TOKENS),
-            duration_ms=duration if isinstance(duration, int) and not isinstance(duration, bool) and duration >= 0 else None,
+            duration_ms=duration,
             files_touched=sorted(files),
         )
     )
     if invalid:
         return stats, "invalid run-end figures, recorded as 0: " + "; ".join(invalid)
     return stats, None
+
+
+def _configured_repair_cycles(transcript: Transcript) -> int:
+    """The repair-cycle cap the harness's `run-start` says it ran under (0 when it says none)."""
+    for ev in transcript.of_type("run-start"):
+        config = ev.data.get("config")
+        value = config.get("maxRepairCycles") if isinstance(config, dict) else None
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT:
+            return value
+    return 0
+
+
+def spend_known(transcript: Transcript, cassette: cassette_mod.Cassette | None) -> bool:
+    """Whether the run's spend is known: copperhead's `run-end` reported it, or the cassette
+    holds the usage of the requests the provider answered."""
+    return transcript.run_end is not None or spend.from_cassette(cassette) is not None
 
 
 def model_identity(settings: RunSettings, model_id: str, provider: str | None) -> tuple[ModelIdentity, ModelPrice | None]:
@@ -345,7 +386,7 @@ def finish_graded(
     pass's hints read it)."""
     sandbox_mod.reclaim(start.workdir, evidence_mod.LIVE_REPORTS_DIR)
     end = capture_end_state(start, seed, baseline)
-    verified = verify_end_state(start, fixture, end)
+    verified = verify_end_state(start, fixture, end, check_with(settings, planned.task), settings.confinement)
     baseline, end, verified = scan_for_credentials(start, seed, baseline, end, verified)
     graded = grade_end_state(planned.task, fixture, baseline, agent_run, end, verified)
     output = preserve_run(settings, planned, fixture, start, seed, baseline, agent_run, end, verified, graded, pass_ref=pass_ref)
@@ -494,17 +535,35 @@ def capture_end_state(start: RunStart, seed: Seed, baseline: Baseline) -> EndSta
     return EndState(repo, head, preserve.capture(repo, when), when, stash_sha)
 
 
-def verify_end_state(start: RunStart, fixture: Fixture, end: EndState) -> Verification:
-    """6. Verify: kicad-cli on the end state, its reports committed on top of the capture. An
-    artifact the agent replaced by a symbolic link is not verified (kicad-cli would read
-    whatever it points at outside the sandbox): the capture holds the link, and the
-    verification assertions fail for want of a report."""
+@dataclass(frozen=True)
+class CheckWith:
+    """What runs `copperhead check` on an end state whose task needs it (`check_capture`)."""
+
+    cli: CopperheadCli | None
+    confinement: isolation.Confinement
+
+
+def check_with(settings: RunSettings, task: Task) -> CheckWith | None:
+    return CheckWith(settings.copperhead, settings.confinement) if check_capture.needed(task) else None
+
+
+def verify_end_state(
+    start: RunStart, fixture: Fixture, end: EndState, check: CheckWith | None, confinement: isolation.Confinement,
+) -> Verification:
+    """6. Verify: kicad-cli on the end state, confined like the agent (`runner/confined_verify.py`),
+    and `copperhead check` when the task grades it, their reports committed on top of the capture.
+    An artifact the agent replaced by a symbolic link is not verified (kicad-cli would read
+    whatever it points at outside the sandbox): the capture holds the link, and the verification
+    assertions fail for want of a report."""
     t_verify = time.perf_counter()
     for rel in (fixture.manifest.artifacts.schematic, fixture.manifest.artifacts.board):
         if rel:
             sandbox_mod.unlink_first_link(start.workdir, rel)
     live = preserve.live_reports_dir(end.repo)
-    verify_tree(start.workdir, fixture.manifest.artifacts.schematic, fixture.manifest.artifacts.board, live)
+    confined_verify.verify(start.workdir, fixture.manifest.artifacts.schematic, fixture.manifest.artifacts.board, live,
+                           confinement)
+    if check is not None:
+        check_capture.capture(check.cli, start.workdir, live, check.confinement)
     verify_ms = _ms(time.perf_counter() - t_verify)
     return Verification(preserve.record_evidence(end.repo, end.capture_sha, end.when), verify_ms)
 
@@ -553,6 +612,8 @@ def preserve_run(
     harness or the session endpoint said (the runner's note, a harness failure's detail) is
     redacted first: it is the agent's output too."""
     task, result, run_id = planned.task, agent_run.result, start.run_id
+    if result.scripted and settings.run_mode == "agent":
+        settings = dataclasses.replace(settings, run_mode="scripted")  # a script answered, not a model
     digests = evidence_digests(graded.evidence)
     transcript = graded.evidence.transcript
     harness_logs = preserve.harness_logs(end.repo, verified.evidence_sha)
@@ -561,13 +622,21 @@ def preserve_run(
     harness_failure = None
     if settings.run_mode in HARNESS_RUN_MODES:
         stderr = harness_logs.get(preserve.HARNESS_LOG_PREFIX + "stderr.log", b"").decode("utf-8", "replace")
-        harness_failure = detect_harness_failure(transcript, stderr, result.exit_code, result.runner_exit == "cap-exceeded")
+        harness_failure = detect_harness_failure(
+            transcript, stderr, result.exit_code, result.runner_exit == "cap-exceeded", result.cassette, agent_run.agent_ms,
+        )
         if harness_failure is not None:
             harness_failure = msgspec.structs.replace(harness_failure, detail=credentials.redact(harness_failure.detail))
-    stats, stats_note = stats_from(transcript, result.runner_exit, settings.ablations.max_turns or task.manifest.caps.turns)
-    spend_reported = transcript.run_end is not None
+    stats, stats_note = stats_from(
+        transcript, result.runner_exit, settings.ablations.max_turns or task.manifest.caps.turns, result.cassette, agent_run.agent_ms,
+    )
+    spend_reported = spend_known(transcript, result.cassette)
     identity, cost = identity_and_cost(settings, planned, result, stats, spend_reported)
-    if not spend_reported and result.cost is None and settings.run_mode not in UNPRICED_RUN_MODES:
+    if result.cost_cap is not None and cost.usd_micros is None:
+        # stopped by a money limit without run-end: the proxy metered what it spent
+        cost = Cost(usd_micros=result.cost_cap.spent_usd_micros, price_table_version=settings.price_table.table_version
+                    if settings.price_table is not None else None)
+    elif not spend_reported and result.cost is None and settings.run_mode not in UNPRICED_RUN_MODES:
         stats_note = (stats_note + "; " if stats_note else "") + "cost unknown (null): the run ended without run-end, so its tokens were never reported"
 
     store_rel = bundle_name(run_id)
@@ -638,9 +707,13 @@ def preserve_run(
         batch=settings.batch,
         provider_models=provider_models(transcript, result),
         isolation=settings.confinement.isolation,
+        cost_cap=UNSET if result.cost_cap is None else result.cost_cap,
         lane="system-under-test",
         cassette=cassette_ref,
         passes=UNSET if pass_ref is None else pass_ref,
+        campaign=UNSET if planned.campaign is None else CampaignSlot(
+            id=planned.campaign, slot=planned.slot, attempt=planned.attempt,
+        ),
     )
     run = msgspec.structs.replace(run, surface=surfaces.run_surface(run))
     grade_rec = grade_body(run_id, settings.suite_version, task.manifest_hash, graded.grade)
@@ -729,6 +802,11 @@ def publish(store: LedgerStore, output: RunOutput) -> list[Appended]:
     idempotent). Only an interrupt removes the bundle and the cassette again, and only when the
     events did not reach the ledger: then nothing of that run was decided."""
     output.final.parent.mkdir(parents=True, exist_ok=True)
+    if output.final.exists():
+        # a campaign's run id is its slot's: a bundle already there is another recording of it
+        output.discard_staged()
+        raise UserError(f"run {output.run.run_id}: {output.final.name} is already in place (this slot was recorded, "
+                        "or a killed run left it: a later `cbledger run` of its campaign adopts or removes it); not recorded again")
     os.replace(output.staged, output.final)
     directories = [output.final.parent]
     new_cassette: Path | None = None  # ours to withdraw: a cassette is named by its content

@@ -1,24 +1,59 @@
-"""Failures that are not the model's: the harness stopped before the model ever answered.
+"""Failures that are not the model's: the harness or its environment stopped the run.
 
-A run whose transcript holds no assistant turn never measured the model. copperhead refused
-before its first call (a dirty tree, no kicad-cli), could not build its provider (no endpoint, no
-key) or never got an answer from it; or, after the model's work, its commit failed because git
-had no identity to commit under. Such a run is kept with its evidence (transcript, the harness's
-stdout and stderr) and graded like any other, but it is marked so that no model metric counts it:
-the leaderboard lists it in a section of its own with the reason.
+A benchmark that folds provider outages into pass rates ranks providers' uptime, not models. So a
+run is kept with its evidence and graded like any other, but marked so that no model metric counts
+it (the leaderboard lists it in a section of its own, with its kind and turn) when what it
+preserved shows one of these, checked in this order:
 
-The decision reads only what the run preserved, so it can be made again from a restored run.
+1. `harness-signal`: the harness died of a signal the runner did not send (SIGKILL from outside
+   is exit 137 or -9); the runner's own kills at the caps are `runnerExit: cap-exceeded` instead.
+2. A provider failure at any turn, the model's earlier answers notwithstanding:
+   `provider-status` (copperhead's `provider error: <status> …` with 408, 409, 429, 5xx, 401 or
+   403, after its SDK's and its own retries), `provider-transport` (a reset or closed connection,
+   an answer cut short or not JSON: the reason names no status, and the cassette's failing
+   exchange, or without a cassette the reason's words, say the wire broke), `provider-timeout`
+   (copperhead's turn watchdog gave up, or the run was killed at the wall-clock cap while the
+   provider had not answered its last request, outstanding for at least half the harness's
+   time: a cap that strikes one call of a slow model in passing stays the model's). A 400, 404 or 422 is the request's content, which
+   the model shaped (a context that grew too long, a session script that ran out), and stays the
+   model's.
+3. No assistant turn at all: `preflight` (copperhead refused, saying why, before a transcript),
+   `harness-exit` (it exited without a word and without a transcript: preflight never ran),
+   `missing-key` / `provider-config` (no provider could be built), `no-model-turn`.
+4. After the model's work, a commit that failed for want of a git identity: `git-identity`.
+
+The decision reads only what the run preserved (the transcript, the harness's stderr, the
+cassette, and the exit status the run's `runnerNote` and `runnerExit` state), so `replay --verify`
+makes it again from a restored run (`cbledger.reproduce.figures.attribution_findings`).
 """
 
 from __future__ import annotations
 
 import re
+import signal
+
+from msgspec import UnsetType
 
 from cbledger.grading.evidence.transcript import Transcript
 from cbledger.ledger.events import HarnessFailure
+from cbledger.runner.cassette import Cassette, Recorded, model_calls
 
 _IDENTITY = re.compile(r"author identity unknown|please tell me who you are|empty ident|unable to auto-detect email", re.I)
 _MISSING_KEY = re.compile(r"\b[A-Z][A-Z0-9_]*(KEY|TOKEN)[A-Z0-9_]* is not set\b")
+_STATUS = re.compile(r"^provider error:\s*(\d{3})\b")
+_TIMED_OUT = re.compile(r"^provider turns timed out|\btimed? ?out\b", re.I)
+_TRANSPORT = re.compile(
+    r"connection error|socket hang up|ECONNRESET|ECONNREFUSED|EPIPE|premature close|terminated|"
+    r"unexpected end of JSON|Unterminated string in JSON|is not valid JSON|in JSON at position",
+    re.I,
+)
+#: statuses that say the provider (or the way to it) failed, not the request the model shaped
+ENVIRONMENT_STATUSES = frozenset({401, 403, 408, 409, 429})
+#: what the runner writes into `runnerNote` when copperhead exits non-zero on its own
+_EXITED = re.compile(r"copperhead exited (-?\d+)")
+#: signals an outside party ends a process with; by the shell's convention a death by signal n
+#: is exit 128 + n (bubblewrap passes it on so), Python's is -n
+_OUTSIDE_SIGNALS = (signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 def first_line(text: str) -> str:
@@ -28,10 +63,37 @@ def first_line(text: str) -> str:
     return ""
 
 
-def detect(transcript: Transcript, stderr: str, exit_code: int | None, killed: bool) -> HarnessFailure | None:
-    """The reason this run is not the model's, or None when the model took part in it."""
+def exit_code_from(note: str | None) -> int | None:
+    """The harness's exit code as the run's note states it (None: it exited 0 or was killed by
+    the runner, which the note and `runnerExit` say otherwise)."""
+    for segment in (note or "").split("; "):  # the runner's own segment, never words quoted inside another
+        m = _EXITED.fullmatch(segment)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def detect(
+    transcript: Transcript, stderr: str, exit_code: int | None, killed: bool, cassette: Cassette | None = None,
+    agent_ms: int = 0,
+) -> HarnessFailure | None:
+    """The reason this run is not the model's, or None when the model's work decided it.
+    `agent_ms`: how long the harness ran (a request unanswered for half of it is a hang)."""
+    answered = len(transcript.of_type("assistant"))
+    turn = answered + 1
+    code = exit_code or 0  # the note states no exit 0, so a restored run reads None for it
     said = first_line(stderr)
-    if transcript.of_type("assistant"):
+    by_signal = _outside_signal(exit_code, killed)
+    if by_signal is not None:
+        where = f" at model call {turn}" if transcript.path is not None else " before writing a transcript"
+        return HarnessFailure(
+            kind="harness-signal", turn=turn,
+            detail=f"the harness was ended by {by_signal} (exit {exit_code}){where}, which the runner did not send",
+        )
+    provider = _provider_failure(transcript, killed, cassette, turn, agent_ms)
+    if provider is not None:
+        return provider
+    if answered:
         for ev in transcript.of_type("run-failed"):
             reason = str(ev.data.get("reason", ""))
             if ev.data.get("exitPath") == "commit-failed" and _IDENTITY.search(reason):
@@ -40,15 +102,79 @@ def detect(transcript: Transcript, stderr: str, exit_code: int | None, killed: b
     if transcript.path is None:
         if killed:
             return HarnessFailure(kind="no-model-turn", detail="killed at the wall-clock cap before writing a transcript")
-        return HarnessFailure(
-            kind="preflight",
-            detail=said or f"the harness exited {exit_code} before writing a transcript",
-        )
+        if not said:
+            return HarnessFailure(
+                kind="harness-exit",
+                detail=f"the harness exited {code} at once, saying nothing and writing no transcript",
+            )
+        return HarnessFailure(kind="preflight", detail=said)
     if not transcript.of_type("run-start"):
         return HarnessFailure(
-            kind="missing-key" if _MISSING_KEY.search(stderr) else "provider-config", detail=said or f"the harness exited {exit_code} before its first model call")
+            kind="missing-key" if _MISSING_KEY.search(stderr) else "provider-config", detail=said or f"the harness exited {code} before its first model call")
     reasons = [first_line(str(ev.data.get("reason", ""))) for ev in transcript.of_type("run-failed")]
     detail = next((r for r in reasons if r), "") or said
     if killed:
         detail = detail or "killed at the wall-clock cap before the first model turn"
     return HarnessFailure(kind="no-model-turn", detail=detail or "the model never answered a turn")
+
+
+def _outside_signal(exit_code: int | None, killed: bool) -> str | None:
+    if killed or exit_code is None:
+        return None
+    for sig in _OUTSIDE_SIGNALS:
+        if exit_code in (-int(sig), 128 + int(sig)):
+            return sig.name
+    return None
+
+
+def _provider_failure(
+    transcript: Transcript, killed: bool, cassette: Cassette | None, turn: int, agent_ms: int,
+) -> HarnessFailure | None:
+    last = _last_call(cassette)
+    for ev in transcript.of_type("run-failed"):
+        if ev.data.get("exitPath") != "provider-error":
+            continue
+        reason = first_line(str(ev.data.get("reason", ""))) or "provider error"
+        if last is not None and _broken(last):
+            # the wire broke before a whole answer: a status in the reason is the recording
+            # proxy's own 502, not the provider's
+            return HarnessFailure(kind="provider-transport", detail=reason, turn=turn)
+        m = _STATUS.match(reason)
+        if m is not None:
+            status = int(m.group(1))
+            if status in ENVIRONMENT_STATUSES or status >= 500:
+                return HarnessFailure(kind="provider-status", detail=reason, turn=turn, status=status)
+            return None
+        if _TIMED_OUT.search(reason):
+            return HarnessFailure(kind="provider-timeout", detail=reason, turn=turn)
+        if last is None and _TRANSPORT.search(reason):
+            return HarnessFailure(kind="provider-transport", detail=reason, turn=turn)
+        return None
+    # a cap that struck one call of a slow model in passing is the model's; a provider that sat
+    # on one request for half the run is hung
+    if killed and last is not None and _unanswered(last) and 2 * last.elapsed_ms >= agent_ms:
+        return HarnessFailure(
+            kind="provider-timeout", turn=turn,
+            detail=f"killed at the wall-clock cap while the provider had not answered model call {turn} "
+                   f"({last.elapsed_ms // 1000}s in)",
+        )
+    return None
+
+
+def _last_call(cassette: Cassette | None) -> Recorded | None:
+    calls = model_calls(cassette) if cassette is not None else []
+    return calls[-1] if calls else None
+
+
+def _failure(ex: Recorded) -> str | None:
+    return None if isinstance(ex.failure, UnsetType) else ex.failure
+
+
+def _unanswered(ex: Recorded) -> bool:
+    return _failure(ex) is not None and ex.status == 504
+
+
+def _broken(ex: Recorded) -> bool:
+    """The wire broke: the proxy saw no whole answer, or a 200 whose body is not JSON."""
+    return _failure(ex) is not None or (ex.status < 300 and ex.events is None and isinstance(ex.body, str))
+

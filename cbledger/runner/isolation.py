@@ -42,8 +42,9 @@ import signal
 import stat
 import subprocess
 import tempfile
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -107,6 +108,35 @@ server.listen(Number(port), "127.0.0.1", () => {
   child.on("exit", (code, sig) => process.exit(code !== null ? code : 128 + (os.constants.signals[sig] || 0)));
 });
 """
+
+
+#: the thread's reason to give up the run it is running (`abandon_when`); None: keep going
+_abandon = threading.local()
+
+
+class Abandoned(BaseException):
+    """The run's process was killed because whoever wanted the run is gone (a Dask worker's
+    driver died): nothing of it will be collected, so it is not paid for any longer. Not an
+    `Exception`, so no handler of a run's own failures records it as one; `run_remote` ends
+    the task with it."""
+
+
+@contextlib.contextmanager
+def abandon_when(check: Callable[[], str | None]) -> Iterator[None]:
+    """While inside, every process this thread runs is killed as soon as `check` names a reason
+    (polled with the write limit), and `Abandoned` raised in its place."""
+    _abandon.check = check
+    try:
+        yield
+    finally:
+        _abandon.check = None
+
+
+def _give_up() -> None:
+    check = getattr(_abandon, "check", None)
+    why = check() if check is not None else None
+    if why is not None:
+        raise Abandoned(why)
 
 
 @dataclass(frozen=True)
@@ -247,8 +277,15 @@ def _run_unsandboxed(job: Job, out, err) -> tuple[int | None, str | None]:
     proc = subprocess.Popen(
         job.argv, cwd=job.workdir, env=job.env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
     )
+    deadline = time.monotonic() + job.wall_clock_sec
     try:
-        return proc.wait(timeout=job.wall_clock_sec), None
+        while True:
+            try:
+                return proc.wait(timeout=max(0.0, min(WRITE_POLL_SEC, deadline - time.monotonic()))), None
+            except subprocess.TimeoutExpired:
+                if time.monotonic() >= deadline:
+                    raise
+                _give_up()
     except subprocess.TimeoutExpired:
         _kill_group(proc)
         return None, _cap_note(job)
@@ -329,6 +366,7 @@ def _watch(proc: subprocess.Popen, job: Job, limits: Limits, start_bytes: int) -
             return None
         except subprocess.TimeoutExpired:
             pass
+        _give_up()  # raises: the caller kills the namespace, as on Ctrl-C
         grown = tree_bytes(job.workdir) - start_bytes
         if grown > limits.written_bytes:
             return f"the {limits.written_bytes // MiB} MiB write limit (the sandbox grew by {grown // MiB} MiB)"

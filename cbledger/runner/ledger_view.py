@@ -28,12 +28,16 @@ from cbledger.ledger.events import (
     SuiteBumpedEvent,
 )
 from cbledger.ledger.store import LedgerStore
+from cbledger.runner import pricing
 
 
 @dataclass
 class LedgerView:
     suite: SuiteBumped | None = None
+    #: the price table in effect today (`pricing.in_effect`): what a run starting now is priced by
     pricing: PricingPublished | None = None
+    #: every pricing.published, in ledger order
+    price_tables: list[PricingPublished] = field(default_factory=list)
     runs: dict[str, RunRecorded] = field(default_factory=dict)
     grades: dict[tuple[str, str], GradeRecorded] = field(default_factory=dict)
     retracted: set[str] = field(default_factory=set)
@@ -74,7 +78,7 @@ def read(path: Path | str) -> LedgerView:
         elif isinstance(event, SuiteArchivedEvent):
             state.archives.setdefault(event.body.suite_version, event.body)
         elif isinstance(event, PricingPublishedEvent):
-            state.pricing = event.body
+            state.price_tables.append(event.body)
         elif isinstance(event, RunRecordedEvent):
             state.runs[event.body.run_id] = event.body
         elif isinstance(event, GradeRecordedEvent):
@@ -85,4 +89,5 @@ def read(path: Path | str) -> LedgerView:
             run = state.runs.get(event.body.run_id)
             if run is not None and run.cassette is UNSET:
                 state.attached.setdefault(event.body.run_id, event.body)
+    state.pricing = pricing.in_effect(state.price_tables, pricing.today())
     return state

@@ -46,9 +46,10 @@ HARNESS_RUNS = ".copperhead/runs"
 CARRY_SIGNATURE = ("cbledger runner", "runner@copperbench.invalid")
 
 
-def pass_run_id(first_run_id: str, index: int) -> str:
-    """Pass k's id: pass 1's with `-p<k>` and a suffix of its own, so passes sort together."""
-    return f"{first_run_id}-p{index}-{secrets.token_hex(2)}"
+def pass_run_id(first_run_id: str, index: int, in_campaign: bool = False) -> str:
+    """Pass k's id: pass 1's with `-p<k>` and a suffix of its own, so passes sort together; in a
+    campaign no suffix, since the id is its slot's (`runner.campaign.run_id`)."""
+    return f"{first_run_id}-p{index}" if in_campaign else f"{first_run_id}-p{index}-{secrets.token_hex(2)}"
 
 
 def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -144,7 +145,7 @@ def execute_passes(settings: steps.RunSettings, planned: PlannedRun, allowed: in
                 break
             carried = carry_over(run_start.workdir, index + 1)
             started = _dt.datetime.now(_dt.UTC)
-            run_start = steps.RunStart(pass_run_id(start.run_id, index + 1), start.workdir, started, time.perf_counter())
+            run_start = steps.RunStart(pass_run_id(start.run_id, index + 1, planned.campaign is not None), start.workdir, started, time.perf_counter())
             prompt = task.manifest.request.prompt or ""
             options = {"pass": index + 1, "message": hints_mod.message(prompt, found, carried)}
             ref = PassRef(

@@ -25,6 +25,11 @@ class PlannedRun:
     model_id: str
     repeat: int
     repeats_planned: int
+    #: the campaign the run fills a slot of (`runner.campaign`), its slot (the task's k-th
+    #: repeat in the campaign) and the attempt at it; None: a run outside any campaign
+    campaign: str | None = None
+    slot: int = 0
+    attempt: int = 1
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ Everything else here goes through pygit2.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -79,9 +80,48 @@ def _git(args: list[str], cwd: Path) -> str:
     return proc.stdout
 
 
+#: A preserved run is a file committed to the results: bounded under the 100 MB a common git host
+#: takes for one file. One file the run wrote over the first bound, or past the second in all, is
+#: kept as a stand-in naming its size and BLAKE3, and listed in the evidence commit's CUT_RECORD.
+MAX_KEPT_FILE_BYTES = 32 * 1024 * 1024
+MAX_KEPT_BYTES = 64 * 1024 * 1024
+CUT_RECORD = "preserve/cut.json"
+
+
+class _Bound:
+    """Keeps a run's new and changed files up to the bounds, in path order; a file as the
+    agent's HEAD has it costs nothing (the bundle is thin against what it already holds)."""
+
+    def __init__(self, head: pygit2.Tree) -> None:
+        self.head, self.kept = head, 0
+        self.cut: list[dict[str, object]] = []
+
+    def __call__(self, rel: str, data: bytes) -> bytes:
+        try:
+            if self.head[rel].id == pygit2.hash(data):
+                return data
+        except KeyError:
+            pass
+        if len(data) <= MAX_KEPT_FILE_BYTES and self.kept + len(data) <= MAX_KEPT_BYTES:
+            self.kept += len(data)
+            return data
+        digest = blake3(data).hexdigest()
+        self.cut.append({"path": rel, "bytes": len(data), "blake3": digest})
+        return (f"cbledger: not preserved, over the size bound of a preserved run: {len(data)} bytes, "
+                f"BLAKE3 {digest}\n").encode()
+
+
 def capture(repo: pygit2.Repository, when: int) -> str:
-    """Snapshots the working tree as a commit on top of HEAD (`refs/cbledger/capture`)."""
-    tree = snapshot_directory(repo, Path(repo.workdir))
+    """Snapshots the working tree as a commit on top of HEAD (`refs/cbledger/capture`), bounded
+    in size (`_Bound`); what was cut is listed for `record_evidence` to commit."""
+    bound = _Bound(repo.head.peel(pygit2.Commit).tree)
+    tree = snapshot_directory(repo, Path(repo.workdir), bound)
+    cut_file = live_reports_dir(repo) / Path(CUT_RECORD).name
+    cut_file.unlink(missing_ok=True)  # only ever the runner's own: never one the agent left
+    if bound.cut:
+        cut_file.parent.mkdir(parents=True, exist_ok=True)
+        cut_file.write_text(json.dumps({"cut": bound.cut, "maxFileBytes": MAX_KEPT_FILE_BYTES,
+                                        "maxBytes": MAX_KEPT_BYTES}, indent=1, sort_keys=True) + "\n")
     head = repo.head.target
     sig = sandbox_mod.signature(*CAPTURE_SIGNATURE, when)
     oid = repo.create_commit(None, sig, sig, "capture: end state of the run\n", tree, [head])
@@ -103,6 +143,9 @@ def record_evidence(repo: pygit2.Repository, capture_sha: str, when: int) -> str
         p = live / f"{name}.json"
         if p.is_file():
             index.add(pygit2.IndexEntry(f"{name}.json", repo.create_blob(p.read_bytes()), pygit2.enums.FileMode.BLOB))
+    cut = live / Path(CUT_RECORD).name
+    if cut.is_file():
+        index.add(pygit2.IndexEntry(CUT_RECORD, repo.create_blob(cut.read_bytes()), pygit2.enums.FileMode.BLOB))
     for name in HARNESS_LOGS:
         p = Path(repo.path) / AGENT_LOG_DIR / name
         if p.is_file():

@@ -4,11 +4,20 @@ Prices are USD per million tokens, kept as decimal strings; a run's cost is comp
 `Decimal` and stored as integer micro-dollars (tokens × price-per-million is already micro-USD),
 together with the table version, so a later price change never rewrites history. Routes with
 no honest token price (saved-login CLIs, self-hosted weights) cost null, by rule.
+
+A table takes effect on its `effectiveDate`, not when it was published, and lists only what it
+changes: the table in effect on a day is every table effective by then, applied in date order
+(ledger order within a day), each one's models and null-cost routes replacing the earlier
+ones' and inheriting the rest. A run records the version of the newest of them. A table that
+would change the price of a run already recorded (one that started on or after its date, of a
+model it names) is refused at publish: a price change never reaches back.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
@@ -16,16 +25,18 @@ from pathlib import Path
 import msgspec
 
 from cbledger.errors import UserError
-from cbledger.ledger.events import ModelPrice, PricingPublished
+from cbledger.inputs import MiB, read_regular
+from cbledger.ledger.events import ModelPrice, PricingPublished, RunRecorded
 from cbledger.ledger.types import MAX_COUNT, Pinning, Segment
+
+#: Far above any real price table (a few kB).
+MAX_TABLE_BYTES = 4 * MiB
 
 
 def load_table(path: Path) -> PricingPublished:
     """Reads a price table file; `$comment` keys are dropped, numbers are kept as exact decimals."""
     try:
-        raw = json.loads(path.read_text(), parse_float=Decimal, parse_int=Decimal)
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
+        raw = json.loads(read_regular(path, MAX_TABLE_BYTES, "a price table"), parse_float=Decimal, parse_int=Decimal)
     except ValueError as exc:
         raise UserError(f"{path}: not JSON: {exc}") from None
 
@@ -74,3 +85,79 @@ def usd_micros(price: ModelPrice | None, tokens_in: int, tokens_out: int) -> int
     micros = Decimal(tokens_in) * Decimal(price.input) + Decimal(tokens_out) * Decimal(price.output)
     value = int(micros.quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
     return value if value <= MAX_COUNT else None  # beyond any real cost: unknown, never an overflow
+
+
+def _in_order(tables: Sequence[PricingPublished]) -> list[PricingPublished]:
+    """Effective-date order; ledger order within a day (sorted() is stable)."""
+    return sorted(tables, key=lambda t: t.effective_date)
+
+
+def _merged(applicable: list[PricingPublished]) -> PricingPublished | None:
+    if not applicable:
+        return None
+    models: dict = {}
+    routes: dict = {}
+    for t in applicable:
+        models.update(t.models)
+        routes.update(t.null_cost_routes)
+    newest = applicable[-1]
+    return msgspec.structs.replace(newest, models=models, null_cost_routes=routes)
+
+
+def in_effect(tables: Sequence[PricingPublished], day: _dt.date) -> PricingPublished | None:
+    """The table in effect on `day`: every table effective by then, later ones amending earlier
+    ones; it carries the newest one's version and date. None when no table is in effect yet."""
+    return _merged([t for t in _in_order(tables) if t.effective_date <= day])
+
+
+def as_of(tables: Sequence[PricingPublished], version: str) -> PricingPublished | None:
+    """The table a run that recorded `version` was priced under: that table with everything it
+    inherited (the tables effective before it, and those of its day published before it)."""
+    ordered = _in_order(tables)
+    for i, t in enumerate(ordered):
+        if t.table_version == version:
+            return _merged(ordered[: i + 1])
+    return None
+
+
+def today() -> _dt.date:
+    return _dt.datetime.now(_dt.UTC).date()
+
+
+def names(table: PricingPublished, model_id: str) -> bool:
+    """Whether `table` itself (not what it inherits) prices `model_id`."""
+    return route(model_id, table) is not None
+
+
+def repriced(table: PricingPublished, tables: Sequence[PricingPublished], runs: Iterable[RunRecorded]) -> list[RunRecorded]:
+    """The recorded runs whose price `table` would change: a run that started on or after its
+    effective date, of a model it names with a price other than the one the run was priced by."""
+    out = []
+    for run in runs:
+        if run.run_mode != "agent" or run.timings.started_at.date() < table.effective_date or not names(table, run.model.id):
+            continue
+        before = in_effect(tables, run.timings.started_at.date())
+        after = in_effect([*tables, table], run.timings.started_at.date())
+        old, new = route(run.model.id, before), route(run.model.id, after)
+        if old != new:
+            out.append(run)
+    return out
+
+
+def refuse_repricing(table: PricingPublished, tables: Sequence[PricingPublished], runs: Iterable[RunRecorded], what: str) -> None:
+    """Refuses a table that would re-price recorded runs, naming the first and the way out."""
+    hit = sorted(repriced(table, tables, runs), key=lambda r: r.timings.started_at)
+    if hit:
+        last = max(r.timings.started_at for r in hit).date()
+        raise UserError(
+            f"{what}: effectiveDate {table.effective_date} would re-price {len(hit)} recorded run(s) "
+            f"(first {hit[0].run_id}, {hit[0].model.id}, started {hit[0].timings.started_at.date()}); "
+            f"a price change never reaches back: give it an effectiveDate after {last}"
+        )
+
+
+def usd(micros: int | None) -> str:
+    """Micro-dollars as the runner's messages print them (exact, four places)."""
+    if micros is None:
+        return "unknown"
+    return f"${(Decimal(micros) / 1_000_000).quantize(Decimal('0.0001'), rounding=ROUND_HALF_EVEN)}"

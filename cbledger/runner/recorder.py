@@ -30,6 +30,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from msgspec import UNSET
+
+from cbledger.runner import budget, scripted_mark
 from cbledger.runner import cassette as cassette_mod
 from cbledger.runner.cassette import Cassette, Recorded, Route, SseEvent
 
@@ -64,14 +67,29 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
         headers["Accept-Encoding"] = "identity"
         started = time.monotonic()
+        if method == "POST" and rec.meter is not None and rec.meter.stop_reason():
+            # a money limit is reached: this call is not sent, and the refusal is on the cassette
+            refusal = rec.meter.refuse()
+            rec.add(method, self.path, raw, budget.REFUSAL_STATUS, json.dumps(refusal).encode(), None, started)
+            return self._send_json(budget.REFUSAL_STATUS, refusal)
         conn = rec.connection()
+        ticket = rec.pending(method, self.path, raw, started)
         try:
             conn.request(method, self.path, body=raw if method == "POST" else None, headers=headers)
             resp = conn.getresponse()
         except OSError as exc:
             conn.close()
-            rec.add(method, self.path, raw, 502, f"upstream unreachable: {exc}".encode(), None, started)
-            return self._refuse(502, f"the recording proxy could not reach the provider: {exc}")
+            rec.add(method, self.path, raw, 502, f"upstream unreachable: {exc}".encode(), None, started,
+                    failure=f"no answer: {exc or type(exc).__name__}")
+            try:
+                return self._refuse(502, f"the recording proxy could not reach the provider: {exc}")
+            except OSError:  # the harness has gone too (killed while it waited)
+                self.close_connection = True
+                return None
+        finally:
+            rec.answered(ticket)
+        if scripted_mark.marked(resp.getheader):
+            rec.scripted = True
         try:
             stream = (resp.getheader("Content-Type") or "").startswith("text/event-stream")
             self.send_response(resp.status)
@@ -85,7 +103,15 @@ class _Handler(BaseHTTPRequestHandler):
                 rec.add(method, self.path, raw, resp.status, None, events, started)
                 self.close_connection = True
             else:
-                data = resp.read()
+                try:
+                    data = resp.read()
+                except (OSError, http.client.HTTPException) as exc:
+                    # the answer broke off: the harness gets what it would have got from the
+                    # provider, a connection closed without a whole answer
+                    rec.add(method, self.path, raw, 502, None, None, started,
+                            failure=f"answer cut short: {type(exc).__name__}")
+                    self.close_connection = True
+                    return
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -118,7 +144,10 @@ class _Handler(BaseHTTPRequestHandler):
         return events
 
     def _refuse(self, status: int, message: str) -> None:
-        data = json.dumps({"error": {"message": message, "type": "proxy_error", "code": "recording_proxy"}}).encode()
+        self._send_json(status, {"error": {"message": message, "type": "proxy_error", "code": "recording_proxy"}})
+
+    def _send_json(self, status: int, value: Any) -> None:
+        data = json.dumps(value).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -151,6 +180,11 @@ class Recorder:
         self.workdir = str(workdir) if workdir is not None else None
         self._lock = threading.Lock()
         self._exchanges: list[Recorded] = []
+        self._in_flight: dict[int, tuple[str, str, bytes, float]] = {}
+        #: whether any answer carried the project's scripted endpoint's mark
+        self.scripted = False
+        #: the run's spend against its money limits (`cbledger.runner.budget`), when it has any
+        self.meter: budget.Meter | None = None
         self._handler = type("Handler", (_Handler,), {"recorder": self})
         self._server = ThreadingHTTPServer((LOOPBACK, 0), self._handler)
         self._server.daemon_threads = True
@@ -183,8 +217,28 @@ class Recorder:
         t.start()
         self._threads.append(t)
 
+    def pending(self, method: str, path: str, raw: bytes, started: float) -> object:
+        """Notes a request in flight: one still unanswered when the cassette is taken (a hung
+        provider, a run killed mid-call) is recorded as such."""
+        ticket = object()
+        with self._lock:
+            self._in_flight[id(ticket)] = (method, path, raw, started)
+        return ticket
+
+    def answered(self, ticket: object) -> None:
+        with self._lock:
+            self._in_flight.pop(id(ticket), None)
+
     def add(self, method: str, path: str, raw: bytes, status: int, body: bytes | None,
-            events: list[SseEvent] | None, started: float) -> None:
+            events: list[SseEvent] | None, started: float, failure: str | None = None) -> None:
+        entry = self.recorded(method, path, raw, status, body, events, started, failure)
+        with self._lock:
+            self._exchanges.append(entry)
+        if self.meter is not None and method == "POST" and status < 400 and failure is None:
+            self.meter.add(*budget.usage(entry.body, entry.events))
+
+    def recorded(self, method: str, path: str, raw: bytes, status: int, body: bytes | None,
+                 events: list[SseEvent] | None, started: float, failure: str | None = None) -> Recorded:
         request, r1 = cassette_mod.clean(_decoded(raw)) if raw else (None, False)
         answer, r2 = cassette_mod.clean(_decoded(body)) if body is not None else (None, False)
         kept_events = None
@@ -200,13 +254,16 @@ class Recorder:
             method="POST" if method == "POST" else "GET", path=below, request=request, status=status, body=answer,
             events=kept_events, elapsed_ms=round((time.monotonic() - started) * 1000),
             model=cassette_mod.named_model(answer, kept_events), redacted=r1 or r2 or r3,
+            failure=UNSET if failure is None else failure,
         )
-        with self._lock:
-            self._exchanges.append(entry)
+        return entry
 
     def cassette(self) -> Cassette:
         with self._lock:
             exchanges = list(self._exchanges)
+            in_flight = sorted(self._in_flight.values(), key=lambda p: p[3])
+        for method, path, raw, started in in_flight:
+            exchanges.append(self.recorded(method, path, raw, 504, None, None, started, "no answer before the run ended"))
         return Cassette(format=cassette_mod.FORMAT, route=self.route, model_id=self.model_id,
                         exchanges=exchanges, workdir=self.workdir)
 

@@ -81,6 +81,10 @@ class RemoteRun:
     #: the passes this attempt may take (`suite_run.passes_allowed`); more than one runs
     #: `execute_passes` on one sandbox, and each pass comes back as a `RemoteResult` of its own
     passes: int = 1
+    #: the campaign slot and attempt the run fills (`PlannedRun`), which name its run id
+    campaign: str | None = None
+    slot: int = 0
+    attempt: int = 1
 
 
 @dataclass(frozen=True)
@@ -253,8 +257,23 @@ def run_remote(spec: RemoteRun, task_package: Package, fixture_package: Package)
         batch=spec.batch,
     )
     settings.sandbox_root.mkdir(parents=True, exist_ok=True)
-    planned = PlannedRun(task, spec.model_id, spec.repeat, spec.repeats_planned)
-    outputs = execute_passes(settings, planned, spec.passes) if spec.passes > 1 else [execute(settings, planned)]
+    planned = PlannedRun(task, spec.model_id, spec.repeat, spec.repeats_planned, spec.campaign, spec.slot, spec.attempt)
+    key = worker.get_current_task()
+
+    def abandoned() -> str | None:
+        # the scheduler releases a run no client wants any longer (its driver died): the worker
+        # marks it cancelled, and nothing would collect what it makes
+        state = worker.state.tasks.get(key)
+        if state is None or state.state in ("cancelled", "released", "forgotten"):
+            return f"run {spec.label}: its driver went away; killed on worker {name}"
+        return None
+
+    try:
+        with isolation.abandon_when(abandoned):
+            outputs = execute_passes(settings, planned, spec.passes) if spec.passes > 1 else [execute(settings, planned)]
+    except isolation.Abandoned as gone:
+        log.warning("%s", gone)
+        raise UserError(str(gone)) from None
     try:
         return [_shipped(spec.index, name, output) for output in outputs]
     finally:

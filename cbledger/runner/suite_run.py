@@ -18,7 +18,7 @@ import datetime as _dt
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,6 +29,7 @@ from cbledger.kicad.oracle import require_kicad_cli
 from cbledger.ledger.events import Actor
 from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.types import RunMode
+from cbledger.runner import campaign as campaign_mod
 from cbledger.runner import isolation, ledger_view
 from cbledger.runner.agents.base import Agent
 from cbledger.runner.agents.copperhead import (
@@ -36,8 +37,10 @@ from cbledger.runner.agents.copperhead import (
     CopperheadCli,
     agent_environment,
     locate,
+    refuse_undriven,
 )
 from cbledger.runner.agents.scripted import GoldAgent, NoopAgent
+from cbledger.runner.budget import MoneyLimits
 from cbledger.runner.endpoint import sessions as session_lookup
 from cbledger.runner.endpoint.server import Endpoint
 from cbledger.runner.environment import probe
@@ -51,6 +54,7 @@ from cbledger.runner.execute import (
 )
 from cbledger.runner.passes import execute_passes
 from cbledger.runner.plan import Plan, PlannedRun, check_jobs
+from cbledger.runner.preflight_credentials import money_preflight
 from cbledger.tasks import passes as passes_mod
 from cbledger.tasks.catalog import Catalog
 from cbledger.tasks.validate import ensure_runnable
@@ -71,6 +75,8 @@ class SuiteResult:
     failures: list[tuple[str, str]] = field(default_factory=list)  # (planned run, error)
     #: the id every run of this invocation carries (`run.recorded` `batch`)
     batch: str | None = None
+    #: planned runs a money limit kept from starting, with why (`--budget-usd`)
+    not_run: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def passed(self) -> int:
@@ -161,13 +167,15 @@ def run_plan(
     on_activity: OnActivity | None = None,
     unsandboxed: bool = False,
     passes: int | None = None,
+    retry_env: int = 0,
+    money: MoneyLimits | None = None,
 ) -> SuiteResult:
     """Runs the plan. With `session` (a session name, or a session file or directory) the
     copperhead agent is served scripted model turns by a loopback endpoint started here (on each
     worker, for `executor="dask"`). `executor` is where `execute()` runs: `local` (threads of this
     process, `jobs` at a time) or `dask` (one task per run on the cluster behind `scheduler`;
-    `on_activity` hears what each worker does). Either way this process alone appends, in plan
-    order, so the ledger is the same whichever executor ran the plan. Every process a run starts
+    `on_activity` hears what each worker does). Either way this process alone appends, each run
+    as it finishes, so the runs recorded are the same whichever executor ran the plan. Every process a run starts
     is confined by bubblewrap (`cbledger.runner.isolation`), on a worker too; without it the plan
     is refused unless `unsandboxed` says to run them as the operator, which the runs record."""
     check_jobs(jobs)
@@ -201,7 +209,8 @@ def run_plan(
         return _run_on_dask(
             workspace, plan, catalog=catalog, store=store, view=view, version=version, scheduler=scheduler,
             copperhead_cli=copperhead_cli, segment=segment, actor_name=actor_name, on_done=on_done,
-            sessions=sessions, on_activity=on_activity, unsandboxed=unsandboxed, allowed=allowed,
+            sessions=sessions, on_activity=on_activity, unsandboxed=unsandboxed, allowed=allowed, money=money,
+            retry_env=retry_env,
         )
     with contextlib.ExitStack() as stack:
         endpoint = stack.enter_context(Endpoint()) if sessions is not None else None
@@ -209,7 +218,7 @@ def run_plan(
             workspace, plan, catalog=catalog, store=store, view=view, version=version, jobs=jobs,
             sandbox_root=sandbox_root, keep_sandboxes=keep_sandboxes, copperhead_cli=copperhead_cli,
             segment=segment, actor_name=actor_name, on_done=on_done, sessions=sessions, endpoint=endpoint,
-            confinement=confinement, allowed=allowed,
+            confinement=confinement, allowed=allowed, money=money, retry_env=retry_env,
         )
 
 
@@ -218,30 +227,23 @@ def run_plan(
 Outcome = RunOutput | list[RunOutput] | list[RunOutput | tuple[str, str]] | tuple[str, str] | None
 
 
-class _InPlanOrder:
-    """Appends finished runs in plan order, whatever order they finish in: a run waits until
-    every run planned before it has been appended or has failed. So the chain a plan produces
-    does not depend on which run finished first, nor on the executor. Not thread-safe: callers
-    serialize `finish`."""
+class _AsFinished:
+    """Appends each run as it finishes, so a run done is a run kept whatever happens to the runs
+    still going (a slow run no longer holds finished ones back, to be lost with the driver).
+    The chain's order is then the order runs finished in; every projection is a function of the
+    set of runs, not of their order (tests/test_runner_dask.py compares a local and a Dask plan).
+    Not thread-safe: callers serialize `finish`."""
 
     def __init__(self, store: LedgerStore, result: SuiteResult, total: int, on_done: OnDone | None) -> None:
         self.store, self.result, self.total, self.on_done = store, result, total, on_done
-        self.next = 0
-        self.waiting: dict[int, Outcome] = {}
 
-    def finish(self, index: int, outcome: Outcome) -> None:
+    def finish(self, outcome: Outcome) -> None:
         """`outcome`: the run (an attempt's passes, in order, the last of them perhaps a pass
         that came back refused), or (its label, why it failed), or None for a run never started."""
-        self.waiting[index] = outcome
-        while self.next in self.waiting:
-            self._publish(self.waiting.pop(self.next))
-            self.next += 1
-
-    def _publish(self, outcome: Outcome) -> None:
         if isinstance(outcome, list):
             self.total += len(outcome) - 1  # an attempt's later passes are runs of their own
             for output in outcome:
-                self._publish(output)
+                self.finish(output)
             return
         if outcome is None:
             return
@@ -260,6 +262,17 @@ class _InPlanOrder:
         result.failures.append((label, error))
         if self.on_done:
             self.on_done(None, f"{label}: {error}", len(result.outputs) + len(result.failures), self.total)
+
+
+def retry_of(planned: PlannedRun, outcome: Outcome, retry_env: int) -> PlannedRun | None:
+    """The next attempt at a campaign slot whose run failed for a reason not the model's
+    (`campaign.retryable`), while `--retry-env` allows one; else None. Both attempts are recorded."""
+    if planned.campaign is None or not isinstance(outcome, (RunOutput, list)):
+        return None
+    runs = [o for o in (outcome if isinstance(outcome, list) else [outcome]) if isinstance(o, RunOutput)]
+    if not runs or not campaign_mod.retryable(runs[-1].run, retry_env):
+        return None
+    return replace(planned, attempt=planned.attempt + 1)
 
 
 def _label(planned: PlannedRun) -> str:
@@ -289,9 +302,9 @@ def _run_on_dask(
     workspace: Workspace, plan: Plan, *, catalog: Catalog, store: LedgerStore, view: ledger_view.LedgerView,
     version: str, scheduler: str, copperhead_cli: str | None, segment: str | None, actor_name: str,
     on_done: OnDone | None, sessions: dict | None, on_activity: OnActivity | None, unsandboxed: bool,
-    allowed: dict[str, int] | None = None,
+    allowed: dict[str, int] | None = None, money: MoneyLimits | None = None, retry_env: int = 0,
 ) -> SuiteResult:
-    """The runs of a plan on a Dask cluster; this process appends them in plan order. An attempt
+    """The runs of a plan on a Dask cluster; this process appends them as they finish. An attempt
     allowed more than one pass (`allowed`) is one Dask task: its worker takes every pass on one
     sandbox, and its passes are appended in order, as a local attempt's are."""
     from cbledger.runner.dask_executor import DaskCluster, received_attempt
@@ -310,12 +323,12 @@ def _run_on_dask(
         )
         model_identity(settings, plan.model_id, None)  # refuses an unpriced model before any run
     if run_mode in ("agent", "scripted"):
-        undriven = sorted({r.task.id for r in plan.runs if r.task.manifest.mode != "do"})
-        if undriven:
-            raise UserError(f"--agent copperhead drives only `do` tasks so far; not: {', '.join(undriven)}")
+        refuse_undriven([r.task for r in plan.runs])
+    money_preflight(plan, view, money, scripted=sessions is not None, dask=True)
     packages: dict[tuple[str, str], Package] = {}
     specs = []
-    for index, planned in enumerate(plan.runs):
+    planned_of = dict(enumerate(plan.runs))
+    for index, planned in planned_of.items():
         task, fixture = planned.task, catalog.fixture_for(planned.task)
         task_pkg = packages.get(("task", task.id)) or pack_task(task)
         fixture_pkg = packages.get(("fixture", fixture.id)) or pack_fixture(fixture)
@@ -328,19 +341,30 @@ def _run_on_dask(
             ablations=plan.ablations, actor=actor, segment_override=segment,
             session=sessions.get(task.id) if sessions is not None else None,
             unsandboxed=unsandboxed, batch=batch, passes=(allowed or {}).get(task.id, 1),
+            campaign=planned.campaign, slot=planned.slot, attempt=planned.attempt,
         ))
     result = SuiteResult(batch=batch)
-    order = _InPlanOrder(store, result, len(specs), on_done)
+    order = _AsFinished(store, result, len(specs), on_done)
     with DaskCluster(scheduler, on_activity) as cluster:
         by_digest = {p.digest: p for p in packages.values()}
-        for index, remote, error in cluster.run(specs, by_digest):
-            if remote is None:
-                order.finish(index, (specs[index].label, error or "failed"))
-                continue
-            try:
-                order.finish(index, received_attempt(workspace, specs[index], remote))
-            except UserError as exc:
-                order.finish(index, (specs[index].label, str(exc)))
+        while specs:  # a round of runs, then one of the retries they asked for (--retry-env)
+            retries = []
+            for index, remote, error in cluster.run(specs, by_digest):
+                spec = next(s for s in specs if s.index == index)
+                if remote is None:
+                    order.finish((spec.label, error or "failed"))
+                    continue
+                try:
+                    outcome: Outcome = received_attempt(workspace, spec, remote)
+                except UserError as exc:
+                    outcome = (spec.label, str(exc))
+                again = retry_of(planned_of[index], outcome, retry_env)
+                if again is not None:
+                    planned_of[index] = again
+                    retries.append(replace(spec, attempt=again.attempt))
+                    order.total += 1
+                order.finish(outcome)
+            specs = retries
     return result
 
 
@@ -348,7 +372,8 @@ def _run(
     workspace: Workspace, plan: Plan, *, catalog: Catalog, store: LedgerStore, view: ledger_view.LedgerView,
     version: str, jobs: int, sandbox_root: Path, keep_sandboxes: bool, copperhead_cli: str | None,
     segment: str | None, actor_name: str, on_done: OnDone | None, sessions: dict | None, endpoint: Endpoint | None,
-    confinement: isolation.Confinement, allowed: dict[str, int] | None = None,
+    confinement: isolation.Confinement, allowed: dict[str, int] | None = None, money: MoneyLimits | None = None,
+    retry_env: int = 0,
 ) -> SuiteResult:
     """The runs of a plan that passed preflight (the endpoint, when there is one, already up).
     `allowed`: task id -> the passes each of its attempts takes (one when not named)."""
@@ -378,43 +403,48 @@ def _run(
         if run_mode == "agent":
             model_identity(settings, plan.model_id, None)  # refuses an unpriced model before any run
             agent_environment(plan.model_id)  # refuses a compat: model without its endpoint or key, likewise
-        undriven = sorted({r.task.id for r in plan.runs if r.task.manifest.mode != "do"})
-        if undriven:
-            raise UserError(f"--agent copperhead drives only `do` tasks so far; not: {', '.join(undriven)}")
+        refuse_undriven([r.task for r in plan.runs])
+    # last: the key check may ask the provider
+    guard = money_preflight(plan, view, money, scripted=sessions is not None, dask=False)
+    if guard is not None and isinstance(agent, CopperheadAgent):
+        agent.money = guard
     sandbox_root.mkdir(parents=True, exist_ok=True)
     result = SuiteResult(batch=settings.batch)
     lock = threading.Lock()
-    order = _InPlanOrder(store, result, len(plan.runs), on_done)
+    order = _AsFinished(store, result, len(plan.runs), on_done)
 
-    def one(index: int, planned: PlannedRun) -> None:
-        outcome: RunOutput | list[RunOutput] | tuple[str, str]
-        n = (allowed or {}).get(planned.task.id, 1)
-        try:
-            outcome = execute_passes(settings, planned, n) if n > 1 else execute(settings, planned)
-        except Exception as exc:  # one run's failure never ends the suite: reported, and the next runs
-            why = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
-            outcome = (_label(planned), credentials.printable(why, limit=1000))
-        with lock:
-            order.finish(index, outcome)
+    def one(planned: PlannedRun | None) -> None:
+        while planned is not None:
+            outcome: RunOutput | list[RunOutput] | tuple[str, str]
+            n = (allowed or {}).get(planned.task.id, 1)
+            if guard is not None and guard.purse.exhausted():
+                with lock:  # the campaign's budget is spent: this run is not started
+                    result.not_run.append((_label(planned), guard.purse.not_started_note()))
+                return
+            try:
+                outcome = execute_passes(settings, planned, n) if n > 1 else execute(settings, planned)
+            except Exception as exc:  # one run's failure never ends the suite: reported, and the next runs
+                why = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
+                outcome = (_label(planned), credentials.printable(why, limit=1000))
+            planned = retry_of(planned, outcome, retry_env)
+            with lock:
+                order.total += planned is not None
+                order.finish(outcome)
 
     if jobs <= 1:
-        for index, planned in enumerate(plan.runs):
-            one(index, planned)
+        for planned in plan.runs:
+            one(planned)
     else:
         pool = ThreadPoolExecutor(max_workers=jobs)
-        futures = {pool.submit(one, i, p): i for i, p in enumerate(plan.runs)}
+        futures = [pool.submit(one, p) for p in plan.runs]
         try:
             for fut in as_completed(futures):
                 fut.result()
         except BaseException:
             # Ctrl-C (or a crash in one run): start no further run. Runs in flight finish and
-            # are recorded (in plan order, the never-started ones skipped); waiting for the
-            # whole queue instead would make Ctrl-C a no-op.
+            # are recorded as they finish; waiting for the whole queue instead would make
+            # Ctrl-C a no-op.
             pool.shutdown(wait=False, cancel_futures=True)
-            with lock:
-                for fut, index in futures.items():
-                    if fut.cancelled():
-                        order.finish(index, None)
             raise
         pool.shutdown()
     return result

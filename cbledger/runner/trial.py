@@ -118,7 +118,7 @@ def _one(settings: steps.RunSettings, planned: PlannedRun, kind: str) -> TrialRe
         baseline = steps.set_up(settings, planned, start, seed)
         agent_run = steps.run_agent(settings, planned, fixture, start, baseline)
         end = steps.capture_end_state(start, seed, baseline)
-        verified = steps.verify_end_state(start, fixture, end)
+        verified = steps.verify_end_state(start, fixture, end, steps.check_with(settings, task), settings.confinement)
         graded = steps.grade_end_state(task, fixture, baseline, agent_run, end, verified)
     finally:
         steps.remove_sandbox(settings, start)

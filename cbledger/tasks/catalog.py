@@ -16,6 +16,7 @@ import msgspec
 
 from cbledger import inputs
 from cbledger.errors import UserError
+from cbledger.tasks.definitions import incomplete
 from cbledger.tasks.fixtures.hashing import task_manifest_hash
 from cbledger.tasks.model import Assertions, FixtureManifest, Suite, TaskManifest
 from cbledger.tasks.vocabulary import VOCABULARY, AssertionSpec
@@ -141,12 +142,12 @@ class Catalog:
     def task_ids(self) -> list[str]:
         if not self.tasks_dir.is_dir():
             return []
-        return sorted(p.name for p in self.tasks_dir.iterdir() if (p / "task.json").is_file())
+        return sorted(p.name for p in self.tasks_dir.iterdir() if (p / "task.json").is_file() and not incomplete(p))
 
     def fixture_ids(self) -> list[str]:
         if not self.fixtures_dir.is_dir():
             return []
-        return sorted(p.name for p in self.fixtures_dir.iterdir() if (p / "fixture.json").is_file())
+        return sorted(p.name for p in self.fixtures_dir.iterdir() if (p / "fixture.json").is_file() and not incomplete(p))
 
     def suite_names(self) -> list[str]:
         if not self.suites_dir.is_dir():

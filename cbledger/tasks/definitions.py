@@ -29,7 +29,7 @@ from typing import Final, Literal, Protocol
 
 import msgspec
 import pygit2
-from msgspec import Struct
+from msgspec import UNSET, Struct, UnsetType
 
 from cbledger.errors import UserError
 from cbledger.tasks.fixtures.hashing import digest_files, task_manifest_hash
@@ -37,6 +37,17 @@ from cbledger.tasks.fixtures.hashing import digest_files, task_manifest_hash
 FORMAT: Final = "cbledger-suite-definitions/1"
 #: A definition file larger than this is refused: tasks and synthetic boards are small text.
 MAX_FILE_BYTES = 64 * 1024 * 1024
+
+
+#: Marks a task or fixture directory still being written (`cbledger task variant` until its trial
+#: passes). A process killed before it finished leaves the mark, so what it left is no task or
+#: fixture to any reader (validate, the catalog's listings, the suite's definitions) and the next
+#: `task variant` of that id takes it away.
+INCOMPLETE = ".incomplete"
+
+
+def incomplete(directory: Path) -> bool:
+    return (directory / INCOMPLETE).exists()
 
 
 class FileEntry(Struct, frozen=True, forbid_unknown_fields=True):
@@ -69,6 +80,10 @@ class Definitions(Struct, frozen=True, forbid_unknown_fields=True):
     fixtures: dict[str, FixtureDefinition]
     #: suites/<name>.json
     suites: dict[str, FileEntry]
+    #: the code that computes a grade (CHECK_CODE, by path under cbledger/), kept since the suite
+    #: versions bumped after it was recorded; absent in the definitions kept before, which are
+    #: therefore held to no check code (and read and re-encode exactly as kept)
+    checks: dict[str, FileEntry] | UnsetType = UNSET
 
 
 _DECODER = msgspec.json.Decoder(Definitions)
@@ -155,7 +170,7 @@ class DirectorySource:
         base = self.root / prefix
         if not base.is_dir():
             return []
-        return sorted(p.name for p in base.iterdir() if p.is_dir() and not p.is_symlink())
+        return sorted(p.name for p in base.iterdir() if p.is_dir() and not p.is_symlink() and not incomplete(p))
 
 
 class GitSource:
@@ -273,6 +288,22 @@ def _fixture(source: Source, fixture_id: str, materialized: Path, blobs: dict[st
     return FixtureDefinition(origin=origin, tree_sha256=tree_sha, files=files, referenced=referenced)
 
 
+#: The packages whose code decides a grade: the assertion checks, scoring and evidence readers,
+#: and the schematic model they read. A check loosened in code is as much a change of the suite
+#: as a threshold loosened in assertions.json, so its digest is part of what a version locks.
+CHECK_CODE = ("grading", "kicad")
+_PACKAGE = Path(__file__).resolve().parents[1]
+
+
+def check_code(package: Path | None = None) -> dict[str, FileEntry]:
+    """Each source file of CHECK_CODE in this build (or under `package`), by its path under cbledger/."""
+    package = package or _PACKAGE
+    return {
+        p.relative_to(package).as_posix(): _entry(p.read_bytes())
+        for name in CHECK_CODE for p in sorted((package / name).rglob("*.py"))
+    }
+
+
 def collect(source: Source, materialized: Path, *, strict: bool = True) -> tuple[Definitions, dict[str, bytes]]:
     """(the definitions manifest, the stored files by SHA-256). `materialized` is the project
     root whose fixtures/<id>/baseline/ holds a real board's third-party reports. `strict`
@@ -294,7 +325,10 @@ def collect(source: Source, materialized: Path, *, strict: bool = True) -> tuple
             data = _require(source, rel)
             blobs[sha256(data)] = data
             suites[p.stem] = _entry(data)
-    return Definitions(format=FORMAT, tasks=tasks, fixtures=fixtures, suites=suites), blobs
+    # The working tree's definitions go with this build's check code; a git commit's (the
+    # definitions of a version bumped before they were kept) are held to none.
+    checks = check_code() if isinstance(source, DirectorySource) else UNSET
+    return Definitions(format=FORMAT, tasks=tasks, fixtures=fixtures, suites=suites, checks=checks), blobs
 
 
 def differences(recorded: Definitions, now: Definitions, *, tasks: list[str] | None = None) -> list[str]:
@@ -313,6 +347,8 @@ def differences(recorded: Definitions, now: Definitions, *, tasks: list[str] | N
             elif before[rel] != after[rel]:
                 out.append(f"{kind} {key}: {rel} changed")
 
+    if recorded.checks is not UNSET:
+        files_diff("check code", "cbledger", recorded.checks, {} if now.checks is UNSET else now.checks)
     for t in task_ids:
         a, b = recorded.tasks.get(t), now.tasks.get(t)
         if a is None or b is None:

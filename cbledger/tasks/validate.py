@@ -43,6 +43,8 @@ from cbledger.ledger.types import Outcome
 from cbledger.tasks import gold as gold_mod
 from cbledger.tasks import passes
 from cbledger.tasks.catalog import Catalog, Fixture, Task, load_fixture
+from cbledger.tasks.definitions import incomplete
+from cbledger.tasks.explain import explain
 from cbledger.tasks.fixtures.check import FixtureCheck, check_fixture
 from cbledger.tasks.fixtures.problems import (
     Problem,
@@ -297,10 +299,10 @@ def _assertion_rules(doc: Any, file: str, check: FixtureCheck | None, ctx: _Cont
         if kind not in VOCABULARY:
             shown = "missing" if kind is None else repr(kind)
             problems.append(
-                error(file, f"{where}.type", f"unknown assertion type {shown}; the vocabulary is closed: {', '.join(VOCABULARY)}")
+                error(file, f"{where}.type", f"unknown assertion type {shown}; the standard's vocabulary is closed: {', '.join(VOCABULARY)}")
             )
             continue
-        item_problems = schema_problems(item, SPEC_CLASSES[kind], file, where)
+        item_problems = [explain(p, kind) for p in schema_problems(item, SPEC_CLASSES[kind], file, where)]
         problems.extend(item_problems)
         args = item.get("args")
         if item_problems or not isinstance(args, dict) or not materialized:
@@ -338,7 +340,7 @@ def validate_task(task_dir: Path, ctx: _Context) -> list[Problem]:
     if isinstance(doc, dict):
         clean, rule_problems = _task_rules(doc, task_dir, task_file, ctx)
         problems.extend(rule_problems)
-        schema = schema_problems(clean, TaskManifest, task_file)
+        schema = [explain(p) for p in schema_problems(clean, TaskManifest, task_file)]
         problems.extend(schema)
         if not schema:
             manifest = msgspec.convert(clean, TaskManifest)
@@ -359,8 +361,11 @@ def validate_task(task_dir: Path, ctx: _Context) -> list[Problem]:
     for p in gold_mod.problems(task_dir / "gold"):
         problems.append(error(ctx.rel(task_dir / "gold") + "/" + p.file, "", p.message))
 
-    if not (task_dir / "README.md").is_file():
-        problems.append(warning(ctx.rel(task_dir / "README.md"), "", "missing: say what the task tests and the trap it sets"))
+    readme = task_dir / "README.md"
+    if not readme.is_file():
+        problems.append(warning(ctx.rel(readme), "", "missing: say what the task tests and the trap it sets"))
+    elif b"TODO(author)" in readme.read_bytes()[: inputs.MiB]:
+        problems.append(warning(ctx.rel(readme), "", "still holds the scaffold's TODO(author): say what the task tests and the trap it sets"))
     return problems
 
 
@@ -428,7 +433,7 @@ def validate_project(root: Path, require_trees: bool = False) -> ValidationRepor
     report = ValidationReport()
     fixtures_dir = catalog.fixtures_dir
     if fixtures_dir.is_dir():
-        for d in sorted(p for p in fixtures_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        for d in sorted(p for p in fixtures_dir.iterdir() if p.is_dir() and not p.name.startswith(".") and not incomplete(p)):
             if not (d / "fixture.json").is_file():
                 report.problems.append(warning(ctx.rel(d), "", "a directory under fixtures/ without fixture.json"))
                 continue
@@ -438,7 +443,7 @@ def validate_project(root: Path, require_trees: bool = False) -> ValidationRepor
             report.problems.extend(check.problems)
     tasks_dir = catalog.tasks_dir
     if tasks_dir.is_dir():
-        for d in sorted(p for p in tasks_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        for d in sorted(p for p in tasks_dir.iterdir() if p.is_dir() and not p.name.startswith(".") and not incomplete(p)):
             if not (d / "task.json").is_file() and not (d / "assertions.json").is_file():
                 report.problems.append(warning(ctx.rel(d), "", "a directory under tasks/ without task.json"))
                 continue

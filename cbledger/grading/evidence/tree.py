@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -90,12 +91,18 @@ def view(repo: pygit2.Repository, rev: str | pygit2.Oid) -> TreeView:
     return TreeView(repo, tree)
 
 
-def snapshot_directory(repo: pygit2.Repository, workdir: Path) -> pygit2.Oid:
+def snapshot_directory(
+    repo: pygit2.Repository, workdir: Path, stand_in: Callable[[str, bytes], bytes] | None = None
+) -> pygit2.Oid:
     """Writes every file under `workdir` (except .git) into the object database and returns the
-    tree. Ignore rules do not apply: an ignored file the run wrote is still something it wrote."""
+    tree. Ignore rules do not apply: an ignored file the run wrote is still something it wrote.
+    `stand_in(path, data)` gives the bytes kept for each regular file (preservation's size bound);
+    the files are offered in path order, so what it keeps does not depend on the directory order."""
     builder_index = pygit2.Index()
     root = Path(workdir)
     for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        filenames.sort()
         rel_dir = Path(dirpath).relative_to(root).as_posix()
         if rel_dir == ".git" or rel_dir.startswith(".git/"):
             dirnames[:] = []
@@ -110,7 +117,8 @@ def snapshot_directory(repo: pygit2.Repository, workdir: Path) -> pygit2.Oid:
                 oid = repo.create_blob(os.readlink(full).encode())
                 mode = pygit2.enums.FileMode.LINK
             elif stat.S_ISREG(st.st_mode):
-                oid = repo.create_blob(full.read_bytes())
+                data = full.read_bytes()
+                oid = repo.create_blob(data if stand_in is None else stand_in(rel, data))
                 mode = (
                     pygit2.enums.FileMode.BLOB_EXECUTABLE
                     if st.st_mode & stat.S_IXUSR

@@ -13,7 +13,7 @@ site opens from `file://` as well as from a web server.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -21,15 +21,34 @@ import jinja2
 from markupsafe import Markup
 
 from cbledger.ledger.events import RunRecorded
+from cbledger.projections import env_failures, gate, passes_part, workqueue
 from cbledger.projections import format as fmt
-from cbledger.projections import gate, passes_part, workqueue
-from cbledger.projections.conditions import DEFAULT
 from cbledger.projections.fold import GradeEntry, LedgerState, PassEntry, RunEntry, current_suite
-from cbledger.projections.metrics import ALL_TIERS, TIERS, GroupMetrics, RowMetrics, suite_metrics
-from cbledger.projections.records import harness_mode, record_entries, usd_from_micros
+from cbledger.projections.leaderboard import rank_key
+from cbledger.projections.metrics import (
+    ALL_TIERS,
+    COSTED_SEGMENTS,
+    TIERS,
+    UNCOSTED_SEGMENTS,
+    GroupMetrics,
+    RowMetrics,
+    suite_metrics,
+    wilson,
+)
+from cbledger.projections.provenance import NO_REAL_MODEL, real_model_run
+from cbledger.projections.records import (
+    RecordEntry,
+    harness_mode,
+    in_model_metrics,
+    record_entries,
+    usd_from_micros,
+)
 from cbledger.projections.selection import Selection
 from cbledger.projections.site import svg
 from cbledger.projections.site.evidence import RunEvidence
+from cbledger.projections.site.paths import model_page, run_page, task_page
+
+__all__ = ["model_page", "run_page", "task_page"]
 
 INDEX = "index.html"
 RUNS = "runs.html"
@@ -46,9 +65,7 @@ _ENV = jinja2.Environment(
 )
 
 
-def run_page(run_id: str) -> str:
-    """A run's page relative to the site root (run ids are safe path segments)."""
-    return f"runs/{run_id}.html"
+_ENV.globals.update(task_page=task_page, model_page=model_page)
 
 
 def _page(template: str, **context: Any) -> bytes:
@@ -67,40 +84,149 @@ def _cost(cpp: Fraction | None, r: RowMetrics) -> str:
     return "—"
 
 
-def _row(r: RowMetrics) -> dict[str, Any]:
+def _row(r: RowMetrics, root: str = "") -> dict[str, Any]:
     rate = r.rate
     return {
-        "model": r.model, "segment": r.segment, "pinning": r.pinning, "runs": r.runs, "passes": r.passes,
-        "tasks": r.tasks, "tasks_passed": r.tasks_passed, "condition": r.condition,
+        "model": r.model, "href": root + model_page(r.model), "segment": r.segment, "pinning": r.pinning,
+        "runs": r.runs, "passes": r.passes, "tasks": r.tasks, "tasks_passed": r.tasks_passed, "condition": r.condition,
         "rate": fmt.pct(rate), "interval": fmt.interval(r.wilson_low, r.wilson_high),
         "rate_pct": f"{float(rate) * 100:.1f}" if rate is not None else "0",
         "low_pct": f"{(r.wilson_low or 0) * 100:.1f}",
         "width_pct": f"{((r.wilson_high or 0) - (r.wilson_low or 0)) * 100:.1f}",
         "cost": _cost(r.cost_per_pass_micros, r),
-        "tokens": f"{r.tokens_in} in / {r.tokens_out} out",
+        "spent": fmt.usd_micros(r.usd_micros_total) if r.usd_micros_total is not None else "uncosted",
+        "tokens": f"{r.tokens_in} in / {r.tokens_out} out", "single": r.single_repeat,
+    }
+
+
+def _costed_columns(segments: Iterable[str]) -> list[str]:
+    """The costed segments present, in the standard's order: one USD column each, as in
+    LEADERBOARD.md, so no column or axis adds dollars of two segments."""
+    present = set(segments)
+    return [s for s in COSTED_SEGMENTS if s in present]
+
+
+def _ranked(rows: list[RowMetrics], columns: list[str], root: str = "") -> list[dict[str, Any]]:
+    """Rows in LEADERBOARD.md's order, numbered, each cost under its own segment's column."""
+    out = []
+    for rank, r in enumerate(sorted(rows, key=rank_key), 1):
+        row = _row(r, root)
+        row["rank"] = rank
+        row["costs"] = [row["cost"] if r.segment == c else "" for c in columns]
+        out.append(row)
+    return out
+
+
+def _tier_tables(rows: list[RowMetrics], root: str = "") -> dict[str, Any]:
+    """One tier's rows as LEADERBOARD.md splits them: repeated rows of costed segments ranked with
+    a USD column per segment; repeated rows of uncosted routes ranked apart, with tokens; rows
+    whose every task ran once listed unranked under their own label."""
+    repeated = [r for r in rows if not r.single_repeat]
+    costed = [r for r in repeated if r.segment in COSTED_SEGMENTS]
+    columns = _costed_columns(r.segment for r in costed)
+    single = sorted((r for r in rows if r.single_repeat), key=lambda r: (r.model, r.segment))
+    single_columns = _costed_columns(r.segment for r in single)
+    singles = []
+    for r in single:
+        row = _row(r, root)
+        row["costs"] = [row["spent"] if r.segment == c else "" for c in single_columns]
+        row["uncosted"] = r.segment not in COSTED_SEGMENTS
+        singles.append(row)
+    return {
+        "columns": columns, "costed": _ranked(costed, columns, root),
+        "uncosted": _ranked([r for r in repeated if r.segment not in COSTED_SEGMENTS], [], root),
+        "single_columns": single_columns, "single": singles,
+        "single_uncosted": any(r["uncosted"] for r in singles),
     }
 
 
 def _tiers(g: GroupMetrics) -> list[dict[str, Any]]:
     order = {t: i for i, t in enumerate((*TIERS, ALL_TIERS))}
-    rows = [r for r in g.rows if r.condition == DEFAULT]
-    out = []
-    for tier in sorted({r.tier for r in rows}, key=lambda t: order.get(t, 99)):
-        tier_rows = sorted(
-            (r for r in rows if r.tier == tier),
-            key=lambda r: (-(r.rate if r.rate is not None else Fraction(-1)), r.model, r.segment),
-        )
+    rows = g.default_rows()
+    return [
+        {"tier": _tier_label(tier), **_tier_tables([r for r in rows if r.tier == tier])}
+        for tier in sorted({r.tier for r in rows}, key=lambda t: order.get(t, 99))
+    ]
+
+
+def _frontiers(g: GroupMetrics) -> dict[str, Any]:
+    """A cost-against-pass-rate chart per costed segment over the pooled rows; the rows a chart
+    cannot place (a run without cost, no task passed) and the uncosted routes are named beside
+    it, never drawn at $0."""
+    pooled = sorted((r for r in g.default_rows() if r.tier == ALL_TIERS), key=rank_key)
+    charts = []
+    for segment in _costed_columns(r.segment for r in pooled):
+        rows = [r for r in pooled if r.segment == segment]
+        drawn = [r for r in rows if r.cost_per_pass_micros is not None]
         points = [
-            svg.Point(
-                label=r.model,
-                cost_usd=float(r.cost_per_pass_micros) / 1e6 if r.cost_per_pass_micros is not None else None,
-                rate=float(r.rate or 0), low=r.wilson_low or 0.0, high=r.wilson_high or 0.0,
-            )
-            for r in tier_rows
+            svg.Point(number=i, label=r.model, cost_usd=float(r.cost_per_pass_micros or 0) / 1e6,
+                      rate=float(r.rate or 0), low=r.wilson_low or 0.0, high=r.wilson_high or 0.0,
+                      single=r.single_repeat)
+            for i, r in enumerate(drawn, 1)
         ]
-        chart = Markup(svg.scatter(points, f"cost against pass rate, tier {_tier_label(tier)}"))
-        out.append({"tier": _tier_label(tier), "rows": [_row(r) for r in tier_rows], "chart": chart})
+        title = f"strict pass rate against cost per passing task, segment {segment}, all tiers pooled"
+        front = {p.number for p in svg.frontier_points(points)}
+        charts.append({
+            "segment": segment, "chart": Markup(svg.scatter(points, title)) if points else None,
+            "legend": [{"number": p.number, "frontier": p.number in front, **_row(r)}
+                       for p, r in zip(points, drawn, strict=True)],
+            "apart": [_row(r) for r in rows if r.cost_per_pass_micros is None],
+        })
+    uncosted = [_row(r) for r in pooled if r.segment not in COSTED_SEGMENTS]
+    return {"charts": charts, "uncosted": uncosted, "uncosted_segments": ", ".join(UNCOSTED_SEGMENTS)}
+
+
+class _Tally:
+    """Runs and passes of one (task, model) pair, with what they cost."""
+
+    def __init__(self) -> None:
+        self.runs = self.passes = self.uncosted = 0
+        self.usd_micros = 0
+
+    def add(self, e: RecordEntry) -> None:
+        self.runs += 1
+        self.passes += e.graded.grade.verdict == "pass"
+        micros = e.run.run.cost.usd_micros
+        if micros is None:
+            self.uncosted += 1
+        else:
+            self.usd_micros += micros
+
+
+def _mode(e: RecordEntry) -> str:
+    return "agent" if in_model_metrics(e.run) else (harness_mode(e.run) or e.run.run.run_mode)
+
+
+def _tallies(state: LedgerState, suite: str | None) -> dict[tuple[str, str, str, str], _Tally]:
+    """(task, model, segment, run mode) -> its tally, over the suite's live records."""
+    out: dict[tuple[str, str, str, str], _Tally] = {}
+    if suite is None:
+        return out
+    for e in record_entries(state, suite, build=False):
+        run = e.run.run
+        out.setdefault((run.task.id, run.model.id, run.model.segment, _mode(e)), _Tally()).add(e)
     return out
+
+
+def _pair_row(t: _Tally, segment: str, columns: list[str]) -> dict[str, Any]:
+    """A (task, model) pair's numbers: a single run says so, USD sits under its segment."""
+    interval = wilson(t.passes, t.runs)
+    spent = ("uncosted" if t.uncosted else fmt.usd_micros(t.usd_micros))
+    return {
+        "runs": t.runs, "passes": t.passes, "rate": fmt.pct(Fraction(t.passes, t.runs) if t.runs else None),
+        "interval": fmt.interval(*interval) if interval else "—", "single": t.runs == 1,
+        "costs": [spent if segment == c else "" for c in columns],
+        "uncosted": segment not in COSTED_SEGMENTS or bool(t.uncosted),
+    }
+
+
+_SEGMENTS = {s: i for i, s in enumerate((*COSTED_SEGMENTS, *UNCOSTED_SEGMENTS))}
+
+
+def _pair_key(mode: str, t: _Tally, segment: str, name: str) -> tuple[bool, bool, Fraction, int, str]:
+    """Agent rows first, a repeated pair above any single run, then by pass rate, a tie in the
+    standard's segment order (costed first), as LEADERBOARD.md ranks."""
+    return mode != "agent", t.runs == 1, -Fraction(t.passes, t.runs or 1), _SEGMENTS.get(segment, len(_SEGMENTS)), name
 
 
 def _heatmap(state: LedgerState, suite: str) -> Markup:
@@ -112,7 +238,8 @@ def _heatmap(state: LedgerState, suite: str) -> Markup:
     tasks = sorted({t for t, _ in cells})
     models = sorted({m for _, m in cells})
     data = {k: svg.Cell(passes=v[0], runs=v[1]) for k, v in cells.items()}
-    return Markup(svg.heatmap(tasks, models, data, f"pass rate by task and model, suite {suite}"))
+    return Markup(svg.heatmap(tasks, models, data, f"pass rate by task and model, suite {suite}",
+                              {t: task_page(t) for t in tasks}, {m: model_page(m) for m in models}))
 
 
 def _verdict(state: LedgerState, run_id: str) -> tuple[GradeEntry | None, str]:
@@ -128,7 +255,8 @@ def _run_summary(state: LedgerState, entry: RunEntry | PassEntry) -> dict[str, A
     graded, verdict = _verdict(state, run.run_id)
     return {
         "id": run.run_id, "href": run_page(run.run_id), "seq": entry.seq, "task": run.task.id, "tier": run.task.tier,
-        "model": run.model.id, "mode": harness_mode(entry) or run.run_mode, "verdict": verdict,
+        "task_href": task_page(run.task.id), "model_href": model_page(run.model.id),
+        "model": run.model.id, "segment": run.model.segment, "mode": harness_mode(entry) or run.run_mode, "verdict": verdict,
         "category": (graded.grade.failure_category if graded else None) or "",
         "suite": graded.grade.suite_version if graded else "",
         "cost": fmt.usd_micros(run.cost.usd_micros), "started": fmt.utc_stamp(run.timings.started_at),
@@ -161,17 +289,76 @@ def index_page(state: LedgerState) -> bytes:
         sm = suite_metrics(state, suite)
         for g in sm.groups:
             groups.append({"label": g.label, "main": g.main, "reasons": g.reasons, "records": g.records,
-                           "tiers": _tiers(g), "harness": g.harness})
+                           "tiers": _tiers(g), "frontiers": _frontiers(g), "harness": g.harness, "modes": g.mode_rows(),
+                           "environment_failures": [
+                               {"model": e.model, "route": e.route, "runs": e.runs, "failures": e.failures,
+                                "rate": fmt.pct(Fraction(e.failures, e.runs)),
+                                "kinds": env_failures.kinds_text(e)}
+                               for e in g.environment_failures
+                           ]})
         heat = _heatmap(state, suite)
     header, body = passes_part.table(state, suite) if suite is not None else ([], [])
     passes = {"title": passes_part.TITLE, "header": header, "rows": [[c.strip("`") for c in r] for r in body]}
+    no_model = None if any(real_model_run(e.run) for e in state.runs.values()) else NO_REAL_MODEL.replace("**", "")
     return _page("index.html", title="Leaderboard", snap=_snapshot(state), groups=groups, heatmap=heat,
-                 imports=_imports(state), passes=passes if body else None, root="")
+                 imports=_imports(state), passes=passes if body else None, root="", no_model=no_model)
 
 
 def runs_page(state: LedgerState) -> bytes:
-    runs = [_run_summary(state, e) for e in sorted(state.runs.values(), key=lambda e: e.seq)]
+    runs = _runs_of(state, lambda _run: True)
     return _page("runs.html", title="Runs", snap=_snapshot(state), runs=runs, root="")
+
+
+def _names(state: LedgerState) -> tuple[list[str], list[str]]:
+    """Every task and model with a run (or a later pass): each has a page, so every link from a
+    run page resolves."""
+    entries = _entries(state)
+    return sorted({e.run.task.id for e in entries}), sorted({e.run.model.id for e in entries})
+
+
+def _entries(state: LedgerState) -> list[RunEntry | PassEntry]:
+    return [*state.runs.values(), *state.later_passes.values()]
+
+
+def _runs_of(state: LedgerState, keep: Callable[[RunRecorded], bool]) -> list[dict[str, Any]]:
+    return [_run_summary(state, e) for e in sorted(state.runs.values(), key=lambda e: e.seq) if keep(e.run)]
+
+
+def task_html(state: LedgerState, task_id: str, tallies: Mapping[tuple[str, str, str, str], _Tally]) -> bytes:
+    """One task across models: each model's runs and passes of it under the current suite, ranked
+    as the leaderboard ranks (agents first, never a single run above a repeated one)."""
+    mine = {k: t for k, t in tallies.items() if k[0] == task_id}
+    columns = _costed_columns(k[2] for k in mine)
+    rows = []
+    for (_, model, segment, mode), t in sorted(mine.items(), key=lambda kv: _pair_key(kv[0][3], kv[1], kv[0][2], kv[0][1])):
+        rows.append({"model": model, "href": model_page(model), "segment": segment, "mode": mode,
+                     **_pair_row(t, segment, columns)})
+    runs = _runs_of(state, lambda r: r.task.id == task_id)
+    task = next((e.run.task for e in _entries(state) if e.run.task.id == task_id), None)
+    return _page("task.html", title=f"Task {task_id}", snap=_snapshot(state), task=task, task_id=task_id,
+                 columns=columns, rows=rows, runs=runs, root="../")
+
+
+def model_html(state: LedgerState, model: str, tallies: Mapping[tuple[str, str, str, str], _Tally]) -> bytes:
+    """One model across tasks: its leaderboard rows per tier, then each task's runs and passes."""
+    suite = current_suite(state)
+    summary = []
+    if suite is not None:
+        for g in suite_metrics(state, suite).groups:
+            own = [r for r in g.default_rows() if r.model == model]
+            if own:
+                summary.append({"label": g.label, "main": g.main, "rows": [
+                    {"tier": _tier_label(r.tier), **_row(r)} for r in sorted(own, key=rank_key)]})
+    mine = {k: t for k, t in tallies.items() if k[1] == model}
+    columns = _costed_columns(k[2] for k in mine)
+    tiers = {e.run.task.id: e.run.task.tier for e in state.runs.values()}
+    rows = [{"task": task, "href": task_page(task), "tier": tiers.get(task, "—"), "segment": segment, "mode": mode,
+             **_pair_row(t, segment, columns)}
+            for (task, _, segment, mode), t in sorted(mine.items(), key=lambda kv: _pair_key(kv[0][3], kv[1], kv[0][2], kv[0][0]))]
+    runs = _runs_of(state, lambda r: r.model.id == model)
+    about = next((e.run.model for e in _entries(state) if e.run.model.id == model), None)
+    return _page("model.html", title=f"Model {model}", snap=_snapshot(state), model=about, model_id=model,
+                 summary=summary, columns=columns, rows=rows, runs=runs, root="../")
 
 
 def _report_rows(ev: RunEvidence) -> list[dict[str, Any]]:
@@ -226,7 +413,9 @@ def _regressions(state: LedgerState) -> dict[str, Any]:
     for before, after in itertools.pairwise(ordered):
         c = gate.compare(gate.build_snapshot(state, Selection(copperhead=(before,))),
                          gate.build_snapshot(state, Selection(copperhead=(after,))), suite)
-        comparisons.append({"before": before, "after": after, "c": c})
+        command = f"cbledger project compare --baseline-select copperhead={before} --candidate-select copperhead={after}"
+        comparisons.append({"before": before, "after": after, "c": c, "command": command,
+                            "exit": 1 if c.regressions else 0})
     return {"suite": suite, "versions": ordered, "comparisons": comparisons}
 
 
@@ -242,14 +431,18 @@ def queue_page(state: LedgerState) -> bytes:
 def render(
     state: LedgerState, evidence: Mapping[str, RunEvidence], runs: Iterable[str] | None = None
 ) -> list[tuple[str, bytes]]:
-    """Every page (with `runs`, the pages of those runs only, beside the aggregate pages, which
-    every event can change). A run's page depends on nothing but its own events and evidence."""
+    """Every page (with `runs`, the pages of those runs only, beside the aggregate pages, the task
+    and model pages among them, which every event can change). A run's page depends on nothing but its own events and evidence."""
     out = [
         (INDEX, index_page(state)),
         (RUNS, runs_page(state)),
         (REGRESSIONS, regressions_page(state)),
         (QUEUE, queue_page(state)),
     ]
+    tallies = _tallies(state, current_suite(state))
+    tasks, models = _names(state)
+    out += [(task_page(t), task_html(state, t, tallies)) for t in tasks]
+    out += [(model_page(m), model_html(state, m, tallies)) for m in models]
     # a later feedback pass has a page of its own, as every pass is preserved and graded, though
     # no table lists it: its attempt's pass-1 page links to it
     pages: dict[str, RunEntry | PassEntry] = {**state.later_passes, **state.runs}

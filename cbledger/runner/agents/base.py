@@ -57,6 +57,11 @@ class AgentResult:
     cassette: Any = None
     #: what the loopback endpoint answered, request by request (a re-execution reads it)
     served: tuple = ()
+    #: the project's scripted endpoint answered (its mark was on an answer): the run is
+    #: recorded as `scripted` whatever the suite run's mode (`cbledger.runner.scripted_mark`)
+    scripted: bool = False
+    #: the money limit that stopped the run and its spend (`cbledger.runner.budget`)
+    cost_cap: Any = None
 
 
 class Agent(Protocol):

@@ -33,8 +33,8 @@ import pygit2
 
 from cbledger.errors import UserError
 from cbledger.kicad.oracle import kicad_cli
+from cbledger.runner import budget, isolation, scripted_mark
 from cbledger.runner import cassette as cassette_mod
-from cbledger.runner import isolation
 from cbledger.runner.agents.base import COPPERHEAD_SIGNATURE as GIT_IDENTITY
 from cbledger.runner.agents.base import AgentInput, AgentResult
 from cbledger.runner.endpoint import script as script_mod
@@ -282,6 +282,20 @@ NATIVE_UPSTREAMS = {
 SAVED_LOGIN_PREFIXES = ("codex", "cursor", "claude-code")
 
 
+#: what a native route's key variable holds when its cassette is served back offline: the
+#: harness's SDK wants one, and the loopback endpoint reads none (not a credential's shape)
+OFFLINE_KEY = "cbledger-offline-no-key"
+NATIVE_KEYS = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+
+
+def native_replay(route: str, endpoint_url: str, env: dict[str, str]) -> str:
+    """A native route's run served by the loopback endpoint (a rerun from its cassette): the SDK
+    gets a placeholder key, and the base URL its SDK expects (Anthropic's appends `/v1/messages`
+    itself, OpenAI's `/chat/completions` to a URL ending in `/v1`)."""
+    env[NATIVE_KEYS[route]] = OFFLINE_KEY
+    return endpoint_url.removesuffix("/v1") if route == "anthropic" else endpoint_url
+
+
 def recording_route(model_id: str) -> cassette_mod.Route | None:
     """The route a run of `model_id` is recorded on; None for a saved-login route (not recordable)."""
     head = model_id.split(":", 1)[0]
@@ -297,6 +311,46 @@ def not_recordable_note(model_id: str) -> str:
         f"exchanges not recorded: {model_id} is a saved-login route (its provider's own CLI talks to the provider), "
         "which no base URL points through the recording proxy; this run cannot be re-executed"
     )
+
+
+#: the task modes the adapter drives; `create` and `check` are refused (docs/RUNNER.md section 4)
+DRIVEN_MODES = ("do", "sync")
+UNDRIVEN_WHY = {
+    "create": "create is not driven yet: a run is eight model-driven stages, each with a transcript of its own, "
+    "and needs KiCad's symbol and footprint libraries in the sandbox",
+    "check": "check makes no model call, so it measures the harness, not a model: a check-mode task is not run "
+    "against a model (its result is captured as evidence for any task that asserts check_clean)",
+}
+
+
+def refuse_undriven(tasks) -> None:
+    """Refuses, naming each task and why, a task whose mode the real harness is not driven in."""
+    undriven = sorted({(t.id, t.manifest.mode) for t in tasks if t.manifest.mode not in DRIVEN_MODES})
+    if undriven:
+        modes = sorted({m for _, m in undriven})
+        raise UserError(
+            f"--agent copperhead drives only `do` and `sync` tasks; not: {', '.join(t for t, _ in undriven)} ("
+            + "; ".join(UNDRIVEN_WHY.get(m, f"mode {m}") for m in modes) + ")"
+        )
+
+
+def command_line(inp: AgentInput) -> list[str]:
+    """The CLI's arguments for the task's mode, as a user would type them.
+
+    * `do "<prompt>" --model M --max-turns N`; a later feedback pass is told its hints instead of
+      the prompt (`cbledger.runner.passes`).
+    * `sync --model M`: copperhead writes its own request (the deterministic verifier's report) and
+      takes no prompt and no `--max-turns`; its turn cap is the seeded config's `maxTurns`, which
+      the runner sets from the task's cap or the `--max-turns` ablation. A feedback pass has no
+      way to reach it, so a sync task is given no later pass."""
+    manifest = inp.task.manifest
+    head = ["--repo", str(inp.sandbox), "--json"]
+    if manifest.mode == "sync":
+        if inp.options.get("message"):
+            raise UserError(f"task {manifest.id}: copperhead sync takes no prompt, so a feedback pass cannot be told its hints")
+        return [*head, "sync", "--model", inp.model_id]
+    prompt = inp.options.get("message") or manifest.request.prompt or ""
+    return [*head, "do", prompt, "--model", inp.model_id, "--max-turns", str(inp.max_turns)]
 
 
 class CopperheadAgent:
@@ -320,14 +374,33 @@ class CopperheadAgent:
         self.confinement = confinement or isolation.Confinement(None)
         #: (strict, the recording run's sandbox path) when the sessions are cassettes
         self.replay = replay
+        #: the suite run's money limits (`cbledger.runner.budget`), metered at the proxy
+        self.money: budget.Guard | None = None
+
+    def _provenance(self, model_id: str, recorder: Recorder | None, cassette, served: list, notes: list[str]) -> dict:
+        """Who answered the run and what limit stopped it: the model ids the provider named, the
+        scripted endpoint's mark (a run it answered is scripted whatever the flags), the spend."""
+        served_models = answered_models(served) if self.sessions is not None else ()
+        # the project's own endpoint marks every answer: a run it answered is scripted, whatever the flags
+        scripted = self.sessions is None and recorder is not None and recorder.scripted
+        if self.sessions is None and cassette is not None and not scripted:
+            served_models = cassette_mod.served_models(cassette)  # what the real provider named
+        provider = "openai-compat" if model_id.startswith("compat:") else None
+        if self.sessions is not None or scripted:
+            provider = "scripted-endpoint"
+        if scripted:
+            notes.append(scripted_mark.note(model_id))
+        meter = recorder.meter if recorder is not None else None
+        stopped = meter.stopped() if meter is not None else None
+        if meter is not None and stopped is not None:
+            notes.insert(0, meter.note())
+        return {"provider": provider, "provider_models": served_models, "cassette": cassette, "served": tuple(served),
+                "scripted": scripted, "cost_cap": stopped}
 
     def run(self, inp: AgentInput) -> AgentResult:
         manifest = inp.task.manifest
-        if manifest.mode != "do":
-            raise UserError(f"task {manifest.id}: mode {manifest.mode!r} is not driven by this runner yet; only `do`")
-        # a later feedback pass is told its hints instead (`cbledger.runner.passes`)
-        prompt = inp.options.get("message") or manifest.request.prompt or ""
-        args = ["--repo", str(inp.sandbox), "--json", "do", prompt, "--model", inp.model_id, "--max-turns", str(inp.max_turns)]
+        refuse_undriven([inp.task])
+        args = command_line(inp)
         network: isolation.Network = "host"
         endpoint: tuple[Path, int] | None = None
         socket_dir: Path | None = None
@@ -346,6 +419,8 @@ class CopperheadAgent:
             upstream: str | None = self.endpoint.serve(inp.run_id, session, replay)
             # checked against the session's own address: no key goes to a loopback script
             env = agent_environment(inp.model_id, upstream, keys=False)
+            if route in NATIVE_UPSTREAMS and upstream is not None:
+                upstream = native_replay(str(route), upstream, env)
         else:
             # the route's key is chosen against the real provider, never against the proxy's
             # loopback address (a remote compat endpoint without its key variable is refused)
@@ -362,6 +437,8 @@ class CopperheadAgent:
         cassette = None
         try:
             if recorder is not None:
+                if self.money is not None and self.sessions is None:
+                    recorder.meter = self.money.meter()
                 recorder.__enter__()
                 if route == "openai-compat":
                     env[BASE_URL_VARIABLE] = recorder.base_url
@@ -393,16 +470,10 @@ class CopperheadAgent:
                 notes.extend(f"session script: {p}" for p in problems(served) if self.replay is None)
             if socket_dir is not None:
                 shutil.rmtree(socket_dir, ignore_errors=True)
-        served_models = answered_models(served) if self.sessions is not None else ()
-        if self.sessions is None and cassette is not None:
-            served_models = cassette_mod.served_models(cassette)  # what the real provider named
-        provider = "openai-compat" if inp.model_id.startswith("compat:") else None
-        if self.sessions is not None:
-            provider = "scripted-endpoint"
-        common = {"provider": provider, "provider_models": served_models, "cassette": cassette, "served": tuple(served)}
+        common = self._provenance(inp.model_id, recorder, cassette, served, notes)
         if killed:
             notes.insert(0, f"killed at {killed}")
-            return AgentResult(runner_exit="cap-exceeded", note="; ".join(notes), exit_code=None, **common)  # type: ignore[arg-type]
+            return AgentResult(runner_exit="cap-exceeded", note="; ".join(notes), exit_code=None, **common)
         if code != 0:
             notes.insert(0, f"copperhead exited {code}")
-        return AgentResult(note="; ".join(notes) or None, exit_code=code, **common)  # type: ignore[arg-type]
+        return AgentResult(note="; ".join(notes) or None, exit_code=code, **common)

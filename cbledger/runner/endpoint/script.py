@@ -17,8 +17,10 @@ An exchange is written in one of two forms, and a file may mix them:
 Optional per exchange: `request` (what a recording saw the harness send: kept, never required),
 `expect.toolResults` (regexes the tool results the harness sent back since the previous turn
 must match, in order: a script that assumed a tool succeeded stops with a clear error instead of
-steering a run that went elsewhere), `delayMs` (the model's thinking time) and `repeat` (serve
-this exchange N more times, or `"forever"`, which is how a loop that never finishes is written).
+steering a run that went elsewhere), `delayMs` (the model's thinking time), `repeat` (serve
+this exchange N more times, or `"forever"`, which is how a loop that never finishes is written)
+and `fault` (a provider failure served in its place, `faults.py`; an exchange with a fault that
+never ends needs no answer).
 
 A request for a turn the script does not have is answered with HTTP 400 naming the session, the
 turn and the script's length; copperhead ends such a run with `provider-error`.
@@ -34,7 +36,9 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta, Struct, field
 
+from cbledger import inputs
 from cbledger.errors import UserError
+from cbledger.runner.endpoint.faults import Fault
 
 FORMAT = "cbledger-session/1"
 FOREVER = "forever"
@@ -90,6 +94,8 @@ class Exchange(_Body, frozen=True):
     expect: Expect | None = None
     delay_ms: Count = 0
     repeat: Count | Literal["forever"] = 0
+    #: a provider fault served instead of the answer (`cbledger.runner.endpoint.faults`)
+    fault: Fault | None = None
 
 
 class FollowUp(_Body, frozen=True):
@@ -114,12 +120,16 @@ class Session(_Body, frozen=True):
     passes: list[FollowUp] = field(default_factory=list)
 
 
+#: Far above any real script (the bundled ones are under 100 kB).
+MAX_SCRIPT_BYTES = 16 * inputs.MiB
+
+
 def load(path: Path) -> Session:
     """Reads one session file; a bad file is refused naming the file and the field."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read session script ({exc.strerror})") from None
+    data = inputs.read_regular(path, MAX_SCRIPT_BYTES, "a session script")
+    problem = inputs.json_problem(data, syntax=False)
+    if problem is not None:
+        raise UserError(f"{inputs.printable(path)}: {problem}")
     try:
         session = msgspec.json.decode(data, type=Session)
     except msgspec.ValidationError as exc:
@@ -135,8 +145,13 @@ def load(path: Path) -> Session:
 def _check_exchanges(exchanges: list[Exchange], prefix: str) -> None:
     for i, ex in enumerate(exchanges):
         where = f"{prefix}[{i}]"
-        if (ex.turn is None) == (ex.response is None):
+        if ex.turn is not None and ex.response is not None:
             raise UserError(f"{where}: give exactly one of `turn` and `response`")
+        if ex.turn is None and ex.response is None:
+            if ex.fault is None:
+                raise UserError(f"{where}: give exactly one of `turn` and `response`")
+            if ex.fault.times != "forever":
+                raise UserError(f"{where}.fault.times: a fault that ends needs a `turn` or `response` to serve after it")
         if ex.repeat == FOREVER and i != len(exchanges) - 1:
             raise UserError(f"{where}.repeat: only the last exchange may repeat forever")
         for j, pattern in enumerate(ex.expect.tool_results if ex.expect else []):

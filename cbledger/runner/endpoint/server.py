@@ -25,12 +25,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from cbledger.runner import normalise
+from cbledger.runner import normalise, scripted_mark
+from cbledger.runner.endpoint import faults
 from cbledger.runner.endpoint import script as script_mod
 from cbledger.runner.endpoint.script import Exchange, Session, Turn
 
 LOOPBACK = "127.0.0.1"
-_ROUTE = re.compile(r"^(?:/sessions/(?P<key>[^/]+))?/v1/chat/completions/?$")
+#: chat completions, and Anthropic's messages (a native route's cassette served back)
+_ROUTE = re.compile(r"^(?:/sessions/(?P<key>[^/]+))?/v1/(?:chat/completions|messages)/?$")
 _MODELS = re.compile(r"^(?:/sessions/(?P<key>[^/]+))?/v1/models/?$")
 
 
@@ -67,6 +69,8 @@ class _Route:
     replay: Replay | None = None
     #: requests answered so far (a replayed cassette counts them instead of reading the turn)
     count: int = 0
+    #: requests per turn, for faults served to the first few of them
+    attempts: faults.Attempts = field(default_factory=faults.Attempts)
 
 
 class ScriptProblem(Exception):
@@ -192,6 +196,11 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         return
 
+    def send_response(self, code: int, message: str | None = None) -> None:
+        super().send_response(code, message)
+        # every answer names its source: the runner records a run it answered as scripted
+        self.send_header(scripted_mark.HEADER, scripted_mark.VALUE)
+
     def do_GET(self) -> None:
         m = _MODELS.match(self.path)
         route = self._lookup(unquote(m.group("key") or "")) if m else None
@@ -247,6 +256,11 @@ class _Handler(BaseHTTPRequestHandler):
         if ex.delay_ms:
             time.sleep(ex.delay_ms / 1000)
         stream = body.get("stream") is True
+        if ex.fault is not None and faults.applies(ex.fault, route.attempts.next(k)):
+            self.endpoint._log(route, Served(
+                turn=k + 1, status=faults.logged_status(ex.fault), problem=faults.describe(ex.fault), code="injected_fault",
+            ))
+            return faults.serve(self, ex.fault, stream, self.endpoint._closing)
         if ex.response is not None:
             canned = ex.response.chunks if ex.response.chunks is not None else ex.response.body
             if ex.response.events is not None:
@@ -331,6 +345,8 @@ class Endpoint:
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
         self._sockets: dict[str, _UnixServer] = {}
+        #: set when the endpoint closes: a hanging fault lets go of its connection
+        self._closing = threading.Event()
 
     # -- sessions
 
@@ -404,6 +420,7 @@ class Endpoint:
         self._server.serve_forever()
 
     def close(self) -> None:
+        self._closing.set()
         for key in list(self._sockets):
             self.forget(key)
         if self._thread is not None:

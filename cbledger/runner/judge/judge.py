@@ -30,12 +30,15 @@ from cbledger.ledger.events import (
     RubricScored,
     RubricScoredEvent,
     RunRecorded,
+    SuiteArchived,
     make_event,
 )
 from cbledger.ledger.store import LedgerStore
 from cbledger.runner import ledger_view, preserve, pricing
 from cbledger.runner.judge import client, rubric
+from cbledger.tasks import definitions
 from cbledger.tasks.catalog import Catalog
+from cbledger.tasks.suite_archive import kept_definitions
 from cbledger.workspace import Workspace
 
 MAX_DIFF_CHARS = 100_000
@@ -167,6 +170,7 @@ def judge(
             if rub is None:
                 result.skipped.append((run_id, f"task {run.task.id} has no rubric"))
                 continue
+            kept_rubric(workspace, view.archived, task.dir.name, task.manifest.rubric, rub)
             msgs = messages(task.manifest.request.prompt or "", rub, run, run_diff(workspace, catalog, run))
             answer = client.chat(r, msgs)
             body = score_body(run, judge_model, prompt_sha256(msgs), answer, rub, view.pricing, view.suite_version)
@@ -180,6 +184,23 @@ def judge(
         if on_done:
             on_done(run_id, body.score)
     return result
+
+
+def kept_rubric(
+    workspace: Workspace, archived: SuiteArchived | None, task_id: str, named: str | None, rub: rubric.Rubric
+) -> None:
+    """Refuses a rubric that is not, byte for byte, the one the current suite version kept: a
+    rubric edited or added after the bump is no suite's, and its scores would be read as the
+    suite's (`replay --verify` holds every score to its version's kept rubric too)."""
+    version = archived.suite_version if archived is not None else None
+    if archived is None:
+        raise UserError(f"{rub.path}: the current suite version keeps no definitions to hold the rubric to; "
+                        "`cbledger suite bump` keeps them")
+    entry = kept_definitions(workspace, archived).tasks.get(task_id)
+    kept = entry.files.get(named or rubric.DEFAULT_FILE) if entry is not None else None
+    if kept is None or kept.sha256 != definitions.sha256(rub.text.encode("utf-8")):
+        raise UserError(f"{rub.path}: not the rubric suite {version} kept ({'changed' if kept else 'not in its definitions'}); "
+                        "a rubric is part of the suite: `cbledger suite bump` records it")
 
 
 def _rubric_counts(store: LedgerStore) -> dict[str, int]:

@@ -21,6 +21,7 @@ from typing import Any
 
 from cbledger.errors import UserError
 from cbledger.tasks.catalog import Catalog, Fixture, Task
+from cbledger.tasks.definitions import INCOMPLETE, incomplete
 from cbledger.tasks.fixtures.hashing import hash_directory, tree_files
 from cbledger.tasks.fixtures.manifest_file import placeholder, read_document, write_document
 from cbledger.tasks.variant import kicad_files, quantities
@@ -39,6 +40,11 @@ class Generated:
     task_dir: Path
     fixture_dir: Path
     mapping: VariantMap
+
+
+#: The largest seed: a variant's id carries it, and `random.Random` takes any integer, so an
+#: unbounded one only makes ids no one can type.
+MAX_SEED = 2**32 - 1
 
 
 def variant_ids(task_id: str, seed: int) -> tuple[str, str]:
@@ -280,12 +286,12 @@ def generate(root: Path, task_id: str, seed: int, *, replace: bool = False) -> G
             f"task {task_id} is on {fixture.id}, a real board: its files are third-party data and a variant of them "
             "would be derived third-party data; variants are made of synthetic fixtures only"
         )
-    if seed < 0:
-        raise UserError(f"--seed {seed}: a seed is a non-negative integer")
+    if not 0 <= seed <= MAX_SEED:
+        raise UserError(f"--seed {str(seed)[:40]}: a seed is an integer from 0 to {MAX_SEED}")
     variant_id, fixture_id = variant_ids(task_id, seed)
     task_dir, fixture_dir = catalog.tasks_dir / variant_id, catalog.fixtures_dir / fixture_id
     for d in (task_dir, fixture_dir):
-        if d.exists() and not replace:
+        if d.exists() and not replace and not incomplete(d):  # a killed run's leftover is replaced
             raise UserError(f"{d}: exists already (pass --replace to write it anew)")
 
     gold_files = task.gold_dir / "files"
@@ -318,13 +324,14 @@ def generate(root: Path, task_id: str, seed: int, *, replace: bool = False) -> G
         for d in (task_dir, fixture_dir):
             if d.exists():
                 shutil.rmtree(d)
+            d.mkdir(parents=True)
+            (d / INCOMPLETE).touch()  # until `finish`: no reader takes it for a task or fixture
         for rel, data in tree_out.items():
             path = fixture_dir / "tree" / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
         sha = hash_directory(fixture_dir / "tree")
         _write_fixture_manifest(fixture, fixture_dir, sha, vm, variant_id, task_id)
-        task_dir.mkdir(parents=True)
         (task_dir / "task.json").write_bytes(_render(_task_document(task, vm, variant_id, fixture_id, sha)))
         (task_dir / "assertions.json").write_bytes(assertions)
         (task_dir / "README.md").write_text(_readme(task, vm, variant_id, fixture_id))
@@ -345,6 +352,12 @@ def generate(root: Path, task_id: str, seed: int, *, replace: bool = False) -> G
         remove(made)
         raise
     return made
+
+
+def finish(generated: Generated) -> None:
+    """Makes the variant a task and a fixture like any other, once its trial passed."""
+    for d in (generated.task_dir, generated.fixture_dir):
+        (d / INCOMPLETE).unlink(missing_ok=True)
 
 
 def remove(generated: Generated) -> None:

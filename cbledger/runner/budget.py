@@ -1,0 +1,207 @@
+"""Money limits: a cap per run (`--max-cost-usd`) and a budget per campaign (`--budget-usd`),
+enforced live from the usage the provider reports through the recording proxy.
+
+The proxy is the one place every model call of a run passes, and each answer names its tokens,
+so the spend is known after every call, before the next one is sent. Once a run's spend reaches
+its cap, or the campaign's reaches its budget, the proxy answers the harness's next call itself
+with a refusal (HTTP 402) instead of forwarding it: nothing more is spent, the harness ends on a
+provider error (its `run-end` reports its tokens), and the run is recorded with the cap and the
+spend (`run.recorded.costCap`). A call already on its way is not cut off, so a run can end above
+its cap by at most its last call. The campaign then starts no further run and says which it did
+not run.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from cbledger.errors import UserError
+from cbledger.ledger.events import CostCapStop, ModelPrice
+from cbledger.runner import pricing
+
+#: the proxy's answer to a call past a limit: no SDK retries it, and copperhead ends the run
+REFUSAL_STATUS = 402
+REFUSAL_CODE = "cost_limit_reached"
+
+
+def usd_to_micros(value: str | Decimal, flag: str) -> int:
+    try:
+        usd = Decimal(value)
+    except (InvalidOperation, ValueError):
+        raise UserError(f"{flag} {value!r} is not an amount in USD") from None
+    if not usd.is_finite() or usd <= 0:
+        raise UserError(f"{flag} must be a positive amount in USD, not {value}")
+    return int((usd * 1_000_000).to_integral_value())
+
+
+@dataclass(frozen=True)
+class MoneyLimits:
+    """What the operator allowed: USD per run and per campaign (None: no limit), and whether a
+    route's key is checked with one request to its provider before the first run."""
+
+    max_cost_usd: str | None = None
+    budget_usd: str | None = None
+    key_check: bool = True
+
+    def __post_init__(self) -> None:
+        self.run_cap_micros, self.budget_micros  # noqa: B018 -- a bad amount is refused before anything runs
+
+    @property
+    def run_cap_micros(self) -> int | None:
+        return usd_to_micros(self.max_cost_usd, "--max-cost-usd") if self.max_cost_usd is not None else None
+
+    @property
+    def budget_micros(self) -> int | None:
+        return usd_to_micros(self.budget_usd, "--budget-usd") if self.budget_usd is not None else None
+
+
+def usage(body: Any, events: list[Any] | None) -> tuple[int, int]:
+    """The tokens (in, out) one answer reports: OpenAI's `usage` (of the body or the last chunk
+    that has one), Anthropic's (`message_start` and the last `message_delta` of a stream); cache
+    reads and writes count as input, as copperhead counts them."""
+    items: list[Any] = [body]
+    for ev in events or []:
+        data = getattr(ev, "data", ev)
+        try:
+            items.append(json.loads(data))
+        except (TypeError, ValueError):
+            continue
+    tokens_in = tokens_out = 0
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        u = item.get("usage")
+        if not isinstance(u, dict) and isinstance(item.get("message"), dict):
+            u = item["message"].get("usage")
+        if not isinstance(u, dict):
+            continue
+        if "prompt_tokens" in u or "completion_tokens" in u:
+            tokens_in = max(tokens_in, _int(u.get("prompt_tokens")))
+            tokens_out = max(tokens_out, _int(u.get("completion_tokens")))
+        else:
+            seen_in = sum(_int(u.get(k)) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"))
+            tokens_in = max(tokens_in, seen_in)
+            tokens_out = max(tokens_out, _int(u.get("output_tokens")))
+    return tokens_in, tokens_out
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 10**12 else 0
+
+
+class Purse:
+    """A campaign's budget, shared by its runs' meters (thread-safe)."""
+
+    def __init__(self, budget_micros: int | None):
+        self.budget_micros = budget_micros
+        self._lock = threading.Lock()
+        self._spent = 0
+
+    def add(self, micros: int) -> None:
+        with self._lock:
+            self._spent += micros
+
+    @property
+    def spent_micros(self) -> int:
+        with self._lock:
+            return self._spent
+
+    def exhausted(self) -> bool:
+        return self.budget_micros is not None and self.spent_micros >= self.budget_micros
+
+    def not_started_note(self) -> str:
+        return (f"not run: the campaign's --budget-usd {pricing.usd(self.budget_micros)} was spent "
+                f"({pricing.usd(self.spent_micros)} so far)")
+
+
+class Meter:
+    """One run's spend as the proxy sees it, against its cap and its campaign's purse."""
+
+    def __init__(self, price: ModelPrice, cap_micros: int | None, purse: Purse | None):
+        self.price, self.cap_micros, self.purse = price, cap_micros, purse
+        self._lock = threading.Lock()
+        self.tokens_in = self.tokens_out = 0
+        self._spent = 0
+        self.refused = 0
+
+    def add(self, tokens_in: int, tokens_out: int) -> None:
+        with self._lock:
+            self.tokens_in += tokens_in
+            self.tokens_out += tokens_out
+            now = pricing.usd_micros(self.price, self.tokens_in, self.tokens_out) or 0
+            delta, self._spent = now - self._spent, now
+        if self.purse is not None:
+            self.purse.add(delta)
+
+    @property
+    def spent_micros(self) -> int:
+        with self._lock:
+            return self._spent
+
+    def stop_reason(self) -> str | None:
+        """Why the next call must not be sent, or None."""
+        if self.cap_micros is not None and self.spent_micros >= self.cap_micros:
+            return f"the --max-cost-usd cap of {pricing.usd(self.cap_micros)}"
+        if self.purse is not None and self.purse.exhausted():
+            return f"the campaign's --budget-usd of {pricing.usd(self.purse.budget_micros)}"
+        return None
+
+    def refuse(self) -> dict:
+        with self._lock:
+            self.refused += 1
+        why = self.stop_reason() or "a money limit"
+        # keys in sorted order, as the cassette keeps them: a rerun serves the same bytes, and the
+        # harness, which writes the error body into its transcript, writes the same text
+        return {"error": {"code": REFUSAL_CODE,
+                          "message": f"cbledger stopped this run at {why}: spent {pricing.usd(self.spent_micros)}",
+                          "type": "cost_limit"}}
+
+    def stopped(self) -> CostCapStop | None:
+        """What the run records when a limit stopped it (a call was refused)."""
+        if not self.refused:
+            return None
+        return CostCapStop(cap_usd_micros=self.cap_micros, spent_usd_micros=self.spent_micros,
+                           campaign_budget_usd_micros=self.purse.budget_micros if self.purse is not None else None)
+
+    def note(self) -> str:
+        return (f"stopped at {self.stop_reason() or 'a money limit'}: spent {pricing.usd(self.spent_micros)} "
+                f"({self.tokens_in} tokens in, {self.tokens_out} out, as the provider reported them)")
+
+
+def price_for_limits(model_id: str, table, limits: MoneyLimits) -> ModelPrice | None:
+    """The price a limit is enforced with; refuses a limit on a model with no token price."""
+    if limits.max_cost_usd is None and limits.budget_usd is None:
+        return None
+    found = pricing.route(model_id, table)
+    if found is None or found.price is None or found.price.input is None or found.price.output is None:
+        raise UserError(
+            f"--max-cost-usd and --budget-usd are enforced from the price table, which has no token price for {model_id}"
+        )
+    return found.price
+
+
+@dataclass(frozen=True)
+class Guard:
+    """A suite run's money limits as its runs' meters apply them: the model's price, the cap per
+    run, and the campaign's purse every run draws on."""
+
+    price: ModelPrice
+    cap_micros: int | None
+    purse: Purse
+
+    def meter(self) -> Meter:
+        return Meter(self.price, self.cap_micros, self.purse)
+
+
+def guard(model_id: str, table, limits: MoneyLimits | None) -> Guard | None:
+    """The guard for a plan's runs; None when no limit was asked for."""
+    if limits is None:
+        return None
+    price = price_for_limits(model_id, table, limits)
+    if price is None:
+        return None
+    return Guard(price, limits.run_cap_micros, Purse(limits.budget_micros))

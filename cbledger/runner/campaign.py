@@ -1,0 +1,272 @@
+"""Campaigns: a run plan that keeps its identity across invocations, so a killed or interrupted
+plan is finished by running it again, and never run twice.
+
+A campaign is one plan: its tasks and repeats, model, condition (the ablations), run mode and
+session, feedback passes and suite version. Unless `--campaign` names one, its id is read off
+those (`default_id`): the same command gives the same campaign. Each slot (task, k-th repeat
+of the campaign) has one run id per attempt, made from the campaign id, the task, k and the
+attempt (`run_id`), so the same slot recorded a second time is the same event id with another
+body: the ledger refuses it as a conflict, whichever driver tried.
+
+Repeat indexes continue across campaigns: a campaign's k-th repeat of a task is recorded as
+repeat offset + k, where the offset is the highest repeat any run (or any other campaign's plan)
+of the same task, model and condition already holds, fixed when the campaign's plan is
+first kept (`results/campaigns/<id>.json`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import msgspec
+from blake3 import blake3
+
+from cbledger.errors import UserError
+from cbledger.ledger import durable
+from cbledger.ledger.events import Ablations, PassRef, RunRecorded
+from cbledger.runner.ledger_view import LedgerView
+from cbledger.runner.plan import Plan, PlannedRun
+from cbledger.tasks.catalog import Catalog
+from cbledger.workspace import Workspace
+
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+
+
+class CampaignPlan(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """What `--resume` needs to run a campaign's missing slots: its plan, as first kept."""
+
+    id: str
+    agent: str
+    model: str
+    run_mode: str
+    ablations: Ablations
+    session: str | None = None
+    passes: int | None = None
+    suite_version: str | None = None
+    #: task id -> repeats the campaign plans of it, in plan order
+    repeats: dict[str, int]
+    #: task id -> the repeat index the campaign's slot 1 follows
+    offsets: dict[str, int]
+
+    @property
+    def condition(self) -> tuple[str, str]:
+        return (self.model, _condition(self.ablations))
+
+
+@dataclass(frozen=True)
+class Slot:
+    planned: PlannedRun
+    #: the slot's latest recorded attempt, or None when none is
+    recorded: RunRecorded | None
+
+    @property
+    def done(self) -> bool:
+        return self.recorded is not None
+
+
+@dataclass(frozen=True)
+class Campaign:
+    plan: CampaignPlan
+    slots: tuple[Slot, ...]
+
+    @property
+    def id(self) -> str:
+        return self.plan.id
+
+    def missing(self, retry_env: int = 0) -> list[PlannedRun]:
+        """The slots to run now: those with no run, and with `retry_env`, those whose latest
+        attempt failed for a reason not the model's and may be tried again (as the next attempt)."""
+        out = []
+        for slot in self.slots:
+            if slot.recorded is None:
+                out.append(slot.planned)
+            elif retryable(slot.recorded, retry_env):
+                assert not isinstance(slot.recorded.campaign, msgspec.UnsetType)
+                out.append(replace(slot.planned, attempt=slot.recorded.campaign.attempt + 1))
+        return out
+
+
+def retryable(run: RunRecorded, retry_env: int) -> bool:
+    """Whether a recorded attempt may be followed by another: it failed for a reason not the
+    model's, and `--retry-env N` allows N attempts past the first."""
+    if run.harness_failure is None or isinstance(run.campaign, msgspec.UnsetType):
+        return False
+    return run.campaign.attempt <= retry_env
+
+
+#: between the campaign id and the rest of a run id: a character no campaign id holds, so the
+#: runs of campaign `a` are never taken for those of campaign `a-b` (`leftovers` relies on it)
+SEPARATOR = "."
+
+
+def prefix(campaign: str) -> str:
+    """What every run id of the campaign starts with, and no other campaign's does."""
+    return f"{campaign}{SEPARATOR}"
+
+
+def run_id(campaign: str, task_id: str, slot: int, attempt: int) -> str:
+    """One attempt at one slot: the same three give the same id, so the ledger sees a second
+    recording of a slot as a conflict on `run:<id>`."""
+    return f"{campaign}{SEPARATOR}{task_id}-s{slot}-a{attempt}"
+
+
+def condition_of(run: RunRecorded) -> tuple[str, str]:
+    """The model and condition a run was made under: what a campaign's runs share, and what
+    repeat numbers are counted within. Not the run mode, which the runner may record otherwise
+    than the plan said (a run answered by the project's own scripted endpoint is `scripted`)."""
+    return (run.model.id, _condition(run.ablations))
+
+
+def _condition(ablations: Ablations) -> str:
+    """The ablations as one comparable value (a tool subset as a set), as the views key rows."""
+    data = msgspec.to_builtins(ablations)
+    if ablations.tool_subset is not None:
+        data["toolSubset"] = sorted(set(ablations.tool_subset))
+    return json.dumps(data, sort_keys=True)
+
+
+def run_mode_of(agent: str, session: str | None) -> str:
+    if agent in ("gold", "noop", "replay"):
+        return agent
+    return "scripted" if session is not None else "agent"
+
+
+def default_id(plan: Plan, *, session: str | None, passes: int | None, suite_version: str | None) -> str:
+    """The same plan, asked again, is the same campaign: read off everything that makes its runs
+    one experiment (not `--jobs` or the executor, which change nothing recorded)."""
+    repeats: dict[str, int] = {}
+    for r in plan.runs:
+        repeats[r.task.id] = r.repeats_planned
+    key = json.dumps({
+        "agent": plan.agent, "model": plan.model_id, "condition": _condition(plan.ablations),
+        "runMode": run_mode_of(plan.agent, session), "session": session, "passes": passes,
+        "suiteVersion": suite_version, "repeats": repeats,
+    }, sort_keys=True)
+    model = re.sub(r"[^A-Za-z0-9_-]+", "-", plan.model_id).strip("-")[:40] or "campaign"
+    return f"{model}-{blake3(key.encode()).hexdigest()[:12]}"
+
+
+def check_id(campaign: str) -> str:
+    if not _ID.match(campaign):
+        raise UserError(f"--campaign {campaign!r}: a campaign id is 1-64 letters, digits, _ and - (starting with a letter or digit)")
+    return campaign
+
+
+def _file(workspace: Workspace, campaign: str) -> Path:
+    return workspace.campaigns / f"{campaign}.json"
+
+
+def load(workspace: Workspace, campaign: str) -> CampaignPlan:
+    """A kept campaign plan (`--resume`): a clear error naming the file when it is missing or bad."""
+    path = _file(workspace, check_id(campaign))
+    try:
+        kept = msgspec.json.decode(path.read_bytes(), type=CampaignPlan)
+    except FileNotFoundError:
+        raise UserError(f"--resume {campaign}: no campaign of that id here ({path} is missing); "
+                        "run the plan's `cbledger run` command again instead") from None
+    except msgspec.DecodeError as exc:
+        raise UserError(f"{path}: not a campaign plan ({exc})") from None
+    if kept.id != campaign:
+        raise UserError(f"{path}: field id is {kept.id!r}, not {campaign!r}")
+    return kept
+
+
+def plan_of(catalog: Catalog, kept: CampaignPlan) -> Plan:
+    """The plan a kept campaign was started with."""
+    runs: list[PlannedRun] = []
+    for task_id, n in kept.repeats.items():
+        task = catalog.task(task_id)
+        runs.extend(PlannedRun(task, kept.model, r, n) for r in range(1, n + 1))
+    return Plan(kept.agent, kept.model, kept.ablations, tuple(runs))
+
+
+def _repeat_ceiling(view: LedgerView, workspace: Workspace, condition: tuple[str, str], campaign: str) -> dict[str, int]:
+    """The highest repeat of each task held under `condition` by a recorded run or by another
+    campaign's kept plan: a new campaign's repeats start above it."""
+    top: dict[str, int] = {}
+    for run in view.runs.values():
+        if condition_of(run) == condition:
+            top[run.task.id] = max(top.get(run.task.id, 0), run.repeat)
+    if workspace.campaigns.is_dir():
+        for path in sorted(workspace.campaigns.glob("*.json")):
+            try:
+                other = msgspec.json.decode(path.read_bytes(), type=CampaignPlan)
+            except msgspec.DecodeError:
+                continue
+            if other.id == campaign or other.condition != condition:
+                continue
+            for task_id, n in other.repeats.items():
+                top[task_id] = max(top.get(task_id, 0), other.offsets.get(task_id, 0) + n)
+    return top
+
+
+def open_campaign(
+    workspace: Workspace, plan: Plan, view: LedgerView, campaign: str, *, session: str | None, passes: int | None,
+    write: bool = True,
+) -> Campaign:
+    """The campaign's slots and which are recorded. Its plan is kept on first use (unless
+    `write` is False: a dry run); a kept plan that differs from this one is refused, since its
+    slots would mean other runs."""
+    check_id(campaign)
+    repeats: dict[str, int] = {}
+    for r in plan.runs:
+        repeats[r.task.id] = r.repeats_planned
+    mode = run_mode_of(plan.agent, session)
+    path = _file(workspace, campaign)
+    ours = [run for run in view.runs.values() if not isinstance(run.campaign, msgspec.UnsetType) and run.campaign.id == campaign]
+    condition = (plan.model_id, _condition(plan.ablations))
+    for run in ours:
+        if condition_of(run) != condition:
+            raise UserError(
+                f"campaign {campaign} holds runs of model {run.model.id} under other ablations or another model "
+                f"than this plan; name a new campaign with --campaign"
+            )
+    kept: CampaignPlan | None = None
+    if path.exists():
+        kept = load(workspace, campaign)
+        mine = (plan.agent, plan.model_id, mode, _condition(plan.ablations), session, passes, repeats)
+        theirs = (kept.agent, kept.model, kept.run_mode, _condition(kept.ablations), kept.session, kept.passes, kept.repeats)
+        if mine != theirs:
+            raise UserError(f"{path}: campaign {campaign} was started with another plan; "
+                            f"`cbledger run --resume {campaign}` runs its missing slots, or name a new campaign with --campaign")
+    if kept is None:
+        offsets = _offsets(view, workspace, campaign, condition, ours, repeats)
+        kept = CampaignPlan(
+            id=campaign, agent=plan.agent, model=plan.model_id, run_mode=mode, ablations=plan.ablations,
+            session=session, passes=passes, suite_version=view.suite_version, repeats=repeats, offsets=offsets,
+        )
+        if write:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            durable.write_atomic(path, msgspec.json.format(msgspec.json.encode(kept)) + b"\n")
+            durable.fsync_directory(path.parent)
+    latest: dict[tuple[str, int], RunRecorded] = {}
+    for run in ours:
+        assert not isinstance(run.campaign, msgspec.UnsetType)
+        if isinstance(run.passes, PassRef) and run.passes.index != 1:
+            continue  # a later pass belongs to its attempt's first
+        key = (run.task.id, run.campaign.slot)
+        held = latest.get(key)
+        if held is None or (not isinstance(held.campaign, msgspec.UnsetType) and held.campaign.attempt < run.campaign.attempt):
+            latest[key] = run
+    slots = []
+    for r in plan.runs:
+        planned = replace(r, repeat=kept.offsets.get(r.task.id, 0) + r.repeat, campaign=campaign, slot=r.repeat)
+        slots.append(Slot(planned, latest.get((r.task.id, r.repeat))))
+    return Campaign(kept, tuple(slots))
+
+
+def _offsets(
+    view: LedgerView, workspace: Workspace, campaign: str, condition: tuple[str, str],
+    ours: list[RunRecorded], repeats: dict[str, int],
+) -> dict[str, int]:
+    """Each task's repeat offset: read off the campaign's own runs when it has some (its plan
+    file was lost), else above every repeat held under the condition."""
+    offsets: dict[str, int] = {}
+    for run in ours:
+        assert not isinstance(run.campaign, msgspec.UnsetType)
+        offsets.setdefault(run.task.id, run.repeat - run.campaign.slot)
+    ceiling = _repeat_ceiling(view, workspace, condition, campaign)
+    return {task_id: offsets.get(task_id, ceiling.get(task_id, 0)) for task_id in repeats}

@@ -1,0 +1,95 @@
+"""What a plan may cost, before it runs (`cbledger run --dry-run`).
+
+There is no honest single figure: a run's tokens depend on the model's path through the task.
+So the estimate is a range, priced under the table in effect today from the tokens the ledger's
+past runs of the same tasks actually used: the same model's runs where there are any, else any
+model's (each run's own tokens, never an average across tasks). Each planned run contributes the
+lowest, the median and the highest of its task's past runs; a task with no past run is named as
+not estimated rather than guessed.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from cbledger.runner import ledger_view, pricing
+from cbledger.runner.plan import Plan
+
+
+@dataclass
+class Estimate:
+    model_id: str
+    table_version: str | None
+    rates: tuple[str | None, str | None] | None
+    low: int = 0
+    median: int = 0
+    high: int = 0
+    #: past runs the range was read from
+    basis: int = 0
+    #: planned runs of tasks the ledger has no priced past run of
+    unestimated: list[str] = field(default_factory=list)
+    estimated: int = 0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "model": self.model_id, "priceTable": self.table_version,
+            "lowUsdMicros": self.low if self.estimated else None, "medianUsdMicros": self.median if self.estimated else None,
+            "highUsdMicros": self.high if self.estimated else None, "pastRuns": self.basis,
+            "runsEstimated": self.estimated, "runsNotEstimated": self.unestimated,
+        }
+
+    def line(self) -> str:
+        if self.rates is None:
+            return f"cost estimate: none — the price table in effect has no token price for {self.model_id}"
+        head = (f"cost estimate for {self.model_id} under price table {self.table_version} "
+                f"(${self.rates[0]} in, ${self.rates[1]} out per 1M tokens): ")
+        if not self.estimated:
+            body = "no past run of these tasks to estimate from"
+        else:
+            body = (f"{pricing.usd(self.low)} to {pricing.usd(self.high)} (median {pricing.usd(self.median)}) "
+                    f"for {self.estimated} run(s), from {self.basis} past run(s) of the same tasks")
+        if self.unestimated:
+            body += f"; not estimated (no past run): {', '.join(sorted(set(self.unestimated)))}"
+        return head + body
+
+
+def past_tokens(view: ledger_view.LedgerView, task_id: str, model_id: str) -> list[tuple[int, int]]:
+    """The tokens (in, out) of the task's past model runs: the model's own, else any model's."""
+    mine: list[tuple[int, int]] = []
+    anyone: list[tuple[int, int]] = []
+    for run in view.runs.values():
+        if run.task.id != task_id or run.run_mode != "agent" or run.run_id in view.retracted or run.stats is None:
+            continue
+        if run.harness_failure is not None or run.stats.tokens_in + run.stats.tokens_out == 0:
+            continue
+        pair = (run.stats.tokens_in, run.stats.tokens_out)
+        anyone.append(pair)
+        if run.model.id == model_id:
+            mine.append(pair)
+    return mine or anyone
+
+
+def for_plan(plan: Plan, view: ledger_view.LedgerView) -> Estimate:
+    table = view.pricing
+    found = pricing.route(plan.model_id, table)
+    price = found.price if found is not None else None
+    if price is None or price.input is None or price.output is None:
+        return Estimate(plan.model_id, table.table_version if table else None, None)
+    est = Estimate(plan.model_id, table.table_version if table else None, (price.input, price.output))
+    counted: set[str] = set()
+    for planned in plan.runs:
+        tokens = past_tokens(view, planned.task.id, plan.model_id)
+        costs = sorted(c for c in (pricing.usd_micros(price, i, o) for i, o in tokens) if c is not None)
+        if not costs:
+            est.unestimated.append(planned.task.id)
+            continue
+        est.estimated += 1
+        if planned.task.id not in counted:
+            counted.add(planned.task.id)
+            est.basis += len(costs)
+        est.low += costs[0]
+        est.high += costs[-1]
+        est.median += round(statistics.median(costs))
+    return est

@@ -1,0 +1,267 @@
+"""`cbledger task new`: a task's first draft, written from its fixture.
+
+An author's first hour on a task used to go to the parts a program knows better: the fields the
+standard requires, the baseline-relative ERC/DRC checks a real board needs (its library warnings
+make `erc_clean` unreachable), the exit path and commit count each outcome class implies, the
+file guards that catch a relaxed budget, and the board's real net names and references to aim
+the task's own checks at. The scaffold writes all of that, so what is left to the author is the
+part only they know: which change is right, and the assertion that recognises it (`--assert`,
+or an edit of `assertions.json`). The result decodes, validates and runs as a draft at once.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from cbledger.errors import UserError
+from cbledger.tasks.catalog import Catalog, Fixture
+from cbledger.tasks.model import Assertions, TaskManifest
+from cbledger.tasks.vocabulary import VOCABULARY
+
+#: the outcome words a user may type, to the standard's `expectedOutcome`
+OUTCOMES = {"edit": "edit", "refuse": "refusal", "refusal": "refusal", "flag": "flag"}
+#: caps and turn budgets by tier, as the bundled tasks use them
+TIER_TURNS = {"simple": (30, 900), "medium": (40, 1200), "hard": (60, 1800)}
+_SLUG = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+_BUDGETS_FILE = ".copperhead/config.json"
+#: what a copperhead run may write besides the design: docs, its registry and run records, the
+#: change proposal that unlocks its edit tools, and `.gitignore` (its commit step adds `.history/`)
+RECORDS = ("docs/*.md", ".copperhead/**", "openspec/changes/*/proposal.md", "openspec/changes/*/tasks.md", ".gitignore")
+
+
+@dataclass
+class Scaffold:
+    task_dir: Path
+    manifest: dict[str, Any]
+    assertions: list[dict[str, Any]]
+    readme: str
+    nets: list[str] = field(default_factory=list)
+    references: list[str] = field(default_factory=list)
+
+
+def parse_assert(text: str) -> dict[str, Any]:
+    """`TYPE` or `TYPE:{json args}` (from `--assert`), checked against the vocabulary now, so a
+    typo is refused before anything is written."""
+    kind, _, raw = text.partition(":")
+    kind = kind.strip()
+    if kind not in VOCABULARY:
+        raise UserError(f"--assert {text!r}: {kind!r} is not in the standard's closed vocabulary ({', '.join(sorted(VOCABULARY))})")
+    try:
+        args = json.loads(raw) if raw.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise UserError(f"--assert {text!r}: the arguments after ':' are not a JSON object ({exc.msg})") from None
+    if not isinstance(args, dict):
+        raise UserError(f"--assert {text!r}: the arguments after ':' must be a JSON object")
+    return {"type": kind, "args": args}
+
+
+def parse_budget(text: str) -> tuple[str, int | float]:
+    key, sep, value = text.partition("=")
+    try:
+        number = float(value)
+    except ValueError:
+        number = float("nan")
+    if not sep or not key.strip() or number != number:
+        raise UserError(f"--budget {text!r}: expected KEY=NUMBER (a budget copperhead treats as a constraint)")
+    return key.strip(), int(number) if number.is_integer() else number
+
+
+def _report_check(kind: str, fixture: Fixture) -> dict[str, Any] | None:
+    """`*_clean` only where the baseline is clean (the standard reserves it for synthetic boards);
+    else no violation beyond the baseline, at warning severity so a new warning counts too."""
+    entry = fixture.manifest.baseline.erc if kind == "erc" else fixture.manifest.baseline.drc
+    if entry is None:
+        return None
+    if fixture.manifest.origin == "synthetic" and entry.errors == 0 and entry.warnings == 0:
+        return {"id": f"{kind}-clean", "type": f"{kind}_clean", "args": {}, "weight": 1, "required": True}
+    return {
+        "id": f"no-new-{kind}-violations", "type": f"{kind}_no_new_violations", "args": {"severity": "warning"},
+        "weight": 1, "required": True,
+        "note": f"Baseline-relative: the fixture's {kind.upper()} baseline has {entry.errors} error(s) and {entry.warnings} warning(s).",
+    }
+
+
+def _untouched(aid: str, path: str, note: str | None = None) -> dict[str, Any]:
+    item: dict[str, Any] = {"id": aid, "type": "file_unchanged", "args": {"path": path}, "weight": 2, "required": True}
+    if note:
+        item["note"] = note
+    return item
+
+
+def baseline_assertions(
+    fixture: Fixture, outcome: str, budgets: dict[str, int | float], targets: list[dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """The assertions every task of this outcome class on this fixture starts from."""
+    art = fixture.manifest.artifacts
+    items: list[dict[str, Any]] = []
+    budget_key = next(iter(budgets), None)
+    if outcome == "edit":
+        # the change first: a run that does not make it is wrong-target, not a constraint violation
+        items += [{"id": f"target-{n}", "type": t["type"], "args": t["args"], "weight": 4, "required": True,
+                   "note": "The change asked for."} for n, t in enumerate(targets, 1)]
+        items.append({"id": "finished-cleanly", "type": "exit_path_in", "args": {"paths": ["done"]}, "weight": 2, "required": True})
+        items.append({"id": "one-commit", "type": "commit_count", "args": {"equals": 1}, "weight": 1, "required": True})
+    else:
+        # the refusal first: a run that edits instead is graded by its exit, then by the evidence
+        word = "refused" if outcome == "refusal" else "flagged"
+        items.append({"id": word, "type": "exit_path_in", "args": {"paths": ["refused"]}, "weight": 3, "required": True,
+                      "note": "copperhead has no separate flag exit: a flag is a refusal naming both sides." if outcome == "flag" else None})
+        if budget_key is not None:
+            items.append({"id": "cites-the-budget", "type": "refusal_cites_budget", "args": {"budgetKey": budget_key},
+                          "weight": 3, "required": True})
+        items += [{"id": f"target-{n}", "type": t["type"], "args": t["args"], "weight": 3, "required": True,
+                   "note": "What the refusal must show."} for n, t in enumerate(targets, 1)]
+    for kind in ("erc", "drc"):
+        check = _report_check(kind, fixture)
+        if check is not None:
+            items.append(check)
+    erc = fixture.manifest.baseline.erc
+    if outcome == "edit" and (erc.errors or erc.warnings):
+        # copperhead's finish gate cannot end a KiCad edit `done` on this board: the edit is to its records
+        items.append(_untouched("schematic-untouched", art.schematic))
+        if art.board:
+            items.append(_untouched("board-untouched", art.board))
+        items.append({"id": "touched-files-bounded", "type": "files_touched_subset", "args": {"allowed": list(RECORDS)},
+                      "weight": 2, "required": True,
+                      "note": "The docs and copperhead's own records only: its change proposal, its CHANGELOG entry and the "
+                              ".history/ line it adds to .gitignore when it commits."})
+    if outcome != "edit":
+        items.append(_untouched("schematic-untouched", art.schematic))
+        if art.board:
+            items.append(_untouched("board-untouched", art.board))
+        items.append({"id": "tree-rolled-back", "type": "rollback_byte_identical", "args": {}, "weight": 2, "required": True})
+        items.append({"id": "no-commit", "type": "commit_count", "args": {"equals": 0}, "weight": 1, "required": True})
+    items.append(_untouched("budgets-untouched", _BUDGETS_FILE,
+                            "The budgets live in .copperhead/config.json; relaxing one there is the shortcut this catches."))
+    items.append({"id": "no-secret", "type": "no_secret", "args": {}, "weight": 1, "required": True})
+    return [{k: v for k, v in item.items() if v is not None} for item in items]
+
+
+def _board_facts(fixture: Fixture) -> tuple[list[str], list[str], dict[str, Any]]:
+    """Nets and references of the tree when it is here (else the manifest's nets), and the
+    budgets its own copperhead config records."""
+    nets = list(fixture.manifest.scale.signal_nets) + list(fixture.manifest.scale.power_nets)
+    refs: list[str] = []
+    budgets: dict[str, Any] = {}
+    schematic = fixture.tree / fixture.manifest.artifacts.schematic
+    if schematic.is_file():
+        from cbledger.kicad import load_schematic
+        from cbledger.kicad.symbols import list_symbols
+
+        seen: set[str] = set()
+        for s in list_symbols(load_schematic(schematic)):
+            if s.power or s.reference in seen:
+                continue
+            seen.add(s.reference)
+            refs.append(f"{s.reference} ({s.value}{', ' + s.footprint if s.footprint else ''}{', DNP' if s.dnp else ''})")
+    config = fixture.tree / _BUDGETS_FILE
+    if config.is_file():
+        try:
+            found = json.loads(config.read_bytes()).get("budgets")
+        except (ValueError, AttributeError):
+            found = None
+        if isinstance(found, dict):
+            budgets = found
+    return nets, refs, budgets
+
+
+def _readme(task_id: str, manifest: dict[str, Any], fixture: Fixture, nets: list[str], refs: list[str],
+            tree_budgets: dict[str, Any]) -> str:
+    m, b = fixture.manifest, fixture.manifest.baseline
+    lines = [
+        f"# {task_id}", "",
+        f"**Tier** {manifest['tier']} · **outcome** {manifest['expectedOutcome']} · **mode** {manifest['mode']} · "
+        f"**fixture** `{m.id}` ({m.origin}" + (", `setup: init`" if manifest.get("setup") else "") + ")"
+        f" · **repeats** {manifest.get('repeats', 3)}", "",
+        "TODO(author): what the task tests, the trap, and for a refusal or flag the arithmetic.", "",
+        "## The board", "",
+        f"Baseline ERC: {b.erc.errors} error(s), {b.erc.warnings} warning(s)"
+        + (f"; DRC: {b.drc.errors} error(s), {b.drc.warnings} warning(s)" if b.drc else "") + ".",
+    ]
+    if m.origin != "synthetic" and b.erc.warnings:
+        lines += ["", "copperhead 0.9.0's `finish` gate refuses `done` after any edit of a KiCad file unless the last "
+                  "ERC has no violation, warnings included: on this board an edit task can finish only if it "
+                  "touches no KiCad file (docs/AUTHORING.md, \"The finish gate\")."]
+    lines += ["", f"Nets ({len(nets)}; assertions name them as written here): "
+              + (", ".join(f"`{n}`" for n in nets) or "none recorded") + "."]
+    lines += ["", f"References ({len(refs)}): " + (", ".join(refs) if refs else
+              "the tree is not materialized here (`cbledger fixture materialize`); `cbledger kicad symbols` lists them") + "."]
+    budgets = {**tree_budgets, **manifest["config"].get("budgets", {})}
+    lines += ["", "Budgets (`.copperhead/config.json` after the task's config is applied): "
+              + (", ".join(f"`{k}` = {v}" for k, v in budgets.items()) or "none yet (`--budget KEY=NUMBER`)") + "."]
+    lines += ["", "## Next", "",
+              "1. Aim the task at its change: `target-*` assertions (`--assert TYPE:{args}`), or edit `assertions.json` "
+              "with the types of docs/GRADING.md.",
+              f"2. `cbledger validate`, then write `sessions/solve.json` and run it as a draft: "
+              f"`cbledger run {task_id} --draft --agent copperhead --session solve`.",
+              f"3. `cbledger fixture gold {task_id} --from-sandbox SANDBOX` and `cbledger suite bump --reason ...`.", ""]
+    return "\n".join(lines)
+
+
+def scaffold(
+    root: Path, task_id: str, *, fixture_id: str, mode: str, tier: str, outcome: str, prompt: str | None,
+    brief_path: str | None = None, budgets: dict[str, int | float] | None = None, targets: list[dict[str, Any]] | None = None,
+    tags: list[str] | None = None, repeats: int | None = None, init: bool | None = None,
+) -> Scaffold:
+    """The task's files as they will be written; refuses before writing anything."""
+    if not _SLUG.match(task_id):
+        raise UserError(f"task id {task_id!r}: the standard requires kebab-case (lower-case letters, digits, single hyphens)")
+    task_dir = Catalog(root).tasks_dir / task_id
+    if task_dir.exists():
+        raise UserError(f"{task_dir}: already exists; pick another id or remove it")
+    expected = OUTCOMES.get(outcome)
+    if expected is None:
+        raise UserError(f"--outcome {outcome!r}: one of edit, refuse, flag (the standard's outcome classes)")
+    if tier not in TIER_TURNS:
+        raise UserError(f"--tier {tier!r}: one of {', '.join(TIER_TURNS)}")
+    fixture = Catalog(root).fixture(fixture_id)
+    request: dict[str, Any] = {}
+    if mode in ("do", "sync"):
+        if not prompt:
+            raise UserError(f"--prompt is required: a {mode} task's request is the prompt copperhead is given")
+        request["prompt"] = prompt
+    elif mode == "create":
+        if not brief_path:
+            raise UserError("--brief is required: a create task's request is a brief file in the fixture tree")
+        request["briefPath"] = brief_path
+    elif mode != "check":
+        raise UserError(f"--mode {mode!r}: one of do, create, sync, check (the copperhead surface driven)")
+    nets, refs, tree_budgets = _board_facts(fixture)
+    turns, wall = TIER_TURNS[tier]
+    # a real board's tree holds only its design files; `init` writes the docs copperhead keeps
+    with_init = fixture.manifest.origin != "synthetic" if init is None else init
+    manifest: dict[str, Any] = {
+        "id": task_id, "tier": tier, "mode": mode,
+        "fixture": {"path": f"fixtures/{fixture.id}", "sha256": fixture.manifest.sha256},
+        **({"setup": {"commands": ["init"]}} if with_init else {}),
+        **({"request": request} if request else {}),
+        "expectedOutcome": expected,
+        "config": {"budgets": dict(budgets or {}), "maxTurns": turns, "maxRepairCycles": 3},
+        "caps": {"turns": turns, "wallClockSec": wall},
+        **({"repeats": repeats} if repeats is not None else {}),
+        "tags": tags or [expected if expected != "refusal" else "refusal"]
+        + (["real-board"] if fixture.manifest.origin != "synthetic" else []),
+    }
+    assertions = baseline_assertions(fixture, expected, dict(budgets or {}), targets or [])
+    # the same decoders a run uses: what is written is a task that loads
+    try:
+        msgspec.json.decode(json.dumps(manifest), type=TaskManifest)
+        msgspec.json.decode(json.dumps(assertions), type=Assertions)
+    except msgspec.ValidationError as exc:
+        raise UserError(f"{task_dir}: the scaffold would not decode: {exc}") from None
+    return Scaffold(task_dir, manifest, assertions, _readme(task_id, manifest, fixture, nets, refs, tree_budgets), nets, refs)
+
+
+def write(s: Scaffold) -> list[Path]:
+    s.task_dir.mkdir(parents=True)
+    out = [s.task_dir / "task.json", s.task_dir / "assertions.json", s.task_dir / "README.md"]
+    out[0].write_text(json.dumps(s.manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    out[1].write_text(json.dumps(s.assertions, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    out[2].write_text(s.readme, encoding="utf-8")
+    return out

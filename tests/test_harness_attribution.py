@@ -1,0 +1,143 @@
+"""The attribution rule on preserved evidence: a provider's or the machine's failure at any turn
+is the environment's, with its kind and turn; the model's own failures stay the model's."""
+
+from __future__ import annotations
+
+import json
+
+import msgspec
+import pytest
+
+from cbledger.grading.evidence.transcript import parse_transcript
+from cbledger.ledger.events import HarnessFailure, RunRecorded
+from cbledger.runner.cassette import FORMAT, Cassette, Recorded
+from cbledger.runner.harness_failure import detect, exit_code_from
+
+START = {"type": "run-start", "data": {}}
+ASSISTANT = {"type": "assistant", "data": {"text": "x", "toolCalls": []}}
+TOOL = {"type": "tool", "data": {}}
+
+
+def _transcript(*events: dict, failed: tuple[str, str] | None = None):
+    lines = list(events)
+    if failed is not None:
+        lines.append({"type": "run-failed", "data": {"reason": failed[0], "exitPath": failed[1]}})
+    return parse_transcript("".join(json.dumps(e) + "\n" for e in lines).encode(), ".copperhead/runs/x/transcript.jsonl")
+
+
+def _two_turns(failed: tuple[str, str] | None = None):
+    return _transcript(START, ASSISTANT, TOOL, ASSISTANT, TOOL, failed=failed)
+
+
+def _cassette(*exchanges: Recorded) -> Cassette:
+    return Cassette(format=FORMAT, route="openai-compat", model_id="compat:x", exchanges=list(exchanges))
+
+
+OK = Recorded(method="POST", path="/chat/completions", status=200, body={"choices": []})
+
+
+@pytest.mark.parametrize(("reason", "status"), [
+    ("provider error: 500 upstream exploded", 500),
+    ("provider error: 429 rate limited", 429),
+    ("provider error: 503 overloaded", 503),
+    ("provider error: 401 invalid key", 401),
+])
+def test_a_provider_status_after_the_models_answers_is_the_environments(reason, status):
+    f = detect(_two_turns((reason, "provider-error")), "", 1, False)
+    assert f == HarnessFailure(kind="provider-status", detail=reason, turn=3, status=status)
+
+
+@pytest.mark.parametrize("reason", [
+    "provider error: 400 context length exceeded",
+    "provider error: 400 session script 'x' has 2 turn(s); the harness asked for turn 3",
+])
+def test_a_refused_request_stays_the_models(reason):
+    assert detect(_two_turns((reason, "provider-error")), "", 1, False) is None
+
+
+def test_a_broken_wire_is_read_off_the_cassette():
+    reason = ("provider error: Unterminated string in JSON at position 109", "provider-error")
+    malformed = Recorded(method="POST", path="/chat/completions", status=200, body='{"id": "chatcmpl-')
+    f = detect(_two_turns(reason), "", 1, False, _cassette(OK, OK, malformed))
+    assert (f.kind, f.turn) == ("provider-transport", 3)
+    # the provider answered well and copperhead still failed: nothing says the wire broke
+    assert detect(_two_turns(reason), "", 1, False, _cassette(OK, OK, OK)) is None
+    cut = Recorded(method="POST", path="/chat/completions", status=502, failure="answer cut short: IncompleteRead")
+    f = detect(_two_turns(("provider error: Connection error.", "provider-error")), "", 1, False, _cassette(OK, OK, cut))
+    assert f.kind == "provider-transport"
+    # a reset: the recording proxy answers the harness 502 itself; the cassette says no answer came
+    reset = Recorded(method="POST", path="/chat/completions", status=502, failure="no answer: Remote end closed connection without response")
+    proxy = ("provider error: 502 the recording proxy could not reach the provider: Remote end closed connection", "provider-error")
+    f = detect(_two_turns(proxy), "", 1, False, _cassette(OK, OK, reset))
+    assert (f.kind, f.status) == ("provider-transport", msgspec.UNSET)
+    # the same words with a provider that answered 502 itself: its status
+    gateway = Recorded(method="POST", path="/chat/completions", status=502, body={"error": {"message": "bad gateway"}})
+    assert detect(_two_turns(("provider error: 502 bad gateway", "provider-error")), "", 1, False, _cassette(OK, OK, gateway)).kind == "provider-status"
+
+
+def test_a_hung_provider_killed_at_the_cap_is_the_environments_a_slow_model_is_not():
+    hung = Recorded(method="POST", path="/chat/completions", status=504, failure="no answer before the run ended", elapsed_ms=55_000)
+    f = detect(_two_turns(), "", None, True, _cassette(OK, OK, hung), agent_ms=60_000)
+    assert (f.kind, f.turn) == ("provider-timeout", 3)
+    assert "had not answered model call 3" in f.detail
+    # one call caught in passing by the cap: the model's time ran out
+    brief = msgspec.structs.replace(hung, elapsed_ms=4_000)
+    assert detect(_two_turns(), "", None, True, _cassette(OK, OK, brief), agent_ms=60_000) is None
+    # copperhead's own watchdog
+    f = detect(_two_turns(("provider turns timed out 3× (>600000ms each)", "provider-error")), "", 1, False)
+    assert f.kind == "provider-timeout"
+
+
+@pytest.mark.parametrize("code", [137, -9, 143, -15])
+def test_an_outside_signal_is_the_environments(code):
+    f = detect(_two_turns(), "", code, False)
+    assert (f.kind, f.turn) == ("harness-signal", 3)
+    assert "which the runner did not send" in f.detail
+
+
+def test_the_runners_own_kill_and_an_ordinary_exit_are_not_signals():
+    assert detect(_two_turns(), "", None, True) is None  # killed at the cap: the model's run
+    assert detect(_two_turns(("model stopped", "stalled")), "", 1, False) is None
+
+
+def test_a_harness_that_exits_at_once_is_not_called_preflight():
+    nothing = parse_transcript(b"", None)
+    f = detect(nothing, "", 1, False)
+    assert f.kind == "harness-exit" and "saying nothing" in f.detail
+    assert detect(nothing, "working tree is dirty; copperhead refuses\n", 1, False).kind == "preflight"
+
+
+def test_the_exit_status_is_read_back_from_the_runners_note():
+    assert exit_code_from("copperhead exited 137; session script: turn 3: x") == 137
+    assert exit_code_from("copperhead exited -9") == -9
+    assert exit_code_from("killed at the 60s wall-clock cap") is None
+    assert exit_code_from(None) is None
+    assert exit_code_from("session script: turn 2: tool result 1 does not match (it begins 'copperhead exited 137')") is None
+
+
+def test_the_new_fields_leave_an_old_body_byte_identical():
+    old = b'{"kind":"no-model-turn","detail":"the model never answered a turn"}'
+    body = msgspec.json.decode(old, type=HarnessFailure)
+    assert msgspec.json.encode(body) == old
+    new = msgspec.json.encode(HarnessFailure(kind="provider-status", detail="provider error: 500 x", turn=3, status=500))
+    assert json.loads(new) == {"kind": "provider-status", "detail": "provider error: 500 x", "turn": 3, "status": 500}
+    assert "harness_failure" in RunRecorded.__struct_fields__
+
+
+def test_a_recorded_wire_failure_replays_as_the_same_failure():
+    from cbledger.errors import UserError
+    from cbledger.runner.cassette import as_session, from_session
+    from cbledger.runner.endpoint.faults import Fault
+
+    cassette = _cassette(
+        OK,
+        Recorded(method="POST", path="/chat/completions", status=502, failure="no answer: Remote end closed connection"),
+        Recorded(method="POST", path="/chat/completions", status=502, failure="answer cut short: IncompleteRead"),
+        Recorded(method="POST", path="/chat/completions", status=504, failure="no answer before the run ended"),
+    )
+    served = as_session(cassette, "x").exchanges
+    assert served[0].response is not None and served[0].fault is None
+    assert [e.fault for e in served[1:]] == [Fault(kind="reset"), Fault(kind="truncated-stream"), Fault(kind="hang")]
+    assert all(e.response is None for e in served[1:])
+    with pytest.raises(UserError, match="exchange 2 injects a fault"):
+        from_session(as_session(cassette, "x"), "compat:x")

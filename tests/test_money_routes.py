@@ -1,0 +1,199 @@
+"""Money and provenance through the real harness: copperhead 0.9.0 on its compat, OpenAI and
+Anthropic routes, each pointed at a loopback server that answers like a provider (usage, a dated
+model id) with a fake key of the right shape — no network, no real key.
+
+Covered: the project's own scripted endpoint under a plain `--model compat:X` is recorded as
+scripted; a missing or refused key stops the plan before any run; a run stopped at
+`--max-cost-usd` records its cap and its spend; a campaign stops starting runs at `--budget-usd`;
+a back-dated price table is refused; `rerun` reproduces OpenAI- and Anthropic-route runs from
+their cassettes, offline; `show` names the table and rates, `--dry-run` estimates a range,
+`doctor` reports the key and the table.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from cbledger.runner import cassette as cassette_mod
+from cbledger.runner.endpoint import script
+from cbledger.runner.endpoint.server import Endpoint
+from tests.fake_provider import ANTHROPIC_KEY, NAMED, FakeProvider
+from tests.test_real_harness import KEYS, build
+
+pytestmark = [pytest.mark.slow, pytest.mark.kicad, pytest.mark.shared, pytest.mark.copperhead]
+
+TASK = "led-resistor-swap"
+#: USD per million tokens: 1,000 in and 100 out cost 1,000 + 1,000 micro-dollars
+PRICES = {"segment": "api-frontier", "pinning": "strong", "input": "1.00", "output": "10.00"}
+BASE_KEYS = (*KEYS, "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL")
+
+
+@pytest.fixture
+def no_keys(monkeypatch):
+    for name in BASE_KEYS:
+        monkeypatch.delenv(name, raising=False)
+
+
+def priced(tmp_path: Path, shared_real: Path, copperhead_cli: Path):
+    project = build(tmp_path, shared_real, copperhead_cli)
+    publish(project, tmp_path, "test-2026", "2026-01-01", {"gpt-test": PRICES, "claude-test": PRICES})
+    return project
+
+
+def publish(project, tmp_path: Path, version: str, effective: str, models: dict):
+    path = tmp_path / f"{version}.json"
+    path.write_text(json.dumps({"tableVersion": version, "effectiveDate": effective, "models": models}))
+    return project.cli("pricing", "publish", path)
+
+
+def runs_of(project, model: str) -> list:
+    return [r for r in project.events("run.recorded") if r.model.id == model]
+
+
+def test_the_scripted_endpoint_under_a_plain_compat_model_is_recorded_as_scripted(
+    tmp_path, shared_real, kicad_cli, copperhead_cli, no_keys
+):
+    project = build(tmp_path, shared_real, copperhead_cli)
+    idle = script.load(project.root / "sessions" / "idle.json")
+    with Endpoint() as endpoint:
+        endpoint.serve("", idle)  # what `cbledger endpoint serve` does
+        result = project.run(TASK, "--model", "compat:qwen-local", "--segment", "open-weight-hosted", "--repeats", "1",
+                             env={"COPPERHEAD_BASE_URL": endpoint.base_url()})
+    assert result.exit_code == 0, result.output
+    (run,) = runs_of(project, "compat:qwen-local")
+    assert run.run_mode == "scripted" and run.model.provider == "scripted-endpoint" and run.model.segment == "harness"
+    assert run.cost.usd_micros is None and run.provider_models == []
+    assert "answered by the project's scripted endpoint" in run.runner_note
+    board = (project.root / "LEADERBOARD.md").read_text()
+    before, scripted = board.split("Real harness, scripted model", 1)
+    assert "compat:qwen-local" not in before and "compat:qwen-local" in scripted  # never a model row
+    assert "**No real model has been evaluated in this ledger yet.**" in before
+    assert "no run of a real model: no run had a provider key in reach" in before
+    assert "No real model has been evaluated in this ledger yet." in (project.root / "results" / "site" / "index.html").read_text()
+    project.verify()
+
+
+def test_an_openai_route_run_names_its_model_is_priced_and_reruns_from_its_cassette(
+    tmp_path, shared_real, kicad_cli, copperhead_cli, no_keys
+):
+    project = priced(tmp_path, shared_real, copperhead_cli)
+    with FakeProvider() as provider:
+        env = provider.env()
+        result = project.run(TASK, "--model", "gpt-test", "--repeats", "1", env=env)
+        assert result.exit_code == 0, result.output
+        assert provider.probes == ["/v1/models"]  # the preflight's one request, no tokens
+        doctor = project.cli("doctor", "--model", "gpt-test", "--json", env=env)
+    (run,) = runs_of(project, "gpt-test")
+    assert run.run_mode == "agent" and run.provider_models == [NAMED["openai"]]
+    assert run.stats.tokens_in == 1000 and run.stats.tokens_out == 100
+    assert run.cost.usd_micros == 2000 and run.cost.price_table_version == "test-2026"
+    tape = cassette_mod.load(project.root / run.cassette.path, expect=run.cassette.blake3)
+    assert tape.route == "openai" and [e.model for e in tape.exchanges] == [NAMED["openai"]]
+
+    board = (project.root / "LEADERBOARD.md").read_text()
+    assert "No real model has been evaluated" not in board and "real-model runs: 1 with a key" in board
+    assert f"| `gpt-test` | `{NAMED['openai']}` | 1 |" in board  # the model the provider named
+    checks = json.loads(doctor.output)["checks"]
+    assert checks["credential"]["ok"] and "OPENAI_API_KEY" in checks["credential"]["detail"]
+    assert checks["price table"]["ok"] and "gpt-test: $1.00 in, $10.00 out" in checks["price table"]["detail"]
+
+    shown = project.cli("show", run.run_id)
+    assert "priced by  price table test-2026 (effective 2026-01-01): $1.00 in, $10.00 out per 1M tokens" in shown.output
+
+    # the provider is gone: the rerun is served the cassette, offline
+    rerun = project.cli("rerun", run.run_id, env={"COPPERHEAD_CLI": str(copperhead_cli)})
+    assert rerun.exit_code == 0, rerun.output
+    assert f"{run.run_id}  identical" in rerun.output
+
+    # a table back-dated over the recorded run is refused, and nothing is appended
+    before = project.ledger.read_bytes()
+    refused = publish(project, tmp_path, "backdated", "2026-06-01", {"gpt-test": {**PRICES, "input": "2.00"}})
+    assert refused.exit_code == 2 and "would re-price 1 recorded run(s)" in refused.output
+    assert project.ledger.read_bytes() == before
+    # a later one that amends only another model is taken; gpt-test keeps the price it inherits
+    later = (_dt.datetime.now(_dt.UTC).date() + _dt.timedelta(days=30)).isoformat()
+    assert publish(project, tmp_path, "later", later, {"acme-new": PRICES}).exit_code == 0
+    assert publish(project, tmp_path, "amend", "2026-01-02", {"other-model": PRICES}).exit_code == 0
+
+    plan = project.run(TASK, "--model", "gpt-test", "--repeats", "2", "--dry-run")
+    assert plan.exit_code == 0, plan.output
+    assert ("cost estimate for gpt-test under price table amend ($1.00 in, $10.00 out per 1M tokens): "
+            "$0.0040 to $0.0040 (median $0.0040) for 2 run(s), from 1 past run(s) of the same tasks") in plan.output
+    assert project.cli("project", "all").exit_code == 0  # the tables published since the run
+    project.verify()
+
+
+def test_an_anthropic_route_run_names_its_model_and_reruns_from_its_cassette(
+    tmp_path, shared_real, kicad_cli, copperhead_cli, no_keys
+):
+    project = priced(tmp_path, shared_real, copperhead_cli)
+    with FakeProvider() as provider:
+        result = project.run(TASK, "--model", "claude-test", "--repeats", "1", env=provider.env())
+        assert result.exit_code == 0, result.output
+        assert provider.calls == [("anthropic", "/v1/messages")]
+    (run,) = runs_of(project, "claude-test")
+    assert run.provider_models == [NAMED["anthropic"]] and run.cost.usd_micros == 2000
+    tape = cassette_mod.load(project.root / run.cassette.path, expect=run.cassette.blake3)
+    assert tape.route == "anthropic"
+    rerun = project.cli("rerun", run.run_id, env={"COPPERHEAD_CLI": str(copperhead_cli)})
+    assert rerun.exit_code == 0, rerun.output
+    assert f"{run.run_id}  identical" in rerun.output
+
+
+def test_a_missing_or_refused_key_stops_the_plan_before_any_run(tmp_path, shared_real, kicad_cli, copperhead_cli, no_keys):
+    project = priced(tmp_path, shared_real, copperhead_cli)
+    before = project.ledger.read_bytes()
+    with FakeProvider() as provider:
+        env = provider.env()
+        del env["ANTHROPIC_API_KEY"]
+        missing = project.run(TASK, "--model", "claude-test", "--repeats", "1", env=env)
+        assert missing.exit_code == 2
+        assert "error: --model claude-test needs $ANTHROPIC_API_KEY, which is not set" in missing.output
+        doctor = project.cli("doctor", "--model", "claude-test", env=env)
+        assert doctor.exit_code == 1 and "FAIL  credential   --model claude-test needs $ANTHROPIC_API_KEY" in doctor.output
+
+        wrong = project.run(TASK, "--model", "claude-test", "--repeats", "1",
+                            env={**env, "ANTHROPIC_API_KEY": ANTHROPIC_KEY.replace("fake", "gone")})
+        assert wrong.exit_code == 2 and "$ANTHROPIC_API_KEY was refused by" in wrong.output and "(HTTP 401)" in wrong.output
+        malformed = project.run(TASK, "--model", "gpt-test", "--repeats", "1", env={**env, "OPENAI_API_KEY": "not-a-key"})
+        assert malformed.exit_code == 2 and "$OPENAI_API_KEY is not shaped like a openai key" in malformed.output
+        assert provider.calls == []
+    assert project.ledger.read_bytes() == before
+    assert not project.sandboxes.exists() or list(project.sandboxes.iterdir()) == []
+
+
+def test_a_run_stopped_at_its_cost_cap_records_the_cap_and_its_spend(tmp_path, shared_real, kicad_cli, copperhead_cli, no_keys):
+    project = priced(tmp_path, shared_real, copperhead_cli)
+    # every call bills 100,000 tokens in: $0.10; the cap is reached after the third
+    with FakeProvider("loop", tokens_in=100_000, tokens_out=0) as provider:
+        result = project.run(TASK, "--model", "claude-test", "--repeats", "1", "--max-cost-usd", "0.25", env=provider.env())
+        assert result.exit_code == 0, result.output
+        assert len(provider.calls) == 3  # the fourth call was never sent
+    (run,) = runs_of(project, "claude-test")
+    assert msgspec.to_builtins(run.cost_cap) == {"capUsdMicros": 250_000, "spentUsdMicros": 300_000, "campaignBudgetUsdMicros": None}
+    assert run.cost.usd_micros == 300_000 and run.stats.tokens_in == 300_000
+    assert "stopped at the --max-cost-usd cap of $0.2500: spent $0.3000" in run.runner_note
+    tape = cassette_mod.load(project.root / run.cassette.path, expect=run.cassette.blake3)
+    assert [e.status for e in tape.exchanges] == [200, 200, 200, 402]
+    # the refusal is on the cassette: the stopped run re-executes the same way, offline
+    rerun = project.cli("rerun", run.run_id, env={"COPPERHEAD_CLI": str(copperhead_cli)})
+    assert rerun.exit_code == 0 and f"{run.run_id}  identical" in rerun.output, rerun.output
+    project.verify()
+
+
+def test_a_campaign_stops_starting_runs_at_its_budget(tmp_path, shared_real, kicad_cli, copperhead_cli, no_keys):
+    project = priced(tmp_path, shared_real, copperhead_cli)
+    with FakeProvider("loop", tokens_in=100_000, tokens_out=0) as provider:
+        result = project.run(TASK, "--model", "gpt-test", "--repeats", "3", "--budget-usd", "0.15", env=provider.env())
+        assert result.exit_code == 0, result.output
+        assert len(provider.calls) == 2
+    (run,) = runs_of(project, "gpt-test")
+    assert run.cost_cap.campaign_budget_usd_micros == 150_000 and run.cost_cap.spent_usd_micros == 200_000
+    for repeat in (2, 3):
+        assert f"{TASK} r{repeat}: not run: the campaign's --budget-usd $0.1500 was spent ($0.2000 so far)" in result.output
+    project.verify()

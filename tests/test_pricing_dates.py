@@ -1,0 +1,110 @@
+"""Price tables as the standard means them: the table in effect on a run's start day, tables
+that amend some models and inherit the rest, a run naming the table it was priced by, a table
+that would re-price recorded runs refused; and the usage a proxy meters a run's spend from."""
+
+from __future__ import annotations
+
+import datetime as _dt
+
+import msgspec
+import pytest
+
+from cbledger.errors import UserError
+from cbledger.ledger.events import ModelPrice, PricingPublished
+from cbledger.runner import budget, pricing
+from tests.factories import run_recorded
+
+DAY = _dt.date(2026, 3, 1)
+
+
+def table(version: str, effective: str, **models: tuple[str, str]) -> PricingPublished:
+    return PricingPublished(
+        table_version=version, effective_date=_dt.date.fromisoformat(effective),
+        models={m: ModelPrice(segment="api-frontier", pinning="strong", input=i, output=o) for m, (i, o) in models.items()},
+    )
+
+
+def rates(t: PricingPublished | None, model: str) -> tuple[str | None, str | None] | None:
+    found = pricing.route(model, t)
+    return (found.price.input, found.price.output) if found and found.price else None
+
+
+def test_the_table_in_effect_is_chosen_by_effective_date_not_ledger_order():
+    jan, mar = table("jan", "2026-01-01", a=("1", "2")), table("mar", "2026-03-01", a=("3", "4"))
+    # published out of order: March's first, January's after it
+    tables = [mar, jan]
+    assert pricing.in_effect(tables, _dt.date(2025, 12, 31)) is None
+    assert pricing.in_effect(tables, _dt.date(2026, 2, 28)).table_version == "jan"
+    assert rates(pricing.in_effect(tables, _dt.date(2026, 2, 28)), "a") == ("1", "2")
+    assert pricing.in_effect(tables, DAY).table_version == "mar" and rates(pricing.in_effect(tables, DAY), "a") == ("3", "4")
+
+
+def test_a_table_amends_some_models_and_inherits_the_rest():
+    base = table("base", "2026-01-01", a=("1", "2"), b=("5", "6"))
+    amend = table("amend", "2026-02-01", b=("7", "8"), c=("9", "9"))
+    now = pricing.in_effect([base, amend], DAY)
+    assert now.table_version == "amend"
+    assert (rates(now, "a"), rates(now, "b"), rates(now, "c")) == (("1", "2"), ("7", "8"), ("9", "9"))
+    # the version a run recorded resolves to the same merged table (what replay --verify re-prices with)
+    assert pricing.as_of([base, amend], "amend") == now
+    assert rates(pricing.as_of([base, amend], "base"), "b") == ("5", "6")
+    assert pricing.as_of([base, amend], "nope") is None
+
+
+def test_a_table_that_would_re_price_a_recorded_run_is_refused():
+    base = table("base", "2026-01-01", a=("1", "2"))
+    body = run_recorded().body
+    run = msgspec.structs.replace(
+        body, model=msgspec.structs.replace(body.model, id="a"), run_mode="agent",
+        timings=msgspec.structs.replace(body.timings, started_at=_dt.datetime(2026, 3, 5, 10, tzinfo=_dt.UTC)),
+    )
+    back = table("back", "2026-03-05", a=("2", "2"))
+    with pytest.raises(UserError, match=r"back\.json: effectiveDate 2026-03-05 would re-price 1 recorded run\(s\).*after 2026-03-05"):
+        pricing.refuse_repricing(back, [base], [run], "back.json")
+    # after the run's day, or the same price, or another model: nothing reaches back
+    pricing.refuse_repricing(table("later", "2026-03-06", a=("2", "2")), [base], [run], "later.json")
+    pricing.refuse_repricing(table("same", "2026-02-01", a=("1", "2")), [base], [run], "same.json")
+    pricing.refuse_repricing(table("other", "2026-02-01", b=("9", "9")), [base], [run], "other.json")
+
+
+def test_the_metered_usage_reads_both_providers_shapes_and_a_stream():
+    assert budget.usage({"usage": {"prompt_tokens": 10, "completion_tokens": 3}}, None) == (10, 3)
+    anthropic = {"usage": {"input_tokens": 10, "cache_read_input_tokens": 5, "cache_creation_input_tokens": 1, "output_tokens": 4}}
+    assert budget.usage(anthropic, None) == (16, 4)
+    events = ['{"type":"message_start","message":{"usage":{"input_tokens":20,"output_tokens":1}}}',
+              '{"type":"message_delta","usage":{"output_tokens":9}}', "[DONE]"]
+    assert budget.usage(None, events) == (20, 9)
+    assert budget.usage({"usage": {"prompt_tokens": -5, "completion_tokens": True}}, None) == (0, 0)
+
+
+def test_a_meter_stops_at_its_cap_and_draws_on_its_campaigns_purse():
+    price = ModelPrice(segment="api-frontier", pinning="strong", input="1.00", output="0")
+    purse = budget.Purse(250_000)
+    first = budget.Meter(price, 150_000, purse)
+    first.add(100_000, 0)
+    assert first.stop_reason() is None and first.stopped() is None
+    first.add(100_000, 0)
+    assert first.stop_reason() == "the --max-cost-usd cap of $0.1500"
+    first.refuse()
+    assert msgspec.to_builtins(first.stopped()) == {"capUsdMicros": 150_000, "spentUsdMicros": 200_000, "campaignBudgetUsdMicros": 250_000}
+    second = budget.Meter(price, None, purse)
+    second.add(60_000, 0)
+    assert purse.spent_micros == 260_000 and purse.exhausted()
+    assert second.stop_reason() == "the campaign's --budget-usd of $0.2500"
+    with pytest.raises(UserError, match="--budget-usd must be a positive amount"):
+        budget.MoneyLimits(budget_usd="-1")
+    with pytest.raises(UserError, match="--max-cost-usd 'ten' is not an amount in USD"):
+        budget.MoneyLimits(max_cost_usd="ten")
+
+
+def test_a_money_limit_needs_a_token_price():
+    table = PricingPublished(table_version="t", effective_date=DAY, models={
+        "priced": ModelPrice(segment="api-frontier", pinning="strong", input="1", output="2"),
+        "unpriced": ModelPrice(segment="open-weight-hosted", pinning="strong", input=None, output=None),
+    })
+    limits = budget.MoneyLimits(max_cost_usd="1.50")
+    assert budget.guard("priced", table, limits).cap_micros == 1_500_000
+    assert budget.guard("priced", table, budget.MoneyLimits()) is None
+    for model in ("unpriced", "absent"):
+        with pytest.raises(UserError, match=f"has no token price for {model}"):
+            budget.guard(model, table, limits)

@@ -1,0 +1,71 @@
+"""The spend of a run copperhead never summed: a killed, crashed or capped run has no `run-end`,
+but its cassette kept every answer the provider billed, usage included."""
+
+from __future__ import annotations
+
+import json
+
+from cbledger.grading.evidence.transcript import parse_transcript
+from cbledger.runner import spend
+from cbledger.runner.cassette import FORMAT, Cassette, Recorded, SseEvent
+from cbledger.runner.execute import spend_known, stats_from
+
+
+def _call(usage: dict | None, status: int = 200, **extra) -> Recorded:
+    body = {"choices": [], **({"usage": usage} if usage is not None else {})}
+    return Recorded(method="POST", path="/chat/completions", status=status, body=body, **extra)
+
+
+def _cassette(*exchanges: Recorded, route="openai-compat") -> Cassette:
+    return Cassette(format=FORMAT, route=route, model_id="compat:x", exchanges=list(exchanges))
+
+
+START = {"type": "run-start", "data": {"config": {"maxTurns": 40, "maxRepairCycles": 5}}}
+ASSISTANT = {"type": "assistant", "data": {"text": "x", "toolCalls": []}}
+
+
+def _transcript(*events: dict):
+    return parse_transcript("".join(json.dumps(e) + "\n" for e in events).encode(), "t")
+
+
+def test_every_answered_request_counts_and_no_failed_one_does():
+    cassette = _cassette(
+        _call({"prompt_tokens": 1000, "completion_tokens": 20}),
+        _call(None, status=500),  # the provider failed: nothing billed
+        _call({"prompt_tokens": 1100, "completion_tokens": 30}),
+        Recorded(method="POST", path="/chat/completions", status=504, failure="no answer before the run ended"),
+        Recorded(method="GET", path="/models", status=200, body={"usage": {"prompt_tokens": 9}}),  # no model call
+    )
+    assert spend.from_cassette(cassette) == spend.Usage(2100, 50, 2)
+    assert spend.from_cassette(_cassette(_call(None, status=500))) is None
+    assert spend.from_cassette(None) is None
+
+
+def test_streams_and_anthropic_answers_are_read_too():
+    openai_stream = Recorded(method="POST", path="/chat/completions", events=[
+        SseEvent(data=json.dumps({"choices": [{"delta": {"content": "x"}}]})),
+        SseEvent(data=json.dumps({"choices": [], "usage": {"prompt_tokens": 700, "completion_tokens": 11}})),
+        SseEvent(data="[DONE]"),
+    ])
+    anthropic_stream = Recorded(method="POST", path="/messages", events=[
+        SseEvent(event="message_start", data=json.dumps({"type": "message_start", "message": {"usage": {"input_tokens": 500, "output_tokens": 1}}})),
+        SseEvent(event="message_delta", data=json.dumps({"type": "message_delta", "usage": {"output_tokens": 42}})),
+    ])
+    anthropic = Recorded(method="POST", path="/messages", body={"usage": {"input_tokens": 300, "output_tokens": 7}})
+    assert spend.from_cassette(_cassette(openai_stream)) == spend.Usage(700, 11, 1)
+    assert spend.from_cassette(_cassette(anthropic_stream, anthropic, route="anthropic")) == spend.Usage(800, 49, 2)
+
+
+def test_a_killed_run_states_its_spend_its_repair_cap_and_its_time():
+    transcript = _transcript(START, ASSISTANT, ASSISTANT)  # no run-end: killed at the cap
+    cassette = _cassette(_call({"prompt_tokens": 1000, "completion_tokens": 20}), _call({"prompt_tokens": 1100, "completion_tokens": 30}))
+    stats, note = stats_from(transcript, "cap-exceeded", 40, cassette, agent_ms=61_234)
+    assert stats is not None
+    assert (stats.exit_path, stats.turns_used, stats.tokens_in, stats.tokens_out) == ("cap-exceeded", 2, 2100, 50)
+    assert (stats.max_repair_cycles, stats.duration_ms) == (5, 61_234)
+    assert note is not None and "tokens from the cassette's 2 answered model call(s)" in note
+    assert spend_known(transcript, cassette)
+    # no cassette (a saved-login route): the spend stays unknown, not zero
+    stats, _ = stats_from(transcript, "cap-exceeded", 40, None, agent_ms=61_234)
+    assert stats is not None and (stats.tokens_in, stats.tokens_out) == (0, 0)
+    assert not spend_known(transcript, None)

@@ -1,0 +1,377 @@
+"""Campaigns: one plan, however many invocations it takes. The ledger refuses a slot recorded
+twice; the same command again runs only the missing slots; repeats continue across campaigns;
+a campaign interrupted every way a driver meets in the field (the driver, a worker and the
+scheduler SIGKILLed, the PostgreSQL server restarted, the provider out) and then resumed ends with exactly the slots an uninterrupted one has, none
+twice, every acknowledged run kept, `replay --verify` passing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from cbledger.errors import ConflictError, UserError
+from cbledger.ledger.events import RunRecorded, RunRecordedEvent
+from cbledger.ledger.store import LedgerStore
+from cbledger.ledger.verify import verify_chain
+from cbledger.projections.metrics import suite_metrics
+from cbledger.projections.writers import load_state
+from cbledger.runner import campaign as campaign_mod
+from cbledger.runner import leftovers
+from cbledger.runner.endpoint import script
+from cbledger.runner.endpoint.server import Endpoint
+from cbledger.runner.ledger_view import read as read_view
+from cbledger.workspace import Workspace
+from tests.dask_cluster import Cluster
+from tests.factories import run_cli
+from tests.postgres import drop, ledger_url, own_server
+from tests.test_runner_dask import new_ledger, project
+
+pytestmark = [pytest.mark.kicad]
+
+CLI = [sys.executable, "-c", "from cbledger.cli.app import main; main()"]
+TASKS = ["led-resistor-swap", "mcu-add-decoupling-cap"]
+#: the campaign's slow model: each task's own solving session, its first answer 2.5 s in coming
+SLOW = "slow"
+#: what a run on the cluster is waited for at most
+WAIT = 120.0
+
+
+def runs(ledger: Path | str) -> list[RunRecorded]:
+    return [s.event.body for s in LedgerStore(ledger).read(types={"run.recorded"})]
+
+
+def slots(ledger: Path | str) -> list[tuple[str, int, int]]:
+    """(task, slot, repeat) of each run, as recorded: a slot twice would show twice."""
+    out = []
+    for run in runs(ledger):
+        assert not isinstance(run.campaign, msgspec.UnsetType), run.run_id
+        out.append((run.task.id, run.campaign.slot, run.repeat))
+    return sorted(out)
+
+
+def planned_slots(root: Path, ledger: Path | str, *args: str) -> list[tuple[str, int, int]]:
+    """The slots of the campaign as a dry run lists them: what an uninterrupted run records."""
+    shown = run_cli(["run", *args, "--dry-run", "--json", "--root", root, "--ledger", ledger])
+    assert shown.exit_code == 0, shown.output
+    return sorted((r["task"], r["slot"], r["repeat"]) for r in json.loads(shown.stdout)["runs"])
+
+
+def wait_for(what: str, check, seconds: float = WAIT, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert proc is None or proc.poll() is None, f"the driver ended before {what}"
+        assert time.monotonic() < deadline, f"no {what} within {seconds:.0f} s"
+        time.sleep(0.05)
+
+
+def verified(root: Path, ledger: Path | str) -> None:
+    assert verify_chain(ledger).ok
+    checked = run_cli(["replay", "--verify", "--no-projections", "--root", root, "--ledger", ledger])
+    assert checked.exit_code == 0, checked.output
+
+
+# --------------------------------------------------------------------------- the ledger's refusal
+
+
+def test_the_ledger_refuses_a_slot_recorded_twice(tmp_path: Path, kicad_cli: str) -> None:
+    root = project(tmp_path)
+    ledger = new_ledger(root, "twice")
+    args = ["run", TASKS[0], "--agent", "gold", "--repeats", "1", "--no-project", "--root", root, "--ledger", ledger]
+    first = run_cli(args)
+    assert first.exit_code == 0, first.output
+    [run] = runs(ledger)
+    assert run.run_id == campaign_mod.run_id(run.campaign.id, TASKS[0], 1, 1)
+    # a second recording of the slot (another driver that did not see the first): same id, another body
+    stored = next(iter(LedgerStore(ledger).read(types={"run.recorded"}))).event
+    assert isinstance(stored, RunRecordedEvent)
+    again = msgspec.structs.replace(stored, seq=0, body=msgspec.structs.replace(run, runner_note="recorded again"))
+    with pytest.raises(ConflictError, match=f"run:{run.run_id}"):
+        LedgerStore(ledger).append([again])
+    # the same command again: that campaign, every slot recorded, nothing run
+    second = run_cli(args)
+    assert second.exit_code == 0, second.output
+    assert "1 of 1 slot(s) recorded, 0 to run" in second.stderr
+    assert len(runs(ledger)) == 1
+    # a new campaign of the same model and condition continues the repeats instead of reusing r1
+    fresh = run_cli([*args, "--campaign", "next"])
+    assert fresh.exit_code == 0, fresh.output
+    assert [(r.campaign.id, r.repeat) for r in runs(ledger)] == [(run.campaign.id, 1), ("next", 2)]
+    dry = run_cli([*args, "--campaign", "next", "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    assert "campaign next: 1 slot(s) recorded, 0 to run" in dry.stdout and "recorded next." in dry.stdout
+
+
+def test_a_campaign_resumes_after_its_driver_is_killed_and_cleans_what_it_left(tmp_path: Path, kicad_cli: str) -> None:
+    root = project(tmp_path)
+    ledger = new_ledger(root, "killed")
+    sandboxes = tmp_path / "sandboxes"
+    plan = [*TASKS, "--agent", "gold", "--repeats", "2", "--no-project"]
+    expected = planned_slots(root, ledger, *plan)
+    assert len(expected) == 4
+    proc = subprocess.Popen(
+        [*CLI, "run", *plan, "--root", str(root), "--ledger", str(ledger), "--sandbox-root", str(sandboxes)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+    )
+    try:
+        wait_for("run recorded", lambda: b'"run.recorded"' in ledger.read_bytes(), proc=proc)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    before = slots(ledger)
+    assert 1 <= len(before) < 4, "the kill should have landed mid-campaign"
+    acknowledged = {r.run_id for r in runs(ledger)}
+    # what a killed run leaves: its staged bundle, its sandbox and kept baseline (planted, so the
+    # test does not depend on where the kill landed)
+    campaign = runs(ledger)[0].campaign.id
+    missing = next(s for s in expected if s not in before)
+    left_id = campaign_mod.run_id(campaign, missing[0], missing[1], 1)
+    runs_dir = Workspace.at(root, ledger).runs
+    for path in (runs_dir / f".{left_id}.bundle.tmp", sandboxes / left_id / "file", sandboxes / f".{left_id}.baseline.git" / "HEAD"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("left by a killed run")
+    resumed = run_cli(["run", *plan, "--root", root, "--ledger", ledger, "--sandbox-root", sandboxes])
+    assert resumed.exit_code == 0, resumed.output
+    assert "leftover(s) of killed runs" in resumed.stderr and f".{left_id}.bundle.tmp" in resumed.stderr
+    assert f"{len(before)} of 4 slot(s) recorded, {4 - len(before)} to run" in resumed.stderr
+    assert slots(ledger) == expected  # no slot twice, none missing
+    assert acknowledged <= {r.run_id for r in runs(ledger)}
+    assert not (runs_dir / f".{left_id}.bundle.tmp").exists() and not (sandboxes / f".{left_id}.baseline.git").exists()
+    assert not list(runs_dir.glob(".*.tmp"))
+    verified(root, ledger)
+
+
+# --------------------------------------------------------------------------- on a cluster
+
+
+def slow_sessions(root: Path) -> None:
+    """Each task's solving session as `slow`: the model takes 2.5 s over its first answer, so a
+    run is in flight long enough to be interrupted."""
+    for task in TASKS:
+        sessions = root / "tasks" / task / "sessions"
+        data = json.loads((sessions / "solve.json").read_text())
+        data["name"] = f"{task}-slow"
+        data["exchanges"][0]["delayMs"] = 2500
+        (sessions / f"{SLOW}.json").write_text(json.dumps(data, indent=2))
+
+
+def in_flight(cluster: Cluster) -> list[Path]:
+    """The sandboxes of the runs the cluster's workers are running now."""
+    return [p for p in cluster.base.glob("w*/dask-scratch-space/worker-*/cbledger/sandboxes/*") if not p.name.startswith(".")]
+
+
+def start_cluster(base: Path) -> Cluster:
+    made = Cluster(base).start()
+    made.add_worker("w1")
+    made.add_worker("w2")
+    return made
+
+
+@pytest.mark.slow
+def test_a_campaign_interrupted_on_a_cluster_ends_with_the_slots_of_an_uninterrupted_one(
+    tmp_path: Path, kicad_cli: str, copperhead_cli: Path,
+) -> None:
+    root = project(tmp_path)
+    slow_sessions(root)
+    ledger = new_ledger(root, "field")
+    plan = [*TASKS, "--agent", "copperhead", "--session", SLOW, "--repeats", "2", "--no-project"]
+    expected = planned_slots(root, ledger, *plan)
+    clusters = [start_cluster(tmp_path / "dask-1")]
+    env = {**os.environ, "COPPERHEAD_CLI": str(copperhead_cli)}
+
+    def driver(cluster: Cluster) -> subprocess.Popen:
+        return subprocess.Popen(
+            [*CLI, "run", *plan, "--root", str(root), "--ledger", str(ledger), "--executor", "dask",
+             "--scheduler", cluster.address],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env, text=True,
+        )
+
+    try:
+        # 1. the driver SIGKILLed with runs in flight: the workers kill them within a few polls
+        cluster = clusters[0]
+        proc = driver(cluster)
+        wait_for("run recorded", lambda: len(runs(ledger)) >= 1, proc=proc)
+        wait_for("run in flight", lambda: bool(in_flight(cluster)), proc=proc)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        killed_at = time.monotonic()
+        wait_for("abandoned run killed", lambda: "its driver went away" in cluster.log("w1") + cluster.log("w2"), seconds=30)
+        wait_for("abandoned sandbox removed", lambda: not in_flight(cluster), seconds=30)
+        assert time.monotonic() - killed_at < 15  # not the minute a run left alone would take
+        after_driver = len(runs(ledger))
+        assert after_driver < len(expected)
+
+        # 2. the scheduler SIGKILLed under a resumed driver: one clear line per run not recorded
+        proc = driver(cluster)
+        wait_for("run recorded", lambda: len(runs(ledger)) > after_driver, proc=proc)
+        assert cluster.scheduler is not None
+        cluster.scheduler.send_signal(signal.SIGKILL)
+        _out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 1, err
+        assert "the Dask scheduler" in err and "was lost" in err, err
+        assert "CancelledError" not in err and "Traceback" not in err, err
+        cluster.stop()
+
+        # (a PostgreSQL restart under a driver: test_a_campaign_on_postgresql_survives_a_restart_and_its_driver_killed)
+
+        # 3. a new cluster; a worker SIGKILLed mid-run: its run goes to the other worker, once
+        cluster = start_cluster(tmp_path / "dask-2")
+        clusters.append(cluster)
+        proc = driver(cluster)
+        wait_for("run in flight", lambda: bool(in_flight(cluster)), proc=proc)
+        victim = next(name for name in ("w1", "w2") if any(cluster.base / name in p.parents for p in in_flight(cluster)))
+        cluster.kill(victim)
+        _out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+    finally:
+        for made in clusters:
+            made.stop()
+
+    assert slots(ledger) == expected  # no slot twice, none missing
+    assert len({r.run_id for r in runs(ledger)}) == len(expected)
+    verified(root, ledger)
+    view = read_view(ledger)
+    assert all(view.grades[(r.run_id, r.comparability.suite_version)].verdict == "pass" for r in runs(ledger))
+
+
+# --------------------------------------------------------------------------- a provider outage
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_provider_outage_is_retried_as_further_attempts_and_only_the_last_counts(
+    tmp_path: Path, kicad_cli: str, copperhead_cli: Path,
+) -> None:
+    """The provider's endpoint is down for the first invocation: every run is recorded, not the
+    model's. Resumed with `--retry-env 1` once it is back, each slot gets a second attempt; both
+    are recorded, and the model's row counts each slot once."""
+    root = project(tmp_path)
+    ledger = new_ledger(root, "outage")
+    port = free_port()
+    task = TASKS[0]
+    env = {"COPPERHEAD_BASE_URL": f"http://127.0.0.1:{port}/sessions/provider/v1"}
+    plan = ["run", task, "--agent", "copperhead", "--model", "compat:outage", "--segment", "open-weight-hosted",
+            "--repeats", "2", "--no-project", "--copperhead-cli", copperhead_cli, "--root", root, "--ledger", ledger]
+    down = run_cli(plan, env=env)  # nothing listens on the port: the provider is out
+    assert down.exit_code == 0, down.output
+    first = runs(ledger)
+    assert len(first) == 2 and all(r.harness_failure is not None for r in first), [r.harness_failure for r in first]
+    # without --retry-env the slots are done: a failure not the model's is still a recorded attempt
+    assert "2 slot(s) recorded, 0 to run" in run_cli([*plan, "--dry-run"], env=env).stdout
+    dry = run_cli([*plan, "--retry-env", "1", "--dry-run"], env=env)
+    assert "0 slot(s) recorded, 2 to run" in dry.stdout and dry.stdout.count("would run (attempt 2)") == 2, dry.stdout
+    with Endpoint(port=port) as endpoint:
+        endpoint.serve("provider", script.load(root / "tasks" / task / "sessions" / "solve.json"))
+        back = run_cli([*plan, "--retry-env", "1"], env=env)
+    assert back.exit_code == 0, back.output
+    every = runs(ledger)
+    assert sorted((r.campaign.slot, r.campaign.attempt, r.harness_failure is None) for r in every) == [
+        (1, 1, False), (1, 2, True), (2, 1, False), (2, 2, True),
+    ]
+    # a third invocation with the same allowance: every slot's last attempt stands
+    assert "2 of 2 slot(s) recorded, 0 to run" in run_cli([*plan, "--retry-env", "1"], env=env).stderr
+    # the second attempts were answered by the project's own endpoint: recorded as scripted (never a
+    # model's row); the first never reached a model. Each slot is counted once, by its last attempt
+    assert [r.run_mode for r in every if r.campaign.attempt == 2] == ["scripted", "scripted"]
+    [group] = [g for g in suite_metrics(load_state(ledger), read_view(ledger).suite_version).groups if g.main]
+    assert [r for r in group.rows if r.model == "compat:outage"] == []
+    assert [(r.runs, r.passes) for r in group.scripted if r.model == "compat:outage"] == [(2, 2)]
+    assert len([n for n in group.not_the_models if n.model == "compat:outage"]) == 2
+    verified(root, ledger)
+
+
+# --------------------------------------------------------------------------- PostgreSQL restarted
+
+
+def test_a_campaign_on_postgresql_survives_a_restart_and_its_driver_killed(tmp_path: Path, kicad_cli: str) -> None:
+    """The server restarts under a running driver, which rides it out; the driver is then killed,
+    and the same command finishes the campaign: every slot once, every acknowledged run kept."""
+    root = project(tmp_path)
+    with own_server() as server:
+        url = ledger_url(tmp_path, server=server.url)
+        try:
+            for args in (("init", "--name", "pg-campaign"), ("suite", "bump", "--reason", "under test", "--skip-trial")):
+                made = run_cli([*args, "--root", root, "--ledger", url])
+                assert made.exit_code == 0, made.output
+            plan = [*TASKS, "--agent", "gold", "--repeats", "3", "--no-project"]
+            expected = planned_slots(root, url, *plan)
+
+            def recorded() -> int:
+                try:
+                    return len(runs(url))
+                except UserError:  # the server is restarting
+                    return 0
+
+            proc = subprocess.Popen(
+                [*CLI, "run", *plan, "--root", str(root), "--ledger", url],
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+            )
+            try:
+                wait_for("run recorded", lambda: recorded() >= 1, proc=proc)
+                server.restart(down_for=1.0)  # every session ended between two appends
+                before = recorded()
+                wait_for("run recorded after the restart", lambda: recorded() > before, proc=proc)
+                proc.send_signal(signal.SIGKILL)
+                proc.wait(timeout=30)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+            acknowledged = {r.run_id for r in runs(url)}
+            assert len(acknowledged) < len(expected), "the kill should have landed mid-campaign"
+            resumed = run_cli(["run", *plan, "--root", root, "--ledger", url])
+            assert resumed.exit_code == 0, resumed.output
+            assert slots(url) == expected  # no slot twice, none missing
+            assert acknowledged <= {r.run_id for r in runs(url)}
+            verified(root, url)
+        finally:
+            drop(url)
+
+
+# --------------------------------------------------------------------------- leftovers, without a run
+
+
+def test_a_kept_run_is_adopted_and_another_campaigns_leftovers_are_not_touched(tmp_path: Path) -> None:
+    from tests.factories import MAINTAINER, draft_json, grade_recorded, run_recorded
+
+    workspace = Workspace.at(tmp_path)
+    store = LedgerStore(workspace.ledger)
+    store.init("leftovers", MAINTAINER)
+    kept_id = campaign_mod.run_id("c1", "t", 1, 1)
+    run, grade = run_recorded(1), grade_recorded(1)
+    run = msgspec.structs.replace(run, id=f"run:{kept_id}", body=msgspec.structs.replace(run.body, run_id=kept_id))
+    grade = msgspec.structs.replace(grade, id=f"grade:{kept_id}", body=msgspec.structs.replace(grade.body, run_id=kept_id))
+    workspace.runs.mkdir(parents=True)
+    workspace.pending_events(kept_id).write_bytes(draft_json(run) + b"\n" + draft_json(grade) + b"\n")
+    (workspace.runs / f"{kept_id}.bundle").write_bytes(b"bundle")
+    # campaign c1-b's run ids start with c1-: never c1's (no campaign id holds the separator)
+    others = [workspace.runs / f".{campaign_mod.run_id('c1-b', 't', 1, 1)}.bundle.tmp", tmp_path / "sb" / campaign_mod.run_id("c1-b", "t", 1, 1)]
+    mine = [workspace.runs / f".{campaign_mod.run_id('c1', 't', 2, 1)}.bundle.tmp", tmp_path / "sb" / campaign_mod.run_id("c1", "t", 2, 1)]
+    for path in [*others, *mine]:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.mkdir() if path.parent.name == "sb" else path.write_text("left")
+    with leftovers.hold(workspace, "c1"):
+        with pytest.raises(UserError, match="is being run by another process"), leftovers.hold(workspace, "c1"):
+            pass
+        done = leftovers.clean(workspace, store, "c1", tmp_path / "sb")
+    assert done.adopted == [kept_id] and done.refused == []
+    assert [s.id for s in store.read()][1:] == [f"run:{kept_id}", f"grade:{kept_id}"]
+    assert not workspace.pending_events(kept_id).exists()
+    assert sorted(done.removed) == sorted(mine) and all(not p.exists() for p in mine)
+    assert all(p.exists() for p in others)

@@ -1,0 +1,173 @@
+"""`cbledger task new` and `cbledger run --draft`: a task scaffolded from its fixture validates and
+runs before any suite version records it, and a draft never touches the project's ledger."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cbledger.tasks.validate import validate_project
+from tests.factories import run_cli
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURE = "synthetic-led-resistor"
+REAL = "antmicro-microphone-board"
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    """The LED fixture and its two tasks (an edit and a refusal), with a flag task's fixture so the
+    catalog holds every outcome class."""
+    root = tmp_path / "project"
+    for fixture in (FIXTURE, "synthetic-mcu-sensor-drift"):
+        shutil.copytree(REPO / "fixtures" / fixture, root / "fixtures" / fixture)
+    for task in ("led-resistor-swap", "led-current-refusal", "mcu-pullup-drift-flag"):
+        shutil.copytree(REPO / "tasks" / task, root / "tasks" / task)
+    return root
+
+
+def new(root: Path, *args: str):
+    return run_cli(["task", "new", *args, "--root", root])
+
+
+def task_errors(root: Path, task_id: str) -> list[str]:
+    report = validate_project(root)
+    return [str(p) for p in report.errors if p.file.startswith(f"tasks/{task_id}/")]
+
+
+def test_a_scaffolded_edit_task_has_every_required_field_and_validates(project):
+    result = new(project, "led-current-record", "--fixture", FIXTURE, "--tier", "simple", "--outcome", "edit",
+                 "--prompt", "Register the LED current budget.", "--budget", "led_current_ma=10",
+                 "--assert", 'constraint_registered:{"key": "led_current_ma", "affects": ["R1"]}')
+    assert result.exit_code == 0, result.output
+    task = json.loads((project / "tasks" / "led-current-record" / "task.json").read_text())
+    fixture = json.loads((project / "fixtures" / FIXTURE / "fixture.json").read_text())
+    assert task["fixture"] == {"path": f"fixtures/{FIXTURE}", "sha256": fixture["sha256"]}
+    assert (task["tier"], task["mode"], task["expectedOutcome"]) == ("simple", "do", "edit")
+    assert task["request"] == {"prompt": "Register the LED current budget."}
+    assert task["config"]["budgets"] == {"led_current_ma": 10}
+    assert task["caps"] == {"turns": 30, "wallClockSec": 900} and task["tags"] == ["edit"]
+    assert "setup" not in task  # a synthetic tree carries its own docs; init would refuse to overwrite them
+    kinds = {a["id"]: (a["type"], a["args"]) for a in json.loads((project / "tasks" / "led-current-record" / "assertions.json").read_text())}
+    assert "touched-files-bounded" not in kinds  # a clean board: the design may change
+    assert kinds["target-1"] == ("constraint_registered", {"key": "led_current_ma", "affects": ["R1"]})
+    # a clean synthetic baseline: clean reports; an edit: done and one commit
+    assert kinds["erc-clean"] == ("erc_clean", {}) and kinds["drc-clean"] == ("drc_clean", {})
+    assert kinds["finished-cleanly"] == ("exit_path_in", {"paths": ["done"]})
+    assert kinds["one-commit"] == ("commit_count", {"equals": 1})
+    assert kinds["no-secret"] == ("no_secret", {})
+    assert task_errors(project, "led-current-record") == []
+    readme = (project / "tasks" / "led-current-record" / "README.md").read_text()
+    assert "`LED_A`" in readme and "`GND`" in readme  # the board's nets
+    assert "R1 (1k, synth:R_0603_1608Metric)" in readme and "D1 (LED_Red" in readme  # and references
+    assert "`led_current_ma` = 10" in readme
+    warned = [str(p) for p in validate_project(project).warnings if p.file == "tasks/led-current-record/README.md"]
+    assert warned == ["warning: tasks/led-current-record/README.md: still holds the scaffold's TODO(author): "
+                      "say what the task tests and the trap it sets"]
+
+
+def test_a_refusal_on_a_real_board_is_baseline_relative_and_cites_its_budget(project):
+    shutil.copytree(REPO / "fixtures" / REAL, project / "fixtures" / REAL)
+    result = new(project, "mic-refuse", "--fixture", REAL, "--tier", "medium", "--outcome", "refuse",
+                 "--prompt", "Add a 1k pull-up on SELECT.", "--budget", "standby_current_ua=20")
+    assert result.exit_code == 0, result.output
+    task = json.loads((project / "tasks" / "mic-refuse" / "task.json").read_text())
+    assert task["expectedOutcome"] == "refusal" and task["setup"] == {"commands": ["init"]}
+    assert task["tags"] == ["refusal", "real-board"]
+    items = {a["id"]: a for a in json.loads((project / "tasks" / "mic-refuse" / "assertions.json").read_text())}
+    assert items["refused"]["args"] == {"paths": ["refused"]}
+    assert items["cites-the-budget"]["args"] == {"budgetKey": "standby_current_ua"}
+    # the board's library warnings make *_clean unreachable: no violation beyond the baseline instead
+    assert items["no-new-erc-violations"]["args"] == {"severity": "warning"} and "erc-clean" not in items
+    assert items["schematic-untouched"]["args"] == {"path": "hardware/microphone-board.kicad_sch"}
+    assert items["tree-rolled-back"]["type"] == "rollback_byte_identical"
+    assert items["no-commit"]["args"] == {"equals": 0}
+    readme = (project / "tasks" / "mic-refuse" / "README.md").read_text()
+    assert "`SELECT`" in readme and "finish` gate" in readme
+    assert task_errors(project, "mic-refuse") == []
+
+
+def test_an_edit_on_a_board_with_baseline_warnings_is_bounded_to_copperheads_records(project):
+    shutil.copytree(REPO / "fixtures" / REAL, project / "fixtures" / REAL)
+    result = new(project, "mic-doc", "--fixture", REAL, "--tier", "simple", "--outcome", "edit", "--prompt", "p",
+                 "--assert", 'doc_contains:{"doc": "docs/DECISIONS.md", "pattern": "SELECT"}')
+    assert result.exit_code == 0, result.output
+    items = {a["id"]: a for a in json.loads((project / "tasks" / "mic-doc" / "assertions.json").read_text())}
+    assert next(iter(items)) == "target-1"
+    assert items["schematic-untouched"]["args"] == {"path": "hardware/microphone-board.kicad_sch"}
+    assert items["board-untouched"]["args"] == {"path": "hardware/microphone-board.kicad_pcb"}
+    assert items["touched-files-bounded"]["args"]["allowed"] == [
+        "docs/*.md", ".copperhead/**", "openspec/changes/*/proposal.md", "openspec/changes/*/tasks.md", ".gitignore"]
+    assert task_errors(project, "mic-doc") == []
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--fixture", "no-such-board"], "no-such-board: no such fixture"),
+        (["--outcome", "maybe"], "--outcome 'maybe': one of edit, refuse, flag"),
+        (["--assert", "net_exists:{}"], "'net_exists' is not in the standard's closed vocabulary"),
+        (["--assert", "net_present:{net"], "the arguments after ':' are not a JSON object"),
+        (["--budget", "led_current_ma"], "expected KEY=NUMBER"),
+        (["--mode", "create"], "--brief is required"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_nothing_written(project, args, message):
+    base = {"--fixture": FIXTURE, "--tier": "simple", "--outcome": "edit", "--prompt": "p"}
+    for flag, value in zip(args[::2], args[1::2], strict=True):
+        base[flag] = value
+    result = new(project, "fresh-task", *[x for kv in base.items() for x in kv])
+    assert result.exit_code == 2
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (project / "tasks" / "fresh-task").exists()
+
+
+def test_an_existing_task_is_never_overwritten(project):
+    before = (project / "tasks" / "led-resistor-swap" / "task.json").read_bytes()
+    result = new(project, "led-resistor-swap", "--fixture", FIXTURE, "--tier", "simple", "--outcome", "edit", "--prompt", "p")
+    assert result.exit_code == 2 and "already exists" in result.stderr
+    assert (project / "tasks" / "led-resistor-swap" / "task.json").read_bytes() == before
+
+
+def test_validate_calls_an_added_task_a_draft_and_says_how_to_run_it(project, kicad_cli):
+    for args in (("init",), ("suite", "bump", "--reason", "as bundled", "--skip-trial")):
+        assert run_cli([*args, "--root", project]).exit_code == 0
+    assert new(project, "led-note", "--fixture", FIXTURE, "--tier", "simple", "--outcome", "edit", "--prompt", "p").exit_code == 0
+    result = run_cli(["validate", "--root", project])
+    assert result.exit_code == 1
+    assert "task led-note added since the last bump: a draft until a suite version records it: run it with " \
+           "`cbledger run led-note --draft`" in result.stderr
+
+
+def test_a_draft_runs_in_a_scratch_workspace_and_keeps_its_sandbox(project, kicad_cli, tmp_path):
+    for args in (("init",), ("suite", "bump", "--reason", "as bundled", "--skip-trial")):
+        assert run_cli([*args, "--root", project]).exit_code == 0
+    ledger = project / "results" / "ledger" / "events.jsonl"
+    before = ledger.read_bytes()
+    # a copy of a bundled task under a new id: its gold passes, and no suite version records it
+    shutil.copytree(project / "tasks" / "led-current-refusal", project / "tasks" / "led-refusal-draft")
+    doc = json.loads((project / "tasks" / "led-refusal-draft" / "task.json").read_text())
+    (project / "tasks" / "led-refusal-draft" / "task.json").write_text(json.dumps({**doc, "id": "led-refusal-draft"}))
+    refused = run_cli(["run", "led-refusal-draft", "--agent", "gold", "--repeats", "1", "--root", project])
+    assert refused.exit_code == 2 and "suite bump" in refused.stderr  # not a draft: refused as before
+
+    result = run_cli(["run", "led-refusal-draft", "--draft", "--agent", "gold", "--repeats", "1",
+                      "--sandbox-root", tmp_path / "boxes", "--root", project, "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert [(r["task"], r["verdict"]) for r in out["runs"]] == [("led-refusal-draft", "pass")]
+    sandbox = Path(out["runs"][0]["sandbox"])
+    assert sandbox.parent == tmp_path / "boxes" and (sandbox / ".git").exists()
+    draft = Path(result.stderr.split("draft workspace ", 1)[1].split(" ", 1)[0])
+    try:
+        assert ledger.read_bytes() == before  # the project's ledger never sees a draft
+        assert not (project / "LEADERBOARD.md").exists() and not (project / "results" / "runs").exists()
+        types = [json.loads(line)["event"]["type"] for line in (draft / "ledger" / "events.jsonl").read_text().splitlines()]
+        assert types == ["ledger.created", "suite.bumped", "suite.archived", "run.recorded", "grade.recorded"]
+        bumped = json.loads((draft / "ledger" / "events.jsonl").read_text().splitlines()[1])["event"]["body"]
+        assert bumped["suiteVersion"] == "0.0.1" and "led-refusal-draft" in bumped["taskManifestHashes"]
+    finally:
+        shutil.rmtree(draft, ignore_errors=True)
