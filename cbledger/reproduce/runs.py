@@ -143,7 +143,7 @@ def _regrade_all(result: RunCheck, run: RunRecorded, restored, grades: list[tupl
             continue  # the restore's failure already fails the run
         if version not in today:
             try:
-                today[version] = grade_preserved(task, fixture, restored.repo, run)
+                today[version] = grade_preserved(task, fixture, restored.repo, run, g.grader_version)
             except Exception as exc:  # a grader that crashes on recorded evidence does not reproduce it
                 today[version] = None
                 result.fail(_note(run, gseq, "regrade-error", f"grading raised {type(exc).__name__}: {exc}",
