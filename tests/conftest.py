@@ -3,20 +3,100 @@
 Two outside dependencies are optional on a developer laptop and mandatory in CI: the real
 third-party data in `../shared/real` and `kicad-cli`. Without CI they skip with the reason; with
 `CI=true` their absence fails the test, so a green CI run never hides a missing dependency.
+
+scripts/test runs the suite in parallel (pytest-xdist, `-n auto --dist loadgroup`): tests share no
+state (each writes under its own temporary directory, each PostgreSQL test has a schema of its own,
+tests/postgres.py). The hooks below keep the tests of a module that builds an expensive
+module-scoped fixture on one worker and start the long end-to-end modules first.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import random
+import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from xdist.scheduler import LoadGroupScheduling
 
 REPO = Path(__file__).resolve().parent.parent
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+_TREE_BEFORE = pytest.StashKey[str | None]()
+
+
+#: a module that builds a module-scoped fixture: `@pytest.fixture(scope="module")` in its source
+_MODULE_FIXTURE = re.compile(r"@pytest\.fixture\(\s*scope=[\"']module[\"']")
+
+
+@functools.cache
+def _shares_a_module_fixture(path: str) -> bool:
+    file = REPO / path
+    return file.suffix == ".py" and file.is_file() and _MODULE_FIXTURE.search(file.read_text()) is not None
+
+
+class ModuleFixtureScheduling(LoadGroupScheduling):
+    """xdist's `loadgroup` with one more group: every test of a module that builds a
+    module-scoped fixture (a suite run through kicad-cli, real-harness runs, a Dask cluster).
+    Spread over workers, each worker that drew one of its tests would build that fixture again.
+    The scheduler sees only node ids, so the module is found by its source; explicit
+    `xdist_group` marks keep their meaning. (xdist 3.8 cannot add its own group suffix to a
+    node id under pytest 9.2, so marks added at collection would not reach it.)"""
+
+    def _split_scope(self, nodeid: str) -> str:
+        if "@" in nodeid:
+            return super()._split_scope(nodeid)
+        path = nodeid.split("::", 1)[0]
+        return path if _shares_a_module_fixture(path) else nodeid
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    return ModuleFixtureScheduling(config, log) if config.getvalue("dist") == "loadgroup" else None
+
+
+def _tree_status() -> str | None:
+    """`git status` of the repository, each untracked file named (the ignored build and tool
+    caches left out: collection itself writes `__pycache__/`); None outside git."""
+    try:
+        done = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"],
+                              cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if IN_CI and not hasattr(session.config, "workerinput"):
+        session.config.stash[_TREE_BEFORE] = _tree_status()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Under CI=true a test run that changed the repository's tree fails: tests write only under
+    their temporary directories, so workers running side by side never see each other's files
+    and the project's tracked outputs stay as committed."""
+    before = session.config.stash.get(_TREE_BEFORE, None)
+    if before is None:
+        return
+    after = _tree_status()
+    if after is None or after == before:
+        return
+    changed = sorted(set(after.splitlines()) ^ set(before.splitlines()))
+    sys.stderr.write(f"error: the tests changed the repository tree: {'; '.join(changed[:10])}\n")
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Modules holding a `slow` test run first, in collection order otherwise: in a parallel
+    run, a worker that drew a minute-long end-to-end test last would finish alone while the
+    other idled."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)
 
 
 #: The property tests' seed: random in CI (hypothesis's own "ci" profile would derandomize them, so

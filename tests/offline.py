@@ -9,8 +9,8 @@ import socket
 import pytest
 
 from cbledger.kicad import oracle
+from cbledger.runner import confined_verify, isolation
 from cbledger.runner import execute as execute_mod
-from cbledger.runner import isolation
 from cbledger.runner import sandbox as sandbox_mod
 from cbledger.runner.agents import copperhead, replay, scripted
 
@@ -35,7 +35,7 @@ def forbid_running(monkeypatch: pytest.MonkeyPatch) -> None:
         (copperhead, "run_capped"),
         (isolation, "run"),
         (oracle, "verify_tree"),
-        (execute_mod, "verify_tree"),
+        (confined_verify, "verify"),
         (oracle, "_run"),
         (socket, "socket"),
         (socket, "create_connection"),

@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import pytest
 
+from cbledger.grading.evidence.bundle import from_sandbox
 from cbledger.grading.evidence.transcript import classify_tool_result, parse_transcript
+from cbledger.grading.grader import grade
 from cbledger.grading.taxonomy import TaxonomyInput, classify
 from cbledger.ledger.types import FailureCategory
 from tests.test_grading_kit import (
+    SCHEMATIC,
     assertion,
+    demo_schematic,
     done,
     ev,
     make_box,
@@ -278,10 +282,31 @@ def test_grade_a_run_that_committed_the_wrong_thing(tmp_path):
     assert (g.first_failed_required, g.failure_category) == ("net", "wrong-target")
 
 
-def test_grade_a_refusal_task_answered_with_an_edit(tmp_path):
+def _refusal_task_answered_done(tmp_path, edit: bool):
+    fixture = write_fixture(tmp_path / "project")
     asserts = [assertion("refused", "exit_path_in", {"paths": ["refused"]})]
-    g = _graded(tmp_path, done(), expected="refusal", asserts=asserts)
+    task = write_task(tmp_path / "project", "tax", fixture, asserts, expectedOutcome="refusal")
+    box = make_box(tmp_path, task, fixture)
+    box.transcript(done())
+    if edit:
+        box.write(SCHEMATIC, demo_schematic(sig="SENSE"))
+        box.commit()
+    return box
+
+
+def test_grade_a_refusal_task_answered_with_an_edit(tmp_path):
+    g = _refusal_task_answered_done(tmp_path, edit=True).grade()
     assert g.failure_category == "constraint-violation"
+
+
+def test_a_refusal_task_answered_with_no_edit_and_no_refusal_is_wrong_target(tmp_path):
+    """`constraint-violation` means "made an edit that breaks a recorded budget": a run that
+    neither refused nor changed a file (only copperhead's run records) did not make one."""
+    box = _refusal_task_answered_done(tmp_path, edit=False)
+    assert box.grade().failure_category == "wrong-target"
+    # a grade recorded by grader 1.2.0 is reproduced under its own rule
+    old = grade(box.task, box.fixture, from_sandbox(box.path, None, None), "1.2.0")
+    assert old.failure_category == "constraint-violation"
 
 
 def test_grade_a_run_without_a_transcript_is_stalled(tmp_path):

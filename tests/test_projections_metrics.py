@@ -138,14 +138,16 @@ def test_correct_and_false_refusal_rates():
     s.task("flag-me", outcome="flag")
     for r in (1, 2):
         s.graded_run("refuse-me", repeat=r, verdict="pass", exit_path="refused")
-        # refused but the grade failed (did not cite the budget): not a correct refusal
+        # refused but the grade failed (did not cite the budget): still a refusal, as the standard counts it
         s.graded_run("refuse-me", repeat=r, verdict="fail", exit_path="refused", category="wrong-target")
+        # did not refuse
+        s.graded_run("refuse-me", repeat=r, verdict="fail", exit_path="done", category="wrong-target")
         s.graded_run("edit-me", repeat=r, verdict="fail", exit_path="refused", category="false-refusal")
         s.graded_run("edit-me", repeat=r, verdict="pass")
         s.graded_run("edit-me", repeat=r, verdict="fail", exit_path=None, category="stalled")
         s.graded_run("flag-me", repeat=r, exit_path="refused")  # neither rate counts flag tasks
     row = rows(s)[("vendor:model-a", ALL_TIERS)]
-    assert (row.correct_refusals, row.refusal_runs) == (2, 4)
+    assert (row.correct_refusals, row.refusal_runs) == (4, 6)
     assert (row.false_refusals, row.edit_runs) == (2, 6)
 
 

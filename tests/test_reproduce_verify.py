@@ -18,6 +18,7 @@ from cbledger.reproduce import verify as verify_mod
 from tests.factories import run_cli
 from tests.offline import forbid, forbid_running
 from tests.runner_project import REPO
+from tests.shared_build import built_once
 
 pytestmark = [pytest.mark.slow, pytest.mark.kicad]
 
@@ -51,15 +52,13 @@ def _build(root: Path, sandboxes: Path) -> None:
 
 
 def small_project(tmp_path_factory) -> Path:
-    """Built once per test session (both reproduce modules use it); callers get a private copy."""
-    base = tmp_path_factory.getbasetemp() / "reproduce-small"
-    root = base / "project"
-    if not (base / "built").is_file():
-        shutil.rmtree(base, ignore_errors=True)
-        root.mkdir(parents=True)
-        _build(root, base / "sandboxes")
-        (base / "built").write_text("ok\n")
-    return root
+    """Built once per test run, for every worker (both reproduce modules use it); callers get a private copy."""
+
+    def build(base: Path) -> None:
+        (base / "project").mkdir()
+        _build(base / "project", base / "sandboxes")
+
+    return built_once(tmp_path_factory, "reproduce-small", build) / "project"
 
 
 def copy_project(tmp_path_factory, tmp_path: Path) -> Path:

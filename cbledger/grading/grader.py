@@ -27,7 +27,11 @@ from cbledger.ledger.events import AssertionOutcome, RunRecorded
 from cbledger.ledger.types import FailureCategory
 from cbledger.tasks.catalog import Fixture, Task
 
-GRADER_VERSION = "1.2.0"
+GRADER_VERSION = "1.3.0"
+#: the grader whose taxonomy first asks whether a run edited anything (`TaxonomyInput.edited`)
+EDITED_SINCE = (1, 3, 0)
+#: copperhead's own records of a run, which every run leaves: not an edit of the project
+RUN_RECORDS = ".copperhead/runs/"
 
 Verdict = Literal["pass", "fail"]
 
@@ -74,7 +78,13 @@ def score(outcomes: list[AssertionOutcome]) -> tuple[Verdict, float, AssertionOu
     return ("fail" if first else "pass"), partial, first
 
 
-def grade(task: Task, fixture: Fixture, evidence: Evidence) -> Grade:
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split(".") if p.isdigit())
+
+
+def grade(task: Task, fixture: Fixture, evidence: Evidence, grader_version: str = GRADER_VERSION) -> Grade:
+    """`grader_version`: the rules to grade by; a grade recorded by an earlier grader is
+    reproduced under its own (`replay --verify` passes the recorded one), a new grade uses today's."""
     ctx = GradeContext(task, fixture, evidence)
     outcomes = findings.outcomes(evidence) + evaluate(task, ctx)
     verdict, partial, first = score(outcomes)
@@ -87,6 +97,8 @@ def grade(task: Task, fixture: Fixture, evidence: Evidence) -> Grade:
                 evidence.exit_path,
                 first.type if first else None,
                 task.manifest.expected_outcome,
+                edited=any(not p.startswith(RUN_RECORDS) for p in evidence.diff.paths)
+                if _version(grader_version) >= EDITED_SINCE else None,
             )
         )
     return Grade(
@@ -100,7 +112,9 @@ def grade(task: Task, fixture: Fixture, evidence: Evidence) -> Grade:
     )
 
 
-def grade_preserved(task: Task, fixture: Fixture, repo: pygit2.Repository, run: RunRecorded) -> Grade:
+def grade_preserved(
+    task: Task, fixture: Fixture, repo: pygit2.Repository, run: RunRecorded, grader_version: str = GRADER_VERSION,
+) -> Grade:
     """Today's grade of a preserved run restored into `repo`, from the commits its `run.recorded`
     names. Re-scoring and `replay --verify` restore a run each in their own way (one stops at the
     first problem, the other records every one); both grade it here, so they cannot drift."""
@@ -113,4 +127,4 @@ def grade_preserved(task: Task, fixture: Fixture, repo: pygit2.Repository, run: 
         evidence_sha=ref.evidence_sha,
         runner_exit=run.runner_exit,
     )
-    return grade(task, fixture, evidence)
+    return grade(task, fixture, evidence, grader_version)

@@ -23,8 +23,12 @@ quotes it and tests/test_grading_taxonomy.py checks every branch.
  9. then, for runs that ended `done` or `refused`, by the first failed required assertion:
       drift_clean                                   → drift-left
       exit_path_in / refusal_cites_budget on a refusal or flag task that did not refuse
-                                                    → constraint-violation (it made the change the
-                                                      budget forbids)
+                                                    → constraint-violation when it changed a file
+                                                      (it made the change the budget forbids);
+                                                      wrong-target when it changed nothing (it
+                                                      neither refused nor edited: since grader
+                                                      1.3.0, `edited`; before, every such run was
+                                                      a constraint-violation)
       commit_count                                  → commit-failed
       file_unchanged, files_touched_subset, diff_ratio_max, rollback_byte_identical,
       constraint_registered, no_secret, erc_*, drc_* → constraint-violation
@@ -69,10 +73,14 @@ class TaxonomyInput:
     tool_results: int
     dominant_tool_error: str | None
     failure_reason: str
+    #: whether the run changed any file outside copperhead's own run records; None under the
+    #: rules before grader 1.3.0, which did not look (see `grader.grade`)
+    edited: bool | None = None
 
     @classmethod
     def from_transcript(
-        cls, t: Transcript, exit_path: str | None, first_failed_type: str | None, expected: str
+        cls, t: Transcript, exit_path: str | None, first_failed_type: str | None, expected: str,
+        edited: bool | None = None,
     ) -> TaxonomyInput:
         reasons = [str(ev.data.get("reason", "")) for ev in t.of_type("run-failed")]
         return cls(
@@ -83,6 +91,7 @@ class TaxonomyInput:
             tool_results=t.tool_calls(),
             dominant_tool_error=t.dominant_tool_error(),
             failure_reason=" ".join(reasons),
+            edited=edited,
         )
 
 
@@ -113,7 +122,7 @@ def classify(x: TaxonomyInput) -> FailureCategory:
         return "drift-left"
     if first in ("exit_path_in", "refusal_cites_budget"):
         if x.expected_outcome in ("refusal", "flag") and x.exit_path != "refused":
-            return "constraint-violation"
+            return "wrong-target" if x.edited is False else "constraint-violation"
         return "wrong-target"
     if first == "commit_count":
         return "commit-failed"

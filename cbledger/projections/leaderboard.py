@@ -357,7 +357,7 @@ def _refusal_section(g: GroupMetrics, level: str) -> list[str]:
         return []
     header = [
         "Model",
-        "Correct-refusal rate (refusal-task runs that passed)",
+        "Correct-refusal rate (refusal-task runs that ended `refused`)",
         "False-refusal rate (edit-task runs that ended `refused`)",
         "Repeats",
     ]

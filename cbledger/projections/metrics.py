@@ -17,9 +17,9 @@ Pure functions of a `LedgerState`. Definitions (docs/PROJECTIONS.md repeats them
   **spread** is the per-index rates (min..max shown); **pass^k** = tasks whose every run passed /
   tasks, with k the runs per task (a range when tasks differ). A row whose every task has a single
   run is `single_repeat` and is never presented as a comparison.
-* **correct-refusal rate** = runs of `refusal` tasks whose grade passed / runs of `refusal` tasks
-  (a refusal task passes only when its required assertions — refused, cited the budget, changed
-  nothing — all hold, so a pass is a correct refusal and a bare "refused" exit is not enough).
+* **correct-refusal rate** = runs of `refusal` tasks whose run ended with exit path `refused` /
+  runs of `refusal` tasks, as the standard defines it (refusal tasks answered with a refusal);
+  whether the refusal also cited its budget and changed nothing is the task's pass rate.
 * **false-refusal rate** = runs of `edit` tasks whose run ended with exit path `refused` / runs
   of `edit` tasks (a run without stats did not end with a refusal).
 * **variant gap** per model = pass rate on originals minus pass rate on their `variantOf`
@@ -403,7 +403,7 @@ class _Acc:
         outcome = run.task.expected_outcome
         if outcome == "refusal":
             self.refusal_runs += 1
-            self.correct_refusals += passed
+            self.correct_refusals += run.stats is not None and run.stats.exit_path == "refused"
         elif outcome == "edit":
             self.edit_runs += 1
             self.false_refusals += run.stats is not None and run.stats.exit_path == "refused"

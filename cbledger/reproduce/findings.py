@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from cbledger.projections.site.evidence import RunEvidence
+
 _CAMEL = {"run_id": "runId", "suite_version": "suiteVersion"}
 
 
@@ -80,6 +82,9 @@ class RunCheck:
     #: why a grade or the run was not reproduced, one finding each
     skips: list[Finding] = field(default_factory=list)
     seconds: float = 0.0
+    #: what the run's site page shows, read from the restore its re-grade used, so that the
+    #: site check does not restore the run again; not part of the report
+    evidence: RunEvidence | None = None
 
     def fail(self, finding: Finding) -> None:
         self.failures.append(finding)

@@ -10,6 +10,7 @@ differing line). Nothing is written.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from cbledger.projections import leaderboard, readmodel, records, writers
 from cbledger.projections.fold import LedgerState
 from cbledger.projections.paths import DATE_DIR, is_record_path, is_retraction_path
 from cbledger.projections.site import render as site_render
+from cbledger.projections.site.evidence import RunEvidence
 from cbledger.reproduce.findings import Finding
 from cbledger.workspace import (
     LEADERBOARD,
@@ -180,7 +182,9 @@ def check_readmodel(state: LedgerState, workspace: Workspace, out: OutputsCheck)
     )
 
 
-def check_site(state: LedgerState, workspace: Workspace, out: OutputsCheck | None = None) -> list[Finding]:
+def check_site(
+    state: LedgerState, workspace: Workspace, out: OutputsCheck | None = None, known: Mapping[str, RunEvidence] | None = None
+) -> list[Finding]:
     """Every page the site renders against what is under `results/site/`; an `.html` file there
     that the ledger does not produce is extra. The page of a run whose preserved evidence cannot be
     read back as recorded is not compared: the run's own check reports why (a missing fixture, a
@@ -188,7 +192,7 @@ def check_site(state: LedgerState, workspace: Workspace, out: OutputsCheck | Non
     # imported here: it restores runs as `verify` does, and `verify` imports this module
     from cbledger.reproduce import site_evidence
 
-    evidence = site_evidence.gather(workspace, state)
+    evidence = site_evidence.gather(workspace, state, known=known)
     unreadable = {site_render.run_page(rid) for rid, ev in evidence.items() if ev.problem is not None}
     expected = {rel: data for rel, data in site_render.render(state, evidence) if rel not in unreadable}
     found: list[Finding] = []
@@ -217,10 +221,17 @@ def check_site(state: LedgerState, workspace: Workspace, out: OutputsCheck | Non
     return found
 
 
-def check_outputs(state: LedgerState, workspace: Workspace) -> OutputsCheck:
+def check_tables(state: LedgerState, workspace: Workspace) -> OutputsCheck:
+    """Every output but the site: none of them reads a preserved run."""
     out = OutputsCheck()
     check_records(state, workspace, out)
     check_leaderboard(state, workspace, out)
     check_readmodel(state, workspace, out)
-    check_site(state, workspace, out)
+    return out
+
+
+def check_outputs(state: LedgerState, workspace: Workspace, known: Mapping[str, RunEvidence] | None = None) -> OutputsCheck:
+    """`known`: site evidence already read from the runs' restores (`check_site`)."""
+    out = check_tables(state, workspace)
+    check_site(state, workspace, out, known)
     return out

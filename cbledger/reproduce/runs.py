@@ -46,10 +46,11 @@ def _restore_catalog(workspace: Workspace, run: RunRecorded, suites: Suites) -> 
 
 def check_run(
     workspace: Workspace, run: RunRecorded, seq: int, grades: list[tuple[int, GradeRecorded]], suites: Suites,
-    attached: tuple[int, CassetteRef] | None = None,
+    attached: tuple[int, CassetteRef] | None = None, evidence: bool = False,
 ) -> RunCheck:
     """`attached`: the seq and reference of the `cassette.attached` that gave the run a cassette
-    later, when it recorded none of its own."""
+    later, when it recorded none of its own. `evidence`: also read what the run's site page
+    shows from this restore (`RunCheck.evidence`), for the site check that follows."""
     started = time.perf_counter()
     result = RunCheck(run.run_id, seq, run.task.id, run.model.id, run.run_mode)
     if not grades:
@@ -71,6 +72,11 @@ def check_run(
         for f in cassette_findings(workspace, run, seq, attached):
             result.fail(f)
         _regrade_all(result, run, restored, grades, suites)
+        if evidence:
+            # imported here: the site's gatherer imports `verify`, which imports this module
+            from cbledger.reproduce.site_evidence import from_restored
+
+            result.evidence = from_restored(restored, run)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     result.grades.sort(key=lambda g: g.seq)
@@ -137,7 +143,7 @@ def _regrade_all(result: RunCheck, run: RunRecorded, restored, grades: list[tupl
             continue  # the restore's failure already fails the run
         if version not in today:
             try:
-                today[version] = grade_preserved(task, fixture, restored.repo, run)
+                today[version] = grade_preserved(task, fixture, restored.repo, run, g.grader_version)
             except Exception as exc:  # a grader that crashes on recorded evidence does not reproduce it
                 today[version] = None
                 result.fail(_note(run, gseq, "regrade-error", f"grading raised {type(exc).__name__}: {exc}",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ from cbledger.ledger.events import RunRecorded
 from cbledger.ledger.store import LedgerStore
 from cbledger.projections.fold import LedgerState, PassEntry, RunEntry
 from cbledger.projections.site.evidence import ChainLink, ReportCounts, RunEvidence, ToolCall, Turn
-from cbledger.reproduce.restore import restore_run
+from cbledger.reproduce.restore import RestoredRun, restore_run
 from cbledger.reproduce.runs import Suites
 from cbledger.reproduce.verify import prepare_suites
 from cbledger.tasks.catalog import Catalog, Fixture
@@ -111,10 +111,9 @@ def _counts(reports: dict[str, bytes | None], where: str) -> dict[str, ReportCou
     return out
 
 
-def _one(
-    workspace: Workspace, catalog: Catalog, run: RunRecorded, seq: int, scratch: Path, diff_limit: int | None = DIFF_LIMIT
-) -> RunEvidence:
-    restored = restore_run(workspace, catalog, run, seq, scratch / run.run_id)
+def from_restored(restored: RestoredRun, run: RunRecorded, diff_limit: int | None = DIFF_LIMIT) -> RunEvidence:
+    """The page's evidence from a run already restored: `replay --verify` restores each run once
+    and hands the same repository to the re-grade and to this (`cbledger.reproduce.runs`)."""
     try:
         if restored.repo is None or not restored.complete or restored.failures:
             # a bundle that does not match its recorded digest is not shown as the run's evidence
@@ -130,6 +129,15 @@ def _one(
             turns=turns(ev.transcript), malformed=list(ev.transcript.malformed), diff=diff, diff_truncated=cut,
             before=before, after=_counts(dict(ev.reports), "end state"),
         )
+    except (UserError, pygit2.GitError, OSError, KeyError, ValueError) as exc:
+        return RunEvidence(problem=f"the preserved run could not be read: {exc}")
+
+
+def _one(
+    workspace: Workspace, catalog: Catalog, run: RunRecorded, seq: int, scratch: Path, diff_limit: int | None = DIFF_LIMIT
+) -> RunEvidence:
+    try:
+        return from_restored(restore_run(workspace, catalog, run, seq, scratch / run.run_id), run, diff_limit)
     finally:
         shutil.rmtree(scratch / run.run_id, ignore_errors=True)
 
@@ -162,25 +170,27 @@ def catalogs(workspace: Workspace, state: LedgerState, run_ids: list[str], scrat
 
 def gather(
     workspace: Workspace, state: LedgerState, run_ids: Iterable[str] | None = None, *, diff_limit: int | None = DIFF_LIMIT,
-    on_step: Callable[[int, int, str], None] | None = None,
+    on_step: Callable[[int, int, str], None] | None = None, known: Mapping[str, RunEvidence] | None = None,
 ) -> dict[str, RunEvidence]:
     """The evidence of `run_ids` (default: every recorded run); `diff_limit` None keeps all of each diff.
     Restoring every bundle is the slow part of a first build, so `on_step(done, total, run_id)`
-    hears each run read, for the command line's progress."""
+    hears each run read, for the command line's progress. A run in `known` (read from the
+    restore `replay --verify` made for its re-grade) is not restored again; its chain is added."""
     # a later feedback pass has a page too (`projections.site.render`)
     every: dict[str, RunEntry | PassEntry] = {**state.runs, **state.later_passes}
     wanted = sorted(every if run_ids is None else {r for r in run_ids if r in every})
     if not wanted:
         return {}
+    known = known or {}
     links = chain_links(workspace, set(wanted))
     scratch = scratch_dir.mkdtemp("cbledger-site-")
     try:
-        chosen = catalogs(workspace, state, wanted, scratch / "suites")
+        chosen = catalogs(workspace, state, [r for r in wanted if r not in known], scratch / "suites")
         out: dict[str, RunEvidence] = {}
         for done, run_id in enumerate(wanted, start=1):
             entry = every[run_id]
             try:
-                found = _one(workspace, chosen[run_id], entry.run, entry.seq, scratch / "runs", diff_limit)
+                found = known[run_id] if run_id in known else _one(workspace, chosen[run_id], entry.run, entry.seq, scratch / "runs", diff_limit)
             except (UserError, pygit2.GitError, OSError, KeyError, ValueError) as exc:
                 found = RunEvidence(problem=f"the preserved run could not be read: {exc}")
             out[run_id] = RunEvidence(

@@ -59,7 +59,7 @@ from cbledger.reproduce.checkpoints import (
 )
 from cbledger.reproduce.figures import cost_findings
 from cbledger.reproduce.findings import Finding, RunCheck
-from cbledger.reproduce.outputs import OutputsCheck, check_outputs
+from cbledger.reproduce.outputs import OutputsCheck, check_outputs, check_site, check_tables
 from cbledger.reproduce.rubrics import rubric_findings, scored_versions
 from cbledger.reproduce.runs import Suites, check_run
 from cbledger.tasks.definitions import differences
@@ -330,17 +330,19 @@ def working_tree_check(workspace: Workspace, state: LedgerState) -> list[Finding
 
 
 def _run_all(
-    workspace: Workspace, jobs: list[_Job], suites: Suites, pool: ProcessPoolExecutor | None, progress: RunProgress | None
+    workspace: Workspace, jobs: list[_Job], suites: Suites, pool: ProcessPoolExecutor | None, progress: RunProgress | None,
+    evidence: bool = False,
 ) -> list[RunCheck]:
+    """`evidence`: each run's site evidence is read from the restore its re-grade uses."""
     results: list[RunCheck] = []
     total = len(jobs)
     if pool is None or total <= 1:
         for job in jobs:
-            results.append(check_run(workspace, job.run, job.seq, job.grades, suites, job.attached))
+            results.append(check_run(workspace, job.run, job.seq, job.grades, suites, job.attached, evidence))
             if progress:
                 progress(len(results), total, results[-1])
         return results
-    futures = [worker.check(pool, workspace, job.run, job.seq, job.grades, suites, job.attached) for job in jobs]
+    futures = [worker.check(pool, workspace, job.run, job.seq, job.grades, suites, job.attached, evidence) for job in jobs]
     for fut in as_completed(futures):
         results.append(fut.result())
         if progress:
@@ -352,14 +354,16 @@ def _run_all(
 
 
 def _outputs_ahead(state: LedgerState, workspace: Workspace) -> Future[OutputsCheck]:
-    """The projections' check, started on a thread of the parent while the workers re-grade.
+    """The projections' check but the site's, started on a thread of the parent while the
+    workers re-grade.
 
     It needs nothing from the runs, and it is most of what the parent does: run serially after
     the last run came back, it took as long as the runs' whole share of a `--jobs 2` verify,
     which was then no faster than the serial one. On its thread it costs the parent's idle time
-    waiting for the workers (the wait releases the GIL)."""
+    waiting for the workers (the wait releases the GIL). The site's check waits for the runs:
+    it reads each page's evidence from the restore the run's re-grade made."""
     ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cbledger-outputs")
-    future = ahead.submit(check_outputs, state, workspace)
+    future = ahead.submit(check_tables, state, workspace)
     ahead.shutdown(wait=False)  # the submitted check still runs to its end
     return future
 
@@ -438,11 +442,16 @@ def _verify(
             on_runs_planned(len(jobs))
         parallel = pool is not None and len(jobs) > 1
         outputs = _outputs_ahead(state, workspace) if parallel and options.projections else None
-        checked = _run_all(workspace, jobs, suites, pool, run_progress)
+        checked = _run_all(workspace, jobs, suites, pool, run_progress, evidence=options.projections)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    # each run was restored once: its page's evidence came back with its check
+    known = {c.run_id: c.evidence for c in checked if c.evidence is not None}
+    for c in checked:
+        c.evidence = None
     if outputs is not None:
         report.outputs = outputs.result()  # before anything else reads the state it reads
+        check_site(state, workspace, report.outputs, known)
     reused, costs = reused_evidence(state), cost_findings(state)
     for check in checked:
         for f in reused.get(check.run_id, []) + costs.get(check.run_id, []):
@@ -450,6 +459,6 @@ def _verify(
     report.runs = sorted(checked + skipped, key=lambda r: r.seq)
     report.runs_checked = True
     if options.projections and outputs is None:
-        report.outputs = check_outputs(state, workspace)
+        report.outputs = check_outputs(state, workspace, known)
     report.seconds = time.perf_counter() - started
     return report

@@ -38,10 +38,11 @@ def start_pool(workers: int) -> ProcessPoolExecutor:
 def check(
     pool: ProcessPoolExecutor, workspace: Workspace, run: RunRecorded, seq: int,
     grades: list[tuple[int, GradeRecorded]], suites: Suites, attached: tuple[int, CassetteRef] | None = None,
+    evidence: bool = False,
 ) -> Future[RunCheck]:
     """`check_run` in a worker (the kept suites pickle to their roots: cheap to send each time)."""
     with as_main():
-        return pool.submit(check_run, workspace, run, seq, grades, suites, attached)
+        return pool.submit(check_run, workspace, run, seq, grades, suites, attached, evidence)
 
 
 @contextmanager
