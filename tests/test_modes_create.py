@@ -25,7 +25,7 @@ EXPECTED = {
     },
     REFUSAL: {
         ("gold", None): ("pass", None),
-        ("noop", None): ("fail", "constraint-violation"),
+        ("noop", None): ("fail", "wrong-target"),  # neither a refusal nor an edit
         ("copperhead", "solve"): ("pass", None),
         ("copperhead", "wrong"): ("fail", "constraint-violation"),
     },
