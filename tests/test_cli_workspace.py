@@ -32,13 +32,15 @@ def _project(tmp_path: Path) -> Path:
     return root
 
 
-def test_run_with_a_ledger_elsewhere_keeps_its_outputs_beside_it(tmp_path, kicad_cli, monkeypatch):
+def test_run_with_a_ledger_elsewhere_keeps_its_outputs_beside_it(tmp_path, kicad_cli, copperhead_cli, monkeypatch):
     monkeypatch.delenv("COPPERHEAD_CLI", raising=False)
     root = _project(tmp_path)
     other = tmp_path / "other" / "ledger" / "events.jsonl"
     for args in (("init",), ("suite", "bump", "--reason", "x", "--skip-trial")):
         assert run_cli([*args, "--root", root, "--ledger", other], env=NO_ENV).exit_code == 0
-    result = run_cli(["run", TASK, "--agent", "gold", "--repeats", "1", "--json", "--root", root, "--ledger", other], env=NO_ENV)
+    # the task grades check_clean: the end state's `copperhead check` needs the CLI
+    result = run_cli(["run", TASK, "--agent", "gold", "--repeats", "1", "--json", "--copperhead-cli", copperhead_cli,
+                      "--root", root, "--ledger", other], env=NO_ENV)
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert (doc["recorded"], doc["passed"], doc["notRecorded"]) == (1, 1, [])

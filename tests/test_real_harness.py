@@ -330,17 +330,21 @@ def test_runs_the_harness_ended_before_the_model_are_not_the_models(
     result = project.run("led-current-refusal", "--model", "acme-m1", "--segment", "api-cheap", "--repeats", "1")
     assert result.exit_code == 2 and "needs $OPENAI_API_KEY, which is not set" in result.output
     assert project.events("run.recorded") == []
-    # a compat endpoint nobody listens on: the model never answers a turn
+    # a compat endpoint nobody listens on: the wire breaks at the first model call (provider-transport)
     result = project.run("led-resistor-swap", "--model", "compat:nobody", "--segment", "open-weight-hosted", "--repeats", "1",
                          env={"COPPERHEAD_BASE_URL": "http://127.0.0.1:9/v1"})
     assert result.exit_code == 0, result.output
     graded = project.graded()
     nobody, _ = graded["led-resistor-swap"]
-    assert nobody.harness_failure.kind == "no-model-turn"
+    assert (nobody.harness_failure.kind, nobody.harness_failure.turn) == ("provider-transport", 1)  # the connection refused
     for run, grade in graded.values():
         assert grade.verdict == "fail" and run.cost.usd_micros is None
     board = (project.root / "LEADERBOARD.md").read_text()
     section = board.split("### Runs that never reached the model")[1].split("###")[0]
     assert "`compat:nobody`" in section
-    assert "| `compat:nobody`" not in board.split("### Runs that never reached the model")[0]  # no model row
+    # no model row: the model appears only in its environment-failure rate, then in the list
+    before, rates = board.split("### Environment failures by model and route")
+    assert "| `compat:nobody`" not in before
+    rates = rates.split("### Runs that never reached the model")[0]
+    assert "| `compat:nobody` | openai-compat | 100.0% (1/1) | provider-transport 1 |" in rates
     project.verify()
