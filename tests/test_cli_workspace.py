@@ -65,11 +65,13 @@ def test_one_option_chooses_the_results_directory(tmp_path):
     assert by_env.exit_code == 0 and "ledger.created" in by_env.stdout
 
 
-def test_demo_in_a_fresh_clone_runs_into_a_scratch_workspace_and_leaves_git_status_clean(tmp_path, kicad_cli):
+def test_demo_in_a_fresh_clone_runs_into_a_scratch_workspace_and_leaves_git_status_clean(tmp_path, kicad_cli, copperhead_cli):
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(REPO), str(clone)], check=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("CBLEDGER_")}
     env["PYTHONPATH"] = str(clone)  # the clone's own code
+    # the copperhead CLI its bootstrap would install: the tasks that grade check_clean need it
+    env["COPPERHEAD_CLI"] = str(copperhead_cli)
     cli = [sys.executable, "-m", "cbledger.cli.app"]
     done = subprocess.run([*cli, "demo", "--suite", "smoke"], cwd=clone, capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]

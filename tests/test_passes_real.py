@@ -47,7 +47,8 @@ def test_a_run_that_fails_pass_1_passes_pass_2_and_both_replay(tmp_path, shared_
     assert (first.passes.index, first.passes.allowed, first.passes.first, first.passes.hints) == (1, 2, None, [])
     assert (second.passes.index, second.passes.allowed) == (2, 2)
     assert second.passes.first == first.run_id == second.passes.previous
-    assert second.run_id.startswith(first.run_id + "-p2-")
+    # a run in a campaign: pass k's id is its slot's with `-p<k>`, no suffix (runner.passes.pass_run_id)
+    assert first.campaign and second.campaign == first.campaign and second.run_id == first.run_id + "-p2"
     assert grades[first.run_id].verdict == "fail" and grades[first.run_id].failure_category == "false-refusal"
     assert grades[second.run_id].verdict == "pass", [(a.id, a.detail) for a in grades[second.run_id].assertions if a.status == "fail"]
     assert "pass 1/2: fail (false-refusal)" in result.output and "pass 2/2: pass" in result.output
