@@ -19,7 +19,6 @@ import threading
 import time
 from pathlib import Path
 
-import msgspec
 import pytest
 
 from cbledger.ledger.store import LedgerStore
@@ -29,7 +28,7 @@ from cbledger.reproduce import site_evidence
 from cbledger.reproduce.outputs import record_files
 from cbledger.reproduce.regenerate import Regenerator
 from cbledger.workspace import Workspace
-from tests.factories import MAINTAINER, rich_stream, run_cli
+from tests.factories import MAINTAINER, draft_json, rich_stream, run_cli
 
 SETTLE = 30.0  # seconds a batch may take to show up; a pass takes well under one
 
@@ -42,7 +41,8 @@ def make_root(tmp_path: Path) -> tuple[Path, Path, list]:
 
 
 def jsonl(events) -> bytes:
-    return b"".join(msgspec.json.encode(msgspec.to_builtins(e)) + b"\n" for e in events)
+    """The batch a runner would submit: drafts without a seq (append refuses any client seq)."""
+    return b"".join(draft_json(e) + b"\n" for e in events)
 
 
 def assert_equals_full_rebuild(root: Path, ledger: Path, tmp_path: Path) -> None:

@@ -203,7 +203,8 @@ def heatmap(
     cw, ch = 40, 22
     left = int(max((len(r) for r in rows), default=4) * CHAR_W) + 14
     top = int(max((len(c) for c in columns), default=4) * CHAR_W) + 14
-    width = max(left + cw * len(columns) + 8, 300)
+    scale = 5  # the scale's swatches under the grid, as wide as five columns
+    width = max(left + cw * max(len(columns), scale) + 8, 300)
     height = top + ch * len(rows) + 44
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart heatmap" viewBox="0 0 {width} {height}" '
@@ -237,10 +238,10 @@ def heatmap(
     # the scale: five swatches from 0 % to 100 %
     ly = top + ch * len(rows) + 12
     out.append(f'<text x="{left - 6}" y="{ly + 12}" class="tick" text-anchor="end">pass rate</text>')
-    for k in range(5):
-        colour, light = fill(k / 4)
+    for k in range(scale):
+        colour, light = fill(k / (scale - 1))
         out.append(f'<rect x="{left + k * cw}" y="{ly}" width="{cw - 2}" height="16" fill="{colour}"/>'
                    f'<text x="{left + k * cw + cw / 2 - 1:.1f}" y="{ly + 12}" text-anchor="middle" class="tick'
-                   f'{" light" if light else ""}">{k * 25}%</text>')
+                   f'{" light" if light else ""}">{k * 100 // (scale - 1)}%</text>')
     out.append("</svg>")
     return "\n".join(out)
