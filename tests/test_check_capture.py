@@ -38,12 +38,14 @@ def test_the_check_is_captured_graded_and_reproduced(tmp_path, kicad_cli, copper
     monkeypatch.delenv("COPPERHEAD_CLI", raising=False)
     project = Project(tmp_path, [TASK])
 
-    run, _, outcomes = project.run(TASK, "--agent", "gold", "--copperhead-cli", copperhead_cli)
+    first, _, outcomes = project.run(TASK, "--agent", "gold", "--copperhead-cli", copperhead_cli)
     assert outcomes["copperhead-check"] == ("pass", "`copperhead check` exited 0")
-    assert run.evidence["check"].path == "check.json" and run.evidence["check"].bytes > 0
+    assert first.evidence["check"].path == "check.json" and first.evidence["check"].bytes > 0
 
     # no CLI to run the check with: the run is still recorded, and the grade says why it failed
-    run, _, outcomes = project.run(TASK, "--agent", "gold")
+    # (a campaign of its own: the same plan again would resume the first one and record nothing)
+    run, _, outcomes = project.run(TASK, "--agent", "gold", "--campaign", "without-the-cli")
+    assert run.run_id != first.run_id
     assert outcomes["copperhead-check"] == (
         "fail",
         "could not be evaluated: the captured check result has no integer exitCode "

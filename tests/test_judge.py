@@ -16,6 +16,7 @@ import pytest
 from cbledger.errors import UserError
 from cbledger.ledger.events import RubricScoredEvent
 from cbledger.ledger.store import LedgerStore
+from cbledger.runner import ledger_view
 from cbledger.runner.judge import client, rubric
 from cbledger.runner.judge.judge import read_answer
 from tests.factories import run_cli
@@ -187,7 +188,9 @@ def test_a_rubric_the_suite_did_not_keep_is_refused_and_nothing_is_recorded(proj
     out = run_cli(["judge", "--select", f"runs={run}", "--session", str(_session(tmp_path, "{}")),
                    "--root", str(project), "--json"])
     [failed] = json.loads(out.stdout)["failed"]
-    assert out.exit_code == 1 and "not the rubric suite 1.4.0 kept" in failed["error"], out.output
+    current = ledger_view.read(project / "results/ledger/events.jsonl").suite
+    assert current is not None and current.previous is not None  # the version the fixture's bump recorded
+    assert out.exit_code == 1 and f"not the rubric suite {current.suite_version} kept" in failed["error"], out.output
     assert ("changed" if how == "edited" else "not in its definitions") in failed["error"]
     assert (project / "results/ledger/events.jsonl").read_bytes() == before
 

@@ -49,7 +49,7 @@ def test_sync_tasks_pass_with_a_solve_and_fail_with_noop_and_a_wrong_answer(tmp_
     assert "| `compat:scripted-wrong` | scripted | sync | 2 | 0 | wrong-target 2 |" in modes
     assert "| simple | led-bom-drift-sync (sync) | edit |" in board and "| medium | led-resistor-swap | edit |" in board
     site = (project.root / "results" / "site" / "index.html").read_text()
-    assert "<td>led-bom-drift-sync (sync)</td>" in site and "<td>compat:scripted-wrong</td><td>scripted</td><td>sync</td>" in site
+    assert '<td><a href="tasks/led-bom-drift-sync.html">led-bom-drift-sync</a> (sync)</td>' in site and "<td>compat:scripted-wrong</td><td>scripted</td><td>sync</td>" in site
     result = project.cli("replay", "--verify", "--rerun")
     assert result.exit_code == 0, result.output
     assert "runs: 9 checked: 9 reproduced" in result.output

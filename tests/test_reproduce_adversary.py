@@ -33,8 +33,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.kicad]
 
 
 @pytest.fixture
-def project(tmp_path_factory, tmp_path, kicad_cli) -> Path:
-    root = copy_project(tmp_path_factory, tmp_path)
+def project(tmp_path_factory, tmp_path, kicad_cli, copperhead_cli) -> Path:
+    root = copy_project(tmp_path_factory, tmp_path, copperhead_cli)
     code, report = verify_json(root)
     assert code == 0, report["failures"]
     return root
@@ -105,10 +105,11 @@ def _forged_pass_for_noop(root: Path, suite: str, manifest_hash: str) -> GradeRe
     return msgspec.structs.replace(passing, run_id=noop.run_id, suite_version=suite, task_manifest_hash=manifest_hash)
 
 
-def test_a_forged_grade_after_a_whitespace_edit_and_a_bump_fails(project):
+def test_a_forged_grade_after_a_whitespace_edit_and_a_bump_fails(project, copperhead_cli):
     path = project / "tasks" / EDIT_TASK / "assertions.json"
     path.write_bytes(path.read_bytes().replace(b"[", b"[ ", 1))
-    result = cli(project, "suite", "bump", "--reason", "whitespace")
+    # the bump's trial runs gold on the edited task, whose check_clean needs the copperhead CLI
+    result = cli(project, "suite", "bump", "--reason", "whitespace", "--copperhead-cli", copperhead_cli)
     assert result.exit_code == 0, result.output
     task_dir = project / "tasks" / EDIT_TASK
     new_hash = task_manifest_hash((task_dir / "task.json").read_bytes(), path.read_bytes())

@@ -30,8 +30,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.kicad]
 
 
 @pytest.fixture
-def project(tmp_path_factory, tmp_path, kicad_cli) -> Path:
-    root = copy_project(tmp_path_factory, tmp_path)
+def project(tmp_path_factory, tmp_path, kicad_cli, copperhead_cli) -> Path:
+    root = copy_project(tmp_path_factory, tmp_path, copperhead_cli)
     code, report = verify_json(root)
     assert code == 0, report["failures"]  # the control: untouched, it verifies
     return root

@@ -31,7 +31,7 @@ def cli(root: Path, *args):
     return run_cli([*args, "--root", root])
 
 
-def _build(root: Path, sandboxes: Path) -> None:
+def _build(root: Path, sandboxes: Path, copperhead_cli: Path) -> None:
     """A fresh clone's view of the bundled suite (tracked files only), a ledger, two tasks run
     with gold and noop once each, and every projection written."""
     tracked = subprocess.run(
@@ -45,26 +45,28 @@ def _build(root: Path, sandboxes: Path) -> None:
         result = cli(root, *args)
         assert result.exit_code == 0, result.output
     for agent in ("gold", "noop"):
-        result = cli(root, "run", *TASKS, "--agent", agent, "--repeats", "1", "--jobs", "2", "--sandbox-root", sandboxes)
+        # the CLI runs the `copperhead check` led-resistor-swap's check_clean grades
+        result = cli(root, "run", *TASKS, "--agent", agent, "--repeats", "1", "--jobs", "2", "--sandbox-root", sandboxes,
+                     "--copperhead-cli", copperhead_cli)
         assert result.exit_code == 0, result.output
     result = cli(root, "project", "all")
     assert result.exit_code == 0, result.output
 
 
-def small_project(tmp_path_factory) -> Path:
+def small_project(tmp_path_factory, copperhead_cli: Path) -> Path:
     """Built once per test run, for every worker (both reproduce modules use it); callers get a private copy."""
 
     def build(base: Path) -> None:
         (base / "project").mkdir()
-        _build(base / "project", base / "sandboxes")
+        _build(base / "project", base / "sandboxes", copperhead_cli)
 
     return built_once(tmp_path_factory, "reproduce-small", build) / "project"
 
 
-def copy_project(tmp_path_factory, tmp_path: Path) -> Path:
+def copy_project(tmp_path_factory, tmp_path: Path, copperhead_cli: Path) -> Path:
     """Bundles are stored relative to the root, so a copied project is as restorable as the original."""
     root = tmp_path / "project"
-    shutil.copytree(small_project(tmp_path_factory), root)
+    shutil.copytree(small_project(tmp_path_factory, copperhead_cli), root)
     return root
 
 
@@ -79,8 +81,8 @@ def runs_by_task(report: dict) -> dict[tuple[str, str], dict]:
 
 
 @pytest.fixture
-def project(tmp_path_factory, tmp_path, kicad_cli) -> Path:
-    return copy_project(tmp_path_factory, tmp_path)
+def project(tmp_path_factory, tmp_path, kicad_cli, copperhead_cli) -> Path:
+    return copy_project(tmp_path_factory, tmp_path, copperhead_cli)
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.kicad]
 
 
 @pytest.fixture
-def project(tmp_path_factory, tmp_path, kicad_cli):
-    return copy_project(tmp_path_factory, tmp_path)
+def project(tmp_path_factory, tmp_path, kicad_cli, copperhead_cli):
+    return copy_project(tmp_path_factory, tmp_path, copperhead_cli)
 
 
 @pytest.fixture

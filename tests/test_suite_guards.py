@@ -19,7 +19,9 @@ REFUSAL = "led-current-refusal"
 
 
 @pytest.fixture
-def project(tmp_path, kicad_cli) -> Path:
+def project(tmp_path, kicad_cli, copperhead_cli, monkeypatch) -> Path:
+    # a bump's trial runs gold on led-resistor-swap, whose check_clean needs the copperhead CLI
+    monkeypatch.setenv("COPPERHEAD_CLI", str(copperhead_cli))
     root = tmp_path / "project"
     shutil.copytree(REPO / "fixtures" / FIXTURE, root / "fixtures" / FIXTURE)
     for task in (EDIT, REFUSAL):

@@ -236,23 +236,24 @@ def test_a_rewrite_changes_only_the_strings_chosen():
 
 @SLOW
 @given(seed=SEEDS, task_id=st.sampled_from(EDIT_TASKS))
-def test_a_variant_at_any_seed_is_solved_by_its_transformed_gold(tmp_path_factory, kicad_cli, seed, task_id):
+def test_a_variant_at_any_seed_is_solved_by_its_transformed_gold(tmp_path_factory, kicad_cli, copperhead_cli, seed, task_id):
     from cbledger.runner.trial import run_trials
     from cbledger.tasks.fixtures.baseline import measure
 
     root = project_with(tmp_path_factory.mktemp("s"), task_id)
     made = gen.generate(root, task_id, seed)
     measure(made.fixture_dir)
-    results = {r.agent: r for r in run_trials(root, [made.task_id])}
+    # the CLI runs the `copperhead check` a check_clean assertion (led-resistor-swap's) grades
+    results = {r.agent: r for r in run_trials(root, [made.task_id], copperhead_cli=str(copperhead_cli))}
     assert results["gold"].verdict == "pass", results["gold"]
     assert results["noop"].verdict == "fail"
 
 
 @pytest.mark.parametrize("task_id", EDIT_TASKS)
-def test_every_bundled_synthetic_edit_task_has_a_variant_that_gold_passes_and_noop_fails(tmp_path, kicad_cli, task_id):
+def test_every_bundled_synthetic_edit_task_has_a_variant_that_gold_passes_and_noop_fails(tmp_path, kicad_cli, copperhead_cli, task_id):
     root = project_with(tmp_path, task_id)
     (root / "suites").mkdir()
-    r = run_cli(["task", "variant", task_id, "--seed", "7", "--root", root])
+    r = run_cli(["task", "variant", task_id, "--seed", "7", "--root", root, "--copperhead-cli", copperhead_cli])
     assert r.exit_code == 0, r.stderr
     variant = f"{task_id}-v7"
     assert f"trial {variant}: gold pass, expected pass" in r.stdout
@@ -263,6 +264,7 @@ def test_every_bundled_synthetic_edit_task_has_a_variant_that_gold_passes_and_no
     for args in (("init",), ("suite", "bump", "--reason", "the variant under test", "--skip-trial")):
         assert run_cli([*args, "--root", root]).exit_code == 0
     for agent, verdict in (("gold", "pass"), ("noop", "fail")):
-        run = run_cli(["run", variant, "--agent", agent, "--repeats", "1", "--no-project", "--root", root, "--sandbox-root", tmp_path / agent])
+        run = run_cli(["run", variant, "--agent", agent, "--repeats", "1", "--no-project", "--root", root, "--sandbox-root", tmp_path / agent,
+                       "--copperhead-cli", copperhead_cli])
         assert run.exit_code == 0, run.stderr
         assert f"1 run(s) recorded: {1 if verdict == 'pass' else 0} pass" in run.stdout
