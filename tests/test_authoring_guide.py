@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -45,13 +46,19 @@ def test_the_guide_runs_from_a_board_directory_to_a_bumped_suite(tmp_path, kicad
     for args in (("init",), ("suite", "bump", "--reason", "the project as bundled", "--skip-trial")):
         result = run_cli([*args, "--root", root])
         assert result.exit_code == 0, result.output
+    # a short TMPDIR: a scripted run's endpoint socket lives under it, and a Unix socket's path
+    # is limited to 107 bytes (pytest's own tmp_path, under a parallel worker, is longer)
+    short = Path(tempfile.mkdtemp(prefix="cbg-", dir="/tmp"))
     env = {
         **os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        "COPPERHEAD_CLI": str(copperhead_cli), "TMPDIR": str(tmp_path), "CBLEDGER_ROOT": str(root),
+        "COPPERHEAD_CLI": str(copperhead_cli), "TMPDIR": str(short), "CBLEDGER_ROOT": str(root),
     }
     env.pop("CBLEDGER_RESULTS", None)
-    done = subprocess.run(["bash", "-euo", "pipefail", "-c", guide_script()], cwd=root, env=env,
-                          capture_output=True, text=True, timeout=900)
+    try:
+        done = subprocess.run(["bash", "-euo", "pipefail", "-c", guide_script()], cwd=root, env=env,
+                              capture_output=True, text=True, timeout=900)
+    finally:
+        shutil.rmtree(short, ignore_errors=True)
     assert done.returncode == 0, done.stdout + done.stderr
 
     fixture = json.loads((root / "fixtures" / "my-led-board" / "fixture.json").read_text())

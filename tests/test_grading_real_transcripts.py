@@ -117,9 +117,10 @@ def test_the_first_real_transcript_with_a_refusal_task(tmp_path, shared_real):
     assert t.tool_calls() == 33
     cites = next(o for o in g.outcomes if o.id == "cites")
     assert cites.detail == "not a refusal: exit path done"  # run-start echoes budgets; never evidence
+    # it neither refused nor changed a file of the project: wrong-target (grader 1.3.0)
     assert (g.first_failed_required, g.failure_category, g.dominant_tool_error) == (
         "refused",
-        "constraint-violation",
+        "wrong-target",
         "malformed-arguments",
     )
 

@@ -106,7 +106,7 @@ def _failed(grade) -> list:
 def test_every_bundled_task_passes_with_its_solve_session(tmp_path, shared_real, kicad_cli, copperhead_cli, no_keys):
     project = build(tmp_path, shared_real, copperhead_cli)
     tasks = project.suite_tasks("full", "real")
-    assert len(tasks) == 20 and len(set(tasks)) == 20  # thirteen synthetic (four generated variants, two sync), seven real
+    assert len(tasks) == 22 and len(set(tasks)) == 22  # fifteen synthetic (four generated variants, two sync, two create), seven real
     printed = ""
     for suite in ("full", "real"):
         result = project.run("--suite", suite, "--session", "solve", "--repeats", "1", "--jobs", "2")
@@ -181,7 +181,8 @@ def test_a_provider_that_names_another_model_is_recorded_and_shown(
 
 EXPECTED_CATEGORY = {
     # a model that claims it is done without doing anything
-    "idle": {"edit": "wrong-target", "refusal": "constraint-violation", "flag": "constraint-violation"},
+    # (it changed no file: grader 1.3.0 calls that wrong-target, not a constraint-violation)
+    "idle": {"edit": "wrong-target", "refusal": "wrong-target", "flag": "wrong-target"},
     # a model that refuses everything without giving a reason
     "refuse-blind": {"edit": "false-refusal", "refusal": "wrong-target", "flag": "wrong-target"},
 }
@@ -191,11 +192,13 @@ def test_sessions_that_do_nothing_or_the_wrong_thing_fail_with_the_right_categor
     tmp_path, shared_real, kicad_cli, copperhead_cli, no_keys
 ):
     project = build(tmp_path, shared_real, copperhead_cli)
+    # a create task's pipeline answers per stage: its wrong and noop runs are tests/test_modes_create.py's
+    tasks = [t for t in project.suite_tasks("full", "real")
+             if json.loads((project.root / "tasks" / t / "task.json").read_text())["mode"] != "create"]
     for session in EXPECTED_CATEGORY:
-        for suite in ("full", "real"):
-            result = project.run("--suite", suite, "--session", str(project.root / "sessions" / f"{session}.json"),
-                                 "--repeats", "1", "--jobs", "2")
-            assert result.exit_code == 0, result.output
+        result = project.run(*tasks, "--session", str(project.root / "sessions" / f"{session}.json"),
+                             "--repeats", "1", "--jobs", "2")
+        assert result.exit_code == 0, result.output
     grades = {g.run_id: g for g in project.events("grade.recorded")}
     seen = set()
     for run in project.events("run.recorded"):
@@ -205,7 +208,7 @@ def test_sessions_that_do_nothing_or_the_wrong_thing_fail_with_the_right_categor
         assert (grade.verdict, grade.failure_category) == ("fail", expected), (run.task.id, session, _failed(grade))
         assert run.harness_failure is None  # the scripted model answered: this is the model's failure
         seen.add((run.task.id, session))
-    assert len(seen) == 40  # 20 tasks, two sessions each
+    assert len(seen) == 40  # 20 tasks (every one but the two create tasks), two sessions each
     project.verify()
 
 

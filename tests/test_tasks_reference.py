@@ -111,4 +111,5 @@ def test_the_reference_refusal_task_passes_a_clean_refusal_and_fails_noop(tmp_pa
     noop = _sandbox(tmp_path, root, fixture, "do-budget-refusal-pullup", name="noop")
     noop.transcript(done())
     g = noop.grade()
-    assert (g.verdict, g.first_failed_required, g.failure_category) == ("fail", "refused", "constraint-violation")
+    # noop neither refuses nor edits: wrong-target (grader 1.3.0; constraint-violation means an edit)
+    assert (g.verdict, g.first_failed_required, g.failure_category) == ("fail", "refused", "wrong-target")

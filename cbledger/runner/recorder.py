@@ -23,6 +23,7 @@ import http.client
 import json
 import os
 import socketserver
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -43,6 +44,17 @@ HOP_BY_HOP = frozenset({
     "transfer-encoding", "upgrade", "host", "content-length", "accept-encoding",
 })
 UPSTREAM_TIMEOUT_SEC = 600
+
+
+class QuietServer(ThreadingHTTPServer):
+    """A loopback server (this proxy, the scripted endpoint) whose client goes away mid-answer (a
+    harness killed at its cap, or a hostile one) closes its end: that is the run's business,
+    recorded with it, not a traceback on the runner's console."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            return
+        super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -186,7 +198,7 @@ class Recorder:
         #: the run's spend against its money limits (`cbledger.runner.budget`), when it has any
         self.meter: budget.Meter | None = None
         self._handler = type("Handler", (_Handler,), {"recorder": self})
-        self._server = ThreadingHTTPServer((LOOPBACK, 0), self._handler)
+        self._server = QuietServer((LOOPBACK, 0), self._handler)
         self._server.daemon_threads = True
         self._unix: _UnixServer | None = None
         self._threads: list[threading.Thread] = []

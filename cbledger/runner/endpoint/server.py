@@ -20,7 +20,7 @@ import socketserver
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -29,6 +29,7 @@ from cbledger.runner import normalise, scripted_mark
 from cbledger.runner.endpoint import faults
 from cbledger.runner.endpoint import script as script_mod
 from cbledger.runner.endpoint.script import Exchange, Session, Turn
+from cbledger.runner.recorder import QuietServer
 
 LOOPBACK = "127.0.0.1"
 #: chat completions, and Anthropic's messages (a native route's cassette served back)
@@ -342,7 +343,7 @@ class Endpoint:
         self._lock = threading.Lock()
         Handler = type("Handler", (_Handler,), {"endpoint": self})
         self._handler = Handler
-        self._server = ThreadingHTTPServer((host, port), Handler)
+        self._server = QuietServer((host, port), Handler)
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
         self._sockets: dict[str, _UnixServer] = {}
