@@ -200,7 +200,11 @@ def _rerun(
             catalog = kept.catalog(run, run.comparability.suite_version)
     if recording_route(run.model.id) != recorded.route:
         raise UserError(f"run {run_id} was recorded on the {recorded.route} route, which its model {run.model.id} does not take")
-    task = catalog.task(run.task.id)
+    task = catalog.task(run.task.id) if run.task.id in catalog.task_ids() else None
+    if task is None or task.manifest_hash != run.task.manifest_hash:
+        # the task changed since (a later suite version): the run's own version's kept definitions
+        catalog = kept.catalog(run, run.comparability.suite_version)
+        task = catalog.task(run.task.id)
     if task.manifest_hash != run.task.manifest_hash:
         raise UserError(f"task {run.task.id} changed since run {run_id} (manifest hash {task.manifest_hash[:12]}…, "
                         f"the run's {run.task.manifest_hash[:12]}…): a re-execution needs the run's own definitions")
