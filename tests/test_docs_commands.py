@@ -254,7 +254,7 @@ def test_the_list_of_commands_not_run_names_only_commands_a_document_shows():
         assert doc in (REPO / test).read_text(encoding="utf-8"), (doc, test)
 
 
-def _project(tmp: Path) -> Path:
+def scratch_project(tmp: Path) -> Path:
     """A scratch copy of the repository's project: its suite, and its committed results."""
     root = tmp / "project"
     for name in ("tasks", "fixtures", "suites", "sessions", "keys", "schema", "results"):
@@ -324,7 +324,7 @@ def _run_in_order(commands: list[Shown], root: Path, real: Path, copperhead: Pat
 def test_every_command_a_document_shows_runs(
     doc: str, tmp_path: Path, shared_real: Path, copperhead_cli: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    root = _project(tmp_path)
+    root = scratch_project(tmp_path)
     monkeypatch.chdir(root)
     wrong = _run_in_order(runnable(doc), root, shared_real, copperhead_cli)
     assert not wrong, "\n".join(wrong)
@@ -334,7 +334,7 @@ def test_the_run_reports_a_command_that_exits_otherwise_than_promised(
     tmp_path: Path, shared_real: Path, copperhead_cli: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The check itself can fail: a refusal shown as a success, a success shown as a refusal."""
-    root = _project(tmp_path)
+    root = scratch_project(tmp_path)
     monkeypatch.chdir(root)
     shown = [Shown("docs/X.md", 1, True, text, _words(text)) for text in ("show no-such-run", "validate  # exit 2: refused")]
     wrong = _run_in_order(shown, root, shared_real, copperhead_cli)
