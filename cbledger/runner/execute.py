@@ -461,8 +461,8 @@ class AgentRun:
 
 @dataclass(frozen=True)
 class EndState:
-    """Step 5: the agent's HEAD and the capture commit of the whole working tree on top of it.
-    `repo` is opened afresh after the agent, which may have rewritten the repository."""
+    """Step 5: the agent's HEAD (as preserved: rebuilt when a blob it committed was cut) and the
+    capture commit of the whole working tree on top of it. `repo` is opened afresh after the agent, which may have rewritten the repository."""
 
     repo: pygit2.Repository
     head_sha: str
@@ -527,12 +527,14 @@ def run_agent(
 
 
 def capture_end_state(start: RunStart, seed: Seed, baseline: Baseline) -> EndState:
-    """5. Capture: every file of the working tree as a commit on top of the agent's HEAD."""
+    """5. Capture: every file of the working tree as a commit on top of the agent's HEAD, the
+    agent's commits and stash first bounded in size (`preserve.capture`): from here on, grading
+    and the bundle see the bounded commits, so replay reads what the runner graded."""
     repo = sandbox_mod.Sandbox(start.workdir, seed.sha, baseline.sha).repo
-    head = str(repo.head.target)
     when = int(time.time())
-    stash_sha = preserve.keep_stash(repo)
-    return EndState(repo, head, preserve.capture(repo, when), when, stash_sha)
+    preserve.keep_stash(repo)
+    captured = preserve.capture(repo, when, baseline.sha)
+    return EndState(repo, captured.head_sha, captured.capture_sha, when, captured.stash_sha)
 
 
 @dataclass(frozen=True)

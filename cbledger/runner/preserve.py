@@ -39,6 +39,7 @@ from cbledger.grading.evidence.bundle import (
 from cbledger.grading.evidence.tree import snapshot_directory
 from cbledger.ledger.events import SandboxRef
 from cbledger.runner import sandbox as sandbox_mod
+from cbledger.runner.rebuild import Rebuild
 from cbledger.tasks.catalog import Fixture
 
 CAPTURE_SIGNATURE = ("cbledger capture", "capture@copperbench.invalid")
@@ -81,40 +82,104 @@ def _git(args: list[str], cwd: Path) -> str:
 
 
 #: A preserved run is a file committed to the results: bounded under the 100 MB a common git host
-#: takes for one file. One file the run wrote over the first bound, or past the second in all, is
-#: kept as a stand-in naming its size and BLAKE3, and listed in the evidence commit's CUT_RECORD.
+#: takes for one file. A blob the run added over the first bound, or past the second in all —
+#: in a commit the agent made or in its end state — is kept as a stand-in naming its size and
+#: BLAKE3, and listed in the evidence commit's CUT_RECORD.
 MAX_KEPT_FILE_BYTES = 32 * 1024 * 1024
 MAX_KEPT_BYTES = 64 * 1024 * 1024
 CUT_RECORD = "preserve/cut.json"
 
 
-class _Bound:
-    """Keeps a run's new and changed files up to the bounds, in path order; a file as the
-    agent's HEAD has it costs nothing (the bundle is thin against what it already holds)."""
+def stand_in(data: bytes) -> tuple[bytes, str]:
+    """What is kept in place of a blob over the bounds, and the blob's BLAKE3."""
+    digest = blake3(data).hexdigest()
+    return (f"cbledger: not preserved, over the size bound of a preserved run: {len(data)} bytes, "
+            f"BLAKE3 {digest}\n").encode(), digest
 
-    def __init__(self, head: pygit2.Tree) -> None:
-        self.head, self.kept = head, 0
+
+class _Bound:
+    """Keeps what a run adds up to the bounds, first come first kept: the agent's commits
+    parents first, then its end state, each in path order. A blob the seed or the baseline
+    holds, or one already kept, costs nothing: the bundle is thin against the seed and carries
+    each object once."""
+
+    def __init__(self, known: set[pygit2.Oid]) -> None:
+        self.known, self.kept = known, 0
         self.cut: list[dict[str, object]] = []
 
+    def keeps(self, oid: pygit2.Oid, size: int) -> bool:
+        if oid in self.known:
+            return True
+        if size <= MAX_KEPT_FILE_BYTES and self.kept + size <= MAX_KEPT_BYTES:
+            self.kept += size
+            self.known.add(oid)
+            return True
+        return False
+
+    def record(self, rel: str, data: bytes, **where: str) -> bytes:
+        kept, digest = stand_in(data)
+        self.cut.append({**where, "path": rel, "bytes": len(data), "blake3": digest})
+        return kept
+
     def __call__(self, rel: str, data: bytes) -> bytes:
-        try:
-            if self.head[rel].id == pygit2.hash(data):
-                return data
-        except KeyError:
-            pass
-        if len(data) <= MAX_KEPT_FILE_BYTES and self.kept + len(data) <= MAX_KEPT_BYTES:
-            self.kept += len(data)
-            return data
-        digest = blake3(data).hexdigest()
-        self.cut.append({"path": rel, "bytes": len(data), "blake3": digest})
-        return (f"cbledger: not preserved, over the size bound of a preserved run: {len(data)} bytes, "
-                f"BLAKE3 {digest}\n").encode()
+        """A file of the end state (`snapshot_directory`'s filter)."""
+        return data if self.keeps(pygit2.hash(data), len(data)) else self.record(rel, data)
 
 
-def capture(repo: pygit2.Repository, when: int) -> str:
-    """Snapshots the working tree as a commit on top of HEAD (`refs/cbledger/capture`), bounded
-    in size (`_Bound`); what was cut is listed for `record_evidence` to commit."""
-    bound = _Bound(repo.head.peel(pygit2.Commit).tree)
+class _BoundCommits(Rebuild):
+    """The agent's commits rebuilt with every blob `_Bound` does not keep replaced by its
+    stand-in; each cut names the commit it was first met in, as the agent made it and as kept."""
+
+    def __init__(self, repo: pygit2.Repository, bound: _Bound) -> None:
+        super().__init__(repo)
+        self.bound = bound
+        self.agent_commit = ""
+
+    def blob(self, oid: pygit2.Oid, path: str) -> pygit2.Oid:
+        blob = self.repo[oid].peel(pygit2.Blob)
+        if self.bound.keeps(oid, blob.size):
+            return oid
+        return self.repo.create_blob(self.bound.record(path, blob.data, agentCommit=self.agent_commit))
+
+    def run(self, commits: list[pygit2.Commit]) -> None:
+        for commit in commits:
+            self.agent_commit = str(commit.id)
+            cuts = len(self.bound.cut)
+            kept = self.commit(commit)
+            for entry in self.bound.cut[cuts:]:
+                entry["commit"] = kept
+
+
+@dataclass(frozen=True)
+class Captured:
+    """The capture commit and the agent's HEAD and stash as preserved (rebuilt when a blob of
+    theirs was cut)."""
+
+    capture_sha: str
+    head_sha: str
+    stash_sha: str | None
+
+
+def capture(repo: pygit2.Repository, when: int, baseline_sha: str | None = None) -> Captured:
+    """Bounds the agent's commits since `baseline_sha` (HEAD when None) and its stash, then
+    snapshots the working tree as a commit on top of HEAD as preserved (`refs/cbledger/capture`),
+    within what is left of the bounds (`_Bound`); what was cut is listed for `record_evidence`
+    to commit. The sandbox's own HEAD and branches are left as the agent left them."""
+    head = repo.head.target
+    base = repo[baseline_sha].peel(pygit2.Commit) if baseline_sha else repo[head].peel(pygit2.Commit)
+    known: set[pygit2.Oid] = set()
+    rebuild = _BoundCommits(repo, _Bound(known))
+    for commit in repo.walk(base.id):  # the seed and the baseline: the runner's, never cut
+        _collect(repo, commit.tree, "", {}, known)
+        rebuild.keep_tree(commit.tree)
+    walker = repo.walk(head, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
+    stash = repo.references[STASH_REF].target if STASH_REF in repo.references else None
+    if stash is not None:
+        walker.push(stash)
+    walker.hide(base.id)
+    rebuild.run(list(walker))
+    rebuild.move_refs((STASH_REF,))
+    bound = rebuild.bound
     tree = snapshot_directory(repo, Path(repo.workdir), bound)
     cut_file = live_reports_dir(repo) / Path(CUT_RECORD).name
     cut_file.unlink(missing_ok=True)  # only ever the runner's own: never one the agent left
@@ -122,11 +187,12 @@ def capture(repo: pygit2.Repository, when: int) -> str:
         cut_file.parent.mkdir(parents=True, exist_ok=True)
         cut_file.write_text(json.dumps({"cut": bound.cut, "maxFileBytes": MAX_KEPT_FILE_BYTES,
                                         "maxBytes": MAX_KEPT_BYTES}, indent=1, sort_keys=True) + "\n")
-    head = repo.head.target
+    head_sha = rebuild.mapping.get(str(head), str(head))
     sig = sandbox_mod.signature(*CAPTURE_SIGNATURE, when)
-    oid = repo.create_commit(None, sig, sig, "capture: end state of the run\n", tree, [head])
+    oid = repo.create_commit(None, sig, sig, "capture: end state of the run\n", tree, [pygit2.Oid(hex=head_sha)])
     repo.references.create(CAPTURE_REF, oid, force=True)
-    return str(oid)
+    stash_sha = None if stash is None else rebuild.mapping.get(str(stash), str(stash))
+    return Captured(str(oid), head_sha, stash_sha)
 
 
 def live_reports_dir(repo: pygit2.Repository) -> Path:
