@@ -507,6 +507,49 @@ def test_commits_within_the_bounds_are_preserved_as_the_agent_made_them(tmp_path
     assert str(repo[captured.capture_sha].peel(pygit2.Commit).parent_ids[0]) == head
 
 
+def test_a_harness_log_over_its_bound_keeps_its_tail_and_is_recorded(tmp_path, monkeypatch):
+    from blake3 import blake3
+
+    from cbledger.grading.evidence.tree import view
+    from cbledger.runner import preserve
+
+    monkeypatch.setattr(preserve, "MAX_KEPT_LOG_BYTES", 1000)
+    repo, seed = _sandbox_with_seed(tmp_path / "sandbox")
+    logs = Path(repo.path) / preserve.AGENT_LOG_DIR
+    logs.mkdir()
+    stdout = os.urandom(5000)
+    (logs / "stdout.log").write_bytes(stdout)
+    (logs / "stderr.log").write_bytes(b"short\n")
+    evidence = preserve.record_evidence(repo, preserve.capture(repo, 0, seed).capture_sha, 0)
+    kept = preserve.harness_logs(repo, evidence)
+    assert kept["harness/stderr.log"] == b"short\n"
+    first, tail = kept["harness/stdout.log"].split(b"\n", 1)
+    assert tail == stdout[-1000:] and b"last 1000 of 5000 bytes" in first
+    cut = json.loads(view(repo, evidence).read(preserve.CUT_RECORD) or b"null")
+    assert cut["cut"] == [{"path": "harness/stdout.log", "bytes": 5000, "blake3": blake3(stdout).hexdigest(), "keptBytes": 1000}]
+    assert cut["maxLogBytes"] == 1000
+
+
+def test_a_bundle_over_its_bound_is_not_written(tmp_path, monkeypatch):
+    import pygit2
+    import pytest
+
+    from cbledger.errors import UserError
+    from cbledger.grading.evidence.bundle import BASELINE_REF
+    from cbledger.runner import preserve
+
+    repo, seed = _sandbox_with_seed(tmp_path / "sandbox")
+    repo.references.create(BASELINE_REF, pygit2.Oid(hex=seed))
+    _agent_commit(repo, "noise\n", {"noise.bin": os.urandom(20_000)}, 1)
+    evidence = preserve.record_evidence(repo, preserve.capture(repo, 0, seed).capture_sha, 0)
+    repo.references.create(preserve.EVIDENCE_REF, pygit2.Oid(hex=evidence), force=True)
+    monkeypatch.setattr(preserve, "MAX_BUNDLE_BYTES", 10_000)
+    dest = tmp_path / "run.bundle"
+    with pytest.raises(UserError, match=r"over the bound of 10000"):
+        preserve.write_bundle(repo, seed, dest)
+    assert not dest.exists()
+
+
 # --------------------------------------------------------------------------- the docs name what is checked
 
 

@@ -153,6 +153,27 @@ def test_a_blob_the_agent_commits_over_the_bound_is_cut_from_the_bundle_and_the_
     assert verify.exit_code == 0, verify.output
 
 
+def test_a_run_whose_bundle_would_pass_the_bound_is_recorded_from_its_baseline(
+    tmp_path, shared_real, kicad_cli, clean_env, monkeypatch,
+):
+    """What no per-blob bound reaches (logs, reports, trees, commits) is held by the bound on the
+    bundle as written: over it, the run is kept from its baseline, failed, and still verifies."""
+    from cbledger.runner import preserve
+
+    monkeypatch.setattr(preserve, "MAX_BUNDLE_BYTES", 2 * 1024 * 1024)
+    project = build_project(tmp_path, shared_real)
+    cli, _ = standin(tmp_path, byPrompt={PROMPT: "big-commit"}, bigCommitBytes=3 * 1024 * 1024)
+    result = hostile_run(project, cli)
+    assert result.exit_code == 0, result.output
+    (run,) = project.runs()
+    assert (project.root / run.sandbox.store).stat().st_size < preserve.MAX_BUNDLE_BYTES
+    assert run.sandbox.head_sha == run.sandbox.baseline_sha and "over the bound of" in (run.runner_note or "")
+    grade = project.grades()[-1]
+    assert grade.verdict == "fail" and grade.failure_category == "end-state-unreadable"
+    verify = project.cli("replay", "--verify")
+    assert verify.exit_code == 0, verify.output
+
+
 def test_the_same_agent_unsandboxed_steals_the_gold_solution(tmp_path, shared_real, kicad_cli, clean_env):
     project = build_project(tmp_path, shared_real)
     cli, _ = standin(tmp_path, byPrompt={PROMPT: "hostile"}, hostile={"project": str(project.root), "task": RENAME_TASK})

@@ -409,8 +409,11 @@ def record_unpreserved(
     index = pygit2.Index()
     report = json.dumps({"unreadable": reason}, indent=2, sort_keys=True).encode() + b"\n"
     index.add(pygit2.IndexEntry(f"{evidence_mod.RUNNER_REPORT}.json", kept.create_blob(report), pygit2.enums.FileMode.BLOB))
-    for name, data in preserve.plain_agent_logs(start.workdir).items():
+    cut: dict[str, object] = {}
+    for name, data in preserve.bounded_logs(preserve.plain_agent_logs(start.workdir), cut).items():
         index.add(pygit2.IndexEntry(preserve.HARNESS_LOG_PREFIX + name, kept.create_blob(data), pygit2.enums.FileMode.BLOB))
+    if cut:
+        index.add(pygit2.IndexEntry(preserve.CUT_RECORD, kept.create_blob(preserve.cut_record(cut)), pygit2.enums.FileMode.BLOB))
     evidence = kept.create_commit(None, sig, sig, "evidence: the runner's findings\n", index.write_tree(kept), [capture])
     kept.references.create(evidence_mod.CAPTURE_REF, capture, force=True)
     kept.references.create(evidence_mod.EVIDENCE_REF, evidence, force=True)

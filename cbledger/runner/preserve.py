@@ -87,7 +87,17 @@ def _git(args: list[str], cwd: Path) -> str:
 #: BLAKE3, and listed in the evidence commit's CUT_RECORD.
 MAX_KEPT_FILE_BYTES = 32 * 1024 * 1024
 MAX_KEPT_BYTES = 64 * 1024 * 1024
+#: The harness's stdout and stderr are kept up to their last 4 MiB each (the end says why a
+#: harness stopped), and the bundle as written must come in under MAX_BUNDLE_BYTES, which leaves
+#: room above MAX_KEPT_BYTES for the logs, the reports, the trees and the commits themselves. A
+#: bundle over it is not kept: the run is recorded from its baseline, failed, with the reason.
+MAX_KEPT_LOG_BYTES = 4 * 1024 * 1024
+MAX_BUNDLE_BYTES = 80 * 1024 * 1024
 CUT_RECORD = "preserve/cut.json"
+
+
+def cut_record(cut: dict[str, object]) -> bytes:
+    return json.dumps(cut, indent=1, sort_keys=True).encode() + b"\n"
 
 
 def stand_in(data: bytes) -> tuple[bytes, str]:
@@ -185,8 +195,7 @@ def capture(repo: pygit2.Repository, when: int, baseline_sha: str | None = None)
     cut_file.unlink(missing_ok=True)  # only ever the runner's own: never one the agent left
     if bound.cut:
         cut_file.parent.mkdir(parents=True, exist_ok=True)
-        cut_file.write_text(json.dumps({"cut": bound.cut, "maxFileBytes": MAX_KEPT_FILE_BYTES,
-                                        "maxBytes": MAX_KEPT_BYTES}, indent=1, sort_keys=True) + "\n")
+        cut_file.write_bytes(cut_record({"cut": bound.cut, "maxFileBytes": MAX_KEPT_FILE_BYTES, "maxBytes": MAX_KEPT_BYTES}))
     head_sha = rebuild.mapping.get(str(head), str(head))
     sig = sandbox_mod.signature(*CAPTURE_SIGNATURE, when)
     oid = repo.create_commit(None, sig, sig, "capture: end state of the run\n", tree, [pygit2.Oid(hex=head_sha)])
@@ -209,18 +218,37 @@ def record_evidence(repo: pygit2.Repository, capture_sha: str, when: int) -> str
         p = live / f"{name}.json"
         if p.is_file():
             index.add(pygit2.IndexEntry(f"{name}.json", repo.create_blob(p.read_bytes()), pygit2.enums.FileMode.BLOB))
-    cut = live / Path(CUT_RECORD).name
-    if cut.is_file():
-        index.add(pygit2.IndexEntry(CUT_RECORD, repo.create_blob(cut.read_bytes()), pygit2.enums.FileMode.BLOB))
-    for name in HARNESS_LOGS:
-        p = Path(repo.path) / AGENT_LOG_DIR / name
-        if p.is_file():
-            index.add(pygit2.IndexEntry(f"{HARNESS_LOG_PREFIX}{name}", repo.create_blob(p.read_bytes()), pygit2.enums.FileMode.BLOB))
+    cut_file = live / Path(CUT_RECORD).name
+    cut: dict[str, object] = json.loads(cut_file.read_bytes()) if cut_file.is_file() else {}
+    logs = {name: (Path(repo.path) / AGENT_LOG_DIR / name) for name in HARNESS_LOGS}
+    for name, data in bounded_logs({n: p.read_bytes() for n, p in logs.items() if p.is_file()}, cut).items():
+        index.add(pygit2.IndexEntry(f"{HARNESS_LOG_PREFIX}{name}", repo.create_blob(data), pygit2.enums.FileMode.BLOB))
+    if cut:
+        index.add(pygit2.IndexEntry(CUT_RECORD, repo.create_blob(cut_record(cut)), pygit2.enums.FileMode.BLOB))
     tree = index.write_tree(repo)
     sig = sandbox_mod.signature(*CAPTURE_SIGNATURE, when)
     oid = repo.create_commit(None, sig, sig, "evidence: verification reports\n", tree, [pygit2.Oid(hex=capture_sha)])
     repo.references.create(EVIDENCE_REF, oid, force=True)
     return str(oid)
+
+
+def bounded_logs(logs: dict[str, bytes], cut: dict[str, object]) -> dict[str, bytes]:
+    """Each harness log as kept: one over MAX_KEPT_LOG_BYTES loses its beginning to a line
+    saying so, and is listed (`keptBytes`: the tail kept) in `cut`, the CUT_RECORD's document."""
+    out: dict[str, bytes] = {}
+    for name, data in logs.items():
+        if len(data) <= MAX_KEPT_LOG_BYTES:
+            out[name] = data
+            continue
+        digest = blake3(data).hexdigest()
+        out[name] = (f"cbledger: only the last {MAX_KEPT_LOG_BYTES} of {len(data)} bytes preserved, "
+                     f"BLAKE3 {digest}\n").encode() + data[-MAX_KEPT_LOG_BYTES:]
+        entries = cut.setdefault("cut", [])
+        assert isinstance(entries, list)
+        entries.append({"path": f"{HARNESS_LOG_PREFIX}{name}", "bytes": len(data), "blake3": digest,
+                        "keptBytes": MAX_KEPT_LOG_BYTES})
+        cut.update(maxFileBytes=MAX_KEPT_FILE_BYTES, maxBytes=MAX_KEPT_BYTES, maxLogBytes=MAX_KEPT_LOG_BYTES)
+    return out
 
 
 def plain_agent_logs(workdir: Path) -> dict[str, bytes]:
@@ -328,6 +356,11 @@ def write_bundle(repo: pygit2.Repository, seed_sha: str, dest: Path) -> tuple[in
     dest.parent.mkdir(parents=True, exist_ok=True)
     refs = [EVIDENCE_REF, BASELINE_REF] + ([STASH_REF] if STASH_REF in repo.references else [])
     _git(["bundle", "create", str(dest), *refs, f"^{seed_sha}"], Path(repo.path))
+    size = dest.stat().st_size
+    if size > MAX_BUNDLE_BYTES:
+        dest.unlink()
+        raise UserError(f"the preserved run would be {size} bytes, over the bound of {MAX_BUNDLE_BYTES} "
+                        "for one preserved run")
     with open(dest, "rb") as f:
         data = f.read()
         os.fsync(f.fileno())
