@@ -4,7 +4,9 @@ After the agent stops, the end state (tracked, untracked and ignored files, the 
 `.copperhead/runs/` included) is snapshotted as a capture commit on top of the agent's HEAD, and
 the verification reports as an evidence commit on top of that. A git bundle whose prerequisite is
 the seed commit then holds exactly what the run added — thin-packed against the seed's objects, so
-a one-line edit of a large schematic costs a delta, not a copy of the board.
+a one-line edit of a large schematic costs a delta, not a copy of the board. What the run adds
+is bounded in size before anything reads it (`capture`): the agent's commits and stash, then
+its end state, so the grade and its replay read the same bounded commits.
 
 Restoring rebuilds the seed from the fixture, checks it reproduces the recorded SHA (a moved
 fixture or config is caught here, before anything is graded), and fetches the bundle on top.
