@@ -181,7 +181,6 @@ NOT_RUN = {
     "rerun --all --from-session --attach": "re-executes every scripted run through the real harness: minutes",
     "rerun --from-session --attach": "names the mode in prose; it needs RUN... or --all (the line above)",
     "fixture check --all --kicad": "kicad-cli on every fixture: minutes",
-    "grade rename-sig ../sandboxes/rename-sig-1": "an illustration of the output, for a task the suite does not hold",
     "watch --no-site": "runs until interrupted (tests/test_watch.py)",
     "watch": "runs until interrupted (tests/test_watch.py)",
     "run --suite smoke --agent gold": "the smoke suite through kicad-cli: minutes (`demo` runs the same)",
