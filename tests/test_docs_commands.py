@@ -179,7 +179,6 @@ NOT_RUN = {
     "replay --verify --rerun": "re-executes every cassette through the real harness: minutes",
     "rerun --all": "re-executes every cassette through the real harness: minutes",
     "rerun --all --from-session --attach": "re-executes every scripted run through the real harness: minutes",
-    "rerun --from-session --attach": "names the mode in prose; it needs RUN... or --all (the line above)",
     "fixture check --all --kicad": "kicad-cli on every fixture: minutes",
     "watch --no-site": "runs until interrupted (tests/test_watch.py)",
     "watch": "runs until interrupted (tests/test_watch.py)",
