@@ -8,6 +8,7 @@ ledger, or snapshots that are not comparable.
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 from fractions import Fraction
 from pathlib import Path
@@ -26,7 +27,7 @@ from cbledger.cli.common import (
 )
 from cbledger.cli.progress import Reporter
 from cbledger.ledger import durable
-from cbledger.projections import gate, leaderboard, readmodel, workqueue, writers
+from cbledger.projections import gate, leaderboard, packed, paths, readmodel, workqueue, writers
 from cbledger.projections import selection as selection_mod
 from cbledger.projections.conditions import DEFAULT
 from cbledger.projections.fold import LedgerState
@@ -34,7 +35,7 @@ from cbledger.projections.selection import Selection
 from cbledger.projections.site import render as site_render
 from cbledger.reproduce import site_evidence
 from cbledger.reproduce.outputs import check_site
-from cbledger.workspace import READ_MODEL, Workspace, record_name
+from cbledger.workspace import READ_MODEL, RESULTS, Workspace, record_name
 
 project_app = typer.Typer(
     name="project",
@@ -151,11 +152,70 @@ def leaderboard_cmd(
     raise typer.Exit(code)
 
 
+LayoutOption = Annotated[
+    str | None,
+    typer.Option(
+        "--layout",
+        help="Move the records into this layout and keep them there: `packed` (one SQLite file, "
+        "results/records.sqlite, read and written by every command from then on) or `files` (one "
+        "file per record; the store is removed). Default: the layout the workspace has.",
+    ),
+]
+
+
+def _record_path(where: Workspace, name: str) -> str:
+    """A record's path relative to `results/`, given as that or as `results/...` (as printed)."""
+    prefix = f"{RESULTS}/"
+    rel = name.removeprefix(prefix) if name.startswith(prefix) else name
+    if not (paths.is_record_path(rel) or paths.is_retraction_path(rel)):
+        fail(f"--show {name}: not a record path (results/<date>/<model>/<task>/run-<n>[.suite-<v>].json)", 2)
+    return rel
+
+
+def _open_records(where: Workspace) -> writers.RecordStore:
+    try:
+        return writers.RecordStore(where.results)
+    except sqlite3.Error as exc:
+        fail(f"{packed.store_path(where.results)}: not a packed record store ({exc})", 2)
+
+
 @project_app.command("records")
-def records_cmd(ledger: LedgerOption = None, root: RootOption = None, check: CheckFlag = False, as_json: JsonFlag = False) -> None:
-    """Write results/<date>/<model>/<task>/run-<n>.json for every graded run."""
+def records_cmd(
+    ledger: LedgerOption = None,
+    root: RootOption = None,
+    check: CheckFlag = False,
+    layout: LayoutOption = None,
+    show: Annotated[str | None, typer.Option("--show", help="Print the record at this path (results/<date>/<model>/<task>/run-<n>.json), from either layout.")] = None,
+    export: Annotated[Path | None, typer.Option("--export", help="Write every record into this existing directory as the standard file tree, the same bytes.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Write results/<date>/<model>/<task>/run-<n>.json for every graded run (or its row of the packed store)."""
+    chosen = [flag for flag, given in (("--check", check), ("--layout", layout), ("--show", show), ("--export", export)) if given]
+    if len(chosen) > 1:
+        fail(f"{' and '.join(chosen)}: give one of them", 2)
+    if layout not in (None, "files", "packed"):
+        fail(f"--layout {layout}: not a layout (files or packed)", 2)
     where = workspace(ledger, root)
-    report = writers.sync_records(_state(where), where.results, check=check)
+    if show is not None:
+        rel = _record_path(where, show)
+        with _open_records(where) as store:
+            data = store.read(rel)
+            if data is None:
+                fail(f"{record_name(rel)}: no such record in this workspace ({store.layout} layout)", 2)
+        sys.stdout.buffer.write(data)
+        return
+    if export is not None:
+        if not export.is_dir():
+            fail(f"--export {export}: no such directory; create it first, nothing was written", 2)
+        with _open_records(where):
+            pass
+        report = writers.export_records(where.results, export)
+    elif layout is not None:
+        with _open_records(where):
+            pass
+        report = writers.switch_layout(where.results, layout == "packed")
+    else:
+        report = writers.sync_records(_state(where), where.results, check=check)
     if as_json:
         _emit(_records_json(report, check))
         raise typer.Exit(1 if check and not report.clean else 0)

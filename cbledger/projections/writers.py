@@ -5,7 +5,8 @@ files, and `regenerate_all` is the one place that writes every output of a state
 `demo` and `watch` all call it). The records writer writes only files that are new or whose bytes differ from the
 rendering, and removes nothing: a retracted run's records stay as published, with a
 `run-<n>.retracted.json` beside them. Files it does not own (anything that is not a record or a
-retraction mark) are never touched.
+retraction mark) are never touched. A workspace whose records are packed (`packed.py`, one SQLite
+file) gets rows where it would get files, the same bytes at the same paths (`RecordStore`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import functools
 import gc
 import os
 import sqlite3
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
 import msgspec
@@ -27,6 +28,7 @@ from cbledger.ledger.durable import fsync_directory, write_atomic
 from cbledger.ledger.recorder import LedgerMissing, StoreUnavailable
 from cbledger.ledger.store import LedgerStore, StoredEvent
 from cbledger.projections import leaderboard, paths, readmodel
+from cbledger.projections import packed as packed_mod
 from cbledger.projections import records as rec
 from cbledger.projections.aggregates import Views
 from cbledger.projections.fold import LedgerState, ProjectionError, Projector
@@ -133,36 +135,109 @@ class RecordsReport(Struct, kw_only=True):
         return not (self.created or self.updated)
 
 
-class _Sync:
-    """What a records pass found, file by file; `check` writes and removes nothing."""
+class RecordStore:
+    """The records a results directory holds, in whichever layout it keeps them: one file per
+    record path (the default) or rows of the packed store (`packed`, when its file exists).
+    `packed` forces a layout (True creates the store); writes wait in `put_all` until `commit`,
+    which puts them in place together: staged files with two flushes, or one transaction."""
 
-    def __init__(self, results: Path, check: bool) -> None:
-        self.results, self.check = results, check
+    def __init__(self, results: Path, packed: bool | None = None) -> None:
+        self.results = results
+        self.store: packed_mod.PackedRecords | None = None
+        if packed is None:
+            packed = packed_mod.is_packed(results)
+        if packed:
+            results.mkdir(parents=True, exist_ok=True)
+            self.store = packed_mod.PackedRecords(packed_mod.store_path(results), create=True)
+        self.rows: list[tuple[str, bytes]] = []
+        #: files written under a temporary name, put in place together by `commit`
+        self.staged: list[str] = []
+
+    def __enter__(self) -> RecordStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.store is not None:
+            self.store.close()
+
+    @property
+    def layout(self) -> str:
+        return "files" if self.store is None else "packed"
+
+    def paths(self) -> set[str]:
+        """Every record path and retraction mark held, relative to `results/`."""
+        return record_files(self.results) if self.store is None else self.store.paths()
+
+    def read(self, relpath: str) -> bytes | None:
+        if self.store is not None:
+            return self.store.get(relpath)
+        try:
+            return (self.results / relpath).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def items(self) -> Iterator[tuple[str, bytes]]:
+        """Every record and mark held, in path order."""
+        if self.store is not None:
+            yield from self.store.items()
+            return
+        for relpath in sorted(self.paths()):
+            yield relpath, (self.results / relpath).read_bytes()
+
+    def write(self, relpath: str, data: bytes) -> None:
+        if self.store is not None:
+            self.rows.append((relpath, data))
+        else:
+            self.staged.append(_stage(self.results / relpath, data))
+
+    def commit(self) -> None:
+        if self.store is not None:
+            if self.rows:
+                self.store.put(self.rows)
+            self.rows = []
+        else:
+            _commit_staged(self.staged)
+            self.staged = []
+
+
+def record_files(results: Path) -> set[str]:
+    """Every file under `results/` laid out as a record path or a retraction mark, relative to
+    `results/`."""
+    found: set[str] = set()
+    if not results.is_dir():
+        return found
+    for day in results.iterdir():
+        if day.is_dir() and paths.DATE_DIR.match(day.name):
+            for p in day.glob("*/*/*.json"):
+                rel = p.relative_to(results).as_posix()
+                if paths.is_record_path(rel) or paths.is_retraction_path(rel):
+                    found.add(rel)
+    return found
+
+
+class _Sync:
+    """What a records pass found, record by record; `check` writes and removes nothing."""
+
+    def __init__(self, store: RecordStore, check: bool) -> None:
+        self.store, self.check = store, check
         self.created: list[str] = []
         self.updated: list[str] = []
         self.unchanged = 0
         self.marks = 0
-        #: files written under a temporary name, put in place together by `report`
-        self.pending: list[str] = []
 
     def put(self, relpath: str, data: bytes) -> None:
         if paths.is_retraction_path(relpath):
             self.marks += 1
-        target = self.results / relpath
-        try:
-            existing = target.read_bytes()
-        except FileNotFoundError:
-            existing = None
+        existing = self.store.read(relpath)
         if existing == data:
             self.unchanged += 1
             return
         (self.created if existing is None else self.updated).append(relpath)
         if not self.check:
-            self.pending.append(_stage(target, data))
+            self.store.write(relpath, data)
 
     def report(self) -> RecordsReport:
-        _commit_staged(self.pending)
-        self.pending = []
+        self.store.commit()
         return RecordsReport(created=self.created, updated=self.updated, unchanged=self.unchanged, marks=self.marks)
 
 
@@ -232,31 +307,62 @@ def _syncfs() -> Callable[[int], int] | None:
         return None
 
 
-def sync_records(state: LedgerState, results: Path, check: bool = False) -> RecordsReport:
-    """Makes `results/` hold every record and retraction mark the ledger produces. With `check`,
-    only reports what differs."""
-    sync = _Sync(results, check)
-    for relpath, data in rec.iter_published(state):
-        sync.put(relpath, data)
-    return sync.report()
+def sync_records(state: LedgerState, results: Path, check: bool = False, packed: bool | None = None) -> RecordsReport:
+    """Makes `results/` hold every record and retraction mark the ledger produces, in its own
+    layout unless `packed` chooses one. With `check`, only reports what differs."""
+    with RecordStore(results, packed) as store:
+        sync = _Sync(store, check)
+        for relpath, data in rec.iter_published(state):
+            sync.put(relpath, data)
+        return sync.report()
 
 
 def sync_run_records(state: LedgerState, results: Path, run_ids: Iterable[str]) -> RecordsReport:
     """`sync_records` for the records of some runs only: a record depends on nothing but its run,
     that run's grades and rubric scores, so after new events only the runs they name can change."""
-    sync = _Sync(results, check=False)
     wanted = set(run_ids)
     marks = {mark.run_id: (path, mark) for path, mark in rec.retraction_marks(state) if mark.run_id in wanted}
-    for run_id in sorted(wanted):
-        entry = state.runs.get(run_id)
-        if entry is None:
-            continue
-        for relpath, _suite, graded in rec.record_paths(state, run_id):
-            sync.put(relpath, rec.render(rec.build_record(state, entry, graded)))
-        if run_id in marks:
-            path, mark = marks[run_id]
-            sync.put(path, rec.render(mark))
-    return sync.report()
+    with RecordStore(results) as store:
+        sync = _Sync(store, check=False)
+        for run_id in sorted(wanted):
+            entry = state.runs.get(run_id)
+            if entry is None:
+                continue
+            for relpath, _suite, graded in rec.record_paths(state, run_id):
+                sync.put(relpath, rec.render(rec.build_record(state, entry, graded)))
+            if run_id in marks:
+                path, mark = marks[run_id]
+                sync.put(path, rec.render(mark))
+        return sync.report()
+
+
+def export_records(results: Path, directory: Path) -> RecordsReport:
+    """Writes the records `results/` holds (either layout) into `directory` as the standard file
+    tree, the same bytes; like the records writer, only files missing or different."""
+    with RecordStore(results) as source, RecordStore(directory, packed=False) as target:
+        sync = _Sync(target, check=False)
+        for relpath, data in source.items():
+            sync.put(relpath, data)
+        return sync.report()
+
+
+def switch_layout(results: Path, packed: bool) -> RecordsReport:
+    """Moves the records of `results/` into the other layout, the same bytes: into a new packed
+    store, or out of it into files (the store is then removed, so the files are what is read).
+    Files left behind by a switch to packed are neither read nor written from then on."""
+    if packed == packed_mod.is_packed(results):
+        with RecordStore(results) as store:
+            return RecordsReport(created=[], updated=[], unchanged=len(store.paths()))
+    if not packed:
+        report = export_records(results, results)
+        packed_mod.store_path(results).unlink()
+        fsync_directory(results)
+        return report
+    with RecordStore(results, packed=False) as source, RecordStore(results, packed=True) as target:
+        sync = _Sync(target, check=False)
+        for relpath, data in source.items():
+            sync.put(relpath, data)
+        return sync.report()
 
 
 def read_model_matches(path: Path, tables: list[readmodel.Table]) -> bool:

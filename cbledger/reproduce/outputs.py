@@ -12,14 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from cbledger.projections import leaderboard, readmodel, records, writers
 from cbledger.projections.fold import LedgerState
-from cbledger.projections.paths import DATE_DIR, is_record_path, is_retraction_path
 from cbledger.projections.site import render as site_render
 from cbledger.projections.site.evidence import RunEvidence
+from cbledger.projections.writers import record_files  # noqa: F401  (where bench and tests import it from)
 from cbledger.reproduce.findings import Finding
 from cbledger.workspace import (
     LEADERBOARD,
@@ -67,26 +66,18 @@ def _clip(line: str | None, width: int = 200) -> str | None:
     return line if len(line) <= width else line[:width] + "…"
 
 
-def record_files(results: Path) -> set[str]:
-    """Every file under `results/` laid out as a record path or a retraction mark, relative to
-    `results/`."""
-    found: set[str] = set()
-    if not results.is_dir():
-        return found
-    for day in results.iterdir():
-        if day.is_dir() and DATE_DIR.match(day.name):
-            for p in day.glob("*/*/*.json"):
-                rel = p.relative_to(results).as_posix()
-                if is_record_path(rel) or is_retraction_path(rel):
-                    found.add(rel)
-    return found
-
-
 def check_records(state: LedgerState, workspace: Workspace, out: OutputsCheck) -> None:
     entries = {e.path: e for e in (*records.record_entries(state), *records.record_entries(state, retracted=True))}
     expected = dict(records.published(state))
     out.records_expected = len(expected)
-    on_disk = record_files(workspace.results)
+    with writers.RecordStore(workspace.results) as store:
+        _compare_records(entries, expected, store, out)
+
+
+def _compare_records(
+    entries: Mapping[str, records.RecordEntry], expected: Mapping[str, bytes], store: writers.RecordStore, out: OutputsCheck
+) -> None:
+    on_disk = store.paths()
     for rel in sorted(on_disk - expected.keys()):
         out.failures.append(
             Finding(check="projection", kind="record-extra", file=record_name(rel),
@@ -94,7 +85,6 @@ def check_records(state: LedgerState, workspace: Workspace, out: OutputsCheck) -
         )
     for rel, data in sorted(expected.items()):
         entry = entries.get(rel)
-        target = workspace.record(rel)
         if rel not in on_disk:
             what = "retraction mark" if entry is None else "record"
             out.failures.append(
@@ -104,7 +94,7 @@ def check_records(state: LedgerState, workspace: Workspace, out: OutputsCheck) -
                         message=f"the ledger produces this {what}; it is not committed")
             )
             continue
-        committed = target.read_bytes()
+        committed = store.read(rel) or b""
         if committed == data:
             out.records_matching += 1
             continue

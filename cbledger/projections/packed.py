@@ -1,0 +1,89 @@
+"""The packed record store: every result record in one SQLite file, `results/records.sqlite`.
+
+Why it exists: the file layout puts each record in a file of its own, so 10^7 events mean
+millions of small files (an inode each, a directory entry each, a slow `git status`). The
+packed store keeps one row per record, `records(path TEXT PRIMARY KEY, body BLOB)`, where `path`
+is the standard record path relative to `results/` and `body` is exactly the bytes the file at
+that path would hold. A record therefore stays addressable by its standard path, an export
+writes the standard tree back out byte for byte, and every check compares the same bytes.
+
+A workspace keeps its records packed when this file exists (`cbledger project records --layout
+packed` makes it); the writers (`writers.sync_records`, `sync_run_records`) then write rows,
+each batch in one transaction, instead of files. SQLite's rollback journal makes a batch atomic:
+after a crash the store holds every row of it or none.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import sqlite_utils
+
+from cbledger.workspace import RECORDS_STORE_NAME
+
+TABLE = "records"
+#: how long a writer waits for another writer's transaction (`cbledger run` beside `watch`)
+BUSY_TIMEOUT_S = 30.0
+
+
+def store_path(results: Path) -> Path:
+    """The packed store of the results directory `results`."""
+    return results / RECORDS_STORE_NAME
+
+
+def is_packed(results: Path) -> bool:
+    """Does this results directory keep its records packed? Its store's presence says so."""
+    return store_path(results).is_file()
+
+
+class PackedRecords:
+    """An open packed store. `create` makes the file and its table when missing; otherwise a
+    missing file is `FileNotFoundError` and a file that is not a store is `sqlite3.Error`."""
+
+    def __init__(self, path: Path, *, create: bool = False) -> None:
+        self.path = path
+        if not create and not path.is_file():
+            raise FileNotFoundError(path)
+        self.conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        try:
+            if create:
+                db = sqlite_utils.Database(self.conn)
+                db.table(TABLE).create({"path": str, "body": bytes}, pk="path", not_null={"body"}, if_not_exists=True)
+            # a file that is not a store fails here, before any caller relies on it
+            self.conn.execute(f"SELECT path, body FROM {TABLE} LIMIT 0")
+        except sqlite3.Error:
+            self.conn.close()
+            raise
+
+    def __enter__(self) -> PackedRecords:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def get(self, relpath: str) -> bytes | None:
+        row = self.conn.execute(f"SELECT body FROM {TABLE} WHERE path = ?", (relpath,)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def paths(self) -> set[str]:
+        return {row[0] for row in self.conn.execute(f"SELECT path FROM {TABLE}")}
+
+    def items(self) -> Iterator[tuple[str, bytes]]:
+        """Every (path, body), in path order, one row at a time."""
+        for path, body in self.conn.execute(f"SELECT path, body FROM {TABLE} ORDER BY path"):
+            yield path, bytes(body)
+
+    def put(self, rows: Iterable[tuple[str, bytes]]) -> None:
+        """Writes the rows (new or replacing the row at their path) in one transaction."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            self.conn.executemany(f"INSERT OR REPLACE INTO {TABLE} (path, body) VALUES (?, ?)", rows)
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
