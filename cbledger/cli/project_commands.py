@@ -156,9 +156,9 @@ LayoutOption = Annotated[
     str | None,
     typer.Option(
         "--layout",
-        help="Move the records into this layout and keep them there: `packed` (one SQLite file, "
+        help="Write every record in this layout and keep them there: `packed` (one SQLite file, "
         "results/records.sqlite, read and written by every command from then on) or `files` (one "
-        "file per record; the store is removed). Default: the layout the workspace has.",
+        "file per record; the store is then removed). Default: the layout the workspace has.",
     ),
 ]
 
@@ -213,7 +213,7 @@ def records_cmd(
     elif layout is not None:
         with _open_records(where):
             pass
-        report = writers.switch_layout(where.results, layout == "packed")
+        report = writers.use_layout(_state(where), where.results, layout == "packed")
     else:
         report = writers.sync_records(_state(where), where.results, check=check)
     if as_json:

@@ -26,6 +26,8 @@ from cbledger.workspace import RECORDS_STORE_NAME
 TABLE = "records"
 #: how long a writer waits for another writer's transaction (`cbledger run` beside `watch`)
 BUSY_TIMEOUT_S = 30.0
+#: a body read as its bytes even when a hand edit stored it as text (`replace()` on a blob gives text)
+_BODY = "CAST(body AS BLOB)"
 
 
 def store_path(results: Path) -> Path:
@@ -67,7 +69,7 @@ class PackedRecords:
         self.conn.close()
 
     def get(self, relpath: str) -> bytes | None:
-        row = self.conn.execute(f"SELECT body FROM {TABLE} WHERE path = ?", (relpath,)).fetchone()
+        row = self.conn.execute(f"SELECT {_BODY} FROM {TABLE} WHERE path = ?", (relpath,)).fetchone()
         return None if row is None else bytes(row[0])
 
     def paths(self) -> set[str]:
@@ -75,7 +77,7 @@ class PackedRecords:
 
     def items(self) -> Iterator[tuple[str, bytes]]:
         """Every (path, body), in path order, one row at a time."""
-        for path, body in self.conn.execute(f"SELECT path, body FROM {TABLE} ORDER BY path"):
+        for path, body in self.conn.execute(f"SELECT path, {_BODY} FROM {TABLE} ORDER BY path"):
             yield path, bytes(body)
 
     def put(self, rows: Iterable[tuple[str, bytes]]) -> None:

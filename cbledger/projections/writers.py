@@ -346,23 +346,16 @@ def export_records(results: Path, directory: Path) -> RecordsReport:
         return sync.report()
 
 
-def switch_layout(results: Path, packed: bool) -> RecordsReport:
-    """Moves the records of `results/` into the other layout, the same bytes: into a new packed
-    store, or out of it into files (the store is then removed, so the files are what is read).
-    Files left behind by a switch to packed are neither read nor written from then on."""
-    if packed == packed_mod.is_packed(results):
-        with RecordStore(results) as store:
-            return RecordsReport(created=[], updated=[], unchanged=len(store.paths()))
-    if not packed:
-        report = export_records(results, results)
+def use_layout(state: LedgerState, results: Path, packed: bool) -> RecordsReport:
+    """Makes `results/` keep its records in the chosen layout from now on: every record the
+    ledger produces written there (the records are a function of the ledger, so nothing is
+    carried over), and for files, the packed store removed afterwards so that the files are what
+    is read. Record files left by a switch to packed are neither read nor written from then on."""
+    report = sync_records(state, results, packed=packed)
+    if not packed and packed_mod.is_packed(results):
         packed_mod.store_path(results).unlink()
         fsync_directory(results)
-        return report
-    with RecordStore(results, packed=False) as source, RecordStore(results, packed=True) as target:
-        sync = _Sync(target, check=False)
-        for relpath, data in source.items():
-            sync.put(relpath, data)
-        return sync.report()
+    return report
 
 
 def read_model_matches(path: Path, tables: list[readmodel.Table]) -> bool:
