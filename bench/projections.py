@@ -4,6 +4,7 @@ output for one new run at 100k as a ratio to the full rebuild of every output.
     .venv/bin/python bench/projections.py                   # 10k and 100k runs (each with a grade)
     .venv/bin/python bench/projections.py --runs 2000
     .venv/bin/python bench/projections.py --rss-runs 250000 # peak RSS of a full rebuild, own process
+    .venv/bin/python bench/projections.py --runs 100000 --records-only  # files vs packed records
 
 Each size builds a real ledger file through `LedgerStore.append` (setup, not measured), then
 measures, best of `--repeat` where it says so:
@@ -20,6 +21,13 @@ measures, best of `--repeat` where it says so:
                read model by row), as a ratio to the full rebuild of every output; the result
                is checked against a full rebuild (LEADERBOARD.md bytes, read-model content, the
                record files)
+* records, files vs packed (every size): every record and retraction mark written into an empty
+               directory, once as one file each (synced, `sync_records`) and once as rows of the
+               packed store (`packed=True`, one transaction); for each the time, the bytes
+               allocated on disk and the inodes (files and directories), and the time to read
+               1,000 records back by their standard path; then the packed store exported as the
+               file tree (`export_records`), and both layouts checked equal byte for byte
+* --records-only: only the fold and the two records lanes
 * --rss-runs N: the full rebuild of every output at N runs (2N+2 events) in a process of its own,
                reporting its peak RSS (`ru_maxrss`)
 """
@@ -29,6 +37,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import hashlib
+import os
 import resource
 import shutil
 import statistics
@@ -210,6 +219,48 @@ def incremental(ledger: Path, root: Path, n: int, repeat: int, full_s: float) ->
           f"files; checked in {time.perf_counter() - t:.0f} s)")
 
 
+def disk_use(path: Path) -> tuple[int, int]:
+    """(bytes allocated, inodes) under `path`, its files and directories."""
+    blocks = inodes = 0
+    for directory, dirs, files in os.walk(path):
+        for name in (*dirs, *files):
+            blocks += os.lstat(os.path.join(directory, name)).st_blocks
+            inodes += 1
+    return blocks * 512, inodes
+
+
+def record_lanes(state, tmp: Path) -> None:
+    """Every record written into an empty directory as files and as the packed store."""
+    outs = {}
+    for label, packed in (("files", False), ("packed", True)):
+        out = outs[label] = tmp / f"records-{label}"
+        t = time.perf_counter()
+        report = writers.sync_records(state, out, packed=packed)
+        write_s = time.perf_counter() - t
+        size, inodes = disk_use(out)
+        with writers.RecordStore(out) as store:
+            names = sorted(store.paths())
+            sample = names[:: max(1, len(names) // 1_000)][:1_000]
+            t = time.perf_counter()
+            assert all(store.read(name) for name in sample)
+            read_s = time.perf_counter() - t
+        print(f"          records, {label:<6} layout: {len(report.created):,} written in {write_s:7.2f} s; "
+              f"{size / 2**20:7.1f} MiB on disk in {inodes:,} inodes; {len(sample):,} read by path in "
+              f"{read_s * 1e3:.0f} ms")
+    exported = tmp / "records-exported"
+    exported.mkdir()
+    t = time.perf_counter()
+    report = writers.export_records(outs["packed"], exported)
+    print(f"          packed store exported as the file tree: {len(report.created):,} files in "
+          f"{time.perf_counter() - t:.2f} s")
+    with writers.RecordStore(outs["files"]) as a, writers.RecordStore(outs["packed"]) as b, \
+            writers.RecordStore(exported) as c:
+        assert all(x == y == z for x, y, z in zip(a.items(), b.items(), c.items(), strict=True))
+    for out in (*outs.values(), exported):
+        shutil.rmtree(out, ignore_errors=True)
+    print("          ... the three hold the same paths and bytes")
+
+
 def peak_rss(runs: int) -> None:
     """The full rebuild of every output at `runs` runs, in a child process; its peak RSS."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -235,6 +286,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, nargs="+", default=[10_000, 100_000])
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--records-only", action="store_true", help="only the fold and the files and packed records lanes")
     ap.add_argument("--rss-runs", type=int, nargs="+", help="measure only the peak RSS of a full rebuild at these sizes")
     ap.add_argument("--_rebuild", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -254,6 +306,10 @@ def main() -> None:
             setup = build_ledger(path, n)
             size = path.stat().st_size
             fold_s, state = best(lambda: load_state(path), args.repeat)
+            if args.records_only:
+                print(f"{n:>7} runs + {n} grades ({size / 1e6:.0f} MB ledger, fold {fold_s:.1f} s):")
+                record_lanes(state, Path(tmp))
+                continue
             views_s, _ = best(lambda: Views(state), 1)
             rec_s, _ = best(lambda: records.record_entries(state), args.repeat)
             lb_s, _ = best(lambda: leaderboard.render(state), 1)
@@ -271,6 +327,7 @@ def main() -> None:
                 shutil.rmtree(out, ignore_errors=True)
                 incremental(path, out, n, args.repeat, full_s)
             shutil.rmtree(out, ignore_errors=True)
+            record_lanes(state, Path(tmp))
 
 
 if __name__ == "__main__":
