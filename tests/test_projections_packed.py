@@ -7,20 +7,18 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from cbledger.cli.app import app
 from cbledger.ledger.store import LedgerStore
 from cbledger.projections import packed, records, writers
 from cbledger.projections.fold import fold
 from cbledger.reproduce.outputs import check_tables
 from cbledger.workspace import Workspace
-from tests.factories import MAINTAINER, Stream, rich_stream
+from tests.factories import MAINTAINER, Stream, rich_stream, run_cli
 from tests.site_helpers import REPO, committed_state
 
 
 def cli(*args: object) -> tuple[int, str, str]:
-    result = CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
+    result = run_cli([str(a) for a in args])
     return result.exit_code, result.stdout, result.stderr
 
 
@@ -166,6 +164,15 @@ def test_export_into_a_missing_directory_is_refused_with_one_line_and_writes_not
 
 
 def test_a_store_that_is_not_one_is_refused_with_one_line(root):
-    (root / "results" / "records.sqlite").write_bytes(b"not a database, just bytes in its place " * 4)
+    store = root / "results" / "records.sqlite"
+    store.write_bytes(b"not a database, just bytes in its place " * 4)
     code, _, err = cli("project", "records", "--show", "results/2026-09-06/vendor-model-a/rename-net/run-1.json", "--root", root)
     assert code == 2 and err.count("\n") == 1 and "records.sqlite: not a packed record store" in err
+    code, _, err = cli("project", "all", "--root", root)
+    assert code == 2 and err.count("\n") == 1 and "records.sqlite: not a packed record store" in err
+    # another SQLite database in its place is not taken over either: no table is added to it
+    assert cli("project", "readmodel", "-o", store, "--root", root)[0] == 0
+    tables = sqlite3.connect(store).execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    code, _, err = cli("project", "records", "--check", "--root", root)
+    assert code == 2 and "no such table: records" in err
+    assert sqlite3.connect(store).execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall() == tables

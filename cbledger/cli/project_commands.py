@@ -8,7 +8,6 @@ ledger, or snapshots that are not comparable.
 from __future__ import annotations
 
 import json
-import sqlite3
 import sys
 from fractions import Fraction
 from pathlib import Path
@@ -27,7 +26,7 @@ from cbledger.cli.common import (
 )
 from cbledger.cli.progress import Reporter
 from cbledger.ledger import durable
-from cbledger.projections import gate, leaderboard, packed, paths, readmodel, workqueue, writers
+from cbledger.projections import gate, leaderboard, paths, readmodel, workqueue, writers
 from cbledger.projections import selection as selection_mod
 from cbledger.projections.conditions import DEFAULT
 from cbledger.projections.fold import LedgerState
@@ -172,13 +171,6 @@ def _record_path(where: Workspace, name: str) -> str:
     return rel
 
 
-def _open_records(where: Workspace) -> writers.RecordStore:
-    try:
-        return writers.RecordStore(where.results)
-    except sqlite3.Error as exc:
-        fail(f"{packed.store_path(where.results)}: not a packed record store ({exc})", 2)
-
-
 @project_app.command("records")
 def records_cmd(
     ledger: LedgerOption = None,
@@ -198,7 +190,7 @@ def records_cmd(
     where = workspace(ledger, root)
     if show is not None:
         rel = _record_path(where, show)
-        with _open_records(where) as store:
+        with writers.RecordStore(where.results) as store:
             data = store.read(rel)
             if data is None:
                 fail(f"{record_name(rel)}: no such record in this workspace ({store.layout} layout)", 2)
@@ -207,12 +199,8 @@ def records_cmd(
     if export is not None:
         if not export.is_dir():
             fail(f"--export {export}: no such directory; create it first, nothing was written", 2)
-        with _open_records(where):
-            pass
         report = writers.export_records(where.results, export)
     elif layout is not None:
-        with _open_records(where):
-            pass
         report = writers.use_layout(_state(where), where.results, layout == "packed")
     else:
         report = writers.sync_records(_state(where), where.results, check=check)

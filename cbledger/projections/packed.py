@@ -21,6 +21,7 @@ from pathlib import Path
 
 import sqlite_utils
 
+from cbledger.errors import UserError
 from cbledger.workspace import RECORDS_STORE_NAME
 
 TABLE = "records"
@@ -42,7 +43,8 @@ def is_packed(results: Path) -> bool:
 
 class PackedRecords:
     """An open packed store. `create` makes the file and its table when missing; otherwise a
-    missing file is `FileNotFoundError` and a file that is not a store is `sqlite3.Error`."""
+    missing file is `FileNotFoundError`. A file that is not a store is refused (`UserError`,
+    naming it) before anything is read or written."""
 
     def __init__(self, path: Path, *, create: bool = False) -> None:
         self.path = path
@@ -55,9 +57,9 @@ class PackedRecords:
                 db.table(TABLE).create({"path": str, "body": bytes}, pk="path", not_null={"body"}, if_not_exists=True)
             # a file that is not a store fails here, before any caller relies on it
             self.conn.execute(f"SELECT path, body FROM {TABLE} LIMIT 0")
-        except sqlite3.Error:
+        except sqlite3.Error as exc:
             self.conn.close()
-            raise
+            raise UserError(f"{path}: not a packed record store ({exc})") from None
 
     def __enter__(self) -> PackedRecords:
         return self

@@ -144,9 +144,10 @@ class RecordStore:
     def __init__(self, results: Path, packed: bool | None = None) -> None:
         self.results = results
         self.store: packed_mod.PackedRecords | None = None
-        if packed is None:
-            packed = packed_mod.is_packed(results)
-        if packed:
+        if packed is None:  # the workspace's own layout: a store that is there, never a new one
+            if packed_mod.is_packed(results):
+                self.store = packed_mod.PackedRecords(packed_mod.store_path(results))
+        elif packed:
             results.mkdir(parents=True, exist_ok=True)
             self.store = packed_mod.PackedRecords(packed_mod.store_path(results), create=True)
         self.rows: list[tuple[str, bytes]] = []
