@@ -241,7 +241,9 @@ _FRAGMENT = st.one_of(
     st.sampled_from([" ", "\t", "\n", "\r", "\x0b", "\x0c", "\x1c", "\u00a0", "\u2028", '"', "\\", "\x01", "\x7f", "é", "K"]),
     # a prefix hidden behind escapes of the string's own, or spelt with what re folds to ASCII
     st.sampled_from(["\\u0073k-", "\\u0041Iza", "npm\\u005f", "\\\\", "\\\"", "\u017f", "\u212a", "\\u017f",
-                     "aws_secret_access_key=", "aw\\u0073_\u017fecret_access_\u212aey:", "https://", "u:p@h"]),
+                     "aws_secret_access_key=", "aw\\u0073_\u017fecret_access_\u212aey:", "https://", "u:p@h",
+                     # `/` spelt `\/`, a level or two down: the one escape besides `\u` that spells an anchor's character
+                     "https:\\/\\/", ":\\\\/\\\\/", "\\\\u0073k-"]),
 )
 _TEXT = st.lists(_FRAGMENT, max_size=8).map("".join)
 _JSONISH = st.recursive(
