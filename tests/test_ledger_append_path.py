@@ -11,8 +11,10 @@ import shutil
 from pathlib import Path
 
 import msgspec
+import pytest
 
 from cbledger import credentials
+from cbledger.errors import UserError
 from cbledger.ledger import encoding, limits
 from cbledger.ledger.credential_guard import may_hold_credential
 from cbledger.ledger.intake import parse_drafts
@@ -154,3 +156,26 @@ def test_the_committed_events_are_cleared_of_credentials_without_undoing_an_esca
     assert len(escaped) > 100
     monkeypatch.setattr(credentials, "unescaped", lambda _: (_ for _ in ()).throw(AssertionError("undone")))
     assert not any(may_hold_credential(raw) for raw in escaped)
+
+
+def test_a_line_an_encoder_wrote_skips_the_json_check_and_any_other_line_takes_it(monkeypatch):
+    """The check of repeated keys and nesting reads a line through the standard library's
+    decoder; a line that is the event's own encoding (sorted, or in field order as a runner
+    writes it) cannot hold what it looks for, anything else is checked as before."""
+    import json
+
+    from cbledger.ledger import intake
+
+    checked: list[bytes] = []
+    real = intake.json_problem
+    monkeypatch.setattr(intake, "json_problem", lambda data, **kw: checked.append(data) or real(data, **kw))
+    events = runs_and_grades(2) + one_of_each(5)
+    sorted_lines = [encoding.encode_value(e).replace(b'"seq":0,', b"") for e in events]
+    parse_drafts(b"\n".join(draft_json(e) for e in events) + b"\n" + b"\n".join(sorted_lines), "runner.jsonl")
+    assert checked == []
+    spaced = [json.dumps(json.loads(draft_json(e)), indent=None).encode() for e in events]
+    parse_drafts(b"\n".join(spaced), "spaced.jsonl")
+    assert checked == spaced
+    repeated = draft_json(events[0]).replace(b'{"type"', b'{"id":"x","type"', 1)
+    with pytest.raises(UserError, match="duplicate key id"):
+        parse_drafts(repeated, "repeated.jsonl")
