@@ -30,7 +30,7 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -330,7 +330,7 @@ def working_tree_check(workspace: Workspace, state: LedgerState) -> list[Finding
 
 
 def _run_all(
-    workspace: Workspace, jobs: list[_Job], suites: Suites, pool: ProcessPoolExecutor | None, progress: RunProgress | None,
+    workspace: Workspace, jobs: list[_Job], suites: Suites, pool: worker.WorkerPool | None, progress: RunProgress | None,
     evidence: bool = False,
 ) -> list[RunCheck]:
     """`evidence`: each run's site evidence is read from the restore its re-grade uses."""
@@ -349,7 +349,7 @@ def _run_all(
             progress(len(results), total, results[-1])
     # Every run is back: the workers may wind down (an interpreter's exit takes a while) while
     # the parent finishes its own work; verify() joins them at the end.
-    pool.shutdown(wait=False)
+    pool.wind_down()
     return results
 
 
@@ -395,7 +395,7 @@ def verify(
 def _verify(
     workspace: Workspace,
     options: Options,
-    pool: ProcessPoolExecutor | None,
+    pool: worker.WorkerPool | None,
     chain_progress: Callable[[int, int], None] | None,
     run_progress: RunProgress | None,
     on_runs_planned: Callable[[int], None] | None,
