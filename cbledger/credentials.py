@@ -132,8 +132,6 @@ def may_match_text(text: str) -> bool:
     return any((not char or char in text) and rx.search(text) is not None for char, rx in _ANCHOR_SEARCHES)
 
 
-
-
 def _pattern_set_hash() -> str:
     h = hashlib.sha256()
     for p in PATTERNS:

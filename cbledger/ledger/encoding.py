@@ -10,7 +10,8 @@ reads an older stored version of an evolved type through its upcasters.
 An event read from submitted bytes was validated by that decode, so its canonical bytes are not
 decoded again (`Canonical`): they encode the values the decode checked, and decode back to them
 (msgspec refuses a number beyond a double's range, so no decoded float is NaN or infinite;
-tests/test_ledger_properties.py holds every generated event and every committed one to it).
+tests/test_ledger_properties.py holds generated events to it, tests/test_ledger_append_path.py
+every committed one).
 """
 
 from __future__ import annotations
