@@ -97,7 +97,7 @@ def may_match(data: bytes) -> bool:
     return False
 
 
-# Where the anchors occur in a text, found in six passes over it rather than one per anchor:
+# Where the anchors occur in a text, found in six passes over it rather than one per pattern:
 # each search starts at a character, rare in what is scanned, that its anchors hold (`re` runs
 # through a text to a leading literal fast, but tries an alternation of leading characters at
 # every position) and looks around it for the rest of the anchor; one empty group per pattern,
