@@ -101,14 +101,15 @@ def may_match(data: bytes) -> bool:
 # each search starts at a character, rare in what is scanned, that its anchors hold (`re` runs
 # through a text to a leading literal fast, but tries an alternation of leading characters at
 # every position) and looks around it for the rest of the anchor; one empty group per pattern,
-# named for its kind, says which anchor it found. A search runs only on a text holding its
+# named for its kind, says which anchor it found (the anchors one search looks for never share
+# its character's place, so none hides another). A search runs only on a text holding its
 # character, when one is given. A case-insensitive anchor is matched as its pattern matches it
 # (`re` takes `ſ` for `s` and the Kelvin sign for `k` there too). tests/test_credentials.py
 # holds the table to every pattern's anchors.
 _ANCHOR_SEARCHES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("", re.compile(r"-(?:(?<=sk-)(?P<openai_or_anthropic_key>)|(?=----BEGIN )(?P<pem_private_key>))")),
+    ("", re.compile(r"-(?<=sk-)(?P<openai_or_anthropic_key>)")),
     ("", re.compile(r"b(?i:(?=earer))(?P<http_bearer_token>)")),
-    ("B", re.compile(r"B(?i:(?=earer))(?P<http_bearer_token>)")),
+    ("B", re.compile(r"B(?:(?i:(?=earer))(?P<http_bearer_token>)|(?<=-----B)(?=EGIN )(?P<pem_private_key>))")),
     ("A", re.compile(r"A(?:(?=Iza)(?P<google_api_key>)|(?=KIA|SIA|BIA|CCA)(?P<aws_access_key_id>))")),
     ("_", re.compile(
         r"_(?:(?<=npm_)(?P<npm_token>)|(?<=gh[pousr]_)(?P<github_token>)|(?<=github_)(?=pat_)(?P<github_fine_grained_pat>)"

@@ -288,7 +288,7 @@ def _folded(text: str) -> str:
     return lowered
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=1500, deadline=None)
 @given(st.lists(_NEAR_ANCHORS, max_size=16).map("".join))
 def test_the_anchor_searches_find_what_a_search_for_each_anchor_finds(text: str) -> None:
     """Anchors assembled from pieces: the searches report a pattern exactly when one of its
@@ -317,3 +317,10 @@ def test_an_anchor_spelt_only_by_an_escape_still_sends_the_event_to_the_full_sca
     data = msgspec.json.encode({"k": value, "seed": '{"a":1}'}, order="sorted")
     assert not credentials.anchored_kinds(data.decode())
     assert may_hold_credential(data)
+
+
+def test_anchors_sharing_a_character_are_both_found():
+    """`sk-` and `-----BEGIN ` can share a hyphen; a search reporting one kind per place would
+    have hidden the second."""
+    assert credentials.anchored_kinds("sk-----BEGIN ") == {"openai-or-anthropic-key", "pem-private-key"}
+    assert credentials.anchored_kinds("ghs_ecret_access_key aws_ ghs_") == {"github-token"}
