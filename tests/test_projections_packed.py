@@ -82,17 +82,20 @@ def test_the_incremental_writer_puts_a_new_runs_record_into_the_store_in_one_tra
     s.graded_run("t", repeat=3)
     state = fold(s.events)
     before = rows(where.results)
-    real_put = packed.PackedRecords.put
+    real_write = packed.PackedRecords.write
+    written: list[str] = []
 
-    def torn(self, batch):
-        batch = list(batch)
-        return real_put(self, [*batch[:1], (batch[-1][0], None)])  # the second row breaks NOT NULL
+    def torn(self, relpath, body):
+        if written:
+            raise OSError("the disk filled")
+        written.append(relpath)
+        real_write(self, relpath, body)
 
-    monkeypatch.setattr(packed.PackedRecords, "put", torn)
-    with pytest.raises(sqlite3.IntegrityError):
+    monkeypatch.setattr(packed.PackedRecords, "write", torn)
+    with pytest.raises(OSError):
         writers.sync_run_records(state, where.results, state.runs)
-    assert rows(where.results) == before
-    monkeypatch.setattr(packed.PackedRecords, "put", real_put)
+    assert len(written) == 1 and rows(where.results) == before
+    monkeypatch.setattr(packed.PackedRecords, "write", real_write)
     assert len(writers.sync_run_records(state, where.results, state.runs).created) == 2  # the mark and run-3
     assert rows(where.results) == dict(records.published(state))
 

@@ -16,7 +16,7 @@ after a crash the store holds every row of it or none.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import sqlite_utils
@@ -68,6 +68,9 @@ class PackedRecords:
         self.close()
 
     def close(self) -> None:
+        """Closes the store; a batch not committed (a write that failed part-way) is rolled back."""
+        if self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
         self.conn.close()
 
     def get(self, relpath: str) -> bytes | None:
@@ -82,12 +85,14 @@ class PackedRecords:
         for path, body in self.conn.execute(f"SELECT path, {_BODY} FROM {TABLE} ORDER BY path"):
             yield path, bytes(body)
 
-    def put(self, rows: Iterable[tuple[str, bytes]]) -> None:
-        """Writes the rows (new or replacing the row at their path) in one transaction."""
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
-            self.conn.executemany(f"INSERT OR REPLACE INTO {TABLE} (path, body) VALUES (?, ?)", rows)
+    def write(self, relpath: str, body: bytes) -> None:
+        """Writes a row (new, or replacing the row at its path) inside the batch's transaction,
+        opened by the first write: rows go to SQLite as they come, so a rebuild of millions of
+        records holds none of them in memory, and `commit` makes them all visible at once."""
+        if not self.conn.in_transaction:
+            self.conn.execute("BEGIN IMMEDIATE")
+        self.conn.execute(f"INSERT OR REPLACE INTO {TABLE} (path, body) VALUES (?, ?)", (relpath, body))
+
+    def commit(self) -> None:
+        if self.conn.in_transaction:
             self.conn.execute("COMMIT")
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise

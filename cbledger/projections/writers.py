@@ -138,8 +138,9 @@ class RecordsReport(Struct, kw_only=True):
 class RecordStore:
     """The records a results directory holds, in whichever layout it keeps them: one file per
     record path (the default) or rows of the packed store (`packed`, when its file exists).
-    `packed` forces a layout (True creates the store); writes wait in `put_all` until `commit`,
-    which puts them in place together: staged files with two flushes, or one transaction."""
+    `packed` forces a layout (True creates the store). Writes are put in place together by
+    `commit`: staged files with two flushes, or rows in one transaction (rolled back when the
+    batch ends without it)."""
 
     def __init__(self, results: Path, packed: bool | None = None) -> None:
         self.results = results
@@ -150,7 +151,6 @@ class RecordStore:
         elif packed:
             results.mkdir(parents=True, exist_ok=True)
             self.store = packed_mod.PackedRecords(packed_mod.store_path(results), create=True)
-        self.rows: list[tuple[str, bytes]] = []
         #: files written under a temporary name, put in place together by `commit`
         self.staged: list[str] = []
 
@@ -187,15 +187,13 @@ class RecordStore:
 
     def write(self, relpath: str, data: bytes) -> None:
         if self.store is not None:
-            self.rows.append((relpath, data))
+            self.store.write(relpath, data)
         else:
             self.staged.append(_stage(self.results / relpath, data))
 
     def commit(self) -> None:
         if self.store is not None:
-            if self.rows:
-                self.store.put(self.rows)
-            self.rows = []
+            self.store.commit()
         else:
             _commit_staged(self.staged)
             self.staged = []
