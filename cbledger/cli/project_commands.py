@@ -162,7 +162,7 @@ LayoutOption = Annotated[
 ]
 
 
-def _record_path(where: Workspace, name: str) -> str:
+def _record_path(name: str) -> str:
     """A record's path relative to `results/`, given as that or as `results/...` (as printed)."""
     prefix = f"{RESULTS}/"
     rel = name.removeprefix(prefix) if name.startswith(prefix) else name
@@ -189,7 +189,7 @@ def records_cmd(
         fail(f"--layout {layout}: not a layout (files or packed)", 2)
     where = workspace(ledger, root)
     if show is not None:
-        rel = _record_path(where, show)
+        rel = _record_path(show)
         with writers.RecordStore(where.results) as store:
             data = store.read(rel)
             if data is None:
