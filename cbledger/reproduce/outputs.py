@@ -1,7 +1,7 @@
 """Are the committed projections what the log folds to?
 
 Each output is regenerated in memory from the ledger and compared with what is on disk: every
-record file and retraction mark (missing, extra or different, with the first differing line; a
+record and retraction mark, as files or as rows of the packed store (missing, extra or different, with the first differing line; a
 retracted run's records must still be there, unchanged, beside their mark), LEADERBOARD.md (a
 unified diff), the SQLite read model's content (its canonical dump; SQLite's page layout is
 not a contract) and every page of the HTML site (missing, different or extra, with the first
