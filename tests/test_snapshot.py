@@ -1,0 +1,149 @@
+"""Projection snapshots: resuming a fold from one equals folding from seq 1, and a snapshot the
+ledger does not confirm (or another code's) is ignored with one line saying why."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cbledger.ledger.store import LedgerStore
+from cbledger.projections import snapshot
+from cbledger.projections.fold import ProjectionError
+from cbledger.projections.writers import (
+    LedgerFollower,
+    follow,
+    load_state,
+    save_snapshot,
+    snapshot_files,
+)
+from tests.factories import MAINTAINER, rich_stream
+from tests.test_projections_fold import build, op, views
+
+
+def _ledger(path: Path, drafts: list) -> LedgerStore:
+    store = LedgerStore(path)
+    store.init("projection-test", MAINTAINER)
+    if drafts[1:]:
+        store.append(drafts[1:])
+    return store
+
+
+def _snapshot_at(path: Path, directory: Path, seq: int) -> Path | None:
+    """A snapshot of the ledger's first `seq` events, as a process that folded only those writes it."""
+    follower = LedgerFollower(path)
+    follower.projector.apply(follower.store.read(until=seq))
+    return save_snapshot(follower, directory)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=st.lists(op, max_size=30), cut=st.integers(0, 200))
+def test_folding_on_from_a_snapshot_equals_folding_from_seq_1(ops, cut):
+    drafts = build(ops).drafts()
+    with tempfile.TemporaryDirectory() as tmp:
+        path, directory = Path(tmp) / "events.jsonl", Path(tmp) / "snapshots"
+        store = _ledger(path, drafts)
+        at = 1 + cut % store.head().seq  # 1..head
+        written = _snapshot_at(path, directory, at)
+        assert written == directory / f"{at}.msgpack"
+        notes: list[str] = []
+        resumed = follow(path, directory, notes.append)
+        assert notes == []
+        assert resumed.base_seq == at  # it did resume, rather than fold from seq 1
+        assert views(resumed.state) == views(load_state(path))
+
+
+def test_a_snapshot_at_the_head_is_the_state_and_later_appends_fold_onto_it(tmp_path):
+    drafts = rich_stream().drafts()
+    path, directory = tmp_path / "events.jsonl", tmp_path / "snapshots"
+    store = _ledger(path, drafts[: len(drafts) // 2])
+    follower = follow(path, directory)
+    assert save_snapshot(follower, directory) is not None
+    again = follow(path, directory)
+    assert again.base_seq == store.head().seq
+    assert save_snapshot(again, directory) is None  # nothing newer than the snapshot it resumed from
+    store.append(drafts[len(drafts) // 2:])
+    assert views(follow(path, directory).state) == views(load_state(path))
+
+
+def test_a_resumed_fold_reads_the_file_from_the_snapshot_on(tmp_path):
+    """The snapshot's offset is where reading starts: an event before it is not read again (an
+    edit in place there is `replay --verify`'s to find, not a projection's)."""
+    path, directory = tmp_path / "events.jsonl", tmp_path / "snapshots"
+    _ledger(path, rich_stream().drafts())
+    _snapshot_at(path, directory, 40)
+    data = path.read_bytes()
+    lines = data.split(b"\n")
+    lines[2] = b"x" * len(lines[2])  # seq 3 mangled, every offset kept
+    path.write_bytes(b"\n".join(lines))
+    with pytest.raises(ProjectionError, match="seq 3"):
+        load_state(path)
+    state = follow(path, directory).state
+    assert state.head_seq == len(rich_stream().events)
+
+
+def test_only_the_two_newest_snapshots_are_kept(tmp_path):
+    path, directory = tmp_path / "events.jsonl", tmp_path / "snapshots"
+    _ledger(path, rich_stream().drafts())
+    for seq in (10, 20, 30):
+        _snapshot_at(path, directory, seq)
+    assert [seq for seq, _ in snapshot_files(directory)] == [30, 20]
+
+
+def _ignored(path: Path, directory: Path) -> str:
+    notes: list[str] = []
+    follower = follow(path, directory, notes.append)
+    assert follower.base_seq == 0  # folded from seq 1
+    assert views(follower.state) == views(load_state(path))
+    assert len(notes) == 1 and notes[0].startswith("snapshot ignored, folding from seq 1: ")
+    assert str(directory) in notes[0]
+    return notes[0]
+
+
+@pytest.mark.parametrize(("kept", "why"), [
+    (lambda d: d[:5] + d[6:], "rewritten"),  # the same events but one: every hash from seq 6 on differs
+    (lambda d: d[:20], "no event at seq 30"),  # cut short before the snapshot's seq
+])
+def test_a_snapshot_of_a_ledger_rewritten_or_cut_short_is_ignored(tmp_path, kept, why):
+    path, directory = tmp_path / "events.jsonl", tmp_path / "snapshots"
+    drafts = rich_stream().drafts()
+    _ledger(path, drafts)
+    _snapshot_at(path, directory, 30)
+    path.unlink()
+    _ledger(path, kept(drafts))
+    assert why in _ignored(path, directory)
+
+
+def _taken(tmp_path: Path, seq: int) -> tuple[Path, Path, Path, dict]:
+    """A ledger, its snapshot at `seq`, and the snapshot as a plain document to edit."""
+    path, directory = tmp_path / "events.jsonl", tmp_path / "snapshots"
+    _ledger(path, rich_stream().drafts())
+    target = _snapshot_at(path, directory, seq)
+    assert target is not None
+    return path, directory, target, msgspec.msgpack.decode(target.read_bytes())
+
+
+def test_a_snapshot_of_another_projection_version_or_format_is_ignored(tmp_path):
+    path, directory, target, doc = _taken(tmp_path, 30)
+    target.write_bytes(msgspec.msgpack.encode({**doc, "projection": "0.old"}))
+    assert "projection version 0.old" in _ignored(path, directory)
+    target.write_bytes(msgspec.msgpack.encode({**doc, "format": snapshot.FORMAT + 1}))
+    assert f"snapshot format {snapshot.FORMAT + 1}" in _ignored(path, directory)
+    target.write_bytes(b"not a snapshot")
+    assert "not a snapshot" in _ignored(path, directory)
+    target.write_bytes(msgspec.msgpack.encode({**doc, "state": {"head_seq": "thirty"}}))
+    assert "does not decode" in _ignored(path, directory)
+
+
+def test_a_snapshot_of_a_database_ledger_is_checked_by_seq(tmp_path):
+    """Without a byte offset (a database ledger keeps none) the event is found by its seq."""
+    path, directory, target, doc = _taken(tmp_path, 25)
+    assert doc["offset"] > 0
+    target.write_bytes(msgspec.msgpack.encode({**doc, "offset": None}))
+    resumed = follow(path, directory)
+    assert resumed.base_seq == 25
+    assert views(resumed.state) == views(load_state(path))
