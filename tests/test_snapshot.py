@@ -3,6 +3,7 @@ ledger does not confirm (or another code's) is ignored with one line saying why.
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 
@@ -21,8 +22,19 @@ from cbledger.projections.writers import (
     save_snapshot,
     snapshot_files,
 )
-from tests.factories import MAINTAINER, rich_stream
+from cbledger.reproduce.regenerate import Regenerator
+from cbledger.workspace import Workspace
+from tests.factories import (
+    MAINTAINER,
+    grade_recorded,
+    rich_stream,
+    run_cli,
+    run_id,
+    runs_and_grades,
+)
+from tests.test_ledger_checkpoints import Project
 from tests.test_projections_fold import build, op, views
+from tests.test_watch import _edit_in_place, assert_equals_full_rebuild
 
 
 def _ledger(path: Path, drafts: list) -> LedgerStore:
@@ -147,3 +159,90 @@ def test_a_snapshot_of_a_database_ledger_is_checked_by_seq(tmp_path):
     resumed = follow(path, directory)
     assert resumed.base_seq == 25
     assert views(resumed.state) == views(load_state(path))
+
+
+# --------------------------------------------------------------------------- the commands
+
+
+def _project(tmp_path: Path, drafts: list) -> tuple[Path, Path]:
+    root = tmp_path / "project"
+    ledger = root / "results" / "ledger" / "events.jsonl"
+    _ledger(ledger, drafts)
+    return root, ledger
+
+
+def _cli_json(root: Path, *args: str | Path) -> dict:
+    result = run_cli([*args, "--json", "--root", root])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_project_all_keeps_a_snapshot_and_the_next_fold_resumes_from_it(tmp_path):
+    drafts = rich_stream().drafts()
+    half = len(drafts) // 2
+    root, ledger = _project(tmp_path, drafts[:half])
+    first = _cli_json(root, "project", "all")["snapshot"]
+    assert first == {"path": str(root / "results" / "ledger" / "snapshots" / f"{half}.msgpack"),
+                     "seq": half, "resumedFrom": 0}
+    LedgerStore(ledger).append(drafts[half:])
+    second = _cli_json(root, "project", "all")["snapshot"]
+    assert second["resumedFrom"] == half and second["seq"] == len(drafts)
+    assert_equals_full_rebuild(root, ledger, tmp_path)
+    # a snapshot that cannot be used costs a line on stderr, never the result
+    Path(second["path"]).write_bytes(b"garbage")
+    result = run_cli(["project", "leaderboard", "--check", "--root", root])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.startswith(f"snapshot ignored, folding from seq 1: {second['path']}: not a snapshot")
+
+
+def test_watch_starts_from_the_snapshot_and_equals_a_full_rebuild(tmp_path):
+    drafts = rich_stream().drafts()
+    root, ledger = _project(tmp_path, drafts[:-5])
+    assert run_cli(["project", "all", "--root", root]).exit_code == 0
+    LedgerStore(ledger).append(drafts[-5:])
+    result = run_cli(["watch", "--once", "--root", root])
+    assert result.exit_code == 0, result.output
+    assert f"5 event(s) folded, head seq {len(drafts)}; rebuilt from the snapshot at seq {len(drafts) - 5}" in result.stdout
+    assert_equals_full_rebuild(root, ledger, tmp_path)
+
+
+def test_a_watch_resumed_from_a_snapshot_still_refuses_an_edit_in_place_after_it(tmp_path):
+    drafts = rich_stream().drafts()
+    root, ledger = _project(tmp_path, drafts[:20])
+    assert run_cli(["project", "all", "--root", root]).exit_code == 0
+    LedgerStore(ledger).append(drafts[20:30])
+    regen = Regenerator(Workspace.at(root, ledger))
+    update = regen.refresh()
+    assert update is not None and update.resumed_from == 20 and update.folded == 10
+    _edit_in_place(ledger, 25)
+    assert regen.refresh() is None
+    assert regen.problem is not None and "seq 25" in regen.problem and regen.written_seq == 30
+
+
+def _replay(root: Path) -> dict:
+    """`replay --verify --since-checkpoint` of a ledger whose runs have no bundles: which runs it
+    selects is what is looked at (each selected one fails: exit 3)."""
+    result = run_cli(["replay", "--verify", "--since-checkpoint", "--no-projections", "--json", "--root", root])
+    assert result.exit_code == 3, result.output
+    return json.loads(result.stdout)
+
+
+def test_checkpoint_keeps_a_snapshot_and_since_checkpoint_regrades_only_what_came_after(tmp_path):
+    p = Project(tmp_path)
+    assert p.cli("key", "generate", "--out", p.skey, "--name", "test.example/ledger").exit_code == 0
+    none = _replay(p.root)
+    assert none["sinceCheckpoint"] is None and none["runs"]["counts"]["notSelected"] == 0
+    assert "no-checkpoint" in [n["kind"] for n in none["notes"]]
+    doc = _cli_json(p.root, "checkpoint", "--key", p.skey)
+    assert doc["snapshot"] == "results/ledger/snapshots/12.msgpack" and (p.root / doc["snapshot"]).is_file()
+    p.append(runs_and_grades(4, start=5))  # runs 5 and 6, after the checkpoint
+    p.append([grade_recorded(2, suite_version="1.2.0")])  # run 2 re-graded after it
+    report = _replay(p.root)
+    assert report["sinceCheckpoint"] == {"path": "results/checkpoints/11.txt", "size": 11}
+    assert report["options"]["since"] == 11 and report["options"]["sinceCheckpoint"] is True
+    assert sorted(r["runId"] for r in report["runs"]["results"]) == [run_id(2), run_id(5), run_id(6)]
+    assert report["runs"]["counts"]["notSelected"] == 3 and report["chain"]["events"] == 17
+    text = run_cli(["replay", "--verify", "--since-checkpoint", "--no-projections", "--root", p.root]).stdout
+    assert "since checkpoint: results/checkpoints/11.txt (size 11): runs recorded at seq 11 or before" in text
+    both = run_cli(["replay", "--verify", "--since-checkpoint", "--since", "3", "--root", p.root])
+    assert both.exit_code == 2 and "--since-checkpoint" in both.stderr

@@ -150,15 +150,17 @@ def snapshot_files(directory: Path | None) -> list[tuple[int, Path]]:
     return sorted(found, reverse=True)
 
 
-def _event_at(store: LedgerStore, head: snapshot.Header) -> StoredEvent | None:
-    """The ledger's event at a snapshot's seq: for a file, read at the byte offset the snapshot
-    kept (which also lets the fold resume there) rather than by reading the file up to it."""
+def event_at(store: LedgerStore, seq: int, offset: int | None = None) -> StoredEvent | None:
+    """The ledger's event at `seq`: for a file, read at the byte offset just after its line (a
+    snapshot's, or one the store's reads passed), which also lets reads resume there, rather than
+    by reading the file up to it."""
     recorder = store.recorder
-    if head.offset is not None and isinstance(recorder, JsonLinesRecorder):
-        found = recorder.record_ending_at(head.offset)
-        if found is not None and found.seq == head.seq:
+    if isinstance(recorder, JsonLinesRecorder):
+        offset = offset if offset is not None else recorder.offset_after(seq)
+        found = None if offset is None else recorder.record_ending_at(offset)
+        if found is not None and found.seq == seq:
             return found
-    return store.find(head.seq) if head.seq > 0 else None
+    return store.find(seq) if seq > 0 else None
 
 
 def resume(
@@ -173,7 +175,7 @@ def resume(
         try:
             data = path.read_bytes()
             head = snapshot.header(data, str(path))
-            found = _event_at(store, head)
+            found = event_at(store, head.seq, head.offset)
             problem = snapshot.anchor_problem(head, None if found is None else found.seq,
                                               None if found is None else found.hash, str(path))
             if problem is not None:
@@ -210,6 +212,16 @@ def save_snapshot(follower: LedgerFollower, directory: Path, keep: int = 2) -> P
     for _seq, old in snapshot_files(directory)[keep:]:
         old.unlink(missing_ok=True)
     return target
+
+
+def keep_snapshot(follower: LedgerFollower, directory: Path, note: Callable[[str], None]) -> Path | None:
+    """`save_snapshot` for a command whose outputs are written already: a snapshot that cannot be
+    written is a cache missed, said in one line, not a failure of the command."""
+    try:
+        return save_snapshot(follower, directory)
+    except OSError as exc:
+        note(f"{exc.filename or directory}: no snapshot written ({exc.strerror}); the next fold starts further back")
+        return None
 
 
 class RecordsReport(Struct, kw_only=True):
