@@ -246,3 +246,19 @@ def test_checkpoint_keeps_a_snapshot_and_since_checkpoint_regrades_only_what_cam
     assert "since checkpoint: results/checkpoints/11.txt (size 11): runs recorded at seq 11 or before" in text
     both = run_cli(["replay", "--verify", "--since-checkpoint", "--since", "3", "--root", p.root])
     assert both.exit_code == 2 and "--since-checkpoint" in both.stderr
+
+
+def _distinct_values(state) -> tuple[int, int]:
+    """How many distinct objects the runs' tasks and the grades' assertion outcomes are."""
+    tasks = {id(e.run.task) for e in state.runs.values()}
+    outcomes = {id(a) for per in state.grades.values() for g in per.values() for a in g.grade.assertions}
+    return len(tasks), len(outcomes)
+
+
+def test_a_resumed_state_shares_the_values_its_runs_repeat_as_a_fold_does(tmp_path):
+    path, directory = tmp_path / "events.jsonl", tmp_path / "snapshots"
+    _ledger(path, rich_stream().drafts())
+    _snapshot_at(path, directory, len(rich_stream().events))
+    resumed, folded = follow(path, directory).state, load_state(path)
+    assert _distinct_values(resumed) == _distinct_values(folded)
+    assert _distinct_values(folded)[0] < len(folded.runs)

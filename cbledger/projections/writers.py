@@ -192,10 +192,22 @@ def resume(
         except (snapshot.SnapshotError, UserError) as exc:
             problem = str(exc)
         else:
-            return LedgerFollower(store, projector(snap.state), on_folded, resumed=True)
+            return LedgerFollower(store, projector(_shared(snap.state)), on_folded, resumed=True)
         if note is not None:
             note(f"snapshot ignored, folding from seq 1: {problem}")
     return LedgerFollower(store, projector(None), on_folded)
+
+
+def _shared(state: LedgerState) -> LedgerState:
+    """The decoded state with the values its runs repeat shared, as a fold leaves them."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        Projector(state).share()
+    finally:
+        if was_enabled:
+            gc.enable()
+    return state
 
 
 def save_snapshot(follower: LedgerFollower, directory: Path, keep: int = 2) -> Path | None:
