@@ -373,7 +373,7 @@ def test_a_capture_keeps_its_files_up_to_the_bounds_and_records_what_was_cut(tmp
     planted = work / ".git" / "cbledger-evidence" / "cut.json"  # the agent's own, never committed
     planted.parent.mkdir()
     planted.write_text('{"cut": []}')
-    capture = preserve.capture(repo, 0)
+    capture = preserve.capture(repo, 0).capture_sha
     end = view(repo, capture)
     assert end.read("board.kicad_sch") == b"s" * 5000 and end.read("a.txt") == b"a" * 900
     assert end.read("d.txt") == b"d" * 500
@@ -404,8 +404,150 @@ def test_a_capture_within_the_bounds_commits_no_cut_record_even_one_the_agent_pl
     planted = work / ".git" / "cbledger-evidence" / "cut.json"
     planted.parent.mkdir()
     planted.write_text('{"cut": []}')
-    capture = preserve.capture(repo, 0)
+    capture = preserve.capture(repo, 0).capture_sha
     assert view(repo, preserve.record_evidence(repo, capture, 0)).read(preserve.CUT_RECORD) is None
+
+
+def _sandbox_with_seed(work: Path):
+    import pygit2
+
+    from cbledger.runner.sandbox import signature
+
+    repo = pygit2.init_repository(str(work))
+    (work / "board.kicad_sch").write_bytes(b"s" * 5000)
+    index = repo.index
+    index.add_all()
+    index.write()
+    sig = signature("t", "t@example.invalid", 0)
+    seed = repo.create_commit("HEAD", sig, sig, "seed", index.write_tree(), [])
+    return repo, str(seed)
+
+
+def _agent_commit(repo, message: str, files: dict[str, bytes | None], when: int) -> str:
+    from cbledger.runner.sandbox import signature
+
+    work = Path(repo.workdir)
+    for rel, data in files.items():
+        if data is None:
+            (work / rel).unlink()
+        else:
+            (work / rel).write_bytes(data)
+    index = repo.index
+    index.add_all()
+    index.write()
+    sig = signature("agent", "agent@example.invalid", when)
+    return str(repo.create_commit("HEAD", sig, sig, message, index.write_tree(), [repo.head.target]))
+
+
+def test_blobs_the_agent_committed_over_the_bounds_are_cut_from_its_commits_and_recorded(tmp_path, monkeypatch):
+    """The agent's own commits once reached the bundle whole: a blob it committed, even one it
+    removed again, was preserved at any size."""
+    import pygit2
+    from blake3 import blake3
+
+    from cbledger.grading.evidence.bundle import BASELINE_REF
+    from cbledger.grading.evidence.diff import commits_since
+    from cbledger.grading.evidence.tree import view
+    from cbledger.runner import preserve
+
+    monkeypatch.setattr(preserve, "MAX_KEPT_FILE_BYTES", 64 * 1024)
+    monkeypatch.setattr(preserve, "MAX_KEPT_BYTES", 100 * 1024)
+    repo, seed = _sandbox_with_seed(tmp_path / "sandbox")
+    repo.references.create(BASELINE_REF, pygit2.Oid(hex=seed))
+    big, gone, small = os.urandom(200 * 1024), os.urandom(150 * 1024), os.urandom(1000)
+    first = _agent_commit(repo, "add the big one\n", {"big.bin": big, "gone.bin": gone, "small.txt": small}, 1)
+    head = _agent_commit(repo, "drop one\n", {"gone.bin": None}, 2)
+    stashed = os.urandom(100 * 1024)  # within the file bound, past the total: a stash is bounded too
+    builder = repo.TreeBuilder(repo[first].peel(pygit2.Tree))
+    builder.insert("stashed.bin", repo.create_blob(stashed), pygit2.enums.FileMode.BLOB)
+    sig = repo[first].peel(pygit2.Commit).author
+    stash = repo.create_commit("refs/stash", sig, sig, "WIP\n", builder.write(), [pygit2.Oid(hex=first)])
+    preserve.keep_stash(repo)
+    captured = preserve.capture(repo, 0, seed)
+    assert captured.head_sha != head and str(repo.head.target) == head  # the sandbox's own HEAD untouched
+    kept_head = repo[captured.head_sha].peel(pygit2.Commit)
+    assert [repo[c].message for c in commits_since(repo, captured.head_sha, seed)] == ["drop one\n", "add the big one\n"]
+    assert kept_head.author == repo[head].peel(pygit2.Commit).author
+    kept_first = str(kept_head.parent_ids[0])
+    assert view(repo, kept_first).read("small.txt") == small and view(repo, kept_first).read("board.kicad_sch") == b"s" * 5000
+    for name, data in (("big.bin", big), ("gone.bin", gone)):
+        stand_in = view(repo, kept_first).read(name)
+        assert stand_in is not None and f"{len(data)} bytes".encode() in stand_in and len(stand_in) < 200
+    # the end state still holds big.bin: cut there too, as the same stand-in, so the diff is empty
+    assert view(repo, captured.capture_sha).read("big.bin") == view(repo, kept_first).read("big.bin")
+    evidence = preserve.record_evidence(repo, captured.capture_sha, 0)
+    cut = json.loads(view(repo, evidence).read(preserve.CUT_RECORD) or b"null")["cut"]
+    assert cut == [
+        {"commit": kept_first, "agentCommit": first, "path": "big.bin", "bytes": len(big), "blake3": blake3(big).hexdigest()},
+        {"commit": kept_first, "agentCommit": first, "path": "gone.bin", "bytes": len(gone), "blake3": blake3(gone).hexdigest()},
+        {"commit": captured.stash_sha, "agentCommit": str(stash), "path": "stashed.bin", "bytes": len(stashed),
+         "blake3": blake3(stashed).hexdigest()},
+        {"path": "big.bin", "bytes": len(big), "blake3": blake3(big).hexdigest()},
+    ]
+    assert str(repo.references[preserve.STASH_REF].target) == captured.stash_sha != str(stash)
+    assert [str(p) for p in repo[captured.stash_sha].peel(pygit2.Commit).parent_ids] == [kept_first]
+    repo.references.create(preserve.EVIDENCE_REF, pygit2.Oid(hex=evidence), force=True)
+    size, _ = preserve.write_bundle(repo, seed, tmp_path / "run.bundle")
+    assert size < 100 * 1024  # neither random blob is in it
+    assert not any(len(blob.data) > preserve.MAX_KEPT_FILE_BYTES for _, blob in preserve.new_blobs(repo, seed))
+
+
+def test_commits_within_the_bounds_are_preserved_as_the_agent_made_them(tmp_path):
+    import pygit2
+
+    from cbledger.runner import preserve
+
+    repo, seed = _sandbox_with_seed(tmp_path / "sandbox")
+    _agent_commit(repo, "one\n", {"a.txt": b"a"}, 1)
+    repo.references.create("refs/stash", repo.head.target)
+    preserve.keep_stash(repo)
+    head = _agent_commit(repo, "two\n", {"b.txt": b"b"}, 2)
+    captured = preserve.capture(repo, 0, seed)
+    assert captured.head_sha == head and captured.stash_sha == str(repo.references["refs/stash"].target)
+    assert str(repo[captured.capture_sha].peel(pygit2.Commit).parent_ids[0]) == head
+
+
+def test_a_harness_log_over_its_bound_keeps_its_tail_and_is_recorded(tmp_path, monkeypatch):
+    from blake3 import blake3
+
+    from cbledger.grading.evidence.tree import view
+    from cbledger.runner import preserve
+
+    monkeypatch.setattr(preserve, "MAX_KEPT_LOG_BYTES", 1000)
+    repo, seed = _sandbox_with_seed(tmp_path / "sandbox")
+    logs = Path(repo.path) / preserve.AGENT_LOG_DIR
+    logs.mkdir()
+    stdout = os.urandom(5000)
+    (logs / "stdout.log").write_bytes(stdout)
+    (logs / "stderr.log").write_bytes(b"short\n")
+    evidence = preserve.record_evidence(repo, preserve.capture(repo, 0, seed).capture_sha, 0)
+    kept = preserve.harness_logs(repo, evidence)
+    assert kept["harness/stderr.log"] == b"short\n"
+    first, tail = kept["harness/stdout.log"].split(b"\n", 1)
+    assert tail == stdout[-1000:] and b"last 1000 of 5000 bytes" in first
+    cut = json.loads(view(repo, evidence).read(preserve.CUT_RECORD) or b"null")
+    assert cut["cut"] == [{"path": "harness/stdout.log", "bytes": 5000, "blake3": blake3(stdout).hexdigest(), "keptBytes": 1000}]
+    assert cut["maxLogBytes"] == 1000
+
+
+def test_a_bundle_over_its_bound_is_not_written(tmp_path, monkeypatch):
+    import pygit2
+    import pytest
+
+    from cbledger.errors import UserError
+    from cbledger.grading.evidence.bundle import BASELINE_REF
+    from cbledger.runner import preserve
+
+    repo, seed = _sandbox_with_seed(tmp_path / "sandbox")
+    repo.references.create(BASELINE_REF, pygit2.Oid(hex=seed))
+    _agent_commit(repo, "noise\n", {"noise.bin": os.urandom(20_000)}, 1)
+    evidence = preserve.record_evidence(repo, preserve.capture(repo, 0, seed).capture_sha, 0)
+    repo.references.create(preserve.EVIDENCE_REF, pygit2.Oid(hex=evidence), force=True)
+    monkeypatch.setattr(preserve, "MAX_BUNDLE_BYTES", 10_000)
+    dest = tmp_path / "run.bundle"
+    with pytest.raises(UserError, match=r"over the bound of 10000"):
+        preserve.write_bundle(repo, seed, dest)
+    assert not dest.exists()
 
 
 # --------------------------------------------------------------------------- the docs name what is checked

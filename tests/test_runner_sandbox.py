@@ -114,6 +114,66 @@ def test_a_hostile_agent_is_contained(tmp_path, shared_real, kicad_cli, clean_en
             os.kill(pid, signal.SIGKILL)
 
 
+def test_a_blob_the_agent_commits_over_the_bound_is_cut_from_the_bundle_and_the_run_verifies(
+    tmp_path, shared_real, kicad_cli, clean_env, monkeypatch,
+):
+    """The agent's own commits once reached the preserved run unbounded: a blob it committed and
+    removed again was in the bundle at full size."""
+    from blake3 import blake3
+
+    from cbledger.grading.evidence.tree import view
+    from cbledger.runner import preserve
+    from cbledger.tasks.catalog import Catalog
+
+    monkeypatch.setattr(preserve, "MAX_KEPT_FILE_BYTES", 1024 * 1024)
+    monkeypatch.setattr(preserve, "MAX_KEPT_BYTES", 2 * 1024 * 1024)
+    blob_bytes = 3 * 1024 * 1024
+    project = build_project(tmp_path, shared_real)
+    cli, _ = standin(tmp_path, byPrompt={PROMPT: "big-commit"}, bigCommitBytes=blob_bytes)
+    result = hostile_run(project, cli)
+    assert result.exit_code == 0, result.output
+    (run,) = project.runs()
+    bundle = project.root / run.sandbox.store
+    assert bundle.stat().st_size < preserve.MAX_KEPT_BYTES  # the random blob is not in it
+    committed = pygit2.Repository(str(project.sandboxes / run.run_id))
+    agent_blob = committed.revparse_single("HEAD~1:docs/blob.bin").peel(pygit2.Blob)
+    assert agent_blob.size == blob_bytes
+    restored = preserve.restore(bundle, run.sandbox, Catalog(project.root).fixture(run.fixture.id))
+    (cut,) = json.loads(view(restored.repo, run.sandbox.evidence_sha).read(preserve.CUT_RECORD) or b"null")["cut"]
+    assert cut["path"] == "docs/blob.bin" and cut["bytes"] == blob_bytes
+    assert cut["blake3"] == blake3(agent_blob.data).hexdigest()
+    assert cut["agentCommit"] == str(committed.revparse_single("HEAD~1").id)
+    kept = restored.repo[cut["commit"]].peel(pygit2.Commit)
+    assert kept.message == "copperhead: add a blob\n" and str(kept.id) != cut["agentCommit"]
+    assert f"{blob_bytes} bytes".encode() in view(restored.repo, cut["commit"]).read("docs/blob.bin")
+    # the commits as preserved are the agent's, one for one, with HEAD the rebuilt one
+    head = restored.repo[run.sandbox.head_sha].peel(pygit2.Commit)
+    assert head.message == "copperhead: remove the blob\n" and str(head.parent_ids[0]) == cut["commit"]
+    verify = project.cli("replay", "--verify")
+    assert verify.exit_code == 0, verify.output
+
+
+def test_a_run_whose_bundle_would_pass_the_bound_is_recorded_from_its_baseline(
+    tmp_path, shared_real, kicad_cli, clean_env, monkeypatch,
+):
+    """What no per-blob bound reaches (logs, reports, trees, commits) is held by the bound on the
+    bundle as written: over it, the run is kept from its baseline, failed, and still verifies."""
+    from cbledger.runner import preserve
+
+    monkeypatch.setattr(preserve, "MAX_BUNDLE_BYTES", 2 * 1024 * 1024)
+    project = build_project(tmp_path, shared_real)
+    cli, _ = standin(tmp_path, byPrompt={PROMPT: "big-commit"}, bigCommitBytes=3 * 1024 * 1024)
+    result = hostile_run(project, cli)
+    assert result.exit_code == 0, result.output
+    (run,) = project.runs()
+    assert (project.root / run.sandbox.store).stat().st_size < preserve.MAX_BUNDLE_BYTES
+    assert run.sandbox.head_sha == run.sandbox.baseline_sha and "over the bound of" in (run.runner_note or "")
+    grade = project.grades()[-1]
+    assert grade.verdict == "fail" and grade.failure_category == "end-state-unreadable"
+    verify = project.cli("replay", "--verify")
+    assert verify.exit_code == 0, verify.output
+
+
 def test_the_same_agent_unsandboxed_steals_the_gold_solution(tmp_path, shared_real, kicad_cli, clean_env):
     project = build_project(tmp_path, shared_real)
     cli, _ = standin(tmp_path, byPrompt={PROMPT: "hostile"}, hostile={"project": str(project.root), "task": RENAME_TASK})

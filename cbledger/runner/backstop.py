@@ -25,6 +25,7 @@ from cbledger import credentials
 from cbledger.errors import SecretFound
 from cbledger.grading.evidence.bundle import BASELINE_REF, CAPTURE_REF, EVIDENCE_REF, RUNNER_REPORT
 from cbledger.runner import preserve
+from cbledger.runner.rebuild import Rebuild
 
 
 def scan_preserved(repo: pygit2.Repository, seed_sha: str) -> list[credentials.Match]:
@@ -87,15 +88,9 @@ def redacted_signature(sig: pygit2.Signature) -> pygit2.Signature:
     return pygit2.Signature(clean(sig.name), clean(sig.email), sig.time, sig.offset)
 
 
-class _Rewriter:
+class _Rewriter(Rebuild):
     """Rebuilds every commit after the seed with its trees, blobs, names, messages and
     signatures redacted; the evidence commit also gets `runner.json`."""
-
-    def __init__(self, repo: pygit2.Repository) -> None:
-        self.repo = repo
-        self.mapping: dict[str, str] = {}
-        self._trees: dict[pygit2.Oid, pygit2.Oid] = {}
-        self._blobs: dict[pygit2.Oid, pygit2.Oid] = {}
 
     def run(self, seed_sha: str, found: list[credentials.Match]) -> _Rewriter:
         repo = self.repo
@@ -109,43 +104,15 @@ class _Rewriter:
                 builder = repo.TreeBuilder(repo[tree].peel(pygit2.Tree))
                 builder.insert(f"{RUNNER_REPORT}.json", repo.create_blob(report), pygit2.enums.FileMode.BLOB)
                 tree = builder.write()
-            parents = [pygit2.Oid(hex=self.mapping.get(str(p), str(p))) for p in commit.parent_ids]
-            oid = repo.create_commit(
-                None, redacted_signature(commit.author), redacted_signature(commit.committer),
-                credentials.redact(commit.message), tree, parents,
-            )
-            self.mapping[str(commit.id)] = str(oid)
-        for ref in (BASELINE_REF, CAPTURE_REF, EVIDENCE_REF, preserve.STASH_REF):
-            if ref in repo.references:
-                old = str(repo.references[ref].target)
-                repo.references.create(ref, pygit2.Oid(hex=self.mapping.get(old, old)), force=True)
+            self.commit(commit, tree, redacted_signature(commit.author), redacted_signature(commit.committer),
+                        credentials.redact(commit.message))
+        self.move_refs((BASELINE_REF, CAPTURE_REF, EVIDENCE_REF, preserve.STASH_REF))
         return self
 
-    def tree(self, tree: pygit2.Tree) -> pygit2.Oid:
-        done = self._trees.get(tree.id)
-        if done is not None:
-            return done
-        builder = self.repo.TreeBuilder()
-        for entry in tree:
-            name = entry.name or ""
-            name = credentials.redact(name) if credentials.has_match(name) else name
-            if entry.type_str == "tree":
-                oid = self.tree(self.repo[entry.id].peel(pygit2.Tree))
-            elif entry.type_str == "blob":
-                oid = self.blob(entry.id)
-            else:
-                oid = entry.id
-            builder.insert(name, oid, entry.filemode)
-        new = builder.write()
-        self._trees[tree.id] = new
-        return new
+    def name(self, name: str) -> str:
+        return credentials.redact(name) if credentials.has_match(name) else name
 
-    def blob(self, oid: pygit2.Oid) -> pygit2.Oid:
-        done = self._blobs.get(oid)
-        if done is not None:
-            return done
+    def blob(self, oid: pygit2.Oid, path: str) -> pygit2.Oid:
         data = self.repo[oid].peel(pygit2.Blob).data
         text = data.decode("utf-8", errors="replace")
-        new = self.repo.create_blob(credentials.redact_bytes(data)) if credentials.has_match(text) else oid
-        self._blobs[oid] = new
-        return new
+        return self.repo.create_blob(credentials.redact_bytes(data)) if credentials.has_match(text) else oid

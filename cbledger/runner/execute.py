@@ -409,8 +409,11 @@ def record_unpreserved(
     index = pygit2.Index()
     report = json.dumps({"unreadable": reason}, indent=2, sort_keys=True).encode() + b"\n"
     index.add(pygit2.IndexEntry(f"{evidence_mod.RUNNER_REPORT}.json", kept.create_blob(report), pygit2.enums.FileMode.BLOB))
-    for name, data in preserve.plain_agent_logs(start.workdir).items():
+    cut: dict[str, object] = {}
+    for name, data in preserve.bounded_logs(preserve.plain_agent_logs(start.workdir), cut).items():
         index.add(pygit2.IndexEntry(preserve.HARNESS_LOG_PREFIX + name, kept.create_blob(data), pygit2.enums.FileMode.BLOB))
+    if cut:
+        index.add(pygit2.IndexEntry(preserve.CUT_RECORD, kept.create_blob(preserve.cut_record(cut)), pygit2.enums.FileMode.BLOB))
     evidence = kept.create_commit(None, sig, sig, "evidence: the runner's findings\n", index.write_tree(kept), [capture])
     kept.references.create(evidence_mod.CAPTURE_REF, capture, force=True)
     kept.references.create(evidence_mod.EVIDENCE_REF, evidence, force=True)
@@ -461,8 +464,8 @@ class AgentRun:
 
 @dataclass(frozen=True)
 class EndState:
-    """Step 5: the agent's HEAD and the capture commit of the whole working tree on top of it.
-    `repo` is opened afresh after the agent, which may have rewritten the repository."""
+    """Step 5: the agent's HEAD (as preserved: rebuilt when a blob it committed was cut) and the
+    capture commit of the whole working tree on top of it. `repo` is opened afresh after the agent, which may have rewritten the repository."""
 
     repo: pygit2.Repository
     head_sha: str
@@ -527,12 +530,14 @@ def run_agent(
 
 
 def capture_end_state(start: RunStart, seed: Seed, baseline: Baseline) -> EndState:
-    """5. Capture: every file of the working tree as a commit on top of the agent's HEAD."""
+    """5. Capture: every file of the working tree as a commit on top of the agent's HEAD, the
+    agent's commits and stash first bounded in size (`preserve.capture`): from here on, grading
+    and the bundle see the bounded commits, so replay reads what the runner graded."""
     repo = sandbox_mod.Sandbox(start.workdir, seed.sha, baseline.sha).repo
-    head = str(repo.head.target)
     when = int(time.time())
-    stash_sha = preserve.keep_stash(repo)
-    return EndState(repo, head, preserve.capture(repo, when), when, stash_sha)
+    preserve.keep_stash(repo)
+    captured = preserve.capture(repo, when, baseline.sha)
+    return EndState(repo, captured.head_sha, captured.capture_sha, when, captured.stash_sha)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,9 @@ After the agent stops, the end state (tracked, untracked and ignored files, the 
 `.copperhead/runs/` included) is snapshotted as a capture commit on top of the agent's HEAD, and
 the verification reports as an evidence commit on top of that. A git bundle whose prerequisite is
 the seed commit then holds exactly what the run added — thin-packed against the seed's objects, so
-a one-line edit of a large schematic costs a delta, not a copy of the board.
+a one-line edit of a large schematic costs a delta, not a copy of the board. What the run adds
+is bounded in size before anything reads it (`capture`): the agent's commits and stash, then
+its end state, so the grade and its replay read the same bounded commits.
 
 Restoring rebuilds the seed from the fixture, checks it reproduces the recorded SHA (a moved
 fixture or config is caught here, before anything is graded), and fetches the bundle on top.
@@ -39,6 +41,7 @@ from cbledger.grading.evidence.bundle import (
 from cbledger.grading.evidence.tree import snapshot_directory
 from cbledger.ledger.events import SandboxRef
 from cbledger.runner import sandbox as sandbox_mod
+from cbledger.runner.rebuild import Rebuild
 from cbledger.tasks.catalog import Fixture
 
 CAPTURE_SIGNATURE = ("cbledger capture", "capture@copperbench.invalid")
@@ -81,52 +84,126 @@ def _git(args: list[str], cwd: Path) -> str:
 
 
 #: A preserved run is a file committed to the results: bounded under the 100 MB a common git host
-#: takes for one file. One file the run wrote over the first bound, or past the second in all, is
-#: kept as a stand-in naming its size and BLAKE3, and listed in the evidence commit's CUT_RECORD.
+#: takes for one file. A blob the run added over the first bound, or past the second in all —
+#: in a commit the agent made or in its end state — is kept as a stand-in naming its size and
+#: BLAKE3, and listed in the evidence commit's CUT_RECORD.
 MAX_KEPT_FILE_BYTES = 32 * 1024 * 1024
 MAX_KEPT_BYTES = 64 * 1024 * 1024
+#: The harness's stdout and stderr are kept up to their last 4 MiB each (the end says why a
+#: harness stopped), and the bundle as written must come in under MAX_BUNDLE_BYTES, which leaves
+#: room above MAX_KEPT_BYTES for the logs, the reports, the trees and the commits themselves. A
+#: bundle over it is not kept: the run is recorded from its baseline, failed, with the reason.
+MAX_KEPT_LOG_BYTES = 4 * 1024 * 1024
+MAX_BUNDLE_BYTES = 80 * 1024 * 1024
 CUT_RECORD = "preserve/cut.json"
 
 
-class _Bound:
-    """Keeps a run's new and changed files up to the bounds, in path order; a file as the
-    agent's HEAD has it costs nothing (the bundle is thin against what it already holds)."""
+def cut_record(cut: dict[str, object]) -> bytes:
+    return json.dumps(cut, indent=1, sort_keys=True).encode() + b"\n"
 
-    def __init__(self, head: pygit2.Tree) -> None:
-        self.head, self.kept = head, 0
+
+def stand_in(data: bytes) -> tuple[bytes, str]:
+    """What is kept in place of a blob over the bounds, and the blob's BLAKE3."""
+    digest = blake3(data).hexdigest()
+    return (f"cbledger: not preserved, over the size bound of a preserved run: {len(data)} bytes, "
+            f"BLAKE3 {digest}\n").encode(), digest
+
+
+class _Bound:
+    """Keeps what a run adds up to the bounds, first come first kept: the agent's commits
+    parents first, then its end state, each in path order. A blob the seed or the baseline
+    holds, or one already kept, costs nothing: the bundle is thin against the seed and carries
+    each object once."""
+
+    def __init__(self, known: set[pygit2.Oid]) -> None:
+        self.known, self.kept = known, 0
         self.cut: list[dict[str, object]] = []
 
+    def keeps(self, oid: pygit2.Oid, size: int) -> bool:
+        if oid in self.known:
+            return True
+        if size <= MAX_KEPT_FILE_BYTES and self.kept + size <= MAX_KEPT_BYTES:
+            self.kept += size
+            self.known.add(oid)
+            return True
+        return False
+
+    def record(self, rel: str, data: bytes, **where: str) -> bytes:
+        kept, digest = stand_in(data)
+        self.cut.append({**where, "path": rel, "bytes": len(data), "blake3": digest})
+        return kept
+
     def __call__(self, rel: str, data: bytes) -> bytes:
-        try:
-            if self.head[rel].id == pygit2.hash(data):
-                return data
-        except KeyError:
-            pass
-        if len(data) <= MAX_KEPT_FILE_BYTES and self.kept + len(data) <= MAX_KEPT_BYTES:
-            self.kept += len(data)
-            return data
-        digest = blake3(data).hexdigest()
-        self.cut.append({"path": rel, "bytes": len(data), "blake3": digest})
-        return (f"cbledger: not preserved, over the size bound of a preserved run: {len(data)} bytes, "
-                f"BLAKE3 {digest}\n").encode()
+        """A file of the end state (`snapshot_directory`'s filter)."""
+        return data if self.keeps(pygit2.hash(data), len(data)) else self.record(rel, data)
 
 
-def capture(repo: pygit2.Repository, when: int) -> str:
-    """Snapshots the working tree as a commit on top of HEAD (`refs/cbledger/capture`), bounded
-    in size (`_Bound`); what was cut is listed for `record_evidence` to commit."""
-    bound = _Bound(repo.head.peel(pygit2.Commit).tree)
+class _BoundCommits(Rebuild):
+    """The agent's commits rebuilt with every blob `_Bound` does not keep replaced by its
+    stand-in; each cut names the commit it was first met in, as the agent made it and as kept."""
+
+    def __init__(self, repo: pygit2.Repository, bound: _Bound) -> None:
+        super().__init__(repo)
+        self.bound = bound
+        self.agent_commit = ""
+
+    def blob(self, oid: pygit2.Oid, path: str) -> pygit2.Oid:
+        blob = self.repo[oid].peel(pygit2.Blob)
+        if self.bound.keeps(oid, blob.size):
+            return oid
+        return self.repo.create_blob(self.bound.record(path, blob.data, agentCommit=self.agent_commit))
+
+    def run(self, commits: list[pygit2.Commit]) -> None:
+        for commit in commits:
+            self.agent_commit = str(commit.id)
+            cuts = len(self.bound.cut)
+            kept = self.commit(commit)
+            for entry in self.bound.cut[cuts:]:
+                entry["commit"] = kept
+
+
+@dataclass(frozen=True)
+class Captured:
+    """The capture commit and the agent's HEAD and stash as preserved (rebuilt when a blob of
+    theirs was cut)."""
+
+    capture_sha: str
+    head_sha: str
+    stash_sha: str | None
+
+
+def capture(repo: pygit2.Repository, when: int, baseline_sha: str | None = None) -> Captured:
+    """Bounds the agent's commits since `baseline_sha` (HEAD when None) and its stash, then
+    snapshots the working tree as a commit on top of HEAD as preserved (`refs/cbledger/capture`),
+    within what is left of the bounds (`_Bound`); what was cut is listed for `record_evidence`
+    to commit. The sandbox's own HEAD and branches are left as the agent left them."""
+    head = repo.head.target
+    base = repo[baseline_sha].peel(pygit2.Commit) if baseline_sha else repo[head].peel(pygit2.Commit)
+    known: set[pygit2.Oid] = set()
+    rebuild = _BoundCommits(repo, _Bound(known))
+    for commit in repo.walk(base.id):  # the seed and the baseline: the runner's, never cut
+        _collect(repo, commit.tree, "", {}, known)
+        rebuild.keep_tree(commit.tree)
+    walker = repo.walk(head, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
+    stash = repo.references[STASH_REF].target if STASH_REF in repo.references else None
+    if stash is not None:
+        walker.push(stash)
+    walker.hide(base.id)
+    rebuild.run(list(walker))
+    rebuild.move_refs((STASH_REF,))
+    bound = rebuild.bound
     tree = snapshot_directory(repo, Path(repo.workdir), bound)
     cut_file = live_reports_dir(repo) / Path(CUT_RECORD).name
     cut_file.unlink(missing_ok=True)  # only ever the runner's own: never one the agent left
     if bound.cut:
         cut_file.parent.mkdir(parents=True, exist_ok=True)
-        cut_file.write_text(json.dumps({"cut": bound.cut, "maxFileBytes": MAX_KEPT_FILE_BYTES,
-                                        "maxBytes": MAX_KEPT_BYTES}, indent=1, sort_keys=True) + "\n")
-    head = repo.head.target
+        cut_file.write_bytes(cut_record({"cut": bound.cut, "maxFileBytes": MAX_KEPT_FILE_BYTES, "maxBytes": MAX_KEPT_BYTES}))
+    head_sha = rebuild.mapping.get(str(head), str(head))
     sig = sandbox_mod.signature(*CAPTURE_SIGNATURE, when)
-    oid = repo.create_commit(None, sig, sig, "capture: end state of the run\n", tree, [head])
+    oid = repo.create_commit(None, sig, sig, "capture: end state of the run\n", tree, [pygit2.Oid(hex=head_sha)])
     repo.references.create(CAPTURE_REF, oid, force=True)
-    return str(oid)
+    stash_sha = None if stash is None else rebuild.mapping.get(str(stash), str(stash))
+    return Captured(str(oid), head_sha, stash_sha)
 
 
 def live_reports_dir(repo: pygit2.Repository) -> Path:
@@ -143,18 +220,37 @@ def record_evidence(repo: pygit2.Repository, capture_sha: str, when: int) -> str
         p = live / f"{name}.json"
         if p.is_file():
             index.add(pygit2.IndexEntry(f"{name}.json", repo.create_blob(p.read_bytes()), pygit2.enums.FileMode.BLOB))
-    cut = live / Path(CUT_RECORD).name
-    if cut.is_file():
-        index.add(pygit2.IndexEntry(CUT_RECORD, repo.create_blob(cut.read_bytes()), pygit2.enums.FileMode.BLOB))
-    for name in HARNESS_LOGS:
-        p = Path(repo.path) / AGENT_LOG_DIR / name
-        if p.is_file():
-            index.add(pygit2.IndexEntry(f"{HARNESS_LOG_PREFIX}{name}", repo.create_blob(p.read_bytes()), pygit2.enums.FileMode.BLOB))
+    cut_file = live / Path(CUT_RECORD).name
+    cut: dict[str, object] = json.loads(cut_file.read_bytes()) if cut_file.is_file() else {}
+    logs = {name: (Path(repo.path) / AGENT_LOG_DIR / name) for name in HARNESS_LOGS}
+    for name, data in bounded_logs({n: p.read_bytes() for n, p in logs.items() if p.is_file()}, cut).items():
+        index.add(pygit2.IndexEntry(f"{HARNESS_LOG_PREFIX}{name}", repo.create_blob(data), pygit2.enums.FileMode.BLOB))
+    if cut:
+        index.add(pygit2.IndexEntry(CUT_RECORD, repo.create_blob(cut_record(cut)), pygit2.enums.FileMode.BLOB))
     tree = index.write_tree(repo)
     sig = sandbox_mod.signature(*CAPTURE_SIGNATURE, when)
     oid = repo.create_commit(None, sig, sig, "evidence: verification reports\n", tree, [pygit2.Oid(hex=capture_sha)])
     repo.references.create(EVIDENCE_REF, oid, force=True)
     return str(oid)
+
+
+def bounded_logs(logs: dict[str, bytes], cut: dict[str, object]) -> dict[str, bytes]:
+    """Each harness log as kept: one over MAX_KEPT_LOG_BYTES loses its beginning to a line
+    saying so, and is listed (`keptBytes`: the tail kept) in `cut`, the CUT_RECORD's document."""
+    out: dict[str, bytes] = {}
+    for name, data in logs.items():
+        if len(data) <= MAX_KEPT_LOG_BYTES:
+            out[name] = data
+            continue
+        digest = blake3(data).hexdigest()
+        out[name] = (f"cbledger: only the last {MAX_KEPT_LOG_BYTES} of {len(data)} bytes preserved, "
+                     f"BLAKE3 {digest}\n").encode() + data[-MAX_KEPT_LOG_BYTES:]
+        entries = cut.setdefault("cut", [])
+        assert isinstance(entries, list)
+        entries.append({"path": f"{HARNESS_LOG_PREFIX}{name}", "bytes": len(data), "blake3": digest,
+                        "keptBytes": MAX_KEPT_LOG_BYTES})
+        cut.update(maxFileBytes=MAX_KEPT_FILE_BYTES, maxBytes=MAX_KEPT_BYTES, maxLogBytes=MAX_KEPT_LOG_BYTES)
+    return out
 
 
 def plain_agent_logs(workdir: Path) -> dict[str, bytes]:
@@ -262,6 +358,11 @@ def write_bundle(repo: pygit2.Repository, seed_sha: str, dest: Path) -> tuple[in
     dest.parent.mkdir(parents=True, exist_ok=True)
     refs = [EVIDENCE_REF, BASELINE_REF] + ([STASH_REF] if STASH_REF in repo.references else [])
     _git(["bundle", "create", str(dest), *refs, f"^{seed_sha}"], Path(repo.path))
+    size = dest.stat().st_size
+    if size > MAX_BUNDLE_BYTES:
+        dest.unlink()
+        raise UserError(f"the preserved run would be {size} bytes, over the bound of {MAX_BUNDLE_BYTES} "
+                        "for one preserved run")
     with open(dest, "rb") as f:
         data = f.read()
         os.fsync(f.fileno())

@@ -15,7 +15,8 @@
 //   behaviour    "auto" (default: a "rename net A to B" prompt renames, anything else refuses),
 //                "sleep" (write run-start, start a setsid child that ignores SIGTERM, never finish),
 //                "secret-file" / "secret-commit" (rename, and leak a planted key into a file /
-//                the commit message), "crash" (write run-start, exit 3 without run-end)
+//                the commit message), "crash" (write run-start, exit 3 without run-end),
+//                "big-commit" (rename, then commit a random blob of `bigCommitBytes` and remove it)
 //   byPrompt     {prompt: behaviour}: per-task behaviour within one suite run
 //   tokensIn, tokensOut   what run-end reports
 //   marker       a word in the "sleep" child's command line (default cbledger-standin-sleeper)
@@ -363,6 +364,15 @@ function sabotage(repo, t, behaviour) {
     fs.appendFileSync(path.join(repo, ".git", "config"), "[include]\n\tpath = config\n");
   } else if (behaviour === "deep-transcript") {
     fs.appendFileSync(t.file, '{"ts":"2026-01-01T00:00:00.000Z","type":"note","data":' + "[".repeat(100000) + "]".repeat(100000) + "}\n");
+  } else if (behaviour === "big-commit") {
+    // a blob of `bigCommitBytes` random bytes committed, then removed again in a second commit:
+    // only the agent's history holds it, never its end state
+    const rel = path.join("docs", "blob.bin");
+    fs.writeFileSync(path.join(repo, rel), require("crypto").randomBytes(settings.bigCommitBytes || 1024 * 1024));
+    git(repo, ["add", "--", rel]);
+    git(repo, ["commit", "-q", "-m", "copperhead: add a blob"]);
+    git(repo, ["rm", "-q", "--", rel]);
+    git(repo, ["commit", "-q", "-m", "copperhead: remove the blob"]);
   } else if (behaviour === "git-symlink") {
     // git's object store made a link: whatever the runner wrote there would land where it points
     const objects = path.join(repo, ".git", "objects");
