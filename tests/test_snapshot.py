@@ -130,32 +130,56 @@ def test_a_snapshot_of_a_ledger_rewritten_or_cut_short_is_ignored(tmp_path, kept
     assert why in _ignored(path, directory)
 
 
-def _taken(tmp_path: Path, seq: int) -> tuple[Path, Path, Path, dict]:
-    """A ledger, its snapshot at `seq`, and the snapshot as a plain document to edit."""
-    path, directory = tmp_path / "events.jsonl", tmp_path / "snapshots"
-    _ledger(path, rich_stream().drafts())
-    target = _snapshot_at(path, directory, seq)
-    assert target is not None
-    return path, directory, target, msgspec.msgpack.decode(target.read_bytes())
+class _Taken:
+    """A ledger and its snapshot at `seq`, whose frames (MAGIC, then length-prefixed MessagePack:
+    the header, the state's rest, its chunks) a test edits and writes back."""
+
+    def __init__(self, tmp_path: Path, seq: int) -> None:
+        self.path, self.directory = tmp_path / "events.jsonl", tmp_path / "snapshots"
+        _ledger(self.path, rich_stream().drafts())
+        target = _snapshot_at(self.path, self.directory, seq)
+        assert target is not None
+        self.target = target
+        data = target.read_bytes()
+        assert data.startswith(snapshot.MAGIC)
+        self.frames, i = [], len(snapshot.MAGIC)
+        while i < len(data):
+            n = int.from_bytes(data[i:i + 8], "little")
+            self.frames.append(data[i + 8:i + 8 + n])
+            i += 8 + n
+        self.header = msgspec.msgpack.decode(self.frames[0])
+
+    def write(self, header: dict | None = None, rest: object = None) -> None:
+        frames = [msgspec.msgpack.encode({**self.header, **(header or {})}),
+                  self.frames[1] if rest is None else msgspec.msgpack.encode(rest), *self.frames[2:]]
+        self.target.write_bytes(snapshot.MAGIC + b"".join(len(f).to_bytes(8, "little") + f for f in frames))
+
+    def ignored(self) -> str:
+        return _ignored(self.path, self.directory)
 
 
 def test_a_snapshot_of_another_projection_version_or_format_is_ignored(tmp_path):
-    path, directory, target, doc = _taken(tmp_path, 30)
-    target.write_bytes(msgspec.msgpack.encode({**doc, "projection": "0.old"}))
-    assert "projection version 0.old" in _ignored(path, directory)
-    target.write_bytes(msgspec.msgpack.encode({**doc, "format": snapshot.FORMAT + 1}))
-    assert f"snapshot format {snapshot.FORMAT + 1}" in _ignored(path, directory)
-    target.write_bytes(b"not a snapshot")
-    assert "not a snapshot" in _ignored(path, directory)
-    target.write_bytes(msgspec.msgpack.encode({**doc, "state": {"head_seq": "thirty"}}))
-    assert "does not decode" in _ignored(path, directory)
+    taken = _Taken(tmp_path, 30)
+    assert len(taken.frames) > 3  # header, the rest, chunks of runs and grades
+    taken.write({"projection": "0.old"})
+    assert "projection version 0.old" in taken.ignored()
+    taken.write({"format": snapshot.FORMAT + 1})
+    assert f"snapshot format {snapshot.FORMAT + 1}" in taken.ignored()
+    taken.write(rest={"head_seq": "thirty"})
+    assert "does not decode" in taken.ignored()
+    taken.write()
+    taken.target.write_bytes(taken.target.read_bytes()[:-10])
+    assert "cut short" in taken.ignored()
+    taken.target.write_bytes(b"not a snapshot")
+    assert "not a snapshot" in taken.ignored()
 
 
 def test_a_snapshot_of_a_database_ledger_is_checked_by_seq(tmp_path):
     """Without a byte offset (a database ledger keeps none) the event is found by its seq."""
-    path, directory, target, doc = _taken(tmp_path, 25)
-    assert doc["offset"] > 0
-    target.write_bytes(msgspec.msgpack.encode({**doc, "offset": None}))
+    taken = _Taken(tmp_path, 25)
+    assert taken.header["offset"] > 0
+    taken.write({"offset": None})
+    path, directory = taken.path, taken.directory
     resumed = follow(path, directory)
     assert resumed.base_seq == 25
     assert views(resumed.state) == views(load_state(path))
@@ -262,3 +286,14 @@ def test_a_resumed_state_shares_the_values_its_runs_repeat_as_a_fold_does(tmp_pa
     resumed, folded = follow(path, directory).state, load_state(path)
     assert _distinct_values(resumed) == _distinct_values(folded)
     assert _distinct_values(folded)[0] < len(folded.runs)
+
+
+def test_runs_grades_and_passes_in_many_chunks_come_back_in_order(tmp_path, monkeypatch):
+    monkeypatch.setattr(snapshot, "CHUNK", 4)
+    taken = _Taken(tmp_path, len(rich_stream().events))
+    state = load_state(taken.path)
+    assert len(taken.frames) - 2 >= len(state.runs) // 4 + len(state.grades) // 4
+    resumed = follow(taken.path, taken.directory)
+    assert resumed.base_seq == state.head_seq
+    assert views(resumed.state) == views(state)
+    assert list(resumed.state.runs) == list(state.runs) and list(resumed.state.grades) == list(state.grades)

@@ -17,17 +17,23 @@ checks are pure; the files are read and written by `writers` and the ledger is a
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import BinaryIO, TypeVar
+
 import msgspec
 from blake3 import blake3
 from msgspec import Struct
 
-from cbledger.projections.fold import LedgerState
+from cbledger.projections.fold import GradeEntry, LedgerState, PassEntry, Projector, RunEntry
 
 #: the file's own layout; a change here makes every older snapshot unreadable, so bump it
-FORMAT = 1
+FORMAT = 2
 #: bump when `Projector` folds the same events into a different state (a new rule, a new anomaly)
 FOLD_RULES = 1
 SUFFIX = ".msgpack"
+MAGIC = b"cbledger-snapshot\n"
+#: runs (or grades, or later passes) a frame holds: what is decoded, and held twice, at a time
+CHUNK = 10_000
 
 
 def _projection_version() -> str:
@@ -55,13 +61,26 @@ class Header(Struct, kw_only=True):
     offset: int | None = None
 
 
-class Snapshot(Header, kw_only=True):
-    state: LedgerState
+class Runs(Struct, tag="runs"):
+    items: list[tuple[str, RunEntry]]
 
+
+class Passes(Struct, tag="passes"):
+    items: list[tuple[str, PassEntry]]
+
+
+class Grades(Struct, tag="grades"):
+    items: list[tuple[str, dict[str, GradeEntry]]]
+
+
+Chunk = Runs | Passes | Grades
 
 _HEADER = msgspec.msgpack.Decoder(Header)
-_SNAPSHOT = msgspec.msgpack.Decoder(Snapshot)
+_REST = msgspec.msgpack.Decoder(LedgerState)
+_CHUNK = msgspec.msgpack.Decoder(Chunk)
 _ENCODER = msgspec.msgpack.Encoder()
+_LENGTH = 8
+_V = TypeVar("_V")
 
 
 def file_name(seq: int) -> str:
@@ -74,20 +93,70 @@ def seq_of(name: str) -> int | None:
     return int(stem) if stem.isascii() and stem.isdigit() else None
 
 
-def encode(state: LedgerState, offset: int | None = None) -> bytes:
+# --------------------------------------------------------------------------- writing
+#
+# The file: MAGIC, then frames (an 8-byte little-endian length and that many bytes of MessagePack):
+# the header, the state without its runs, later passes and grades, then those in chunks of CHUNK,
+# in the state's own order. Chunks, so that neither writing nor reading ever holds the whole
+# state twice (a decoded run holds its own copy of every value until `Projector` shares them).
+
+
+def _frame(value: object) -> bytes:
+    data = _ENCODER.encode(value)
+    return len(data).to_bytes(_LENGTH, "little") + data
+
+
+def _chunks(items: dict[str, _V]) -> Iterator[list[tuple[str, _V]]]:
+    batch: list[tuple[str, _V]] = []
+    for item in items.items():
+        batch.append(item)
+        if len(batch) == CHUNK:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def encode(state: LedgerState, offset: int | None = None) -> Iterator[bytes]:
+    """The snapshot file's bytes, a frame at a time."""
     if state.head_seq == 0 or state.head_hash is None:
         raise SnapshotError("an empty state, or one folded without chain hashes, is no snapshot")
-    return _ENCODER.encode(Snapshot(
-        format=FORMAT, projection=PROJECTION, seq=state.head_seq, head_hash=state.head_hash, offset=offset, state=state,
-    ))
+    yield MAGIC
+    yield _frame(Header(format=FORMAT, projection=PROJECTION, seq=state.head_seq, head_hash=state.head_hash,
+                        offset=offset))
+    yield _frame(msgspec.structs.replace(state, runs={}, later_passes={}, grades={}))
+    for runs in _chunks(state.runs):
+        yield _frame(Runs(runs))
+    for passes in _chunks(state.later_passes):
+        yield _frame(Passes(passes))
+    for grades in _chunks(state.grades):
+        yield _frame(Grades(grades))
 
 
-def header(data: bytes, source: str) -> Header:
-    """The header, checked against this code's versions; raises SnapshotError saying why not."""
+# --------------------------------------------------------------------------- reading
+
+
+def _frames(f: BinaryIO, source: str) -> Iterator[bytes]:
+    while True:
+        size = f.read(_LENGTH)
+        if not size:
+            return
+        length = int.from_bytes(size, "little")
+        data = f.read(length) if len(size) == _LENGTH else b""
+        if len(data) != length or not length:
+            raise SnapshotError(f"{source}: cut short (a frame of {length} bytes is not all there)")
+        yield data
+
+
+def header(f: BinaryIO, source: str) -> Header:
+    """The header, checked against this code's versions; raises SnapshotError saying why not.
+    `f` is left at the state's first frame."""
+    if f.read(len(MAGIC)) != MAGIC:
+        raise SnapshotError(f"{source}: not a snapshot (no {MAGIC.strip().decode()} line)")
     try:
-        head = _HEADER.decode(data)
-    except msgspec.MsgspecError as exc:
-        raise SnapshotError(f"{source}: not a snapshot ({exc})") from None
+        head = _HEADER.decode(next(_frames(f, source)))
+    except (msgspec.MsgspecError, StopIteration) as exc:
+        raise SnapshotError(f"{source}: not a snapshot ({exc or 'no header'})") from None
     if head.format != FORMAT:
         raise SnapshotError(f"{source}: snapshot format {head.format}, this code reads {FORMAT}")
     if head.projection != PROJECTION:
@@ -96,15 +165,29 @@ def header(data: bytes, source: str) -> Header:
     return head
 
 
-def decode(data: bytes, source: str) -> Snapshot:
-    header(data, source)
+def read_state(f: BinaryIO, head: Header, source: str) -> LedgerState:
+    """The state after the header, each chunk's runs and grades given the sharing a fold gives
+    as it is decoded (`Projector.shared_*`)."""
     try:
-        snap = _SNAPSHOT.decode(data)
-    except msgspec.MsgspecError as exc:
-        raise SnapshotError(f"{source}: the state does not decode ({exc})") from None
-    if snap.state.head_seq != snap.seq or snap.state.head_hash != snap.head_hash:
-        raise SnapshotError(f"{source}: its state is at seq {snap.state.head_seq}, its header says {snap.seq}")
-    return snap
+        frames = _frames(f, source)
+        state = _REST.decode(next(frames))
+        projector = Projector(state)
+        for data in frames:
+            _add(state, projector, _CHUNK.decode(data))
+    except (msgspec.MsgspecError, StopIteration) as exc:
+        raise SnapshotError(f"{source}: the state does not decode ({exc or 'no state'})") from None
+    if state.head_seq != head.seq or state.head_hash != head.head_hash:
+        raise SnapshotError(f"{source}: its state is at seq {state.head_seq}, its header says {head.seq}")
+    return state
+
+
+def _add(state: LedgerState, projector: Projector, chunk: Chunk) -> None:
+    if isinstance(chunk, Runs):
+        state.runs.update((rid, projector.shared_run(entry)) for rid, entry in chunk.items)
+    elif isinstance(chunk, Passes):
+        state.later_passes.update((rid, projector.shared_pass(entry)) for rid, entry in chunk.items)
+    else:
+        state.grades.update((rid, projector.shared_grades(per_run)) for rid, per_run in chunk.items)
 
 
 def anchor_problem(head: Header, found_seq: int | None, found_hash: str | None, source: str) -> str | None:
@@ -116,3 +199,4 @@ def anchor_problem(head: Header, found_seq: int | None, found_hash: str | None, 
         return (f"{source}: the ledger's event at seq {head.seq} hashes to {(found_hash or '')[:16]}…, "
                 f"the snapshot was taken at {head.head_hash[:16]}… (the ledger was rewritten, or is another)")
     return None
+

@@ -173,41 +173,34 @@ def resume(
     latest = snapshot_files(directory)[:1]
     for _seq, path in latest:
         try:
-            data = path.read_bytes()
-            head = snapshot.header(data, str(path))
-            found = event_at(store, head.seq, head.offset)
-            problem = snapshot.anchor_problem(head, None if found is None else found.seq,
-                                              None if found is None else found.hash, str(path))
-            if problem is not None:
-                raise snapshot.SnapshotError(problem)
-            was_enabled = gc.isenabled()
-            gc.disable()  # as `LedgerFollower.poll` does: a state is long-lived objects without cycles
-            try:
-                snap = snapshot.decode(data, str(path))
-            finally:
-                if was_enabled:
-                    gc.enable()
+            state = _read_snapshot(store, path)
         except OSError as exc:
             problem = f"{path}: cannot be read ({exc.strerror})"
         except (snapshot.SnapshotError, UserError) as exc:
             problem = str(exc)
         else:
-            return LedgerFollower(store, projector(_shared(snap.state)), on_folded, resumed=True)
+            return LedgerFollower(store, projector(state), on_folded, resumed=True)
         if note is not None:
             note(f"snapshot ignored, folding from seq 1: {problem}")
     return LedgerFollower(store, projector(None), on_folded)
 
 
-def _shared(state: LedgerState) -> LedgerState:
-    """The decoded state with the values its runs repeat shared, as a fold leaves them."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        Projector(state).share()
-    finally:
-        if was_enabled:
-            gc.enable()
-    return state
+def _read_snapshot(store: LedgerStore, path: Path) -> LedgerState:
+    """The state a snapshot holds, once its header matches this code and the ledger confirms it."""
+    with open(path, "rb") as f:
+        head = snapshot.header(f, str(path))
+        found = event_at(store, head.seq, head.offset)
+        problem = snapshot.anchor_problem(head, None if found is None else found.seq,
+                                          None if found is None else found.hash, str(path))
+        if problem is not None:
+            raise snapshot.SnapshotError(problem)
+        was_enabled = gc.isenabled()
+        gc.disable()  # as `LedgerFollower.poll` does: a state is long-lived objects without cycles
+        try:
+            return snapshot.read_state(f, head, str(path))
+        finally:
+            if was_enabled:
+                gc.enable()
 
 
 def save_snapshot(follower: LedgerFollower, directory: Path, keep: int = 2) -> Path | None:
