@@ -106,9 +106,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 HYPOTHESIS_SEED = "CBLEDGER_HYPOTHESIS_SEED"
 
 
+#: kicad-cli's reports kept for the whole session (`runner/report_cache.py`), shared by the xdist
+#: workers and every `cbledger` process the tests start: the same gold and noop trees are verified
+#: by many tests, each distinct tree still by kicad-cli once. Made by the controlling process
+#: (workers inherit it) and removed at its end; a value set outside is used as it is.
+_REPORT_CACHE = "CBLEDGER_KICAD_REPORT_CACHE"
+_MADE_CACHE = pytest.StashKey[Path]()
+
+
+def _start_report_cache(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput") or os.environ.get(_REPORT_CACHE):
+        return
+    import tempfile
+
+    made = Path(tempfile.mkdtemp(prefix="cbledger-test-kicad-reports-"))
+    os.environ[_REPORT_CACHE] = str(made)
+    config.stash[_MADE_CACHE] = made
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    made = config.stash.get(_MADE_CACHE, None)
+    if made is not None:
+        shutil.rmtree(made, ignore_errors=True)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     from hypothesis import core, settings
 
+    _start_report_cache(config)
     seed = config.getoption("hypothesis_seed", None) or os.environ.get(HYPOTHESIS_SEED)
     if seed is None and not IN_CI:
         return

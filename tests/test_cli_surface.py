@@ -306,3 +306,32 @@ def test_project_all_check_json_reports_both_outputs() -> None:
     assert set(doc) == {"records", "leaderboard"}
     assert result.exit_code == (0 if doc["records"]["clean"] and doc["leaderboard"]["matches"] else 1)
     assert doc["records"]["unchanged"] > 0 and _snake_keys(doc) == []
+
+
+# --------------------------------------------------------------------------- output files: into a directory that exists
+
+_OUTPUT_OPTIONS = {"-o", "--out", "--vkey"}
+OUTPUTS = sorted(
+    (name, next(o for o in p.opts if o.startswith("--")))
+    for name, command in _leaf_commands().items()
+    for p in command.params  # type: ignore[attr-defined]
+    if _OUTPUT_OPTIONS & set(p.opts)
+)
+
+
+def test_every_output_option_is_found() -> None:
+    assert {name for name, _ in OUTPUTS} >= {"export", "project leaderboard", "project snapshot", "project readmodel",
+                                              "key generate", "prove inclusion", "prove consistency"}
+
+
+@pytest.mark.parametrize(("name", "option"), OUTPUTS, ids=[f"{n} {o}" for n, o in OUTPUTS])
+def test_an_output_into_a_missing_directory_is_refused_and_nothing_is_written(tmp_path: Path, name: str, option: str) -> None:
+    """Never a directory made silently: one line naming it, exit 2, before anything is read."""
+    missing = tmp_path / "no-such-dir"
+    for as_json in (False, True):
+        result = run_cli([*name.split(), option, missing / "out.file", "--root", tmp_path, *(["--json"] if as_json else [])],
+                         env=NO_ENV)
+        assert result.exit_code == 2, result.output
+        message = _json_error(result.stderr)["message"] if as_json else result.stderr.removeprefix("error: ")
+        assert message.startswith(f"{missing}: no such directory"), result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

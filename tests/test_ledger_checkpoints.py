@@ -35,6 +35,7 @@ class Project:
         self.root = base / "project"
         self.ledger = self.root / "results" / "ledger" / "events.jsonl"
         self.skey = base / "private" / "ledger.skey"
+        self.skey.parent.mkdir(mode=0o700)  # `key generate` writes into a directory that exists
         self.store = new_ledger(self.ledger)
         self.store.append([suite_bumped(1), pricing_published(1)])
         self.store.append(runs_and_grades(8))  # seq 4..11: runs 1-4 and their grades

@@ -194,9 +194,18 @@ def test_sessions_that_do_nothing_or_the_wrong_thing_fail_with_the_right_categor
     tmp_path, shared_real, kicad_cli, copperhead_cli, no_keys
 ):
     project = build(tmp_path, shared_real, copperhead_cli)
-    # a create task's pipeline answers per stage: its wrong and noop runs are tests/test_modes_create.py's
-    tasks = [t for t in project.suite_tasks("full", "real")
-             if json.loads((project.root / "tasks" / t / "task.json").read_text())["mode"] != "create"]
+    # the category follows from the task's mode, expected outcome and board, not from the task
+    # itself: one task of each such kind (the gold/noop trial of every bundled task runs at each
+    # suite bump). A create task's pipeline answers per stage: its wrong and noop runs are
+    # tests/test_modes_create.py's.
+    kinds: dict[tuple[str, str, bool], str] = {}
+    for t in project.suite_tasks("full", "real"):
+        task = project.task(t)
+        if task["mode"] != "create":
+            real = Path(task["fixture"]["path"]).name in REAL_BOARDS
+            kinds.setdefault((task["mode"], task["expectedOutcome"], real), t)
+    tasks = sorted(kinds.values())
+    assert len(tasks) == 7  # do edit/refusal/flag on synthetic and real boards, sync edit
     for session in EXPECTED_CATEGORY:
         result = project.run(*tasks, "--session", str(project.root / "sessions" / f"{session}.json"),
                              "--repeats", "1", "--jobs", "2")
@@ -210,7 +219,7 @@ def test_sessions_that_do_nothing_or_the_wrong_thing_fail_with_the_right_categor
         assert (grade.verdict, grade.failure_category) == ("fail", expected), (run.task.id, session, _failed(grade))
         assert run.harness_failure is None  # the scripted model answered: this is the model's failure
         seen.add((run.task.id, session))
-    assert len(seen) == 40  # 20 tasks (every one but the two create tasks), two sessions each
+    assert len(seen) == 2 * len(tasks)
     project.verify()
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -20,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.runner_project import processes_with
-from tests.test_real_harness import build, no_keys  # noqa: F401  (a fixture)
+from tests.test_real_harness import KEYS, build, no_keys  # noqa: F401  (a fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.kicad, pytest.mark.shared, pytest.mark.copperhead]
 
@@ -81,9 +83,24 @@ def test_each_provider_fault_is_attributed_from_what_the_run_preserved(
     tmp_path, shared_real, kicad_cli, copperhead_cli, no_keys  # noqa: F811
 ):
     project = build(tmp_path, shared_real, copperhead_cli, edit=_short_cap)
-    for name, (fault, _) in FAULTS.items():
-        result = project.run(TASK, "--session", str(_with_fault(project, tmp_path, name, fault)), "--repeats", "1")
-        assert result.exit_code == 0, result.output
+    # one `cbledger run` process per fault, all at once, as runners on one ledger: most of each
+    # run is copperhead's retry backoff or the hang's wall-clock cap, so waiting in turn would
+    # only add those waits up
+    cbledger = Path(sys.executable).parent / "cbledger"
+    env = {k: v for k, v in os.environ.items() if k not in KEYS}
+    procs = {
+        name: subprocess.Popen(
+            [str(cbledger), "run", TASK, "--session", str(_with_fault(project, tmp_path, name, fault)), "--repeats", "1",
+             "--agent", "copperhead", "--copperhead-cli", str(copperhead_cli), "--sandbox-root", str(project.sandboxes),
+             "--root", str(project.root)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+        for name, (fault, _) in FAULTS.items()
+    }
+    for name, proc in procs.items():
+        out, _ = proc.communicate(timeout=900)
+        assert proc.returncode == 0, (name, out.decode())
+    result = project.cli("project", "all")  # the outputs of the last run to finish, whichever it was
+    assert result.exit_code == 0, result.output
     runs = {r.model.id.removeprefix("compat:scripted-"): r for r in project.events("run.recorded")}
     grades = {g.run_id: g for g in project.events("grade.recorded")}
     for name, (_, expected) in FAULTS.items():

@@ -106,6 +106,15 @@ def report_error(message: str, code: int) -> None:
         print(f"error: {message}", file=sys.stderr)
 
 
+def into_existing_directory(path: Path | None) -> Path | None:
+    """The callback of every option naming a file to write (`-o/--out`, `--vkey`): its directory
+    must exist. A mistyped directory created silently leaves the output where nobody looks, so
+    it is refused before anything is read or written, naming the directory."""
+    if path is not None and not path.parent.is_dir():
+        fail(f"{path.parent}: no such directory (for {path}); create it first, nothing was written")
+    return path
+
+
 def fail(message: str, code: int = USAGE) -> NoReturn:
     """One line on stderr and the exit: bad usage or input (2) unless the caller names a failed
     check (1) or another code of cli/exits.py."""

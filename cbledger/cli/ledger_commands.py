@@ -10,7 +10,15 @@ from typing import Annotated, Any, cast
 
 import typer
 
-from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, ledger_path, project_root
+from cbledger.cli.common import (
+    JsonFlag,
+    LedgerOption,
+    RootOption,
+    fail,
+    into_existing_directory,
+    ledger_path,
+    project_root,
+)
 from cbledger.inputs import printable, read_regular
 from cbledger.ledger import durable, semantics
 from cbledger.ledger.events import EVENT_TYPES, Actor, event_type
@@ -196,7 +204,7 @@ def repair(
 def export(
     jsonl: Annotated[bool, typer.Option("--jsonl", help="As the JSON Lines file (the only format there is).")] = False,
     out: Annotated[
-        Path | None, typer.Option("--out", "-o", help="Write here (replaced atomically) instead of stdout.")
+        Path | None, typer.Option("--out", "-o", callback=into_existing_directory, help="Write here (replaced atomically) instead of stdout.")
     ] = None,
     ledger: LedgerOption = None,
     root: RootOption = None,
@@ -220,7 +228,6 @@ def export(
     # Replacing is for a file: a rename over a directory fails half done, and over a device, a
     # FIFO or a symlink (-o /dev/stdout) it would swap that node for a regular file.
     durable.refuse_non_file(out, symlink=False)
-    out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
     try:
         with open(tmp, "wb") as f:

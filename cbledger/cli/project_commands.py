@@ -16,7 +16,14 @@ from typing import Annotated
 import msgspec
 import typer
 
-from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, workspace
+from cbledger.cli.common import (
+    JsonFlag,
+    LedgerOption,
+    RootOption,
+    fail,
+    into_existing_directory,
+    workspace,
+)
 from cbledger.cli.progress import Reporter
 from cbledger.ledger import durable
 from cbledger.projections import gate, leaderboard, readmodel, workqueue, writers
@@ -139,7 +146,7 @@ def leaderboard_cmd(
     ledger: LedgerOption = None,
     root: RootOption = None,
     check: CheckFlag = False,
-    out: Annotated[Path | None, typer.Option("--out", help="Output file (default: LEADERBOARD.md under the root).")] = None,
+    out: Annotated[Path | None, typer.Option("--out", callback=into_existing_directory, help="Output file (default: LEADERBOARD.md under the root).")] = None,
     suite: SuiteOption = None,
     as_json: JsonFlag = False,
 ) -> None:
@@ -225,7 +232,7 @@ def snapshot_cmd(
     ledger: LedgerOption = None,
     root: RootOption = None,
     select: SelectOption = None,
-    out: Annotated[Path | None, typer.Option("-o", "--out", help="Write here instead of stdout.")] = None,
+    out: Annotated[Path | None, typer.Option("-o", "--out", callback=into_existing_directory, help="Write here instead of stdout.")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """A JSON snapshot of a run set (default: every run), per suite, condition, tier, model and task: a gate baseline.
@@ -304,7 +311,7 @@ def compare_cmd(
 def readmodel_cmd(
     ledger: LedgerOption = None,
     root: RootOption = None,
-    out: Annotated[Path | None, typer.Option("-o", "--out", help=f"Database file (default: {READ_MODEL}).")] = None,
+    out: Annotated[Path | None, typer.Option("-o", "--out", callback=into_existing_directory, help=f"Database file (default: {READ_MODEL}).")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Rebuild the SQLite read model atomically."""

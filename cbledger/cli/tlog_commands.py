@@ -16,7 +16,14 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, workspace
+from cbledger.cli.common import (
+    JsonFlag,
+    LedgerOption,
+    RootOption,
+    fail,
+    into_existing_directory,
+    workspace,
+)
 from cbledger.inputs import MAX_NOTE_BYTES, read_regular
 from cbledger.ledger import proofs, publish, tlog
 from cbledger.ledger.checkpoint import Checkpoint, read_unverified
@@ -74,9 +81,9 @@ def _read(path: Path) -> bytes:
 
 @key_app.command("generate")
 def key_generate(
-    out: Annotated[Path, typer.Option("--out", metavar="SKEY", help="Where the private key goes (outside the repository; never under results/).")],
+    out: Annotated[Path, typer.Option("--out", metavar="SKEY", callback=into_existing_directory, help="Where the private key goes (outside the repository; never under results/).")],
     name: Annotated[str, typer.Option(help="The key name, which is also the checkpoints' origin.")] = DEFAULT_NAME,
-    vkey: Annotated[Path | None, typer.Option("--vkey", metavar="FILE", help=f"Where the public key goes. Default: {KEYS}/<name>.vkey under the root (under the results directory for a scratch workspace).")] = None,
+    vkey: Annotated[Path | None, typer.Option("--vkey", metavar="FILE", callback=into_existing_directory, help=f"Where the public key goes. Default: {KEYS}/<name>.vkey under the root (under the results directory for a scratch workspace).")] = None,
     root: RootOption = None,
     as_json: JsonFlag = False,
 ) -> None:
@@ -89,7 +96,6 @@ def key_generate(
     public = where.own_keys / f"{_file_name(name)}-{key.key_id:08x}.vkey" if vkey is None else vkey
     if public.exists():
         fail(f"{public}: already exists", 2)
-    out.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(key.text() + "\n")
@@ -197,7 +203,7 @@ def _latest_covering(store: LedgerStore, seq: int) -> tlog.Recorded:
 def prove_inclusion(
     seq: Annotated[int, typer.Argument(min=1, help="The event's seq.")],
     checkpoint_file: Annotated[Path | None, typer.Option("--checkpoint", metavar="FILE", help="Prove against this checkpoint (default: the latest published one covering SEQ).")] = None,
-    out: Annotated[Path | None, typer.Option("--out", "-o", metavar="FILE", help="Write the proof here instead of stdout.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", metavar="FILE", callback=into_existing_directory, help="Write the proof here instead of stdout.")] = None,
     ledger: LedgerOption = None,
     root: RootOption = None,
     as_json: JsonFlag = False,
@@ -230,7 +236,7 @@ def _size_or_checkpoint(arg: str, store: LedgerStore) -> tuple[int, Checkpoint |
 def prove_consistency(
     old: Annotated[str, typer.Argument(help="The older tree: a size or a checkpoint file.")],
     new: Annotated[str, typer.Argument(help="The newer tree: a size or a checkpoint file.")],
-    out: Annotated[Path | None, typer.Option("--out", "-o", metavar="FILE", help="Write the proof here instead of stdout.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", metavar="FILE", callback=into_existing_directory, help="Write the proof here instead of stdout.")] = None,
     ledger: LedgerOption = None,
     root: RootOption = None,
     as_json: JsonFlag = False,

@@ -30,7 +30,7 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -355,7 +355,7 @@ def working_tree_check(workspace: Workspace, state: LedgerState) -> list[Finding
 
 
 def _run_all(
-    workspace: Workspace, jobs: list[_Job], suites: Suites, pool: ProcessPoolExecutor | None, progress: RunProgress | None,
+    workspace: Workspace, jobs: list[_Job], suites: Suites, pool: worker.WorkerPool | None, progress: RunProgress | None,
     evidence: bool = False,
 ) -> list[RunCheck]:
     """`evidence`: each run's site evidence is read from the restore its re-grade uses."""
@@ -374,7 +374,7 @@ def _run_all(
             progress(len(results), total, results[-1])
     # Every run is back: the workers may wind down (an interpreter's exit takes a while) while
     # the parent finishes its own work; verify() joins them at the end.
-    pool.shutdown(wait=False)
+    pool.wind_down()
     return results
 
 
@@ -439,7 +439,7 @@ def verify(
 def _verify(
     workspace: Workspace,
     options: Options,
-    pool: ProcessPoolExecutor | None,
+    pool: worker.WorkerPool | None,
     chain_progress: Callable[[int, int], None] | None,
     run_progress: RunProgress | None,
     on_runs_planned: Callable[[int], None] | None,

@@ -13,6 +13,7 @@ import importlib.util
 import multiprocessing
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
@@ -23,11 +24,35 @@ from cbledger.reproduce.runs import Suites, check_run
 from cbledger.workspace import Workspace
 
 
-def start_pool(workers: int) -> ProcessPoolExecutor:
+class WorkerPool(ProcessPoolExecutor):
+    """A process pool whose workers may wind down while the parent finishes its own work, and
+    which is still joined whole before the command exits.
+
+    `shutdown(wait=False)` alone would let the workers exit early, but it also drops the pool's
+    handle on its manager thread, so a later `shutdown()` joins nothing: the thread and the
+    result pipe were left to the interpreter's exit, whose hook races the pool's own teardown
+    and printed an `OSError` traceback after a successful `--jobs 2`."""
+
+    _winding: threading.Thread | None = None
+
+    def wind_down(self) -> None:
+        """Every run is back: the workers exit on a thread of their own; `shutdown` joins it."""
+        if self._winding is None:
+            self._winding = threading.Thread(target=super().shutdown, name="cbledger-pool-wind-down")
+            self._winding.start()
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        if self._winding is not None:
+            self._winding.join()
+            return
+        super().shutdown(wait=wait, cancel_futures=cancel_futures)
+
+
+def start_pool(workers: int) -> WorkerPool:
     """A pool whose workers are already starting: their start-up (a fresh interpreter importing
     the re-grade) overlaps the parent's own work before the first run is handed out (the chain,
     the kept suites laid out)."""
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    pool = WorkerPool(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
     with as_main():
         # a spawn pool starts one worker per submit until none is idle and it has them all
         for _ in range(workers):
@@ -36,7 +61,7 @@ def start_pool(workers: int) -> ProcessPoolExecutor:
 
 
 def check(
-    pool: ProcessPoolExecutor, workspace: Workspace, run: RunRecorded, seq: int,
+    pool: WorkerPool, workspace: Workspace, run: RunRecorded, seq: int,
     grades: list[tuple[int, GradeRecorded]], suites: Suites, attached: tuple[int, CassetteRef] | None = None,
     evidence: bool = False,
 ) -> Future[RunCheck]:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from cbledger.errors import UserError
 from cbledger.kicad import oracle
-from cbledger.runner import isolation
+from cbledger.runner import isolation, report_cache
 
 #: where the reports are written inside the copy; the agent's tree cannot hold a `.git` there
 REPORTS = ".git/reports"
@@ -25,13 +25,28 @@ REPORTS = ".git/reports"
 
 def verify(workdir: Path, schematic: str, board: str | None, out_dir: Path, how: isolation.Confinement) -> oracle.Reports:
     """The ERC (and DRC) reports of the end state at `workdir`, written as `erc.json` /
-    `drc.json` in `out_dir`, as `oracle.verify_tree` writes them."""
+    `drc.json` in `out_dir`, as `oracle.verify_tree` writes them; taken from the report cache
+    when one is configured and holds them (`runner/report_cache.py`)."""
+    cli = oracle.require_kicad_cli()
+    cache = report_cache.directory()
+    if cache is None or how.bwrap is None:
+        return _verify(workdir, schematic, board, out_dir, how, cli)
+    digest = report_cache.key(workdir, schematic, board, cli)
+    kept = report_cache.lookup(cache, digest, out_dir)
+    if kept is not None:
+        return kept
+    made = _verify(workdir, schematic, board, out_dir, how, cli)
+    report_cache.keep(cache, digest, made)
+    return made
+
+
+def _verify(workdir: Path, schematic: str, board: str | None, out_dir: Path, how: isolation.Confinement,
+            cli: str) -> oracle.Reports:
     if how.bwrap is None:
         return oracle.verify_tree(workdir, schematic, board, out_dir)
-    cli = oracle.require_kicad_cli()
     with tempfile.TemporaryDirectory(prefix="cbledger-verify-") as scratch:
         copy = Path(scratch) / "tree"
-        shutil.copytree(workdir, copy, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+        shutil.copytree(workdir, copy, symlinks=True, ignore=report_cache.unseen(workdir))
         (copy / REPORTS).mkdir(parents=True)
         out_dir.mkdir(parents=True, exist_ok=True)
         made: dict[str, Path | None] = {"erc": None, "drc": None}

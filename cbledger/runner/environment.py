@@ -6,10 +6,13 @@ stay valid evidence about that environment while never being averaged with anoth
 
 from __future__ import annotations
 
+import functools
+import os
 import platform
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from cbledger.kicad.oracle import kicad_cli, kicad_cli_version
@@ -27,15 +30,40 @@ class Environment:
     os: str | None = None
 
 
-def node_version() -> str | None:
-    node = shutil.which("node")
-    if node is None:
-        return None
+def _binary(path: str) -> tuple[str, int, int]:
+    """A binary as the version probe knows it: the file it resolves to, its size and its
+    modification time. A binary replaced in place is another binary."""
+    real = os.path.realpath(path)
+    stat = os.stat(real)
+    return real, stat.st_size, stat.st_mtime_ns
+
+
+@functools.lru_cache(maxsize=16)
+def _version_of(ask: Callable[[str], str | None], binary: tuple[str, int, int]) -> str | None:
+    return ask(binary[0])
+
+
+def _asked_once(ask: Callable[[str], str | None], path: str) -> str | None:
+    """`ask(path)` once per process and binary: each probe starts the tool (kicad-cli takes
+    about 0.4 s to say its version), and a process that runs many suites probes once per suite."""
+    try:
+        binary = _binary(path)
+    except OSError:
+        return ask(path)
+    return _version_of(ask, binary)
+
+
+def _node_version(node: str) -> str | None:
     try:
         out = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() or None
+
+
+def node_version() -> str | None:
+    node = shutil.which("node")
+    return None if node is None else _asked_once(_node_version, node)
 
 
 def platform_tag() -> str:
@@ -67,7 +95,7 @@ def probe(copperhead=None) -> Environment:
     cli = kicad_cli()
     return Environment(
         kicad_cli=cli,
-        kicad_cli_version=kicad_cli_version(cli) if cli else None,
+        kicad_cli_version=_asked_once(kicad_cli_version, cli) if cli else None,
         copperhead_version=copperhead.version() if copperhead else None,
         copperhead_commit=copperhead.commit() if copperhead else None,
         runtime=f"{platform.python_implementation().lower()}-{platform.python_version()}",

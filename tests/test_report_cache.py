@@ -1,0 +1,69 @@
+"""The kicad-cli report cache (`runner/report_cache.py`): a tree verified once is not verified
+again, a tree one byte apart is, and a run that took its reports from the cache is graded and
+replayed exactly as one that made them."""
+
+from __future__ import annotations
+
+import pytest
+
+from cbledger.runner import confined_verify, report_cache
+from tests.runner_project import RENAME_TASK, build_project
+
+pytestmark = [pytest.mark.kicad, pytest.mark.shared]
+
+
+def test_a_tree_verified_once_takes_its_reports_from_the_cache(tmp_path, shared_real, kicad_cli, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(report_cache.CACHE_ENV, str(cache))
+    made: list[str] = []
+    real = confined_verify._verify
+
+    def counted(workdir, *args):
+        made.append(workdir.name)
+        return real(workdir, *args)
+
+    monkeypatch.setattr(confined_verify, "_verify", counted)
+    grades = []
+    for name in ("first", "second"):
+        (tmp_path / name).mkdir()
+        project = build_project(tmp_path / name, shared_real)
+        result = project.run(RENAME_TASK, "--agent", "gold", "--jobs", "1")
+        assert result.exit_code == 0, result.output
+        (grade,) = project.grades()
+        grades.append(grade)
+        result = project.cli("replay", "--verify")
+        assert result.exit_code == 0, result.output
+    assert len(made) == 1  # the second project's gold run left the same tree: kicad-cli ran once
+    assert len(list(cache.glob("*/*/made"))) == 1
+    assert [(a.id, a.status, a.detail) for a in grades[0].assertions] == [(a.id, a.status, a.detail) for a in grades[1].assertions]
+    assert grades[1].verdict == "pass"
+
+
+def test_the_key_is_every_byte_of_the_tree_the_artifacts_and_the_binary(tmp_path, kicad_cli):
+    tree = tmp_path / "tree"
+    (tree / "docs").mkdir(parents=True)
+    (tree / ".git").mkdir()
+    (tree / "board.kicad_sch").write_text("(kicad_sch)")
+    (tree / "docs" / "notes.md").write_text("a")
+    (tree / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (tree / ".copperhead" / "runs" / "2026-12-03T16-16-28-954Z").mkdir(parents=True)
+    (tree / ".copperhead" / "config.json").write_text("{}")
+    first = report_cache.key(tree, "board.kicad_sch", None, kicad_cli)
+    assert report_cache.key(tree, "board.kicad_sch", None, kicad_cli) == first
+    # neither git's files nor copperhead's run logs reach the confined copy kicad-cli reads
+    (tree / ".git" / "HEAD").write_text("ref: refs/heads/other\n")
+    (tree / ".copperhead" / "runs" / "2026-12-03T16-16-28-954Z" / "transcript.jsonl").write_text("{}")
+    assert report_cache.key(tree, "board.kicad_sch", None, kicad_cli) == first
+    assert report_cache.key(tree, "board.kicad_sch", "board.kicad_pcb", kicad_cli) != first
+    (tree / ".copperhead" / "config.json").write_text("[]")  # the rest of copperhead's files do
+    second = report_cache.key(tree, "board.kicad_sch", None, kicad_cli)
+    assert second != first
+    (tree / "docs" / "notes.md").write_text("b")  # any file: kicad-cli may read more than the artifacts
+    third = report_cache.key(tree, "board.kicad_sch", None, kicad_cli)
+    assert third not in (first, second)
+    (tree / "docs" / "notes.md").unlink()
+    (tree / "docs" / "notes.md").symlink_to("/etc/hostname")
+    assert report_cache.key(tree, "board.kicad_sch", None, kicad_cli) not in (first, second, third)
+    ignore = report_cache.unseen(tree)
+    assert ignore(str(tree / ".copperhead"), ["runs", "config.json"]) == {"runs"}
+    assert ignore(str(tree / "docs"), ["runs", ".git"]) == {".git"}
