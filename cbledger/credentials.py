@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,9 +73,6 @@ _PLAIN = tuple(a for a in _ANCHORS if b"_" not in a)
 _UNDERSCORED = tuple(a for a in _ANCHORS if b"_" in a)
 
 
-_PLAIN_TEXT = tuple(a.decode() for a in _PLAIN)
-_UNDERSCORED_TEXT = tuple(a.decode() for a in _UNDERSCORED)
-_ANCHORS_CI_TEXT = tuple(a.decode() for a in _ANCHORS_CI)
 #: The characters beyond ASCII that a case-insensitive pattern matches to an ASCII letter (Python's
 #: `re` matches `ſ` to `s` and the Kelvin sign to `k`); lower-casing alone leaves them as they are,
 #: so an anchor test folds them first.
@@ -100,19 +97,40 @@ def may_match(data: bytes) -> bool:
     return False
 
 
+# Where the anchors occur in a text, found in six passes over it rather than one per pattern:
+# each search starts at a character, rare in what is scanned, that its anchors hold (`re` runs
+# through a text to a leading literal fast, but tries an alternation of leading characters at
+# every position) and looks around it for the rest of the anchor; one empty group per pattern,
+# named for its kind, says which anchor it found (the anchors one search looks for never share
+# its character's place, so none hides another). A search runs only on a text holding its
+# character, when one is given. A case-insensitive anchor is matched as its pattern matches it
+# (`re` takes `ſ` for `s` and the Kelvin sign for `k` there too). tests/test_credentials.py
+# holds the table to every pattern's anchors.
+_ANCHOR_SEARCHES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("", re.compile(r"-(?<=sk-)(?P<openai_or_anthropic_key>)")),
+    ("", re.compile(r"b(?i:(?=earer))(?P<http_bearer_token>)")),
+    ("B", re.compile(r"B(?:(?i:(?=earer))(?P<http_bearer_token>)|(?<=-----B)(?=EGIN )(?P<pem_private_key>))")),
+    ("A", re.compile(r"A(?:(?=Iza)(?P<google_api_key>)|(?=KIA|SIA|BIA|CCA)(?P<aws_access_key_id>))")),
+    ("_", re.compile(
+        r"_(?:(?<=npm_)(?P<npm_token>)|(?<=gh[pousr]_)(?P<github_token>)|(?<=github_)(?=pat_)(?P<github_fine_grained_pat>)"
+        r"|(?<=gsk_)(?P<groq_key>)|(?<=(?i:aws)_)(?i:(?=secret_access_key))(?P<aws_secret_access_key>))"
+    )),
+    ("/", re.compile(r"/(?<=:/)(?=/)(?P<url_credentials>)")),
+)
+
+
+def anchored_kinds(text: str) -> set[str]:
+    """The kinds of the patterns one of whose anchors occurs in `text`: no other can match it."""
+    found: set[str] = set()
+    for char, rx in _ANCHOR_SEARCHES:
+        if not char or char in text:
+            found.update(m.lastgroup.replace("_", "-") for m in rx.finditer(text) if m.lastgroup)
+    return found
+
+
 def may_match_text(text: str) -> bool:
     """`may_match` for text: False when no pattern can match anywhere in `text`."""
-    if any(a in text for a in _PLAIN_TEXT):
-        return True
-    if _UNDERSCORED_TEXT and "_" in text and any(a in text for a in _UNDERSCORED_TEXT):
-        return True
-    if _ANCHORS_CI_TEXT:
-        lowered = text.lower()
-        if not lowered.isascii():
-            for char, ascii_letter in _CASE_FOLDS.items():
-                lowered = lowered.replace(char, ascii_letter)
-        return any(a in lowered for a in _ANCHORS_CI_TEXT)
-    return False
+    return any((not char or char in text) and rx.search(text) is not None for char, rx in _ANCHOR_SEARCHES)
 
 
 def _pattern_set_hash() -> str:
@@ -194,57 +212,17 @@ def _url_matches(rx: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
         pos = scan = m.end()
 
 
-def _folded(text: str) -> str:
-    lowered = text.lower()
-    if not lowered.isascii():
-        for char, ascii_letter in _CASE_FOLDS.items():
-            lowered = lowered.replace(char, ascii_letter)
-    return lowered
+_SCANNED = tuple((p.kind, p.compiled(), bool(p.anchors), p.regex == _URL_SHAPE) for p in PATTERNS)
 
 
-def _anchor_test(anchors: tuple[str, ...]) -> Any:
-    """The cheapest test of whether any of `anchors` occurs in a text: one substring pass for one
-    anchor, one compiled search for several (`re` pulls their common prefix out, `AKIA|ASIA|…`
-    searching for `A` alone), so a text costs one pass per pattern, not one per anchor."""
-    if len(anchors) == 1:
-        anchor = anchors[0]
-        return lambda text: anchor in text
-    search = re.compile("|".join(re.escape(a) for a in anchors)).search
-    return lambda text: search(text) is not None
-
-
-_SCANNED = tuple(
-    (
-        p.kind,
-        p.compiled(),
-        _anchor_test(tuple(a.lower() for a in p.anchors) if p.flags & re.IGNORECASE else p.anchors) if p.anchors else None,
-        bool(p.flags & re.IGNORECASE),
-        # every anchor holds an underscore: a text without one is ruled out by one memchr
-        bool(p.anchors) and all("_" in a for a in p.anchors),
-        p.regex == _URL_SHAPE,
-    )
-    for p in PATTERNS
-)
-
-
-def _matches(text: str) -> Iterator[tuple[str, Iterator[re.Match[str]]]]:
+def _matches(text: str, kinds: Set[str] | None = None) -> Iterator[tuple[str, Iterator[re.Match[str]]]]:
     """Per pattern kind, in the set's order, its matches in `text`; a pattern none of whose
-    anchors occur in the text is not run (it cannot match)."""
-    folded: str | None = None
-    underscore: bool | None = None
-    for kind, rx, occurs, ignore_case, underscored, url in _SCANNED:
-        if occurs is not None:
-            if underscored:
-                underscore = ("_" in text) if underscore is None else underscore
-                if not underscore:
-                    continue
-            if ignore_case:
-                folded = _folded(text) if folded is None else folded
-                if not occurs(folded):
-                    continue
-            elif not occurs(text):
-                continue
-        yield kind, (_url_matches(rx, text) if url else rx.finditer(text))
+    anchors occur in the text is not run (it cannot match). `kinds`, when given, holds every
+    kind whose anchor occurs in the text (the caller knows them already)."""
+    present = anchored_kinds(text) if kinds is None else kinds
+    for kind, rx, anchored, url in _SCANNED:
+        if not anchored or kind in present:
+            yield kind, (_url_matches(rx, text) if url else rx.finditer(text))
 
 
 @dataclass(frozen=True)
@@ -258,9 +236,10 @@ class Match:
         return f"{self.kind} at {self.location}"
 
 
-def matches_somewhere(text: str) -> bool:
-    """Whether any pattern matches anywhere in `text` (as written: no escape is undone)."""
-    return any(next(matches, None) is not None for _, matches in _matches(text))
+def matches_somewhere(text: str, kinds: Set[str] | None = None) -> bool:
+    """Whether any pattern matches anywhere in `text` (as written: no escape is undone); `kinds`
+    as for `_matches`."""
+    return any(next(matches, None) is not None for _, matches in _matches(text, kinds))
 
 
 def scan_text(text: str, location: str) -> list[Match]:

@@ -157,10 +157,24 @@ def test_restore_refuses_a_directory_with_something_in_it(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
 
 
-@pytest.mark.slow
-def test_every_committed_run_on_a_committed_board_restores(tmp_path):
-    ws = Workspace.at(REPO)
+def _one_of_each_kind() -> list[str]:
+    """A committed run of each kind of bundle: board, run mode, suite version, harness version,
+    with or without a kept stash. `replay --verify` (CI's last step) restores every one."""
+    kinds: dict[tuple, str] = {}
     for rid in SYNTHETIC:
+        run = STATE.runs[rid].run
+        kind = (run.fixture.id, run.run_mode, run.comparability.suite_version,
+                run.comparability.copperhead_version, bool(run.sandbox.stash_sha))
+        kinds.setdefault(kind, rid)
+    return sorted(kinds.values())
+
+
+@pytest.mark.slow
+def test_a_committed_run_of_each_kind_on_a_committed_board_restores(tmp_path):
+    ws = Workspace.at(REPO)
+    chosen = _one_of_each_kind()
+    assert len(chosen) >= 40
+    for rid in chosen:
         into = tmp_path / rid
         done = inspect.restore(ws, STATE, rid, into)
         repo = pygit2.Repository(str(into))

@@ -5,6 +5,7 @@ messages that never echo a secret or a raw control character."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import example, given, settings
@@ -242,3 +243,84 @@ def test_a_key_json_escaped_at_any_depth_is_found_redacted_and_refused(depth, tm
     result = run_cli(["append", "--ledger", ledger, "-"], input=json.dumps(draft))
     assert result.exit_code == 4 and "credential pattern matched" in result.stderr, result.stderr
     assert ledger.read_bytes() == before
+
+
+def _spellings(pattern: credentials.Pattern, anchor: str) -> list[str]:
+    """The anchor as written and, for a case-insensitive pattern, in other cases and with the
+    characters beyond ASCII that `re` folds to its letters."""
+    if not pattern.flags & re.IGNORECASE:
+        return [anchor]
+    out = [anchor, anchor.upper(), anchor.title(), anchor.swapcase()]
+    for beyond, letter in credentials._CASE_FOLDS.items():
+        if letter in anchor:
+            out.append(anchor.replace(letter, beyond))
+    return out
+
+
+def test_the_anchor_searches_find_every_anchor_of_every_pattern_wherever_it_stands():
+    """`anchored_kinds` finds anchors in a few passes instead of one per anchor; a pattern whose
+    anchor it missed would never be run, so it must find every one: alone, inside other text
+    and right beside any other anchor (a search must not swallow its neighbour's)."""
+    anchored = [(p, a) for p in credentials.PATTERNS for a in p.anchors]
+    assert {p.kind for p, _ in anchored} == {p.kind for p in credentials.PATTERNS if p.anchors}
+    for p, anchor in anchored:
+        for text in _spellings(p, anchor):
+            for before, after in [("", ""), ("x", "y"), ("\u00e9 ", " \u00e9"), ("-_/AB", "_-/AB")]:
+                assert p.kind in credentials.anchored_kinds(before + text + after), (p.kind, before + text + after)
+                assert credentials.may_match_text(before + text + after)
+            for q, other in anchored:
+                for joined in (text + other, other + text):
+                    assert {p.kind, q.kind} <= credentials.anchored_kinds(joined), joined
+    assert credentials.anchored_kinds("plain text, with_underscores, A B and a BEARING - //") == set()
+
+
+_NEAR_ANCHORS = st.sampled_from([
+    "sk", "k-", "-", "AI", "za", "Iza", "b", "B", "earer", "EARER", "npm", "_", "gh", "p_", "github", "pat_", "gsk",
+    "A", "KIA", "SIA", "BIA", "CCA", "aws", "AWS", "\u017fecret", "secret_access_", "\u212aey", "key", "-----",
+    "----BEGIN ", ":", "/", "//", "x", "é", "\n", " ",
+])
+
+
+def _folded(text: str) -> str:
+    lowered = text.lower()
+    for beyond, letter in credentials._CASE_FOLDS.items():
+        lowered = lowered.replace(beyond, letter)
+    return lowered
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(_NEAR_ANCHORS, max_size=16).map("".join))
+def test_the_anchor_searches_find_what_a_search_for_each_anchor_finds(text: str) -> None:
+    """Anchors assembled from pieces: the searches report a pattern exactly when one of its
+    anchors occurs, compared as its pattern compares (case folded for a case-insensitive one)."""
+    expected = {
+        p.kind for p in credentials.PATTERNS
+        if any((a.lower() in _folded(text)) if p.flags & re.IGNORECASE else (a in text) for a in p.anchors)
+    }
+    assert credentials.anchored_kinds(text) == expected, text
+
+
+@pytest.mark.parametrize("value", [
+    "https:\\/\\/u:p@h.example",  # the string holds `\/`: decoded once more, a URL with credentials
+    "https:\\\\/\\\\/u:p@h.example",
+    "\\u0073k-" + "x" * 24,
+    "\\\\u0041Iza" + "b" * 35,
+])
+def test_an_anchor_spelt_only_by_an_escape_still_sends_the_event_to_the_full_scan(value):
+    """The ledger's check searches the bytes as written and undoes nothing when no escape can
+    spell an anchor's character; `\\u` and `\\/` can, at any depth."""
+    import msgspec
+
+    from cbledger.ledger.credential_guard import may_hold_credential
+
+    assert credentials.scan_json({"k": value})
+    data = msgspec.json.encode({"k": value, "seed": '{"a":1}'}, order="sorted")
+    assert not credentials.anchored_kinds(data.decode())
+    assert may_hold_credential(data)
+
+
+def test_anchors_sharing_a_character_are_both_found():
+    """`sk-` and `-----BEGIN ` can share a hyphen; a search reporting one kind per place would
+    have hidden the second."""
+    assert credentials.anchored_kinds("sk-----BEGIN ") == {"openai-or-anthropic-key", "pem-private-key"}
+    assert credentials.anchored_kinds("ghs_ecret_access_key aws_ ghs_") == {"github-token"}

@@ -1,6 +1,8 @@
 """What the append path does instead of the obvious: the seq spliced into a draft's canonical
-bytes (the same bytes encoding the event with its seq gives), and the file's descriptor kept open
-between appends (opened again for a replaced file or a forked child)."""
+bytes (the same bytes encoding the event with its seq gives), the file's descriptor kept open
+between appends (opened again for a replaced file or a forked child), each event's bytes decoded
+once on the way, and neither the size limits nor the credential check decoding anything for an
+event that cannot need it."""
 
 from __future__ import annotations
 
@@ -9,11 +11,17 @@ import shutil
 from pathlib import Path
 
 import msgspec
+import pytest
 
-from cbledger.ledger import encoding
+from cbledger import credentials
+from cbledger.errors import UserError
+from cbledger.ledger import encoding, limits
+from cbledger.ledger.credential_guard import may_hold_credential
+from cbledger.ledger.intake import parse_drafts
 from cbledger.ledger.store import LedgerStore, with_seq
 from cbledger.ledger.verify import verify_chain
-from tests.factories import RUNNER, run_recorded, runs_and_grades
+from cbledger.ledger.versions import CURRENT
+from tests.factories import RUNNER, draft_json, one_of_each, run_recorded, runs_and_grades
 
 COMMITTED = Path(__file__).resolve().parent.parent / "results" / "ledger" / "events.jsonl"
 
@@ -83,3 +91,91 @@ def test_a_forked_child_opens_its_own_descriptor(tmp_path):
     os.fstat(parent_fd)  # the child did not close the parent's
     store.append([run_recorded(3)])
     assert verify_chain(path).events == 4
+
+
+class _CountingDecoder:
+    """The schema's typed decoder, counting the bytes it is given."""
+
+    def __init__(self, inner: msgspec.json.Decoder) -> None:
+        self.inner, self.calls = inner, 0
+
+    def decode(self, data: bytes) -> object:
+        self.calls += 1
+        return self.inner.decode(data)
+
+
+def test_each_event_is_decoded_once_on_its_way_to_the_ledger(tmp_path, monkeypatch):
+    """Submitted as JSON Lines (the typed decode of the input is the validation; the canonical
+    bytes are not decoded again) and built in Python (the decode of its canonical bytes is)."""
+    store = LedgerStore(tmp_path / "events.jsonl")
+    store.init("t", RUNNER)
+    counting = _CountingDecoder(CURRENT._typed)
+    monkeypatch.setattr(CURRENT, "_typed", counting)
+    submitted = runs_and_grades(3) + one_of_each(7)
+    drafts = parse_drafts(b"\n".join(draft_json(e) for e in submitted), "batch.jsonl")
+    store.append(drafts)
+    assert counting.calls == len(submitted)
+    built = runs_and_grades(3, start=20)
+    store.append(built)
+    assert counting.calls == len(submitted) + len(built)
+    monkeypatch.undo()
+    report = verify_chain(tmp_path / "events.jsonl")
+    assert report.ok and report.events == 1 + len(submitted) + len(built)
+    stored = [s.raw for s in store.read(since=1)]
+    assert stored[: len(submitted)] == [d.data.replace(b',"seq":0,', b',"seq":%d,' % (i + 2)) for i, d in enumerate(drafts)]
+
+
+def test_canonical_bytes_of_a_read_event_decode_back_to_it():
+    """What lets the store skip decoding them again, over every committed event."""
+    for s in LedgerStore(COMMITTED).read():
+        draft = encoding.read_canonical(s.raw)
+        assert encoding.decode(draft.data) == draft.event
+        assert draft.data == encoding.encode_value(draft.event)
+
+
+def test_no_text_short_enough_to_be_left_undecoded_can_break_a_limit(monkeypatch):
+    """The shortest JSON over each limit is longer than what `limit_problem` leaves unread."""
+    over = [
+        msgspec.json.encode("x" * (limits.MAX_TEXT_CHARS + 1)),
+        msgspec.json.encode({"k" * (limits.MAX_TEXT_CHARS + 1): 0}),
+        msgspec.json.encode([0] * (limits.MAX_ITEMS + 1)),
+    ]
+    for data in over:
+        assert len(data) > limits._TOO_SHORT_TO_BREAK
+        assert limits.limit_problem(data) is not None
+    monkeypatch.setattr(limits.msgspec.json, "decode", lambda *_: (_ for _ in ()).throw(AssertionError("decoded")))
+    longest = b"[" + b"0," * ((limits._TOO_SHORT_TO_BREAK - 3) // 2) + b"0]"
+    assert len(longest) >= limits._TOO_SHORT_TO_BREAK - 1
+    assert limits.limit_problem(longest) is None
+
+
+def test_the_committed_events_are_cleared_of_credentials_without_undoing_an_escape(monkeypatch):
+    """Most hold escapes (JSON inside a string) and no anchor: no escape of theirs can spell
+    one, so the check rules them out from the bytes as written."""
+    escaped = [bytes(s.raw) for s in LedgerStore(COMMITTED).read() if b"\\" in s.raw]
+    assert len(escaped) > 100
+    monkeypatch.setattr(credentials, "unescaped", lambda _: (_ for _ in ()).throw(AssertionError("undone")))
+    assert not any(may_hold_credential(raw) for raw in escaped)
+
+
+def test_a_line_an_encoder_wrote_skips_the_json_check_and_any_other_line_takes_it(monkeypatch):
+    """The check of repeated keys and nesting reads a line through the standard library's
+    decoder; a line that is the event's own encoding (sorted, or in field order as a runner
+    writes it) cannot hold what it looks for, anything else is checked as before."""
+    import json
+
+    from cbledger.ledger import intake
+
+    checked: list[bytes] = []
+    real = intake.json_problem
+    monkeypatch.setattr(intake, "json_problem", lambda data, **kw: checked.append(data) or real(data, **kw))
+    events = runs_and_grades(2) + one_of_each(5)
+    sorted_lines = [encoding.encode_value(e).replace(b'"seq":0,', b"") for e in events]
+    parse_drafts(b"\n".join(draft_json(e) for e in events) + b"\n" + b"\n".join(sorted_lines), "runner.jsonl")
+    assert checked == []
+    spaced = [json.dumps(json.loads(draft_json(e)), indent=None).encode() for e in events]
+    parse_drafts(b"\n".join(spaced), "spaced.jsonl")
+    assert checked == spaced
+    repeated = draft_json(events[0]).replace(b'{"type"', b'{"id":"x","type"', 1)
+    with pytest.raises(UserError, match="duplicate key id"):
+        parse_drafts(repeated, "repeated.jsonl")

@@ -22,7 +22,7 @@ from cbledger.cli.common import (
 from cbledger.inputs import printable, read_regular
 from cbledger.ledger import durable, semantics
 from cbledger.ledger.events import EVENT_TYPES, Actor, event_type
-from cbledger.ledger.intake import MAX_INPUT_BYTES, parse_events
+from cbledger.ledger.intake import MAX_INPUT_BYTES, parse_drafts
 from cbledger.ledger.store import LedgerStore
 from cbledger.login import login_name
 
@@ -65,7 +65,7 @@ def append(
         if not os.path.lexists(p):
             fail(f"{printable(source)}: no such file")
         data, name = read_regular(p, MAX_INPUT_BYTES), source
-    events = parse_events(data, name)
+    events = parse_drafts(data, name)
     store = LedgerStore(ledger_path(ledger, root))
     results = store.append(events, check=semantics.check_batch)
     if as_json:

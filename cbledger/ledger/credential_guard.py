@@ -37,6 +37,13 @@ _LOOKS_OUTSIDE = re.compile(r"[\^$]|\(\?<?[=!]|\\[AZB]|(?<!^)\\b")
 _SHORTCUT_SOUND = not any(_LOOKS_OUTSIDE.search(_CLASS.sub("", p.regex)) for p in credentials.PATTERNS)
 
 
+#: The JSON escapes that can spell a character some anchor holds. Every other one (`\"`, `\\`,
+#: `\b`, `\f`, `\n`, `\r`, `\t`) undoes to a quote, a backslash or a control character, which no
+#: anchor holds; and with neither of these two in a text, undoing its escapes cannot make one
+#: appear at any depth (a `\u` or `\/` one level down is a `\\u` or `\\/` here, which holds it).
+_ESCAPE_SPELLING_AN_ANCHOR = re.compile(r"\\[u/]")
+
+
 def may_hold_credential(data: bytes) -> bool:
     """False only when no string of the event (key or value) can match a credential pattern,
     as written or with its own JSON escapes undone (what the full scan looks at).
@@ -48,19 +55,24 @@ def may_hold_credential(data: bytes) -> bool:
     matches and matches inside one string also matches that whole text, so one search per
     pattern over each rules the event out; a pattern none of whose anchors occurs is not even
     run. A hit anywhere sends the event to the full scan, which alone decides and says where.
+    Most events hold escapes (a seed config is JSON in a string) and no anchor: when no escape
+    can spell one, the anchors of the bytes as written are every anchor at every depth, so an
+    event with none is ruled out with nothing undone, and only the patterns of those found are
+    run on the deeper texts.
     """
     if not _SHORTCUT_SOUND:
         return True
-    # `matches_somewhere` tests each pattern's anchors itself, once per text: testing them over
-    # the bytes first would make every event holding one (each run.recorded has `sk-`, in
-    # `task-0`) pay for both.
     text = data.decode()
     if "\\" not in text:
         return credentials.matches_somewhere(text)
+    # None: an escape may spell an anchor, so each depth is searched for its own
+    kinds = None if _ESCAPE_SPELLING_AN_ANCHOR.search(text) else credentials.anchored_kinds(text)
+    if kinds is not None and not kinds:
+        return False
     strings = credentials.unescaped(text)
-    if credentials.matches_somewhere(strings):
+    if credentials.matches_somewhere(strings, kinds):
         return True
-    return "\\" in strings and credentials.matches_somewhere(credentials.unescaped_fully(strings))
+    return "\\" in strings and credentials.matches_somewhere(credentials.unescaped_fully(strings), kinds)
 
 
 def refuse_credentials(index: int, event: EventBase, data: bytes) -> None:

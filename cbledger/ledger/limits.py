@@ -19,12 +19,17 @@ MAX_EVENT_BYTES = 4 * 1024 * 1024
 MAX_TEXT_CHARS = 64 * 1024
 #: the items of one array or object
 MAX_ITEMS = 100_000
+#: No JSON text this short can break a limit, so it is not decoded to look: a string (or key)
+#: takes at least one byte per character, and an array or object at least two per item.
+_TOO_SHORT_TO_BREAK = min(MAX_TEXT_CHARS, 2 * MAX_ITEMS)
 
 
 def limit_problem(data: bytes) -> str | None:
     """Why the canonical bytes `data` of one event are over a limit (naming the JSON path), or None."""
     if len(data) > MAX_EVENT_BYTES:
         return f"{len(data)} bytes, over the limit of {MAX_EVENT_BYTES} bytes for one event"
+    if len(data) <= _TOO_SHORT_TO_BREAK:
+        return None  # every event written so far: the largest is about 5 kB
     try:
         doc = msgspec.json.decode(data)
     except msgspec.DecodeError:

@@ -36,7 +36,8 @@ from cbledger.inputs import printable
 from cbledger.ledger import encoding
 from cbledger.ledger.chain import link_hash
 from cbledger.ledger.credential_guard import refuse_credentials
-from cbledger.ledger.events import Actor, EventBase, LedgerCreated, make_event
+from cbledger.ledger.encoding import Canonical
+from cbledger.ledger.events import Actor, EventBase, LedgerCreated, event_type, make_event
 from cbledger.ledger.jsonl import JsonLinesRecorder
 from cbledger.ledger.limits import limit_problem
 from cbledger.ledger.recorder import (
@@ -87,9 +88,13 @@ class _Draft(NamedTuple):
     event: EventBase
     type: str
     version: int
-    body: bytes
     #: the draft's canonical bytes (seq 0), validated; what the stored event's bytes are made from
     data: bytes
+
+    def identity(self) -> tuple[str, int, bytes]:
+        """What idempotency compares (type, version written, the body's exact bytes); read only
+        for an id met before, in the ledger or in the batch, which most drafts are not."""
+        return self.type, self.version, bytes(_IDENTITY.decode(self.data).body)
 
 
 #: Every event's canonical bytes end `,"seq":<n>,"type":"<tag>"` and then, at version 2 and
@@ -148,17 +153,23 @@ class LedgerStore:
 
     # ------------------------------------------------------------------ appending
 
-    def append(self, events: Sequence[EventBase], *, check: BatchCheck | None = None) -> list[Appended]:
+    def append(
+        self, events: Sequence[EventBase | Canonical], *, check: BatchCheck | None = None
+    ) -> list[Appended]:
         """Appends a batch atomically with respect to validation: all or nothing is written.
         `check` (e.g. `ledger.semantics.check_batch`) reads the log about the batch after every
         event passed its own validation, the credential scan first, so that no message of the
-        check can echo what the scan refuses."""
+        check can echo what the scan refuses. An event read from bytes (`encoding.Canonical`,
+        as `intake.parse_drafts` gives it) comes with its canonical bytes, which are not decoded
+        again."""
         return self._append(events, genesis=False, check=check)
 
-    def _append(self, events: Sequence[EventBase], *, genesis: bool, check: BatchCheck | None = None) -> list[Appended]:
+    def _append(
+        self, events: Sequence[EventBase | Canonical], *, genesis: bool, check: BatchCheck | None = None
+    ) -> list[Appended]:
         prepared = [self._prepare(i, e) for i, e in enumerate(events)]
         if check is not None:
-            check(self, events)
+            check(self, [d.event for d in prepared])
         until = time.monotonic() + CONTENTION_SECONDS
         moved: Head | None = None
         for attempt in itertools.count(1):
@@ -177,10 +188,15 @@ class LedgerStore:
                 return results
         raise AssertionError("unreachable")
 
-    def _prepare(self, index: int, event: EventBase) -> _Draft:
+    def _prepare(self, index: int, item: EventBase | Canonical) -> _Draft:
         """Validates one draft, before any lock is taken; under the lock only its seq changes,
-        which cannot invalidate it."""
-        data = encoding.encode_value(event)  # the draft's canonical bytes, not yet validated
+        which cannot invalidate it. Its bytes are decoded once on the way: here, for an event
+        built in Python, or already by whoever read it from bytes."""
+        if isinstance(item, Canonical) and item.schema is self.schema:
+            event, data, decoded = item.event, item.data, True
+        else:
+            event = item.event if isinstance(item, Canonical) else item
+            data, decoded = encoding.encode_value(event), False  # not yet validated
         # The credential scan comes first and its message is redacted: the id, or a dict key in
         # a match's location, may be the credential itself.
         refuse_credentials(index, event, data)
@@ -189,11 +205,11 @@ class LedgerStore:
         problem = limit_problem(data)
         if problem is not None:
             raise UserError(f"event {index} ({printable(event.id)}): {problem}")
-        # Decoding is validation (NaN encoded as null, ranges, invariants), done once, here.
-        self.schema.decode(data)
-        identity = _IDENTITY.decode(data)
-        version = 1 if identity.version is UNSET else identity.version
-        return _Draft(event, identity.type, version, bytes(identity.body), data)
+        tag, version = event_type(event), event.version
+        if not decoded:
+            # Decoding is validation (NaN encoded as null, ranges, invariants), done once, here.
+            self.schema.decode_written(data, tag, version)
+        return _Draft(event, tag, 1 if version is UNSET else version, data)
 
     def _chain(
         self, prepared: Sequence[_Draft], head: Head
@@ -208,7 +224,7 @@ class LedgerStore:
             ev = draft.event
             earlier = batch.get(ev.id)
             if earlier is not None:
-                if earlier[0][1:4] != draft[1:4]:  # type, version and body bytes
+                if earlier[0].identity() != draft.identity():
                     # the earlier one is not stored yet: name it by its place in the batch
                     raise ConflictError(
                         f"{self.location}: event id {ev.id!r} appears twice in this batch with different "
@@ -245,10 +261,11 @@ class LedgerStore:
         version = 1 if identity.version is UNSET else identity.version
         if identity.type != draft.type:
             return False
+        body = draft.identity()[2]
         if version == draft.version:
-            return bytes(identity.body) == draft.body
+            return bytes(identity.body) == body
         upcast = encoding.encode_value(self.schema.decode(stored.raw))
-        return bytes(_IDENTITY.decode(upcast).body) == draft.body
+        return bytes(_IDENTITY.decode(upcast).body) == body
 
     def _conflict(self, event_id: str, seq: int) -> ConflictError:
         return ConflictError(

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from cbledger.errors import UserError
 from cbledger.ledger import semantics
-from cbledger.ledger.intake import parse_events
+from cbledger.ledger.intake import parse_drafts
 from cbledger.ledger.store import LedgerStore
 from cbledger.runner import campaign as campaign_mod
 from cbledger.workspace import Workspace, bundle_name
@@ -108,7 +108,7 @@ def _adopt(store: LedgerStore, workspace: Workspace, run_id: str, done: Cleaned)
         done.refused.append((pending, "its bundle is not in place"))
         return
     try:
-        store.append(parse_events(pending.read_bytes(), str(pending)), check=semantics.check_batch)
+        store.append(parse_drafts(pending.read_bytes(), str(pending)), check=semantics.check_batch)
     except UserError as exc:
         done.refused.append((pending, str(exc)))
         return
