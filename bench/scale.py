@@ -1,10 +1,12 @@
 """Scaling benchmark: the ledger's append throughput in PostgreSQL against the JSON Lines file,
-and runs per minute on a Dask cluster of one and two workers against the local executor, all
-measured in one run.
+runs per minute on a Dask cluster of one and two workers against the local executor, and the
+projections of a synthetic ledger of millions of events from a snapshot against from seq 1.
 
-    .venv/bin/python bench/scale.py                 # both parts (3-5 minutes)
+    .venv/bin/python bench/scale.py                 # store and runs (3-5 minutes)
     .venv/bin/python bench/scale.py --only store    # append throughput only
     .venv/bin/python bench/scale.py --only runs     # runs per minute only
+    .venv/bin/python bench/scale.py --only snapshots                    # 10^6 events (about 20 minutes)
+    .venv/bin/python bench/scale.py --only snapshots --events 10000000  # 10^7, if disk and memory allow
 
 * Store: each writer is a process appending `--pairs` batches of one run.recorded and its
   grade.recorded (what a driver appends per run, through `LedgerStore.append`: validation,
@@ -19,6 +21,16 @@ measured in one run.
   Dask cluster on loopback (`dask scheduler` and `dask worker` processes, one thread each) with
   one worker and with two. Runs per minute over the wall time of the whole plan (first submit to
   last append), and each as a ratio to the local `--jobs 1` run.
+* Snapshots: a ledger of `--events` events (runs and their grades, `bench/projections.py`'s
+  synthetic ones; built through `LedgerStore.append`, not measured), then, each in a process of
+  its own so its peak RSS is its own: the full rebuild of every output but the site from seq 1
+  (fold, records, LEADERBOARD.md, read model) and the snapshot written after it; `--tail` more
+  runs appended; `cbledger project leaderboard` from the latest snapshot and from seq 1 (the
+  snapshot moved away), as whole processes (wall time and peak RSS from GNU time); the watch's
+  start-up (the fold from the snapshot with the leaderboard's and read model's aggregates
+  computed, what `cbledger watch` holds before its first write) and `cbledger watch --once
+  --no-site` as a whole process (start-up and the first regeneration of every output). A size
+  is skipped, with the reason printed, when the disk or the memory it needs is not free.
 
 Everything is written under a temporary directory and removed afterwards.
 """
@@ -174,14 +186,128 @@ def run_runs(work: Path, suite: str) -> None:
     print(f"  2 workers against 1: {(two[1] / two[2]) / (one[1] / one[2]):.2f}×")
 
 
+# --------------------------------------------------------------------------- snapshots
+
+#: bytes of ledger per event, of record files per run, of a full rebuild's peak RSS and of the
+#: snapshot per event (measured at 10^6: 1,803 MiB ledger, 1.78 GiB peak, 1,322 MiB snapshot)
+LEDGER_BYTES, RECORD_BYTES, REBUILD_BYTES, SNAPSHOT_BYTES = 1_900, 4_096, 1_910, 1_390
+
+
+def _whole(cmd: list[str]) -> tuple[float, float, str]:
+    """(wall s, peak RSS MiB, stdout) of a command as a process of its own (GNU time)."""
+    proc = subprocess.run(["/usr/bin/time", "-f", "%e %M", *cmd], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-2000:]}")
+    wall, kib = proc.stderr.strip().splitlines()[-1].split()
+    return float(wall), int(kib) / 1024, proc.stdout
+
+
+def _child(mode: str, root: Path) -> None:
+    """One measurement in this process (the parent reads what it prints)."""
+    import resource
+
+    from cbledger.projections import writers
+    from cbledger.reproduce.regenerate import _TrackingProjector
+
+    where = Workspace.at(root)
+    if mode == "rebuild":
+        t = time.perf_counter()
+        follower = writers.follow(where.ledger)
+        fold_s = time.perf_counter() - t
+        writers.regenerate_all(follower.state, where)
+        write_s = time.perf_counter() - t - fold_s
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        t = time.perf_counter()
+        kept = writers.save_snapshot(follower, where.snapshots)
+        snap_s = time.perf_counter() - t
+        assert kept is not None
+        print(f"{fold_s} {write_s} {peak} {snap_s} {kept.stat().st_size}")
+    elif mode == "watch":
+        t = time.perf_counter()
+        follower = writers.follow(where.ledger, where.snapshots, print, projector=_TrackingProjector)
+        ready = time.perf_counter() - t
+        assert follower.base_seq > 0, "the watch did not resume from the snapshot"
+        print(f"{ready} {follower.base_seq} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}")
+
+
+def _room(events: int, work: Path) -> str | None:
+    """Why a size cannot run here (disk or memory), or None."""
+    runs = events // 2
+    disk = events * LEDGER_BYTES + runs * RECORD_BYTES + events * SNAPSHOT_BYTES
+    free = shutil.disk_usage(work).free
+    if disk > free * 0.8:
+        return f"needs about {disk / 2**30:.0f} GiB of disk (ledger, records, snapshot), {free / 2**30:.0f} GiB free"
+    with open("/proc/meminfo") as f:
+        info = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in f}
+    need = events * REBUILD_BYTES
+    if need > info["MemAvailable"] * 0.6:
+        return (f"the full rebuild holds the whole state, about {need / 2**30:.0f} GiB at this size, against "
+                f"{info['MemAvailable'] / 2**30:.0f} GiB available on a machine others share")
+    return None
+
+
+def run_snapshots(work: Path, sizes: list[int], tail: int) -> None:
+    from bench.projections import build_ledger, events_for
+
+    cli = str(Path(sys.executable).with_name("cbledger"))
+    for events in sizes:
+        why = _room(events, work)
+        if why is not None:
+            print(f"\n{events:,} events: skipped: {why}")
+            continue
+        runs = (events - 2) // 2
+        root = work / f"snapshots-{events}"
+        where = Workspace.at(root)
+        where.ledger.parent.mkdir(parents=True)
+        setup = build_ledger(where.ledger, runs)
+        print(f"\n{events:,} events ({runs:,} runs + grades, {where.ledger.stat().st_size / 2**20:,.0f} MiB ledger, "
+              f"built in {setup:.0f} s)")
+        _, _, out = _whole([sys.executable, __file__, "--_child", "rebuild", str(root)])
+        fold_s, write_s, peak, snap_s, snap_bytes = map(float, out.split())
+        print(f"  full rebuild from seq 1 (every output but the site): fold {fold_s:.1f} s + writing {write_s:.1f} s; "
+              f"peak RSS {peak:,.0f} MiB ({peak / 1024:.2f} GiB)")
+        print(f"  snapshot written after it: {snap_s:.1f} s (encode + durable write), "
+              f"{snap_bytes / 2**20:,.0f} MiB")
+        store = LedgerStore(where.ledger)
+        for k in range(0, tail, 500):
+            store.append([e for i in range(runs + k, runs + min(k + 500, tail)) for e in events_for(i)])
+        head = store.head().seq
+        out_file = str(root / "LEADERBOARD-check.md")
+        project = [cli, "project", "leaderboard", "--root", str(root), "--out", out_file]
+        snap_wall, snap_rss, _ = _whole(project)
+        aside = root / "snapshots-aside"
+        where.snapshots.rename(aside)
+        full_wall, full_rss, _ = _whole(project)
+        aside.rename(where.snapshots)
+        print(f"  `cbledger project leaderboard` at seq {head:,} ({2 * tail:,} events after the snapshot):")
+        print(f"    from the latest snapshot: {snap_wall:.1f} s, peak RSS {snap_rss:,.0f} MiB")
+        print(f"    from seq 1:               {full_wall:.1f} s, peak RSS {full_rss:,.0f} MiB "
+              f"({full_wall / snap_wall:.1f}x the snapshot's time)")
+        _, _, out = _whole([sys.executable, __file__, "--_child", "watch", str(root)])
+        ready, base, rss = out.split()[-3:]
+        watch_wall, watch_rss, _ = _whole([cli, "watch", "--once", "--no-site", "--root", str(root)])
+        print(f"  watch start-up, fold ready from the snapshot at seq {int(base):,} (aggregates included): "
+              f"{float(ready):.1f} s, peak RSS {float(rss):,.0f} MiB")
+        print(f"  `cbledger watch --once --no-site` (start-up + first regeneration of every output): {watch_wall:.1f} s, "
+              f"peak RSS {watch_rss:,.0f} MiB")
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[attr-defined]
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", choices=("store", "runs"), default=None, help="one part only")
+    ap.add_argument("--only", choices=("store", "runs", "snapshots"), default=None,
+                    help="one part only (snapshots runs only when asked)")
+    ap.add_argument("--events", type=int, nargs="+", default=[1_000_000], help="snapshots: ledger sizes (default 10^6)")
+    ap.add_argument("--tail", type=int, default=1_000, help="snapshots: runs appended after the snapshot (default 1000)")
+    ap.add_argument("--_child", nargs=2, help=argparse.SUPPRESS)
     ap.add_argument("--pairs", type=int, default=150, help="run+grade appends per writer (default 150)")
     ap.add_argument("--writers", type=int, default=8, help="writers at once in the second store run (default 8)")
     ap.add_argument("--suite", default="full", help="the suite the runs part runs (default full)")
     args = ap.parse_args(argv)
+    if args._child:
+        _child(args._child[0], Path(args._child[1]))
+        return 0
     versions = ", ".join(f"{p} {importlib.metadata.version(p)}" for p in ("psycopg", "distributed"))
     print(f"cbledger scaling benchmark: Python {platform.python_version()}, {versions}; "
           f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs")
@@ -191,6 +317,8 @@ def main(argv: list[str] | None = None) -> int:
             run_store(work, [1, args.writers], args.pairs)
         if args.only in (None, "runs"):
             run_runs(work, args.suite)
+        if args.only == "snapshots":
+            run_snapshots(work, args.events, args.tail)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -37,6 +37,8 @@ RUNS = f"{RESULTS}/runs"
 PENDING_EVENTS = ".events.jsonl"
 IMPORTS = f"{RESULTS}/imports"
 CHECKPOINTS = f"{RESULTS}/checkpoints"
+#: Projection snapshots beside the ledger: a derived local cache, never committed (docs/PROJECTIONS.md, "Snapshots").
+SNAPSHOTS = f"{RESULTS}/ledger/snapshots"
 #: Each suite version's definitions, content-addressed (docs/REPRODUCE.md, "Suite definitions").
 SUITES = f"{RESULTS}/suites"
 #: Each run's recorded model exchanges, content-addressed (docs/REPRODUCE.md, "Re-execution").
@@ -203,6 +205,10 @@ class Workspace:
     @property
     def checkpoints(self) -> Path:
         return self._under_results(CHECKPOINTS)
+
+    @property
+    def snapshots(self) -> Path:
+        return self._under_results(SNAPSHOTS)
 
     def checkpoint(self, size: int) -> Path:
         return self._under_results(checkpoint_name(size))

@@ -51,8 +51,17 @@ SuiteOption = Annotated[
 ]
 
 
+def _note(line: str) -> None:
+    typer.echo(line, err=True)
+
+
+def _follower(where: Workspace) -> writers.LedgerFollower:
+    """The ledger folded to its head, resumed from the latest snapshot the ledger confirms."""
+    return writers.follow(where.ledger, where.snapshots, _note)
+
+
 def _state(where: Workspace) -> LedgerState:
-    return writers.load_state(where.ledger)
+    return _follower(where).state
 
 
 def _known_suite(state: LedgerState, suite: str | None) -> str | None:
@@ -366,9 +375,11 @@ def readmodel_cmd(
 
 @project_app.command("all")
 def all_cmd(ledger: LedgerOption = None, root: RootOption = None, check: CheckFlag = False, as_json: JsonFlag = False) -> None:
-    """Regenerate every output: records, LEADERBOARD.md, the read model and the HTML site (`--check`: the first two)."""
+    """Regenerate every output: records, LEADERBOARD.md, the read model and the HTML site (`--check`: the first two);
+    then keep a snapshot of the fold beside the ledger, where the next fold resumes."""
     where = workspace(ledger, root)
-    state = _state(where)
+    follower = _follower(where)
+    state = follower.state
     if check:
         records = writers.sync_records(state, where.results, check=True)
         if as_json:
@@ -383,18 +394,29 @@ def all_cmd(ledger: LedgerOption = None, root: RootOption = None, check: CheckFl
         done = writers.regenerate_all(state, where, site_evidence=source)
     finally:
         progress.close()
+    kept = writers.keep_snapshot(follower, where.snapshots, _note)
     if as_json:
         _emit({
             "records": _records_json(done.records, False),
             "leaderboard": {"path": str(where.leaderboard), "written": done.leaderboard},
             "readModel": {"path": str(where.read_model), "written": done.read_model},
             "site": {"path": str(where.site), "pagesWritten": len(done.site)},
+            "snapshot": {"path": None if kept is None else str(kept), "seq": state.head_seq, "resumedFrom": follower.base_seq},
         })
         return
     _records_report(done.records, False)
     _written(where.leaderboard, done.leaderboard)
     _written(where.read_model, done.read_model, _browse(where.read_model))
     typer.echo(f"{where.site}/: {len(done.site)} page(s) written, open {where.site / site_render.INDEX}")
+    _snapshot_line(where, follower, kept)
+
+
+def _snapshot_line(where: Workspace, follower: writers.LedgerFollower, kept: Path | None) -> None:
+    resumed = f", the fold resumed from seq {follower.base_seq}" if follower.base_seq else ""
+    if kept is not None:
+        typer.echo(f"{kept}: snapshot at seq {follower.state.head_seq}{resumed}")
+    elif follower.base_seq and follower.base_seq == follower.state.head_seq:
+        typer.echo(f"{where.snapshots}/: the snapshot at seq {follower.base_seq} is the head's already")
 
 
 @project_app.command("site")

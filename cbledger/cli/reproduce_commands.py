@@ -30,6 +30,10 @@ def replay(
         int | None,
         typer.Option("--since", metavar="SEQ", min=0, help="Re-grade only runs recorded after SEQ (the chain is always fully checked)."),
     ] = None,
+    since_checkpoint: Annotated[
+        bool,
+        typer.Option("--since-checkpoint", help="Re-grade only runs recorded (or re-graded) after the newest signed checkpoint the ledger extends (the chain is always fully checked; the fold resumes from the latest snapshot)."),
+    ] = False,
     run: Annotated[
         list[str] | None, typer.Option("--run", metavar="ID", help="Re-grade only this run (repeatable).")
     ] = None,
@@ -92,6 +96,7 @@ def replay(
     options = verify_mod.Options(
         chain_only=chain_only, since=since, run_ids=tuple(run or ()), projections=not no_projections, jobs=jobs,
         checkpoints=tuple(checkpoint or ()), keys=tuple(key or ()), allow_skipped=allow_skipped,
+        since_checkpoint=since_checkpoint,
     )
     progress = VerifyProgress(quiet=as_json and not sys.stderr.isatty())
     try:
@@ -177,6 +182,10 @@ def _print(report: verify_mod.VerifyReport) -> None:
         return
     for f in report.suite_failures:
         typer.echo(f"DEFINITIONS {f}", err=True)
+    after = report.since_checkpoint
+    if after is not None:
+        typer.echo(f"since checkpoint: {after.path} (size {after.size}): runs recorded at seq {after.size} or before "
+                   "are verified by the chain and the checkpoint, not re-graded (unless re-graded after it)")
     if report.runs_checked:
         c = report.counts()
         typer.echo(

@@ -130,7 +130,8 @@ def checkpoint(
     as_json: JsonFlag = False,
 ) -> None:
     """Sign the tree head of the whole ledger into results/checkpoints/<size>.txt and record it as
-    `checkpoint.published` (which lands after the events it covers)."""
+    `checkpoint.published` (which lands after the events it covers); then keep a projection
+    snapshot of the ledger up to that record beside it (results/ledger/snapshots/)."""
 
     where = workspace(ledger, root)
     signer = _signing_key(key, where)
@@ -138,10 +139,12 @@ def checkpoint(
     done = publish.publish(LedgerStore(where.ledger), signer, where.checkpoint, actor, origin)
     cp = done.checkpoint
     rel = os.path.relpath(done.path, where.root)
+    kept = _snapshot(where) if done.appended is not None else None
     if as_json:
         typer.echo(json.dumps({
             "origin": cp.origin, "treeSize": cp.size, "rootHash": b64(cp.root), "path": rel,
             "recordedAt": done.appended.seq if done.appended else None, "new": done.appended is not None,
+            "snapshot": None if kept is None else os.path.relpath(kept, where.root),
         }, sort_keys=True))
         return
     if done.appended is None:
@@ -149,6 +152,18 @@ def checkpoint(
         return
     typer.echo(f"checkpoint {cp.size} ({cp.origin}, root {b64(cp.root)}) signed by {signer.name}+{signer.key_id:08x}")
     typer.echo(f"wrote {rel}; recorded as seq {done.appended.seq} (it covers seq 1..{cp.size}, not its own record)")
+    if kept is not None:
+        typer.echo(f"projection snapshot: {os.path.relpath(kept, where.root)}")
+
+
+def _snapshot(where: Workspace) -> Path | None:
+    """A snapshot of the fold at the ledger's head, where later projections resume."""
+    from cbledger.projections import writers
+
+    def note(line: str) -> None:
+        typer.echo(line, err=True)
+
+    return writers.keep_snapshot(writers.follow(where.ledger, where.snapshots, note), where.snapshots, note)
 
 
 # --------------------------------------------------------------------------- prove

@@ -11,12 +11,13 @@ from __future__ import annotations
 import functools
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from cbledger.errors import UserError
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes | Iterable[bytes]) -> None:
     """Writes `data` under a temporary name of its own beside `path`, synced, and renames it into
     place; a failure removes the temporary file. The rename is durable only once
     `fsync_directory(path.parent)` has run. The rename replaces a file; over a directory it
@@ -30,7 +31,11 @@ def write_atomic(path: Path, data: bytes) -> None:
     try:
         os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            if isinstance(data, bytes):
+                f.write(data)
+            else:  # a file too large to hold whole (a projection snapshot), a piece at a time
+                for piece in data:
+                    f.write(piece)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

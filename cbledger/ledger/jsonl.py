@@ -337,6 +337,44 @@ class JsonLinesRecorder(Recorder):
         finally:
             self._remember(before, last)
 
+    def offset_after(self, seq: int) -> int | None:
+        """The byte offset just after the line of `seq`, if a read or the index passed it: what a
+        projection snapshot keeps so a later process can resume reading there."""
+        if seq in self._marks:
+            return self._marks[seq]
+        return self._index.offset if seq and seq == self._index.head.seq else None
+
+    def record_ending_at(self, offset: int) -> StoredEvent | None:
+        """The record whose line ends at byte `offset` (one `offset_after` gave, perhaps in another
+        process), or None when no complete line ends there; reads after its seq then resume at
+        `offset` instead of parsing the file from the start."""
+        limit = self.committed_size()
+        if not 0 < offset <= limit:
+            return None
+        with open(self.path, "rb") as f:
+            f.seek(offset - 1)
+            if f.read(1) != b"\n":
+                return None
+            start, step = offset - 1, 1 << 16
+            while start > 0:  # back to the newline before the line, a window at a time
+                lo = max(0, start - step)
+                f.seek(lo)
+                cut = f.read(start - lo).rfind(b"\n")
+                if cut >= 0:
+                    start = lo + cut + 1
+                    break
+                start = lo
+            f.seek(start)
+            line = f.read(offset - start)
+        try:
+            parsed = parse_line(line)
+            raw = bytes(parsed.event)
+            view = _EVENT_VIEW.decode(raw)
+        except (msgspec.MsgspecError, ValueError):
+            return None
+        self._remember((view.seq, offset))
+        return StoredEvent(view.seq, view.id, view.type, raw, parsed.hash, parsed.prev)
+
     def _remember(self, *marks: tuple[int, int]) -> None:
         for seq, offset in marks:
             if seq:

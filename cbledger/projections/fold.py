@@ -241,6 +241,19 @@ class Projector:
     def last_seq(self) -> int:
         return self.state.head_seq
 
+    def shared_run(self, entry: RunEntry) -> RunEntry:
+        """A run decoded from a snapshot, given the sharing a fold gives (`_compact_run`): decoded,
+        every run holds its own copy of every value, about twice the memory of the folded state."""
+        return msgspec.structs.replace(entry, run=self._compact_run(entry.run), date=self._one(entry.date),
+                                       record_dir=self._one(entry.record_dir))
+
+    def shared_pass(self, entry: PassEntry) -> PassEntry:
+        return msgspec.structs.replace(entry, run=self._compact_run(entry.run))
+
+    def shared_grades(self, per_run: dict[str, GradeEntry]) -> dict[str, GradeEntry]:
+        return {version: msgspec.structs.replace(graded, grade=self._compact_grade(graded.grade))
+                for version, graded in per_run.items()}
+
     def apply(self, items: Iterable[Any]) -> int:
         """Folds `items` (StoredEvents or sequenced events) in order; returns how many were new."""
         n = 0

@@ -25,9 +25,10 @@ from msgspec import Struct
 from cbledger.errors import UserError
 from cbledger.ledger.chain import link_hash
 from cbledger.ledger.durable import fsync_directory, write_atomic
+from cbledger.ledger.jsonl import JsonLinesRecorder
 from cbledger.ledger.recorder import LedgerMissing, StoreUnavailable
 from cbledger.ledger.store import LedgerStore, StoredEvent
-from cbledger.projections import leaderboard, paths, readmodel
+from cbledger.projections import leaderboard, paths, readmodel, snapshot
 from cbledger.projections import packed as packed_mod
 from cbledger.projections import records as rec
 from cbledger.projections.aggregates import Views
@@ -55,12 +56,16 @@ class LedgerFollower:
         ledger: Path | str | LedgerStore,
         projector: Projector | None = None,
         on_folded: Callable[[StoredEvent], None] | None = None,
+        *,
+        resumed: bool = False,
     ) -> None:
         self.store = ledger if isinstance(ledger, LedgerStore) else LedgerStore(ledger)
         self.projector = projector or Projector()
         self.on_folded = on_folded
-        if self.projector.last_seq:
-            raise ProjectionError("a follower starts from an empty state")
+        #: the seq the fold started after: 0, or that of the snapshot it resumed from (`resume`)
+        self.base_seq = self.projector.last_seq if resumed else 0
+        if self.projector.last_seq and not resumed:
+            raise ProjectionError("a follower starts from an empty state, or from a snapshot the ledger confirmed")
 
     @property
     def state(self) -> LedgerState:
@@ -112,15 +117,118 @@ class LedgerFollower:
         return n
 
 
-def load_state(ledger: Path | str | LedgerStore) -> LedgerState:
-    """A full rebuild from a ledger (a file, a database URL, or a store). No ledger at all is the
-    one refusal every command gives for it (exit 2), not an empty state nor a read error."""
+def load_state(
+    ledger: Path | str | LedgerStore, snapshots: Path | None = None, note: Callable[[str], None] | None = None
+) -> LedgerState:
+    """The state at the ledger's head (a file, a database URL, or a store): resumed from the latest
+    snapshot in `snapshots` the ledger confirms, else a full rebuild. No ledger at all is the one
+    refusal every command gives for it (exit 2), not an empty state nor a read error."""
+    return follow(ledger, snapshots, note).state
+
+
+def follow(
+    ledger: Path | str | LedgerStore, snapshots: Path | None = None, note: Callable[[str], None] | None = None,
+    projector: Callable[[LedgerState | None], Projector] = Projector,
+    on_folded: Callable[[StoredEvent], None] | None = None,
+) -> LedgerFollower:
+    """A follower folded to the ledger's head, from the latest valid snapshot if there is one."""
     store = ledger if isinstance(ledger, LedgerStore) else LedgerStore(ledger)
     if not store.exists():
         raise LedgerMissing(f"{store.location}: no ledger here (run `cbledger init` first)")
-    follower = LedgerFollower(store)
+    follower = resume(store, snapshots, note, projector, on_folded)
     follower.poll()
-    return follower.state
+    return follower
+
+
+def snapshot_files(directory: Path | None) -> list[tuple[int, Path]]:
+    """The snapshot files in `directory`, newest (highest seq) first."""
+    if directory is None:
+        return []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    found = [(seq, directory / name) for name in names if (seq := snapshot.seq_of(name)) is not None]
+    return sorted(found, reverse=True)
+
+
+def event_at(store: LedgerStore, seq: int, offset: int | None = None) -> StoredEvent | None:
+    """The ledger's event at `seq`: for a file, read at the byte offset just after its line (a
+    snapshot's, or one the store's reads passed), which also lets reads resume there, rather than
+    by reading the file up to it."""
+    recorder = store.recorder
+    if isinstance(recorder, JsonLinesRecorder):
+        offset = offset if offset is not None else recorder.offset_after(seq)
+        found = None if offset is None else recorder.record_ending_at(offset)
+        if found is not None and found.seq == seq:
+            return found
+    return store.find(seq) if seq > 0 else None
+
+
+def resume(
+    store: LedgerStore, directory: Path | None, note: Callable[[str], None] | None = None,
+    projector: Callable[[LedgerState | None], Projector] = Projector,
+    on_folded: Callable[[StoredEvent], None] | None = None,
+) -> LedgerFollower:
+    """A follower whose state is the latest snapshot the ledger confirms, or empty (then `note`
+    hears why the latest snapshot was ignored, in one line)."""
+    latest = snapshot_files(directory)[:1]
+    for _seq, path in latest:
+        try:
+            state = _read_snapshot(store, path)
+        except OSError as exc:
+            problem = f"{path}: cannot be read ({exc.strerror})"
+        except (snapshot.SnapshotError, UserError) as exc:
+            problem = str(exc)
+        else:
+            return LedgerFollower(store, projector(state), on_folded, resumed=True)
+        if note is not None:
+            note(f"snapshot ignored, folding from seq 1: {problem}")
+    return LedgerFollower(store, projector(None), on_folded)
+
+
+def _read_snapshot(store: LedgerStore, path: Path) -> LedgerState:
+    """The state a snapshot holds, once its header matches this code and the ledger confirms it."""
+    with open(path, "rb") as f:
+        head = snapshot.header(f, str(path))
+        found = event_at(store, head.seq, head.offset)
+        problem = snapshot.anchor_problem(head, None if found is None else found.seq,
+                                          None if found is None else found.hash, str(path))
+        if problem is not None:
+            raise snapshot.SnapshotError(problem)
+        was_enabled = gc.isenabled()
+        gc.disable()  # as `LedgerFollower.poll` does: a state is long-lived objects without cycles
+        try:
+            return snapshot.read_state(f, head, str(path))
+        finally:
+            if was_enabled:
+                gc.enable()
+
+
+def save_snapshot(follower: LedgerFollower, directory: Path, keep: int = 2) -> Path | None:
+    """Writes the follower's state as a snapshot (None when there is nothing new to keep: an empty
+    ledger, or the state is the snapshot it resumed from) and removes all but the `keep` newest."""
+    state = follower.state
+    if state.head_seq == 0 or state.head_hash is None or state.head_seq == follower.base_seq:
+        return None
+    recorder = follower.store.recorder
+    offset = recorder.offset_after(state.head_seq) if isinstance(recorder, JsonLinesRecorder) else None
+    target = directory / snapshot.file_name(state.head_seq)
+    directory.mkdir(parents=True, exist_ok=True)
+    write_atomic(target, snapshot.encode(state, offset))
+    for _seq, old in snapshot_files(directory)[keep:]:
+        old.unlink(missing_ok=True)
+    return target
+
+
+def keep_snapshot(follower: LedgerFollower, directory: Path, note: Callable[[str], None]) -> Path | None:
+    """`save_snapshot` for a command whose outputs are written already: a snapshot that cannot be
+    written is a cache missed, said in one line, not a failure of the command."""
+    try:
+        return save_snapshot(follower, directory)
+    except OSError as exc:
+        note(f"{exc.filename or directory}: no snapshot written ({exc.strerror}); the next fold starts further back")
+        return None
 
 
 class RecordsReport(Struct, kw_only=True):

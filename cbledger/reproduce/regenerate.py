@@ -19,7 +19,7 @@ two cases apart.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,11 +27,12 @@ from blake3 import blake3
 
 from cbledger.errors import UserError
 from cbledger.ledger.chain import format_line
+from cbledger.ledger.jsonl import JsonLinesRecorder
 from cbledger.ledger.recorder import StoreUnavailable
 from cbledger.ledger.store import LedgerStore, StoredEvent
 from cbledger.projections import writers
 from cbledger.projections.aggregates import Views
-from cbledger.projections.fold import ProjectionError, Projector
+from cbledger.projections.fold import LedgerState, ProjectionError, Projector
 from cbledger.projections.writers import LedgerFollower
 from cbledger.reproduce import site_evidence
 from cbledger.workspace import Workspace
@@ -40,8 +41,8 @@ from cbledger.workspace import Workspace
 class _TrackingProjector(Projector):
     """A projector that remembers which runs the events it folds name."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, state: LedgerState | None = None) -> None:
+        super().__init__(state)
         self.touched: set[str] = set()
         #: the leaderboard's and the read model's aggregates, kept current by these folds
         self.views = Views.attach(self)
@@ -66,12 +67,14 @@ class Update:
     read_model: bool = False
     site_pages: int = 0
     rebuilt: bool = False
+    #: the seq of the snapshot a rebuild resumed from (0: it folded from seq 1)
+    resumed_from: int = 0
     seconds: float = 0.0
 
     def describe(self) -> str:
         parts = [f"{self.folded} event(s) folded, head seq {self.head_seq}"]
         if self.rebuilt:
-            parts.append("rebuilt from scratch")
+            parts.append(f"rebuilt from the snapshot at seq {self.resumed_from}" if self.resumed_from else "rebuilt from scratch")
         parts.append(f"{len(self.records_written)} record(s) written")
         parts.append("LEADERBOARD.md " + ("rewritten" if self.leaderboard else "unchanged"))
         parts.append("read model " + ("rewritten" if self.read_model else "unchanged"))
@@ -81,9 +84,12 @@ class Update:
 
 class Regenerator:
     def __init__(
-        self, workspace: Workspace, read_model: bool = True, site: bool = True, defer_site: bool = False
+        self, workspace: Workspace, read_model: bool = True, site: bool = True, defer_site: bool = False,
+        note: Callable[[str], None] | None = None,
     ) -> None:
         self.workspace = workspace
+        #: hears why a snapshot was ignored when a rebuild had to fold from seq 1
+        self.note = note
         self.ledger = workspace.ledger
         self.with_read_model = read_model
         self.with_site = site
@@ -96,15 +102,23 @@ class Regenerator:
         self.follower: LedgerFollower | None = None
         self._prefix = blake3()
         self._prefix_len = 0  # bytes of the ledger file the prefix digest covers
+        self._prefix_start = 0  # where they start: 0, or the end of the snapshot's event a rebuild resumed from
         self.problem: str | None = None  # why the ledger cannot be folded further, if it cannot
         self.written_seq = 0  # the head the outputs on disk were written for
 
     # ------------------------------------------------------------------ folding
 
     def _fresh(self) -> LedgerFollower:
+        """A follower from the latest snapshot the ledger confirms (else from seq 1); the bytes it
+        reads from there on are what the prefix digest covers."""
         self._prefix = blake3()
         self._prefix_len = 0
-        return LedgerFollower(LedgerStore(self.ledger), _TrackingProjector(), on_folded=self._hash)
+        follower = writers.resume(LedgerStore(self.ledger), self.workspace.snapshots, self.note,
+                                  _TrackingProjector, on_folded=self._hash)
+        recorder = follower.store.recorder
+        start = recorder.offset_after(follower.base_seq) if isinstance(recorder, JsonLinesRecorder) else None
+        self._prefix_start = start or 0
+        return follower
 
     def _hash(self, stored: StoredEvent) -> None:
         line = format_line(stored.raw, stored.hash, stored.prev)
@@ -113,16 +127,16 @@ class Regenerator:
 
     def _prefix_intact(self, follower: LedgerFollower) -> bool:
         """Do the records up to the folded head still hash to what was folded?"""
-        head = follower.state.head_seq
+        head, base = follower.state.head_seq, follower.base_seq
         h = blake3()
         n = 0
         try:
-            for stored in LedgerStore(self.ledger).read(until=head):
+            for stored in LedgerStore(self.ledger).read(since=base, until=head):
                 h.update(format_line(stored.raw, stored.hash, stored.prev))
                 n += 1
         except Exception:  # unreadable where it was read before: rewritten
             return False
-        return n == head and h.digest() == self._prefix.digest()
+        return n == head - base and h.digest() == self._prefix.digest()
 
     def _poll(self, follower: LedgerFollower) -> str | None:
         """Folds what it can; returns why it stopped early, if it did."""
@@ -153,7 +167,7 @@ class Regenerator:
         if seq == 0 or head is None:
             return True
         try:
-            found = self.follower.store.find(seq)
+            found = writers.event_at(self.follower.store, seq)
         except Exception:
             return False
         return found is not None and found.hash == head
@@ -161,7 +175,7 @@ class Regenerator:
     def _rebuild(self) -> tuple[bool, str | None]:
         """A fresh fold of the whole ledger: (adopted?, problem). Adopted when it folds to the
         end, or when there is no earlier state to keep."""
-        kept, kept_len = self._prefix, self._prefix_len
+        kept, kept_len, kept_start = self._prefix, self._prefix_len, self._prefix_start
         follower = self._fresh()
         try:
             follower.poll()
@@ -169,7 +183,7 @@ class Regenerator:
         except ProjectionError as exc:
             problem = str(exc)
         if problem is not None and self.follower is not None:
-            self._prefix, self._prefix_len = kept, kept_len
+            self._prefix, self._prefix_len, self._prefix_start = kept, kept_len, kept_start
             return False, f"{problem} (the part already folded was rewritten, and the new ledger does not fold either)"
         self.follower = follower
         return True, problem or self._torn(follower)
@@ -229,6 +243,7 @@ class Regenerator:
         h = blake3()
         left = self._prefix_len
         with open(path, "rb") as f:
+            f.seek(self._prefix_start)
             while left > 0:
                 chunk = f.read(min(left, 1 << 20))
                 if not chunk:
@@ -261,7 +276,8 @@ class Regenerator:
     def _write(self, everything: bool, touched: set[str]) -> Update:
         assert self.follower is not None
         state = self.follower.state
-        folded = state.head_seq if everything else state.head_seq - self.written_seq
+        base = self.follower.base_seq
+        folded = state.head_seq - base if everything else state.head_seq - self.written_seq
         now = self.with_site and not self.defer_site
         done = writers.regenerate_all(
             state, self.workspace, runs=None if everything else touched, read_model=self.with_read_model,
@@ -280,4 +296,5 @@ class Regenerator:
             read_model=done.read_model,
             site_pages=len(done.site),
             rebuilt=everything,
+            resumed_from=base if everything else 0,
         )

@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +88,20 @@ class Options:
     checkpoints: tuple[Path, ...] = ()
     keys: tuple[Path, ...] = ()
     allow_skipped: bool = False
+    #: re-grade only runs after the newest signed checkpoint the ledger extends (`since` is set from it)
+    since_checkpoint: bool = False
+
+
+@dataclass(frozen=True)
+class SinceCheckpoint:
+    """The checkpoint `--since-checkpoint` resumed after: the runs it covers were verified by the
+    chain and the checkpoint, not re-graded."""
+
+    path: str | None
+    size: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "size": self.size}
 
 
 @dataclass
@@ -106,6 +120,8 @@ class VerifyReport:
     suite_failures: list[Finding] = field(default_factory=list)
     #: failures that belong to no run: a grade whose run was never recorded
     orphan_failures: list[Finding] = field(default_factory=list)
+    #: with --since-checkpoint: the checkpoint re-grading started after (None: there was none)
+    since_checkpoint: SinceCheckpoint | None = None
     seconds: float = 0.0
 
     @property
@@ -165,7 +181,9 @@ class VerifyReport:
             "root": self.root,
             "options": {"chainOnly": o.chain_only, "since": o.since, "runs": list(o.run_ids),
                         "projections": o.projections, "jobs": o.jobs,
-                        "checkpoints": [str(p) for p in o.checkpoints], "allowSkipped": o.allow_skipped},
+                        "checkpoints": [str(p) for p in o.checkpoints], "allowSkipped": o.allow_skipped,
+                        "sinceCheckpoint": o.since_checkpoint},
+            "sinceCheckpoint": None if self.since_checkpoint is None else self.since_checkpoint.to_dict(),
             "chain": self.chain.to_dict(),
             "checkpoints": self.checkpoints.to_dict(),
             "runs": None if not self.runs_checked else {
@@ -237,6 +255,12 @@ def _every_run(state: LedgerState) -> dict[str, RunEntry | PassEntry]:
     return {**state.runs, **state.later_passes}
 
 
+def _graded_after(options: Options, grades: Iterable[tuple[int, GradeRecorded]]) -> bool:
+    """With --since-checkpoint, a run the checkpoint covers is still re-graded when a grade of it
+    landed after (a re-score): that grade is work no checkpoint has seen verified."""
+    return options.since_checkpoint and options.since is not None and any(seq > options.since for seq, _ in grades)
+
+
 def plan_runs(
     state: LedgerState, options: Options, grades: dict[str, list[tuple[int, GradeRecorded]]] | None = None
 ) -> tuple[list[_Job], list[RunCheck], int, list[Finding]]:
@@ -250,7 +274,8 @@ def plan_runs(
     wanted = set(options.run_ids)
     jobs, skipped, not_selected = [], [], 0
     for rid, entry in every.items():
-        if (wanted and rid not in wanted) or (options.since is not None and entry.seq <= options.since):
+        if (wanted and rid not in wanted) or (options.since is not None and entry.seq <= options.since
+                                              and not _graded_after(options, grades.get(rid, ()))):
             not_selected += 1
             continue
         if rid in state.retracted:
@@ -368,6 +393,23 @@ def _outputs_ahead(state: LedgerState, workspace: Workspace) -> Future[OutputsCh
     return future
 
 
+def _after_checkpoint(report: VerifyReport, options: Options, notes: list[Finding]) -> Options:
+    """`--since-checkpoint`: the options with `since` at the newest signed checkpoint the ledger
+    was just shown to extend (every one given passed, or verification stopped before this); with
+    none, every run is re-graded and a note says so."""
+    given = report.checkpoints.given
+    if not given:
+        notes.append(Finding(
+            check="checkpoint", kind="no-checkpoint",
+            message="--since-checkpoint: no signed checkpoint to start after (none kept beside the ledger, none "
+                    "given with --checkpoint): every run is re-graded",
+        ))
+        return options
+    path, newest = max(given, key=lambda pc: pc[1].size)
+    report.since_checkpoint = SinceCheckpoint(path=path, size=newest.size)
+    return replace(options, since=newest.size)
+
+
 def verify(
     workspace: Workspace,
     options: Options,
@@ -380,6 +422,8 @@ def verify(
         raise UserError("--jobs must be at least 1")
     if options.since is not None and options.since < 0:
         raise UserError("--since must be a seq (0 or more)")
+    if options.since_checkpoint and (options.since is not None or options.run_ids):
+        raise UserError("--since-checkpoint chooses the runs itself: give it without --since or --run")
     # Processes, not threads: grading parses schematics in Python and holds the GIL. `spawn`, not
     # `fork`: the parent may run a progress thread, which a fork would copy mid-lock. Not
     # `forkserver` either: its server does not take the parent's sys.path, so a `cbledger/` in the
@@ -419,9 +463,17 @@ def _verify(
                                         message=f"runs and projections were not checked: {what}"))
         report.seconds = time.perf_counter() - started
         return report
-    state = load_state(workspace.ledger)
+    early: list[Finding] = []
+    if options.since_checkpoint:
+        options = report.options = _after_checkpoint(report, options, early)
+        # the state resumes from the latest snapshot the ledger confirms, as `cbledger project` does
+        state = load_state(workspace.ledger, workspace.snapshots, lambda line: early.append(
+            Finding(check="projection", kind="snapshot-ignored", message=line)))
+    else:
+        state = load_state(workspace.ledger)
     grades = all_grades(workspace)
     jobs, skipped, report.runs_not_selected, report.notes = plan_runs(state, options, grades)
+    report.notes[:0] = early
     if state.head_seq != chain.head.seq:
         report.notes.insert(0, Finding(
             check="chain", kind="ledger-grew", seq=state.head_seq,

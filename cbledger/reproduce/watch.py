@@ -94,7 +94,8 @@ class Watcher:
             raise UserError("--debounce-ms must be at least 1")
         self.root, self.ledger, self.options, self.echo = workspace.root, workspace.ledger, options, echo
         self.location = store.location
-        self.regenerator = Regenerator(workspace, read_model=options.read_model, site=options.site, defer_site=True)
+        self.regenerator = Regenerator(workspace, read_model=options.read_model, site=options.site, defer_site=True,
+                                       note=lambda line: echo(f"watch: {line}"))
         self._reported: str | None = None
         #: the ledger file as the last regeneration saw it (size, mtime, inode), None if absent
         self._seen: tuple[int, int, int] | None = None

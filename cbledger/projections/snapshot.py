@@ -1,0 +1,202 @@
+"""Projection snapshots: the folded `LedgerState` at a seq, so a fold resumes there instead of at seq 1.
+
+Why: every projection is a fold of the whole ledger, and at millions of events the fold is most of
+the time a `project` command or a `watch` start-up takes. A snapshot is a derived local cache, never
+evidence: it is trusted only as far as the ledger confirms it. It carries the seq it was taken at and
+the chain hash of the event there (and, for a file ledger, the byte offset just after that event's
+line, so the fold can seek rather than read from the start); a reader accepts it only when the
+ledger's event at that seq has that hash, so a rewritten ledger invalidates it. It also carries its
+own format version and the code's projection version (`PROJECTION`): a snapshot written by code
+that folds differently, or whose state has another shape, is ignored. Anything ignored is said in
+one line, and the fold starts at seq 1 — never an error, since the ledger alone is the truth.
+
+Folding from a snapshot and then applying the later events equals folding from seq 1
+(tests/test_snapshot.py holds that over random ledgers and split points). The encoding and the
+checks are pure; the files are read and written by `writers` and the ledger is asked by `resume`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import BinaryIO, TypeVar
+
+import msgspec
+from blake3 import blake3
+from msgspec import Struct
+
+from cbledger.projections.fold import GradeEntry, LedgerState, PassEntry, Projector, RunEntry
+
+#: the file's own layout; a change here makes every older snapshot unreadable, so bump it
+FORMAT = 2
+#: bump when `Projector` folds the same events into a different state (a new rule, a new anomaly)
+FOLD_RULES = 1
+SUFFIX = ".msgpack"
+MAGIC = b"cbledger-snapshot\n"
+#: runs (or grades, or later passes) a frame holds: what is decoded, and held twice, at a time
+CHUNK = 10_000
+
+
+def _projection_version() -> str:
+    """The fold rules and the state's shape: a field added to any struct the state holds changes
+    its schema, so a snapshot of the old shape is refused without anyone remembering to bump."""
+    schema = msgspec.json.encode(msgspec.json.schema(LedgerState), order="sorted")
+    return f"{FOLD_RULES}.{blake3(schema).hexdigest()[:16]}"
+
+
+PROJECTION = _projection_version()
+
+
+class SnapshotError(ValueError):
+    """A snapshot that cannot be used (unreadable, another version, another ledger)."""
+
+
+class Header(Struct, kw_only=True):
+    """What a snapshot is checked by before its state is decoded."""
+
+    format: int
+    projection: str = ""
+    seq: int = 0
+    head_hash: str = ""
+    #: a file ledger's byte offset just after the line of `seq` (None for a database ledger)
+    offset: int | None = None
+
+
+class Runs(Struct, tag="runs"):
+    items: list[tuple[str, RunEntry]]
+
+
+class Passes(Struct, tag="passes"):
+    items: list[tuple[str, PassEntry]]
+
+
+class Grades(Struct, tag="grades"):
+    items: list[tuple[str, dict[str, GradeEntry]]]
+
+
+Chunk = Runs | Passes | Grades
+
+_HEADER = msgspec.msgpack.Decoder(Header)
+_REST = msgspec.msgpack.Decoder(LedgerState)
+_CHUNK = msgspec.msgpack.Decoder(Chunk)
+_ENCODER = msgspec.msgpack.Encoder()
+_LENGTH = 8
+_V = TypeVar("_V")
+
+
+def file_name(seq: int) -> str:
+    return f"{seq}{SUFFIX}"
+
+
+def seq_of(name: str) -> int | None:
+    """The seq a snapshot file's name states, or None for any other file."""
+    stem = name[: -len(SUFFIX)] if name.endswith(SUFFIX) else ""
+    return int(stem) if stem.isascii() and stem.isdigit() else None
+
+
+# --------------------------------------------------------------------------- writing
+#
+# The file: MAGIC, then frames (an 8-byte little-endian length and that many bytes of MessagePack):
+# the header, the state without its runs, later passes and grades, then those in chunks of CHUNK,
+# in the state's own order. Chunks, so that neither writing nor reading ever holds the whole
+# state twice (a decoded run holds its own copy of every value until `Projector` shares them).
+
+
+def _frame(value: object) -> bytes:
+    data = _ENCODER.encode(value)
+    return len(data).to_bytes(_LENGTH, "little") + data
+
+
+def _chunks(items: dict[str, _V]) -> Iterator[list[tuple[str, _V]]]:
+    batch: list[tuple[str, _V]] = []
+    for item in items.items():
+        batch.append(item)
+        if len(batch) == CHUNK:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def encode(state: LedgerState, offset: int | None = None) -> Iterator[bytes]:
+    """The snapshot file's bytes, a frame at a time."""
+    if state.head_seq == 0 or state.head_hash is None:
+        raise SnapshotError("an empty state, or one folded without chain hashes, is no snapshot")
+    yield MAGIC
+    yield _frame(Header(format=FORMAT, projection=PROJECTION, seq=state.head_seq, head_hash=state.head_hash,
+                        offset=offset))
+    yield _frame(msgspec.structs.replace(state, runs={}, later_passes={}, grades={}))
+    for runs in _chunks(state.runs):
+        yield _frame(Runs(runs))
+    for passes in _chunks(state.later_passes):
+        yield _frame(Passes(passes))
+    for grades in _chunks(state.grades):
+        yield _frame(Grades(grades))
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _frames(f: BinaryIO, source: str) -> Iterator[bytes]:
+    while True:
+        size = f.read(_LENGTH)
+        if not size:
+            return
+        length = int.from_bytes(size, "little")
+        data = f.read(length) if len(size) == _LENGTH else b""
+        if len(data) != length or not length:
+            raise SnapshotError(f"{source}: cut short (a frame of {length} bytes is not all there)")
+        yield data
+
+
+def header(f: BinaryIO, source: str) -> Header:
+    """The header, checked against this code's versions; raises SnapshotError saying why not.
+    `f` is left at the state's first frame."""
+    if f.read(len(MAGIC)) != MAGIC:
+        raise SnapshotError(f"{source}: not a snapshot (no {MAGIC.strip().decode()} line)")
+    try:
+        head = _HEADER.decode(next(_frames(f, source)))
+    except (msgspec.MsgspecError, StopIteration) as exc:
+        raise SnapshotError(f"{source}: not a snapshot ({exc or 'no header'})") from None
+    if head.format != FORMAT:
+        raise SnapshotError(f"{source}: snapshot format {head.format}, this code reads {FORMAT}")
+    if head.projection != PROJECTION:
+        raise SnapshotError(f"{source}: written by a fold of projection version {head.projection or 'none'}, "
+                            f"this code's is {PROJECTION}")
+    return head
+
+
+def read_state(f: BinaryIO, head: Header, source: str) -> LedgerState:
+    """The state after the header, each chunk's runs and grades given the sharing a fold gives
+    as it is decoded (`Projector.shared_*`)."""
+    try:
+        frames = _frames(f, source)
+        state = _REST.decode(next(frames))
+        projector = Projector(state)
+        for data in frames:
+            _add(state, projector, _CHUNK.decode(data))
+    except (msgspec.MsgspecError, StopIteration) as exc:
+        raise SnapshotError(f"{source}: the state does not decode ({exc or 'no state'})") from None
+    if state.head_seq != head.seq or state.head_hash != head.head_hash:
+        raise SnapshotError(f"{source}: its state is at seq {state.head_seq}, its header says {head.seq}")
+    return state
+
+
+def _add(state: LedgerState, projector: Projector, chunk: Chunk) -> None:
+    if isinstance(chunk, Runs):
+        state.runs.update((rid, projector.shared_run(entry)) for rid, entry in chunk.items)
+    elif isinstance(chunk, Passes):
+        state.later_passes.update((rid, projector.shared_pass(entry)) for rid, entry in chunk.items)
+    else:
+        state.grades.update((rid, projector.shared_grades(per_run)) for rid, per_run in chunk.items)
+
+
+def anchor_problem(head: Header, found_seq: int | None, found_hash: str | None, source: str) -> str | None:
+    """Why the ledger does not confirm a snapshot: its event at the snapshot's seq must have the
+    snapshot's hash (None: it does)."""
+    if found_seq is None:
+        return f"{source}: the ledger has no event at seq {head.seq} (shorter, or another ledger)"
+    if found_hash != head.head_hash:
+        return (f"{source}: the ledger's event at seq {head.seq} hashes to {(found_hash or '')[:16]}…, "
+                f"the snapshot was taken at {head.head_hash[:16]}… (the ledger was rewritten, or is another)")
+    return None
+
