@@ -50,10 +50,14 @@ def test_sync_tasks_pass_with_a_solve_and_fail_with_noop_and_a_wrong_answer(tmp_
     assert "| simple | led-bom-drift-sync (sync) | edit |" in board and "| medium | led-resistor-swap | edit |" in board
     site = (project.root / "results" / "site" / "index.html").read_text()
     assert '<td><a href="tasks/led-bom-drift-sync.html">led-bom-drift-sync</a> (sync)</td>' in site and "<td>compat:scripted-wrong</td><td>scripted</td><td>sync</td>" in site
-    result = project.cli("replay", "--verify", "--rerun")
+    # two re-executions at once: the results are listed in the ledger's order whichever ends first
+    result = project.cli("replay", "--verify", "--rerun", "--jobs", "2")
     assert result.exit_code == 0, result.output
     assert "runs: 9 checked: 9 reproduced" in result.output
     assert "re-executed 5 run(s): 5 identical" in result.output
+    listed = [line.split()[0] for line in result.stdout.splitlines() if "  identical  (strict" in line]
+    recorded = [r.run_id for r in project.events("run.recorded")]
+    assert listed == [r for r in recorded if r in listed] and len(listed) == 5
 
 
 def _as_mode(root, mode: str, request: dict) -> None:

@@ -40,7 +40,7 @@ def replay(
     no_projections: Annotated[
         bool, typer.Option("--no-projections", help="Do not compare records, LEADERBOARD.md and the read model.")
     ] = False,
-    jobs: Annotated[int, typer.Option("--jobs", min=1, help="Runs re-graded in parallel (processes).")] = 1,
+    jobs: Annotated[int, typer.Option("--jobs", min=1, help="Runs re-graded in parallel (processes), and with --rerun re-executed in parallel.")] = 1,
     checkpoint: Annotated[
         list[Path] | None,
         typer.Option("--checkpoint", metavar="FILE", help="A signed checkpoint the ledger must extend (repeatable)."),
@@ -113,7 +113,7 @@ def replay(
         if not quiet:
             typer.echo(f"[rerun {k}/{n}] {run_id} {x.status if isinstance(x, rerun_mod.RerunResult) else 'not re-executed'}", err=True)
 
-    reruns = (rerun_mod.rerun_all(workspace(ledger, root), tuple(run or ()), on_done=rerun_step)
+    reruns = (rerun_mod.rerun_all(workspace(ledger, root), tuple(run or ()), on_done=rerun_step, jobs=jobs)
               if rerun and report.exit_code == 0 else [])
     failed = [r for r in reruns if not isinstance(r[1], rerun_mod.RerunResult) or r[1].status != "identical"]
     if as_json:

@@ -21,7 +21,9 @@ import hashlib
 import json
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -128,11 +130,13 @@ class KeptSuites:
     def __init__(self, workspace: Workspace, view: ledger_view.LedgerView, root: Path):
         self.workspace, self.view, self.root = workspace, view, root
         self._opened: dict[str, Catalog | str] = {}
+        self._lock = threading.Lock()  # reruns in parallel share it: each version laid out once
 
     def catalog(self, run: RunRecorded, version: str) -> Catalog:
-        if version not in self._opened:
-            self._opened[version] = self._open(version)
-        found = self._opened[version]
+        with self._lock:
+            if version not in self._opened:
+                self._opened[version] = self._open(version)
+            found = self._opened[version]
         if isinstance(found, str):
             raise UserError(f"run {run.run_id}: {found}")
         return found
@@ -531,25 +535,43 @@ RERUN_FAILED_EXIT = 8
 
 def rerun_all(
     workspace: Workspace, only: tuple[str, ...] = (), unsandboxed: bool = False, from_session: bool = True,
-    on_done: Callable[[int, int, str, RerunResult | str], None] | None = None,
+    on_done: Callable[[int, int, str, RerunResult | str], None] | None = None, jobs: int = 1,
 ) -> list[tuple[str, RerunResult | str]]:
     """Every run with a cassette, and every scripted run from its kept session (or those of
     `only`), re-executed strictly; a run that cannot be (its harness build is not here, its task
     changed, its session was not kept) is reported with why, never skipped. `on_done(k, n, run,
-    result)` after each: a rerun takes seconds, the set minutes."""
+    result)` after each, in the order they finish: a rerun takes seconds, the set minutes.
+    `jobs` re-executions at once, on threads as the runner's `--jobs` runs them (each is mostly
+    the harness and kicad-cli as processes of their own); the list keeps the ledger's order."""
     view = ledger_view.read(workspace.ledger)
     chosen = [r for r in runs_with_cassettes(view, from_session) if not only or r in only]
-    out: list[tuple[str, RerunResult | str]] = []
+    done: dict[str, RerunResult | str] = {}
     with kept_suites(workspace, view) as kept:
-        for run_id in chosen:
-            result: RerunResult | str
+
+        def one(run_id: str) -> RerunResult | str:
             try:
-                result = rerun(workspace, run_id, strict=True, unsandboxed=unsandboxed, view=view,
-                               from_session=from_session, kept=kept)
+                return rerun(workspace, run_id, strict=True, unsandboxed=unsandboxed, view=view,
+                             from_session=from_session, kept=kept)
             except UserError as exc:
-                result = str(exc)
-            out.append((run_id, result))
+                return str(exc)
+
+        def finished(run_id: str, result: RerunResult | str) -> None:
+            done[run_id] = result
             if on_done is not None:
-                on_done(len(out), len(chosen), run_id, result)
-    return out
+                on_done(len(done), len(chosen), run_id, result)
+
+        if jobs <= 1:
+            for run_id in chosen:
+                finished(run_id, one(run_id))
+        else:
+            pool = ThreadPoolExecutor(max_workers=jobs)
+            futures = {pool.submit(one, run_id): run_id for run_id in chosen}
+            try:
+                for fut in as_completed(futures):
+                    finished(futures[fut], fut.result())
+            except BaseException:
+                pool.shutdown(wait=True, cancel_futures=True)  # Ctrl-C: start no further rerun
+                raise
+            pool.shutdown()
+    return [(run_id, done[run_id]) for run_id in chosen]
 
