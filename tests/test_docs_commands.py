@@ -177,6 +177,7 @@ NOT_RUN = {
     "run --suite full --agent copperhead --session solve": "the real harness over the full suite: minutes",
     "replay --verify": "re-grades the committed ledger: a minute and more (scripts/test runs it)",
     "replay --verify --rerun": "re-executes every cassette through the real harness: minutes",
+    "replay --verify --rerun --jobs 2": "re-executes every cassette through the real harness: minutes (scripts/test runs it)",
     "rerun --all": "re-executes every cassette through the real harness: minutes",
     "rerun --all --from-session --attach": "re-executes every scripted run through the real harness: minutes",
     "fixture check --all --kicad": "kicad-cli on every fixture: minutes",
