@@ -83,22 +83,35 @@ def test_each_provider_fault_is_attributed_from_what_the_run_preserved(
     tmp_path, shared_real, kicad_cli, copperhead_cli, no_keys  # noqa: F811
 ):
     project = build(tmp_path, shared_real, copperhead_cli, edit=_short_cap)
-    # one `cbledger run` process per fault, all at once, as runners on one ledger: most of each
-    # run is copperhead's retry backoff or the hang's wall-clock cap, so waiting in turn would
-    # only add those waits up
+    # one `cbledger run` process per fault, as runners on one ledger: most of each run is
+    # copperhead's retry backoff or the hang's wall-clock cap, so waiting in turn would only add
+    # those waits up
     cbledger = Path(sys.executable).parent / "cbledger"
     env = {k: v for k, v in os.environ.items() if k not in KEYS}
-    procs = {
-        name: subprocess.Popen(
+
+    def start(name: str, fault: dict) -> subprocess.Popen:
+        log = (tmp_path / f"{name}.log").open("wb")
+        return subprocess.Popen(
             [str(cbledger), "run", TASK, "--session", str(_with_fault(project, tmp_path, name, fault)), "--repeats", "1",
              "--agent", "copperhead", "--copperhead-cli", str(copperhead_cli), "--sandbox-root", str(project.sandboxes),
              "--root", str(project.root)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
-        for name, (fault, _) in FAULTS.items()
-    }
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+    # the hang first, alone until its third call is pending: whether a hang is the provider's
+    # weighs how long that call went unanswered against the run's whole time, and the others'
+    # start-up on a busy machine would slow the two calls before it
+    procs = {"hang": start("hang", FAULTS["hang"][0])}
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and procs["hang"].poll() is None:
+        transcripts = list(project.sandboxes.glob("*scripted-hang*/.copperhead/runs/*/transcript.jsonl"))
+        if transcripts and transcripts[0].read_text().count('"type":"assistant"') >= 2:
+            break
+        time.sleep(0.2)
+    assert procs["hang"].poll() is None, (tmp_path / "hang.log").read_text()  # still awaiting its third answer
+    procs.update({name: start(name, fault) for name, (fault, _) in FAULTS.items() if name != "hang"})
     for name, proc in procs.items():
-        out, _ = proc.communicate(timeout=900)
-        assert proc.returncode == 0, (name, out.decode())
+        proc.wait(timeout=900)
+        assert proc.returncode == 0, (name, (tmp_path / f"{name}.log").read_text())
     result = project.cli("project", "all")  # the outputs of the last run to finish, whichever it was
     assert result.exit_code == 0, result.output
     runs = {r.model.id.removeprefix("compat:scripted-"): r for r in project.events("run.recorded")}
