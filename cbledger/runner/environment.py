@@ -30,9 +30,9 @@ class Environment:
     os: str | None = None
 
 
-def _binary(path: str) -> tuple[str, int, int]:
-    """A binary as the version probe knows it: the file it resolves to, its size and its
-    modification time. A binary replaced in place is another binary."""
+def binary_identity(path: str) -> tuple[str, int, int]:
+    """A binary as the version probe and the report cache know it: the file it resolves to,
+    its size and its modification time. A binary replaced in place is another binary."""
     real = os.path.realpath(path)
     stat = os.stat(real)
     return real, stat.st_size, stat.st_mtime_ns
@@ -47,7 +47,7 @@ def _asked_once(ask: Callable[[str], str | None], path: str) -> str | None:
     """`ask(path)` once per process and binary: each probe starts the tool (kicad-cli takes
     about 0.4 s to say its version), and a process that runs many suites probes once per suite."""
     try:
-        binary = _binary(path)
+        binary = binary_identity(path)
     except OSError:
         return ask(path)
     return _version_of(ask, binary)

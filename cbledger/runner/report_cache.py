@@ -8,8 +8,9 @@ trees under the same kicad-cli binary give the same report but for its `date`. W
 of every file of the confined copy kicad-cli reads (`unseen` names what the copy leaves out),
 the artifacts' paths and the kicad-cli binary (path, size, modification time), and a later run
 on the same tree takes the kept report instead of running kicad-cli again. Only confined
-verification is kept: unconfined, kicad-cli reads the sandbox itself, whatever it holds. The report is preserved with the run as if it had
-just been made; its `date` is the one it was made on. Off unless the variable is set.
+verification is kept: unconfined, kicad-cli reads the sandbox itself, whatever it holds. The
+report is preserved with the run as if it had just been made; its `date` is the one it was made
+on. Off unless the variable is set.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 import blake3
 
 from cbledger.kicad import oracle
+from cbledger.runner.environment import binary_identity
 
 CACHE_ENV = "CBLEDGER_KICAD_REPORT_CACHE"
 #: a change to what is hashed (or to how) is a new version: older entries are never read
@@ -37,8 +39,7 @@ def key(workdir: Path, schematic: str, board: str | None, cli: str) -> str:
     """What a confined report depends on: every file of the copy (its path, kind and bytes, or
     a link's target), which artifacts are verified, and the kicad-cli binary."""
     h = blake3.blake3(_VERSION)
-    stat = os.stat(cli)
-    for part in (schematic, board or "", os.path.realpath(cli), str(stat.st_size), str(stat.st_mtime_ns)):
+    for part in (schematic, board or "", *map(str, binary_identity(cli))):
         h.update(part.encode("utf-8", "surrogateescape") + b"\0")
     for path in sorted(_files(workdir)):
         rel = path.relative_to(workdir).as_posix().encode("utf-8", "surrogateescape")
