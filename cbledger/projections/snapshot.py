@@ -6,7 +6,7 @@ evidence: it is trusted only as far as the ledger confirms it. It carries the se
 the chain hash of the event there (and, for a file ledger, the byte offset just after that event's
 line, so the fold can seek rather than read from the start); a reader accepts it only when the
 ledger's event at that seq has that hash, so a rewritten ledger invalidates it. It also carries its
-own format version and the code's projection version (`PROJECTION`): a snapshot written by code
+own format version and the code's projection version (`projection_version`): a snapshot written by code
 that folds differently, or whose state has another shape, is ignored. Anything ignored is said in
 one line, and the fold starts at seq 1 — never an error, since the ledger alone is the truth.
 
@@ -17,6 +17,7 @@ checks are pure; the files are read and written by `writers` and the ledger is a
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from typing import BinaryIO, TypeVar
 
@@ -36,14 +37,14 @@ MAGIC = b"cbledger-snapshot\n"
 CHUNK = 10_000
 
 
-def _projection_version() -> str:
+@functools.cache
+def projection_version() -> str:
     """The fold rules and the state's shape: a field added to any struct the state holds changes
-    its schema, so a snapshot of the old shape is refused without anyone remembering to bump."""
+    its schema, so a snapshot of the old shape is refused without anyone remembering to bump.
+    Computed when a snapshot is first read or written, not at import (every command imports this)."""
     schema = msgspec.json.encode(msgspec.json.schema(LedgerState), order="sorted")
     return f"{FOLD_RULES}.{blake3(schema).hexdigest()[:16]}"
 
-
-PROJECTION = _projection_version()
 
 
 class SnapshotError(ValueError):
@@ -122,7 +123,7 @@ def encode(state: LedgerState, offset: int | None = None) -> Iterator[bytes]:
     if state.head_seq == 0 or state.head_hash is None:
         raise SnapshotError("an empty state, or one folded without chain hashes, is no snapshot")
     yield MAGIC
-    yield _frame(Header(format=FORMAT, projection=PROJECTION, seq=state.head_seq, head_hash=state.head_hash,
+    yield _frame(Header(format=FORMAT, projection=projection_version(), seq=state.head_seq, head_hash=state.head_hash,
                         offset=offset))
     yield _frame(msgspec.structs.replace(state, runs={}, later_passes={}, grades={}))
     for runs in _chunks(state.runs):
@@ -159,9 +160,9 @@ def header(f: BinaryIO, source: str) -> Header:
         raise SnapshotError(f"{source}: not a snapshot ({exc or 'no header'})") from None
     if head.format != FORMAT:
         raise SnapshotError(f"{source}: snapshot format {head.format}, this code reads {FORMAT}")
-    if head.projection != PROJECTION:
+    if head.projection != projection_version():
         raise SnapshotError(f"{source}: written by a fold of projection version {head.projection or 'none'}, "
-                            f"this code's is {PROJECTION}")
+                            f"this code's is {projection_version()}")
     return head
 
 
