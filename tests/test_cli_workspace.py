@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from cbledger.runner import report_cache
 from tests.factories import run_cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.kicad]
@@ -68,7 +69,9 @@ def test_one_option_chooses_the_results_directory(tmp_path):
 def test_demo_in_a_fresh_clone_runs_into_a_scratch_workspace_and_leaves_git_status_clean(tmp_path, kicad_cli, copperhead_cli):
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(REPO), str(clone)], check=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CBLEDGER_")}
+    # none of the session's workspace settings, but its kicad-cli report cache (kept by what a report
+    # was made from, so a tree the other tests verified is not verified again; conftest.py)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CBLEDGER_") or k == report_cache.CACHE_ENV}
     env["PYTHONPATH"] = str(clone)  # the clone's own code
     # the copperhead CLI its bootstrap would install: the tasks that grade check_clean need it
     env["COPPERHEAD_CLI"] = str(copperhead_cli)
