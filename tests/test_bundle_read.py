@@ -27,7 +27,13 @@ from cbledger.reproduce.runs import _restore_catalog
 from cbledger.reproduce.verify import _every_run, prepare_suites
 from cbledger.runner import bundle_read, preserve
 from cbledger.runner import sandbox as sandbox_mod
-from cbledger.runner.bundle_read import BundleError, apply_delta, read_header, unbundle
+from cbledger.runner.bundle_read import (
+    BundleError,
+    apply_delta,
+    object_header,
+    read_header,
+    unbundle,
+)
 from cbledger.workspace import Workspace
 
 REPO = Path(__file__).resolve().parent.parent
@@ -50,18 +56,6 @@ def varint(n: int) -> bytes:
         n >>= 7
         if not n:
             return bytes(out)
-
-
-def obj_header(kind: int, size: int) -> bytes:
-    out = bytearray()
-    c = (kind << 4) | (size & 15)
-    size >>= 4
-    while size:
-        out.append(c | 0x80)
-        c = size & 0x7F
-        size >>= 7
-    out.append(c)
-    return bytes(out)
 
 
 def ofs(back: int) -> bytes:
@@ -105,7 +99,7 @@ class Pack:
 
     def add(self, kind: int, payload: bytes, *, base: bytes | int | None = None, size: int | None = None) -> int:
         at = 12 + len(self.body)
-        self.body += obj_header(kind, len(payload) if size is None else size)
+        self.body += object_header(kind, len(payload) if size is None else size)
         if kind == OFS:
             assert isinstance(base, int)
             self.body += ofs(at - base)
@@ -159,6 +153,16 @@ def git_fetch(repo_path: Path, data: bytes, tmp: Path) -> subprocess.CompletedPr
     f.write_bytes(data)
     return subprocess.run(["git", "fetch", "--quiet", "--no-tags", str(f), "refs/cbledger/*:refs/cbledger/*"],
                           cwd=repo_path, capture_output=True, text=True)
+
+
+def stored_ids(repo_dir: Path) -> set[str]:
+    """Every object id a repository's own object directory holds, packed (as git's index lists
+    it) or loose."""
+    ids = {p.parent.name + p.name for p in (repo_dir / "objects").glob("??/*")}
+    for idx in (repo_dir / "objects" / "pack").glob("*.idx"):
+        listing = subprocess.run(["git", "show-index"], stdin=idx.open("rb"), capture_output=True, check=True)
+        ids |= {line.split()[1] for line in listing.stdout.decode().splitlines()}
+    return ids
 
 
 def cbledger_refs(repo: pygit2.Repository) -> dict[str, str]:
@@ -270,6 +274,40 @@ def test_refs_map_like_a_refspec_and_the_objects_alone_can_be_read(seeded):
     unbundle(repo, data, refs_to="refs/cbledger-replay/")
     assert str(repo.references["refs/cbledger-replay/evidence"].target) == oid(COMMIT, c).hex()
     assert "refs/heads/other" not in repo.references  # outside refs_from: not taken, as git's refspec
+
+
+@pytest.mark.parametrize("large_from", [bundle_read.LARGE_OFFSET, 13])
+def test_the_written_pack_and_index_are_what_git_writes_and_checks(seeded, tmp_path, monkeypatch, large_from):
+    """One pack of whole objects and a version 2 index that git verifies, its 8-byte offset
+    table included (every offset but the first put there, the bound lowered to 13); `git fsck`
+    finds the repository whole."""
+    monkeypatch.setattr(bundle_read, "LARGE_OFFSET", large_from)
+    repo, seed, board = seeded
+    v1 = BOARD + b"(one)\n"
+    pack = Pack()
+    at = pack.add(BLOB, v1)
+    pack.add(OFS, delta(v1, len(v1) + 4, copy(0, len(v1)), insert(b"two\n")), base=at)
+    pack.add(REF, delta(BOARD, 10, copy(0, 10)), base=board)
+    objs, tip = chain(repo, seed, [oid(BLOB, v) for v in (v1, v1 + b"two\n", BOARD[:10])])
+    for kind, payload in objs:
+        pack.add(kind, payload)
+    unbundle(repo, bundle(pack.bytes(), {"refs/cbledger/evidence": tip}, (seed,)))
+    (idx,) = (Path(repo.path) / "objects" / "pack").glob("pack-*.idx")
+    assert not list((Path(repo.path) / "objects" / "pack").glob("tmp_*"))
+    verified = subprocess.run(["git", "verify-pack", "-v", str(idx)], capture_output=True, text=True)
+    assert verified.returncode == 0, verified.stderr
+    listed = [line.split()[0] for line in verified.stdout.splitlines() if line[:40].isalnum() and len(line.split()) >= 5]
+    assert len(listed) == 9 and oid(BLOB, BOARD[:10]).hex() in listed and tip.hex() in listed
+    assert "chain length" not in verified.stdout  # whole objects, no deltas
+    fsck = subprocess.run(["git", "fsck", "--full", "--strict", "--no-dangling"], cwd=repo.path, capture_output=True, text=True)
+    assert fsck.returncode == 0 and not fsck.stdout, fsck.stdout + fsck.stderr
+
+
+def test_a_bundle_adding_nothing_writes_no_pack(seeded):
+    repo, seed, _ = seeded
+    unbundle(repo, bundle(Pack().bytes(), {"refs/cbledger/again": seed}, (seed,)))
+    assert str(repo.references["refs/cbledger/again"].target) == seed.hex()
+    assert not list((Path(repo.path) / "objects" / "pack").glob("*.pack"))
 
 
 # --------------------------------------------------------------------------- refused, with the reason
@@ -534,16 +572,11 @@ def test_every_committed_bundle_reads_as_git_fetch_reads_it(tmp_path, shared_rea
         refs = unbundle(ours, data)
         theirs = pygit2.Repository(str(a))
         assert cbledger_refs(ours) == cbledger_refs(theirs) == {k: str(v) for k, v in refs.items()}, rid
-        # git keeps the thin pack completed with the seed objects it used; the reader writes loose
-        # objects for what the bundle adds
-        in_git = set()
-        for idx in (a / "objects" / "pack").glob("*.idx"):
-            listing = subprocess.run(["git", "show-index"], stdin=idx.open("rb"), capture_output=True, check=True)
-            in_git |= {line.split()[1] for line in listing.stdout.decode().splitlines()}
-        in_git |= {p.parent.name + p.name for p in (a / "objects").glob("??/*")}
+        # git keeps the thin pack completed with the seed objects it used; the reader's pack
+        # holds what the bundle adds
         seed_ids = {str(o) for o in pygit2.Repository(str(seeds[ref.seed_sha])).odb}
-        written = {p.parent.name + p.name for p in (b / "objects").glob("??/*")}
-        assert written == in_git - seed_ids, rid
+        written = stored_ids(b)
+        assert written == stored_ids(a) - seed_ids, rid
         for sha in written:
             assert ours.odb.read(pygit2.Oid(hex=sha)) == theirs.odb.read(pygit2.Oid(hex=sha))
         for name in ("baseline", "head", "capture", "evidence", "stash"):
