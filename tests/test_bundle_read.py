@@ -499,6 +499,15 @@ def test_a_commit_naming_an_object_nobody_holds_is_refused(seeded, tmp_path):
     assert f"names entry 'a' {oid(BLOB, b'left out').hex()}, which neither the pack nor the repository holds" in message
 
 
+@pytest.mark.parametrize(("kind", "payload"), [(COMMIT, b"not a commit\n"), (TREE, b"100644 no-id\0ab")])
+def test_an_object_that_does_not_parse_is_refused(seeded, tmp_path, kind, payload):
+    repo, seed, _ = seeded
+    pack = Pack()
+    pack.add(kind, payload)
+    message = refused(repo, bundle(pack.bytes(), {"refs/cbledger/x": oid(kind, payload)}, (seed,)), tmp_path)
+    assert f"{oid(kind, payload).hex()} does not parse as a {NAMES[kind].decode()}" in message
+
+
 def test_a_ref_would_not_move_an_existing_one(seeded, tmp_path):
     repo, seed, _ = seeded
     pack, tip = one_commit(seed)

@@ -401,15 +401,19 @@ def _check_connected(repo: pygit2.Repository, written: dict[bytes, int]) -> None
     for raw, kind in written.items():
         if kind == 3:
             continue
-        obj = repo[pygit2.Oid(raw=raw)]
-        if isinstance(obj, pygit2.Commit):
-            named = [(obj.tree_id, "tree"), *((p, "parent") for p in obj.parent_ids)]
-        elif isinstance(obj, pygit2.Tree):
-            named = [(e.id, f"entry {e.name!r}") for e in obj if e.filemode != _SUBMODULE_MODE]
-        elif isinstance(obj, pygit2.Tag):
-            named = [(obj.target, "target")]
-        else:
-            named = []
+        try:
+            obj = repo[pygit2.Oid(raw=raw)]
+            if isinstance(obj, pygit2.Commit):
+                named = [(obj.tree_id, "tree"), *((p, "parent") for p in obj.parent_ids)]
+            elif isinstance(obj, pygit2.Tree):
+                named = [(e.id, f"entry {e.name!r}") for e in obj if e.filemode != _SUBMODULE_MODE]
+            elif isinstance(obj, pygit2.Tag):
+                named = [(obj.target, "target")]
+            else:
+                named = []
+        except (pygit2.GitError, ValueError) as exc:
+            name = _TYPE_NAMES[kind].decode()
+            raise BundleError(f"{name} {raw.hex()} does not parse as a {name} ({exc})") from None
         for oid, what in named:
             if oid not in odb:
                 raise BundleError(f"{obj.type_str} {obj.id} names {what} {oid}, which neither the pack nor the repository holds")
