@@ -843,19 +843,20 @@ def canonical_dump_tables(tables: list[Table]) -> str:
 
 def canonical_dump(path: Path) -> str:
     """The content of a read-model database in the `canonical_dump_tables` format."""
-    return "".join(line + "\n" for line in _dump_stream(path))
+    return "".join(line + "\n" for line in dump_lines(path))
 
 
 def content_digest(path: Path) -> bytes:
     """BLAKE3 of `canonical_dump(path)`, read a row at a time: equal digests, equal content."""
     h = blake3()
-    for line in _dump_stream(path):
+    for line in dump_lines(path):
         h.update(line.encode())
         h.update(b"\n")
     return h.digest()
 
 
-def _dump_stream(path: Path) -> Iterator[str]:
+def dump_lines(path: Path) -> Iterator[str]:
+    """`canonical_dump(path)`'s lines, read a row at a time."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         db = sqlite_utils.Database(conn)
