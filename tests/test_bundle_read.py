@@ -541,6 +541,7 @@ def _fixture(catalog, run, shared_real):
 
 
 @pytest.mark.slow
+@pytest.mark.shared
 def test_every_committed_bundle_reads_as_git_fetch_reads_it(tmp_path, shared_real):
     """Same refs and same objects as `git fetch` for every run's bundle; the bundles of retracted
     runs, whose seeds no longer rebuild, refused by both for their missing prerequisite."""
