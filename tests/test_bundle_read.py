@@ -403,6 +403,7 @@ def test_a_v3_bundle_is_refused(seeded, tmp_path):
 
 def test_header_lines_that_are_not_refs_or_prerequisites_are_refused():
     for bad in (b"-abc\n", b"zz" * 20 + b" refs/cbledger/x\n", b"a" * 40 + b" refs/cbledger/../../../x\n",
+                b"a" * 40 + b" refs/cbledger/\xff\n", b"a" * 40 + b"\n",
                 b"a" * 40 + b" refs/cbledger/x\n" + b"a" * 40 + b" refs/cbledger/x\n"):
         with pytest.raises(BundleError, match="header"):
             read_header(b"# v2 git bundle\n" + bad + b"\nPACK")
@@ -439,6 +440,20 @@ def test_the_inflated_total_is_bounded(seeded, tmp_path, monkeypatch):
     for i in range(3):
         pack.add(BLOB, bytes([i]) * 400)
     assert "inflates past the bound of 1000 bytes" in refused(repo, bundle(pack.bytes(), {}, (seed,)), tmp_path, git_too=False)
+
+
+def test_delta_results_in_all_are_bounded(seeded, tmp_path, monkeypatch):
+    """Each delta below is 7 bytes asking for a copy of its 1,000-byte base: what the pack holds
+    inflated stays small, what its deltas make is counted too."""
+    repo, seed, _ = seeded
+    monkeypatch.setattr(bundle_read, "MAX_INFLATED_BYTES", 3500)
+    base = bytes(range(250)) * 4
+    pack = Pack()
+    at = pack.add(BLOB, base)
+    for i in range(5):
+        pack.add(OFS, delta(base, 1001, copy(0, 1000), insert(bytes([i]))), base=at)
+    message = refused(repo, bundle(pack.bytes(), {}, (seed,)), tmp_path, git_too=False)
+    assert message == "the pack's objects come to more than the bound of 3500 bytes"
 
 
 def test_a_delta_result_past_the_bound_is_refused_before_allocating(seeded, tmp_path):

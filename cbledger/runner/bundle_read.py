@@ -74,6 +74,7 @@ def read_header(data: bytes) -> Header:
     pos = len(V2_SIGNATURE)
     prerequisites: list[str] = []
     refs: list[tuple[str, str]] = []
+    names: set[str] = set()
     while True:
         end = data.find(b"\n", pos)
         if end < 0:
@@ -89,11 +90,15 @@ def read_header(data: bytes) -> Header:
             prerequisites.append(sha.decode())
             continue
         sha, _, name = line.partition(b" ")
-        ref = name.decode("utf-8", "replace")
-        if not _SHA.fullmatch(sha) or not pygit2.reference_is_valid_name(ref):
+        try:
+            ref = name.decode()
+        except UnicodeDecodeError:
+            ref = ""
+        if not _SHA.fullmatch(sha) or not ref or not pygit2.reference_is_valid_name(ref):
             raise BundleError(f"header line {line[:80]!r}: a ref is `<40 hex digits> <valid ref name>`")
-        if any(ref == r for _, r in refs):
+        if ref in names:
             raise BundleError(f"header names ref {ref} twice")
+        names.add(ref)
         refs.append((sha.decode(), ref))
     return Header(tuple(prerequisites), tuple(refs), pos)
 
@@ -194,9 +199,7 @@ def _parse_pack(pack: bytes) -> list[_Entry]:
         inflated += size
         if inflated > MAX_INFLATED_BYTES:
             raise BundleError(f"the pack inflates past the bound of {MAX_INFLATED_BYTES} bytes")
-        entry.data, pos = _inflate(view, pos, size, at)
-        if pos > end:
-            raise BundleError(f"object at pack offset {at}: its zlib stream runs into the pack's trailer")
+        entry.data, pos = _inflate(view, pos, size, at)  # `view` stops at the trailer
         entries.append(entry)
         starts.add(at)
     if pos != end:
@@ -217,11 +220,17 @@ def _varint(delta: bytes, i: int, at: int) -> tuple[int, int]:
             return value, i
 
 
+def _delta_sizes(delta: bytes, at: int) -> tuple[int, int, int]:
+    """(base size, result size, where the instructions start) from a delta's header."""
+    source_size, i = _varint(delta, 0, at)
+    target_size, i = _varint(delta, i, at)
+    return source_size, target_size, i
+
+
 def apply_delta(base: bytes, delta: bytes, at: int = 0) -> bytes:
     """git's delta format: the base and target sizes, then copy (from the base) and insert
     (literal bytes) instructions; every instruction is checked against both sizes."""
-    source_size, i = _varint(delta, 0, at)
-    target_size, i = _varint(delta, i, at)
+    source_size, target_size, i = _delta_sizes(delta, at)
     if source_size != len(base):
         raise BundleError(f"delta at pack offset {at}: made for a base of {source_size} bytes, its base has {len(base)}")
     if target_size > MAX_OBJECT_BYTES:
@@ -286,6 +295,7 @@ def _resolve(entries: list[_Entry], odb: pygit2.Odb, emit: Callable[[bytes, int,
             e.data = b""  # held by the work list alone, dropped once written
     written: dict[bytes, int] = {}
     pending = sum(1 for e in entries if e.kind in (_OFS_DELTA, _REF_DELTA))
+    produced = sum(len(data) for _, data, _ in work)
     while True:
         while work:
             kind, data, offset = work.pop()
@@ -296,6 +306,9 @@ def _resolve(entries: list[_Entry], odb: pygit2.Odb, emit: Callable[[bytes, int,
             children = by_offset.pop(offset, []) if offset >= 0 else []
             children += by_id.pop(oid, [])
             for child in children:
+                produced += _delta_sizes(child.data, child.offset)[1]
+                if produced > MAX_INFLATED_BYTES:  # a few bytes of copies can ask for 16 MiB each
+                    raise BundleError(f"the pack's objects come to more than the bound of {MAX_INFLATED_BYTES} bytes")
                 work.append((kind, apply_delta(data, child.data, child.offset), child.offset))
                 child.data = b""
                 pending -= 1
