@@ -35,7 +35,7 @@ from cbledger.errors import UserError
 
 #: What the reader refuses before allocating. A preserved run keeps at most 32 MiB per file and
 #: 64 MiB in all (runner/preserve.py), plus harness logs, reports, trees and commits, in a bundle
-#: of at most 80 MiB; an object or delta result past 128 MiB, or 1 GiB inflated in all, is no
+#: of at most 80 MiB; an object or delta result past 128 MiB, or 1 GiB of them in all, is no
 #: preserved run but a decompression bomb.
 MAX_OBJECT_BYTES = 128 * 1024 * 1024
 MAX_INFLATED_BYTES = 1024 * 1024 * 1024
