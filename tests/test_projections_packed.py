@@ -179,3 +179,25 @@ def test_a_store_that_is_not_one_is_refused_with_one_line(root):
     code, _, err = cli("project", "records", "--check", "--root", root)
     assert code == 2 and "no such table: records" in err
     assert sqlite3.connect(store).execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall() == tables
+
+
+def test_a_store_another_writer_holds_past_the_busy_timeout_is_one_line_and_nothing_written(root, monkeypatch):
+    results = root / "results"
+    assert cli("project", "records", "--layout", "packed", "--root", root)[0] == 0
+    before = rows(results)
+    rel = "2026-09-06/vendor-model-a/rename-net/run-1.json"
+    with sqlite3.connect(results / "records.sqlite") as conn:
+        conn.execute("UPDATE records SET body = ? WHERE path = ?", (b"{}", rel))  # so a rebuild has a row to write
+    holder = sqlite3.connect(results / "records.sqlite", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process's batch, still open
+    monkeypatch.setattr(packed, "BUSY_TIMEOUT_S", 0.2)
+    try:
+        code, _, err = cli("project", "records", "--root", root)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert code == 2 and err.count("\n") == 1, err
+    assert "records.sqlite: another process has been writing the record store" in err and "nothing was written" in err
+    assert rows(results)[rel] == b"{}" and set(rows(results)) == set(before)
+    assert cli("project", "records", "--root", root)[0] == 0  # once it is free, the same command goes through
+    assert rows(results) == before

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import sqlite3
 
+from blake3 import blake3
+
 from cbledger.ledger.events import PassRef
 from cbledger.projections import readmodel
 from cbledger.projections.fold import fold
@@ -64,6 +66,26 @@ def test_canonical_dump_of_the_file_equals_the_dump_of_the_tables_and_is_stable(
     dump = readmodel.canonical_dump(a)
     assert dump == readmodel.canonical_dump(b) == readmodel.canonical_dump_tables(tables)
     assert dump.startswith("table ablation_rows (")
+
+
+def test_a_rebuild_of_the_same_content_leaves_the_file_and_a_changed_one_replaces_it(tmp_path):
+    events = rich_stream().events
+    target = readmodel.write(readmodel.build_tables(fold(events)), tmp_path / "cbledger.db")
+    before = target.read_bytes()
+    inode = target.stat().st_ino
+    assert readmodel.content_digest(target) == blake3(readmodel.canonical_dump(target).encode()).digest()
+    # the same content, streamed a row at a time: the file is not touched, nothing is left beside it
+    assert readmodel.write_if_changed(readmodel.stream_tables(fold(events)), target) is False
+    assert target.stat().st_ino == inode and target.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["cbledger.db"]
+    # one row different (an earlier head): replaced, and its content is the new one's
+    shorter = fold(events[:-1])
+    assert readmodel.write_if_changed(readmodel.stream_tables(shorter), target) is True
+    assert target.stat().st_ino != inode
+    assert readmodel.canonical_dump(target) == readmodel.canonical_dump_tables(readmodel.build_tables(shorter))
+    # a file that is no read model is replaced, not compared
+    target.write_bytes(b"not a database")
+    assert readmodel.write_if_changed(readmodel.stream_tables(shorter), target) is True
 
 
 def test_rebuild_replaces_the_file_atomically(tmp_path):

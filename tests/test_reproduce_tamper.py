@@ -259,6 +259,20 @@ def test_an_edited_read_model_is_a_content_mismatch(project):
     (f,) = report["failures"]
     assert (f["kind"], f["file"], f["field"]) == ("readmodel-different", "results/cbledger.db", "grades")
     assert "0.123" in f["actual"] and "0.123" not in f["expected"]
+    assert "(1 dump line(s)), first in table grades" in f["message"]
+    # a row deleted: every later line of the dump moves up one, and the table's row count line differs
+    conn = sqlite3.connect(db)
+    rows = conn.execute("SELECT count(*) FROM assertion_outcomes").fetchone()[0]
+    conn.execute("DELETE FROM assertion_outcomes WHERE rowid = (SELECT max(rowid) FROM assertion_outcomes)")
+    conn.commit()
+    conn.close()
+    code, report = verify_json(project)
+    first = report["failures"][0]
+    assert code == 4 and (first["field"], first["line"]) == ("assertion_outcomes", 2)
+    assert f"rows {rows - 1}" in first["actual"] and f"rows {rows}" in first["expected"]
+    db.write_bytes(b"not a database")
+    code, report = verify_json(project)
+    assert code == 4 and "cannot be read as a read model" in report["failures"][0]["message"]
 
     db.unlink()
     code, report = verify_json(project)

@@ -230,6 +230,28 @@ def test_watch_starts_from_the_snapshot_and_equals_a_full_rebuild(tmp_path):
     assert_equals_full_rebuild(root, ledger, tmp_path)
 
 
+def test_a_watch_keeps_a_snapshot_once_it_folded_enough_past_the_last(tmp_path, monkeypatch):
+    from cbledger.reproduce import watch
+
+    drafts = rich_stream().drafts()
+    root, ledger = _project(tmp_path, drafts[:-5])
+    assert run_cli(["project", "all", "--root", root]).exit_code == 0
+    LedgerStore(ledger).append(drafts[-5:])
+    snapshots = root / "results" / "ledger" / "snapshots"
+    monkeypatch.setattr(watch, "SNAPSHOT_AFTER", 6)  # five folded: not enough
+    assert run_cli(["watch", "--once", "--root", root]).exit_code == 0
+    assert [seq for seq, _ in snapshot_files(snapshots)] == [len(drafts) - 5]
+    monkeypatch.setattr(watch, "SNAPSHOT_AFTER", 5)
+    result = run_cli(["watch", "--once", "--root", root])
+    assert result.exit_code == 0, result.output
+    assert f"snapshot at seq {len(drafts)}" in result.stdout
+    assert [seq for seq, _ in snapshot_files(snapshots)] == [len(drafts), len(drafts) - 5]
+    # the next start-up resumes from it: nothing left to fold
+    result = run_cli(["watch", "--once", "--root", root])
+    assert f"0 event(s) folded, head seq {len(drafts)}; rebuilt from the snapshot at seq {len(drafts)}" in result.stdout
+    assert_equals_full_rebuild(root, ledger, tmp_path)
+
+
 def test_a_watch_resumed_from_a_snapshot_still_refuses_an_edit_in_place_after_it(tmp_path):
     drafts = rich_stream().drafts()
     root, ledger = _project(tmp_path, drafts[:20])

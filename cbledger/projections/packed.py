@@ -90,7 +90,13 @@ class PackedRecords:
         opened by the first write: rows go to SQLite as they come, so a rebuild of millions of
         records holds none of them in memory, and `commit` makes them all visible at once."""
         if not self.conn.in_transaction:
-            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                self.conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:  # still locked after the busy timeout
+                raise UserError(
+                    f"{self.path}: another process has been writing the record store for over "
+                    f"{BUSY_TIMEOUT_S:.0f} s ({exc}); nothing was written, run the command again when it is done"
+                ) from None
         self.conn.execute(f"INSERT OR REPLACE INTO {TABLE} (path, body) VALUES (?, ?)", (relpath, body))
 
     def commit(self) -> None:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Generic, NamedTuple, TypeAlias, TypeVar
 
 import sqlite_utils
+from blake3 import blake3
 from msgspec import Struct
 
 from cbledger.ledger.events import SCHEMA_VERSION, AssertionOutcome, PassRef
@@ -712,6 +713,23 @@ def _insert_sql(name: str, columns: Iterable[str]) -> str:
 
 def write(tables: Sequence[Table | LazyTable], path: Path) -> Path:
     """Builds the database in a temporary file beside `path`, then atomically replaces it."""
+    _write(tables, path, keep_same=False)
+    return path
+
+
+def write_if_changed(tables: Sequence[Table | LazyTable], path: Path) -> bool:
+    """`write`, except that a database at `path` with the same content (`content_digest`) is left
+    as it is (SQLite's bytes are not a function of the content, so a committed read model is
+    rewritten only when what it says changed). Whether `path` was replaced.
+
+    Why compare the finished file rather than rows in memory: the rows stream into the temporary
+    file one at a time and both contents are read back in key order a row at a time, so deciding
+    whether a full rebuild changed anything never holds a table whole (it held every table twice,
+    as rows and as text: most of a watch's first regeneration's peak memory)."""
+    return _write(tables, path, keep_same=True)
+
+
+def _write(tables: Sequence[Table | LazyTable], path: Path, keep_same: bool) -> bool:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     if tmp.exists():
@@ -735,13 +753,22 @@ def write(tables: Sequence[Table | LazyTable], path: Path) -> Path:
         if problems:
             raise ValueError(f"read model: a row links to no row: {problems[:3]}")
         conn.close()
+        if keep_same and path.is_file() and _same_content(tmp, path):
+            return False
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     finally:
         if tmp.exists():
             tmp.unlink()
-    return path
+    return True
+
+
+def _same_content(a: Path, b: Path) -> bool:
+    try:
+        return content_digest(a) == content_digest(b)
+    except (sqlite3.Error, ValueError):  # not a read model: replace it
+        return False
 
 
 def update(path: Path, state: LedgerState, views: Views, run_ids: set[str]) -> Path:
@@ -788,14 +815,18 @@ def update(path: Path, state: LedgerState, views: Views, run_ids: set[str]) -> P
 
 
 def _dump_lines(
-    name: str, columns: list[str], pk: list[str], rows: list[tuple[Any, ...]],
+    name: str, columns: list[str], pk: list[str], rows: int,
     fks: list[tuple[str, str, str]], indexes: list[tuple[str, list[str]]],
 ) -> list[str]:
-    out = [f"table {name} ({', '.join(columns)}) pk ({', '.join(pk)}) rows {len(rows)}"]
+    """A table's heading lines; its rows follow, one `_dump_row` each."""
+    out = [f"table {name} ({', '.join(columns)}) pk ({', '.join(pk)}) rows {rows}"]
     out += [f"foreign key {col} -> {table}.{other}" for col, table, other in sorted(fks)]
     out += [f"index {iname} ({', '.join(cols)})" for iname, cols in sorted(indexes)]
-    out.extend(json.dumps(list(r), ensure_ascii=False, separators=(",", ":")) for r in rows)
     return out
+
+
+def _dump_row(row: tuple[Any, ...]) -> str:
+    return json.dumps(list(row), ensure_ascii=False, separators=(",", ":"))
 
 
 def canonical_dump_tables(tables: list[Table]) -> str:
@@ -805,27 +836,41 @@ def canonical_dump_tables(tables: list[Table]) -> str:
         rows = [tuple(_norm(r[c]) for c in cols) for r in t.rows]
         fks = list(FOREIGN_KEYS.get(t.name, ()))
         indexes = [(index_name(t.name, c), list(c)) for c in INDEXES.get(t.name, ())]
-        out += _dump_lines(t.name, cols, list(t.pk), sorted(rows, key=lambda r: tuple(r[cols.index(k)] for k in t.pk)),
-                           fks, indexes)
+        out += _dump_lines(t.name, cols, list(t.pk), len(rows), fks, indexes)
+        out.extend(_dump_row(r) for r in sorted(rows, key=lambda r: tuple(r[cols.index(k)] for k in t.pk)))
     return "\n".join(out) + "\n"
 
 
 def canonical_dump(path: Path) -> str:
     """The content of a read-model database in the `canonical_dump_tables` format."""
+    return "".join(line + "\n" for line in dump_lines(path))
+
+
+def content_digest(path: Path) -> bytes:
+    """BLAKE3 of `canonical_dump(path)`, read a row at a time: equal digests, equal content."""
+    h = blake3()
+    for line in dump_lines(path):
+        h.update(line.encode())
+        h.update(b"\n")
+    return h.digest()
+
+
+def dump_lines(path: Path) -> Iterator[str]:
+    """`canonical_dump(path)`'s lines, read a row at a time."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         db = sqlite_utils.Database(conn)
-        out: list[str] = []
         for name in sorted(db.table_names()):
             table = db.table(name)
             cols = [c.name for c in table.columns]
             pk = table.pks
             order = ", ".join(f'"{k}"' for k in pk)
-            rows = [tuple(_norm(v) for v in row) for row in conn.execute(f'SELECT * FROM "{name}" ORDER BY {order}')]
+            count = conn.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0]
             fks = [(str(fk.column), fk.other_table, str(fk.other_column)) for fk in table.foreign_keys]
             indexes = [(ix.name, list(ix.columns)) for ix in table.indexes if not ix.name.startswith("sqlite_autoindex")]
-            out += _dump_lines(name, cols, pk, rows, fks, indexes)
-        return "\n".join(out) + "\n"
+            yield from _dump_lines(name, cols, pk, count, fks, indexes)
+            for row in conn.execute(f'SELECT * FROM "{name}" ORDER BY {order}'):
+                yield _dump_row(tuple(_norm(v) for v in row))
     finally:
         conn.close()
 

@@ -465,17 +465,6 @@ def use_layout(state: LedgerState, results: Path, packed: bool) -> RecordsReport
     return report
 
 
-def read_model_matches(path: Path, tables: list[readmodel.Table]) -> bool:
-    """Does the database at `path` already hold this content? SQLite's bytes are not a function
-    of the content, so a committed read model is rewritten only when what it says changed."""
-    if not path.is_file():
-        return False
-    try:
-        return readmodel.canonical_dump(path) == readmodel.canonical_dump_tables(tables)
-    except Exception:  # not a read model: rewrite it
-        return False
-
-
 #: Reads the evidence of some runs (None: every run) for their pages. It opens the preserved
 #: bundles, which a projection never does, so the caller hands it in
 #: (`cbledger.reproduce.site_evidence.source`).
@@ -549,14 +538,13 @@ def regenerate_all(
     if read_model:
         write_text_if_changed(readmodel.metadata_path(workspace.read_model), readmodel.metadata(workspace.read_model.stem))
         db = runs is not None and changed is not None and _update_read_model(state, workspace.read_model, views, changed)
-        if not db and runs is None and workspace.read_model.is_file():
-            tables = readmodel.build_tables(state, views)
-            if not read_model_matches(workspace.read_model, tables):
+        if not db:  # written a row at a time; a full rebuild leaves an unchanged model as it is
+            tables = readmodel.stream_tables(state, views)
+            if runs is None:
+                db = readmodel.write_if_changed(tables, workspace.read_model)
+            else:
                 readmodel.write(tables, workspace.read_model)
                 db = True
-        elif not db:  # nothing to compare with, or certainly changed: written, one row at a time
-            readmodel.write(readmodel.stream_tables(state, views), workspace.read_model)
-            db = True
     pages = sync_site(state, workspace.site, site_evidence, runs) if site_evidence is not None else []
     return Regenerated(records=records, leaderboard=board, read_model=db, site=pages)
 

@@ -10,8 +10,11 @@ differing line). Nothing is written.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import zip_longest
+from pathlib import Path
 from typing import Any
 
 from cbledger.projections import leaderboard, readmodel, records, writers
@@ -130,11 +133,22 @@ def check_leaderboard(state: LedgerState, workspace: Workspace, out: OutputsChec
         )
 
 
-def _table_at(lines: list[str], index: int) -> str | None:
-    for i in range(min(index, len(lines) - 1), -1, -1):
-        if lines[i].startswith("table "):
-            return lines[i].split(" ", 2)[1]
-    return None
+def _compare_dumps(committed: Iterator[str], fresh: Iterator[str]) -> tuple[int, tuple[int, str | None, str | None, str | None]]:
+    """(lines that differ, (first differing line, committed, regenerated, the table it is in)),
+    read from both dumps in step, so neither is ever held whole; a line past one dump's end
+    differs, as `first_difference` counts it."""
+    differing = 0
+    first: tuple[int, str | None, str | None, str | None] = (0, None, None, None)
+    table: dict[str, str | None] = {"committed": None, "fresh": None}
+    for i, (was, now) in enumerate(zip_longest(committed, fresh), 1):
+        for side, line in (("committed", was), ("fresh", now)):
+            if line is not None and line.startswith("table "):
+                table[side] = line.split(" ", 2)[1]
+        if was != now:
+            differing += 1
+            if not first[0]:
+                first = (i, was, now, table["fresh"] if now is not None else table["committed"])
+    return differing, first
 
 
 def check_readmodel(state: LedgerState, workspace: Workspace, out: OutputsCheck) -> None:
@@ -151,19 +165,19 @@ def check_readmodel(state: LedgerState, workspace: Workspace, out: OutputsCheck)
         out.failures.append(Finding(check="projection", kind="readmodel-missing", file=READ_MODEL,
                                     message="the read model is not there (run `cbledger project readmodel`)"))
         return
-    fresh = readmodel.canonical_dump_tables(readmodel.build_tables(state)).splitlines()
-    try:
-        committed = readmodel.canonical_dump(path).splitlines()
-    except Exception as exc:  # not a database, or not one of ours
-        out.failures.append(Finding(check="projection", kind="readmodel-different", file=READ_MODEL,
-                                    message=f"cannot be read as a read model: {exc}"))
-        return
-    if committed == fresh:
+    with tempfile.TemporaryDirectory(prefix="cbledger-readmodel-") as scratch:
+        # regenerated into a scratch database and read back in key order beside the committed one,
+        # a row at a time from each: the check holds no table whole, at any ledger size
+        fresh = readmodel.write(readmodel.stream_tables(state), Path(scratch) / "fresh.db")
+        try:
+            differing, (line, was, now, table) = _compare_dumps(readmodel.dump_lines(path), readmodel.dump_lines(fresh))
+        except Exception as exc:  # not a database, or not one of ours
+            out.failures.append(Finding(check="projection", kind="readmodel-different", file=READ_MODEL,
+                                        message=f"cannot be read as a read model: {exc}"))
+            return
+    if not differing:
         out.readmodel_matches = True
         return
-    line, was, now = first_difference(committed, fresh)
-    table = _table_at(fresh if now is not None else committed, line - 1)
-    differing = sum(1 for a, b in zip(committed, fresh, strict=False) if a != b) + abs(len(committed) - len(fresh))
     out.failures.append(
         Finding(check="projection", kind="readmodel-different", file=READ_MODEL, line=line, field=table,
                 expected=_clip(now), actual=_clip(was),

@@ -13,6 +13,11 @@ aggregates kept as the events fold; the HTML site, whose aggregate pages are ren
 whole state, is written on the first quiet second after them (and on `--once` and on stopping),
 so a steady stream of appends is not held up behind it.
 
+A watch keeps a projection snapshot (`cbledger.projections.snapshot`) after its first
+regeneration and when it stops, whenever it folded at least `SNAPSHOT_AFTER` events past the last
+one, so the next start-up resumes near the head instead of where `project all` last left it; not
+between appends, where writing one would hold up the next regeneration.
+
 SIGINT and SIGTERM stop the loop between regenerations, so an output is never left half
 written; a second SIGINT interrupts at once.
 """
@@ -34,10 +39,15 @@ from cbledger.errors import UserError
 from cbledger.ledger.postgres import PostgresRecorder
 from cbledger.ledger.recorder import StoreUnavailable
 from cbledger.ledger.store import LedgerStore
+from cbledger.projections import writers
 from cbledger.reproduce.regenerate import Regenerator, Update
 from cbledger.workspace import Workspace
 
 Echo = Callable[[str], None]
+
+#: events folded past the last snapshot before a watch keeps another (a fold of this many is
+#: well under a second, a snapshot of a large ledger several seconds)
+SNAPSHOT_AFTER = 10_000
 
 
 @dataclass(frozen=True)
@@ -93,6 +103,9 @@ class Watcher:
         if options.debounce_ms < 1:
             raise UserError("--debounce-ms must be at least 1")
         self.root, self.ledger, self.options, self.echo = workspace.root, workspace.ledger, options, echo
+        self.snapshots = workspace.snapshots
+        #: the seq of the last snapshot this watch started from or kept (None: not started yet)
+        self._snapshot_seq: int | None = None
         self.location = store.location
         self.regenerator = Regenerator(workspace, read_model=options.read_model, site=options.site, defer_site=True,
                                        note=lambda line: echo(f"watch: {line}"))
@@ -122,6 +135,20 @@ class Watcher:
                 _run_exec(self.options.exec_cmd, self.root, update, self.echo)
         return update
 
+    def keep_snapshot(self) -> None:
+        """A snapshot of the fold, when it is `SNAPSHOT_AFTER` events or more past the last one."""
+        follower = self.regenerator.follower
+        if follower is None or self.regenerator.problem is not None:
+            return
+        if self._snapshot_seq is None:
+            self._snapshot_seq = follower.base_seq
+        if follower.state.head_seq - self._snapshot_seq < SNAPSHOT_AFTER:
+            return
+        kept = writers.keep_snapshot(follower, self.snapshots, lambda line: self.echo(f"watch: {line}"))
+        if kept is not None:
+            self._snapshot_seq = follower.state.head_seq
+            self.echo(f"watch: {kept}: snapshot at seq {follower.state.head_seq}")
+
     def flush_site(self) -> None:
         """The site pages deferred while appends kept coming, written now that the ledger is quiet."""
         if self.regenerator.problem is not None:
@@ -138,6 +165,7 @@ class Watcher:
     def run(self, stop: threading.Event | None = None) -> int:
         """Regenerates now, then on every settled change until stopped. Returns the exit code."""
         self.regenerate()
+        self.keep_snapshot()
         if self.options.once:
             self.flush_site()
             return 1 if self.regenerator.problem else 0
@@ -153,6 +181,7 @@ class Watcher:
             else:
                 self._follow_database(event)
             self.flush_site()  # stopped between regenerations: the site is brought to the same seq
+            self.keep_snapshot()
         except KeyboardInterrupt:
             stopper.signal = stopper.signal or "SIGINT"
         finally:
