@@ -272,6 +272,14 @@ def test_a_provider_outage_is_retried_as_further_attempts_and_only_the_last_coun
     assert down.exit_code == 0, down.output
     first = runs(ledger)
     assert len(first) == 2 and all(r.harness_failure is not None for r in first), [r.harness_failure for r in first]
+    # the output says how to try them again, not only that they failed
+    hint = "2 slot(s) ended for a reason not the model's (provider-transport) and count in no model row: " \
+           "to try them again, run the same command with --retry-env 1"
+    assert hint in down.stdout, down.output
+    # resumed from its kept plan with nothing to run (no --retry-env): nothing to refuse either (the
+    # --segment the model needs is not restated), and the same way out
+    resumed = run_cli(["run", "--resume", first[0].campaign.id, "--root", root, "--ledger", ledger], env=env)
+    assert resumed.exit_code == 0 and hint in resumed.stdout, resumed.output
     # without --retry-env the slots are done: a failure not the model's is still a recorded attempt
     assert "2 slot(s) recorded, 0 to run" in run_cli([*plan, "--dry-run"], env=env).stdout
     dry = run_cli([*plan, "--retry-env", "1", "--dry-run"], env=env)
@@ -285,7 +293,8 @@ def test_a_provider_outage_is_retried_as_further_attempts_and_only_the_last_coun
         (1, 1, False), (1, 2, True), (2, 1, False), (2, 2, True),
     ]
     # a third invocation with the same allowance: every slot's last attempt stands
-    assert "2 of 2 slot(s) recorded, 0 to run" in run_cli([*plan, "--retry-env", "1"], env=env).stderr
+    third = run_cli([*plan, "--retry-env", "1"], env=env)
+    assert "2 of 2 slot(s) recorded, 0 to run" in third.stderr and "not the model's" not in third.stdout, third.output
     # the second attempts were answered by the project's own endpoint: recorded as scripted (never a
     # model's row); the first never reached a model. Each slot is counted once, by its last attempt
     assert [r.run_mode for r in every if r.campaign.attempt == 2] == ["scripted", "scripted"]

@@ -36,7 +36,7 @@ from cbledger.runner import campaign as campaign_mod
 from cbledger.runner import cost_estimate, ledger_view, leftovers, pricing, trial
 from cbledger.runner import draft as draft_run
 from cbledger.runner.budget import MoneyLimits
-from cbledger.runner.plan import Plan, check_jobs, make_plan
+from cbledger.runner.plan import Plan, PlannedRun, check_jobs, make_plan
 from cbledger.runner.rescore import rescore as rescore_runs
 from cbledger.runner.suite_run import passes_allowed, run_plan
 from cbledger.tasks import definitions, suite_archive
@@ -168,9 +168,8 @@ def run(
         view = ledger_view.read(where.ledger) if cleaned.adopted else view
         slots = campaign_mod.open_campaign(where, plan, view, campaign, session=session, passes=passes)
         todo = slots.missing(retry_env)
-        if not as_json:
-            typer.echo(f"campaign {campaign}: {len(slots.slots) - len(todo)} of {len(slots.slots)} slot(s) recorded, "
-                       f"{len(todo)} to run", err=True)
+        if not _announce(slots, todo, retry_env, as_json):
+            return
         progress = SuiteProgress(len(todo))
         try:
             result = run_plan(
@@ -209,6 +208,7 @@ def run(
             "notRun": [{"run": label, "reason": why} for label, why in result.not_run],
             "batch": result.batch if result.outputs else None, "campaign": campaign, "projected": bool(project and result.outputs),
             "sandboxesKept": str(sandboxes) if keep_sandboxes else None,
+            "retryHint": campaign_mod.retry_hint([o.run for o in result.outputs], retry_env),
         }, sort_keys=True))
         if result.failures:
             raise typer.Exit(1)
@@ -235,8 +235,33 @@ def run(
         typer.echo(f"  not recorded: {label}: {error}", err=True)
     for label, why in result.not_run:
         typer.echo(f"  {label}: {why}")
+    _echo_hint(campaign_mod.retry_hint([o.run for o in result.outputs], retry_env))
     if result.failures:
         raise typer.Exit(1)
+
+
+def _announce(slots: campaign_mod.Campaign, todo: list[PlannedRun], retry_env: int, as_json: bool) -> bool:
+    """Says what of the campaign is recorded and what runs now; False when nothing does, which is
+    then all the command says (nothing to run is nothing to refuse: preflight is for runs about to
+    start, so a resumed campaign that is complete is not refused for a flag it no longer needs)."""
+    if not as_json:
+        typer.echo(f"campaign {slots.id}: {len(slots.slots) - len(todo)} of {len(slots.slots)} slot(s) recorded, "
+                   f"{len(todo)} to run", err=True)
+    if todo:
+        return True
+    hint = campaign_mod.retry_hint([s.recorded for s in slots.slots if s.recorded is not None], retry_env)
+    if as_json:
+        typer.echo(json.dumps({"runs": [], "recorded": 0, "passed": 0, "failed": 0, "notRecorded": [], "notRun": [],
+                               "batch": None, "campaign": slots.id, "projected": False, "sandboxesKept": None,
+                               "retryHint": hint}, sort_keys=True))
+    else:
+        _echo_hint(hint)
+    return False
+
+
+def _echo_hint(hint: str | None) -> None:
+    if hint:
+        typer.echo(hint)
 
 
 def _show_dry_run(
