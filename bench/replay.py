@@ -9,7 +9,7 @@ Three figures, each measured in this run:
   and dmxsun boards (the tasks `bench/runner.py` uses), gold and noop runs through the real runner,
   every projection written; then `replay --verify` end to end (chain, every run restored and
   re-graded, projections compared), serially and with --jobs, split into restore (bundle digest,
-  seed rebuilt from the fixture, fetch), evidence digests and the re-grade.
+  seed rebuilt from the fixture, bundle read), evidence digests and the re-grade.
 * Chain-only verification per event (`verify_chain`) on synthetic ledgers of run + grade pairs
   (the projections benchmark's builders) at each size.
 * Watch latency: `cbledger watch` running as its own process over the same synthetic ledger, one

@@ -3,15 +3,14 @@
 `cbledger.runner.preserve.restore` stops at the first thing that is wrong, which is right for
 re-scoring. Verification needs to say *what* is wrong: a rewritten bundle both changes its
 BLAKE3 and loses the recorded commits, and the useful finding is which evidence changed. So this
-walks the same steps — bundle digest, seed rebuilt from the fixture, fetch, recorded commits —
+walks the same steps — bundle digest, seed rebuilt from the fixture, the bundle read in (in-process,
+`runner/bundle_read.py`), recorded commits —
 records a finding at each failed step instead of raising, and goes on as far as the evidence
 allows, falling back to the bundle's own refs to recompute the evidence digests.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from cbledger.grading.evidence.tree import view
 from cbledger.ledger.events import RunRecorded
 from cbledger.reproduce.findings import Finding
 from cbledger.runner import sandbox as sandbox_mod
-from cbledger.runner.preserve import git_cli
+from cbledger.runner.bundle_read import BundleError, unbundle
 from cbledger.tasks.catalog import Catalog, Fixture
 from cbledger.tasks.fixtures.hashing import hash_directory
 from cbledger.workspace import Workspace
@@ -43,16 +42,6 @@ class RestoredRun:
 
 def _finding(run: RunRecorded, seq: int, kind: str, message: str, **extra) -> Finding:
     return Finding(check="run", kind=kind, message=message, seq=seq, run_id=run.run_id, **extra)
-
-
-def _fetch(repo_path: Path, bundle: Path) -> str | None:
-    """Fetches the bundle's refs; returns git's complaint on failure."""
-    proc = subprocess.run(
-        [git_cli(), "fetch", "--quiet", "--no-tags", str(bundle.resolve()), "refs/cbledger/*:refs/cbledger/*"],
-        cwd=repo_path, capture_output=True, text=True, stdin=subprocess.DEVNULL,
-        env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"},
-    )
-    return None if proc.returncode == 0 else (proc.stderr.strip() or f"git fetch exited {proc.returncode}")
 
 
 def restore_run(workspace: Workspace, catalog: Catalog, run: RunRecorded, seq: int, into: Path) -> RestoredRun:
@@ -103,9 +92,10 @@ def restore_run(workspace: Workspace, catalog: Catalog, run: RunRecorded, seq: i
         )
         return out
     repo.references.create("refs/cbledger/seed", pygit2.Oid(hex=seed), force=True)
-    problem = _fetch(Path(repo.path), bundle)
-    if problem is not None:
-        out.failures.append(_finding(run, seq, "bundle-unreadable", f"git could not fetch the bundle: {problem}", file=ref.store))
+    try:
+        unbundle(repo, data)
+    except BundleError as exc:
+        out.failures.append(_finding(run, seq, "bundle-unreadable", f"the bundle could not be read: {exc}", file=ref.store))
         return out
     missing = []
     for name in (*COMMITS, "stash"):

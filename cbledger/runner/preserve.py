@@ -9,11 +9,13 @@ is bounded in size before anything reads it (`capture`): the agent's commits and
 its end state, so the grade and its replay read the same bounded commits.
 
 Restoring rebuilds the seed from the fixture, checks it reproduces the recorded SHA (a moved
-fixture or config is caught here, before anything is graded), and fetches the bundle on top.
+fixture or config is caught here, before anything is graded), and reads the bundle in on top.
 
-Bundles are written and read with the git command line: libgit2 (pygit2) has no bundle support,
-and a bundle is the standard, inspectable way git ships "these commits, relative to that one".
-Everything else here goes through pygit2.
+A bundle is the standard, inspectable way git ships "these commits, relative to that one", but
+libgit2 (pygit2) has no bundle support: bundles are written with `git bundle create` (once per
+run, where git's delta search earns its process) and read in-process by `runner/bundle_read.py`
+(once per restore, which `replay --verify` does for every run). Everything else here goes
+through pygit2.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from cbledger.grading.evidence.bundle import (
 from cbledger.grading.evidence.tree import snapshot_directory
 from cbledger.ledger.events import SandboxRef
 from cbledger.runner import sandbox as sandbox_mod
+from cbledger.runner.bundle_read import BundleError, unbundle
 from cbledger.runner.rebuild import Rebuild
 from cbledger.tasks.catalog import Fixture
 
@@ -382,10 +385,11 @@ def restore(
     into: Path | None = None,
     checkout: bool = False,
 ) -> Restored:
-    """Rebuilds the seed from the fixture, checks its SHA, and fetches the preserved run."""
+    """Rebuilds the seed from the fixture, checks its SHA, and reads the preserved run in."""
     if not bundle.is_file():
         raise UserError(f"{bundle}: preserved run missing")
-    digest = blake3(bundle.read_bytes()).hexdigest()
+    data = bundle.read_bytes()
+    digest = blake3(data).hexdigest()
     if digest != ref.store_blake3:
         raise UserError(f"{bundle}: BLAKE3 {digest} differs from the recorded {ref.store_blake3}")
     path = into or scratch_dir.mkdtemp("cbledger-restore-")
@@ -397,8 +401,10 @@ def restore(
             "the fixture tree or the task config changed since the run"
         )
     repo.references.create("refs/cbledger/seed", pygit2.Oid(hex=seed), force=True)
-    _git(["fetch", "--quiet", "--no-tags", str(bundle.resolve()), "refs/cbledger/*:refs/cbledger/*"], path)
-    repo = pygit2.Repository(str(path))
+    try:
+        unbundle(repo, data)
+    except BundleError as exc:
+        raise UserError(f"{bundle}: {exc}") from None
     for name, sha in (
         ("baseline", ref.baseline_sha),
         ("head", ref.head_sha),

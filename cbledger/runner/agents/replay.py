@@ -8,7 +8,6 @@ run mode `replay` and the original run's id in its note. No model is called.
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pygit2
@@ -17,7 +16,7 @@ from blake3 import blake3
 from cbledger.errors import UserError
 from cbledger.runner import ledger_view
 from cbledger.runner.agents.base import AgentInput, AgentResult
-from cbledger.runner.preserve import git_cli
+from cbledger.runner.bundle_read import BundleError, unbundle
 from cbledger.runner.sandbox import BRANCH
 
 
@@ -52,20 +51,17 @@ class ReplayAgent:
         bundle = self.root / src.sandbox.store
         if not bundle.is_file():
             raise UserError(f"{bundle}: preserved run {src.run_id} missing")
-        if blake3(bundle.read_bytes()).hexdigest() != src.sandbox.store_blake3:
+        data = bundle.read_bytes()
+        if blake3(data).hexdigest() != src.sandbox.store_blake3:
             raise UserError(f"{bundle}: digest differs from the one recorded for run {src.run_id}")
-        proc = subprocess.run(
-            [git_cli(), "fetch", "--quiet", "--no-tags", str(bundle.resolve()), "refs/cbledger/*:refs/cbledger-replay/*"],
-            cwd=inp.sandbox, capture_output=True, text=True, stdin=subprocess.DEVNULL,
-        )
-        if proc.returncode != 0:
-            raise UserError(f"{bundle}: could not be fetched: {proc.stderr.strip()}")
         repo = pygit2.Repository(str(inp.sandbox))
+        try:
+            unbundle(repo, data, refs_to=None)  # the objects alone: only the branch below names them
+        except BundleError as exc:
+            raise UserError(f"{bundle}: could not be read: {exc}") from None
         repo.references.create(f"refs/heads/{BRANCH}", pygit2.Oid(hex=src.sandbox.head_sha), force=True)
         repo.checkout_tree(repo[src.sandbox.capture_sha].peel(pygit2.Tree), strategy=pygit2.enums.CheckoutStrategy.FORCE | pygit2.enums.CheckoutStrategy.REMOVE_UNTRACKED)
         repo.set_head(f"refs/heads/{BRANCH}")
-        for ref in [r for r in repo.references if r.startswith("refs/cbledger-replay/")]:
-            repo.references.delete(ref)
         return AgentResult(runner_exit=src.runner_exit, note=f"replay of run {src.run_id}", provider=src.model.provider, model=src.model, cost=src.cost, replay_of=src.run_id)
 
 
