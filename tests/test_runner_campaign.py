@@ -83,6 +83,20 @@ def verified(root: Path, ledger: Path | str) -> None:
 # --------------------------------------------------------------------------- the ledger's refusal
 
 
+def test_a_run_preflight_refuses_keeps_no_campaign_plan(tmp_path: Path, kicad_cli: str) -> None:
+    """A first run on a ledger with no suite version is refused, and the refusal writes nothing:
+    not the campaign's plan either, which would name a suite version no run was made under."""
+    root = project(tmp_path)
+    ledger = root / "fresh.jsonl"
+    assert run_cli(["init", "--name", "fresh", "--root", root, "--ledger", ledger]).exit_code == 0
+    before = ledger.read_bytes()
+    refused = run_cli(["run", TASKS[0], "--agent", "gold", "--repeats", "1", "--root", root, "--ledger", ledger])
+    assert refused.exit_code == 2, refused.output
+    assert refused.stderr.strip() == 'error: no suite version is recorded in the ledger; run `cbledger suite bump --reason "initial suite"`'
+    assert ledger.read_bytes() == before
+    assert sorted(p.name for p in root.iterdir()) == ["fixtures", "fresh.jsonl", "suites", "tasks"]
+
+
 def test_the_ledger_refuses_a_slot_recorded_twice(tmp_path: Path, kicad_cli: str) -> None:
     root = project(tmp_path)
     ledger = new_ledger(root, "twice")

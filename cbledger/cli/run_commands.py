@@ -38,7 +38,7 @@ from cbledger.runner import draft as draft_run
 from cbledger.runner.budget import MoneyLimits
 from cbledger.runner.plan import Plan, PlannedRun, check_jobs, make_plan
 from cbledger.runner.rescore import rescore as rescore_runs
-from cbledger.runner.suite_run import passes_allowed, run_plan
+from cbledger.runner.suite_run import passes_allowed, preflight, run_plan
 from cbledger.tasks import definitions, suite_archive
 from cbledger.tasks.catalog import Catalog
 from cbledger.tasks.definitions import DirectorySource, GitSource, Source
@@ -157,6 +157,9 @@ def run(
                       where_to_run=f"jobs {jobs}" if executor == "local" else f"executor {executor} at {scheduler}",
                       as_json=as_json, executor=executor, jobs=jobs)
         return
+    # refused before the campaign's plan is kept: a refusal writes nothing (run_plan checks again,
+    # after leftovers were adopted)
+    preflight(Catalog(where.root), plan, view, kicad=executor == "local", workspace=where)
     # the campaign's own place (of this results directory: another project's run of the same plan
     # has its own), so the next invocation finds what a killed one left there
     here = blake3(str(where.results.resolve()).encode()).hexdigest()[:8]
