@@ -97,6 +97,28 @@ def test_a_run_preflight_refuses_keeps_no_campaign_plan(tmp_path: Path, kicad_cl
     assert sorted(p.name for p in root.iterdir()) == ["fixtures", "fresh.jsonl", "suites", "tasks"]
 
 
+def test_an_interrupted_campaign_says_what_is_kept_and_how_to_go_on(
+    tmp_path: Path, kicad_cli: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ctrl-C mid-campaign ended the command with exit 130 and not a word."""
+    from cbledger.cli import run_commands
+
+    root = project(tmp_path)
+    ledger = new_ledger(root, "interrupted")
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run_commands, "run_plan", interrupted)
+    r = run_cli(["run", TASKS[0], "--agent", "gold", "--repeats", "1", "--campaign", "late", "--root", root, "--ledger", ledger])
+    assert r.exit_code == 130, r.output
+    assert r.stderr.splitlines()[-1] == (
+        "error: interrupted: every run of campaign late that finished is recorded; run the same command again "
+        "(or `cbledger run --resume late`) to run the slots still missing, which also regenerates the projections "
+        "(`cbledger project all` does that alone)"
+    )
+
+
 def test_the_ledger_refuses_a_slot_recorded_twice(tmp_path: Path, kicad_cli: str) -> None:
     root = project(tmp_path)
     ledger = new_ledger(root, "twice")

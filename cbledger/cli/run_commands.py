@@ -24,6 +24,7 @@ from cbledger.cli.common import (
     ledger_path,
     workspace,
 )
+from cbledger.cli.exits import INTERRUPTED
 from cbledger.cli.progress import Reporter, SuiteProgress
 from cbledger.grading import suite_version
 from cbledger.ledger.events import Ablations, Actor, make_event
@@ -181,18 +182,16 @@ def run(
                 session=session, executor=executor, scheduler=scheduler, on_activity=progress.activity,
                 unsandboxed=unsandboxed, passes=passes, money=money, retry_env=retry_env,
             )
+        except KeyboardInterrupt:
+            progress.close()
+            fail(_interrupted(campaign), code=INTERRUPTED)
         finally:
             progress.close()
             if sandbox_root is None and not keep_sandboxes:
                 shutil.rmtree(sandboxes, ignore_errors=True)
     if keep_sandboxes and not as_json:
         typer.echo(f"sandboxes kept under {sandboxes}")
-    records: dict[str, list[str]] = {}
-    if project and result.outputs:
-        state = writers.load_state(where.ledger)
-        writers.regenerate_all(state, where, site_evidence=site_evidence.source(where))
-        for entry in record_entries(state, build=False):
-            records.setdefault(entry.run_id, []).append(record_name(entry.path))
+    records = _project(where) if project and result.outputs else {}
     if as_json:
         typer.echo(json.dumps({
             "runs": [
@@ -260,6 +259,23 @@ def _announce(slots: campaign_mod.Campaign, todo: list[PlannedRun], retry_env: i
     else:
         _echo_hint(hint)
     return False
+
+
+def _project(where: Workspace) -> dict[str, list[str]]:
+    """Regenerates every projection; each run's result records, by run id."""
+    records: dict[str, list[str]] = {}
+    state = writers.load_state(where.ledger)
+    writers.regenerate_all(state, where, site_evidence=site_evidence.source(where))
+    for entry in record_entries(state, build=False):
+        records.setdefault(entry.run_id, []).append(record_name(entry.path))
+    return records
+
+
+def _interrupted(campaign: str) -> str:
+    """Ctrl-C ended the command silently (exit 130), leaving a reader to wonder what was lost."""
+    return (f"interrupted: every run of campaign {campaign} that finished is recorded; run the same command again "
+            f"(or `cbledger run --resume {campaign}`) to run the slots still missing, which also regenerates the "
+            "projections (`cbledger project all` does that alone)")
 
 
 def _echo_hint(hint: str | None) -> None:
