@@ -6,7 +6,7 @@ from __future__ import annotations
 from cbledger.projections import card, leaderboard
 from cbledger.projections.fold import fold
 from cbledger.projections.records import record_entries
-from tests.factories import rich_stream
+from tests.factories import Stream, rich_stream
 
 
 def _card(stream, suite: str) -> dict[str, str]:
@@ -34,3 +34,20 @@ def test_the_card_states_scope_surfaces_and_judged_parts_from_the_data():
 def test_the_card_sits_in_leaderboard_before_the_tables():
     text = leaderboard.render(fold(rich_stream().events))
     assert text.index(f"## {card.TITLE}") < text.index("## Main comparability group")
+
+
+def test_the_scope_says_whose_tiers_it_counts_when_some_tasks_have_no_record():
+    """Tier and outcome come from records: a suite of three tasks with two run must not read as
+    three tasks whose tiers add up to two."""
+    s = Stream()
+    s.task("rename-net", tier="simple")
+    s.task("budget-refusal", tier="medium", outcome="refusal")
+    s.task("route-power", tier="hard")
+    s.suite("1.0.0", reason="first suite")
+    s.graded_run("rename-net", "harness:gold", "pass")
+    s.graded_run("budget-refusal", "harness:gold", "pass")
+    scope = _card(s, "1.0.0")["Scope"]
+    assert scope.startswith("suite `1.0.0`: 3 task(s) (2 with a graded record: simple 1, medium 1, hard 0; "
+                            "expected outcomes: edit 1, refusal 1) on "), scope
+    s.graded_run("route-power", "harness:gold", "pass")
+    assert "3 task(s) (simple 1, medium 1, hard 1; " in _card(s, "1.0.0")["Scope"]

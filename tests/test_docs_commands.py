@@ -188,6 +188,10 @@ NOT_RUN = {
     "run led-resistor-swap --agent copperhead --session sessions/idle.json": "the real harness: a minute",
     "endpoint serve tasks/led-resistor-swap/sessions/solve.json --port 8765": "serves until interrupted (tests/test_endpoint.py)",
     "pricing publish prices.json": "the reader's own price table",
+    "run led-resistor-swap --agent copperhead --model compat:flaky --segment open-weight-self-hosted":
+        "the real harness against an endpoint served by hand (tests/test_runner_campaign.py, the provider outage)",
+    "run led-resistor-swap --agent copperhead --model compat:flaky --segment open-weight-self-hosted --retry-env 1":
+        "the real harness against an endpoint served by hand (tests/test_runner_campaign.py, the provider outage)",
     "run TASK --agent copperhead --session solve --keep-sandboxes": "the real harness, three repeats: a minute",
     "rerun RUN": "re-executes the run through the real harness (tests/test_rerun_cassette.py)",
     "rerun RUN --from-session": "re-executes the run through the real harness (tests/test_rerun_attach.py)",

@@ -60,6 +60,32 @@ def materialize(fixture, *args):
 # --------------------------------------------------------------------------- --from
 
 
+@pytest.mark.parametrize("board", sorted(REAL))
+def test_materialize_without_a_source_names_the_two_and_the_pinned_upstream(tmp_path, board):
+    """`replay --verify` tells a reader to materialize a missing board; the bare command must then
+    say where the files come from, not only that a flag is missing."""
+    root = tmp_path / "project"
+    (root / "fixtures" / board).mkdir(parents=True)
+    (root / "tasks").mkdir()
+    manifest = json.loads((Path(__file__).resolve().parent.parent / "fixtures" / board / "fixture.json").read_text())
+    (root / "fixtures" / board / "fixture.json").write_text(json.dumps(manifest))
+    r = run_cli(["fixture", "materialize", board, "--root", root])
+    assert r.exit_code == 2, r.output
+    upstream = manifest["upstream"]
+    assert r.stderr.strip() == (
+        f"error: fixture materialize {board}: no source given: --from DIR (a copy of the board holding tree/ and "
+        f"baseline/) or --git CLONE_DIR (a clone of {upstream['url']}; rebuilt at commit {upstream['commit']})"
+    )
+    assert sorted(p.name for p in (root / "fixtures" / board).iterdir()) == ["fixture.json"]
+
+
+def test_materialize_with_both_sources_is_refused(tmp_path):
+    fixture, source = _split(tmp_path)
+    r = materialize(fixture, "--from", source, "--git", source)
+    assert r.exit_code == 2 and "give exactly one of --from DIR and --git CLONE_DIR" in r.stderr
+    assert not fixture.tree.exists()
+
+
 def test_materialize_from_a_directory_with_tree_and_baseline(tmp_path):
     fixture, source = _split(tmp_path)
     r = materialize(fixture, "--from", source)

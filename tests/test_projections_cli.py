@@ -82,6 +82,17 @@ def test_a_retraction_keeps_the_published_records_and_marks_them(root):
     assert cli("project", "all", "--check", "--root", root)[0] == 0
 
 
+def test_a_snapshot_whose_selection_holds_no_run_is_refused_and_not_written(root, tmp_path):
+    """A mistyped batch id made an empty baseline with exit 0; `compare` refused it only later."""
+    snap = tmp_path / "base.json"
+    code, out, err = cli("project", "snapshot", "--select", "batch=no-such-batch", "-o", snap, "--root", root)
+    ledger = root / "results" / "ledger" / "events.jsonl"
+    assert code == 2, out
+    assert err.strip() == f"error: --select batch=no-such-batch: no run in {ledger} is selected; nothing written"
+    assert not snap.exists()
+    assert cli("project", "snapshot", "--select", "model=cheap:model-b", "-o", snap, "--root", root)[0] == 0
+
+
 def test_snapshot_and_compare(root, tmp_path):
     snap = tmp_path / "base.json"
     assert cli("project", "snapshot", "-o", snap, "--root", root)[0] == 0

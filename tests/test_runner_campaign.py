@@ -83,6 +83,42 @@ def verified(root: Path, ledger: Path | str) -> None:
 # --------------------------------------------------------------------------- the ledger's refusal
 
 
+def test_a_run_preflight_refuses_keeps_no_campaign_plan(tmp_path: Path, kicad_cli: str) -> None:
+    """A first run on a ledger with no suite version is refused, and the refusal writes nothing:
+    not the campaign's plan either, which would name a suite version no run was made under."""
+    root = project(tmp_path)
+    ledger = root / "fresh.jsonl"
+    assert run_cli(["init", "--name", "fresh", "--root", root, "--ledger", ledger]).exit_code == 0
+    before = ledger.read_bytes()
+    refused = run_cli(["run", TASKS[0], "--agent", "gold", "--repeats", "1", "--root", root, "--ledger", ledger])
+    assert refused.exit_code == 2, refused.output
+    assert refused.stderr.strip() == 'error: no suite version is recorded in the ledger; run `cbledger suite bump --reason "initial suite"`'
+    assert ledger.read_bytes() == before
+    assert sorted(p.name for p in root.iterdir()) == ["fixtures", "fresh.jsonl", "suites", "tasks"]
+
+
+def test_an_interrupted_campaign_says_what_is_kept_and_how_to_go_on(
+    tmp_path: Path, kicad_cli: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ctrl-C mid-campaign ended the command with exit 130 and not a word."""
+    from cbledger.cli import run_commands
+
+    root = project(tmp_path)
+    ledger = new_ledger(root, "interrupted")
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run_commands, "run_plan", interrupted)
+    r = run_cli(["run", TASKS[0], "--agent", "gold", "--repeats", "1", "--campaign", "late", "--root", root, "--ledger", ledger])
+    assert r.exit_code == 130, r.output
+    assert r.stderr.splitlines()[-1] == (
+        "error: interrupted: every run of campaign late that finished is recorded; run the same command again "
+        "(or `cbledger run --resume late`) to run the slots still missing, which also regenerates the projections "
+        "(`cbledger project all` does that alone)"
+    )
+
+
 def test_the_ledger_refuses_a_slot_recorded_twice(tmp_path: Path, kicad_cli: str) -> None:
     root = project(tmp_path)
     ledger = new_ledger(root, "twice")
@@ -272,6 +308,14 @@ def test_a_provider_outage_is_retried_as_further_attempts_and_only_the_last_coun
     assert down.exit_code == 0, down.output
     first = runs(ledger)
     assert len(first) == 2 and all(r.harness_failure is not None for r in first), [r.harness_failure for r in first]
+    # the output says how to try them again, not only that they failed
+    hint = "2 slot(s) ended for a reason not the model's (provider-transport) and count in no model row: " \
+           "to try them again, run the same command with --retry-env 1"
+    assert hint in down.stdout, down.output
+    # resumed from its kept plan with nothing to run (no --retry-env): nothing to refuse either (the
+    # --segment the model needs is not restated), and the same way out
+    resumed = run_cli(["run", "--resume", first[0].campaign.id, "--root", root, "--ledger", ledger], env=env)
+    assert resumed.exit_code == 0 and hint in resumed.stdout, resumed.output
     # without --retry-env the slots are done: a failure not the model's is still a recorded attempt
     assert "2 slot(s) recorded, 0 to run" in run_cli([*plan, "--dry-run"], env=env).stdout
     dry = run_cli([*plan, "--retry-env", "1", "--dry-run"], env=env)
@@ -285,7 +329,8 @@ def test_a_provider_outage_is_retried_as_further_attempts_and_only_the_last_coun
         (1, 1, False), (1, 2, True), (2, 1, False), (2, 2, True),
     ]
     # a third invocation with the same allowance: every slot's last attempt stands
-    assert "2 of 2 slot(s) recorded, 0 to run" in run_cli([*plan, "--retry-env", "1"], env=env).stderr
+    third = run_cli([*plan, "--retry-env", "1"], env=env)
+    assert "2 of 2 slot(s) recorded, 0 to run" in third.stderr and "not the model's" not in third.stdout, third.output
     # the second attempts were answered by the project's own endpoint: recorded as scripted (never a
     # model's row); the first never reached a model. Each slot is counted once, by its last attempt
     assert [r.run_mode for r in every if r.campaign.attempt == 2] == ["scripted", "scripted"]

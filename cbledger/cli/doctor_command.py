@@ -17,6 +17,7 @@ from cbledger.kicad.oracle import kicad_cli, kicad_cli_version
 from cbledger.ledger.store import LedgerStore
 from cbledger.runner import isolation, ledger_view, preflight_credentials, pricing
 from cbledger.runner.agents.copperhead import locate
+from cbledger.runner.execute import cost_segment
 
 
 def _copperhead(cli: str | None, root) -> tuple[bool, str]:
@@ -42,18 +43,20 @@ def _credential(model: str | None, key_check: bool) -> tuple[bool, str]:
     return True, cred.describe + checked
 
 
-def _prices(view: ledger_view.LedgerView, model: str | None) -> tuple[bool, str]:
+def _prices(view: ledger_view.LedgerView, model: str | None, segment: str | None) -> tuple[bool, str]:
+    """A model the table does not price stops a run only without `--segment`, as `run` decides."""
     table = view.pricing
+    named = f"; --segment {segment}: {model}'s runs cost null" if segment else ""
     if table is None:
         later = [t for t in view.price_tables if t.effective_date > pricing.today()]
         why = f"none in effect yet (the next from {min(t.effective_date for t in later)})" if later else "no pricing.published in the ledger"
-        return model is None, why + ": runs cost null unless `cbledger pricing publish` records one"
+        return model is None or bool(segment), why + ": runs cost null unless `cbledger pricing publish` records one" + named
     line = f"{table.table_version} (effective {table.effective_date}), {len(table.models)} model(s)"
     if model is None:
         return True, line
     found = pricing.route(model, table)
     if found is None:
-        return False, line + f"; no entry for {model} (a run needs --segment and costs null)"
+        return bool(segment), line + f"; no entry for {model}" + (named or " (a run needs --segment and costs null)")
     if found.price is None:
         return True, line + f"; {model} is a null-cost route ({found.segment})"
     return True, line + f"; {model}: ${found.price.input} in, ${found.price.output} out per 1M tokens"
@@ -63,12 +66,14 @@ def doctor(
     model: Annotated[str | None, typer.Option(help="The model whose route's key and price to check.", show_default=False)] = None,
     copperhead_cli: Annotated[str | None, typer.Option("--copperhead-cli", envvar="COPPERHEAD_CLI", help="Path to copperhead's cli.js.")] = None,
     key_check: Annotated[bool, typer.Option(help="Check the key with one request to its provider (its model list, no tokens).")] = True,
+    segment: Annotated[str | None, typer.Option(help="The cost segment the run will name for a model the price table does not list.", show_default=False)] = None,
     ledger: LedgerOption = None,
     root: RootOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Check kicad-cli, copperhead, bubblewrap, the model's key and the price table, in one screen."""
     where = workspace(ledger, root)
+    cost_segment(segment)
     kicad = kicad_cli()
     bwrap = isolation.find_bwrap()
     sandbox_problem = isolation.problem(bwrap)
@@ -80,7 +85,7 @@ def doctor(
         "bubblewrap": (sandbox_problem is None, f"{bwrap}: agents run sandboxed" if sandbox_problem is None
                        else f"{sandbox_problem} (runs need --unsandboxed)"),
         "credential": _credential(model, key_check),
-        "price table": _prices(view, model),
+        "price table": _prices(view, model, segment),
     }
     ok = all(good for good, _ in checks.values())
     if as_json:

@@ -19,6 +19,8 @@ USAGE = 2
 CONFLICT = 3
 #: a credential pattern matched in something bound for the ledger or results/
 SECRET_REFUSED = 4
+#: interrupted (Ctrl-C): 128 + SIGINT, as a shell reports a process SIGINT ended
+INTERRUPTED = 130
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok; 1 a check failed; 2 bad usage or input (nothing written); 3 an id conflict; "

@@ -253,6 +253,16 @@ def baseline_cmd(fixture_id: FixtureId, root: RootOption = None, as_json: JsonFl
     typer.echo(f"wrote {fixture_dir / 'baseline'} and the baseline summary (kicad-cli {result.kicad_cli_version})")
 
 
+def _no_source(fixture_dir: Path, fixture_id: str) -> str:
+    """A reader told to materialize a board (by `replay --verify`, say) may not know where its files
+    come from: the refusal names the two sources and the upstream the manifest pins."""
+    upstream = read_document(fixture_dir / MANIFEST_NAME).get("upstream")
+    url, commit = (upstream.get("url"), upstream.get("commit")) if isinstance(upstream, dict) else (None, None)
+    pinned = f" (a clone of {url}; rebuilt at commit {commit})" if url and url != "local" and commit else ""
+    return (f"fixture materialize {fixture_id}: no source given: --from DIR (a copy of the board holding tree/ "
+            f"and baseline/) or --git CLONE_DIR{pinned}")
+
+
 @fixture_app.command("materialize")
 def materialize_cmd(
     fixture_id: FixtureId,
@@ -269,9 +279,11 @@ def materialize_cmd(
     """Build fixtures/ID/tree of a real board whose tree is not committed.
 
     The files must hash to the manifest's sha256; a mismatch writes nothing."""
-    if (source is None) == (git is None):
+    if source is not None and git is not None:
         fail("give exactly one of --from DIR and --git CLONE_DIR")
     fixture_dir = _fixture_dir(root, fixture_id)
+    if source is None and git is None:
+        fail(_no_source(fixture_dir, fixture_id))
     if source is not None:
         result = materialize_mod.from_directory(fixture_dir, source, force)
     else:

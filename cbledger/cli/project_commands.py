@@ -286,7 +286,12 @@ def snapshot_cmd(
     """A JSON snapshot of a run set (default: every run), per suite, condition, tier, model and task: a gate baseline.
     The snapshot is JSON already; with -o, --json reports where it went."""
     chosen = _selection(select, "--select") if select else None
-    data = gate.render_snapshot(gate.build_snapshot(_state(workspace(ledger, root)), chosen))
+    where = workspace(ledger, root)
+    snapshot = gate.build_snapshot(_state(where), chosen)
+    if chosen is not None and not any(suite.selected_runs for suite in snapshot.suites):
+        # a mistyped batch id made an empty baseline, refused only later by `compare`
+        fail(f"--select {' '.join(select or [])}: no run in {where.ledger} is selected; nothing written", 2)
+    data = gate.render_snapshot(snapshot)
     if out is None:
         typer.echo(data.decode(), nl=False)
     else:

@@ -24,6 +24,7 @@ from cbledger.cli.common import (
     ledger_path,
     workspace,
 )
+from cbledger.cli.exits import INTERRUPTED
 from cbledger.cli.progress import Reporter, SuiteProgress
 from cbledger.grading import suite_version
 from cbledger.ledger.events import Ablations, Actor, make_event
@@ -36,9 +37,9 @@ from cbledger.runner import campaign as campaign_mod
 from cbledger.runner import cost_estimate, ledger_view, leftovers, pricing, trial
 from cbledger.runner import draft as draft_run
 from cbledger.runner.budget import MoneyLimits
-from cbledger.runner.plan import Plan, check_jobs, make_plan
+from cbledger.runner.plan import Plan, PlannedRun, check_jobs, make_plan
 from cbledger.runner.rescore import rescore as rescore_runs
-from cbledger.runner.suite_run import passes_allowed, run_plan
+from cbledger.runner.suite_run import passes_allowed, preflight, run_plan
 from cbledger.tasks import definitions, suite_archive
 from cbledger.tasks.catalog import Catalog
 from cbledger.tasks.definitions import DirectorySource, GitSource, Source
@@ -157,6 +158,9 @@ def run(
                       where_to_run=f"jobs {jobs}" if executor == "local" else f"executor {executor} at {scheduler}",
                       as_json=as_json, executor=executor, jobs=jobs)
         return
+    # refused before the campaign's plan is kept: a refusal writes nothing (run_plan checks again,
+    # after leftovers were adopted)
+    preflight(Catalog(where.root), plan, view, kicad=executor == "local", workspace=where)
     # the campaign's own place (of this results directory: another project's run of the same plan
     # has its own), so the next invocation finds what a killed one left there
     here = blake3(str(where.results.resolve()).encode()).hexdigest()[:8]
@@ -168,9 +172,8 @@ def run(
         view = ledger_view.read(where.ledger) if cleaned.adopted else view
         slots = campaign_mod.open_campaign(where, plan, view, campaign, session=session, passes=passes)
         todo = slots.missing(retry_env)
-        if not as_json:
-            typer.echo(f"campaign {campaign}: {len(slots.slots) - len(todo)} of {len(slots.slots)} slot(s) recorded, "
-                       f"{len(todo)} to run", err=True)
+        if not _announce(slots, todo, retry_env, as_json):
+            return
         progress = SuiteProgress(len(todo))
         try:
             result = run_plan(
@@ -179,18 +182,16 @@ def run(
                 session=session, executor=executor, scheduler=scheduler, on_activity=progress.activity,
                 unsandboxed=unsandboxed, passes=passes, money=money, retry_env=retry_env,
             )
+        except KeyboardInterrupt:
+            progress.close()
+            fail(_interrupted(campaign), code=INTERRUPTED)
         finally:
             progress.close()
             if sandbox_root is None and not keep_sandboxes:
                 shutil.rmtree(sandboxes, ignore_errors=True)
     if keep_sandboxes and not as_json:
         typer.echo(f"sandboxes kept under {sandboxes}")
-    records: dict[str, list[str]] = {}
-    if project and result.outputs:
-        state = writers.load_state(where.ledger)
-        writers.regenerate_all(state, where, site_evidence=site_evidence.source(where))
-        for entry in record_entries(state, build=False):
-            records.setdefault(entry.run_id, []).append(record_name(entry.path))
+    records = _project(where) if project and result.outputs else {}
     if as_json:
         typer.echo(json.dumps({
             "runs": [
@@ -209,6 +210,7 @@ def run(
             "notRun": [{"run": label, "reason": why} for label, why in result.not_run],
             "batch": result.batch if result.outputs else None, "campaign": campaign, "projected": bool(project and result.outputs),
             "sandboxesKept": str(sandboxes) if keep_sandboxes else None,
+            "retryHint": campaign_mod.retry_hint([o.run for o in result.outputs], retry_env),
         }, sort_keys=True))
         if result.failures:
             raise typer.Exit(1)
@@ -235,8 +237,50 @@ def run(
         typer.echo(f"  not recorded: {label}: {error}", err=True)
     for label, why in result.not_run:
         typer.echo(f"  {label}: {why}")
+    _echo_hint(campaign_mod.retry_hint([o.run for o in result.outputs], retry_env))
     if result.failures:
         raise typer.Exit(1)
+
+
+def _announce(slots: campaign_mod.Campaign, todo: list[PlannedRun], retry_env: int, as_json: bool) -> bool:
+    """Says what of the campaign is recorded and what runs now; False when nothing does, which is
+    then all the command says (nothing to run is nothing to refuse: preflight is for runs about to
+    start, so a resumed campaign that is complete is not refused for a flag it no longer needs)."""
+    if not as_json:
+        typer.echo(f"campaign {slots.id}: {len(slots.slots) - len(todo)} of {len(slots.slots)} slot(s) recorded, "
+                   f"{len(todo)} to run", err=True)
+    if todo:
+        return True
+    hint = campaign_mod.retry_hint([s.recorded for s in slots.slots if s.recorded is not None], retry_env)
+    if as_json:
+        typer.echo(json.dumps({"runs": [], "recorded": 0, "passed": 0, "failed": 0, "notRecorded": [], "notRun": [],
+                               "batch": None, "campaign": slots.id, "projected": False, "sandboxesKept": None,
+                               "retryHint": hint}, sort_keys=True))
+    else:
+        _echo_hint(hint)
+    return False
+
+
+def _project(where: Workspace) -> dict[str, list[str]]:
+    """Regenerates every projection; each run's result records, by run id."""
+    records: dict[str, list[str]] = {}
+    state = writers.load_state(where.ledger)
+    writers.regenerate_all(state, where, site_evidence=site_evidence.source(where))
+    for entry in record_entries(state, build=False):
+        records.setdefault(entry.run_id, []).append(record_name(entry.path))
+    return records
+
+
+def _interrupted(campaign: str) -> str:
+    """Ctrl-C ended the command silently (exit 130), leaving a reader to wonder what was lost."""
+    return (f"interrupted: every run of campaign {campaign} that finished is recorded; run the same command again "
+            f"(or `cbledger run --resume {campaign}`) to run the slots still missing, which also regenerates the "
+            "projections (`cbledger project all` does that alone)")
+
+
+def _echo_hint(hint: str | None) -> None:
+    if hint:
+        typer.echo(hint)
 
 
 def _show_dry_run(

@@ -102,6 +102,8 @@ def render_acc(state: LedgerState, suite: str, acc: CardAcc) -> list[str]:
     fixtures = sorted(bump.body.fixture_hashes) if bump else sorted(acc.fixtures)
     tier_of = {t: tasks[t].tier for t in named if t in tasks}
     by_tier = ", ".join(f"{tier} {sum(1 for v in tier_of.values() if v == tier)}" for tier in TIERS)
+    if len(tier_of) < len(named):  # tier and outcome are known from records: say whose counts these are
+        by_tier = f"{len(tier_of)} with a graded record: {by_tier}"
     outcomes = _counts([tasks[t].expected_outcome for t in named if t in tasks])
     checks = ", ".join(sorted(acc.checks))
     kinds = _tally(acc.kinds)

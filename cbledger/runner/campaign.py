@@ -97,6 +97,21 @@ def retryable(run: RunRecorded, retry_env: int) -> bool:
     return run.campaign.attempt <= retry_env
 
 
+def retry_hint(latest: list[RunRecorded], retry_env: int) -> str | None:
+    """How to try again the slots whose latest attempt the provider or the harness ended: a reader
+    who sees such runs recorded as failures should not have to find `--retry-env` in the docs.
+    `latest` is each slot's latest attempt; None when none is left to retry."""
+    left = {(r.task.id, r.campaign.slot): r for r in latest
+            if r.harness_failure is not None and not isinstance(r.campaign, msgspec.UnsetType)
+            and not retryable(r, retry_env)}
+    if not left:
+        return None
+    kinds = sorted({r.harness_failure.kind for r in left.values() if r.harness_failure is not None})
+    attempts = max(r.campaign.attempt for r in left.values() if not isinstance(r.campaign, msgspec.UnsetType))
+    return (f"{len(left)} slot(s) ended for a reason not the model's ({', '.join(kinds)}) and count in no model row: "
+            f"to try them again, run the same command with --retry-env {attempts}")
+
+
 #: between the campaign id and the rest of a run id: a character no campaign id holds, so the
 #: runs of campaign `a` are never taken for those of campaign `a-b` (`leftovers` relies on it)
 SEPARATOR = "."

@@ -26,6 +26,7 @@ from cbledger.runner.agents.copperhead import (
     NATIVE_UPSTREAMS,
     SAVED_LOGIN_PREFIXES,
     is_loopback,
+    no_base_url,
     recording_route,
 )
 from cbledger.runner.budget import MoneyLimits
@@ -74,6 +75,9 @@ def credential(model_id: str, env: Mapping[str, str]) -> Credential:
 
 def problem(cred: Credential, env: Mapping[str, str]) -> str | None:
     """Why the key cannot work, without a request; None when it is present and well formed."""
+    if cred.route == "openai-compat" and not cred.base_url:
+        # no endpoint is no route at all: `doctor` said "loopback endpoint None, no key needed"
+        return no_base_url(cred.model_id)
     if cred.variable is None:
         return None
     value = env.get(cred.variable)

@@ -26,7 +26,7 @@ import msgspec
 
 from cbledger.errors import UserError
 from cbledger.inputs import MiB, read_regular
-from cbledger.ledger.events import ModelPrice, PricingPublished, RunRecorded
+from cbledger.ledger.events import ModelPrice, NullCostRoute, PricingPublished, RunRecorded
 from cbledger.ledger.types import MAX_COUNT, Pinning, Segment
 
 #: Far above any real price table (a few kB).
@@ -53,7 +53,22 @@ def load_table(path: Path) -> PricingPublished:
     try:
         return msgspec.convert(data, PricingPublished)
     except msgspec.ValidationError as exc:
-        raise UserError(f"{path}: {exc}") from None
+        raise UserError(f"{path}: {_entry_named(data, str(exc))}") from None
+
+
+def _entry_named(data: object, message: str) -> str:
+    """msgspec names an entry of a mapping `[...]`; the reader needs the model (or route) whose
+    entry is wrong to find it in the file."""
+    for name, kind in (("models", ModelPrice), ("nullCostRoutes", NullCostRoute)):
+        entries = data.get(name) if isinstance(data, dict) else None
+        if f"$.{name}[...]" not in message or not isinstance(entries, dict):
+            continue
+        for key, value in entries.items():
+            try:
+                msgspec.convert(value, kind)
+            except msgspec.ValidationError:
+                return message.replace(f"$.{name}[...]", f"$.{name}[{json.dumps(key)}]")
+    return message
 
 
 @dataclass(frozen=True)

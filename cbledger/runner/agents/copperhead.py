@@ -205,6 +205,11 @@ def is_loopback(url: str) -> bool:
     return host in LOOPBACK_HOSTS
 
 
+def no_base_url(model_id: str) -> str:
+    """The one refusal of a `compat:` model with no endpoint named, shared with `doctor`."""
+    return f"model {model_id} is an OpenAI-compatible route: set ${BASE_URL_VARIABLE}"
+
+
 def key_variables(model_id: str, source: dict[str, str] | None = None) -> dict[str, str]:
     """The credential variables the route of `model_id` reads, and nothing else.
 
@@ -221,7 +226,7 @@ def key_variables(model_id: str, source: dict[str, str] | None = None) -> dict[s
     if model_id == "compat" or model_id.startswith("compat:"):
         base = env.get(BASE_URL_VARIABLE)
         if not base:
-            raise UserError(f"model {model_id} is an OpenAI-compatible route: set ${BASE_URL_VARIABLE}")
+            raise UserError(no_base_url(model_id))
         named = (env.get(KEY_ENV_VARIABLE) or "").strip()
         if named:
             if named not in env:

@@ -1,0 +1,38 @@
+"""A price table file as `cbledger pricing publish` reads it: a wrong entry is named by its model
+(or route), since that is what a reader looks for in the file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cbledger.errors import UserError
+from cbledger.runner.pricing import load_table
+
+GOOD = {"segment": "api-frontier", "pinning": "strong", "input": "3", "output": "15"}
+
+
+def _table(tmp_path: Path, **parts: object) -> Path:
+    path = tmp_path / "prices.json"
+    path.write_text(json.dumps({"tableVersion": "t1", "effectiveDate": "2026-12-01", **parts}))
+    return path
+
+
+def test_a_model_entry_missing_a_field_is_named_by_its_model(tmp_path: Path) -> None:
+    path = _table(tmp_path, models={"gpt-good": GOOD, "claude-sonnet-4": {"segment": "api-frontier", "input": "3", "output": "15"}})
+    with pytest.raises(UserError) as err:
+        load_table(path)
+    assert str(err.value) == f'{path}: Object missing required field `pinning` - at `$.models["claude-sonnet-4"]`'
+
+
+def test_a_field_of_a_null_cost_route_is_named_by_its_route(tmp_path: Path) -> None:
+    path = _table(tmp_path, nullCostRoutes={"compat:local-": {"segment": "gpu", "pinning": "strong", "reason": "ours"}})
+    with pytest.raises(UserError) as err:
+        load_table(path)
+    assert str(err.value).startswith(f"{path}: Invalid enum value 'gpu' - at `$.nullCostRoutes[\"compat:local-\"].segment`")
+
+
+def test_a_good_table_loads(tmp_path: Path) -> None:
+    assert load_table(_table(tmp_path, models={"gpt-good": GOOD})).models["gpt-good"].pinning == "strong"
