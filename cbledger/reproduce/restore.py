@@ -70,7 +70,7 @@ def restore_run(workspace: Workspace, catalog: Catalog, run: RunRecorded, seq: i
     if not fixture.tree.is_dir():
         out.failures.append(
             _finding(run, seq, "fixture-missing",
-                     f"fixture {fixture.id} has no tree/ (materialize it: `cbledger fixture materialize {fixture.id}`)",
+                     f"fixture {fixture.id} has no tree/ (materialize it: `cbledger fixture materialize {fixture.id} --from DIR`, or `scripts/materialize-real` for the real boards)",
                      file=str(fixture.tree.relative_to(workspace.root)) if fixture.tree.is_relative_to(workspace.root) else str(fixture.tree))
         )
         return out
