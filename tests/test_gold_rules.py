@@ -61,12 +61,15 @@ def test_a_gold_solution_that_reaches_outside_is_refused(tmp_path, shared_real, 
 def test_the_gold_agent_refuses_even_past_preflight(tmp_path, shared_real, kicad_cli, monkeypatch):
     """The agent applies the rules itself: a gold directory changed after preflight (or a check
     skipped) still cannot delete outside the sandbox."""
+    from cbledger.cli import run_commands
     from cbledger.runner import suite_run
 
     project = build_project(tmp_path, shared_real)
     victim = tmp_path / "victim.txt"
     victim.write_text("outside every sandbox\n")
-    monkeypatch.setattr(suite_run, "preflight", lambda catalog, plan, view, **_: view.suite.suite_version)
+    skipped = lambda catalog, plan, view, **_: view.suite.suite_version  # noqa: E731
+    monkeypatch.setattr(suite_run, "preflight", skipped)  # the check before the runs and the one `run` makes first
+    monkeypatch.setattr(run_commands, "preflight", skipped)
     (project.root / "tasks" / RENAME_TASK / "gold" / "delete.txt").write_text(f"{victim}\n")
     result = project.run(RENAME_TASK, "--agent", "gold")
     assert result.exit_code != 0
