@@ -820,6 +820,12 @@ def new_ledger(path: Path, name: str = "test-ledger") -> LedgerStore:
     return store
 
 
+def rich_project(root: Path, name: str = "projection-test") -> Path:
+    """A project at `root` whose ledger (results/ledger/events.jsonl) holds `rich_stream()`."""
+    new_ledger(root / "results" / "ledger" / "events.jsonl", name).append(rich_stream().drafts()[1:])
+    return root
+
+
 # --------------------------------------------------------------------------- the CLI
 
 

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from cbledger.cli.app import app
 from cbledger.ledger.store import LedgerStore
 from cbledger.projections import readmodel
-from tests.factories import MAINTAINER, Stream, rich_stream
+from tests.factories import Stream, rich_project
 
 
 def cli(*args: object) -> tuple[int, str, str]:
@@ -21,10 +21,7 @@ def cli(*args: object) -> tuple[int, str, str]:
 
 @pytest.fixture()
 def root(tmp_path: Path) -> Path:
-    store = LedgerStore(tmp_path / "results" / "ledger" / "events.jsonl")
-    store.init("projection-test", MAINTAINER)
-    store.append(rich_stream().drafts()[1:])
-    return tmp_path
+    return rich_project(tmp_path, "projection-test")
 
 
 def test_all_writes_every_output_and_the_checks_then_pass(root):

@@ -8,12 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from cbledger.ledger.store import LedgerStore
 from cbledger.projections import packed, records, writers
 from cbledger.projections.fold import fold
 from cbledger.reproduce.outputs import check_tables
 from cbledger.workspace import Workspace
-from tests.factories import MAINTAINER, Stream, rich_stream, run_cli
+from tests.factories import Stream, rich_project, rich_stream, run_cli
 from tests.site_helpers import REPO, committed_state
 
 
@@ -33,10 +32,7 @@ def date_dirs(results: Path) -> list[Path]:
 
 @pytest.fixture()
 def root(tmp_path: Path) -> Path:
-    store = LedgerStore(tmp_path / "results" / "ledger" / "events.jsonl")
-    store.init("packed-test", MAINTAINER)
-    store.append(rich_stream().drafts()[1:])
-    return tmp_path
+    return rich_project(tmp_path, "packed-test")
 
 
 def test_both_layouts_hold_the_same_bytes_for_every_record_of_a_rich_ledger(tmp_path):
