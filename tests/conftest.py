@@ -7,7 +7,8 @@ third-party data in `../shared/real` and `kicad-cli`. Without CI they skip with 
 scripts/test runs the suite in parallel (pytest-xdist, `-n auto --dist loadgroup`): tests share no
 state (each writes under its own temporary directory, each PostgreSQL test has a schema of its own,
 tests/postgres.py). The hooks below keep the tests of a module that builds an expensive
-module-scoped fixture on one worker and start the long end-to-end modules first.
+module-scoped fixture on one worker and start the longest units of work first, by the times
+tests/durations.txt lists (`pytest --store-durations` refreshes it).
 """
 
 from __future__ import annotations
@@ -40,19 +41,32 @@ def _shares_a_module_fixture(path: str) -> bool:
     return file.suffix == ".py" and file.is_file() and _MODULE_FIXTURE.search(file.read_text()) is not None
 
 
+def scope_of(nodeid: str) -> str:
+    """The unit of work a test belongs to: an explicit `xdist_group` (the `@name` suffix xdist
+    gives its node id), the module when it builds a module-scoped fixture, else the test alone."""
+    if nodeid.rfind("@") > nodeid.rfind("]"):  # a parametrize id may hold an @
+        return nodeid.split("@")[-1]
+    path = nodeid.split("::", 1)[0]
+    return path if _shares_a_module_fixture(path) else nodeid
+
+
 class ModuleFixtureScheduling(LoadGroupScheduling):
     """xdist's `loadgroup` with one more group: every test of a module that builds a
     module-scoped fixture (a suite run through kicad-cli, real-harness runs, a Dask cluster).
     Spread over workers, each worker that drew one of its tests would build that fixture again.
     The scheduler sees only node ids, so the module is found by its source; explicit
     `xdist_group` marks keep their meaning. (xdist 3.8 cannot add its own group suffix to a
-    node id under pytest 9.2, so marks added at collection would not reach it.)"""
+    node id under pytest 9.2, so marks added at collection would not reach it.) The units are
+    handed out in collection order, longest first (`pytest_collection_modifyitems`), not
+    xdist's default of the unit with most tests first, which put every small grouped module
+    before the minute-long single tests."""
+
+    def __init__(self, config: pytest.Config, log: Any = None) -> None:
+        config.option.loadscopereorder = False
+        super().__init__(config, log)
 
     def _split_scope(self, nodeid: str) -> str:
-        if "@" in nodeid:
-            return super()._split_scope(nodeid)
-        path = nodeid.split("::", 1)[0]
-        return path if _shares_a_module_fixture(path) else nodeid
+        return scope_of(nodeid)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -91,12 +105,63 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+#: Each test's wall time in seconds as last measured, for the tests that took a second or more
+#: (`pytest --store-durations` rewrites it from a whole run): the order the units of work start in.
+DURATIONS = REPO / "tests" / "durations.txt"
+#: what a test the list does not name is taken to take: most take a tenth of a second; a new
+#: `slow` test is put among the long ones until the list is refreshed
+UNLISTED_SEC, UNLISTED_SLOW_SEC = 0.1, 10.0
+#: the shortest time the list keeps
+LISTED_FROM_SEC = 1.0
+
+
+@functools.cache
+def known_durations(path: Path = DURATIONS) -> dict[str, float]:
+    if not path.is_file():
+        return {}
+    pairs = (line.split(" ", 1) for line in path.read_text().splitlines() if line.strip())
+    return {nodeid: float(seconds) for seconds, nodeid in pairs}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Modules holding a `slow` test run first, in collection order otherwise: in a parallel
-    run, a worker that drew a minute-long end-to-end test last would finish alone while the
-    other idled."""
-    slow = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow)
+    """The longest units of work first (longest processing time first): in a parallel run a
+    worker that drew a minute-long end-to-end test last would finish alone while the other
+    idled. A unit's time is the sum of its tests' (`DURATIONS`); its tests stay together, in
+    collection order."""
+    known = known_durations()
+
+    def seconds(item: pytest.Item) -> float:
+        listed = known.get(item.nodeid)
+        if listed is not None:
+            return listed
+        return UNLISTED_SLOW_SEC if item.get_closest_marker("slow") else UNLISTED_SEC
+
+    units: dict[str, float] = {}
+    for item in items:
+        scope = scope_of(item.nodeid)
+        units[scope] = units.get(scope, 0.0) + seconds(item)
+    items.sort(key=lambda item: -units[scope_of(item.nodeid)])
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--store-durations", action="store_true",
+                     help=f"rewrite {DURATIONS.relative_to(REPO)} from this run's test times (a whole run)")
+
+
+class _DurationRecorder:
+    """`--store-durations`: each test's setup, call and teardown summed, as the controlling
+    process hears of them from the workers, and the list written when the run ends."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.times: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.times[report.nodeid] = self.times.get(report.nodeid, 0.0) + report.duration
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        listed = sorted(((round(t, 1), n) for n, t in self.times.items() if t >= LISTED_FROM_SEC), reverse=True)
+        self.path.write_text("".join(f"{t:.1f} {n}\n" for t, n in listed))
 
 
 #: The property tests' seed: random in CI (hypothesis's own "ci" profile would derandomize them, so
@@ -134,6 +199,8 @@ def pytest_configure(config: pytest.Config) -> None:
     from hypothesis import core, settings
 
     _start_report_cache(config)
+    if config.getoption("store_durations", False) and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(_DurationRecorder(DURATIONS), "cbledger-store-durations")
     seed = config.getoption("hypothesis_seed", None) or os.environ.get(HYPOTHESIS_SEED)
     if seed is None and not IN_CI:
         return
