@@ -72,6 +72,16 @@ class Server:
         subprocess.run([START, "--restart", self.directory, str(down_for)], check=True, timeout=120 + down_for)
 
     @contextmanager
+    def stopped(self) -> Iterator[None]:
+        """The server down for as long as the block runs (a fast shutdown, as in `restart`), then
+        up again: a test of what a client does while it is gone waits for nothing else."""
+        subprocess.run([START, "--down", self.directory], check=True, timeout=120)
+        try:
+            yield
+        finally:
+            subprocess.run([START, "--up", self.directory], check=True, timeout=120)
+
+    @contextmanager
     def down(self, seconds: float) -> Iterator[None]:
         """The server restarting in the background, down for `seconds`: inside the block it is
         down (the block runs once it stopped accepting connections); on leaving, it is up again."""

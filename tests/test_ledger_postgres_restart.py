@@ -61,7 +61,7 @@ def test_a_store_survives_a_restart_between_two_appends(server: Server, url: str
     store.append([run_recorded(1)])
     server.restart()  # the store's session is ended; the next append opens another
     assert [r.seq for r in store.append([grade_recorded(1)])] == [3]
-    with server.down(2):  # and when the server is still down, it waits for it within the bound
+    with server.down(0.5):  # and when the server is still down, it waits for it within the bound
         landed = store.append([run_recorded(2)])
     assert [(r.seq, r.created) for r in landed] == [(4, True)]
     report = verify_chain(url)
@@ -104,7 +104,7 @@ def test_a_server_gone_past_the_bound_is_one_line_naming_it(server: Server, url:
     draft = tmp_path / "draft.jsonl"
     draft.write_bytes(draft_json(grade_recorded(1)) + b"\n")
     shown = split_url(url)[2]
-    with server.down(8):
+    with server.stopped():  # down until every command below has met it so
         started = time.monotonic()
         with pytest.raises(StoreUnavailable, match="lost the connection to PostgreSQL") as gone:
             store.append([grade_recorded(1)])
@@ -157,14 +157,14 @@ def test_publish_rides_out_a_restart_and_keeps_a_run_pending_past_the_bound(
     store = LedgerStore(PostgresRecorder(url, reconnect_within=30))
     store.init("publish", MAINTAINER)
     execute.publish(store, _publishable(workspace, 1))
-    with server.down(2):  # a restart within the bound: the run lands
+    with server.down(0.5):  # a restart within the bound: the run lands
         execute.publish(store, _publishable(workspace, 2))
     assert _ids(url)[1:] == [run_recorded(1).id, grade_recorded(1).id, run_recorded(2).id, grade_recorded(2).id]
 
     impatient = LedgerStore(PostgresRecorder(url, reconnect_within=1))
     impatient.head()  # connected, then the server goes away
     kept = _publishable(workspace, 3)
-    with server.down(6), pytest.raises(UserError, match="the run is kept") as refused:
+    with server.stopped(), pytest.raises(UserError, match="the run is kept") as refused:
         execute.publish(impatient, kept)
     assert "PostgreSQL" in str(refused.value)
     assert kept.final.is_file() and kept.pending.is_file()  # nothing of the paid run lost
@@ -257,7 +257,7 @@ def test_watch_listens_again_after_a_restart(server: Server, url: str, tmp_path:
     try:
         LedgerStore(url).append(drafts[:10])
         caught_up()
-        server.restart(down_for=2)
+        server.restart(down_for=0.5)
         assert thread.is_alive(), lines
         LedgerStore(url).append(drafts[10:25])  # heard only by a listener made again
         caught_up()
