@@ -230,7 +230,7 @@ def export(
     durable.refuse_non_file(out, symlink=False)
     tmp = out.with_name(f".{out.name}.tmp")
     try:
-        with open(tmp, "wb") as f:
+        with durable.naming(out), open(tmp, "wb") as f:  # a full disk names the file, not a descriptor
             head = export_jsonl(store, f)
             f.flush()
             os.fsync(f.fileno())

@@ -139,7 +139,9 @@ def checkpoint(
     done = publish.publish(LedgerStore(where.ledger), signer, where.checkpoint, actor, origin)
     cp = done.checkpoint
     rel = os.path.relpath(done.path, where.root)
-    kept = _snapshot(where) if done.appended is not None else None
+    # Also when the checkpoint was recorded already: a run killed between its append and its
+    # snapshot is completed by running it again (a snapshot already there is not rewritten).
+    kept = _snapshot(where)
     if as_json:
         typer.echo(json.dumps({
             "origin": cp.origin, "treeSize": cp.size, "rootHash": b64(cp.root), "path": rel,
@@ -149,6 +151,8 @@ def checkpoint(
         return
     if done.appended is None:
         typer.echo(f"nothing new: {rel} covers every event but its own record (seq {cp.size + 1})")
+        if kept is not None:
+            typer.echo(f"projection snapshot: {os.path.relpath(kept, where.root)}")
         return
     typer.echo(f"checkpoint {cp.size} ({cp.origin}, root {b64(cp.root)}) signed by {signer.name}+{signer.key_id:08x}")
     typer.echo(f"wrote {rel}; recorded as seq {done.appended.seq} (it covers seq 1..{cp.size}, not its own record)")

@@ -37,7 +37,7 @@ import msgspec
 
 from cbledger.errors import UserError
 from cbledger.ledger.chain import GENESIS, format_line, link_hash, parse_line
-from cbledger.ledger.durable import fsync_directory
+from cbledger.ledger.durable import fsync_directory, naming
 from cbledger.ledger.recorder import (
     EMPTY,
     CorruptRecord,
@@ -153,18 +153,19 @@ class JsonLinesRecorder(Recorder):
     def _write_durably(self, fd: int, data: bytes) -> int:
         """Writes and fsyncs `data` at the end of the file; returns where it starts."""
         start = os.lseek(fd, 0, os.SEEK_END)
-        try:
-            view = memoryview(data)
-            while view:
-                n = os.write(fd, view)
-                view = view[n:]
-            _datasync(fd)
-        except OSError:
-            # Only our own, never-acknowledged bytes are removed: we hold the lock, and `start`
-            # was the end of the file when we took it.
-            os.ftruncate(fd, start)
-            os.fsync(fd)
-            raise
+        with naming(self.path):  # ENOSPC or EIO from a descriptor names no file
+            try:
+                view = memoryview(data)
+                while view:
+                    n = os.write(fd, view)
+                    view = view[n:]
+                _datasync(fd)
+            except OSError:
+                # Only our own, never-acknowledged bytes are removed: we hold the lock, and
+                # `start` was the end of the file when we took it.
+                os.ftruncate(fd, start)
+                os.fsync(fd)
+                raise
         return start
 
     @contextmanager

@@ -35,6 +35,7 @@ import sqlite_utils
 from blake3 import blake3
 from msgspec import Struct
 
+from cbledger.ledger.durable import naming, remove_dead_temps, temp_name
 from cbledger.ledger.events import SCHEMA_VERSION, AssertionOutcome, PassRef
 from cbledger.projections import anchor, readmodel_docs
 from cbledger.projections import format as fmt
@@ -731,7 +732,8 @@ def write_if_changed(tables: Sequence[Table | LazyTable], path: Path) -> bool:
 
 def _write(tables: Sequence[Table | LazyTable], path: Path, keep_same: bool) -> bool:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    remove_dead_temps(path.parent)  # a killed build's file
+    tmp = Path(temp_name(path))
     if tmp.exists():
         tmp.unlink()
     try:
@@ -755,9 +757,10 @@ def _write(tables: Sequence[Table | LazyTable], path: Path, keep_same: bool) -> 
         conn.close()
         if keep_same and path.is_file() and _same_content(tmp, path):
             return False
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        with naming(path):
+            with open(tmp, "rb+") as f:
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
     finally:
         if tmp.exists():
             tmp.unlink()
