@@ -81,12 +81,14 @@ def remove_dead_temps(directory: Path) -> None:
         return
     for entry in entries:
         found = _TEMP.fullmatch(entry.name)
-        if found and not _running(int(found.group(1))) and entry.is_file(follow_symlinks=False):
+        if found and not running(int(found.group(1))) and entry.is_file(follow_symlinks=False):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(entry.path)
 
 
-def _running(pid: int) -> bool:
+def running(pid: int) -> bool:
+    """Whether a process of this id runs on this machine (a results directory is written from
+    one machine: docs/SCALING.md), this one included."""
     if pid == os.getpid():
         return True
     try:
