@@ -156,6 +156,8 @@ class Watcher:
         try:
             done = self.regenerator.flush_site()
         except (UserError, OSError) as exc:  # the ledger went away under it: tried again when back
+            if self.options.once:
+                raise  # no later try: the command failed, one line naming the file, exit 2
             self.echo(f"watch: the site waits: {exc}")
             return
         if done is not None:
