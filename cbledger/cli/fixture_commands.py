@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from cbledger import invocation
 from cbledger.cli.common import JsonFlag, RootOption, fail, project_root
 from cbledger.kicad.oracle import require_kicad_cli
 from cbledger.ledger.types import Slug, conforms
@@ -305,7 +306,7 @@ def materialize_cmd(
     for problem in result.baseline_problems:
         typer.echo(f"error: baseline not copied: {problem}", err=True)
     if result.baseline_missing:
-        typer.echo(f"no baseline reports yet: run `cbledger fixture baseline {fixture_id}`")
+        typer.echo(f"no baseline reports yet: run `{invocation.command('fixture', 'baseline', fixture_id)}`")
     if result.baseline_problems:
         raise typer.Exit(1)
 

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from cbledger import invocation
 from cbledger.errors import UserError
 from cbledger.ledger.chain import format_line, parse_line
 from cbledger.ledger.encoding import decode
@@ -49,7 +50,7 @@ def leaf_hashes(store: LedgerStore, until: int | None = None) -> Iterator[bytes]
     for stored in store.read(until=until):
         if stored.seq != expected:
             raise TreeError(f"{store.location}: seq {stored.seq} where {expected} was expected; "
-                            "run `cbledger replay --verify --chain-only`")
+                            f"run `{invocation.command('replay', '--verify', '--chain-only')}`")
         yield leaf_hash(leaf_bytes(stored))
         expected += 1
 
