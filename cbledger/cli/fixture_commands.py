@@ -162,7 +162,7 @@ def freeze_cmd(
     git_dir: Annotated[Path, typer.Option("--from", help="A git repository: a clone of the upstream one, or your own.")],
     commit: Annotated[str | None, typer.Option("--commit", help="The full 40-hex commit SHA to freeze at. Default: the repository's HEAD.")] = None,
     paths: Annotated[list[str] | None, typer.Option("--path", help="A file or directory at that commit (repeatable); `.` or none: the whole tree.")] = None,
-    fixture_id: Annotated[str, typer.Option("--id", help="The fixture id (kebab-case).")] = "",
+    fixture_id: Annotated[str, typer.Option("--id", help="The fixture id (kebab-case); required.")] = "",
     dest: Annotated[Path | None, typer.Option("--dest", help="Fixture directory. Default: fixtures/ID.")] = None,
     strip: Annotated[str | None, typer.Option("--strip", help="Remove this leading directory from every path.")] = None,
     into: Annotated[str | None, typer.Option("--into", help="Place the files under this directory of tree/.")] = None,
