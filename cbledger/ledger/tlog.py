@@ -91,20 +91,6 @@ def root_at(store: LedgerStore, tree_size: int) -> bytes:
     return scan(store, [tree_size]).root(tree_size)
 
 
-def extension_problem(store: LedgerStore, tree_size: int, root: bytes) -> str | None:
-    """Why this ledger is not an extension of the tree (tree_size, root), or None if it is: its
-    first tree_size events must hash to root."""
-    have = size(store)
-    if have < tree_size:
-        return (f"the ledger has {have} events; the checkpoint covers {tree_size}: "
-                "events were removed since it was signed")
-    got = root_at(store, tree_size)
-    if got != root:
-        return (f"the ledger's first {tree_size} events hash to root {got.hex()[:16]}…, the checkpoint "
-                f"says {root.hex()[:16]}…: an event at or before seq {tree_size} is not the one signed")
-    return None
-
-
 @dataclass(frozen=True)
 class Recorded:
     """A `checkpoint.published` event: the ledger's record of one of its own publications."""
