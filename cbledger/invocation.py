@@ -17,11 +17,12 @@ from collections.abc import Callable, Sequence
 
 PROG = "cbledger"
 
-#: words after `cbledger` -> the whole command line, as argv
-Renderer = Callable[[Sequence[str]], list[str]]
+#: (words after `cbledger`, whether the command works in the user's workspace) -> the whole
+#: command line, as argv
+Renderer = Callable[[Sequence[str], bool], list[str]]
 
 
-def _as_written(words: Sequence[str]) -> list[str]:
+def _as_written(words: Sequence[str], workspace: bool) -> list[str]:
     return [PROG, *words]
 
 
@@ -34,12 +35,14 @@ def use(renderer: Renderer | None) -> None:
     _renderer = renderer or _as_written
 
 
-def argv(*words: str) -> list[str]:
-    """The suggested command as argv: `cbledger`, the workspace options the user gave, `words`."""
-    return _renderer(words)
+def argv(*words: str, workspace: bool = True) -> list[str]:
+    """The suggested command as argv: `cbledger`, the workspace options the user gave, `words`.
+    `workspace=False` for a command that makes a workspace of its own (`run --draft`): only the
+    project root is carried to it."""
+    return _renderer(words, workspace)
 
 
-def command(*words: str) -> str:
+def command(*words: str, workspace: bool = True) -> str:
     """The suggested command as one shell line, quoted where a word needs it (a path with a
     space); placeholders such as `DIR` or `...` are left as they are."""
-    return shlex.join(argv(*words))
+    return shlex.join(argv(*words, workspace=workspace))

@@ -84,10 +84,24 @@ def test_what_the_environment_gives_is_not_repeated_and_a_password_is_never_prin
     monkeypatch.delenv("CBLEDGER_RESULTS", raising=False)
     url = "postgresql://me:s3cret@db.example:5432/bench?ledger=nightly"
     render = suggest.renderer(leaf(["--results", "R", "run", "--ledger", url]))
-    assert render(["init"]) == ["cbledger", "--results", "R", "init", "--ledger", "postgresql://me@db.example:5432/bench?ledger=nightly"]
-    assert render(["kicad", "nets", "X"]) == ["cbledger", "--results", "R", "kicad", "nets", "X"]
+    assert render(["init"], True) == ["cbledger", "--results", "R", "init", "--ledger", "postgresql://me@db.example:5432/bench?ledger=nightly"]
+    assert render(["kicad", "nets", "X"], True) == ["cbledger", "--results", "R", "kicad", "nets", "X"]
     plain = suggest.renderer(leaf(["run"]))
-    assert plain(["run", "--resume", "c"]) == ["cbledger", "run", "--resume", "c"]
+    assert plain(["run", "--resume", "c"], True) == ["cbledger", "run", "--resume", "c"]
+
+
+def test_a_command_that_makes_its_own_workspace_is_given_only_the_root():
+    """`run --draft` refuses a results directory that holds a ledger: `validate`'s suggestion for
+    a new task would fail if it carried the workspace `validate` was given."""
+    render = suggest.renderer(leaf(["--results", "R", "validate", "--ledger", "l.jsonl", "--root", "proj"]))
+    invocation.use(render)
+    try:
+        draft = invocation.argv("run", "new-task", "--draft", workspace=False)
+        bump = invocation.argv("suite", "bump", "--reason", "...")
+    finally:
+        invocation.use(None)
+    assert draft == ["cbledger", "run", "new-task", "--draft", "--root", "proj"]
+    assert bump == ["cbledger", "--results", "R", "suite", "bump", "--reason", "...", "--ledger", "l.jsonl", "--root", "proj"]
 
 
 def test_the_renderer_is_in_effect_only_while_the_command_runs():

@@ -5,7 +5,8 @@
 find no such campaign. So while a command runs, the suggestions of every layer
 (cbledger/invocation.py) are rendered with the options that chose its workspace and that the
 user typed: the root's `--results` before the subcommand, `--ledger` and `--root` after it, each
-only where the suggested command takes it (`fixture materialize` has no `--ledger`). An option
+only where the suggested command takes it (`fixture materialize` has no `--ledger`), and only
+`--root` to a command that makes a workspace of its own (`run --draft`). An option
 given by its environment variable is not repeated: the environment still gives it. A database
 URL is shown without its password, as every message shows it.
 
@@ -56,9 +57,10 @@ def renderer(ctx: _click.Context) -> invocation.Renderer:
     before = [word for name, option in BEFORE for word in _given(root, name, option)]
     after = dict(given for name, option in AFTER if (given := _given(ctx, name, option)))
 
-    def render(words: Sequence[str]) -> list[str]:
-        takes = options_of(root, words) if after else set()
-        return [invocation.PROG, *before, *words, *(w for option, value in after.items() if option in takes for w in (option, value))]
+    def render(words: Sequence[str], workspace: bool) -> list[str]:
+        takes = options_of(root, words) - (set() if workspace else {"--ledger"}) if after else frozenset()
+        return [invocation.PROG, *(before if workspace else ()), *words,
+                *(w for option, value in after.items() if option in takes for w in (option, value))]
 
     return render
 

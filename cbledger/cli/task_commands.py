@@ -53,7 +53,7 @@ def unbumped(root: Path, ledger: Path | str) -> list[Problem]:
         why = hint
         if d.kind == "task" and d.key and d.change == "added":
             # a new task is a draft until a bump records it: how to run it before that
-            why = (f"a draft until a suite version records it: run it with `{invocation.command('run', d.key, '--draft')}`, "
+            why = (f"a draft until a suite version records it: run it with `{invocation.command('run', d.key, '--draft', workspace=False)}`, "
                    f"capture its gold (`{invocation.command('fixture', 'gold')}`), then "
                    f"`{invocation.command('suite', 'bump', '--reason', '...')}`")
         problems.append(error(file, "", f"{d} since the last bump: {why}"))
