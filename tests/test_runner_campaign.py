@@ -131,6 +131,24 @@ def test_a_campaign_keeps_its_segment_and_a_resume_may_not_change_it(
 
     root = project(tmp_path)
     ledger = new_ledger(root, "segment")
+    where = ["--root", root, "--ledger", ledger]
+    plans = Workspace.at(root, ledger).campaigns
+    # a campaign with a run recorded keeps the segment it was started with
+    ran = run_cli(["run", TASKS[0], "--agent", "gold", "--repeats", "1", "--campaign", "seg", "--no-project",
+                   "--segment", "open-weight-hosted", *where])
+    assert ran.exit_code == 0, ran.output
+    assert json.loads((plans / "seg.json").read_bytes())["segment"] == "open-weight-hosted"
+    before = {p.name: p.read_bytes() for p in plans.iterdir()} | {"ledger": ledger.read_bytes()}
+    for again in (["run", "--resume", "seg"], ["run", TASKS[0], "--agent", "gold", "--repeats", "1", "--campaign", "seg"]):
+        refused = run_cli([*again, "--segment", "api-cheap", *where])
+        assert refused.exit_code == 2, refused.output
+        assert refused.stderr.splitlines() == [
+            f"error: --segment api-cheap: campaign seg has runs recorded with --segment open-weight-hosted "
+            f"({plans / 'seg.json'}); give it no --segment (its plan's is used), or name a new campaign with --campaign"
+        ]
+        assert {p.name: p.read_bytes() for p in plans.iterdir()} | {"ledger": ledger.read_bytes()} == before
+    assert run_cli(["run", "--resume", "seg", "--segment", "not-a-segment", *where]).exit_code == 2
+
     given: list[str | None] = []
 
     def recorded_nothing(*args: object, segment: str | None = None, **kwargs: object) -> SuiteResult:
@@ -138,37 +156,21 @@ def test_a_campaign_keeps_its_segment_and_a_resume_may_not_change_it(
         return SuiteResult()
 
     monkeypatch.setattr(run_commands, "run_plan", recorded_nothing)
-    where = ["--root", root, "--ledger", ledger]
-    started = run_cli(["run", TASKS[0], "--agent", "gold", "--repeats", "1", "--campaign", "seg",
-                       "--segment", "open-weight-hosted", *where])
-    assert started.exit_code == 0, started.output
-    kept = Workspace.at(root, ledger).campaigns / "seg.json"
-    assert json.loads(kept.read_bytes())["segment"] == "open-weight-hosted"
-    assert run_cli(["run", "--resume", "seg", *where]).exit_code == 0
-    assert given == ["open-weight-hosted", "open-weight-hosted"]
-
-    def written() -> dict[str, bytes]:
-        out = {str(p): p.read_bytes() for p in kept.parent.iterdir()}
-        return {**out, "ledger": ledger.read_bytes()}
-
-    before = written()
-    for other in (["run", "--resume", "seg"],
-                  ["run", TASKS[0], "--agent", "gold", "--repeats", "1", "--campaign", "seg"]):
-        refused = run_cli([*other, "--segment", "api-cheap", *where])
-        assert refused.exit_code == 2, refused.output
-        assert refused.stderr.splitlines() == [
-            f"error: --segment api-cheap: campaign seg was started with --segment open-weight-hosted ({kept}); give it "
-            "no --segment (its plan's is used), or name a new campaign with --campaign"
-        ]
-        assert written() == before and len(given) == 2
-
-    # a plan kept before plans kept the segment still loads, and its resume is given it again
-    plan = json.loads(kept.read_bytes())
+    # a resume runs with the kept segment; with nothing recorded yet, another one replaces it
+    started = ["run", TASKS[1], "--agent", "gold", "--repeats", "1", "--campaign", "fresh"]
+    assert run_cli([*started, "--segment", "open-weight-hosted", *where]).exit_code == 0
+    assert run_cli(["run", "--resume", "fresh", *where]).exit_code == 0
+    assert run_cli([*started, *where]).exit_code == 0
+    assert run_cli(["run", "--resume", "fresh", "--segment", "api-cheap", *where]).exit_code == 0
+    assert run_cli(["run", "--resume", "fresh", *where]).exit_code == 0
+    assert given == ["open-weight-hosted"] * 3 + ["api-cheap"] * 2
+    # a plan kept before plans kept the segment still loads, its resume given one again, and stays as it was
+    plan = json.loads((plans / "fresh.json").read_bytes())
     del plan["segment"]
-    kept.write_text(json.dumps(plan))
-    assert isinstance(campaign_mod.load(Workspace.at(root, ledger), "seg").segment, msgspec.UnsetType)
-    assert run_cli(["run", "--resume", "seg", "--segment", "api-cheap", *where]).exit_code == 0
-    assert given[-1] == "api-cheap"
+    (plans / "fresh.json").write_text(json.dumps(plan))
+    assert isinstance(campaign_mod.load(Workspace.at(root, ledger), "fresh").segment, msgspec.UnsetType)
+    assert run_cli(["run", "--resume", "fresh", "--segment", "open-weight-hosted", *where]).exit_code == 0
+    assert given[-1] == "open-weight-hosted" and json.loads((plans / "fresh.json").read_bytes()) == plan
 
 
 def test_run_json_answers_in_one_shape_whether_or_not_anything_ran(tmp_path: Path, kicad_cli: str) -> None:

@@ -38,6 +38,7 @@ from cbledger.runner import campaign as campaign_mod
 from cbledger.runner import cost_estimate, ledger_view, leftovers, pricing, trial
 from cbledger.runner import draft as draft_run
 from cbledger.runner.budget import MoneyLimits
+from cbledger.runner.execute import cost_segment
 from cbledger.runner.plan import Plan, PlannedRun, check_jobs, make_plan
 from cbledger.runner.rescore import rescore as rescore_runs
 from cbledger.runner.suite_run import SuiteResult, passes_allowed, preflight, run_plan
@@ -153,7 +154,7 @@ def run(
     campaign = campaign_mod.check_id(campaign) if campaign is not None else campaign_mod.default_id(
         plan, session=session, passes=passes, suite_version=view.suite_version,
     )
-    segment = campaign_mod.segment_of(where, campaign, segment)
+    segment = campaign_mod.segment_of(where, view, campaign, cost_segment(segment))
     money = MoneyLimits(max_cost_usd=max_cost_usd, budget_usd=budget_usd, key_check=key_check)
     if dry_run:
         _show_dry_run(where, plan, view, campaign, session=session, passes=passes, segment=segment, retry_env=retry_env,

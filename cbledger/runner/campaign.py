@@ -23,6 +23,7 @@ from pathlib import Path
 
 import msgspec
 from blake3 import blake3
+from msgspec.structs import replace as replace_struct
 
 from cbledger import invocation
 from cbledger.errors import UserError
@@ -182,21 +183,37 @@ def _file(workspace: Workspace, campaign: str) -> Path:
     return workspace.campaigns / f"{campaign}.json"
 
 
-def segment_of(workspace: Workspace, campaign: str, given: str | None) -> str | None:
+def segment_of(workspace: Workspace, view: LedgerView, campaign: str, given: str | None) -> str | None:
     """The `--segment` the campaign's runs are made with: the one its plan keeps, which a later
-    invocation (the same command, or `--resume`) need not give again and may not change, since
-    one campaign's runs would then record two cost segments. Refused before anything is written."""
+    invocation (the same command, or `--resume`) need not give again, and may change only while
+    no run of the campaign is recorded (a first invocation refused for want of one, say): one
+    campaign's runs record one cost segment. Refused before anything is written."""
     path = _file(workspace, check_id(campaign))
     if not path.exists():
         return given
-    kept = load(workspace, campaign).segment
-    if isinstance(kept, msgspec.UnsetType):
+    return _segment(load(workspace, campaign), path, given, recorded=any(_of(run, campaign) for run in view.runs.values()))
+
+
+def _segment(kept: CampaignPlan, path: Path, given: str | None, *, recorded: bool) -> str | None:
+    if isinstance(kept.segment, msgspec.UnsetType):
         return given  # kept before plans kept it: as given again
-    if given is not None and given != kept:
-        started = f"--segment {kept}" if kept is not None else "no --segment"
-        raise UserError(f"--segment {given}: campaign {campaign} was started with {started} ({path}); "
+    if given is None or given == kept.segment:
+        return kept.segment
+    if recorded:
+        started = f"--segment {kept.segment}" if kept.segment is not None else "no --segment"
+        raise UserError(f"--segment {given}: campaign {kept.id} has runs recorded with {started} ({path}); "
                         "give it no --segment (its plan's is used), or name a new campaign with --campaign")
-    return kept
+    return given  # nothing recorded yet: the plan keeps the one given now
+
+
+def _of(run: RunRecorded, campaign: str) -> bool:
+    return not isinstance(run.campaign, msgspec.UnsetType) and run.campaign.id == campaign
+
+
+def _keep(path: Path, plan: CampaignPlan) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    durable.write_atomic(path, msgspec.json.format(msgspec.json.encode(plan)) + b"\n")
+    durable.fsync_directory(path.parent)
 
 
 def load(workspace: Workspace, campaign: str) -> CampaignPlan:
@@ -256,7 +273,7 @@ def open_campaign(
         repeats[r.task.id] = r.repeats_planned
     mode = run_mode_of(plan.agent, session)
     path = _file(workspace, campaign)
-    ours = [run for run in view.runs.values() if not isinstance(run.campaign, msgspec.UnsetType) and run.campaign.id == campaign]
+    ours = [run for run in view.runs.values() if _of(run, campaign)]
     condition = (plan.model_id, _condition(plan.ablations))
     for run in ours:
         if condition_of(run) != condition:
@@ -272,6 +289,12 @@ def open_campaign(
         if mine != theirs:
             raise UserError(f"{path}: campaign {campaign} was started with another plan; "
                             f"`{invocation.command('run', '--resume', campaign)}` runs its missing slots, or name a new campaign with --campaign")
+        # a plan kept before plans kept the segment stays as it is; another is given the segment
+        # now when nothing is recorded yet, and refuses it otherwise
+        if not isinstance(kept.segment, msgspec.UnsetType) and _segment(kept, path, segment, recorded=bool(ours)) != kept.segment:
+            kept = replace_struct(kept, segment=segment)
+            if write:
+                _keep(path, kept)
     if kept is None:
         offsets = _offsets(view, workspace, campaign, condition, ours, repeats)
         kept = CampaignPlan(
@@ -280,9 +303,7 @@ def open_campaign(
             offsets=offsets,
         )
         if write:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            durable.write_atomic(path, msgspec.json.format(msgspec.json.encode(kept)) + b"\n")
-            durable.fsync_directory(path.parent)
+            _keep(path, kept)
     latest: dict[tuple[str, int], RunRecorded] = {}
     for run in ours:
         assert not isinstance(run.campaign, msgspec.UnsetType)
