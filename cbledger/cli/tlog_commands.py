@@ -17,6 +17,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
+from cbledger import invocation
 from cbledger.cli.common import (
     JsonFlag,
     LedgerOption,
@@ -218,7 +219,7 @@ def _matches(root_b64: str, cp: Checkpoint, source: str) -> None:
 def _latest_covering(store: LedgerStore, seq: int) -> tlog.Recorded:
     covering = [r for r in tlog.recorded(store) if r.body.tree_size >= seq]
     if not covering:
-        fail(f"no published checkpoint covers seq {seq} yet: run `cbledger checkpoint`, or pass --checkpoint FILE", 2)
+        fail(f"no published checkpoint covers seq {seq} yet: run `{invocation.command('checkpoint')}`, or pass --checkpoint FILE", 2)
     return covering[-1]
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import msgspec
 from msgspec import Struct
 
+from cbledger import invocation
 from cbledger.errors import UserError
 from cbledger.ledger.chain import link_hash
 from cbledger.ledger.durable import (
@@ -107,7 +108,7 @@ class LedgerFollower:
                 if link_hash(stored.prev, stored.seq, stored.raw) != stored.hash:
                     raise ProjectionError(
                         f"{where}: the event at seq {stored.seq} does not hash to its recorded link; "
-                        "the ledger was edited (`cbledger replay --verify` locates it)"
+                        f"the ledger was edited (`{invocation.command('replay', '--verify')}` locates it)"
                     )
                 n += self.projector.apply([stored])
                 expected_prev = stored.hash
@@ -141,7 +142,7 @@ def follow(
     """A follower folded to the ledger's head, from the latest valid snapshot if there is one."""
     store = ledger if isinstance(ledger, LedgerStore) else LedgerStore(ledger)
     if not store.exists():
-        raise LedgerMissing(f"{store.location}: no ledger here (run `cbledger init` first)")
+        raise LedgerMissing(f"{store.location}: no ledger here (run `{invocation.command('init')}` first)")
     follower = resume(store, snapshots, note, projector, on_folded)
     follower.poll()
     return follower

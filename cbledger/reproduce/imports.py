@@ -24,7 +24,7 @@ from typing import Any
 
 import msgspec
 
-from cbledger import credentials, inputs
+from cbledger import credentials, inputs, invocation
 from cbledger.errors import SecretFound, UserError
 from cbledger.ledger.durable import write_atomic
 from cbledger.ledger.events import (
@@ -118,7 +118,7 @@ def _existing(store: LedgerStore) -> dict[str, tuple[int, EvidenceImported]]:
 def _commit(workspace: Workspace, candidates: list[_Candidate], actor: Actor) -> ImportReport:
     store = LedgerStore(workspace.ledger)
     if not store.exists():
-        raise UserError(f"{workspace.ledger}: no ledger here (run `cbledger init` first)")
+        raise UserError(f"{workspace.ledger}: no ledger here (run `{invocation.command('init')}` first)")
     existing = _existing(store)
     report = ImportReport()
     fresh: list[_Candidate] = []
