@@ -110,6 +110,7 @@ COMMANDS = [
     Command("watch-once", projected_then_grown, ["watch", "--once"], sample=6),
     Command("checkpoint", with_key, ["checkpoint", "--key", "{W}/private/l.skey"]),
     Command("pricing-publish", ledger_of, ["pricing", "publish", "{W}/prices.json"]),
+    Command("import", ledger_of, ["import", "{SHARED}/reference-records/results", "--source", "ref"], shared=True),
     Command("export", ledger_of, ["export", "--jsonl", "-o", "{W}/out.jsonl"]),
     Command("init", led_project, ["init"], done="a ledger already exists here"),
     Command("suite-bump", led_ledger, ["suite", "bump", "--reason", "first", "--skip-trial"], sample=8,
