@@ -51,9 +51,10 @@ class _Counter:
         self.seen = 0
         self.where = ""
 
-    def step(self, what: str, filename: str | None = None) -> None:
+    def step(self, what: str, filename: str | None = None, *, sqlite: bool = False) -> None:
         """Counts one step; `filename` is what the real call's OSError would name (None for a
-        write or an fsync, which know only their descriptor)."""
+        write or an fsync, which know only their descriptor). SQLite reports a failing disk
+        as its own error, not an OSError."""
         self.seen += 1
         os.ftruncate(self.report_fd, 0)
         os.pwrite(self.report_fd, str(self.seen).encode(), 0)
@@ -62,6 +63,8 @@ class _Counter:
         if self.action == "kill":
             os._exit(KILLED)
         code = getattr(errno, self.action)
+        if sqlite:
+            raise sqlite3.OperationalError("database or disk is full" if code == errno.ENOSPC else "disk I/O error")
         if filename is None:
             raise OSError(code, os.strerror(code))
         raise OSError(code, os.strerror(code), filename)
@@ -151,12 +154,12 @@ def _install(counter: _Counter) -> None:
 
     class CountedConnection(sqlite3.Connection):
         def commit(self) -> None:
-            counter.step("sqlite commit")
+            counter.step("sqlite commit", sqlite=True)
             super().commit()
 
         def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
             if sql.lstrip().upper().startswith(("COMMIT", "END")):
-                counter.step("sqlite COMMIT")
+                counter.step("sqlite COMMIT", sqlite=True)
             return super().execute(sql, *args)
 
     def counted_connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:

@@ -13,7 +13,9 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import sqlite3
 from collections.abc import Callable, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +23,7 @@ import pytest
 
 from cbledger.ledger import durable
 from cbledger.ledger.verify import verify_chain
-from cbledger.projections import readmodel
+from cbledger.projections import packed, readmodel
 from tests import faults
 from tests.factories import Stream, new_ledger, run_cli
 
@@ -30,8 +32,10 @@ LEDGER = "results/ledger/events.jsonl"
 SNAPSHOTS = "results/ledger/snapshots/"
 BOARD = "antmicro-microphone-board"
 #: what a killed writer may leave until the next run of the command clears it: a file staged
-#: under a dead process's name, a fixture tree being staged, a scaffold under its marker
-DEBRIS = re.compile(r"(^|/)\.[^/]+\.\d+(-[a-z0-9_]+)?\.tmp$|(^|/)\.tree-(new|old)-\d+-[a-z0-9_]+/|(^|/)\.out\.jsonl\.tmp$")
+#: under a dead process's name, a fixture tree being staged, a scaffold under its marker, the
+#: export's temporary file, SQLite's rollback journal (the next reader rolls it back)
+DEBRIS = re.compile(r"(^|/)\.[^/]+\.\d+(-[a-z0-9_]+)?\.tmp$|(^|/)\.tree-(new|old)-\d+-[a-z0-9_]+/|(^|/)\.out\.jsonl\.tmp$"
+                    r"|\.sqlite-journal$")
 
 
 def tiny_stream() -> Stream:
@@ -58,6 +62,15 @@ def projected_then_grown(base: Path) -> None:
     store = new_ledger(base / LEDGER, "faults")
     store.append(drafts[1:6])
     assert run_cli(["project", "all", "--root", base]).exit_code == 0
+    store.append(drafts[6:])
+
+
+def packed_then_grown(base: Path) -> None:
+    """Records packed into one SQLite file (`results/records.sqlite`), then more events."""
+    drafts = tiny_stream().drafts()
+    store = new_ledger(base / LEDGER, "faults")
+    store.append(drafts[1:6])
+    assert run_cli(["project", "records", "--layout", "packed", "--root", base]).exit_code == 0
     store.append(drafts[6:])
 
 
@@ -106,6 +119,7 @@ COMMANDS = [
     Command("project-all", projected_then_grown, ["project", "all"], sample=8),
     Command("project-leaderboard", ledger_of, ["project", "leaderboard"]),
     Command("project-records", projected_then_grown, ["project", "records"]),
+    Command("project-records-packed", packed_then_grown, ["project", "records"]),
     Command("project-snapshot", ledger_of, ["project", "snapshot", "-o", "{W}/snap.json"]),
     Command("watch-once", projected_then_grown, ["watch", "--once"], sample=6),
     Command("checkpoint", with_key, ["checkpoint", "--key", "{W}/private/l.skey"]),
@@ -128,13 +142,21 @@ def _prices(base: Path) -> None:
 
 
 def tree(root: Path) -> dict[str, object]:
-    """Every file under `root` by relative path: its bytes, or for a read model its content
-    (SQLite's bytes are not a function of what it holds)."""
+    """Every file under `root` by relative path: its bytes, or for an SQLite file (the read
+    model, packed records) what it holds as SQLite reads it, a hot journal rolled back first
+    (SQLite's bytes are not a function of its content)."""
     out: dict[str, object] = {}
     for p in sorted(root.rglob("*")):
-        if p.is_file():
-            rel = p.relative_to(root).as_posix()
-            out[rel] = readmodel.content_digest(p) if p.suffix == ".db" and not p.name.startswith(".") else p.read_bytes()
+        if p.is_file() and not p.name.startswith(".") and p.suffix == ".db":
+            out[p.relative_to(root).as_posix()] = readmodel.content_digest(p)
+        elif p.is_file() and not p.name.startswith(".") and p.suffix == ".sqlite":
+            with closing(sqlite3.connect(p)) as conn:
+                out[p.relative_to(root).as_posix()] = conn.execute(
+                    f"SELECT path, body FROM {packed.TABLE} ORDER BY path").fetchall()
+    for p in sorted(root.rglob("*")):  # after the databases' journals were rolled back
+        rel = p.relative_to(root).as_posix()
+        if p.is_file() and rel not in out:
+            out[rel] = p.read_bytes()
     return out
 
 

@@ -138,3 +138,17 @@ def fsync_directory(directory: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+@contextlib.contextmanager
+def sqlite_naming(path: str | Path) -> Iterator[None]:
+    """`naming` for an SQLite file: its full or failing disk is an `sqlite3.OperationalError`
+    ("database or disk is full", "disk I/O error"), not an OSError, and would otherwise end the
+    command in a traceback. The caller rolls back (or drops its temporary file): the old content
+    is kept."""
+    import sqlite3  # here, not at import: the ledger's fast paths never open a database
+
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        raise UserError(f"{os.fspath(path)}: {exc}; not written, the previous content is kept") from None
