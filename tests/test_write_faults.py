@@ -303,3 +303,30 @@ def test_the_sweep_catches_a_writer_that_writes_in_place(tmp_path: Path, monkeyp
         for n in range(1, ws.steps + 1):
             ws.run(n)
             ws.check_each_file_old_or_new(f"step {n}", debris_allowed=True)
+
+
+def test_key_generate_killed_at_every_step_leaves_no_empty_or_partial_key(tmp_path: Path) -> None:
+    """A key is random, so a re-run makes another: what matters is that `--out` never holds less
+    than a whole key, which a later `checkpoint` would refuse with a confusing message."""
+    from cbledger.ledger.keys import SigningKey
+
+    base = tmp_path / "base"
+    ledger_of(base)
+    (base / "private").mkdir(mode=0o700)
+    work = tmp_path / "work"
+    args = ["key", "generate", "--out", work / "private" / "l.skey", "--name", "test.example/ledger", "--root", work]
+    shutil.copytree(base, work)
+    steps = faults.run(args, cwd=work).steps
+    assert steps >= 2
+    for n in range(1, steps + 1):
+        shutil.rmtree(work)
+        shutil.copytree(base, work)
+        assert faults.run(args, n, cwd=work).killed
+        key = work / "private" / "l.skey"
+        if key.exists():
+            assert SigningKey.parse(key.read_text()).name == "test.example/ledger", f"step {n}: a partial key"
+            assert key.stat().st_mode & 0o077 == 0, f"step {n}: the key is readable by others"
+        else:
+            again = faults.run(args, cwd=work)
+            assert again.exit_code == 0, f"step {n}, run again: {again.stderr}"
+            assert SigningKey.parse(key.read_text()).name == "test.example/ledger"
