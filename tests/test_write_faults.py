@@ -330,3 +330,23 @@ def test_key_generate_killed_at_every_step_leaves_no_empty_or_partial_key(tmp_pa
             again = faults.run(args, cwd=work)
             assert again.exit_code == 0, f"step {n}, run again: {again.stderr}"
             assert SigningKey.parse(key.read_text()).name == "test.example/ledger"
+
+
+def test_only_a_dead_writers_staged_files_are_removed(tmp_path: Path) -> None:
+    """What the next writer clears: files staged by a process that is gone, never a live
+    writer's (its own included) nor a file named otherwise (a run's staged bundle)."""
+    import os
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    dead, alive = int(gone.stdout), os.getppid()
+    names = {
+        f".run-1.json.{dead}.tmp": False, f".LEADERBOARD.md.{dead}-ab12cd_3.tmp": False,
+        f".run-1.json.{os.getpid()}.tmp": True, f".index.html.{alive}.tmp": True,
+        ".r-20260101.bundle.tmp": True, "run-1.json": True, f"run-1.json.{dead}.tmp": True,
+    }
+    for name in names:
+        (tmp_path / name).write_bytes(b"x")
+    durable.remove_dead_temps(tmp_path)
+    assert {p.name for p in tmp_path.iterdir()} == {name for name, kept in names.items() if kept}

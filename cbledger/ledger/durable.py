@@ -62,8 +62,9 @@ def temp_name(path: str | Path) -> str:
 
 #: a staged file: `.<name>.<pid>.tmp` (`temp_name`) or `.<name>.<pid>-<random>.tmp` (`write_atomic`)
 _TEMP = re.compile(r"\..+\.(\d+)(?:-[a-z0-9_]+)?\.tmp")
-#: the directories this process has cleared: a dead writer's files cannot appear in one later
-_cleared: set[str] = set()
+#: the directories cleared, by (process id, directory): a dead writer's files cannot appear in
+#: one later, and a forked child (a worker) clears for itself
+_cleared: set[tuple[int, str]] = set()
 
 
 def remove_dead_temps(directory: Path) -> None:
@@ -71,12 +72,12 @@ def remove_dead_temps(directory: Path) -> None:
     runs no cleanup): those named as `temp_name` and `write_atomic` name them, by a process no
     longer running. Once per directory and process, so a batch of writes lists a directory
     once. A live writer's files are left alone, its own among them."""
-    key = os.fspath(directory)
+    key = (os.getpid(), os.fspath(directory))
     if key in _cleared:
         return
     _cleared.add(key)
     try:
-        entries = list(os.scandir(key))
+        entries = list(os.scandir(key[1]))
     except OSError:  # not there yet (nothing to clear), or unreadable: the write will say so
         return
     for entry in entries:
