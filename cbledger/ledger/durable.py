@@ -1,9 +1,12 @@
 """Writing a file so that a crash leaves it either as it was or whole and new.
 
 An event may only name a file that will still be there after a power cut: its bytes synced
-before it takes its name, and the directory synced after, so the name is durable too. These two
-helpers live at the bottom of the stack because every layer that writes beside the ledger needs
-them: the ledger's own file, the runner's bundles and cassettes, the projections' outputs.
+before it takes its name, and the directory synced after, so the name is durable too. A killed
+writer's temporary files are removed by the next writer (`remove_dead_temps`), and a full or
+failing disk is an error naming the file (`naming`, `sqlite_naming`). These helpers live at the
+bottom of the stack because every layer that writes beside the ledger needs them: the ledger's
+own file, the runner's bundles and cassettes, the projections' outputs (docs/LEDGER.md,
+"Interrupted and failing writes").
 """
 
 from __future__ import annotations
