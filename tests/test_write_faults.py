@@ -27,6 +27,8 @@ from cbledger.projections import packed, readmodel
 from tests import faults
 from tests.factories import Stream, new_ledger, run_cli
 
+pytestmark = pytest.mark.slow  # some 25 s of forked commands: started first under xdist
+
 REPO = Path(__file__).resolve().parent.parent
 LEDGER = "results/ledger/events.jsonl"
 SNAPSHOTS = "results/ledger/snapshots/"
