@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 
+from cbledger.ledger.durable import write_atomic
 from cbledger.ledger.events import Event
 from cbledger.ledger.surfaces import SurfaceCatalog
 from cbledger.projections.records import ResultRecord
@@ -42,7 +43,7 @@ def write(directory: Path) -> list[Path]:
     written = []
     for name, tp in _schemas().items():
         path = directory / f"{name}.schema.json"
-        path.write_text(render(name, tp))
+        write_atomic(path, render(name, tp).encode("utf-8"))  # a killed run leaves the old schema or the new
         written.append(path)
     return written
 

@@ -15,7 +15,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "cbledger"
 
 # Shared, domain-free utilities every domain may use.
-UTILITIES = {"errors", "credentials", "workspace", "login", "inputs", "scratch"}
+UTILITIES = {"errors", "credentials", "workspace", "login", "inputs", "scratch", "invocation"}
 
 # What each domain may import besides itself and the utilities. Anything not listed is forbidden.
 ALLOWED: dict[str, set[str]] = {
@@ -33,6 +33,7 @@ ALLOWED: dict[str, set[str]] = {
     "workspace": set(),
     "login": set(),
     "scratch": set(),
+    "invocation": set(),
     "inputs": {"errors"},
     "schemas": {"tasks", "ledger", "projections"},
 }

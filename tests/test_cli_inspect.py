@@ -137,7 +137,7 @@ def test_show_transcript_prints_each_tool_calls_arguments_once():
 def test_every_command_says_the_same_thing_when_there_is_no_ledger(tmp_path, command):
     out = run_cli([*(str(tmp_path / "d") if a == "DIR" else a for a in command), "--root", tmp_path])
     assert out.exit_code == 2, out.output
-    assert "no ledger here (run `cbledger init` first)" in out.stderr
+    assert f"no ledger here (run `cbledger init --root {tmp_path}` first)" in out.stderr  # runnable as printed
     assert not (tmp_path / "d").exists()
 
 

@@ -37,9 +37,10 @@ def test_a_model_the_price_table_does_not_list_passes_with_the_segment_its_run_n
     assert run_cli(["init", "--name", "doctor", "--root", REPO, "--ledger", ledger]).exit_code == 0
     args = ["doctor", "--model", "compat:local-7b", "--no-key-check", "--json", "--root", REPO, "--ledger", ledger]
     without = json.loads(run_cli(args).stdout)["checks"]["price table"]
-    assert without["ok"] is False and "runs cost null unless `cbledger pricing publish` records one" in without["detail"]
+    publish = f"`cbledger pricing publish FILE --ledger {ledger} --root {REPO}`"  # runnable as printed
+    assert without["ok"] is False and f"runs cost null unless {publish} records one" in without["detail"]
     named = json.loads(run_cli([*args, "--segment", "open-weight-self-hosted"]).stdout)["checks"]["price table"]
-    assert named == {"ok": True, "detail": "no pricing.published in the ledger: runs cost null unless `cbledger pricing "
-                                           "publish` records one; --segment open-weight-self-hosted: compat:local-7b's runs cost null"}
+    assert named == {"ok": True, "detail": f"no pricing.published in the ledger: runs cost null unless {publish} records "
+                                           "one; --segment open-weight-self-hosted: compat:local-7b's runs cost null"}
     wrong = run_cli([*args, "--segment", "cheap"])
     assert wrong.exit_code == 2 and "--segment 'cheap' is not a cost segment" in wrong.stderr

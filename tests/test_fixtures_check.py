@@ -109,7 +109,8 @@ def test_missing_baseline_reports_and_artifacts(fixture):
     path.write_text(json.dumps(doc))
     r = check(fixture)
     assert r.exit_code == 1
-    assert "error: fixtures/demo-board/fixture.json: baseline.drc.report: baseline/drc.json is missing (run `cbledger fixture baseline demo-board`)" in r.stderr
+    assert ("error: fixtures/demo-board/fixture.json: baseline.drc.report: baseline/drc.json is missing "
+            f"(run `cbledger fixture baseline demo-board --root {fixture.dir.parent.parent}`)") in r.stderr
     assert "error: fixtures/demo-board/fixture.json: artifacts.project: hardware/demo.kicad_pro does not exist in tree/" in r.stderr
 
 

@@ -102,7 +102,7 @@ def test_materialize_from_a_bare_tree_asks_for_a_baseline(tmp_path):
     fixture, source = _split(tmp_path)
     r = materialize(fixture, "--from", source / "tree")
     assert r.exit_code == 0, r.output
-    assert "no baseline reports yet: run `cbledger fixture baseline demo-board`" in r.stdout
+    assert f"no baseline reports yet: run `cbledger fixture baseline demo-board --root {fixture.dir.parent.parent}`" in r.stdout
 
 
 def test_a_tree_that_does_not_hash_to_the_manifest_leaves_nothing_behind(tmp_path):

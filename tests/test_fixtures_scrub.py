@@ -163,7 +163,8 @@ def test_fixture_check_fails_on_a_machine_path_in_a_baseline_but_validate_does_n
     assert r.exit_code == 1
     assert (
         'error: fixtures/demo-board/baseline/netlist.kicad_net: uri "/usr/share/kicad/symbols/Device.kicad_sym" is a '
-        "machine path (`cbledger fixture baseline demo-board` or `fixture materialize` write tree-relative ones)"
+        f"machine path (`cbledger fixture baseline demo-board --root {tmp_path / 'project'}` or `fixture materialize` write "
+        "tree-relative ones)"
     ) in r.stderr
     assert r.stderr.count("is a machine path") == 3
     assert run_cli(["validate", "--root", tmp_path / "project"]).exit_code == 0

@@ -137,9 +137,9 @@ def test_a_crash_in_the_middle_of_a_records_batch_leaves_each_file_old_or_new(tm
         assert on_disk in (old[relpath], new[relpath]), relpath
     changed = [p for p in new if (results / p).read_bytes() != old[p]]
     assert sorted(changed) == sorted(str(Path(d).relative_to(results)) for d in renames)
-    # the files not yet renamed are whole beside their targets, under names no reader takes for a record
-    leftovers = list(results.rglob(".*.tmp"))
-    assert leftovers and all(p.read_bytes() in new.values() for p in leftovers)
+    # a failed batch takes its staged files back (a killed one leaves them, under names no reader
+    # takes for a record, until the next write: tests/test_write_faults.py)
+    assert list(results.rglob(".*.tmp")) == []
 
 
 def test_a_grade_of_an_older_run_lands_mid_order_and_computes_the_views_again():

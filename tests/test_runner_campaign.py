@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -92,7 +93,8 @@ def test_a_run_preflight_refuses_keeps_no_campaign_plan(tmp_path: Path, kicad_cl
     before = ledger.read_bytes()
     refused = run_cli(["run", TASKS[0], "--agent", "gold", "--repeats", "1", "--root", root, "--ledger", ledger])
     assert refused.exit_code == 2, refused.output
-    assert refused.stderr.strip() == 'error: no suite version is recorded in the ledger; run `cbledger suite bump --reason "initial suite"`'
+    assert refused.stderr.strip() == ("error: no suite version is recorded in the ledger; run "
+                                      f"`cbledger suite bump --reason 'initial suite' --ledger {ledger} --root {root}`")
     assert ledger.read_bytes() == before
     assert sorted(p.name for p in root.iterdir()) == ["fixtures", "fresh.jsonl", "suites", "tasks"]
 
@@ -114,9 +116,74 @@ def test_an_interrupted_campaign_says_what_is_kept_and_how_to_go_on(
     assert r.exit_code == 130, r.output
     assert r.stderr.splitlines()[-1] == (
         "error: interrupted: every run of campaign late that finished is recorded; run the same command again "
-        "(or `cbledger run --resume late`) to run the slots still missing, which also regenerates the projections "
-        "(`cbledger project all` does that alone)"
+        f"(or `cbledger run --resume late --ledger {ledger} --root {root}`) to run the slots still missing, which also "
+        f"regenerates the projections (`cbledger project all --ledger {ledger} --root {root}` does that alone)"
     )
+
+
+def test_a_campaign_keeps_its_segment_and_a_resume_may_not_change_it(
+    tmp_path: Path, kicad_cli: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`--resume` ran a campaign without the `--segment` it was started with: a model the price
+    table does not list was refused, and another segment would have been recorded silently."""
+    from cbledger.cli import run_commands
+    from cbledger.runner.suite_run import SuiteResult
+
+    root = project(tmp_path)
+    ledger = new_ledger(root, "segment")
+    where = ["--root", root, "--ledger", ledger]
+    plans = Workspace.at(root, ledger).campaigns
+    # a campaign with a run recorded keeps the segment it was started with
+    ran = run_cli(["run", TASKS[0], "--agent", "gold", "--repeats", "1", "--campaign", "seg", "--no-project",
+                   "--segment", "open-weight-hosted", *where])
+    assert ran.exit_code == 0, ran.output
+    assert json.loads((plans / "seg.json").read_bytes())["segment"] == "open-weight-hosted"
+    before = {p.name: p.read_bytes() for p in plans.iterdir()} | {"ledger": ledger.read_bytes()}
+    for again in (["run", "--resume", "seg"], ["run", TASKS[0], "--agent", "gold", "--repeats", "1", "--campaign", "seg"]):
+        refused = run_cli([*again, "--segment", "api-cheap", *where])
+        assert refused.exit_code == 2, refused.output
+        assert refused.stderr.splitlines() == [
+            f"error: --segment api-cheap: campaign seg has runs recorded with --segment open-weight-hosted "
+            f"({plans / 'seg.json'}); give it no --segment (its plan's is used), or name a new campaign with --campaign"
+        ]
+        assert {p.name: p.read_bytes() for p in plans.iterdir()} | {"ledger": ledger.read_bytes()} == before
+    assert run_cli(["run", "--resume", "seg", "--segment", "not-a-segment", *where]).exit_code == 2
+
+    given: list[str | None] = []
+
+    def recorded_nothing(*args: object, segment: str | None = None, **kwargs: object) -> SuiteResult:
+        given.append(segment)
+        return SuiteResult()
+
+    monkeypatch.setattr(run_commands, "run_plan", recorded_nothing)
+    # a resume runs with the kept segment; with nothing recorded yet, another one replaces it
+    started = ["run", TASKS[1], "--agent", "gold", "--repeats", "1", "--campaign", "fresh"]
+    assert run_cli([*started, "--segment", "open-weight-hosted", *where]).exit_code == 0
+    assert run_cli(["run", "--resume", "fresh", *where]).exit_code == 0
+    assert run_cli([*started, *where]).exit_code == 0
+    assert run_cli(["run", "--resume", "fresh", "--segment", "api-cheap", *where]).exit_code == 0
+    assert run_cli(["run", "--resume", "fresh", *where]).exit_code == 0
+    assert given == ["open-weight-hosted"] * 3 + ["api-cheap"] * 2
+    # a plan kept before plans kept the segment still loads, its resume given one again, and stays as it was
+    plan = json.loads((plans / "fresh.json").read_bytes())
+    del plan["segment"]
+    (plans / "fresh.json").write_text(json.dumps(plan))
+    assert isinstance(campaign_mod.load(Workspace.at(root, ledger), "fresh").segment, msgspec.UnsetType)
+    assert run_cli(["run", "--resume", "fresh", "--segment", "open-weight-hosted", *where]).exit_code == 0
+    assert given[-1] == "open-weight-hosted" and json.loads((plans / "fresh.json").read_bytes()) == plan
+
+
+def test_run_json_answers_in_one_shape_whether_or_not_anything_ran(tmp_path: Path, kicad_cli: str) -> None:
+    root = project(tmp_path)
+    ledger = new_ledger(root, "shape")
+    args = ["run", TASKS[0], "--agent", "gold", "--repeats", "1", "--no-project", "--json", "--root", root, "--ledger", ledger]
+    ran = run_cli(args)
+    assert ran.exit_code == 0, ran.output
+    complete = run_cli(args)  # the campaign is complete: nothing runs
+    assert complete.exit_code == 0, complete.output
+    full, empty = json.loads(ran.stdout), json.loads(complete.stdout)
+    assert (full["recorded"], empty["recorded"], empty["runs"]) == (1, 0, [])
+    assert sorted(empty) == sorted(full) and empty["campaign"] == full["campaign"]
 
 
 def test_the_ledger_refuses_a_slot_recorded_twice(tmp_path: Path, kicad_cli: str) -> None:
@@ -308,9 +375,12 @@ def test_a_provider_outage_is_retried_as_further_attempts_and_only_the_last_coun
     assert down.exit_code == 0, down.output
     first = runs(ledger)
     assert len(first) == 2 and all(r.harness_failure is not None for r in first), [r.harness_failure for r in first]
-    # the output says how to try them again, not only that they failed
+    # the output says how to try them again, not only that they failed: the same command with
+    # --retry-env, or a resume of the campaign in this workspace
+    campaign = first[0].campaign.id
+    resume = f"cbledger run --resume {campaign} --retry-env 1 --ledger {ledger} --root {root}"
     hint = "2 slot(s) ended for a reason not the model's (provider-transport) and count in no model row: " \
-           "to try them again, run the same command with --retry-env 1"
+           f"to try them again, run the same command with --retry-env 1 (or `{resume}`)"
     assert hint in down.stdout, down.output
     # resumed from its kept plan with nothing to run (no --retry-env): nothing to refuse either (the
     # --segment the model needs is not restated), and the same way out
@@ -322,7 +392,9 @@ def test_a_provider_outage_is_retried_as_further_attempts_and_only_the_last_coun
     assert "0 slot(s) recorded, 2 to run" in dry.stdout and dry.stdout.count("would run (attempt 2)") == 2, dry.stdout
     with Endpoint(port=port) as endpoint:
         endpoint.serve("provider", script.load(root / "tasks" / task / "sessions" / "solve.json"))
-        back = run_cli([*plan, "--retry-env", "1"], env=env)
+        # the resume as printed: its kept plan gives the --segment the model needs (the harness
+        # as the environment gives it, as the same command gave --copperhead-cli)
+        back = run_cli(shlex.split(resume)[1:], env={**env, "COPPERHEAD_CLI": str(copperhead_cli)})
     assert back.exit_code == 0, back.output
     every = runs(ledger)
     assert sorted((r.campaign.slot, r.campaign.attempt, r.harness_failure is None) for r in every) == [

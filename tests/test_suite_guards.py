@@ -115,5 +115,5 @@ def test_validate_names_a_task_edited_since_the_last_bump(project):
     assert r.exit_code == 1
     assert (
         f"error: tasks/{EDIT}/task.json: task {EDIT} changed since the last bump: differs from suite 1.0.0 "
-        "as recorded; run `cbledger suite bump --reason ...`"
+        f"as recorded; run `cbledger suite bump --reason ... --root {project}`"
     ) in r.stderr

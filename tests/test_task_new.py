@@ -139,7 +139,7 @@ def test_validate_calls_an_added_task_a_draft_and_says_how_to_run_it(project, ki
     result = run_cli(["validate", "--root", project])
     assert result.exit_code == 1
     assert "task led-note added since the last bump: a draft until a suite version records it: run it with " \
-           "`cbledger run led-note --draft`" in result.stderr
+           f"`cbledger run led-note --draft --root {project}`" in result.stderr
 
 
 def test_a_draft_runs_in_a_scratch_workspace_and_keeps_its_sandbox(project, kicad_cli, tmp_path):

@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from cbledger import invocation
 from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, workspace
 from cbledger.cli.exits import CHECK_FAILED
 from cbledger.errors import UserError
@@ -50,7 +51,7 @@ def _prices(view: ledger_view.LedgerView, model: str | None, segment: str | None
     if table is None:
         later = [t for t in view.price_tables if t.effective_date > pricing.today()]
         why = f"none in effect yet (the next from {min(t.effective_date for t in later)})" if later else "no pricing.published in the ledger"
-        return model is None or bool(segment), why + ": runs cost null unless `cbledger pricing publish` records one" + named
+        return model is None or bool(segment), why + f": runs cost null unless `{invocation.command('pricing', 'publish', 'FILE')}` records one" + named
     line = f"{table.table_version} (effective {table.effective_date}), {len(table.models)} model(s)"
     if model is None:
         return True, line

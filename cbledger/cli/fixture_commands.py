@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from cbledger import invocation
 from cbledger.cli.common import JsonFlag, RootOption, fail, project_root
 from cbledger.kicad.oracle import require_kicad_cli
 from cbledger.ledger.types import Slug, conforms
@@ -161,7 +162,7 @@ def freeze_cmd(
     git_dir: Annotated[Path, typer.Option("--from", help="A git repository: a clone of the upstream one, or your own.")],
     commit: Annotated[str | None, typer.Option("--commit", help="The full 40-hex commit SHA to freeze at. Default: the repository's HEAD.")] = None,
     paths: Annotated[list[str] | None, typer.Option("--path", help="A file or directory at that commit (repeatable); `.` or none: the whole tree.")] = None,
-    fixture_id: Annotated[str, typer.Option("--id", help="The fixture id (kebab-case).")] = "",
+    fixture_id: Annotated[str, typer.Option("--id", help="The fixture id (kebab-case); required.")] = "",
     dest: Annotated[Path | None, typer.Option("--dest", help="Fixture directory. Default: fixtures/ID.")] = None,
     strip: Annotated[str | None, typer.Option("--strip", help="Remove this leading directory from every path.")] = None,
     into: Annotated[str | None, typer.Option("--into", help="Place the files under this directory of tree/.")] = None,
@@ -305,7 +306,7 @@ def materialize_cmd(
     for problem in result.baseline_problems:
         typer.echo(f"error: baseline not copied: {problem}", err=True)
     if result.baseline_missing:
-        typer.echo(f"no baseline reports yet: run `cbledger fixture baseline {fixture_id}`")
+        typer.echo(f"no baseline reports yet: run `{invocation.command('fixture', 'baseline', fixture_id)}`")
     if result.baseline_problems:
         raise typer.Exit(1)
 

@@ -19,7 +19,7 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Machine-readable output.
 
 kicad_app = typer.Typer(
     name="kicad",
-    help="Read KiCad schematics as the grader does: nets with KiCad's names, symbols, and a check against kicad-cli.",
+    help="Read KiCad schematics as the grader does: nets with KiCad's names, symbols, each sheet's contents, and a check against kicad-cli.",
     no_args_is_help=True,
 )
 

@@ -23,19 +23,24 @@ import typer.main
 from typer import _click
 from typer.core import TyperGroup
 
+from cbledger.cli import suggest
 from cbledger.cli.table import Commands
 
 __all__ = ["Commands", "LazyGroup", "lazy_group", "module_commands", "plain"]
 
 
 def plain(command: _click.Command) -> _click.Command:
-    """The command, and every command under it, with plain help and one placeholder style."""
+    """The command, and every command under it, with plain help and one placeholder style, each
+    carrying its workspace options into the commands its messages suggest (cli/suggest.py)."""
     if hasattr(command, "rich_markup_mode"):
         command.rich_markup_mode = None
     for param in getattr(command, "params", ()):
         _placeholder(param)
-    for sub in getattr(command, "commands", {}).values():
+    subcommands = getattr(command, "commands", {})
+    for sub in subcommands.values():
         plain(sub)
+    if not subcommands:
+        suggest.carrying(command)
     return command
 
 

@@ -10,6 +10,7 @@ from typing import Annotated, Any, cast
 
 import typer
 
+from cbledger import invocation
 from cbledger.cli.common import (
     JsonFlag,
     LedgerOption,
@@ -150,7 +151,7 @@ def log(
     unmatched += [f"--model {m}" for m in model or () if m not in {v[1] for v in runs.values()}]
     unmatched += [f"--run {r}" for r in run or () if r not in runs]
     if unmatched:
-        fail(f"{printable(unmatched[0])}: no run recorded in {store.location} has it (`cbledger log --type run.recorded` lists them)")
+        fail(f"{printable(unmatched[0])}: no run recorded in {store.location} has it (`{invocation.command('log', '--type', 'run.recorded')}` lists them)")
 
 
 def show(
@@ -230,7 +231,7 @@ def export(
     durable.refuse_non_file(out, symlink=False)
     tmp = out.with_name(f".{out.name}.tmp")
     try:
-        with open(tmp, "wb") as f:
+        with durable.naming(out), open(tmp, "wb") as f:  # a full disk names the file, not a descriptor
             head = export_jsonl(store, f)
             f.flush()
             os.fsync(f.fileno())
@@ -257,7 +258,7 @@ def schema(
     if check:
         stale = schemas.stale(out)
         if stale:
-            fail("schemas differ from the types (run `cbledger schema`): " + ", ".join(stale), 1)
+            fail(f"schemas differ from the types (run `{invocation.command('schema')}`): " + ", ".join(stale), 1)
         typer.echo(json.dumps({"schemas": str(out), "match": True}) if as_json else f"{out}: schemas match the types")
         return
     written = [str(p) for p in schemas.write(out)]

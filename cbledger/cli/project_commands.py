@@ -16,6 +16,7 @@ from typing import Annotated
 import msgspec
 import typer
 
+from cbledger import invocation
 from cbledger.cli.common import (
     JsonFlag,
     LedgerOption,
@@ -106,7 +107,7 @@ def _leaderboard(state: LedgerState, target: Path, check: bool, suite: str | Non
             return 0 if result.matches else 1
         if not result.matches:
             typer.echo(result.diff, nl=False)
-            typer.echo(f"{target}: differs from a regeneration (run `cbledger project leaderboard`)", err=True)
+            typer.echo(f"{target}: differs from a regeneration (run `{invocation.command('project', 'leaderboard')}`)", err=True)
             return 1
         typer.echo(f"{target}: up to date")
         return 0

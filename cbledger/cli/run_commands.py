@@ -16,6 +16,7 @@ import pygit2
 import typer
 from blake3 import blake3
 
+from cbledger import invocation
 from cbledger.cli.common import (
     JsonFlag,
     LedgerOption,
@@ -37,9 +38,10 @@ from cbledger.runner import campaign as campaign_mod
 from cbledger.runner import cost_estimate, ledger_view, leftovers, pricing, trial
 from cbledger.runner import draft as draft_run
 from cbledger.runner.budget import MoneyLimits
+from cbledger.runner.execute import cost_segment
 from cbledger.runner.plan import Plan, PlannedRun, check_jobs, make_plan
 from cbledger.runner.rescore import rescore as rescore_runs
-from cbledger.runner.suite_run import passes_allowed, preflight, run_plan
+from cbledger.runner.suite_run import SuiteResult, passes_allowed, preflight, run_plan
 from cbledger.tasks import definitions, suite_archive
 from cbledger.tasks.catalog import Catalog
 from cbledger.tasks.definitions import DirectorySource, GitSource, Source
@@ -152,9 +154,10 @@ def run(
     campaign = campaign_mod.check_id(campaign) if campaign is not None else campaign_mod.default_id(
         plan, session=session, passes=passes, suite_version=view.suite_version,
     )
+    segment = campaign_mod.segment_of(where, view, campaign, cost_segment(segment))
     money = MoneyLimits(max_cost_usd=max_cost_usd, budget_usd=budget_usd, key_check=key_check)
     if dry_run:
-        _show_dry_run(where, plan, view, campaign, session=session, passes=passes, retry_env=retry_env,
+        _show_dry_run(where, plan, view, campaign, session=session, passes=passes, segment=segment, retry_env=retry_env,
                       where_to_run=f"jobs {jobs}" if executor == "local" else f"executor {executor} at {scheduler}",
                       as_json=as_json, executor=executor, jobs=jobs)
         return
@@ -170,7 +173,7 @@ def run(
         for line in cleaned.lines():
             typer.echo(line, err=True)
         view = ledger_view.read(where.ledger) if cleaned.adopted else view
-        slots = campaign_mod.open_campaign(where, plan, view, campaign, session=session, passes=passes)
+        slots = campaign_mod.open_campaign(where, plan, view, campaign, session=session, passes=passes, segment=segment)
         todo = slots.missing(retry_env)
         if not _announce(slots, todo, retry_env, as_json):
             return
@@ -193,25 +196,10 @@ def run(
         typer.echo(f"sandboxes kept under {sandboxes}")
     records = _project(where) if project and result.outputs else {}
     if as_json:
-        typer.echo(json.dumps({
-            "runs": [
-                {
-                    "runId": o.run.run_id, "task": o.run.task.id, "repeat": o.run.repeat, "verdict": o.grade.verdict,
-                    "failureCategory": o.grade.failure_category,
-                    "harnessFailure": o.run.harness_failure.kind if o.run.harness_failure is not None else None,
-                    "records": records.get(o.run.run_id, []), "bundle": bundle_name(o.run.run_id),
-                    "sandbox": str(sandboxes / o.run.run_id) if keep_sandboxes else None,
-                    **({"pass": o.run.passes.index, "passesAllowed": o.run.passes.allowed} if o.run.passes else {}),
-                }
-                for o in result.outputs
-            ],
-            "recorded": len(result.outputs), "passed": result.passed, "failed": len(result.outputs) - result.passed,
-            "notRecorded": [{"run": label, "error": error} for label, error in result.failures],
-            "notRun": [{"run": label, "reason": why} for label, why in result.not_run],
-            "batch": result.batch if result.outputs else None, "campaign": campaign, "projected": bool(project and result.outputs),
-            "sandboxesKept": str(sandboxes) if keep_sandboxes else None,
-            "retryHint": campaign_mod.retry_hint([o.run for o in result.outputs], retry_env),
-        }, sort_keys=True))
+        typer.echo(_json_answer(
+            result, campaign, campaign_mod.retry_hint([o.run for o in result.outputs], retry_env), records=records,
+            kept=sandboxes if keep_sandboxes else None, projected=bool(project and result.outputs),
+        ))
         if result.failures:
             raise typer.Exit(1)
         return
@@ -232,7 +220,7 @@ def run(
     if result.outputs and result.batch:
         typer.echo(f"batch {result.batch} (select these runs with `--candidate-select batch={result.batch}`)")
     if result.outputs and not project and not draft:
-        typer.echo("projections not regenerated (--no-project): run `cbledger project all`")
+        typer.echo(f"projections not regenerated (--no-project): run `{invocation.command('project', 'all')}`")
     for label, error in result.failures:
         typer.echo(f"  not recorded: {label}: {error}", err=True)
     for label, why in result.not_run:
@@ -253,12 +241,36 @@ def _announce(slots: campaign_mod.Campaign, todo: list[PlannedRun], retry_env: i
         return True
     hint = campaign_mod.retry_hint([s.recorded for s in slots.slots if s.recorded is not None], retry_env)
     if as_json:
-        typer.echo(json.dumps({"runs": [], "recorded": 0, "passed": 0, "failed": 0, "notRecorded": [], "notRun": [],
-                               "batch": None, "campaign": slots.id, "projected": False, "sandboxesKept": None,
-                               "retryHint": hint}, sort_keys=True))
+        typer.echo(_json_answer(SuiteResult(), slots.id, hint))
     else:
         _echo_hint(hint)
     return False
+
+
+def _json_answer(
+    result: SuiteResult, campaign: str, hint: str | None, *, records: dict[str, list[str]] | None = None,
+    kept: Path | None = None, projected: bool = False,
+) -> str:
+    """`run --json`'s one document, in one shape whether the invocation ran anything or found its
+    campaign complete (an empty `result`); `kept` is where the sandboxes were kept, if they were."""
+    return json.dumps({
+        "runs": [
+            {
+                "runId": o.run.run_id, "task": o.run.task.id, "repeat": o.run.repeat, "verdict": o.grade.verdict,
+                "failureCategory": o.grade.failure_category,
+                "harnessFailure": o.run.harness_failure.kind if o.run.harness_failure is not None else None,
+                "records": (records or {}).get(o.run.run_id, []), "bundle": bundle_name(o.run.run_id),
+                "sandbox": str(kept / o.run.run_id) if kept is not None else None,
+                **({"pass": o.run.passes.index, "passesAllowed": o.run.passes.allowed} if o.run.passes else {}),
+            }
+            for o in result.outputs
+        ],
+        "recorded": len(result.outputs), "passed": result.passed, "failed": len(result.outputs) - result.passed,
+        "notRecorded": [{"run": label, "error": error} for label, error in result.failures],
+        "notRun": [{"run": label, "reason": why} for label, why in result.not_run],
+        "batch": result.batch if result.outputs else None, "campaign": campaign, "projected": projected,
+        "sandboxesKept": str(kept) if kept is not None else None, "retryHint": hint,
+    }, sort_keys=True)
 
 
 def _project(where: Workspace) -> dict[str, list[str]]:
@@ -274,8 +286,8 @@ def _project(where: Workspace) -> dict[str, list[str]]:
 def _interrupted(campaign: str) -> str:
     """Ctrl-C ended the command silently (exit 130), leaving a reader to wonder what was lost."""
     return (f"interrupted: every run of campaign {campaign} that finished is recorded; run the same command again "
-            f"(or `cbledger run --resume {campaign}`) to run the slots still missing, which also regenerates the "
-            "projections (`cbledger project all` does that alone)")
+            f"(or `{invocation.command('run', '--resume', campaign)}`) to run the slots still missing, which also "
+            f"regenerates the projections (`{invocation.command('project', 'all')}` does that alone)")
 
 
 def _echo_hint(hint: str | None) -> None:
@@ -285,10 +297,11 @@ def _echo_hint(hint: str | None) -> None:
 
 def _show_dry_run(
     where: Workspace, plan: Plan, view: ledger_view.LedgerView, campaign: str, *, session: str | None, passes: int | None,
-    retry_env: int, where_to_run: str, as_json: bool, executor: str, jobs: int,
+    segment: str | None, retry_env: int, where_to_run: str, as_json: bool, executor: str, jobs: int,
 ) -> None:
     """The plan, slot by slot: which are recorded in the campaign and which a run would make now."""
-    state = campaign_mod.open_campaign(where, plan, view, campaign, session=session, passes=passes, write=False)
+    state = campaign_mod.open_campaign(where, plan, view, campaign, session=session, passes=passes, segment=segment,
+                                       write=False)
     to_run = {(p.task.id, p.slot): p for p in state.missing(retry_env)}
     # what the slots still to run would cost, not those already recorded
     estimate = (cost_estimate.for_plan(replace(plan, runs=tuple(to_run.values())), view)

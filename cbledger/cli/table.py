@@ -53,7 +53,7 @@ COMMANDS = (
     Commands("cbledger.cli.task_commands", validate="Check every fixture, task and suite; name what changed since the last bump.",
              grade="Grade one sandbox against a task, offline.",
              task="Tasks as data: new tasks from a fixture, memorization variants."),
-    Commands("cbledger.cli.kicad_commands", kicad="Read KiCad schematics as the grader does: nets, symbols, a check against kicad-cli."),
+    Commands("cbledger.cli.kicad_commands", kicad="Read KiCad schematics as the grader does: nets, symbols, each sheet's contents, a check against kicad-cli."),
     Commands("cbledger.cli.run_commands", run="Run tasks with an agent; preserve, grade and record every run.",
              rescore="Re-grade every preserved run under the current suite version.",
              pricing="Price tables.", suite="Suite versions: bump, archive, status."),

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
+from cbledger import invocation
 from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, project_root, workspace
 from cbledger.errors import UserError
 from cbledger.grading import suite_version
@@ -38,7 +39,7 @@ def unbumped(root: Path, ledger: Path | str) -> list[Problem]:
         now = suite_version.current(Catalog(root))
     except UserError:
         return []  # a task or fixture that does not load: its own errors are already listed
-    hint = f"differs from suite {recorded.suite_version} as recorded; run `cbledger suite bump --reason ...`"
+    hint = f"differs from suite {recorded.suite_version} as recorded; run `{invocation.command('suite', 'bump', '--reason', '...')}`"
     problems = []
     for d in suite_version.changes(recorded, now):
         if d.kind == "task" and d.key:
@@ -52,8 +53,9 @@ def unbumped(root: Path, ledger: Path | str) -> list[Problem]:
         why = hint
         if d.kind == "task" and d.key and d.change == "added":
             # a new task is a draft until a bump records it: how to run it before that
-            why = (f"a draft until a suite version records it: run it with `cbledger run {d.key} --draft`, "
-                   f"capture its gold (`cbledger fixture gold`), then `cbledger suite bump --reason ...`")
+            why = (f"a draft until a suite version records it: run it with `{invocation.command('run', d.key, '--draft', workspace=False)}`, "
+                   f"capture its gold (`{invocation.command('fixture', 'gold')}`), then "
+                   f"`{invocation.command('suite', 'bump', '--reason', '...')}`")
         problems.append(error(file, "", f"{d} since the last bump: {why}"))
     return problems
 
@@ -111,7 +113,7 @@ def _baseline_warning(task: Task, fixture: Fixture) -> str | None:
         return None
     return (
         f"fixture {fixture.id} has no baseline {'/'.join(m.upper() for m in missing)} report here, so "
-        f"{', '.join(used)} cannot be evaluated (materialize it: `cbledger fixture materialize {fixture.id} --from DIR`)"
+        f"{', '.join(used)} cannot be evaluated (materialize it: `{invocation.command('fixture', 'materialize', fixture.id, '--from', 'DIR')}`)"
     )
 
 
@@ -345,7 +347,7 @@ def new_cmd(
     typer.echo(f"wrote {made.task_dir}/: task.json, assertions.json ({len(made.assertions)} assertions), README.md "
                f"({len(made.nets)} nets, {len(made.references)} references)")
     if not assertion and outcome == "edit":
-        typer.echo("next: add the assertion that recognises the change (docs/AUTHORING.md), then `cbledger validate`")
+        typer.echo(f"next: add the assertion that recognises the change (docs/AUTHORING.md), then `{invocation.command('validate')}`")
 
 
 def register(app: typer.Typer) -> None:

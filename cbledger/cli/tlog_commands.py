@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
 
+from cbledger import invocation
 from cbledger.cli.common import (
     JsonFlag,
     LedgerOption,
@@ -25,7 +27,7 @@ from cbledger.cli.common import (
     workspace,
 )
 from cbledger.inputs import MAX_NOTE_BYTES, read_regular
-from cbledger.ledger import proofs, publish, tlog
+from cbledger.ledger import durable, proofs, publish, tlog
 from cbledger.ledger.checkpoint import Checkpoint, read_unverified
 from cbledger.ledger.events import Actor
 from cbledger.ledger.keys import SigningKey, VerifierKey
@@ -96,11 +98,9 @@ def key_generate(
     public = where.own_keys / f"{_file_name(name)}-{key.key_id:08x}.vkey" if vkey is None else vkey
     if public.exists():
         fail(f"{public}: already exists", 2)
-    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(key.text() + "\n")
-    public.parent.mkdir(parents=True, exist_ok=True)
-    public.write_text(key.verifier().text() + "\n", encoding="utf-8")
+    _write_private(out, (key.text() + "\n").encode("utf-8"))
+    durable.write_atomic(public, (key.verifier().text() + "\n").encode("utf-8"))
+    durable.fsync_directory(public.parent)
     if as_json:
         typer.echo(json.dumps({"private": str(out), "public": str(public), "verifier": key.verifier().text()}, sort_keys=True))
         return
@@ -139,7 +139,9 @@ def checkpoint(
     done = publish.publish(LedgerStore(where.ledger), signer, where.checkpoint, actor, origin)
     cp = done.checkpoint
     rel = os.path.relpath(done.path, where.root)
-    kept = _snapshot(where) if done.appended is not None else None
+    # Also when the checkpoint was recorded already: a run killed between its append and its
+    # snapshot is completed by running it again (a snapshot already there is not rewritten).
+    kept = _snapshot(where)
     if as_json:
         typer.echo(json.dumps({
             "origin": cp.origin, "treeSize": cp.size, "rootHash": b64(cp.root), "path": rel,
@@ -149,6 +151,8 @@ def checkpoint(
         return
     if done.appended is None:
         typer.echo(f"nothing new: {rel} covers every event but its own record (seq {cp.size + 1})")
+        if kept is not None:
+            typer.echo(f"projection snapshot: {os.path.relpath(kept, where.root)}")
         return
     typer.echo(f"checkpoint {cp.size} ({cp.origin}, root {b64(cp.root)}) signed by {signer.name}+{signer.key_id:08x}")
     typer.echo(f"wrote {rel}; recorded as seq {done.appended.seq} (it covers seq 1..{cp.size}, not its own record)")
@@ -166,6 +170,26 @@ def _snapshot(where: Workspace) -> Path | None:
     return writers.keep_snapshot(writers.follow(where.ledger, where.snapshots, note), where.snapshots, note)
 
 
+def _write_private(out: Path, data: bytes) -> None:
+    """The private key whole or not at all: written and synced under a temporary name (mode
+    0600 from the start) and linked into place, which, unlike a rename, never replaces a key
+    that appeared meanwhile. An interrupted run leaves no empty or partial key at `out`."""
+    with durable.naming(out):
+        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.{os.getpid()}-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            try:
+                os.link(tmp, out)
+            except FileExistsError:
+                fail(f"{out}: already exists; a signing key is never overwritten", 2)
+        finally:
+            os.unlink(tmp)
+        durable.fsync_directory(out.parent)
+
+
 # --------------------------------------------------------------------------- prove
 
 
@@ -175,7 +199,7 @@ def _emit(doc: proofs.Proof, out: Path | None, where: Workspace, as_json: bool =
     if out is None:
         sys.stdout.buffer.write(data)
         return
-    out.write_bytes(data)
+    durable.write_atomic(out, data)  # as every -o: the old file or the whole new one
     if as_json:
         typer.echo(json.dumps({"written": str(out), "bytes": len(data)}, sort_keys=True))
     else:
@@ -195,7 +219,7 @@ def _matches(root_b64: str, cp: Checkpoint, source: str) -> None:
 def _latest_covering(store: LedgerStore, seq: int) -> tlog.Recorded:
     covering = [r for r in tlog.recorded(store) if r.body.tree_size >= seq]
     if not covering:
-        fail(f"no published checkpoint covers seq {seq} yet: run `cbledger checkpoint`, or pass --checkpoint FILE", 2)
+        fail(f"no published checkpoint covers seq {seq} yet: run `{invocation.command('checkpoint')}`, or pass --checkpoint FILE", 2)
     return covering[-1]
 
 

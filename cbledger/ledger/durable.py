@@ -1,17 +1,22 @@
 """Writing a file so that a crash leaves it either as it was or whole and new.
 
 An event may only name a file that will still be there after a power cut: its bytes synced
-before it takes its name, and the directory synced after, so the name is durable too. These two
-helpers live at the bottom of the stack because every layer that writes beside the ledger needs
-them: the ledger's own file, the runner's bundles and cassettes, the projections' outputs.
+before it takes its name, and the directory synced after, so the name is durable too. A killed
+writer's temporary files are removed by the next writer (`remove_dead_temps`), and a full or
+failing disk is an error naming the file (`naming`, `sqlite_naming`). These helpers live at the
+bottom of the stack because every layer that writes beside the ledger needs them: the ledger's
+own file, the runner's bundles and cassettes, the projections' outputs (docs/LEDGER.md,
+"Interrupted and failing writes").
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import re
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from cbledger.errors import UserError
@@ -24,24 +29,92 @@ def write_atomic(path: Path, data: bytes | Iterable[bytes]) -> None:
     fails half done, and over a device or a FIFO (`-o /dev/stdout`) it would swap that node for
     a regular file, so any target that exists and is not a regular file is refused. The file
     gets the mode a plain `open` would give it under the process's umask (mkstemp's own is
-    0600): a published leaderboard or checkpoint must be readable where it is copied to."""
+    0600): a published leaderboard or checkpoint must be readable where it is copied to.
+
+    The temporary name carries the process id (`temp_name`), so that what a killed writer left
+    is told from what a live one is writing: the next `write_atomic` into the same directory
+    removes it (`remove_dead_temps`). A write or sync that fails names `path` (the kernel's own
+    error names no file)."""
     refuse_non_file(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    remove_dead_temps(path.parent)
+    with naming(path):
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}-", suffix=".tmp")
+        try:
+            os.fchmod(fd, 0o666 & ~_umask())
+            with os.fdopen(fd, "wb") as f:
+                if isinstance(data, bytes):
+                    f.write(data)
+                else:  # a file too large to hold whole (a projection snapshot), a piece at a time
+                    for piece in data:
+                        f.write(piece)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+def temp_name(path: str | Path) -> str:
+    """The name a file is staged under beside `path` by this process before it is renamed into
+    place (`.<name>.<pid>.tmp`), as `remove_dead_temps` recognises it."""
+    directory, name = os.path.split(os.fspath(path))
+    return os.path.join(directory, f".{name}.{os.getpid()}.tmp")
+
+
+#: a staged file: `.<name>.<pid>.tmp` (`temp_name`) or `.<name>.<pid>-<random>.tmp` (`write_atomic`)
+_TEMP = re.compile(r"\..+\.(\d+)(?:-[a-z0-9_]+)?\.tmp")
+#: the directories cleared, by (process id, directory): a dead writer's files cannot appear in
+#: one later, and a forked child (a worker) clears for itself
+_cleared: set[tuple[int, str]] = set()
+
+
+def remove_dead_temps(directory: Path) -> None:
+    """Removes the staged files a killed writer left in `directory` (a SIGKILL or a power cut
+    runs no cleanup): those named as `temp_name` and `write_atomic` name them, by a process no
+    longer running. Once per directory and process, so a batch of writes lists a directory
+    once. A live writer's files are left alone, its own among them."""
+    key = (os.getpid(), os.fspath(directory))
+    if key in _cleared:
+        return
+    _cleared.add(key)
     try:
-        os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "wb") as f:
-            if isinstance(data, bytes):
-                f.write(data)
-            else:  # a file too large to hold whole (a projection snapshot), a piece at a time
-                for piece in data:
-                    f.write(piece)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        entries = list(os.scandir(key[1]))
+    except OSError:  # not there yet (nothing to clear), or unreadable: the write will say so
+        return
+    for entry in entries:
+        found = _TEMP.fullmatch(entry.name)
+        if found and not running(int(found.group(1))) and entry.is_file(follow_symlinks=False):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(entry.path)
+
+
+def running(pid: int) -> bool:
+    """Whether a process of this id runs on this machine (a results directory is written from
+    one machine: docs/SCALING.md), this one included."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):  # another user's process, or not a pid: leave it
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def naming(path: str | Path) -> Iterator[None]:
+    """Makes an OSError raised inside name `path` when it names no file: a write or an fsync
+    that fails (ENOSPC, EIO) knows only a descriptor, and the error a user reads must say
+    which file was not written."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is not None or exc.errno is None:
+            raise
+        raise OSError(exc.errno, exc.strerror, os.fspath(path)) from exc
 
 
 @functools.cache
@@ -63,8 +136,23 @@ def refuse_non_file(path: Path, *, symlink: bool = True) -> None:
 
 def fsync_directory(directory: Path) -> None:
     """Makes the renames into `directory` durable (a file's own fsync does not cover its name)."""
-    fd = os.open(directory, os.O_RDONLY)
+    with naming(directory):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def sqlite_naming(path: str | Path) -> Iterator[None]:
+    """`naming` for an SQLite file: its full or failing disk is an `sqlite3.OperationalError`
+    ("database or disk is full", "disk I/O error"), not an OSError, and would otherwise end the
+    command in a traceback. The caller rolls back (or drops its temporary file): the old content
+    is kept."""
+    import sqlite3  # here, not at import: the ledger's fast paths never open a database
+
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        yield
+    except sqlite3.OperationalError as exc:
+        raise UserError(f"{os.fspath(path)}: {exc}; not written, the previous content is kept") from None

@@ -35,9 +35,10 @@ from typing import Any, BinaryIO
 
 import msgspec
 
+from cbledger import invocation
 from cbledger.errors import UserError
 from cbledger.ledger.chain import GENESIS, format_line, link_hash, parse_line
-from cbledger.ledger.durable import fsync_directory
+from cbledger.ledger.durable import fsync_directory, naming
 from cbledger.ledger.recorder import (
     EMPTY,
     CorruptRecord,
@@ -107,7 +108,7 @@ class JsonLinesRecorder(Recorder):
 
     def _require(self) -> None:
         if not self.path.is_file():
-            raise LedgerMissing(f"{self.path}: no ledger here (run `cbledger init` first)")
+            raise LedgerMissing(f"{self.path}: no ledger here (run `{invocation.command('init')}` first)")
 
     # ------------------------------------------------------------------ appending
 
@@ -153,18 +154,19 @@ class JsonLinesRecorder(Recorder):
     def _write_durably(self, fd: int, data: bytes) -> int:
         """Writes and fsyncs `data` at the end of the file; returns where it starts."""
         start = os.lseek(fd, 0, os.SEEK_END)
-        try:
-            view = memoryview(data)
-            while view:
-                n = os.write(fd, view)
-                view = view[n:]
-            _datasync(fd)
-        except OSError:
-            # Only our own, never-acknowledged bytes are removed: we hold the lock, and `start`
-            # was the end of the file when we took it.
-            os.ftruncate(fd, start)
-            os.fsync(fd)
-            raise
+        with naming(self.path):  # ENOSPC or EIO from a descriptor names no file
+            try:
+                view = memoryview(data)
+                while view:
+                    n = os.write(fd, view)
+                    view = view[n:]
+                _datasync(fd)
+            except OSError:
+                # Only our own, never-acknowledged bytes are removed: we hold the lock, and
+                # `start` was the end of the file when we took it.
+                os.ftruncate(fd, start)
+                os.fsync(fd)
+                raise
         return start
 
     @contextmanager
@@ -186,7 +188,7 @@ class JsonLinesRecorder(Recorder):
         except FileNotFoundError:
             named = None
         if named is None or not stat.S_ISREG(named.st_mode):
-            raise LedgerMissing(f"{self.path}: no ledger here (run `cbledger init` first)")
+            raise LedgerMissing(f"{self.path}: no ledger here (run `{invocation.command('init')}` first)")
         kept = self._kept
         if kept is not None:
             fd, pid, finalizer = kept
@@ -227,14 +229,14 @@ class JsonLinesRecorder(Recorder):
                 if not line.endswith(b"\n"):
                     raise TornTail(
                         f"{self.path}: incomplete last line at byte {offset} "
-                        "(run `cbledger repair --truncate-torn-tail`)"
+                        f"(run `{invocation.command('repair', '--truncate-torn-tail')}`)"
                     )
                 try:
                     view = _LINE_VIEW.decode(line)
                 except msgspec.MsgspecError:
                     raise UserError(
                         f"{self.path}: undecodable line at byte {offset}; "
-                        "run `cbledger replay --verify` to locate it"
+                        f"run `{invocation.command('replay', '--verify')}` to locate it"
                     ) from None
                 idx.ids[view.event.id] = offset
                 idx.head = Head(view.event.seq, view.hash)
@@ -418,7 +420,7 @@ class JsonLinesRecorder(Recorder):
             if kind == "complete":
                 raise UserError(
                     f"{self.path}: the final line is a complete event (seq {self._tail_seq(tail)}) whose newline "
-                    "was lost, not a torn tail; `cbledger repair --truncate-torn-tail` restores the newline"
+                    f"was lost, not a torn tail; `{invocation.command('repair', '--truncate-torn-tail')}` restores the newline"
                 )
             os.ftruncate(fd, cut)
             os.fsync(fd)

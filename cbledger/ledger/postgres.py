@@ -48,6 +48,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from cbledger import invocation
 from cbledger.errors import UserError
 from cbledger.ledger.chain import GENESIS
 from cbledger.ledger.recorder import (
@@ -384,7 +385,7 @@ class PostgresRecorder(Recorder):
     # ------------------------------------------------------------------ reading
 
     def _missing(self) -> LedgerMissing:
-        return LedgerMissing(f"{self.location}: no ledger here (run `cbledger init` first)")
+        return LedgerMissing(f"{self.location}: no ledger here (run `{invocation.command('init')}` first)")
 
     def _head(self, conn: psycopg.Connection) -> Head:
         row = conn.execute(

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
 
+from cbledger import invocation
 from cbledger.errors import ConflictError, UserError
 from cbledger.ledger.chain import GENESIS
 from cbledger.ledger.events import EventBase
@@ -113,7 +114,7 @@ class CorruptRecord(InvalidEvent):
     seq (and where the store can say it, the line) so every command can say where to look."""
 
     def __init__(self, message: str) -> None:
-        super().__init__(f"{message}; the ledger is damaged at that point (`cbledger replay --verify` locates it)")
+        super().__init__(f"{message}; the ledger is damaged at that point (`{invocation.command('replay', '--verify')}` locates it)")
 
 
 class Recorder(ABC):

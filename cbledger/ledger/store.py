@@ -31,6 +31,7 @@ from typing import NamedTuple
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from cbledger import invocation
 from cbledger.errors import ConflictError, UserError
 from cbledger.inputs import printable
 from cbledger.ledger import encoding
@@ -176,7 +177,7 @@ class LedgerStore:
             with self.recorder.exclusive():
                 head = self.recorder.head() if moved is None else moved
                 if head.seq == 0 and not genesis:
-                    raise UserError(f"{self.location}: empty ledger; run `cbledger init` first")
+                    raise UserError(f"{self.location}: empty ledger; run `{invocation.command('init')}` first")
                 records, results = self._chain(prepared, head)
                 try:
                     self.recorder.append(records, head)

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from cbledger import invocation
 from cbledger.errors import UserError
 from cbledger.ledger.chain import format_line, parse_line
 from cbledger.ledger.encoding import decode
@@ -49,7 +50,7 @@ def leaf_hashes(store: LedgerStore, until: int | None = None) -> Iterator[bytes]
     for stored in store.read(until=until):
         if stored.seq != expected:
             raise TreeError(f"{store.location}: seq {stored.seq} where {expected} was expected; "
-                            "run `cbledger replay --verify --chain-only`")
+                            f"run `{invocation.command('replay', '--verify', '--chain-only')}`")
         yield leaf_hash(leaf_bytes(stored))
         expected += 1
 
@@ -88,20 +89,6 @@ def size(store: LedgerStore) -> int:
 
 def root_at(store: LedgerStore, tree_size: int) -> bytes:
     return scan(store, [tree_size]).root(tree_size)
-
-
-def extension_problem(store: LedgerStore, tree_size: int, root: bytes) -> str | None:
-    """Why this ledger is not an extension of the tree (tree_size, root), or None if it is: its
-    first tree_size events must hash to root."""
-    have = size(store)
-    if have < tree_size:
-        return (f"the ledger has {have} events; the checkpoint covers {tree_size}: "
-                "events were removed since it was signed")
-    got = root_at(store, tree_size)
-    if got != root:
-        return (f"the ledger's first {tree_size} events hash to root {got.hex()[:16]}…, the checkpoint "
-                f"says {root.hex()[:16]}…: an event at or before seq {tree_size} is not the one signed")
-    return None
 
 
 @dataclass(frozen=True)

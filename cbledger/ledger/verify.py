@@ -25,6 +25,7 @@ from pathlib import Path
 
 import msgspec
 
+from cbledger import invocation
 from cbledger.errors import UserError
 from cbledger.ledger.chain import GENESIS, format_line, link_hash, parse_line
 from cbledger.ledger.encoding import InvalidEvent, decode, encode_value
@@ -182,7 +183,7 @@ def _verify_lines(
             return fail(
                 "torn-tail",
                 f"incomplete final line of {len(line)} bytes "
-                "(run `cbledger repair --truncate-torn-tail`)",
+                f"(run `{invocation.command('repair', '--truncate-torn-tail')}`)",
                 expected,
             )
         parts = _split(line)

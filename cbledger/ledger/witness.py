@@ -15,13 +15,13 @@ checkpoint already kept), `advanced` (consistent and newer: kept); anything else
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from cbledger.errors import UserError
+from cbledger.ledger import durable
 from cbledger.ledger.keys import VerifierKey
 from cbledger.ledger.merkle import ProofError
 from cbledger.ledger.proofs import ConsistencyProof, verify_consistency_proof
@@ -78,7 +78,7 @@ def witness(
 
 
 def _keep(state: Path, note: str) -> None:
-    state.parent.mkdir(parents=True, exist_ok=True)
-    tmp = state.with_name(f".{state.name}.{os.getpid()}.tmp")
-    tmp.write_text(note, encoding="utf-8")
-    os.replace(tmp, state)
+    """Synced, and its name too: a state a power cut emptied would make the next witness trust
+    whatever checkpoint it is shown first."""
+    durable.write_atomic(state, note.encode("utf-8"))
+    durable.fsync_directory(state.parent)

@@ -85,14 +85,6 @@ def _short(h: str) -> str:
     return h[:12]
 
 
-def _majority(values: Sequence[str]) -> str:
-    """Most frequent; ties go to the one that appears first."""
-    counts: dict[str, int] = {}
-    for v in values:
-        counts[v] = counts.get(v, 0) + 1
-    return _first_most(counts)
-
-
 def _first_most(counts: dict[str, int]) -> str:
     """The most frequent of `counts` (kept in first-seen order); ties go to the one seen first."""
     best = max(counts.values())

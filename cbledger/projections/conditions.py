@@ -33,10 +33,6 @@ def condition_key(ablations: Ablations) -> str:
     return "; ".join(parts) if parts else DEFAULT
 
 
-def is_default(key: str) -> bool:
-    return key == DEFAULT
-
-
 def order_key(key: str) -> tuple[bool, str]:
     """The default condition first, then the others by key."""
     return (key != DEFAULT, key)

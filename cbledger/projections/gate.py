@@ -39,6 +39,7 @@ from fractions import Fraction
 import msgspec
 from msgspec import Struct
 
+from cbledger import invocation
 from cbledger.projections.comparability import partition
 from cbledger.projections.conditions import DEFAULT
 from cbledger.projections.exact import (
@@ -175,7 +176,7 @@ def parse_snapshot(data: bytes, source: str) -> Snapshot:
         raise ValueError(f"{source}: not JSON: {exc}") from None
     fmt = head.get("format") if isinstance(head, dict) else None
     if fmt != SNAPSHOT_FORMAT:
-        hint = " (it has no per-task counts to pair; write a new one with `cbledger project snapshot`)" if fmt == "cbledger-snapshot/1" else ""
+        hint = f" (it has no per-task counts to pair; write a new one with `{invocation.command('project', 'snapshot')}`)" if fmt == "cbledger-snapshot/1" else ""
         raise ValueError(f"{source}: snapshot format {fmt!r}, expected {SNAPSHOT_FORMAT!r}{hint}")
     try:
         return msgspec.json.decode(data, type=Snapshot)

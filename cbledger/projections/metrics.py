@@ -482,13 +482,6 @@ def _ablation_index_add(by: _AblationIndex, rec: RecordEntry) -> None:
     by.setdefault((rec.condition, run.model.id, run.model.segment), {}).setdefault(run.task.id, []).append(rec)
 
 
-def _ablations(members: list[RecordEntry]) -> list[AblationRow]:
-    by: _AblationIndex = {}
-    for rec in members:
-        _ablation_index_add(by, rec)
-    return _ablations_from(by)
-
-
 def _ablations_from(by: _AblationIndex) -> list[AblationRow]:
     """Each non-default condition of each (model, segment) against the default, per tier and
     pooled, on the tasks both conditions ran."""
@@ -538,14 +531,6 @@ def _variant_add(per_model: dict[str, dict[str, list[int]]], variant_of: dict[st
     counts = per_model.setdefault(rec.run.run.model.id, {}).setdefault(task.id, [0, 0])
     counts[0] += 1
     counts[1] += rec.verdict == "pass"
-
-
-def _variants(members: list[RecordEntry]) -> tuple[list[VariantGap], list[OrphanVariant]]:
-    per_model: dict[str, dict[str, list[int]]] = {}
-    variant_of: dict[str, str] = {}
-    for rec in members:
-        _variant_add(per_model, variant_of, rec)
-    return _variants_from(per_model, variant_of)
 
 
 def _variants_from(
@@ -610,13 +595,6 @@ def _harness_add(tasks: _HarnessTallies, rec: RecordEntry) -> None:
     t = tasks.setdefault((task.id, rec.condition), _HarnessTally(task.tier, task.expected_outcome, task.mode))
     t.runs[mode][0] += 1
     t.runs[mode][1] += rec.verdict == "pass"
-
-
-def _harness(members: list[RecordEntry]) -> list[HarnessCheck]:
-    tasks: _HarnessTallies = {}
-    for rec in members:
-        _harness_add(tasks, rec)
-    return _harness_from(tasks)
 
 
 def _harness_from(tasks: _HarnessTallies) -> list[HarnessCheck]:

@@ -22,6 +22,7 @@ from pathlib import Path
 import sqlite_utils
 
 from cbledger.errors import UserError
+from cbledger.ledger.durable import sqlite_naming
 from cbledger.workspace import RECORDS_STORE_NAME
 
 TABLE = "records"
@@ -97,8 +98,10 @@ class PackedRecords:
                     f"{self.path}: another process has been writing the record store for over "
                     f"{BUSY_TIMEOUT_S:.0f} s ({exc}); nothing was written, run the command again when it is done"
                 ) from None
-        self.conn.execute(f"INSERT OR REPLACE INTO {TABLE} (path, body) VALUES (?, ?)", (relpath, body))
+        with sqlite_naming(self.path):  # a full disk: one line; `close` rolls the batch back
+            self.conn.execute(f"INSERT OR REPLACE INTO {TABLE} (path, body) VALUES (?, ?)", (relpath, body))
 
     def commit(self) -> None:
         if self.conn.in_transaction:
-            self.conn.execute("COMMIT")
+            with sqlite_naming(self.path):
+                self.conn.execute("COMMIT")

@@ -35,6 +35,7 @@ import sqlite_utils
 from blake3 import blake3
 from msgspec import Struct
 
+from cbledger.ledger.durable import naming, remove_dead_temps, sqlite_naming, temp_name
 from cbledger.ledger.events import SCHEMA_VERSION, AssertionOutcome, PassRef
 from cbledger.projections import anchor, readmodel_docs
 from cbledger.projections import format as fmt
@@ -731,33 +732,36 @@ def write_if_changed(tables: Sequence[Table | LazyTable], path: Path) -> bool:
 
 def _write(tables: Sequence[Table | LazyTable], path: Path, keep_same: bool) -> bool:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    remove_dead_temps(path.parent)  # a killed build's file
+    tmp = Path(temp_name(path))
     if tmp.exists():
         tmp.unlink()
     try:
-        conn = sqlite3.connect(tmp)
-        # A file nobody reads until it is complete, synced and renamed into place: no journal and
-        # no syncs while it is built, and every row in one transaction (insert_all alone commits
-        # each chunk of rows).
-        conn.execute("PRAGMA journal_mode=OFF")
-        conn.execute("PRAGMA synchronous=OFF")
-        db = sqlite_utils.Database(conn)
-        with db.atomic():  # the inserts' own transactions nest in it as savepoints
-            for t in tables:
-                table = db.table(t.name)
-                table.create(t.columns, pk=t.pk[0] if len(t.pk) == 1 else t.pk, foreign_keys=FOREIGN_KEYS.get(t.name, ()))
-                conn.executemany(_insert_sql(t.name, t.columns), _tuples(t))
-                for columns in INDEXES.get(t.name, ()):
-                    table.create_index(columns, index_name=index_name(t.name, columns))
-        problems = conn.execute("PRAGMA foreign_key_check").fetchall()
-        if problems:
-            raise ValueError(f"read model: a row links to no row: {problems[:3]}")
-        conn.close()
-        if keep_same and path.is_file() and _same_content(tmp, path):
-            return False
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        with sqlite_naming(path):  # a full disk while it is built: one line, the old model kept
+            conn = sqlite3.connect(tmp)
+            # A file nobody reads until it is complete, synced and renamed into place: no journal and
+            # no syncs while it is built, and every row in one transaction (insert_all alone commits
+            # each chunk of rows).
+            conn.execute("PRAGMA journal_mode=OFF")
+            conn.execute("PRAGMA synchronous=OFF")
+            db = sqlite_utils.Database(conn)
+            with db.atomic():  # the inserts' own transactions nest in it as savepoints
+                for t in tables:
+                    table = db.table(t.name)
+                    table.create(t.columns, pk=t.pk[0] if len(t.pk) == 1 else t.pk, foreign_keys=FOREIGN_KEYS.get(t.name, ()))
+                    conn.executemany(_insert_sql(t.name, t.columns), _tuples(t))
+                    for columns in INDEXES.get(t.name, ()):
+                        table.create_index(columns, index_name=index_name(t.name, columns))
+            problems = conn.execute("PRAGMA foreign_key_check").fetchall()
+            if problems:
+                raise ValueError(f"read model: a row links to no row: {problems[:3]}")
+            conn.close()
+            if keep_same and path.is_file() and _same_content(tmp, path):
+                return False
+            with naming(path):
+                with open(tmp, "rb+") as f:
+                    os.fsync(f.fileno())
+                os.replace(tmp, path)
     finally:
         if tmp.exists():
             tmp.unlink()
@@ -781,6 +785,11 @@ def update(path: Path, state: LedgerState, views: Views, run_ids: set[str]) -> P
     The content is what `write(build_tables(state))` gives (tested); only the pages differ."""
     tables = _tables(state, views, run_ids)
     ids = sorted(run_ids)
+    with sqlite_naming(path):
+        return _update(path, tables, ids)
+
+
+def _update(path: Path, tables: Sequence[Table | LazyTable], ids: list[str]) -> Path:
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         conn.execute("PRAGMA foreign_keys=OFF")
@@ -807,7 +816,8 @@ def update(path: Path, state: LedgerState, views: Views, run_ids: set[str]) -> P
                         raise ValueError(f"read model: a row of {table} links to no row of {other}: {bad}")
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # a COMMIT that failed on a full disk may have rolled back itself
+                conn.execute("ROLLBACK")
             raise
     finally:
         conn.close()

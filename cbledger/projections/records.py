@@ -558,17 +558,6 @@ def iter_published(state: LedgerState) -> Iterator[tuple[str, bytes]]:
 _ENCODER = msgspec.json.Encoder()
 
 
-def live_record_counts(state: LedgerState) -> dict[str, int]:
-    """Live records per suite version, without building them."""
-    counts: dict[str, int] = {}
-    for run_id in state.runs:
-        if run_id in state.retracted:
-            continue
-        for suite in state.grades.get(run_id, ()):
-            counts[suite] = counts.get(suite, 0) + 1
-    return counts
-
-
 def render(record: ResultRecord | RetractionMark) -> bytes:
     """Byte-stable JSON: field order as declared (the reference's), 2-space indent, newline."""
     return msgspec.json.format(_ENCODER.encode(record), indent=2) + b"\n"

@@ -11,6 +11,7 @@ file) gets rows where it would get files, the same bytes at the same paths (`Rec
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import gc
@@ -22,9 +23,16 @@ from pathlib import Path
 import msgspec
 from msgspec import Struct
 
+from cbledger import invocation
 from cbledger.errors import UserError
 from cbledger.ledger.chain import link_hash
-from cbledger.ledger.durable import fsync_directory, write_atomic
+from cbledger.ledger.durable import (
+    fsync_directory,
+    naming,
+    remove_dead_temps,
+    temp_name,
+    write_atomic,
+)
 from cbledger.ledger.jsonl import JsonLinesRecorder
 from cbledger.ledger.recorder import LedgerMissing, StoreUnavailable
 from cbledger.ledger.store import LedgerStore, StoredEvent
@@ -100,7 +108,7 @@ class LedgerFollower:
                 if link_hash(stored.prev, stored.seq, stored.raw) != stored.hash:
                     raise ProjectionError(
                         f"{where}: the event at seq {stored.seq} does not hash to its recorded link; "
-                        "the ledger was edited (`cbledger replay --verify` locates it)"
+                        f"the ledger was edited (`{invocation.command('replay', '--verify')}` locates it)"
                     )
                 n += self.projector.apply([stored])
                 expected_prev = stored.hash
@@ -134,7 +142,7 @@ def follow(
     """A follower folded to the ledger's head, from the latest valid snapshot if there is one."""
     store = ledger if isinstance(ledger, LedgerStore) else LedgerStore(ledger)
     if not store.exists():
-        raise LedgerMissing(f"{store.location}: no ledger here (run `cbledger init` first)")
+        raise LedgerMissing(f"{store.location}: no ledger here (run `{invocation.command('init')}` first)")
     follower = resume(store, snapshots, note, projector, on_folded)
     follower.poll()
     return follower
@@ -266,6 +274,8 @@ class RecordStore:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        _discard(self.staged)  # a batch that failed before `commit` leaves no staged file
+        self.staged = []
         if self.store is not None:
             self.store.close()
 
@@ -349,18 +359,28 @@ class _Sync:
 
 
 def _stage(path: Path, data: bytes) -> str:
-    """Writes `data` beside `path` under a temporary name (`_staged_name`), not yet synced nor in
-    place; returns the target as a string (a batch of a million keeps a string each, not Paths)."""
+    """Writes `data` beside `path` under a temporary name (`durable.temp_name`), not yet synced
+    nor in place; returns the target as a string (a batch of a million keeps a string each, not
+    Paths). What a killed writer staged in that directory before is removed first."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_dead_temps(path.parent)
     target = os.fspath(path)
-    with open(_staged_name(target), "wb") as f:
-        f.write(data)
+    staged = temp_name(target)
+    try:
+        with naming(target), open(staged, "wb") as f:
+            f.write(data)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(staged)
+        raise
     return target
 
 
-def _staged_name(target: str) -> str:
-    directory, name = os.path.split(target)
-    return os.path.join(directory, f".{name}.{os.getpid()}.tmp")
+def _discard(staged: list[str]) -> None:
+    """Removes the staged files of a batch that will not be committed."""
+    for path in staged:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp_name(path))
 
 
 def _commit_staged(staged: list[str]) -> None:
@@ -373,21 +393,33 @@ def _commit_staged(staged: list[str]) -> None:
     crash simply read as old. The second flush makes the renames themselves durable before the
     function returns. A single file is synced alone (its fsync and its directory's); a batch
     with one `syncfs` of the file system before and after the renames, rather than an fsync per
-    file and per directory (100k records: two flushes, not some 105,000)."""
+    file and per directory (100k records: two flushes, not some 105,000). A failure (a full or
+    failing disk) names the file and leaves no staged file behind; the targets renamed before
+    it are whole and new, the others as they were."""
     if not staged:
         return
-    if len(staged) == 1:
-        path = staged[0]
-        with open(_staged_name(path), "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(_staged_name(path), path)
-        fsync_directory(Path(path).parent)
-        return
-    where = Path(staged[0]).parent
-    _sync_filesystem(where)
-    for path in staged:
-        os.replace(_staged_name(path), path)
-    _sync_filesystem(where)
+    done = 0
+    try:
+        if len(staged) == 1:
+            path = staged[0]
+            with naming(path):
+                with open(temp_name(path), "rb") as f:
+                    os.fsync(f.fileno())
+                os.replace(temp_name(path), path)
+                done = 1
+                fsync_directory(Path(path).parent)
+            return
+        where = Path(staged[0]).parent
+        with naming(where):
+            _sync_filesystem(where)
+        for path in staged:
+            os.replace(temp_name(path), path)
+            done += 1
+        with naming(where):
+            _sync_filesystem(where)
+    except BaseException:
+        _discard(staged[done:])
+        raise
 
 
 def _sync_filesystem(directory: Path) -> None:
@@ -486,7 +518,11 @@ def sync_site(
                 continue
         except FileNotFoundError:
             pass
-        staged.append(_stage(target, data))
+        try:
+            staged.append(_stage(target, data))
+        except BaseException:
+            _discard(staged)
+            raise
         written.append(relpath)
     _commit_staged(staged)
     return written

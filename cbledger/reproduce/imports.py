@@ -24,9 +24,9 @@ from typing import Any
 
 import msgspec
 
-from cbledger import credentials, inputs
+from cbledger import credentials, inputs, invocation
 from cbledger.errors import SecretFound, UserError
-from cbledger.ledger.durable import write_atomic
+from cbledger.ledger.durable import fsync_directory, write_atomic
 from cbledger.ledger.events import (
     Actor,
     EvidenceImported,
@@ -118,7 +118,7 @@ def _existing(store: LedgerStore) -> dict[str, tuple[int, EvidenceImported]]:
 def _commit(workspace: Workspace, candidates: list[_Candidate], actor: Actor) -> ImportReport:
     store = LedgerStore(workspace.ledger)
     if not store.exists():
-        raise UserError(f"{workspace.ledger}: no ledger here (run `cbledger init` first)")
+        raise UserError(f"{workspace.ledger}: no ledger here (run `{invocation.command('init')}` first)")
     existing = _existing(store)
     report = ImportReport()
     fresh: list[_Candidate] = []
@@ -149,6 +149,8 @@ def _commit(workspace: Workspace, candidates: list[_Candidate], actor: Actor) ->
                     write_atomic(dest, data)
                     written.append(dest)
                 report.kept.append(workspace.recorded_name(dest))
+        for directory in sorted({dest.parent for dest in written}):
+            fsync_directory(directory)  # the events name these files: their names must outlast a power cut
         now = _dt.datetime.now(_dt.UTC)
         appended = store.append([make_event(c.body, id=c.id, actor=actor, at=now) for c in fresh]) if fresh else []
     except BaseException:

@@ -20,6 +20,7 @@ from typing import Any
 import msgspec
 import pygit2
 
+from cbledger import invocation
 from cbledger.errors import UserError
 from cbledger.grading.evidence.bundle import BASELINE_REF, CAPTURE_REF, EVIDENCE_REF
 from cbledger.ledger.events import RunRecorded
@@ -41,7 +42,7 @@ def entry(state: LedgerState, run_id: str) -> RunEntry | PassEntry:
     """The run, a later feedback pass included (shown and restored like any run)."""
     found: RunEntry | PassEntry | None = state.runs.get(run_id) or state.later_passes.get(run_id)
     if found is None:
-        raise UserError(f"no run {run_id!r} is recorded in this ledger (`cbledger log` lists the runs)")
+        raise UserError(f"no run {run_id!r} is recorded in this ledger (`{invocation.command('log')}` lists the runs)")
     return found
 
 

@@ -17,6 +17,7 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
+from cbledger import invocation
 from cbledger.projections import leaderboard, readmodel, records, writers
 from cbledger.projections.fold import LedgerState
 from cbledger.projections.site import render as site_render
@@ -118,7 +119,7 @@ def check_leaderboard(state: LedgerState, workspace: Workspace, out: OutputsChec
     text = leaderboard.render(state, None)
     if not path.is_file():
         out.failures.append(Finding(check="projection", kind="leaderboard-missing", file=LEADERBOARD,
-                                    message="not committed (run `cbledger project leaderboard`)"))
+                                    message=f"not committed (run `{invocation.command('project', 'leaderboard')}`)"))
         return
     result = writers.check_text(path, text, LEADERBOARD)
     out.leaderboard_matches = result.matches
@@ -160,10 +161,10 @@ def check_readmodel(state: LedgerState, workspace: Workspace, out: OutputsCheck)
         meta_ok = False
     if not meta_ok:
         out.failures.append(Finding(check="projection", kind="readmodel-different", file=READ_MODEL_METADATA,
-                                    message="the read model's datasette metadata is missing or differs (run `cbledger project readmodel`)"))
+                                    message=f"the read model's datasette metadata is missing or differs (run `{invocation.command('project', 'readmodel')}`)"))
     if not path.is_file():
         out.failures.append(Finding(check="projection", kind="readmodel-missing", file=READ_MODEL,
-                                    message="the read model is not there (run `cbledger project readmodel`)"))
+                                    message=f"the read model is not there (run `{invocation.command('project', 'readmodel')}`)"))
         return
     with tempfile.TemporaryDirectory(prefix="cbledger-readmodel-") as scratch:
         # regenerated into a scratch database and read back in key order beside the committed one,
@@ -209,7 +210,7 @@ def check_site(
     for rel, data in sorted(expected.items()):
         if rel not in on_disk:
             found.append(Finding(check="projection", kind="site-missing", file=f"{SITE}/{rel}",
-                                 message="the ledger produces this page; it is not there (run `cbledger project site`)"))
+                                 message=f"the ledger produces this page; it is not there (run `{invocation.command('project', 'site')}`)"))
             continue
         committed = (root / rel).read_bytes()
         if committed == data:

@@ -25,6 +25,7 @@ from typing import Any
 
 from blake3 import blake3
 
+from cbledger import invocation
 from cbledger.errors import UserError
 from cbledger.ledger.chain import format_line
 from cbledger.ledger.jsonl import JsonLinesRecorder
@@ -156,7 +157,7 @@ class Regenerator:
             return None
         return (
             f"{follower.store.location}: torn append after seq {follower.state.head_seq} ({len(tail)} byte(s) "
-            "without a newline); waiting for it to complete or be removed (`cbledger repair --truncate-torn-tail`)"
+            f"without a newline); waiting for it to complete or be removed (`{invocation.command('repair', '--truncate-torn-tail')}`)"
         )
 
     def _head_still_there(self) -> bool:

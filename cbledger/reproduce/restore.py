@@ -17,6 +17,7 @@ from pathlib import Path
 import pygit2
 from blake3 import blake3
 
+from cbledger import invocation
 from cbledger.errors import UserError
 from cbledger.grading.evidence.bundle import EVIDENCE_REF
 from cbledger.grading.evidence.tree import view
@@ -70,7 +71,7 @@ def restore_run(workspace: Workspace, catalog: Catalog, run: RunRecorded, seq: i
     if not fixture.tree.is_dir():
         out.failures.append(
             _finding(run, seq, "fixture-missing",
-                     f"fixture {fixture.id} has no tree/ (materialize it: `cbledger fixture materialize {fixture.id} --from DIR`, or `scripts/materialize-real` for the real boards)",
+                     f"fixture {fixture.id} has no tree/ (materialize it: `{invocation.command('fixture', 'materialize', fixture.id, '--from', 'DIR')}`, or `scripts/materialize-real` for the real boards)",
                      file=str(fixture.tree.relative_to(workspace.root)) if fixture.tree.is_relative_to(workspace.root) else str(fixture.tree))
         )
         return out

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from cbledger import invocation
 from cbledger import scratch as scratch_dir
 from cbledger.errors import UserError
 from cbledger.ledger.events import GradeRecorded, GradeRecordedEvent
@@ -321,7 +322,7 @@ def prepare_suites(
             continue
         if kept is None:
             suites[version] = (f"suite {version} (seq {bump.seq}) has no kept definitions (no suite.archived): "
-                               f"keep them with `cbledger suite archive {version} --from-commit REV`")
+                               f"keep them with `{invocation.command('suite', 'archive', version, '--from-commit', 'REV')}`")
             continue
         opened = open_kept(workspace, kept.body, bump.body, into / version)
         for kind, message, file in opened.problems:

@@ -35,6 +35,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from cbledger import invocation
 from cbledger.errors import UserError
 from cbledger.ledger.postgres import PostgresRecorder
 from cbledger.ledger.recorder import StoreUnavailable
@@ -99,7 +100,7 @@ class Watcher:
     def __init__(self, workspace: Workspace, options: WatchOptions, echo: Echo) -> None:
         store = LedgerStore(workspace.ledger)
         if not store.exists():
-            raise UserError(f"{store.location}: no ledger here (run `cbledger init` first)")
+            raise UserError(f"{store.location}: no ledger here (run `{invocation.command('init')}` first)")
         if options.debounce_ms < 1:
             raise UserError("--debounce-ms must be at least 1")
         self.root, self.ledger, self.options, self.echo = workspace.root, workspace.ledger, options, echo
@@ -156,6 +157,8 @@ class Watcher:
         try:
             done = self.regenerator.flush_site()
         except (UserError, OSError) as exc:  # the ledger went away under it: tried again when back
+            if self.options.once:
+                raise  # no later try: the command failed, one line naming the file, exit 2
             self.echo(f"watch: the site waits: {exc}")
             return
         if done is not None:

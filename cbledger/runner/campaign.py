@@ -23,7 +23,9 @@ from pathlib import Path
 
 import msgspec
 from blake3 import blake3
+from msgspec.structs import replace as replace_struct
 
+from cbledger import invocation
 from cbledger.errors import UserError
 from cbledger.ledger import durable
 from cbledger.ledger.events import Ablations, PassRef, RunRecorded
@@ -46,6 +48,10 @@ class CampaignPlan(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     session: str | None = None
     passes: int | None = None
     suite_version: str | None = None
+    #: `--segment`, the cost segment its runs record for a model the price table does not list
+    #: (None: none was given); unset in a plan kept before campaigns kept it, whose resume is
+    #: given it again
+    segment: str | msgspec.UnsetType | None = msgspec.UNSET
     #: task id -> repeats the campaign plans of it, in plan order
     repeats: dict[str, int]
     #: task id -> the repeat index the campaign's slot 1 follows
@@ -108,8 +114,11 @@ def retry_hint(latest: list[RunRecorded], retry_env: int) -> str | None:
         return None
     kinds = sorted({r.harness_failure.kind for r in left.values() if r.harness_failure is not None})
     attempts = max(r.campaign.attempt for r in left.values() if not isinstance(r.campaign, msgspec.UnsetType))
+    campaigns = sorted({r.campaign.id for r in left.values() if not isinstance(r.campaign, msgspec.UnsetType)})
+    # the slots of one campaign (as every invocation's are): its kept plan is all a resume needs
+    resume = f" (or `{invocation.command('run', '--resume', campaigns[0], '--retry-env', str(attempts))}`)" if len(campaigns) == 1 else ""
     return (f"{len(left)} slot(s) ended for a reason not the model's ({', '.join(kinds)}) and count in no model row: "
-            f"to try them again, run the same command with --retry-env {attempts}")
+            f"to try them again, run the same command with --retry-env {attempts}{resume}")
 
 
 #: between the campaign id and the rest of a run id: a character no campaign id holds, so the
@@ -174,6 +183,39 @@ def _file(workspace: Workspace, campaign: str) -> Path:
     return workspace.campaigns / f"{campaign}.json"
 
 
+def segment_of(workspace: Workspace, view: LedgerView, campaign: str, given: str | None) -> str | None:
+    """The `--segment` the campaign's runs are made with: the one its plan keeps, which a later
+    invocation (the same command, or `--resume`) need not give again, and may change only while
+    no run of the campaign is recorded (a first invocation refused for want of one, say): one
+    campaign's runs record one cost segment. Refused before anything is written."""
+    path = _file(workspace, check_id(campaign))
+    if not path.exists():
+        return given
+    return _segment(load(workspace, campaign), path, given, recorded=any(_of(run, campaign) for run in view.runs.values()))
+
+
+def _segment(kept: CampaignPlan, path: Path, given: str | None, *, recorded: bool) -> str | None:
+    if isinstance(kept.segment, msgspec.UnsetType):
+        return given  # kept before plans kept it: as given again
+    if given is None or given == kept.segment:
+        return kept.segment
+    if recorded:
+        started = f"--segment {kept.segment}" if kept.segment is not None else "no --segment"
+        raise UserError(f"--segment {given}: campaign {kept.id} has runs recorded with {started} ({path}); "
+                        "give it no --segment (its plan's is used), or name a new campaign with --campaign")
+    return given  # nothing recorded yet: the plan keeps the one given now
+
+
+def _of(run: RunRecorded, campaign: str) -> bool:
+    return not isinstance(run.campaign, msgspec.UnsetType) and run.campaign.id == campaign
+
+
+def _keep(path: Path, plan: CampaignPlan) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    durable.write_atomic(path, msgspec.json.format(msgspec.json.encode(plan)) + b"\n")
+    durable.fsync_directory(path.parent)
+
+
 def load(workspace: Workspace, campaign: str) -> CampaignPlan:
     """A kept campaign plan (`--resume`): a clear error naming the file when it is missing or bad."""
     path = _file(workspace, check_id(campaign))
@@ -181,7 +223,7 @@ def load(workspace: Workspace, campaign: str) -> CampaignPlan:
         kept = msgspec.json.decode(path.read_bytes(), type=CampaignPlan)
     except FileNotFoundError:
         raise UserError(f"--resume {campaign}: no campaign of that id here ({path} is missing); "
-                        "run the plan's `cbledger run` command again instead") from None
+                        f"run the plan's `{invocation.command('run')}` command again instead") from None
     except msgspec.DecodeError as exc:
         raise UserError(f"{path}: not a campaign plan ({exc})") from None
     if kept.id != campaign:
@@ -220,18 +262,18 @@ def _repeat_ceiling(view: LedgerView, workspace: Workspace, condition: tuple[str
 
 def open_campaign(
     workspace: Workspace, plan: Plan, view: LedgerView, campaign: str, *, session: str | None, passes: int | None,
-    write: bool = True,
+    segment: str | None = None, write: bool = True,
 ) -> Campaign:
     """The campaign's slots and which are recorded. Its plan is kept on first use (unless
-    `write` is False: a dry run); a kept plan that differs from this one is refused, since its
-    slots would mean other runs."""
+    `write` is False: a dry run), with `segment` as `segment_of` resolved it; a kept plan that
+    differs from this one is refused, since its slots would mean other runs."""
     check_id(campaign)
     repeats: dict[str, int] = {}
     for r in plan.runs:
         repeats[r.task.id] = r.repeats_planned
     mode = run_mode_of(plan.agent, session)
     path = _file(workspace, campaign)
-    ours = [run for run in view.runs.values() if not isinstance(run.campaign, msgspec.UnsetType) and run.campaign.id == campaign]
+    ours = [run for run in view.runs.values() if _of(run, campaign)]
     condition = (plan.model_id, _condition(plan.ablations))
     for run in ours:
         if condition_of(run) != condition:
@@ -246,17 +288,22 @@ def open_campaign(
         theirs = (kept.agent, kept.model, kept.run_mode, _condition(kept.ablations), kept.session, kept.passes, kept.repeats)
         if mine != theirs:
             raise UserError(f"{path}: campaign {campaign} was started with another plan; "
-                            f"`cbledger run --resume {campaign}` runs its missing slots, or name a new campaign with --campaign")
+                            f"`{invocation.command('run', '--resume', campaign)}` runs its missing slots, or name a new campaign with --campaign")
+        # a plan kept before plans kept the segment stays as it is; another is given the segment
+        # now when nothing is recorded yet, and refuses it otherwise
+        if not isinstance(kept.segment, msgspec.UnsetType) and _segment(kept, path, segment, recorded=bool(ours)) != kept.segment:
+            kept = replace_struct(kept, segment=segment)
+            if write:
+                _keep(path, kept)
     if kept is None:
         offsets = _offsets(view, workspace, campaign, condition, ours, repeats)
         kept = CampaignPlan(
             id=campaign, agent=plan.agent, model=plan.model_id, run_mode=mode, ablations=plan.ablations,
-            session=session, passes=passes, suite_version=view.suite_version, repeats=repeats, offsets=offsets,
+            session=session, passes=passes, suite_version=view.suite_version, segment=segment, repeats=repeats,
+            offsets=offsets,
         )
         if write:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            durable.write_atomic(path, msgspec.json.format(msgspec.json.encode(kept)) + b"\n")
-            durable.fsync_directory(path.parent)
+            _keep(path, kept)
     latest: dict[tuple[str, int], RunRecorded] = {}
     for run in ours:
         assert not isinstance(run.campaign, msgspec.UnsetType)

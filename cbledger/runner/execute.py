@@ -24,7 +24,7 @@ import pygit2
 from blake3 import blake3
 from msgspec import UNSET, UnsetType
 
-from cbledger import credentials
+from cbledger import credentials, invocation
 from cbledger.errors import SecretFound, UserError
 from cbledger.grading.evidence import bundle as evidence_mod
 from cbledger.grading.evidence.transcript import Transcript
@@ -289,7 +289,7 @@ def model_identity(settings: RunSettings, model_id: str, provider: str | None) -
     segment = cost_segment(settings.segment_override) or (r.segment if r else None)
     if segment is None:
         raise UserError(
-            f"model {model_id} is not in the latest price table; publish prices (`cbledger pricing publish`) "
+            f"model {model_id} is not in the latest price table; publish prices (`{invocation.command('pricing', 'publish', 'FILE')}`) "
             "or name its segment with --segment"
         )
     pinning = r.pinning if r else ("weak" if segment == "saved-login" else "strong")
@@ -811,7 +811,7 @@ def publish(store: LedgerStore, output: RunOutput) -> list[Appended]:
         # a campaign's run id is its slot's: a bundle already there is another recording of it
         output.discard_staged()
         raise UserError(f"run {output.run.run_id}: {output.final.name} is already in place (this slot was recorded, "
-                        "or a killed run left it: a later `cbledger run` of its campaign adopts or removes it); not recorded again")
+                        f"or a killed run left it: a later `{invocation.command('run')}` of its campaign adopts or removes it); not recorded again")
     os.replace(output.staged, output.final)
     directories = [output.final.parent]
     new_cassette: Path | None = None  # ours to withdraw: a cassette is named by its content
@@ -845,5 +845,6 @@ def _kept_for_later(output: RunOutput, why: str) -> UserError:
     return UserError(
         f"the ledger refused run {output.run.run_id}'s events ({credentials.printable(why)}); the run is kept: "
         f"its bundle at {output.final.name}, its events in {output.pending} — repair the ledger "
-        f"(`cbledger repair --truncate-torn-tail` for a torn tail), then `cbledger append {output.pending}` and `cbledger project all`"
+        f"(`{invocation.command('repair', '--truncate-torn-tail')}` for a torn tail), then "
+        f"`{invocation.command('append', str(output.pending))}` and `{invocation.command('project', 'all')}`"
     )

@@ -15,7 +15,6 @@ there itself.
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from cbledger.grading.evidence import transcript as transcript_mod
 from cbledger.grading.evidence.bundle import BASELINE_REF
 from cbledger.grading.evidence.tree import snapshot_directory, view
 from cbledger.tasks.catalog import Task
+from cbledger.tasks.fixtures.install import TreeFile, install_tree
 
 
 @dataclass(frozen=True)
@@ -68,17 +68,12 @@ def capture(task: Task, sandbox: Path) -> GoldCapture:
         raise UserError(f"{sandbox}: the run wrote no transcript")
     events = [json.loads(line) for line in (end_view.read(path) or b"").decode().splitlines() if line.strip()]
 
-    gold = task.gold_dir
-    if gold.exists():
-        shutil.rmtree(gold)
-    for rel in changed:
-        dest = gold / "files" / rel
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_bytes(end_view.read(rel) or b"")
-    gold.mkdir(parents=True, exist_ok=True)
+    # the new gold staged whole and renamed over the old (`install_tree`): an interrupted capture
+    # leaves the old gold or the new one, never a mix, and is run again from the same sandbox
+    files = [TreeFile(f"files/{rel}", end_view.read(rel) or b"") for rel in changed]
     if deleted:
-        (gold / "delete.txt").write_text("".join(f"{p}\n" for p in deleted), encoding="utf-8")
-    with open(gold / "transcript.jsonl", "w", encoding="utf-8") as f:
-        for ev in events:
-            f.write(json.dumps(_scrub(ev), ensure_ascii=False, separators=(",", ":")) + "\n")
+        files.append(TreeFile("delete.txt", "".join(f"{p}\n" for p in deleted).encode("utf-8")))
+    lines = (json.dumps(_scrub(ev), ensure_ascii=False, separators=(",", ":")) + "\n" for ev in events)
+    files.append(TreeFile("transcript.jsonl", "".join(lines).encode("utf-8")))
+    install_tree(files, task.gold_dir)
     return GoldCapture(files=changed, deleted=deleted, transcript_events=len(events))

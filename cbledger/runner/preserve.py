@@ -316,10 +316,6 @@ def new_commits(repo: pygit2.Repository, seed_sha: str) -> list[pygit2.Commit]:
     return list(walker)
 
 
-def commit_messages(repo: pygit2.Repository, seed_sha: str) -> list[tuple[str, str]]:
-    return [(str(c.id), c.message) for c in new_commits(repo, seed_sha)]
-
-
 def new_paths(repo: pygit2.Repository, seed_sha: str) -> list[str]:
     """Every path (file or directory) the bundle's commits name that the seed does not: file
     names are published too."""

@@ -10,12 +10,12 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from cbledger import invocation
 from cbledger.errors import UserError
-from cbledger.grading import suite_version
 from cbledger.grading.grader import Grade, grade_preserved
 from cbledger.ledger.events import Actor, GradeRecorded, RunRecorded, make_event
 from cbledger.ledger.store import LedgerStore
-from cbledger.runner import ledger_view, preserve
+from cbledger.runner import current_suite, ledger_view, preserve
 from cbledger.runner.execute import grade_body
 from cbledger.tasks.catalog import Catalog
 from cbledger.workspace import Workspace
@@ -51,12 +51,8 @@ def rescore(
     catalog = Catalog(workspace.root)
     view = ledger_view.read(workspace.ledger)
     if view.suite is None:
-        raise UserError("no suite version is recorded; run `cbledger suite bump` first")
-    version = view.suite.suite_version
-    suite_version.require_current(
-        view.suite, catalog, sorted({r.task.id for r in view.runs.values()} & set(catalog.task_ids())), view.archived,
-        workspace,
-    )
+        raise UserError(f"no suite version is recorded; run `{invocation.command('suite', 'bump', '--reason', '...')}` first")
+    version = current_suite.require(view, catalog, sorted({r.task.id for r in view.runs.values()} & set(catalog.task_ids())), workspace)
     store = LedgerStore(workspace.ledger)
     result = RescoreResult()
     total = len(view.runs)

@@ -22,15 +22,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cbledger import credentials
+from cbledger import credentials, invocation
 from cbledger.errors import UserError
-from cbledger.grading import suite_version
 from cbledger.kicad.oracle import require_kicad_cli
 from cbledger.ledger.events import Actor
 from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.types import RunMode
 from cbledger.runner import campaign as campaign_mod
-from cbledger.runner import isolation, ledger_view
+from cbledger.runner import current_suite, isolation, ledger_view
 from cbledger.runner.agents.base import Agent
 from cbledger.runner.agents.copperhead import (
     CopperheadAgent,
@@ -147,7 +146,7 @@ def preflight(
         require_kicad_cli()
     for task_id in plan.tasks:
         ensure_runnable(catalog.root, catalog.task(task_id))
-    return suite_version.require_current(view.suite, catalog, plan.tasks, view.archived, workspace)
+    return current_suite.require(view, catalog, plan.tasks, workspace)
 
 
 def run_plan(
@@ -188,7 +187,7 @@ def run_plan(
     catalog = Catalog(workspace.root)
     store = LedgerStore(workspace.ledger)
     if not store.exists():
-        raise UserError(f"{store.location}: no ledger here (run `cbledger init` first)")
+        raise UserError(f"{store.location}: no ledger here (run `{invocation.command('init')}` first)")
     view = ledger_view.read(workspace.ledger)
     version = preflight(catalog, plan, view, kicad=executor == "local", workspace=workspace)
     # a Dask worker confines its runs itself (`runner/remote.py`), as this process does its own

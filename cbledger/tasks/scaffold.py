@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,9 @@ from typing import Any
 import msgspec
 
 from cbledger.errors import UserError
+from cbledger.ledger.durable import naming
 from cbledger.tasks.catalog import Catalog, Fixture
+from cbledger.tasks.definitions import INCOMPLETE, incomplete
 from cbledger.tasks.model import Assertions, TaskManifest
 from cbledger.tasks.vocabulary import VOCABULARY
 
@@ -213,7 +216,7 @@ def scaffold(
     if not _SLUG.match(task_id):
         raise UserError(f"task id {task_id!r}: the standard requires kebab-case (lower-case letters, digits, single hyphens)")
     task_dir = Catalog(root).tasks_dir / task_id
-    if task_dir.exists():
+    if task_dir.exists() and not incomplete(task_dir):  # a killed scaffold's leftover is written anew
         raise UserError(f"{task_dir}: already exists; pick another id or remove it")
     expected = OUTCOMES.get(outcome)
     if expected is None:
@@ -259,9 +262,25 @@ def scaffold(
 
 
 def write(s: Scaffold) -> list[Path]:
+    """Writes the task under its `.incomplete` marker, removed last: until then no reader takes
+    the directory for a task, and an interrupted scaffold is written anew by the same command
+    (a failure removes what it wrote)."""
+    if s.task_dir.exists():  # `build` let only an incomplete leftover through
+        shutil.rmtree(s.task_dir)
     s.task_dir.mkdir(parents=True)
-    out = [s.task_dir / "task.json", s.task_dir / "assertions.json", s.task_dir / "README.md"]
-    out[0].write_text(json.dumps(s.manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    out[1].write_text(json.dumps(s.assertions, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    out[2].write_text(s.readme, encoding="utf-8")
-    return out
+    marker = s.task_dir / INCOMPLETE
+    marker.touch()
+    texts = {
+        s.task_dir / "task.json": json.dumps(s.manifest, indent=2, ensure_ascii=False) + "\n",
+        s.task_dir / "assertions.json": json.dumps(s.assertions, indent=2, ensure_ascii=False) + "\n",
+        s.task_dir / "README.md": s.readme,
+    }
+    try:
+        for path, text in texts.items():
+            with naming(path):
+                path.write_text(text, encoding="utf-8")
+        marker.unlink()
+    except BaseException:
+        shutil.rmtree(s.task_dir, ignore_errors=True)
+        raise
+    return list(texts)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cbledger.errors import UserError
-from cbledger.ledger.durable import write_atomic
+from cbledger.ledger.durable import fsync_directory, write_atomic
 from cbledger.ledger.events import SuiteArchived, SuiteBumped
 from cbledger.tasks import definitions as defs_mod
 from cbledger.tasks.catalog import Catalog
@@ -73,11 +73,16 @@ def keep(
     target = workspace.suite_definitions(version)
     if recorded and target.is_file() and target.read_bytes() != manifest:
         raise UserError(f"{suite_definitions_name(version)}: already holds other definitions for suite {version}")
+    written: set[Path] = set()
     for sha, data in sorted(blobs.items()):
         obj = workspace.suite_object(sha)
         if not (obj.is_file() and defs_mod.sha256(obj.read_bytes()) == sha):
             write_atomic(obj, data)
+            written.add(obj.parent)
     write_atomic(target, manifest)
+    # the events appended next name these files: their names must outlast a power cut too
+    for directory in sorted(written | {target.parent}):
+        fsync_directory(directory)
     return archived_body(version, defs, label)
 
 

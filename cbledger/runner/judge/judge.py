@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import pygit2
 
+from cbledger import invocation
 from cbledger.errors import UserError
 from cbledger.ledger.events import (
     Actor,
@@ -195,12 +196,12 @@ def kept_rubric(
     version = archived.suite_version if archived is not None else None
     if archived is None:
         raise UserError(f"{rub.path}: the current suite version keeps no definitions to hold the rubric to; "
-                        "`cbledger suite bump` keeps them")
+                        f"`{invocation.command('suite', 'bump', '--reason', '...')}` keeps them")
     entry = kept_definitions(workspace, archived).tasks.get(task_id)
     kept = entry.files.get(named or rubric.DEFAULT_FILE) if entry is not None else None
     if kept is None or kept.sha256 != definitions.sha256(rub.text.encode("utf-8")):
         raise UserError(f"{rub.path}: not the rubric suite {version} kept ({'changed' if kept else 'not in its definitions'}); "
-                        "a rubric is part of the suite: `cbledger suite bump` records it")
+                        f"a rubric is part of the suite: `{invocation.command('suite', 'bump', '--reason', '...')}` records it")
 
 
 def _rubric_counts(store: LedgerStore) -> dict[str, int]:

@@ -38,9 +38,6 @@ class Rubric:
     text: str
     criteria: tuple[Criterion, ...]
 
-    def criterion(self, cid: str) -> Criterion | None:
-        return next((c for c in self.criteria if c.id == cid), None)
-
 
 def rubric_path(task_dir: Path, named: str | None) -> Path:
     return task_dir / (named or DEFAULT_FILE)
