@@ -736,3 +736,28 @@ def test_definitions_kept_before_check_code_was_locked_hold_none_and_the_next_bu
     assert definitions.decode(definitions.encode(kept), "kept.json") == kept
     assert b"checks" not in definitions.encode(kept)  # a kept file from before reads and re-encodes as kept
     assert definitions.differences(now, kept) == ["check code cbledger: grading/x.py removed"]
+
+
+def test_two_runs_ending_alike_in_the_same_second_keep_evidence_of_their_own(tmp_path):
+    """Repeats of a deterministic session leave the same tree on the same parent at the same
+    second: the capture names its run, so neither run's bundle is the other's (`evidence-reused`)."""
+    import pygit2
+
+    from cbledger.runner import preserve
+    from cbledger.runner.sandbox import signature
+
+    shas = []
+    for rid in ("run-a", "run-b"):
+        work = tmp_path / rid
+        repo = pygit2.init_repository(str(work))
+        (work / "board.kicad_sch").write_bytes(b"seed")
+        repo.index.add_all()
+        repo.index.write()
+        sig = signature("t", "t@example.invalid", 0)
+        seed = repo.create_commit("HEAD", sig, sig, "seed", repo.index.write_tree(), [])
+        (work / "board.kicad_sch").write_bytes(b"edited")
+        captured = preserve.capture(repo, 7, str(seed), run_id=rid)
+        assert rid in repo[captured.capture_sha].message
+        shas.append((captured.capture_sha, preserve.record_evidence(repo, captured.capture_sha, 7)))
+    assert shas[0][0] != shas[1][0] and shas[0][1] != shas[1][1]
+    assert repo[shas[1][0]].tree_id == pygit2.Repository(str(tmp_path / "run-a"))[shas[0][0]].tree_id

@@ -15,9 +15,11 @@ import pytest
 
 from cbledger.ledger.events import GradeRecorded, make_event
 from cbledger.ledger.store import LedgerStore
+from cbledger.projections.fold import fold
 from cbledger.reproduce import verify as verify_mod
 from cbledger.tasks.fixtures.hashing import task_manifest_hash
 from cbledger.workspace import bundle_name
+from tests import factories
 from tests.factories import run_cli
 from tests.test_reproduce_tamper import runs
 from tests.test_reproduce_verify import (
@@ -87,7 +89,8 @@ def test_copied_runs_with_byte_copies_of_their_bundle_fail(project):
     assert code == verify_mod.EXIT_RUNS
     reused = [f for f in report["failures"] if f["kind"] == "evidence-reused"]
     assert {f["runId"] for f in reused} == {f"{gold.run_id}-copy1", f"{gold.run_id}-copy2"}
-    assert {f["field"] for f in reused} >= {"sandbox.storeBlake3", "sandbox.captureSha", "evidence.transcript"}
+    # a harness session's transcript is not owned (equal repeats write it alike): the bundle and commits are
+    assert {f["field"] for f in reused} >= {"sandbox.storeBlake3", "sandbox.captureSha", "sandbox.evidenceSha"}
     assert all(gold.run_id in f["message"] for f in reused)  # the run that owns it is named
     assert runs_by_task(report)[("gold", EDIT_TASK)]["status"] in ("reproduced", "failed")
     original = next(r for r in report["runs"]["results"] if r["runId"] == gold.run_id)
@@ -309,3 +312,33 @@ def test_grades_that_cannot_be_regraded_fail_unless_allowed_and_each_is_named(pr
     project_all(project)
     code, report = verify_json(project)
     assert code == 0 and report["skipped"] == [], report["failures"]
+
+
+# --------------------------------------------------------------------------- (a') a shared transcript
+
+
+def _sharing_transcript(run_mode: str) -> list:
+    """Two runs with their own bundles and commits and one transcript between them."""
+    first, second = factories.run_recorded(1), factories.run_recorded(2)
+    events = []
+    for seq, event in ((1, first), (2, second)):
+        body = msgspec.structs.replace(
+            event.body, run_mode=run_mode,
+            evidence={**event.body.evidence, "transcript": first.body.evidence["transcript"]},
+        )
+        events.append(msgspec.structs.replace(event, body=body, seq=seq))
+    return events
+
+
+def test_a_models_transcript_named_by_a_second_run_is_reused_evidence():
+    found = verify_mod.reused_evidence(fold(_sharing_transcript("agent")))
+    second = factories.run_id(2)
+    assert [(f.run_id, f.field) for f in found[second]] == [(second, "evidence.transcript")]
+    assert factories.run_id(1) in found[second][0].message
+
+
+@pytest.mark.parametrize("run_mode", ["gold", "noop", "scripted"])
+def test_repeats_of_a_deterministic_session_may_write_the_same_transcript(run_mode):
+    """A scripted or harness session started in the same second writes the same transcript byte
+    for byte; its bundle and commits (the capture names its run) are what it owns."""
+    assert verify_mod.reused_evidence(fold(_sharing_transcript(run_mode))) == {}

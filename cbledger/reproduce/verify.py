@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from cbledger import invocation
 from cbledger import scratch as scratch_dir
@@ -49,6 +49,7 @@ from cbledger.projections.fold import (
     semver_key,
     suite_bump,
 )
+from cbledger.projections.records import in_model_metrics
 from cbledger.projections.writers import load_state
 from cbledger.reproduce import worker
 from cbledger.reproduce.checkpoints import (
@@ -225,18 +226,26 @@ _OWNED = (
     ("sandbox.storeBlake3", lambda r: r.sandbox.store_blake3),
     ("sandbox.captureSha", lambda r: r.sandbox.capture_sha),
     ("sandbox.evidenceSha", lambda r: r.sandbox.evidence_sha),
-    ("evidence.transcript", lambda r: r.evidence["transcript"].blake3 if "transcript" in r.evidence else None),
 )
+_TRANSCRIPT = ("evidence.transcript", lambda r: r.evidence["transcript"].blake3 if "transcript" in r.evidence else None)
 
 
 def reused_evidence(state: LedgerState) -> dict[str, list[Finding]]:
     """Runs that name a bundle, capture or evidence commit, or transcript an earlier run already
     owns. Copying a passing run's events under new ids, with byte copies of its bundle, would
-    otherwise multiply one pass into many; the first run recorded keeps it, retracted or not."""
+    otherwise multiply one pass into many; the first run recorded keeps it, retracted or not.
+
+    A transcript is owned only by a model's session: a scripted or harness session, a replay, or
+    a run the harness ended before the model spoke writes the same transcript byte for byte each
+    time it starts in the same second (that is what makes it re-executable), so two repeats of
+    one can share it honestly. Their bundles and commits still differ (the capture names its run)."""
     owners: dict[tuple[str, str], str] = {}
     found: dict[str, list[Finding]] = {}
-    for rid, entry in sorted(_every_run(state).items(), key=lambda kv: kv[1].seq):
-        for name, get in _OWNED:
+    every = _every_run(state)
+    for rid, entry in sorted(every.items(), key=lambda kv: kv[1].seq):
+        # the classifiers read only `entry.run`, which a later pass has too
+        owned = (*_OWNED, _TRANSCRIPT) if in_model_metrics(cast(RunEntry, entry)) else _OWNED
+        for name, get in owned:
             value = get(entry.run)
             if value is None:
                 continue
@@ -244,7 +253,7 @@ def reused_evidence(state: LedgerState) -> dict[str, list[Finding]]:
             if first != rid:
                 found.setdefault(rid, []).append(Finding(
                     check="run", kind="evidence-reused", seq=entry.seq, run_id=rid, field=name, actual=value,
-                    message=f"{name} {value} belongs to run {first} (seq {_every_run(state)[first].seq}); "
+                    message=f"{name} {value} belongs to run {first} (seq {every[first].seq}); "
                             "a preserved run's evidence is one run's alone",
                 ))
     return found

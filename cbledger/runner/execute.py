@@ -405,7 +405,8 @@ def record_unpreserved(
     sig = sandbox_mod.signature(*preserve.CAPTURE_SIGNATURE, when)
     base = pygit2.Oid(hex=baseline.sha)
     tree = kept[base].peel(pygit2.Tree).id
-    capture = kept.create_commit(None, sig, sig, "capture: not preserved; the baseline stands in\n", tree, [base])
+    capture = kept.create_commit(
+        None, sig, sig, f"capture of run {start.run_id}: not preserved; the baseline stands in\n", tree, [base])
     index = pygit2.Index()
     report = json.dumps({"unreadable": reason}, indent=2, sort_keys=True).encode() + b"\n"
     index.add(pygit2.IndexEntry(f"{evidence_mod.RUNNER_REPORT}.json", kept.create_blob(report), pygit2.enums.FileMode.BLOB))
@@ -536,7 +537,7 @@ def capture_end_state(start: RunStart, seed: Seed, baseline: Baseline) -> EndSta
     repo = sandbox_mod.Sandbox(start.workdir, seed.sha, baseline.sha).repo
     when = int(time.time())
     preserve.keep_stash(repo)
-    captured = preserve.capture(repo, when, baseline.sha)
+    captured = preserve.capture(repo, when, baseline.sha, run_id=start.run_id)
     return EndState(repo, captured.head_sha, captured.capture_sha, when, captured.stash_sha)
 
 

@@ -175,11 +175,16 @@ class Captured:
     stash_sha: str | None
 
 
-def capture(repo: pygit2.Repository, when: int, baseline_sha: str | None = None) -> Captured:
+def capture(repo: pygit2.Repository, when: int, baseline_sha: str | None = None, *, run_id: str = "") -> Captured:
     """Bounds the agent's commits since `baseline_sha` (HEAD when None) and its stash, then
     snapshots the working tree as a commit on top of HEAD as preserved (`refs/cbledger/capture`),
     within what is left of the bounds (`_Bound`); what was cut is listed for `record_evidence`
-    to commit. The sandbox's own HEAD and branches are left as the agent left them."""
+    to commit. The sandbox's own HEAD and branches are left as the agent left them.
+
+    The commit message names `run_id`: two repeats of a deterministic session (a scripted agent)
+    that end in the same second leave the same tree on the same parent, and without it their
+    capture, evidence commit and bundle would be the same bytes, which `replay --verify` must
+    take for one run's evidence copied to another (`evidence-reused`)."""
     head = repo.head.target
     base = repo[baseline_sha].peel(pygit2.Commit) if baseline_sha else repo[head].peel(pygit2.Commit)
     known: set[pygit2.Oid] = set()
@@ -203,7 +208,8 @@ def capture(repo: pygit2.Repository, when: int, baseline_sha: str | None = None)
         cut_file.write_bytes(cut_record({"cut": bound.cut, "maxFileBytes": MAX_KEPT_FILE_BYTES, "maxBytes": MAX_KEPT_BYTES}))
     head_sha = rebuild.mapping.get(str(head), str(head))
     sig = sandbox_mod.signature(*CAPTURE_SIGNATURE, when)
-    oid = repo.create_commit(None, sig, sig, "capture: end state of the run\n", tree, [pygit2.Oid(hex=head_sha)])
+    message = f"capture: end state of run {run_id}\n" if run_id else "capture: end state of the run\n"
+    oid = repo.create_commit(None, sig, sig, message, tree, [pygit2.Oid(hex=head_sha)])
     repo.references.create(CAPTURE_REF, oid, force=True)
     stash_sha = None if stash is None else rebuild.mapping.get(str(stash), str(stash))
     return Captured(str(oid), head_sha, stash_sha)
