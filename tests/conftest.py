@@ -4,9 +4,9 @@ Two outside dependencies are optional on a developer laptop and mandatory in CI:
 third-party data in `../shared/real` and `kicad-cli`. Without CI they skip with the reason; with
 `CI=true` their absence fails the test, so a green CI run never hides a missing dependency.
 
-scripts/test runs the suite in parallel (pytest-xdist, `-n auto --dist loadgroup`): tests share no
-state (each writes under its own temporary directory, each PostgreSQL test has a schema of its own,
-tests/postgres.py). The hooks below keep the tests of a module that builds an expensive
+scripts/test runs the suite in parallel (pytest-xdist, `-n auto --dist loadgroup`, a worker per
+core and one more): tests share no state (each writes under its own temporary directory, each
+PostgreSQL test has a schema of its own, tests/postgres.py). The hooks below keep the tests of a module that builds an expensive
 module-scoped fixture on one worker and start the longest units of work first, by the times
 tests/durations.txt lists (`pytest --store-durations` refreshes it).
 """
