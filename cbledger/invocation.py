@@ -35,6 +35,18 @@ def use(renderer: Renderer | None) -> None:
     _renderer = renderer or _as_written
 
 
+def in_results(results: str) -> None:
+    """From now on, suggestions name `results` as their workspace (`cbledger --results DIR …`),
+    keeping only the project root of what the user typed: a draft's runs are recorded in a
+    scratch workspace (`run --draft`), and only that workspace can resume them."""
+    outer = _renderer
+
+    def render(words: Sequence[str], workspace: bool) -> list[str]:
+        return [PROG, "--results", results, *outer(words, False)[1:]]
+
+    use(render)
+
+
 def argv(*words: str, workspace: bool = True) -> list[str]:
     """The suggested command as argv: `cbledger`, the workspace options the user gave, `words`.
     `workspace=False` for a command that makes a workspace of its own (`run --draft`): only the

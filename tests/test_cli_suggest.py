@@ -125,6 +125,15 @@ def test_the_retry_hint_names_a_resume_that_carries_the_workspace_options():
     assert hint is not None and hint.endswith(
         "run the same command with --retry-env 1 (or `cbledger --results 'my dir' run --resume outage --retry-env 1 --root proj`)"
     ), hint
+    # a draft: the same command would make a new scratch workspace, so only its own is named
+    invocation.use(suggest.renderer(leaf(["--results", "my dir", "run", "--root", "proj"])))
+    try:
+        invocation.in_results("/tmp/draft")
+        hint = campaign_mod.retry_hint([failed], retry_env=0, again=False)
+    finally:
+        invocation.use(None)
+    assert hint is not None and hint.endswith(
+        "to try them again, run `cbledger --results /tmp/draft run --resume outage --retry-env 1 --root proj`"), hint
 
 
 @pytest.mark.parametrize("words", [["run", "--resume", "c"], ["append", "pending.jsonl"], ["suite", "bump", "--reason", "..."]])

@@ -4,6 +4,7 @@ runs before any suite version records it, and a draft never touches the project'
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from pathlib import Path
 
@@ -142,15 +143,20 @@ def test_validate_calls_an_added_task_a_draft_and_says_how_to_run_it(project, ki
            f"`cbledger run led-note --draft --root {project}`" in result.stderr
 
 
-def test_a_draft_runs_in_a_scratch_workspace_and_keeps_its_sandbox(project, kicad_cli, tmp_path):
+def with_draft_task(project: Path) -> Path:
+    """A bumped project and a copy of a bundled task under a new id, which no suite version
+    records (its gold passes); the project's ledger."""
     for args in (("init",), ("suite", "bump", "--reason", "as bundled", "--skip-trial")):
         assert run_cli([*args, "--root", project]).exit_code == 0
-    ledger = project / "results" / "ledger" / "events.jsonl"
-    before = ledger.read_bytes()
-    # a copy of a bundled task under a new id: its gold passes, and no suite version records it
     shutil.copytree(project / "tasks" / "led-current-refusal", project / "tasks" / "led-refusal-draft")
     doc = json.loads((project / "tasks" / "led-refusal-draft" / "task.json").read_text())
     (project / "tasks" / "led-refusal-draft" / "task.json").write_text(json.dumps({**doc, "id": "led-refusal-draft"}))
+    return project / "results" / "ledger" / "events.jsonl"
+
+
+def test_a_draft_runs_in_a_scratch_workspace_and_keeps_its_sandbox(project, kicad_cli, tmp_path):
+    ledger = with_draft_task(project)
+    before = ledger.read_bytes()
     refused = run_cli(["run", "led-refusal-draft", "--agent", "gold", "--repeats", "1", "--root", project])
     assert refused.exit_code == 2 and "suite bump" in refused.stderr  # not a draft: refused as before
 
@@ -171,3 +177,40 @@ def test_a_draft_runs_in_a_scratch_workspace_and_keeps_its_sandbox(project, kica
         assert bumped["suiteVersion"] == "0.0.1" and "led-refusal-draft" in bumped["taskManifestHashes"]
     finally:
         shutil.rmtree(draft, ignore_errors=True)
+
+
+def test_an_interrupted_draft_is_resumed_in_its_own_workspace_as_printed(project, kicad_cli, monkeypatch):
+    """The interrupted draft said "run the same command again": that made another scratch workspace
+    and ran every slot afresh, and its `--resume` looked in the project's ledger for the campaign."""
+    from cbledger.cli import run_commands
+
+    ledger = with_draft_task(project)
+    before = ledger.read_bytes()
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run_commands, "run_plan", interrupted)
+    stopped = run_cli(["run", "led-refusal-draft", "--draft", "--agent", "gold", "--repeats", "1", "--campaign", "late",
+                       "--root", project])
+    assert stopped.exit_code == 130, stopped.output
+    draft = Path(stopped.stdout.split("draft workspace ", 1)[1].split(" ", 1)[0])
+    kept: Path | None = None
+    try:
+        assert stopped.stderr.splitlines()[-1] == (
+            f"error: interrupted: every run of campaign late that finished is recorded in the draft workspace {draft}; "
+            f"run `cbledger --results {draft} run --resume late --root {project}` to run the slots still missing there")
+        monkeypatch.undo()
+        resumed = run_cli(shlex.split(stopped.stderr.split("`")[1])[1:])
+        assert resumed.exit_code == 0, resumed.output
+        kept = Path(resumed.stdout.split("sandboxes kept under ", 1)[1].split()[0])
+        recorded = [json.loads(line)["event"] for line in (draft / "ledger" / "events.jsonl").read_text().splitlines()]
+        runs = [e["body"] for e in recorded if e["type"] == "run.recorded"]
+        assert [(r["task"]["id"], r["campaign"]["id"]) for r in runs] == [("led-refusal-draft", "late")]
+        assert (kept / runs[0]["runId"] / ".git").exists()  # kept for `fixture gold`, as the draft keeps them
+        assert not (draft / "LEADERBOARD.md").exists()  # a draft writes no projections, resumed or not
+        assert ledger.read_bytes() == before
+    finally:
+        shutil.rmtree(draft, ignore_errors=True)
+        if kept is not None:
+            shutil.rmtree(kept, ignore_errors=True)

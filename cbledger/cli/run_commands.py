@@ -127,8 +127,8 @@ def run(
     2 bad usage (an unknown task, suite or agent), nothing run."""
     where = workspace(ledger, root)
     check_jobs(jobs)
-    where = _draft_workspace(where, draft and not dry_run, as_json)
-    keep_sandboxes, project = keep_sandboxes or draft, project and not draft
+    new_draft = draft and not dry_run  # a workspace made now: "the same command again" would make another
+    where = _draft_workspace(where, new_draft, as_json)
     ablations = Ablations(
         prompt_variant=prompt_variant,
         max_turns=max_turns,
@@ -151,6 +151,8 @@ def run(
         )
     # a dry run needs no ledger: with none, no slot is recorded yet
     view = ledger_view.LedgerView() if dry_run and not LedgerStore(where.ledger).exists() else ledger_view.read(where.ledger)
+    draft = draft or draft_run.is_draft(view.suite)
+    keep_sandboxes, project = keep_sandboxes or draft, project and not draft
     campaign = campaign_mod.check_id(campaign) if campaign is not None else campaign_mod.default_id(
         plan, session=session, passes=passes, suite_version=view.suite_version,
     )
@@ -187,7 +189,7 @@ def run(
             )
         except KeyboardInterrupt:
             progress.close()
-            fail(_interrupted(campaign), code=INTERRUPTED)
+            fail(_interrupted(campaign, where if draft else None, again=not new_draft), code=INTERRUPTED)
         finally:
             progress.close()
             if sandbox_root is None and not keep_sandboxes:
@@ -197,7 +199,7 @@ def run(
     records = _project(where) if project and result.outputs else {}
     if as_json:
         typer.echo(_json_answer(
-            result, campaign, campaign_mod.retry_hint([o.run for o in result.outputs], retry_env), records=records,
+            result, campaign, campaign_mod.retry_hint([o.run for o in result.outputs], retry_env, again=not new_draft), records=records,
             kept=sandboxes if keep_sandboxes else None, projected=bool(project and result.outputs),
         ))
         if result.failures:
@@ -225,7 +227,7 @@ def run(
         typer.echo(f"  not recorded: {label}: {error}", err=True)
     for label, why in result.not_run:
         typer.echo(f"  {label}: {why}")
-    _echo_hint(campaign_mod.retry_hint([o.run for o in result.outputs], retry_env))
+    _echo_hint(campaign_mod.retry_hint([o.run for o in result.outputs], retry_env, again=not new_draft))
     if result.failures:
         raise typer.Exit(1)
 
@@ -283,10 +285,16 @@ def _project(where: Workspace) -> dict[str, list[str]]:
     return records
 
 
-def _interrupted(campaign: str) -> str:
-    """Ctrl-C ended the command silently (exit 130), leaving a reader to wonder what was lost."""
+def _interrupted(campaign: str, draft: Workspace | None, *, again: bool) -> str:
+    """Ctrl-C ended the command silently (exit 130), leaving a reader to wonder what was lost.
+    A draft's runs are in its scratch workspace, which `run --draft` again would not reuse."""
+    resume = invocation.command('run', '--resume', campaign)
+    if draft is not None:
+        return (f"interrupted: every run of campaign {campaign} that finished is recorded in the draft workspace "
+                f"{draft.results}; run " + ("the same command again (or " if again else "") + f"`{resume}`"
+                + (")" if again else "") + " to run the slots still missing there")
     return (f"interrupted: every run of campaign {campaign} that finished is recorded; run the same command again "
-            f"(or `{invocation.command('run', '--resume', campaign)}`) to run the slots still missing, which also "
+            f"(or `{resume}`) to run the slots still missing, which also "
             f"regenerates the projections (`{invocation.command('project', 'all')}` does that alone)")
 
 
@@ -343,6 +351,7 @@ def _draft_workspace(where: Workspace, draft: bool, as_json: bool) -> Workspace:
     if not draft:
         return where
     made = draft_run.workspace(where, where.results_dir)
+    invocation.in_results(str(made.results))  # what is left to run is resumed there
     typer.echo(f"draft workspace {made.results} (not the project's ledger)", err=as_json)
     return made
 

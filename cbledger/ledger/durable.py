@@ -15,6 +15,7 @@ import contextlib
 import functools
 import os
 import re
+import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -79,13 +80,24 @@ def remove_dead_temps(directory: Path) -> None:
     if key in _cleared:
         return
     _cleared.add(key)
+    remove_dead(directory, _TEMP)
+
+
+def remove_dead(directory: str | Path, staged: re.Pattern[str], *, trees: bool = False) -> None:
+    """Removes the entries of `directory` whose whole name `staged` matches, its first group
+    naming a process no longer running: files, or with `trees` directories (what
+    `fixtures.install` stages)."""
     try:
-        entries = list(os.scandir(key[1]))
+        entries = list(os.scandir(directory))
     except OSError:  # not there yet (nothing to clear), or unreadable: the write will say so
         return
     for entry in entries:
-        found = _TEMP.fullmatch(entry.name)
-        if found and not running(int(found.group(1))) and entry.is_file(follow_symlinks=False):
+        found = staged.fullmatch(entry.name)
+        if found is None or running(int(found.group(1))):
+            continue
+        if trees and entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        elif not trees and entry.is_file(follow_symlinks=False):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(entry.path)
 

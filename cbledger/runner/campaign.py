@@ -103,10 +103,11 @@ def retryable(run: RunRecorded, retry_env: int) -> bool:
     return run.campaign.attempt <= retry_env
 
 
-def retry_hint(latest: list[RunRecorded], retry_env: int) -> str | None:
+def retry_hint(latest: list[RunRecorded], retry_env: int, *, again: bool = True) -> str | None:
     """How to try again the slots whose latest attempt the provider or the harness ended: a reader
     who sees such runs recorded as failures should not have to find `--retry-env` in the docs.
-    `latest` is each slot's latest attempt; None when none is left to retry."""
+    `latest` is each slot's latest attempt; None when none is left to retry. `again=False` when
+    the same command would not find these runs (`run --draft` makes a new workspace each time)."""
     left = {(r.task.id, r.campaign.slot): r for r in latest
             if r.harness_failure is not None and not isinstance(r.campaign, msgspec.UnsetType)
             and not retryable(r, retry_env)}
@@ -116,9 +117,11 @@ def retry_hint(latest: list[RunRecorded], retry_env: int) -> str | None:
     attempts = max(r.campaign.attempt for r in left.values() if not isinstance(r.campaign, msgspec.UnsetType))
     campaigns = sorted({r.campaign.id for r in left.values() if not isinstance(r.campaign, msgspec.UnsetType)})
     # the slots of one campaign (as every invocation's are): its kept plan is all a resume needs
-    resume = f" (or `{invocation.command('run', '--resume', campaigns[0], '--retry-env', str(attempts))}`)" if len(campaigns) == 1 else ""
+    resume = invocation.command('run', '--resume', campaigns[0], '--retry-env', str(attempts)) if len(campaigns) == 1 else None
+    how = (f"run the same command with --retry-env {attempts}" + (f" (or `{resume}`)" if resume else "") if again or not resume
+           else f"run `{resume}`")
     return (f"{len(left)} slot(s) ended for a reason not the model's ({', '.join(kinds)}) and count in no model row: "
-            f"to try them again, run the same command with --retry-env {attempts}{resume}")
+            f"to try them again, {how}")
 
 
 #: between the campaign id and the rest of a run id: a character no campaign id holds, so the

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from cbledger.errors import UserError
 from cbledger.grading import suite_version
-from cbledger.ledger.events import Actor, make_event
+from cbledger.ledger.events import Actor, SuiteBumped, make_event
 from cbledger.ledger.store import LedgerStore
 from cbledger.tasks import suite_archive
 from cbledger.workspace import Workspace
@@ -47,3 +47,10 @@ def workspace(project: Workspace, results: Path | None = None) -> Workspace:
         make_event(kept, id=suite_archive.event_id(kept), actor=_ACTOR),
     ])
     return ws
+
+
+def is_draft(suite: SuiteBumped | None) -> bool:
+    """Is this the suite `workspace` recorded? A campaign resumed in a draft's workspace
+    (`cbledger --results DIR run --resume ID`) goes on as the draft did: sandboxes kept, no
+    projections."""
+    return suite is not None and suite.suite_version == DRAFT_VERSION
