@@ -51,10 +51,10 @@ class _Counter:
         self.seen = 0
         self.where = ""
 
-    def step(self, what: str, filename: str | None = None, *, sqlite: bool = False) -> None:
-        """Counts one step; `filename` is what the real call's OSError would name (None for a
-        write or an fsync, which know only their descriptor). SQLite reports a failing disk
-        as its own error, not an OSError."""
+    def step(self, what: str, filename: str | None = None, filename2: str | None = None, *, sqlite: bool = False) -> None:
+        """Counts one step; `filename` (and a rename's `filename2`) is what the real call's
+        OSError would name (None for a write or an fsync, which know only their descriptor).
+        SQLite reports a failing disk as its own error, not an OSError."""
         self.seen += 1
         os.ftruncate(self.report_fd, 0)
         os.pwrite(self.report_fd, str(self.seen).encode(), 0)
@@ -67,7 +67,7 @@ class _Counter:
             raise sqlite3.OperationalError("database or disk is full" if code == errno.ENOSPC else "disk I/O error")
         if filename is None:
             raise OSError(code, os.strerror(code))
-        raise OSError(code, os.strerror(code), filename)
+        raise OSError(code, os.strerror(code), filename, None, filename2)
 
 
 class _CountedFile:
@@ -118,10 +118,10 @@ def _install(counter: _Counter) -> None:
 
     builtins.open = counted_open
 
-    def wrap(fn: Callable[..., Any], label: str, name_of: Callable[..., str], named: bool) -> Callable[..., Any]:
+    def wrap(fn: Callable[..., Any], label: str, name_of: Callable[..., str], named: bool, renamed: bool = False) -> Callable[..., Any]:
         def counted(*args: Any, **kwargs: Any) -> Any:
             name = name_of(*args)
-            counter.step(f"{label} {name}", name if named else None)
+            counter.step(f"{label} {name}", name if named else None, os.fspath(args[1]) if renamed else None)
             return fn(*args, **kwargs)
 
         return counted
@@ -147,8 +147,8 @@ def _install(counter: _Counter) -> None:
         return real_write(fd, data)
 
     os.write = counted_write
-    os.replace = wrap(os.replace, "replace", lambda src, dst, *a, **k: os.fspath(src), named=True)  # type: ignore[assignment]
-    os.rename = wrap(os.rename, "rename", lambda src, dst, *a, **k: os.fspath(src), named=True)  # type: ignore[assignment]
+    os.replace = wrap(os.replace, "replace", lambda src, dst, *a, **k: os.fspath(src), named=True, renamed=True)  # type: ignore[assignment]
+    os.rename = wrap(os.rename, "rename", lambda src, dst, *a, **k: os.fspath(src), named=True, renamed=True)  # type: ignore[assignment]
 
     real_connect = sqlite3.connect
 

@@ -34,9 +34,9 @@ LEDGER = "results/ledger/events.jsonl"
 SNAPSHOTS = "results/ledger/snapshots/"
 BOARD = "antmicro-microphone-board"
 #: what a killed writer may leave until the next run of the command clears it: a file staged
-#: under a dead process's name, a fixture tree being staged, a scaffold under its marker, the
-#: export's temporary file, SQLite's rollback journal (the next reader rolls it back)
-DEBRIS = re.compile(r"(^|/)\.[^/]+\.\d+(-[a-z0-9_]+)?\.tmp$|(^|/)\.tree-(new|old)-\d+-[a-z0-9_]+/|(^|/)\.out\.jsonl\.tmp$"
+#: under a dead process's name, a fixture tree being staged, a scaffold under its marker,
+#: SQLite's rollback journal (the next reader rolls it back)
+DEBRIS = re.compile(r"(^|/)\.[^/]+\.\d+(-[a-z0-9_]+)?\.tmp$|(^|/)\.tree-(new|old)-\d+-[a-z0-9_]+/"
                     r"|\.sqlite-journal$")
 
 
@@ -122,6 +122,8 @@ COMMANDS = [
     Command("project-leaderboard", ledger_of, ["project", "leaderboard"]),
     Command("project-records", projected_then_grown, ["project", "records"]),
     Command("project-records-packed", packed_then_grown, ["project", "records"]),
+    Command("project-readmodel", projected_then_grown, ["project", "readmodel"]),
+    Command("project-site", projected_then_grown, ["project", "site"], sample=6),
     Command("project-snapshot", ledger_of, ["project", "snapshot", "-o", "{W}/snap.json"]),
     Command("watch-once", projected_then_grown, ["watch", "--once"], sample=6),
     Command("checkpoint", with_key, ["checkpoint", "--key", "{W}/private/l.skey"]),
@@ -280,6 +282,7 @@ def test_a_failing_disk_is_one_line_naming_the_file_and_nothing_half_written(
             assert failed.exit_code == 2 and len(errors) == 1 and "Traceback" not in failed.stderr, f"{where}: {failed.stderr}"
             named = errors[0].removeprefix("error: ").rsplit(": ", 1)[0]
             assert named.startswith(str(ws.work)) and named != str(ws.work), f"{where}: {errors[0]} names no file"
+            assert not DEBRIS.search(named), f"{where}: {errors[0]} names a staged file, not the one being written"
         again = ws.run()
         recorded = command.done is not None and again.exit_code == 2 and command.done in again.stderr
         assert again.exit_code == 0 or recorded, f"{where}, run again: {again.stderr[-500:]}"

@@ -90,7 +90,11 @@ def main() -> None:
     except OSError as exc:
         # A file that cannot be read or written (a missing directory, no permission, a full disk):
         # the file and the reason, never the exception's repr.
-        where = exc.filename if exc.filename is not None else "cbledger"
+        from cbledger.ledger.durable import (
+            written_name,  # here: start-up imports only what every command needs
+        )
+
+        where = written_name(exc) or "cbledger"
         report_error(f"{printable(where)}: {exc.strerror or exc.__class__.__name__}", USAGE)
         sys.exit(USAGE)
     except _click.exceptions.ClickException as exc:

@@ -229,7 +229,8 @@ def export(
     # Replacing is for a file: a rename over a directory fails half done, and over a device, a
     # FIFO or a symlink (-o /dev/stdout) it would swap that node for a regular file.
     durable.refuse_non_file(out, symlink=False)
-    tmp = out.with_name(f".{out.name}.tmp")
+    durable.remove_dead_temps(out.parent)
+    tmp = Path(durable.temp_name(out))
     try:
         with durable.naming(out), open(tmp, "wb") as f:  # a full disk names the file, not a descriptor
             head = export_jsonl(store, f)

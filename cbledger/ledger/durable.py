@@ -66,6 +66,25 @@ def temp_name(path: str | Path) -> str:
 
 #: a staged file: `.<name>.<pid>.tmp` (`temp_name`) or `.<name>.<pid>-<random>.tmp` (`write_atomic`)
 _TEMP = re.compile(r"\..+\.(\d+)(?:-[a-z0-9_]+)?\.tmp")
+#: the same, its group the name of the file it is staged for
+_STAGED_FOR = re.compile(r"\.(.+)\.\d+(?:-[a-z0-9_]+)?\.tmp")
+#: a tree staged beside the one it replaces, or the old one moved aside (`fixtures.install`)
+_STAGED_TREE = re.compile(r"\.(.+)-(?:new|old)-\d+-[a-z0-9_]+")
+
+
+def written_name(exc: OSError) -> str | None:
+    """The file an OSError is about, as the user knows it: a failed rename names its target, and
+    a staged file (`.<name>.<pid>….tmp`, or a file in a staged tree) the file it stands for. The
+    staged name is one the user never chose, and it is gone once the failure is handled."""
+    name = exc.filename2 if exc.filename2 is not None else exc.filename
+    if name is None:
+        return None
+    parts = (os.fsdecode(name) if isinstance(name, bytes) else str(name)).split(os.sep)
+    last = _STAGED_FOR.fullmatch(parts[-1])
+    parts[-1] = last.group(1) if last else parts[-1]
+    return os.sep.join((tree.group(1) if (tree := _STAGED_TREE.fullmatch(part)) else part) for part in parts)
+
+
 #: the directories cleared, by (process id, directory): a dead writer's files cannot appear in
 #: one later, and a forked child (a worker) clears for itself
 _cleared: set[tuple[int, str]] = set()

@@ -32,6 +32,7 @@ from cbledger.ledger.durable import (
     remove_dead_temps,
     temp_name,
     write_atomic,
+    written_name,
 )
 from cbledger.ledger.jsonl import JsonLinesRecorder
 from cbledger.ledger.recorder import LedgerMissing, StoreUnavailable
@@ -235,7 +236,7 @@ def keep_snapshot(follower: LedgerFollower, directory: Path, note: Callable[[str
     try:
         return save_snapshot(follower, directory)
     except OSError as exc:
-        note(f"{exc.filename or directory}: no snapshot written ({exc.strerror}); the next fold starts further back")
+        note(f"{written_name(exc) or directory}: no snapshot written ({exc.strerror}); the next fold starts further back")
         return None
 
 
