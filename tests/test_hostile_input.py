@@ -738,6 +738,27 @@ def test_definitions_kept_before_check_code_was_locked_hold_none_and_the_next_bu
     assert definitions.differences(now, kept) == ["check code cbledger: grading/x.py removed"]
 
 
+def test_a_real_boards_reports_are_compared_only_where_both_sides_hold_them():
+    """A version bumped where the real boards were not materialized names none of their reports;
+    materialized later, the working tree was "fixture …: baseline/drc.json added" and `replay
+    --verify` failed (exit 7) on a ledger nobody had touched."""
+    from cbledger.tasks import definitions
+
+    def with_reports(**reports: str) -> definitions.Definitions:
+        board = definitions.FixtureDefinition(
+            origin="upstream", tree_sha256="a" * 64, files={},
+            referenced={name: definitions.FileEntry(sha256=sha * 64, bytes=1) for name, sha in reports.items()})
+        return definitions.Definitions(format=definitions.FORMAT, tasks={}, fixtures={"board": board}, suites={})
+
+    pinned, unpinned = with_reports(**{"baseline/drc.json": "1"}), with_reports()
+    assert definitions.differences(unpinned, pinned) == []  # bumped unmaterialized, materialized now
+    assert definitions.differences(pinned, unpinned) == []  # bumped materialized, not here
+    assert definitions.differences(pinned, with_reports(**{"baseline/drc.json": "2"})) == [
+        "fixture board: baseline/drc.json changed"]
+    assert definitions.differences(pinned, with_reports(**{"baseline/drc.json": "1", "baseline/erc.json": "3"})) == [
+        "fixture board: baseline/erc.json added"]
+
+
 def test_two_runs_ending_alike_in_the_same_second_keep_evidence_of_their_own(tmp_path):
     """Repeats of a deterministic session leave the same tree on the same parent at the same
     second: the capture names its run, so neither run's bundle is the other's (`evidence-reused`)."""

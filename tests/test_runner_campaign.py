@@ -99,6 +99,25 @@ def test_a_run_preflight_refuses_keeps_no_campaign_plan(tmp_path: Path, kicad_cl
     assert sorted(p.name for p in root.iterdir()) == ["fixtures", "fresh.jsonl", "suites", "tasks"]
 
 
+def test_a_ledger_edited_in_place_is_refused_before_anything_runs_or_is_appended(tmp_path: Path, kicad_cli: str) -> None:
+    """`run` ran on a ledger with a byte changed at seq 2, appended its run on top of the broken
+    chain, and only then failed, in the projections, without saying the run was recorded."""
+    root = project(tmp_path)
+    ledger = new_ledger(root, "edited")
+    lines = ledger.read_bytes().splitlines(keepends=True)
+    assert b"under test" in lines[1]
+    ledger.write_bytes(lines[0] + lines[1].replace(b"under test", b"under tesT") + b"".join(lines[2:]))
+    before = ledger.read_bytes()
+    for args in (["run", TASKS[0], "--agent", "gold", "--repeats", "1"], ["suite", "bump", "--reason", "again", "--skip-trial"]):
+        refused = run_cli([*args, "--root", root, "--ledger", ledger])
+        assert refused.exit_code == 2, refused.output
+        assert refused.stderr.splitlines()[-1] == (
+            f"error: {ledger}: the event at seq 2 does not hash to its recorded link; the ledger was edited "
+            f"(`cbledger replay --verify --ledger {ledger} --root {root}` locates it); nothing written")
+        assert ledger.read_bytes() == before
+    assert not (root / "results" / "runs").exists()
+
+
 def test_an_interrupted_campaign_says_what_is_kept_and_how_to_go_on(
     tmp_path: Path, kicad_cli: str, monkeypatch: pytest.MonkeyPatch,
 ) -> None:

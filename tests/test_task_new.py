@@ -214,3 +214,25 @@ def test_an_interrupted_draft_is_resumed_in_its_own_workspace_as_printed(project
         shutil.rmtree(draft, ignore_errors=True)
         if kept is not None:
             shutil.rmtree(kept, ignore_errors=True)
+
+
+def test_a_draft_refused_or_interrupted_before_it_runs_leaves_no_workspace(project, monkeypatch, tmp_path):
+    """A misspelled task made and named a draft workspace before refusing it, and Ctrl-C while the
+    draft's suite was recorded ended silently, leaving a ledger without its suite behind."""
+    from cbledger.runner import draft
+
+    with_draft_task(project)
+    chosen = tmp_path / "draft"
+    chosen.mkdir()
+    refused = run_cli(["--results", chosen, "run", "led-refusal-draf", "--draft", "--agent", "gold", "--root", project])
+    assert refused.exit_code == 2 and "led-refusal-draf" in refused.stderr, refused.output
+    assert "draft workspace" not in refused.output and list(chosen.iterdir()) == []
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(draft.suite_version, "bump_and_keep", interrupted)
+    stopped = run_cli(["--results", chosen, "run", "led-refusal-draft", "--draft", "--agent", "gold", "--root", project])
+    assert stopped.exit_code == 130, stopped.output
+    assert stopped.stderr.splitlines()[-1] == "error: interrupted while the draft workspace was made: nothing kept, nothing run"
+    assert list(chosen.iterdir()) == []  # the ledger it had begun is gone: a draft without its suite is none

@@ -128,7 +128,6 @@ def run(
     where = workspace(ledger, root)
     check_jobs(jobs)
     new_draft = draft and not dry_run  # a workspace made now: "the same command again" would make another
-    where = _draft_workspace(where, new_draft, as_json)
     ablations = Ablations(
         prompt_variant=prompt_variant,
         max_turns=max_turns,
@@ -141,6 +140,7 @@ def run(
         ):
             fail("--resume takes the plan its campaign was started with: give no tasks, suite, agent, model, session, "
                  "repeats, passes or ablations with it", code=2)
+        where = _draft_workspace(where, new_draft, as_json)
         kept_plan = campaign_mod.load(where, resume)
         plan = campaign_mod.plan_of(Catalog(where.root), kept_plan)
         session, passes, campaign = kept_plan.session, kept_plan.passes, kept_plan.id
@@ -149,8 +149,9 @@ def run(
             Catalog(where.root), agent=agent, model=model if session is None or model else scripted_model(session),
             suite=suite, task_ids=task_ids or [], repeats=repeats, ablations=ablations,
         )
+        where = _draft_workspace(where, new_draft, as_json)  # after the plan: an unknown task makes none
     # a dry run needs no ledger: with none, no slot is recorded yet
-    view = ledger_view.LedgerView() if dry_run and not LedgerStore(where.ledger).exists() else ledger_view.read(where.ledger)
+    view = ledger_view.LedgerView() if dry_run and not LedgerStore(where.ledger).exists() else ledger_view.read(where.ledger, links=not dry_run)
     draft = draft or draft_run.is_draft(view.suite)
     keep_sandboxes, project = keep_sandboxes or draft, project and not draft
     campaign = campaign_mod.check_id(campaign) if campaign is not None else campaign_mod.default_id(
@@ -350,7 +351,10 @@ def _draft_workspace(where: Workspace, draft: bool, as_json: bool) -> Workspace:
     (or a dry run, which writes nothing)."""
     if not draft:
         return where
-    made = draft_run.workspace(where, where.results_dir)
+    try:
+        made = draft_run.workspace(where, where.results_dir)
+    except KeyboardInterrupt:
+        fail("interrupted while the draft workspace was made: nothing kept, nothing run", code=INTERRUPTED)
     invocation.in_results(str(made.results))  # what is left to run is resumed there
     typer.echo(f"draft workspace {made.results} (not the project's ledger)", err=as_json)
     return made
@@ -435,7 +439,7 @@ def suite_bump(
     (through the runner, recording nothing) and refuses unless gold passes and noop fails each."""
     ws = workspace(ledger, root)
     path = ws.ledger
-    view = ledger_view.read(path)
+    view = ledger_view.read(path, links=True)
     catalog = Catalog(ws.root)
     to_try = suite_version.changed_tasks(view.suite, catalog)
     if skip_trial:
@@ -452,6 +456,10 @@ def suite_bump(
         make_event(kept, id=suite_archive.event_id(kept), actor=_maintainer()),
     ]
     r, a = LedgerStore(path).append(events)
+    missing = definitions.unmaterialized(ws.root)
+    if missing:  # not refused: a board's tree is pinned by its manifest either way
+        typer.echo(f"note: real board(s) not materialized ({', '.join(missing)}): suite {body.suite_version} pins their "
+                   "trees by hash, not their baseline reports (`scripts/materialize-real` before a bump pins those too)", err=True)
     differences = [] if view.suite is None else suite_version.differences(view.suite, suite_version.current(Catalog(ws.root)))
     if as_json:
         typer.echo(json.dumps({

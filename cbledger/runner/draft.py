@@ -12,6 +12,7 @@ inspect (`cbledger --results DIR show RUN`) and delete.
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -32,6 +33,7 @@ def workspace(project: Workspace, results: Path | None = None) -> Workspace:
     """A scratch workspace over the project's tasks, whose ledger records them as they are now.
     `results` (empty or absent: `cbledger --results DIR run --draft`) is where; by default a new
     temporary directory."""
+    made = results is None
     if results is None:
         results = Path(tempfile.mkdtemp(prefix="cbledger-draft-"))
     elif results.exists() and any(results.iterdir()):
@@ -40,12 +42,19 @@ def workspace(project: Workspace, results: Path | None = None) -> Workspace:
         raise UserError(f"{results}: a draft never runs in the project's own results directory")
     ws = Workspace.at(project.root, results=results)
     store = LedgerStore(ws.ledger)
-    store.init("copperbench-draft", _ACTOR, "draft runs of tasks not yet in a bumped suite: not the project's record")
-    body, kept = suite_version.bump_and_keep(None, ws, "draft: the tasks as they are on disk, unpublished", version=DRAFT_VERSION)
-    store.append([
-        make_event(body, id=f"suite:{body.suite_version}", actor=_ACTOR),
-        make_event(kept, id=suite_archive.event_id(kept), actor=_ACTOR),
-    ])
+    try:
+        store.init("copperbench-draft", _ACTOR, "draft runs of tasks not yet in a bumped suite: not the project's record")
+        body, kept = suite_version.bump_and_keep(None, ws, "draft: the tasks as they are on disk, unpublished", version=DRAFT_VERSION)
+        store.append([
+            make_event(body, id=f"suite:{body.suite_version}", actor=_ACTOR),
+            make_event(kept, id=suite_archive.event_id(kept), actor=_ACTOR),
+        ])
+    except BaseException:  # Ctrl-C or a refusal half way: a workspace without its suite is no draft
+        for child in list(results.iterdir()) if results.is_dir() else []:
+            shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+        if made:
+            results.rmdir()
+        raise
     return ws
 
 

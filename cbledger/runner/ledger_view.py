@@ -11,6 +11,9 @@ from pathlib import Path
 
 from msgspec import UNSET
 
+from cbledger import invocation
+from cbledger.errors import UserError
+from cbledger.ledger.chain import link_hash
 from cbledger.ledger.events import (
     CassetteAttached,
     CassetteAttachedEvent,
@@ -65,12 +68,26 @@ class LedgerView:
         return self.suite.suite_version if self.suite else None
 
 
-def read(path: Path | str) -> LedgerView:
+_READ = {"suite.bumped", "suite.archived", "pricing.published", "run.recorded", "grade.recorded", "run.retracted",
+         "cassette.attached"}
+
+
+def read(path: Path | str, *, links: bool = False) -> LedgerView:
+    """The view a run is planned and recorded against. With `links`, every event's chain link is
+    checked on the way (a hash per event, beside the decode the view already pays): a command
+    about to append (`run`, `suite bump`) must not build on a ledger edited in place, which the
+    store's own check of the last link cannot see."""
     state = LedgerView()
     store = LedgerStore(path)
-    types = {"suite.bumped", "suite.archived", "pricing.published", "run.recorded", "grade.recorded", "run.retracted",
-             "cassette.attached"}
-    for stored in store.read(types=types):
+    prev: str | None = None
+    for stored in store.read(types=None if links else _READ):
+        if links:
+            if (prev is not None and stored.prev != prev) or link_hash(stored.prev, stored.seq, stored.raw) != stored.hash:
+                raise UserError(f"{store.location}: the event at seq {stored.seq} does not hash to its recorded link; the "
+                                f"ledger was edited (`{invocation.command('replay', '--verify')}` locates it); nothing written")
+            prev = stored.hash
+            if stored.type not in _READ:
+                continue
         event = stored.event
         if isinstance(event, SuiteBumpedEvent):
             state.suite = event.body

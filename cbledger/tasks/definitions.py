@@ -288,6 +288,22 @@ def _fixture(source: Source, fixture_id: str, materialized: Path, blobs: dict[st
     return FixtureDefinition(origin=origin, tree_sha256=tree_sha, files=files, referenced=referenced)
 
 
+def unmaterialized(root: Path) -> list[str]:
+    """The real boards under `root` whose baseline reports are not on disk: a suite version kept
+    now pins their trees (the manifest's hash) but names none of their reports
+    (`FixtureDefinition.referenced`), and `differences` compares reports only where both sides
+    name some."""
+    out = []
+    for manifest in sorted((root / "fixtures").glob("*/fixture.json")):
+        try:
+            origin = msgspec.json.decode(manifest.read_bytes()).get("origin", "upstream")
+        except (msgspec.DecodeError, AttributeError):
+            continue  # what `validate` and the bump itself report
+        if origin == "upstream" and not any((manifest.parent / "baseline").glob("*")):
+            out.append(manifest.parent.name)
+    return out
+
+
 #: The packages whose code decides a grade: the assertion checks, scoring and evidence readers,
 #: and the schematic model they read. A check loosened in code is as much a change of the suite
 #: as a threshold loosened in assertions.json, so its digest is part of what a version locks.
@@ -365,9 +381,10 @@ def differences(recorded: Definitions, now: Definitions, *, tasks: list[str] | N
         if fa.origin != fb.origin or fa.tree_sha256 != fb.tree_sha256:
             out.append(f"fixture {f}: tree hash or origin changed")
         files_diff("fixture", f, fa.files, fb.files)
-        if fb.referenced or not fa.referenced:
+        if fa.referenced and fb.referenced:
             files_diff("fixture", f, fa.referenced, fb.referenced)
-        # else: a real board not materialized here; its runs report the fixture missing
+        # else: a real board not materialized on one side (here: its runs report the fixture
+        # missing; at the bump: the version pinned its tree alone), so no report to compare
     if tasks is None:
         files_diff("suites", "", recorded.suites, now.suites)
     return out
