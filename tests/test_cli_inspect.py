@@ -70,6 +70,9 @@ def test_show_still_prints_an_event_by_seq_or_id():
 def test_show_of_an_unknown_run_is_a_clear_error():
     out = cli("show", "no-such-run", "--transcript")
     assert out.exit_code != 0 and "no run 'no-such-run'" in out.stderr
+    for key in ("no-such-run", "99999"):  # a run id is what `show` is most often given: the line says it was tried
+        out = cli("show", key)
+        assert out.exit_code == 2 and out.stderr.startswith(f"error: no run, seq or event id '{key}' in "), out.stderr
 
 
 def _git(d: Path, *args: str) -> str:

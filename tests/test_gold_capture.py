@@ -49,3 +49,5 @@ def test_capturing_a_gold_run_gives_back_its_gold(tmp_path, kicad_cli, monkeypat
     # a directory that is not a kept sandbox is refused
     result = run_cli(["fixture", "gold", TASK, "--from-sandbox", tmp_path, "--root", root])
     assert result.exit_code != 0 and "not a kept sandbox" in result.output
+    gone = run_cli(["fixture", "gold", TASK, "--from-sandbox", tmp_path / "no-such", "--root", root])
+    assert gone.exit_code == 2 and f"{tmp_path / 'no-such'}: no such directory" in gone.stderr, gone.output

@@ -118,6 +118,17 @@ def test_a_ledger_edited_in_place_is_refused_before_anything_runs_or_is_appended
     assert not (root / "results" / "runs").exists()
 
 
+def test_a_misspelled_session_is_refused_before_a_dry_run_lists_it_or_a_campaign_keeps_it(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    ledger = new_ledger(root, "session")
+    before = ledger.read_bytes()
+    for extra in (["--dry-run"], []):
+        refused = run_cli(["run", TASKS[0], "--agent", "copperhead", "--session", "solv", *extra, "--root", root, "--ledger", ledger])
+        assert refused.exit_code == 2, refused.output
+        assert "no session script 'solv' for: led-resistor-swap" in refused.stderr and "would run" not in refused.output
+    assert ledger.read_bytes() == before and not Workspace.at(root, ledger).campaigns.exists()
+
+
 def test_an_interrupted_campaign_says_what_is_kept_and_how_to_go_on(
     tmp_path: Path, kicad_cli: str, monkeypatch: pytest.MonkeyPatch,
 ) -> None:

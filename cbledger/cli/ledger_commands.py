@@ -161,9 +161,10 @@ def show(
     as_json: JsonFlag = False,
 ) -> None:
     """Print one event exactly as stored, with its chain links."""
-    stored = LedgerStore(ledger_path(ledger, root)).find(key)
-    if stored is None:
-        fail(f"no event with seq or id {printable(repr(key))}")
+    store = LedgerStore(ledger_path(ledger, root))
+    stored = store.find(key)
+    if stored is None:  # `cbledger show` tried it as a run id first
+        fail(f"no run, seq or event id {printable(repr(key))} in {store.location} (`{invocation.command('log')}` lists them)")
     stored.event  # noqa: B018 (decoding is the check: a damaged record is named by its seq, not shown as if sound)
     doc = {"seq": stored.seq, "hash": stored.hash, "prev": stored.prev, "event": json.loads(stored.raw)}
     typer.echo(json.dumps(doc, sort_keys=True) if as_json else json.dumps(doc, indent=2, sort_keys=True))

@@ -38,6 +38,7 @@ from cbledger.runner import campaign as campaign_mod
 from cbledger.runner import cost_estimate, ledger_view, leftovers, pricing, trial
 from cbledger.runner import draft as draft_run
 from cbledger.runner.budget import MoneyLimits
+from cbledger.runner.endpoint import sessions as session_lookup
 from cbledger.runner.execute import cost_segment
 from cbledger.runner.plan import Plan, PlannedRun, check_jobs, make_plan
 from cbledger.runner.rescore import rescore as rescore_runs
@@ -149,6 +150,8 @@ def run(
             Catalog(where.root), agent=agent, model=model if session is None or model else scripted_model(session),
             suite=suite, task_ids=task_ids or [], repeats=repeats, ablations=ablations,
         )
+        if session is not None:  # a misspelled session: refused before a dry run lists it or a campaign keeps it
+            session_lookup.for_plan(Catalog(where.root), plan.tasks, session)
         where = _draft_workspace(where, new_draft, as_json)  # after the plan: an unknown task makes none
     # a dry run needs no ledger: with none, no slot is recorded yet
     view = ledger_view.LedgerView() if dry_run and not LedgerStore(where.ledger).exists() else ledger_view.read(where.ledger, links=not dry_run)

@@ -52,6 +52,8 @@ def _scrub(event: dict) -> dict:
 
 def capture(task: Task, sandbox: Path) -> GoldCapture:
     """Replaces `task`'s gold with what the run in `sandbox` left (see the module docstring)."""
+    if not sandbox.is_dir():
+        raise UserError(f"{sandbox}: no such directory (a run made with --keep-sandboxes or --draft names its sandbox)")
     try:
         repo = pygit2.Repository(str(sandbox))
         baseline_sha = str(repo.references[BASELINE_REF].target)
