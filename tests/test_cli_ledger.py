@@ -174,7 +174,7 @@ def test_show_unknown_key(filled: Path) -> None:
     for key in ("99", "no-such-id", "\u00b2"):
         result = cli("show", key, "--ledger", filled)
         assert result.exit_code == 2
-        assert "no event" in result.stderr
+        assert "no run, seq or event id" in result.stderr
 
 
 # --------------------------------------------------------------------------- replay --verify
