@@ -46,7 +46,7 @@ from cbledger.runner.suite_run import SuiteResult, passes_allowed, preflight, ru
 from cbledger.tasks import definitions, suite_archive
 from cbledger.tasks.catalog import Catalog
 from cbledger.tasks.definitions import DirectorySource, GitSource, Source
-from cbledger.workspace import SUITES, Workspace, bundle_name, record_name
+from cbledger.workspace import Workspace, bundle_name, record_name
 
 
 def scripted_model(session: str) -> str:
@@ -472,7 +472,7 @@ def suite_bump(
         return
     changed = "" if view.suite is None else " (" + ", ".join(differences) + ")"
     typer.echo(f"seq {r.seq}  suite {body.previous or '-'} → {body.suite_version}{changed}")
-    typer.echo(f"seq {a.seq}  suite.archived {body.suite_version}: definitions {kept.definitions_hash[:12]} kept under {SUITES}/")
+    typer.echo(f"seq {a.seq}  suite.archived {body.suite_version}: definitions {kept.definitions_hash[:12]} kept under {ws.suites}/")
 
 
 @suite_app.command("archive")
