@@ -294,9 +294,9 @@ def _interrupted(campaign: str, draft: Workspace | None, *, again: bool) -> str:
     A draft's runs are in its scratch workspace, which `run --draft` again would not reuse."""
     resume = invocation.command('run', '--resume', campaign)
     if draft is not None:
+        how = f"the same command again (or `{resume}`)" if again else f"`{resume}`"
         return (f"interrupted: every run of campaign {campaign} that finished is recorded in the draft workspace "
-                f"{draft.results}; run " + ("the same command again (or " if again else "") + f"`{resume}`"
-                + (")" if again else "") + " to run the slots still missing there")
+                f"{draft.results}; run {how} to run the slots still missing there")
     return (f"interrupted: every run of campaign {campaign} that finished is recorded; run the same command again "
             f"(or `{resume}`) to run the slots still missing, which also "
             f"regenerates the projections (`{invocation.command('project', 'all')}` does that alone)")
@@ -459,8 +459,12 @@ def suite_bump(
         make_event(kept, id=suite_archive.event_id(kept), actor=_maintainer()),
     ]
     r, a = LedgerStore(path).append(events)
-    missing = definitions.unmaterialized(ws.root)
-    if missing:  # not refused: a board's tree is pinned by its manifest either way
+    # A real board without its baseline reports on disk: the version pins its tree (the
+    # manifest's hash) and names none of its reports, which `definitions.differences` then
+    # compares only where both sides name some. Not refused: the tree is pinned either way.
+    missing = [f.id for f in map(catalog.fixture, catalog.fixture_ids())
+               if f.manifest.origin == "upstream" and not any((f.dir / "baseline").glob("*"))]
+    if missing:
         typer.echo(f"note: real board(s) not materialized ({', '.join(missing)}): suite {body.suite_version} pins their "
                    "trees by hash, not their baseline reports (`scripts/materialize-real` before a bump pins those too)", err=True)
     differences = [] if view.suite is None else suite_version.differences(view.suite, suite_version.current(Catalog(ws.root)))

@@ -65,11 +65,10 @@ def temp_name(path: str | Path) -> str:
 
 
 #: a staged file: `.<name>.<pid>.tmp` (`temp_name`) or `.<name>.<pid>-<random>.tmp` (`write_atomic`)
-_TEMP = re.compile(r"\..+\.(\d+)(?:-[a-z0-9_]+)?\.tmp")
-#: the same, its group the name of the file it is staged for
-_STAGED_FOR = re.compile(r"\.(.+)\.\d+(?:-[a-z0-9_]+)?\.tmp")
+_TEMP = re.compile(r"\.(?P<name>.+)\.(?P<pid>\d+)(?:-[a-z0-9_]+)?\.tmp")
 #: a tree staged beside the one it replaces, or the old one moved aside (`fixtures.install`)
-_STAGED_TREE = re.compile(r"\.(.+)-(?:new|old)-\d+-[a-z0-9_]+")
+STAGED_TREE = r"\.(?P<name>{})-(?:new|old)-(?P<pid>\d+)-[a-z0-9_]+"
+_STAGED_TREE = re.compile(STAGED_TREE.format(".+"))
 
 
 def written_name(exc: OSError) -> str | None:
@@ -80,9 +79,9 @@ def written_name(exc: OSError) -> str | None:
     if name is None:
         return None
     parts = (os.fsdecode(name) if isinstance(name, bytes) else str(name)).split(os.sep)
-    last = _STAGED_FOR.fullmatch(parts[-1])
-    parts[-1] = last.group(1) if last else parts[-1]
-    return os.sep.join((tree.group(1) if (tree := _STAGED_TREE.fullmatch(part)) else part) for part in parts)
+    last = _TEMP.fullmatch(parts[-1])
+    parts[-1] = last["name"] if last else parts[-1]
+    return os.sep.join((tree["name"] if (tree := _STAGED_TREE.fullmatch(part)) else part) for part in parts)
 
 
 #: the directories cleared, by (process id, directory): a dead writer's files cannot appear in
@@ -103,7 +102,7 @@ def remove_dead_temps(directory: Path) -> None:
 
 
 def remove_dead(directory: str | Path, staged: re.Pattern[str], *, trees: bool = False) -> None:
-    """Removes the entries of `directory` whose whole name `staged` matches, its first group
+    """Removes the entries of `directory` whose whole name `staged` matches, its group `pid`
     naming a process no longer running: files, or with `trees` directories (what
     `fixtures.install` stages)."""
     try:
@@ -112,7 +111,7 @@ def remove_dead(directory: str | Path, staged: re.Pattern[str], *, trees: bool =
         return
     for entry in entries:
         found = staged.fullmatch(entry.name)
-        if found is None or running(int(found.group(1))):
+        if found is None or running(int(found["pid"])):
             continue
         if trees and entry.is_dir(follow_symlinks=False):
             shutil.rmtree(entry.path, ignore_errors=True)

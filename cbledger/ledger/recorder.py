@@ -43,7 +43,7 @@ from typing import Literal
 
 from cbledger import invocation
 from cbledger.errors import ConflictError, UserError
-from cbledger.ledger.chain import GENESIS
+from cbledger.ledger.chain import GENESIS, link_hash
 from cbledger.ledger.events import EventBase
 from cbledger.ledger.versions import CURRENT, EventSchema, InvalidEvent
 
@@ -100,6 +100,11 @@ class StoredEvent:
     hash: str
     prev: str
     schema: EventSchema | None = field(default=None, compare=False, repr=False)
+
+    def hashes_to_link(self) -> bool:
+        """Whether the bytes still hash to the recorded link: an edit in place shows here, where
+        the store's check of its last link cannot see it."""
+        return link_hash(self.prev, self.seq, self.raw) == self.hash
 
     @cached_property
     def event(self) -> EventBase:

@@ -25,7 +25,6 @@ from msgspec import Struct
 
 from cbledger import invocation
 from cbledger.errors import UserError
-from cbledger.ledger.chain import link_hash
 from cbledger.ledger.durable import (
     fsync_directory,
     naming,
@@ -106,7 +105,7 @@ class LedgerFollower:
                         f"{where}: the event at seq {stored.seq} does not link to the last folded "
                         f"event (seq {self.state.head_seq}); the ledger changed underneath (rebuild from scratch)"
                     )
-                if link_hash(stored.prev, stored.seq, stored.raw) != stored.hash:
+                if not stored.hashes_to_link():
                     raise ProjectionError(
                         f"{where}: the event at seq {stored.seq} does not hash to its recorded link; "
                         f"the ledger was edited (`{invocation.command('replay', '--verify')}` locates it)"

@@ -118,8 +118,10 @@ def retry_hint(latest: list[RunRecorded], retry_env: int, *, again: bool = True)
     campaigns = sorted({r.campaign.id for r in left.values() if not isinstance(r.campaign, msgspec.UnsetType)})
     # the slots of one campaign (as every invocation's are): its kept plan is all a resume needs
     resume = invocation.command('run', '--resume', campaigns[0], '--retry-env', str(attempts)) if len(campaigns) == 1 else None
-    how = (f"run the same command with --retry-env {attempts}" + (f" (or `{resume}`)" if resume else "") if again or not resume
-           else f"run `{resume}`")
+    if resume is not None and not again:
+        how = f"run `{resume}`"
+    else:
+        how = f"run the same command with --retry-env {attempts}" + (f" (or `{resume}`)" if resume else "")
     return (f"{len(left)} slot(s) ended for a reason not the model's ({', '.join(kinds)}) and count in no model row: "
             f"to try them again, {how}")
 

@@ -13,7 +13,6 @@ from msgspec import UNSET
 
 from cbledger import invocation
 from cbledger.errors import UserError
-from cbledger.ledger.chain import link_hash
 from cbledger.ledger.events import (
     CassetteAttached,
     CassetteAttachedEvent,
@@ -82,7 +81,7 @@ def read(path: Path | str, *, links: bool = False) -> LedgerView:
     prev: str | None = None
     for stored in store.read(types=None if links else _READ):
         if links:
-            if (prev is not None and stored.prev != prev) or link_hash(stored.prev, stored.seq, stored.raw) != stored.hash:
+            if (prev is not None and stored.prev != prev) or not stored.hashes_to_link():
                 raise UserError(f"{store.location}: the event at seq {stored.seq} does not hash to its recorded link; the "
                                 f"ledger was edited (`{invocation.command('replay', '--verify')}` locates it); nothing written")
             prev = stored.hash

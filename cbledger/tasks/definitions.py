@@ -288,22 +288,6 @@ def _fixture(source: Source, fixture_id: str, materialized: Path, blobs: dict[st
     return FixtureDefinition(origin=origin, tree_sha256=tree_sha, files=files, referenced=referenced)
 
 
-def unmaterialized(root: Path) -> list[str]:
-    """The real boards under `root` whose baseline reports are not on disk: a suite version kept
-    now pins their trees (the manifest's hash) but names none of their reports
-    (`FixtureDefinition.referenced`), and `differences` compares reports only where both sides
-    name some."""
-    out = []
-    for manifest in sorted((root / "fixtures").glob("*/fixture.json")):
-        try:
-            origin = msgspec.json.decode(manifest.read_bytes()).get("origin", "upstream")
-        except (msgspec.DecodeError, AttributeError):
-            continue  # what `validate` and the bump itself report
-        if origin == "upstream" and not any((manifest.parent / "baseline").glob("*")):
-            out.append(manifest.parent.name)
-    return out
-
-
 #: The packages whose code decides a grade: the assertion checks, scoring and evidence readers,
 #: and the schematic model they read. A check loosened in code is as much a change of the suite
 #: as a threshold loosened in assertions.json, so its digest is part of what a version locks.
