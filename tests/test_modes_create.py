@@ -6,8 +6,6 @@ re-executes identically (`--rerun`)."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from tests.modes_project import Project
@@ -38,7 +36,6 @@ def test_create_tasks_pass_with_a_solve_and_fail_with_noop_and_a_wrong_answer(tm
     for task, expected_by_agent in EXPECTED.items():
         for (agent, session), expected in expected_by_agent.items():
             args = ["--agent", agent, "--copperhead-cli", copperhead_cli] + (["--session", session] if session else [])
-            started = time.monotonic()
             run, grade, _ = project.run(task, *args)
             failed = [(a.id, a.detail) for a in grade.assertions if a.status == "fail"]
             assert (grade.verdict, grade.failure_category) == expected, (task, agent, session, failed)
@@ -46,7 +43,6 @@ def test_create_tasks_pass_with_a_solve_and_fail_with_noop_and_a_wrong_answer(tm
             assert run.repeats_planned == 1  # the create default, recorded on the result
             if session is not None:
                 assert run.run_mode == "scripted" and run.harness_failure is None
-                assert time.monotonic() - started < 60  # a scripted create run stays cheap enough for CI
     solved = {r.task.id: r for r in project.events("run.recorded") if "scripted-solve" in r.run_id}
     # three stages ran, each its own transcript; the run is their sum and ends where the pipeline did
     edit = solved[EDIT].stats

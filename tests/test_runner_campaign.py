@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import msgspec
+import psutil
 import pytest
 
 from cbledger.errors import ConflictError, UserError
@@ -305,6 +306,23 @@ def in_flight(cluster: Cluster) -> list[Path]:
     return [p for p in cluster.base.glob("w*/dask-scratch-space/worker-*/cbledger/sandboxes/*") if not p.name.startswith(".")]
 
 
+def fresh_harness(cluster: Cluster, seconds: float = 1.0) -> str | None:
+    """The worker running a harness it started under `seconds` ago, so still waiting on the slow
+    first answer: interrupted now, the run has a process to kill and cannot end first. (A sandbox
+    in flight may be a run already grading, which can end before the interruption lands.)"""
+    now = time.time()
+    for name, worker in cluster.workers.items():
+        if worker.poll() is not None:
+            continue
+        try:
+            for proc in psutil.Process(worker.pid).children(recursive=True):
+                if any(part.endswith("cli.js") for part in proc.cmdline()) and now - proc.create_time() < seconds:
+                    return name
+        except psutil.Error:
+            continue  # a process that ended while it was looked at
+    return None
+
+
 def start_cluster(base: Path) -> Cluster:
     made = Cluster(base).start()
     made.add_worker("w1")
@@ -336,7 +354,7 @@ def test_a_campaign_interrupted_on_a_cluster_ends_with_the_slots_of_an_uninterru
         cluster = clusters[0]
         proc = driver(cluster)
         wait_for("run recorded", lambda: len(runs(ledger)) >= 1, proc=proc)
-        wait_for("run in flight", lambda: bool(in_flight(cluster)), proc=proc)
+        wait_for("a harness waiting on its model", lambda: fresh_harness(cluster) is not None, proc=proc)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
         killed_at = time.monotonic()
@@ -348,7 +366,7 @@ def test_a_campaign_interrupted_on_a_cluster_ends_with_the_slots_of_an_uninterru
 
         # 2. the scheduler SIGKILLed under a resumed driver: one clear line per run not recorded
         proc = driver(cluster)
-        wait_for("run recorded", lambda: len(runs(ledger)) > after_driver, proc=proc)
+        wait_for("a harness waiting on its model", lambda: fresh_harness(cluster) is not None, proc=proc)
         assert cluster.scheduler is not None
         cluster.scheduler.send_signal(signal.SIGKILL)
         _out, err = proc.communicate(timeout=120)
@@ -363,8 +381,9 @@ def test_a_campaign_interrupted_on_a_cluster_ends_with_the_slots_of_an_uninterru
         cluster = start_cluster(tmp_path / "dask-2")
         clusters.append(cluster)
         proc = driver(cluster)
-        wait_for("run in flight", lambda: bool(in_flight(cluster)), proc=proc)
-        victim = next(name for name in ("w1", "w2") if any(cluster.base / name in p.parents for p in in_flight(cluster)))
+        wait_for("a harness waiting on its model", lambda: fresh_harness(cluster) is not None, proc=proc)
+        victim = fresh_harness(cluster, seconds=2.0)
+        assert victim is not None
         cluster.kill(victim)
         _out, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err

@@ -132,7 +132,9 @@ def abandon_when(check: Callable[[], str | None]) -> Iterator[None]:
         _abandon.check = None
 
 
-def _give_up() -> None:
+def give_up() -> None:
+    """Raises `Abandoned` if the check installed by `abandon_when` names a reason: polled while a
+    process runs, and called by a caller between steps that run none."""
     check = getattr(_abandon, "check", None)
     why = check() if check is not None else None
     if why is not None:
@@ -285,7 +287,7 @@ def _run_unsandboxed(job: Job, out, err) -> tuple[int | None, str | None]:
             except subprocess.TimeoutExpired:
                 if time.monotonic() >= deadline:
                     raise
-                _give_up()
+                give_up()
     except subprocess.TimeoutExpired:
         _kill_group(proc)
         return None, _cap_note(job)
@@ -366,7 +368,7 @@ def _watch(proc: subprocess.Popen, job: Job, limits: Limits, start_bytes: int) -
             return None
         except subprocess.TimeoutExpired:
             pass
-        _give_up()  # raises: the caller kills the namespace, as on Ctrl-C
+        give_up()  # raises: the caller kills the namespace, as on Ctrl-C
         grown = tree_bytes(job.workdir) - start_bytes
         if grown > limits.written_bytes:
             return f"the {limits.written_bytes // MiB} MiB write limit (the sandbox grew by {grown // MiB} MiB)"

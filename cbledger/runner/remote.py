@@ -265,12 +265,14 @@ def run_remote(spec: RemoteRun, task_package: Package, fixture_package: Package)
         # marks it cancelled, and nothing would collect what it makes
         state = worker.state.tasks.get(key)
         if state is None or state.state in ("cancelled", "released", "forgotten"):
-            return f"run {spec.label}: its driver went away; killed on worker {name}"
+            return f"run {spec.label}: its driver went away; stopped on worker {name}"
         return None
 
     try:
         with isolation.abandon_when(abandoned):
             outputs = execute_passes(settings, planned, spec.passes) if spec.passes > 1 else [execute(settings, planned)]
+            # a run abandoned while it graded (no process to kill) is not shipped to no one either
+            isolation.give_up()
     except isolation.Abandoned as gone:
         log.warning("%s", gone)
         raise UserError(str(gone)) from None
