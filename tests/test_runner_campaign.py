@@ -127,6 +127,7 @@ def test_a_misspelled_session_is_refused_before_a_dry_run_lists_it_or_a_campaign
         refused = run_cli(["run", TASKS[0], "--agent", "copperhead", "--session", "solv", *extra, "--root", root, "--ledger", ledger])
         assert refused.exit_code == 2, refused.output
         assert "no session script 'solv' for: led-resistor-swap" in refused.stderr and "would run" not in refused.output
+        assert "(did you mean 'solve'?)" in refused.stderr
     assert ledger.read_bytes() == before and not Workspace.at(root, ledger).campaigns.exists()
 
 
@@ -179,6 +180,8 @@ def test_a_campaign_keeps_its_segment_and_a_resume_may_not_change_it(
         ]
         assert {p.name: p.read_bytes() for p in plans.iterdir()} | {"ledger": ledger.read_bytes()} == before
     assert run_cli(["run", "--resume", "seg", "--segment", "not-a-segment", *where]).exit_code == 2
+    typo = run_cli(["run", "--resume", "sge", *where])
+    assert typo.exit_code == 2 and "no campaign of that id here" in typo.stderr and "(did you mean 'seg'?)" in typo.stderr, typo.output
 
     given: list[str | None] = []
 

@@ -43,6 +43,12 @@ def test_unknown_suite(project):
 
 def test_unknown_task(project):
     refused(project, RENAME_TASK, "no-such-task", "--agent", "gold", expect="unknown task(s): no-such-task")
+    assert "did you mean" not in refused(project, RENAME_TASK, "no-such-task", "--agent", "gold", expect="no-such-task")
+
+
+def test_a_misspelled_task_is_refused_with_the_id_it_was_close_to(project):
+    typo = RENAME_TASK.replace("-", "_", 1)
+    refused(project, typo, "--agent", "gold", expect=[f"unknown task(s): {typo}", f"(did you mean {RENAME_TASK!r}"])
 
 
 def test_fixture_tree_edited_after_its_hash_was_recorded(project):

@@ -26,7 +26,7 @@ from blake3 import blake3
 from msgspec.structs import replace as replace_struct
 
 from cbledger import invocation
-from cbledger.errors import UserError
+from cbledger.errors import UserError, did_you_mean
 from cbledger.ledger import durable
 from cbledger.ledger.events import Ablations, PassRef, RunRecorded
 from cbledger.runner.ledger_view import LedgerView
@@ -227,7 +227,8 @@ def load(workspace: Workspace, campaign: str) -> CampaignPlan:
     try:
         kept = msgspec.json.decode(path.read_bytes(), type=CampaignPlan)
     except FileNotFoundError:
-        raise UserError(f"--resume {campaign}: no campaign of that id here ({path} is missing); "
+        near = did_you_mean(campaign, (p.stem for p in path.parent.glob("*.json")))
+        raise UserError(f"--resume {campaign}: no campaign of that id here ({path} is missing){near}; "
                         f"run the plan's `{invocation.command('run')}` command again instead") from None
     except msgspec.DecodeError as exc:
         raise UserError(f"{path}: not a campaign plan ({exc})") from None

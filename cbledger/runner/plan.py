@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import msgspec
 
 from cbledger import credentials
-from cbledger.errors import UserError
+from cbledger.errors import UserError, did_you_mean
 from cbledger.ledger.events import Ablations
 from cbledger.ledger.types import ModelId, conforms
 from cbledger.tasks.catalog import Catalog, Task
@@ -128,7 +128,8 @@ def select_tasks(catalog: Catalog, suite: str | None, task_ids: list[str]) -> li
     known = set(catalog.task_ids())
     missing = [t for t in ids if t not in known]
     if missing:
-        raise UserError(f"unknown task(s): {', '.join(missing)} (under {catalog.tasks_dir})")
+        raise UserError(f"unknown task(s): {', '.join(missing)} (under {catalog.tasks_dir})"
+                        f"{did_you_mean(missing[0], known)}")
     return [catalog.task(t) for t in ids]
 
 

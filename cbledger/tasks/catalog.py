@@ -15,7 +15,7 @@ from pathlib import Path
 import msgspec
 
 from cbledger import inputs
-from cbledger.errors import UserError
+from cbledger.errors import UserError, did_you_mean
 from cbledger.tasks.definitions import incomplete
 from cbledger.tasks.fixtures.hashing import task_manifest_hash
 from cbledger.tasks.model import Assertions, FixtureManifest, Suite, TaskManifest
@@ -157,13 +157,13 @@ class Catalog:
     def task(self, task_id: str) -> Task:
         d = self.tasks_dir / task_id
         if not (d / "task.json").is_file():
-            raise UserError(f"{d}: no such task")
+            raise UserError(f"{d}: no such task{did_you_mean(task_id, self.task_ids())}")
         return load_task(d)
 
     def fixture(self, fixture_id: str) -> Fixture:
         d = self.fixtures_dir / fixture_id
         if not (d / "fixture.json").is_file():
-            raise UserError(f"{d}: no such fixture")
+            raise UserError(f"{d}: no such fixture{did_you_mean(fixture_id, self.fixture_ids())}")
         return load_fixture(d, self.trees.get(fixture_id))
 
     def fixture_for(self, task: Task) -> Fixture:

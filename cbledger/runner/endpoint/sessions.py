@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from cbledger.errors import UserError
+from cbledger.errors import UserError, did_you_mean
 from cbledger.runner.endpoint import script
 from cbledger.tasks.catalog import Catalog
 
@@ -38,7 +38,8 @@ def for_plan(catalog: Catalog, task_ids: list[str], session: str) -> dict[str, s
                 raise UserError(f"{p}: `task` is {s.task!r}, but the file is under task {task_id}")
             out[task_id] = s
         if missing:
-            raise UserError(f"no session script {session!r} for: {', '.join(missing)} (looked for tasks/<id>/{SESSIONS_DIR}/{session}.json)")
+            near = did_you_mean(session, {p.stem for t in missing for p in session_path(catalog, t, session).parent.glob("*.json")})
+            raise UserError(f"no session script {session!r} for: {', '.join(missing)} (looked for tasks/<id>/{SESSIONS_DIR}/{session}.json){near}")
         return out
     loaded = script.load_all([Path(session)])
     if len(loaded) == 1 and loaded[0].task is None:
