@@ -90,3 +90,21 @@ def test_demo_in_a_fresh_clone_runs_into_a_scratch_workspace_and_leaves_git_stat
         assert verified.returncode == 0, verified.stdout[-2000:] + verified.stderr[-2000:]
     finally:
         shutil.rmtree(scratch.parent, ignore_errors=True)
+
+
+def test_a_run_line_shows_each_file_where_a_reader_opens_it(tmp_path):
+    """`run`'s line per run names its records and bundle: events name them `results/...`, which
+    under `--results DIR` is DIR/..., the path printed; a packed store's records keep their name."""
+    from cbledger.cli.run_commands import _shown
+    from cbledger.projections import packed
+    from cbledger.workspace import Workspace, bundle_name
+
+    record, bundle = "results/2026-12-04/harness-gold/led-resistor-swap/run-1.json", bundle_name("r1")
+    own = Workspace.at(tmp_path)
+    assert (_shown(own, record), _shown(own, bundle)) == (record, bundle)  # the committed layout, from the root
+    chosen = Workspace.at(tmp_path, results=tmp_path / "chosen")
+    assert _shown(chosen, record) == str(tmp_path / "chosen" / "2026-12-04/harness-gold/led-resistor-swap/run-1.json")
+    assert _shown(chosen, bundle) == str(tmp_path / "chosen" / "runs" / "r1.bundle")
+    packed.store_path(chosen.results).parent.mkdir(parents=True)
+    packed.store_path(chosen.results).write_bytes(b"")
+    assert (_shown(chosen, record), _shown(chosen, bundle)) == (record, str(tmp_path / "chosen" / "runs" / "r1.bundle"))

@@ -31,6 +31,7 @@ from cbledger.grading import suite_version
 from cbledger.ledger.events import Ablations, Actor, make_event
 from cbledger.ledger.store import LedgerStore
 from cbledger.login import login_name
+from cbledger.projections import packed as packed_mod
 from cbledger.projections import writers
 from cbledger.projections.records import record_entries
 from cbledger.reproduce import site_evidence
@@ -46,7 +47,7 @@ from cbledger.runner.suite_run import SuiteResult, passes_allowed, preflight, ru
 from cbledger.tasks import definitions, suite_archive
 from cbledger.tasks.catalog import Catalog
 from cbledger.tasks.definitions import DirectorySource, GitSource, Source
-from cbledger.workspace import Workspace, bundle_name, record_name
+from cbledger.workspace import RUNS, Workspace, bundle_name, record_name
 
 
 def scripted_model(session: str) -> str:
@@ -211,7 +212,7 @@ def run(
         return
     for output in result.outputs:
         run, grade = output.run, output.grade
-        where_to = ", ".join(records.get(run.run_id, [])) or bundle_name(run.run_id)
+        where_to = ", ".join(_shown(where, n) for n in records.get(run.run_id, []) or [bundle_name(run.run_id)])
         label = grade.verdict + (f" ({grade.failure_category})" if grade.failure_category else "")
         if run.harness_failure is not None:
             label += f"; not the model's: {run.harness_failure.kind}"
@@ -277,6 +278,18 @@ def _json_answer(
         "batch": result.batch if result.outputs else None, "campaign": campaign, "projected": projected,
         "sandboxesKept": str(kept) if kept is not None else None, "retryHint": hint,
     }, sort_keys=True)
+
+
+def _shown(where: Workspace, name: str) -> str:
+    """A file an event names `results/...`, as a reader would open it: under `--results DIR` (a
+    draft's workspace, a ledger elsewhere) that is DIR/..., not results/ under the root. A packed
+    record store holds records by that name, which `project records --show` reads."""
+    if where.results_dir is None:
+        return name
+    if not name.startswith(f"{RUNS}/") and packed_mod.is_packed(where.results):
+        return name
+    found = where.stored(name)
+    return str(found) if found is not None else name
 
 
 def _project(where: Workspace) -> dict[str, list[str]]:
