@@ -268,16 +268,16 @@ def run_remote(spec: RemoteRun, task_package: Package, fixture_package: Package)
             return f"run {spec.label}: its driver went away; stopped on worker {name}"
         return None
 
+    outputs: list[RunOutput] = []
     try:
         with isolation.abandon_when(abandoned):
             outputs = execute_passes(settings, planned, spec.passes) if spec.passes > 1 else [execute(settings, planned)]
             # a run abandoned while it graded (no process to kill) is not shipped to no one either
             isolation.give_up()
+        return [_shipped(spec.index, name, output) for output in outputs]
     except isolation.Abandoned as gone:
         log.warning("%s", gone)
         raise UserError(str(gone)) from None
-    try:
-        return [_shipped(spec.index, name, output) for output in outputs]
     finally:
         for output in outputs:
             output.discard_staged()
