@@ -195,6 +195,14 @@ class Workspace:
             return self.results.joinpath(*rel.parts[1:])
         return self.root / rel
 
+    def shown(self, name: str) -> str:
+        """A file an event or finding names `results/...`, as a reader opens it: the name itself in
+        the project's own layout (relative to the root), the file's own path under `--results DIR`."""
+        if self.results_dir is None:
+            return name
+        found = self.stored(name)
+        return str(found) if found is not None else name
+
     def recorded_name(self, path: Path) -> str:
         """How an event names a path of this workspace: `results/...` for one in the results
         directory (wherever it is), else relative to the root; `stored` reads it back."""

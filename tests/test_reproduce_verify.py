@@ -247,3 +247,32 @@ def test_a_task_edited_after_its_runs_is_caught_and_its_runs_still_regrade_under
         other = runs_by_task(report)[(mode, OTHER_TASK)]
         assert [g["status"] for g in other["grades"]] == ["reproduced", "reproduced"]
     assert report["projections"]["records"] == {"expected": 8, "matching": 8}
+
+
+def test_a_results_directory_elsewhere_is_named_where_it_is_and_no_project_is_said_once(project, tmp_path, monkeypatch):
+    """Under `--results DIR` a finding names the file in DIR a reader opens, not the project's
+    layout; run outside any project without `--root`, verify says once that it found no working
+    tree, not that every task was removed."""
+    chosen = tmp_path / "chosen"
+    shutil.move(project / "results", chosen)
+    shutil.move(project / "LEADERBOARD.md", chosen / "LEADERBOARD.md")
+    with (chosen / "LEADERBOARD.md").open("a") as f:
+        f.write("edited\n")
+    ok = run_cli(["--results", chosen, "replay", "--verify", "--root", project])
+    assert ok.exit_code == 4, ok.output
+    assert f"[{chosen / 'LEADERBOARD.md'}:" in ok.output and "(past its end)" in ok.output
+    assert f"{chosen / 'LEADERBOARD.md'} DIFFERS; {chosen / 'cbledger.db'} matches" in ok.stdout
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.delenv("CBLEDGER_ROOT", raising=False)
+    given = run_cli(["--results", chosen, "replay", "--verify", "--json", "--no-projections", "--root", elsewhere])
+    report = json.loads(given.stdout)
+    assert given.exit_code == 7
+    assert [f["kind"] for f in report["failures"]] == ["no-working-tree"], report["failures"]
+    outside = run_cli(["--results", chosen, "replay", "--verify", "--no-projections"])
+    assert outside.exit_code == 7 and outside.output.count("no-working-tree") == 1, outside.output
+    refused = run_cli(["run", EDIT_TASK, "--agent", "gold", "--dry-run"])
+    assert refused.exit_code == 2
+    assert f"(no cbledger project at or above {elsewhere}" in refused.stderr, refused.output

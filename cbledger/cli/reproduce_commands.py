@@ -197,8 +197,8 @@ def _print(report: verify_mod.VerifyReport) -> None:
     if out is not None:
         typer.echo(
             f"projections: {out.records_matching}/{out.records_expected} records match; "
-            f"LEADERBOARD.md {'matches' if out.leaderboard_matches else 'DIFFERS'}; "
-            f"{READ_MODEL} {'matches' if out.readmodel_matches else 'DIFFERS'}; "
+            f"{out.leaderboard_path} {'matches' if out.leaderboard_matches else 'DIFFERS'}; "
+            f"{out.readmodel_path} {'matches' if out.readmodel_matches else 'DIFFERS'}; "
             f"{out.site_matching}/{out.site_pages} site pages match"
         )
     _print_notes(report)

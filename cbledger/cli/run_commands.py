@@ -284,12 +284,9 @@ def _shown(where: Workspace, name: str) -> str:
     """A file an event names `results/...`, as a reader would open it: under `--results DIR` (a
     draft's workspace, a ledger elsewhere) that is DIR/..., not results/ under the root. A packed
     record store holds records by that name, which `project records --show` reads."""
-    if where.results_dir is None:
-        return name
     if not name.startswith(f"{RUNS}/") and packed_mod.is_packed(where.results):
         return name
-    found = where.stored(name)
-    return str(found) if found is not None else name
+    return where.shown(name)
 
 
 def _project(where: Workspace) -> dict[str, list[str]]:

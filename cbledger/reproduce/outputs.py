@@ -11,7 +11,7 @@ differing line). Nothing is written.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import zip_longest
 from pathlib import Path
@@ -44,13 +44,17 @@ class OutputsCheck:
     site_pages: int = 0
     site_matching: int = 0
     failures: list[Finding] = field(default_factory=list)
+    #: where each was read, as a reader opens it (`Workspace.shown`): under `--results DIR` there
+    leaderboard_path: str = LEADERBOARD
+    readmodel_path: str = READ_MODEL
+    site_path: str = SITE
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "records": {"expected": self.records_expected, "matching": self.records_matching},
-            "leaderboard": {"path": LEADERBOARD, "matches": self.leaderboard_matches, "diff": self.leaderboard_diff},
-            "readModel": {"path": READ_MODEL, "matches": self.readmodel_matches},
-            "site": {"path": SITE, "expected": self.site_pages, "matching": self.site_matching},
+            "leaderboard": {"path": self.leaderboard_path, "matches": self.leaderboard_matches, "diff": self.leaderboard_diff},
+            "readModel": {"path": self.readmodel_path, "matches": self.readmodel_matches},
+            "site": {"path": self.site_path, "expected": self.site_pages, "matching": self.site_matching},
             "failures": [f.to_dict() for f in self.failures],
         }
 
@@ -70,21 +74,28 @@ def _clip(line: str | None, width: int = 200) -> str | None:
     return line if len(line) <= width else line[:width] + "…"
 
 
+def _quoted(line: str | None) -> str:
+    """A line in a message: quoted, or what it is when one side ended before the other."""
+    return repr(_clip(line)) if line is not None else "(past its end)"
+
+
 def check_records(state: LedgerState, workspace: Workspace, out: OutputsCheck) -> None:
     entries = {e.path: e for e in (*records.record_entries(state), *records.record_entries(state, retracted=True))}
     expected = dict(records.published(state))
     out.records_expected = len(expected)
     with writers.RecordStore(workspace.results) as store:
-        _compare_records(entries, expected, store, out)
+        # a packed store's records have no file of their own: named by their record path
+        _compare_records(entries, expected, store, out, record_name if store.store else lambda rel: workspace.shown(record_name(rel)))
 
 
 def _compare_records(
-    entries: Mapping[str, records.RecordEntry], expected: Mapping[str, bytes], store: writers.RecordStore, out: OutputsCheck
+    entries: Mapping[str, records.RecordEntry], expected: Mapping[str, bytes], store: writers.RecordStore, out: OutputsCheck,
+    named: Callable[[str], str],
 ) -> None:
     on_disk = store.paths()
     for rel in sorted(on_disk - expected.keys()):
         out.failures.append(
-            Finding(check="projection", kind="record-extra", file=record_name(rel),
+            Finding(check="projection", kind="record-extra", file=named(rel),
                     message="a record file the ledger does not produce (no run and grade for it)")
         )
     for rel, data in sorted(expected.items()):
@@ -92,7 +103,7 @@ def _compare_records(
         if rel not in on_disk:
             what = "retraction mark" if entry is None else "record"
             out.failures.append(
-                Finding(check="projection", kind="record-missing", file=record_name(rel),
+                Finding(check="projection", kind="record-missing", file=named(rel),
                         seq=entry.graded.seq if entry else None, run_id=entry.run_id if entry else None,
                         suite_version=entry.suite_version if entry else None,
                         message=f"the ledger produces this {what}; it is not committed")
@@ -106,31 +117,32 @@ def _compare_records(
             committed.decode("utf-8", "replace").splitlines(), data.decode("utf-8").splitlines()
         )
         out.failures.append(
-            Finding(check="projection", kind="record-different", file=record_name(rel), line=line,
+            Finding(check="projection", kind="record-different", file=named(rel), line=line,
                     seq=entry.graded.seq if entry else None, run_id=entry.run_id if entry else None,
                     suite_version=entry.suite_version if entry else None,
                     expected=_clip(now), actual=_clip(was),
-                    message=f"first difference at line {line}: committed {_clip(was)!r}, regenerated {_clip(now)!r}")
+                    message=f"first difference at line {line}: committed {_quoted(was)}, regenerated {_quoted(now)}")
         )
 
 
 def check_leaderboard(state: LedgerState, workspace: Workspace, out: OutputsCheck) -> None:
     path = workspace.leaderboard
+    name = out.leaderboard_path = LEADERBOARD if workspace.results_dir is None else str(path)
     text = leaderboard.render(state, None)
     if not path.is_file():
-        out.failures.append(Finding(check="projection", kind="leaderboard-missing", file=LEADERBOARD,
+        out.failures.append(Finding(check="projection", kind="leaderboard-missing", file=name,
                                     message=f"not committed (run `{invocation.command('project', 'leaderboard')}`)"))
         return
-    result = writers.check_text(path, text, LEADERBOARD)
+    result = writers.check_text(path, text, name)
     out.leaderboard_matches = result.matches
     out.leaderboard_diff = result.diff
     if not result.matches:
         line, was, now = first_difference(path.read_text(encoding="utf-8").splitlines(), text.splitlines())
         out.failures.append(
-            Finding(check="projection", kind="leaderboard-different", file=LEADERBOARD, line=line,
+            Finding(check="projection", kind="leaderboard-different", file=name, line=line,
                     expected=_clip(now), actual=_clip(was),
-                    message=f"differs from a regeneration, first at line {line}: committed {_clip(was)!r}, "
-                            f"regenerated {_clip(now)!r}")
+                    message=f"differs from a regeneration, first at line {line}: committed {_quoted(was)}, "
+                            f"regenerated {_quoted(now)}")
         )
 
 
@@ -154,16 +166,17 @@ def _compare_dumps(committed: Iterator[str], fresh: Iterator[str]) -> tuple[int,
 
 def check_readmodel(state: LedgerState, workspace: Workspace, out: OutputsCheck) -> None:
     path = workspace.read_model
+    name = out.readmodel_path = workspace.shown(READ_MODEL)
     meta = readmodel.metadata_path(path)
     try:
         meta_ok = meta.read_text(encoding="utf-8") == readmodel.metadata(path.stem)
     except (FileNotFoundError, UnicodeDecodeError):
         meta_ok = False
     if not meta_ok:
-        out.failures.append(Finding(check="projection", kind="readmodel-different", file=READ_MODEL_METADATA,
+        out.failures.append(Finding(check="projection", kind="readmodel-different", file=workspace.shown(READ_MODEL_METADATA),
                                     message=f"the read model's datasette metadata is missing or differs (run `{invocation.command('project', 'readmodel')}`)"))
     if not path.is_file():
-        out.failures.append(Finding(check="projection", kind="readmodel-missing", file=READ_MODEL,
+        out.failures.append(Finding(check="projection", kind="readmodel-missing", file=name,
                                     message=f"the read model is not there (run `{invocation.command('project', 'readmodel')}`)"))
         return
     with tempfile.TemporaryDirectory(prefix="cbledger-readmodel-") as scratch:
@@ -173,17 +186,17 @@ def check_readmodel(state: LedgerState, workspace: Workspace, out: OutputsCheck)
         try:
             differing, (line, was, now, table) = _compare_dumps(readmodel.dump_lines(path), readmodel.dump_lines(fresh))
         except Exception as exc:  # not a database, or not one of ours
-            out.failures.append(Finding(check="projection", kind="readmodel-different", file=READ_MODEL,
+            out.failures.append(Finding(check="projection", kind="readmodel-different", file=name,
                                         message=f"cannot be read as a read model: {exc}"))
             return
     if not differing:
         out.readmodel_matches = True
         return
     out.failures.append(
-        Finding(check="projection", kind="readmodel-different", file=READ_MODEL, line=line, field=table,
+        Finding(check="projection", kind="readmodel-different", file=name, line=line, field=table,
                 expected=_clip(now), actual=_clip(was),
                 message=f"content differs from a regeneration ({differing} dump line(s)), first in table {table} "
-                        f"at dump line {line}: committed {_clip(was)!r}, regenerated {_clip(now)!r}")
+                        f"at dump line {line}: committed {_quoted(was)}, regenerated {_quoted(now)}")
     )
 
 
@@ -202,14 +215,17 @@ def check_site(
     expected = {rel: data for rel, data in site_render.render(state, evidence) if rel not in unreadable}
     found: list[Finding] = []
     root = workspace.site
+    site = workspace.shown(SITE)
+    if out is not None:
+        out.site_path = site
     on_disk = {p.relative_to(root).as_posix() for p in root.rglob("*.html")} if root.is_dir() else set()
     for rel in sorted(on_disk - expected.keys() - unreadable):
-        found.append(Finding(check="projection", kind="site-extra", file=f"{SITE}/{rel}",
+        found.append(Finding(check="projection", kind="site-extra", file=f"{site}/{rel}",
                              message="a site page the ledger does not produce"))
     matching = 0
     for rel, data in sorted(expected.items()):
         if rel not in on_disk:
-            found.append(Finding(check="projection", kind="site-missing", file=f"{SITE}/{rel}",
+            found.append(Finding(check="projection", kind="site-missing", file=f"{site}/{rel}",
                                  message=f"the ledger produces this page; it is not there (run `{invocation.command('project', 'site')}`)"))
             continue
         committed = (root / rel).read_bytes()
@@ -217,9 +233,9 @@ def check_site(
             matching += 1
             continue
         line, was, now = first_difference(committed.decode("utf-8", "replace").splitlines(), data.decode("utf-8").splitlines())
-        found.append(Finding(check="projection", kind="site-different", file=f"{SITE}/{rel}", line=line,
+        found.append(Finding(check="projection", kind="site-different", file=f"{site}/{rel}", line=line,
                              expected=_clip(now), actual=_clip(was),
-                             message=f"first difference at line {line}: committed {_clip(was)!r}, regenerated {_clip(now)!r}"))
+                             message=f"first difference at line {line}: committed {_quoted(was)}, regenerated {_quoted(now)}"))
     if out is not None:
         out.site_pages, out.site_matching = len(expected), matching
         out.failures += found

@@ -352,6 +352,11 @@ def working_tree_check(workspace: Workspace, state: LedgerState) -> list[Finding
     if current is None or current not in state.archives:
         return []
     kept = state.archives[current]
+    if not (workspace.root / "tasks").is_dir():
+        # not a project (a command run outside one): one line saying so, not every task "removed"
+        return [Finding(check="suite", kind="no-working-tree", seq=kept.seq, suite_version=current,
+                        message=f"{workspace.root} holds no tasks/: the working tree was not compared with suite "
+                                f"{current} (run from the project, or pass --root DIR)")]
     try:
         recorded = kept_definitions(workspace, kept.body)
         now = on_disk(workspace)
