@@ -218,6 +218,9 @@ def test_repair_needs_to_be_told_what_to_repair(filled: Path) -> None:
 def test_repair_restores_a_lost_newline_instead_of_deleting_the_event(filled: Path) -> None:
     whole = filled.read_bytes()
     filled.write_bytes(whole[:-1])  # `truncate -s -1`: the last, acknowledged event lost only its newline
+    said = cli("replay", "--verify", "--chain-only", "--ledger", filled)  # what verify says agrees with repair
+    assert said.exit_code == 1 and "is complete but its newline is missing" in said.output, said.output
+    assert "it restores the newline and removes nothing" in said.output and "incomplete" not in said.output
     result = cli("repair", "--truncate-torn-tail", "--ledger", filled)
     assert result.exit_code == 0, result.output
     assert "newline restored, nothing removed" in result.stdout
@@ -229,6 +232,8 @@ def test_repair_removes_a_genuinely_incomplete_final_line(filled: Path) -> None:
     whole = filled.read_bytes()
     last = whole[:-1].rsplit(b"\n", 1)[1] + b"\n"
     filled.write_bytes(whole[:-10])  # a torn final line: its hash cut short
+    said = cli("replay", "--verify", "--chain-only", "--ledger", filled)
+    assert said.exit_code == 1 and "incomplete final line" in said.output, said.output
     result = cli("repair", "--truncate-torn-tail", "--ledger", filled)
     assert result.exit_code == 0 and "removed an incomplete final line" in result.stdout
     assert filled.read_bytes() == whole[: -len(last)]

@@ -180,6 +180,15 @@ def _verify_lines(
         if (seq if by_count else offset) >= total:
             break
         if not line.endswith(b"\n"):
+            whole = _split(line + b"\n")
+            if whole is not None and whole[2] == prev:
+                # the event was written whole; only its newline is missing, which is not a loss
+                return fail(
+                    "torn-tail",
+                    f"the final event ({len(line)} bytes) is complete but its newline is missing "
+                    f"(run `{invocation.command('repair', '--truncate-torn-tail')}`: it restores the newline and removes nothing)",
+                    expected,
+                )
             return fail(
                 "torn-tail",
                 f"incomplete final line of {len(line)} bytes "
