@@ -335,3 +335,20 @@ def test_an_output_into_a_missing_directory_is_refused_and_nothing_is_written(tm
         message = _json_error(result.stderr)["message"] if as_json else result.stderr.removeprefix("error: ")
         assert message.startswith(f"{missing}: no such directory"), result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_in_any_command_exits_130_with_a_line_saying_so(tmp_path, monkeypatch):
+    """typer turns Ctrl-C into exit 130 without a word; a command that reports its own
+    interruption (`run`: what it kept) is not said twice."""
+    from cbledger.reproduce import verify as verify_mod
+
+    assert run_cli(["init", "--root", tmp_path]).exit_code == 0
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(verify_mod, "verify", interrupted)
+    result = run_cli(["replay", "--verify", "--root", tmp_path])
+    assert (result.exit_code, result.stderr) == (130, "error: interrupted\n"), result.output
+    as_json = run_cli(["replay", "--verify", "--json", "--root", tmp_path])
+    assert as_json.exit_code == 130 and json.loads(as_json.stderr)["error"]["message"] == "interrupted"

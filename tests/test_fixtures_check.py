@@ -132,3 +132,10 @@ def test_a_manifest_that_does_not_decode(fixture):
 def test_an_unknown_fixture(tmp_path):
     r = run_cli(["fixture", "check", "nope", "--root", tmp_path])
     assert r.exit_code == 2 and "fixtures/nope/fixture.json: no such fixture" in r.stderr
+
+
+def test_a_misspelled_fixture_is_refused_with_the_id_it_was_close_to(fixture):
+    root = fixture.dir.parent.parent
+    for command in (["fixture", "check", "demo-bord"], ["fixture", "materialize", "demo-bord"]):
+        r = run_cli([*command, "--root", root])
+        assert r.exit_code == 2 and "demo-bord/fixture.json: no such fixture (did you mean 'demo-board'?)" in r.stderr, r.output

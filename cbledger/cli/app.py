@@ -15,8 +15,8 @@ from typing import Annotated
 import typer
 from typer import _click
 
-from cbledger.cli.common import choose_results, json_errors, report_error
-from cbledger.cli.exits import CHECK_FAILED, USAGE
+from cbledger.cli.common import choose_results, errors_reported, json_errors, report_error
+from cbledger.cli.exits import CHECK_FAILED, INTERRUPTED, USAGE
 from cbledger.cli.lazy import lazy_group
 from cbledger.cli.root_help import version_line
 from cbledger.cli.table import (
@@ -73,6 +73,10 @@ def main() -> None:
         # the command, rather than as click's four lines with its usage; what a command returns or
         # exits with is passed on unchanged.
         code = app(prog_name=PROG, standalone_mode=False)
+        if code == INTERRUPTED and not errors_reported():
+            # Ctrl-C, which typer turns into exit 130 without a word: a line saying so (a command
+            # that writes says what it kept itself; nothing is ever left half written)
+            report_error("interrupted", INTERRUPTED)
         sys.exit(code if isinstance(code, int) else 0)
     except _click.exceptions.NoArgsIsHelpError as exc:
         if as_json:

@@ -30,6 +30,7 @@ def choose_results(directory: Path | None) -> None:
     global _chosen_results
     _chosen_results = directory
     _NO_PROJECT.clear()  # each invocation finds its own root (the tests run many in one process)
+    _REPORTED.clear()
 
 
 def chosen_results() -> Path | None:
@@ -90,6 +91,14 @@ def project_root(root: Path | None) -> Path:
     return found
 
 
+#: the error this invocation reported, if any
+_REPORTED: list[str] = []
+
+
+def errors_reported() -> bool:
+    return bool(_REPORTED)
+
+
 def no_project_note() -> str:
     """What an error adds when the command found no project: said first, a stranger typing in the
     wrong directory reads "no ledger here" or "unknown task" and looks for the wrong fault."""
@@ -121,6 +130,7 @@ def report_error(message: str, code: int) -> None:
     """An error as the user sees it: `error: …` on one line, or under `--json` the object
     `{"error": {"message": …, "exitCode": …}}` on one line of stderr (README.md, "One command line")."""
     message += no_project_note()
+    _REPORTED[:] = [message]
     if json_errors():
         print(json.dumps({"error": {"message": message, "exitCode": code}}, sort_keys=True), file=sys.stderr)
     else:

@@ -11,6 +11,7 @@ import typer
 
 from cbledger import invocation
 from cbledger.cli.common import JsonFlag, RootOption, fail, project_root
+from cbledger.errors import did_you_mean
 from cbledger.kicad.oracle import require_kicad_cli
 from cbledger.ledger.types import Slug, conforms
 from cbledger.tasks.fixtures import authoring
@@ -37,7 +38,8 @@ FixtureId = Annotated[str, typer.Argument(help="Fixture id (its directory under 
 def _fixture_dir(root: Path | None, fixture_id: str, must_exist: bool = True) -> Path:
     d = project_root(root) / "fixtures" / fixture_id
     if must_exist and not (d / MANIFEST_NAME).is_file():
-        fail(f"{d / MANIFEST_NAME}: no such fixture")
+        known = (p.parent.name for p in d.parent.glob(f"*/{MANIFEST_NAME}"))
+        fail(f"{d / MANIFEST_NAME}: no such fixture{did_you_mean(fixture_id, known)}")
     return d
 
 
