@@ -79,8 +79,8 @@ def test_the_dry_run_shows_the_passes_each_attempt_may_take(tmp_path):
     args = ["run", "led-resistor-swap", "mcu-rename-i2c-nets", "--agent", "gold", "--repeats", "1", "--dry-run", "--root", root]
     text = run_cli([*args, "--passes", "3"])
     assert text.exit_code == 0, text.output
-    assert "led-resistor-swap  tier medium  repeat 1/1  up to 2 passes  would run" in text.stdout  # capped by the task
-    assert "mcu-rename-i2c-nets  tier simple  repeat 1/1  would run\n" in text.stdout  # allowed one
+    assert "led-resistor-swap  tier medium  slot 1/1  up to 2 passes  would run" in text.stdout  # capped by the task
+    assert "mcu-rename-i2c-nets  tier simple  slot 1/1  would run\n" in text.stdout  # allowed one
     as_json = json.loads(run_cli([*args, "--passes", "3", "--json"]).stdout)
     assert {r["task"]: r["passesAllowed"] for r in as_json["runs"]} == {"led-resistor-swap": 2, "mcu-rename-i2c-nets": 1}
     unasked = json.loads(run_cli([*args, "--json"]).stdout)

@@ -102,6 +102,10 @@ def test_a_missing_bundle_is_named(project):
     assert code == 3
     (f,) = report["failures"]
     assert (f["kind"], f["runId"], f["file"]) == ("bundle-missing", victim.run_id, victim.sandbox.store)
+    site = report["projections"]["site"]
+    assert site["notCompared"] == 1 and site["matching"] == site["expected"]  # its page, said not to be compared
+    said = cli(project, "replay", "--verify").stdout
+    assert "site pages match (1 run page(s) not compared: their runs' evidence could not be read)" in said, said
 
 
 def test_an_edited_fixture_file_is_caught_and_the_runs_regrade_under_the_kept_tree(project):

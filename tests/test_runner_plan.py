@@ -77,7 +77,7 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, shared_real, kicad
     assert "plan: agent gold, model harness:gold, 2 task(s), 6 run(s), jobs 1" in result.stdout
     for task in (RENAME_TASK, REFUSAL_TASK):
         for n in (1, 2, 3):
-            assert f"{task}  tier " in result.stdout and f"repeat {n}/3" in result.stdout
+            assert f"{task}  tier " in result.stdout and f"slot {n}/3  " in result.stdout
     assert project.ledger_bytes() == before
     assert not project.runs_dir.exists() or list(project.runs_dir.iterdir()) == []
     assert not project.sandboxes.exists()

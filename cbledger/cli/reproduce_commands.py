@@ -200,6 +200,8 @@ def _print(report: verify_mod.VerifyReport) -> None:
             f"{out.leaderboard_path} {'matches' if out.leaderboard_matches else 'DIFFERS'}; "
             f"{out.readmodel_path} {'matches' if out.readmodel_matches else 'DIFFERS'}; "
             f"{out.site_matching}/{out.site_pages} site pages match"
+            + (f" ({out.site_not_compared} run page(s) not compared: their runs' evidence could not be read)"
+               if out.site_not_compared else "")
         )
     _print_notes(report)
     for f in report.skips:  # every one: a skip is a claim not checked, never left to --json

@@ -353,7 +353,10 @@ def _show_dry_run(
             status = f"recorded {slot.recorded.run_id if slot.recorded else ''}"
         else:
             status = "would run" + (f" (attempt {then.attempt})" if then.attempt > 1 else "")
-        typer.echo(f"  {r.task.id}  tier {r.task.manifest.tier}  repeat {r.repeat}/{r.repeats_planned}"
+        # the slot is this campaign's k-th of the task; its repeat counts the task's runs in the
+        # ledger, so "repeat 7/3" would read as seven of three
+        repeat = f" (repeat {r.repeat} of the task)" if r.repeat != r.slot else ""
+        typer.echo(f"  {r.task.id}  tier {r.task.manifest.tier}  slot {r.slot}/{r.repeats_planned}{repeat}"
                    + (f"  up to {up_to} passes" if up_to > 1 else "") + f"  {status}")
     if estimate is not None:
         typer.echo(estimate.line())

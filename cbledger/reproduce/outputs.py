@@ -43,6 +43,8 @@ class OutputsCheck:
     readmodel_matches: bool = False
     site_pages: int = 0
     site_matching: int = 0
+    #: run pages not compared: their runs' evidence could not be read back (the runs' checks say why)
+    site_not_compared: int = 0
     failures: list[Finding] = field(default_factory=list)
     #: where each was read, as a reader opens it (`Workspace.shown`): under `--results DIR` there
     leaderboard_path: str = LEADERBOARD
@@ -54,7 +56,8 @@ class OutputsCheck:
             "records": {"expected": self.records_expected, "matching": self.records_matching},
             "leaderboard": {"path": self.leaderboard_path, "matches": self.leaderboard_matches, "diff": self.leaderboard_diff},
             "readModel": {"path": self.readmodel_path, "matches": self.readmodel_matches},
-            "site": {"path": self.site_path, "expected": self.site_pages, "matching": self.site_matching},
+            "site": {"path": self.site_path, "expected": self.site_pages, "matching": self.site_matching,
+                     "notCompared": self.site_not_compared},
             "failures": [f.to_dict() for f in self.failures],
         }
 
@@ -237,7 +240,7 @@ def check_site(
                              expected=_clip(now), actual=_clip(was),
                              message=f"first difference at line {line}: committed {_quoted(was)}, regenerated {_quoted(now)}"))
     if out is not None:
-        out.site_pages, out.site_matching = len(expected), matching
+        out.site_pages, out.site_matching, out.site_not_compared = len(expected), matching, len(unreadable)
         out.failures += found
     return found
 
