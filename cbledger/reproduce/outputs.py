@@ -109,7 +109,7 @@ def _compare_records(
                 Finding(check="projection", kind="record-missing", file=named(rel),
                         seq=entry.graded.seq if entry else None, run_id=entry.run_id if entry else None,
                         suite_version=entry.suite_version if entry else None,
-                        message=f"the ledger produces this {what}; it is not committed")
+                        message=f"the ledger produces this {what}; it is not there (run `{invocation.command('project', 'records')}`)")
             )
             continue
         committed = store.read(rel) or b""
@@ -134,7 +134,7 @@ def check_leaderboard(state: LedgerState, workspace: Workspace, out: OutputsChec
     text = leaderboard.render(state, None)
     if not path.is_file():
         out.failures.append(Finding(check="projection", kind="leaderboard-missing", file=name,
-                                    message=f"not committed (run `{invocation.command('project', 'leaderboard')}`)"))
+                                    message=f"not there (run `{invocation.command('project', 'leaderboard')}`)"))
         return
     result = writers.check_text(path, text, name)
     out.leaderboard_matches = result.matches
