@@ -244,6 +244,8 @@ def test_repair_removes_a_complete_line_that_does_not_link(filled: Path) -> None
     lines = whole.splitlines(keepends=True)
     forged = lines[-1][:-1].replace(b'"prev":"', b'"prev":"0', 1)[:-2] + b'"}'  # parses, but links nowhere
     filled.write_bytes(b"".join(lines[:-1]) + forged)
+    said = cli("replay", "--verify", "--chain-only", "--ledger", filled)  # as repair tells it: not complete
+    assert said.exit_code == 1 and "incomplete final line" in said.output, said.output
     result = cli("repair", "--truncate-torn-tail", "--ledger", filled)
     assert result.exit_code == 0 and "removed an incomplete final line" in result.stdout
     assert filled.read_bytes() == b"".join(lines[:-1])

@@ -181,8 +181,8 @@ def _verify_lines(
             break
         if not line.endswith(b"\n"):
             whole = _split(line + b"\n")
-            if whole is not None and whole[2] == prev:
-                # the event was written whole; only its newline is missing, which is not a loss
+            if whole is not None and whole[2] == prev and link_hash(prev, expected, whole[0]) == whole[1]:
+                # written whole and linked, as `repair` tells it: only its newline is missing
                 return fail(
                     "torn-tail",
                     f"the final event ({len(line)} bytes) is complete but its newline is missing "
