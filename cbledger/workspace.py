@@ -195,13 +195,17 @@ class Workspace:
             return self.results.joinpath(*rel.parts[1:])
         return self.root / rel
 
+    def shown_path(self, path: Path) -> str:
+        """A file of this workspace as a reader opens it: relative to the root in the project's own
+        layout (`results/…`, `LEADERBOARD.md`), its own path under `--results DIR`."""
+        if self.results_dir is None and path.is_relative_to(self.root):
+            return path.relative_to(self.root).as_posix()
+        return str(path)
+
     def shown(self, name: str) -> str:
-        """A file an event or finding names `results/...`, as a reader opens it: the name itself in
-        the project's own layout (relative to the root), the file's own path under `--results DIR`."""
-        if self.results_dir is None:
-            return name
+        """`shown_path` of a file an event or finding names `results/...` (or relative to the root)."""
         found = self.stored(name)
-        return str(found) if found is not None else name
+        return self.shown_path(found) if found is not None else name
 
     def recorded_name(self, path: Path) -> str:
         """How an event names a path of this workspace: `results/...` for one in the results

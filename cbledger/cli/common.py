@@ -29,8 +29,7 @@ def choose_results(directory: Path | None) -> None:
     """The results directory every command of this invocation works in (the root's `--results`)."""
     global _chosen_results
     _chosen_results = directory
-    _NO_PROJECT.clear()  # each invocation finds its own root (the tests run many in one process)
-    _REPORTED.clear()
+    _said.no_project, _said.error = None, False  # each invocation's own (the tests run many in one process)
 
 
 def chosen_results() -> Path | None:
@@ -76,9 +75,16 @@ def find_root(start: Path) -> Path:
     return next((d for d in (start, *start.parents) if is_project(d)), start)
 
 
-#: the directory a command fell back to when no project was found at or above it (and no --root
-#: named one): `init` makes a project there, but any other refusal is most likely this one
-_NO_PROJECT: list[Path] = []
+class _Said:
+    """What this invocation's error line has to know: the directory a command fell back to when
+    no project was found at or above it and no --root named one (`init` makes a project there,
+    but any other refusal is most likely that), and whether an error was reported already."""
+
+    no_project: Path | None = None
+    error: bool = False
+
+
+_said = _Said()
 
 
 def project_root(root: Path | None) -> Path:
@@ -87,24 +93,20 @@ def project_root(root: Path | None) -> Path:
         return Path(given).resolve()
     found = find_root(Path.cwd())
     if not is_project(found):
-        _NO_PROJECT[:] = [found]
+        _said.no_project = found
     return found
 
 
-#: the error this invocation reported, if any
-_REPORTED: list[str] = []
-
-
 def errors_reported() -> bool:
-    return bool(_REPORTED)
+    return _said.error
 
 
 def no_project_note() -> str:
     """What an error adds when the command found no project: said first, a stranger typing in the
     wrong directory reads "no ledger here" or "unknown task" and looks for the wrong fault."""
-    if not _NO_PROJECT:
+    if _said.no_project is None:
         return ""
-    return (f" (no cbledger project at or above {_NO_PROJECT[0]}, a directory holding tasks/ and fixtures/: "
+    return (f" (no cbledger project at or above {_said.no_project}, a directory holding tasks/ and fixtures/: "
             "run from the project, or pass --root DIR)")
 
 
@@ -130,7 +132,7 @@ def report_error(message: str, code: int) -> None:
     """An error as the user sees it: `error: …` on one line, or under `--json` the object
     `{"error": {"message": …, "exitCode": …}}` on one line of stderr (README.md, "One command line")."""
     message += no_project_note()
-    _REPORTED[:] = [message]
+    _said.error = True
     if json_errors():
         print(json.dumps({"error": {"message": message, "exitCode": code}}, sort_keys=True), file=sys.stderr)
     else:

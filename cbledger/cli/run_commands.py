@@ -281,12 +281,9 @@ def _json_answer(
 
 
 def _shown(where: Workspace, name: str) -> str:
-    """A file an event names `results/...`, as a reader would open it: under `--results DIR` (a
-    draft's workspace, a ledger elsewhere) that is DIR/..., not results/ under the root. A packed
-    record store holds records by that name, which `project records --show` reads."""
-    if not name.startswith(f"{RUNS}/") and packed_mod.is_packed(where.results):
-        return name
-    return where.shown(name)
+    """A record or bundle an event names `results/...`, as a reader would open it: under `--results
+    DIR` (a draft's workspace, a ledger elsewhere) that is DIR/..., not results/ under the root."""
+    return where.shown(name) if name.startswith(f"{RUNS}/") else packed_mod.record_shown(where, name)
 
 
 def _project(where: Workspace) -> dict[str, list[str]]:

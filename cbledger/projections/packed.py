@@ -23,7 +23,7 @@ import sqlite_utils
 
 from cbledger.errors import UserError
 from cbledger.ledger.durable import sqlite_naming
-from cbledger.workspace import RECORDS_STORE_NAME
+from cbledger.workspace import RECORDS_STORE_NAME, Workspace
 
 TABLE = "records"
 #: how long a writer waits for another writer's transaction (`cbledger run` beside `watch`)
@@ -40,6 +40,12 @@ def store_path(results: Path) -> Path:
 def is_packed(results: Path) -> bool:
     """Does this results directory keep its records packed? Its store's presence says so."""
     return store_path(results).is_file()
+
+
+def record_shown(workspace: Workspace, name: str) -> str:
+    """A record (`results/<date>/…`) as a reader finds it: a packed store holds it by that name
+    (`project records --show` reads it), a file store as the file `Workspace.shown` names."""
+    return name if is_packed(workspace.results) else workspace.shown(name)
 
 
 class PackedRecords:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from cbledger import invocation
-from cbledger.projections import leaderboard, readmodel, records, writers
+from cbledger.projections import leaderboard, packed, readmodel, records, writers
 from cbledger.projections.fold import LedgerState
 from cbledger.projections.site import render as site_render
 from cbledger.projections.site.evidence import RunEvidence
@@ -27,7 +27,6 @@ from cbledger.reproduce.findings import Finding
 from cbledger.workspace import (
     LEADERBOARD,
     READ_MODEL,
-    READ_MODEL_METADATA,
     SITE,
     Workspace,
     record_name,
@@ -87,8 +86,7 @@ def check_records(state: LedgerState, workspace: Workspace, out: OutputsCheck) -
     expected = dict(records.published(state))
     out.records_expected = len(expected)
     with writers.RecordStore(workspace.results) as store:
-        # a packed store's records have no file of their own: named by their record path
-        _compare_records(entries, expected, store, out, record_name if store.store else lambda rel: workspace.shown(record_name(rel)))
+        _compare_records(entries, expected, store, out, lambda rel: packed.record_shown(workspace, record_name(rel)))
 
 
 def _compare_records(
@@ -130,7 +128,7 @@ def _compare_records(
 
 def check_leaderboard(state: LedgerState, workspace: Workspace, out: OutputsCheck) -> None:
     path = workspace.leaderboard
-    name = out.leaderboard_path = LEADERBOARD if workspace.results_dir is None else str(path)
+    name = out.leaderboard_path = workspace.shown_path(path)
     text = leaderboard.render(state, None)
     if not path.is_file():
         out.failures.append(Finding(check="projection", kind="leaderboard-missing", file=name,
@@ -169,14 +167,14 @@ def _compare_dumps(committed: Iterator[str], fresh: Iterator[str]) -> tuple[int,
 
 def check_readmodel(state: LedgerState, workspace: Workspace, out: OutputsCheck) -> None:
     path = workspace.read_model
-    name = out.readmodel_path = workspace.shown(READ_MODEL)
+    name = out.readmodel_path = workspace.shown_path(path)
     meta = readmodel.metadata_path(path)
     try:
         meta_ok = meta.read_text(encoding="utf-8") == readmodel.metadata(path.stem)
     except (FileNotFoundError, UnicodeDecodeError):
         meta_ok = False
     if not meta_ok:
-        out.failures.append(Finding(check="projection", kind="readmodel-different", file=workspace.shown(READ_MODEL_METADATA),
+        out.failures.append(Finding(check="projection", kind="readmodel-different", file=workspace.shown_path(meta),
                                     message=f"the read model's datasette metadata is missing or differs (run `{invocation.command('project', 'readmodel')}`)"))
     if not path.is_file():
         out.failures.append(Finding(check="projection", kind="readmodel-missing", file=name,
@@ -218,7 +216,7 @@ def check_site(
     expected = {rel: data for rel, data in site_render.render(state, evidence) if rel not in unreadable}
     found: list[Finding] = []
     root = workspace.site
-    site = workspace.shown(SITE)
+    site = workspace.shown_path(root)
     if out is not None:
         out.site_path = site
     on_disk = {p.relative_to(root).as_posix() for p in root.rglob("*.html")} if root.is_dir() else set()
