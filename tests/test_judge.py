@@ -174,6 +174,45 @@ def test_judge_is_off_unless_a_selection_is_named(project):
     assert out.exit_code == 2 and "names no run" in out.stderr
 
 
+@pytest.mark.parametrize("select, says", [
+    ("runs=nope", "runs=nope: no such run in results/ledger/events.jsonl"),
+    (f"runs={SOLVE},{SOLVE[:-1]}", f"runs={SOLVE[:-1]}: no such run in results/ledger/events.jsonl (did you mean '{SOLVE}'"),
+    ("batch=nope", "no run in results/ledger/events.jsonl is selected; nothing judged"),
+    ("since=2030-01-01", "is selected; nothing judged"),
+])
+def test_a_selection_that_holds_no_run_or_names_an_unknown_one_is_refused(project, tmp_path, select, says):
+    """`judge` once printed "judged 0" and exited 0 for a mistyped id, and judged the runs of a
+    list beside it without a word."""
+    before = (project / "results/ledger/events.jsonl").read_bytes()
+    out = run_cli(["judge", "--select", select, "--session", str(_session(tmp_path, "{}")), "--root", str(project)])
+    assert out.exit_code == 2 and says in out.stderr, out.output
+    assert (project / "results/ledger/events.jsonl").read_bytes() == before
+
+
+def test_judge_outside_a_project_is_refused_and_a_skip_says_why(project, tmp_path, monkeypatch):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    out = run_cli(["--results", project / "results", "judge", "--select", "all", "--session", str(_session(tmp_path, "{}"))])
+    assert out.exit_code == 2 and "judge reads each task's rubric" in out.stderr, out.output
+    assert f"no cbledger project at or above {elsewhere}" in out.stderr
+    monkeypatch.chdir(project)
+    other = "20261201T205643Z-compat-scripted-refuse-blind-mcu-add-decoupling-cap-r1-298f17"
+    out = run_cli(["judge", "--select", f"runs={other}", "--session", str(_session(tmp_path, "{}"))])
+    assert out.exit_code == 0 and f"{other}: skipped (task mcu-add-decoupling-cap has no rubric)" in out.stdout, out.output
+
+
+def test_judge_regenerates_the_site_with_the_other_outputs(project, tmp_path):
+    """`judge` once regenerated every output but the site: a committed site then failed
+    `replay --verify` ("projections differ")."""
+    assert run_cli(["project", "site", "--root", str(project)]).exit_code == 0
+    answer = '{"criteria": {"explains-choice": 2, "tidy-edit": 2}, "rationale": "narrow and right"}'
+    out = run_cli(["judge", "--select", f"runs={SOLVE}", "--session", str(_session(tmp_path, answer)), "--root", str(project)])
+    assert out.exit_code == 0, out.output
+    check = run_cli(["project", "site", "--check", "--root", str(project)])
+    assert check.exit_code == 0, check.output
+
+
 @pytest.mark.parametrize("how", ["edited", "added-after-the-bump"])
 def test_a_rubric_the_suite_did_not_keep_is_refused_and_nothing_is_recorded(project, tmp_path, how):
     """`judge` once accepted a rubric in no kept suite definition."""

@@ -110,6 +110,14 @@ def no_project_note() -> str:
             "run from the project, or pass --root DIR)")
 
 
+def require_project(why: str) -> None:
+    """Refuses, before anything is read or sent, a command that needs the project's task files
+    when none was found: outside it every run would be skipped as "not in the catalog", which
+    reads as success."""
+    if _said.no_project is not None:
+        fail(why, 2)
+
+
 def workspace(ledger: str | Path | None, root: Path | None) -> Workspace:
     """The workspace the `--ledger`, `--root` and root `--results` options (or their environment
     variables) name: one results directory holding the ledger and everything made from it."""

@@ -10,11 +10,12 @@ from typing import Annotated
 
 import typer
 
-from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, workspace
+from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, require_project, workspace
 from cbledger.ledger.events import Actor
 from cbledger.login import login_name
 from cbledger.projections import writers
 from cbledger.projections.selection import SelectionError, parse
+from cbledger.reproduce import site_evidence
 from cbledger.runner.endpoint import script
 from cbledger.runner.endpoint.server import Endpoint
 from cbledger.runner.judge.judge import judge as judge_runs
@@ -34,6 +35,7 @@ def judge(
 ) -> None:
     """Score selected runs with a judge model against their tasks' rubrics (model-judged; moves no headline number)."""
     where = workspace(ledger, root)
+    require_project("judge reads each task's rubric from the project's tasks/")
     try:
         selection = parse(select)
     except SelectionError as exc:
@@ -48,13 +50,15 @@ def judge(
             fail(f"--model {judge_model}: a scripted judge is served on the compat route (compat:<id>)", 2)
         with Endpoint() as endpoint:
             base = endpoint.serve("judge", scripted)
-            result = judge_runs(where, selection.matches, judge_model, actor, base_url=base, env={})
+            result = judge_runs(where, selection.matches, judge_model, actor, base_url=base, env={}, named=selection.runs)
     else:
         if model is None:
             fail("--model is required (or --session for a scripted judge)", 2)
-        result = judge_runs(where, selection.matches, model, actor)
+        result = judge_runs(where, selection.matches, model, actor, named=selection.runs)
     if project and result.scored:
-        writers.regenerate_all(writers.load_state(where.ledger), where)
+        # every output `run` and `project all` write, the site included: a committed site left
+        # behind its ledger fails `replay --verify`
+        writers.regenerate_all(writers.load_state(where.ledger), where, site_evidence=site_evidence.source(where))
     if as_json:
         typer.echo(json.dumps({
             "scored": [{"runId": b.run_id, "score": b.score} for b in result.scored],
@@ -64,6 +68,8 @@ def judge(
     else:
         for b in result.scored:
             typer.echo(f"{b.run_id}: {b.score:.2f} (model-judged)")
+        for run_id, why in result.skipped:
+            typer.echo(f"{run_id}: skipped ({why})")
         typer.echo(f"judged {len(result.scored)}, skipped {len(result.skipped)}, failed {len(result.failed)}")
         for run_id, error in result.failed:
             typer.echo(f"  {run_id}: {error}", err=True)

@@ -15,13 +15,13 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import pygit2
 
 from cbledger import invocation
-from cbledger.errors import UserError
+from cbledger.errors import UserError, did_you_mean
 from cbledger.ledger.events import (
     Actor,
     Cost,
@@ -147,18 +147,26 @@ def score_body(
 def judge(
     workspace: Workspace, selected: Callable[[RunRecorded], bool], judge_model: str, actor: Actor,
     *, base_url: str | None = None, env: dict[str, str] | None = None,
-    on_done: Callable[[str, float], None] | None = None,
+    on_done: Callable[[str, float], None] | None = None, named: Sequence[str] = (),
 ) -> JudgeResult:
-    """Scores every selected, live run whose task has a rubric, one event per run as it is judged."""
+    """Scores every selected, live run whose task has a rubric, one event per run as it is judged.
+
+    A selection that holds no run, or names a run id the ledger does not hold, is refused before
+    anything is asked: a mistyped id that judged nothing would otherwise read as success."""
     catalog = Catalog(workspace.root)
     view = ledger_view.read(workspace.ledger)
+    ledger = workspace.ledger if isinstance(workspace.ledger, str) else workspace.shown_path(workspace.ledger)
+    unknown = [run_id for run_id in named if run_id not in view.runs]
+    if unknown:
+        raise UserError(f"runs={','.join(unknown)}: no such run in {ledger}{did_you_mean(unknown[0], view.runs)}; nothing judged")
+    chosen = [(run_id, run) for run_id, run in view.runs.items() if selected(run)]
+    if not chosen:
+        raise UserError(f"no run in {ledger} is selected; nothing judged")
     r = client.route(judge_model, dict(os.environ) if env is None else env, base_url)
     store = LedgerStore(workspace.ledger)
     existing = _rubric_counts(store)
     result = JudgeResult()
-    for run_id, run in view.runs.items():
-        if not selected(run):
-            continue
+    for run_id, run in chosen:
         if run_id in view.retracted:
             result.skipped.append((run_id, "retracted"))
             continue
