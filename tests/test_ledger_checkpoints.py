@@ -315,11 +315,42 @@ def test_tampered_and_padded_proofs_are_refused(project: Project, tmp_path: Path
 
 
 def test_prove_refuses_a_checkpoint_the_ledger_does_not_extend(project: Project, tmp_path: Path):
-    _, cp = project.checkpoint()
+    size, cp = project.checkpoint()
+    project.append([run_retracted(1)])
+    head = size + 2  # the checkpoint's record, then the retraction
+    assert project.cli("prove", "consistency", str(size), str(head)).exit_code == 0
     project.ledger.write_bytes(rechain(_forge(project.events())))
     r = project.cli("prove", "inclusion", "5", "--checkpoint", cp)
     assert r.exit_code == 5 and "not an extension" in r.stderr
-    assert project.cli("prove", "consistency", cp, "13").exit_code == 5
+    assert project.cli("prove", "consistency", cp, str(head)).exit_code == 5
+    # by sizes, as a publisher answering a witness asks: the size the ledger recorded a
+    # checkpoint at is held to it (this once made a proof of the forgery and exited 0)
+    r = project.cli("prove", "consistency", str(size), str(head))
+    assert r.exit_code == 5 and f"the checkpoint recorded at seq {size + 1}" in r.stderr, r.output
+
+
+def test_prove_makes_no_proof_from_a_broken_chain_and_names_a_seq_past_the_head(project: Project):
+    project.checkpoint()
+    lines = project.lines()
+    lines[5] = lines[5].replace(b'"repeat":', b'"repeat": ', 1)  # seq 6: its hash no longer its own
+    project.ledger.write_bytes(b"".join(lines))
+    for args in (("inclusion", "3"), ("inclusion", "8"), ("consistency", "2", "9")):
+        r = project.cli("prove", *args)
+        assert r.exit_code == 1 and "the chain is broken at seq 6 (its hash does not hold)" in r.stderr, (args, r.output)
+        assert not r.stdout
+    r = project.cli("prove", "inclusion", "999")
+    assert r.exit_code == 2 and "no seq 999: the ledger has 12 events" in r.stderr, r.stderr
+
+
+def test_a_given_checkpoint_the_scan_never_reached_is_not_reported_as_matching(project: Project, tmp_path: Path):
+    _, cp = project.checkpoint()
+    held = _hold(cp, tmp_path)
+    lines = project.lines()
+    lines[5] = lines[5].replace(b'"repeat":', b'"repeat": ', 1)
+    project.ledger.write_bytes(b"".join(lines))
+    r = project.cli("replay", "--verify", "--chain-only", "--checkpoint", held, "--json")
+    report = json.loads(r.stdout)
+    assert r.exit_code == 1 and report["checkpoints"]["given"][0]["ok"] is None, r.stdout
 
 
 # --------------------------------------------------------------------------- witnessing

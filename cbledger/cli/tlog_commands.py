@@ -26,6 +26,7 @@ from cbledger.cli.common import (
     into_existing_directory,
     workspace,
 )
+from cbledger.cli.exits import CHECK_FAILED
 from cbledger.inputs import MAX_NOTE_BYTES, read_regular
 from cbledger.ledger import durable, proofs, publish, tlog
 from cbledger.ledger.checkpoint import Checkpoint, read_unverified
@@ -238,10 +239,15 @@ def prove_inclusion(
     if checkpoint_file is not None:
         cp, source = read_unverified(_read(checkpoint_file)), str(checkpoint_file)
     else:
+        head = store.head().seq
+        if seq > head:  # no checkpoint can cover it: signing one would not help
+            fail(f"no seq {seq}: the ledger has {head} events", 2)
         r = _latest_covering(store, seq)
         cp, source = Checkpoint(r.body.origin, r.body.tree_size, bytes.fromhex(r.body.root_hash)), f"the checkpoint recorded at seq {r.seq}"
     try:
         doc = proofs.prove_inclusion(store, seq, cp.size, cp.origin)
+    except tlog.ChainBroken as exc:
+        fail(str(exc), CHECK_FAILED)
     except tlog.TreeError as exc:
         if seq <= cp.size:
             _not_extension(source, str(exc))
@@ -276,14 +282,23 @@ def prove_consistency(
         origin = recorded[-1].body.origin
     try:
         doc = proofs.prove_consistency(store, old_size, new_size, origin)
+    except tlog.ChainBroken as exc:
+        fail(str(exc), CHECK_FAILED)
     except tlog.TreeError as exc:
         given = [a for a, c in ((old, old_cp), (new, new_cp)) if c is not None]
         if given and old_size <= new_size:
             _not_extension(given[-1], str(exc))
         raise
-    for arg, cp, root_b64 in ((old, old_cp, doc.old_root), (new, new_cp, doc.new_root)):
+    # A size the ledger recorded a checkpoint at is held to that checkpoint, as a file is: a
+    # history rewritten under it, with every link recomputed, proves only against itself.
+    at_size = {r.body.tree_size: r for r in recorded}
+    for arg, cp, size, root_b64 in ((old, old_cp, old_size, doc.old_root), (new, new_cp, new_size, doc.new_root)):
         if cp is not None:
             _matches(root_b64, cp, arg)
+        elif size in at_size:
+            r = at_size[size]
+            _matches(root_b64, Checkpoint(r.body.origin, size, bytes.fromhex(r.body.root_hash)),
+                     f"the checkpoint recorded at seq {r.seq}")
     _emit(doc, out, where, as_json)
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from cbledger import invocation
 from cbledger.errors import UserError
-from cbledger.ledger.chain import format_line, parse_line
+from cbledger.ledger.chain import GENESIS, format_line, link_hash, parse_line
 from cbledger.ledger.encoding import decode
 from cbledger.ledger.events import CheckpointPublished, CheckpointPublishedEvent
 from cbledger.ledger.merkle import Range, RangeHasher, leaf_hash
@@ -43,15 +43,26 @@ def leaf_bytes(stored: StoredEvent) -> bytes:
     return format_line(stored.raw, stored.hash, stored.prev)[:-1]
 
 
+class ChainBroken(TreeError):
+    """A line the tree would be hashed over does not link to the one before it: a proof or root
+    made from it would vouch for a ledger no checkpoint could have signed."""
+
+
 def leaf_hashes(store: LedgerStore, until: int | None = None) -> Iterator[bytes]:
     """Leaf hashes of seq 1..until (or to the end), in order; refuses a ledger with a seq gap,
-    over which no tree is defined."""
-    expected = 1
+    over which no tree is defined, and a line whose hash is not its own or does not link to the
+    line before it (one hash per event, beside the leaf's own)."""
+    expected, prev = 1, GENESIS
     for stored in store.read(until=until):
         if stored.seq != expected:
             raise TreeError(f"{store.location}: seq {stored.seq} where {expected} was expected; "
                             f"run `{invocation.command('replay', '--verify', '--chain-only')}`")
+        if stored.prev != prev or link_hash(prev, stored.seq, stored.raw) != stored.hash:
+            raise ChainBroken(f"{store.location}: the chain is broken at seq {stored.seq} (its "
+                              f"{'link to seq ' + str(stored.seq - 1) if stored.prev != prev else 'hash'} does not hold); "
+                              f"no proof is made from it: run `{invocation.command('replay', '--verify', '--chain-only')}`")
         yield leaf_hash(leaf_bytes(stored))
+        prev = stored.hash
         expected += 1
 
 

@@ -37,11 +37,16 @@ class CheckpointsCheck:
     recorded: int = 0
     failures: list[Finding] = field(default_factory=list)
     notes: list[Finding] = field(default_factory=list)
+    #: whether the checkpoints were held against the ledger: not when its chain broke first
+    checked: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         failed = {f.file for f in self.failures if f.kind == "not-an-extension"}
+        # `ok` is null for a checkpoint never compared: the scan stops at a broken chain, so
+        # "not among the failures" would claim a ledger tampered inside it matches it
         return {
-            "given": [{"path": p, "origin": c.checkpoint.origin, "size": c.size, "ok": p not in failed}
+            "given": [{"path": p, "origin": c.checkpoint.origin, "size": c.size,
+                       "ok": (p not in failed) if self.checked else None}
                       for p, c in self.given],
             "recorded": self.recorded,
             "failures": [f.to_dict() for f in self.failures],
@@ -109,6 +114,7 @@ def chain_and_checkpoints(
     check = CheckpointsCheck(given=given, recorded=len(recorded))
     if not chain.ok:
         return chain, check
+    check.checked = True
     for path, c in given:
         if c.size > chain.head.seq:
             check.failures.append(Finding(
