@@ -60,6 +60,15 @@ def test_a_suggested_init_runs_in_the_results_directory_the_user_chose(tmp_path,
     assert run_cli(["--results", chosen, "log", "--root", root], env=NO_ENV).exit_code == 0
 
 
+def test_init_outside_any_project_says_it_made_a_ledger_only_workspace(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    made = run_cli(["init"], env=NO_ENV)
+    assert made.exit_code == 0 and (tmp_path / "results" / "ledger" / "events.jsonl").is_file()
+    assert f"note: {tmp_path} holds no tasks/ and fixtures/: it is now a ledger-only workspace" in made.stderr, made.output
+    chosen = run_cli(["--results", tmp_path / "other", "init"], env=NO_ENV)  # a place named: nothing to say
+    assert chosen.exit_code == 0 and "note:" not in chosen.stderr
+
+
 def test_a_suggestion_carries_ledger_and_root_where_the_command_takes_them(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     root = tmp_path / "project"

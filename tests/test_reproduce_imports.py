@@ -237,6 +237,17 @@ def test_a_manual_import_keeps_prompt_and_transcript_as_files(root, tmp_path):
     assert "| reviewer-supplied | manual-reviewer-import | manual-import/1 | do-rename-net |" in section
 
 
+def test_a_manual_import_under_results_dir_names_the_files_where_they_were_kept(tmp_path):
+    """It once printed `kept results/imports/…` for files it kept in DIR."""
+    chosen = tmp_path / "elsewhere"
+    LedgerStore(chosen / "ledger" / "events.jsonl").init("imports-test", MAINTAINER)
+    path = manual(tmp_path)
+    result = run_cli(["--results", chosen, "import", "--manual", path, "--root", tmp_path])
+    assert result.exit_code == 0, result.output
+    kept = [line.split(None, 1)[1] for line in result.stdout.splitlines() if line.startswith("kept ")]
+    assert kept and all(Path(k).is_file() and k.startswith(f"{chosen}/imports/") for k in kept), result.stdout
+
+
 @pytest.mark.parametrize("field", REQUIRED)
 def test_each_missing_field_is_named(root, tmp_path, field):
     path = manual(tmp_path, **{field: _DROP})

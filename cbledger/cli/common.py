@@ -110,6 +110,11 @@ def no_project_note() -> str:
             "run from the project, or pass --root DIR)")
 
 
+def no_project_found() -> Path | None:
+    """The directory this invocation fell back to when no project was found (else None)."""
+    return _said.no_project
+
+
 def require_project(why: str) -> None:
     """Refuses, before anything is read or sent, a command that needs the project's task files
     when none was found: outside it every run would be skipped as "not in the catalog", which

@@ -15,9 +15,11 @@ from cbledger.cli.common import (
     JsonFlag,
     LedgerOption,
     RootOption,
+    chosen_results,
     fail,
     into_existing_directory,
     ledger_path,
+    no_project_found,
     project_root,
 )
 from cbledger.inputs import printable, read_regular
@@ -42,6 +44,12 @@ def init(
         typer.echo(json.dumps({"ledger": str(store.location), "seq": appended.seq, "hash": appended.hash}, sort_keys=True))
         return
     typer.echo(f"initialised {store.location}: seq {appended.seq} {appended.hash}")
+    bare = no_project_found()
+    if bare is not None and ledger is None and chosen_results() is None:
+        # a stranger told "no ledger here" in the wrong directory may init one there: say what
+        # it made, since every command at or below that directory now finds this ledger
+        typer.echo(f"note: {bare} holds no tasks/ and fixtures/: it is now a ledger-only workspace, and every "
+                   "command run at or below it uses this ledger (a project's own is under its results/)", err=True)
 
 
 def append(

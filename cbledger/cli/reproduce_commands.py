@@ -294,10 +294,11 @@ def import_cmd(
             fail("--jsonl copies a ledger; give it alone, without PATH or --manual", 2)
         _import_ledger(jsonl, ledger, root, as_json)
         return
+    where = workspace(ledger, root)
     if manual is not None and path is None:
-        report = imports.import_manual(workspace(ledger, root), manual, source, import_root)
+        report = imports.import_manual(where, manual, source, import_root)
     elif path is not None and manual is None:
-        report = imports.import_records(workspace(ledger, root), path, source)
+        report = imports.import_records(where, path, source)
     else:
         fail("give exactly one of PATH or --manual FILE", 2)
     if as_json:
@@ -307,8 +308,8 @@ def import_cmd(
         at = f"seq {o.seq}" if o.seq is not None else "-"
         note = f"  ({printable(o.note)})" if o.note else ""
         typer.echo(f"{o.status:<9} {at:<10} {o.format:<34} {printable(o.original_path)}{note}")
-    for kept in report.kept:
-        typer.echo(f"kept      {printable(kept)}")
+    for kept in report.kept:  # as the event names it (`results/…`); shown where it is on disk
+        typer.echo(f"kept      {printable(where.shown(kept))}")
     typer.echo(
         f"imports: {report.count('imported')} new, {report.count('unchanged')} already imported, "
         f"{report.count('duplicate')} duplicate content"
