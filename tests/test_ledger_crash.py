@@ -1,5 +1,6 @@
 """Crashes mid-append: whatever instant an appender dies at, the ledger either verifies or has a
-torn tail that the one repair removes, and nothing that was acknowledged is ever lost."""
+torn tail that the one repair removes, nothing that was acknowledged is ever lost, and a batch is
+in the ledger whole or not at all."""
 
 from __future__ import annotations
 
@@ -110,6 +111,7 @@ def test_sigkill_at_random_moments_loses_nothing_acknowledged(tmp_path: Path) ->
         """One appender started and killed; the ledger checked and repaired. 1 if it was torn."""
         where = f"(seed {seed}, iteration {i}, batch {batch}, slow {slow})"
         delay = rng.uniform(0, 0.15 if slow else 0.03)
+        before = path.read_bytes().count(b"\n")
         acked.update(_acked(_run_and_kill(path, (i + 1) * 1_000_000, batch, slow, delay)))
         tore = 0
         report = verify_chain(path)
@@ -120,10 +122,16 @@ def test_sigkill_at_random_moments_loses_nothing_acknowledged(tmp_path: Path) ->
             result = run_cli(["repair", "--truncate-torn-tail", "--ledger", path])
             assert result.exit_code == 0, result.output
             # a kill between the last byte of an event and its newline leaves a complete event:
-            # the repair restores the newline instead of deleting it
-            assert "removed an incomplete final line" in result.stdout or "newline restored" in result.stdout
+            # the repair restores the newline instead of deleting it; a batch killed part-way is
+            # removed from its start, complete lines and all
+            said = ("removed an incomplete final line", "newline restored") if batch == 1 else ("removed an interrupted append",)
+            assert any(s in result.stdout for s in said), f"{result.stdout} {where}"
             report = verify_chain(path)
         assert report.ok, f"{report.problem} {where}"
+        # every batch is in the ledger whole or not at all (a kill part-way once left its
+        # complete lines behind, as events nobody was told of)
+        added = path.read_bytes().count(b"\n") - before
+        assert added % batch == 0, f"{added} events of batches of {batch} {where}"
 
         stored = {v.event.id: v.event.seq for v in map(_IDS.decode, path.read_bytes().splitlines())}
         missing = [id_ for id_, seq in acked.items() if stored.get(id_) != seq]
@@ -206,3 +214,48 @@ def test_a_cut_on_a_line_boundary_is_a_shorter_valid_ledger(ledger_of_five: Path
     ledger_of_five.write_bytes(data[:last_start])
     report = verify_chain(ledger_of_five)
     assert report.ok and report.head.seq == 4
+
+
+def _interrupt_last_batch(path: Path, written: int) -> tuple[bytes, int]:
+    """The ledger as an appender killed part-way through its last batch (seq 2..5) leaves it: the
+    batch's mark, and its first `written` bytes. Returns the bytes before the batch and its size."""
+    from cbledger.ledger.jsonl import JsonLinesRecorder
+
+    data = path.read_bytes()
+    start = data.index(b"\n") + 1  # seq 1 (the genesis event) alone was there before
+    JsonLinesRecorder(path)._mark_batch(start, len(data))
+    path.write_bytes(data[: start + written])
+    return data[:start], len(data) - start
+
+
+@pytest.mark.parametrize("lines", [1, 3])
+def test_a_batch_killed_part_way_is_a_torn_tail_from_its_start(ledger_of_five: Path, lines: int) -> None:
+    """Its complete lines were never acknowledged: no reader takes them, an append refuses to
+    build on them, verify says what happened and repair removes them with the mark."""
+    path = ledger_of_five
+    data = path.read_bytes()
+    cut = [i + 1 for i, b in enumerate(data) if b == ord("\n")][lines] + 7  # `lines` whole lines after seq 1, and a few bytes
+    before, size = _interrupt_last_batch(path, cut - (data.index(b"\n") + 1))
+    assert [e.seq for e in LedgerStore(path).read()] == [1] and LedgerStore(path).head().seq == 1
+    report = verify_chain(path)
+    assert report.problem is not None and (report.problem.kind, report.problem.seq) == ("torn-tail", 2)
+    assert "an append was interrupted" in report.problem.message and f"of its {size} bytes" in report.problem.message
+    appending = run_cli(["append", "--ledger", path, "-"], input=draft_json(run_recorded(9)))
+    assert appending.exit_code != 0 and "an append was interrupted" in appending.stderr, appending.output
+    repaired = run_cli(["repair", "--truncate-torn-tail", "--ledger", path])
+    assert repaired.exit_code == 0 and f"removed an interrupted append of {len(data[:cut]) - len(before)} bytes ({lines} complete line(s)" in repaired.stdout, repaired.output
+    assert path.read_bytes() == before and not (path.parent / ".events.jsonl.batch").exists()
+    assert verify_chain(path).ok
+    assert [r.seq for r in LedgerStore(path).append([run_recorded(n) for n in range(1, 5)])] == [2, 3, 4, 5]
+    assert path.read_bytes() == data  # the same append again: the batch whole
+
+
+def test_a_mark_whose_batch_completed_or_never_began_is_no_tear(ledger_of_five: Path) -> None:
+    path = ledger_of_five
+    data = path.read_bytes()
+    _interrupt_last_batch(path, len(data) - len(data[: data.index(b"\n") + 1]))  # all of it written
+    assert path.read_bytes() == data and verify_chain(path).ok and LedgerStore(path).head().seq == 5
+    assert LedgerStore(path).append([run_recorded(9)])[0].seq == 6  # the next writer forgets the mark
+    assert not (path.parent / ".events.jsonl.batch").exists()
+    _interrupt_last_batch(path, 0)  # killed before its first byte
+    assert verify_chain(path).ok and LedgerStore(path).head().seq == 1

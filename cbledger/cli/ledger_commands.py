@@ -183,7 +183,7 @@ def repair(
         bool,
         typer.Option(
             "--truncate-torn-tail",
-            help="Remove the incomplete final line left by a crash mid-append (and nothing else).",
+            help="Remove the incomplete final line, or the interrupted batch, left by a crash mid-append (and nothing else).",
         ),
     ] = False,
     ledger: LedgerOption = None,
@@ -191,8 +191,9 @@ def repair(
     as_json: JsonFlag = False,
 ) -> None:
     """Repair a ledger after a crash. The only repair there is: removing a torn tail — an
-    incomplete final line. A complete, linked final event whose newline was lost is never
-    removed: its newline is restored. A file that is not a ledger is refused, unchanged."""
+    incomplete final line, or what a batch interrupted part-way wrote. A complete, linked final
+    event whose newline was lost is never removed: its newline is restored. A file that is not a
+    ledger is refused, unchanged."""
     if not truncate_torn_tail:
         fail("say what to repair: --truncate-torn-tail")
     store = LedgerStore(ledger_path(ledger, root))
@@ -207,6 +208,11 @@ def repair(
     preview = printable(done.data[:120].decode("utf-8", errors="replace"))
     if done.action == "terminated":
         typer.echo(f"{path}: the final event was complete and only its newline was lost; newline restored, nothing removed")
+        return
+    lines = done.data.count(b"\n")
+    if lines:
+        typer.echo(f"{path}: removed an interrupted append of {len(done.data)} bytes ({lines} complete line(s), "
+                   f"never acknowledged): {preview}")
         return
     typer.echo(f"{path}: removed an incomplete final line of {len(done.data)} bytes: {preview}")
 

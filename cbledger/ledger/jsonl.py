@@ -15,10 +15,16 @@ is about the file lives here and nowhere else:
   instead of parsing the file from the start, which is what keeps a follower's poll incremental.
   A remembered offset is used only if a line still ends just before it and the line after it has
   seq N + 1; otherwise the read starts from the beginning.
-* A crash can leave at most one incomplete final line (a torn tail). Appending refuses to build on
-  it; only `truncate_torn_tail` removes it, and it removes nothing but bytes after the last
-  newline. No other code path deletes or rewrites ledger bytes; a failed write removes only its
-  own never-acknowledged bytes, under the lock.
+* A batch of more than one event is written whole or not at all. Before its bytes, the appender
+  makes a mark durable beside the ledger (`.<name>.batch`: where the batch starts and where it
+  will end) and removes it once the batch is synced. A mark found with the file shorter than its
+  end is an append that died part-way (a kill, a crash): everything from its start is a torn tail,
+  complete lines or not. A mark found with the file reaching its end is a batch that completed
+  before its mark went; the next writer removes it.
+* A torn tail is never read (the committed size ends before it), appending refuses to build on
+  it, and only `truncate_torn_tail` removes it: the bytes after the last newline, or the
+  interrupted batch from its start. No other code path deletes or rewrites ledger bytes; a
+  failed write removes only its own never-acknowledged bytes, under the lock.
 """
 
 from __future__ import annotations
@@ -142,7 +148,7 @@ class JsonLinesRecorder(Recorder):
         if not records:
             return
         lines = [format_line(r.raw, r.hash, r.prev) for r in records]
-        offset = self._write_durably(fd, b"".join(lines))
+        offset = self._write_durably(fd, b"".join(lines), whole=len(lines) > 1)
         ids = self._index.ids
         for r, line in zip(records, lines, strict=True):
             ids[r.id] = offset
@@ -151,9 +157,12 @@ class JsonLinesRecorder(Recorder):
         self._index.offset = offset
         self._index.head = Head(last.seq, last.hash)
 
-    def _write_durably(self, fd: int, data: bytes) -> int:
-        """Writes and fsyncs `data` at the end of the file; returns where it starts."""
+    def _write_durably(self, fd: int, data: bytes, whole: bool = False) -> int:
+        """Writes and fsyncs `data` at the end of the file; returns where it starts. `whole`:
+        several lines, which a kill or crash part-way must not leave as complete events, so the
+        batch's extent is marked first (one line alone tears at most itself)."""
         start = os.lseek(fd, 0, os.SEEK_END)
+        marked = whole and self._mark_batch(start, start + len(data))
         with naming(self.path):  # ENOSPC or EIO from a descriptor names no file
             try:
                 view = memoryview(data)
@@ -166,8 +175,69 @@ class JsonLinesRecorder(Recorder):
                 # `start` was the end of the file when we took it.
                 os.ftruncate(fd, start)
                 os.fsync(fd)
+                if marked:
+                    self._batch_mark.unlink(missing_ok=True)
                 raise
+        if marked:
+            # not synced: a mark that comes back after a crash finds its batch whole
+            self._batch_mark.unlink(missing_ok=True)
         return start
+
+    @property
+    def _batch_mark(self) -> Path:
+        return self.path.with_name(f".{self.path.name}.batch")
+
+    def _mark_batch(self, start: int, end: int) -> bool:
+        """Makes the mark of a batch about to be written durable (its bytes, then its name)."""
+        mark = self._batch_mark
+        try:
+            with naming(mark):
+                mfd = os.open(mark, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+                try:
+                    os.write(mfd, f"{_MARK_FORMAT} {start} {end}\n".encode())
+                    os.fsync(mfd)
+                finally:
+                    os.close(mfd)
+            fsync_directory(mark.parent)
+        except OSError:
+            mark.unlink(missing_ok=True)  # a full disk: nothing of the batch is written either
+            raise
+        return True
+
+    def interrupted_batch(self, size: int | None = None) -> tuple[int, int] | None:
+        """(where an interrupted batch starts, where it was to end) when one is marked and the
+        file (of `size`, else as it is) stops short of its end; else None. Read under a lock."""
+        marked, extent = self._batch_state(size)
+        return extent if marked == "interrupted" else None
+
+    def _batch_state(self, size: int | None = None) -> tuple[str, tuple[int, int] | None]:
+        """"none", "left" (a mark whose batch reached its end, or never began) or "interrupted"."""
+        try:
+            text = self._batch_mark.read_bytes()
+        except FileNotFoundError:
+            return "none", None
+        try:
+            name, start, end = text.decode("ascii").split()
+            if name != _MARK_FORMAT:
+                raise ValueError(name)
+            extent = int(start), int(end)
+        except (UnicodeDecodeError, ValueError):
+            # written before its fsync returned, so only a crash can leave it part-way: and then
+            # nothing of the batch was written either
+            return "left", None
+        if size is None:
+            size = self.path.stat().st_size
+        # at its start nothing of it was written: the mark alone is left
+        return ("interrupted" if extent[0] < size < extent[1] else "left"), extent
+
+    def _forget_left_mark(self) -> None:
+        """Under a lock no writer holds, with no batch interrupted: the mark of one that finished
+        (or never began) goes, so a command run again leaves what an uninterrupted one does. A
+        reader that may not write (a read-only copy) leaves it: it is no tear."""
+        try:
+            self._batch_mark.unlink(missing_ok=True)
+        except OSError:
+            pass
 
     @contextmanager
     def _locked(self) -> Iterator[int]:
@@ -215,6 +285,12 @@ class JsonLinesRecorder(Recorder):
         under a lock); without `size` the caller holds the exclusive lock and reads to the end."""
         if size is None:
             size = os.fstat(fd).st_size
+            marked, batch = self._batch_state(size)
+            if marked == "interrupted":
+                assert batch is not None
+                raise TornTail(self._interrupted_message(batch, size))
+            if marked == "left":
+                self._forget_left_mark()
         idx = self._index
         if size < idx.offset:
             raise UserError(f"{self.path}: the ledger shrank underneath this process")
@@ -265,8 +341,11 @@ class JsonLinesRecorder(Recorder):
         try:
             fcntl.flock(fd, fcntl.LOCK_SH)
             size = os.fstat(fd).st_size
+            marked, batch = self._batch_state(size)  # no writer holds the lock: a mark is a dead one's
+            if marked == "left":
+                self._forget_left_mark()
             fcntl.flock(fd, fcntl.LOCK_UN)
-            yield size
+            yield batch[0] if marked == "interrupted" and batch is not None else size
         finally:
             os.close(fd)
 
@@ -408,9 +487,15 @@ class JsonLinesRecorder(Recorder):
         self._require()
         with open(self.path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
-            cut = _end_of_last_line(f, size)
+            batch = self.interrupted_batch(size)
+            cut = batch[0] if batch is not None else _end_of_last_line(f, size)
             f.seek(cut)
             return f.read() or None
+
+    def _interrupted_message(self, batch: tuple[int, int], size: int) -> str:
+        return (f"{self.path}: an append was interrupted: {size - batch[0]} of its {batch[1] - batch[0]} bytes, "
+                f"from byte {batch[0]}, were written and never acknowledged "
+                f"(run `{invocation.command('repair', '--truncate-torn-tail')}` to remove them; the same append again writes it whole)")
 
     def truncate_torn_tail(self) -> bytes | None:
         with self._locked() as fd:
@@ -422,10 +507,17 @@ class JsonLinesRecorder(Recorder):
                     f"{self.path}: the final line is a complete event (seq {self._tail_seq(tail)}) whose newline "
                     f"was lost, not a torn tail; `{invocation.command('repair', '--truncate-torn-tail')}` restores the newline"
                 )
-            os.ftruncate(fd, cut)
-            os.fsync(fd)
-            self._index = _Index()
+            self._cut(fd, cut)
             return tail
+
+    def _cut(self, fd: int, cut: int) -> None:
+        """Removes what follows `cut` (a torn tail), then the mark of the batch it was, if any."""
+        os.ftruncate(fd, cut)
+        os.fsync(fd)
+        self._index = _Index()
+        if self._batch_mark.exists():
+            self._batch_mark.unlink()
+            fsync_directory(self.path.parent)
 
     def repair_tail(self) -> TailRepair:
         """Removes a torn tail; restores the newline of a complete, linked final event instead of
@@ -441,9 +533,7 @@ class JsonLinesRecorder(Recorder):
                 os.fsync(fd)
                 self._index = _Index()
                 return TailRepair("terminated", tail)
-            os.ftruncate(fd, cut)
-            os.fsync(fd)
-            self._index = _Index()
+            self._cut(fd, cut)
             return TailRepair("removed", tail)
 
     @staticmethod
@@ -452,8 +542,14 @@ class JsonLinesRecorder(Recorder):
 
     def _classify_tail(self, fd: int) -> tuple[str, int, bytes]:
         """("none" | "torn" | "complete", where the last complete line ends, the bytes after it).
-        Under the exclusive lock. Raises when the file is not a ledger."""
+        Under the exclusive lock. Raises when the file is not a ledger. An interrupted batch is
+        "torn" from its start: its complete lines were never acknowledged."""
         size = os.fstat(fd).st_size
+        batch = self.interrupted_batch(size)
+        if batch is not None:
+            with open(self.path, "rb") as f:
+                f.seek(batch[0])
+                return "batch", batch[0], f.read()
         with open(self.path, "rb") as f:
             cut = _end_of_last_line(f, size)
             f.seek(cut)
@@ -523,3 +619,5 @@ def _end_of_last_line(f: BinaryIO, size: int) -> int:
 #: An append's durability: the data and what reading it back needs (the file's new size), without
 #: the timestamps a full fsync also writes. Where there is no fdatasync, fsync.
 _datasync = getattr(os, "fdatasync", os.fsync)
+#: the first word of a batch mark; another word is a mark of another format, never read as this one
+_MARK_FORMAT = "cbledger-batch/1"

@@ -4,7 +4,8 @@ Reads the file once, front to back, and stops at the first problem, because afte
 later link is suspect and a list of a thousand consequential errors hides the one cause. The
 problem kinds are the ones a reader can act on:
 
-* `torn-tail`     the last line has no newline (a crash mid-append); `cbledger repair` fixes it
+* `torn-tail`     the last line has no newline, or a batch's append was interrupted (a kill or crash
+                  mid-append); `cbledger repair` fixes it
 * `undecodable`   a line that is not a ledger line, not byte-for-byte the line the store writes
                   (its layout, or its event in other than its one encoding), or an event the
                   schema rejects
@@ -146,9 +147,21 @@ def verify_chain(
     path = Path(where)
     if not path.is_file():
         raise UserError(f"{path}: no ledger here")
-    total = JsonLinesRecorder(path).committed_size()
+    recorder = JsonLinesRecorder(path)
+    total = recorder.committed_size()
     with open(path, "rb") as f:
-        return _verify_lines(str(path), f, total, progress, on_line)
+        report = _verify_lines(str(path), f, total, progress, on_line)
+    batch = recorder.interrupted_batch()
+    if report.problem is None and batch is not None and report.bytes == batch[0]:
+        # the committed part ends where the batch began: its lines, whole or not, were never
+        # acknowledged and no reader takes them
+        report.problem = Problem(
+            "torn-tail", report.events + 1, report.head.seq + 1, batch[0],
+            f"an append was interrupted: {path.stat().st_size - batch[0]} of its {batch[1] - batch[0]} bytes were "
+            f"written and never acknowledged (run `{invocation.command('repair', '--truncate-torn-tail')}`: "
+            "it removes them; the same append again writes the batch whole)",
+        )
+    return report
 
 
 def _verify_lines(
