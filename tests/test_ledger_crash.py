@@ -259,3 +259,39 @@ def test_a_mark_whose_batch_completed_or_never_began_is_no_tear(ledger_of_five: 
     assert not (path.parent / ".events.jsonl.batch").exists()
     _interrupt_last_batch(path, 0)  # killed before its first byte
     assert verify_chain(path).ok and LedgerStore(path).head().seq == 1
+
+
+def test_ctrl_c_during_a_batch_write_leaves_nothing_and_after_it_says_the_batch_is_in(
+    ledger_of_five: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C part-way through the write once left the lines written so far; after the write it
+    printed a bare `error: interrupted`, though the whole batch was appended."""
+    from cbledger.cli import ledger_commands
+    from cbledger.ledger import jsonl
+
+    path = ledger_of_five
+    before = path.read_bytes()
+    real_write = os.write
+    interrupt = {"on": True}
+
+    def half_then_ctrl_c(fd: int, data) -> int:
+        if interrupt["on"] and len(data) > 100:
+            real_write(fd, data[: len(data) // 2])
+            raise KeyboardInterrupt
+        return real_write(fd, data)
+
+    monkeypatch.setattr(jsonl.os, "write", half_then_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        LedgerStore(path).append([run_recorded(n) for n in range(10, 14)])
+    assert path.read_bytes() == before and not (path.parent / ".events.jsonl.batch").exists()
+    assert verify_chain(path).ok
+    interrupt["on"] = False
+
+    def ctrl_c(results, as_json) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ledger_commands, "_report_appended", ctrl_c)
+    drafts = b"\n".join(draft_json(run_recorded(n)) for n in range(10, 12))
+    r = run_cli(["append", "--ledger", path, "-"], input=drafts)
+    assert r.exit_code == 130 and "interrupted while listing what was appended (seq 6..7, the whole batch)" in r.stderr, r.output
+    assert verify_chain(path).head.seq == 7

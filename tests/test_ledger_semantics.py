@@ -65,7 +65,18 @@ def test_a_run_and_its_grade_in_one_batch(ledger):
     assert code == 0, err
     # the order within the batch matters: a grade before its run names nothing yet
     code, err = append(ledger, grade_recorded(3), run_recorded(3))
-    assert code == 2 and "event 0 (grade.recorded:run-000003:1.1.0): names run 'run-000003'" in err
+    assert code == 2 and "<stdin>: line 1 (grade.recorded:run-000003:1.1.0): names run 'run-000003'" in err
+
+
+def test_a_refusal_names_the_input_file_and_line_of_the_event(ledger, tmp_path):
+    """It once named the ledger and the event's place in the batch from 0 ("event 4"), which a
+    blank line in the input makes drift from the line a reader looks at."""
+    source = tmp_path / "mine.jsonl"
+    source.write_bytes(draft_json(run_recorded(2)) + b"\n\n" + draft_json(grade_recorded(5)) + b"\n")
+    before = ledger.read_bytes()
+    r = run_cli(["append", "--ledger", ledger, source])
+    assert r.exit_code == 2 and f"{source}: line 3 (grade.recorded:run-000005:1.1.0): names run 'run-000005'" in r.stderr, r.stderr
+    assert f"nothing appended to {ledger}" in r.stderr and ledger.read_bytes() == before
 
 
 def test_the_run_is_found_under_the_runners_id_too(tmp_path):

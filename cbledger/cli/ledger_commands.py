@@ -26,7 +26,7 @@ from cbledger.inputs import printable, read_regular
 from cbledger.ledger import durable, semantics
 from cbledger.ledger.events import EVENT_TYPES, Actor, event_type
 from cbledger.ledger.intake import MAX_INPUT_BYTES, parse_drafts
-from cbledger.ledger.store import LedgerStore
+from cbledger.ledger.store import Appended, LedgerStore
 from cbledger.login import login_name
 
 
@@ -77,6 +77,17 @@ def append(
     events = parse_drafts(data, name)
     store = LedgerStore(ledger_path(ledger, root))
     results = store.append(events, check=semantics.check_batch)
+    try:
+        _report_appended(results, as_json)
+    except KeyboardInterrupt:
+        # the batch is in the ledger: a bare "interrupted" would read as nothing written
+        created = [r.seq for r in results if r.created]
+        done = f"seq {created[0]}..{created[-1]}" if created else "nothing new"
+        fail(f"interrupted while listing what was appended ({done}, the whole batch); "
+             "the same append again lists every event's seq and appends nothing", 130)
+
+
+def _report_appended(results: list[Appended], as_json: bool) -> None:
     if as_json:
         typer.echo(
             json.dumps(

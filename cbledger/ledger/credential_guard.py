@@ -75,15 +75,20 @@ def may_hold_credential(data: bytes) -> bool:
     return "\\" in strings and credentials.matches_somewhere(credentials.unescaped_fully(strings), kinds)
 
 
-def refuse_credentials(index: int, event: EventBase, data: bytes) -> None:
-    """Raises SecretFound, naming kinds and JSON paths only, if event `index` of a batch holds a
-    credential; `data` is its canonical encoding. The message is redacted as a whole: the id, or
-    a dict key in a match's location, may be the credential itself."""
+def _label(index: int | str) -> str:
+    return index if isinstance(index, str) else f"event {index}"
+
+
+def refuse_credentials(index: int | str, event: EventBase, data: bytes) -> None:
+    """Raises SecretFound, naming kinds and JSON paths only, if event `index` of a batch (or the
+    event read at `index`, a "file: line N") holds a credential; `data` is its canonical
+    encoding. The message is redacted as a whole: the id, or a dict key in a match's location,
+    may be the credential itself."""
     if not may_hold_credential(data):
         return
     found = credentials.scan_json(msgspec.to_builtins(event), "$")
     if found:
         where = ", ".join(str(m) for m in found)
         raise SecretFound(
-            redact(f"event {index} ({event.id}): credential pattern matched: {where}; nothing written")
+            redact(f"{_label(index)} ({event.id}): credential pattern matched: {where}; nothing written")
         )

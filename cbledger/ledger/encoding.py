@@ -36,6 +36,9 @@ class Canonical(NamedTuple):
     event: EventBase
     data: bytes
     schema: EventSchema
+    #: where the event was read from ("events.jsonl: line 5"), for messages about it; "" when
+    #: it was not read from a file (its place in the batch names it then)
+    where: str = ""
 
 
 def encode(event: EventBase) -> bytes:

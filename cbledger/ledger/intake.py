@@ -123,7 +123,7 @@ def _draft(schema: EventSchema, raw: bytes | msgspec.Raw, where: str) -> Canonic
         if stated is not msgspec.UNSET:
             raise UserError(f"{where}: seq is assigned by the ledger; omit it - at `$.seq`")
     try:
-        return read_canonical(data, schema)
+        return read_canonical(data, schema)._replace(where=where)
     except InvalidEvent as exc:
         raise UserError(f"{where}: {exc}") from None
 

@@ -170,7 +170,8 @@ class JsonLinesRecorder(Recorder):
                     n = os.write(fd, view)
                     view = view[n:]
                 _datasync(fd)
-            except OSError:
+            except BaseException:
+                # A failed write, or Ctrl-C part-way (no one was told of the batch either way).
                 # Only our own, never-acknowledged bytes are removed: we hold the lock, and
                 # `start` was the end of the file when we took it.
                 os.ftruncate(fd, start)

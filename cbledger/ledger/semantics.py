@@ -51,15 +51,19 @@ def _recorded_runs(store: LedgerStore, wanted: set[str]) -> set[str]:
     return found
 
 
-def check_batch(store: LedgerStore, events: Sequence[EventBase], now: _dt.datetime | None = None) -> None:
+def check_batch(
+    store: LedgerStore, events: Sequence[EventBase], labels: Sequence[str] | None = None, now: _dt.datetime | None = None,
+) -> None:
     """Raises UserError naming every event of the batch that refers to a run nobody recorded or
-    is stamped too far in the future; nothing is appended then."""
+    is stamped too far in the future; nothing is appended then. `labels` name the events where
+    they were read ("events.jsonl: line 5"), else their place in the batch."""
     clock = now or _dt.datetime.now(_dt.UTC)
+    named = list(labels) if labels is not None else [f"event {i}" for i in range(len(events))]
     problems: list[str] = []
     for index, event in enumerate(events):
         if event.at > clock + MAX_CLOCK_SKEW:
             problems.append(
-                f"event {index} ({event.id}): at {event.at.isoformat()} is ahead of the clock "
+                f"{named[index]} ({event.id}): at {event.at.isoformat()} is ahead of the clock "
                 f"({clock.isoformat(timespec='seconds')}) by more than {int(MAX_CLOCK_SKEW.total_seconds() // 60)} minutes"
             )
     in_batch: set[str] = set()
@@ -74,6 +78,6 @@ def check_batch(store: LedgerStore, events: Sequence[EventBase], now: _dt.dateti
         if run_id in recorded:
             continue
         for index, event in referrers:
-            problems.append(f"event {index} ({event.id}): names run {run_id!r}, which no run.recorded event in the ledger or before it in this input carries")
+            problems.append(f"{named[index]} ({event.id}): names run {run_id!r}, which no run.recorded event in the ledger or before it in this input carries")
     if problems:
-        raise UserError(f"{store.location}: nothing appended: " + "; ".join(problems))
+        raise UserError("; ".join(problems) + f"; nothing appended to {store.location}")

@@ -60,7 +60,8 @@ ATTEMPTS = 8
 CONTENTION_SECONDS = 30.0
 
 #: A rule over a whole batch and the log it joins; raises UserError to refuse the batch.
-BatchCheck = Callable[["LedgerStore", Sequence[EventBase]], None]
+#: reads the log about a batch: (the store, its events, what names each in a message)
+BatchCheck = Callable[["LedgerStore", Sequence[EventBase], Sequence[str]], None]
 
 
 @dataclass(frozen=True)
@@ -168,9 +169,10 @@ class LedgerStore:
     def _append(
         self, events: Sequence[EventBase | Canonical], *, genesis: bool, check: BatchCheck | None = None
     ) -> list[Appended]:
-        prepared = [self._prepare(i, e) for i, e in enumerate(events)]
+        labels = [e.where if isinstance(e, Canonical) and e.where else f"event {i}" for i, e in enumerate(events)]
+        prepared = [self._prepare(label, e) for label, e in zip(labels, events, strict=True)]
         if check is not None:
-            check(self, [d.event for d in prepared])
+            check(self, [d.event for d in prepared], labels)
         until = time.monotonic() + CONTENTION_SECONDS
         moved: Head | None = None
         for attempt in itertools.count(1):
@@ -189,7 +191,7 @@ class LedgerStore:
                 return results
         raise AssertionError("unreachable")
 
-    def _prepare(self, index: int, item: EventBase | Canonical) -> _Draft:
+    def _prepare(self, label: str, item: EventBase | Canonical) -> _Draft:
         """Validates one draft, before any lock is taken; under the lock only its seq changes,
         which cannot invalidate it. Its bytes are decoded once on the way: here, for an event
         built in Python, or already by whoever read it from bytes."""
@@ -200,12 +202,12 @@ class LedgerStore:
             data, decoded = encoding.encode_value(event), False  # not yet validated
         # The credential scan comes first and its message is redacted: the id, or a dict key in
         # a match's location, may be the credential itself.
-        refuse_credentials(index, event, data)
+        refuse_credentials(label, event, data)
         if event.seq != 0:
-            raise UserError(f"event {index} ({event.id}): seq is assigned by the ledger; omit it")
+            raise UserError(f"{label} ({event.id}): seq is assigned by the ledger; omit it")
         problem = limit_problem(data)
         if problem is not None:
-            raise UserError(f"event {index} ({printable(event.id)}): {problem}")
+            raise UserError(f"{label} ({printable(event.id)}): {problem}")
         tag, version = event_type(event), event.version
         if not decoded:
             # Decoding is validation (NaN encoded as null, ranges, invariants), done once, here.
