@@ -112,3 +112,17 @@ def test_every_problem_of_a_batch_is_named(tmp_path):
     assert "event 0 (run.retracted:run-000008): at 2026-01-01T00:06:00+00:00 is ahead of the clock" in message
     assert "event 0 (run.retracted:run-000008): names run 'run-000008'" in message
     assert "event 1 (rubric.scored:run-000009): names run 'run-000009'" in message
+
+
+def test_a_surface_the_catalog_does_not_hold_is_refused_naming_the_closest(ledger):
+    """A typo'd surface was once appended for good, to surface later only as an anomaly."""
+    import msgspec
+
+    event = run_recorded(2)
+    typo = msgspec.structs.replace(event, body=msgspec.structs.replace(event.body, surface="scripted-harness-agent"))
+    before = ledger.read_bytes()
+    code, err = append(ledger, typo)
+    assert code == 2 and "surface 'scripted-harness-agent' is not in cbledger/ledger/surfaces.json (did you mean 'scripted-harness-agents'" in err, err
+    assert ledger.read_bytes() == before
+    known = msgspec.structs.replace(event, body=msgspec.structs.replace(event.body, surface="scripted-harness-agents"))
+    assert append(ledger, known)[0] == 0

@@ -3,7 +3,7 @@
 The store validates each event on its own (schema, credentials, idempotency); these rules read
 the log: a retraction, a grade, a rubric score, a review or an attached cassette must name a run that was recorded (earlier in
 the ledger, or earlier in the same batch), and no event may be stamped later than the clock
-allows. They live here, beside the store and above the recorder, because they need nothing but
+allows, and a surface an event names must be one of the catalog's. They live here, beside the store and above the recorder, because they need nothing but
 the log; `cbledger append` runs them (the path by which events written by hand arrive), while
 the runner, re-scoring and imports build their events from the runs they just read or made.
 """
@@ -13,10 +13,14 @@ from __future__ import annotations
 import datetime as _dt
 from collections.abc import Sequence
 
-from cbledger.errors import UserError
+from msgspec import UNSET
+
+from cbledger.errors import UserError, did_you_mean
+from cbledger.ledger import surfaces
 from cbledger.ledger.events import (
     CassetteAttachedEvent,
     EventBase,
+    EvidenceImportedEvent,
     GradeRecordedEvent,
     ReviewRecordedEvent,
     RubricScoredEvent,
@@ -66,6 +70,14 @@ def check_batch(
                 f"{named[index]} ({event.id}): at {event.at.isoformat()} is ahead of the clock "
                 f"({clock.isoformat(timespec='seconds')}) by more than {int(MAX_CLOCK_SKEW.total_seconds() // 60)} minutes"
             )
+    known = [s.id for s in surfaces.catalog().surfaces]
+    for index, event in enumerate(events):
+        # a surface the catalog does not hold is a typo nobody could correct later: the anomaly
+        # list is for a known surface the event's own facts contradict
+        named_surface = event.body.surface if isinstance(event, (RunRecordedEvent, EvidenceImportedEvent)) else UNSET
+        if isinstance(named_surface, str) and named_surface not in known:
+            problems.append(f"{named[index]} ({event.id}): surface {named_surface!r} is not in "
+                            f"cbledger/ledger/surfaces.json{did_you_mean(named_surface, known)}")
     in_batch: set[str] = set()
     wanted: dict[str, list[tuple[int, EventBase]]] = {}
     for index, event in enumerate(events):
