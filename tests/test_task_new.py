@@ -216,6 +216,18 @@ def test_an_interrupted_draft_is_resumed_in_its_own_workspace_as_printed(project
             shutil.rmtree(kept, ignore_errors=True)
 
 
+def test_a_drafts_dry_run_names_the_campaign_its_run_will_have(project, kicad_cli, tmp_path):
+    """The dry run once named the campaign for the project's suite version, the run for the
+    draft's: an id written down for `--resume` was not the one recorded."""
+    with_draft_task(project)
+    args = ["run", "led-refusal-draft", "--draft", "--agent", "gold", "--repeats", "1", "--root", project, "--json"]
+    planned = run_cli([*args, "--dry-run"])
+    assert planned.exit_code == 0, planned.output
+    ran = run_cli([*args, "--sandbox-root", tmp_path / "boxes"])
+    assert ran.exit_code == 0, ran.output
+    assert json.loads(planned.stdout)["campaign"] == json.loads(ran.stdout)["campaign"]
+
+
 def test_a_draft_refused_or_interrupted_before_it_runs_leaves_no_workspace(project, monkeypatch, tmp_path):
     """A misspelled task made and named a draft workspace before refusing it, and Ctrl-C while the
     draft's suite was recorded ended silently, leaving a ledger without its suite behind."""

@@ -158,8 +158,10 @@ def run(
     view = ledger_view.LedgerView() if dry_run and not LedgerStore(where.ledger).exists() else ledger_view.read(where.ledger, links=not dry_run)
     draft = draft or draft_run.is_draft(view.suite)
     keep_sandboxes, project = keep_sandboxes or draft, project and not draft
+    # a draft dry run makes no workspace: its campaign is named for the version the draft's would hold
+    version = draft_run.DRAFT_VERSION if draft and dry_run and resume is None else view.suite_version
     campaign = campaign_mod.check_id(campaign) if campaign is not None else campaign_mod.default_id(
-        plan, session=session, passes=passes, suite_version=view.suite_version,
+        plan, session=session, passes=passes, suite_version=version,
     )
     segment = campaign_mod.segment_of(where, view, campaign, cost_segment(segment))
     money = MoneyLimits(max_cost_usd=max_cost_usd, budget_usd=budget_usd, key_check=key_check)
