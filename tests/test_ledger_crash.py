@@ -295,3 +295,28 @@ def test_ctrl_c_during_a_batch_write_leaves_nothing_and_after_it_says_the_batch_
     r = run_cli(["append", "--ledger", path, "-"], input=drafts)
     assert r.exit_code == 130 and "interrupted while listing what was appended (seq 6..7, the whole batch)" in r.stderr, r.output
     assert verify_chain(path).head.seq == 7
+
+
+def test_a_damaged_line_is_named_as_damage_by_a_command_that_reads_from_the_start(ledger_of_five: Path, tmp_path: Path) -> None:
+    """A projection once called a damaged line in a ledger read from seq 1 a ledger "changed
+    underneath (rebuild from scratch)", the follower's words, and named no way to find it."""
+    path = ledger_of_five
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[3] = b'{"event":garbage}\n'
+    path.write_bytes(b"".join(lines))
+    r = run_cli(["project", "leaderboard", "--ledger", path, "--root", tmp_path])
+    assert r.exit_code != 0 and "no readable event after seq 3" in r.stderr and "the ledger is damaged there" in r.stderr, r.output
+    assert "replay --verify --chain-only" in r.stderr and "rebuild from scratch" not in r.stderr
+
+
+def test_repair_with_nothing_to_remove_says_what_else_is_wrong(ledger_of_five: Path) -> None:
+    """A whole line of garbage at the end is no torn tail: the repair once said only "nothing
+    removed", and `append` "undecodable line", leaving no next step."""
+    path = ledger_of_five
+    with path.open("ab") as f:
+        f.write(b"garbage{\n")
+    before = path.read_bytes()
+    r = run_cli(["repair", "--truncate-torn-tail", "--ledger", path])
+    assert r.exit_code == 0 and "no torn tail; nothing removed" in r.stdout, r.output
+    assert "note: the ledger has another problem, which no repair removes: undecodable at line 6" in r.stderr, r.stderr
+    assert path.read_bytes() == before

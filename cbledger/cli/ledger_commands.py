@@ -27,6 +27,7 @@ from cbledger.ledger import durable, semantics
 from cbledger.ledger.events import EVENT_TYPES, Actor, event_type
 from cbledger.ledger.intake import MAX_INPUT_BYTES, parse_drafts
 from cbledger.ledger.store import Appended, LedgerStore
+from cbledger.ledger.verify import verify_chain
 from cbledger.login import login_name
 
 
@@ -215,6 +216,11 @@ def repair(
         return
     if done.action == "none":
         typer.echo(f"{path}: no torn tail; nothing removed")
+        broken = verify_chain(store).problem
+        if broken is not None:
+            # a whole line that is not an event, an edit, a gap: nothing a repair may delete
+            typer.echo(f"note: the ledger has another problem, which no repair removes: {broken}; "
+                       "restore it from a copy you trust", err=True)
         return
     preview = printable(done.data[:120].decode("utf-8", errors="replace"))
     if done.action == "terminated":

@@ -118,9 +118,11 @@ class LedgerFollower:
             raise
         except (UserError, msgspec.MsgspecError, ValueError) as exc:
             # a line or row that is not a ledger record where the next one should start
+            # read from the start, a command meets a damaged line; a follower may also meet a
+            # ledger replaced underneath it: either way verification names the line
             raise ProjectionError(
-                f"{where}: no readable event after seq {self.state.head_seq} ({exc}); the ledger "
-                "changed underneath (rebuild from scratch)"
+                f"{where}: no readable event after seq {self.state.head_seq} ({exc}): the ledger is damaged "
+                f"there, or was replaced underneath (`{invocation.command('replay', '--verify', '--chain-only')}` names the line)"
             ) from None
         return n
 
