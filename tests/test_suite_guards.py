@@ -44,6 +44,7 @@ def test_a_bump_runs_gold_and_noop_on_every_new_task_first(project):
     r = bump(project)
     assert r.exit_code == 0, r.stderr
     assert "trial: gold passes and noop fails on 2 changed task(s)" in r.stdout
+    assert "kept under results/suites/" in r.stdout  # as a reader in the project opens it
     for task in (EDIT, REFUSAL):
         assert f"trial {task}: gold pass, expected pass" in r.stderr
         assert f"trial {task}: noop fail" in r.stderr

@@ -488,7 +488,7 @@ def suite_bump(
         return
     changed = "" if view.suite is None else " (" + ", ".join(differences) + ")"
     typer.echo(f"seq {r.seq}  suite {body.previous or '-'} → {body.suite_version}{changed}")
-    typer.echo(f"seq {a.seq}  suite.archived {body.suite_version}: definitions {kept.definitions_hash[:12]} kept under {ws.suites}/")
+    typer.echo(f"seq {a.seq}  suite.archived {body.suite_version}: definitions {kept.definitions_hash[:12]} kept under {ws.shown_path(ws.suites)}/")
 
 
 @suite_app.command("archive")
