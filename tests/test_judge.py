@@ -202,6 +202,15 @@ def test_judge_outside_a_project_is_refused_and_a_skip_says_why(project, tmp_pat
     assert out.exit_code == 0 and f"{other}: skipped (task mcu-add-decoupling-cap has no rubric)" in out.stdout, out.output
 
 
+def test_a_malformed_rubric_is_bad_input_refused_before_any_run_is_judged(project, tmp_path):
+    """It once failed each run of the task in turn (exit 1), after judging the runs before them."""
+    (project / "tasks" / "led-resistor-swap" / "rubric.md").write_text("# R\n\n- `tidy` (0 points): words\n")
+    before = (project / "results/ledger/events.jsonl").read_bytes()
+    out = run_cli(["judge", "--select", f"runs={SOLVE},{IDLE}", "--session", str(_session(tmp_path, "{}")), "--root", str(project)])
+    assert out.exit_code == 2 and "rubric.md:3: criterion 'tidy' has 0 points" in out.stderr, out.output
+    assert (project / "results/ledger/events.jsonl").read_bytes() == before
+
+
 def test_judge_regenerates_the_site_with_the_other_outputs(project, tmp_path):
     """`judge` once regenerated every output but the site: a committed site then failed
     `replay --verify` ("projections differ")."""

@@ -162,6 +162,12 @@ def judge(
     chosen = [(run_id, run) for run_id, run in view.runs.items() if selected(run)]
     if not chosen:
         raise UserError(f"no run in {ledger} is selected; nothing judged")
+    known = set(catalog.task_ids())
+    for task_id in sorted({run.task.id for _, run in chosen} & known):
+        # a rubric that cannot be read is bad input: refused before any run is judged, so a
+        # batch is never half-scored for it (a run's own failures come later, one by one)
+        task = catalog.task(task_id)
+        rubric.load(task.dir, task.manifest.rubric)
     r = client.route(judge_model, dict(os.environ) if env is None else env, base_url)
     store = LedgerStore(workspace.ledger)
     existing = _rubric_counts(store)
