@@ -270,13 +270,16 @@ def test_a_campaign_resumes_after_its_driver_is_killed_and_cleans_what_it_left(t
     before = slots(ledger)
     assert 1 <= len(before) < 4, "the kill should have landed mid-campaign"
     acknowledged = {r.run_id for r in runs(ledger)}
-    # what a killed run leaves: its staged bundle, its sandbox and kept baseline (planted, so the
-    # test does not depend on where the kill landed)
+    # what a killed run leaves: its staged bundle, its sandbox and kept baseline, and a bundle
+    # renamed into place whose append never happened (planted, so the test does not depend on
+    # where the kill landed; the bundle is younger than leftovers.ORPHAN_AGE_SEC, so it is kept
+    # until the slot's new run takes its place: it once refused that run as "already in place")
     campaign = runs(ledger)[0].campaign.id
     missing = next(s for s in expected if s not in before)
     left_id = campaign_mod.run_id(campaign, missing[0], missing[1], 1)
     runs_dir = Workspace.at(root, ledger).runs
-    for path in (runs_dir / f".{left_id}.bundle.tmp", sandboxes / left_id / "file", sandboxes / f".{left_id}.baseline.git" / "HEAD"):
+    for path in (runs_dir / f".{left_id}.bundle.tmp", runs_dir / f"{left_id}.bundle", sandboxes / left_id / "file",
+                 sandboxes / f".{left_id}.baseline.git" / "HEAD"):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("left by a killed run")
     resumed = run_cli(["run", *plan, "--root", root, "--ledger", ledger, "--sandbox-root", sandboxes])
@@ -287,6 +290,7 @@ def test_a_campaign_resumes_after_its_driver_is_killed_and_cleans_what_it_left(t
     assert acknowledged <= {r.run_id for r in runs(ledger)}
     assert not (runs_dir / f".{left_id}.bundle.tmp").exists() and not (sandboxes / f".{left_id}.baseline.git").exists()
     assert not list(runs_dir.glob(".*.tmp"))
+    assert (runs_dir / f"{left_id}.bundle").read_bytes() != b"left by a killed run"  # the new run's own
     verified(root, ledger)
 
 

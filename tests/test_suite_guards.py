@@ -71,6 +71,23 @@ def test_a_bump_refuses_a_changed_task_whose_gold_fails(project):
     assert ledger_lines(project) == before
 
 
+def test_a_gold_edited_alone_is_tried_and_a_failing_one_refused(project):
+    """No manifest hash covers the gold: an edit to it alone once bumped the suite untried,
+    recording a gold that no longer passes (the printed change list empty)."""
+    assert bump(project).exit_code == 0
+    before = ledger_lines(project)
+    bom = project / "tasks" / EDIT / "gold" / "files" / "docs" / "BOM.md"
+    bom.write_text(bom.read_text().replace("| R1 | 680 |", "| R1 | 681 |"))
+    r = bump(project)
+    assert r.exit_code == 2 and f"{EDIT}: gold fail" in r.stderr, r.output
+    assert REFUSAL not in r.stderr.split("refusing", 1)[1]  # only the changed task was tried
+    assert ledger_lines(project) == before
+    bom.write_text(bom.read_text().replace("| R1 | 681 |", "| R1 | 680 |") + "\n")
+    r = bump(project)  # an edit that keeps the gold passing: tried, then recorded, and named
+    assert r.exit_code == 0 and f"trial {EDIT}: gold pass" in r.stderr, r.output
+    assert f"(task {EDIT}: gold/files/docs/BOM.md changed)" in r.stdout, r.stdout
+
+
 def test_a_bump_refuses_a_task_that_noop_passes(project):
     assert bump(project).exit_code == 0
     before = ledger_lines(project)

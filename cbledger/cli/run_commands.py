@@ -457,6 +457,13 @@ def suite_bump(
     view = ledger_view.read(path, links=True)
     catalog = Catalog(ws.root)
     to_try = suite_version.changed_tasks(view.suite, catalog)
+    file_changes: list[str] = []
+    if view.archived is not None:
+        # a gold, rubric, session or baseline report edited since: no manifest hash covers them,
+        # and a gold that no longer passes was once recorded untried
+        last, now = suite_archive.kept_definitions(ws, view.archived), suite_archive.on_disk(ws)
+        file_changes = definitions.differences(last, now)
+        to_try = sorted(set(to_try) | (definitions.changed_tasks(last, now) & set(catalog.task_ids())))
     if skip_trial:
         if to_try:
             reason = f"{reason} (recorded with --skip-trial: gold and noop not run on {', '.join(to_try)})"
@@ -486,7 +493,7 @@ def suite_bump(
             "tried": to_try if not skip_trial else [], "archivedSeq": a.seq, "definitionsHash": kept.definitions_hash,
         }, sort_keys=True))
         return
-    changed = "" if view.suite is None else " (" + ", ".join(differences) + ")"
+    changed = "" if view.suite is None else " (" + ", ".join(differences or file_changes) + ")"
     typer.echo(f"seq {r.seq}  suite {body.previous or '-'} → {body.suite_version}{changed}")
     typer.echo(f"seq {a.seq}  suite.archived {body.suite_version}: definitions {kept.definitions_hash[:12]} kept under {ws.shown_path(ws.suites)}/")
 

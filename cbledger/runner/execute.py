@@ -74,7 +74,7 @@ from cbledger.runner.environment import Environment
 from cbledger.runner.harness_failure import detect as detect_harness_failure
 from cbledger.runner.plan import PlannedRun
 from cbledger.tasks.catalog import Catalog, Fixture, Task
-from cbledger.workspace import Workspace, bundle_name
+from cbledger.workspace import PENDING_EVENTS, Workspace, bundle_name
 
 KNOWN_EXITS: frozenset[str] = frozenset(get_args(ExitPath))
 
@@ -791,6 +791,14 @@ def remove_sandbox(settings: RunSettings, start: RunStart) -> None:
         shutil.rmtree(start.workdir, ignore_errors=True)
 
 
+def _orphaned(store: LedgerStore, output: RunOutput) -> bool:
+    """Is the bundle in place for this run id one whose run the ledger never recorded and whose
+    events were not kept for a later append (`leftovers.py` adopts those)?"""
+    run_id = output.run.run_id
+    kept = output.final.with_name(f"{run_id}{PENDING_EVENTS}")
+    return not kept.exists() and store.find(f"run:{run_id}") is None
+
+
 #: how often an append that failed on the file system (not on its content) is tried
 APPEND_TRIES = 3
 APPEND_RETRY_SEC = 0.5
@@ -808,6 +816,11 @@ def publish(store: LedgerStore, output: RunOutput) -> list[Appended]:
     idempotent). Only an interrupt removes the bundle and the cassette again, and only when the
     events did not reach the ledger: then nothing of that run was decided."""
     output.final.parent.mkdir(parents=True, exist_ok=True)
+    if output.final.exists() and _orphaned(store, output):
+        # a killed invocation of this slot renamed its bundle into place and died before its
+        # append: nothing of it was decided, and its campaign is held by this invocation (no
+        # live driver is between that rename and its append), so this run takes the slot
+        output.final.unlink()
     if output.final.exists():
         # a campaign's run id is its slot's: a bundle already there is another recording of it
         output.discard_staged()
