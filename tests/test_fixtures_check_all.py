@@ -88,6 +88,13 @@ def test_ids_and_all_are_exclusive(tmp_path):
     assert check(root, "demo-board", "--all").exit_code == 2
 
 
+def test_all_outside_a_project_is_refused_not_an_empty_success(tmp_path, monkeypatch):
+    """It once said `checked 0 fixture(s): ok`: a CI step started in the wrong directory passed."""
+    monkeypatch.chdir(tmp_path)
+    r = run_cli(["fixture", "check", "--all"])
+    assert r.exit_code == 2 and f"no cbledger project at or above {tmp_path}" in r.stderr, r.output
+
+
 def test_kicad_without_kicad_cli_is_refused_before_anything_runs(tmp_path):
     root = tmp_path / "project"
     write_fixture(root)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 
+from cbledger.tasks.catalog import Catalog
 from tests.factories import run_cli
 from tests.test_grading_kit import (
     SCHEMATIC,
@@ -52,6 +53,7 @@ def test_grade_prints_every_outcome_and_the_verdict(tmp_path):
     assert "PASS  bounded" in r.stdout  # optional: no star
     assert "verdict: pass" in lines and "partial credit: 1.0000" in lines and "exit path: done" in lines
     assert "failure category" not in r.stdout
+    assert "copperhead check" not in r.stderr  # asserted by no check_clean: nothing to warn of
 
 
 def test_grade_names_the_first_failed_required_and_the_category(tmp_path):
@@ -165,3 +167,23 @@ def test_grade_of_something_that_is_not_a_sandbox(tmp_path):
     assert r.exit_code == 2 and "not a git repository" in r.stderr
     r = run_cli(["grade", "no-such-task", tmp_path / "empty", "--root", root])
     assert r.exit_code == 2 and "no such task" in r.stderr
+    r = run_cli(["grade", "rename-sig", tmp_path / "nowhere", "--root", root])  # once "not a git repository"
+    assert r.exit_code == 2 and f"{tmp_path / 'nowhere'}: no such directory" in r.stderr
+
+
+def test_grade_warns_that_check_clean_cannot_pass_without_a_captured_check(tmp_path):
+    """A correct tree graded by hand once failed check_clean as a model's failure, silently."""
+    root = tmp_path / "project"
+    fixture = write_fixture(root)
+    write_task(root, "rename-sig", fixture, [*ASSERTS, assertion("checked", "check_clean")])
+    box = make_box(tmp_path, Catalog(root).task("rename-sig"), fixture)
+    r = run_cli(["grade", "rename-sig", box.path, "--root", root])
+    assert r.exit_code == 0 and "warning: no `copperhead check` result in this sandbox" in r.stderr, r.output
+
+
+def test_grade_refuses_a_runner_exit_it_does_not_know(tmp_path):
+    """A typo once graded as a run that ended on its own, in another failure category."""
+    root, fixture, task = _project(tmp_path)
+    box = make_box(tmp_path, task, fixture)
+    r = run_cli(["grade", "rename-sig", box.path, "--root", root, "--runner-exit", "capexceeded"])
+    assert r.exit_code == 2 and "--runner-exit 'capexceeded': one of cap-exceeded, agent-error" in r.stderr

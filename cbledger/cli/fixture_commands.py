@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from cbledger import invocation
-from cbledger.cli.common import JsonFlag, RootOption, fail, project_root
+from cbledger.cli.common import JsonFlag, RootOption, fail, project_root, require_project
 from cbledger.errors import did_you_mean
 from cbledger.kicad.oracle import require_kicad_cli
 from cbledger.ledger.types import Slug, conforms
@@ -130,6 +130,9 @@ def check_cmd(
     if all_fixtures == bool(fixture_ids):
         fail("give one or more fixture ids, or --all")
     base = project_root(root)
+    if all_fixtures:
+        # with no project, "every fixture" is none, and a CI step in the wrong directory passed
+        require_project("fixture check --all checks the fixtures/ of a project")
     if fixture_ids:
         for fixture_id in fixture_ids:
             _fixture_dir(root, fixture_id)

@@ -209,11 +209,21 @@ def grade_cmd(
     assertion and the failure category. Exits 0 whatever the verdict; a grade that cannot be
     computed exits non-zero. The kicad-cli reports come from the run (a live sandbox's, or a
     restored run's whose tree is unchanged); otherwise kicad-cli makes them now, as the runner does."""
+    if runner_exit is not None and runner_exit not in RUNNER_EXITS:
+        # a typo would grade as a run that ended on its own, in another failure category
+        fail(f"--runner-exit {runner_exit!r}: one of {', '.join(RUNNER_EXITS)}", 2)
+    if not sandbox.exists():
+        fail(f"{sandbox}: no such directory (the sandbox to grade)", 2)
     task_obj, fixture = _load(project_root(root), task)
     note = _baseline_warning(task_obj, fixture)
     if note:
         print(f"warning: {note}", file=sys.stderr)
     evidence = from_sandbox(sandbox, baseline, runner_exit)
+    if any(a.type == "check_clean" for a in task_obj.assertions) and "check" not in evidence.reports:
+        # the runner captures `copperhead check` when a run ends; a tree graded by hand has none,
+        # and the assertion then fails as a model's failure would
+        print("warning: no `copperhead check` result in this sandbox (the runner captures one when a run ends): "
+              "check_clean cannot pass here", file=sys.stderr)
     missing = sorted({REPORT_OF[a.type] for a in task_obj.assertions if a.type in REPORT_OF} - set(evidence.reports))
     if missing and kicad:
         evidence.reports.update(_fresh_reports(sandbox, fixture, missing))
@@ -227,6 +237,9 @@ def grade_cmd(
     else:
         _print_human(doc)
 
+
+#: what `--runner-exit` may say: the runner's own exits a grade reads (`run.recorded` `runnerExit`)
+RUNNER_EXITS = ("cap-exceeded", "agent-error")
 
 #: the verification report each kicad-cli assertion type reads
 REPORT_OF = {"erc_clean": "erc", "erc_no_new_violations": "erc", "drc_clean": "drc", "drc_no_new_violations": "drc"}
@@ -244,8 +257,9 @@ def _fresh_reports(sandbox: Path, fixture: Fixture, kinds: list[str]) -> dict[st
         try:
             verify_tree(sandbox, artifacts.schematic, artifacts.board if "drc" in kinds else None, Path(out))
         except UserError as exc:
-            print(f"warning: {exc}; the assertions that read {'/'.join(k.upper() for k in kinds)} cannot be evaluated "
-                  "(install kicad-cli: scripts/install-system, or set $CBLEDGER_KICAD_CLI)", file=sys.stderr)
+            # kicad-cli missing, or present and unable to load the design: its own words say which
+            print(f"warning: {exc}; the assertions that read {'/'.join(k.upper() for k in kinds)} cannot be evaluated",
+                  file=sys.stderr)
             return {}
         made = {k: (Path(out) / f"{k}.json").read_bytes() for k in kinds if (Path(out) / f"{k}.json").is_file()}
     print(f"note: ran kicad-cli on {sandbox} for {', '.join(k.upper() for k in made) or 'nothing'} "
