@@ -160,6 +160,25 @@ def test_grade_warns_when_the_fixture_baseline_reports_are_missing(tmp_path):
     assert "warning: fixture demo-board has no baseline ERC report here" in r.stderr
 
 
+def test_grade_names_a_baseline_report_that_is_not_json_and_warns_only_of_the_assertions_it_blinds(tmp_path):
+    """A damaged baseline once ended `grade` in a traceback; one missing report once named the
+    assertions of the other too."""
+    root, fixture, task = _project(tmp_path)
+    box = make_box(tmp_path, task, fixture)
+    erc = next((fixture.dir / "baseline").glob("erc*"))
+    erc.write_text('{"sheets": [')
+    r = run_cli(["grade", "rename-sig", box.path, "--root", root])
+    assert r.exit_code == 2 and f"{erc}: the fixture's baseline ERC report is not JSON" in r.stderr, r.output
+    assert "Traceback" not in r.stderr
+    root2, fixture2, task2 = _project(tmp_path / "two")
+    doc = json.loads((task2.dir / "assertions.json").read_text())
+    doc.append({"id": "drc", "type": "drc_no_new_violations", "args": {}, "weight": 1, "required": True})
+    (task2.dir / "assertions.json").write_text(json.dumps(doc))
+    next((fixture2.dir / "baseline").glob("erc*")).unlink()
+    r = run_cli(["grade", "rename-sig", make_box(tmp_path / "two", task2, fixture2).path, "--root", root2])
+    assert "so erc_no_new_violations cannot be evaluated" in r.stderr, r.stderr
+
+
 def test_grade_of_something_that_is_not_a_sandbox(tmp_path):
     root, _fixture, _task = _project(tmp_path)
     (tmp_path / "empty").mkdir()

@@ -109,11 +109,23 @@ def _baseline_warning(task: Task, fixture: Fixture) -> str | None:
     if not used:
         return None
     missing = [k for k in ("erc", "drc") if fixture.baseline_report(k) is None and any(t.startswith(k) for t in used)]
+    for kind in ("erc", "drc"):
+        data = fixture.baseline_report(kind) if kind not in missing else None
+        if data is not None and any(t.startswith(kind) for t in used):
+            try:
+                json.loads(data)
+            except ValueError as exc:  # a traceback once, from deep in the grader
+                entry = fixture.manifest.baseline.erc if kind == "erc" else fixture.manifest.baseline.drc
+                name = fixture.dir / entry.report if entry is not None else fixture.dir
+                raise UserError(f"{name}: the fixture's baseline {kind.upper()} report is not JSON ({exc}); "
+                                f"measure it again: `{invocation.command('fixture', 'baseline', fixture.id)}`") from None
     if not missing:
         return None
+    # only the assertions that read a missing report: the others are graded as usual
+    blind = [t for t in used if any(t.startswith(k) for k in missing)]
     return (
         f"fixture {fixture.id} has no baseline {'/'.join(m.upper() for m in missing)} report here, so "
-        f"{', '.join(used)} cannot be evaluated (materialize it: `{invocation.command('fixture', 'materialize', fixture.id, '--from', 'DIR')}`)"
+        f"{', '.join(blind)} cannot be evaluated (materialize it: `{invocation.command('fixture', 'materialize', fixture.id, '--from', 'DIR')}`)"
     )
 
 
