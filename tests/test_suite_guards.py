@@ -82,6 +82,9 @@ def test_a_gold_edited_alone_is_tried_and_a_failing_one_refused(project):
     assert r.exit_code == 2 and f"{EDIT}: gold fail" in r.stderr, r.output
     assert REFUSAL not in r.stderr.split("refusing", 1)[1]  # only the changed task was tried
     assert ledger_lines(project) == before
+    # the run is refused too, and its dry run says so rather than listing slots that "would run"
+    dry = run_cli(["run", EDIT, "--agent", "gold", "--repeats", "1", "--dry-run", "--root", project])
+    assert dry.exit_code == 2 and "the suite on disk differs from suite 1.0.0" in dry.stderr and "would run" not in dry.stdout, dry.output
     bom.write_text(bom.read_text().replace("| R1 | 681 |", "| R1 | 680 |") + "\n")
     r = bump(project)  # an edit that keeps the gold passing: tried, then recorded, and named
     assert r.exit_code == 0 and f"trial {EDIT}: gold pass" in r.stderr, r.output

@@ -36,7 +36,7 @@ from cbledger.projections import writers
 from cbledger.projections.records import record_entries
 from cbledger.reproduce import site_evidence
 from cbledger.runner import campaign as campaign_mod
-from cbledger.runner import cost_estimate, ledger_view, leftovers, pricing, trial
+from cbledger.runner import cost_estimate, current_suite, ledger_view, leftovers, pricing, trial
 from cbledger.runner import draft as draft_run
 from cbledger.runner.budget import MoneyLimits
 from cbledger.runner.endpoint import sessions as session_lookup
@@ -168,7 +168,7 @@ def run(
     if dry_run:
         _show_dry_run(where, plan, view, campaign, session=session, passes=passes, segment=segment, retry_env=retry_env,
                       where_to_run=f"jobs {jobs}" if executor == "local" else f"executor {executor} at {scheduler}",
-                      as_json=as_json, executor=executor, jobs=jobs)
+                      as_json=as_json, executor=executor, jobs=jobs, draft=draft)
         return
     # refused before the campaign's plan is kept: a refusal writes nothing (run_plan checks again,
     # after leftovers were adopted)
@@ -318,9 +318,13 @@ def _echo_hint(hint: str | None) -> None:
 
 def _show_dry_run(
     where: Workspace, plan: Plan, view: ledger_view.LedgerView, campaign: str, *, session: str | None, passes: int | None,
-    segment: str | None, retry_env: int, where_to_run: str, as_json: bool, executor: str, jobs: int,
+    segment: str | None, retry_env: int, where_to_run: str, as_json: bool, executor: str, jobs: int, draft: bool = False,
 ) -> None:
-    """The plan, slot by slot: which are recorded in the campaign and which a run would make now."""
+    """The plan, slot by slot: which are recorded in the campaign and which a run would make now.
+    A suite on disk that differs from the recorded one is refused first, as the run would be (a
+    draft's own suite is made with its workspace; with no suite recorded there is none to hold to)."""
+    if view.suite is not None and not draft:
+        current_suite.require(view, Catalog(where.root), plan.tasks, where)
     state = campaign_mod.open_campaign(where, plan, view, campaign, session=session, passes=passes, segment=segment,
                                        write=False)
     to_run = {(p.task.id, p.slot): p for p in state.missing(retry_env)}
