@@ -472,3 +472,21 @@ def test_the_bundled_project_validates(repo_root):
     report = validate_project(repo_root)
     assert report.errors == [], [str(p) for p in report.errors]
     assert report.fixtures >= 2 and report.tasks >= 1
+
+
+def test_a_net_absent_naming_no_net_of_the_baseline_is_a_warning(tmp_path):
+    """A typo there passes every run (noop included) and no other check noticed: the trap of a
+    half-done rename was silently off."""
+    repo = Path(__file__).resolve().parent.parent
+    root = tmp_path / "project"
+    shutil.copytree(repo / "fixtures" / "synthetic-mcu-sensor", root / "fixtures" / "synthetic-mcu-sensor")
+    shutil.copytree(repo / "tasks" / "mcu-rename-i2c-nets", root / "tasks" / "mcu-rename-i2c-nets")
+    assert not [p for p in validate_project(root).warnings if "baseline netlist" in p.message]
+    path = root / "tasks" / "mcu-rename-i2c-nets" / "assertions.json"
+    doc = json.loads(path.read_text())
+    i = next(i for i, a in enumerate(doc) if a["type"] == "net_absent" and a["args"]["net"] == "SDA")
+    doc[i]["args"]["net"] = "SDAA"
+    path.write_text(json.dumps(doc))
+    found = [(p.file, p.field, p.message) for p in validate_project(root).warnings if "baseline netlist" in p.message]
+    assert found == [("tasks/mcu-rename-i2c-nets/assertions.json", f"[{i}].args.net",
+                      "no net 'SDAA' in fixtures/synthetic-mcu-sensor's baseline netlist: the assertion passes whatever a run does (a typo?)")]

@@ -18,7 +18,8 @@ The rules, in the order they are checked for a task:
 * assertion ids are unique, at least one assertion is required, every type is in the closed
   vocabulary (the message lists it), every argument object fits its type's schema;
 * warnings: a doc named by `doc_contains`/`doc_row_matches`, or a path named by
-  `file_unchanged`/`diff_ratio_max`, that is not in the fixture tree.
+  `file_unchanged`/`diff_ratio_max`, that is not in the fixture tree; a `net_absent` naming no
+  net of the fixture's baseline netlist (it would pass whatever a run does).
 
 Fixtures are checked by `cbledger.tasks.fixtures.check` (hash, id, baseline summary); suites
 must name existing tasks, and every named suite, like the catalog as a whole, must hold tasks of
@@ -39,6 +40,8 @@ import msgspec
 
 from cbledger import inputs
 from cbledger.errors import UserError
+from cbledger.kicad.kicad_net import read_kicad_netlist
+from cbledger.kicad.netlist import Netlist
 from cbledger.ledger.types import Outcome
 from cbledger.tasks import gold as gold_mod
 from cbledger.tasks import passes
@@ -274,6 +277,14 @@ def _fixture_rules(manifest: TaskManifest, file: str, ctx: _Context) -> tuple[Fi
 # --------------------------------------------------------------------------- assertions.json
 
 
+def _baseline_nets(path: Path) -> Netlist | None:
+    """The fixture's baseline netlist (kicad-cli's, as `fixture baseline` wrote it), if readable."""
+    try:
+        return read_kicad_netlist(path)
+    except (OSError, UserError, ValueError):
+        return None
+
+
 def _assertion_rules(doc: Any, file: str, check: FixtureCheck | None, ctx: _Context, fixture_path: str | None) -> list[Problem]:
     if not isinstance(doc, list):
         return [error(file, "", "expected a JSON array of assertions")]
@@ -320,6 +331,13 @@ def _assertion_rules(doc: Any, file: str, check: FixtureCheck | None, ctx: _Cont
                 problems.append(
                     warning(file, f"{where}.args.path", f"{path!r} is not in {fixture_path}/tree; fine if `init` creates it, otherwise a typo")
                 )
+        elif kind == "net_absent" and isinstance(args.get("net"), str):
+            baseline = _baseline_nets(ctx.root / fixture_path / "baseline" / "netlist.kicad_net") if fixture_path else None
+            if baseline is not None and not baseline.nets_by_name(args["net"]):
+                # absent before the run, it is absent after any run that does not add it: a typo
+                # here turns a trap (a half-done rename) into a point every run scores
+                problems.append(warning(file, f"{where}.args.net", f"no net {args['net']!r} in {fixture_path}'s baseline netlist: "
+                                        "the assertion passes whatever a run does (a typo?)"))
     if not required and doc:
         problems.append(error(file, "", "no assertion is required: a run would pass whatever it did"))
     if not doc:
