@@ -62,6 +62,8 @@ def test_a_suggested_init_runs_in_the_results_directory_the_user_chose(tmp_path,
 
 def test_init_outside_any_project_says_it_made_a_ledger_only_workspace(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    lost = run_cli(["log"], env=NO_ENV)  # in the wrong directory: no advice to make a ledger right here
+    assert lost.exit_code == 2 and "cbledger init" not in lost.stderr and f"no cbledger project at or above {tmp_path}" in lost.stderr, lost.stderr
     made = run_cli(["init"], env=NO_ENV)
     assert made.exit_code == 0 and (tmp_path / "results" / "ledger" / "events.jsonl").is_file()
     assert f"note: {tmp_path} holds no tasks/ and fixtures/: it is now a ledger-only workspace" in made.stderr, made.output

@@ -14,6 +14,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
+from cbledger import invocation
 from cbledger.cli.exits import USAGE
 from cbledger.cli.table import RESULTS_ENV
 from cbledger.workspace import LEDGER, Workspace
@@ -144,6 +145,9 @@ def json_errors() -> bool:
 def report_error(message: str, code: int) -> None:
     """An error as the user sees it: `error: …` on one line, or under `--json` the object
     `{"error": {"message": …, "exitCode": …}}` on one line of stderr (README.md, "One command line")."""
+    if _said.no_project is not None:
+        # "run init first" in the wrong directory makes a stray ledger there: the note says where to go instead
+        message = message.replace(f" (run `{invocation.command('init')}` first)", "")
     message += no_project_note()
     _said.error = True
     if json_errors():
