@@ -126,8 +126,16 @@ def test_validate_names_a_task_edited_since_the_last_bump(project):
     r = run_cli(["validate", "--root", project])
     assert r.exit_code == 0, r.stderr
     readme_only = project / "tasks" / EDIT / "README.md"
-    readme_only.write_text(readme_only.read_text() + "\nA note.\n")
-    assert run_cli(["validate", "--root", project]).exit_code == 0  # the README is not the manifest
+    kept = readme_only.read_text()
+    readme_only.write_text(kept + "\nA note.\n")
+    r = run_cli(["validate", "--root", project])  # no manifest hash covers it, but the run refuses it: so does validate
+    assert r.exit_code == 1 and f"error: tasks/{EDIT}/README.md: task {EDIT}: README.md changed since the last bump" in r.stderr, r.stderr
+    readme_only.write_text(kept)
+    assertions = project / "tasks" / EDIT / "assertions.json"
+    assertions.write_text(assertions.read_text().replace('"weight": 3', '"weight": 4', 1))
+    r = run_cli(["validate", "--root", project])  # the file that changed, not task.json
+    assert r.exit_code == 1 and f"error: tasks/{EDIT}/assertions.json: task {EDIT} changed since the last bump" in r.stderr, r.stderr
+    assertions.write_text(assertions.read_text().replace('"weight": 4', '"weight": 3', 1))
     task_json = project / "tasks" / EDIT / "task.json"
     doc = json.loads(task_json.read_text())
     doc["repeats"] = 1

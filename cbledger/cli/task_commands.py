@@ -17,33 +17,42 @@ from cbledger.grading import suite_version
 from cbledger.grading.evidence.bundle import Evidence, from_sandbox
 from cbledger.grading.grader import GRADER_VERSION, Grade, grade
 from cbledger.inputs import printable
+from cbledger.ledger.events import SuiteArchived
 from cbledger.ledger.store import LedgerStore
 from cbledger.runner import ledger_view
+from cbledger.tasks import definitions, suite_archive
 from cbledger.tasks.catalog import Catalog, Fixture, Task, load_task
 from cbledger.tasks.fixtures.problems import Problem, error
 from cbledger.tasks.validate import validate_project
+from cbledger.workspace import Workspace
 
 BASELINE_TYPES = ("erc_no_new_violations", "drc_no_new_violations")
 
 
-def unbumped(root: Path, ledger: Path | str) -> list[Problem]:
+def unbumped(where: Workspace) -> list[Problem]:
     """What differs on disk from the suite version the ledger records last: an edited task,
     fixture or suite that nobody bumped. Runs refuse such a task; validate names it first.
     A ledger that does not exist yet, or records no suite, has nothing to differ from."""
+    root, ledger = where.root, where.ledger
     if not LedgerStore(ledger).exists():
         return []
-    recorded = ledger_view.read(ledger).suite
+    view = ledger_view.read(ledger)
+    recorded = view.suite
     if recorded is None:
         return []
     try:
         now = suite_version.current(Catalog(root))
+        files = _changed_files(where, view.archived)
     except UserError:
         return []  # a task or fixture that does not load: its own errors are already listed
     hint = f"differs from suite {recorded.suite_version} as recorded; run `{invocation.command('suite', 'bump', '--reason', '...')}`"
     problems = []
-    for d in suite_version.changes(recorded, now):
+    hashed = suite_version.changes(recorded, now)
+    for d in hashed:
         if d.kind == "task" and d.key:
-            file = f"tasks/{d.key}/task.json"
+            # the file that changed, when the kept definitions say (assertions.json is hashed too)
+            named = [f for f in files if f.kind == "task" and f.key == d.key and f.rel in ("task.json", "assertions.json")]
+            file = f"tasks/{d.key}/{named[0].rel}" if named else f"tasks/{d.key}/task.json"
         elif d.kind == "fixture" and d.key:
             file = f"fixtures/{d.key}/fixture.json"
         elif d.kind == "suites":
@@ -57,7 +66,20 @@ def unbumped(root: Path, ledger: Path | str) -> list[Problem]:
                    f"capture its gold (`{invocation.command('fixture', 'gold')}`), then "
                    f"`{invocation.command('suite', 'bump', '--reason', '...')}`")
         problems.append(error(file, "", f"{d} since the last bump: {why}"))
+    covered = {(d.kind, d.key) for d in hashed}
+    for f in files:
+        # a gold, rubric, session or baseline report no hash covers: a bump tries the task again
+        if f.kind in ("task", "fixture") and f.rel and (f.kind, f.key) not in covered:
+            path = f"{'tasks' if f.kind == 'task' else 'fixtures'}/{f.key}/{f.rel}"
+            problems.append(error(path, "", f"{f.message} since the last bump: {hint}"))
     return problems
+
+
+def _changed_files(ws: Workspace, archived: SuiteArchived | None) -> list[definitions.FileDifference]:
+    """The files that differ from the current version's kept definitions (none kept: none known)."""
+    if archived is None:
+        return []
+    return definitions.file_differences(suite_archive.kept_definitions(ws, archived), suite_archive.on_disk(ws))
 
 
 def validate(
@@ -77,7 +99,7 @@ def validate(
     if not any((where.root / part).is_dir() for part in ("tasks", "fixtures", "suites")):
         fail(f"{where.root}: not a copperbench project (no tasks/, fixtures/ or suites/ here or above); pass --root")
     report = validate_project(where.root, require_trees=require_trees)
-    report.problems.extend(unbumped(where.root, where.ledger))
+    report.problems.extend(unbumped(where))
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2))
     else:

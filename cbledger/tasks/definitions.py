@@ -25,7 +25,7 @@ import hashlib
 import os
 import stat
 from pathlib import Path, PurePosixPath
-from typing import Final, Literal, Protocol
+from typing import Final, Literal, NamedTuple, Protocol
 
 import msgspec
 import pygit2
@@ -334,40 +334,47 @@ def collect(source: Source, materialized: Path, *, strict: bool = True) -> tuple
 def differences(recorded: Definitions, now: Definitions, *, tasks: list[str] | None = None) -> list[str]:
     """What differs between two definitions, file by file (for `tasks`, and their fixtures, only
     when given). Third-party files referenced by hash count as much as stored ones."""
-    return [message for _, _, message in _differences(recorded, now, tasks)]
+    return [d.message for d in file_differences(recorded, now, tasks)]
 
 
 def changed_tasks(recorded: Definitions, now: Definitions) -> set[str]:
     """The tasks on disk with any file other than the last version's, or on a fixture with one:
     a gold, a rubric, a session or a baseline report, which the manifest hashes do not cover,
     changes what a bump records as much as the task's own manifest."""
-    found = _differences(recorded, now, None)
-    fixtures = {key for kind, key, _ in found if kind == "fixture"}
-    edited = {key for kind, key, _ in found if kind == "task"}
+    found = file_differences(recorded, now)
+    fixtures = {d.key for d in found if d.kind == "fixture"}
+    edited = {d.key for d in found if d.kind == "task"}
     return {t for t, entry in now.tasks.items() if t in edited or entry.fixture in fixtures}
 
 
-def _differences(recorded: Definitions, now: Definitions, tasks: list[str] | None) -> list[tuple[str, str, str]]:
-    """(kind, key, message) of each difference: kind "check code", "task", "fixture" or "suites"."""
-    out: list[tuple[str, str, str]] = []
+class FileDifference(NamedTuple):
+    kind: str  # "check code", "task", "fixture" or "suites"
+    key: str  # the task or fixture id ("cbledger", "")
+    rel: str | None  # the file, relative to the task's or fixture's directory (None: the whole of it)
+    message: str
+
+
+def file_differences(recorded: Definitions, now: Definitions, tasks: list[str] | None = None) -> list[FileDifference]:
+    """Each difference `differences` names, with what it is of and the file it is in."""
+    out: list[FileDifference] = []
     task_ids = sorted(set(recorded.tasks) | set(now.tasks)) if tasks is None else sorted(tasks)
     fixture_ids: set[str] | None = None if tasks is None else set()
 
     def files_diff(kind: str, key: str, before: dict[str, FileEntry], after: dict[str, FileEntry]) -> None:
         for rel in sorted(set(before) | set(after)):
             if rel not in after:
-                out.append((kind, key, f"{kind} {key}: {rel} removed"))
+                out.append(FileDifference(kind, key, rel, f"{kind} {key}: {rel} removed"))
             elif rel not in before:
-                out.append((kind, key, f"{kind} {key}: {rel} added"))
+                out.append(FileDifference(kind, key, rel, f"{kind} {key}: {rel} added"))
             elif before[rel] != after[rel]:
-                out.append((kind, key, f"{kind} {key}: {rel} changed"))
+                out.append(FileDifference(kind, key, rel, f"{kind} {key}: {rel} changed"))
 
     if recorded.checks is not UNSET:
         files_diff("check code", "cbledger", recorded.checks, {} if now.checks is UNSET else now.checks)
     for t in task_ids:
         a, b = recorded.tasks.get(t), now.tasks.get(t)
         if a is None or b is None:
-            out.append(("task", t, f"task {t} {'added' if a is None else 'removed'}"))
+            out.append(FileDifference("task", t, None, f"task {t} {'added' if a is None else 'removed'}"))
             continue
         files_diff("task", t, a.files, b.files)
         if fixture_ids is not None:
@@ -375,10 +382,10 @@ def _differences(recorded: Definitions, now: Definitions, tasks: list[str] | Non
     for f in sorted(set(recorded.fixtures) | set(now.fixtures)) if fixture_ids is None else sorted(fixture_ids):
         fa, fb = recorded.fixtures.get(f), now.fixtures.get(f)
         if fa is None or fb is None:
-            out.append(("fixture", f, f"fixture {f} {'added' if fa is None else 'removed'}"))
+            out.append(FileDifference("fixture", f, None, f"fixture {f} {'added' if fa is None else 'removed'}"))
             continue
         if fa.origin != fb.origin or fa.tree_sha256 != fb.tree_sha256:
-            out.append(("fixture", f, f"fixture {f}: tree hash or origin changed"))
+            out.append(FileDifference("fixture", f, None, f"fixture {f}: tree hash or origin changed"))
         files_diff("fixture", f, fa.files, fb.files)
         if fa.referenced and fb.referenced:
             files_diff("fixture", f, fa.referenced, fb.referenced)
