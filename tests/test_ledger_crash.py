@@ -320,3 +320,18 @@ def test_repair_with_nothing_to_remove_says_what_else_is_wrong(ledger_of_five: P
     assert r.exit_code == 0 and "no torn tail; nothing removed" in r.stdout, r.output
     assert "note: the ledger has another problem, which no repair removes: undecodable at line 6" in r.stderr, r.stderr
     assert path.read_bytes() == before
+
+
+def test_a_mark_left_for_another_file_never_cuts_the_ledger_in_its_place(ledger_of_five: Path) -> None:
+    """A ledger restored from a copy where an interrupted batch's mark was left must not be
+    read short, nor cut by the repair."""
+    path = ledger_of_five
+    data = path.read_bytes()
+    _interrupt_last_batch(path, 50)
+    data = data[: data.rindex(b"\n", 0, len(data) - 1) + 1]  # an older copy: seq 1..4, ending inside the mark's extent
+    restored = path.with_name("restored.jsonl")
+    restored.write_bytes(data)
+    restored.replace(path)  # another inode
+    assert verify_chain(path).ok and LedgerStore(path).head().seq == 4
+    repaired = run_cli(["repair", "--truncate-torn-tail", "--ledger", path])
+    assert repaired.exit_code == 0 and "nothing removed" in repaired.stdout and path.read_bytes() == data

@@ -195,7 +195,9 @@ class JsonLinesRecorder(Recorder):
             with naming(mark):
                 mfd = os.open(mark, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
                 try:
-                    os.write(mfd, f"{_MARK_FORMAT} {start} {end}\n".encode())
+                    # the ledger's inode too: a mark outliving its file (a ledger restored from a
+                    # copy in its place) must never cut the new one
+                    os.write(mfd, f"{_MARK_FORMAT} {start} {end} {self.path.stat().st_ino}\n".encode())
                     os.fsync(mfd)
                 finally:
                     os.close(mfd)
@@ -218,7 +220,7 @@ class JsonLinesRecorder(Recorder):
         except FileNotFoundError:
             return "none", None
         try:
-            name, start, end = text.decode("ascii").split()
+            name, start, end, inode = text.decode("ascii").split()
             if name != _MARK_FORMAT:
                 raise ValueError(name)
             extent = int(start), int(end)
@@ -226,8 +228,11 @@ class JsonLinesRecorder(Recorder):
             # written before its fsync returned, so only a crash can leave it part-way: and then
             # nothing of the batch was written either
             return "left", None
+        now = self.path.stat()
+        if str(now.st_ino) != inode:
+            return "left", None  # another file than the one the batch was written to
         if size is None:
-            size = self.path.stat().st_size
+            size = now.st_size
         # at its start nothing of it was written: the mark alone is left
         return ("interrupted" if extent[0] < size < extent[1] else "left"), extent
 
