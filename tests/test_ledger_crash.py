@@ -219,11 +219,13 @@ def test_a_cut_on_a_line_boundary_is_a_shorter_valid_ledger(ledger_of_five: Path
 def _interrupt_last_batch(path: Path, written: int) -> tuple[bytes, int]:
     """The ledger as an appender killed part-way through its last batch (seq 2..5) leaves it: the
     batch's mark, and its first `written` bytes. Returns the bytes before the batch and its size."""
+    from cbledger.ledger.chain import parse_line
     from cbledger.ledger.jsonl import JsonLinesRecorder
 
     data = path.read_bytes()
     start = data.index(b"\n") + 1  # seq 1 (the genesis event) alone was there before
-    JsonLinesRecorder(path)._mark_batch(start, len(data))
+    first = parse_line(data[start: data.index(b"\n", start) + 1]).hash
+    JsonLinesRecorder(path)._mark_batch(start, len(data), first)
     path.write_bytes(data[: start + written])
     return data[:start], len(data) - start
 
@@ -322,16 +324,23 @@ def test_repair_with_nothing_to_remove_says_what_else_is_wrong(ledger_of_five: P
     assert path.read_bytes() == before
 
 
-def test_a_mark_left_for_another_file_never_cuts_the_ledger_in_its_place(ledger_of_five: Path) -> None:
-    """A ledger restored from a copy where an interrupted batch's mark was left must not be
-    read short, nor cut by the repair."""
+def test_a_mark_that_outlived_its_batch_never_cuts_the_events_written_there_since(ledger_of_five: Path, tmp_path: Path) -> None:
+    """A mark whose removal a crash lost (after a rollback, then single appends), or a ledger
+    restored in place, has other lines at its start: those are events, not the batch's tail."""
     path = ledger_of_five
-    data = path.read_bytes()
-    _interrupt_last_batch(path, 50)
-    data = data[: data.rindex(b"\n", 0, len(data) - 1) + 1]  # an older copy: seq 1..4, ending inside the mark's extent
-    restored = path.with_name("restored.jsonl")
-    restored.write_bytes(data)
-    restored.replace(path)  # another inode
-    assert verify_chain(path).ok and LedgerStore(path).head().seq == 4
+    genesis = path.read_bytes()[: path.read_bytes().index(b"\n") + 1]
+    _interrupt_last_batch(path, 50)  # the mark of seq 2..5, as a crash left it
+    other = tmp_path / "other" / "events.jsonl"
+    other.parent.mkdir()
+    other.write_bytes(genesis)
+    for n in (20, 21):  # one event per append, no mark: what came after the rollback
+        LedgerStore(other).append([run_recorded(n)])
+    data = other.read_bytes()
+    path.write_bytes(data)  # in place (the same inode): the mark beside it names a batch that is not there
+    from cbledger.ledger.jsonl import JsonLinesRecorder
+
+    state, extent = JsonLinesRecorder(path)._batch_state()
+    assert extent is not None and extent[0] < len(data) < extent[1] and state == "left"
+    assert verify_chain(path).ok and LedgerStore(path).head().seq == 3
     repaired = run_cli(["repair", "--truncate-torn-tail", "--ledger", path])
     assert repaired.exit_code == 0 and "nothing removed" in repaired.stdout and path.read_bytes() == data

@@ -146,3 +146,24 @@ def test_validate_names_a_task_edited_since_the_last_bump(project):
         f"error: tasks/{EDIT}/task.json: task {EDIT} changed since the last bump: differs from suite 1.0.0 "
         f"as recorded; run `cbledger suite bump --reason ... --root {project}`"
     ) in r.stderr
+
+
+def test_a_changed_check_has_every_task_tried_and_a_changed_gold_its_own():
+    """A check edited without a grader version once had no task tried at the bump (and passed
+    validate): every task is graded by it."""
+    import msgspec
+
+    from cbledger.tasks import definitions, suite_archive
+    from cbledger.workspace import Workspace
+
+    now = suite_archive.on_disk(Workspace.at(REPO))
+    assert definitions.changed_tasks(now, now) == set()
+    checks = dict(now.checks)
+    some = sorted(checks)[0]
+    checks[some] = msgspec.structs.replace(checks[some], sha256="0" * 64)
+    assert definitions.changed_tasks(msgspec.structs.replace(now, checks=checks), now) == set(now.tasks)
+    task = now.tasks[EDIT]
+    gold = next(rel for rel in task.files if rel.startswith("gold/"))
+    files = {**task.files, gold: msgspec.structs.replace(task.files[gold], sha256="0" * 64)}
+    before = msgspec.structs.replace(now, tasks={**now.tasks, EDIT: msgspec.structs.replace(task, files=files)})
+    assert definitions.changed_tasks(before, now) == {EDIT}

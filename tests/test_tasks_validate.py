@@ -489,4 +489,4 @@ def test_a_net_absent_naming_no_net_of_the_baseline_is_a_warning(tmp_path):
     path.write_text(json.dumps(doc))
     found = [(p.file, p.field, p.message) for p in validate_project(root).warnings if "baseline netlist" in p.message]
     assert found == [("tasks/mcu-rename-i2c-nets/assertions.json", f"[{i}].args.net",
-                      "no net 'SDAA' in fixtures/synthetic-mcu-sensor's baseline netlist: the assertion passes whatever a run does (a typo?)")]
+                      "no net 'SDAA' in fixtures/synthetic-mcu-sensor's baseline netlist: the assertion passes unless a run makes that net (a typo?)")]

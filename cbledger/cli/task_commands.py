@@ -24,7 +24,7 @@ from cbledger.tasks import definitions, suite_archive
 from cbledger.tasks.catalog import Catalog, Fixture, Task, load_task
 from cbledger.tasks.fixtures.problems import Problem, error
 from cbledger.tasks.validate import validate_project
-from cbledger.workspace import Workspace
+from cbledger.workspace import Workspace, suite_definitions_name
 
 BASELINE_TYPES = ("erc_no_new_violations", "drc_no_new_violations")
 
@@ -42,9 +42,12 @@ def unbumped(where: Workspace) -> list[Problem]:
         return []
     try:
         now = suite_version.current(Catalog(root))
-        files = _changed_files(where, view.archived)
     except UserError:
         return []  # a task or fixture that does not load: its own errors are already listed
+    try:
+        files = _changed_files(where, view.archived)
+    except UserError as exc:  # the kept definitions missing or altered: `run` refuses for it too
+        return [error(suite_definitions_name(recorded.suite_version), "", str(exc))]
     hint = f"differs from suite {recorded.suite_version} as recorded; run `{invocation.command('suite', 'bump', '--reason', '...')}`"
     problems = []
     hashed = suite_version.changes(recorded, now)
@@ -69,8 +72,8 @@ def unbumped(where: Workspace) -> list[Problem]:
     covered = {(d.kind, d.key) for d in hashed}
     for f in files:
         # a gold, rubric, session or baseline report no hash covers: a bump tries the task again
-        if f.kind in ("task", "fixture") and f.rel and (f.kind, f.key) not in covered:
-            path = f"{'tasks' if f.kind == 'task' else 'fixtures'}/{f.key}/{f.rel}"
+        if f.kind in ("task", "fixture", "check code") and f.rel and (f.kind, f.key) not in covered:
+            path = f"{ {'task': 'tasks/', 'fixture': 'fixtures/', 'check code': ''}[f.kind]}{f.key}/{f.rel}"
             problems.append(error(path, "", f"{f.message} since the last bump: {hint}"))
     return problems
 

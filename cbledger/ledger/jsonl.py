@@ -18,9 +18,10 @@ is about the file lives here and nowhere else:
 * A batch of more than one event is written whole or not at all. Before its bytes, the appender
   makes a mark durable beside the ledger (`.<name>.batch`: where the batch starts and where it
   will end) and removes it once the batch is synced. A mark found with the file shorter than its
-  end is an append that died part-way (a kill, a crash): everything from its start is a torn tail,
-  complete lines or not. A mark found with the file reaching its end is a batch that completed
-  before its mark went; the next writer removes it.
+  end, and the batch's first line at its start, is an append that died part-way (a kill, a
+  crash): everything from its start is a torn tail, complete lines or not. Any other mark (its
+  batch whole, never begun, or another line at its start) is no tear; the next locked reader or
+  writer removes it.
 * A torn tail is never read (the committed size ends before it), appending refuses to build on
   it, and only `truncate_torn_tail` removes it: the bytes after the last newline, or the
   interrupted batch from its start. No other code path deletes or rewrites ledger bytes; a
@@ -148,7 +149,7 @@ class JsonLinesRecorder(Recorder):
         if not records:
             return
         lines = [format_line(r.raw, r.hash, r.prev) for r in records]
-        offset = self._write_durably(fd, b"".join(lines), whole=len(lines) > 1)
+        offset = self._write_durably(fd, b"".join(lines), first=records[0].hash if len(lines) > 1 else None)
         ids = self._index.ids
         for r, line in zip(records, lines, strict=True):
             ids[r.id] = offset
@@ -157,12 +158,12 @@ class JsonLinesRecorder(Recorder):
         self._index.offset = offset
         self._index.head = Head(last.seq, last.hash)
 
-    def _write_durably(self, fd: int, data: bytes, whole: bool = False) -> int:
-        """Writes and fsyncs `data` at the end of the file; returns where it starts. `whole`:
-        several lines, which a kill or crash part-way must not leave as complete events, so the
-        batch's extent is marked first (one line alone tears at most itself)."""
+    def _write_durably(self, fd: int, data: bytes, first: str | None = None) -> int:
+        """Writes and fsyncs `data` at the end of the file; returns where it starts. `first`: the
+        hash of the first of several lines, which a kill or crash part-way must not leave as
+        complete events, so the batch's extent is marked first (one line tears at most itself)."""
         start = os.lseek(fd, 0, os.SEEK_END)
-        marked = whole and self._mark_batch(start, start + len(data))
+        marked = first is not None and self._mark_batch(start, start + len(data), first)
         with naming(self.path):  # ENOSPC or EIO from a descriptor names no file
             try:
                 view = memoryview(data)
@@ -188,16 +189,16 @@ class JsonLinesRecorder(Recorder):
     def _batch_mark(self) -> Path:
         return self.path.with_name(f".{self.path.name}.batch")
 
-    def _mark_batch(self, start: int, end: int) -> bool:
+    def _mark_batch(self, start: int, end: int, first: str) -> bool:
         """Makes the mark of a batch about to be written durable (its bytes, then its name)."""
         mark = self._batch_mark
         try:
             with naming(mark):
                 mfd = os.open(mark, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
                 try:
-                    # the ledger's inode too: a mark outliving its file (a ledger restored from a
-                    # copy in its place) must never cut the new one
-                    os.write(mfd, f"{_MARK_FORMAT} {start} {end} {self.path.stat().st_ino}\n".encode())
+                    # the batch's first line's hash too: a mark outliving its batch (its removal
+                    # lost in a crash, a ledger restored in its place) finds another line there
+                    os.write(mfd, f"{_MARK_FORMAT} {start} {end} {first}\n".encode())
                     os.fsync(mfd)
                 finally:
                     os.close(mfd)
@@ -220,7 +221,7 @@ class JsonLinesRecorder(Recorder):
         except FileNotFoundError:
             return "none", None
         try:
-            name, start, end, inode = text.decode("ascii").split()
+            name, start, end, first = text.decode("ascii").split()
             if name != _MARK_FORMAT:
                 raise ValueError(name)
             extent = int(start), int(end)
@@ -228,13 +229,26 @@ class JsonLinesRecorder(Recorder):
             # written before its fsync returned, so only a crash can leave it part-way: and then
             # nothing of the batch was written either
             return "left", None
-        now = self.path.stat()
-        if str(now.st_ino) != inode:
-            return "left", None  # another file than the one the batch was written to
         if size is None:
-            size = now.st_size
-        # at its start nothing of it was written: the mark alone is left
-        return ("interrupted" if extent[0] < size < extent[1] else "left"), extent
+            size = self.path.stat().st_size
+        # at its start nothing of it was written; at its end all of it: the mark alone is left
+        if not extent[0] < size < extent[1]:
+            return "left", extent
+        return ("interrupted" if self._batch_begins(extent[0], size, first) else "left"), extent
+
+    def _batch_begins(self, start: int, size: int, first: str) -> bool:
+        """Do the bytes at `start` begin the marked batch: its first line torn, or whole with its
+        hash? Any other line there (an event appended after the batch was rolled back, a copy
+        restored in place) is no part of it, whatever the mark's offsets say."""
+        with open(self.path, "rb") as f:
+            f.seek(start)
+            line = f.readline(size - start)
+        if not line.endswith(b"\n"):
+            return True  # torn: a tail either way, removed from the same byte
+        try:
+            return parse_line(line).hash == first
+        except (msgspec.MsgspecError, ValueError):
+            return False
 
     def _forget_left_mark(self) -> None:
         """Under a lock no writer holds, with no batch interrupted: the mark of one that finished
@@ -330,7 +344,7 @@ class JsonLinesRecorder(Recorder):
     def head(self) -> Head:
         if self._held is not None:
             return self._index.head
-        with self._shared() as size:
+        with self._shared() as (size, _):
             if size != self._index.offset:
                 fd = os.open(self.path, os.O_RDONLY)
                 try:
@@ -340,7 +354,7 @@ class JsonLinesRecorder(Recorder):
         return self._index.head
 
     @contextmanager
-    def _shared(self) -> Iterator[int]:
+    def _shared(self) -> Iterator[tuple[int, tuple[int, int] | None]]:
         """A shared lock for as long as it takes to learn a size that ends on a line boundary."""
         self._require()
         fd = os.open(self.path, os.O_RDONLY)
@@ -351,16 +365,22 @@ class JsonLinesRecorder(Recorder):
             if marked == "left":
                 self._forget_left_mark()
             fcntl.flock(fd, fcntl.LOCK_UN)
-            yield batch[0] if marked == "interrupted" and batch is not None else size
+            interrupted = batch if marked == "interrupted" else None
+            yield (interrupted[0] if interrupted is not None else size), interrupted
         finally:
             os.close(fd)
 
     def committed_size(self) -> int:
         """The file's size at the end of the last complete append (never inside one)."""
+        return self.committed()[0]
+
+    def committed(self) -> tuple[int, tuple[int, int] | None]:
+        """`committed_size`, and the extent of the interrupted batch after it if there is one,
+        learnt under one lock: read apart, a live writer's batch could pass for a dead one's."""
         if self._held is not None:
-            return os.fstat(self._held).st_size
-        with self._shared() as size:
-            return size
+            return os.fstat(self._held).st_size, None
+        with self._shared() as found:
+            return found
 
     def read(
         self, since: int = 0, until: int | None = None, types: set[str] | None = None

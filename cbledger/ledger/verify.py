@@ -147,11 +147,9 @@ def verify_chain(
     path = Path(where)
     if not path.is_file():
         raise UserError(f"{path}: no ledger here")
-    recorder = JsonLinesRecorder(path)
-    total = recorder.committed_size()
+    total, batch = JsonLinesRecorder(path).committed()
     with open(path, "rb") as f:
         report = _verify_lines(str(path), f, total, progress, on_line)
-    batch = recorder.interrupted_batch()
     if report.problem is None and batch is not None and report.bytes == batch[0]:
         # the committed part ends where the batch began: its lines, whole or not, were never
         # acknowledged and no reader takes them

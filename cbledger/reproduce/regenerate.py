@@ -155,9 +155,12 @@ class Regenerator:
             return None
         if not tail:
             return None
+        # a live append's bytes, or what a dead appender left (a torn line, an interrupted batch's
+        # lines), which nobody completes: only the repair removes those
         return (
             f"{follower.store.location}: torn append after seq {follower.state.head_seq} ({len(tail)} byte(s) "
-            f"without a newline); waiting for it to complete or be removed (`{invocation.command('repair', '--truncate-torn-tail')}`)"
+            f"not acknowledged); waiting for it to complete, or, if its appender died, to be removed "
+            f"(`{invocation.command('repair', '--truncate-torn-tail')}`)"
         )
 
     def _head_still_there(self) -> bool:

@@ -340,8 +340,10 @@ def differences(recorded: Definitions, now: Definitions, *, tasks: list[str] | N
 def changed_tasks(recorded: Definitions, now: Definitions) -> set[str]:
     """The tasks on disk with any file other than the last version's, or on a fixture with one:
     a gold, a rubric, a session or a baseline report, which the manifest hashes do not cover,
-    changes what a bump records as much as the task's own manifest."""
+    changes what a bump records as much as the task's own manifest; a changed check, every task."""
     found = file_differences(recorded, now)
+    if any(d.kind == "check code" for d in found):
+        return set(now.tasks)  # the grader itself changed: every task is graded anew
     fixtures = {d.key for d in found if d.kind == "fixture"}
     edited = {d.key for d in found if d.kind == "task"}
     return {t for t, entry in now.tasks.items() if t in edited or entry.fixture in fixtures}

@@ -337,7 +337,7 @@ def _assertion_rules(doc: Any, file: str, check: FixtureCheck | None, ctx: _Cont
                 # absent before the run, it is absent after any run that does not add it: a typo
                 # here turns a trap (a half-done rename) into a point every run scores
                 problems.append(warning(file, f"{where}.args.net", f"no net {args['net']!r} in {fixture_path}'s baseline netlist: "
-                                        "the assertion passes whatever a run does (a typo?)"))
+                                        "the assertion passes unless a run makes that net (a typo?)"))
     if not required and doc:
         problems.append(error(file, "", "no assertion is required: a run would pass whatever it did"))
     if not doc:
