@@ -175,6 +175,11 @@ def test_a_variant_killed_before_its_trial_passed_is_no_task_and_the_next_run_re
     assert made.task_id not in catalog.task_ids() and made.fixture_id not in catalog.fixture_ids()
     assert made.task_id not in definitions.DirectorySource(root).dirs("tasks")
     assert not any(made.task_id in str(p) for p in validate_project(root).problems)
+    # nor does a command naming it by id (once: `fixture check` said ok, `task variant` "is itself a variant")
+    with pytest.raises(UserError, match="an unfinished variant"):
+        gen.generate(root, made.task_id, 1)
+    checked = run_cli(["fixture", "check", made.fixture_id, "--root", root])
+    assert checked.exit_code == 2 and "an unfinished variant's fixture" in checked.stderr, checked.output
     again = gen.generate(root, "led-resistor-swap", 5)  # no --replace needed for a leftover
     gen.finish(again)
     assert made.task_id in Catalog(root).task_ids() and not (again.task_dir / ".incomplete").exists()

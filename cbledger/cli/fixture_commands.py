@@ -14,6 +14,7 @@ from cbledger.cli.common import JsonFlag, RootOption, fail, project_root, requir
 from cbledger.errors import did_you_mean
 from cbledger.kicad.oracle import require_kicad_cli
 from cbledger.ledger.types import Slug, conforms
+from cbledger.tasks.definitions import incomplete
 from cbledger.tasks.fixtures import authoring
 from cbledger.tasks.fixtures import baseline as baseline_mod
 from cbledger.tasks.fixtures import materialize as materialize_mod
@@ -40,6 +41,10 @@ def _fixture_dir(root: Path | None, fixture_id: str, must_exist: bool = True) ->
     if must_exist and not (d / MANIFEST_NAME).is_file():
         known = (p.parent.name for p in d.parent.glob(f"*/{MANIFEST_NAME}"))
         fail(f"{d / MANIFEST_NAME}: no such fixture{did_you_mean(fixture_id, known)}")
+    if must_exist and incomplete(d):
+        # what a killed `task variant` left: no reader takes it for a fixture, and nor does this
+        fail(f"{d}: an unfinished variant's fixture (a killed `task variant` left it; the next `task variant` of "
+             "its original and seed replaces it), not a fixture")
     return d
 
 

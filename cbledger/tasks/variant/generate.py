@@ -278,6 +278,9 @@ def generate(root: Path, task_id: str, seed: int, *, replace: bool = False) -> G
     which `fixture baseline` measures). Refuses a real board, a create task, a variant of a
     variant, and overwriting an existing variant unless `replace`."""
     catalog = Catalog(root)
+    if incomplete(catalog.tasks_dir / task_id):
+        raise UserError(f"{catalog.tasks_dir / task_id}: an unfinished variant (a killed `task variant` left it), not a task; "
+                        "make variants of the original: the next one of its seed replaces this")
     task = catalog.task(task_id)
     if task.manifest.variant_of is not None:
         raise UserError(f"task {task_id} is itself a variant of {task.manifest.variant_of}; make variants of the original")
