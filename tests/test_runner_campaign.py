@@ -548,3 +548,34 @@ def test_a_kept_run_is_adopted_and_another_campaigns_leftovers_are_not_touched(t
     assert not workspace.pending_events(kept_id).exists()
     assert sorted(done.removed) == sorted(mine) and all(not p.exists() for p in mine)
     assert all(p.exists() for p in others)
+
+
+def test_a_slot_another_driver_recorded_first_discards_this_runs_bundle(tmp_path: Path) -> None:
+    """Two drivers of one campaign sharing a ledger from two results directories: the second
+    once kept its bundle (named as the recorded one's) with events no append could ever take,
+    and gathering the directories' runs/ as docs/SCALING.md says broke verification."""
+    from cbledger.runner.execute import RunOutput, publish
+    from tests.factories import MAINTAINER, grade_recorded, run_recorded
+
+    workspace = Workspace.at(tmp_path)
+    store = LedgerStore(workspace.ledger)
+    store.init("two-drivers", MAINTAINER)
+    run_id = campaign_mod.run_id("c1", "t", 1, 1)
+
+    def events(repeat: int) -> list:
+        run, grade = run_recorded(repeat), grade_recorded(repeat)
+        run = msgspec.structs.replace(run, id=f"run:{run_id}", body=msgspec.structs.replace(run.body, run_id=run_id))
+        grade = msgspec.structs.replace(grade, id=f"grade:{run_id}", body=msgspec.structs.replace(grade.body, run_id=run_id))
+        return [run, grade]
+
+    store.append(events(1))  # the other driver's, first
+    mine = events(2)
+    workspace.runs.mkdir(parents=True)
+    staged, final = workspace.runs / f".{run_id}.bundle.tmp", workspace.runs / f"{run_id}.bundle"
+    staged.write_bytes(b"this driver's bundle")
+    output = RunOutput(run=mine[0].body, grade=mine[1].body, events=mine, staged=staged, final=final, sandbox=None,
+                       pending=workspace.pending_events(run_id))
+    with pytest.raises(UserError, match="its slot was recorded by another driver of its campaign"):
+        publish(store, output)
+    assert not final.exists() and not staged.exists() and not workspace.pending_events(run_id).exists()
+    assert [s.id for s in store.read()][1:] == [f"run:{run_id}", f"grade:{run_id}"]

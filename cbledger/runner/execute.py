@@ -25,7 +25,7 @@ from blake3 import blake3
 from msgspec import UNSET, UnsetType
 
 from cbledger import credentials, invocation
-from cbledger.errors import SecretFound, UserError
+from cbledger.errors import ConflictError, SecretFound, UserError
 from cbledger.grading.evidence import bundle as evidence_mod
 from cbledger.grading.evidence.transcript import Transcript
 from cbledger.grading.grader import GRADER_VERSION, Grade, grade
@@ -844,6 +844,14 @@ def publish(store: LedgerStore, output: RunOutput) -> list[Appended]:
             if attempt == APPEND_TRIES:
                 raise _kept_for_later(output, f"{exc.strerror or exc}") from None
             time.sleep(APPEND_RETRY_SEC * attempt)
+        except ConflictError as exc:
+            # another driver of the campaign recorded this slot first (a ledger two results
+            # directories share): ours is not the recorded run, and a bundle of the same name kept
+            # beside the other's would make the two directories' runs/ disagree once gathered
+            for path in [output.final] + ([new_cassette] if new_cassette is not None else []):
+                path.unlink(missing_ok=True)
+            raise UserError(f"run {output.run.run_id}: its slot was recorded by another driver of its campaign "
+                            f"({credentials.printable(str(exc))}); this run's bundle and events are discarded") from None
         except UserError as exc:
             raise _kept_for_later(output, str(exc)) from None
         except BaseException:
