@@ -60,3 +60,23 @@ def test_a_published_file_is_readable_as_the_umask_allows(ledger: Path, tmp_path
     mask = os.umask(0o022)
     os.umask(mask)
     assert stat.S_IMODE(out.stat().st_mode) == 0o666 & ~mask
+
+
+def test_a_file_that_went_its_own_way_is_never_replaced_and_a_prefix_is(ledger: Path, tmp_path: Path):
+    """`export -o` over a file ledger holding events the export lacks once dropped them silently."""
+    from cbledger.ledger.store import LedgerStore
+    from tests.factories import run_recorded
+
+    prefix = tmp_path / "older.jsonl"
+    prefix.write_bytes(ledger.read_bytes())
+    LedgerStore(ledger).append([run_recorded(1)])
+    r = run_cli(["export", "--jsonl", "-o", prefix, "--ledger", ledger])  # an older copy: extended
+    assert r.exit_code == 0 and prefix.read_bytes() == ledger.read_bytes(), r.output
+    diverged = tmp_path / "diverged.jsonl"
+    diverged.write_bytes(ledger.read_bytes())
+    LedgerStore(diverged).append([run_recorded(2)])
+    before = diverged.read_bytes()
+    LedgerStore(ledger).append([run_recorded(3)])
+    r = run_cli(["export", "--jsonl", "-o", diverged, "--ledger", ledger])
+    assert r.exit_code == 2 and "holds events the export" in r.stderr and "nothing replaced" in r.stderr, r.output
+    assert diverged.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []

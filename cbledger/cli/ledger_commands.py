@@ -234,6 +234,17 @@ def repair(
     typer.echo(f"{path}: removed an incomplete final line of {len(done.data)} bytes: {preview}")
 
 
+def _extends(new: Path, old: Path) -> bool:
+    """Does `new` begin with every byte of `old` (or is there no `old`)?"""
+    if not old.exists():
+        return True
+    with open(old, "rb") as a, open(new, "rb") as b:
+        while chunk := a.read(1 << 20):
+            if b.read(len(chunk)) != chunk:
+                return False
+    return True
+
+
 def export(
     jsonl: Annotated[bool, typer.Option("--jsonl", help="As the JSON Lines file (the only format there is).")] = False,
     out: Annotated[
@@ -268,6 +279,11 @@ def export(
             head = export_jsonl(store, f)
             f.flush()
             os.fsync(f.fileno())
+        if not _extends(tmp, out):
+            # `-o results/ledger/events.jsonl` over a file ledger that went its own way would drop
+            # its events without a word: append-only means never replacing what the export lacks
+            fail(f"{out}: holds events the export of {store.location} does not (the file is not a prefix of it); "
+                 "nothing replaced: export to another file and compare them", 2)
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
