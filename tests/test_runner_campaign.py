@@ -579,3 +579,16 @@ def test_a_slot_another_driver_recorded_first_discards_this_runs_bundle(tmp_path
         publish(store, output)
     assert not final.exists() and not staged.exists() and not workspace.pending_events(run_id).exists()
     assert [s.id for s in store.read()][1:] == [f"run:{run_id}", f"grade:{run_id}"]
+
+
+def test_executor_options_are_refused_before_a_campaigns_plan_is_kept(tmp_path: Path) -> None:
+    """`--executor dask` without `--scheduler` once kept the campaign's plan before refusing, so
+    the corrected command was refused as "started with another plan"; its dry run printed
+    `executor dask at None`."""
+    root = project(tmp_path)
+    ledger = new_ledger(root, "refused")
+    for extra in ([], ["--dry-run"]):
+        r = run_cli(["run", TASKS[0], "--agent", "gold", "--repeats", "1", "--campaign", "c1", "--executor", "dask",
+                     "--root", root, "--ledger", ledger, *extra])
+        assert r.exit_code == 2 and "--executor dask needs --scheduler" in r.stderr, r.output
+    assert not list(Workspace.at(root, ledger).campaigns.glob("c1*"))

@@ -41,9 +41,15 @@ from cbledger.runner import draft as draft_run
 from cbledger.runner.budget import MoneyLimits
 from cbledger.runner.endpoint import sessions as session_lookup
 from cbledger.runner.execute import cost_segment
-from cbledger.runner.plan import Plan, PlannedRun, check_jobs, make_plan
+from cbledger.runner.plan import Plan, PlannedRun, make_plan
 from cbledger.runner.rescore import rescore as rescore_runs
-from cbledger.runner.suite_run import SuiteResult, passes_allowed, preflight, run_plan
+from cbledger.runner.suite_run import (
+    SuiteResult,
+    check_executor,
+    passes_allowed,
+    preflight,
+    run_plan,
+)
 from cbledger.tasks import definitions, suite_archive
 from cbledger.tasks.catalog import Catalog
 from cbledger.tasks.definitions import DirectorySource, GitSource, Source
@@ -128,7 +134,7 @@ def run(
     Exit codes: 0 every planned run recorded (whatever the verdicts); 1 a run failed to record;
     2 bad usage (an unknown task, suite or agent), nothing run."""
     where = workspace(ledger, root)
-    check_jobs(jobs)
+    check_executor(jobs, executor, scheduler, agent)
     new_draft = draft and not dry_run  # a workspace made now: "the same command again" would make another
     ablations = Ablations(
         prompt_variant=prompt_variant,

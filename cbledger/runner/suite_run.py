@@ -135,6 +135,18 @@ def refuse_saved_login(model_id: str) -> None:
         )
 
 
+def check_executor(jobs: int, executor: str, scheduler: str | None, agent: str) -> None:
+    """The options that say where runs execute, refused before anything is written (a campaign's
+    plan included: one kept for a refused invocation would hold its id to that plan)."""
+    check_jobs(jobs)
+    if executor not in EXECUTORS:
+        raise UserError(f"--executor must be one of {', '.join(EXECUTORS)}, not {executor!r}")
+    if executor == "dask" and not scheduler:
+        raise UserError("--executor dask needs --scheduler tcp://HOST:PORT (the Dask scheduler's address)")
+    if executor == "dask" and agent == "replay":
+        raise UserError("--agent replay restores bundles from this project's results/: run it with --executor local")
+
+
 def preflight(
     catalog: Catalog, plan: Plan, view: ledger_view.LedgerView, *, kicad: bool = True, workspace: Workspace | None = None,
 ) -> str:
@@ -177,13 +189,7 @@ def run_plan(
     as it finishes, so the runs recorded are the same whichever executor ran the plan. Every process a run starts
     is confined by bubblewrap (`cbledger.runner.isolation`), on a worker too; without it the plan
     is refused unless `unsandboxed` says to run them as the operator, which the runs record."""
-    check_jobs(jobs)
-    if executor not in EXECUTORS:
-        raise UserError(f"--executor must be one of {', '.join(EXECUTORS)}, not {executor!r}")
-    if executor == "dask" and not scheduler:
-        raise UserError("--executor dask needs --scheduler tcp://HOST:PORT (the Dask scheduler's address)")
-    if executor == "dask" and plan.agent == "replay":
-        raise UserError("--agent replay restores bundles from this project's results/: run it with --executor local")
+    check_executor(jobs, executor, scheduler, plan.agent)
     catalog = Catalog(workspace.root)
     store = LedgerStore(workspace.ledger)
     if not store.exists():
