@@ -128,6 +128,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self.end_headers()
                 self.wfile.write(data)
                 rec.add(method, self.path, raw, resp.status, data, None, started)
+        except (BrokenPipeError, ConnectionResetError):
+            # the harness went away while its answer was relayed (Ctrl-C, a kill): nobody is left
+            # to answer, and a traceback from this thread would bury the run's own last line
+            self.close_connection = True
         finally:
             conn.close()
 
