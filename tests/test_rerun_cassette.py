@@ -180,4 +180,3 @@ def test_saved_login_routes_are_stated_not_recordable_and_old_runs_read_without_
     body = msgspec.json.decode(json.dumps(line["event"]["body"]).encode(), type=RunRecorded)
     assert "cassette" not in line["event"]["body"]
     assert body.cassette is msgspec.UNSET and "cassette" not in msgspec.to_builtins(body)
-
