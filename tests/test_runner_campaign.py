@@ -592,3 +592,13 @@ def test_executor_options_are_refused_before_a_campaigns_plan_is_kept(tmp_path: 
                      "--root", root, "--ledger", ledger, *extra])
         assert r.exit_code == 2 and "--executor dask needs --scheduler" in r.stderr, r.output
     assert not list(Workspace.at(root, ledger).campaigns.glob("c1*"))
+
+
+def test_the_resume_an_interrupted_cluster_run_suggests_runs_on_the_cluster():
+    """It once left out `--executor dask --scheduler …`: followed as printed, every slot ran on
+    the driver, which need not have kicad-cli."""
+    from cbledger.cli.run_commands import _interrupted
+
+    said = _interrupted("c1", None, again=True, on=("--executor", "dask", "--scheduler", "tcp://h:8786"))
+    assert "run --resume c1 --executor dask --scheduler tcp://h:8786`" in said, said
+    assert "--executor" not in _interrupted("c1", None, again=True)

@@ -202,7 +202,8 @@ def run(
             )
         except KeyboardInterrupt:
             progress.close()
-            fail(_interrupted(campaign, where if draft else None, again=not new_draft), code=INTERRUPTED)
+            on = ("--executor", executor, "--scheduler", scheduler) if executor != "local" and scheduler else ()
+            fail(_interrupted(campaign, where if draft else None, again=not new_draft, on=on), code=INTERRUPTED)
         finally:
             progress.close()
             if sandbox_root is None and not keep_sandboxes:
@@ -304,10 +305,11 @@ def _project(where: Workspace) -> dict[str, list[str]]:
     return records
 
 
-def _interrupted(campaign: str, draft: Workspace | None, *, again: bool) -> str:
+def _interrupted(campaign: str, draft: Workspace | None, *, again: bool, on: tuple[str, ...] = ()) -> str:
     """Ctrl-C ended the command silently (exit 130), leaving a reader to wonder what was lost.
-    A draft's runs are in its scratch workspace, which `run --draft` again would not reuse."""
-    resume = invocation.command('run', '--resume', campaign)
+    A draft's runs are in its scratch workspace, which `run --draft` again would not reuse. `on`:
+    where the runs executed (`--executor dask --scheduler …`), which a resume needs as much."""
+    resume = invocation.command('run', '--resume', campaign, *on)
     if draft is not None:
         how = f"the same command again (or `{resume}`)" if again else f"`{resume}`"
         return (f"interrupted: every run of campaign {campaign} that finished is recorded in the draft workspace "
