@@ -74,7 +74,7 @@ from cbledger.runner.environment import Environment
 from cbledger.runner.harness_failure import detect as detect_harness_failure
 from cbledger.runner.plan import PlannedRun
 from cbledger.tasks.catalog import Catalog, Fixture, Task
-from cbledger.workspace import PENDING_EVENTS, Workspace, bundle_name
+from cbledger.workspace import PENDING_EVENTS, Workspace, bundle_name, is_database_url
 
 KNOWN_EXITS: frozenset[str] = frozenset(get_args(ExitPath))
 
@@ -842,7 +842,7 @@ def publish(store: LedgerStore, output: RunOutput) -> list[Appended]:
             return store.append(output.events)
         except OSError as exc:
             if attempt == APPEND_TRIES:
-                raise _kept_for_later(output, f"{exc.strerror or exc}") from None
+                raise _kept_for_later(output, f"{exc.strerror or exc}", is_database_url(store.location)) from None
             time.sleep(APPEND_RETRY_SEC * attempt)
         except ConflictError as exc:
             # another driver of the campaign recorded this slot first (a ledger two results
@@ -853,7 +853,7 @@ def publish(store: LedgerStore, output: RunOutput) -> list[Appended]:
             raise UserError(f"run {output.run.run_id}: its slot was recorded by another driver of its campaign "
                             f"({credentials.printable(str(exc))}); this run's bundle and events are discarded") from None
         except UserError as exc:
-            raise _kept_for_later(output, str(exc)) from None
+            raise _kept_for_later(output, str(exc), is_database_url(store.location)) from None
         except BaseException:
             published = [output.final] + ([new_cassette] if new_cassette is not None else [])
             remove_unless_landed(store, [e.id for e in output.events], published)
@@ -861,12 +861,14 @@ def publish(store: LedgerStore, output: RunOutput) -> list[Appended]:
     raise AssertionError("unreachable")
 
 
-def _kept_for_later(output: RunOutput, why: str) -> UserError:
+def _kept_for_later(output: RunOutput, why: str, database: bool = False) -> UserError:
     lines = b"".join(msgspec.json.encode({k: v for k, v in msgspec.to_builtins(e).items() if k != "seq"}) + b"\n" for e in output.events)
     output.pending.write_bytes(lines)
+    # a file's refusal is most often a torn tail; a database's, a server that did not answer
+    first = ("once the database answers again" if database else
+             f"repair the ledger (`{invocation.command('repair', '--truncate-torn-tail')}` for a torn tail), then")
     return UserError(
         f"the ledger refused run {output.run.run_id}'s events ({credentials.printable(why)}); the run is kept: "
-        f"its bundle at {output.final.name}, its events in {output.pending} — repair the ledger "
-        f"(`{invocation.command('repair', '--truncate-torn-tail')}` for a torn tail), then "
+        f"its bundle at {output.final.name}, its events in {output.pending} — {first} "
         f"`{invocation.command('append', str(output.pending))}` and `{invocation.command('project', 'all')}`"
     )
