@@ -602,3 +602,17 @@ def test_the_resume_an_interrupted_cluster_run_suggests_runs_on_the_cluster():
     said = _interrupted("c1", None, again=True, on=("--executor", "dask", "--scheduler", "tcp://h:8786"))
     assert "run --resume c1 --executor dask --scheduler tcp://h:8786`" in said, said
     assert "--executor" not in _interrupted("c1", None, again=True)
+
+
+def test_a_dry_run_shows_a_slot_whose_events_were_kept_as_kept(tmp_path: Path) -> None:
+    """It once said the slot "would run"; the run then adopted its kept events and ran nothing."""
+    root = project(tmp_path)
+    ledger = new_ledger(root, "kept")
+    runs_dir = Workspace.at(root, ledger).runs
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    (runs_dir / f"{campaign_mod.run_id('c1', TASKS[0], 1, 1)}.events.jsonl").write_text("{}\n")
+    r = run_cli(["run", TASKS[0], "--agent", "gold", "--repeats", "2", "--campaign", "c1", "--dry-run",
+                 "--root", root, "--ledger", ledger])
+    assert r.exit_code == 0, r.output
+    assert "0 slot(s) recorded, 1 kept (appended, not run again), 1 to run" in r.stdout, r.stdout
+    assert "slot 1/2  kept: its events will be appended, not run again" in r.stdout and "slot 2/2  would run" in r.stdout

@@ -342,6 +342,12 @@ def _show_dry_run(
     # the passes each attempt may take, as the run would grant them (a bad allowance file fails here too)
     allowed = passes_allowed(Catalog(where.root), plan, passes)
     slots = [(slot, to_run.get((slot.planned.task.id, slot.planned.slot))) for slot in state.slots]
+    # a slot whose run finished but whose append the ledger refused: the run adopts it, not runs it
+    pending = set(where.pending_run_ids(campaign_mod.prefix(campaign)))
+
+    def kept(then: PlannedRun | None) -> bool:
+        return then is not None and campaign_mod.run_id(campaign, then.task.id, then.slot, then.attempt) in pending
+
     if as_json:
         typer.echo(json.dumps({
             "agent": plan.agent, "model": plan.model_id, "tasks": len(plan.tasks), "executor": executor,
@@ -350,18 +356,22 @@ def _show_dry_run(
                       "slot": slot.planned.slot, "repeatsPlanned": slot.planned.repeats_planned,
                       "passesAllowed": allowed.get(slot.planned.task.id, 1),
                       "recorded": slot.recorded.run_id if slot.recorded is not None else None,
-                      "attempt": then.attempt if then is not None else None}
+                      "attempt": then.attempt if then is not None else None, "kept": kept(then)}
                      for slot, then in slots],
             **({"costEstimate": estimate.as_json()} if estimate is not None else {}),
         }, sort_keys=True))
         return
     typer.echo(f"plan: agent {plan.agent}, model {plan.model_id}, {len(plan.tasks)} task(s), {len(plan.runs)} run(s), {where_to_run}")
-    typer.echo(f"campaign {campaign}: {len(plan.runs) - len(to_run)} slot(s) recorded, {len(to_run)} to run")
+    adopted = sum(kept(then) for _, then in slots)
+    typer.echo(f"campaign {campaign}: {len(plan.runs) - len(to_run)} slot(s) recorded, "
+               + (f"{adopted} kept (appended, not run again), " if adopted else "") + f"{len(to_run) - adopted} to run")
     for slot, then in slots:
         r = slot.planned
         up_to = allowed.get(r.task.id, 1)
         if then is None:
             status = f"recorded {slot.recorded.run_id if slot.recorded else ''}"
+        elif kept(then):
+            status = "kept: its events will be appended, not run again"
         else:
             status = "would run" + (f" (attempt {then.attempt})" if then.attempt > 1 else "")
         # the slot is this campaign's k-th of the task; its repeat counts the task's runs in the
