@@ -163,6 +163,9 @@ def test_the_url_names_no_password_and_a_bad_name_is_refused() -> None:
     assert "ledger=" not in dsn and "sslmode=require" in dsn
     with pytest.raises(UserError, match="ledger name"):
         split_url("postgresql://h/db?ledger=Robert');DROP")
+    with pytest.raises(UserError, match=r"ledger= given 2 times \('main', 'copy2'\); name one ledger"):
+        split_url("postgresql://h/db?ledger=main&ledger=copy2")  # once: copy2, silently
+    assert split_url("postgresql://h/db?ledger=main&ledger=main")[1] == "main"
     with pytest.raises(UserError, match="cannot connect"):
         PostgresRecorder("postgresql://nobody@127.0.0.1:1/none", connect_timeout=2).head()
 

@@ -95,6 +95,9 @@ def split_url(url: str) -> tuple[str, str, str]:
     query = parse_qsl(parts.query, keep_blank_values=True)
     names = [v for k, v in query if k == LEDGER_PARAMETER]
     rest = [(k, v) for k, v in query if k != LEDGER_PARAMETER]
+    if len(set(names)) > 1:  # which one was meant is a guess, and a wrong one writes another ledger
+        raise UserError(f"{_shown(parts, rest)}: {LEDGER_PARAMETER}= given {len(names)} times "
+                        f"({', '.join(map(repr, names))}); name one ledger")
     name = names[-1] if names else DEFAULT_LEDGER
     if not _NAME.match(name):
         raise UserError(
