@@ -250,14 +250,18 @@ class JsonLinesRecorder(Recorder):
         except (msgspec.MsgspecError, ValueError):
             return False
 
-    def _forget_left_mark(self) -> None:
-        """Under a lock no writer holds, with no batch interrupted: the mark of one that finished
-        (or never began) goes, so a command run again leaves what an uninterrupted one does. A
-        reader that may not write (a read-only copy) leaves it: it is no tear."""
-        try:
-            self._batch_mark.unlink(missing_ok=True)
-        except OSError:
-            pass
+    def _settle_mark(self, size: int) -> tuple[int, int] | None:
+        """Under a lock no writer holds: the extent of an interrupted batch, if one is marked.
+        Any other mark (its batch finished, never begun, or not there) goes, so a command run
+        again leaves what an uninterrupted one does; a reader that may not write (a read-only
+        copy) leaves it, as it is no tear."""
+        marked, extent = self._batch_state(size)
+        if marked == "left":
+            try:
+                self._batch_mark.unlink(missing_ok=True)
+            except OSError:
+                pass
+        return extent if marked == "interrupted" else None
 
     @contextmanager
     def _locked(self) -> Iterator[int]:
@@ -305,12 +309,9 @@ class JsonLinesRecorder(Recorder):
         under a lock); without `size` the caller holds the exclusive lock and reads to the end."""
         if size is None:
             size = os.fstat(fd).st_size
-            marked, batch = self._batch_state(size)
-            if marked == "interrupted":
-                assert batch is not None
+            batch = self._settle_mark(size)
+            if batch is not None:
                 raise TornTail(self._interrupted_message(batch, size))
-            if marked == "left":
-                self._forget_left_mark()
         idx = self._index
         if size < idx.offset:
             raise UserError(f"{self.path}: the ledger shrank underneath this process")
@@ -361,12 +362,9 @@ class JsonLinesRecorder(Recorder):
         try:
             fcntl.flock(fd, fcntl.LOCK_SH)
             size = os.fstat(fd).st_size
-            marked, batch = self._batch_state(size)  # no writer holds the lock: a mark is a dead one's
-            if marked == "left":
-                self._forget_left_mark()
+            batch = self._settle_mark(size)  # no writer holds the lock: a mark is a dead one's
             fcntl.flock(fd, fcntl.LOCK_UN)
-            interrupted = batch if marked == "interrupted" else None
-            yield (interrupted[0] if interrupted is not None else size), interrupted
+            yield (batch[0] if batch is not None else size), batch
         finally:
             os.close(fd)
 
