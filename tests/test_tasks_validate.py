@@ -249,20 +249,32 @@ def test_doc_paths_missing_from_the_fixture_tree_are_warnings(project):
             assertion("d3", "doc_contains", {"doc": "PINOUT.md", "pattern": "x"}),  # found under docs/
             assertion("p1", "file_unchanged", {"path": "hardware/demo.kicad_pcb"}),
             assertion("p2", "file_unchanged", {"path": "hardware/typo.kicad_pcb"}),
+            # the seed writes copperhead's configuration into every sandbox
+            assertion("p3", "file_unchanged", {"path": ".copperhead/config.json"}),
+            # documents the gold writes, by either of the names the grader looks up
+            assertion("g1", "doc_contains", {"doc": "DECISIONS.md", "pattern": "x"}),
+            assertion("g2", "doc_contains", {"doc": "outputs/notes.md", "pattern": "x"}),
+            assertion("g3", "file_unchanged", {"path": "outputs/notes.md"}),
         ],
     )
+    gold = project / "tasks" / "good" / "gold" / "files"
+    for name in ("docs/DECISIONS.md", "outputs/notes.md"):
+        (gold / name).parent.mkdir(parents=True, exist_ok=True)
+        (gold / name).write_text("x\n")
     report = validate_project(project)
     assert report.ok
     assert [(p.file, p.field, p.message) for p in report.warnings] == [
         (
             "tasks/good/assertions.json",
             "[2].args.doc",
-            "'LAYOUT.md' is not in fixtures/demo-board/tree (nor under docs/); fine if the run or `init` creates it",
+            "'LAYOUT.md' is not in fixtures/demo-board/tree (nor under docs/) and the task's gold does not write it; "
+            "fine if a run creates it, otherwise a typo",
         ),
         (
             "tasks/good/assertions.json",
             "[6].args.path",
-            "'hardware/typo.kicad_pcb' is not in fixtures/demo-board/tree; fine if `init` creates it, otherwise a typo",
+            "'hardware/typo.kicad_pcb' is not in fixtures/demo-board/tree and the task's gold does not write it; "
+            "fine if a run creates it, otherwise a typo",
         ),
     ]
 

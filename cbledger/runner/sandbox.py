@@ -27,11 +27,11 @@ from cbledger.ledger.events import Ablations
 from cbledger.runner.agents.base import COPPERHEAD_SIGNATURE
 from cbledger.tasks.catalog import Fixture, Task
 from cbledger.tasks.fixtures.hashing import tree_files
+from cbledger.tasks.model import CONFIG_PATH
 
 SEED_TIME = 946684800  # 2000-01-01T00:00:00Z
 SEED_SIGNATURE = ("cbledger", "cbledger@copperbench.invalid")
 BRANCH = "main"
-CONFIG_PATH = ".copperhead/config.json"
 
 
 def signature(name: str, email: str, when: int, offset: int = 0) -> pygit2.Signature:

@@ -42,6 +42,11 @@ class TaskRequest(Model, frozen=True, kw_only=True):
 Budget = int | float
 
 
+#: where every run's sandbox holds copperhead's configuration: the seed commit writes it (the
+#: task's `config` applied), so an assertion may name it whatever the fixture tree holds
+CONFIG_PATH = ".copperhead/config.json"
+
+
 class TaskConfig(Model, frozen=True, kw_only=True):
     """Overrides for `.copperhead/config.json`. `llmCache` is not accepted: the runner forces it
     off, because a cached turn manufactures determinism the model does not have."""

@@ -57,7 +57,7 @@ from cbledger.tasks.fixtures.problems import (
     schema_problems,
     warning,
 )
-from cbledger.tasks.model import Suite, TaskManifest
+from cbledger.tasks.model import CONFIG_PATH, Suite, TaskManifest
 from cbledger.tasks.vocabulary import SPEC_CLASSES, VOCABULARY
 
 PROMPT_MODES = ("do", "sync")
@@ -285,7 +285,11 @@ def _baseline_nets(path: Path) -> Netlist | None:
         return None
 
 
-def _assertion_rules(doc: Any, file: str, check: FixtureCheck | None, ctx: _Context, fixture_path: str | None) -> list[Problem]:
+def _assertion_rules(
+    doc: Any, file: str, check: FixtureCheck | None, ctx: _Context, fixture_path: str | None, gold_files: Path
+) -> list[Problem]:
+    """`gold_files` (the task's `gold/files/`) holds what the gold writes: a document or path found
+    there is one a run can make, so only a name neither the seed nor the gold holds is a warning."""
     if not isinstance(doc, list):
         return [error(file, "", "expected a JSON array of assertions")]
     problems: list[Problem] = []
@@ -321,16 +325,14 @@ def _assertion_rules(doc: Any, file: str, check: FixtureCheck | None, ctx: _Cont
         assert tree is not None
         if kind in DOC_TYPES:
             doc_name = args.get("doc")
-            if isinstance(doc_name, str) and not _tree_has_doc(tree, doc_name):
-                problems.append(
-                    warning(file, f"{where}.args.doc", f"{doc_name!r} is not in {fixture_path}/tree (nor under docs/); fine if the run or `init` creates it")
-                )
+            if isinstance(doc_name, str) and not _tree_has_doc(tree, doc_name) and not _tree_has_doc(gold_files, doc_name):
+                problems.append(warning(file, f"{where}.args.doc", f"{doc_name!r} is not in {fixture_path}/tree (nor under docs/) "
+                                        "and the task's gold does not write it; fine if a run creates it, otherwise a typo"))
         elif kind in PATH_TYPES:
             path = args.get("path")
-            if isinstance(path, str) and not (tree / path).is_file():
-                problems.append(
-                    warning(file, f"{where}.args.path", f"{path!r} is not in {fixture_path}/tree; fine if `init` creates it, otherwise a typo")
-                )
+            if isinstance(path, str) and path != CONFIG_PATH and not (tree / path).is_file() and not (gold_files / path).is_file():
+                problems.append(warning(file, f"{where}.args.path", f"{path!r} is not in {fixture_path}/tree "
+                                        "and the task's gold does not write it; fine if a run creates it, otherwise a typo"))
         elif kind == "net_absent" and isinstance(args.get("net"), str):
             baseline = _baseline_nets(ctx.root / fixture_path / "baseline" / "netlist.kicad_net") if fixture_path else None
             if baseline is not None and not baseline.nets_by_name(args["net"]):
@@ -374,7 +376,7 @@ def validate_task(task_dir: Path, ctx: _Context) -> list[Problem]:
     problems.extend(read)
     if assertions is not None:
         fixture_path = manifest.fixture.path if manifest is not None else None
-        problems.extend(_assertion_rules(assertions, assertions_file, check, ctx, fixture_path))
+        problems.extend(_assertion_rules(assertions, assertions_file, check, ctx, fixture_path, task_dir / "gold" / gold_mod.FILES))
 
     for p in gold_mod.problems(task_dir / "gold"):
         problems.append(error(ctx.rel(task_dir / "gold") + "/" + p.file, "", p.message))
