@@ -118,6 +118,16 @@ def test_unknown_command_is_a_usage_error_with_a_suggestion() -> None:
     assert "Did you mean 'log'?" in result.output
 
 
+def test_a_command_option_given_before_the_command_is_shown_after_it(tmp_path: Path) -> None:
+    ledger = tmp_path / "my ledger.jsonl"
+    result = run_cli(["--ledger", ledger, "replay", "--verify"], env=NO_ENV)
+    assert result.exit_code == 2
+    assert result.stderr == (f"error: cbledger: No such option: --ledger (--ledger is each command's own option, "
+                             f"given after it: `cbledger replay --ledger '{ledger}' --verify`)\n")
+    root = run_cli(["--results", "out", f"--root={tmp_path}", "log", "-n", "1"], env=NO_ENV)
+    assert root.exit_code == 2 and f"`cbledger --results out log --root={tmp_path} -n 1`" in root.stderr
+    assert run_cli(["--bogus", "log"], env=NO_ENV).stderr == "error: cbledger: No such option: --bogus\n"
+
 
 def _snake_keys(doc: object, path: str = "$") -> list[str]:
     if isinstance(doc, dict):

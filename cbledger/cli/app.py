@@ -8,6 +8,7 @@ imported.
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -65,6 +66,27 @@ def _root(
     choose_results(results)
 
 
+def _placed_after(exc: _click.exceptions.UsageError, argv: list[str]) -> str:
+    """`cbledger --ledger L replay --verify`: `--ledger` and `--root` belong to each command (the
+    root takes only `--results`), so the refusal shows the line with them after the command."""
+    if not isinstance(exc, _click.exceptions.NoSuchOption) or exc.ctx is None or exc.ctx.parent is not None:
+        return ""
+    option = exc.option_name
+    if option not in ("--ledger", "--root"):
+        return ""
+    words = list(argv)
+    at = next((i for i, w in enumerate(words) if w == option or w.startswith(option + "=")), None)
+    if at is None:
+        return ""
+    moved = words[at:at + (1 if "=" in words[at] else 2)]
+    del words[at:at + len(moved)]
+    command = next((i for i, w in enumerate(words) if not w.startswith("-") and (i == 0 or words[i - 1] != "--results")), None)
+    if command is None:
+        return f" ({option} is each command's own option: give it after the command)"
+    words[command + 1:command + 1] = moved
+    return f" ({option} is each command's own option, given after it: `{PROG} {shlex.join(words)}`)"
+
+
 def main() -> None:
     as_json = json_errors()
     try:
@@ -86,7 +108,8 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except _click.exceptions.UsageError as exc:
         where = exc.ctx.command_path if exc.ctx is not None else PROG
-        report_error(f"{printable(where)}: {printable(exc.format_message(), limit=2000)}", exc.exit_code)
+        message = exc.format_message() + _placed_after(exc, sys.argv[1:])
+        report_error(f"{printable(where)}: {printable(message, limit=2000)}", exc.exit_code)
         sys.exit(exc.exit_code)
     except UserError as exc:
         report_error(printable(exc, limit=20000, keep_newlines=True), exc.exit_code)
