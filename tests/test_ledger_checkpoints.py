@@ -225,6 +225,22 @@ def test_a_record_re_signed_with_another_key_passes_alone_and_fails_against_the_
     assert text.exit_code == 0 and "note: untrusted-signer: [seq 12]" in text.stdout, text.stdout
 
 
+def test_a_copy_verified_away_from_its_project_says_where_it_looked_for_keys_and_how_to_give_one(
+    project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    project.checkpoint()
+    laptop = tmp_path / "laptop"
+    laptop.mkdir()
+    monkeypatch.chdir(laptop)
+    away = run_cli(["replay", "--verify", "--chain-only", "--ledger", project.ledger, "--json"])
+    assert away.exit_code == 0, away.stdout
+    notes = [n["message"] for n in json.loads(away.stdout)["notes"]]
+    assert len(notes) == 2 and all(f"no *.vkey under {laptop}/keys/" in m and "--key VKEY" in m for m in notes), notes
+    [vkey] = (project.root / "keys").glob("*.vkey")
+    given = run_cli(["replay", "--verify", "--chain-only", "--ledger", project.ledger, "--key", vkey, "--json"])
+    assert given.exit_code == 0 and json.loads(given.stdout)["notes"] == []
+
+
 def test_truncating_and_re_extending_the_ledger_is_caught(project: Project, tmp_path: Path):
     size, path = project.checkpoint()
     held = _hold(path, tmp_path)

@@ -63,6 +63,13 @@ def trusted_keys(workspace: Workspace, files: Sequence[Path]) -> list[VerifierKe
     return keys
 
 
+def no_key(workspace: Workspace) -> str:
+    """Where no key was found, and how to give one: run outside the project (a copy of its
+    ledger on another laptop) the default `keys/` is under the working directory, not the project's."""
+    looked = ", ".join(f"{d}/" for d in dict.fromkeys((workspace.keys, workspace.own_keys)))
+    return f"no trusted key (no *.vkey under {looked}; pass the project's with --key VKEY)"
+
+
 def open_given(files: Sequence[Path], keys: Sequence[VerifierKey]) -> list[tuple[str, SignedCheckpoint]]:
     if files and not keys:
         raise UserError("--checkpoint needs a trusted public key: pass --key FILE or commit one under keys/")
@@ -90,7 +97,7 @@ def published_beside(
     files = sorted(directory.glob("*.txt"), key=lambda p: (len(p.stem), p.stem))
     if files and not keys:
         return [], [Finding(check="checkpoint", kind="untrusted-signer", file=workspace.recorded_name(directory),
-                            message=f"{len(files)} checkpoint file(s) beside the ledger: no trusted key under keys/, not held against it")], []
+                            message=f"{len(files)} checkpoint file(s) beside the ledger, not held against it: {no_key(workspace)}")], []
     given, notes, failures = [], [], []
     for p in files:
         name = workspace.recorded_name(p)
@@ -144,5 +151,5 @@ def chain_and_checkpoints(
                                           message=f"the recorded checkpoint's signature fails: {exc}"))
     if recorded and not keys:
         check.notes.append(Finding(check="checkpoint", kind="untrusted-signer",
-                                   message=f"{len(recorded)} recorded checkpoint(s): no trusted key under keys/, signatures not checked"))
+                                   message=f"{len(recorded)} recorded checkpoint(s), signatures not checked: {no_key(workspace)}"))
     return chain, check
