@@ -168,6 +168,11 @@ def test_the_url_names_no_password_and_a_bad_name_is_refused() -> None:
     assert split_url("postgresql://h/db?ledger=main&ledger=main")[1] == "main"
     with pytest.raises(UserError, match="cannot connect"):
         PostgresRecorder("postgresql://nobody@127.0.0.1:1/none", connect_timeout=2).head()
+    # two addresses: psycopg heads the causes with a line of its own, which alone says nothing
+    with pytest.raises(UserError) as refused:
+        PostgresRecorder("postgresql://nobody@127.0.0.1:1,127.0.0.2:1/none", connect_timeout=2).head()
+    message = str(refused.value)
+    assert "\n" not in message and 'connection to server at "127.0.0.1", port 1 failed: Connection refused' in message
 
 
 def test_the_table_refuses_rewrites_and_discontinuous_rows(pg_ledger: str) -> None:

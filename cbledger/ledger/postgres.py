@@ -484,6 +484,11 @@ class PostgresRecorder(Recorder):
         self._call(lambda conn, _: conn.execute(drop))
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+def _first_line(exc: BaseException, limit: int = 600) -> str:
+    """psycopg's message on one line. Its first line alone can be a heading with the cause below
+    it (`Multiple connection attempts failed. All failures were:`, then one line per address), so
+    the lines are joined, not cut."""
+    text = " ".join(part for part in (line.strip(" \t-") for line in str(exc).splitlines()) if part)
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text or type(exc).__name__
