@@ -239,7 +239,7 @@ class DaskCluster:
 
         message = str(error) if isinstance(error, UserError) else f"{type(error).__name__}: {error}"
         if isinstance(error, KilledWorker):
-            message = f"its worker was lost {ATTEMPTS} times (on {', '.join(starts) or '?'}); not recorded"
+            message = _lost_each_time(starts)
         self._activity(Activity("", "failed", spec.label, message))
         return message
 
@@ -268,8 +268,15 @@ class DaskCluster:
         seen.append(worker)
         self._activity(Activity(worker, "started", spec.label, f"attempt {len(seen)}" if len(seen) > 1 else ""))
         if len(seen) > ATTEMPTS and index in pending:
-            why_cancelled[index] = f"its worker was lost {ATTEMPTS} times (on {', '.join(seen[:-1])}); not recorded"
+            why_cancelled[index] = _lost_each_time(seen[:-1])
             current[index].cancel()
+
+
+def _lost_each_time(workers: list[str]) -> str:
+    """Why a run whose worker died on each try is given up: a run that kills its worker may do
+    so again, so it is not started a third time; the campaign run again tries the slot anew."""
+    return (f"the worker running it was lost on each of its {ATTEMPTS} tries (on {', '.join(workers) or '?'}); "
+            "not recorded (run the campaign again: it runs the missing slots)")
 
 
 def received_attempt(
