@@ -340,7 +340,7 @@ def test_a_run_that_lost_its_worker_on_each_try_is_reported_with_the_workers_and
     seen: list[Activity] = []
     executor = DaskCluster("tcp://127.0.0.1:1", on_activity=seen.append)  # not entered: nothing connects
     spec = SimpleNamespace(label="led-resistor-swap r1")
-    message = executor._failed(spec, KilledWorker("cbledger-run-x-0", "tcp://w2", 1), ["w1", "w2"])  # type: ignore[arg-type]
+    message = executor._failed(spec, KilledWorker("cbledger-run-x-0", SimpleNamespace(address="tcp://w2"), 1), ["w1", "w2"])  # type: ignore[arg-type]
     assert message == ("the worker running it was lost on each of its 2 tries (on w1, w2); "
                        "not recorded (run the campaign again: it runs the missing slots)")
     assert [(a.kind, a.label, a.detail) for a in seen] == [("failed", "led-resistor-swap r1", message)]
