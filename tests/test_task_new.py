@@ -225,6 +225,7 @@ def test_a_drafts_dry_run_names_the_campaign_its_run_will_have(project, kicad_cl
     assert planned.exit_code == 0, planned.output
     ran = run_cli([*args, "--sandbox-root", tmp_path / "boxes"])
     assert ran.exit_code == 0, ran.output
+    shutil.rmtree(Path(ran.stderr.split("draft workspace ", 1)[1].split(" ", 1)[0]))
     assert json.loads(planned.stdout)["campaign"] == json.loads(ran.stdout)["campaign"]
 
 
