@@ -65,36 +65,6 @@ PATTERNS: tuple[Pattern, ...] = (
 )
 
 _COMPILED = tuple((p.kind, p.compiled()) for p in PATTERNS)
-_ANCHORS = tuple(a.encode() for p in PATTERNS if not p.flags & re.IGNORECASE for a in p.anchors)
-_ANCHORS_CI = tuple(a.lower().encode() for p in PATTERNS if p.flags & re.IGNORECASE for a in p.anchors)
-# Anchors holding an underscore are only searched for when the text has one at all: most events
-# have none, and each search is a pass over the whole text.
-_PLAIN = tuple(a for a in _ANCHORS if b"_" not in a)
-_UNDERSCORED = tuple(a for a in _ANCHORS if b"_" in a)
-
-
-#: The characters beyond ASCII that a case-insensitive pattern matches to an ASCII letter (Python's
-#: `re` matches `ſ` to `s` and the Kelvin sign to `k`); lower-casing alone leaves them as they are,
-#: so an anchor test folds them first.
-_CASE_FOLDS = {"\u017f": "s", "\u212a": "k", "\u0130": "i", "\u0131": "i"}
-_CASE_FOLDS_UTF8 = tuple((k.encode(), v.encode()) for k, v in _CASE_FOLDS.items())
-
-
-def may_match(data: bytes) -> bool:
-    """False when no pattern can match anywhere in `data` (no anchor occurs). Anchors contain
-    no character JSON escapes, so this holds for canonical JSON of any value too."""
-    if any(a in data for a in _PLAIN):
-        return True
-    if _UNDERSCORED and b"_" in data and any(a in data for a in _UNDERSCORED):
-        return True
-    if _ANCHORS_CI:
-        lowered = data.lower()
-        if lowered.isascii():
-            return any(a in lowered for a in _ANCHORS_CI)
-        for char, ascii_letter in _CASE_FOLDS_UTF8:
-            lowered = lowered.replace(char, ascii_letter)
-        return any(a in lowered for a in _ANCHORS_CI)
-    return False
 
 
 # Where the anchors occur in a text, found in six passes over it rather than one per pattern:
@@ -126,11 +96,6 @@ def anchored_kinds(text: str) -> set[str]:
         if not char or char in text:
             found.update(m.lastgroup.replace("_", "-") for m in rx.finditer(text) if m.lastgroup)
     return found
-
-
-def may_match_text(text: str) -> bool:
-    """`may_match` for text: False when no pattern can match anywhere in `text`."""
-    return any((not char or char in text) and rx.search(text) is not None for char, rx in _ANCHOR_SEARCHES)
 
 
 def _pattern_set_hash() -> str:
