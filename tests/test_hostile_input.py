@@ -178,6 +178,24 @@ def test_control_characters_in_a_name_are_never_echoed_raw(tmp_path):
     assert "evil\\x1b[2J\\x1b[31mname\\nforged line" in shown.stdout
 
 
+def test_a_key_pasted_where_a_path_id_or_option_goes_is_never_echoed(tmp_path):
+    """Every refusal quotes what was typed; a key pasted in its place (a file name, a run id, an
+    option) was printed back whole by all but `--model`."""
+    ledger = _ledger(tmp_path)
+    anthropic, github = "sk-ant-api03-" + "A" * 40, "ghp_" + "b" * 36
+    for argv in (
+        ["append", tmp_path / f"{anthropic}.json", "--ledger", ledger],
+        ["log", "--task", github, "--ledger", ledger],
+        ["show", github, "--ledger", ledger, "--json"],
+        [f"--bogus-{github}", "log"],
+        ["replay", "--verify", "--run", github, "--ledger", ledger],
+    ):
+        result = run_cli(argv)
+        assert result.exit_code == 2 and result.stderr.count("\n") == 1, (argv, result.output)
+        assert anthropic not in result.output and github not in result.output, result.output
+        assert "<openai-or-anthropic-key>" in result.stderr or "<github-token>" in result.stderr, result.stderr
+
+
 # --------------------------------------------------------------------------- non-regular files
 
 

@@ -149,6 +149,11 @@ def report_error(message: str, code: int) -> None:
         # "run init first" in the wrong directory makes a stray ledger there: the note says where to go instead
         message = message.replace(f" (run `{invocation.command('init')}` first)", "")
     message += no_project_note()
+    # Every refusal may quote what the user typed (a path, a run id, an option), and what was
+    # typed may be a pasted key: no error message repeats one (docs/SECURITY.md).
+    from cbledger.credentials import redact
+
+    message = redact(message)
     _said.error = True
     if json_errors():
         print(json.dumps({"error": {"message": message, "exitCode": code}}, sort_keys=True), file=sys.stderr)
