@@ -307,8 +307,9 @@ def test_a_damaged_line_is_named_as_damage_by_a_command_that_reads_from_the_star
     lines[3] = b'{"event":garbage}\n'
     path.write_bytes(b"".join(lines))
     r = run_cli(["project", "leaderboard", "--ledger", path, "--root", tmp_path])
-    assert r.exit_code != 0 and "no readable event after seq 3" in r.stderr and "the ledger is damaged there" in r.stderr, r.output
-    assert "replay --verify --chain-only" in r.stderr and "rebuild from scratch" not in r.stderr
+    assert r.exit_code != 0 and "(seq 4 expected) is not a ledger line" in r.stderr, r.output
+    assert "the ledger is damaged at that point" in r.stderr and "replay --verify" in r.stderr
+    assert "rebuild from scratch" not in r.stderr
 
 
 def test_repair_with_nothing_to_remove_says_what_else_is_wrong(ledger_of_five: Path) -> None:

@@ -15,6 +15,7 @@ from cbledger.ledger import encoding
 from cbledger.ledger.chain import GENESIS, format_line, link_hash, parse_line
 from cbledger.ledger.verify import verify_chain
 from tests.factories import (
+    draft_json,
     grade_recorded,
     ledger_created,
     new_ledger,
@@ -191,6 +192,29 @@ def test_replay_verify_names_the_seq_and_the_kind(
     problem = chain["problem"]
     assert (problem["kind"], problem["line"], problem["seq"]) == (kind, line, seq)
     assert chain["head"]["seq"] == line - 1  # the last event that still verifies
+
+
+UNLINKED = {
+    "last-line-copied": (lambda ls: b"".join(ls) + ls[-1], "seq 8 again (a line copied or moved)"),
+    "line-removed": (lambda ls: b"".join(ls[:4] + ls[5:]), "seq 5 is missing (a line removed)"),
+    "lines-swapped": (lambda ls: b"".join(ls[:4] + [ls[5], ls[4]] + ls[6:]), "seq 5 is missing (a line removed)"),
+}
+
+
+@pytest.mark.parametrize("name", list(UNLINKED))
+def test_a_line_copied_removed_or_moved_by_hand_is_refused_by_an_append_and_a_read(ledger: Path, name: str) -> None:
+    """A duplicated last line was read past (its seq not after the head) and appended after: the
+    append chained new events onto a ledger `replay --verify` refuses, and `watch` published them."""
+    tamper, why = UNLINKED[name]
+    ledger.write_bytes(tamper(split(ledger)))
+    before = ledger.read_bytes()
+    appended = run_cli(["append", "-", "--ledger", ledger], input=draft_json(run_retracted(2)))
+    assert appended.exit_code != 0 and why in appended.stderr, appended.stderr
+    assert ledger.read_bytes() == before
+    listed = run_cli(["log", "--ledger", ledger])
+    assert listed.exit_code != 0 and why in listed.stderr, listed.stderr
+    verified = run_cli(["replay", "--verify", "--chain-only", "--ledger", ledger])
+    assert verified.exit_code == 1 and "seq-gap" in verified.stderr  # verify names it in its own terms
 
 
 def test_the_untampered_ledger_verifies(ledger: Path) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from cbledger.errors import UserError
 from cbledger.ledger.store import LedgerStore
 from cbledger.projections import leaderboard, readmodel, records, writers
 from cbledger.projections.site import render as site_render
@@ -125,6 +126,29 @@ def test_a_line_that_does_not_link_is_reported_and_folding_resumes(tmp_path):
     store.append(drafts[10:20])
     update = regen.refresh()
     assert update is not None and not update.rebuilt and update.head_seq == 21
+    assert_equals_full_rebuild(root, ledger, tmp_path)
+
+
+def test_a_copied_last_line_is_reported_and_nothing_after_it_is_published(tmp_path):
+    """A duplicated last line was read past as already folded: an append after it (which the
+    store accepted) was folded and LEADERBOARD.md named a head `replay --verify` refuses."""
+    root, ledger, drafts = make_root(tmp_path)
+    LedgerStore(ledger).append(drafts[:10])
+    regen = Regenerator(Workspace.at(root, ledger))
+    regen.refresh()
+    good = ledger.read_bytes()
+    published = (root / "LEADERBOARD.md").read_bytes()
+    with open(ledger, "ab") as f:
+        f.write(good.splitlines(keepends=True)[-1])
+    assert regen.refresh() is None
+    assert "seq 11 again (a line copied or moved)" in (regen.problem or ""), regen.problem
+    with pytest.raises(UserError, match="seq 11 again"):
+        LedgerStore(ledger).append(drafts[10:12])
+    assert regen.refresh() is None and (root / "LEADERBOARD.md").read_bytes() == published
+    ledger.write_bytes(good)  # the repair
+    LedgerStore(ledger).append(drafts[10:12])
+    update = regen.refresh()
+    assert update is not None and update.head_seq == 13 and regen.problem is None
     assert_equals_full_rebuild(root, ledger, tmp_path)
 
 

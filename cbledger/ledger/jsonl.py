@@ -68,6 +68,7 @@ class _IdSeq(msgspec.Struct):
 class _LineView(msgspec.Struct):
     event: _IdSeq
     hash: str
+    prev: str
 
 
 class _EventView(msgspec.Struct):
@@ -78,6 +79,15 @@ class _EventView(msgspec.Struct):
 
 _LINE_VIEW = msgspec.json.Decoder(_LineView)
 _EVENT_VIEW = msgspec.json.Decoder(_EventView)
+
+
+def _unlinked(seq: int, prev: str | None, head: Head) -> str:
+    """What is wrong with a line that does not follow the one before it."""
+    if seq <= head.seq:
+        return f"seq {seq} again (a line copied or moved)"
+    if seq > head.seq + 1:
+        return f"seq {head.seq + 1} is missing (a line removed)"
+    return f"its prev {(prev or '?')[:16]}… is not seq {head.seq}'s hash {head.hash[:16]}… (a line replaced)"
 
 
 @dataclass
@@ -335,6 +345,13 @@ class JsonLinesRecorder(Recorder):
                         f"{self.path}: undecodable line at byte {offset}; "
                         f"run `{invocation.command('replay', '--verify')}` to locate it"
                     ) from None
+                if view.event.seq != idx.head.seq + 1 or view.prev != idx.head.hash:
+                    # a line copied, moved or dropped by hand: appending after it would chain new
+                    # events to a ledger `replay --verify` refuses, and every reader skip the line
+                    raise CorruptRecord(
+                        f"{self.path}: the line at byte {offset} (seq {view.event.seq}) does not follow seq "
+                        f"{idx.head.seq}: {_unlinked(view.event.seq, view.prev, idx.head)}"
+                    )
                 idx.ids[view.event.id] = offset
                 idx.head = Head(view.event.seq, view.hash)
                 offset += len(line)
@@ -431,6 +448,11 @@ class JsonLinesRecorder(Recorder):
                         self._marks.clear()
                         yield from self._read_from(f, 0, limit, since, until, types, resumed=False)
                         return
+                if last[0] and view.seq != last[0] + 1:
+                    raise CorruptRecord(
+                        f"{self.path}: the line at byte {offset - len(line)} (seq {view.seq}) does not follow seq "
+                        f"{last[0]}: {_unlinked(view.seq, None, Head(last[0], ''))}"
+                    )
                 before, last = last, (view.seq, offset)
                 if view.seq <= since:
                     continue

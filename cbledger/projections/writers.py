@@ -34,7 +34,7 @@ from cbledger.ledger.durable import (
     written_name,
 )
 from cbledger.ledger.jsonl import JsonLinesRecorder
-from cbledger.ledger.recorder import LedgerMissing, StoreUnavailable
+from cbledger.ledger.recorder import CorruptRecord, LedgerMissing, StoreUnavailable
 from cbledger.ledger.store import LedgerStore, StoredEvent
 from cbledger.projections import leaderboard, paths, readmodel, snapshot
 from cbledger.projections import packed as packed_mod
@@ -116,6 +116,8 @@ class LedgerFollower:
                     self.on_folded(stored)
         except (ProjectionError, StoreUnavailable):  # a server down is no change to the ledger
             raise
+        except CorruptRecord as exc:  # the store names the line and what is wrong with it
+            raise ProjectionError(str(exc)) from None
         except (UserError, msgspec.MsgspecError, ValueError) as exc:
             # a line or row that is not a ledger record where the next one should start
             # read from the start, a command meets a damaged line; a follower may also meet a
