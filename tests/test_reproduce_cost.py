@@ -8,7 +8,7 @@ from pathlib import Path
 
 import msgspec
 
-from cbledger.ledger.events import Cost
+from cbledger.ledger.events import Cost, CostCapStop
 from cbledger.projections.writers import load_state
 from cbledger.reproduce.figures import cost_findings
 from tests.factories import new_ledger, pricing_published, run_recorded
@@ -49,3 +49,24 @@ def test_a_cost_under_a_price_table_the_ledger_never_held_is_named(tmp_path):
 
 def test_a_replay_keeps_its_originals_cost_and_is_not_priced_again(tmp_path):
     assert _findings(tmp_path, _priced(1), _priced(2, usd_micros=7, replay_of=_priced(1).body.run_id)) == {}
+
+
+def test_a_cost_naming_no_price_table_is_named_unless_a_money_limit_metered_it(tmp_path):
+    """A figure with a null table (a scripted run's null cost edited to 250000, re-chained) was not
+    priced at all, so `replay --verify` passed it and the leaderboard summed it."""
+    [(run_id, [f])] = _findings(tmp_path, _priced(1), _priced(2, usd_micros=250_000, table=None)).items()
+    assert run_id == _priced(2).body.run_id and (f.kind, f.expected, f.actual) == ("cost-mismatch", 250_000, None)
+    assert "names no price table" in f.message
+    # a run a money limit stopped before run-end costs what the proxy metered, kept with the cap
+    stopped = _priced(3, usd_micros=4_200, table=None)
+    body = stopped.body
+    assert body.stats is not None
+    stats = msgspec.structs.replace(body.stats, exit_path="cap-exceeded")
+    cap = CostCapStop(cap_usd_micros=4_000, spent_usd_micros=4_200)
+    stopped = msgspec.structs.replace(stopped, body=msgspec.structs.replace(body, stats=stats, cost_cap=cap))
+    assert _findings(tmp_path / "capped", _priced(1), stopped) == {}
+    # and no more than that: a metered figure edited is priced like any other
+    cap = CostCapStop(cap_usd_micros=4_000, spent_usd_micros=4_100)
+    edited = msgspec.structs.replace(stopped, body=msgspec.structs.replace(stopped.body, cost_cap=cap))
+    [(_, [f])] = _findings(tmp_path / "edited", _priced(1), edited).items()
+    assert f.kind == "cost-mismatch" and f.expected == 4_200

@@ -89,10 +89,22 @@ def cost_findings(state: LedgerState) -> dict[str, list[Finding]]:
             tables[item.table_version] = pricing.as_of(seen, item.table_version) or item
             continue
         run, cost = item, item.cost
-        if cost.usd_micros is None or cost.price_table_version is None or run.replay_of is not None or run.stats is None:
+        if cost.usd_micros is None or run.replay_of is not None or run.stats is None:
             continue
-        if run.cost_cap and (run.stats.exit_path == "cap-exceeded" or run.stats.tokens_in + run.stats.tokens_out == 0):
+        if run.cost_cap and cost.usd_micros == run.cost_cap.spent_usd_micros and (
+            run.stats.exit_path == "cap-exceeded" or run.stats.tokens_in + run.stats.tokens_out == 0
+        ):
             continue  # stopped by a money limit with no run-end: its cost is the proxy's meter, kept with the cap
+        if cost.price_table_version is None:
+            # the runner names the table it priced a run under; a figure without one (a scripted
+            # run's, which costs nothing by rule) comes from no table and no meter
+            out.setdefault(run.run_id, []).append(Finding(
+                check="run", kind="cost-mismatch", seq=seq, run_id=run.run_id, field="cost.usdMicros",
+                message=f"cost.usdMicros is {cost.usd_micros}, but the run names no price table and no money limit "
+                        "metered it: nothing the ledger holds gives that figure",
+                expected=cost.usd_micros, actual=None,
+            ))
+            continue
         table = tables.get(cost.price_table_version)
         route = pricing.route(run.model.id, table)
         again = pricing.usd_micros(route.price if route else None, run.stats.tokens_in, run.stats.tokens_out)
