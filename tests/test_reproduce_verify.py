@@ -131,6 +131,26 @@ def test_chain_only_regrades_nothing(project, monkeypatch):
     assert result.stdout.splitlines()[1].startswith("head: compare seq 11 ")
 
 
+def test_with_rerun_the_last_line_is_the_verdict_of_the_re_executions_too(project, monkeypatch):
+    """`verified: every check passed` was printed before the re-executions, so a run that
+    diverged (exit 8) left no NOT VERIFIED line and the success line above it."""
+    from cbledger.reproduce import rerun as rerun_mod
+
+    def rerun_all(workspace, run_ids, on_done=None, jobs=1):
+        return [("run-a", rerun_mod.RerunResult("run-a", "strict", "identical")),
+                ("run-b", rerun_mod.RerunResult("run-b", "strict", "diverged", first_request="request 1 at $.messages[0]"))]
+
+    monkeypatch.setattr(rerun_mod, "rerun_all", rerun_all)
+    r = run_cli(["replay", "--verify", "--chain-only", "--rerun", "--root", project])
+    assert r.exit_code == 8, r.output
+    assert "verified: every check passed" not in r.stdout
+    assert r.stdout.splitlines()[-1] == "re-executed 2 run(s): 1 identical"
+    assert r.stderr.splitlines()[-1] == "NOT VERIFIED: 1 of 2 re-executed run(s) not identical, or not re-executed (listed above) (exit 8)"
+    monkeypatch.setattr(rerun_mod, "rerun_all", lambda *a, **k: rerun_all(*a, **k)[:1])
+    r = run_cli(["replay", "--verify", "--chain-only", "--rerun", "--root", project])
+    assert r.exit_code == 0 and r.stdout.splitlines()[-2:] == ["re-executed 1 run(s): 1 identical", "verified: every check passed"]
+
+
 def test_since_and_run_select_which_runs_are_regraded(project):
     code, full = verify_json(project)
     seqs = sorted(r["seq"] for r in full["runs"]["results"])

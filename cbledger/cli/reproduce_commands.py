@@ -122,14 +122,20 @@ def replay(
             out["reruns"] = [x.to_dict() if isinstance(x, rerun_mod.RerunResult) else {"runId": rid, "error": x} for rid, x in reruns]
         typer.echo(json.dumps(out, sort_keys=True))
     else:
-        _print(report)
+        rerunning = rerun and report.exit_code == 0
+        _print(report, verdict=not rerunning)  # with --rerun the verdict waits for the re-executions
         for rid, x in reruns:
             if isinstance(x, rerun_mod.RerunResult):
                 print_result(x)
             else:
                 typer.echo(f"{rid}  not re-executed: {printable(x, limit=1000)}")
-        if rerun and report.exit_code == 0:
+        if rerunning:
             typer.echo(f"re-executed {len(reruns)} run(s): {len(reruns) - len(failed)} identical")
+            if failed:
+                typer.echo(f"NOT VERIFIED: {len(failed)} of {len(reruns)} re-executed run(s) not identical, or not "
+                           f"re-executed (listed above) (exit {rerun_mod.RERUN_FAILED_EXIT})", err=True)
+            else:
+                _verdict(report)
     raise typer.Exit(report.exit_code or (rerun_mod.RERUN_FAILED_EXIT if failed else 0))
 
 
@@ -142,7 +148,7 @@ def _print_notes(report: verify_mod.VerifyReport) -> None:
         typer.echo(f"note: … and {len(notes) - NOTES_SHOWN} more (--json lists every one)")
 
 
-def _print(report: verify_mod.VerifyReport) -> None:
+def _print(report: verify_mod.VerifyReport, verdict: bool = True) -> None:
     chain = report.chain
     if chain.ok:
         typer.echo(f"chain ok: {chain.events} events, {chain.bytes} bytes; head seq {chain.head.seq} {chain.head.hash}")
@@ -211,6 +217,12 @@ def _print(report: verify_mod.VerifyReport) -> None:
             typer.echo(f"MISMATCH {f}", err=True)
     if out is not None and out.leaderboard_diff:
         typer.echo(out.leaderboard_diff, err=True, nl=False)
+    if verdict:
+        _verdict(report)
+
+
+def _verdict(report: verify_mod.VerifyReport) -> None:
+    """The last line: what was verified, or why not and the exit code."""
     code = report.exit_code
     if code == verify_mod.EXIT_OK and report.skips:
         typer.echo(f"verified with --allow-skipped: {len(report.skips)} recorded grade(s) or run(s) not reproduced (listed above)")
