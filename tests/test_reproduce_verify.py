@@ -296,3 +296,18 @@ def test_a_results_directory_elsewhere_is_named_where_it_is_and_no_project_is_sa
     refused = run_cli(["run", EDIT_TASK, "--agent", "gold", "--dry-run"])
     assert refused.exit_code == 2
     assert f"(no cbledger project at or above {elsewhere}" in refused.stderr, refused.output
+
+
+def test_a_ledger_named_from_outside_its_project_is_verified_against_that_project(project, tmp_path, monkeypatch):
+    """From outside the project, `--ledger PROJECT/results/ledger/events.jsonl` re-graded against
+    the working directory: every run `fixture-missing` ("materialize it"), exit 7, and a
+    suggestion to write a second leaderboard into results/."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.delenv("CBLEDGER_ROOT", raising=False)
+    r = run_cli(["replay", "--verify", "--json", "--ledger", project / "results" / "ledger" / "events.jsonl"])
+    assert r.exit_code == 0, r.stdout[-2000:] + r.stderr
+    report = json.loads(r.stdout)
+    assert report["failures"] == [] and report["runs"]["counts"]["reproduced"] == 4
+    assert report["projections"]["records"] == {"expected": 4, "matching": 4}

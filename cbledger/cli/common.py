@@ -17,7 +17,7 @@ import typer
 from cbledger import invocation
 from cbledger.cli.exits import USAGE
 from cbledger.cli.table import RESULTS_ENV
-from cbledger.workspace import LEDGER, Workspace
+from cbledger.workspace import LEDGER, Workspace, is_database_url
 
 LEDGER_ENV = "CBLEDGER_LEDGER"
 ROOT_ENV = "CBLEDGER_ROOT"
@@ -127,7 +127,15 @@ def require_project(why: str) -> None:
 def workspace(ledger: str | Path | None, root: Path | None) -> Workspace:
     """The workspace the `--ledger`, `--root` and root `--results` options (or their environment
     variables) name: one results directory holding the ledger and everything made from it."""
-    return Workspace.at(project_root(root), ledger, results=chosen_results())
+    base = project_root(root)
+    if _said.no_project is not None:
+        # a ledger (or results directory) named from outside its project: the project is the one
+        # it lies in, as the working directory's would be (a laptop verifying a copied clone)
+        named = ledger if ledger is not None and not is_database_url(str(ledger)) else chosen_results()
+        beside = find_root(Path(named).absolute().parent) if named is not None else None
+        if beside is not None and is_project(beside):
+            _said.no_project, base = None, beside
+    return Workspace.at(base, ledger, results=chosen_results())
 
 
 def ledger_path(ledger: str | Path | None, root: Path | None = None) -> Path | str:
