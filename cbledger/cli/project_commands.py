@@ -437,6 +437,8 @@ def site_cmd(ledger: LedgerOption = None, root: RootOption = None, check: CheckF
         else:
             for f in found:
                 typer.echo(f"{f.file}: {f.message}", err=True)
+            if not found:
+                typer.echo(f"{where.site}/: up to date")
         raise typer.Exit(1 if found else 0)
     source, progress = _site_source(where, as_json)
     try:

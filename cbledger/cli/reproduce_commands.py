@@ -83,13 +83,15 @@ def replay(
     3 a run does not reproduce (bundle, fixture, seed, commit or evidence digest, or re-grade;
     a bundle, commit or transcript reused by a second run; a grade without its run).
 
-    4 a projection (record, LEADERBOARD.md, read model) differs from its regeneration.
+    4 a projection (record, LEADERBOARD.md, read model, site page) differs from its regeneration.
 
     6 a recorded run or grade was not reproduced (each is named with the reason) and
     --allow-skipped was not given.
 
     8 (with --rerun, everything else verified) a run with a cassette did not re-execute
     identically, or could not be re-executed here (each is named).
+
+    130 interrupted (Ctrl-C): nothing written, nothing verified.
     """
     if not verify:
         fail("nothing to do: pass --verify", 2)
@@ -152,7 +154,8 @@ def _print(report: verify_mod.VerifyReport, verdict: bool = True) -> None:
     chain = report.chain
     if chain.ok:
         typer.echo(f"chain ok: {chain.events} events, {chain.bytes} bytes; head seq {chain.head.seq} {chain.head.hash}")
-        newest = max((c.size for _, c in report.checkpoints.given), default=0)
+        # a checkpoint past the head is a failure named below, and covers nothing of it
+        newest = max((c.size for _, c in report.checkpoints.given if c.size <= chain.head.seq), default=0)
         if not report.options.checkpoints and newest:
             # The checkpoints kept beside the ledger were held against it; a cut after the
             # newest of them (or one that removed them too) only a head published elsewhere shows.
