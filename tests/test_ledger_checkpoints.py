@@ -248,6 +248,8 @@ def test_truncating_and_re_extending_the_ledger_is_caught(project: Project, tmp_
     project.ledger.write_bytes(b"".join(lines[:7]))  # seq 1..7 survive
     r = project.cli("replay", "--verify", "--chain-only", "--checkpoint", held, "--json")
     assert r.exit_code == 5 and "events were removed" in json.loads(r.stdout)["failures"][0]["message"]
+    beside = project.cli("replay", "--verify", "--chain-only")  # the one kept beside it covers no part of seq 7
+    assert beside.exit_code == 5 and "cover it" not in beside.stdout, beside.stdout
     project.append([run_recorded(9), grade_recorded(9, verdict="fail")])
     project.append(runs_and_grades(6, start=20))
     assert LedgerStore(project.ledger).head().seq > size
