@@ -5,6 +5,7 @@ no ledger, and a witness that keeps the last checkpoint it saw and catches a rew
 from __future__ import annotations
 
 import json
+import shutil
 import stat
 from pathlib import Path
 
@@ -230,14 +231,15 @@ def test_a_copy_verified_away_from_its_project_says_where_it_looked_for_keys_and
 ):
     project.checkpoint()
     laptop = tmp_path / "laptop"
-    laptop.mkdir()
+    shutil.copytree(project.root / "results", laptop / "results")  # the ledger and its checkpoints, no keys/
     monkeypatch.chdir(laptop)
-    away = run_cli(["replay", "--verify", "--chain-only", "--ledger", project.ledger, "--json"])
+    copy = laptop / "results" / "ledger" / "events.jsonl"
+    away = run_cli(["replay", "--verify", "--chain-only", "--ledger", copy, "--json"])
     assert away.exit_code == 0, away.stdout
     notes = [n["message"] for n in json.loads(away.stdout)["notes"]]
     assert len(notes) == 2 and all(f"no *.vkey under {laptop}/keys/" in m and "--key VKEY" in m for m in notes), notes
     [vkey] = (project.root / "keys").glob("*.vkey")
-    given = run_cli(["replay", "--verify", "--chain-only", "--ledger", project.ledger, "--key", vkey, "--json"])
+    given = run_cli(["replay", "--verify", "--chain-only", "--ledger", copy, "--key", vkey, "--json"])
     assert given.exit_code == 0 and json.loads(given.stdout)["notes"] == []
 
 
