@@ -128,12 +128,11 @@ def workspace(ledger: str | Path | None, root: Path | None) -> Workspace:
     """The workspace the `--ledger`, `--root` and root `--results` options (or their environment
     variables) name: one results directory holding the ledger and everything made from it."""
     base = project_root(root)
-    if _said.no_project is not None:
-        # a ledger (or results directory) named from outside its project: the project is the one
-        # it lies in, as the working directory's would be (a laptop verifying a copied clone)
-        named = ledger if ledger is not None and not is_database_url(str(ledger)) else chosen_results()
-        beside = find_root(Path(named).absolute().parent) if named is not None else None
-        if beside is not None and is_project(beside):
+    if _said.no_project is not None and ledger is not None and not is_database_url(str(ledger)):
+        # a ledger file named from outside its project: the project is the one it lies in, as
+        # the working directory's would be (a laptop verifying a copied clone)
+        beside = find_root(Path(ledger).absolute().parent)
+        if is_project(beside):
             _said.no_project, base = None, beside
     return Workspace.at(base, ledger, results=chosen_results())
 
