@@ -418,7 +418,16 @@ def _run(
     lock = threading.Lock()
     order = _AsFinished(store, result, len(plan.runs), on_done)
 
+    stop = threading.Event()  # set on Ctrl-C: the runs in flight on other threads are killed
+
     def one(planned: PlannedRun | None) -> None:
+        try:
+            with isolation.abandon_when(lambda: "interrupted" if stop.is_set() else None):
+                attempts(planned)
+        except isolation.Abandoned:
+            pass  # killed as a run on the main thread is by Ctrl-C: nothing of it is written
+
+    def attempts(planned: PlannedRun | None) -> None:
         while planned is not None:
             outcome: RunOutput | list[RunOutput] | tuple[str, str]
             n = (allowed or {}).get(planned.task.id, 1)
@@ -438,7 +447,7 @@ def _run(
 
     if jobs <= 1:
         for planned in plan.runs:
-            one(planned)
+            attempts(planned)
     else:
         pool = ThreadPoolExecutor(max_workers=jobs)
         futures = [pool.submit(one, p) for p in plan.runs]
@@ -446,10 +455,12 @@ def _run(
             for fut in as_completed(futures):
                 fut.result()
         except BaseException:
-            # Ctrl-C (or a crash in one run): start no further run. Runs in flight finish and
-            # are recorded as they finish; waiting for the whole queue instead would make
-            # Ctrl-C a no-op.
-            pool.shutdown(wait=False, cancel_futures=True)
+            # Ctrl-C (or a crash in one run): no further run starts, and the runs in flight are
+            # killed as the main thread's would be, not recorded (their slots stay open for the
+            # resume), and waited for: left running, they outlived the command by up to their
+            # wall-clock caps and failed once its exit removed what they ran in.
+            stop.set()
+            pool.shutdown(wait=True, cancel_futures=True)
             raise
         pool.shutdown()
     return result
