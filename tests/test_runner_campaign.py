@@ -119,6 +119,37 @@ def test_a_ledger_edited_in_place_is_refused_before_anything_runs_or_is_appended
     assert not (root / "results" / "runs").exists()
 
 
+def test_a_ledger_that_cannot_take_an_append_is_refused_before_any_run(
+    tmp_path: Path, kicad_cli: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A torn tail, or a directory no file can be made in (the batch mark goes beside the ledger),
+    was found only when each run's events were refused, after the run was done (and paid for)."""
+    root = project(tmp_path)
+    ledger = new_ledger(root, "refusing")
+    args = ["run", TASKS[0], "--agent", "gold", "--repeats", "1", "--root", root, "--ledger", ledger]
+    with ledger.open("ab") as f:
+        f.write(b'{"event":{"id"')
+    before = ledger.read_bytes()
+    torn = run_cli(args)
+    assert torn.exit_code == 2 and "incomplete last line" in torn.stderr, torn.output
+    assert ledger.read_bytes() == before and not (root / "results" / "runs").exists()
+    assert run_cli(["repair", "--truncate-torn-tail", "--ledger", ledger]).exit_code == 0
+    opened = os.open
+
+    def refuse_beside_the_ledger(path, *a, **k):
+        if Path(path).parent == ledger.parent and Path(path).name != ledger.name:
+            raise PermissionError(1, "Operation not permitted")
+        return opened(path, *a, **k)
+
+    monkeypatch.setattr(os, "open", refuse_beside_the_ledger)
+    before = ledger.read_bytes()
+    shut = run_cli(args)
+    assert shut.exit_code == 2, shut.output
+    assert shut.stderr.splitlines()[-1] == (f"error: {ledger}: cannot be appended to: no file can be made beside it "
+                                            f"(.{ledger.name}.probe: Operation not permitted); nothing was run or written")
+    assert ledger.read_bytes() == before and not (root / "results" / "runs").exists()
+
+
 def test_a_misspelled_session_is_refused_before_a_dry_run_lists_it_or_a_campaign_keeps_it(tmp_path: Path) -> None:
     root = project(tmp_path)
     ledger = new_ledger(root, "session")

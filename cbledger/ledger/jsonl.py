@@ -195,6 +195,19 @@ class JsonLinesRecorder(Recorder):
             self._batch_mark.unlink(missing_ok=True)
         return start
 
+    def check_appendable(self) -> None:
+        """Also that the batch mark can be made beside the ledger (a read-only or immutable
+        directory refused it only after a campaign's runs were done); the probe is removed."""
+        with self.exclusive():
+            probe = self.path.with_name(f".{self.path.name}.probe")
+            try:
+                probe.unlink(missing_ok=True)
+                os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+                probe.unlink()
+            except OSError as exc:
+                raise UserError(f"{self.path}: cannot be appended to: no file can be made beside it "
+                                f"({probe.name}: {exc.strerror or exc}); nothing was run or written") from None
+
     @property
     def _batch_mark(self) -> Path:
         return self.path.with_name(f".{self.path.name}.batch")

@@ -171,6 +171,13 @@ class Recorder(ABC):
     def exclusive(self) -> AbstractContextManager[None]:
         """Holds off every other writer for the duration (guarantee 5). Not re-entrant."""
 
+    def check_appendable(self) -> None:
+        """Raises what an append now would (a torn tail, an interrupted batch, no write access)
+        without appending: asked before work that ends in an append, so a campaign's runs are
+        not paid for and then refused. By default: the writers' lock taken, the head read."""
+        with self.exclusive():
+            self.head()
+
     @abstractmethod
     def torn_tail(self) -> bytes | None:
         """The incomplete bytes a crash left at the end, if any."""

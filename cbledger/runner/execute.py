@@ -842,7 +842,8 @@ def publish(store: LedgerStore, output: RunOutput) -> list[Appended]:
             return store.append(output.events)
         except OSError as exc:
             if attempt == APPEND_TRIES:
-                raise _kept_for_later(output, f"{exc.strerror or exc}", is_database_url(store.location)) from None
+                why = f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else f"{exc.strerror or exc}"
+                raise _kept_for_later(output, why, is_database_url(store.location)) from None
             time.sleep(APPEND_RETRY_SEC * attempt)
         except ConflictError as exc:
             # another driver of the campaign recorded this slot first (a ledger two results

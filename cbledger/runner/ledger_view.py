@@ -75,9 +75,13 @@ def read(path: Path | str, *, links: bool = False) -> LedgerView:
     """The view a run is planned and recorded against. With `links`, every event's chain link is
     checked on the way (a hash per event, beside the decode the view already pays): a command
     about to append (`run`, `suite bump`) must not build on a ledger edited in place, which the
-    store's own check of the last link cannot see."""
+    store's own check of the last link cannot see; nor on one that cannot take an append now (a
+    torn tail, an interrupted batch, a directory no file can be made in), found before any run
+    is paid for rather than as each run's events are refused."""
     state = LedgerView()
     store = LedgerStore(path)
+    if links:
+        store.recorder.check_appendable()
     prev: str | None = None
     for stored in store.read(types=None if links else _READ):
         if links:
