@@ -100,6 +100,26 @@ def test_a_run_preflight_refuses_keeps_no_campaign_plan(tmp_path: Path, kicad_cl
     assert sorted(p.name for p in root.iterdir()) == ["fixtures", "fresh.jsonl", "suites", "tasks"]
 
 
+@pytest.mark.parametrize("args, refusal", [
+    (["--agent", "gold", "--max-cost-usd", "1"], "runs of the gold agent cost nothing by rule"),
+    (["--agent", "copperhead", "--model", "compat:unpriced"], "model compat:unpriced is not in the latest price table"),
+    (["--agent", "copperhead", "--model", "compat:unpriced", "--segment", "open-weight-hosted", "--max-cost-usd", "1"],
+     "no token price for compat:unpriced"),
+], ids=["limit-on-gold", "unpriced", "limit-on-unpriced"])
+def test_a_refusal_of_the_model_or_its_money_limits_keeps_no_campaign_plan(
+    tmp_path: Path, kicad_cli: str, args: list[str], refusal: str
+) -> None:
+    """These were refused once the campaign's plan and lock were written (a limit on the scripted
+    agents not at all: it ran, unenforced)."""
+    root = project(tmp_path)
+    ledger = new_ledger(root, "money")
+    before = ledger.read_bytes()
+    refused = run_cli(["run", TASKS[0], "--repeats", "1", *args, "--root", root, "--ledger", ledger])
+    assert refused.exit_code == 2 and refusal in refused.stderr, refused.output
+    assert ledger.read_bytes() == before
+    assert not (root / "results" / "campaigns").exists() and not (root / "results" / "runs").exists()
+
+
 def test_a_ledger_edited_in_place_is_refused_before_anything_runs_or_is_appended(tmp_path: Path, kicad_cli: str) -> None:
     """`run` ran on a ledger with a byte changed at seq 2, appended its run on top of the broken
     chain, and only then failed, in the projections, without saying the run was recorded."""

@@ -48,6 +48,7 @@ from cbledger.runner.suite_run import (
     check_executor,
     passes_allowed,
     preflight,
+    refuse_model,
     run_plan,
 )
 from cbledger.tasks import definitions, suite_archive
@@ -179,6 +180,7 @@ def run(
     # refused before the campaign's plan is kept: a refusal writes nothing (run_plan checks again,
     # after leftovers were adopted)
     preflight(Catalog(where.root), plan, view, kicad=executor == "local", workspace=where)
+    refuse_model(plan, view, money, scripted=session is not None, segment=segment, here=executor == "local")
     # the campaign's own place (of this results directory: another project's run of the same plan
     # has its own), so the next invocation finds what a killed one left there
     here = blake3(str(where.results.resolve()).encode()).hexdigest()[:8]

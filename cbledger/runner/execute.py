@@ -285,16 +285,25 @@ def model_identity(settings: RunSettings, model_id: str, provider: str | None) -
     if settings.run_mode == "scripted":
         # The real harness against a session script: no model, no price, never a model row.
         return ModelIdentity(id=model_id, provider="scripted-endpoint", segment="harness", pinning="strong", selection_source="flag"), None
-    r = pricing.route(model_id, settings.price_table)
-    segment = cost_segment(settings.segment_override) or (r.segment if r else None)
+    r, segment = route_and_segment(model_id, settings.price_table, settings.segment_override)
+    pinning = r.pinning if r else ("weak" if segment == "saved-login" else "strong")
+    provider = provider or (model_id.split(":", 1)[0] if ":" in model_id else "api")
+    return ModelIdentity(id=model_id, provider=provider, segment=segment, pinning=pinning, selection_source="flag"), (r.price if r else None)
+
+
+def route_and_segment(
+    model_id: str, table: PricingPublished | None, segment_override: str | None
+) -> tuple[pricing.Route | None, Segment]:
+    """A real model's price-table route (None: unpriced) and its cost segment; refused when
+    neither the table nor --segment gives one."""
+    r = pricing.route(model_id, table)
+    segment = cost_segment(segment_override) or (r.segment if r else None)
     if segment is None:
         raise UserError(
             f"model {model_id} is not in the latest price table; publish prices (`{invocation.command('pricing', 'publish', 'FILE')}`) "
             "or name its segment with --segment"
         )
-    pinning = r.pinning if r else ("weak" if segment == "saved-login" else "strong")
-    provider = provider or (model_id.split(":", 1)[0] if ":" in model_id else "api")
-    return ModelIdentity(id=model_id, provider=provider, segment=segment, pinning=pinning, selection_source="flag"), (r.price if r else None)
+    return r, segment
 
 
 def cost_segment(value: str | None) -> Segment | None:

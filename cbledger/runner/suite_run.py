@@ -39,7 +39,7 @@ from cbledger.runner.agents.copperhead import (
     refuse_undriven,
 )
 from cbledger.runner.agents.scripted import GoldAgent, NoopAgent
-from cbledger.runner.budget import MoneyLimits
+from cbledger.runner.budget import MoneyLimits, price_for_limits
 from cbledger.runner.endpoint import sessions as session_lookup
 from cbledger.runner.endpoint.server import Endpoint
 from cbledger.runner.environment import probe
@@ -47,9 +47,9 @@ from cbledger.runner.execute import (
     RunOutput,
     RunSettings,
     execute,
-    model_identity,
     new_batch_id,
     publish,
+    route_and_segment,
 )
 from cbledger.runner.passes import execute_passes
 from cbledger.runner.plan import Plan, PlannedRun, check_jobs
@@ -319,16 +319,7 @@ def _run_on_dask(
     run_mode = run_mode_of(plan, sessions)
     actor = Actor(kind="runner", name=actor_name)
     batch = new_batch_id(_dt.datetime.now(_dt.UTC))
-    if run_mode == "agent":
-        settings = RunSettings(
-            root=workspace.root, catalog=catalog, agent=NoopAgent(), run_mode=run_mode, suite_version=version,
-            environment=probe(None), price_table=view.pricing, ablations=plan.ablations,
-            sandbox_root=workspace.root, keep_sandboxes=False, copperhead=None, actor=actor, segment_override=segment,
-            confinement=isolation.Confinement(None),
-        )
-        model_identity(settings, plan.model_id, None)  # refuses an unpriced model before any run
-    if run_mode in ("agent", "scripted"):
-        refuse_undriven([r.task for r in plan.runs])
+    refuse_model(plan, view, money, scripted=sessions is not None, segment=segment, here=False)
     money_preflight(plan, view, money, scripted=sessions is not None, dask=True)
     packages: dict[tuple[str, str], Package] = {}
     specs = []
@@ -373,6 +364,32 @@ def _run_on_dask(
     return result
 
 
+def refuse_model(
+    plan: Plan, view: ledger_view.LedgerView, money: MoneyLimits | None, *, scripted: bool, segment: str | None,
+    here: bool = True,
+) -> None:
+    """What the plan's model and money limits are refused for, asked of nothing but the plan and
+    the ledger: `run` asks before it keeps a campaign's plan (a refusal writes nothing), and the
+    runs ask again. An unpriced model without --segment, a compat: model without its endpoint or
+    key, a task mode the harness is not driven in, and a money limit on runs that cost nothing by
+    rule (the scripted agents, a session script), where it would be silently not enforced. The
+    endpoint and key are looked for `here` only: a Dask worker runs with its own environment."""
+    limited = money is not None and (money.max_cost_usd is not None or money.budget_usd is not None)
+    if limited and (plan.agent != "copperhead" or scripted):
+        what = "a session script" if scripted else f"the {plan.agent} agent"
+        raise UserError(f"--max-cost-usd and --budget-usd limit what a model's calls cost; runs of {what} cost nothing "
+                        "by rule, so no limit would be enforced: drop them")
+    if plan.agent != "copperhead":
+        return
+    if not scripted:
+        route_and_segment(plan.model_id, view.pricing, segment)
+        if money is not None:
+            price_for_limits(plan.model_id, view.pricing, money)  # a limit on a model with no token price
+        if here:
+            agent_environment(plan.model_id)
+    refuse_undriven([r.task for r in plan.runs])
+
+
 def _run(
     workspace: Workspace, plan: Plan, *, catalog: Catalog, store: LedgerStore, view: ledger_view.LedgerView,
     version: str, jobs: int, sandbox_root: Path, keep_sandboxes: bool, copperhead_cli: str | None,
@@ -404,11 +421,7 @@ def _run(
         batch=new_batch_id(_dt.datetime.now(_dt.UTC)),
         results=workspace.results_dir,
     )
-    if run_mode in ("agent", "scripted"):
-        if run_mode == "agent":
-            model_identity(settings, plan.model_id, None)  # refuses an unpriced model before any run
-            agent_environment(plan.model_id)  # refuses a compat: model without its endpoint or key, likewise
-        refuse_undriven([r.task for r in plan.runs])
+    refuse_model(plan, view, money, scripted=sessions is not None, segment=segment)
     # last: the key check may ask the provider
     guard = money_preflight(plan, view, money, scripted=sessions is not None, dask=False)
     if guard is not None and isinstance(agent, CopperheadAgent):
