@@ -22,6 +22,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from msgspec import UNSET
+
 from cbledger import credentials, invocation
 from cbledger.errors import UserError
 from cbledger.kicad.oracle import require_kicad_cli
@@ -426,6 +428,11 @@ def _run(
     guard = money_preflight(plan, view, money, scripted=sessions is not None, dask=False)
     if guard is not None and isinstance(agent, CopperheadAgent):
         agent.money = guard
+        # the budget is the campaign's: what its runs recorded by earlier invocations spent is
+        # spent (a resumed campaign once started afresh, and spent its budget again)
+        campaigns = {r.campaign for r in plan.runs if r.campaign is not None}
+        guard.purse.add(sum(r.cost.usd_micros or 0 for r in view.runs.values()
+                            if r.campaign is not UNSET and r.campaign.id in campaigns))
     sandbox_root.mkdir(parents=True, exist_ok=True)
     result = SuiteResult(batch=settings.batch)
     lock = threading.Lock()
