@@ -178,6 +178,10 @@ def test_a_run_stopped_at_its_cost_cap_records_the_cap_and_its_spend(tmp_path, s
     assert msgspec.to_builtins(run.cost_cap) == {"capUsdMicros": 250_000, "spentUsdMicros": 300_000, "campaignBudgetUsdMicros": None}
     assert run.cost.usd_micros == 300_000 and run.stats.tokens_in == 300_000
     assert "stopped at the --max-cost-usd cap of $0.2500: spent $0.3000" in run.runner_note
+    # said where a reader looks: the run's line and `show` (they once read as a plain failure)
+    assert f"{run.run_id}  fail" in result.output and "; stopped by a money limit" in result.output
+    shown = project.cli("show", run.run_id)
+    assert "  stopped    by a money limit: " in shown.output and "$0.2500" in shown.output, shown.output
     tape = cassette_mod.load(project.root / run.cassette.path, expect=run.cassette.blake3)
     assert [e.status for e in tape.exchanges] == [200, 200, 200, 402]
     # the refusal is on the cassette: the stopped run re-executes the same way, offline

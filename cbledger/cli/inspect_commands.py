@@ -52,6 +52,8 @@ def _text(doc: dict[str, Any]) -> list[str]:
     if failure:
         at = f" at model call {failure['turn']}" if failure.get("turn") else ""
         lines.append(f"  not the model's: {failure['kind']}{at}: {printable(failure['detail'])}")
+    if doc["costCap"]:
+        lines.append(f"  stopped    by a money limit: {printable(doc['runnerNote'] or 'see costCap')}")
     for path in doc["records"]:
         lines.append(f"  record     {path}")
     if doc["retracted"]:

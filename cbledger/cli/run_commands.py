@@ -28,7 +28,7 @@ from cbledger.cli.common import (
 from cbledger.cli.exits import INTERRUPTED
 from cbledger.cli.progress import Reporter, SuiteProgress
 from cbledger.grading import suite_version
-from cbledger.ledger.events import Ablations, Actor, make_event
+from cbledger.ledger.events import Ablations, Actor, GradeRecorded, RunRecorded, make_event
 from cbledger.ledger.store import LedgerStore
 from cbledger.login import login_name
 from cbledger.projections import packed as packed_mod
@@ -224,11 +224,7 @@ def run(
     for output in result.outputs:
         run, grade = output.run, output.grade
         where_to = ", ".join(_shown(where, n) for n in records.get(run.run_id, []) or [bundle_name(run.run_id)])
-        label = grade.verdict + (f" ({grade.failure_category})" if grade.failure_category else "")
-        if run.harness_failure is not None:
-            label += f"; not the model's: {run.harness_failure.kind}"
-        if run.passes:
-            label = f"pass {run.passes.index}/{run.passes.allowed}: {label}"
+        label = _outcome_label(run, grade)
         kept = f"  sandbox {sandboxes / run.run_id}" if draft else ""
         typer.echo(f"  {run.run_id}  {label}  {where_to}{kept}")
     typer.echo(
@@ -305,6 +301,16 @@ def _project(where: Workspace) -> dict[str, list[str]]:
     for entry in record_entries(state, build=False):
         records.setdefault(entry.run_id, []).append(record_name(entry.path))
     return records
+
+
+def _outcome_label(run: RunRecorded, grade: GradeRecorded) -> str:
+    """A recorded run's line: its verdict and category, and whatever says it is not all the model's."""
+    label = grade.verdict + (f" ({grade.failure_category})" if grade.failure_category else "")
+    if run.harness_failure is not None:
+        label += f"; not the model's: {run.harness_failure.kind}"
+    if run.cost_cap:
+        label += "; stopped by a money limit"
+    return f"pass {run.passes.index}/{run.passes.allowed}: {label}" if run.passes else label
 
 
 def _interrupted(campaign: str, draft: Workspace | None, *, again: bool, on: tuple[str, ...] = ()) -> str:

@@ -79,6 +79,9 @@ def summary(state: LedgerState, run_id: str) -> dict[str, Any]:
         "exitPath": stats.exit_path if stats else None,
         #: why the run is not the model's (the harness or its environment ended it), if it is not
         "harnessFailure": msgspec.to_builtins(run.harness_failure) if run.harness_failure is not None else None,
+        #: the money limit that stopped the run, and what the runner noted of it
+        "costCap": msgspec.to_builtins(run.cost_cap) if run.cost_cap else None,
+        "runnerNote": run.runner_note,
         "startedAt": fmt.utc_stamp(run.timings.started_at),
         "suiteVersion": run.comparability.suite_version,
         "bundle": run.sandbox.store,
