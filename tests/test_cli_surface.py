@@ -118,6 +118,17 @@ def test_unknown_command_is_a_usage_error_with_a_suggestion() -> None:
     assert "Did you mean 'log'?" in result.output
 
 
+def test_a_results_directory_that_is_a_file_is_refused_as_such(tmp_path: Path) -> None:
+    """It was "no ledger here (run `init` first)", and `init` then failed with "Not a directory"."""
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    for argv in (["log"], ["init"]):
+        r = run_cli(["--results", afile, *argv], env=NO_ENV)
+        assert r.exit_code == 2 and r.stderr == f"error: --results {afile}: not a directory (it names the directory " \
+            "a workspace's ledger and outputs go in)\n", r.stderr
+    assert afile.read_text() == ""
+
+
 def test_a_command_option_given_before_the_command_is_shown_after_it(tmp_path: Path) -> None:
     ledger = tmp_path / "my ledger.jsonl"
     result = run_cli(["--ledger", ledger, "replay", "--verify"], env=NO_ENV)

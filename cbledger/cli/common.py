@@ -31,6 +31,9 @@ def choose_results(directory: Path | None) -> None:
     global _chosen_results
     _chosen_results = directory
     _said.no_project, _said.error = None, False  # each invocation's own (the tests run many in one process)
+    if directory is not None and directory.exists() and not directory.is_dir():
+        # else every command says "no ledger here (run init first)", and init then fails on it
+        fail(f"--results {directory}: not a directory (it names the directory a workspace's ledger and outputs go in)")
 
 
 def chosen_results() -> Path | None:
