@@ -599,6 +599,12 @@ def test_a_kept_run_is_adopted_and_another_campaigns_leftovers_are_not_touched(t
     assert not workspace.pending_events(kept_id).exists()
     assert sorted(done.removed) == sorted(mine) and all(not p.exists() for p in mine)
     assert all(p.exists() for p in others)
+    # kept events a user appended by hand, as the refusal said, are not adopted twice: the file goes
+    workspace.pending_events(kept_id).write_bytes(draft_json(run) + b"\n" + draft_json(grade) + b"\n")
+    with leftovers.hold(workspace, "c1"):
+        again = leftovers.clean(workspace, store, "c1", tmp_path / "sb")
+    assert again.adopted == [] and again.removed == [workspace.pending_events(kept_id)]
+    assert not workspace.pending_events(kept_id).exists() and len(list(store.read())) == 3
 
 
 def test_a_slot_another_driver_recorded_first_discards_this_runs_bundle(tmp_path: Path) -> None:

@@ -108,9 +108,12 @@ def _adopt(store: LedgerStore, workspace: Workspace, run_id: str, done: Cleaned)
         done.refused.append((pending, "its bundle is not in place"))
         return
     try:
-        store.append(parse_drafts(pending.read_bytes(), str(pending)), check=semantics.check_batch)
+        appended = store.append(parse_drafts(pending.read_bytes(), str(pending)), check=semantics.check_batch)
     except UserError as exc:
         done.refused.append((pending, str(exc)))
         return
     pending.unlink()
-    done.adopted.append(run_id)
+    if any(a.created for a in appended):
+        done.adopted.append(run_id)
+    else:  # appended by hand as the refusal said (`cbledger append` of the kept file): only the file was left
+        done.removed.append(pending)
