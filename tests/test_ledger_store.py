@@ -16,6 +16,7 @@ from cbledger.ledger import encoding
 from cbledger.ledger.chain import GENESIS, format_line, link_hash, parse_line
 from cbledger.ledger.encoding import InvalidEvent
 from cbledger.ledger.events import event_type
+from cbledger.ledger.jsonl import JsonLinesRecorder
 from cbledger.ledger.store import Head, LedgerMissing, LedgerStore, TornTail
 from cbledger.ledger.verify import verify_chain
 from tests.factories import (
@@ -26,9 +27,11 @@ from tests.factories import (
     ledger_created,
     new_ledger,
     one_of_each,
+    pricing_published,
     run_recorded,
     run_retracted,
     runs_and_grades,
+    suite_bumped,
 )
 
 
@@ -430,3 +433,24 @@ def test_holds_is_true_only_when_every_id_is_in_the_ledger(store: LedgerStore, p
     assert store.holds(ids[:1]) and not store.holds(ids)
     store.append(drafts)
     assert LedgerStore(path).holds(ids) and store.holds([])
+
+
+def test_a_recorder_refused_by_a_torn_tail_goes_on_once_it_is_repaired(tmp_path: Path) -> None:
+    """The index took in the lines before the torn one but not where they ended: the next
+    catch-up read them again as lines that do not follow the head, and the recorder refused every
+    append for the rest of the process, the repair included."""
+    path = tmp_path / "events.jsonl"
+    new_ledger(path).append([suite_bumped(1)])
+    mine = LedgerStore(path)
+    assert mine.head().seq == 2
+    other = LedgerStore(path)
+    other.append([pricing_published(1)])
+    other.append([run_recorded(1), grade_recorded(1)])
+    with open(path, "ab") as f:
+        f.write(b'{"event":{"id":"x","se')  # a writer killed part-way through one line
+    for _ in range(2):
+        with pytest.raises(TornTail):
+            mine.append([run_retracted(1)])
+    assert JsonLinesRecorder(path).repair_tail().action == "removed"
+    [appended] = mine.append([run_retracted(1)])
+    assert appended.seq == 6 and verify_chain(path).ok

@@ -116,7 +116,7 @@ def run(
         "--max-cost-usd", metavar="USD", help="Stop a run whose spend, metered from its provider's reported usage, reaches this many USD.",
         show_default=False)] = None,
     budget_usd: Annotated[str | None, typer.Option(
-        "--budget-usd", metavar="USD", help="Start no further run once this invocation's runs have spent this many USD (metered live).",
+        "--budget-usd", metavar="USD", help="Start no further run of the campaign once its runs, this invocation's and earlier ones', have spent this many USD (metered live).",
         show_default=False)] = None,
     key_check: Annotated[bool, typer.Option(
         help="Check the route's key with one request to its provider (its model list, no tokens) before the first run.")] = True,

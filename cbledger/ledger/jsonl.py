@@ -197,7 +197,9 @@ class JsonLinesRecorder(Recorder):
 
     def check_appendable(self) -> None:
         """Also that the batch mark can be made beside the ledger (a read-only or immutable
-        directory refused it only after a campaign's runs were done); the probe is removed."""
+        directory refused it only after a campaign's runs were done); the probe is removed. The
+        file is indexed under the readers' lock first: the writers' is then held only for the probe."""
+        self.head()
         with self.exclusive():
             probe = self.path.with_name(f".{self.path.name}.probe")
             try:
@@ -368,7 +370,9 @@ class JsonLinesRecorder(Recorder):
                 idx.ids[view.event.id] = offset
                 idx.head = Head(view.event.seq, view.hash)
                 offset += len(line)
-            idx.offset = offset
+                # the head and where its line ends move together: a refusal further on (a torn
+                # tail, a damaged line) leaves the index whole for the next catch-up to go on from
+                idx.offset = offset
 
     # ------------------------------------------------------------------ reading
 

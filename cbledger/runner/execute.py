@@ -382,6 +382,9 @@ def finish_or_record(
     try:
         return finish_graded(settings, planned, ready.fixture, start, ready.seed, ready.baseline, agent_run, pass_ref)
     except Exception as exc:
+        # a step's tool killed by the Ctrl-C that abandons the run (a host `git` shares the
+        # terminal's process group) is no failure to record: the run is abandoned whole
+        isolation.give_up()
         return record_unpreserved(
             settings, planned, ready.fixture, start, ready.seed, ready.baseline, agent_run, ready.kept, exc, pass_ref,
         ), None

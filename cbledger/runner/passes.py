@@ -37,7 +37,7 @@ from cbledger.errors import UserError
 from cbledger.grading import hints as hints_mod
 from cbledger.ledger.events import PassRef
 from cbledger.runner import execute as steps
-from cbledger.runner import preserve
+from cbledger.runner import isolation, preserve
 from cbledger.runner.plan import PlannedRun
 
 #: where copperhead keeps its own record of each run (transcript, summary)
@@ -127,6 +127,7 @@ def execute_passes(settings: steps.RunSettings, planned: PlannedRun, allowed: in
         run_start, ref = start, PassRef(index=1, allowed=allowed)
         options: dict[str, object] = {}
         for index in range(1, allowed + 1):
+            isolation.give_up()  # after Ctrl-C (`--jobs N`), no further pass starts: the attempt is abandoned
             try:
                 agent_run = steps.run_agent(settings, planned, ready.fixture, run_start, ready.baseline, options)
             except Exception:

@@ -449,6 +449,7 @@ def _run(
 
     def attempts(planned: PlannedRun | None) -> None:
         while planned is not None:
+            isolation.give_up()  # after Ctrl-C, no retry starts either
             outcome: RunOutput | list[RunOutput] | tuple[str, str]
             n = (allowed or {}).get(planned.task.id, 1)
             if guard is not None and guard.purse.exhausted():
