@@ -154,19 +154,14 @@ def test_a_ledger_that_cannot_take_an_append_is_refused_before_any_run(
     assert torn.exit_code == 2 and "incomplete last line" in torn.stderr, torn.output
     assert ledger.read_bytes() == before and not (root / "results" / "runs").exists()
     assert run_cli(["repair", "--truncate-torn-tail", "--ledger", ledger]).exit_code == 0
-    opened = os.open
-
-    def refuse_beside_the_ledger(path, *a, **k):
-        if Path(path).parent == ledger.parent and Path(path).name != ledger.name:
-            raise PermissionError(1, "Operation not permitted")
-        return opened(path, *a, **k)
-
-    monkeypatch.setattr(os, "open", refuse_beside_the_ledger)
+    access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, **k: not (Path(path) == ledger.parent and mode & os.W_OK)
+                        and access(path, mode, **k))
     before = ledger.read_bytes()
     shut = run_cli(args)
     assert shut.exit_code == 2, shut.output
-    assert shut.stderr.splitlines()[-1] == (f"error: {ledger}: cannot be appended to: no file can be made beside it "
-                                            f"(.{ledger.name}.probe: Operation not permitted); nothing was run or written")
+    assert shut.stderr.splitlines()[-1] == (f"error: {ledger}: cannot be appended to: {ledger.parent} cannot be written "
+                                            "(not writable by this user, or immutable); nothing was run or written")
     assert ledger.read_bytes() == before and not (root / "results" / "runs").exists()
 
 

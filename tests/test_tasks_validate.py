@@ -372,8 +372,18 @@ def test_variant_of_an_existing_original(project):
 def test_rubric_must_be_a_file_in_the_task_directory(project):
     edit_task(project, rubric="rubric.md")
     assert only(project) == ("tasks/good/task.json", "rubric", "'rubric.md' does not exist in tasks/good/")
-    (project / "tasks" / "good" / "rubric.md").write_text("Is the refusal's counter-proposal useful?\n")
+    rubric = project / "tasks" / "good" / "rubric.md"
+    rubric.write_text("Is the refusal's counter-proposal useful?\n\n- `useful` (2 points): it names a part\n")
     assert problems(project) == []
+    # the criteria as `judge` reads them, refused here rather than after a bump recorded them
+    for text, field, why in [
+        ("- `useful` (2 points): a\n- `useful` (1 point): b\n", "line 2", "criterion 'useful' is given twice"),
+        ("- `useful` (2 points): a\n1. tidy (2 points): b\n", "line 2", "a criterion reads - `id` (N points): text"),
+        ("- `Bad Id` (two points): a\n", "line 1", "a criterion reads - `id` (N points): text"),
+        ("Only context.\n", "", "no criterion (a list item - `id` (N points): text)"),
+    ]:
+        rubric.write_text(text)
+        assert only(project) == ("tasks/good/rubric.md", field, why), text
     edit_task(project, rubric="../other/rubric.md")
     assert only(project) == ("tasks/good/task.json", "rubric", "'../other/rubric.md' must be a relative path inside the task directory")
 

@@ -81,6 +81,13 @@ _LINE_VIEW = msgspec.json.Decoder(_LineView)
 _EVENT_VIEW = msgspec.json.Decoder(_EventView)
 
 
+def _read_only_mount(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
 def _unlinked(seq: int, prev: str | None, head: Head) -> str:
     """What is wrong with a line that does not follow the one before it."""
     if seq <= head.seq:
@@ -196,19 +203,18 @@ class JsonLinesRecorder(Recorder):
         return start
 
     def check_appendable(self) -> None:
-        """Also that the batch mark can be made beside the ledger (a read-only or immutable
-        directory refused it only after a campaign's runs were done); the probe is removed. The
-        file is indexed under the readers' lock first: the writers' is then held only for the probe."""
+        """Also that the ledger, and its directory (where a batch's mark is made), can be written:
+        a read-only or immutable one refused each run's events only after the run was done.
+        Asked with `access`, which writes nothing (and sees an immutable file or a read-only
+        mount for root too). The file is indexed under the readers' lock first: the writers'
+        is then held only to find a torn tail or an interrupted batch."""
         self.head()
         with self.exclusive():
-            probe = self.path.with_name(f".{self.path.name}.probe")
-            try:
-                probe.unlink(missing_ok=True)
-                os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-                probe.unlink()
-            except OSError as exc:
-                raise UserError(f"{self.path}: cannot be appended to: no file can be made beside it "
-                                f"({probe.name}: {exc.strerror or exc}); nothing was run or written") from None
+            for what in (self.path, self.path.parent):
+                if not os.access(what, os.W_OK):
+                    why = "a read-only file system" if _read_only_mount(what) else "not writable by this user, or immutable"
+                    raise UserError(f"{self.path}: cannot be appended to: {what} cannot be written ({why}); "
+                                    "nothing was run or written")
 
     @property
     def _batch_mark(self) -> Path:

@@ -246,6 +246,17 @@ def _rubric_rules(doc: dict[str, Any], task_dir: Path, file: str, ctx: _Context)
         return [error(file, "rubric", f"{rubric!r} must be a relative path inside the task directory")]
     if not (task_dir / rubric).is_file():
         return [error(file, "rubric", f"{rubric!r} does not exist in {ctx.rel(task_dir)}/")]
+    # the criteria as `judge` reads them: a malformed one found here, before a bump records it
+    from cbledger.runner.judge import rubric as rubric_mod
+
+    named = ctx.rel(task_dir / rubric)
+    try:
+        rubric_mod.parse((task_dir / rubric).read_bytes().decode("utf-8"), Path(named))
+    except UnicodeDecodeError:
+        return [error(named, "", "not UTF-8")]
+    except UserError as exc:
+        where, _, why = str(exc).removeprefix(f"{named}:").partition(": ")
+        return [error(named, f"line {where}", why) if where.isdigit() else error(named, "", str(exc).removeprefix(f"{named}: "))]
     return []
 
 

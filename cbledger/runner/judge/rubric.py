@@ -22,7 +22,9 @@ from cbledger.inputs import read_regular
 DEFAULT_FILE = "rubric.md"
 MAX_BYTES = 64 * 1024
 _ITEM = re.compile(r"^\s*[-*]\s+`(?P<id>[a-z0-9][a-z0-9-]{0,63})`\s*\((?P<n>\d{1,4})\s+points?\)\s*:\s*(?P<text>\S.*)$")
-_LOOSE = re.compile(r"^\s*[-*]\s+`")
+#: a line meant as a criterion that does not read as one: a list item opening with a backtick,
+#: or any list item (numbered too) that gives points
+_LOOSE = re.compile(r"^\s*(?:[-*]\s+`|(?:[-*+]|\d+[.)])\s+.*\(\s*\d+\s+points?\s*\))")
 
 
 @dataclass(frozen=True)
