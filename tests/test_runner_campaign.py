@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import shlex
 import signal
 import socket
@@ -118,6 +119,18 @@ def test_a_refusal_of_the_model_or_its_money_limits_keeps_no_campaign_plan(
     assert refused.exit_code == 2 and refusal in refused.stderr, refused.output
     assert ledger.read_bytes() == before
     assert not (root / "results" / "campaigns").exists() and not (root / "results" / "runs").exists()
+
+
+def test_a_task_whose_id_differs_from_its_directory_is_refused_even_as_a_draft(tmp_path: Path, kicad_cli: str) -> None:
+    """`validate` and the bump named it, but `run DIR --draft` ran, and recorded, the task its id names."""
+    root = project(tmp_path)
+    shutil.copytree(root / "tasks" / TASKS[0], root / "tasks" / "copied-task")
+    for extra in (["--draft"], []):
+        refused = run_cli(["run", "copied-task", "--agent", "gold", "--repeats", "1", *extra, "--root", root])
+        assert refused.exit_code == 2, refused.output
+        assert refused.stderr.splitlines()[-1] == (f"error: {root / 'tasks' / 'copied-task' / 'task.json'}: id: {TASKS[0]!r} "
+                                                   "differs from its directory name 'copied-task'")
+    assert not (root / "results" / "runs").exists()
 
 
 def test_a_ledger_edited_in_place_is_refused_before_anything_runs_or_is_appended(tmp_path: Path, kicad_cli: str) -> None:

@@ -158,7 +158,11 @@ class Catalog:
         d = self.tasks_dir / task_id
         if not (d / "task.json").is_file():
             raise UserError(f"{d}: no such task{did_you_mean(task_id, self.task_ids())}")
-        return load_task(d)
+        task = load_task(d)
+        if task.manifest.id != task_id:
+            # else a plan asked for this directory would run, and record, the task it names
+            raise UserError(f"{d / 'task.json'}: id: {task.manifest.id!r} differs from its directory name {task_id!r}")
+        return task
 
     def fixture(self, fixture_id: str) -> Fixture:
         d = self.fixtures_dir / fixture_id
