@@ -46,6 +46,14 @@ def test_capturing_a_gold_run_gives_back_its_gold(tmp_path, kicad_cli, monkeypat
     end = events[-1]
     assert end["type"] == "run-end" and end["data"]["tokensIn"] == 0 and end["data"]["exitPath"] == "done"
     assert "versions" not in events[0]["data"]  # no machine path of the run that was captured
+    # another task's run is refused, the other task's gold untouched: one on another fixture (its
+    # seed names the fixture) and one on the same board asked another prompt
+    for other, why in (("mcu-rename-i2c-nets", "its seed is 'seed: fixture synthetic-led-resistor "),
+                       ("led-current-refusal", "its harness was asked 'Make the power indicator a little brighter")):
+        kept = _files(root / "tasks" / other / "gold")
+        refused = run_cli(["fixture", "gold", other, "--from-sandbox", sandbox, "--root", root])
+        assert refused.exit_code == 2 and f"not a run of {other}: {why}" in refused.stderr, refused.output
+        assert refused.stderr.rstrip().endswith("nothing replaced") and _files(root / "tasks" / other / "gold") == kept
     # a directory that is not a kept sandbox is refused
     result = run_cli(["fixture", "gold", TASK, "--from-sandbox", tmp_path, "--root", root])
     assert result.exit_code != 0 and "not a kept sandbox" in result.output

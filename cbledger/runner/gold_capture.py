@@ -50,6 +50,27 @@ def _scrub(event: dict) -> dict:
     return event
 
 
+def _require_a_run_of(task: Task, sandbox: Path, repo: pygit2.Repository, baseline_sha: str, events: list) -> None:
+    """Refuses a sandbox another task's run left: its seed names another fixture (the seed commit
+    says which, `runner/sandbox.py`), or its harness was asked another prompt. Any sandbox once
+    replaced the gold with that run's files, and a failing noop's emptied it."""
+    seed: pygit2.Commit | None = repo.get(baseline_sha)  # type: ignore[assignment]
+    while seed is not None and seed.parents:
+        seed = seed.parents[0]
+    pinned = task.manifest.fixture
+    expected = f"seed: fixture {pinned.id} {pinned.sha256}"
+    if seed is None or seed.message.strip() != expected:
+        found = seed.message.strip() if seed is not None else "no seed commit"
+        raise UserError(f"{sandbox}: not a run of {task.id}: its seed is {found!r}, {task.id}'s would be {expected!r}; "
+                        "nothing replaced")
+    prompt = task.manifest.request.prompt
+    start = next((e.get("data") for e in events if e.get("type") == "run-start"), None)
+    asked = start.get("request") if isinstance(start, dict) else None
+    if prompt and isinstance(asked, str) and asked != prompt:
+        raise UserError(f"{sandbox}: not a run of {task.id}: its harness was asked {asked[:80]!r}…, not the task's prompt; "
+                        "nothing replaced")
+
+
 def capture(task: Task, sandbox: Path) -> GoldCapture:
     """Replaces `task`'s gold with what the run in `sandbox` left (see the module docstring)."""
     if not sandbox.is_dir():
@@ -69,6 +90,7 @@ def capture(task: Task, sandbox: Path) -> GoldCapture:
     if path is None:
         raise UserError(f"{sandbox}: the run wrote no transcript")
     events = [json.loads(line) for line in (end_view.read(path) or b"").decode().splitlines() if line.strip()]
+    _require_a_run_of(task, sandbox, repo, baseline_sha, events)
 
     # the new gold staged whole and renamed over the old (`install_tree`): an interrupted capture
     # leaves the old gold or the new one, never a mix, and is run again from the same sandbox
