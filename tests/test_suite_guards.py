@@ -55,6 +55,20 @@ def test_a_bump_runs_gold_and_noop_on_every_new_task_first(project):
     assert not (project / "results" / "runs").exists() or not list((project / "results" / "runs").iterdir())
 
 
+def test_a_bump_warns_of_an_optional_assertion_the_gold_fails(project):
+    """A typo in an optional assertion (a value's case) could never score, and the bump said nothing."""
+    path = project / "tasks" / EDIT / "assertions.json"
+    items = json.loads(path.read_text())
+    items.append({"id": "value-typo", "type": "symbol_present", "required": False, "weight": 1,
+                  "args": {"refdes": "R1", "value": "680K"}})
+    path.write_text(json.dumps(items, indent=2) + "\n")
+    r = bump(project)
+    assert r.exit_code == 0, r.stderr
+    assert (f"trial {EDIT}: gold pass, expected pass; warning: the gold fails optional assertion(s) value-typo: "
+            "a typo?") in r.stderr
+    assert f"trial {REFUSAL}: gold pass, expected pass\n" in r.stderr
+
+
 def test_a_bump_refuses_a_changed_task_whose_gold_fails(project):
     assert bump(project).exit_code == 0
     before = ledger_lines(project)

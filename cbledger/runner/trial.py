@@ -41,6 +41,9 @@ class TrialResult:
     agent: str
     verdict: str
     first_failed_required: str | None
+    #: the optional assertions a passing gold failed: the right change misses them, so each is
+    #: most likely a typo (a value's case, a net's name) that no run can ever score
+    gold_missed: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -48,7 +51,9 @@ class TrialResult:
 
     def __str__(self) -> str:
         why = f" (first failed: {self.first_failed_required})" if self.first_failed_required else ""
-        return f"{self.task_id}: {self.agent} {self.verdict}{why}, expected {EXPECTED[self.agent]}"
+        missed = (f"; warning: the gold fails optional assertion(s) {', '.join(self.gold_missed)}: a typo?"
+                  if self.gold_missed else "")
+        return f"{self.task_id}: {self.agent} {self.verdict}{why}, expected {EXPECTED[self.agent]}{missed}"
 
 
 def _agent(kind: str) -> Agent:
@@ -123,7 +128,8 @@ def _one(settings: steps.RunSettings, planned: PlannedRun, kind: str) -> TrialRe
     finally:
         steps.remove_sandbox(settings, start)
     g = graded.grade
-    return TrialResult(task.id, kind, g.verdict, g.first_failed_required)
+    missed = tuple(o.id for o in g.outcomes if o.status == "fail" and not o.required) if kind == "gold" else ()
+    return TrialResult(task.id, kind, g.verdict, g.first_failed_required, missed)
 
 
 def require_discriminating(results: Sequence[TrialResult], what: str) -> None:
