@@ -17,8 +17,9 @@ from cbledger.errors import UserError
 from cbledger.ledger.events import RubricScoredEvent
 from cbledger.ledger.store import LedgerStore
 from cbledger.runner import ledger_view
-from cbledger.runner.judge import client, rubric
+from cbledger.runner.judge import client
 from cbledger.runner.judge.judge import read_answer
+from cbledger.tasks import rubric
 from tests.factories import run_cli
 
 REPO = Path(__file__).resolve().parent.parent

@@ -12,7 +12,7 @@ from cbledger.errors import UserError
 from cbledger.projections.fold import LedgerState
 from cbledger.reproduce.findings import Finding
 from cbledger.reproduce.runs import Suites
-from cbledger.runner.judge import rubric as rubric_mod
+from cbledger.tasks import rubric as rubric_mod
 from cbledger.tasks.catalog import Catalog
 
 

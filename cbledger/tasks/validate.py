@@ -45,6 +45,7 @@ from cbledger.kicad.netlist import Netlist
 from cbledger.ledger.types import Outcome
 from cbledger.tasks import gold as gold_mod
 from cbledger.tasks import passes
+from cbledger.tasks import rubric as rubric_mod
 from cbledger.tasks.catalog import Catalog, Fixture, Task, load_fixture
 from cbledger.tasks.definitions import incomplete
 from cbledger.tasks.explain import explain
@@ -247,8 +248,6 @@ def _rubric_rules(doc: dict[str, Any], task_dir: Path, file: str, ctx: _Context)
     if not (task_dir / rubric).is_file():
         return [error(file, "rubric", f"{rubric!r} does not exist in {ctx.rel(task_dir)}/")]
     # the criteria as `judge` reads them: a malformed one found here, before a bump records it
-    from cbledger.runner.judge import rubric as rubric_mod
-
     named = ctx.rel(task_dir / rubric)
     try:
         rubric_mod.parse((task_dir / rubric).read_bytes().decode("utf-8"), Path(named))

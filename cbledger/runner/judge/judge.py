@@ -36,8 +36,8 @@ from cbledger.ledger.events import (
 )
 from cbledger.ledger.store import LedgerStore
 from cbledger.runner import ledger_view, preserve, pricing
-from cbledger.runner.judge import client, rubric
-from cbledger.tasks import definitions
+from cbledger.runner.judge import client
+from cbledger.tasks import definitions, rubric
 from cbledger.tasks.catalog import Catalog
 from cbledger.tasks.suite_archive import kept_definitions
 from cbledger.workspace import Workspace
