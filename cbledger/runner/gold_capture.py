@@ -24,6 +24,7 @@ from cbledger.errors import UserError
 from cbledger.grading.evidence import transcript as transcript_mod
 from cbledger.grading.evidence.bundle import BASELINE_REF
 from cbledger.grading.evidence.tree import snapshot_directory, view
+from cbledger.runner.sandbox import seed_message
 from cbledger.tasks.catalog import Task
 from cbledger.tasks.fixtures.install import TreeFile, install_tree
 
@@ -57,8 +58,7 @@ def _require_a_run_of(task: Task, sandbox: Path, repo: pygit2.Repository, baseli
     seed: pygit2.Commit | None = repo.get(baseline_sha)  # type: ignore[assignment]
     while seed is not None and seed.parents:
         seed = seed.parents[0]
-    pinned = task.manifest.fixture
-    expected = f"seed: fixture {pinned.id} {pinned.sha256}"
+    expected = seed_message(task.manifest.fixture.id, task.manifest.fixture.sha256).strip()
     if seed is None or seed.message.strip() != expected:
         found = seed.message.strip() if seed is not None else "no seed commit"
         raise UserError(f"{sandbox}: not a run of {task.id}: its seed is {found!r}, {task.id}'s would be {expected!r}; "

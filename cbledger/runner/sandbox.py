@@ -83,12 +83,16 @@ def build_seed_tree(repo: pygit2.Repository, fixture: Fixture, config: bytes) ->
     return index.write_tree(repo)
 
 
+def seed_message(fixture_id: str, sha256: str) -> str:
+    """The seed commit's message: which fixture, at which hash, a sandbox was seeded from."""
+    return f"seed: fixture {fixture_id} {sha256}\n"
+
+
 def seed_commit(repo: pygit2.Repository, fixture: Fixture, config: bytes) -> pygit2.Oid:
     """Creates (or finds) the deterministic seed commit in `repo`; does not move any ref."""
     tree = build_seed_tree(repo, fixture, config)
     sig = seed_signature()
-    message = f"seed: fixture {fixture.id} {fixture.manifest.sha256}\n"
-    return repo.create_commit(None, sig, sig, message, tree, [])
+    return repo.create_commit(None, sig, sig, seed_message(fixture.id, fixture.manifest.sha256), tree, [])
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,15 @@ _ITEM = re.compile(r"^\s*[-*]\s+`(?P<id>[a-z0-9][a-z0-9-]{0,63})`\s*\((?P<n>\d{1
 _LOOSE = re.compile(r"^\s*(?:[-*]\s+`|(?:[-*+]|\d+[.)])\s+.*\(\s*\d+\s+points?\s*\))")
 
 
+class RubricError(UserError):
+    """A rubric that does not read, with where (the line, when one) and why apart: `validate`
+    reports them as a file, a field and a message, `judge` as one line."""
+
+    def __init__(self, path: Path, why: str, line: int | None = None) -> None:
+        self.path, self.why, self.line = path, why, line
+        super().__init__(f"{path}:{line}: {why}" if line is not None else f"{path}: {why}")
+
+
 @dataclass(frozen=True)
 class Criterion:
     id: str
@@ -53,16 +62,16 @@ def parse(text: str, path: Path) -> Rubric:
         m = _ITEM.match(line)
         if m is None:
             if _LOOSE.match(line):
-                raise UserError(f"{path}:{n}: a criterion reads - `id` (N points): text")
+                raise RubricError(path, "a criterion reads - `id` (N points): text", n)
             continue
         points = int(m.group("n"))
         if not 1 <= points <= 1000:
-            raise UserError(f"{path}:{n}: criterion {m.group('id')!r} has {points} points (1 to 1000)")
+            raise RubricError(path, f"criterion {m.group('id')!r} has {points} points (1 to 1000)", n)
         if any(c.id == m.group("id") for c in criteria):
-            raise UserError(f"{path}:{n}: criterion {m.group('id')!r} is given twice")
+            raise RubricError(path, f"criterion {m.group('id')!r} is given twice", n)
         criteria.append(Criterion(m.group("id"), points, m.group("text").strip()))
     if not criteria:
-        raise UserError(f"{path}: no criterion (a list item - `id` (N points): text)")
+        raise RubricError(path, "no criterion (a list item - `id` (N points): text)")
     return Rubric(path, text, tuple(criteria))
 
 
@@ -71,9 +80,12 @@ def load(task_dir: Path, named: str | None) -> Rubric | None:
     path = rubric_path(task_dir, named)
     if named is None and not path.is_file():
         return None
-    data = read_regular(path, MAX_BYTES)
+    return parse(text_of(path), path)
+
+
+def text_of(path: Path, shown: Path | None = None) -> str:
+    """The rubric file's text (a regular file, at most MAX_BYTES, UTF-8); `shown` names it in a refusal."""
     try:
-        text = data.decode("utf-8")
+        return read_regular(path, MAX_BYTES).decode("utf-8")
     except UnicodeDecodeError:
-        raise UserError(f"{path}: not UTF-8") from None
-    return parse(text, path)
+        raise RubricError(shown or path, "not UTF-8") from None

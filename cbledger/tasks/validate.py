@@ -248,14 +248,13 @@ def _rubric_rules(doc: dict[str, Any], task_dir: Path, file: str, ctx: _Context)
     if not (task_dir / rubric).is_file():
         return [error(file, "rubric", f"{rubric!r} does not exist in {ctx.rel(task_dir)}/")]
     # the criteria as `judge` reads them: a malformed one found here, before a bump records it
-    named = ctx.rel(task_dir / rubric)
+    named = Path(ctx.rel(task_dir / rubric))
     try:
-        rubric_mod.parse((task_dir / rubric).read_bytes().decode("utf-8"), Path(named))
-    except UnicodeDecodeError:
-        return [error(named, "", "not UTF-8")]
-    except UserError as exc:
-        where, _, why = str(exc).removeprefix(f"{named}:").partition(": ")
-        return [error(named, f"line {where}", why) if where.isdigit() else error(named, "", str(exc).removeprefix(f"{named}: "))]
+        rubric_mod.parse(rubric_mod.text_of(task_dir / rubric, named), named)
+    except rubric_mod.RubricError as exc:
+        return [error(str(named), f"line {exc.line}" if exc.line is not None else "", exc.why)]
+    except UserError as exc:  # not a file `judge` reads at all (too large, say)
+        return [error(str(named), "", str(exc))]
     return []
 
 
