@@ -192,6 +192,29 @@ def test_once_on_a_torn_ledger_says_so_and_exits_1(tmp_path):
     assert "outputs stay at seq 6" in result.stdout
 
 
+def test_a_watch_started_on_a_damaged_ledger_does_not_roll_the_outputs_back(tmp_path):
+    """A line edited mid-ledger: `project` refuses, and so must the watch's first fold rather
+    than publish LEADERBOARD.md and the read model for the part before the damage over the
+    outputs `project all` wrote from the whole ledger."""
+    root, ledger, drafts = make_root(tmp_path)
+    LedgerStore(ledger).append(drafts[:20])
+    assert run_cli(["watch", "--once", "--no-site", "--root", root]).exit_code == 0
+    good = ledger.read_bytes()
+    lines = good.splitlines(keepends=True)
+    at = lines[10].index(b'"hash":"') + 8
+    lines[10] = lines[10][:at] + (b"1" if lines[10][at:at + 1] == b"0" else b"0") + lines[10][at + 1:]
+    ledger.write_bytes(b"".join(lines))  # seq 11's hash edited
+    outputs = [root / "LEADERBOARD.md", root / "results" / "cbledger.db"]
+    before = [(p.read_bytes(), p.stat().st_mtime_ns) for p in outputs]
+    result = run_cli(["watch", "--once", "--no-site", "--root", root])
+    assert result.exit_code == 1, result.output
+    assert "nothing written" in result.stdout and "seq 11" in result.stdout, result.stdout
+    assert [(p.read_bytes(), p.stat().st_mtime_ns) for p in outputs] == before
+    ledger.write_bytes(good)  # the repair: the next watch writes as usual
+    result = run_cli(["watch", "--once", "--no-site", "--root", root])
+    assert result.exit_code == 0 and "head seq 21" in result.stdout, result.output
+
+
 # --------------------------------------------------------------------------- another process
 
 

@@ -106,6 +106,11 @@ class Regenerator:
         self._prefix_start = 0  # where they start: 0, or the end of the snapshot's event a rebuild resumed from
         self.problem: str | None = None  # why the ledger cannot be folded further, if it cannot
         self.written_seq = 0  # the head the outputs on disk were written for
+        #: the first fold stopped short of the ledger's end (a line that does not hash or link):
+        #: nothing is written until it folds to the end, so outputs another command wrote from
+        #: the whole ledger are not rolled back to the part before the damage
+        self.withheld = False
+        self._stopped = False  # this refresh's fold met an event it cannot fold
 
     # ------------------------------------------------------------------ folding
 
@@ -146,6 +151,7 @@ class Regenerator:
             problem = None
         except ProjectionError as exc:
             problem = str(exc)
+            self._stopped = True
         return problem or self._torn(follower)
 
     def _torn(self, follower: LedgerFollower) -> str | None:
@@ -186,9 +192,12 @@ class Regenerator:
             problem = None
         except ProjectionError as exc:
             problem = str(exc)
+            self._stopped = True
         if problem is not None and self.follower is not None:
             self._prefix, self._prefix_len, self._prefix_start = kept, kept_len, kept_start
             return False, f"{problem} (the part already folded was rewritten, and the new ledger does not fold either)"
+        if problem is not None and self.written_seq == 0:
+            self.withheld = True
         self.follower = follower
         return True, problem or self._torn(follower)
 
@@ -201,6 +210,7 @@ class Regenerator:
         A missing ledger (deleted, or between `git checkout`'s unlink and write) is a problem
         reported like any other; the outputs stay where they are until it is back."""
         started = time.perf_counter()
+        self._stopped = False
         try:
             path = self.workspace.ledger_file
             if path is not None and not path.exists():
@@ -214,9 +224,14 @@ class Regenerator:
             rebuilt, problem = False, f"{self.ledger}: cannot be read ({exc.strerror}); waiting"
         except StoreUnavailable as exc:  # a database server down or restarting: folded when back
             rebuilt, problem = False, f"{exc}; waiting"
+            self._stopped = True
         self.problem = problem
         if self.follower is None:
             return None
+        if self.withheld:
+            if problem is not None and (self._stopped or "torn append" not in problem):
+                return None
+            self.withheld, rebuilt = False, True  # it folds to the end now: everything is written
         assert self.follower is not None
         projector = self.follower.projector
         assert isinstance(projector, _TrackingProjector)  # every follower here comes from _fresh()

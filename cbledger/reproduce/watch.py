@@ -125,7 +125,10 @@ class Watcher:
             update = again or update
             problem = self.regenerator.problem
         if problem != self._reported:
-            if problem is not None:
+            if problem is not None and self.regenerator.withheld:
+                self.echo(f"watch: cannot fold the ledger to its end: {problem}; nothing written, the outputs "
+                          "on disk are left as they are until it folds to its end")
+            elif problem is not None:
                 self.echo(f"watch: cannot fold further: {problem}; outputs stay at seq {self.regenerator.written_seq}")
             elif self._reported is not None:
                 self.echo("watch: the ledger folds again; resuming")
