@@ -11,12 +11,15 @@ prevents is real.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import msgspec
@@ -267,6 +270,41 @@ def test_the_write_limit_kills_the_sandbox(tmp_path):
     out = sh(tmp_path, "i=0; while :; do head -c 1048576 /dev/zero > f$i; i=$((i+1)); done", small, cap=60)
     assert out.killed is not None and "4 MiB write limit" in out.killed
     assert out.exit_code is None
+
+
+_ORPHAN_RUNNER = """
+import os, sys, threading, time
+from pathlib import Path
+from cbledger.runner import isolation
+sandboxed, marker, workdir = sys.argv[1] == "1", sys.argv[2], Path(sys.argv[3])
+plain = isolation.bwrap_argv
+# the race bubblewrap's parent-death signal cannot close: the runner gone before it is set
+isolation.bwrap_argv = lambda *a: [x for x in plain(*a) if x != "--die-with-parent"]
+how = isolation.confinement(not sandboxed, ())
+job = isolation.Job(["/bin/sleep", marker], workdir, {}, 1)
+threading.Thread(target=isolation.run, args=(job, how), daemon=True).start()
+time.sleep(0.5)
+os._exit(0)  # the runner dies without a word: no kill reaches the run
+"""
+
+
+@pytest.mark.parametrize("sandboxed", [True, False], ids=["sandboxed", "unsandboxed"])
+def test_a_run_whose_runner_died_ends_itself_past_its_cap(tmp_path, sandboxed):
+    """A harness its runner could not take along (a Dask worker SIGKILLed before bubblewrap set
+    its parent-death signal) ran on for good, unmetered; it ends `ORPHAN_MARGIN_SEC` past its cap."""
+    marker = "600.0" + str(os.getpid())  # a sleep of about ten minutes, named by nothing else here
+    subprocess.run([sys.executable, "-c", _ORPHAN_RUNNER, "1" if sandboxed else "0", marker, str(tmp_path)],
+                   check=True, timeout=60)
+    try:
+        assert processes_with(marker), "the run did not outlive its runner, so nothing is tested"
+        limit = time.monotonic() + 1 + isolation.ORPHAN_MARGIN_SEC + isolation.KILL_GRACE_SEC + 10
+        while processes_with(marker) and time.monotonic() < limit:
+            time.sleep(0.2)
+        assert not processes_with(marker), "the orphaned run outlived its cap and margin"
+    finally:
+        for pid in processes_with(marker):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def test_the_sandbox_is_given_back_to_the_runner(tmp_path, confined):

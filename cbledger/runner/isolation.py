@@ -56,6 +56,12 @@ from cbledger.errors import UserError
 
 MiB = 1024 * 1024
 KILL_GRACE_SEC = 5.0
+#: a run's process also ends itself this long after its cap (coreutils `timeout`), so one whose
+#: runner died without taking it along (a parent-death signal that came too late, a runner
+#: killed between the fork and bubblewrap's own `--die-with-parent`) runs on at most this much
+#: past its cap, never unmetered for good; the runner's own kill comes first whenever it lives
+ORPHAN_MARGIN_SEC = 2 * KILL_GRACE_SEC
+TIMEOUT = "/usr/bin/timeout"
 #: how often the sandbox's growth is measured while it runs
 WRITE_POLL_SEC = 0.25
 #: each file or directory counts at least this much toward the write limit, so that a million
@@ -277,7 +283,8 @@ def _run_unsandboxed(job: Job, out, err) -> tuple[int | None, str | None]:
     """The process in a session of its own, as before the sandbox: the cap kills its process
     group, which a `setsid` child leaves."""
     proc = subprocess.Popen(
-        job.argv, cwd=job.workdir, env=job.env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
+        [*_bounded(job), *job.argv], cwd=job.workdir, env=job.env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+        start_new_session=True,
     )
     deadline = time.monotonic() + job.wall_clock_sec
     try:
@@ -485,11 +492,19 @@ def bwrap_argv(job: Job, how: Confinement, info_fd: int, agent_id: int | None) -
         "/usr/bin/prlimit", f"--fsize={limits.file_bytes}", f"--nproc={limits.processes}",
         f"--data={limits.memory_bytes}", "--core=0", "--",
     ]
+    argv += _bounded(job)
     if job.network == "endpoint":
         if job.endpoint is None:
             raise ValueError("an endpoint job needs the endpoint's socket and port")
         argv += [job.argv[0], "-e", FORWARDER, ENDPOINT_SOCKET, str(job.endpoint[1])]
     return argv + job.argv
+
+
+def _bounded(job: Job) -> list[str]:
+    """The command's own end, `ORPHAN_MARGIN_SEC` past its cap: SIGTERM, then SIGKILL."""
+    if not os.path.exists(TIMEOUT):
+        return []
+    return [TIMEOUT, f"--kill-after={KILL_GRACE_SEC:g}", f"{job.wall_clock_sec + ORPHAN_MARGIN_SEC:g}"]
 
 
 def _namespaces(job: Job, agent_id: int | None) -> list[str]:
