@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from pathlib import Path
 
 import pygit2
@@ -15,6 +16,7 @@ import pytest
 from cbledger.errors import UserError
 from cbledger.tasks.fixtures.freeze import Recipe, freeze_files
 from cbledger.tasks.fixtures.hashing import digest_files, hash_directory
+from tests.conftest import REPO
 from tests.factories import run_cli
 from tests.test_grading_kit import BOARD_FILE, PROJECT_FILE, demo_schematic
 
@@ -272,6 +274,31 @@ def test_refreezing_at_another_commit_resets_the_baseline(tmp_path, upstream):
         "demo.kicad_sch",
     ]
     assert f"(was {expected_hash()})" in r.stdout
+
+
+def test_a_refreeze_repins_the_tasks_that_pinned_the_tree_it_replaced(tmp_path, upstream):
+    """A re-frozen fixture left every task on it pinning the old tree, each to edit by hand."""
+    root = tmp_path / "project"
+    assert freeze(root, upstream, upstream.first, *AUTHOR).exit_code == 0
+    first = json.loads((root / "fixtures" / "demo-up" / "fixture.json").read_text())["sha256"]
+    texts = {}
+    for task_id, pin in (("on-the-tree", first), ("pinned-wrong", "0" * 64)):
+        shutil.copytree(REPO / "tasks" / "led-resistor-swap", root / "tasks" / task_id)
+        path = root / "tasks" / task_id / "task.json"
+        doc = json.loads(path.read_text())
+        doc["id"], doc["fixture"] = task_id, {"path": "fixtures/demo-up", "sha256": pin}
+        path.write_text(json.dumps(doc, indent=2) + "\n")
+        texts[task_id] = path.read_text()
+    r = run_cli(
+        ["fixture", "freeze", "--from", upstream.path, "--commit", upstream.second, "--path", "hardware/demo.kicad_sch",
+         "--path", "hardware/demo.kicad_pro", "--id", "demo-up", "--root", root]
+    )
+    assert r.exit_code == 0, r.output
+    now = json.loads((root / "fixtures" / "demo-up" / "fixture.json").read_text())["sha256"]
+    assert now != first and f"re-pinned {root / 'tasks' / 'on-the-tree' / 'task.json'}" in r.stdout, r.stdout
+    assert (root / "tasks" / "on-the-tree" / "task.json").read_text() == texts["on-the-tree"].replace(first, now)
+    assert (root / "tasks" / "pinned-wrong" / "task.json").read_text() == texts["pinned-wrong"]  # for `fixture check`
+    assert "pinned-wrong" not in r.stdout
 
 
 def test_a_refused_freeze_writes_nothing(tmp_path, upstream):

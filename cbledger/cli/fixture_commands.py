@@ -24,7 +24,7 @@ from cbledger.tasks.fixtures.hashing import hash_directory
 from cbledger.tasks.fixtures.install import install_tree
 from cbledger.tasks.fixtures.manifest_file import MANIFEST_NAME, read_document, write_document
 from cbledger.tasks.fixtures.problems import Problem
-from cbledger.tasks.fixtures.project_check import ProjectCheck, check_fixtures
+from cbledger.tasks.fixtures.project_check import ProjectCheck, check_fixtures, repin
 
 fixture_app = typer.Typer(
     name="fixture",
@@ -226,16 +226,21 @@ def freeze_cmd(
         authored_version=authored_version,
     )
     write_document(manifest_path, doc)
+    repinned = []
+    if isinstance(previous, str) and previous != frozen.sha256 and dest is None:
+        repinned = repin(project_root(root), fixture_id, previous, frozen.sha256)
     result = check_fixture(fixture_dir, project_root(root), require_tree=True)
     left = [p for p in result.problems if p.severity == "error"]
     if as_json:
         typer.echo(json.dumps({
             "fixture": fixture_id, "files": len(frozen.files), "commit": frozen.commit, "sha256": frozen.sha256,
-            "previousSha256": previous, "left": _problems_json(left),
+            "previousSha256": previous, "repinned": [str(p) for p in repinned], "left": _problems_json(left),
         }, indent=2))
         return
     typer.echo(f"froze {len(frozen.files)} file(s) at {frozen.commit} into {fixture_dir / 'tree'}")
     typer.echo(f"tree sha256 {frozen.sha256}" + ("" if previous in (None, frozen.sha256) else f" (was {previous})"))
+    for path in repinned:
+        typer.echo(f"re-pinned {path}: fixture.sha256 was the tree this replaced")
     if left:
         typer.echo(f"{manifest_path}: {len(left)} field(s) left for you before this fixture can be used:")
         for p in left:
