@@ -30,6 +30,7 @@ from cbledger.cli.progress import Reporter, SuiteProgress
 from cbledger.grading import suite_version
 from cbledger.ledger.events import Ablations, Actor, GradeRecorded, RunRecorded, make_event
 from cbledger.ledger.store import LedgerStore
+from cbledger.ledger.types import SemVer, conforms
 from cbledger.login import login_name
 from cbledger.projections import packed as packed_mod
 from cbledger.projections import writers
@@ -468,8 +469,8 @@ suite_app = typer.Typer(help="Suite versions.", no_args_is_help=True)
 @suite_app.command("bump")
 def suite_bump(
     reason: Annotated[str, typer.Option(help="Why the suite changed (recorded).")],
-    level: Annotated[str, typer.Option(help="major | minor | patch")] = "minor",
-    version: Annotated[str | None, typer.Option(help="An explicit new version instead of a computed one.")] = None,
+    level: Annotated[str | None, typer.Option(help="major | minor | patch  [default: minor]")] = None,
+    version: Annotated[str | None, typer.Option(help="An explicit new version (MAJOR.MINOR.PATCH) instead of a computed one.")] = None,
     skip_trial: Annotated[bool, typer.Option(
         "--skip-trial",
         help="Record without running gold and noop on the changed tasks first; the recorded reason says so.",
@@ -482,6 +483,15 @@ def suite_bump(
     """Append suite.bumped with the current manifest, fixture, vocabulary and pattern-set hashes;
     refuses when nothing changed. First runs gold and noop once on every added or changed task
     (through the runner, recording nothing) and refuses unless gold passes and noop fails each."""
+    if not reason.strip():
+        fail("--reason: say why the suite changed (it is recorded with the version)")
+    if version is not None and not conforms(version, SemVer):
+        fail(f"--version {version!r}: must be MAJOR.MINOR.PATCH, three whole numbers (for example 2.0.0)")
+    if version is not None and level is not None:
+        fail(f"--level {level} and --version {version}: give one (--version names the version, --level computes it)")
+    if level is not None and level not in ("major", "minor", "patch"):
+        fail(f"--level {level!r}: must be major, minor or patch")
+    level = level or "minor"
     ws = workspace(ledger, root)
     path = ws.ledger
     view = ledger_view.read(path, links=True)
