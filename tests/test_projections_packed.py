@@ -197,3 +197,25 @@ def test_a_store_another_writer_holds_past_the_busy_timeout_is_one_line_and_noth
     assert rows(results)[rel] == b"{}" and set(rows(results)) == set(before)
     assert cli("project", "records", "--root", root)[0] == 0  # once it is free, the same command goes through
     assert rows(results) == before
+
+
+@pytest.mark.parametrize("fails", ["connect", "create"])
+def test_a_store_that_cannot_be_opened_or_written_is_one_line_not_a_traceback(root, monkeypatch, fails):
+    """A read-only results directory (a mount, another user's copy): the packed switch printed
+    sqlite3's traceback. Root writes through file modes, so the refusal sqlite3 gives is staged."""
+    connect = sqlite3.connect
+
+    def refusing(path, *args, **kwargs):
+        if fails == "connect":
+            raise sqlite3.OperationalError("unable to open database file")
+        conn = connect(path, *args, **kwargs)
+        conn.execute("PRAGMA query_only = ON")  # what a read-only file gives: reads, no writes
+        return conn
+
+    monkeypatch.setattr(packed.sqlite3, "connect", refusing)
+    before = {p: p.read_bytes() for p in (root / "results").rglob("*.json")}
+    code, out, err = cli("project", "records", "--layout", "packed", "--root", root)
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in out + err, err
+    said = "cannot be opened (unable to open database file)" if fails == "connect" else "cannot be written"
+    assert "records.sqlite: " + said in err and "nothing written" in err, err
+    assert {p: p.read_bytes() for p in (root / "results").rglob("*.json")} == before  # the files layout stands

@@ -57,7 +57,10 @@ class PackedRecords:
         self.path = path
         if not create and not path.is_file():
             raise FileNotFoundError(path)
-        self.conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        try:
+            self.conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        except sqlite3.Error as exc:  # a directory that cannot be written (read-only, not ours)
+            raise UserError(f"{path}: cannot be opened ({exc}); nothing written") from None
         try:
             if create:
                 db = sqlite_utils.Database(self.conn)
@@ -66,6 +69,8 @@ class PackedRecords:
             self.conn.execute(f"SELECT path, body FROM {TABLE} LIMIT 0")
         except sqlite3.Error as exc:
             self.conn.close()
+            if isinstance(exc, sqlite3.OperationalError) and "readonly" in str(exc):
+                raise UserError(f"{path}: cannot be written ({exc}); nothing written") from None
             raise UserError(f"{path}: not a packed record store ({exc})") from None
 
     def __enter__(self) -> PackedRecords:
