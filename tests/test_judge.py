@@ -255,7 +255,7 @@ def test_replay_names_a_rubric_score_whose_criteria_are_not_the_kept_rubric(proj
     invented = [CriterionScore(id="explains-choice", points=20, max_points=30)]
     for n, criteria in enumerate((kept, invented), 1):
         body = RubricScored(run_id=SOLVE, suite_version="1.4.0", judge_model="compat:judge-x", prompt_sha256="ab" * 32,
-                            score=0.5, criteria=criteria)
+                            score=sum(c.points for c in criteria) / sum(c.max_points for c in criteria), criteria=criteria)
         LedgerStore(ledger).append([make_event(body, id=f"rubric:{SOLVE}:{n}", actor=Actor(kind="maintainer", name="t"))])
     state = load_state(ledger)
     [finding] = rubric_findings(state, {"1.4.0": Catalog(project)})

@@ -213,6 +213,16 @@ def test_grade_contradicting_itself(ledger: Path) -> None:
     refused(ledger, data, "verdict fail", code=2)
 
 
+@pytest.mark.parametrize("score", [0.99, 1.5])
+def test_a_judge_score_that_is_not_its_criteria_points_over_the_maximum(ledger: Path, score: float) -> None:
+    """Criteria of 3/3 and 1/2 beside a score of 0.99 were appended, shown on the leaderboard and
+    verified: the score a reader sees must be the one the points make (4/5)."""
+    criteria = [{"id": "states-the-purpose", "points": 3, "maxPoints": 3}, {"id": "actionable", "points": 1, "maxPoints": 2}]
+    data = edited(rubric_scored(1), lambda d: d["body"].update(criteria=criteria, score=score))
+    refused(ledger, data, f"score {score} is not its criteria's 4 points of 5", code=2)
+    assert append(ledger, edited(rubric_scored(1), lambda d: d["body"].update(criteria=criteria, score=0.8))).exit_code == 0
+
+
 def test_one_bad_line_among_good_ones_writes_nothing(ledger: Path) -> None:
     good = [draft_json(e) for e in one_of_each(5)]
     bad = edited(run_retracted(6), lambda d: d["body"].update(runId=None))

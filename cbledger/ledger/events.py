@@ -13,6 +13,7 @@ says what a fact is.
 from __future__ import annotations
 
 import datetime as _dt
+import math
 from collections.abc import Callable
 from typing import Annotated, ClassVar, Final, Literal, get_args
 
@@ -545,6 +546,14 @@ class RubricScored(Body, frozen=True, kw_only=True):
     rationale: str | None = None
     criteria: list[CriterionScore] | UnsetType = UNSET
     usage: LaneUsage | UnsetType = UNSET
+
+    def __post_init__(self) -> None:
+        # The score is the points over the maximum (docs/JUDGING.md): a hand-appended 0.99 beside
+        # criteria worth 4/5 was shown on the leaderboard as the judge's and passed verification.
+        if self.criteria:
+            points, most = sum(c.points for c in self.criteria), sum(c.max_points for c in self.criteria)
+            if not math.isclose(self.score, points / most, rel_tol=1e-9, abs_tol=1e-12):
+                raise ValueError(f"score {self.score!r} is not its criteria's {points} points of {most} ({points / most!r})")
 
 
 # --------------------------------------------------------------------------- review.recorded
