@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import time
 from pathlib import Path
 
 import pygit2
@@ -248,6 +249,13 @@ def test_freeze_then_baseline_makes_a_fixture_that_checks(tmp_path, upstream, ki
     check = run_cli(["fixture", "check", "demo-up", "--root", root])
     assert check.exit_code == 0, check.output
     assert check.stdout.strip() == f"demo-up: ok (tree {expected_hash()})"
+    # measured again a second later: the same bytes, not a changed suite (kicad-cli stamps the time)
+    baseline = root / "fixtures" / "demo-up" / "baseline"
+    before = {p.name: p.read_bytes() for p in baseline.iterdir()}
+    assert any(b'"date": "' in data or b'(date "' in data for data in before.values())
+    time.sleep(1.1)
+    assert run_cli(["fixture", "baseline", "demo-up", "--root", root]).exit_code == 0
+    assert {p.name: p.read_bytes() for p in baseline.iterdir()} == before
 
 
 def test_refreezing_at_another_commit_resets_the_baseline(tmp_path, upstream):
