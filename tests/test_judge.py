@@ -158,12 +158,19 @@ def test_a_scripted_judge_scores_selected_runs_and_records_its_lane(project, tmp
 
 def test_a_run_whose_task_has_no_rubric_is_skipped_and_a_bad_answer_records_nothing(project, tmp_path):
     other = "20261201T205635Z-compat-scripted-refuse-blind-led-resistor-swap-r1-66c420"
+    unjudged = "20261129T225946Z-harness-gold-mcu-add-decoupling-cap-r1-1c390d"  # a task no suite gave a rubric
+    out = run_cli(["judge", "--select", f"runs={unjudged}", "--session", str(_session(tmp_path, "{}")),
+                   "--root", str(project), "--json"])
+    assert json.loads(out.stdout)["skipped"] == [{"runId": unjudged, "reason": "task mcu-add-decoupling-cap has no rubric"}]
+    # a rubric the suite kept, deleted since: not "no rubric", which would read as a task never judged
+    before = (project / "results/ledger/events.jsonl").read_bytes()
     (project / "tasks" / "led-resistor-swap" / "rubric.md").unlink()
     out = run_cli(["judge", "--select", f"runs={other}", "--session", str(_session(tmp_path, "{}")),
                    "--root", str(project), "--json"])
-    assert json.loads(out.stdout)["skipped"] == [{"runId": other, "reason": "task led-resistor-swap has no rubric"}]
+    [failed] = json.loads(out.stdout)["failed"]
+    assert out.exit_code == 1 and "rubric.md: removed, but suite" in failed["error"] and "kept it" in failed["error"]
+    assert (project / "results/ledger/events.jsonl").read_bytes() == before
     (project / "tasks" / "led-resistor-swap" / "rubric.md").write_text(RUBRIC)
-    before = (project / "results/ledger/events.jsonl").read_bytes()
     out = run_cli(["judge", "--select", f"runs={other}", "--session", str(_session(tmp_path, '{"criteria": {}}')),
                    "--root", str(project), "--json"])
     assert out.exit_code == 1 and "explains-choice" in json.loads(out.stdout)["failed"][0]["error"]

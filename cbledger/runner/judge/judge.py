@@ -17,6 +17,7 @@ import re
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pygit2
 
@@ -183,6 +184,7 @@ def judge(
         try:
             rub = rubric.load(task.dir, task.manifest.rubric)
             if rub is None:
+                removed_rubric(workspace, view.archived, task.dir, task.manifest.rubric)
                 result.skipped.append((run_id, f"task {run.task.id} has no rubric"))
                 continue
             kept_rubric(workspace, view.archived, task.dir.name, task.manifest.rubric, rub)
@@ -216,6 +218,18 @@ def kept_rubric(
     if kept is None or kept.sha256 != definitions.sha256(rub.text.encode("utf-8")):
         raise UserError(f"{rub.path}: not the rubric suite {version} kept ({'changed' if kept else 'not in its definitions'}); "
                         f"a rubric is part of the suite: `{invocation.command('suite', 'bump', '--reason', '...')}` records it")
+
+
+def removed_rubric(workspace: Workspace, archived: SuiteArchived | None, task_dir: Path, named: str | None) -> None:
+    """Refuses a task with no rubric on disk whose suite version kept one: the rubric was deleted
+    after the bump, and skipping its runs would read as a task the suite never judged."""
+    if archived is None:
+        return
+    entry = kept_definitions(workspace, archived).tasks.get(task_dir.name)
+    name = named or rubric.DEFAULT_FILE
+    if entry is not None and name in entry.files:
+        raise UserError(f"{task_dir / name}: removed, but suite {archived.suite_version} kept it; restore it "
+                        f"(the kept copy is under {workspace.shown_path(workspace.suites)}/), or bump the suite without it")
 
 
 def _rubric_counts(store: LedgerStore) -> dict[str, int]:
