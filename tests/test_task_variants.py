@@ -201,6 +201,20 @@ def test_sigterm_during_the_trial_takes_the_variant_out(tmp_path, monkeypatch):
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the command's handler is gone again
 
 
+def test_a_trial_without_copperhead_names_it_not_the_task(tmp_path, monkeypatch, kicad_cli):
+    """With no copperhead CLI anywhere, a variant's trial said "not solvable as generated … gold
+    fail (first failed: copperhead-check)" and the bump "the scripted agents do not separate" it."""
+    from cbledger.runner import trial
+
+    root = project_with(tmp_path, "led-resistor-swap")
+    monkeypatch.delenv("COPPERHEAD_CLI", raising=False)
+    with pytest.raises(UserError, match=r"no copperhead CLI .*led-resistor-swap needs it .*nothing tried"):
+        trial.run_trials(root, ["led-resistor-swap"])
+    r = run_cli(["task", "variant", "led-resistor-swap", "--seed", "9", "--root", root])
+    assert r.exit_code == 2 and "no copperhead CLI" in r.stderr and "not solvable" not in r.output, r.output
+    assert sorted(p.name for p in (root / "tasks").iterdir()) == ["led-resistor-swap"]  # the variant taken out
+
+
 def test_a_bare_number_the_task_never_places_is_refused_not_guessed(tmp_path):
     root = project_with(tmp_path, "mcu-pullup-drift-flag")
     with pytest.raises(UserError, match="holds the bare number 000, which the task never writes with one unit"):

@@ -22,11 +22,11 @@ from cbledger.ledger.events import Ablations, Actor
 from cbledger.runner import execute as steps
 from cbledger.runner import isolation
 from cbledger.runner.agents.base import Agent
-from cbledger.runner.agents.copperhead import locate
+from cbledger.runner.agents.copperhead import CLI_ENV, INSTALL_DIR, locate
 from cbledger.runner.agents.scripted import GoldAgent, NoopAgent
 from cbledger.runner.environment import probe
 from cbledger.runner.plan import PlannedRun
-from cbledger.tasks.catalog import Catalog
+from cbledger.tasks.catalog import Catalog, Task
 from cbledger.tasks.validate import ensure_runnable
 
 #: what each scripted agent must do to a well-made task
@@ -76,7 +76,7 @@ def run_trials(
     tasks = [catalog.task(t) for t in task_ids]
     for task in tasks:
         ensure_runnable(root, task)
-    setup_cli = _setup_cli(copperhead_cli, root)
+    setup_cli = _setup_cli(copperhead_cli, root, tasks)
     environment = probe(setup_cli)
     results: list[TrialResult] = []
     sandbox_root = Path(tempfile.mkdtemp(prefix="cbledger-trial-"))
@@ -106,11 +106,23 @@ def run_trials(
     return results
 
 
-def _setup_cli(copperhead_cli: str | None, root: Path):
+def _setup_cli(copperhead_cli: str | None, root: Path, tasks: Sequence[Task]):
+    """The copperhead CLI for setup commands and `check_clean`; refused when a task to try needs
+    it and there is none, rather than blaming the task when its gold then fails `check_clean`."""
     try:
-        return locate(copperhead_cli, root)
-    except UserError:
-        return None
+        cli, why = locate(copperhead_cli, root), None
+    except UserError as exc:
+        cli, why = None, str(exc)
+    if cli is not None:
+        return cli
+    needs = [t.id for t in tasks if t.manifest.setup.commands or any(a.type == "check_clean" for a in t.assertions)]
+    if needs:
+        raise UserError(
+            f"{why or f'no copperhead CLI (--copperhead-cli, ${CLI_ENV}, or the install under {root / INSTALL_DIR})'}; "
+            f"{', '.join(needs)} need{'s' if len(needs) == 1 else ''} it to run (its setup or its copperhead check): "
+            "nothing tried (scripts/bootstrap installs it)"
+        )
+    return None
 
 
 def _one(settings: steps.RunSettings, planned: PlannedRun, kind: str) -> TrialResult:
