@@ -69,7 +69,7 @@ def test_the_answer_is_read_in_rubric_order_and_a_bad_one_refused(tmp_path):
     assert [(s.id, s.points, s.max_points) for s in scores] == [("explains-choice", 1, 3), ("tidy-edit", 2, 2)]
     assert why == "ok"
     for answer, says in (
-        ('{"criteria": {"tidy-edit": 2}}', "explains-choice"),
+        ('{"criteria": {"tidy-edit": 2}}', "left criterion 'explains-choice' out of its answer"),
         ('{"criteria": {"tidy-edit": 2, "explains-choice": 4}}', "0 to 3"),
         ('{"criteria": {"tidy-edit": 2, "explains-choice": 1, "style": 1}}', "does not have: style"),
         ('{"criteria": {"tidy-edit": true, "explains-choice": 1}}', "whole number"),

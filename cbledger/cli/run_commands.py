@@ -155,6 +155,9 @@ def run(
         plan = campaign_mod.plan_of(Catalog(where.root), kept_plan)
         session, passes, campaign = kept_plan.session, kept_plan.passes, kept_plan.id
     else:
+        if session is not None and agent in ("gold", "noop"):
+            fail(f"--session {session}: --agent {agent} is the scripted harness and asks no model; a session "
+                 "script answers for the model under --agent copperhead", code=2)
         plan = make_plan(
             Catalog(where.root), agent=agent, model=model if session is None or model else scripted_model(session),
             suite=suite, task_ids=task_ids or [], repeats=repeats, ablations=ablations,

@@ -97,6 +97,8 @@ def read_answer(text: str, rub: rubric.Rubric) -> tuple[list[CriterionScore], st
     out = []
     for c in rub.criteria:
         points = given.get(c.id)
+        if c.id not in given:
+            raise UserError(f"the judge left criterion {c.id!r} out of its answer")
         if isinstance(points, bool) or not isinstance(points, int):
             raise UserError(f"the judge gave criterion {c.id!r} no whole number of points")
         if not 0 <= points <= c.max_points:
