@@ -270,3 +270,26 @@ def test_replay_names_a_rubric_score_whose_criteria_are_not_the_kept_rubric(proj
     assert finding.seq == state.rubric[SOLVE][1].seq
     (project / "tasks" / "led-resistor-swap" / "rubric.md").unlink()  # a task whose kept definitions hold none
     assert len(rubric_findings(state, {"1.4.0": Catalog(project)})) == 2
+
+
+def test_an_interrupted_judge_says_what_it_recorded_and_what_is_next(project, tmp_path, monkeypatch):
+    """Ctrl-C mid-batch printed only `error: interrupted`: one score was already appended and the
+    outputs left behind it, so `replay --verify` failed until `project all`, and nothing said so."""
+    from cbledger.runner.judge import judge as judge_mod
+
+    chat, calls = judge_mod.client.chat, []
+
+    def interrupted_on_the_second(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return chat(*args, **kwargs)
+
+    monkeypatch.setattr(judge_mod.client, "chat", interrupted_on_the_second)
+    answer = '{"criteria": {"explains-choice": 2, "tidy-edit": 2}, "rationale": "ok"}'
+    out = run_cli(["judge", "--select", f"runs={SOLVE},{IDLE}", "--session", str(_session(tmp_path, answer)),
+                   "--root", str(project)])
+    assert out.exit_code == 130, out.output
+    events = list(LedgerStore(project / "results/ledger/events.jsonl").read(types={"rubric.scored"}))
+    assert len(events) == 1 and events[0].event.body.run_id in out.stderr
+    assert "1 score(s) recorded before it" in out.stderr and "project all" in out.stderr and "second score" in out.stderr

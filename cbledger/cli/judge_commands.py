@@ -10,7 +10,9 @@ from typing import Annotated
 
 import typer
 
+from cbledger import invocation
 from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, require_project, workspace
+from cbledger.cli.exits import INTERRUPTED
 from cbledger.ledger.events import Actor
 from cbledger.login import login_name
 from cbledger.projections import writers
@@ -43,18 +45,31 @@ def judge(
     if selection.empty:
         fail("--select names no run", 2)
     actor = Actor(kind="reviewer", name=login_name("reviewer"))
-    if session is not None:
-        scripted = script.load(session)
-        judge_model = model or f"compat:judge-{scripted.name}"
-        if not judge_model.startswith("compat:"):
-            fail(f"--model {judge_model}: a scripted judge is served on the compat route (compat:<id>)", 2)
-        with Endpoint() as endpoint:
-            base = endpoint.serve("judge", scripted)
-            result = judge_runs(where, selection.matches, judge_model, actor, base_url=base, env={}, named=selection.runs)
-    else:
-        if model is None:
-            fail("--model is required (or --session for a scripted judge)", 2)
-        result = judge_runs(where, selection.matches, model, actor, named=selection.runs)
+    recorded: list[str] = []
+
+    def done(run_id: str, _score: float) -> None:
+        recorded.append(run_id)
+
+    try:
+        if session is not None:
+            scripted = script.load(session)
+            judge_model = model or f"compat:judge-{scripted.name}"
+            if not judge_model.startswith("compat:"):
+                fail(f"--model {judge_model}: a scripted judge is served on the compat route (compat:<id>)", 2)
+            with Endpoint() as endpoint:
+                base = endpoint.serve("judge", scripted)
+                result = judge_runs(where, selection.matches, judge_model, actor, base_url=base, env={},
+                                    named=selection.runs, on_done=done)
+        else:
+            if model is None:
+                fail("--model is required (or --session for a scripted judge)", 2)
+            result = judge_runs(where, selection.matches, model, actor, named=selection.runs, on_done=done)
+    except KeyboardInterrupt:
+        # each score is appended as it comes, so what was judged stays; say what and what is next
+        kept = (f"{len(recorded)} score(s) recorded before it ({', '.join(recorded)}), and the outputs not "
+                f"regenerated: `{invocation.command('project', 'all')}` brings them up to date; judging those "
+                "runs again adds a second score (the first counts)") if recorded else "no score recorded"
+        fail(f"interrupted: {kept}", code=INTERRUPTED)
     if project and result.scored:
         # every output `run` and `project all` write, the site included: a committed site left
         # behind its ledger fails `replay --verify`
