@@ -10,6 +10,7 @@ import msgspec
 import pygit2
 import pytest
 
+from cbledger.errors import UserError
 from cbledger.grading.evidence.bundle import BASELINE_REF, CAPTURE_REF, EVIDENCE_REF
 from cbledger.ledger import surfaces
 from cbledger.ledger.events import (
@@ -175,3 +176,14 @@ def test_a_canary_planted_on_each_surface_is_stopped_by_its_rule(surface_id, tmp
     else:
         assert rule == "refuse-on-match"
         _plant_in_an_import(tmp_path, where, canary)
+
+
+def test_the_saved_login_surface_says_unsandboxed_as_its_runs_must_be():
+    """The catalog called it sandboxed while `run` refuses it without --unsandboxed, so the
+    leaderboard's Surfaces row said "sandboxed" beside "unsandboxed 1"."""
+    from cbledger.runner.suite_run import SAVED_LOGIN_ROUTES, refuse_saved_login
+
+    for route in SAVED_LOGIN_ROUTES:
+        with pytest.raises(UserError, match="--unsandboxed"):
+            refuse_saved_login(f"{route}:some-model")
+    assert surfaces.catalog().get("copperhead-saved-login").execution.startswith("unsandboxed-")

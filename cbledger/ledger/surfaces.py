@@ -38,8 +38,9 @@ class Surface(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     description: NonEmpty
     ownership: Ownership
     execution: Literal[
-        "sandboxed-local-harness-remote-model", "sandboxed-local-harness-endpoint-model", "local-no-model",
-        "outside-the-project",
+        "sandboxed-local-harness-remote-model", "sandboxed-local-harness-endpoint-model",
+        # a saved login's provider CLI and the operator's home: what the sandbox cannot expose
+        "unsandboxed-local-harness-remote-model", "local-no-model", "outside-the-project",
     ]
     credentials: bool
     redaction: Redaction
