@@ -354,6 +354,7 @@ OPTION_CASES: list[tuple[str, tuple[str, ...]]] = [
     ("run-no-such-agent", ("run", "led-resistor-swap", "--agent", "wizard", "--dry-run", "--root", "{root}")),
     ("run-jobs-zero", ("run", "led-resistor-swap", "--agent", "gold", "--jobs", "0", "--dry-run", "--root", "{root}")),
     ("run-scripted-agent-with-session", ("run", "led-resistor-swap", "--agent", "noop", "--session", "solve", "--dry-run", "--root", "{root}")),
+    ("run-dry-unpriced-model", ("run", "led-resistor-swap", "--agent", "copperhead", "--model", "openai:gpt-unpriced-x", "--dry-run", "--root", "{root}")),
     ("run-max-turns-zero", ("run", "led-resistor-swap", "--agent", "gold", "--max-turns", "0", "--dry-run", "--root", "{root}")),
     ("grade-no-such-task", ("grade", "no-such-task", "{root}", "--root", "{root}")),
     ("judge-empty-selection", ("judge", "--select", "", "--model", "compat:x", "--root", "{root}")),

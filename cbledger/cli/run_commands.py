@@ -177,6 +177,9 @@ def run(
     segment = campaign_mod.segment_of(where, view, campaign, cost_segment(segment))
     money = MoneyLimits(max_cost_usd=max_cost_usd, budget_usd=budget_usd, key_check=key_check)
     if dry_run:
+        # what the real run would refuse of the plan, refused here too (the keys are the run's
+        # machine's business: not looked for)
+        refuse_model(plan, view, money, scripted=session is not None, segment=segment, here=False)
         _show_dry_run(where, plan, view, campaign, session=session, passes=passes, segment=segment, retry_env=retry_env,
                       where_to_run=f"jobs {jobs}" if executor == "local" else f"executor {executor} at {scheduler}",
                       as_json=as_json, executor=executor, jobs=jobs, draft=draft)
