@@ -615,6 +615,59 @@ def test_a_kept_run_is_adopted_and_another_campaigns_leftovers_are_not_touched(t
     assert not workspace.pending_events(kept_id).exists() and len(list(store.read())) == 3
 
 
+def test_a_disk_that_fills_leaves_no_half_kept_run_to_hold_its_slot(tmp_path: Path, monkeypatch) -> None:
+    """The ledger refused a run's events on a full disk and the events kept beside its bundle
+    were cut short by the same disk: every later run of the campaign ran the slot again, paid,
+    and could not record it ("bundle is already in place")."""
+    import errno
+
+    from cbledger.ledger import durable
+    from cbledger.runner import execute
+    from tests.factories import MAINTAINER, draft_json, grade_recorded, run_recorded
+
+    workspace = Workspace.at(tmp_path)
+    store = LedgerStore(workspace.ledger)
+    store.init("full-disk", MAINTAINER)
+    run_id = campaign_mod.run_id("c1", "t", 1, 1)
+    run, grade = run_recorded(1), grade_recorded(1)
+    run = msgspec.structs.replace(run, id=f"run:{run_id}", body=msgspec.structs.replace(run.body, run_id=run_id))
+    grade = msgspec.structs.replace(grade, id=f"grade:{run_id}", body=msgspec.structs.replace(grade.body, run_id=run_id))
+    workspace.runs.mkdir(parents=True)
+    staged, final = workspace.runs / f".{run_id}.bundle.tmp", workspace.runs / f"{run_id}.bundle"
+    staged.write_bytes(b"the run's bundle")
+    output = execute.RunOutput(run=run.body, grade=grade.body, events=[run, grade], staged=staged, final=final,
+                               sandbox=None, pending=workspace.pending_events(run_id))
+
+    def full(*_args, **_kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(store, "append", full)
+    monkeypatch.setattr(execute, "APPEND_RETRY_SEC", 0)
+    real_fsync = os.fsync
+
+    def no_room(fd: int) -> None:  # the kept events' bytes cannot be made durable either
+        real_fsync(fd)
+        if Path(f"/proc/self/fd/{fd}").resolve().name.startswith(f".{run_id}.events"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(durable.os, "fsync", no_room)
+    with pytest.raises(UserError, match=r"could not be kept for later either .*the run is discarded"):
+        execute.publish(store, output)
+    assert not final.exists() and not workspace.pending_events(run_id).exists()  # the slot is open
+
+    # what the plain write left before: half a line beside the bundle; the next run of the
+    # campaign discards both, and its slot runs again
+    final.write_bytes(b"the run's bundle")
+    kept = draft_json(run) + b"\n" + draft_json(grade) + b"\n"
+    workspace.pending_events(run_id).write_bytes(kept[:len(kept) // 2])
+    with leftovers.hold(workspace, "c1"):
+        done = leftovers.clean(workspace, LedgerStore(workspace.ledger), "c1", None)
+    assert [r for r, _ in done.discarded] == [run_id] and done.refused == []
+    assert not final.exists() and not workspace.pending_events(run_id).exists()
+    assert any("discarded run" in line and "runs again" in line for line in done.lines())
+    assert len(list(LedgerStore(workspace.ledger).read())) == 1
+
+
 def test_a_slot_another_driver_recorded_first_discards_this_runs_bundle(tmp_path: Path) -> None:
     """Two drivers of one campaign sharing a ledger from two results directories: the second
     once kept its bundle (named as the recorded one's) with events no append could ever take,

@@ -42,6 +42,8 @@ class Cleaned:
     removed: list[Path] = field(default_factory=list)
     #: kept events the ledger still refused: (file, why)
     refused: list[tuple[Path, str]] = field(default_factory=list)
+    #: runs whose kept events could not be read, removed with their bundle: (run id, why)
+    discarded: list[tuple[str, str]] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         out = [f"adopted run {r} (its events were kept beside its bundle)" for r in self.adopted]
@@ -49,6 +51,8 @@ class Cleaned:
             out.append(f"removed {len(self.removed)} leftover(s) of killed runs: "
                        + ", ".join(p.name for p in self.removed[:8]) + (" …" if len(self.removed) > 8 else ""))
         out.extend(f"{p}: still not appended ({why})" for p, why in self.refused)
+        out.extend(f"discarded run {r}: its kept events cannot be read ({why}); its slot runs again"
+                   for r, why in self.discarded)
         return out
 
 
@@ -108,7 +112,17 @@ def _adopt(store: LedgerStore, workspace: Workspace, run_id: str, done: Cleaned)
         done.refused.append((pending, "its bundle is not in place"))
         return
     try:
-        appended = store.append(parse_drafts(pending.read_bytes(), str(pending)), check=semantics.check_batch)
+        drafts = parse_drafts(pending.read_bytes(), str(pending))
+    except UserError as exc:
+        # cut short as it was written (before it was written whole and renamed): no append can
+        # take it, and its bundle would hold the slot against every rerun, so both go and the
+        # slot is run again
+        pending.unlink(missing_ok=True)
+        bundle.unlink(missing_ok=True)
+        done.discarded.append((run_id, str(exc)))
+        return
+    try:
+        appended = store.append(drafts, check=semantics.check_batch)
     except UserError as exc:
         done.refused.append((pending, str(exc)))
         return
