@@ -579,16 +579,24 @@ def test_a_campaign_on_postgresql_survives_a_restart_and_its_driver_killed(tmp_p
 # --------------------------------------------------------------------------- leftovers, without a run
 
 
+def _slot_events(run_id: str, repeat: int = 1) -> list:
+    """A run.recorded and its grade for a campaign's slot, as a run of it appends them."""
+    from tests.factories import grade_recorded, run_recorded
+
+    run, grade = run_recorded(repeat), grade_recorded(repeat)
+    run = msgspec.structs.replace(run, id=f"run:{run_id}", body=msgspec.structs.replace(run.body, run_id=run_id))
+    grade = msgspec.structs.replace(grade, id=f"grade:{run_id}", body=msgspec.structs.replace(grade.body, run_id=run_id))
+    return [run, grade]
+
+
 def test_a_kept_run_is_adopted_and_another_campaigns_leftovers_are_not_touched(tmp_path: Path) -> None:
-    from tests.factories import MAINTAINER, draft_json, grade_recorded, run_recorded
+    from tests.factories import MAINTAINER, draft_json
 
     workspace = Workspace.at(tmp_path)
     store = LedgerStore(workspace.ledger)
     store.init("leftovers", MAINTAINER)
     kept_id = campaign_mod.run_id("c1", "t", 1, 1)
-    run, grade = run_recorded(1), grade_recorded(1)
-    run = msgspec.structs.replace(run, id=f"run:{kept_id}", body=msgspec.structs.replace(run.body, run_id=kept_id))
-    grade = msgspec.structs.replace(grade, id=f"grade:{kept_id}", body=msgspec.structs.replace(grade.body, run_id=kept_id))
+    run, grade = _slot_events(kept_id)
     workspace.runs.mkdir(parents=True)
     workspace.pending_events(kept_id).write_bytes(draft_json(run) + b"\n" + draft_json(grade) + b"\n")
     (workspace.runs / f"{kept_id}.bundle").write_bytes(b"bundle")
@@ -623,15 +631,13 @@ def test_a_disk_that_fills_leaves_no_half_kept_run_to_hold_its_slot(tmp_path: Pa
 
     from cbledger.ledger import durable
     from cbledger.runner import execute
-    from tests.factories import MAINTAINER, draft_json, grade_recorded, run_recorded
+    from tests.factories import MAINTAINER, draft_json
 
     workspace = Workspace.at(tmp_path)
     store = LedgerStore(workspace.ledger)
     store.init("full-disk", MAINTAINER)
     run_id = campaign_mod.run_id("c1", "t", 1, 1)
-    run, grade = run_recorded(1), grade_recorded(1)
-    run = msgspec.structs.replace(run, id=f"run:{run_id}", body=msgspec.structs.replace(run.body, run_id=run_id))
-    grade = msgspec.structs.replace(grade, id=f"grade:{run_id}", body=msgspec.structs.replace(grade.body, run_id=run_id))
+    run, grade = _slot_events(run_id)
     workspace.runs.mkdir(parents=True)
     staged, final = workspace.runs / f".{run_id}.bundle.tmp", workspace.runs / f"{run_id}.bundle"
     staged.write_bytes(b"the run's bundle")
@@ -673,21 +679,15 @@ def test_a_slot_another_driver_recorded_first_discards_this_runs_bundle(tmp_path
     once kept its bundle (named as the recorded one's) with events no append could ever take,
     and gathering the directories' runs/ as docs/SCALING.md says broke verification."""
     from cbledger.runner.execute import RunOutput, publish
-    from tests.factories import MAINTAINER, grade_recorded, run_recorded
+    from tests.factories import MAINTAINER
 
     workspace = Workspace.at(tmp_path)
     store = LedgerStore(workspace.ledger)
     store.init("two-drivers", MAINTAINER)
     run_id = campaign_mod.run_id("c1", "t", 1, 1)
 
-    def events(repeat: int) -> list:
-        run, grade = run_recorded(repeat), grade_recorded(repeat)
-        run = msgspec.structs.replace(run, id=f"run:{run_id}", body=msgspec.structs.replace(run.body, run_id=run_id))
-        grade = msgspec.structs.replace(grade, id=f"grade:{run_id}", body=msgspec.structs.replace(grade.body, run_id=run_id))
-        return [run, grade]
-
-    store.append(events(1))  # the other driver's, first
-    mine = events(2)
+    store.append(_slot_events(run_id, 1))  # the other driver's, first
+    mine = _slot_events(run_id, 2)
     workspace.runs.mkdir(parents=True)
     staged, final = workspace.runs / f".{run_id}.bundle.tmp", workspace.runs / f"{run_id}.bundle"
     staged.write_bytes(b"this driver's bundle")
