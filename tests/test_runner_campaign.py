@@ -722,6 +722,36 @@ def test_the_resume_an_interrupted_cluster_run_suggests_runs_on_the_cluster():
     assert "--executor" not in _interrupted("c1", None, again=True)
 
 
+def test_a_run_that_only_adopts_kept_runs_brings_the_outputs_up_to_them(tmp_path: Path, kicad_cli: str, monkeypatch) -> None:
+    """After an outage the same command adopted the kept run ("1 of 1 slot(s) recorded, 0 to
+    run", exit 0) and left LEADERBOARD.md and the records behind it: `replay --verify` failed."""
+    import errno
+
+    from cbledger.runner import execute
+
+    root = project(tmp_path)
+    ledger = new_ledger(root, "adopt")
+    plan = ["run", TASKS[0], "--agent", "gold", "--repeats", "1", "--campaign", "c1", "--root", root, "--ledger", ledger]
+    append = LedgerStore.append
+
+    def down(self, events, *args, **kwargs):
+        if any(getattr(e, "id", "").startswith("run:") for e in events):
+            raise OSError(errno.EIO, "Input/output error", str(ledger))
+        return append(self, events, *args, **kwargs)
+
+    monkeypatch.setattr(LedgerStore, "append", down)
+    monkeypatch.setattr(execute, "APPEND_RETRY_SEC", 0)
+    kept = run_cli(plan)
+    assert kept.exit_code == 1 and "the run is kept" in kept.output, kept.output
+    monkeypatch.setattr(LedgerStore, "append", append)
+    again = run_cli(plan)
+    assert again.exit_code == 0 and "adopted run" in again.stderr and "0 to run" in again.stderr, again.output
+    check = run_cli(["project", "leaderboard", "--check", "--root", root, "--ledger", ledger])
+    assert check.exit_code == 0, check.output
+    results = Workspace.at(root, ledger).results
+    assert len(runs(ledger)) == 1 and list(results.glob("20*/*/*/run-1.json")), "no record written"
+
+
 def test_a_dry_run_shows_a_slot_whose_events_were_kept_as_kept(tmp_path: Path) -> None:
     """It once said the slot "would run"; the run then adopted its kept events and ran nothing."""
     root = project(tmp_path)

@@ -200,6 +200,8 @@ def run(
         slots = campaign_mod.open_campaign(where, plan, view, campaign, session=session, passes=passes, segment=segment)
         todo = slots.missing(retry_env)
         if not _announce(slots, todo, retry_env, as_json):
+            if project and cleaned.adopted:  # runs recorded now, by adoption: the outputs follow them
+                _project(where)
             return
         progress = SuiteProgress(len(todo))
         try:
@@ -219,7 +221,7 @@ def run(
                 shutil.rmtree(sandboxes, ignore_errors=True)
     if keep_sandboxes and not as_json:
         typer.echo(f"sandboxes kept under {sandboxes}")
-    records = _project(where) if project and result.outputs else {}
+    records = _project(where) if project and (result.outputs or cleaned.adopted) else {}
     if as_json:
         typer.echo(_json_answer(
             result, campaign, campaign_mod.retry_hint([o.run for o in result.outputs], retry_env, again=not new_draft), records=records,
