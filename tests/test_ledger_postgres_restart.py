@@ -125,6 +125,21 @@ def test_a_server_gone_past_the_bound_is_one_line_naming_it(server: Server, url:
     assert store.append([grade_recorded(1)])[0].seq == 3  # back: the same store goes on
 
 
+def test_a_server_down_past_the_bound_costs_one_append_not_every_one_after(server: Server, url: str) -> None:
+    """A 45 s outage under a campaign: the first append waited its 30 s and was kept for later,
+    and every later run's append then failed at once ("cannot connect"), 13 of 30 runs unrecorded."""
+    store = LedgerStore(PostgresRecorder(url, reconnect_within=4))
+    store.init("outage", MAINTAINER)
+    store.append([run_recorded(1)])
+    with server.down(6):
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable, match="could not connect again within 4 s"):
+            store.append([grade_recorded(1)])
+        assert time.monotonic() - started >= 3.5
+        assert store.append([grade_recorded(1)])[0].seq == 3  # waited its own window, and the server came back
+    assert verify_chain(url).ok
+
+
 def test_a_url_with_no_host_is_one_line() -> None:
     """`postgresql://` alone is libpq's "all defaults" (the local socket), not a parse error."""
     assert split_url("postgresql://")[0] == "postgresql://"

@@ -186,7 +186,7 @@ class PostgresRecorder(Recorder):
         except psycopg.OperationalError as exc:
             raise StoreUnavailable(f"{self.location}: cannot connect to PostgreSQL: {_first_line(exc)}") from None
 
-    def _reconnect(self, lost: psycopg.Error, deadline: float) -> psycopg.Connection:
+    def _reconnect(self, lost: str, deadline: float) -> psycopg.Connection:
         """A new session after `lost`, tried until `deadline` with a growing pause."""
         pause = 0.1
         while True:
@@ -196,7 +196,7 @@ class PostgresRecorder(Recorder):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise StoreUnavailable(
-                        f"{self.location}: lost the connection to PostgreSQL ({_first_line(lost)}) and could not "
+                        f"{self.location}: lost the connection to PostgreSQL ({lost}) and could not "
                         f"connect again within {self.reconnect_within:g} s: {_first_line(exc)}"
                     ) from None
                 time.sleep(min(pause, remaining))
@@ -210,7 +210,13 @@ class PostgresRecorder(Recorder):
                 _INHERITED.append(self._listener)
                 self._listener = None
             self._conn = None
-        if self._conn is None or self._conn.closed:
+        if self._conn is not None and self._conn.closed:
+            # a session this recorder had and lost, and could not replace within its window: the
+            # server may still be restarting, so every later call waits its own window for it too,
+            # rather than failing at once (a 45 s outage then loses one append, not all after it)
+            self._conn = self._reconnect("its session was closed", time.monotonic() + self.reconnect_within)
+            self._pid = os.getpid()
+        if self._conn is None:
             self._conn = self._connect()
             self._pid = os.getpid()
         return self._conn
@@ -231,7 +237,7 @@ class PostgresRecorder(Recorder):
                 conn.close()
                 if deadline is None:
                     deadline = time.monotonic() + self.reconnect_within
-                self._conn = self._reconnect(exc, deadline)
+                self._conn = self._reconnect(_first_line(exc), deadline)
                 self._pid = os.getpid()
                 attempt += 1
 
