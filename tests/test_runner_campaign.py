@@ -752,6 +752,25 @@ def test_a_run_that_only_adopts_kept_runs_brings_the_outputs_up_to_them(tmp_path
     assert len(runs(ledger)) == 1 and list(results.glob("20*/*/*/run-1.json")), "no record written"
 
 
+def test_outputs_that_cannot_be_written_after_the_runs_are_recorded_say_so(tmp_path: Path, kicad_cli: str, monkeypatch) -> None:
+    """A disk that filled while LEADERBOARD.md was written after 15 recorded runs: exit 2 ("bad
+    input, nothing written") and no summary of the runs that were recorded."""
+    from cbledger.cli import run_commands
+
+    root = project(tmp_path)
+    ledger = new_ledger(root, "full")
+
+    def full(*_args, **_kwargs):
+        raise UserError(f"{root / 'LEADERBOARD.md'}: No space left on device; not written, the previous content is kept")
+
+    monkeypatch.setattr(run_commands.writers, "regenerate_all", full)
+    out = run_cli(["run", TASKS[0], "--agent", "gold", "--repeats", "1", "--root", root, "--ledger", ledger])
+    assert out.exit_code == 1, out.output
+    assert "1 run(s) recorded: " in out.stdout and len(runs(ledger)) == 1
+    assert "the run(s) are recorded, but the outputs could not be regenerated" in out.stderr
+    assert "No space left on device" in out.stderr and "project all" in out.stderr
+
+
 def test_a_dry_run_shows_a_slot_whose_events_were_kept_as_kept(tmp_path: Path) -> None:
     """It once said the slot "would run"; the run then adopted its kept events and ran nothing."""
     root = project(tmp_path)

@@ -27,6 +27,8 @@ from cbledger.cli.common import (
 )
 from cbledger.cli.exits import INTERRUPTED
 from cbledger.cli.progress import Reporter, SuiteProgress
+from cbledger.credentials import printable
+from cbledger.errors import UserError
 from cbledger.grading import suite_version
 from cbledger.ledger.events import Ablations, Actor, GradeRecorded, RunRecorded, make_event
 from cbledger.ledger.store import LedgerStore
@@ -221,35 +223,50 @@ def run(
                 shutil.rmtree(sandboxes, ignore_errors=True)
     if keep_sandboxes and not as_json:
         typer.echo(f"sandboxes kept under {sandboxes}")
-    records = _project(where) if project and (result.outputs or cleaned.adopted) else {}
+    _report(where, result, campaign=campaign, hint=campaign_mod.retry_hint([o.run for o in result.outputs], retry_env, again=not new_draft),
+            project=project and bool(result.outputs or cleaned.adopted), asked_to_project=project,
+            kept=sandboxes if keep_sandboxes else None, draft_sandboxes=sandboxes if draft else None, as_json=as_json)
+
+
+def _report(
+    where: Workspace, result: SuiteResult, *, campaign: str, hint: str | None, project: bool, asked_to_project: bool,
+    kept: Path | None, draft_sandboxes: Path | None, as_json: bool,
+) -> None:
+    """What a run prints once its runs are done, the outputs regenerated first (`project`). Exit 1
+    when a run was not recorded, or the outputs could not be regenerated (the runs are recorded
+    all the same: a full disk is not bad input)."""
+    records: dict[str, list[str]] = {}
+    unprojected: str | None = None
+    if project:
+        try:
+            records = _project(where)
+        except (UserError, OSError) as exc:
+            unprojected = (f"the run(s) are recorded, but the outputs could not be regenerated ({printable(str(exc))}); "
+                           f"`{invocation.command('project', 'all')}` brings them up to date once it can write")
     if as_json:
-        typer.echo(_json_answer(
-            result, campaign, campaign_mod.retry_hint([o.run for o in result.outputs], retry_env, again=not new_draft), records=records,
-            kept=sandboxes if keep_sandboxes else None, projected=bool(project and result.outputs),
-        ))
-        if result.failures:
-            raise typer.Exit(1)
-        return
-    for output in result.outputs:
-        run, grade = output.run, output.grade
-        where_to = ", ".join(_shown(where, n) for n in records.get(run.run_id, []) or [bundle_name(run.run_id)])
-        label = _outcome_label(run, grade)
-        kept = f"  sandbox {sandboxes / run.run_id}" if draft else ""
-        typer.echo(f"  {run.run_id}  {label}  {where_to}{kept}")
-    typer.echo(
-        f"{len(result.outputs)} run(s) recorded: {result.passed} pass, {len(result.outputs) - result.passed} fail"
-        + (f"; {len(result.failures)} run(s) failed to record" if result.failures else "")
-    )
-    if result.outputs and result.batch:
-        typer.echo(f"batch {result.batch} (select these runs with `--candidate-select batch={result.batch}`)")
-    if result.outputs and not project and not draft:
-        typer.echo(f"projections not regenerated (--no-project): run `{invocation.command('project', 'all')}`")
-    for label, error in result.failures:
-        typer.echo(f"  not recorded: {label}: {error}", err=True)
-    for label, why in result.not_run:
-        typer.echo(f"  {label}: {why}")
-    _echo_hint(campaign_mod.retry_hint([o.run for o in result.outputs], retry_env, again=not new_draft))
-    if result.failures:
+        typer.echo(_json_answer(result, campaign, hint, records=records, kept=kept, projected=project and not unprojected))
+    else:
+        for output in result.outputs:
+            run, grade = output.run, output.grade
+            where_to = ", ".join(_shown(where, n) for n in records.get(run.run_id, []) or [bundle_name(run.run_id)])
+            sandbox = f"  sandbox {draft_sandboxes / run.run_id}" if draft_sandboxes is not None else ""
+            typer.echo(f"  {run.run_id}  {_outcome_label(run, grade)}  {where_to}{sandbox}")
+        typer.echo(
+            f"{len(result.outputs)} run(s) recorded: {result.passed} pass, {len(result.outputs) - result.passed} fail"
+            + (f"; {len(result.failures)} run(s) failed to record" if result.failures else "")
+        )
+        if result.outputs and result.batch:
+            typer.echo(f"batch {result.batch} (select these runs with `--candidate-select batch={result.batch}`)")
+        if result.outputs and not asked_to_project and draft_sandboxes is None:
+            typer.echo(f"projections not regenerated (--no-project): run `{invocation.command('project', 'all')}`")
+        for label, error in result.failures:
+            typer.echo(f"  not recorded: {label}: {error}", err=True)
+        for label, why in result.not_run:
+            typer.echo(f"  {label}: {why}")
+        _echo_hint(hint)
+    if unprojected:
+        typer.echo(f"error: {unprojected}", err=True)
+    if result.failures or unprojected:
         raise typer.Exit(1)
 
 
