@@ -215,6 +215,26 @@ def test_a_watch_started_on_a_damaged_ledger_does_not_roll_the_outputs_back(tmp_
     assert result.exit_code == 0 and "head seq 21" in result.stdout, result.output
 
 
+def test_a_projector_waits_for_another_and_folds_what_it_appended(tmp_path):
+    """Two `run`s of two campaigns in one results directory both exited 0, and `replay --verify`
+    found the site and the read model at seq 83 under a ledger at 85: the one that folded first
+    wrote last. Now one fold-and-write holds the directory at a time."""
+    root, ledger, drafts = make_root(tmp_path)
+    LedgerStore(ledger).append(drafts[:10])
+    (root / "results").mkdir(exist_ok=True)
+    with writers.one_projector(Workspace.at(root, ledger)):
+        proc = subprocess.Popen([sys.executable, "-m", "cbledger.cli.app", "project", "all", "--root", str(root)],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
+        time.sleep(2.0)  # long enough to have folded and written, were it not held
+        assert proc.poll() is None, proc.communicate()[0]
+        assert not (root / "LEADERBOARD.md").exists()
+        LedgerStore(ledger).append(drafts[10:12])  # the other projector's append, before its write
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out
+    assert "Ledger head | seq 13," in (root / "LEADERBOARD.md").read_text()
+    assert_equals_full_rebuild(root, ledger, tmp_path)
+
+
 # --------------------------------------------------------------------------- another process
 
 

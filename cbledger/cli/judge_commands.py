@@ -73,7 +73,8 @@ def judge(
     if project and result.scored:
         # every output `run` and `project all` write, the site included: a committed site left
         # behind its ledger fails `replay --verify`
-        writers.regenerate_all(writers.load_state(where.ledger), where, site_evidence=site_evidence.source(where))
+        with writers.one_projector(where):
+            writers.regenerate_all(writers.load_state(where.ledger), where, site_evidence=site_evidence.source(where))
     if as_json:
         typer.echo(json.dumps({
             "scored": [{"runId": b.run_id, "score": b.score} for b in result.scored],

@@ -384,9 +384,8 @@ def all_cmd(ledger: LedgerOption = None, root: RootOption = None, check: CheckFl
     """Regenerate every output: records, LEADERBOARD.md, the read model and the HTML site (`--check`: the first two);
     then keep a snapshot of the fold beside the ledger, where the next fold resumes."""
     where = workspace(ledger, root)
-    follower = _follower(where)
-    state = follower.state
     if check:
+        state = _follower(where).state
         records = writers.sync_records(state, where.results, check=True)
         if as_json:
             doc: dict = {"records": _records_json(records, True)}
@@ -396,10 +395,13 @@ def all_cmd(ledger: LedgerOption = None, root: RootOption = None, check: CheckFl
         code = _records_report(records, True)
         raise typer.Exit(max(code, _leaderboard(state, where.leaderboard, True, None)))
     source, progress = _site_source(where, as_json)
-    try:
-        done = writers.regenerate_all(state, where, site_evidence=source)
-    finally:
-        progress.close()
+    with writers.one_projector(where):
+        follower = _follower(where)
+        state = follower.state
+        try:
+            done = writers.regenerate_all(state, where, site_evidence=source)
+        finally:
+            progress.close()
     kept = writers.keep_snapshot(follower, where.snapshots, _note)
     if as_json:
         _emit({

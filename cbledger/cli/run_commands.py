@@ -322,8 +322,9 @@ def _shown(where: Workspace, name: str) -> str:
 def _project(where: Workspace) -> dict[str, list[str]]:
     """Regenerates every projection; each run's result records, by run id."""
     records: dict[str, list[str]] = {}
-    state = writers.load_state(where.ledger)
-    writers.regenerate_all(state, where, site_evidence=site_evidence.source(where))
+    with writers.one_projector(where):
+        state = writers.load_state(where.ledger)
+        writers.regenerate_all(state, where, site_evidence=site_evidence.source(where))
     for entry in record_entries(state, build=False):
         records.setdefault(entry.run_id, []).append(record_name(entry.path))
     return records

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import fcntl
 import functools
 import gc
 import os
@@ -538,6 +539,27 @@ class Regenerated(Struct, kw_only=True):
     read_model: bool  # the read model rewritten
     #: site pages rewritten, relative to the site (none when no evidence source was given)
     site: list[str] = []
+
+
+@contextlib.contextmanager
+def one_projector(workspace: Workspace) -> Iterator[None]:
+    """Holds the results directory for one fold-and-write at a time. Two commands that append and
+    then project (two campaigns' `run`, a `judge` beside a `run`) each fold the ledger as they find
+    it and write; without this, the one that folded first could write last, leaving the site and
+    the read model a few events behind a ledger nobody appends to any more. Held, the second
+    folds after the first wrote, so the last to write has folded the most. An advisory `flock` on
+    the directory itself: nothing is created, so a command that then refuses writes nothing; a
+    directory not there yet, or not ours to open, is not held (no other writer can be in it)."""
+    try:
+        fd = os.open(workspace.results, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # the lock goes with the descriptor
 
 
 def regenerate_all(

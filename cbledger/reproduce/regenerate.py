@@ -202,6 +202,12 @@ class Regenerator:
         return True, problem or self._torn(follower)
 
     def refresh(self) -> Update | None:
+        """`_refresh_outputs` while no other command folds and writes the same results
+        (`writers.one_projector`): what it folds to is then what the outputs last say."""
+        with writers.one_projector(self.workspace):
+            return self._refresh_outputs()
+
+    def _refresh_outputs(self) -> Update | None:
         """Folds new events and rewrites what changed; None when nothing new was folded.
 
         Nothing is published from bytes that were not verified: the prefix already folded must
@@ -282,7 +288,8 @@ class Regenerator:
         started = time.perf_counter()
         state = self.follower.state
         runs = None if self._site_all else self._site_runs
-        pages = writers.sync_site(state, self.workspace.site, site_evidence.source(self.workspace), runs)
+        with writers.one_projector(self.workspace):
+            pages = writers.sync_site(state, self.workspace.site, site_evidence.source(self.workspace), runs)
         self._site_due, self._site_all, self._site_runs = False, False, set()
         return self.written_seq, len(pages), time.perf_counter() - started
 
