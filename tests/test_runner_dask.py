@@ -373,6 +373,26 @@ def test_a_worker_without_its_tools_is_refused_at_registration(
     assert not any(a.kind == "accepted" and a.worker == name for a in seen)
 
 
+@pytest.mark.slow
+def test_a_driver_with_no_worker_says_so_and_names_an_earlier_refusal(tmp_path: Path, kicad_cli, copperhead_cli) -> None:
+    """A worker refused and closed itself before the driver came; the driver then waited 120 s in
+    silence and said only "no worker connected", nothing of the refusal."""
+    lonely = Cluster(tmp_path / "dask").start()
+    try:
+        with DaskCluster(lonely.address, lambda _a: None):  # registers the requirements plugin
+            lonely.add_worker("bad", env={"COPPERHEAD_CLI": "/nonexistent/cli.js"}, wait=False).wait(60)
+        seen: list[Activity] = []
+        with DaskCluster(lonely.address, seen.append):
+            pass
+    finally:
+        lonely.stop()
+    refused = [a for a in seen if a.kind == "refused"]
+    assert [a.worker for a in refused] == ["bad"] and "does not exist" in refused[0].detail
+    assert "before this driver connected" in refused[0].detail
+    [waiting] = [a for a in seen if a.kind == "waiting"]
+    assert f"no worker is connected to {lonely.address}" in waiting.detail and "120 s" in waiting.detail
+
+
 # --------------------------------------------------------------------------- without one
 
 

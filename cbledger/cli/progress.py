@@ -117,6 +117,9 @@ class SuiteProgress:
             self._activity(event)
 
     def _activity(self, event: Activity) -> None:
+        if event.kind == "waiting":  # no worker at all: said once, while the driver waits for one
+            self.reporter.note(f"  {event.detail}")
+            return
         worker = event.worker or "?"
         if event.kind == "started":
             self.busy[worker] = event.label

@@ -67,7 +67,8 @@ CONNECT_SECONDS = 30.0
 @dataclass(frozen=True)
 class Activity:
     """What a worker is doing, for progress: `accepted`, `refused`, `started`, `finished`,
-    `failed` or `lost` (a run's worker went away and the run was given to another)."""
+    `failed` or `lost` (a run's worker went away and the run was given to another); `waiting`
+    when none is connected at all."""
 
     worker: str
     kind: str
@@ -102,6 +103,15 @@ class DaskCluster:
         self.client.subscribe_topic(TOPIC, self._on_topic)
         self.client.register_plugin(RequirementsPlugin(), name=RequirementsPlugin.name)
         verdicts = self.client.run(verdict, on_error="return")
+        if not verdicts:
+            # a worker that refused before this driver came has closed itself: what it said is
+            # still on the scheduler's record of the topic, and the wait is said rather than silent
+            for _, msg in self.client.get_events(TOPIC):
+                if isinstance(msg, dict) and msg.get("kind") == "refused":
+                    worker = str(msg.get("name") or msg.get("worker") or "")
+                    self._activity(Activity(worker, "refused", detail=f"{msg.get('why') or ''} (before this driver connected)"))
+            self._activity(Activity("", "waiting", detail=f"no worker is connected to {self.scheduler}; waiting "
+                                                           f"{NO_WORKER_SECONDS:.0f} s for one before giving up"))
         accepted = [w for w, why in verdicts.items() if why is None]
         if verdicts and not accepted:
             listed = "; ".join(f"{w}: {why}" for w, why in sorted(verdicts.items()))
