@@ -491,3 +491,20 @@ def test_a_checkpoint_beside_the_ledger_whose_trusted_signature_fails_is_a_failu
     [failure] = json.loads(r.stdout)["failures"]
     assert failure["kind"] == "checkpoint-signature" and failure["file"] == "results/checkpoints/11.txt"
     assert "untrusted-signer" not in r.stdout
+
+
+def test_a_results_directory_that_brings_its_own_key_is_said_to_vouch_for_itself(tmp_path: Path, monkeypatch):
+    """A copy handed over, cut short, signed anew with a key generated into its own keys/ and
+    re-projected verified with "every check passed" and no word of whose key it was."""
+    monkeypatch.chdir(tmp_path)  # outside any project: its keys/ is the directory's own alone
+    ws, skey = tmp_path / "handed-over", tmp_path / "theirs.skey"
+    for args in (["init", "--name", "copy"], ["key", "generate", "--out", skey, "--name", "copy.example/x"],
+                 ["checkpoint", "--key", skey], ["project", "all"]):
+        assert run_cli(["--results", ws, *args]).exit_code == 0, args
+    r = run_cli(["--results", ws, "replay", "--verify", "--json"])
+    assert r.exit_code == 0, r.output
+    notes = [n for n in json.loads(r.stdout)["notes"] if n["kind"] == "self-trusted-key"]
+    assert len(notes) == 1 and "vouches for itself" in notes[0]["message"] and "--key" in notes[0]["message"]
+    [own] = (ws / "keys").glob("*.vkey")
+    held = run_cli(["--results", ws, "replay", "--verify", "--json", "--key", own])
+    assert held.exit_code == 0 and not [n for n in json.loads(held.stdout)["notes"] if n["kind"] == "self-trusted-key"]

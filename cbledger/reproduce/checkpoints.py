@@ -63,6 +63,21 @@ def trusted_keys(workspace: Workspace, files: Sequence[Path]) -> list[VerifierKe
     return keys
 
 
+def self_vouched(workspace: Workspace, named: Sequence[Path], given: Sequence[tuple[str, SignedCheckpoint]]) -> list[Finding]:
+    """A note when the checkpoints were held only to keys the results directory brings itself (a
+    scratch workspace's own `keys/`): a copy handed over, cut short and signed anew with a key
+    generated into it, verifies against that key, so what it proves is the directory's word."""
+    if named or not given or workspace.own_keys == workspace.keys:
+        return []
+    own = {p.resolve() for p in workspace.own_keys.glob("*.vkey")}
+    if not own or any(p.resolve() not in own for p in workspace.trusted_key_files()):
+        return []
+    where = workspace.shown_path(workspace.own_keys)
+    return [Finding(check="checkpoint", kind="self-trusted-key", file=where,
+                    message=f"the checkpoints were held only to keys under {where}/, which this results directory "
+                            "brings itself: a copy handed to you vouches for itself; pass the publisher's key with --key")]
+
+
 def no_key(workspace: Workspace) -> str:
     """Where no key was found, and how to give one: run outside the project (a copy of its
     ledger on another laptop) the default `keys/` is under the working directory, not the project's."""

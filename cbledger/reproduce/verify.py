@@ -57,6 +57,7 @@ from cbledger.reproduce.checkpoints import (
     chain_and_checkpoints,
     open_given,
     published_beside,
+    self_vouched,
     trusted_keys,
 )
 from cbledger.reproduce.figures import cost_findings
@@ -467,7 +468,7 @@ def _verify(
     if not given:
         given, beside, broken = published_beside(workspace, keys)
     chain, anchored = chain_and_checkpoints(workspace, given, keys, progress=chain_progress)
-    anchored.notes[:0] = beside
+    anchored.notes[:0] = beside + self_vouched(workspace, options.keys, given)
     anchored.failures[:0] = broken
     report = VerifyReport(ledger=LedgerStore(workspace.ledger).location, root=str(workspace.root), options=options, chain=chain,
                           checkpoints=anchored)
