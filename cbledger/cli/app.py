@@ -131,13 +131,14 @@ def main() -> None:
         report_error("aborted", CHECK_FAILED)
         sys.exit(CHECK_FAILED)
     except Exception as exc:
-        # A ledger that cannot be folded: one line naming where. Its module is loaded only by the
-        # commands that fold, so an error raised anywhere else cannot be one.
+        # A ledger that cannot be folded: one line naming where, and bad input like a line that
+        # cannot be read (exit 2, nothing written), whichever command met it. Its module is loaded
+        # only by the commands that fold, so an error raised anywhere else cannot be one.
         fold = sys.modules.get("cbledger.projections.fold")
         if fold is None or not isinstance(exc, fold.ProjectionError):
             raise
-        report_error(printable(exc, limit=20000, keep_newlines=True), CHECK_FAILED)
-        sys.exit(CHECK_FAILED)
+        report_error(printable(exc, limit=20000, keep_newlines=True), USAGE)
+        sys.exit(USAGE)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ from __future__ import annotations
 OK = 0
 #: a check ran and failed: a difference, a regression, a run not recorded, a proof that does not verify
 CHECK_FAILED = 1
-#: bad usage or bad input: nothing was written
+#: bad usage or bad input (a damaged ledger too, whether a line cannot be read or cannot be
+#: folded): nothing was written
 USAGE = 2
 #: an event id recorded before with a different body
 CONFLICT = 3
