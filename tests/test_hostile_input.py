@@ -239,7 +239,7 @@ def test_duplicate_keys_in_a_task_file_are_an_error(tmp_path):
 
 @pytest.mark.parametrize("how", ["undecodable", "edited", "invalid-utf8"])
 @pytest.mark.parametrize("command", [["log"], ["show", "3"], ["rescore"], ["suite", "status"], ["project", "all"],
-                                     ["project", "leaderboard"], ["replay", "--verify"]])
+                                     ["project", "leaderboard"], ["export", "--jsonl"], ["replay", "--verify"]])
 def test_every_command_on_a_corrupt_ledger_line_names_the_seq(tmp_path, how, command):
     ledger = _ledger(tmp_path)
     lines = ledger.read_bytes().splitlines(keepends=True)
@@ -253,7 +253,10 @@ def test_every_command_on_a_corrupt_ledger_line_names_the_seq(tmp_path, how, com
         lines[2] = lines[2].replace(b'"repeat":', b'"repeaT":', 1)
     ledger.write_bytes(b"".join(lines))
     root = ledger.parents[2]
+    copy = tmp_path / "copy.jsonl"
+    command = [*command, "-o", copy] if command[0] == "export" else command
     result = run_cli([*command, "--ledger", ledger, "--root", root] if command[0] != "show" else [*command, "--ledger", ledger])
+    assert not copy.exists()  # an export of a damaged ledger is no copy of it
     if command[0] == "replay":  # a report rather than an error: the broken chain, exit 1
         assert "Traceback" not in result.output and result.exit_code == 1, result.output
         assert "chain BROKEN: undecodable at line 3 (seq 3" in result.output, result.output

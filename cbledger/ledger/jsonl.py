@@ -363,7 +363,7 @@ class JsonLinesRecorder(Recorder):
                     view = _LINE_VIEW.decode(line)
                 except msgspec.MsgspecError:
                     raise UserError(
-                        f"{self.path}: undecodable line at byte {offset}; "
+                        f"{self.path}: undecodable line at byte {offset} (where seq {idx.head.seq + 1} should be); "
                         f"run `{invocation.command('replay', '--verify')}` to locate it"
                     ) from None
                 if view.event.seq != idx.head.seq + 1 or view.prev != idx.head.hash:

@@ -7,7 +7,8 @@ the line the file holds, and an import copies a file's records verbatim, hashes 
 another store. Nothing is re-encoded on either side, so the chain that verified before is the
 chain that verifies after, and an export of an import is the file it came from.
 
-An import is refused whole unless the file verifies (`cbledger.ledger.verify`) and no event
+An export checks each record's hash as it copies it (a record edited in place is no copy to keep);
+an import is refused whole unless the file verifies (`cbledger.ledger.verify`) and no event
 matches a credential pattern; the destination must be empty, or hold a prefix of the file (an
 import that was interrupted resumes where it stopped). It appends in batches, each with the head
 it continues as the expected one, so a writer that slips in between makes it stop with
@@ -22,7 +23,7 @@ from typing import BinaryIO
 
 from cbledger.errors import UserError
 from cbledger.inputs import refuse_non_regular
-from cbledger.ledger.chain import format_line
+from cbledger.ledger.chain import format_line, link_hash
 from cbledger.ledger.credential_guard import refuse_credentials
 from cbledger.ledger.jsonl import JsonLinesRecorder
 from cbledger.ledger.recorder import EMPTY, Head, StoredEvent
@@ -38,6 +39,11 @@ def export_jsonl(store: LedgerStore, out: BinaryIO) -> Head:
     last = EMPTY
     pending: list[bytes] = []
     for stored in store.read(until=store.head().seq):
+        # a copy is what a backup or a move is trusted as: a record edited in place (same seq,
+        # same links, another body) is refused here rather than found by whoever imports it
+        if link_hash(stored.prev, stored.seq, stored.raw) != stored.hash:
+            raise UserError(f"{store.location}: the event at seq {stored.seq} does not hash to its recorded hash "
+                            "(edited in place; `cbledger replay --verify` says more); the export stops there")
         pending.append(format_line(stored.raw, stored.hash, stored.prev))
         last = Head(stored.seq, stored.hash)
         if len(pending) >= BATCH:
