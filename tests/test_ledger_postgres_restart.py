@@ -136,6 +136,10 @@ def test_a_server_down_past_the_bound_costs_one_append_not_every_one_after(serve
         with pytest.raises(StoreUnavailable, match="could not connect again within 4 s"):
             store.append([grade_recorded(1)])
         assert time.monotonic() - started >= 3.5
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable):  # a reader (a watch, a listing) is told at once
+            store.head()
+        assert time.monotonic() - started < 2
         assert store.append([grade_recorded(1)])[0].seq == 3  # waited its own window, and the server came back
     assert verify_chain(url).ok
 

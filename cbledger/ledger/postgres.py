@@ -35,6 +35,7 @@ parent's alone (closing an inherited connection would end the parent's session).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -154,6 +155,7 @@ class PostgresRecorder(Recorder):
         self.channel = f"cbledger_{self.name}"
         self._conn: psycopg.Connection | None = None
         self._pid = 0
+        self._patient = 0  # appends in progress (`appending`), on any thread
         self._listener: psycopg.Connection | None = None
 
     @property
@@ -210,13 +212,14 @@ class PostgresRecorder(Recorder):
                 _INHERITED.append(self._listener)
                 self._listener = None
             self._conn = None
-        if self._conn is not None and self._conn.closed:
-            # a session this recorder had and lost, and could not replace within its window: the
-            # server may still be restarting, so every later call waits its own window for it too,
-            # rather than failing at once (a 45 s outage then loses one append, not all after it)
+        if self._conn is not None and self._conn.closed and self._patient:
+            # a session lost and not replaced within an earlier window: an append waits its own
+            # window for the server too, rather than failing at once (a 45 s outage under a
+            # campaign then costs one run's wait, not the record of every run after it); a read
+            # is told at once, so a watch stays responsive and a Ctrl-C's cleanup does not wait
             self._conn = self._reconnect("its session was closed", time.monotonic() + self.reconnect_within)
             self._pid = os.getpid()
-        if self._conn is None:
+        if self._conn is None or self._conn.closed:
             self._conn = self._connect()
             self._pid = os.getpid()
         return self._conn
@@ -253,6 +256,14 @@ class PostgresRecorder(Recorder):
                 f"({self.statement_timeout_ms / 1000:g} s): {_first_line(exc)}"
             )
         return UserError(f"{self.location}: PostgreSQL: {_first_line(exc)}")
+
+    @contextlib.contextmanager
+    def appending(self) -> Iterator[None]:
+        self._patient += 1
+        try:
+            yield
+        finally:
+            self._patient -= 1
 
     def close(self) -> None:
         if self._pid == os.getpid():

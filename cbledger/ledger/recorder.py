@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
@@ -170,6 +170,12 @@ class Recorder(ABC):
     @abstractmethod
     def exclusive(self) -> AbstractContextManager[None]:
         """Holds off every other writer for the duration (guarantee 5). Not re-entrant."""
+
+    def appending(self) -> AbstractContextManager[None]:
+        """Held around one whole append (its reads included). A store whose server can go away
+        waits for it to come back within this, and only this: what is lost otherwise is a run's
+        record, while a reader (a watch, a listing) is better told at once. By default nothing."""
+        return nullcontext()
 
     def check_appendable(self) -> None:
         """Raises what an append now would (a torn tail, an interrupted batch, no write access)

@@ -169,6 +169,12 @@ class LedgerStore:
     def _append(
         self, events: Sequence[EventBase | Canonical], *, genesis: bool, check: BatchCheck | None = None
     ) -> list[Appended]:
+        with self.recorder.appending():
+            return self._append_now(events, genesis=genesis, check=check)
+
+    def _append_now(
+        self, events: Sequence[EventBase | Canonical], *, genesis: bool, check: BatchCheck | None = None
+    ) -> list[Appended]:
         labels = [e.where if isinstance(e, Canonical) and e.where else f"event {i}" for i, e in enumerate(events)]
         prepared = [self._prepare(label, e) for label, e in zip(labels, events, strict=True)]
         if check is not None:
