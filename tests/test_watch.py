@@ -235,6 +235,27 @@ def test_a_projector_waits_for_another_and_folds_what_it_appended(tmp_path):
     assert_equals_full_rebuild(root, ledger, tmp_path)
 
 
+def test_a_results_directory_that_cannot_be_locked_is_projected_unheld(tmp_path, monkeypatch):
+    """NFS emulates flock with a POSIX lock, which needs a descriptor open for writing: on a
+    directory it is EBADF, and every projection there would have failed."""
+    import errno
+    import fcntl
+
+    lock = fcntl.flock
+
+    def cannot(fd, op):  # a directory's descriptor, as NFS answers; the ledger's file locks as ever
+        if os.path.isdir(f"/proc/self/fd/{fd}"):
+            raise OSError(errno.EBADF, "Bad file descriptor")
+        return lock(fd, op)
+
+    root, ledger, drafts = make_root(tmp_path)
+    LedgerStore(ledger).append(drafts[:10])
+    (root / "results").mkdir(exist_ok=True)
+    monkeypatch.setattr(fcntl, "flock", cannot)
+    assert run_cli(["project", "all", "--root", root]).exit_code == 0
+    assert_equals_full_rebuild(root, ledger, tmp_path)
+
+
 # --------------------------------------------------------------------------- another process
 
 

@@ -549,14 +549,18 @@ def one_projector(workspace: Workspace) -> Iterator[None]:
     the read model a few events behind a ledger nobody appends to any more. Held, the second
     folds after the first wrote, so the last to write has folded the most. An advisory `flock` on
     the directory itself: nothing is created, so a command that then refuses writes nothing; a
-    directory not there yet, or not ours to open, is not held (no other writer can be in it)."""
+    directory not there yet, or not ours to open, is not held (no other writer can be in it), nor
+    one on a file system that cannot lock a directory (NFS)."""
     try:
         fd = os.open(workspace.results, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
         yield
         return
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            pass  # a file system that locks no directory (NFS: EBADF, ENOLCK): unheld, as before it was
         yield
     finally:
         os.close(fd)  # the lock goes with the descriptor
