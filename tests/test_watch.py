@@ -235,6 +235,20 @@ def test_a_projector_waits_for_another_and_folds_what_it_appended(tmp_path):
     assert_equals_full_rebuild(root, ledger, tmp_path)
 
 
+def test_a_deferred_site_is_not_written_over_a_newer_one(tmp_path):
+    """The watch's site flush, on a quiet second, rendered the state it had folded before another
+    command appended and wrote the whole site: the older pages went over the newer."""
+    root, ledger, drafts = make_root(tmp_path)
+    LedgerStore(ledger).append(drafts[:10])
+    regen = Regenerator(Workspace.at(root, ledger), defer_site=True)
+    assert regen.refresh() is not None  # folded to seq 11; the site is due
+    LedgerStore(ledger).append(drafts[10:14])
+    assert run_cli(["project", "all", "--root", root]).exit_code == 0  # another command: the site at seq 15
+    done = regen.flush_site()
+    assert done is not None and done[0] == 15
+    assert_equals_full_rebuild(root, ledger, tmp_path)
+
+
 def test_a_results_directory_that_cannot_be_locked_is_projected_unheld(tmp_path, monkeypatch):
     """NFS emulates flock with a POSIX lock, which needs a descriptor open for writing: on a
     directory it is EBADF, and every projection there would have failed."""

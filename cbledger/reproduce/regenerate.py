@@ -286,9 +286,14 @@ class Regenerator:
         if not self._site_due or self.follower is None:
             return None
         started = time.perf_counter()
-        state = self.follower.state
-        runs = None if self._site_all else self._site_runs
         with writers.one_projector(self.workspace):
+            # another command may have appended and written since this fold: fold up to it first,
+            # so the site written last is never older than the one it replaces
+            self._refresh_outputs()
+            if self.problem is not None:
+                return None  # the site waits with the rest until the ledger folds again
+            state = self.follower.state
+            runs = None if self._site_all else self._site_runs
             pages = writers.sync_site(state, self.workspace.site, site_evidence.source(self.workspace), runs)
         self._site_due, self._site_all, self._site_runs = False, False, set()
         return self.written_seq, len(pages), time.perf_counter() - started
