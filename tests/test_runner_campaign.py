@@ -672,6 +672,19 @@ def test_a_disk_that_fills_leaves_no_half_kept_run_to_hold_its_slot(tmp_path: Pa
     assert not final.exists() and not workspace.pending_events(run_id).exists()
     assert any("discarded run" in line and "runs again" in line for line in done.lines())
     assert len(list(LedgerStore(workspace.ledger).read())) == 1
+    # whole lines the ledger refuses for what they say are kept and said, never discarded
+    final.write_bytes(b"the run's bundle")
+    workspace.pending_events(run_id).write_bytes(kept.replace(b'"runId":', b'"runID":', 1))
+    with leftovers.hold(workspace, "c1"):
+        done = leftovers.clean(workspace, LedgerStore(workspace.ledger), "c1", None)
+    assert done.discarded == [] and [p for p, _ in done.refused] == [workspace.pending_events(run_id)]
+    assert final.exists() and workspace.pending_events(run_id).exists()
+    # cut short, but its run was recorded after all: only the file goes, the bundle the ledger names stays
+    LedgerStore(workspace.ledger).append([run, grade])
+    workspace.pending_events(run_id).write_bytes(kept[:len(kept) // 2])
+    with leftovers.hold(workspace, "c1"):
+        done = leftovers.clean(workspace, LedgerStore(workspace.ledger), "c1", None)
+    assert done.discarded == [] and done.removed == [workspace.pending_events(run_id)] and final.exists()
 
 
 def test_a_slot_another_driver_recorded_first_discards_this_runs_bundle(tmp_path: Path) -> None:

@@ -855,7 +855,7 @@ def publish(store: LedgerStore, output: RunOutput) -> list[Appended]:
         except OSError as exc:
             if attempt == APPEND_TRIES:
                 why = f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else f"{exc.strerror or exc}"
-                raise _kept_for_later(output, why, is_database_url(store.location), new_cassette) from None
+                raise _kept_for_later(store, output, why, new_cassette) from None
             time.sleep(APPEND_RETRY_SEC * attempt)
         except ConflictError as exc:
             # another driver of the campaign recorded this slot first (a ledger two results
@@ -866,7 +866,7 @@ def publish(store: LedgerStore, output: RunOutput) -> list[Appended]:
             raise UserError(f"run {output.run.run_id}: its slot was recorded by another driver of its campaign "
                             f"({credentials.printable(str(exc))}); this run's bundle and events are discarded") from None
         except UserError as exc:
-            raise _kept_for_later(output, str(exc), is_database_url(store.location), new_cassette) from None
+            raise _kept_for_later(store, output, str(exc), new_cassette) from None
         except BaseException:
             published = [output.final] + ([new_cassette] if new_cassette is not None else [])
             remove_unless_landed(store, [e.id for e in output.events], published)
@@ -874,7 +874,8 @@ def publish(store: LedgerStore, output: RunOutput) -> list[Appended]:
     raise AssertionError("unreachable")
 
 
-def _kept_for_later(output: RunOutput, why: str, database: bool = False, new_cassette: Path | None = None) -> UserError:
+def _kept_for_later(store: LedgerStore, output: RunOutput, why: str, new_cassette: Path | None = None) -> UserError:
+    database = is_database_url(store.location)
     lines = b"".join(msgspec.json.encode({k: v for k, v in msgspec.to_builtins(e).items() if k != "seq"}) + b"\n" for e in output.events)
     try:
         # whole or not at all: a file cut short (the disk that refused the ledger refusing this
@@ -882,12 +883,19 @@ def _kept_for_later(output: RunOutput, why: str, database: bool = False, new_cas
         durable.write_atomic(output.pending, lines)
         durable.fsync_directory(output.pending.parent)
     except (UserError, OSError) as exc:
-        for path in [output.final] + ([new_cassette] if new_cassette is not None else []):
-            path.unlink(missing_ok=True)
+        output.pending.unlink(missing_ok=True)
+        try:  # a commit whose answer was lost may have landed: then the ledger names the bundle
+            remove_unless_landed(store, [e.id for e in output.events],
+                                 [output.final] + ([new_cassette] if new_cassette is not None else []))
+        except UserError:
+            pass  # the ledger cannot say: the bundle stays, and the next run of the campaign decides
+        fate = ("the run is discarded, its bundle removed, and its slot stays open for the next run of its campaign"
+                if not output.final.exists() else
+                f"its bundle stays at {output.final.name} (the ledger may hold the run after all: the next run of its "
+                "campaign keeps it, or removes it and runs the slot)")
         return UserError(
             f"the ledger refused run {output.run.run_id}'s events ({credentials.printable(why)}), and they could not "
-            f"be kept for later either ({credentials.printable(str(exc))}): the run is discarded, its bundle removed, "
-            "and its slot stays open for the next run of its campaign"
+            f"be kept for later either ({credentials.printable(str(exc))}): {fate}"
         )
     # a file's refusal is most often a torn tail; a database's, a server that did not answer
     first = ("once the database answers again" if database else

@@ -22,6 +22,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
+
 from cbledger.errors import UserError
 from cbledger.ledger import semantics
 from cbledger.ledger.intake import parse_drafts
@@ -111,13 +113,20 @@ def _adopt(store: LedgerStore, workspace: Workspace, run_id: str, done: Cleaned)
     if bundle is None or not bundle.is_file():
         done.refused.append((pending, "its bundle is not in place"))
         return
+    data = pending.read_bytes()
     try:
-        drafts = parse_drafts(pending.read_bytes(), str(pending))
+        drafts = parse_drafts(data, str(pending))
     except UserError as exc:
+        if not _cut_short(data):  # whole lines refused for what they say: kept, and said, as ever
+            done.refused.append((pending, str(exc)))
+            return
         # cut short as it was written (before it was written whole and renamed): no append can
         # take it, and its bundle would hold the slot against every rerun, so both go and the
-        # slot is run again
+        # slot is run again, unless the run was recorded after all (then only the file goes)
         pending.unlink(missing_ok=True)
+        if store.recorder.lookup(f"run:{run_id}") is not None:
+            done.removed.append(pending)
+            return
         bundle.unlink(missing_ok=True)
         done.discarded.append((run_id, str(exc)))
         return
@@ -131,3 +140,15 @@ def _adopt(store: LedgerStore, workspace: Workspace, run_id: str, done: Cleaned)
         done.adopted.append(run_id)
     else:  # appended by hand as the refusal said (`cbledger append` of the kept file): only the file was left
         done.removed.append(pending)
+
+
+def _cut_short(data: bytes) -> bool:
+    """Bytes a write stopped part-way through: no final newline, or a line that is not JSON."""
+    if not data.endswith(b"\n"):
+        return True
+    try:
+        for line in data.splitlines():
+            msgspec.json.decode(line)
+    except msgspec.DecodeError:
+        return True
+    return False
