@@ -225,22 +225,27 @@ def freeze_cmd(
         complexity=complexity,
         authored_version=authored_version,
     )
-    write_document(manifest_path, doc)
-    repinned = []
+    repinned: list[Path] = []
+    skipped: list[Path] = []
     if isinstance(previous, str) and previous != frozen.sha256 and dest is None:
-        repinned = repin(project_root(root), fixture_id, previous, frozen.sha256)
+        # before the manifest: killed in between, the same freeze again still finds the old hash
+        # in fixture.json and the tasks it missed
+        repinned, skipped = repin(project_root(root), fixture_id, previous, frozen.sha256)
+    write_document(manifest_path, doc)
     result = check_fixture(fixture_dir, project_root(root), require_tree=True)
     left = [p for p in result.problems if p.severity == "error"]
     if as_json:
         typer.echo(json.dumps({
             "fixture": fixture_id, "files": len(frozen.files), "commit": frozen.commit, "sha256": frozen.sha256,
-            "previousSha256": previous, "repinned": [str(p) for p in repinned], "left": _problems_json(left),
+            "previousSha256": previous, "repinned": [str(p) for p in repinned], "notRepinned": [str(p) for p in skipped], "left": _problems_json(left),
         }, indent=2))
         return
     typer.echo(f"froze {len(frozen.files)} file(s) at {frozen.commit} into {fixture_dir / 'tree'}")
     typer.echo(f"tree sha256 {frozen.sha256}" + ("" if previous in (None, frozen.sha256) else f" (was {previous})"))
     for path in repinned:
         typer.echo(f"re-pinned {path}: fixture.sha256 was the tree this replaced")
+    for path in skipped:
+        typer.echo(f"not re-pinned {path}: the old hash is in it more than once; set fixture.sha256 by hand", err=True)
     if left:
         typer.echo(f"{manifest_path}: {len(left)} field(s) left for you before this fixture can be used:")
         for p in left:
