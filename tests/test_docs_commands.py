@@ -196,6 +196,8 @@ NOT_RUN = {
     "rerun RUN": "re-executes the run through the real harness (tests/test_rerun_cassette.py)",
     "rerun RUN --from-session": "re-executes the run through the real harness (tests/test_rerun_attach.py)",
     "doctor --model claude-sonnet-4": "a real provider's key",
+    "run --suite full --agent copperhead --model claude-sonnet-4 --dry-run":
+        "prices the model from the reader's own table (`pricing publish prices.json` above); unpriced, it is refused",
     "run --suite full --agent copperhead --model claude-sonnet-4 --jobs 2 --max-cost-usd 2 --budget-usd 40": "a real model",
     "run --suite real --agent copperhead --model claude-sonnet-4": "a real model",
     "run led-resistor-swap --agent copperhead --model claude-sonnet-4 --passes 2": "a real model",

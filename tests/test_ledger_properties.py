@@ -35,6 +35,7 @@ from cbledger.ledger.events import (
     EventBase,
     GradeRecorded,
     LedgerCreatedEvent,
+    RubricScored,
     event_type,
 )
 from cbledger.ledger.intake import parse_drafts
@@ -120,6 +121,20 @@ def struct_strategy(cls: type) -> st.SearchStrategy[Any]:
         return st.integers(1, 1000).flatmap(lambda m: st.builds(
             CriterionScore, id=st.text(min_size=1, max_size=10), points=st.integers(0, m), max_points=st.just(m),
         ))
+    if cls is RubricScored:  # the score is its criteria's points over their maximum, when it has criteria
+        return _fields(cls).map(lambda kw: cls(**{k: v for k, v in _scored(kw).items() if v is not ...}))
+    return _fields(cls).map(lambda kw: cls(**{k: v for k, v in kw.items() if v is not ...}))
+
+
+def _scored(kw: dict[str, Any]) -> dict[str, Any]:
+    criteria = kw.get("criteria", ...)
+    if criteria is not ... and criteria:
+        kw = {**kw, "score": sum(c.points for c in criteria) / sum(c.max_points for c in criteria)}
+    return kw
+
+
+def _fields(cls: type) -> st.SearchStrategy[dict[str, Any]]:
+    """Every field of `cls` drawn from its type (`...`: left to its default)."""
     info = mi.type_info(cls)
     assert isinstance(info, mi.StructType)
     fields: dict[str, st.SearchStrategy[Any]] = {}
@@ -132,9 +147,7 @@ def struct_strategy(cls: type) -> st.SearchStrategy[Any]:
             fields[f.name] = strategy(f.type)
         else:  # sometimes left to its default, so defaults are exercised too
             fields[f.name] = st.one_of(st.just(...), strategy(f.type))
-    return st.fixed_dictionaries(fields).map(
-        lambda kw: cls(**{k: v for k, v in kw.items() if v is not ...})
-    )
+    return st.fixed_dictionaries(fields)
 
 
 def grade_strategy() -> st.SearchStrategy[GradeRecorded]:
