@@ -13,9 +13,12 @@ import typer
 from cbledger import invocation
 from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, require_project, workspace
 from cbledger.cli.exits import INTERRUPTED
+from cbledger.credentials import printable
+from cbledger.errors import UserError
 from cbledger.ledger.events import Actor
 from cbledger.login import login_name
 from cbledger.projections import writers
+from cbledger.projections.fold import ProjectionError
 from cbledger.projections.selection import SelectionError, parse
 from cbledger.reproduce import site_evidence
 from cbledger.runner.endpoint import script
@@ -70,11 +73,16 @@ def judge(
                 f"regenerated: `{invocation.command('project', 'all')}` brings them up to date; judging those "
                 "runs again adds a second score (the first counts)") if recorded else "no score recorded"
         fail(f"interrupted: {kept}", code=INTERRUPTED)
+    unprojected: str | None = None
     if project and result.scored:
         # every output `run` and `project all` write, the site included: a committed site left
         # behind its ledger fails `replay --verify`
-        with writers.one_projector(where):
-            writers.regenerate_all(writers.load_state(where.ledger), where, site_evidence=site_evidence.source(where))
+        try:
+            with writers.one_projector(where):
+                writers.regenerate_all(writers.load_state(where.ledger), where, site_evidence=site_evidence.source(where))
+        except (UserError, OSError, ProjectionError) as exc:  # the scores are recorded all the same
+            unprojected = (f"the score(s) are recorded, but the outputs could not be regenerated ({printable(str(exc))}); "
+                           f"`{invocation.command('project', 'all')}` brings them up to date once it can")
     if as_json:
         typer.echo(json.dumps({
             "scored": [{"runId": b.run_id, "score": b.score} for b in result.scored],
@@ -89,7 +97,9 @@ def judge(
         typer.echo(f"judged {len(result.scored)}, skipped {len(result.skipped)}, failed {len(result.failed)}")
         for run_id, error in result.failed:
             typer.echo(f"  {run_id}: {error}", err=True)
-    if result.failed:
+    if unprojected:
+        typer.echo(f"error: {unprojected}", err=True)
+    if result.failed or unprojected:
         raise typer.Exit(1)
 
 

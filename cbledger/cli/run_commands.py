@@ -36,6 +36,7 @@ from cbledger.ledger.types import SemVer, conforms
 from cbledger.login import login_name
 from cbledger.projections import packed as packed_mod
 from cbledger.projections import writers
+from cbledger.projections.fold import ProjectionError
 from cbledger.projections.records import record_entries
 from cbledger.reproduce import site_evidence
 from cbledger.runner import campaign as campaign_mod
@@ -203,7 +204,9 @@ def run(
         todo = slots.missing(retry_env)
         if not _announce(slots, todo, retry_env, as_json):
             if project and cleaned.adopted:  # runs recorded now, by adoption: the outputs follow them
-                _project(where)
+                _, unprojected = _project_or_say(where)
+                if unprojected:
+                    fail(unprojected, code=1)
             return
         progress = SuiteProgress(len(todo))
         try:
@@ -235,14 +238,7 @@ def _report(
     """What a run prints once its runs are done, the outputs regenerated first (`project`). Exit 1
     when a run was not recorded, or the outputs could not be regenerated (the runs are recorded
     all the same: a full disk is not bad input)."""
-    records: dict[str, list[str]] = {}
-    unprojected: str | None = None
-    if project:
-        try:
-            records = _project(where)
-        except (UserError, OSError) as exc:
-            unprojected = (f"the run(s) are recorded, but the outputs could not be regenerated ({printable(str(exc))}); "
-                           f"`{invocation.command('project', 'all')}` brings them up to date once it can write")
+    records, unprojected = _project_or_say(where) if project else ({}, None)
     if as_json:
         typer.echo(_json_answer(result, campaign, hint, records=records, kept=kept, projected=project and not unprojected))
     else:
@@ -317,6 +313,16 @@ def _shown(where: Workspace, name: str) -> str:
     """A record or bundle an event names `results/...`, as a reader would open it: under `--results
     DIR` (a draft's workspace, a ledger elsewhere) that is DIR/..., not results/ under the root."""
     return where.shown(name) if name.startswith(f"{RUNS}/") else packed_mod.record_shown(where, name)
+
+
+def _project_or_say(where: Workspace) -> tuple[dict[str, list[str]], str | None]:
+    """`_project`, or why it could not be done: runs already recorded stay recorded, so a full disk
+    or a ledger that does not fold is said as such, not as bad input with nothing written."""
+    try:
+        return _project(where), None
+    except (UserError, OSError, ProjectionError) as exc:
+        return {}, (f"the run(s) are recorded, but the outputs could not be regenerated ({printable(str(exc))}); "
+                    f"`{invocation.command('project', 'all')}` brings them up to date once it can")
 
 
 def _project(where: Workspace) -> dict[str, list[str]]:
