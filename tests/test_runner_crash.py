@@ -112,11 +112,14 @@ def test_ctrl_c_of_the_runner_takes_the_harness_down_with_it(tmp_path, shared_re
             os.kill(pid, signal.SIGKILL)
 
 
-def test_ctrl_c_with_jobs_kills_the_runs_in_flight_and_starts_no_further_run(tmp_path, shared_real, kicad_cli):
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_with_jobs_kills_the_runs_in_flight_and_starts_no_further_run(tmp_path, shared_real, kicad_cli, sig, code):
     """With --jobs N the runs in flight are in worker threads, out of reach of the interrupt: they
     once ran on to their caps after the command said it was interrupted (20 minutes with a real
     cap), and then failed, unrecorded, because its exit removed their sandboxes. They are killed
-    as the main thread's run is, nothing of them is written, and the queue behind them never starts."""
+    as the main thread's run is, nothing of them is written, and the queue behind them never starts.
+    SIGTERM (a supervisor stopping the driver) once ended it mid-step with the shell's "Terminated"
+    alone: it takes the same path, and exits 143."""
     sleepy = "sleepy-rename"
     project = build_project(tmp_path, shared_real, extra=[(sleepy, "rename net CLK to SLOW_CLK", 600)])
     before = project.ledger_bytes()
@@ -134,9 +137,9 @@ def test_ctrl_c_with_jobs_kills_the_runs_in_flight_and_starts_no_further_run(tmp
         while len(calls := [c for c in read_record(record) if c["command"] == "do"]) < 2:
             assert proc.poll() is None and time.monotonic() < deadline, "the harnesses never started"
             time.sleep(0.02)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         proc.wait(timeout=60)  # well inside the 600 s cap
-        assert proc.returncode == 130
+        assert proc.returncode == code
         assert processes_with(marker) == []
         calls = [c for c in read_record(record) if c["command"] == "do"]
         assert len(calls) == 2, "runs queued behind the interrupt were started"

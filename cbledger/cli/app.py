@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+import threading
 from pathlib import Path
 from typing import Annotated
 
@@ -87,7 +88,34 @@ def _placed_after(exc: _click.exceptions.UsageError, argv: list[str]) -> str:
     return f" ({option} is each command's own option, given after it: `{PROG} {shlex.join(words)}`)"
 
 
+#: exit 128 + SIGTERM, as a shell reports a process SIGTERM ended
+TERMINATED = 128 + 15
+
+
 def main() -> None:
+    """SIGTERM (a supervisor stopping the command, `kill`) is handled as Ctrl-C is while a command
+    runs: its interrupt path runs (a run's sandboxes killed, what was kept said, nothing half
+    written) instead of the process ending mid-step, and the exit is 143."""
+    import signal
+
+    terminated: list[bool] = []
+
+    def handle(_signum, _frame) -> None:
+        terminated.append(True)
+        raise KeyboardInterrupt
+
+    # not where an embedding program chose otherwise, nor off the main thread (which cannot)
+    ours = signal.getsignal(signal.SIGTERM) is signal.SIG_DFL and threading.current_thread() is threading.main_thread()
+    if ours:
+        signal.signal(signal.SIGTERM, handle)
+    try:
+        _main(terminated)
+    finally:
+        if ours:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _main(terminated: list[bool]) -> None:
     as_json = json_errors()
     try:
         # Click's own usage errors (a bad option value, a missing argument, an unknown option) are
@@ -98,7 +126,9 @@ def main() -> None:
         if code == INTERRUPTED and not errors_reported():
             # Ctrl-C, which typer turns into exit 130 without a word: a line saying so (a command
             # that writes says what it kept itself; nothing is ever left half written)
-            report_error("interrupted", INTERRUPTED)
+            report_error("interrupted" if not terminated else "terminated (SIGTERM)", INTERRUPTED)
+        if code == INTERRUPTED and terminated:
+            code = TERMINATED
         sys.exit(code if isinstance(code, int) else 0)
     except _click.exceptions.NoArgsIsHelpError as exc:
         if as_json:
