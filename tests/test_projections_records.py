@@ -72,7 +72,7 @@ def test_two_same_day_suite_runs_never_collide_and_retraction_renames_nothing():
         first[0]: "run-1.json", first[2]: "run-3.json",
         second[0]: "run-4.json", second[1]: "run-5.json", second[2]: "run-6.json",
     }
-    assert records.retracted_paths(state) == ["2026-09-06/vendor-model-a/t/run-2.json"]
+    assert [p for rid in state.retracted for p, _, _ in records.record_paths(state, rid)] == ["2026-09-06/vendor-model-a/t/run-2.json"]
 
 
 def test_regrade_under_another_suite_gets_its_own_file_and_keeps_the_run_stamp():

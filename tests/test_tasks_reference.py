@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from cbledger.tasks.catalog import load_task
-from cbledger.tasks.fixtures.hashing import task_dir_hash
+from cbledger.tasks.fixtures.hashing import task_manifest_hash
 from cbledger.tasks.validate import ensure_runnable, validate_project
 from tests.test_grading_kit import Box, done, make_box, real_fixture, refusal
 
@@ -41,7 +41,8 @@ def test_reference_tasks_load_and_hash_to_the_published_values(reference_project
     for task_id, expected in EXPECTED.items():
         task = load_task(root / "tasks" / task_id)
         assert task.manifest_hash == expected
-        assert task_dir_hash(root / "tasks" / task_id) == expected
+        files = root / "tasks" / task_id
+        assert task_manifest_hash((files / "task.json").read_bytes(), (files / "assertions.json").read_bytes()) == expected
 
 
 NO_FLAG = "error: tasks: the catalog holds no flag task: every suite needs all three outcome classes (edit, refusal, flag)"

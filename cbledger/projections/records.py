@@ -500,14 +500,6 @@ def iter_record_entries(
             )
 
 
-def retracted_paths(state: LedgerState) -> list[str]:
-    """Where the records of retracted runs are: kept as published, each run's marked beside them."""
-    out: list[str] = []
-    for run_id in state.retracted:
-        out.extend(path for path, _, _ in record_paths(state, run_id))
-    return sorted(out)
-
-
 class RetractionMark(_R, frozen=True):
     """`run-<n>.retracted.json`: the run beside it was retracted. Its records are left exactly as
     they were published (a record is never edited), and this file says what a reader must know
