@@ -161,7 +161,7 @@ def test_a_missing_or_refused_key_stops_the_plan_before_any_run(tmp_path, shared
                             env={**env, "ANTHROPIC_API_KEY": ANTHROPIC_KEY.replace("fake", "gone")})
         assert wrong.exit_code == 2 and "$ANTHROPIC_API_KEY was refused by" in wrong.output and "(HTTP 401)" in wrong.output
         malformed = project.run(TASK, "--model", "gpt-test", "--repeats", "1", env={**env, "OPENAI_API_KEY": "not-a-key"})
-        assert malformed.exit_code == 2 and "$OPENAI_API_KEY is not shaped like a openai key" in malformed.output
+        assert malformed.exit_code == 2 and "$OPENAI_API_KEY is not shaped like an openai key" in malformed.output
         assert provider.calls == []
     assert project.ledger.read_bytes() == before
     assert not project.sandboxes.exists() or list(project.sandboxes.iterdir()) == []

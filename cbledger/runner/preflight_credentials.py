@@ -87,7 +87,7 @@ def problem(cred: Credential, env: Mapping[str, str]) -> str | None:
         return f"${cred.variable} holds white space: not a key"
     shape = KEY_SHAPES.get(cred.route)
     if shape is not None and not shape.fullmatch(value):
-        return f"${cred.variable} is not shaped like a {cred.route} key ({shape.pattern})"
+        return f"${cred.variable} is not shaped like {'an' if cred.route[:1] in 'aeiou' else 'a'} {cred.route} key ({shape.pattern})"
     return None
 
 
