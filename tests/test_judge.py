@@ -272,12 +272,14 @@ def test_replay_names_a_rubric_score_whose_criteria_are_not_the_kept_rubric(proj
     assert len(rubric_findings(state, {"1.4.0": Catalog(project)})) == 2
 
 
-def test_an_interrupted_judge_says_what_it_recorded_and_what_is_next(project, tmp_path, monkeypatch):
+@pytest.mark.parametrize("where", ["in-the-second-call", "right-after-the-first-append"])
+def test_an_interrupted_judge_says_what_it_recorded_and_what_is_next(project, tmp_path, monkeypatch, where):
     """Ctrl-C mid-batch printed only `error: interrupted`: one score was already appended and the
-    outputs left behind it, so `replay --verify` failed until `project all`, and nothing said so."""
+    outputs left behind it, so `replay --verify` failed until `project all`, and nothing said so.
+    An interrupt landing just after an append must still name that score."""
     from cbledger.runner.judge import judge as judge_mod
 
-    chat, calls = judge_mod.client.chat, []
+    chat, append, calls = judge_mod.client.chat, LedgerStore.append, []
 
     def interrupted_on_the_second(*args, **kwargs):
         calls.append(1)
@@ -285,7 +287,14 @@ def test_an_interrupted_judge_says_what_it_recorded_and_what_is_next(project, tm
             raise KeyboardInterrupt
         return chat(*args, **kwargs)
 
-    monkeypatch.setattr(judge_mod.client, "chat", interrupted_on_the_second)
+    def interrupted_after(self, events, *args, **kwargs):
+        append(self, events, *args, **kwargs)
+        raise KeyboardInterrupt
+
+    if where == "in-the-second-call":
+        monkeypatch.setattr(judge_mod.client, "chat", interrupted_on_the_second)
+    else:
+        monkeypatch.setattr(LedgerStore, "append", interrupted_after)
     answer = '{"criteria": {"explains-choice": 2, "tidy-edit": 2}, "rationale": "ok"}'
     out = run_cli(["judge", "--select", f"runs={SOLVE},{IDLE}", "--session", str(_session(tmp_path, answer)),
                    "--root", str(project)])

@@ -15,7 +15,8 @@ from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, requir
 from cbledger.cli.exits import INTERRUPTED
 from cbledger.credentials import printable
 from cbledger.errors import UserError
-from cbledger.ledger.events import Actor
+from cbledger.ledger.events import Actor, RubricScoredEvent
+from cbledger.ledger.store import LedgerStore
 from cbledger.login import login_name
 from cbledger.projections import writers
 from cbledger.projections.fold import ProjectionError
@@ -48,11 +49,7 @@ def judge(
     if selection.empty:
         fail("--select names no run", 2)
     actor = Actor(kind="reviewer", name=login_name("reviewer"))
-    recorded: list[str] = []
-
-    def done(run_id: str, _score: float) -> None:
-        recorded.append(run_id)
-
+    start = LedgerStore(where.ledger).head().seq
     try:
         if session is not None:
             scripted = script.load(session)
@@ -62,13 +59,16 @@ def judge(
             with Endpoint() as endpoint:
                 base = endpoint.serve("judge", scripted)
                 result = judge_runs(where, selection.matches, judge_model, actor, base_url=base, env={},
-                                    named=selection.runs, on_done=done)
+                                    named=selection.runs)
         else:
             if model is None:
                 fail("--model is required (or --session for a scripted judge)", 2)
-            result = judge_runs(where, selection.matches, model, actor, named=selection.runs, on_done=done)
+            result = judge_runs(where, selection.matches, model, actor, named=selection.runs)
     except KeyboardInterrupt:
-        # each score is appended as it comes, so what was judged stays; say what and what is next
+        # each score is appended as it comes, so what was judged stays; what the ledger took since
+        # the start is what to name (an interrupt can land between an append and anything after it)
+        recorded = [s.event.body.run_id for s in LedgerStore(where.ledger).read(since=start, types={"rubric.scored"})
+                    if isinstance(s.event, RubricScoredEvent)]
         kept = (f"{len(recorded)} score(s) recorded before it ({', '.join(recorded)}), and the outputs not "
                 f"regenerated: `{invocation.command('project', 'all')}` brings them up to date; judging those "
                 "runs again adds a second score (the first counts)") if recorded else "no score recorded"
