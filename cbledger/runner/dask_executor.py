@@ -61,6 +61,8 @@ from cbledger.workspace import Workspace, bundle_name, cassette_name
 #: attempts of one run: the first, and one retry after a lost worker
 ATTEMPTS = 2
 NO_WORKER_SECONDS = 120.0
+#: refusals the scheduler recorded this recently are named to a driver that finds no worker
+RECENT_REFUSAL_SECONDS = 600.0
 CONNECT_SECONDS = 30.0
 
 
@@ -106,10 +108,12 @@ class DaskCluster:
         if not verdicts:
             # a worker that refused before this driver came has closed itself: what it said is
             # still on the scheduler's record of the topic, and the wait is said rather than silent
-            for _, msg in self.client.get_events(TOPIC):
-                if isinstance(msg, dict) and msg.get("kind") == "refused":
-                    worker = str(msg.get("name") or msg.get("worker") or "")
-                    self._activity(Activity(worker, "refused", detail=f"{msg.get('why') or ''} (before this driver connected)"))
+            latest: dict[str, str] = {}  # each worker's last refusal of the last ten minutes
+            for when, msg in self.client.get_events(TOPIC):
+                if isinstance(msg, dict) and msg.get("kind") == "refused" and time.time() - when < RECENT_REFUSAL_SECONDS:
+                    latest[str(msg.get("name") or msg.get("worker") or "")] = str(msg.get("why") or "")
+            for worker, why in latest.items():
+                self._activity(Activity(worker, "refused", detail=f"{why} (before this driver connected)"))
             self._activity(Activity("", "waiting", detail=f"no worker is connected to {self.scheduler}; waiting "
                                                            f"{NO_WORKER_SECONDS:.0f} s for one before giving up"))
         accepted = [w for w, why in verdicts.items() if why is None]
