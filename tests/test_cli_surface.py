@@ -373,3 +373,15 @@ def test_ctrl_c_in_any_command_exits_130_with_a_line_saying_so(tmp_path, monkeyp
     assert (result.exit_code, result.stderr) == (130, "error: interrupted\n"), result.output
     as_json = run_cli(["replay", "--verify", "--json", "--root", tmp_path])
     assert as_json.exit_code == 130 and json.loads(as_json.stderr)["error"]["message"] == "interrupted"
+
+
+def test_a_reader_that_stops_early_is_not_a_failed_check():
+    """`cbledger log | head -1` exited 1 about half the time, nothing said: click ends a write to a
+    closed pipe with exit 1, which here means a check that failed."""
+    for _ in range(3):
+        proc = subprocess.Popen([sys.executable, "-m", "cbledger.cli.app", "log", "--root", str(REPO)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        assert proc.stdout is not None and proc.stdout.readline()
+        proc.stdout.close()  # the reader has had enough, as `head -1` has
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0 and err == b"", (proc.returncode, err)

@@ -115,6 +115,12 @@ def main() -> None:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
+def _reader_gone() -> bool:
+    """Did click end the command because a write met a closed pipe? It then wraps the standard
+    streams so that nothing more is written to them; a command that failed a check does not."""
+    return type(sys.stdout).__name__ in ("PacifyFlushWrapper", "_PacifyFlushWrapper")
+
+
 def _main(terminated: list[bool]) -> None:
     as_json = json_errors()
     try:
@@ -130,6 +136,12 @@ def _main(terminated: list[bool]) -> None:
         if code == INTERRUPTED and terminated:
             code = TERMINATED
         sys.exit(code if isinstance(code, int) else 0)
+    except SystemExit as exc:
+        if exc.code == CHECK_FAILED and _reader_gone():
+            # `cbledger log | head -1`: click ends a write to a closed pipe with exit 1, which here
+            # means a check that failed; the reader having had enough is not one
+            sys.exit(0)
+        raise
     except _click.exceptions.NoArgsIsHelpError as exc:
         if as_json:
             report_error(exc.format_message(), exc.exit_code)
