@@ -318,3 +318,15 @@ def test_a_passing_grade_has_no_category(tmp_path):
     asserts = [assertion("finished", "exit_path_in", {"paths": ["done"]})]
     g = _graded(tmp_path, done(), asserts=asserts)
     assert (g.verdict, g.failure_category, g.first_failed_required) == ("pass", None, None)
+
+
+def test_docs_grading_md_quotes_the_precedence_verbatim():
+    """It said it quoted the docstring verbatim, and its step 9 had drifted from it."""
+    from pathlib import Path
+
+    from cbledger.grading import taxonomy
+
+    docstring = taxonomy.__doc__ or ""
+    quoted = docstring[docstring.index(" 0. credential-leak"):].rstrip()
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "GRADING.md").read_text()
+    assert quoted in doc
