@@ -63,6 +63,10 @@ def test_show_transcript_and_diff_come_from_the_bundle():
     text = cli("show", SOLVE, "--transcript").stdout
     assert "transcript:" in text and "-> finish" in text
     assert json.loads(cli("show", NOOP, "--diff", "--json").stdout)["diff"] == ""
+    # in text, an empty diff says what was left out rather than print nothing under a grade that
+    # counted changed paths (the harness's own run records)
+    assert cli("show", NOOP, "--diff").stdout.endswith("diff: no change outside .copperhead/runs/ (the harness's own "
+                                                       "records: `--transcript` shows them)\n")
 
 
 def test_show_still_prints_an_event_by_seq_or_id():

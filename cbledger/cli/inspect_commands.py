@@ -119,7 +119,9 @@ def show(
     typer.echo("\n".join(lines))
     if diff:
         typer.echo("")
-        typer.echo(doc["diff"], nl=False)
+        # the diff leaves the harness's own run directory out (`show --transcript` reads it)
+        typer.echo(doc["diff"] or "diff: no change outside .copperhead/runs/ (the harness's own records: "
+                                  "`--transcript` shows them)\n", nl=False)
 
 
 def restore(
