@@ -412,7 +412,8 @@ def _failure_section(g: GroupMetrics, level: str) -> list[str]:
     body = fmt.table(
         ["Model", "Failed runs", "Categories"],
         [[f"`{r.model}`", str(r.runs - r.passes), _categories(r)] for r in failing],
-    ) if failing else ["No failed agent runs."]
+    ) if failing else ["No failed run of a model in this group's rows (scripted and harness runs, which never enter "
+                       "a headline row, are counted under Task modes and the harness discrimination check)."]
     return _section(level, "Failure categories (diagnostic; pooled over tiers by run)", body)
 
 
