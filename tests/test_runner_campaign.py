@@ -187,6 +187,11 @@ def test_a_misspelled_session_is_refused_before_a_dry_run_lists_it_or_a_campaign
         assert refused.exit_code == 2, refused.output
         assert "no session script 'solv' for: led-resistor-swap" in refused.stderr and "would run" not in refused.output
         assert "(did you mean 'solve'?)" in refused.stderr
+    # a name the project's own sessions/ holds, given as a task session's name: its path is what works
+    (root / "sessions").mkdir(exist_ok=True)
+    (root / "sessions" / "refuse-blind.json").write_text("{}")
+    refused = run_cli(["run", TASKS[0], "--agent", "copperhead", "--session", "refuse-blind", "--dry-run", "--root", root, "--ledger", ledger])
+    assert refused.exit_code == 2 and "--session sessions/refuse-blind.json" in refused.stderr, refused.output
     assert ledger.read_bytes() == before and not Workspace.at(root, ledger).campaigns.exists()
 
 

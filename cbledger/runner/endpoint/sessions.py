@@ -39,6 +39,9 @@ def for_plan(catalog: Catalog, task_ids: list[str], session: str) -> dict[str, s
             out[task_id] = s
         if missing:
             near = did_you_mean(session, {p.stem for t in missing for p in session_path(catalog, t, session).parent.glob("*.json")})
+            shared = catalog.root / SESSIONS_DIR / f"{session}.json"
+            if shared.is_file():  # the project's own sessions/, which a path names
+                near = f"; the project's {SESSIONS_DIR}/{session}.json is named by its path: --session {SESSIONS_DIR}/{session}.json"
             raise UserError(f"no session script {session!r} for: {', '.join(missing)} (looked for tasks/<id>/{SESSIONS_DIR}/{session}.json){near}")
         return out
     loaded = script.load_all([Path(session)])
