@@ -773,7 +773,7 @@ def test_a_run_that_only_adopts_kept_runs_brings_the_outputs_up_to_them(tmp_path
 def test_outputs_that_cannot_be_written_after_the_runs_are_recorded_say_so(tmp_path: Path, kicad_cli: str, monkeypatch) -> None:
     """A disk that filled while LEADERBOARD.md was written after 15 recorded runs: exit 2 ("bad
     input, nothing written") and no summary of the runs that were recorded."""
-    from cbledger.cli import run_commands
+    from cbledger.projections import writers
 
     root = project(tmp_path)
     ledger = new_ledger(root, "full")
@@ -781,7 +781,7 @@ def test_outputs_that_cannot_be_written_after_the_runs_are_recorded_say_so(tmp_p
     def full(*_args, **_kwargs):
         raise UserError(f"{root / 'LEADERBOARD.md'}: No space left on device; not written, the previous content is kept")
 
-    monkeypatch.setattr(run_commands.writers, "regenerate_all", full)
+    monkeypatch.setattr(writers, "regenerate_all", full)
     out = run_cli(["run", TASKS[0], "--agent", "gold", "--repeats", "1", "--root", root, "--ledger", ledger])
     assert out.exit_code == 1, out.output
     assert "1 run(s) recorded: " in out.stdout and len(runs(ledger)) == 1

@@ -13,15 +13,11 @@ import typer
 from cbledger import invocation
 from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, require_project, workspace
 from cbledger.cli.exits import INTERRUPTED
-from cbledger.credentials import printable
-from cbledger.errors import UserError
 from cbledger.ledger.events import Actor, RubricScoredEvent
 from cbledger.ledger.store import LedgerStore
 from cbledger.login import login_name
-from cbledger.projections import writers
-from cbledger.projections.fold import ProjectionError
 from cbledger.projections.selection import SelectionError, parse
-from cbledger.reproduce import site_evidence
+from cbledger.reproduce.regenerate import regenerate_after
 from cbledger.runner.endpoint import script
 from cbledger.runner.endpoint.server import Endpoint
 from cbledger.runner.judge.judge import judge as judge_runs
@@ -77,12 +73,7 @@ def judge(
     if project and result.scored:
         # every output `run` and `project all` write, the site included: a committed site left
         # behind its ledger fails `replay --verify`
-        try:
-            with writers.one_projector(where):
-                writers.regenerate_all(writers.load_state(where.ledger), where, site_evidence=site_evidence.source(where))
-        except (UserError, OSError, ProjectionError) as exc:  # the scores are recorded all the same
-            unprojected = (f"the score(s) are recorded, but the outputs could not be regenerated ({printable(str(exc))}); "
-                           f"`{invocation.command('project', 'all')}` brings them up to date once it can")
+        _, unprojected = regenerate_after(where, "score(s)")
     if as_json:
         typer.echo(json.dumps({
             "scored": [{"runId": b.run_id, "score": b.score} for b in result.scored],

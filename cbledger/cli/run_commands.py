@@ -27,18 +27,14 @@ from cbledger.cli.common import (
 )
 from cbledger.cli.exits import INTERRUPTED
 from cbledger.cli.progress import Reporter, SuiteProgress
-from cbledger.credentials import printable
-from cbledger.errors import UserError
 from cbledger.grading import suite_version
 from cbledger.ledger.events import Ablations, Actor, GradeRecorded, RunRecorded, make_event
 from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.types import SemVer, conforms
 from cbledger.login import login_name
 from cbledger.projections import packed as packed_mod
-from cbledger.projections import writers
-from cbledger.projections.fold import ProjectionError
 from cbledger.projections.records import record_entries
-from cbledger.reproduce import site_evidence
+from cbledger.reproduce.regenerate import regenerate_after
 from cbledger.runner import campaign as campaign_mod
 from cbledger.runner import cost_estimate, current_suite, ledger_view, leftovers, pricing, trial
 from cbledger.runner import draft as draft_run
@@ -316,24 +312,12 @@ def _shown(where: Workspace, name: str) -> str:
 
 
 def _project_or_say(where: Workspace) -> tuple[dict[str, list[str]], str | None]:
-    """`_project`, or why it could not be done: runs already recorded stay recorded, so a full disk
-    or a ledger that does not fold is said as such, not as bad input with nothing written."""
-    try:
-        return _project(where), None
-    except (UserError, OSError, ProjectionError) as exc:
-        return {}, (f"the run(s) are recorded, but the outputs could not be regenerated ({printable(str(exc))}); "
-                    f"`{invocation.command('project', 'all')}` brings them up to date once it can")
-
-
-def _project(where: Workspace) -> dict[str, list[str]]:
-    """Regenerates every projection; each run's result records, by run id."""
+    """Every output regenerated (`regenerate_after`); each run's result records, by run id."""
+    state, unprojected = regenerate_after(where, "run(s)")
     records: dict[str, list[str]] = {}
-    with writers.one_projector(where):
-        state = writers.load_state(where.ledger)
-        writers.regenerate_all(state, where, site_evidence=site_evidence.source(where))
-    for entry in record_entries(state, build=False):
+    for entry in record_entries(state, build=False) if state is not None else ():
         records.setdefault(entry.run_id, []).append(record_name(entry.path))
-    return records
+    return records, unprojected
 
 
 def _outcome_label(run: RunRecorded, grade: GradeRecorded) -> str:

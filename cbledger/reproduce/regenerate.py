@@ -25,7 +25,7 @@ from typing import Any
 
 from blake3 import blake3
 
-from cbledger import invocation
+from cbledger import credentials, invocation
 from cbledger.errors import UserError
 from cbledger.ledger.chain import format_line
 from cbledger.ledger.jsonl import JsonLinesRecorder
@@ -57,6 +57,22 @@ class _TrackingProjector(Projector):
                 if run_id is not None:
                     self.touched.add(run_id)
         return super().apply(items)
+
+
+def regenerate_after(workspace: Workspace, recorded: str) -> tuple[LedgerState | None, str | None]:
+    """Every output (the site too), folded and written under the results lock, after a command
+    appended `recorded` ("run(s)", "score(s)"): (the state written, None), or (None, why not).
+    What was appended stays appended, so a full disk or a ledger that does not fold is said as
+    such, with the way on, never as bad input with nothing written."""
+    try:
+        with writers.one_projector(workspace):
+            state = writers.load_state(workspace.ledger)
+            writers.regenerate_all(state, workspace, site_evidence=site_evidence.source(workspace))
+        return state, None
+    except (UserError, OSError, ProjectionError) as exc:
+        return None, (f"the {recorded} are recorded, but the outputs could not be regenerated "
+                      f"({credentials.printable(str(exc))}); `{invocation.command('project', 'all')}` brings them "
+                      "up to date once it can")
 
 
 @dataclass
