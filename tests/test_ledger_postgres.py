@@ -222,3 +222,61 @@ def test_watch_follows_a_database_ledger_by_notification(pg_ledger: str, tmp_pat
     assert not thread.is_alive()
     assert any("watching postgresql://" in line for line in lines)
     assert lines[-1].startswith("watch: stopped")
+
+
+# --------------------------------------------------------------------------- a campaign's driver
+
+
+def _end_session_of(url: str, lease) -> None:  # type: ignore[no-untyped-def]
+    """What a server restart or a dropped network does to the lease's session alone."""
+    dsn, _, _ = split_url(url)
+    pid = lease._conn.info.backend_pid
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        assert admin.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone() == (True,)
+
+
+def test_a_second_driver_of_a_campaign_on_one_ledger_is_refused_naming_the_first(pg_ledger: str, tmp_path: Path) -> None:
+    """Two drivers on two machines share the ledger, not a results directory: the second of one
+    campaign is refused at once (it would pay for the first's slots), another campaign is not,
+    and nor is the same campaign on another ledger of the same server."""
+    LedgerStore(pg_ledger).init("drivers", MAINTAINER)
+    first, second = PostgresRecorder(pg_ledger), PostgresRecorder(pg_ledger)
+    with first.driving("campaign-a") as lease:
+        assert lease.lost() is None
+        with pytest.raises(UserError) as refused, second.driving("campaign-a"):
+            pass
+        message = str(refused.value)
+        assert "campaign campaign-a is being run by another driver on this ledger" in message
+        pid = lease._conn.info.backend_pid  # type: ignore[attr-defined]
+        assert f"server process {pid}" in message and f"SELECT pg_terminate_backend({pid})" in message
+        assert "cbledger " in message and " campaign-a" in message  # its machine and process, by name
+        with second.driving("campaign-b") as other:
+            assert other.lost() is None
+        elsewhere = PostgresRecorder(ledger_url(tmp_path, "another ledger"))
+        with elsewhere.driving("campaign-a"):
+            pass
+        elsewhere.close()
+    with second.driving("campaign-a"):  # let go at the end of the first's block
+        pass
+    first.close()
+    second.close()
+
+
+def test_a_driver_whose_session_was_lost_holds_its_campaign_again_or_stops(pg_ledger: str) -> None:
+    """A restart ends the lock's session: the driver's next check takes the campaign again; if
+    another driver took it in between, the check says so and no further run starts there."""
+    LedgerStore(pg_ledger).init("drivers", MAINTAINER)
+    first, second = PostgresRecorder(pg_ledger), PostgresRecorder(pg_ledger)
+    with first.driving("campaign-a") as lease:
+        _end_session_of(pg_ledger, lease)
+        assert lease.lost() is None  # taken again
+        with pytest.raises(UserError, match="being run by another driver"), second.driving("campaign-a"):
+            pass
+        _end_session_of(pg_ledger, lease)
+        with second.driving("campaign-a"):
+            taken = lease.lost()
+            assert taken is not None and "this driver lost its hold on campaign campaign-a" in taken
+            assert "another driver holds it now (cbledger " in taken and "no further run of it starts here" in taken
+        assert lease.lost() is None  # the other let go: held here again
+    first.close()
+    second.close()

@@ -20,10 +20,12 @@ from pathlib import Path
 
 import msgspec
 import psutil
+import psycopg
 import pytest
 
 from cbledger.errors import ConflictError, UserError
 from cbledger.ledger.events import RunRecorded, RunRecordedEvent
+from cbledger.ledger.postgres import PostgresRecorder, split_url
 from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.verify import verify_chain
 from cbledger.projections.metrics import suite_metrics
@@ -579,6 +581,70 @@ def test_a_campaign_on_postgresql_survives_a_restart_and_its_driver_killed(tmp_p
             verified(root, url)
         finally:
             drop(url)
+
+
+def _steal(url: str, campaign: str, deadline: float):  # type: ignore[no-untyped-def]
+    """Ends the driver's hold on `campaign` (its session, as a restart would) and takes the
+    campaign before the driver's next check does: the lease held here, entered."""
+    from contextlib import ExitStack
+
+    dsn, _, _ = split_url(url)
+    while True:
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE %s",
+                          (f"cbledger %{campaign}",))
+        stack = ExitStack()
+        try:
+            stack.enter_context(PostgresRecorder(url).driving(campaign))
+            return stack
+        except UserError:  # the driver took it again first: once more
+            assert time.monotonic() < deadline, "the driver's hold could not be taken"
+
+
+def test_a_second_driver_of_a_running_campaign_on_a_shared_ledger_pays_for_nothing(
+    tmp_path: Path, kicad_cli: str, copperhead_cli: Path, pg_ledger: str,
+) -> None:
+    """Two machines, one PostgreSQL ledger, a results directory each. A driver whose hold on its
+    campaign was lost (its session ended, as by a restart) and taken by another starts no further
+    run; the same campaign started on the other machine while it is held is refused at once,
+    writing nothing; and the same command then finishes the campaign there, every slot once."""
+    url, here, there = pg_ledger, project(tmp_path / "a"), project(tmp_path / "b")
+    slow_sessions(here)
+    slow_sessions(there)
+    for args in (("init", "--name", "two-drivers"), ("suite", "bump", "--reason", "under test", "--skip-trial")):
+        made = run_cli([*args, "--root", here, "--ledger", url])
+        assert made.exit_code == 0, made.output
+    shutil.copytree(here / "results" / "suites", there / "results" / "suites")  # the bump's kept definitions
+    plan = [*TASKS, "--agent", "copperhead", "--session", SLOW, "--repeats", "2", "--no-project", "--campaign", "shared"]
+    expected = planned_slots(here, url, *plan)
+    harness = {"COPPERHEAD_CLI": str(copperhead_cli)}
+    proc = subprocess.Popen(
+        [*CLI, "run", *plan, "--root", str(here), "--ledger", url],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+        env={**os.environ, **harness},
+    )
+    try:
+        wait_for("run recorded", lambda: len(runs(url)) >= 1, proc=proc)
+        with _steal(url, "shared", time.monotonic() + WAIT):  # while the second run waits on its model
+            second = run_cli(["run", *plan, "--root", there, "--ledger", url], env=harness)
+            assert second.exit_code == 2, second.output
+            assert "campaign shared is being run by another driver on this ledger (cbledger " in second.output
+            assert "SELECT pg_terminate_backend(" in second.output
+            assert not (there / "results" / "campaigns" / "shared.json").exists()
+            assert not list((there / "results").glob("runs/*")), "the refused driver kept a run"
+            _out, err = proc.communicate(timeout=WAIT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1, err
+    assert "this driver lost its hold on campaign shared (its session ended) and another driver holds it now (cbledger " in err
+    done = {r.run_id for r in runs(url)}
+    assert 1 <= len(done) < len(expected), "the hold should have been lost mid-campaign"
+    finished = run_cli(["run", *plan, "--root", there, "--ledger", url], env=harness)
+    assert finished.exit_code == 0, finished.output
+    assert slots(url) == expected  # no slot twice, none missing
+    assert done <= {r.run_id for r in runs(url)}
 
 
 # --------------------------------------------------------------------------- leftovers, without a run

@@ -191,8 +191,11 @@ def run(
     # has its own), so the next invocation finds what a killed one left there
     here = blake3(str(where.results.resolve()).encode()).hexdigest()[:8]
     sandboxes = sandbox_root or Path(tempfile.gettempdir()) / f"cbledger-sandboxes-{campaign}-{here}"
-    with leftovers.hold(where, campaign):
-        cleaned = leftovers.clean(where, LedgerStore(where.ledger), campaign, sandboxes)
+    store = LedgerStore(where.ledger)
+    # one driver of a campaign per results directory, and per ledger (drivers elsewhere on a
+    # shared database): a second would pay for the same slots
+    with leftovers.hold(where, campaign), store.recorder.driving(campaign) as lease:
+        cleaned = leftovers.clean(where, store, campaign, sandboxes)
         for line in cleaned.lines():
             typer.echo(line, err=True)
         view = ledger_view.read(where.ledger) if cleaned.adopted else view
@@ -210,7 +213,7 @@ def run(
                 where, replace(plan, runs=tuple(todo)), jobs=jobs, sandbox_root=sandboxes,
                 keep_sandboxes=keep_sandboxes, copperhead_cli=copperhead_cli, segment=segment, on_done=progress,
                 session=session, executor=executor, scheduler=scheduler, on_activity=progress.activity,
-                unsandboxed=unsandboxed, passes=passes, money=money, retry_env=retry_env,
+                unsandboxed=unsandboxed, passes=passes, money=money, retry_env=retry_env, lease=lease,
             )
         except KeyboardInterrupt:
             progress.close()
@@ -256,9 +259,10 @@ def _report(
         for label, why in result.not_run:
             typer.echo(f"  {label}: {why}")
         _echo_hint(hint)
-    if unprojected:
-        typer.echo(f"error: {unprojected}", err=True)
-    if result.failures or unprojected:
+    for stopped in (result.taken_over, unprojected):
+        if stopped:
+            typer.echo(f"error: {stopped}", err=True)
+    if result.failures or result.taken_over or unprojected:
         raise typer.Exit(1)
 
 
@@ -299,7 +303,7 @@ def _json_answer(
         ],
         "recorded": len(result.outputs), "passed": result.passed, "failed": len(result.outputs) - result.passed,
         "notRecorded": [{"run": label, "error": error} for label, error in result.failures],
-        "notRun": [{"run": label, "reason": why} for label, why in result.not_run],
+        "notRun": [{"run": label, "reason": why} for label, why in result.not_run], "takenOver": result.taken_over,
         "batch": result.batch if result.outputs else None, "campaign": campaign, "projected": projected,
         "sandboxesKept": str(kept) if kept is not None else None, "retryHint": hint,
     }, sort_keys=True)

@@ -26,6 +26,8 @@ the hash and the prev. So an export is the JSON Lines file byte for byte, and ve
   retried batch is never written twice. A server still gone after that is one `StoreUnavailable` line
   naming it. The first connection of a recorder is not retried: a command against a server that
   is down says so at once.
+* A campaign's driver holds the campaign for as long as it runs it (`driving`), so a second
+  driver of it on another machine is refused rather than paying for the same slots.
 * Watchers LISTEN on the ledger's channel (`wait_for_append`) instead of polling a file, and
   LISTEN again on a new connection after losing one.
 
@@ -52,10 +54,12 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from cbledger import invocation
 from cbledger.errors import UserError
 from cbledger.ledger.chain import GENESIS
+from cbledger.ledger.postgres_campaign import holding
 from cbledger.ledger.recorder import (
     EMPTY,
     Head,
     HeadMoved,
+    Lease,
     LedgerMissing,
     Recorder,
     StoredEvent,
@@ -264,6 +268,10 @@ class PostgresRecorder(Recorder):
             yield
         finally:
             self._patient -= 1
+
+    def driving(self, campaign: str) -> contextlib.AbstractContextManager[Lease]:
+        """A session-level advisory lock on a session of its own (`ledger/postgres_campaign.py`)."""
+        return holding(self, campaign, _lock_key(f"{self.name}:campaign:{campaign}"))
 
     def close(self) -> None:
         if self._pid == os.getpid():

@@ -122,6 +122,14 @@ class CorruptRecord(InvalidEvent):
         super().__init__(f"{message}; the ledger is damaged at that point (`{invocation.command('replay', '--verify')}` locates it)")
 
 
+class Lease:
+    """A campaign's hold on a ledger (`Recorder.driving`), asked before each run is started."""
+
+    def lost(self) -> str | None:
+        """Why the next run must not start (another driver holds the campaign now), or None."""
+        return None
+
+
 class Recorder(ABC):
     """A backend. Implementations: `cbledger.ledger.jsonl.JsonLinesRecorder` (the file) and
     `cbledger.ledger.postgres.PostgresRecorder` (a PostgreSQL table)."""
@@ -176,6 +184,14 @@ class Recorder(ABC):
         waits for it to come back within this, and only this: what is lost otherwise is a run's
         record, while a reader (a watch, a listing) is better told at once. By default nothing."""
         return nullcontext()
+
+    def driving(self, campaign: str) -> AbstractContextManager[Lease]:
+        """Held by the driver of `campaign` while it runs the campaign's open slots. Two drivers
+        of one campaign on one ledger would each pay for every slot they see open, and the
+        ledger keeps one run per slot; the second is refused at once instead. A file ledger is
+        one machine's, where the results directory's lock (`runner/leftovers.hold`) already
+        refuses it: by default nothing more is held."""
+        return nullcontext(Lease())
 
     def check_appendable(self) -> None:
         """Raises what an append now would (a torn tail, an interrupted batch, no write access)

@@ -28,6 +28,7 @@ from cbledger import credentials, invocation
 from cbledger.errors import UserError
 from cbledger.kicad.oracle import require_kicad_cli
 from cbledger.ledger.events import Actor
+from cbledger.ledger.recorder import Lease
 from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.types import RunMode
 from cbledger.runner import campaign as campaign_mod
@@ -76,8 +77,10 @@ class SuiteResult:
     failures: list[tuple[str, str]] = field(default_factory=list)  # (planned run, error)
     #: the id every run of this invocation carries (`run.recorded` `batch`)
     batch: str | None = None
-    #: planned runs a money limit kept from starting, with why (`--budget-usd`)
+    #: planned runs kept from starting, with why (`--budget-usd` spent, or `taken_over`)
     not_run: list[tuple[str, str]] = field(default_factory=list)
+    #: why the runs left were not started: the campaign's hold was taken by another driver
+    taken_over: str | None = None
 
     @property
     def passed(self) -> int:
@@ -182,6 +185,7 @@ def run_plan(
     passes: int | None = None,
     retry_env: int = 0,
     money: MoneyLimits | None = None,
+    lease: Lease | None = None,
 ) -> SuiteResult:
     """Runs the plan. With `session` (a session name, or a session file or directory) the
     copperhead agent is served scripted model turns by a loopback endpoint started here (on each
@@ -225,7 +229,7 @@ def run_plan(
             workspace, plan, catalog=catalog, store=store, view=view, version=version, jobs=jobs,
             sandbox_root=sandbox_root, keep_sandboxes=keep_sandboxes, copperhead_cli=copperhead_cli,
             segment=segment, actor_name=actor_name, on_done=on_done, sessions=sessions, endpoint=endpoint,
-            confinement=confinement, allowed=allowed, money=money, retry_env=retry_env,
+            confinement=confinement, allowed=allowed, money=money, retry_env=retry_env, lease=lease,
         )
 
 
@@ -397,10 +401,11 @@ def _run(
     version: str, jobs: int, sandbox_root: Path, keep_sandboxes: bool, copperhead_cli: str | None,
     segment: str | None, actor_name: str, on_done: OnDone | None, sessions: dict | None, endpoint: Endpoint | None,
     confinement: isolation.Confinement, allowed: dict[str, int] | None = None, money: MoneyLimits | None = None,
-    retry_env: int = 0,
+    retry_env: int = 0, lease: Lease | None = None,
 ) -> SuiteResult:
     """The runs of a plan that passed preflight (the endpoint, when there is one, already up).
-    `allowed`: task id -> the passes each of its attempts takes (one when not named)."""
+    `allowed`: task id -> the passes each of its attempts takes (one when not named). `lease`:
+    the campaign's hold on the ledger, asked before each run starts (`Recorder.driving`)."""
     agent, run_mode, cli = build_agent(plan, copperhead_cli, workspace, sessions, endpoint, confinement)
     # the CLI that runs setup commands; for the scripted agents too, so the stamp names the
     # copperhead whose scaffold the baseline holds
@@ -455,6 +460,12 @@ def _run(
             if guard is not None and guard.purse.exhausted():
                 with lock:  # the campaign's budget is spent: this run is not started
                     result.not_run.append((_label(planned), guard.purse.not_started_note()))
+                return
+            taken = lease.lost() if lease is not None else None
+            if taken is not None:
+                with lock:  # another driver holds the campaign now: it runs the slots left
+                    result.not_run.append((_label(planned), "not run: another driver holds the campaign now"))
+                    result.taken_over = result.taken_over or taken
                 return
             try:
                 outcome = execute_passes(settings, planned, n) if n > 1 else execute(settings, planned)
