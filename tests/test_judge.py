@@ -301,4 +301,20 @@ def test_an_interrupted_judge_says_what_it_recorded_and_what_is_next(project, tm
     assert out.exit_code == 130, out.output
     events = list(LedgerStore(project / "results/ledger/events.jsonl").read(types={"rubric.scored"}))
     assert len(events) == 1 and events[0].event.body.run_id in out.stderr
-    assert "1 score(s) recorded before it" in out.stderr and "project all" in out.stderr and "second score" in out.stderr
+    assert "1 score(s) recorded before it" in out.stderr and "project all" in out.stderr
+    assert "the same command judges the rest" in out.stderr
+    # the same command pays only for the run it had not reached: the first score is the one that counts
+    monkeypatch.undo()
+    scored = events[0].event.body.run_id
+    again = run_cli(["judge", "--select", f"runs={SOLVE},{IDLE}", "--session", str(_session(tmp_path, answer)),
+                     "--root", str(project)])
+    assert again.exit_code == 0, again.output
+    assert f"{scored}: skipped (already scored (the first score counts; --again scores it again))" in again.stdout
+    events = list(LedgerStore(project / "results/ledger/events.jsonl").read(types={"rubric.scored"}))
+    assert sorted(e.event.body.run_id for e in events) == sorted([SOLVE, IDLE])
+    # asked for, a run is scored again: kept, and not the one that counts
+    more = run_cli(["judge", "--select", f"runs={scored}", "--again", "--session", str(_session(tmp_path, answer)),
+                    "--root", str(project), "--no-project"])
+    assert more.exit_code == 0 and f"{scored}: 0.80 (model-judged)" in more.stdout, more.output
+    ids = [e.id for e in LedgerStore(project / "results/ledger/events.jsonl").read(types={"rubric.scored"})]
+    assert ids.count(f"rubric:{scored}:1") == 1 and ids.count(f"rubric:{scored}:2") == 1

@@ -30,6 +30,9 @@ def judge(
         help="A scripted judge: a session file served by a loopback endpoint in place of a provider (no model, no key); "
              "the model defaults to compat:judge-<session name>.",
     )] = None,
+    again: Annotated[bool, typer.Option(
+        "--again", help="Score runs that already hold a score too (a later score is kept, the first counts).",
+    )] = False,
     project: Annotated[bool, typer.Option(help="Regenerate the projections afterwards.")] = True,
     ledger: LedgerOption = None,
     root: RootOption = None,
@@ -55,19 +58,19 @@ def judge(
             with Endpoint() as endpoint:
                 base = endpoint.serve("judge", scripted)
                 result = judge_runs(where, selection.matches, judge_model, actor, base_url=base, env={},
-                                    named=selection.runs)
+                                    named=selection.runs, again=again)
         else:
             if model is None:
                 fail("--model is required (or --session for a scripted judge)", 2)
-            result = judge_runs(where, selection.matches, model, actor, named=selection.runs)
+            result = judge_runs(where, selection.matches, model, actor, named=selection.runs, again=again)
     except KeyboardInterrupt:
         # each score is appended as it comes, so what was judged stays; what the ledger took since
         # the start is what to name (an interrupt can land between an append and anything after it)
         recorded = [s.event.body.run_id for s in LedgerStore(where.ledger).read(since=start, types={"rubric.scored"})
                     if isinstance(s.event, RubricScoredEvent)]
         kept = (f"{len(recorded)} score(s) recorded before it ({', '.join(recorded)}), and the outputs not "
-                f"regenerated: `{invocation.command('project', 'all')}` brings them up to date; judging those "
-                "runs again adds a second score (the first counts)") if recorded else "no score recorded"
+                f"regenerated: `{invocation.command('project', 'all')}` brings them up to date; the same "
+                "command judges the rest (a run already scored is skipped)") if recorded else "no score recorded"
         fail(f"interrupted: {kept}", code=INTERRUPTED)
     unprojected: str | None = None
     if project and result.scored:

@@ -150,9 +150,11 @@ def score_body(
 def judge(
     workspace: Workspace, selected: Callable[[RunRecorded], bool], judge_model: str, actor: Actor,
     *, base_url: str | None = None, env: dict[str, str] | None = None,
-    on_done: Callable[[str, float], None] | None = None, named: Sequence[str] = (),
+    on_done: Callable[[str, float], None] | None = None, named: Sequence[str] = (), again: bool = False,
 ) -> JudgeResult:
     """Scores every selected, live run whose task has a rubric, one event per run as it is judged.
+    A run already scored is skipped unless `again`: the first score is the one that counts, so
+    the same command after an interrupt pays only for the runs it had not reached.
 
     A selection that holds no run, or names a run id the ledger does not hold, is refused before
     anything is asked: a mistyped id that judged nothing would otherwise read as success."""
@@ -181,6 +183,9 @@ def judge(
             continue
         if run.task.id not in catalog.task_ids():
             result.skipped.append((run_id, f"task {run.task.id} is not in the catalog"))
+            continue
+        if existing.get(run_id) and not again:
+            result.skipped.append((run_id, "already scored (the first score counts; --again scores it again)"))
             continue
         task = catalog.task(run.task.id)
         try:
