@@ -140,6 +140,18 @@ def test_grade_uses_the_runner_exit_for_a_killed_run(tmp_path):
     assert (doc["exitPath"], doc["failureCategory"]) == ("cap-exceeded", "turn-budget")
 
 
+def test_a_runner_exit_beside_a_run_end_is_said_to_be_ignored(tmp_path):
+    """The run-end is what the grade reads; the flag used to be dropped without a word."""
+    root, fixture, task = _project(tmp_path)
+    box = make_box(tmp_path, task, fixture)
+    box.transcript(done())
+    box.commit("a run that ended on its own")
+    r = run_cli(["grade", "rename-sig", box.path, "--root", root, "--runner-exit", "cap-exceeded", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["exitPath"] == "done"
+    assert "warning: --runner-exit cap-exceeded is ignored: the run wrote a run-end (exit path done)" in r.stderr
+
+
 def test_grade_refuses_a_task_pinned_to_another_fixture_hash(tmp_path):
     root, fixture, task = _project(tmp_path)
     box = make_box(tmp_path, task, fixture)

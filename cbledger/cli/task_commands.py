@@ -256,6 +256,10 @@ def grade_cmd(
     if note:
         print(f"warning: {note}", file=sys.stderr)
     evidence = from_sandbox(sandbox, baseline, runner_exit)
+    if runner_exit is not None and evidence.transcript.exit_path is not None:
+        # the runner's own exit stands in only for a run-end the harness never wrote
+        print(f"warning: --runner-exit {runner_exit} is ignored: the run wrote a run-end (exit path "
+              f"{evidence.transcript.exit_path}), which the grade reads", file=sys.stderr)
     if any(a.type == "check_clean" for a in task_obj.assertions) and "check" not in evidence.reports:
         # the runner captures `copperhead check` when a run ends; a tree graded by hand has none,
         # and the assertion then fails as a model's failure would
