@@ -249,7 +249,7 @@ def test_a_second_driver_of_a_campaign_on_one_ledger_is_refused_naming_the_first
         assert "campaign campaign-a is being run by another driver on this ledger" in message
         pid = lease._conn.info.backend_pid  # type: ignore[attr-defined]
         assert f"server process {pid}" in message and f"SELECT pg_terminate_backend({pid})" in message
-        assert "cbledger " in message and " campaign-a" in message  # its machine and process, by name
+        assert "(cbledger-driver " in message and " campaign-a" in message  # its machine and process, by name
         with second.driving("campaign-b") as other:
             assert other.lost() is None
         elsewhere = PostgresRecorder(ledger_url(tmp_path, "another ledger"))
@@ -276,7 +276,7 @@ def test_a_driver_whose_session_was_lost_holds_its_campaign_again_or_stops(pg_le
         with second.driving("campaign-a"):
             taken = lease.lost()
             assert taken is not None and "this driver lost its hold on campaign campaign-a" in taken
-            assert "another driver holds it now (cbledger " in taken and "no further run of it starts here" in taken
+            assert "another driver holds it now (cbledger-driver " in taken and "no further run of it starts here" in taken
         assert lease.lost() is None  # the other let go: held here again
     first.close()
     second.close()

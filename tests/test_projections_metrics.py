@@ -184,6 +184,25 @@ def test_harness_runs_never_enter_a_model_row_and_are_checked():
     assert checks["r"] == ["gold failed 1 of 1: the task may not be solvable as graded"]
 
 
+def test_gold_runs_that_failed_only_for_want_of_evidence_are_not_called_unsolvable():
+    """Gold runs recorded before the suite read an evidence (re-scored under a later version)
+    fail the assertion that reads it as `could not be evaluated`: the task is not in question."""
+    s = Stream()
+    s.task("old", outcome="edit")
+    s.task("mixed", outcome="edit")
+    lacking = "could not be evaluated: no copperhead check result was captured when this run ended"
+    for task, details in (("old", [lacking, lacking]), ("mixed", [lacking, "R1 is 1k, not 680"])):
+        for n, detail in enumerate(details):
+            s.grade(s.run(task, "harness:gold", repeat=n + 1), "fail", category="wrong-target", detail=detail)
+        s.graded_run(task, "harness:noop", verdict="fail", category="wrong-target")
+    checks = {h.task_id: h.problems for h in suite_metrics(fold(s.events), "1.0.0").main_group().harness}
+    assert checks["old"] == ["gold failed 2 of 2, each only on assertions that could not be evaluated: those runs "
+                             "lack evidence the suite now reads (recorded before it was captured?), which says "
+                             "nothing of whether the task is solvable"]
+    assert checks["mixed"] == ["gold failed 2 of 2 (1 only on assertions that could not be evaluated): the task "
+                               "may not be solvable as graded"]
+
+
 def test_imports_appear_only_in_their_own_section():
     s = Stream()
     s.imported(model="vendor:model-a", verdict="pass")

@@ -176,6 +176,8 @@ def test_no_projections_leaves_the_outputs_alone(project):
     code, report = verify_json(project)
     assert code == 4
     assert [f["kind"] for f in report["failures"]] == ["leaderboard-missing"]
+    # regenerating it, as the message once said, would check nothing a reader was handed
+    assert "put the published LEADERBOARD.md here to check it against the ledger" in report["failures"][0]["message"]
 
 
 def test_parallel_regrading_reports_what_serial_does(project, tmp_path, monkeypatch):

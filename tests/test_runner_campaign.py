@@ -592,7 +592,7 @@ def _steal(url: str, campaign: str, deadline: float):  # type: ignore[no-untyped
     while True:
         with psycopg.connect(dsn, autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE %s",
-                          (f"cbledger %{campaign}",))
+                          (f"cbledger-driver %{campaign}",))
         stack = ExitStack()
         try:
             stack.enter_context(PostgresRecorder(url).driving(campaign))
@@ -628,7 +628,7 @@ def test_a_second_driver_of_a_running_campaign_on_a_shared_ledger_pays_for_nothi
         with _steal(url, "shared", time.monotonic() + WAIT):  # while the second run waits on its model
             second = run_cli(["run", *plan, "--root", there, "--ledger", url], env=harness)
             assert second.exit_code == 2, second.output
-            assert "campaign shared is being run by another driver on this ledger (cbledger " in second.output
+            assert "campaign shared is being run by another driver on this ledger (cbledger-driver " in second.output
             assert "SELECT pg_terminate_backend(" in second.output
             assert not (there / "results" / "campaigns" / "shared.json").exists()
             assert not list((there / "results").glob("runs/*")), "the refused driver kept a run"
@@ -638,7 +638,7 @@ def test_a_second_driver_of_a_running_campaign_on_a_shared_ledger_pays_for_nothi
             proc.kill()
             proc.wait()
     assert proc.returncode == 1, err
-    assert "this driver lost its hold on campaign shared (its session ended) and another driver holds it now (cbledger " in err
+    assert "this driver lost its hold on campaign shared (its session ended) and another driver holds it now (cbledger-driver " in err
     done = {r.run_id for r in runs(url)}
     assert 1 <= len(done) < len(expected), "the hold should have been lost mid-campaign"
     finished = run_cli(["run", *plan, "--root", there, "--ledger", url], env=harness)

@@ -65,6 +65,20 @@ def test_task_changed_without_a_suite_bump(project):
     refused(project, "--suite", "smoke", "--agent", "gold", expect=[f"task {RENAME_TASK}", "run `cbledger suite bump"])
 
 
+def test_a_bump_repeats_the_warnings_validate_gives_on_the_tasks_it_records(project):
+    """A guard on a file the fixture does not have (a typo) was recorded without a word by an
+    author who skipped `validate`: it then passes every run, and guards nothing."""
+    path = project.root / "tasks" / RENAME_TASK / "assertions.json"
+    assertions = json.loads(path.read_text())
+    assertions.append({"id": "schematic-untouched", "type": "file_unchanged", "args": {"path": "mic_board.kicad_sch"},
+                       "weight": 1, "required": True})
+    path.write_text(json.dumps(assertions, indent=2) + "\n")
+    bumped = project.bump("a guard with a typo")
+    index = len(assertions) - 1
+    assert (f"warning: tasks/{RENAME_TASK}/assertions.json: [{index}].args.path: 'mic_board.kicad_sch' is not in "
+            f"fixtures/{MIC_FIXTURE}/tree") in bumped.stderr
+
+
 def test_kicad_cli_named_by_the_environment_is_missing(project):
     refused(
         project, "--suite", "smoke", "--agent", "gold",

@@ -64,6 +64,10 @@ def test_rescore_after_a_bump_appends_one_grade_per_run_under_the_new_version(gr
 
     new = list(project.events()[before:])
     assert len(new) == len(runs) and all(e.id == f"grade:{e.body.run_id}:1.1.0" for e in new)
+    # the new version's records and leaderboard rows are written, as after `run`: replay --verify
+    # found the outputs behind the ledger
+    checked = project.cli("project", "leaderboard", "--check")
+    assert checked.exit_code == 0, checked.output
     assert {e.body.run_id for e in new} == {r.run_id for r in runs}
     old = {(g.run_id, g.suite_version): g for g in project.grades()}
     for run in runs:

@@ -28,6 +28,7 @@ from cbledger.cli.common import (
 from cbledger.cli.exits import INTERRUPTED
 from cbledger.cli.progress import Reporter, SuiteProgress
 from cbledger.grading import suite_version
+from cbledger.inputs import printable
 from cbledger.ledger.events import Ablations, Actor, GradeRecorded, RunRecorded, make_event
 from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.types import SemVer, conforms
@@ -51,7 +52,7 @@ from cbledger.runner.suite_run import (
     refuse_model,
     run_plan,
 )
-from cbledger.tasks import definitions, suite_archive
+from cbledger.tasks import definitions, suite_archive, validate
 from cbledger.tasks.catalog import Catalog
 from cbledger.tasks.definitions import DirectorySource, GitSource, Source
 from cbledger.workspace import RUNS, Workspace, bundle_name, record_name
@@ -426,7 +427,10 @@ def _draft_workspace(where: Workspace, draft: bool, as_json: bool) -> Workspace:
     return made
 
 
-def rescore(ledger: LedgerOption = None, root: RootOption = None, as_json: JsonFlag = False) -> None:
+def rescore(
+    project: Annotated[bool, typer.Option(help="Regenerate the projections afterwards.")] = True,
+    ledger: LedgerOption = None, root: RootOption = None, as_json: JsonFlag = False,
+) -> None:
     """Re-grade every preserved run under the current suite version (no agent, no model)."""
     progress = Reporter("re-grading runs", quiet=as_json and not sys.stderr.isatty())
     started = False
@@ -438,10 +442,14 @@ def rescore(ledger: LedgerOption = None, root: RootOption = None, as_json: JsonF
             started = True
         progress.step(done, total, f"{run_id} {outcome}", error=outcome == "failed")
 
+    where = workspace(ledger, root)
     try:
-        result = rescore_runs(workspace(ledger, root), _maintainer(), on_step=step)
+        result = rescore_runs(where, _maintainer(), on_step=step)
     finally:
         progress.close()
+    # the grades are the new version's records and leaderboard rows: written as `run` writes its
+    # runs', or `replay --verify` finds the outputs behind the ledger
+    unprojected = regenerate_after(where, "grade(s)")[1] if project and result.graded else None
     if as_json:
         typer.echo(json.dumps({
             "graded": [{"runId": g.run_id, "verdict": g.verdict} for g in result.graded],
@@ -452,7 +460,11 @@ def rescore(ledger: LedgerOption = None, root: RootOption = None, as_json: JsonF
         typer.echo(f"re-graded {len(result.graded)}, skipped {len(result.skipped)}, failed {len(result.failed)}")
         for run_id, error in result.failed:
             typer.echo(f"  {run_id}: {error}", err=True)
-    if result.failed:
+        if result.graded and not project:
+            typer.echo(f"projections not regenerated (--no-project): run `{invocation.command('project', 'all')}`")
+    if unprojected:
+        typer.echo(f"error: {unprojected}", err=True)
+    if result.failed or unprojected:
         raise typer.Exit(1)
 
 
@@ -524,6 +536,8 @@ def suite_bump(
         last, now = suite_archive.kept_definitions(ws, view.archived), suite_archive.on_disk(ws)
         file_changes = definitions.differences(last, now)
         to_try = sorted(set(to_try) | (definitions.changed_tasks(last, now) & set(catalog.task_ids())))
+    for problem in validate.task_warnings(ws.root, to_try):
+        typer.echo(printable(str(problem), limit=4000), err=True)
     if skip_trial:
         if to_try:
             reason = f"{reason} (recorded with --skip-trial: gold and noop not run on {', '.join(to_try)})"

@@ -56,7 +56,7 @@ class CampaignLease(Lease):
         server cannot be reached)."""
         conn = self.recorder._connect()
         try:
-            name = f"cbledger {socket.gethostname()}:{os.getpid()} {self.campaign}"
+            name = f"cbledger-driver {socket.gethostname()}:{os.getpid()} {self.campaign}"
             settings = {"application_name": name, **SERVER_KEEPALIVES}
             for setting, value in settings.items():
                 conn.execute("SELECT set_config(%s, %s, false)", (setting, value))

@@ -42,6 +42,7 @@ from typing import Any
 
 from msgspec import Struct, UnsetType
 
+from cbledger.ledger.events import GradeRecorded
 from cbledger.ledger.types import Outcome, Tier
 from cbledger.projections import env_failures
 from cbledger.projections.comparability import Partition, Reference, partition
@@ -584,6 +585,8 @@ class _HarnessTally:
     runs: dict[str, list[int]] = field(
         default_factory=lambda: {"gold": [0, 0], "noop": [0, 0], "unknown": [0, 0]}
     )
+    #: gold runs failed only on assertions that could not be evaluated (evidence the run lacks)
+    gold_unevaluable: int = 0
 
 
 _HarnessTallies = dict[tuple[str, str], _HarnessTally]
@@ -595,6 +598,19 @@ def _harness_add(tasks: _HarnessTallies, rec: RecordEntry) -> None:
     t = tasks.setdefault((task.id, rec.condition), _HarnessTally(task.tier, task.expected_outcome, task.mode))
     t.runs[mode][0] += 1
     t.runs[mode][1] += rec.verdict == "pass"
+    if mode == "gold" and rec.verdict == "fail" and _unevaluable(rec.graded.grade):
+        t.gold_unevaluable += 1
+
+
+#: how the grader words an assertion it could not evaluate (`grading/grader.py`, `evaluate`)
+UNEVALUABLE = "could not be evaluated: "
+
+
+def _unevaluable(grade: GradeRecorded) -> bool:
+    """Every required assertion the run failed, it failed for want of evidence: a run recorded
+    before the suite read that evidence (re-scored under a later version), not a gold that misses."""
+    failed = [a for a in grade.assertions if a.required and a.status == "fail"]
+    return bool(failed) and all(a.detail.startswith(UNEVALUABLE) for a in failed)
 
 
 def _harness_from(tasks: _HarnessTallies) -> list[HarnessCheck]:
@@ -607,8 +623,13 @@ def _harness_from(tasks: _HarnessTallies) -> list[HarnessCheck]:
         problems = []
         if gr == 0:
             problems.append("no gold run")
+        elif gp < gr and t.gold_unevaluable == gr - gp:
+            problems.append(f"gold failed {gr - gp} of {gr}, each only on assertions that could not be evaluated: "
+                            "those runs lack evidence the suite now reads (recorded before it was captured?), "
+                            "which says nothing of whether the task is solvable")
         elif gp < gr:
-            problems.append(f"gold failed {gr - gp} of {gr}: the task may not be solvable as graded")
+            unevaluable = f" ({t.gold_unevaluable} only on assertions that could not be evaluated)" if t.gold_unevaluable else ""
+            problems.append(f"gold failed {gr - gp} of {gr}{unevaluable}: the task may not be solvable as graded")
         if nr == 0:
             problems.append("no noop run")
         elif np_ and t.outcome in ("edit", "refusal"):

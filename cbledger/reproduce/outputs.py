@@ -132,7 +132,9 @@ def check_leaderboard(state: LedgerState, workspace: Workspace, out: OutputsChec
     text = leaderboard.render(state, None)
     if not path.is_file():
         out.failures.append(Finding(check="projection", kind="leaderboard-missing", file=name,
-                                    message=f"not there (run `{invocation.command('project', 'leaderboard')}`)"))
+                                    message="not there: put the published LEADERBOARD.md here to check it against the "
+                                            f"ledger (`{invocation.command('project', 'leaderboard')}` writes a "
+                                            "regeneration, which checks nothing you were given)"))
         return
     result = writers.check_text(path, text, name)
     out.leaderboard_matches = result.matches

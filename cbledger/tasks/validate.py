@@ -490,6 +490,16 @@ def validate_project(root: Path, require_trees: bool = False) -> ValidationRepor
     return report
 
 
+def task_warnings(root: Path, task_ids: list[str]) -> list[Problem]:
+    """`validate`'s warnings on these tasks: what `suite bump` repeats before it records them
+    (a warning refuses nothing, and an author who skipped `validate` would record a guard on a
+    file the fixture does not have without a word)."""
+    root = Path(root).resolve()
+    ctx = _Context(root, False)
+    tasks_dir = Catalog(root).tasks_dir
+    return [p for t in task_ids for p in validate_task(tasks_dir / t, ctx) if p.severity == "warning"]
+
+
 def ensure_runnable(root: Path, task: Task) -> Fixture:
     """The refusal a run starts with: the task validates, its fixture tree is materialized and
     hashes to the manifest, and the task pins that same hash. Raises one UserError listing every
