@@ -22,8 +22,8 @@ def _files(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def test_capturing_a_gold_run_gives_back_its_gold(tmp_path, kicad_cli, monkeypatch):
-    monkeypatch.delenv("COPPERHEAD_CLI", raising=False)
+def test_capturing_a_gold_run_gives_back_its_gold(tmp_path, kicad_cli, copperhead_cli, monkeypatch):
+    monkeypatch.setenv("COPPERHEAD_CLI", str(copperhead_cli))  # the runs capture `copperhead check`
     root = tmp_path / "project"
     for name in ("tasks", "suites"):
         shutil.copytree(REPO / name, root / name)
@@ -35,10 +35,15 @@ def test_capturing_a_gold_run_gives_back_its_gold(tmp_path, kicad_cli, monkeypat
     result = run_cli(["run", TASK, "--agent", "gold", "--repeats", "1", "--keep-sandboxes", "--sandbox-root", sandboxes, "--root", root])
     assert result.exit_code == 0, result.output
     (sandbox,) = sandboxes.iterdir()
+    idle = tmp_path / "idle"  # a run that fails the task, made before the gold changes the suite
+    result = run_cli(["run", TASK, "--agent", "noop", "--repeats", "1", "--keep-sandboxes", "--sandbox-root", idle, "--root", root])
+    assert result.exit_code == 0, result.output
+    (noop,) = idle.iterdir()
     original = _files(REPO / "tasks" / TASK / "gold" / "files")
     result = run_cli(["fixture", "gold", TASK, "--from-sandbox", sandbox, "--root", root])
     assert result.exit_code == 0, result.output
     assert f"{TASK}: gold has {len(original)} file(s), 0 deletion(s)" in result.output
+    assert "warning" not in result.stderr, result.stderr
     gold = root / "tasks" / TASK / "gold"
     assert _files(gold / "files") == original
     assert not (gold / "delete.txt").exists()
@@ -54,6 +59,11 @@ def test_capturing_a_gold_run_gives_back_its_gold(tmp_path, kicad_cli, monkeypat
         refused = run_cli(["fixture", "gold", other, "--from-sandbox", sandbox, "--root", root])
         assert refused.exit_code == 2 and f"not a run of {other}: {why}" in refused.stderr, refused.output
         assert refused.stderr.rstrip().endswith("nothing replaced") and _files(root / "tasks" / other / "gold") == kept
+    # a run that fails its own task is kept all the same, and said to fail now, not at the bump
+    result = run_cli(["fixture", "gold", TASK, "--from-sandbox", noop, "--root", root, "--json"])
+    assert result.exit_code == 0 and json.loads(result.stdout)["verdict"] == "fail", result.output
+    assert f"warning: the run in {noop} fails {TASK} (first failed: resistor-changed: " in result.stderr
+    assert "refused by `cbledger suite bump" in result.stderr
     # a directory that is not a kept sandbox is refused
     result = run_cli(["fixture", "gold", TASK, "--from-sandbox", tmp_path, "--root", root])
     assert result.exit_code != 0 and "not a kept sandbox" in result.output

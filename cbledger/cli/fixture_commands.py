@@ -4,6 +4,7 @@ solutions laid over them) as pinned data."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -340,13 +341,24 @@ def gold_cmd(
 ) -> None:
     """Replace a task's gold solution with what a run of the real harness left in its sandbox:
     the files it changed, the files it removed and its transcript (tokens zeroed)."""
+    from cbledger.cli.task_commands import grade_sandbox
     from cbledger.runner import gold_capture
     from cbledger.tasks.catalog import Catalog
 
-    task = Catalog(project_root(root)).task(task_id)
+    catalog = Catalog(project_root(root))
+    task = catalog.task(task_id)
     got = gold_capture.capture(task, sandbox)
+    # kept all the same (an author may mend it after), but said now rather than at the bump,
+    # whose trial refuses a gold that fails its task
+    _, graded = grade_sandbox(task, catalog.fixture_for(task), sandbox)
+    if graded.verdict != "pass":
+        first = next(o for o in graded.outcomes if o.id == graded.first_failed_required)
+        print(f"warning: the run in {sandbox} fails {task_id} (first failed: {first.id}: {first.detail}); a gold "
+              f"that fails its task is refused by `{invocation.command('suite', 'bump')}`; "
+              f"`{invocation.command('grade', task_id, str(sandbox))}` shows every assertion", file=sys.stderr)
     if as_json:
-        typer.echo(json.dumps({"task": task_id, "files": len(got.files), "deleted": len(got.deleted), "transcriptEvents": got.transcript_events}))
+        typer.echo(json.dumps({"task": task_id, "files": len(got.files), "deleted": len(got.deleted),
+                               "transcriptEvents": got.transcript_events, "verdict": graded.verdict}))
         return
     typer.echo(
         f"{task_id}: gold has {len(got.files)} file(s), {len(got.deleted)} deletion(s), "

@@ -252,6 +252,20 @@ def grade_cmd(
     if not sandbox.exists():
         fail(f"{sandbox}: no such directory (the sandbox to grade)", 2)
     task_obj, fixture = _load(project_root(root), task)
+    evidence, result = grade_sandbox(task_obj, fixture, sandbox, baseline, runner_exit, kicad=kicad)
+    doc = grade_document(task_obj, fixture, evidence, result)
+    if as_json:
+        typer.echo(json.dumps(doc, indent=2, ensure_ascii=False))
+    else:
+        _print_human(doc)
+
+
+def grade_sandbox(
+    task_obj: Task, fixture: Fixture, sandbox: Path, baseline: str | None = None, runner_exit: str | None = None,
+    *, kicad: bool = True,
+) -> tuple[Evidence, Grade]:
+    """A sandbox graded by hand as the runner grades a run, what it lacks said on stderr: for
+    `grade`, and for `fixture gold`, which is told whether the run it keeps passed its task."""
     note = _baseline_warning(task_obj, fixture)
     if note:
         print(f"warning: {note}", file=sys.stderr)
@@ -271,12 +285,7 @@ def grade_cmd(
     elif missing:
         print(f"warning: no {'/'.join(m.upper() for m in missing)} report for this tree (--no-kicad): "
               "the assertions that read it cannot be evaluated", file=sys.stderr)
-    result = grade(task_obj, fixture, evidence)
-    doc = grade_document(task_obj, fixture, evidence, result)
-    if as_json:
-        typer.echo(json.dumps(doc, indent=2, ensure_ascii=False))
-    else:
-        _print_human(doc)
+    return evidence, grade(task_obj, fixture, evidence)
 
 
 #: what `--runner-exit` may say: the runner's own exits a grade reads (`run.recorded` `runnerExit`)
