@@ -65,6 +65,17 @@ def test_task_changed_without_a_suite_bump(project):
     refused(project, "--suite", "smoke", "--agent", "gold", expect=[f"task {RENAME_TASK}", "run `cbledger suite bump"])
 
 
+def test_a_new_task_run_before_any_bump_is_pointed_to_a_draft(project):
+    """`suite bump` alone would fail a new task's trial (its gold is not captured yet)."""
+    new = project.root / "tasks" / "brand-new"
+    shutil.copytree(project.root / "tasks" / RENAME_TASK, new)
+    doc = json.loads((new / "task.json").read_text())
+    (new / "task.json").write_text(json.dumps({**doc, "id": "brand-new"}, indent=2) + "\n")
+    refused(project, "brand-new", "--agent", "gold", expect=[
+        "(task brand-new)", "a task no version records yet (brand-new) is run with --draft until its gold passes",
+    ])
+
+
 def test_a_bump_repeats_the_warnings_validate_gives_on_the_tasks_it_records(project):
     """A guard on a file the fixture does not have (a typo) was recorded without a word by an
     author who skipped `validate`: it then passes every run, and guards nothing."""

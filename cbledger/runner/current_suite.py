@@ -30,4 +30,9 @@ def require(view: LedgerView, catalog: Catalog, task_ids: list[str], workspace: 
         message = str(exc)
         for written, words in _GRADER_SUGGESTS.items():
             message = message.replace(written, f"`{invocation.command(*words)}`")
+        new = [t for t in task_ids if view.suite is not None and t not in view.suite.task_manifest_hashes]
+        if new:
+            # a new task's bump needs a gold that passes, which a draft run is how to get
+            message += (f"; a task no version records yet ({', '.join(new)}) is run with --draft until its gold "
+                        "passes (docs/AUTHORING.md, section 5)")
         raise UserError(message) from None
