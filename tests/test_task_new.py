@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shlex
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -112,6 +113,9 @@ def test_an_edit_on_a_board_with_baseline_warnings_is_bounded_to_copperheads_rec
         (["--outcome", "maybe"], "--outcome 'maybe': one of edit, refuse, flag"),
         (["--assert", "net_exists:{}"], "'net_exists' is not in the standard's closed vocabulary"),
         (["--assert", "net_present:{net"], "the arguments after ':' are not a JSON object"),
+        # a misnamed argument is quoted as typed, not as an index into the file being made
+        (["--assert", 'constraint_registered:{"key": "x", "affect": ["R1"]}'],
+         '--assert constraint_registered:{"key": "x", "affect": ["R1"]}: Object contains unknown field `affect`'),
         (["--budget", "led_current_ma"], "expected KEY=NUMBER"),
         (["--mode", "create"], "--brief is required"),
     ],
@@ -249,3 +253,17 @@ def test_a_draft_refused_or_interrupted_before_it_runs_leaves_no_workspace(proje
     assert stopped.exit_code == 130, stopped.output
     assert stopped.stderr.splitlines()[-1] == "error: interrupted while the draft workspace was made: nothing kept, nothing run"
     assert list(chosen.iterdir()) == []  # the ledger it had begun is gone: a draft without its suite is none
+    monkeypatch.undo()
+
+    # refused by the preflight, after the workspace was made (a task pinned to another tree):
+    # neither a chosen directory nor a temporary one keeps it
+    task_json = project / "tasks" / "led-refusal-draft" / "task.json"
+    doc = json.loads(task_json.read_text())
+    task_json.write_text(json.dumps({**doc, "fixture": {**doc["fixture"], "sha256": "f" * 64}}))
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    for results in (["--results", str(chosen)], []):
+        pinned = run_cli([*results, "run", "led-refusal-draft", "--draft", "--agent", "gold", "--root", project])
+        assert pinned.exit_code == 2 and "sha256" in pinned.stderr, pinned.output
+        assert list(chosen.iterdir()) == [] and list(scratch.iterdir()) == []

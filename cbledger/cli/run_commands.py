@@ -27,6 +27,7 @@ from cbledger.cli.common import (
 )
 from cbledger.cli.exits import INTERRUPTED
 from cbledger.cli.progress import Reporter, SuiteProgress
+from cbledger.errors import UserError
 from cbledger.grading import suite_version
 from cbledger.inputs import printable
 from cbledger.ledger.events import Ablations, Actor, GradeRecorded, RunRecorded, make_event
@@ -138,6 +139,7 @@ def run(
     where = workspace(ledger, root)
     check_executor(jobs, executor, scheduler, agent)
     new_draft = draft and not dry_run  # a workspace made now: "the same command again" would make another
+    scratch = new_draft and where.results_dir is None  # the draft's directory is made here, not given
     ablations = Ablations(
         prompt_variant=prompt_variant,
         max_turns=max_turns,
@@ -186,8 +188,13 @@ def run(
         return
     # refused before the campaign's plan is kept: a refusal writes nothing (run_plan checks again,
     # after leftovers were adopted)
-    preflight(Catalog(where.root), plan, view, kicad=executor == "local", workspace=where)
-    refuse_model(plan, view, money, scripted=session is not None, segment=segment, here=executor == "local")
+    try:
+        preflight(Catalog(where.root), plan, view, kicad=executor == "local", workspace=where)
+        refuse_model(plan, view, money, scripted=session is not None, segment=segment, here=executor == "local")
+    except UserError:
+        if new_draft:  # a draft refused before any run keeps no workspace
+            draft_run.discard(where, scratch)
+        raise
     # the campaign's own place (of this results directory: another project's run of the same plan
     # has its own), so the next invocation finds what a killed one left there
     here = blake3(str(where.results.resolve()).encode()).hexdigest()[:8]

@@ -50,12 +50,19 @@ def workspace(project: Workspace, results: Path | None = None) -> Workspace:
             make_event(kept, id=suite_archive.event_id(kept), actor=_ACTOR),
         ])
     except BaseException:  # Ctrl-C or a refusal half way: a workspace without its suite is no draft
-        for child in list(results.iterdir()) if results.is_dir() else []:
-            shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
-        if made:
-            results.rmdir()
+        discard(ws, made)
         raise
     return ws
+
+
+def discard(ws: Workspace, made: bool) -> None:
+    """Removes what `workspace` wrote (and the directory, when it `made` it): a draft refused
+    before any run leaves no scratch workspace behind."""
+    results = ws.results
+    for child in list(results.iterdir()) if results.is_dir() else []:
+        shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+    if made and results.is_dir():
+        results.rmdir()
 
 
 def is_draft(suite: SuiteBumped | None) -> bool:

@@ -252,7 +252,17 @@ def scaffold(
         + (["real-board"] if fixture.manifest.origin != "synthetic" else []),
     }
     assertions = baseline_assertions(fixture, expected, dict(budgets or {}), targets or [])
-    # the same decoders a run uses: what is written is a task that loads
+    # the same decoders a run uses: what is written is a task that loads. An --assert is decoded
+    # on its own first, so its refusal quotes what the author typed, not an index into the file
+    for made in assertions:
+        typed = next((t for t in targets or [] if t.get("type") == made.get("type") and t.get("args") == made.get("args")), None)
+        if typed is None:
+            continue
+        try:
+            msgspec.json.decode(json.dumps([made]), type=Assertions)
+        except msgspec.ValidationError as exc:
+            given = f"{typed['type']}:{json.dumps(typed.get('args', {}))}"
+            raise UserError(f"--assert {given}: {str(exc).replace('$[0].', '')}") from None
     try:
         msgspec.json.decode(json.dumps(manifest), type=TaskManifest)
         msgspec.json.decode(json.dumps(assertions), type=Assertions)
