@@ -69,6 +69,21 @@ def test_a_bump_warns_of_an_optional_assertion_the_gold_fails(project):
     assert f"trial {REFUSAL}: gold pass, expected pass\n" in r.stderr
 
 
+def test_a_bump_warns_of_a_target_assertion_the_noop_passes(project):
+    """A change's own assertion that the untouched board meets tests nothing; the noop's other
+    failures hid it, and the bump recorded it without a word."""
+    path = project / "tasks" / EDIT / "assertions.json"
+    items = json.loads(path.read_text())
+    items.append({"id": "target-9", "type": "symbol_present", "required": True, "weight": 1, "args": {"refdes": "R1"}})
+    path.write_text(json.dumps(items, indent=2) + "\n")
+    r = bump(project)
+    assert r.exit_code == 0, r.stderr
+    assert ("expected fail; warning: noop passes target-9, which the board meets before any edit: not a test of "
+            "the change") in r.stderr
+    (refusal,) = [line for line in r.stderr.splitlines() if f"trial {REFUSAL}: noop" in line]
+    assert "noop fail" in refusal and "noop passes" not in refusal
+
+
 def test_a_bump_refuses_a_changed_task_whose_gold_fails(project):
     assert bump(project).exit_code == 0
     before = ledger_lines(project)

@@ -44,6 +44,10 @@ class TrialResult:
     #: the optional assertions a passing gold failed: the right change misses them, so each is
     #: most likely a typo (a value's case, a net's name) that no run can ever score
     gold_missed: tuple[str, ...] = ()
+    #: the change's own assertions (`target-N`, as `task new` names them) a failing noop passed:
+    #: each holds before any edit, so it does not recognise the change (a guard's `absent` read
+    #: as the change, a value the baseline already has)
+    noop_passed_targets: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -53,6 +57,8 @@ class TrialResult:
         why = f" (first failed: {self.first_failed_required})" if self.first_failed_required else ""
         missed = (f"; warning: the gold fails optional assertion(s) {', '.join(self.gold_missed)}: a typo?"
                   if self.gold_missed else "")
+        missed += (f"; warning: noop passes {', '.join(self.noop_passed_targets)}, which the board meets before any "
+                   "edit: not a test of the change" if self.noop_passed_targets else "")
         return f"{self.task_id}: {self.agent} {self.verdict}{why}, expected {EXPECTED[self.agent]}{missed}"
 
 
@@ -141,7 +147,8 @@ def _one(settings: steps.RunSettings, planned: PlannedRun, kind: str) -> TrialRe
         steps.remove_sandbox(settings, start)
     g = graded.grade
     missed = tuple(o.id for o in g.outcomes if o.status == "fail" and not o.required) if kind == "gold" else ()
-    return TrialResult(task.id, kind, g.verdict, g.first_failed_required, missed)
+    idle = tuple(o.id for o in g.outcomes if o.status == "pass" and o.id.startswith("target-")) if kind == "noop" else ()
+    return TrialResult(task.id, kind, g.verdict, g.first_failed_required, missed, idle)
 
 
 def require_discriminating(results: Sequence[TrialResult], what: str) -> None:
