@@ -62,7 +62,11 @@ def test_task_changed_without_a_suite_bump(project):
     assertions = json.loads(path.read_text())
     assertions[0]["weight"] = 5
     path.write_text(json.dumps(assertions, indent=2) + "\n")
-    refused(project, "--suite", "smoke", "--agent", "gold", expect=[f"task {RENAME_TASK}", "run `cbledger suite bump"])
+    # which file changed, as `validate` says it, not only which task
+    refused(project, "--suite", "smoke", "--agent", "gold",
+            expect=[f"(task {RENAME_TASK}: assertions.json changed)", "run `cbledger suite bump"])
+    status = project.cli("suite", "status")
+    assert status.exit_code == 1 and f"differs: task {RENAME_TASK}: assertions.json changed" in status.stdout
 
 
 def test_a_new_task_run_before_any_bump_is_pointed_to_a_draft(project):

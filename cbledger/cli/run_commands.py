@@ -627,10 +627,10 @@ def suite_status(ledger: LedgerOption = None, root: RootOption = None, as_json: 
     view = ledger_view.read(ws.ledger)
     if view.suite is None:
         fail("no suite version recorded")
-    diffs = suite_version.differences(view.suite, suite_version.current(Catalog(ws.root)))
-    kept = view.archived
-    if kept is not None and not diffs:  # the files the standard's hashes do not cover (baselines, gold)
-        diffs = definitions.differences(suite_archive.kept_definitions(ws, kept), suite_archive.on_disk(ws))
+    # the files the standard's hashes do not cover (baselines, gold) too, and each change by file
+    diffs = suite_archive.named_differences(
+        ws, suite_version.differences(view.suite, suite_version.current(Catalog(ws.root))), view.archived,
+    )
     if as_json:
         typer.echo(json.dumps({"suiteVersion": view.suite.suite_version, "matches": not diffs, "differences": list(diffs)}, sort_keys=True))
     else:

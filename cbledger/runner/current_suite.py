@@ -12,6 +12,7 @@ from cbledger import invocation
 from cbledger.errors import UserError
 from cbledger.grading import suite_version
 from cbledger.runner.ledger_view import LedgerView
+from cbledger.tasks import suite_archive
 from cbledger.tasks.catalog import Catalog
 from cbledger.workspace import Workspace
 
@@ -30,6 +31,18 @@ def require(view: LedgerView, catalog: Catalog, task_ids: list[str], workspace: 
         message = str(exc)
         for written, words in _GRADER_SUGGESTS.items():
             message = message.replace(written, f"`{invocation.command(*words)}`")
+        if view.archived is not None and workspace is not None:
+            # the refusal names a changed task; the kept definitions say which of its files
+            try:
+                named = [d for d in suite_archive.named_differences(workspace, [], view.archived)
+                         if any(d.startswith(f"task {t}: ") for t in task_ids)]
+            except UserError:  # the kept definitions are missing or damaged: the refusal stands alone
+                named = []
+            head, sep, rest = message.partition(" as recorded (")
+            inner, close, tail = rest.partition("); ")
+            if named and sep and close:  # each `task T` of the refusal's list named with its files
+                items = [next((n for n in named if n.startswith(f"{i}: ")), i) for i in inner.split(", ")]
+                message = head + sep + ", ".join(items) + close + tail
         new = [t for t in task_ids if view.suite is not None and t not in view.suite.task_manifest_hashes]
         if new:
             # a new task's bump needs a gold that passes, which a draft run is how to get

@@ -196,3 +196,13 @@ def kept_definitions(workspace: Workspace, archived: SuiteArchived) -> Definitio
     if defs_mod.sha256(data) != archived.definitions_hash:
         raise UserError(f"{rel}: does not hash to the definitions hash the ledger recorded")
     return defs_mod.decode(data, rel)
+
+
+def named_differences(workspace: Workspace, coarse: list[str], archived: SuiteArchived | None) -> list[str]:
+    """What differs from the recorded version, each task or fixture named by the files that
+    changed (`task T: assertions.json changed`) where the kept definitions say which, not only
+    as `task T changed`; what they do not cover (the vocabulary, the grader) as `coarse` says it."""
+    if archived is None:
+        return coarse
+    files = defs_mod.differences(kept_definitions(workspace, archived), on_disk(workspace))
+    return files + [d for d in coarse if not any(f.startswith(d.removesuffix(" changed")) for f in files)]
