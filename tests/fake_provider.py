@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -21,8 +22,9 @@ NAMED = {"openai": "gpt-test-2026-01-01", "anthropic": "claude-test-20260101"}
 
 
 class FakeProvider:
-    def __init__(self, behaviour: str = "finish", tokens_in: int = 1000, tokens_out: int = 100):
+    def __init__(self, behaviour: str = "finish", tokens_in: int = 1000, tokens_out: int = 100, delay: float = 0.0):
         self.behaviour, self.tokens_in, self.tokens_out = behaviour, tokens_in, tokens_out
+        self.delay = delay  # seconds before each model call is answered: a run in flight can be killed
         self.calls: list[tuple[str, str]] = []  # (route, path) of each model call
         self.probes: list[str] = []
         handler = type("Handler", (_Handler,), {"provider": self})
@@ -106,6 +108,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         p = self.provider
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        time.sleep(p.delay)
         if self.path.endswith("/chat/completions"):
             p.calls.append(("openai", self.path))
             return self._send(200, p.openai(len(p.calls)))

@@ -75,6 +75,16 @@ def test_the_scripted_endpoint_under_a_plain_compat_model_is_recorded_as_scripte
     assert "**No real model has been evaluated in this ledger yet.**" in before
     assert "no run of a real model: no run had a provider key in reach" in before
     assert "No real model has been evaluated in this ledger yet." in (project.root / "results" / "site" / "index.html").read_text()
+    # under a money limit too, the endpoint's answers cost nothing: once metered, the run was
+    # priced (and could be stopped) though it is recorded as scripted
+    publish(project, tmp_path, "local-2026", "2026-01-01", {"compat:paid-local": PRICES})
+    with Endpoint() as endpoint:  # a session whose answers report their tokens
+        endpoint.serve("", script.load(project.root / "tasks" / TASK / "sessions" / "solve.json"))
+        limited = project.run(TASK, "--model", "compat:paid-local", "--repeats", "1", "--max-cost-usd", "0.000001",
+                              env={"COPPERHEAD_BASE_URL": endpoint.base_url()})
+    assert limited.exit_code == 0, limited.output
+    (run,) = runs_of(project, "compat:paid-local")
+    assert run.run_mode == "scripted" and run.cost.usd_micros is None and not run.cost_cap
     project.verify()
 
 
@@ -209,3 +219,54 @@ def test_a_campaign_stops_starting_runs_at_its_budget(tmp_path, shared_real, kic
     assert f"{TASK} r2: not run: the campaign's --budget-usd $0.1500 was spent ($0.2000 so far)" in again.output
     assert len(runs_of(project, "gpt-test")) == 1
     project.verify()
+
+
+def test_what_runs_killed_with_their_driver_spent_counts_against_the_budget(
+    tmp_path, shared_real, kicad_cli, copperhead_cli, no_keys,
+):
+    """A run killed with its driver is never recorded, but the provider billed every call it
+    answered: the resumed campaign once started with its whole budget again, and the printed
+    resume command dropped the budget altogether."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from cbledger.runner import budget, campaign
+    from cbledger.workspace import Workspace
+
+    project = priced(tmp_path, shared_real, copperhead_cli)
+    argv = [TASK, "--model", "gpt-test", "--repeats", "1", "--budget-usd", "1", "--campaign", "paid", "--no-key-check"]
+    # every call bills 100,000 tokens in: $0.10, answered after 0.4 s
+    with FakeProvider("loop", tokens_in=100_000, tokens_out=0, delay=0.4) as provider:
+        driver = subprocess.Popen(
+            [sys.executable, "-c", "from cbledger.cli.app import main; main()", "run", *argv, "--agent", "copperhead",
+             "--copperhead-cli", str(copperhead_cli), "--sandbox-root", str(project.sandboxes), "--root", str(project.root)],
+            env={**os.environ, **provider.env()}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while len(provider.calls) < 3:
+                assert driver.poll() is None and time.monotonic() < deadline, "no third model call"
+                time.sleep(0.05)
+            driver.send_signal(signal.SIGTERM)
+            _, err = driver.communicate(timeout=60)
+        finally:
+            if driver.poll() is None:
+                driver.kill()
+                driver.wait()
+    assert driver.returncode == 143, err
+    assert runs_of(project, "gpt-test") == []  # killed: nothing recorded
+    journal = campaign.spend_journal(Workspace.at(project.root), "paid")
+    killed = budget.unrecorded_spend(journal, set())
+    assert killed >= 200_000 and killed % 100_000 == 0, killed
+    assert f"the runs killed spent ${killed / 1e6:.4f} on model calls the provider answered" in err
+    assert "--resume paid --budget-usd 1" in err  # the resume it prints keeps the limit
+    # the same command resumes the campaign with what the killed run spent already spent
+    with FakeProvider("loop", tokens_in=100_000, tokens_out=0) as provider:
+        again = project.run(*argv, env=provider.env())
+        assert again.exit_code == 0, again.output
+        assert len(provider.calls) == (1_000_000 - killed) // 100_000
+    (run,) = runs_of(project, "gpt-test")
+    assert run.cost.usd_micros == 1_000_000 - killed

@@ -15,6 +15,7 @@ from typing import Annotated
 import pygit2
 import typer
 from blake3 import blake3
+from msgspec import UNSET
 
 from cbledger import invocation
 from cbledger.cli.common import (
@@ -37,8 +38,16 @@ from cbledger.login import login_name
 from cbledger.projections import packed as packed_mod
 from cbledger.projections.records import record_entries
 from cbledger.reproduce.regenerate import regenerate_after
+from cbledger.runner import (
+    budget,
+    cost_estimate,
+    current_suite,
+    ledger_view,
+    leftovers,
+    pricing,
+    trial,
+)
 from cbledger.runner import campaign as campaign_mod
-from cbledger.runner import cost_estimate, current_suite, ledger_view, leftovers, pricing, trial
 from cbledger.runner import draft as draft_run
 from cbledger.runner.budget import MoneyLimits
 from cbledger.runner.endpoint import sessions as session_lookup
@@ -209,7 +218,7 @@ def run(
         view = ledger_view.read(where.ledger) if cleaned.adopted else view
         slots = campaign_mod.open_campaign(where, plan, view, campaign, session=session, passes=passes, segment=segment)
         todo = slots.missing(retry_env)
-        if not _announce(slots, todo, retry_env, as_json):
+        if not _announce(slots, todo, retry_env, as_json, money):
             if project and cleaned.adopted:  # runs recorded now, by adoption: the outputs follow them
                 _, unprojected = _project_or_say(where)
                 if unprojected:
@@ -226,14 +235,15 @@ def run(
         except KeyboardInterrupt:
             progress.close()
             on = ("--executor", executor, "--scheduler", scheduler) if executor != "local" and scheduler else ()
-            fail(_interrupted(campaign, where if draft else None, again=not new_draft, on=on), code=INTERRUPTED)
+            fail(_interrupted(campaign, where if draft else None, again=not new_draft, on=(*on, *money.args()))
+                 + _unrecorded_spend(where, campaign), code=INTERRUPTED)
         finally:
             progress.close()
             if sandbox_root is None and not keep_sandboxes:
                 shutil.rmtree(sandboxes, ignore_errors=True)
     if keep_sandboxes and not as_json:
         typer.echo(f"sandboxes kept under {sandboxes}")
-    _report(where, result, campaign=campaign, hint=campaign_mod.retry_hint([o.run for o in result.outputs], retry_env, again=not new_draft),
+    _report(where, result, campaign=campaign, hint=campaign_mod.retry_hint([o.run for o in result.outputs], retry_env, again=not new_draft, carry=money.args()),
             project=project and bool(result.outputs or cleaned.adopted), asked_to_project=project,
             kept=sandboxes if keep_sandboxes else None, draft_sandboxes=sandboxes if draft else None, as_json=as_json)
 
@@ -274,7 +284,7 @@ def _report(
         raise typer.Exit(1)
 
 
-def _announce(slots: campaign_mod.Campaign, todo: list[PlannedRun], retry_env: int, as_json: bool) -> bool:
+def _announce(slots: campaign_mod.Campaign, todo: list[PlannedRun], retry_env: int, as_json: bool, money: MoneyLimits) -> bool:
     """Says what of the campaign is recorded and what runs now; False when nothing does, which is
     then all the command says (nothing to run is nothing to refuse: preflight is for runs about to
     start, so a resumed campaign that is complete is not refused for a flag it no longer needs)."""
@@ -283,7 +293,7 @@ def _announce(slots: campaign_mod.Campaign, todo: list[PlannedRun], retry_env: i
                    f"{len(todo)} to run", err=True)
     if todo:
         return True
-    hint = campaign_mod.retry_hint([s.recorded for s in slots.slots if s.recorded is not None], retry_env)
+    hint = campaign_mod.retry_hint([s.recorded for s in slots.slots if s.recorded is not None], retry_env, carry=money.args())
     if as_json:
         typer.echo(_json_answer(SuiteResult(), slots.id, hint))
     else:
@@ -354,6 +364,19 @@ def _interrupted(campaign: str, draft: Workspace | None, *, again: bool, on: tup
     return (f"interrupted: every run of campaign {campaign} that finished is recorded; run the same command again "
             f"(or `{resume}`) to run the slots still missing, which also "
             f"regenerates the projections (`{invocation.command('project', 'all')}` does that alone)")
+
+
+def _unrecorded_spend(where: Workspace, campaign: str) -> str:
+    """What the runs the interrupt killed (and any killed before) spent, paid and never recorded:
+    metered only under a money limit, and counted against the campaign's budget when resumed."""
+    journal = campaign_mod.spend_journal(where, campaign)
+    if not journal.is_file():
+        return ""
+    runs = ledger_view.read(where.ledger).runs.values()
+    recorded = {(r.batch, r.run_id) for r in runs if r.campaign is not UNSET and r.campaign.id == campaign}
+    lost = budget.unrecorded_spend(journal, recorded)
+    return (f"; the runs killed spent {pricing.usd(lost)} on model calls the provider answered, which no run "
+            "records (the campaign's --budget-usd counts it)") if lost else ""
 
 
 def _echo_hint(hint: str | None) -> None:

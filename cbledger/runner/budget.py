@@ -14,9 +14,11 @@ not run.
 from __future__ import annotations
 
 import json
+import os
 import threading
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from pathlib import Path
 from typing import Any
 
 from cbledger.errors import UserError
@@ -49,6 +51,12 @@ class MoneyLimits:
 
     def __post_init__(self) -> None:
         self.run_cap_micros, self.budget_micros  # noqa: B018 -- a bad amount is refused before anything runs
+
+    def args(self) -> tuple[str, ...]:
+        """The limits as flags: what a printed resume command must carry (`--resume` keeps the
+        plan, not the limits, which are given again)."""
+        return ((("--max-cost-usd", self.max_cost_usd) if self.max_cost_usd is not None else ())
+                + (("--budget-usd", self.budget_usd) if self.budget_usd is not None else ()))
 
     @property
     def run_cap_micros(self) -> int | None:
@@ -94,16 +102,31 @@ def _int(value: Any) -> int:
 
 
 class Purse:
-    """A campaign's budget, shared by its runs' meters (thread-safe)."""
+    """A campaign's budget, shared by its runs' meters (thread-safe).
+
+    What a run spends is also written, call by call, to the campaign's spend journal
+    (`results/campaigns/<ID>.spend.jsonl`): a run killed with its driver (Ctrl-C, SIGTERM,
+    SIGKILL) is never recorded, but the provider billed every call it answered, and the next
+    invocation of the campaign counts that against the budget (`unrecorded_spend`)."""
 
     def __init__(self, budget_micros: int | None):
         self.budget_micros = budget_micros
         self._lock = threading.Lock()
         self._spent = 0
+        self.journal: Path | None = None
+        self.batch: str | None = None
 
-    def add(self, micros: int) -> None:
+    def add(self, micros: int, run_id: str | None = None, run_spent: int = 0) -> None:
         with self._lock:
             self._spent += micros
+            if self.journal is not None and run_id is not None and micros:
+                # one write of one line, appended: whole, or absent with the process killed mid-call
+                line = json.dumps({"batch": self.batch, "run": run_id, "spentUsdMicros": run_spent}) + "\n"
+                fd = os.open(self.journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                try:
+                    os.write(fd, line.encode())
+                finally:
+                    os.close(fd)
 
     @property
     def spent_micros(self) -> int:
@@ -113,16 +136,41 @@ class Purse:
     def exhausted(self) -> bool:
         return self.budget_micros is not None and self.spent_micros >= self.budget_micros
 
+    def unrecorded_micros(self) -> int:
+        """What this invocation's runs spent that the ledger does not hold (read back from the
+        journal: the killed runs' answered calls)."""
+        return unrecorded_spend(self.journal, set(), batch=self.batch) if self.journal is not None else 0
+
     def not_started_note(self) -> str:
         return (f"not run: the campaign's --budget-usd {pricing.usd(self.budget_micros)} was spent "
                 f"({pricing.usd(self.spent_micros)} so far)")
 
 
+def unrecorded_spend(journal: Path, recorded: set[tuple[str | None, str]], *, batch: str | None = None) -> int:
+    """The spend the journal holds for runs not among `recorded` ((batch, run id) of the runs
+    the ledger holds), each run's last line (its whole spend so far); only `batch`'s when given.
+    A line cut short by a kill, or not JSON, is skipped."""
+    last: dict[tuple[str | None, str], int] = {}
+    try:
+        text = journal.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return 0
+    for line in text.splitlines():
+        try:
+            item = json.loads(line)
+            key, spent = (item["batch"], item["run"]), item["spentUsdMicros"]
+        except (ValueError, KeyError, TypeError):
+            continue
+        if isinstance(spent, int) and (batch is None or key[0] == batch):
+            last[key] = max(spent, last.get(key, 0))
+    return sum(spent for key, spent in last.items() if key not in recorded)
+
+
 class Meter:
     """One run's spend as the proxy sees it, against its cap and its campaign's purse."""
 
-    def __init__(self, price: ModelPrice, cap_micros: int | None, purse: Purse | None):
-        self.price, self.cap_micros, self.purse = price, cap_micros, purse
+    def __init__(self, price: ModelPrice, cap_micros: int | None, purse: Purse | None, run_id: str | None = None):
+        self.price, self.cap_micros, self.purse, self.run_id = price, cap_micros, purse, run_id
         self._lock = threading.Lock()
         self.tokens_in = self.tokens_out = 0
         self._spent = 0
@@ -135,7 +183,7 @@ class Meter:
             now = pricing.usd_micros(self.price, self.tokens_in, self.tokens_out) or 0
             delta, self._spent = now - self._spent, now
         if self.purse is not None:
-            self.purse.add(delta)
+            self.purse.add(delta, self.run_id, now)
 
     @property
     def spent_micros(self) -> int:
@@ -193,8 +241,8 @@ class Guard:
     cap_micros: int | None
     purse: Purse
 
-    def meter(self) -> Meter:
-        return Meter(self.price, self.cap_micros, self.purse)
+    def meter(self, run_id: str | None = None) -> Meter:
+        return Meter(self.price, self.cap_micros, self.purse, run_id)
 
 
 def guard(model_id: str, table, limits: MoneyLimits | None) -> Guard | None:

@@ -103,7 +103,7 @@ def retryable(run: RunRecorded, retry_env: int) -> bool:
     return run.campaign.attempt <= retry_env
 
 
-def retry_hint(latest: list[RunRecorded], retry_env: int, *, again: bool = True) -> str | None:
+def retry_hint(latest: list[RunRecorded], retry_env: int, *, again: bool = True, carry: tuple[str, ...] = ()) -> str | None:
     """How to try again the slots whose latest attempt the provider or the harness ended: a reader
     who sees such runs recorded as failures should not have to find `--retry-env` in the docs.
     `latest` is each slot's latest attempt; None when none is left to retry. `again=False` when
@@ -117,7 +117,8 @@ def retry_hint(latest: list[RunRecorded], retry_env: int, *, again: bool = True)
     attempts = max(r.campaign.attempt for r in left.values() if not isinstance(r.campaign, msgspec.UnsetType))
     campaigns = sorted({r.campaign.id for r in left.values() if not isinstance(r.campaign, msgspec.UnsetType)})
     # the slots of one campaign (as every invocation's are): its kept plan is all a resume needs
-    resume = invocation.command('run', '--resume', campaigns[0], '--retry-env', str(attempts)) if len(campaigns) == 1 else None
+    # `carry`: the money limits given, which a resume is given again (its plan keeps no limits)
+    resume = invocation.command('run', '--resume', campaigns[0], '--retry-env', str(attempts), *carry) if len(campaigns) == 1 else None
     if resume is not None and not again:
         how = f"run `{resume}`"
     else:
@@ -186,6 +187,11 @@ def check_id(campaign: str) -> str:
 
 def _file(workspace: Workspace, campaign: str) -> Path:
     return workspace.campaigns / f"{campaign}.json"
+
+
+def spend_journal(workspace: Workspace, campaign: str) -> Path:
+    """Where the campaign's runs' spend is written call by call (`budget.Purse`)."""
+    return workspace.campaigns / f"{campaign}.spend.jsonl"
 
 
 def segment_of(workspace: Workspace, view: LedgerView, campaign: str, given: str | None) -> str | None:

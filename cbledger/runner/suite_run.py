@@ -31,8 +31,8 @@ from cbledger.ledger.events import Actor
 from cbledger.ledger.recorder import Lease
 from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.types import RunMode
+from cbledger.runner import budget, current_suite, isolation, ledger_view
 from cbledger.runner import campaign as campaign_mod
-from cbledger.runner import current_suite, isolation, ledger_view
 from cbledger.runner.agents.base import Agent
 from cbledger.runner.agents.copperhead import (
     CopperheadAgent,
@@ -436,8 +436,15 @@ def _run(
         # the budget is the campaign's: what its runs recorded by earlier invocations spent is
         # spent (a resumed campaign once started afresh, and spent its budget again)
         campaigns = {r.campaign for r in plan.runs if r.campaign is not None}
-        guard.purse.add(sum(r.cost.usd_micros or 0 for r in view.runs.values()
-                            if r.campaign is not UNSET and r.campaign.id in campaigns))
+        mine = [r for r in view.runs.values() if r.campaign is not UNSET and r.campaign.id in campaigns]
+        guard.purse.add(sum(r.cost.usd_micros or 0 for r in mine))
+        # and what runs of it killed with their driver spent, which no ledger holds
+        recorded = {(r.batch, r.run_id) for r in mine}
+        for campaign in sorted(campaigns):
+            guard.purse.add(budget.unrecorded_spend(campaign_mod.spend_journal(workspace, campaign), recorded))
+        if len(campaigns) == 1:
+            workspace.campaigns.mkdir(parents=True, exist_ok=True)
+            guard.purse.journal, guard.purse.batch = campaign_mod.spend_journal(workspace, *campaigns), settings.batch
     sandbox_root.mkdir(parents=True, exist_ok=True)
     result = SuiteResult(batch=settings.batch)
     lock = threading.Lock()

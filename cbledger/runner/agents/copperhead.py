@@ -450,7 +450,7 @@ class CopperheadAgent:
         try:
             if recorder is not None:
                 if self.money is not None and self.sessions is None:
-                    recorder.meter = self.money.meter()
+                    recorder.meter = self.money.meter(inp.run_id)
                 recorder.__enter__()
                 if route == "openai-compat":
                     env[BASE_URL_VARIABLE] = recorder.base_url
