@@ -172,8 +172,15 @@ def test_a_missing_or_refused_key_stops_the_plan_before_any_run(tmp_path, shared
         assert wrong.exit_code == 2 and "$ANTHROPIC_API_KEY was refused by" in wrong.output and "(HTTP 401)" in wrong.output
         malformed = project.run(TASK, "--model", "gpt-test", "--repeats", "1", env={**env, "OPENAI_API_KEY": "not-a-key"})
         assert malformed.exit_code == 2 and "$OPENAI_API_KEY is not shaped like an openai key" in malformed.output
+        spaced = project.run(TASK, "--model", "gpt-test", "--repeats", "1", env={**env, "OPENAI_API_KEY": "sk-a b"})
+        assert spaced.exit_code == 2 and "$OPENAI_API_KEY holds white space: not a key" in spaced.output
+        no_cli = project.cli("run", TASK, "--model", "gpt-test", "--repeats", "1", "--agent", "copperhead",
+                             "--copperhead-cli", str(tmp_path / "nope" / "cli.js"), env=env)
+        assert no_cli.exit_code == 2 and "nope/cli.js does not exist" in no_cli.output, no_cli.output
         assert provider.calls == []
     assert project.ledger.read_bytes() == before
+    # refused before the campaign's plan is kept: a corrected command is not "another plan"
+    assert not list((project.root / "results").glob("campaigns/*.json"))
     assert not project.sandboxes.exists() or list(project.sandboxes.iterdir()) == []
 
 

@@ -44,6 +44,7 @@ from cbledger.runner import (
     current_suite,
     ledger_view,
     leftovers,
+    preflight_credentials,
     pricing,
     trial,
 )
@@ -60,6 +61,7 @@ from cbledger.runner.suite_run import (
     passes_allowed,
     preflight,
     refuse_model,
+    require_cli,
     run_plan,
 )
 from cbledger.tasks import definitions, suite_archive, validate
@@ -200,6 +202,14 @@ def run(
     try:
         preflight(Catalog(where.root), plan, view, kicad=executor == "local", workspace=where)
         refuse_model(plan, view, money, scripted=session is not None, segment=segment, here=executor == "local")
+        if plan.agent == "copperhead" and executor == "local" and not campaign_mod.is_kept(where, campaign):
+            # what the runs would be refused for, asked before a new campaign's plan is kept (a
+            # kept one asks when it has runs to start: a complete campaign needs neither)
+            require_cli(copperhead_cli, where)
+            if session is None and money.key_check:
+                # the provider asked about the key once, here, before the campaign's plan is kept
+                preflight_credentials.require(plan.model_id)
+                money = replace(money, key_check=False)
     except UserError:
         if new_draft:  # a draft refused before any run keeps no workspace
             draft_run.discard(where, scratch)

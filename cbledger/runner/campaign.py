@@ -189,6 +189,11 @@ def _file(workspace: Workspace, campaign: str) -> Path:
     return workspace.campaigns / f"{campaign}.json"
 
 
+def is_kept(workspace: Workspace, campaign: str) -> bool:
+    """Has the campaign's plan been kept here (by an earlier invocation)?"""
+    return _file(workspace, campaign).is_file()
+
+
 def spend_journal(workspace: Workspace, campaign: str) -> Path:
     """Where the campaign's runs' spend is written call by call (`budget.Purse`)."""
     return workspace.campaigns / f"{campaign}.spend.jsonl"

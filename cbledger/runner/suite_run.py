@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -56,7 +57,7 @@ from cbledger.runner.execute import (
 )
 from cbledger.runner.passes import execute_passes
 from cbledger.runner.plan import Plan, PlannedRun, check_jobs
-from cbledger.runner.preflight_credentials import money_preflight
+from cbledger.runner.preflight_credentials import credential, money_preflight, problem
 from cbledger.tasks import passes as passes_mod
 from cbledger.tasks.catalog import Catalog
 from cbledger.tasks.validate import ensure_runnable
@@ -100,12 +101,7 @@ def build_agent(
     if plan.agent == "noop":
         return NoopAgent(), "noop", None
     if plan.agent == "copperhead":
-        cli = locate(copperhead_cli, workspace.root)
-        if cli is None:
-            raise UserError(
-                "--agent copperhead needs the copperhead CLI: run scripts/install-copperhead, "
-                "or pass --copperhead-cli PATH/cli.js or set $COPPERHEAD_CLI"
-            )
+        cli = require_cli(copperhead_cli, workspace)
         if sessions is not None:
             return CopperheadAgent(cli, endpoint, sessions, confinement), "scripted", cli
         return CopperheadAgent(cli, confinement=confinement), "agent", cli
@@ -114,6 +110,18 @@ def build_agent(
 
         return ReplayAgent(workspace.root, workspace.ledger), "replay", None
     raise UserError(f"unknown agent {plan.agent}")
+
+
+def require_cli(copperhead_cli: str | None, workspace: Workspace) -> CopperheadCli:
+    """The copperhead CLI a copperhead plan runs, or the refusal naming how to get one (asked
+    before a campaign's plan is kept, and again when its agent is built)."""
+    cli = locate(copperhead_cli, workspace.root)
+    if cli is None:
+        raise UserError(
+            "--agent copperhead needs the copperhead CLI: run scripts/install-copperhead, "
+            "or pass --copperhead-cli PATH/cli.js or set $COPPERHEAD_CLI"
+        )
+    return cli
 
 
 def _setup_cli(copperhead_cli: str | None, workspace: Workspace):
@@ -393,6 +401,11 @@ def refuse_model(
             price_for_limits(plan.model_id, view.pricing, money)  # a limit on a model with no token price
         if here:
             agent_environment(plan.model_id)
+            # a key missing or malformed, asked of nothing but the environment (the provider is
+            # asked later, once): refused before the campaign's plan is kept
+            why = problem(credential(plan.model_id, os.environ), os.environ)
+            if why is not None:
+                raise UserError(why)
     refuse_undriven([r.task for r in plan.runs])
 
 
