@@ -108,3 +108,40 @@ def test_a_money_limit_needs_a_token_price():
     for model in ("unpriced", "absent"):
         with pytest.raises(UserError, match=f"has no token price for {model}"):
             budget.guard(model, table, limits)
+
+
+def test_limits_finer_than_a_micro_dollar_and_figures_past_any_real_one_are_never_read_as_nothing(tmp_path):
+    """A cap under a micro-dollar became a cap of zero, one with a seventh decimal was rounded
+    down below what was given, a provider's absurd token count or a price past any real one
+    metered as $0 and switched every limit off, and a price of 1e400 was published."""
+    for given in ("0.0000001", "0.1370004"):
+        with pytest.raises(UserError, match=rf"--max-cost-usd {given}: at most six decimal places"):
+            budget.MoneyLimits(max_cost_usd=given)
+    assert budget.MoneyLimits(max_cost_usd="0.1370000").run_cap_micros == 137_000
+    assert budget.usage({"usage": {"prompt_tokens": 10**15, "completion_tokens": 1}}, None) == (10**12, 1)
+    cheap = ModelPrice(segment="api-cheap", pinning="strong", input="1", output="1")
+    absurd = ModelPrice(segment="api-cheap", pinning="strong", input="1" + "0" * 21, output="1")
+    for price, tokens in ((cheap, 10**12), (absurd, 10)):
+        meter = budget.Meter(price, 5_000_000, None)
+        meter.add(tokens, 0)
+        assert meter.stop_reason() == "the --max-cost-usd cap of $5.0000", (price, tokens)
+    table = tmp_path / "prices.json"
+    table.write_text('{"tableVersion": "t", "effectiveDate": "2026-01-01", "models": {"m:x": '
+                     '{"segment": "api-cheap", "pinning": "strong", "input": 1e400, "output": "1"}}}')
+    with pytest.raises(UserError, match=r'\$\.models\["m:x"\]\.input: 1000.* USD per million tokens is past any real price'):
+        pricing.load_table(table)
+
+
+def test_a_stop_note_quotes_the_limit_as_given_and_the_spend_that_limit_counts():
+    """The budget's stop quoted the run's spend as if it were the campaign's, and a cap of
+    $0.137001 read as $0.1370."""
+    price = ModelPrice(segment="api-cheap", pinning="strong", input="1", output="1")
+    purse = budget.Purse(250_000)
+    purse.add(200_000)
+    run = budget.Meter(price, 137_001, purse)
+    run.add(60_000, 0)
+    run.refuse()
+    assert run.note().startswith("stopped at the campaign's --budget-usd of $0.2500: the campaign spent $0.2600, this run $0.0600")
+    capped = budget.Meter(price, 137_001, None)
+    capped.add(137_001, 0)
+    assert capped.note().startswith("stopped at the --max-cost-usd cap of $0.137001: spent $0.1370")

@@ -23,6 +23,7 @@ from typing import Any
 
 from cbledger.errors import UserError
 from cbledger.ledger.events import CostCapStop, ModelPrice
+from cbledger.ledger.types import MAX_COUNT, MAX_TOKENS
 from cbledger.runner import pricing
 
 #: the proxy's answer to a call past a limit: no SDK retries it, and copperhead ends the run
@@ -37,7 +38,10 @@ def usd_to_micros(value: str | Decimal, flag: str) -> int:
         raise UserError(f"{flag} {value!r} is not an amount in USD") from None
     if not usd.is_finite() or usd <= 0:
         raise UserError(f"{flag} must be a positive amount in USD, not {value}")
-    return int((usd * 1_000_000).to_integral_value())
+    if usd.normalize().as_tuple().exponent < -6:  # type: ignore[operator]
+        # spend is metered in micro-dollars: a finer limit would be rounded to one not given
+        raise UserError(f"{flag} {value}: at most six decimal places (spend is metered to the micro-dollar)")
+    return int(usd * 1_000_000)
 
 
 @dataclass(frozen=True)
@@ -98,7 +102,11 @@ def usage(body: Any, events: list[Any] | None) -> tuple[int, int]:
 
 
 def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 10**12 else 0
+    """A reported token count; one past any real figure is held at the largest a run may
+    record, so it still reaches every limit (read as nothing, it once switched them off)."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        return 0
+    return min(value, MAX_TOKENS)
 
 
 class Purse:
@@ -142,7 +150,7 @@ class Purse:
         return unrecorded_spend(self.journal, set(), batch=self.batch) if self.journal is not None else 0
 
     def not_started_note(self) -> str:
-        return (f"not run: the campaign's --budget-usd {pricing.usd(self.budget_micros)} was spent "
+        return (f"not run: the campaign's --budget-usd {pricing.usd_limit(self.budget_micros or 0)} was spent "
                 f"({pricing.usd(self.spent_micros)} so far)")
 
 
@@ -180,7 +188,9 @@ class Meter:
         with self._lock:
             self.tokens_in += tokens_in
             self.tokens_out += tokens_out
-            now = pricing.usd_micros(self.price, self.tokens_in, self.tokens_out) or 0
+            # a spend past any real figure prices as unknown: held at the largest, never as zero
+            now = pricing.usd_micros(self.price, self.tokens_in, self.tokens_out)
+            now = MAX_COUNT if now is None else now
             delta, self._spent = now - self._spent, now
         if self.purse is not None:
             self.purse.add(delta, self.run_id, now)
@@ -193,10 +203,19 @@ class Meter:
     def stop_reason(self) -> str | None:
         """Why the next call must not be sent, or None."""
         if self.cap_micros is not None and self.spent_micros >= self.cap_micros:
-            return f"the --max-cost-usd cap of {pricing.usd(self.cap_micros)}"
-        if self.purse is not None and self.purse.exhausted():
-            return f"the campaign's --budget-usd of {pricing.usd(self.purse.budget_micros)}"
+            return f"the --max-cost-usd cap of {pricing.usd_limit(self.cap_micros)}"
+        if self.purse is not None and self.purse.exhausted() and self.purse.budget_micros is not None:
+            return f"the campaign's --budget-usd of {pricing.usd_limit(self.purse.budget_micros)}"
         return None
+
+    def spent_words(self) -> str:
+        """What was spent, as the limit that stopped the run counts it: the run's against its
+        cap, the campaign's (this run's beside it) against the budget."""
+        run = pricing.usd(self.spent_micros)
+        capped = self.cap_micros is not None and self.spent_micros >= self.cap_micros
+        if self.purse is not None and self.purse.budget_micros is not None and not capped:
+            return f"the campaign spent {pricing.usd(self.purse.spent_micros)}, this run {run}"
+        return f"spent {run}"
 
     def refuse(self) -> dict:
         with self._lock:
@@ -205,7 +224,7 @@ class Meter:
         # keys in sorted order, as the cassette keeps them: a rerun serves the same bytes, and the
         # harness, which writes the error body into its transcript, writes the same text
         return {"error": {"code": REFUSAL_CODE,
-                          "message": f"cbledger stopped this run at {why}: spent {pricing.usd(self.spent_micros)}",
+                          "message": f"cbledger stopped this run at {why}: {self.spent_words()}",
                           "type": "cost_limit"}}
 
     def stopped(self) -> CostCapStop | None:
@@ -216,7 +235,7 @@ class Meter:
                            campaign_budget_usd_micros=self.purse.budget_micros if self.purse is not None else None)
 
     def note(self) -> str:
-        return (f"stopped at {self.stop_reason() or 'a money limit'}: spent {pricing.usd(self.spent_micros)} "
+        return (f"stopped at {self.stop_reason() or 'a money limit'}: {self.spent_words()} "
                 f"({self.tokens_in} tokens in, {self.tokens_out} out, as the provider reported them)")
 
 

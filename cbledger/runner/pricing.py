@@ -31,6 +31,9 @@ from cbledger.ledger.types import MAX_COUNT, Pinning, Segment
 
 #: Far above any real price table (a few kB).
 MAX_TABLE_BYTES = 4 * MiB
+#: USD per million tokens, a thousand times any price of record: past it, a figure is a typo, and
+#: its costs would pass the largest count an event holds (priced as unknown)
+MAX_PRICE = Decimal(1_000_000)
 
 
 def load_table(path: Path) -> PricingPublished:
@@ -51,9 +54,16 @@ def load_table(path: Path) -> PricingPublished:
 
     data = clean(raw)
     try:
-        return msgspec.convert(data, PricingPublished)
+        table = msgspec.convert(data, PricingPublished)
     except msgspec.ValidationError as exc:
         raise UserError(f"{path}: {_entry_named(data, str(exc))}") from None
+    for model, price in table.models.items():
+        for name, field_name in (("input", "input"), ("output", "output"), ("cache_read", "cacheRead"), ("cache_write", "cacheWrite")):
+            value = getattr(price, name)
+            if value is not None and Decimal(value) > MAX_PRICE:
+                raise UserError(f"{path}: $.models[{json.dumps(model)}].{field_name}: "
+                                f"{value} USD per million tokens is past any real price ({MAX_PRICE} at most): a typo?")
+    return table
 
 
 def _entry_named(data: object, message: str) -> str:
@@ -176,3 +186,10 @@ def usd(micros: int | None) -> str:
     if micros is None:
         return "unknown"
     return f"${(Decimal(micros) / 1_000_000).quantize(Decimal('0.0001'), rounding=ROUND_HALF_EVEN)}"
+
+
+def usd_limit(micros: int) -> str:
+    """A money limit as given: four places, or the six a finer limit needs (`usd` would print
+    a cap of $0.137001 as $0.1370)."""
+    shown = usd(micros)
+    return shown if Decimal(shown[1:]) * 1_000_000 == micros else f"${Decimal(micros) / 1_000_000:.6f}"
