@@ -647,6 +647,35 @@ def test_a_second_driver_of_a_running_campaign_on_a_shared_ledger_pays_for_nothi
     assert done <= {r.run_id for r in runs(url)}
 
 
+def test_an_interrupt_while_the_outputs_are_written_is_caught_up_by_the_same_command(
+    tmp_path: Path, kicad_cli: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ctrl-C after the runs were recorded, while the outputs were regenerated, said only
+    `error: interrupted`; the same command then found nothing to run and left the outputs behind
+    the ledger, so `replay --verify` failed until `project all`."""
+    from cbledger.cli import run_commands
+
+    root = project(tmp_path)
+    for args in (("init",), ("suite", "bump", "--reason", "under test", "--skip-trial")):
+        assert run_cli([*args, "--root", root]).exit_code == 0
+    plan = ["run", TASKS[0], "--agent", "gold", "--repeats", "1", "--root", root]
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patched:
+        patched.setattr(run_commands, "regenerate_after", interrupted)
+        cut = run_cli(plan)
+    assert cut.exit_code == 130, cut.output
+    assert cut.stderr.splitlines()[-1].startswith(
+        "error: interrupted while the outputs were regenerated: the 1 run(s) of this command are recorded; the same command again")
+    assert run_cli(["project", "leaderboard", "--check", "--root", root]).exit_code == 1
+    again = run_cli(plan)
+    assert again.exit_code == 0 and "1 of 1 slot(s) recorded, 0 to run" in again.stderr, again.output
+    assert run_cli(["project", "leaderboard", "--check", "--root", root]).exit_code == 0
+    verified(root, root / "results" / "ledger" / "events.jsonl")
+
+
 # --------------------------------------------------------------------------- leftovers, without a run
 
 

@@ -37,7 +37,7 @@ from cbledger.ledger.types import SemVer, conforms
 from cbledger.login import login_name
 from cbledger.projections import packed as packed_mod
 from cbledger.projections.records import record_entries
-from cbledger.reproduce.regenerate import regenerate_after
+from cbledger.reproduce.regenerate import behind, regenerate_after
 from cbledger.runner import (
     budget,
     cost_estimate,
@@ -229,7 +229,9 @@ def run(
         slots = campaign_mod.open_campaign(where, plan, view, campaign, session=session, passes=passes, segment=segment)
         todo = slots.missing(retry_env)
         if not _announce(slots, todo, retry_env, as_json, money):
-            if project and cleaned.adopted:  # runs recorded now, by adoption: the outputs follow them
+            # runs recorded now, by adoption, or before an interrupt cut the outputs short: the
+            # outputs follow them
+            if project and (cleaned.adopted or behind(where)):
                 _, unprojected = _project_or_say(where)
                 if unprojected:
                     fail(unprojected, code=1)
@@ -265,7 +267,12 @@ def _report(
     """What a run prints once its runs are done, the outputs regenerated first (`project`). Exit 1
     when a run was not recorded, or the outputs could not be regenerated (the runs are recorded
     all the same: a full disk is not bad input)."""
-    records, unprojected = _project_or_say(where) if project else ({}, None)
+    try:
+        records, unprojected = _project_or_say(where) if project else ({}, None)
+    except KeyboardInterrupt:
+        fail(f"interrupted while the outputs were regenerated: the {len(result.outputs)} run(s) of this command are "
+             f"recorded; the same command again (it finds nothing to run) or `{invocation.command('project', 'all')}` "
+             "brings the outputs up to date", code=INTERRUPTED)
     if as_json:
         typer.echo(_json_answer(result, campaign, hint, records=records, kept=kept, projected=project and not unprojected))
     else:

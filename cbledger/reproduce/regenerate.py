@@ -18,6 +18,7 @@ two cases apart.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -73,6 +74,22 @@ def regenerate_after(workspace: Workspace, recorded: str) -> tuple[LedgerState |
         return None, (f"the {recorded} are recorded, but the outputs could not be regenerated "
                       f"({credentials.printable(str(exc))}); `{invocation.command('project', 'all')}` brings them "
                       "up to date once it can")
+
+
+#: the row LEADERBOARD.md names the ledger head it was rendered at with (`leaderboard.render`)
+_HEAD_ROW = re.compile(r"^\| Ledger head \| seq (\d+),", re.MULTILINE)
+
+
+def behind(workspace: Workspace) -> bool:
+    """Is LEADERBOARD.md missing or rendered at an earlier head than the ledger's? What a command
+    that found nothing to do asks, so that outputs an interrupt left behind are caught up by the
+    same command again, as its message says."""
+    try:
+        text = workspace.leaderboard.read_text(encoding="utf-8")
+    except OSError:
+        return True
+    found = _HEAD_ROW.search(text)
+    return found is None or int(found.group(1)) != LedgerStore(workspace.ledger).head().seq
 
 
 @dataclass
