@@ -64,3 +64,24 @@ def test_the_page_is_made_from_the_table(monkeypatch: pytest.MonkeyPatch) -> Non
     assert "frobnicate" not in root_help(78)
     monkeypatch.setattr(root_help_module, "COMMANDS", (*table.COMMANDS, table.Commands("x", frobnicate="Frobnicate it.")))
     assert "  frobnicate    Frobnicate it.\n" in root_help(78)
+
+
+def test_an_interrupt_while_the_app_loads_is_one_line_and_exit_130(monkeypatch, capsys):
+    """Ctrl-C in the first fraction of a second printed a traceback from inside an import."""
+    import builtins
+
+    from cbledger.cli import entry
+
+    real = builtins.__import__
+
+    def interrupted(name, *args, **kwargs):
+        if name == "cbledger.cli.app":
+            raise KeyboardInterrupt
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", interrupted)
+    monkeypatch.setattr(sys, "argv", ["cbledger", "log"])
+    with pytest.raises(SystemExit) as ended:
+        entry.main()
+    assert ended.value.code == 130
+    assert capsys.readouterr().err == "error: interrupted before the command started: nothing was done\n"

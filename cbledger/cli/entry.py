@@ -24,8 +24,13 @@ def main() -> None:
             # `cbledger --help | head -1`: the reader has gone, as click takes it, not an error.
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return
-    from cbledger.cli.app import main as app_main
-
+    try:
+        from cbledger.cli.app import main as app_main
+    except KeyboardInterrupt:
+        # Ctrl-C in the first few hundred milliseconds, before the app can handle it: one line,
+        # as every later interrupt gets, not a traceback from the middle of an import
+        print("error: interrupted before the command started: nothing was done", file=sys.stderr)
+        sys.exit(130)
     app_main()
 
 
