@@ -145,3 +145,28 @@ def test_a_stop_note_quotes_the_limit_as_given_and_the_spend_that_limit_counts()
     capped = budget.Meter(price, 137_001, None)
     capped.add(137_001, 0)
     assert capped.note().startswith("stopped at the --max-cost-usd cap of $0.137001: spent $0.1370")
+
+
+def test_the_spend_journal_keeps_each_runs_last_spend_and_a_write_it_cannot_make_warns(tmp_path, capsys):
+    """What a killed run spent is read back from its last line; a line cut short by the kill is
+    skipped; a journal that cannot be written never fails the call being metered."""
+    purse = budget.Purse(1_000_000)
+    purse.journal, purse.batch = tmp_path / "c.spend.jsonl", "b1"
+    purse.add(100_000, "c.t-s1-a1", 100_000)
+    purse.add(100_000, "c.t-s1-a1", 200_000)
+    purse.add(50_000, "c.t-s2-a1", 50_000)
+    with open(purse.journal, "a") as f:
+        f.write('{"batch": "b1", "run": "c.t-s3')  # a line a power cut left half written
+    later = budget.Purse(None)  # the next invocation's: its lines start on a line of their own
+    later.journal, later.batch = purse.journal, "b2"
+    later.add(30_000, "c.t-s3-a1", 30_000)
+    assert budget.unrecorded_spend(purse.journal, set(), batch="b2") == 30_000
+    assert budget.unrecorded_spend(purse.journal, set(), batch="b1") == 250_000
+    assert budget.unrecorded_spend(purse.journal, {("b1", "c.t-s1-a1")}) == 50_000  # recorded: its cost counts instead
+    assert budget.unrecorded_spend(purse.journal, set(), batch="b3") == 0
+    assert budget.unrecorded_spend(tmp_path / "none.jsonl", set()) == 0
+    purse.journal = tmp_path / "no-such-dir" / "c.spend.jsonl"
+    purse.add(10, "c.t-s4-a1", 10)
+    purse.add(10, "c.t-s4-a1", 20)
+    assert purse.spent_micros == 250_020
+    assert capsys.readouterr().err.count("is not kept for a resumed campaign's budget") == 1

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -123,6 +124,8 @@ class Purse:
         self._spent = 0
         self.journal: Path | None = None
         self.batch: str | None = None
+        self.journal_lost = False
+        self._tail_checked = False
 
     def add(self, micros: int, run_id: str | None = None, run_spent: int = 0) -> None:
         with self._lock:
@@ -130,11 +133,24 @@ class Purse:
             if self.journal is not None and run_id is not None and micros:
                 # one write of one line, appended: whole, or absent with the process killed mid-call
                 line = json.dumps({"batch": self.batch, "run": run_id, "spentUsdMicros": run_spent}) + "\n"
-                fd = os.open(self.journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
                 try:
-                    os.write(fd, line.encode())
-                finally:
-                    os.close(fd)
+                    fd = os.open(self.journal, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+                    try:
+                        if not self._tail_checked:  # a line a power cut left half written ends here
+                            size = os.fstat(fd).st_size
+                            if size and os.pread(fd, 1, size - 1) != b"\n":
+                                line = "\n" + line
+                            self._tail_checked = True
+                        os.write(fd, line.encode())
+                    finally:
+                        os.close(fd)
+                except OSError as exc:
+                    # a full or read-only disk must not fail the call being relayed: this
+                    # invocation's purse still holds the spend; only a resume would miss it
+                    if not self.journal_lost:
+                        self.journal_lost = True
+                        print(f"warning: {self.journal}: {exc.strerror or exc}: the spend of runs killed from here on "
+                              "is not kept for a resumed campaign's budget", file=sys.stderr)
 
     @property
     def spent_micros(self) -> int:
@@ -143,11 +159,6 @@ class Purse:
 
     def exhausted(self) -> bool:
         return self.budget_micros is not None and self.spent_micros >= self.budget_micros
-
-    def unrecorded_micros(self) -> int:
-        """What this invocation's runs spent that the ledger does not hold (read back from the
-        journal: the killed runs' answered calls)."""
-        return unrecorded_spend(self.journal, set(), batch=self.batch) if self.journal is not None else 0
 
     def not_started_note(self) -> str:
         return (f"not run: the campaign's --budget-usd {pricing.usd_limit(self.budget_micros or 0)} was spent "
