@@ -162,7 +162,7 @@ def test_the_spend_journal_keeps_each_runs_last_spend_and_a_write_it_cannot_make
     later.add(30_000, "c.t-s3-a1", 30_000)
     assert budget.unrecorded_spend(purse.journal, set(), batch="b2") == 30_000
     assert budget.unrecorded_spend(purse.journal, set(), batch="b1") == 250_000
-    assert budget.unrecorded_spend(purse.journal, {("b1", "c.t-s1-a1")}) == 50_000  # recorded: its cost counts instead
+    assert budget.unrecorded_spend(purse.journal, {("b1", "c.t-s1-a1")}) == 80_000  # recorded: its cost counts instead
     assert budget.unrecorded_spend(purse.journal, set(), batch="b3") == 0
     assert budget.unrecorded_spend(tmp_path / "none.jsonl", set()) == 0
     purse.journal = tmp_path / "no-such-dir" / "c.spend.jsonl"
