@@ -280,3 +280,32 @@ def test_a_driver_whose_session_was_lost_holds_its_campaign_again_or_stops(pg_le
         assert lease.lost() is None  # the other let go: held here again
     first.close()
     second.close()
+
+
+def test_a_campaign_held_by_another_role_is_refused_in_one_line(pg_ledger: str, tmp_path: Path) -> None:
+    """pg_stat_activity hides another role's session start: the refusal once failed formatting it,
+    a traceback instead of the refusal."""
+    import hashlib
+    from urllib.parse import urlsplit, urlunsplit
+
+    LedgerStore(pg_ledger).init("drivers", MAINTAINER)
+    role = "r_" + hashlib.blake2b(str(tmp_path).encode(), digest_size=6).hexdigest()
+    dsn, _, _ = split_url(pg_ledger)
+    parts = urlsplit(pg_ledger)
+    other_url = urlunsplit(parts._replace(netloc=f"{role}@{parts.hostname}:{parts.port}"))
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN")
+    first, other = PostgresRecorder(pg_ledger), PostgresRecorder(other_url)
+    try:
+        with first.driving("c1") as lease:
+            pid = lease._conn.info.backend_pid  # type: ignore[attr-defined]
+            with pytest.raises(UserError) as refused, other.driving("c1"):
+                pass
+            message = str(refused.value)
+            assert "campaign c1 is being run by another driver on this ledger" in message
+            assert f"server process {pid}" in message and f"SELECT pg_terminate_backend({pid})" in message
+    finally:
+        first.close()
+        other.close()
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute(f"DROP ROLE {role}")

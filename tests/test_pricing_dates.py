@@ -170,3 +170,17 @@ def test_the_spend_journal_keeps_each_runs_last_spend_and_a_write_it_cannot_make
     purse.add(10, "c.t-s4-a1", 20)
     assert purse.spent_micros == 250_020
     assert capsys.readouterr().err.count("is not kept for a resumed campaign's budget") == 1
+
+
+def test_the_proxy_meters_each_answer_by_its_own_mark():
+    """One answer carrying the project's endpoint mark once switched metering off for every
+    later answer of the run, a gateway that passed the header through disabling both limits."""
+    from cbledger.runner.recorder import Recorder
+
+    price = ModelPrice(segment="api-cheap", pinning="strong", input="1", output="1")
+    with Recorder("http://127.0.0.1:9/v1", "openai-compat", "compat:x") as rec:
+        rec.meter = budget.Meter(price, 1_000_000, None)
+        body = b'{"usage": {"prompt_tokens": 100, "completion_tokens": 0}}'
+        rec.add("POST", "/v1/chat/completions", b"{}", 200, body, None, 0.0, metered=False)
+        rec.add("POST", "/v1/chat/completions", b"{}", 200, body, None, 0.0)
+        assert rec.meter.tokens_in == 100 and rec.meter.spent_micros == 100

@@ -191,7 +191,9 @@ def test_gold_runs_that_failed_only_for_want_of_evidence_are_not_called_unsolvab
     s.task("old", outcome="edit")
     s.task("mixed", outcome="edit")
     lacking = "could not be evaluated: no copperhead check result was captured when this run ended"
-    for task, details in (("old", [lacking, lacking]), ("mixed", [lacking, "R1 is 1k, not 680"])):
+    s.task("gone", outcome="edit")
+    deleted = "could not be evaluated: docs/BOM.md does not exist in the end state"  # the run's own doing
+    for task, details in (("old", [lacking, lacking]), ("mixed", [lacking, "R1 is 1k, not 680"]), ("gone", [deleted])):
         for n, detail in enumerate(details):
             s.grade(s.run(task, "harness:gold", repeat=n + 1), "fail", category="wrong-target", detail=detail)
         s.graded_run(task, "harness:noop", verdict="fail", category="wrong-target")
@@ -201,6 +203,7 @@ def test_gold_runs_that_failed_only_for_want_of_evidence_are_not_called_unsolvab
                              "nothing of whether the task is solvable"]
     assert checks["mixed"] == ["gold failed 2 of 2 (1 only on assertions that could not be evaluated): the task "
                                "may not be solvable as graded"]
+    assert checks["gone"] == ["gold failed 1 of 1: the task may not be solvable as graded"]
 
 
 def test_imports_appear_only_in_their_own_section():

@@ -225,7 +225,9 @@ def run(
         cleaned = leftovers.clean(where, store, campaign, sandboxes)
         for line in cleaned.lines():
             typer.echo(line, err=True)
-        view = ledger_view.read(where.ledger) if cleaned.adopted else view
+        # read again under the holds: a driver elsewhere may have recorded slots since the
+        # preflight read it, and those are not this one's to pay for again
+        view = ledger_view.read(where.ledger)
         slots = campaign_mod.open_campaign(where, plan, view, campaign, session=session, passes=passes, segment=segment)
         todo = slots.missing(retry_env)
         if not _announce(slots, todo, retry_env, as_json, money):
@@ -385,11 +387,16 @@ def _interrupted(campaign: str, draft: Workspace | None, *, again: bool, on: tup
 
 def _unrecorded_spend(where: Workspace, campaign: str) -> str:
     """What the runs the interrupt killed (and any killed before) spent, paid and never recorded:
-    metered only under a money limit, and counted against the campaign's budget when resumed."""
+    metered only under a money limit, and counted against the campaign's budget when resumed.
+    A ledger that cannot be read now (a database gone, often why Ctrl-C was pressed) leaves the
+    interrupt's own message to stand alone."""
     journal = campaign_mod.spend_journal(where, campaign)
     if not journal.is_file():
         return ""
-    runs = ledger_view.read(where.ledger).runs.values()
+    try:
+        runs = ledger_view.read(where.ledger).runs.values()
+    except (UserError, OSError):
+        return ""
     recorded = {(r.batch, r.run_id) for r in runs if r.campaign is not UNSET and r.campaign.id == campaign}
     lost = budget.unrecorded_spend(journal, recorded)
     return (f"; the runs killed spent {pricing.usd(lost)} on model calls the provider answered, which no run "

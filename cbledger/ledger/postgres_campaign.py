@@ -67,6 +67,10 @@ class CampaignLease(Lease):
                     f"{self.recorder.location}: campaign {self.campaign} is being run by another driver "
                     f"on this ledger ({holder}); wait for it to end, or run another campaign", holder,
                 )
+        except psycopg.Error as exc:  # the session lost between connecting and locking
+            conn.close()
+            raise StoreUnavailable(f"{self.recorder.location}: cannot hold campaign {self.campaign}: "
+                                   f"{str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}") from None
         except BaseException:
             conn.close()
             raise
@@ -82,11 +86,11 @@ class CampaignLease(Lease):
         ).fetchone()
         if row is None:  # let go between the two statements, or not ours to see
             return "its session is not visible to this role"
-        pid, app, addr, started = row
-        who = app or "a session"
-        return (f"{who}, server process {pid}, from {addr or 'a local socket'} since "
-                f"{started:%Y-%m-%d %H:%M:%S %Z}; if that driver is gone for good, end its session with "
-                f"SELECT pg_terminate_backend({pid})")
+        pid, app, addr, started = row  # another role's session shows its pid alone
+        who = app or "a session of another role"
+        since = f" since {started:%Y-%m-%d %H:%M:%S %Z}" if started is not None else ""
+        return (f"{who}, server process {pid}, from {addr or 'a local socket or hidden'}{since}; if that driver is "
+                f"gone for good, end its session with SELECT pg_terminate_backend({pid})")
 
     def lost(self) -> str | None:
         with self._guard:
@@ -100,6 +104,7 @@ class CampaignLease(Lease):
             self._conn = None
             try:
                 self.take()
+                self.retaken = True
             except StoreUnavailable:
                 return None  # the server is away: the run's append waits for it (module docstring)
             except CampaignHeld as exc:

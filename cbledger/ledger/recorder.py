@@ -125,6 +125,9 @@ class CorruptRecord(InvalidEvent):
 class Lease:
     """A campaign's hold on a ledger (`Recorder.driving`), asked before each run is started."""
 
+    #: the hold was lost and taken again: another driver may have recorded slots in between
+    retaken: bool = False
+
     def lost(self) -> str | None:
         """Why the next run must not start (another driver holds the campaign now), or None."""
         return None

@@ -36,6 +36,7 @@ Pure functions of a `LedgerState`. Definitions (docs/PROJECTIONS.md repeats them
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -602,15 +603,18 @@ def _harness_add(tasks: _HarnessTallies, rec: RecordEntry) -> None:
         t.gold_unevaluable += 1
 
 
-#: how the grader words an assertion it could not evaluate (`grading/grader.py`, `evaluate`)
-UNEVALUABLE = "could not be evaluated: "
+#: how the grader words an assertion it could not evaluate for want of evidence the run did not
+#: capture (`grading/grader.py`, `evaluate`; `grading/context.py`, `checks_kicad.check_clean`):
+#: a missing file or bad JSON the run wrote is "could not be evaluated" too, and is the run's doing
+UNEVALUABLE = re.compile(r"^could not be evaluated: .*\bwas captured when this run ended\b")
 
 
 def _unevaluable(grade: GradeRecorded) -> bool:
-    """Every required assertion the run failed, it failed for want of evidence: a run recorded
-    before the suite read that evidence (re-scored under a later version), not a gold that misses."""
+    """Every required assertion the run failed, it failed for want of evidence it did not
+    capture: a run recorded before the suite read that evidence (re-scored under a later
+    version), not a gold that misses."""
     failed = [a for a in grade.assertions if a.required and a.status == "fail"]
-    return bool(failed) and all(a.detail.startswith(UNEVALUABLE) for a in failed)
+    return bool(failed) and all(UNEVALUABLE.match(a.detail) for a in failed)
 
 
 def _harness_from(tasks: _HarnessTallies) -> list[HarnessCheck]:

@@ -18,7 +18,9 @@ two cases apart.
 
 from __future__ import annotations
 
+import contextlib
 import re
+import sqlite3
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -76,20 +78,26 @@ def regenerate_after(workspace: Workspace, recorded: str) -> tuple[LedgerState |
                       "up to date once it can")
 
 
-#: the row LEADERBOARD.md names the ledger head it was rendered at with (`leaderboard.render`)
+#: where each output names the ledger head it was made at: LEADERBOARD.md's head row and the
+#: site's front page (the read model keeps it in its `meta` table)
 _HEAD_ROW = re.compile(r"^\| Ledger head \| seq (\d+),", re.MULTILINE)
+_SITE_HEAD = re.compile(r"seq (\d+) \(head")
 
 
 def behind(workspace: Workspace) -> bool:
-    """Is LEADERBOARD.md missing or rendered at an earlier head than the ledger's? What a command
-    that found nothing to do asks, so that outputs an interrupt left behind are caught up by the
-    same command again, as its message says."""
+    """Is an output missing, or made at an earlier head than the ledger's? What a command that
+    found nothing to do asks, so that outputs an interrupt left behind (LEADERBOARD.md, the read
+    model and the site are written in that order) are caught up by the same command again."""
+    head = LedgerStore(workspace.ledger).head().seq
     try:
-        text = workspace.leaderboard.read_text(encoding="utf-8")
-    except OSError:
+        board = _HEAD_ROW.search(workspace.leaderboard.read_text(encoding="utf-8"))
+        site = _SITE_HEAD.search((workspace.site / "index.html").read_text(encoding="utf-8"))
+        with contextlib.closing(sqlite3.connect(f"file:{workspace.read_model}?mode=ro", uri=True)) as db:
+            row = db.execute("SELECT value FROM meta WHERE key = 'head_seq'").fetchone()
+    except (OSError, UnicodeDecodeError, sqlite3.Error):
         return True
-    found = _HEAD_ROW.search(text)
-    return found is None or int(found.group(1)) != LedgerStore(workspace.ledger).head().seq
+    made = [board.group(1) if board else None, site.group(1) if site else None, row[0] if row else None]
+    return any(seq != str(head) for seq in made)
 
 
 @dataclass

@@ -100,8 +100,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return None
         finally:
             rec.answered(ticket)
-        if scripted_mark.marked(resp.getheader):
-            rec.scripted = True
+        marked = scripted_mark.marked(resp.getheader)
+        rec.scripted = rec.scripted or marked
         try:
             stream = (resp.getheader("Content-Type") or "").startswith("text/event-stream")
             self.send_response(resp.status)
@@ -112,7 +112,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.send_header("Connection", "close")
                 self.end_headers()
                 events = self._relay_stream(resp)
-                rec.add(method, self.path, raw, resp.status, None, events, started)
+                rec.add(method, self.path, raw, resp.status, None, events, started, metered=not marked)
                 self.close_connection = True
             else:
                 try:
@@ -127,7 +127,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
-                rec.add(method, self.path, raw, resp.status, data, None, started)
+                rec.add(method, self.path, raw, resp.status, data, None, started, metered=not marked)
         except (BrokenPipeError, ConnectionResetError):
             # the harness went away while its answer was relayed (Ctrl-C, a kill): nobody is left
             # to answer, and a traceback from this thread would bury the run's own last line
@@ -246,12 +246,13 @@ class Recorder:
             self._in_flight.pop(id(ticket), None)
 
     def add(self, method: str, path: str, raw: bytes, status: int, body: bytes | None,
-            events: list[SseEvent] | None, started: float, failure: str | None = None) -> None:
+            events: list[SseEvent] | None, started: float, failure: str | None = None, *, metered: bool = True) -> None:
         entry = self.recorded(method, path, raw, status, body, events, started, failure)
         with self._lock:
             self._exchanges.append(entry)
-        # an answer of the project's own endpoint costs nothing by rule (docs/RUNNER.md, section 10)
-        if self.meter is not None and method == "POST" and status < 400 and failure is None and not self.scripted:
+        # an answer of the project's own endpoint costs nothing by rule (docs/RUNNER.md, section 10);
+        # decided per answer, so a marked answer never switches the metering of the others off
+        if self.meter is not None and method == "POST" and status < 400 and failure is None and metered:
             self.meter.add(*budget.usage(entry.body, entry.events))
 
     def recorded(self, method: str, path: str, raw: bytes, status: int, body: bytes | None,

@@ -487,6 +487,12 @@ def _run(
                     result.not_run.append((_label(planned), "not run: another driver holds the campaign now"))
                     result.taken_over = result.taken_over or taken
                 return
+            if lease is not None and lease.retaken and planned.campaign is not None and store.recorder.lookup(
+                f"run:{campaign_mod.run_id(planned.campaign, planned.task.id, planned.slot, planned.attempt)}"
+            ) is not None:
+                with lock:  # recorded by another driver while this one's hold was lost
+                    result.not_run.append((_label(planned), "not run: another driver recorded this slot meanwhile"))
+                return
             try:
                 outcome = execute_passes(settings, planned, n) if n > 1 else execute(settings, planned)
             except Exception as exc:  # one run's failure never ends the suite: reported, and the next runs

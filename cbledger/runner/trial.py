@@ -147,7 +147,9 @@ def _one(settings: steps.RunSettings, planned: PlannedRun, kind: str) -> TrialRe
         steps.remove_sandbox(settings, start)
     g = graded.grade
     missed = tuple(o.id for o in g.outcomes if o.status == "fail" and not o.required) if kind == "gold" else ()
-    idle = tuple(o.id for o in g.outcomes if o.status == "pass" and o.id.startswith("target-")) if kind == "noop" else ()
+    # an edit task's targets recognise the change; a refusal's may be met by doing nothing at all
+    edit = task.manifest.expected_outcome == "edit"
+    idle = tuple(o.id for o in g.outcomes if o.status == "pass" and o.id.startswith("target-")) if kind == "noop" and edit else ()
     return TrialResult(task.id, kind, g.verdict, g.first_failed_required, missed, idle)
 
 

@@ -204,5 +204,11 @@ def named_differences(workspace: Workspace, coarse: list[str], archived: SuiteAr
     as `task T changed`; what they do not cover (the vocabulary, the grader) as `coarse` says it."""
     if archived is None:
         return coarse
-    files = defs_mod.differences(kept_definitions(workspace, archived), on_disk(workspace))
+    try:
+        kept = kept_definitions(workspace, archived)
+    except UserError:
+        if coarse:  # the differences are known without the kept files: say them, not their absence
+            return coarse
+        raise
+    files = defs_mod.differences(kept, on_disk(workspace))
     return files + [d for d in coarse if not any(f.startswith(d.removesuffix(" changed")) for f in files)]
