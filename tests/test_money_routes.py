@@ -177,6 +177,9 @@ def test_a_missing_or_refused_key_stops_the_plan_before_any_run(tmp_path, shared
         no_cli = project.cli("run", TASK, "--model", "gpt-test", "--repeats", "1", "--agent", "copperhead",
                              "--copperhead-cli", str(tmp_path / "nope" / "cli.js"), env=env)
         assert no_cli.exit_code == 2 and "nope/cli.js does not exist" in no_cli.output, no_cli.output
+        on_dask = project.cli("run", TASK, "--model", "gpt-test", "--repeats", "1", "--agent", "copperhead",
+                              "--max-cost-usd", "1", "--executor", "dask", "--scheduler", "tcp://127.0.0.1:1", env=env)
+        assert on_dask.exit_code == 2 and "run with --executor local" in on_dask.output, on_dask.output
         assert provider.calls == []
     assert project.ledger.read_bytes() == before
     # refused before the campaign's plan is kept: a corrected command is not "another plan"
@@ -268,8 +271,8 @@ def test_what_runs_killed_with_their_driver_spent_counts_against_the_budget(
     journal = campaign.spend_journal(Workspace.at(project.root), "paid")
     killed = budget.unrecorded_spend(journal, set())
     assert killed >= 200_000 and killed % 100_000 == 0, killed
-    assert f"the runs killed spent ${killed / 1e6:.4f} on model calls the provider answered" in err
-    assert "--resume paid --budget-usd 1" in err  # the resume it prints keeps the limit
+    assert f"have spent ${killed / 1e6:.4f} on model calls the provider answered" in err
+    assert "--resume paid --budget-usd 1 --no-key-check" in err  # the resume it prints keeps the limit
     # the same command resumes the campaign with what the killed run spent already spent
     with FakeProvider("loop", tokens_in=100_000, tokens_out=0) as provider:
         again = project.run(*argv, env=provider.env())

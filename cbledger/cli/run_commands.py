@@ -199,7 +199,11 @@ def run(
         return
     # refused before the campaign's plan is kept: a refusal writes nothing (run_plan checks again,
     # after leftovers were adopted)
+    checked = money  # the limits the runs are given; `money` stays as asked, for the hints
     try:
+        if executor != "local" and (money.max_cost_usd is not None or money.budget_usd is not None):
+            raise UserError("--max-cost-usd and --budget-usd are enforced by this machine's recording proxies: "
+                            "run with --executor local")
         preflight(Catalog(where.root), plan, view, kicad=executor == "local", workspace=where)
         refuse_model(plan, view, money, scripted=session is not None, segment=segment, here=executor == "local")
         if plan.agent == "copperhead" and executor == "local" and not campaign_mod.is_kept(where, campaign):
@@ -209,7 +213,7 @@ def run(
             if session is None and money.key_check:
                 # the provider asked about the key once, here, before the campaign's plan is kept
                 preflight_credentials.require(plan.model_id)
-                money = replace(money, key_check=False)
+                checked = replace(money, key_check=False)
     except UserError:
         if new_draft:  # a draft refused before any run keeps no workspace
             draft_run.discard(where, scratch)
@@ -244,7 +248,7 @@ def run(
                 where, replace(plan, runs=tuple(todo)), jobs=jobs, sandbox_root=sandboxes,
                 keep_sandboxes=keep_sandboxes, copperhead_cli=copperhead_cli, segment=segment, on_done=progress,
                 session=session, executor=executor, scheduler=scheduler, on_activity=progress.activity,
-                unsandboxed=unsandboxed, passes=passes, money=money, retry_env=retry_env, lease=lease,
+                unsandboxed=unsandboxed, passes=passes, money=checked, retry_env=retry_env, lease=lease,
             )
         except KeyboardInterrupt:
             progress.close()
@@ -399,8 +403,9 @@ def _unrecorded_spend(where: Workspace, campaign: str) -> str:
         return ""
     recorded = {(r.batch, r.run_id) for r in runs if r.campaign is not UNSET and r.campaign.id == campaign}
     lost = budget.unrecorded_spend(journal, recorded)
-    return (f"; the runs killed spent {pricing.usd(lost)} on model calls the provider answered, which no run "
-            "records (the campaign's --budget-usd counts it)") if lost else ""
+    return (f"; runs of campaign {campaign} killed with their driver, this one's and any before, have spent "
+            f"{pricing.usd(lost)} on model calls the provider answered, which no run records (the campaign's "
+            "--budget-usd counts it; a call still in flight when a run was killed is billed and not counted)") if lost else ""
 
 
 def _echo_hint(hint: str | None) -> None:

@@ -58,10 +58,11 @@ class MoneyLimits:
         self.run_cap_micros, self.budget_micros  # noqa: B018 -- a bad amount is refused before anything runs
 
     def args(self) -> tuple[str, ...]:
-        """The limits as flags: what a printed resume command must carry (`--resume` keeps the
-        plan, not the limits, which are given again)."""
+        """The limits (and a skipped key check) as flags: what a printed resume command must carry
+        (`--resume` keeps the plan, not these, which are given again)."""
         return ((("--max-cost-usd", self.max_cost_usd) if self.max_cost_usd is not None else ())
-                + (("--budget-usd", self.budget_usd) if self.budget_usd is not None else ()))
+                + (("--budget-usd", self.budget_usd) if self.budget_usd is not None else ())
+                + (() if self.key_check else ("--no-key-check",)))
 
     @property
     def run_cap_micros(self) -> int | None:
