@@ -280,3 +280,18 @@ def test_what_runs_killed_with_their_driver_spent_counts_against_the_budget(
         assert len(provider.calls) == (1_000_000 - killed) // 100_000
     (run,) = runs_of(project, "gpt-test")
     assert run.cost.usd_micros == 1_000_000 - killed
+
+
+def test_a_run_whose_provider_reported_absurd_usage_is_stopped_and_costs_what_was_metered(
+    tmp_path, shared_real, kicad_cli, copperhead_cli, no_keys,
+):
+    """10^15 tokens a call: the meter once read it as nothing, and the run-end figures out of
+    range were recorded as 0, so the run cost $0 and a later budget never counted it."""
+    project = priced(tmp_path, shared_real, copperhead_cli)
+    with FakeProvider("loop", tokens_in=10**15, tokens_out=0) as provider:
+        result = project.run(TASK, "--model", "gpt-test", "--repeats", "1", "--max-cost-usd", "1", env=provider.env())
+        assert result.exit_code == 0, result.output
+        assert len(provider.calls) == 1  # stopped at the next call
+    (run,) = runs_of(project, "gpt-test")
+    assert run.cost_cap.spent_usd_micros > 1_000_000 and run.cost.usd_micros == run.cost_cap.spent_usd_micros
+    project.verify()

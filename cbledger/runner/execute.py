@@ -650,8 +650,10 @@ def preserve_run(
     )
     spend_reported = spend_known(transcript, result.cassette)
     identity, cost = identity_and_cost(settings, planned, result, stats, spend_reported)
-    if result.cost_cap is not None and cost.usd_micros is None:
-        # stopped by a money limit without run-end: the proxy metered what it spent
+    unread = stats is not None and stats.tokens_in + stats.tokens_out == 0  # none, or none in range
+    if result.cost_cap is not None and (cost.usd_micros is None or (unread and result.cost_cap.spent_usd_micros > cost.usd_micros)):
+        # stopped by a money limit without run-end, or with run-end figures it could not read
+        # (recorded as 0): the proxy metered what it spent, and that is what the provider billed
         cost = Cost(usd_micros=result.cost_cap.spent_usd_micros, price_table_version=settings.price_table.table_version
                     if settings.price_table is not None else None)
     elif not spend_reported and result.cost is None and settings.run_mode not in UNPRICED_RUN_MODES:
