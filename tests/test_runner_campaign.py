@@ -681,6 +681,37 @@ def test_an_interrupt_while_the_outputs_are_written_is_caught_up_by_the_same_com
     assert checked.exit_code == 0, checked.output
 
 
+def test_after_a_retaken_hold_a_slot_another_driver_recorded_meanwhile_is_not_run(tmp_path: Path, kicad_cli: str) -> None:
+    """A driver whose hold was lost and taken again read its open slots before: one another
+    driver recorded in between would be run (and paid for) again, and refused only at the append."""
+    from dataclasses import replace as replaced
+
+    from cbledger.ledger.events import Ablations
+    from cbledger.ledger.recorder import Lease
+    from cbledger.runner.plan import make_plan
+    from cbledger.runner.suite_run import run_plan
+    from cbledger.tasks.catalog import Catalog
+
+    root = project(tmp_path)
+    ledger = new_ledger(root, "retaken")
+    workspace = Workspace.at(root, ledger)
+    plan = make_plan(Catalog(root), agent="gold", model=None, suite=None, task_ids=TASKS[:1], repeats=2,
+                     ablations=Ablations())
+    todo = campaign_mod.open_campaign(workspace, plan, read_view(ledger), "held", session=None, passes=None).missing()
+    assert [p.slot for p in todo] == [1, 2]
+    other = run_plan(workspace, replaced(plan, runs=(todo[0],)), sandbox_root=tmp_path / "elsewhere")
+    assert len(other.outputs) == 1  # the other driver's, while this one's hold was lost
+
+    class Retaken(Lease):
+        retaken = True
+
+    result = run_plan(workspace, replaced(plan, runs=tuple(todo)), sandbox_root=tmp_path / "sandboxes", lease=Retaken())
+    assert not result.failures, result.failures
+    assert [o.run.campaign.slot for o in result.outputs] == [2]
+    assert [why for _, why in result.not_run] == ["not run: another driver recorded this slot meanwhile"]
+    assert slots(ledger) == [(TASKS[0], 1, 1), (TASKS[0], 2, 2)]
+
+
 # --------------------------------------------------------------------------- leftovers, without a run
 
 
