@@ -725,15 +725,22 @@ def _slot_events(run_id: str, repeat: int = 1) -> list:
     return [run, grade]
 
 
-def test_a_kept_run_is_adopted_and_another_campaigns_leftovers_are_not_touched(tmp_path: Path) -> None:
-    from tests.factories import MAINTAINER, draft_json
+def _slot_of_c1(tmp_path: Path, name: str):  # type: ignore[no-untyped-def]
+    """A fresh ledger named `name` and the events of campaign c1's first slot, its runs/ made."""
+    from tests.factories import MAINTAINER
 
     workspace = Workspace.at(tmp_path)
     store = LedgerStore(workspace.ledger)
-    store.init("leftovers", MAINTAINER)
-    kept_id = campaign_mod.run_id("c1", "t", 1, 1)
-    run, grade = _slot_events(kept_id)
+    store.init(name, MAINTAINER)
+    run_id = campaign_mod.run_id("c1", "t", 1, 1)
     workspace.runs.mkdir(parents=True)
+    return workspace, store, run_id, *_slot_events(run_id)
+
+
+def test_a_kept_run_is_adopted_and_another_campaigns_leftovers_are_not_touched(tmp_path: Path) -> None:
+    from tests.factories import draft_json
+
+    workspace, store, kept_id, run, grade = _slot_of_c1(tmp_path, "leftovers")
     workspace.pending_events(kept_id).write_bytes(draft_json(run) + b"\n" + draft_json(grade) + b"\n")
     (workspace.runs / f"{kept_id}.bundle").write_bytes(b"bundle")
     # campaign c1-b's run ids start with c1-: never c1's (no campaign id holds the separator)
@@ -767,14 +774,9 @@ def test_a_disk_that_fills_leaves_no_half_kept_run_to_hold_its_slot(tmp_path: Pa
 
     from cbledger.ledger import durable
     from cbledger.runner import execute
-    from tests.factories import MAINTAINER, draft_json
+    from tests.factories import draft_json
 
-    workspace = Workspace.at(tmp_path)
-    store = LedgerStore(workspace.ledger)
-    store.init("full-disk", MAINTAINER)
-    run_id = campaign_mod.run_id("c1", "t", 1, 1)
-    run, grade = _slot_events(run_id)
-    workspace.runs.mkdir(parents=True)
+    workspace, store, run_id, run, grade = _slot_of_c1(tmp_path, "full-disk")
     staged, final = workspace.runs / f".{run_id}.bundle.tmp", workspace.runs / f"{run_id}.bundle"
     staged.write_bytes(b"the run's bundle")
     output = execute.RunOutput(run=run.body, grade=grade.body, events=[run, grade], staged=staged, final=final,
@@ -828,16 +830,10 @@ def test_a_slot_another_driver_recorded_first_discards_this_runs_bundle(tmp_path
     once kept its bundle (named as the recorded one's) with events no append could ever take,
     and gathering the directories' runs/ as docs/SCALING.md says broke verification."""
     from cbledger.runner.execute import RunOutput, publish
-    from tests.factories import MAINTAINER
 
-    workspace = Workspace.at(tmp_path)
-    store = LedgerStore(workspace.ledger)
-    store.init("two-drivers", MAINTAINER)
-    run_id = campaign_mod.run_id("c1", "t", 1, 1)
-
-    store.append(_slot_events(run_id, 1))  # the other driver's, first
+    workspace, store, run_id, *theirs = _slot_of_c1(tmp_path, "two-drivers")
+    store.append(theirs)  # the other driver's, first
     mine = _slot_events(run_id, 2)
-    workspace.runs.mkdir(parents=True)
     staged, final = workspace.runs / f".{run_id}.bundle.tmp", workspace.runs / f"{run_id}.bundle"
     staged.write_bytes(b"this driver's bundle")
     output = RunOutput(run=mine[0].body, grade=mine[1].body, events=mine, staged=staged, final=final, sandbox=None,

@@ -201,18 +201,17 @@ def run(
     # after leftovers were adopted)
     checked = money  # the limits the runs are given; `money` stays as asked, for the hints
     try:
-        if executor != "local" and (money.max_cost_usd is not None or money.budget_usd is not None):
-            raise UserError("--max-cost-usd and --budget-usd are enforced by this machine's recording proxies: "
-                            "run with --executor local")
+        if executor != "local":
+            preflight_credentials.refuse_limits_elsewhere(money)
         preflight(Catalog(where.root), plan, view, kicad=executor == "local", workspace=where)
         refuse_model(plan, view, money, scripted=session is not None, segment=segment, here=executor == "local")
         if plan.agent == "copperhead" and executor == "local" and not campaign_mod.is_kept(where, campaign):
             # what the runs would be refused for, asked before a new campaign's plan is kept (a
             # kept one asks when it has runs to start: a complete campaign needs neither)
             require_cli(copperhead_cli, where)
-            if session is None and money.key_check:
-                # the provider asked about the key once, here, before the campaign's plan is kept
-                preflight_credentials.require(plan.model_id)
+            if session is None:
+                # the key, and the provider asked about it once, here, before the plan is kept
+                preflight_credentials.require(plan.model_id, check_with_provider=money.key_check)
                 checked = replace(money, key_check=False)
     except UserError:
         if new_draft:  # a draft refused before any run keeps no workspace

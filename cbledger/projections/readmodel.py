@@ -865,6 +865,17 @@ def content_digest(path: Path) -> bytes:
     return h.digest()
 
 
+def head_seq(path: Path) -> str | None:
+    """The ledger head the model at `path` was written at (its `meta` row), or None when it has
+    none; raises sqlite3.Error for a file that is no read model."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'head_seq'").fetchone()
+    finally:
+        conn.close()
+    return row[0] if row else None
+
+
 def dump_lines(path: Path) -> Iterator[str]:
     """`canonical_dump(path)`'s lines, read a row at a time."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)

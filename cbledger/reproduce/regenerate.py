@@ -18,7 +18,6 @@ two cases apart.
 
 from __future__ import annotations
 
-import contextlib
 import re
 import sqlite3
 import time
@@ -34,7 +33,7 @@ from cbledger.ledger.chain import format_line
 from cbledger.ledger.jsonl import JsonLinesRecorder
 from cbledger.ledger.recorder import StoreUnavailable
 from cbledger.ledger.store import LedgerStore, StoredEvent
-from cbledger.projections import writers
+from cbledger.projections import readmodel, writers
 from cbledger.projections.aggregates import Views
 from cbledger.projections.fold import LedgerState, ProjectionError, Projector
 from cbledger.projections.writers import LedgerFollower
@@ -92,11 +91,10 @@ def behind(workspace: Workspace) -> bool:
     try:
         board = _HEAD_ROW.search(workspace.leaderboard.read_text(encoding="utf-8"))
         site = _SITE_HEAD.search((workspace.site / "index.html").read_text(encoding="utf-8"))
-        with contextlib.closing(sqlite3.connect(f"file:{workspace.read_model}?mode=ro", uri=True)) as db:
-            row = db.execute("SELECT value FROM meta WHERE key = 'head_seq'").fetchone()
+        model = readmodel.head_seq(workspace.read_model)
     except (OSError, UnicodeDecodeError, sqlite3.Error):
         return True
-    made = [board.group(1) if board else None, site.group(1) if site else None, row[0] if row else None]
+    made = [board.group(1) if board else None, site.group(1) if site else None, model]
     return any(seq != str(head) for seq in made)
 
 

@@ -137,5 +137,12 @@ def money_preflight(plan, view, limits: MoneyLimits | None, *, scripted: bool, d
     require(plan.model_id, check_with_provider=limits.key_check if limits is not None else True)
     guard = budget.guard(plan.model_id, view.pricing, limits)
     if guard is not None and dask:
-        raise UserError("--max-cost-usd and --budget-usd are enforced by this machine's recording proxies: run with --executor local")
+        refuse_limits_elsewhere(limits)
     return guard
+
+
+def refuse_limits_elsewhere(limits: MoneyLimits | None) -> None:
+    """Money limits are enforced by this machine's recording proxies, so a plan run elsewhere
+    (on Dask) cannot have them."""
+    if limits is not None and (limits.max_cost_usd is not None or limits.budget_usd is not None):
+        raise UserError("--max-cost-usd and --budget-usd are enforced by this machine's recording proxies: run with --executor local")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -57,7 +56,7 @@ from cbledger.runner.execute import (
 )
 from cbledger.runner.passes import execute_passes
 from cbledger.runner.plan import Plan, PlannedRun, check_jobs
-from cbledger.runner.preflight_credentials import credential, money_preflight, problem
+from cbledger.runner.preflight_credentials import money_preflight
 from cbledger.tasks import passes as passes_mod
 from cbledger.tasks.catalog import Catalog
 from cbledger.tasks.validate import ensure_runnable
@@ -401,11 +400,6 @@ def refuse_model(
             price_for_limits(plan.model_id, view.pricing, money)  # a limit on a model with no token price
         if here:
             agent_environment(plan.model_id)
-            # a key missing or malformed, asked of nothing but the environment (the provider is
-            # asked later, once): refused before the campaign's plan is kept
-            why = problem(credential(plan.model_id, os.environ), os.environ)
-            if why is not None:
-                raise UserError(why)
     refuse_undriven([r.task for r in plan.runs])
 
 

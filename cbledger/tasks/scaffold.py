@@ -254,8 +254,9 @@ def scaffold(
     assertions = baseline_assertions(fixture, expected, dict(budgets or {}), targets or [])
     # the same decoders a run uses: what is written is a task that loads. An --assert is decoded
     # on its own first, so its refusal quotes what the author typed, not an index into the file
+    typed_as = {f"target-{n}": t for n, t in enumerate(targets or [], 1)}  # the ids `baseline_assertions` gives
     for made in assertions:
-        typed = next((t for t in targets or [] if t.get("type") == made.get("type") and t.get("args") == made.get("args")), None)
+        typed = typed_as.get(made["id"])
         if typed is None:
             continue
         try:
