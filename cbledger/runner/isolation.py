@@ -418,6 +418,11 @@ def _kill_namespace(proc: subprocess.Popen, info: dict) -> None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(target, signal.SIGKILL)
     proc.wait()
+    # the kernel tears the namespace down after its init dies, not at once: a run is killed when
+    # none of its processes is left, so a command that says so and exits leaves none behind
+    deadline = time.monotonic() + KILL_GRACE_SEC
+    while isinstance(inode, int) and namespace_members(inode) and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def _wait(proc: subprocess.Popen, seconds: float) -> None:
