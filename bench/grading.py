@@ -6,8 +6,9 @@ The headline is **distinct runs**: `--distinct` sandboxes per board, each a diff
 (the net renamed to a name of its own), graded one after another in one process with every cache
 kept, which is what `replay --verify` does over a ledger. No end-state cache can hit there, so it
 is the cost that scales with a ledger (target: under 50 ms CPU per run on every real board). It is
-measured twice in the same run, with the s-expression fast path and with stock sexpdata, and the
-ratio printed: the baseline is measured beside the figure it is compared with.
+measured twice in the same run, with the s-expression fast path (each top-level child of a sheet
+parsed once across runs, `sexpr._piecewise_loads`) and with stock sexpdata parsing every file
+whole, and the ratio printed: the baseline is measured beside the figure it is compared with.
 
 For each real board under <shared>/real/fixtures (default: ../shared beside the repository, or
 CBLEDGER_SHARED), in a temporary directory: the shipped manifest is materialized from the shared
@@ -46,7 +47,7 @@ from cbledger.grading.evidence.tree import view
 from cbledger.grading.grader import grade
 from cbledger.grading.registry import all_checks
 from cbledger.kicad import compute_nets, load_schematic
-from cbledger.kicad.sexpr import PARSE_CACHE
+from cbledger.kicad.sexpr import PARSE_CACHE, PIECES
 from cbledger.ledger.events import Ablations
 from cbledger.runner import sandbox as sandbox_mod
 from cbledger.tasks.catalog import load_fixture, load_task
@@ -169,7 +170,7 @@ def distinct_runs(task, fixture, boxes: list[Path], fast: bool) -> list[float]:
 
     saved = sexpr._fast_loads
     if not fast:
-        sexpr._fast_loads = lambda text: None
+        sexpr._fast_loads = lambda text, atoms=None: None
     try:
         clear_caches()
         grade(task, fixture, from_sandbox(boxes[0]))  # the fixture's baseline, read once per replay
@@ -185,6 +186,7 @@ def distinct_runs(task, fixture, boxes: list[Path], fast: bool) -> list[float]:
 
 def clear_caches() -> None:
     PARSE_CACHE.clear()
+    PIECES.clear()
     checks_kicad.END_STATE_CACHE.clear()
 
 

@@ -114,6 +114,18 @@ def test_a_transcript_nested_a_hundred_thousand_deep_is_a_malformed_line():
     assert t.malformed == [2] and [e.type for e in t.events] == ["run-start"]
 
 
+_JSON_PIECES = st.sampled_from(["[", "]", "{", "}", '"[{"', '"a\\"["', "1", ",", ":", '"k"', " "])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_JSON_PIECES, max_size=40), st.integers(min_value=0, max_value=12))
+def test_the_bracket_count_never_hides_a_depth_past_the_limit(pieces: list[str], limit: int):
+    from cbledger.inputs import json_deeper_than, json_depth
+
+    data = "".join(pieces).encode()
+    assert json_deeper_than(data, limit) == (json_depth(data) > limit)
+
+
 def test_a_schematic_nested_a_hundred_thousand_deep_is_refused():
     with pytest.raises(Exception, match="nested 100001 deep, over the limit of 256") as info:
         parse_text("(kicad_sch " + "(" * 100_000 + ")" * 100_001, "board.kicad_sch")

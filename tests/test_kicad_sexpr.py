@@ -86,3 +86,84 @@ def test_nesting_past_the_limit_is_refused_without_recursing():
 ])  # fmt: skip
 def test_what_kicad_never_writes_is_left_to_sexpdata(text: str):
     assert sexpr._fast_loads(text) is None
+
+
+# --------------------------------------------------------------------------- piece by piece
+# `_piecewise_loads` parses each top-level child once across files; whatever it is given, it must
+# give what `_fast_loads` gives for the whole text (None and too-deep included), cache warm or cold.
+
+
+def _same_or_both(a, b) -> bool:
+    return a is b if a is None or a is sexpr._TOO_DEEP or b is None or b is sexpr._TOO_DEEP else _same(a, b)
+
+
+def _edits(text: str) -> list[str]:
+    """A file as runs leave it: a child's value changed, a child dropped, a child added, the last
+    child changed (it holds the top form's closing bracket), and the file cut short."""
+    lines = text.split("\n")
+    starts = [i for i, line in enumerate(lines) if line.startswith(("\t(", "  (")) and not line.startswith("   ")]
+    middle = starts[len(starts) // 2]
+    dropped = lines[:middle] + lines[starts[len(starts) // 2 + 1]:]
+    indent = lines[middle][: len(lines[middle]) - len(lines[middle].lstrip())]
+    added = [*lines[:middle], indent + '(text "added by a run" (at 1 2 0))', *lines[middle:]]
+    return [
+        text.replace('(uuid "', '(uuid "0', 1),
+        "\n".join(dropped),
+        "\n".join(added),
+        text.rstrip()[:-1] + ' (extra "tail"))\n',
+        text[: len(text) * 2 // 3],
+    ]
+
+
+def test_every_real_board_parses_piece_by_piece_as_whole(shared_real: Path):
+    files = [p for p in _kicad_files(shared_real / "fixtures") if len(p.read_bytes()) >= sexpr.PIECEWISE_FROM]
+    assert len(files) >= 4
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        sexpr.PIECES.clear()
+        cold = sexpr._piecewise_loads(text)
+        assert cold is not None and _same(cold, _stock(text)), path
+        warm = sexpr._piecewise_loads(text)
+        assert _same(warm, cold), path
+        for edited in _edits(text):
+            assert _same_or_both(sexpr._piecewise_loads(edited), sexpr._fast_loads(edited)), path
+
+
+_CHILD = "\t(wire (pts (xy 1 2) (xy 3 4)) (uuid \"{i}\"))"
+
+
+def _sheet(children: list[str], head: str = "(kicad_sch (version 20231120)", tail: str = "\n)\n") -> str:
+    body = "\n".join(children)
+    filler = [_CHILD.format(i=i) for i in range(sexpr.PIECEWISE_FROM // 40)]
+    return head + "\n" + "\n".join(filler) + "\n" + body + tail
+
+
+@pytest.mark.parametrize("text", [
+    _sheet(['\t(text "a string holding a cut:\n\t(label \\"x\\")" (at 0 0 0))']),  # a cut inside a string
+    _sheet(['\t(symbol (lib_id "R")\n\t(property "Reference" "R1"))']),  # a child's child at one indent
+    _sheet(['\t(label "A")'], tail="\n)\n(extra)\n"),  # a second top-level form
+    _sheet(['\t(label "A")'], tail="\n"),  # the top form never closed
+    _sheet(['\t(label "A")'], tail="\n))\n"),  # one bracket too many
+    _sheet(['\t(label "A")'], head="(kicad_sch (version"),  # the head's form left open
+    _sheet(['\t(label "A")'], head="((kicad_sch"),
+    _sheet(['\t(label "A" [bad])']),  # a piece the fast path declines
+    _sheet(["\t" + "(" * (sexpr.MAX_DEPTH + 1) + ")" * (sexpr.MAX_DEPTH + 1)]),  # too deep
+    _sheet(['  (label "B")', '\t(label "A")']),  # KiCad 6's two-space indent beside a tab
+])  # fmt: skip
+def test_a_cut_that_is_not_between_two_children_falls_back_to_the_whole_parse(text: str):
+    expected = sexpr._fast_loads(text)
+    for _ in range(2):  # cold, then with every piece already seen
+        assert _same_or_both(sexpr._piecewise_loads(text), expected)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_forms(), min_size=1, max_size=6), st.lists(st.sampled_from(["\n\t", "\n  ", " ", "\n"]), min_size=6, max_size=6))
+def test_generated_sheets_parse_piece_by_piece_as_whole(children: list[str], seps: list[str]):
+    previous = sexpr.PIECEWISE_FROM
+    sexpr.PIECEWISE_FROM = 0
+    try:
+        text = "(kicad_sch" + "".join(sep + child for sep, child in zip(seps, children, strict=False)) + "\n)"
+        assert _same_or_both(sexpr._piecewise_loads(text), sexpr._fast_loads(text))
+        assert _same_or_both(sexpr._piecewise_loads(text[:-2]), sexpr._fast_loads(text[:-2]))
+    finally:
+        sexpr.PIECEWISE_FROM = previous

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cbledger.grading.evidence.tree import TreeView
-from cbledger.inputs import json_depth
+from cbledger.inputs import json_deeper_than
 
 RUNS_PREFIX = ".copperhead/runs/"
 TRANSCRIPT_NAME = "transcript.jsonl"
@@ -184,7 +184,7 @@ def parse_transcript(data: bytes, path: str | None = None) -> Transcript:
     for lineno, raw in enumerate(data.decode("utf-8", errors="replace").splitlines(), start=1):
         if not raw.strip():
             continue
-        if json_depth(raw.encode("utf-8", "surrogatepass")) > MAX_TRANSCRIPT_DEPTH:
+        if json_deeper_than(raw.encode("utf-8", "surrogatepass"), MAX_TRANSCRIPT_DEPTH):
             t.malformed.append(lineno)  # nested past any real event: never handed to a recursive parser
             continue
         try:
