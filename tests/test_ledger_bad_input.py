@@ -492,3 +492,15 @@ def test_the_store_holds_python_built_events_to_the_same_limits(ledger: Path) ->
     with pytest.raises(Exception, match=r"over the limit of 65536 - at `\$\.actor\.name`"):
         LedgerStore(ledger).append([event])
     assert ledger.read_bytes() == before
+
+
+def test_a_price_table_appended_by_hand_is_held_to_the_bound_pricing_publish_holds_it_to(ledger: Path) -> None:
+    """`pricing publish` refused a price past $1,000,000 per million tokens, while the same table
+    submitted to `cbledger append` went in: its runs' costs then pass what an event can hold."""
+    def absurd(doc: dict) -> None:
+        doc["body"]["models"] = {"m:x": {"segment": "api-cheap", "pinning": "strong", "input": "1", "output": "10000000"}}
+
+    message = refused(ledger, edited(pricing_published(1), absurd), "line 1",
+                      '$.body.models["m:x"].output: 10000000 USD per million tokens is past any real price (1000000 at most)')
+    assert "nothing appended" in message
+    assert append(ledger, edited(pricing_published(1), lambda doc: None)).exit_code == 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Annotated, ClassVar, Final, Literal, get_args
 
 from msgspec import UNSET, Meta, Struct, UnsetType, field, structs
@@ -140,6 +141,23 @@ class PricingPublished(Body, frozen=True, kw_only=True):
     unit: Literal["per-1M-tokens"] = "per-1M-tokens"
     models: dict[ModelId, ModelPrice] = field(default_factory=dict)
     null_cost_routes: dict[NonEmpty, NullCostRoute] = field(default_factory=dict)
+
+
+#: USD per million tokens, a thousand times any price of record: past it, a figure is a typo, and
+#: its costs would pass the largest count an event holds (priced as unknown)
+MAX_PRICE = Decimal(1_000_000)
+
+
+def prices_past_bound(table: PricingPublished) -> list[tuple[str, str, str]]:
+    """(model, field as the file spells it, value) of each price past MAX_PRICE. Checked where a
+    table enters the ledger, `pricing publish` and `append` alike: the schema takes any decimal."""
+    return [
+        (model, spelled, value)
+        for model, price in table.models.items()
+        for spelled, value in (("input", price.input), ("output", price.output),
+                               ("cacheRead", price.cache_read), ("cacheWrite", price.cache_write))
+        if value is not None and Decimal(value) > MAX_PRICE
+    ]
 
 
 # --------------------------------------------------------------------------- run.recorded

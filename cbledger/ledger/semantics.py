@@ -3,7 +3,8 @@
 The store validates each event on its own (schema, credentials, idempotency); these rules read
 the log: a retraction, a grade, a rubric score, a review or an attached cassette must name a run that was recorded (earlier in
 the ledger, or earlier in the same batch), and no event may be stamped later than the clock
-allows, and a surface an event names must be one of the catalog's. They live here, beside the store and above the recorder, because they need nothing but
+allows, and a surface an event names must be one of the catalog's, and a price table's prices must be
+below the bound `pricing publish` holds them to. They live here, beside the store and above the recorder, because they need nothing but
 the log; `cbledger append` runs them (the path by which events written by hand arrive), while
 the runner, re-scoring and imports build their events from the runs they just read or made.
 """
@@ -11,6 +12,7 @@ the runner, re-scoring and imports build their events from the runs they just re
 from __future__ import annotations
 
 import datetime as _dt
+import json
 from collections.abc import Sequence
 
 from msgspec import UNSET
@@ -18,14 +20,17 @@ from msgspec import UNSET
 from cbledger.errors import UserError, did_you_mean
 from cbledger.ledger import surfaces
 from cbledger.ledger.events import (
+    MAX_PRICE,
     CassetteAttachedEvent,
     EventBase,
     EvidenceImportedEvent,
     GradeRecordedEvent,
+    PricingPublishedEvent,
     ReviewRecordedEvent,
     RubricScoredEvent,
     RunRecordedEvent,
     RunRetractedEvent,
+    prices_past_bound,
 )
 from cbledger.ledger.store import LedgerStore
 
@@ -78,6 +83,11 @@ def check_batch(
         if isinstance(named_surface, str) and named_surface not in known:
             problems.append(f"{named[index]} ({event.id}): surface {named_surface!r} is not in "
                             f"cbledger/ledger/surfaces.json{did_you_mean(named_surface, known)}")
+    for index, event in enumerate(events):
+        if isinstance(event, PricingPublishedEvent):
+            problems += [f"{named[index]} ({event.id}): $.body.models[{json.dumps(model)}].{spelled}: {value} USD per "
+                         f"million tokens is past any real price ({MAX_PRICE} at most)"
+                         for model, spelled, value in prices_past_bound(event.body)]
     in_batch: set[str] = set()
     wanted: dict[str, list[tuple[int, EventBase]]] = {}
     for index, event in enumerate(events):

@@ -26,14 +26,18 @@ import msgspec
 
 from cbledger.errors import UserError
 from cbledger.inputs import MiB, read_regular
-from cbledger.ledger.events import ModelPrice, NullCostRoute, PricingPublished, RunRecorded
+from cbledger.ledger.events import (
+    MAX_PRICE,
+    ModelPrice,
+    NullCostRoute,
+    PricingPublished,
+    RunRecorded,
+    prices_past_bound,
+)
 from cbledger.ledger.types import MAX_COUNT, Pinning, Segment
 
 #: Far above any real price table (a few kB).
 MAX_TABLE_BYTES = 4 * MiB
-#: USD per million tokens, a thousand times any price of record: past it, a figure is a typo, and
-#: its costs would pass the largest count an event holds (priced as unknown)
-MAX_PRICE = Decimal(1_000_000)
 
 
 def load_table(path: Path) -> PricingPublished:
@@ -57,12 +61,10 @@ def load_table(path: Path) -> PricingPublished:
         table = msgspec.convert(data, PricingPublished)
     except msgspec.ValidationError as exc:
         raise UserError(f"{path}: {_entry_named(data, str(exc))}") from None
-    for model, price in table.models.items():
-        for name, field_name in (("input", "input"), ("output", "output"), ("cache_read", "cacheRead"), ("cache_write", "cacheWrite")):
-            value = getattr(price, name)
-            if value is not None and Decimal(value) > MAX_PRICE:
-                raise UserError(f"{path}: $.models[{json.dumps(model)}].{field_name}: "
-                                f"{value} USD per million tokens is past any real price ({MAX_PRICE} at most): a typo?")
+    if past := prices_past_bound(table):
+        model, field_name, value = past[0]
+        raise UserError(f"{path}: $.models[{json.dumps(model)}].{field_name}: "
+                        f"{value} USD per million tokens is past any real price ({MAX_PRICE} at most): a typo?")
     return table
 
 
