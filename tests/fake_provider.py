@@ -22,8 +22,10 @@ NAMED = {"openai": "gpt-test-2026-01-01", "anthropic": "claude-test-20260101"}
 
 
 class FakeProvider:
-    def __init__(self, behaviour: str = "finish", tokens_in: int = 1000, tokens_out: int = 100, delay: float = 0.0):
+    def __init__(self, behaviour: str = "finish", tokens_in: int = 1000, tokens_out: int = 100, delay: float = 0.0,
+                 usage: bool = True):
         self.behaviour, self.tokens_in, self.tokens_out = behaviour, tokens_in, tokens_out
+        self.usage = usage  # False: answers report no usage, as an OpenAI stream asked without include_usage
         self.delay = delay  # seconds before each model call is answered: a run in flight can be killed
         self.calls: list[tuple[str, str]] = []  # (route, path) of each model call
         self.probes: list[str] = []
@@ -68,8 +70,8 @@ class FakeProvider:
                 "role": "assistant", "content": "Working on it.",
                 "tool_calls": [{"id": f"call_{n}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}],
             }}],
-            "usage": {"prompt_tokens": self.tokens_in, "completion_tokens": self.tokens_out,
-                      "total_tokens": self.tokens_in + self.tokens_out},
+            **({"usage": {"prompt_tokens": self.tokens_in, "completion_tokens": self.tokens_out,
+                          "total_tokens": self.tokens_in + self.tokens_out}} if self.usage else {}),
         }
 
     def anthropic(self, n: int) -> dict[str, Any]:
@@ -78,7 +80,7 @@ class FakeProvider:
             "id": f"msg_fake_{n}", "type": "message", "role": "assistant", "model": NAMED["anthropic"],
             "content": [{"type": "text", "text": "Working on it."}, {"type": "tool_use", "id": f"toolu_{n}", "name": name, "input": args}],
             "stop_reason": "tool_use", "stop_sequence": None,
-            "usage": {"input_tokens": self.tokens_in, "output_tokens": self.tokens_out},
+            **({"usage": {"input_tokens": self.tokens_in, "output_tokens": self.tokens_out}} if self.usage else {}),
         }
 
 

@@ -295,3 +295,20 @@ def test_a_run_whose_provider_reported_absurd_usage_is_stopped_and_costs_what_wa
     (run,) = runs_of(project, "gpt-test")
     assert run.cost_cap.spent_usd_micros > 1_000_000 and run.cost.usd_micros == run.cost_cap.spent_usd_micros
     project.verify()
+
+
+def test_answers_that_report_no_usage_are_said_at_once_and_noted_on_the_run(
+    tmp_path, shared_real, kicad_cli, copperhead_cli, no_keys,
+):
+    """An answer without usage (an OpenAI stream asked without include_usage) was metered as
+    nothing, silently: the limits the operator set counted none of that spend."""
+    project = priced(tmp_path, shared_real, copperhead_cli)
+    with FakeProvider("finish", usage=False) as provider:
+        result = project.run(TASK, "--model", "gpt-test", "--repeats", "1", "--max-cost-usd", "1", env=provider.env())
+        assert result.exit_code == 0, result.output
+        assert provider.calls
+    (run,) = runs_of(project, "gpt-test")
+    warning = f"warning: run {run.run_id}: the provider answered without reporting token usage"
+    assert result.output.count(warning) == 1, result.output
+    assert f"{len(provider.calls)} answer(s) of the provider reported no token usage" in run.runner_note
+    project.verify()

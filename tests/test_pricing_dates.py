@@ -75,6 +75,8 @@ def test_the_metered_usage_reads_both_providers_shapes_and_a_stream():
               '{"type":"message_delta","usage":{"output_tokens":9}}', "[DONE]"]
     assert budget.usage(None, events) == (20, 9)
     assert budget.usage({"usage": {"prompt_tokens": -5, "completion_tokens": True}}, None) == (0, 0)
+    # reported as zero is not the same as not reported: the second is what no limit can count
+    assert budget.usage({"choices": []}, ['{"choices": []}', "[DONE]"]) is None
 
 
 def test_a_meter_stops_at_its_cap_and_draws_on_its_campaigns_purse():

@@ -73,10 +73,11 @@ class MoneyLimits:
         return usd_to_micros(self.budget_usd, "--budget-usd") if self.budget_usd is not None else None
 
 
-def usage(body: Any, events: list[Any] | None) -> tuple[int, int]:
+def usage(body: Any, events: list[Any] | None) -> tuple[int, int] | None:
     """The tokens (in, out) one answer reports: OpenAI's `usage` (of the body or the last chunk
     that has one), Anthropic's (`message_start` and the last `message_delta` of a stream); cache
-    reads and writes count as input, as copperhead counts them."""
+    reads and writes count as input, as copperhead counts them. None when it reports no usage at
+    all (an OpenAI stream asked without `include_usage`): nothing a limit can count."""
     items: list[Any] = [body]
     for ev in events or []:
         data = getattr(ev, "data", ev)
@@ -85,6 +86,7 @@ def usage(body: Any, events: list[Any] | None) -> tuple[int, int]:
         except (TypeError, ValueError):
             continue
     tokens_in = tokens_out = 0
+    reported = False
     for item in items:
         if not isinstance(item, dict):
             continue
@@ -93,6 +95,7 @@ def usage(body: Any, events: list[Any] | None) -> tuple[int, int]:
             u = item["message"].get("usage")
         if not isinstance(u, dict):
             continue
+        reported = True
         if "prompt_tokens" in u or "completion_tokens" in u:
             tokens_in = max(tokens_in, _int(u.get("prompt_tokens")))
             tokens_out = max(tokens_out, _int(u.get("completion_tokens")))
@@ -100,7 +103,7 @@ def usage(body: Any, events: list[Any] | None) -> tuple[int, int]:
             seen_in = sum(_int(u.get(k)) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"))
             tokens_in = max(tokens_in, seen_in)
             tokens_out = max(tokens_out, _int(u.get("output_tokens")))
-    return tokens_in, tokens_out
+    return (tokens_in, tokens_out) if reported else None
 
 
 def _int(value: Any) -> int:
@@ -195,6 +198,8 @@ class Meter:
         self.tokens_in = self.tokens_out = 0
         self._spent = 0
         self.refused = 0
+        #: answers that reported no usage: spent, for all a limit can tell, nothing
+        self.unreported = 0
 
     def add(self, tokens_in: int, tokens_out: int) -> None:
         with self._lock:
@@ -206,6 +211,26 @@ class Meter:
             delta, self._spent = now - self._spent, now
         if self.purse is not None:
             self.purse.add(delta, self.run_id, now)
+
+    def answer(self, tokens: tuple[int, int] | None) -> None:
+        """One answer's tokens, or None when it reported none. The first such answer is said at
+        once: money is being spent that no limit counts, and the run's own figure comes later."""
+        if tokens is not None:
+            self.add(*tokens)
+            return
+        with self._lock:
+            self.unreported += 1
+            first = self.unreported == 1
+        if first:
+            print(f"warning: run {self.run_id or '?'}: the provider answered without reporting token usage; "
+                  "--max-cost-usd and --budget-usd cannot count such answers", file=sys.stderr)
+
+    def unreported_note(self) -> str | None:
+        """What the run records when answers went uncounted."""
+        if not self.unreported:
+            return None
+        return (f"{self.unreported} answer(s) of the provider reported no token usage: the money limits "
+                "could not count them")
 
     @property
     def spent_micros(self) -> int:

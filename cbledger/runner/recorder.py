@@ -253,7 +253,7 @@ class Recorder:
         # an answer of the project's own endpoint costs nothing by rule (docs/RUNNER.md, section 10);
         # decided per answer, so a marked answer never switches the metering of the others off
         if self.meter is not None and method == "POST" and status < 400 and failure is None and metered:
-            self.meter.add(*budget.usage(entry.body, entry.events))
+            self.meter.answer(budget.usage(entry.body, entry.events))
 
     def recorded(self, method: str, path: str, raw: bytes, status: int, body: bytes | None,
                  events: list[SseEvent] | None, started: float, failure: str | None = None) -> Recorded:

@@ -406,6 +406,8 @@ class CopperheadAgent:
         stopped = meter.stopped() if meter is not None else None
         if meter is not None and stopped is not None:
             notes.insert(0, meter.note())
+        if meter is not None and (uncounted := meter.unreported_note()) is not None:
+            notes.append(uncounted)
         return {"provider": provider, "provider_models": served_models, "cassette": cassette, "served": tuple(served),
                 "scripted": scripted, "cost_cap": stopped}
 
