@@ -299,7 +299,6 @@ class GroupMetrics(Struct, frozen=True, kw_only=True):
     label: str
     reasons: list[str]
     records: int
-    paths: list[str]
     rows: list[RowMetrics]
     variant_gaps: list[VariantGap]
     orphan_variants: list[OrphanVariant]
@@ -741,7 +740,7 @@ class GroupAcc:
 
     def __init__(self, key: str, main: bool, label: str, reasons: list[str]) -> None:
         self.key, self.main, self.label, self.reasons = key, main, label, reasons
-        self.paths: list[str] = []
+        self.records = 0
         self.rows: dict[tuple[str, str, str, str], _Acc] = {}
         self.frozen: dict[tuple[str, str, str, str], RowMetrics] = {}
         self.ablation_index: _AblationIndex = {}
@@ -760,7 +759,7 @@ class GroupAcc:
 
     def add(self, rec: RecordEntry, rubric: float | None) -> None:
         self._result = None
-        self.paths.append(rec.path)
+        self.records += 1
         run = rec.run.run
         count_environment(self.envs, run)
         env_failures.add(self.env_failures, run)
@@ -802,8 +801,7 @@ class GroupAcc:
             main=self.main,
             label=self.label,
             reasons=self.reasons,
-            records=len(self.paths),
-            paths=list(self.paths),
+            records=self.records,
             rows=[self._row(k) for k in keys],
             variant_gaps=gaps,
             orphan_variants=orphans,
