@@ -12,6 +12,7 @@ refusal names the file (and the field, where there is one). Domain-free: every l
 
 from __future__ import annotations
 
+import codecs
 import errno
 import json
 import os
@@ -158,6 +159,12 @@ def json_problem(data: bytes | str, max_depth: int = MAX_JSON_DEPTH, *, syntax: 
     """Why `data` is not acceptable JSON (nesting too deep, a repeated key, not JSON), or None.
     `syntax=False` leaves a syntax error to the caller's own decoder, whose message it keeps."""
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    # `json.loads` reads bytes with a byte-order mark, or in UTF-16 or UTF-32, which every other
+    # reader here refuses: said here, so a check that passes is one the readers pass too
+    if raw.startswith(codecs.BOM_UTF8):
+        return "starts with a byte-order mark: save it as UTF-8 without one"
+    if b"\x00" in raw:
+        return "holds NUL bytes, as UTF-16 or UTF-32 text does: save it as UTF-8"
     if json_deeper_than(raw, max_depth):
         return f"JSON nested {json_depth(raw)} deep, over the limit of {max_depth}"
     try:

@@ -218,3 +218,25 @@ def test_grade_refuses_a_runner_exit_it_does_not_know(tmp_path):
     box = make_box(tmp_path, task, fixture)
     r = run_cli(["grade", "rename-sig", box.path, "--root", root, "--runner-exit", "capexceeded"])
     assert r.exit_code == 2 and "--runner-exit 'capexceeded': one of cap-exceeded, agent-error" in r.stderr
+
+
+def test_a_run_sandbox_edited_after_its_run_is_not_graded_on_the_reports_the_run_left(tmp_path):
+    """`grade` read `.git/cbledger-evidence/` whatever the tree: a kept sandbox edited after its
+    run (a gold tried by hand) passed ERC on the reports of the end state the run captured."""
+    from cbledger.runner import preserve
+
+    root, fixture, task = _project(tmp_path)
+    box = make_box(tmp_path, task, fixture)
+    box.write(SCHEMATIC, demo_schematic(sig="SENSE"))
+    box.commit()
+    box.transcript(done())
+    box.reports(erc=erc_report())
+    # as the runner leaves a sandbox: the end state captured, the reports committed on it
+    preserve.record_evidence(box.repo, preserve.capture(box.repo, 1_800_000_100, box.baseline).capture_sha, 1_800_000_100)
+    as_left = run_cli(["grade", "rename-sig", box.path, "--root", root, "--json", "--no-kicad"])
+    assert json.loads(as_left.stdout)["reports"] == ["erc"] and "warning" not in as_left.stderr, as_left.stderr
+    box.write("docs/NOTES.md", "edited after the run\n")
+    edited = run_cli(["grade", "rename-sig", box.path, "--root", root, "--json", "--no-kicad"])
+    assert edited.exit_code == 0, edited.output
+    assert "describe the end state it captured, and this tree has changed since: they are not read" in edited.stderr
+    assert json.loads(edited.stdout)["reports"] == [] and "cannot be evaluated" in edited.stderr

@@ -113,6 +113,38 @@ def test_task_json_that_is_not_json(project):
     assert (file, field) == ("tasks/good/task.json", "") and message.startswith("not valid JSON")
 
 
+@pytest.mark.parametrize("encoding", ["bom", "utf-16"])
+def test_a_task_or_fixture_file_with_a_byte_order_mark_or_in_utf16_is_an_error_naming_it(project, encoding):
+    """`json.loads` reads both, so validate passed such a file while every reader of it refused
+    it ("invalid character (byte 0)"), and a fixture.json with a mark was a traceback."""
+    expected = "starts with a byte-order mark" if encoding == "bom" else "holds NUL bytes, as UTF-16 or UTF-32 text does"
+    for rel in ("tasks/good/task.json", "fixtures/demo-board/fixture.json"):
+        path = project / rel
+        text = path.read_text()
+        path.write_bytes(b"\xef\xbb\xbf" + text.encode() if encoding == "bom" else text.encode("utf-16"))
+        assert any(f == rel and m.startswith(expected) for f, _, m in problems(project)), problems(project)
+        checked = run_cli(["fixture", "check", "demo-board", "--root", project])
+        if rel.startswith("fixtures/"):
+            assert checked.exit_code != 0 and "Traceback" not in checked.output and expected in checked.output, checked.output
+        path.write_text(text)
+
+
+def test_an_assertion_naming_a_file_outside_the_tree_is_an_error_and_task_new_refuses_it(project):
+    """`../fixture.json` or `/etc/passwd` drew no error, and the warning meant for a typo looked
+    them up on the host's disk; the grader, reading the end state's git tree, finds neither."""
+    edit_assertions(project, GOOD + [assertion("up", "file_unchanged", {"path": "../fixture.json"}),
+                                     assertion("abs", "doc_contains", {"doc": "/etc/passwd", "pattern": "root"})])
+    found = problems(project)
+    assert ("tasks/good/assertions.json", f"[{len(GOOD)}].args.path",
+            "'../fixture.json' is not a path inside the board's tree (relative, with no '..' and no '\\')") in found
+    assert ("tasks/good/assertions.json", f"[{len(GOOD) + 1}].args.doc",
+            "'/etc/passwd' is not a path inside the board's tree (relative, with no '..' and no '\\')") in found
+    made = run_cli(["task", "new", "s-up", "--fixture", "demo-board", "--tier", "simple", "--outcome", "edit", "--prompt", "x",
+                    "--assert", 'file_unchanged:{"path": "../fixture.json"}', "--root", project])
+    assert made.exit_code == 2 and "path: '../fixture.json' is not a path inside the board's tree" in made.stderr, made.output
+    assert not (project / "tasks" / "s-up").exists()
+
+
 def test_the_fixture_manifest_schema(project):
     path = project / "fixtures" / "demo-board" / "fixture.json"
     doc = json.loads(path.read_text())

@@ -8,13 +8,14 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any
 
+import pygit2
 import typer
 
 from cbledger import invocation
 from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, project_root, workspace
 from cbledger.errors import UserError
 from cbledger.grading import suite_version
-from cbledger.grading.evidence.bundle import Evidence, from_sandbox
+from cbledger.grading.evidence.bundle import EVIDENCE_REF, LIVE_REPORTS_DIR, Evidence, from_sandbox
 from cbledger.grading.grader import GRADER_VERSION, Grade, grade
 from cbledger.inputs import printable
 from cbledger.ledger.events import SuiteArchived
@@ -270,6 +271,10 @@ def grade_sandbox(
     if note:
         print(f"warning: {note}", file=sys.stderr)
     evidence = from_sandbox(sandbox, baseline, runner_exit)
+    if evidence.reports and _captured_another_tree(evidence):
+        print(f"warning: the reports the run left in .git/{LIVE_REPORTS_DIR}/ describe the end state it captured, and "
+              "this tree has changed since: they are not read", file=sys.stderr)
+        evidence.reports.clear()
     if runner_exit is not None and evidence.transcript.exit_path is not None:
         # the runner's own exit stands in only for a run-end the harness never wrote
         print(f"warning: --runner-exit {runner_exit} is ignored: the run wrote a run-end (exit path "
@@ -286,6 +291,19 @@ def grade_sandbox(
         print(f"warning: no {'/'.join(m.upper() for m in missing)} report for this tree (--no-kicad): "
               "the assertions that read it cannot be evaluated", file=sys.stderr)
     return evidence, grade(task_obj, fixture, evidence)
+
+
+def _captured_another_tree(evidence: Evidence) -> bool:
+    """Did the run that left this sandbox's reports capture a tree other than the one graded
+    now? The runner verifies, captures and records its evidence (`refs/cbledger/evidence`, on
+    the capture commit) in one go, so its reports describe that capture; a sandbox edited since
+    (a gold tried by hand, a fix) is another end state. Reports made without a run (no
+    evidence ref) are taken as they are."""
+    ref = evidence.repo.references.get(EVIDENCE_REF)
+    if ref is None:
+        return False
+    parents = evidence.repo[ref.target].peel(pygit2.Commit).parents
+    return bool(parents) and parents[0].tree.id != evidence.end.tree.id
 
 
 #: what `--runner-exit` may say: the runner's own exits a grade reads (`run.recorded` `runnerExit`)

@@ -25,6 +25,7 @@ from cbledger.ledger.durable import naming
 from cbledger.tasks.catalog import Catalog, Fixture
 from cbledger.tasks.definitions import INCOMPLETE, incomplete
 from cbledger.tasks.model import Assertions, TaskManifest
+from cbledger.tasks.validate import path_arg_outside
 from cbledger.tasks.vocabulary import VOCABULARY
 
 #: the outcome words a user may type, to the standard's `expectedOutcome`
@@ -61,6 +62,9 @@ def parse_assert(text: str) -> dict[str, Any]:
         raise UserError(f"--assert {text!r}: the arguments after ':' are not a JSON object ({exc.msg})") from None
     if not isinstance(args, dict):
         raise UserError(f"--assert {text!r}: the arguments after ':' must be a JSON object")
+    outside = path_arg_outside(kind, args)
+    if outside is not None:
+        raise UserError(f"--assert {text!r}: {outside[0]}: {outside[1]}")
     return {"type": kind, "args": args}
 
 

@@ -149,6 +149,17 @@ def _inside(path: str) -> bool:
     return not pure.is_absolute() and ".." not in pure.parts and "\\" not in path
 
 
+def path_arg_outside(kind: object, args: object) -> tuple[str, str] | None:
+    """(argument, why) when an assertion names a file outside the board's tree. The grader reads
+    the end state's git tree, where no such path is, so the assertion would hold (or fail)
+    whatever a run does. `task new` refuses such an `--assert` with the same words."""
+    key = "doc" if kind in DOC_TYPES else "path" if kind in PATH_TYPES else None
+    named = args.get(key) if key is not None and isinstance(args, dict) else None
+    if key is None or not isinstance(named, str) or _inside(named):
+        return None
+    return key, f"{named!r} is not a path inside the board's tree (relative, with no '..' and no '\\')"
+
+
 def _tree_has_doc(tree: Path, doc: str) -> bool:
     """The lookup `doc_contains`/`doc_row_matches` use: a bare name at the root, then docs/."""
     if (tree / doc).is_file():
@@ -329,6 +340,10 @@ def _assertion_rules(
         item_problems = [explain(p, kind) for p in schema_problems(item, SPEC_CLASSES[kind], file, where)]
         problems.extend(item_problems)
         args = item.get("args")
+        outside = path_arg_outside(kind, args)
+        if outside is not None:
+            problems.append(error(file, f"{where}.args.{outside[0]}", outside[1]))
+            continue
         if item_problems or not isinstance(args, dict) or not materialized:
             continue
         assert tree is not None
