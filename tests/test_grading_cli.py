@@ -36,13 +36,19 @@ def _project(tmp_path):
     return root, fixture, task
 
 
-def test_grade_prints_every_outcome_and_the_verdict(tmp_path):
+def _renamed(tmp_path):
+    """A sandbox whose run did the task, with its ERC report where the runner leaves it."""
     root, fixture, task = _project(tmp_path)
     box = make_box(tmp_path, task, fixture)
     box.write(SCHEMATIC, demo_schematic(sig="SENSE"))
     box.commit()
     box.transcript(done())
     box.reports(erc=erc_report())
+    return root, box
+
+
+def test_grade_prints_every_outcome_and_the_verdict(tmp_path):
+    root, box = _renamed(tmp_path)
     r = run_cli(["grade", "rename-sig", box.path, "--root", root])
     assert r.exit_code == 0, r.output
     lines = r.stdout.splitlines()
@@ -225,12 +231,7 @@ def test_a_run_sandbox_edited_after_its_run_is_not_graded_on_the_reports_the_run
     run (a gold tried by hand) passed ERC on the reports of the end state the run captured."""
     from cbledger.runner import preserve
 
-    root, fixture, task = _project(tmp_path)
-    box = make_box(tmp_path, task, fixture)
-    box.write(SCHEMATIC, demo_schematic(sig="SENSE"))
-    box.commit()
-    box.transcript(done())
-    box.reports(erc=erc_report())
+    root, box = _renamed(tmp_path)
     # as the runner leaves a sandbox: the end state captured, the reports committed on it
     preserve.record_evidence(box.repo, preserve.capture(box.repo, 1_800_000_100, box.baseline).capture_sha, 1_800_000_100)
     as_left = run_cli(["grade", "rename-sig", box.path, "--root", root, "--json", "--no-kicad"])
