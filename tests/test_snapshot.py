@@ -174,6 +174,20 @@ def test_a_snapshot_of_another_projection_version_or_format_is_ignored(tmp_path)
     assert "not a snapshot" in taken.ignored()
 
 
+def test_a_snapshot_damaged_where_it_still_decodes_is_ignored_not_projected(tmp_path):
+    """Only the header was checked: a tier changed in a run chunk decoded, folded on, and became
+    the published records and LEADERBOARD.md (a full verify caught it; `--since-checkpoint`,
+    which starts from the snapshot, did not)."""
+    taken = _Taken(tmp_path, 30)
+    chunk = next(i for i, f in enumerate(taken.frames) if i > 1 and b"simple" in f)
+    taken.frames[chunk] = taken.frames[chunk].replace(b"simple", b"medium", 1)
+    taken.write()
+    assert "damaged since" in taken.ignored()
+    del taken.frames[-1]  # the closing frame, with the digest
+    taken.write()
+    assert "cut short (no closing frame)" in taken.ignored()
+
+
 def test_a_snapshot_of_a_database_ledger_is_checked_by_seq(tmp_path):
     """Without a byte offset (a database ledger keeps none) the event is found by its seq."""
     taken = _Taken(tmp_path, 25)

@@ -28,7 +28,8 @@ from msgspec import Struct
 from cbledger.projections.fold import GradeEntry, LedgerState, PassEntry, Projector, RunEntry
 
 #: the file's own layout; a change here makes every older snapshot unreadable, so bump it
-FORMAT = 2
+#: (3: a trailer frame holds the BLAKE3 of every frame before it, header excepted)
+FORMAT = 3
 #: bump when `Projector` folds the same events into a different state (a new rule, a new anomaly)
 FOLD_RULES = 1
 SUFFIX = ".msgpack"
@@ -74,7 +75,15 @@ class Grades(Struct, tag="grades"):
     items: list[tuple[str, dict[str, GradeEntry]]]
 
 
-Chunk = Runs | Passes | Grades
+class End(Struct, tag="end"):
+    """The last frame: the BLAKE3 of the state's frames, each with its length. The header ties a
+    snapshot to the ledger; this ties its content to what was written, so a damaged byte that
+    still decodes (a tier, a model id) is refused rather than projected."""
+
+    blake3: str
+
+
+Chunk = Runs | Passes | Grades | End
 
 _HEADER = msgspec.msgpack.Decoder(Header)
 _REST = msgspec.msgpack.Decoder(LedgerState)
@@ -125,6 +134,14 @@ def encode(state: LedgerState, offset: int | None = None) -> Iterator[bytes]:
     yield MAGIC
     yield _frame(Header(format=FORMAT, projection=projection_version(), seq=state.head_seq, head_hash=state.head_hash,
                         offset=offset))
+    digest = blake3()
+    for frame in _state_frames(state):
+        digest.update(frame)
+        yield frame
+    yield _frame(End(digest.hexdigest()))
+
+
+def _state_frames(state: LedgerState) -> Iterator[bytes]:
     yield _frame(msgspec.structs.replace(state, runs={}, later_passes={}, grades={}))
     for runs in _chunks(state.runs):
         yield _frame(Runs(runs))
@@ -169,20 +186,36 @@ def header(f: BinaryIO, source: str) -> Header:
 def read_state(f: BinaryIO, head: Header, source: str) -> LedgerState:
     """The state after the header, each chunk's runs and grades given the sharing a fold gives
     as it is decoded (`Projector.shared_*`)."""
+    digest = blake3()
+    end: End | None = None
     try:
         frames = _frames(f, source)
-        state = _REST.decode(next(frames))
+        first = next(frames)
+        digest.update(len(first).to_bytes(_LENGTH, "little") + first)
+        state = _REST.decode(first)
         projector = Projector(state)
         for data in frames:
-            _add(state, projector, _CHUNK.decode(data))
+            if end is not None:
+                raise SnapshotError(f"{source}: a frame after the last one")
+            chunk = _CHUNK.decode(data)
+            if isinstance(chunk, End):
+                end = chunk
+                continue
+            digest.update(len(data).to_bytes(_LENGTH, "little") + data)
+            _add(state, projector, chunk)
     except (msgspec.MsgspecError, StopIteration) as exc:
         raise SnapshotError(f"{source}: the state does not decode ({exc or 'no state'})") from None
+    if end is None:
+        raise SnapshotError(f"{source}: cut short (no closing frame)")
+    if end.blake3 != digest.hexdigest():
+        raise SnapshotError(f"{source}: its content hashes to {digest.hexdigest()[:16]}…, not to the "
+                            f"{end.blake3[:16]}… it was written with (damaged since)")
     if state.head_seq != head.seq or state.head_hash != head.head_hash:
         raise SnapshotError(f"{source}: its state is at seq {state.head_seq}, its header says {head.seq}")
     return state
 
 
-def _add(state: LedgerState, projector: Projector, chunk: Chunk) -> None:
+def _add(state: LedgerState, projector: Projector, chunk: Runs | Passes | Grades) -> None:
     if isinstance(chunk, Runs):
         state.runs.update((rid, projector.shared_run(entry)) for rid, entry in chunk.items)
     elif isinstance(chunk, Passes):
