@@ -187,13 +187,18 @@ def check_readmodel(state: LedgerState, workspace: Workspace, out: OutputsCheck)
         # a row at a time from each: the check holds no table whole, at any ledger size
         fresh = readmodel.write(readmodel.stream_tables(state), Path(scratch) / "fresh.db")
         try:
+            damaged = readmodel.damage(path)
             differing, (line, was, now, table) = _compare_dumps(readmodel.dump_lines(path), readmodel.dump_lines(fresh))
         except Exception as exc:  # not a database, or not one of ours
             out.failures.append(Finding(check="projection", kind="readmodel-different", file=name,
                                         message=f"cannot be read as a read model: {exc}"))
             return
+    if damaged is not None:
+        out.failures.append(Finding(check="projection", kind="readmodel-different", file=name,
+                                    message=f"SQLite finds the file damaged ({_clip(damaged)}): a query can read what "
+                                            f"the tables do not hold (run `{invocation.command('project', 'readmodel')}`)"))
     if not differing:
-        out.readmodel_matches = True
+        out.readmodel_matches = damaged is None
         return
     out.failures.append(
         Finding(check="projection", kind="readmodel-different", file=name, line=line, field=table,
