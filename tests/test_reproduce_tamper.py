@@ -232,6 +232,8 @@ def test_a_deleted_record_and_an_extra_one_are_named(project):
     assert kinds["record-missing"]["file"] == gone.relative_to(project).as_posix()
     assert kinds["record-missing"]["runId"]
     assert kinds["record-extra"]["file"] == extra.relative_to(project).as_posix()
+    # `project` never removes a record: the finding says what to do about it
+    assert "if the ledger is right, delete that record" in kinds["record-extra"]["message"]
 
 
 def test_an_edited_leaderboard_is_a_diff(project):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import cbledger
 from cbledger.reproduce import verify as verify_mod
 from tests.factories import run_cli
 from tests.offline import forbid, forbid_running
@@ -96,6 +97,9 @@ def test_an_untouched_project_verifies_offline(project, offline):
     lines = result.stdout.splitlines()
     assert lines[0].startswith("chain ok: 11 events")  # created, bump, archived, 4 x (run + grade)
     assert "runs: 4 checked: 4 reproduced, 0 not fully reproduced (skipped), 0 failed" in result.stdout
+    # what was re-graded, and with which code: a bump that changed check code claims no grade moved
+    code = Path(cbledger.__file__).resolve().parent
+    assert f"grades: 4 re-graded with the check code at {code} (grading, kicad), 4 identical; by suite version: " in result.stdout
     assert "projections: 4/4 records match; LEADERBOARD.md matches; results/cbledger.db matches" in result.stdout
     assert lines[-1] == "verified: every check passed"
 

@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+import cbledger
 from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, workspace
 from cbledger.cli.progress import VerifyProgress, chain_progress
 from cbledger.cli.rerun_command import print_result
 from cbledger.inputs import printable
+from cbledger.projections.fold import semver_key
 from cbledger.reproduce import rerun as rerun_mod
 from cbledger.reproduce import verify as verify_mod
+from cbledger.tasks.definitions import CHECK_CODE
 from cbledger.workspace import READ_MODEL
 
 NOTES_SHOWN = 20
@@ -202,6 +206,7 @@ def _print(report: verify_mod.VerifyReport, verdict: bool = True) -> None:
             f"{c['skipped']} not fully reproduced (skipped), {c['failed']} failed; "
             f"{c['retracted']} retracted; {c['notSelected']} not selected"
         )
+        typer.echo(_grades_line(report))
     out = report.outputs
     if out is not None:
         typer.echo(
@@ -222,6 +227,23 @@ def _print(report: verify_mod.VerifyReport, verdict: bool = True) -> None:
         typer.echo(out.leaderboard_diff, err=True, nl=False)
     if verdict:
         _verdict(report)
+
+
+def _grades_line(report: verify_mod.VerifyReport) -> str:
+    """Every recorded grade re-graded, by suite version, and by which code: a grade recorded under
+    an earlier version is re-graded with this build's check code, which a bump may have changed
+    (docs/REPRODUCE.md, "Check code"), so "identical" is the claim that the change changed no grade."""
+    by_version: dict[str, Counter[str]] = {}
+    for run in report.runs:
+        for g in run.grades:
+            by_version.setdefault(g.suite_version, Counter())[g.status] += 1
+    left = sum(c["not-regradable"] + c["not-regraded"] for c in by_version.values())
+    regraded = sum(sum(c.values()) for c in by_version.values()) - left
+    same = sum(c["reproduced"] for c in by_version.values())
+    versions = ", ".join(f"{v} {sum(c.values())}" for v, c in sorted(by_version.items(), key=lambda kv: semver_key(kv[0])))
+    code = Path(cbledger.__file__).resolve().parent
+    return (f"grades: {regraded} re-graded with the check code at {code} ({', '.join(CHECK_CODE)}), {same} identical"
+            + (f", {left} not re-graded (listed below)" if left else "") + f"; by suite version: {versions or 'none'}")
 
 
 def _verdict(report: verify_mod.VerifyReport) -> None:

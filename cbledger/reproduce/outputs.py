@@ -97,7 +97,10 @@ def _compare_records(
     for rel in sorted(on_disk - expected.keys()):
         out.failures.append(
             Finding(check="projection", kind="record-extra", file=named(rel),
-                    message="a record file the ledger does not produce (no run and grade for it)")
+                    message="a record file the ledger does not produce (no run and grade for it): written for events "
+                            "this ledger no longer holds (a torn tail repaired after its outputs were written?) or "
+                            "put there by hand; `project` never removes a record, so if the ledger is right, "
+                            "delete that record")
         )
     for rel, data in sorted(expected.items()):
         entry = entries.get(rel)
