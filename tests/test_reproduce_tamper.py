@@ -136,6 +136,8 @@ def test_an_edited_kept_fixture_file_is_named_and_its_runs_are_not_regraded(proj
     assert ("suite", "archive-digest") in kinds
     digest = next(f for f in report["failures"] if f["kind"] == "archive-digest")
     assert "fixtures/synthetic-led-resistor/tree/led-indicator.kicad_sch" in digest["message"]
+    # the file to look at, not only the definition it stands for
+    assert obj.relative_to(project).as_posix() in digest["message"] and "damaged since it was kept" in digest["message"]
     # Nothing is re-graded under definitions that do not verify: every grade is named as skipped.
     assert {r["status"] for r in report["runs"]["results"]} == {"skipped"}
     assert all("do not verify" in s["message"] for s in report["skipped"])

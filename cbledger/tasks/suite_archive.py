@@ -135,10 +135,11 @@ def open_kept(
         try:
             blob = obj.read_bytes()
         except OSError:
-            out.problems.append(("archive-missing", f"{where}: its kept copy {sha[:12]}… is missing", where))
+            out.problems.append(("archive-missing", f"{where}: its kept copy {workspace.shown_path(obj)} is missing", where))
             return False
         if defs_mod.sha256(blob) != sha:
-            out.problems.append(("archive-digest", f"{where}: its kept copy no longer hashes to {sha[:12]}…", where))
+            out.problems.append(("archive-digest", f"{where}: its kept copy {workspace.shown_path(obj)} no longer hashes "
+                                 f"to {sha[:12]}… (damaged since it was kept)", where))
             return False
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_bytes(blob)
