@@ -491,6 +491,10 @@ def test_a_checkpoint_beside_the_ledger_whose_trusted_signature_fails_is_a_failu
     [failure] = json.loads(r.stdout)["failures"]
     assert failure["kind"] == "checkpoint-signature" and failure["file"] == "results/checkpoints/11.txt"
     assert "untrusted-signer" not in r.stdout
+    # the verdict blames the checkpoint, not the ledger, and a full verify names it once
+    full = project.cli("replay", "--verify")
+    assert full.exit_code == 5 and "NOT VERIFIED: a checkpoint does not verify by itself" in full.stderr, full.stderr
+    assert "not an extension" not in full.stderr and full.stderr.count("checkpoint-signature") == 1, full.stderr
 
 
 def test_a_results_directory_that_brings_its_own_key_is_said_to_vouch_for_itself(tmp_path: Path, monkeypatch):

@@ -191,7 +191,7 @@ def _print(report: verify_mod.VerifyReport, verdict: bool = True) -> None:
     if report.options.chain_only:
         _print_notes(report)
         if report.exit_code == verify_mod.EXIT_CHECKPOINT:
-            typer.echo(f"NOT VERIFIED: the ledger is not an extension of a signed checkpoint (exit {report.exit_code})", err=True)
+            typer.echo(f"NOT VERIFIED: {_checkpoint_reason(report)} (exit {report.exit_code})", err=True)
         return
     for f in report.suite_failures:
         typer.echo(f"DEFINITIONS {f}", err=True)
@@ -221,7 +221,7 @@ def _print(report: verify_mod.VerifyReport, verdict: bool = True) -> None:
     for f in report.skips:  # every one: a skip is a claim not checked, never left to --json
         typer.echo(f"SKIPPED {f}", err=True)
     for f in report.failures:
-        if f.check not in ("chain", "suite"):
+        if f.check not in ("chain", "suite", "checkpoint"):  # each printed under its own heading above
             typer.echo(f"MISMATCH {f}", err=True)
     if out is not None and out.leaderboard_diff:
         typer.echo(out.leaderboard_diff, err=True, nl=False)
@@ -246,6 +246,14 @@ def _grades_line(report: verify_mod.VerifyReport) -> str:
             + (f", {left} not re-graded (listed below)" if left else "") + f"; by suite version: {versions or 'none'}")
 
 
+def _checkpoint_reason(report: verify_mod.VerifyReport) -> str:
+    """Exit 5's reason, as the findings have it: a checkpoint whose own signature fails says
+    nothing about the ledger, which the verdict once blamed for an edited checkpoint file."""
+    if any(f.kind == "not-an-extension" for f in report.checkpoints.failures):
+        return "the ledger is not an extension of a signed checkpoint"
+    return "a checkpoint does not verify by itself (its signature, or its record in the ledger; listed above)"
+
+
 def _verdict(report: verify_mod.VerifyReport) -> None:
     """The last line: what was verified, or why not and the exit code."""
     code = report.exit_code
@@ -255,7 +263,7 @@ def _verdict(report: verify_mod.VerifyReport) -> None:
         typer.echo("verified: every check passed")
     else:
         reason = {1: "the chain is broken", 3: "a run does not reproduce", 4: "projections differ",
-                  5: "the ledger is not an extension of a signed checkpoint",
+                  5: _checkpoint_reason(report),
                   6: f"{len(report.skips)} recorded grade(s) or run(s) not reproduced (--allow-skipped accepts them)",
                   7: "a suite version's definitions do not match the ledger"}[code]
         typer.echo(f"NOT VERIFIED: {reason} (exit {code})", err=True)
