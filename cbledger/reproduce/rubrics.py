@@ -31,7 +31,7 @@ def rubric_findings(state: LedgerState, suites: Suites) -> list[Finding]:
         for entry in entries:
             body, version = entry.rubric, entry.rubric.suite_version
             catalog = suites.get(version) if version is not None else None
-            if run is None or not body.criteria or not isinstance(catalog, Catalog):
+            if run is None or not body.criteria or not isinstance(catalog, Catalog) or catalog.damage_of(run.run.task.id):
                 continue
             task_id = run.run.task.id
             try:

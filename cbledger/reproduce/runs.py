@@ -39,9 +39,12 @@ def _note(run: RunRecorded, seq: int, kind: str, message: str, **extra) -> Findi
 
 def _restore_catalog(workspace: Workspace, run: RunRecorded, suites: Suites) -> Catalog:
     """The run is restored from the fixture of the suite version it was made under; without its
-    kept definitions, from the working tree (a seed mismatch then says the fixture moved)."""
+    kept definitions (or with that fixture's damaged), from the working tree (a seed mismatch
+    then says the fixture moved)."""
     kept = suites.get(run.comparability.suite_version)
-    return kept if isinstance(kept, Catalog) else Catalog(workspace.root)
+    if isinstance(kept, Catalog) and f"fixtures/{run.fixture.id}" not in kept.damaged:
+        return kept
+    return Catalog(workspace.root)
 
 
 def check_run(
@@ -119,6 +122,8 @@ def _regrade_all(result: RunCheck, run: RunRecorded, restored, grades: list[tupl
     for gseq, g in grades:
         version = g.suite_version
         kept = suites.get(version, f"suite {version} was never recorded (no suite.bumped)")
+        if isinstance(kept, Catalog) and (why := kept.damage_of(run.task.id)) is not None:
+            kept = f"suite {version}'s kept definitions of task {run.task.id} or its board do not verify: {why}"
         if not isinstance(kept, Catalog):
             result.grades.append(GradeCheck(version, gseq, "not-regradable"))
             result.skip(_note(run, gseq, "not-regradable", f"not re-graded: {kept}", suite_version=version))

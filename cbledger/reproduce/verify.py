@@ -27,6 +27,8 @@ recorded run or grade was not reproduced (skipped) and `--allow-skipped` was not
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import shutil
 import time
 from collections.abc import Callable, Iterable
@@ -338,11 +340,30 @@ def prepare_suites(
         for kind, message, file in opened.problems:
             failures.append(Finding(check="suite", kind=kind, seq=kept.seq, suite_version=version, file=file,
                                     message=message))
-        if opened.catalog is not None and not opened.problems:
-            suites[version] = opened.catalog
+        damaged = _damaged_parts(opened.problems)
+        if opened.catalog is not None and damaged is not None:
+            # a damaged file grades nothing, but only the tasks it defines (or whose board it
+            # is) are left un-regraded: every other grade of the version is still checked
+            suites[version] = dataclasses.replace(opened.catalog, damaged=damaged)
         else:
             suites[version] = f"suite {version}'s kept definitions do not verify ({len(opened.problems)} problem(s))"
     return suites, failures
+
+
+_PART = re.compile(r"(?:^|: )((?:tasks|fixtures)/[^/]+)/")
+
+
+def _damaged_parts(problems: list[tuple[str, str, str | None]]) -> dict[str, str] | None:
+    """"tasks/<id>" or "fixtures/<id>" -> why, for problems that each name a file of one task or
+    fixture (a kept copy damaged or missing, a real board's baseline changed); None when any
+    problem is the whole version's (its manifest, a named suite)."""
+    parts: dict[str, str] = {}
+    for _kind, message, file in problems:
+        found = _PART.search(file or "")
+        if found is None:
+            return None
+        parts.setdefault(found.group(1), message)
+    return parts
 
 
 def working_tree_check(workspace: Workspace, state: LedgerState) -> list[Finding]:

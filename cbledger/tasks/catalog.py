@@ -126,6 +126,19 @@ class Catalog:
     root: Path
     #: fixture id -> its tree, for fixtures whose tree is not under this root
     trees: dict[str, Path] = field(default_factory=dict)
+    #: a suite version's kept definitions laid out with some files that did not verify:
+    #: "tasks/<id>" or "fixtures/<id>" -> why (only what they define is not to be graded with)
+    damaged: dict[str, str] = field(default_factory=dict)
+
+    def damage_of(self, task_id: str) -> str | None:
+        """Why this catalog cannot grade `task_id`: its own files, or its fixture's, did not verify."""
+        why = self.damaged.get(f"tasks/{task_id}")
+        if why is None and self.damaged:
+            try:
+                why = self.damaged.get(f"fixtures/{self.task(task_id).manifest.fixture.id}")
+            except UserError as exc:
+                why = str(exc)
+        return why
 
     @property
     def tasks_dir(self) -> Path:
