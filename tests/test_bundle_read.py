@@ -23,7 +23,7 @@ from blake3 import blake3
 from cbledger.errors import UserError
 from cbledger.projections.writers import load_state
 from cbledger.reproduce.restore import restore_run
-from cbledger.reproduce.runs import _restore_catalog
+from cbledger.reproduce.runs import restore_catalog
 from cbledger.reproduce.verify import _every_run, prepare_suites
 from cbledger.runner import bundle_read, preserve
 from cbledger.runner import sandbox as sandbox_mod
@@ -584,7 +584,7 @@ def test_every_committed_bundle_reads_as_git_fetch_reads_it(tmp_path, shared_rea
         if ref.seed_sha not in seeds:  # one seed repository per seed, shared as an alternate
             path = tmp_path / "seeds" / ref.seed_sha
             seed_repo = pygit2.init_repository(str(path), bare=True)
-            fixture = _fixture(_restore_catalog(ws, run, suites), run, shared_real)
+            fixture = _fixture(restore_catalog(ws, run, suites), run, shared_real)
             assert str(sandbox_mod.seed_commit(seed_repo, fixture, ref.seed_config.encode())) == ref.seed_sha, rid
             seed_repo.references.create("refs/cbledger/seed", pygit2.Oid(hex=ref.seed_sha))
             seeds[ref.seed_sha] = path
@@ -627,7 +627,7 @@ def one_run(tmp_path_factory):
     """A committed synthetic run, its catalog of kept definitions, and its bundle's bytes."""
     ws, state, entry = _synthetic_run()
     suites, _ = prepare_suites(ws, state, {entry.run.comparability.suite_version}, tmp_path_factory.mktemp("suites"))
-    return entry, _restore_catalog(ws, entry.run, suites), (REPO / entry.run.sandbox.store).read_bytes()
+    return entry, restore_catalog(ws, entry.run, suites), (REPO / entry.run.sandbox.store).read_bytes()
 
 
 def _restore_with(tmp_path, one_run, data: bytes):

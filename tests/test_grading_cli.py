@@ -226,6 +226,24 @@ def test_grade_refuses_a_runner_exit_it_does_not_know(tmp_path):
     assert r.exit_code == 2 and "--runner-exit 'capexceeded': one of cap-exceeded, agent-error" in r.stderr
 
 
+def test_a_file_the_capture_holds_as_a_stand_in_is_not_taken_for_an_edit(tmp_path, monkeypatch):
+    """A file over the preservation bounds is captured as a stand-in, so the captured tree is not
+    the sandbox's even when nothing was touched: its BLAKE3 in the cut record says it is the same
+    file (the first version of the check dropped the run's reports, `check.json` among them)."""
+    from cbledger.runner import preserve
+
+    monkeypatch.setattr(preserve, "MAX_KEPT_FILE_BYTES", 1000)  # stands for the real 32 MB bound
+    root, box = _renamed(tmp_path)
+    box.write("out/big.bin", "x" * 5000)  # left by the agent, over the bound: cut in the capture
+    captured = preserve.capture(box.repo, 1_800_000_100, box.baseline)
+    preserve.record_evidence(box.repo, captured.capture_sha, 1_800_000_100)
+    as_left = run_cli(["grade", "rename-sig", box.path, "--root", root, "--json", "--no-kicad"])
+    assert json.loads(as_left.stdout)["reports"] == ["erc"] and "warning" not in as_left.stderr, as_left.stderr
+    box.write("out/big.bin", "y" * 5000)  # the same path, other bytes: an edit
+    edited = run_cli(["grade", "rename-sig", box.path, "--root", root, "--json", "--no-kicad"])
+    assert json.loads(edited.stdout)["reports"] == [] and "this tree has changed since" in edited.stderr
+
+
 def test_a_run_sandbox_edited_after_its_run_is_not_graded_on_the_reports_the_run_left(tmp_path):
     """`grade` read `.git/cbledger-evidence/` whatever the tree: a kept sandbox edited after its
     run (a gold tried by hand) passed ERC on the reports of the end state the run captured."""

@@ -99,7 +99,7 @@ def test_an_untouched_project_verifies_offline(project, offline):
     assert "runs: 4 checked: 4 reproduced, 0 not fully reproduced (skipped), 0 failed" in result.stdout
     # what was re-graded, and with which code: a bump that changed check code claims no grade moved
     code = Path(cbledger.__file__).resolve().parent
-    assert f"grades: 4 re-graded with the check code at {code} (grading, kicad), 4 identical; by suite version: " in result.stdout
+    assert f"grades: 4 checked against a re-grade with the check code at {code} (grading, kicad): 4 identical; by suite version: " in result.stdout
     assert "projections: 4/4 records match; LEADERBOARD.md matches; results/cbledger.db matches" in result.stdout
     assert lines[-1] == "verified: every check passed"
 

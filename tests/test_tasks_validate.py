@@ -544,3 +544,16 @@ def test_a_net_absent_naming_no_net_of_the_baseline_is_a_warning(tmp_path):
     found = [(p.file, p.field, p.message) for p in validate_project(root).warnings if "baseline netlist" in p.message]
     assert found == [("tasks/mcu-rename-i2c-nets/assertions.json", f"[{i}].args.net",
                       "no net 'SDAA' in fixtures/synthetic-mcu-sensor's baseline netlist: the assertion passes unless a run makes that net (a typo?)")]
+
+
+def test_a_damaged_kept_catalog_names_damage_only_for_what_the_damaged_files_define(project):
+    """A kept suite laid out with a damaged file refuses to grade the tasks that file defines or
+    whose board it is; a task the version does not hold stays a mismatch, not a skip (the first
+    version of `damage_of` called any task it could not load damaged)."""
+    from cbledger.tasks.catalog import Catalog
+
+    kept = Catalog(project, damaged={"fixtures/demo-board": "its kept copy is damaged"})
+    assert kept.damage_of("good") == "its kept copy is damaged"  # on the damaged board
+    assert kept.damage_of("no-such-task") is None
+    assert Catalog(project, damaged={"tasks/good": "x"}).damage_of("good") == "x"
+    assert Catalog(project).damage_of("good") is None

@@ -237,12 +237,14 @@ def _grades_line(report: verify_mod.VerifyReport) -> str:
     for run in report.runs:
         for g in run.grades:
             by_version.setdefault(g.suite_version, Counter())[g.status] += 1
-    left = sum(c["not-regradable"] + c["not-regraded"] for c in by_version.values())
-    regraded = sum(sum(c.values()) for c in by_version.values()) - left
+    total = sum(sum(c.values()) for c in by_version.values())
     same = sum(c["reproduced"] for c in by_version.values())
+    differ = sum(c["mismatch"] for c in by_version.values())
+    left = total - same - differ
     versions = ", ".join(f"{v} {sum(c.values())}" for v, c in sorted(by_version.items(), key=lambda kv: semver_key(kv[0])))
     code = Path(cbledger.__file__).resolve().parent
-    return (f"grades: {regraded} re-graded with the check code at {code} ({', '.join(CHECK_CODE)}), {same} identical"
+    return (f"grades: {total} checked against a re-grade with the check code at {code} ({', '.join(CHECK_CODE)}): "
+            f"{same} identical" + (f", {differ} not (listed below)" if differ else "")
             + (f", {left} not re-graded (listed below)" if left else "") + f"; by suite version: {versions or 'none'}")
 
 

@@ -37,7 +37,7 @@ def _note(run: RunRecorded, seq: int, kind: str, message: str, **extra) -> Findi
     return Finding(check="run", kind=kind, message=message, seq=seq, run_id=run.run_id, **extra)
 
 
-def _restore_catalog(workspace: Workspace, run: RunRecorded, suites: Suites) -> Catalog:
+def restore_catalog(workspace: Workspace, run: RunRecorded, suites: Suites) -> Catalog:
     """The run is restored from the fixture of the suite version it was made under; without its
     kept definitions (or with that fixture's damaged), from the working tree (a seed mismatch
     then says the fixture moved)."""
@@ -60,7 +60,7 @@ def check_run(
         result.note(_note(run, seq, "ungraded", "no grade is recorded for this run; its preserved sandbox is still checked"))
     scratch = scratch_dir.mkdtemp("cbledger-verify-")
     try:
-        restored = restore_run(workspace, _restore_catalog(workspace, run, suites), run, seq, scratch / "repo")
+        restored = restore_run(workspace, restore_catalog(workspace, run, suites), run, seq, scratch / "repo")
         for f in restored.failures:
             result.fail(f)
         if restored.repo is not None and not any(f.kind in ("seed-mismatch", "bundle-unreadable") for f in restored.failures):

@@ -30,7 +30,7 @@ from cbledger.ledger.store import LedgerStore
 from cbledger.projections.fold import LedgerState, PassEntry, RunEntry
 from cbledger.projections.site.evidence import ChainLink, ReportCounts, RunEvidence, ToolCall, Turn
 from cbledger.reproduce.restore import RestoredRun, restore_run
-from cbledger.reproduce.runs import Suites
+from cbledger.reproduce.runs import Suites, restore_catalog
 from cbledger.reproduce.verify import prepare_suites
 from cbledger.tasks.catalog import Catalog, Fixture
 from cbledger.workspace import Workspace
@@ -160,12 +160,8 @@ def catalogs(workspace: Workspace, state: LedgerState, run_ids: list[str], scrat
     versions = {every[r].run.comparability.suite_version for r in run_ids}
     suites: Suites
     suites, _problems = prepare_suites(workspace, state, versions, scratch)
-    here = Catalog(workspace.root)
-    out = {}
-    for run_id in run_ids:
-        kept = suites.get(every[run_id].run.comparability.suite_version)
-        out[run_id] = kept if isinstance(kept, Catalog) else here
-    return out
+    # as `replay --verify` restores it, so the site and the verification see the same evidence
+    return {run_id: restore_catalog(workspace, every[run_id].run, suites) for run_id in run_ids}
 
 
 def gather(

@@ -131,13 +131,14 @@ class Catalog:
     damaged: dict[str, str] = field(default_factory=dict)
 
     def damage_of(self, task_id: str) -> str | None:
-        """Why this catalog cannot grade `task_id`: its own files, or its fixture's, did not verify."""
+        """Why this catalog cannot grade `task_id`: its own files, or its fixture's, did not verify.
+        A task it does not hold is not damage: the caller names that as it always did."""
         why = self.damaged.get(f"tasks/{task_id}")
         if why is None and self.damaged:
             try:
                 why = self.damaged.get(f"fixtures/{self.task(task_id).manifest.fixture.id}")
-            except UserError as exc:
-                why = str(exc)
+            except UserError:
+                return None
         return why
 
     @property
