@@ -259,3 +259,16 @@ def test_a_run_sandbox_edited_after_its_run_is_not_graded_on_the_reports_the_run
     assert edited.exit_code == 0, edited.output
     assert "describe the end state it captured, and this tree has changed since: they are not read" in edited.stderr
     assert json.loads(edited.stdout)["reports"] == [] and "cannot be evaluated" in edited.stderr
+
+
+def test_a_sandbox_captured_but_never_given_its_evidence_is_compared_with_its_capture(tmp_path):
+    """A run that failed between writing its reports and recording its evidence leaves a capture
+    alone: an edit since is still another tree."""
+    from cbledger.runner import preserve
+
+    root, box = _renamed(tmp_path)
+    preserve.capture(box.repo, 1_800_000_100, box.baseline)
+    assert run_cli(["grade", "rename-sig", box.path, "--root", root, "--json", "--no-kicad"]).stderr == ""
+    box.write("docs/NOTES.md", "edited after the run\n")
+    edited = run_cli(["grade", "rename-sig", box.path, "--root", root, "--json", "--no-kicad"])
+    assert json.loads(edited.stdout)["reports"] == [] and "this tree has changed since" in edited.stderr
