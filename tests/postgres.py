@@ -114,7 +114,9 @@ def own_server() -> Iterator[Server]:
         if IN_CI:
             pytest.fail(f"{message} are required when CI=true", pytrace=False)
         pytest.skip(f"{message} not available")
-    started = subprocess.run([START], check=True, capture_output=True, text=True, timeout=180)
+    started = subprocess.run([START], check=False, capture_output=True, text=True, timeout=180)
+    if started.returncode != 0:  # its own words, not a bare CalledProcessError
+        pytest.fail(f"scripts/start-postgres exited {started.returncode}: {started.stderr[-2000:]}", pytrace=False)
     env = dict(line.split("=", 1) for line in started.stdout.splitlines() if "=" in line)
     server = Server(env[SERVER_ENV], Path(env[f"{SERVER_ENV}_DIR"]))
     try:
