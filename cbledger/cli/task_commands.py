@@ -8,27 +8,19 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any
 
-import pygit2
 import typer
-from blake3 import blake3
 
 from cbledger import invocation
 from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, project_root, workspace
 from cbledger.errors import UserError
 from cbledger.grading import suite_version
-from cbledger.grading.evidence.bundle import (
-    CAPTURE_REF,
-    EVIDENCE_REF,
-    LIVE_REPORTS_DIR,
-    Evidence,
-    from_sandbox,
-)
+from cbledger.grading.evidence.bundle import LIVE_REPORTS_DIR, Evidence, from_sandbox
 from cbledger.grading.grader import GRADER_VERSION, Grade, grade
 from cbledger.inputs import printable
 from cbledger.ledger.events import SuiteArchived
 from cbledger.ledger.store import LedgerStore
 from cbledger.runner import ledger_view
-from cbledger.runner.preserve import CUT_RECORD
+from cbledger.runner.preserve import captured_another_tree
 from cbledger.tasks import definitions, suite_archive
 from cbledger.tasks.catalog import Catalog, Fixture, Task, load_task
 from cbledger.tasks.fixtures.problems import Problem, error
@@ -279,7 +271,7 @@ def grade_sandbox(
     if note:
         print(f"warning: {note}", file=sys.stderr)
     evidence = from_sandbox(sandbox, baseline, runner_exit)
-    if evidence.reports and _captured_another_tree(evidence):
+    if evidence.reports and captured_another_tree(evidence.repo, evidence.end.tree):
         print(f"warning: the reports the run left in .git/{LIVE_REPORTS_DIR}/ describe the end state it captured, and "
               "this tree has changed since: they are not read", file=sys.stderr)
         evidence.reports.clear()
@@ -299,35 +291,6 @@ def grade_sandbox(
         print(f"warning: no {'/'.join(m.upper() for m in missing)} report for this tree (--no-kicad): "
               "the assertions that read it cannot be evaluated", file=sys.stderr)
     return evidence, grade(task_obj, fixture, evidence)
-
-
-def _captured_another_tree(evidence: Evidence) -> bool:
-    """Did the run that left this sandbox's reports capture a tree other than the one graded
-    now? The runner verifies and captures in one go (`refs/cbledger/capture`, and the evidence
-    commit on it), so its reports describe that capture; a sandbox edited since (a gold tried by
-    hand, a fix) is another end state. A file the capture holds as a stand-in (past the size
-    bounds, listed in the capture's cut record) is the same file when its BLAKE3 is the one
-    listed. Reports made without a run (no capture) are taken as they are."""
-    repo = evidence.repo
-    ref = repo.references.get(EVIDENCE_REF)
-    if ref is not None:
-        parents = repo[ref.target].peel(pygit2.Commit).parents
-        captured = parents[0].tree if parents else None
-    else:
-        capture = repo.references.get(CAPTURE_REF)
-        captured = repo[capture.target].peel(pygit2.Tree) if capture is not None else None
-    if captured is None or captured.id == evidence.end.tree.id:
-        return False
-    cut_file = Path(repo.path) / LIVE_REPORTS_DIR / Path(CUT_RECORD).name
-    cut = json.loads(cut_file.read_bytes()).get("cut", []) if cut_file.is_file() else []
-    stood_in = {c.get("path"): c.get("blake3") for c in cut if isinstance(c, dict) and "commit" not in c}
-    for delta in captured.diff_to_tree(evidence.end.tree).deltas:
-        path = delta.new_file.path
-        if delta.status != pygit2.enums.DeltaStatus.MODIFIED or path not in stood_in:
-            return True
-        if blake3(repo[delta.new_file.id].peel(pygit2.Blob).data).hexdigest() != stood_in[path]:
-            return True
-    return False
 
 
 #: what `--runner-exit` may say: the runner's own exits a grade reads (`run.recorded` `runnerExit`)

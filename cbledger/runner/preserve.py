@@ -219,6 +219,34 @@ def live_reports_dir(repo: pygit2.Repository) -> Path:
     return Path(repo.path) / LIVE_REPORTS_DIR
 
 
+def captured_another_tree(repo: pygit2.Repository, end: pygit2.Tree) -> bool:
+    """Did the run that left this sandbox's reports capture a tree other than `end`? The runner
+    verifies and captures in one go (`refs/cbledger/capture`, and the evidence commit on it), so
+    its reports describe that capture; a sandbox edited since (a gold tried by hand, a fix) is
+    another end state. A file the capture holds as a stand-in (past the size bounds, listed in
+    the cut record) is the same file when its BLAKE3 is the one listed. Reports made without a
+    run (no capture) are taken as they are."""
+    ref = repo.references.get(EVIDENCE_REF)
+    if ref is not None:
+        parents = repo[ref.target].peel(pygit2.Commit).parents
+        captured = parents[0].tree if parents else None
+    else:
+        capture_ref = repo.references.get(CAPTURE_REF)
+        captured = repo[capture_ref.target].peel(pygit2.Tree) if capture_ref is not None else None
+    if captured is None or captured.id == end.id:
+        return False
+    cut_file = live_reports_dir(repo) / Path(CUT_RECORD).name
+    cut = json.loads(cut_file.read_bytes()).get("cut", []) if cut_file.is_file() else []
+    stood_in = {c.get("path"): c.get("blake3") for c in cut if isinstance(c, dict) and "commit" not in c}
+    for delta in captured.diff_to_tree(end).deltas:
+        path = delta.new_file.path
+        if delta.status != pygit2.enums.DeltaStatus.MODIFIED or path not in stood_in:
+            return True
+        if blake3(repo[delta.new_file.id].peel(pygit2.Blob).data).hexdigest() != stood_in[path]:
+            return True
+    return False
+
+
 def record_evidence(repo: pygit2.Repository, capture_sha: str, when: int) -> str:
     """Commits the verification reports of `.git/cbledger-evidence/` and the harness's stdout
     and stderr (`.git/cbledger-agent/`, as `harness/*.log`) as `refs/cbledger/evidence`. The
