@@ -15,6 +15,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from cbledger.runner.recorder import SHUTDOWN_POLL_SEC
+
 #: a key of each provider's shape, assembled at run time so no file of the project holds one
 OPENAI_KEY = "sk-" + "fakeopenai" * 3
 ANTHROPIC_KEY = "sk-ant-" + "fakeanthropic" * 2
@@ -50,7 +52,7 @@ class FakeProvider:
                 "ANTHROPIC_API_KEY": ANTHROPIC_KEY, "ANTHROPIC_BASE_URL": self.anthropic_url}
 
     def __enter__(self) -> FakeProvider:
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        threading.Thread(target=self._server.serve_forever, args=(SHUTDOWN_POLL_SEC,), daemon=True).start()
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -46,7 +46,20 @@ HOP_BY_HOP = frozenset({
 UPSTREAM_TIMEOUT_SEC = 600
 
 
-class QuietServer(ThreadingHTTPServer):
+#: how long `shutdown()` waits, at most, for a serving thread to notice it. socketserver's own
+#: half a second was paid at the end of every run, once per server (the proxy, its socket into
+#: the sandbox, the scripted endpoint's session socket): a second or more per run, idle.
+SHUTDOWN_POLL_SEC = 0.02
+
+
+class PromptShutdown:
+    """A socketserver that stops within `SHUTDOWN_POLL_SEC` of being told to."""
+
+    def serve_forever(self, poll_interval: float = SHUTDOWN_POLL_SEC) -> None:
+        super().serve_forever(poll_interval)  # type: ignore[misc]
+
+
+class QuietServer(PromptShutdown, ThreadingHTTPServer):
     """A loopback server (this proxy, the scripted endpoint) whose client goes away mid-answer (a
     harness killed at its cap, or a hostile one) closes its end: that is the run's business,
     recorded with it, not a traceback on the runner's console."""
@@ -171,7 +184,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+class UnixServer(PromptShutdown, socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    """The way into a loopback server from a sandbox that has no network of its own."""
+
     daemon_threads = True
 
 
@@ -204,7 +219,7 @@ class Recorder:
         self._handler = type("Handler", (_Handler,), {"recorder": self})
         self._server = QuietServer((LOOPBACK, 0), self._handler)
         self._server.daemon_threads = True
-        self._unix: _UnixServer | None = None
+        self._unix: UnixServer | None = None
         self._threads: list[threading.Thread] = []
 
     @property
@@ -223,7 +238,7 @@ class Recorder:
 
     def serve_socket(self, path: Path) -> Path:
         """Also answers on a Unix socket at `path`: the way in from a sandbox with no network."""
-        self._unix = _UnixServer(str(path), self._handler)
+        self._unix = UnixServer(str(path), self._handler)
         os.chmod(path, 0o666)  # a sandbox's processes run under an id of their own
         self._start(self._unix)
         return path

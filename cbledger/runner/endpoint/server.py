@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socketserver
 import threading
 import time
 from dataclasses import dataclass, field
@@ -29,7 +28,7 @@ from cbledger.runner import normalise, scripted_mark
 from cbledger.runner.endpoint import faults
 from cbledger.runner.endpoint import script as script_mod
 from cbledger.runner.endpoint.script import Exchange, Session, Turn
-from cbledger.runner.recorder import QuietServer
+from cbledger.runner.recorder import QuietServer, UnixServer
 
 LOOPBACK = "127.0.0.1"
 #: chat completions, and Anthropic's messages (a native route's cassette served back)
@@ -438,8 +437,7 @@ class Endpoint:
         self.close()
 
 
-class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    daemon_threads = True
+class _UnixServer(UnixServer):
     only_key: str | None = None
 
 
