@@ -171,9 +171,10 @@ class _DurationRecorder:
 HYPOTHESIS_SEED = "CBLEDGER_HYPOTHESIS_SEED"
 
 
-#: kicad-cli's reports kept for the whole session (`runner/report_cache.py`), shared by the xdist
-#: workers and every `cbledger` process the tests start: the same gold and noop trees are verified
-#: by many tests, each distinct tree still by kicad-cli once. Made by the controlling process
+#: kicad-cli's reports and `copperhead check`'s results kept for the whole session
+#: (`runner/report_cache.py`), shared by the xdist workers and every `cbledger` process the tests
+#: start: the same gold and noop trees are verified by many tests, each distinct tree still by
+#: kicad-cli and copperhead once. Made by the controlling process
 #: (workers inherit it) and removed at its end; a value set outside is used as it is.
 _REPORT_CACHE = "CBLEDGER_KICAD_REPORT_CACHE"
 _MADE_CACHE = pytest.StashKey[Path]()

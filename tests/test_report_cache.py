@@ -4,10 +4,15 @@ replayed exactly as one that made them."""
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pytest
 
-from cbledger.runner import confined_verify, report_cache
-from tests.runner_project import RENAME_TASK, build_project
+from cbledger.runner import check_capture, confined_verify, isolation, report_cache
+from cbledger.runner.agents.copperhead import locate
+from tests.runner_project import RENAME_TASK, REPO, build_project
+from tests.test_rerun_real import _patched_copy
 
 pytestmark = [pytest.mark.kicad, pytest.mark.shared]
 
@@ -67,3 +72,49 @@ def test_the_key_is_every_byte_of_the_tree_the_artifacts_and_the_binary(tmp_path
     ignore = report_cache.unseen(tree)
     assert ignore(str(tree / ".copperhead"), ["runs", "config.json"]) == {"runs"}
     assert ignore(str(tree / "docs"), ["runs", ".git"]) == {".git"}
+
+
+@pytest.mark.copperhead
+def test_a_tree_checked_once_takes_its_copperhead_check_from_the_cache(tmp_path, kicad_cli, copperhead_cli, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(report_cache.CACHE_ENV, str(cache))
+    ran: list[str] = []
+    real = isolation.run
+
+    def counted(job, how):
+        if job.argv[-1] == "check":
+            ran.append(job.argv[1])
+        return real(job, how)
+
+    monkeypatch.setattr(check_capture.isolation, "run", counted)
+    tree = tmp_path / "tree"
+    shutil.copytree(REPO / "fixtures" / "synthetic-led-resistor" / "tree", tree)
+    cli = locate(copperhead_cli)
+    assert cli is not None
+    how = isolation.confinement(False, ())
+
+    def check(cli, name: str) -> bytes:
+        return check_capture.capture(cli, tree, tmp_path / name, how).read_bytes()
+
+    first = check(cli, "first")
+    assert b'"exitCode": 0' in first
+    assert check(cli, "second") == first and len(ran) == 1  # the same tree, install and tools
+    assert len(list(cache.glob("*/*/check.json"))) == 1
+    # what the check reads: any file of the tree but git's and copperhead's run logs
+    (tree / ".git").mkdir()
+    (tree / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    assert check(cli, "git") == first and len(ran) == 1
+    (tree / "docs" / "notes.md").write_text("a note\n")
+    check(cli, "docs")
+    assert len(ran) == 2
+    # a patched copy of the CLI is another CLI, even where its version says the same
+    patched = locate(_patched_copy(tmp_path, Path(copperhead_cli), "Edit s-expressions surgically", "Edit s-expressions boldly"))
+    assert patched is not None and patched.version() == cli.version()
+    assert check_capture.build_identity(patched, kicad_cli) != check_capture.build_identity(cli, kicad_cli)
+    check(patched, "patched")
+    assert len(ran) == 3
+    # a check killed at its cap is not kept
+    monkeypatch.setattr(check_capture, "CAP_SEC", 0.01)
+    (tree / "docs" / "notes.md").write_text("another note\n")
+    assert b'"killed"' in check(cli, "killed") and b'"killed"' in check(cli, "killed-again")
+    assert len(ran) == 5
