@@ -17,8 +17,7 @@ on. Off unless the variable is set.
 the design files, the docs, `.copperhead/config.json` and `openspec/`, never git) and what it
 runs with: copperhead's package (every file's path, size and modification time: a patched or
 rebuilt CLI is another CLI) and its installed dependencies' lock, node, and the kicad-cli it is
-given. Only a confined check that ran to its end
-is kept; one killed at its cap is run again next time.
+given. Only a confined check that ran to its end is kept; one killed at its cap is run again.
 """
 
 from __future__ import annotations
