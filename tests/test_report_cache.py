@@ -118,3 +118,14 @@ def test_a_tree_checked_once_takes_its_copperhead_check_from_the_cache(tmp_path,
     (tree / "docs" / "notes.md").write_text("another note\n")
     assert b'"killed"' in check(cli, "killed") and b'"killed"' in check(cli, "killed-again")
     assert len(ran) == 5
+
+
+def test_a_cache_that_cannot_be_written_keeps_nothing_and_fails_no_run(tmp_path):
+    made = tmp_path / "check.json"
+    made.write_text('{"exitCode": 0}\n')
+    cache = tmp_path / "not-a-directory"
+    cache.write_text("")
+    report_cache.keep_check(cache, "ab" * 32, made)
+    assert report_cache.lookup_check(cache, "ab" * 32) is None
+    report_cache.keep(cache, "cd" * 32, report_cache.oracle.Reports(made, None))
+    assert report_cache.lookup(cache, "cd" * 32, tmp_path / "out") is None

@@ -120,8 +120,11 @@ def _keep(cache: Path, digest: str, files: dict[str, Path | None]) -> None:
     entry = cache / digest[:2] / digest
     if entry.exists():
         return
-    entry.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=".making-", dir=entry.parent))
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=".making-", dir=entry.parent))
+    except OSError:
+        return  # a cache that cannot be written to keeps nothing; the run goes on without it
     try:
         for kind, path in files.items():
             if path is not None:
