@@ -928,3 +928,21 @@ def test_a_dry_run_shows_a_slot_whose_events_were_kept_as_kept(tmp_path: Path) -
     assert r.exit_code == 0, r.output
     assert "0 slot(s) recorded, 1 kept (appended, not run again), 1 to run" in r.stdout, r.stdout
     assert "slot 1/2  kept: its events will be appended, not run again" in r.stdout and "slot 2/2  would run" in r.stdout
+
+
+@pytest.mark.parametrize("where", ["under-a-file", "not-writable"])
+def test_a_sandbox_root_no_run_could_use_is_refused_before_the_plan_is_kept(tmp_path: Path, kicad_cli: str, where: str) -> None:
+    root = project(tmp_path)
+    ledger = new_ledger(root, "roots")
+    (tmp_path / "a-file").write_text("")
+    bad = tmp_path / "a-file" / "sandboxes" if where == "under-a-file" else Path("/proc/cbledger-sandboxes")
+    before = ledger.read_bytes()
+    plan = [*TASKS, "--agent", "gold", "--repeats", "1", "--campaign", "roots"]
+    result = run_cli(["run", *plan, "--root", root, "--ledger", ledger, "--sandbox-root", bad])
+    assert result.exit_code == 2, result.output
+    assert f"--sandbox-root {bad}: no sandbox can be made there" in result.stderr
+    # nothing written: no plan holding the tasks' repeat numbers, no lock, no event
+    assert ledger.read_bytes() == before
+    assert not [p for p in root.rglob("*") if "campaigns" in p.parts or p.name == ".roots.lock"]
+    again = planned_slots(root, ledger, *plan)
+    assert [repeat for _, _, repeat in again] == [1, 1]

@@ -50,6 +50,7 @@ from cbledger.runner import (
 )
 from cbledger.runner import campaign as campaign_mod
 from cbledger.runner import draft as draft_run
+from cbledger.runner import sandbox as sandbox_mod
 from cbledger.runner.budget import MoneyLimits
 from cbledger.runner.endpoint import sessions as session_lookup
 from cbledger.runner.execute import cost_segment
@@ -197,10 +198,16 @@ def run(
                       where_to_run=f"jobs {jobs}" if executor == "local" else f"executor {executor} at {scheduler}",
                       as_json=as_json, executor=executor, jobs=jobs, draft=draft)
         return
+    # the campaign's own place (of this results directory: another project's run of the same plan
+    # has its own), so the next invocation finds what a killed one left there
+    here = blake3(str(where.results.resolve()).encode()).hexdigest()[:8]
+    sandboxes = sandbox_root or Path(tempfile.gettempdir()) / f"cbledger-sandboxes-{campaign}-{here}"
     # refused before the campaign's plan is kept: a refusal writes nothing (run_plan checks again,
     # after leftovers were adopted)
     checked = money  # the limits the runs are given; `money` stays as asked, for the hints
     try:
+        if executor == "local":
+            sandbox_mod.require_root(sandboxes)
         if executor != "local":
             preflight_credentials.refuse_limits_elsewhere(money)
         preflight(Catalog(where.root), plan, view, kicad=executor == "local", workspace=where)
@@ -217,10 +224,6 @@ def run(
         if new_draft:  # a draft refused before any run keeps no workspace
             draft_run.discard(where, scratch)
         raise
-    # the campaign's own place (of this results directory: another project's run of the same plan
-    # has its own), so the next invocation finds what a killed one left there
-    here = blake3(str(where.results.resolve()).encode()).hexdigest()[:8]
-    sandboxes = sandbox_root or Path(tempfile.gettempdir()) / f"cbledger-sandboxes-{campaign}-{here}"
     store = LedgerStore(where.ledger)
     # one driver of a campaign per results directory, and per ledger (drivers elsewhere on a
     # shared database): a second would pay for the same slots

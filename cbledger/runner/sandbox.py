@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -220,3 +221,22 @@ def keep_baseline(repo: pygit2.Repository, baseline_sha: str, into: Path) -> pyg
             stack.extend(entry.id for entry in obj)
     kept.references.create(BASELINE_REF, pygit2.Oid(hex=baseline_sha), force=True)
     return kept
+
+
+def require_root(root: Path) -> None:
+    """Refuses a sandbox root no run could use, before a campaign's plan is kept: found out at
+    the first run instead, the plan stayed behind holding repeat numbers of the tasks, and the
+    error named neither the option nor the cause. Tried by making (and removing) a directory
+    where the runs would make theirs, or in the nearest directory that exists."""
+    where = root
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    try:
+        if not where.is_dir():
+            raise NotADirectoryError(f"{where} is not a directory")
+        os.rmdir(tempfile.mkdtemp(prefix=".cbledger-try-", dir=where))
+    except OSError as e:
+        reason = e.strerror or str(e)
+        raise UserError(
+            f"--sandbox-root {root}: no sandbox can be made there ({where}: {reason}); name a writable directory"
+        ) from None
