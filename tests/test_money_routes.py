@@ -312,3 +312,11 @@ def test_answers_that_report_no_usage_are_said_at_once_and_noted_on_the_run(
     assert result.output.count(warning) == 1, result.output
     assert f"{len(provider.calls)} answer(s) of the provider reported no token usage" in run.runner_note
     project.verify()
+
+
+def test_an_estimate_with_no_past_model_run_says_which_runs_do_not_count():
+    from cbledger.runner.cost_estimate import Estimate
+
+    line = Estimate("gpt-test", "t1", ("1.00", "10.00"), unestimated=["led-resistor-swap"]).line()
+    assert "no past model run of these tasks to estimate from (runs of session scripts, gold and noop are not counted)" in line
+    assert line.endswith("; not estimated (no past model run): led-resistor-swap")

@@ -5,7 +5,8 @@ So the estimate is a range, priced under the table in effect today from the toke
 past runs of the same tasks actually used: the same model's runs where there are any, else any
 model's (each run's own tokens, never an average across tasks). Each planned run contributes the
 lowest, the median and the highest of its task's past runs; a task with no past run is named as
-not estimated rather than guessed.
+not estimated rather than guessed. Only model runs count: a session script's tokens are the
+script's, and gold, noop and a run the harness failed spent nothing a model would.
 """
 
 from __future__ import annotations
@@ -46,12 +47,12 @@ class Estimate:
         head = (f"cost estimate for {self.model_id} under price table {self.table_version} "
                 f"(${self.rates[0]} in, ${self.rates[1]} out per 1M tokens): ")
         if not self.estimated:
-            body = "no past run of these tasks to estimate from"
+            body = "no past model run of these tasks to estimate from (runs of session scripts, gold and noop are not counted)"
         else:
             body = (f"{pricing.usd(self.low)} to {pricing.usd(self.high)} (median {pricing.usd(self.median)}) "
                     f"for {self.estimated} run(s), from {self.basis} past run(s) of the same tasks")
         if self.unestimated:
-            body += f"; not estimated (no past run): {', '.join(sorted(set(self.unestimated)))}"
+            body += f"; not estimated (no past model run): {', '.join(sorted(set(self.unestimated)))}"
         return head + body
 
 
