@@ -36,3 +36,12 @@ def test_a_field_of_a_null_cost_route_is_named_by_its_route(tmp_path: Path) -> N
 
 def test_a_good_table_loads(tmp_path: Path) -> None:
     assert load_table(_table(tmp_path, models={"gpt-good": GOOD})).models["gpt-good"].pinning == "strong"
+
+
+@pytest.mark.parametrize("price", ["-1", "1e3", "+2"])
+def test_a_price_that_is_no_decimal_amount_is_said_in_words_not_as_a_pattern(tmp_path: Path, price: str) -> None:
+    path = _table(tmp_path, models={"gpt-good": {**GOOD, "output": price}})
+    with pytest.raises(UserError) as err:
+        load_table(path)
+    assert str(err.value) == (f'{path}: Expected a non-negative decimal amount as a string, like "3.00" (no sign, no '
+                              f'exponent) - at `$.models["gpt-good"].output`')

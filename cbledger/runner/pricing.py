@@ -23,6 +23,7 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 
 import msgspec
+import msgspec.inspect
 
 from cbledger.errors import UserError
 from cbledger.inputs import MiB, read_regular
@@ -34,7 +35,7 @@ from cbledger.ledger.events import (
     RunRecorded,
     prices_past_bound,
 )
-from cbledger.ledger.types import MAX_COUNT, Pinning, Segment
+from cbledger.ledger.types import MAX_COUNT, DecimalStr, Pinning, Segment
 
 #: Far above any real price table (a few kB).
 MAX_TABLE_BYTES = 4 * MiB
@@ -60,12 +61,21 @@ def load_table(path: Path) -> PricingPublished:
     try:
         table = msgspec.convert(data, PricingPublished)
     except msgspec.ValidationError as exc:
-        raise UserError(f"{path}: {_entry_named(data, str(exc))}") from None
+        raise UserError(f"{path}: {_readable(_entry_named(data, str(exc)))}") from None
     if past := prices_past_bound(table):
         model, field_name, value = past[0]
         raise UserError(f"{path}: $.models[{json.dumps(model)}].{field_name}: "
                         f"{value} USD per million tokens is past any real price ({MAX_PRICE} at most): a typo?")
     return table
+
+
+def _readable(message: str) -> str:
+    """A price's pattern, as msgspec quotes it, said in words: an author reads what to write,
+    not a regular expression."""
+    info = msgspec.inspect.type_info(DecimalStr)
+    pattern = info.type.pattern if isinstance(info, msgspec.inspect.Metadata) and isinstance(info.type, msgspec.inspect.StrType) else None
+    said = "a non-negative decimal amount as a string, like \"3.00\" (no sign, no exponent)"
+    return message.replace(f"Expected `str` matching regex {pattern!r}", f"Expected {said}") if pattern else message
 
 
 def _entry_named(data: object, message: str) -> str:
