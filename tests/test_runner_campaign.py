@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -31,7 +32,7 @@ from cbledger.ledger.verify import verify_chain
 from cbledger.projections.metrics import suite_metrics
 from cbledger.projections.writers import load_state
 from cbledger.runner import campaign as campaign_mod
-from cbledger.runner import leftovers
+from cbledger.runner import isolation, leftovers
 from cbledger.runner.endpoint import script
 from cbledger.runner.endpoint.server import Endpoint
 from cbledger.runner.ledger_view import read as read_view
@@ -348,6 +349,10 @@ def test_a_campaign_resumes_after_its_driver_is_killed_and_cleans_what_it_left(t
                  sandboxes / f".{left_id}.baseline.git" / "HEAD"):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("left by a killed run")
+    # and in the temporary directory, named as the agent and the verification name theirs: the
+    # endpoint's socket directory and a verification copy; another campaign's are not this one's
+    scratch = [Path(tempfile.mkdtemp(prefix=isolation.scratch_prefix(kind, sandboxes / left_id))) for kind in isolation.SCRATCH_KINDS]
+    others = Path(tempfile.mkdtemp(prefix=isolation.scratch_prefix("verify", sandboxes / f"another.{missing[0]}-s1-a1")))
     resumed = run_cli(["run", *plan, "--root", root, "--ledger", ledger, "--sandbox-root", sandboxes])
     assert resumed.exit_code == 0, resumed.output
     assert "leftover(s) of killed runs" in resumed.stderr and f".{left_id}.bundle.tmp" in resumed.stderr
@@ -357,6 +362,9 @@ def test_a_campaign_resumes_after_its_driver_is_killed_and_cleans_what_it_left(t
     assert not (runs_dir / f".{left_id}.bundle.tmp").exists() and not (sandboxes / f".{left_id}.baseline.git").exists()
     assert not list(runs_dir.glob(".*.tmp"))
     assert (runs_dir / f"{left_id}.bundle").read_bytes() != b"left by a killed run"  # the new run's own
+    assert not any(p.exists() for p in scratch)
+    assert others.is_dir()
+    others.rmdir()
     verified(root, ledger)
 
 

@@ -44,7 +44,7 @@ def _verify(workdir: Path, schematic: str, board: str | None, out_dir: Path, how
             cli: str) -> oracle.Reports:
     if how.bwrap is None:
         return oracle.verify_tree(workdir, schematic, board, out_dir)
-    with tempfile.TemporaryDirectory(prefix="cbledger-verify-") as scratch:
+    with tempfile.TemporaryDirectory(prefix=isolation.scratch_prefix("verify", workdir)) as scratch:
         copy = Path(scratch) / "tree"
         shutil.copytree(workdir, copy, symlinks=True, ignore=report_cache.unseen(workdir))
         (copy / REPORTS).mkdir(parents=True)

@@ -598,3 +598,26 @@ def tool_prefix(tool: str) -> Path | None:
 
 def _within(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
+
+
+#: what a run keeps in the system's temporary directory while it goes: the directory of the
+#: endpoint's socket into its sandbox, and the copy of its end state being verified
+SCRATCH_KINDS = ("endpoint", "verify")
+
+
+def scratch_prefix(kind: str, sandbox: Path) -> str:
+    """The name a run's scratch directory starts with: its kind and a tag of the sandbox root
+    and the campaign the run's id starts with (a campaign id holds no `.`), so the campaign's
+    next invocation finds what a driver killed mid-run left there (`scratch_left`). The socket's
+    path must stay under the kernel's 108 bytes: the tag, not the run id."""
+    return f"cbledger-{kind}-{_scratch_tag(sandbox.parent, sandbox.name.split('.', 1)[0])}-"
+
+
+def scratch_left(sandbox_root: Path, campaign: str) -> list[Path]:
+    tag = _scratch_tag(sandbox_root, campaign)
+    tmp = Path(tempfile.gettempdir())
+    return sorted(p for kind in SCRATCH_KINDS for p in tmp.glob(f"cbledger-{kind}-{tag}-*") if p.is_dir())
+
+
+def _scratch_tag(sandbox_root: Path, campaign: str) -> str:
+    return blake3(f"{sandbox_root.resolve()}\0{campaign}".encode("utf-8", "surrogateescape")).hexdigest()[:8]

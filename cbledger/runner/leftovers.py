@@ -29,6 +29,7 @@ from cbledger.ledger import semantics
 from cbledger.ledger.intake import parse_drafts
 from cbledger.ledger.store import LedgerStore
 from cbledger.runner import campaign as campaign_mod
+from cbledger.runner import isolation
 from cbledger.workspace import Workspace, bundle_name
 
 #: a bundle in place with no event is removed only once older than this: younger, its run may
@@ -102,6 +103,11 @@ def clean(workspace: Workspace, store: LedgerStore, campaign: str, sandbox_root:
         recorded = store.recorder.lookup_many({f"run:{name}" for name in sandboxes}) if sandboxes else {}
         left = [p for name, p in sandboxes.items() if f"run:{name}" not in recorded]
         for path in sorted([*left, *sandbox_root.glob(f".{prefix}*.baseline.git")]):
+            shutil.rmtree(path, ignore_errors=True)
+            done.removed.append(path)
+    if sandbox_root is not None:
+        # the socket directories and verification copies of the runs a killed driver had going
+        for path in isolation.scratch_left(sandbox_root, campaign):
             shutil.rmtree(path, ignore_errors=True)
             done.removed.append(path)
     return done
