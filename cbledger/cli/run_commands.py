@@ -208,7 +208,7 @@ def run(
     try:
         if executor == "local":
             sandbox_mod.require_root(sandboxes)
-        if executor != "local":
+        else:
             preflight_credentials.refuse_limits_elsewhere(money)
         preflight(Catalog(where.root), plan, view, kicad=executor == "local", workspace=where)
         refuse_model(plan, view, money, scripted=session is not None, segment=segment, here=executor == "local")
