@@ -45,3 +45,21 @@ def test_a_price_that_is_no_decimal_amount_is_said_in_words_not_as_a_pattern(tmp
         load_table(path)
     assert str(err.value) == (f'{path}: Expected a non-negative decimal amount as a string, like "3.00" (no sign, no '
                               f'exponent) - at `$.models["gpt-good"].output`')
+
+
+def test_a_table_version_published_with_other_prices_is_refused_naming_the_file_and_field(tmp_path: Path) -> None:
+    from tests.factories import run_cli
+
+    ledger = tmp_path / "ledger.jsonl"
+    assert run_cli(["init", "--ledger", ledger, "--root", tmp_path]).exit_code == 0
+    path = _table(tmp_path, models={"gpt-good": GOOD})
+    first = run_cli(["pricing", "publish", path, "--ledger", ledger, "--root", tmp_path])
+    assert first.exit_code == 0, first.output
+    again = run_cli(["pricing", "publish", path, "--ledger", ledger, "--root", tmp_path])
+    assert again.exit_code == 0 and "already published; no-op" in again.output  # the same table: nothing new
+    before = ledger.read_bytes()
+    path.write_text(json.dumps({"tableVersion": "t1", "effectiveDate": "2026-12-01", "models": {"gpt-good": {**GOOD, "output": "16"}}}))
+    changed = run_cli(["pricing", "publish", path, "--ledger", ledger, "--root", tmp_path])
+    assert changed.exit_code == 2
+    assert f"{path}: $.tableVersion: 't1' is already published with other prices or dates" in changed.stderr
+    assert ledger.read_bytes() == before
