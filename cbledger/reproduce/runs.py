@@ -42,7 +42,7 @@ def restore_catalog(workspace: Workspace, run: RunRecorded, suites: Suites) -> C
     kept definitions (or with that fixture's damaged), from the working tree (a seed mismatch
     then says the fixture moved)."""
     kept = suites.get(run.comparability.suite_version)
-    if isinstance(kept, Catalog) and f"fixtures/{run.fixture.id}" not in kept.damaged:
+    if isinstance(kept, Catalog) and kept.fixture_damage(run.fixture.id) is None:
         return kept
     return Catalog(workspace.root)
 

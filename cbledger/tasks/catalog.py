@@ -136,10 +136,14 @@ class Catalog:
         why = self.damaged.get(f"tasks/{task_id}")
         if why is None and self.damaged:
             try:
-                why = self.damaged.get(f"fixtures/{self.task(task_id).manifest.fixture.id}")
+                why = self.fixture_damage(self.task(task_id).manifest.fixture.id)
             except UserError:
                 return None
         return why
+
+    def fixture_damage(self, fixture_id: str) -> str | None:
+        """Why this catalog's copy of a fixture is not to be restored or graded from, if it is not."""
+        return self.damaged.get(f"fixtures/{fixture_id}")
 
     @property
     def tasks_dir(self) -> Path:
