@@ -84,4 +84,4 @@ def test_an_interrupt_while_the_app_loads_is_one_line_and_exit_130(monkeypatch, 
     with pytest.raises(SystemExit) as ended:
         entry.main()
     assert ended.value.code == 130
-    assert capsys.readouterr().err == "error: interrupted before the command started: nothing was done\n"
+    assert capsys.readouterr().err == "interrupted before the command started: nothing was done\n"

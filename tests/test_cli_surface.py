@@ -370,7 +370,7 @@ def test_ctrl_c_in_any_command_exits_130_with_a_line_saying_so(tmp_path, monkeyp
 
     monkeypatch.setattr(verify_mod, "verify", interrupted)
     result = run_cli(["replay", "--verify", "--root", tmp_path])
-    assert (result.exit_code, result.stderr) == (130, "error: interrupted\n"), result.output
+    assert (result.exit_code, result.stderr) == (130, "interrupted\n"), result.output
     as_json = run_cli(["replay", "--verify", "--json", "--root", tmp_path])
     assert as_json.exit_code == 130 and json.loads(as_json.stderr)["error"]["message"] == "interrupted"
 

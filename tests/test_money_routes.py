@@ -219,14 +219,14 @@ def test_a_campaign_stops_starting_runs_at_its_budget(tmp_path, shared_real, kic
     (run,) = runs_of(project, "gpt-test")
     assert run.cost_cap.campaign_budget_usd_micros == 150_000 and run.cost_cap.spent_usd_micros == 200_000
     for repeat in (2, 3):
-        assert f"{TASK} r{repeat}: not run: the campaign's --budget-usd $0.1500 was spent ($0.2000 so far)" in result.output
+        assert f"{TASK} slot {repeat}/3: not run: the campaign's --budget-usd $0.1500 was spent ($0.2000 so far)" in result.output
     # the same command again resumes the campaign, whose budget its first run spent: it once
     # started the open slots afresh and spent the budget a second time
     with FakeProvider("loop", tokens_in=100_000, tokens_out=0) as provider:
         again = project.run(TASK, "--model", "gpt-test", "--repeats", "3", "--budget-usd", "0.15", env=provider.env())
         assert again.exit_code == 0, again.output
         assert provider.calls == []
-    assert f"{TASK} r2: not run: the campaign's --budget-usd $0.1500 was spent ($0.2000 so far)" in again.output
+    assert f"{TASK} slot 2/3: not run: the campaign's --budget-usd $0.1500 was spent ($0.2000 so far)" in again.output
     assert len(runs_of(project, "gpt-test")) == 1
     project.verify()
 

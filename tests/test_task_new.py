@@ -202,7 +202,7 @@ def test_an_interrupted_draft_is_resumed_in_its_own_workspace_as_printed(project
     kept: Path | None = None
     try:
         assert stopped.stderr.splitlines()[-1] == (
-            f"error: interrupted: every run of campaign late that finished is recorded in the draft workspace {draft}; "
+            f"interrupted: every run of campaign late that finished is recorded in the draft workspace {draft}; "
             f"run `cbledger --results {draft} run --resume late --root {project}` to run the slots still missing there")
         monkeypatch.undo()
         resumed = run_cli(shlex.split(stopped.stderr.split("`")[1])[1:])
@@ -251,7 +251,7 @@ def test_a_draft_refused_or_interrupted_before_it_runs_leaves_no_workspace(proje
     monkeypatch.setattr(draft.suite_version, "bump_and_keep", interrupted)
     stopped = run_cli(["--results", chosen, "run", "led-refusal-draft", "--draft", "--agent", "gold", "--root", project])
     assert stopped.exit_code == 130, stopped.output
-    assert stopped.stderr.splitlines()[-1] == "error: interrupted while the draft workspace was made: nothing kept, nothing run"
+    assert stopped.stderr.splitlines()[-1] == "interrupted while the draft workspace was made: nothing kept, nothing run"
     assert list(chosen.iterdir()) == []  # the ledger it had begun is gone: a draft without its suite is none
     monkeypatch.undo()
 

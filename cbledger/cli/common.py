@@ -15,7 +15,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from cbledger import invocation
-from cbledger.cli.exits import USAGE
+from cbledger.cli.exits import INTERRUPTED, USAGE
 from cbledger.cli.table import RESULTS_ENV
 from cbledger.workspace import LEDGER, Workspace, is_database_url
 
@@ -153,7 +153,7 @@ def json_errors() -> bool:
 
 
 def report_error(message: str, code: int) -> None:
-    """An error as the user sees it: `error: …` on one line, or under `--json` the object
+    """An error as the user sees it: `error: …` on one line (an interrupt's message alone), or under `--json` the object
     `{"error": {"message": …, "exitCode": …}}` on one line of stderr (README.md, "One command line")."""
     if _said.no_project is not None:
         # "run init first" in the wrong directory makes a stray ledger there: the note says where to go instead
@@ -167,6 +167,10 @@ def report_error(message: str, code: int) -> None:
     _said.error = True
     if json_errors():
         print(json.dumps({"error": {"message": message, "exitCode": code}}, sort_keys=True), file=sys.stderr)
+    elif code == INTERRUPTED:
+        # the user's Ctrl-C (or a SIGTERM) is not a failure of the command: the message says what
+        # stands, and `error:` in front of "every run that finished is recorded" reads as a loss
+        print(message, file=sys.stderr)
     else:
         print(f"error: {message}", file=sys.stderr)
 

@@ -29,7 +29,7 @@ def main() -> None:
     except KeyboardInterrupt:
         # Ctrl-C in the first few hundred milliseconds, before the app can handle it: one line,
         # as every later interrupt gets, not a traceback from the middle of an import
-        print("error: interrupted before the command started: nothing was done", file=sys.stderr)
+        print("interrupted before the command started: nothing was done", file=sys.stderr)
         sys.exit(130)
     app_main()
 

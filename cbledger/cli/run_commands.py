@@ -309,13 +309,18 @@ def _report(
         raise typer.Exit(1)
 
 
+def _not_the_models(slots: campaign_mod.Campaign, retry_env: int) -> str:
+    n = slots.not_the_models(retry_env)
+    return f" ({n} ended for a reason not the model's and count in no model row)" if n else ""
+
+
 def _announce(slots: campaign_mod.Campaign, todo: list[PlannedRun], retry_env: int, as_json: bool, money: MoneyLimits) -> bool:
     """Says what of the campaign is recorded and what runs now; False when nothing does, which is
     then all the command says (nothing to run is nothing to refuse: preflight is for runs about to
     start, so a resumed campaign that is complete is not refused for a flag it no longer needs)."""
     if not as_json:
-        typer.echo(f"campaign {slots.id}: {len(slots.slots) - len(todo)} of {len(slots.slots)} slot(s) recorded, "
-                   f"{len(todo)} to run", err=True)
+        typer.echo(f"campaign {slots.id}: {len(slots.slots) - len(todo)} of {len(slots.slots)} slot(s) recorded"
+                   + _not_the_models(slots, retry_env) + f", {len(todo)} to run", err=True)
     if todo:
         return True
     hint = campaign_mod.retry_hint([s.recorded for s in slots.slots if s.recorded is not None], retry_env, carry=money.args())
@@ -454,7 +459,7 @@ def _show_dry_run(
         return
     typer.echo(f"plan: agent {plan.agent}, model {plan.model_id}, {len(plan.tasks)} task(s), {len(plan.runs)} run(s), {where_to_run}")
     adopted = sum(kept(then) for _, then in slots)
-    typer.echo(f"campaign {campaign}: {len(plan.runs) - len(to_run)} slot(s) recorded, "
+    typer.echo(f"campaign {campaign}: {len(plan.runs) - len(to_run)} slot(s) recorded{_not_the_models(state, retry_env)}, "
                + (f"{adopted} kept (appended, not run again), " if adopted else "") + f"{len(to_run) - adopted} to run")
     for slot, then in slots:
         r = slot.planned

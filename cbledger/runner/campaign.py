@@ -94,6 +94,13 @@ class Campaign:
                 out.append(replace(slot.planned, attempt=slot.recorded.campaign.attempt + 1))
         return out
 
+    def not_the_models(self, retry_env: int = 0) -> int:
+        """Recorded slots that stay as they are (no retry allowed now) whose latest attempt ended
+        for a reason not the model's: recorded, yet counted in no model row, which "recorded"
+        alone would hide from whoever reads the count."""
+        return sum(1 for slot in self.slots if slot.recorded is not None and slot.recorded.harness_failure is not None
+                   and not retryable(slot.recorded, retry_env))
+
 
 def retryable(run: RunRecorded, retry_env: int) -> bool:
     """Whether a recorded attempt may be followed by another: it failed for a reason not the

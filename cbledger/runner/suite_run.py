@@ -294,7 +294,12 @@ def retry_of(planned: PlannedRun, outcome: Outcome, retry_env: int) -> PlannedRu
 
 
 def _label(planned: PlannedRun) -> str:
-    return f"{planned.task.id} r{planned.repeat}"
+    """A run not recorded, named as the campaign's plan names it (`slot 2/3 (repeat 5)`): a reader
+    holding the plan's lines finds the slot; the repeat alone (`r5`) is in no line they were shown."""
+    if planned.campaign is None:
+        return f"{planned.task.id} r{planned.repeat}"
+    repeat = f" (repeat {planned.repeat})" if planned.repeat != planned.slot else ""
+    return f"{planned.task.id} slot {planned.slot}/{planned.repeats_planned}{repeat}"
 
 
 #: agents whose runs are recorded under the agent's own name as their run mode
