@@ -271,6 +271,10 @@ def test_refreezing_at_another_commit_resets_the_baseline(tmp_path, upstream):
          "--path", "hardware/demo.kicad_pro", "--id", "demo-up", "--root", root]
     )
     assert r.exit_code == 0, r.output
+    # no remote of the repository holds the new commit, yet the manifest names the URL the author
+    # gave: kept, and said (a local copy once rewrote a real board's provenance without a word)
+    assert (f"warning: {manifest}: upstream.url names https://example.com/demo, but no remote of {upstream.path} holds "
+            f"commit {upstream.second}") in r.stderr, r.output
     after = json.loads(manifest.read_text())
     assert after["upstream"]["commit"] == upstream.second
     assert after["upstream"]["name"] == "Demo upstream"  # the author's words survive a re-freeze
@@ -317,6 +321,9 @@ def test_a_refused_freeze_writes_nothing(tmp_path, upstream):
     assert not (root / "fixtures").exists()
     r = freeze(root, upstream, upstream.dangling)
     assert r.exit_code == 2 and "unreachable" in r.stderr
+    assert not (root / "fixtures").exists()
+    r = freeze(root, upstream, upstream.first, "--license-file", "COPYING")
+    assert r.exit_code == 2 and f"--license-file COPYING: no such file in commit {upstream.first}" in r.stderr, r.output
     assert not (root / "fixtures").exists()
     r = run_cli(["fixture", "freeze", "--from", upstream.path, "--commit", upstream.first, "--path", "hardware", "--id", "Demo_Up", "--root", root])
     assert r.exit_code == 2 and "--id 'Demo_Up': must be kebab-case" in r.stderr

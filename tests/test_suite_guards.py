@@ -196,3 +196,24 @@ def test_a_changed_check_has_every_task_tried_and_a_changed_gold_its_own():
     files = {**task.files, gold: msgspec.structs.replace(task.files[gold], sha256="0" * 64)}
     before = msgspec.structs.replace(now, tasks={**now.tasks, EDIT: msgspec.structs.replace(task, files=files)})
     assert definitions.changed_tasks(before, now) == {EDIT}
+
+
+def test_a_bump_refuses_what_validate_calls_an_error(project):
+    """A named suite listing a task that does not exist was recorded by the bump (exit 0) while
+    `validate` called it an error; a task's misspelled field was refused with msgspec's bare words."""
+    before = ledger_lines(project)
+    suite = project / "suites" / "pair.json"
+    suite.write_text(json.dumps({"name": "pair", "tasks": [EDIT, REFUSAL, "led-resistor-swpa"]}))
+    r = bump(project)
+    assert r.exit_code == 2, r.output
+    assert "suites/pair.json: tasks[2]: no task 'led-resistor-swpa'" in r.stderr and "nothing recorded" in r.stderr, r.stderr
+    assert "trial" not in r.stderr  # refused before gold or noop ran
+    assert ledger_lines(project) == before
+    suite.write_text(json.dumps({"name": "pair", "tasks": [EDIT, REFUSAL]}))
+    manifest = project / "tasks" / EDIT / "task.json"
+    doc = json.loads(manifest.read_text())
+    doc["teir"] = doc.pop("tier")
+    manifest.write_text(json.dumps(doc, indent=2) + "\n")
+    r = bump(project)
+    assert r.exit_code == 2 and f"tasks/{EDIT}/task.json: teir:" in r.stderr, r.stderr
+    assert ledger_lines(project) == before

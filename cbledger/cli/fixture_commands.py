@@ -20,10 +20,15 @@ from cbledger.tasks.fixtures import authoring
 from cbledger.tasks.fixtures import baseline as baseline_mod
 from cbledger.tasks.fixtures import materialize as materialize_mod
 from cbledger.tasks.fixtures.check import FixtureCheck, check_fixture
-from cbledger.tasks.fixtures.freeze import Recipe, freeze_files
+from cbledger.tasks.fixtures.freeze import Frozen, Recipe, freeze_files
 from cbledger.tasks.fixtures.hashing import hash_directory
 from cbledger.tasks.fixtures.install import install_tree
-from cbledger.tasks.fixtures.manifest_file import MANIFEST_NAME, read_document, write_document
+from cbledger.tasks.fixtures.manifest_file import (
+    MANIFEST_NAME,
+    is_placeholder,
+    read_document,
+    write_document,
+)
 from cbledger.tasks.fixtures.problems import Problem
 from cbledger.tasks.fixtures.project_check import ProjectCheck, check_fixtures, repin
 
@@ -168,6 +173,21 @@ def check_cmd(
         raise typer.Exit(1)
 
 
+def _upstream_unheld(doc: dict, manifest_path: Path, frozen: Frozen, git_dir: Path, url: str | None) -> str | None:
+    """A fixture frozen again keeps its upstream URL. From a repository none of whose remotes holds
+    the commit, the manifest then says that upstream holds a commit it may never have seen: once
+    written without a word from a local copy over a real board's provenance. Said, not refused:
+    an author's clone may have no remote and still be the upstream's history."""
+    kept = doc.get("upstream", {}).get("url") if isinstance(doc.get("upstream"), dict) else None
+    if url is not None or not isinstance(kept, str) or kept == "local" or is_placeholder(kept):
+        return None
+    if frozen.source is None or frozen.source.url is not None:
+        return None
+    return (f"warning: {manifest_path}: upstream.url names {kept}, but no remote of {git_dir} holds commit {frozen.commit}: "
+            f"the manifest now says {kept} holds it. If it does not, freeze from a clone of {kept} that holds it, or "
+            "freeze the copy as a fixture of your own under another --id")
+
+
 @fixture_app.command("freeze")
 def freeze_cmd(
     git_dir: Annotated[Path, typer.Option("--from", help="A git repository: a clone of the upstream one, or your own.")],
@@ -202,9 +222,10 @@ def freeze_cmd(
         fail(f"--id {fixture_id!r}: must be kebab-case ([a-z0-9] words joined by '-', at most 100 characters)")
     fixture_dir = dest or _fixture_dir(root, fixture_id, must_exist=False)
     recipe = Recipe(tuple(paths or (".",)), strip, into)
-    frozen = freeze_files(git_dir, commit, recipe)
+    frozen = freeze_files(git_dir, commit, recipe, license_file)
     manifest_path = fixture_dir / MANIFEST_NAME
     doc = read_document(manifest_path) if manifest_path.is_file() else {}
+    unheld = _upstream_unheld(doc, manifest_path, frozen, git_dir, url)
     previous = doc.get("sha256")
     install_tree(frozen.files, fixture_dir / "tree")
     upstream = {
@@ -235,6 +256,8 @@ def freeze_cmd(
     write_document(manifest_path, doc)
     result = check_fixture(fixture_dir, project_root(root), require_tree=True)
     left = [p for p in result.problems if p.severity == "error"]
+    if unheld:
+        typer.echo(unheld, err=True)
     if as_json:
         typer.echo(json.dumps({
             "fixture": fixture_id, "files": len(frozen.files), "commit": frozen.commit, "sha256": frozen.sha256,

@@ -596,6 +596,13 @@ def suite_bump(
     ws = workspace(ledger, root)
     path = ws.ledger
     view = ledger_view.read(path, links=True)
+    # a task in error, or a named suite listing a task there is none of (once recorded), refused
+    # before anything is tried and in validate's words, which name the field
+    refused = validate.bump_errors(ws.root)
+    if refused:
+        listed = "; ".join(f"{p.file}: {p.field}: {p.message}" if p.field else f"{p.file}: {p.message}" for p in refused)
+        fail(f"refusing to record the suite bump, {len(refused)} error(s) (`{invocation.command('validate')}` lists them): "
+             f"{listed}; nothing recorded")
     catalog = Catalog(ws.root)
     to_try = suite_version.changed_tasks(view.suite, catalog)
     file_changes: list[str] = []

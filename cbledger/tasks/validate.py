@@ -428,17 +428,43 @@ def validate_suite(path: Path, ctx: _Context) -> list[Problem]:
         problems.append(error(file, "name", f"{doc['name']!r} differs from the file name {path.stem!r}"))
     tasks = doc.get("tasks")
     if isinstance(tasks, list):
-        seen: set[str] = set()
-        for i, task_id in enumerate(tasks):
-            if not isinstance(task_id, str):
-                continue
-            if task_id in seen:
-                problems.append(warning(file, f"tasks[{i}]", f"{task_id!r} is listed twice"))
-            seen.add(task_id)
-            if not (ctx.root / "tasks" / task_id / "task.json").is_file():
-                problems.append(error(file, f"tasks[{i}]", f"no task {task_id!r} (tasks/{task_id}/task.json)"))
+        problems.extend(_suite_members(tasks, file, ctx.root))
         named = [t for t in tasks if isinstance(t, str)]
         problems.extend(_outcome_rules(file, "tasks", f"suite {path.stem!r}", named, ctx))
+    return problems
+
+
+def _suite_members(tasks: list[Any], file: str, root: Path) -> list[Problem]:
+    problems: list[Problem] = []
+    seen: set[str] = set()
+    for i, task_id in enumerate(tasks):
+        if not isinstance(task_id, str):
+            continue
+        if task_id in seen:
+            problems.append(warning(file, f"tasks[{i}]", f"{task_id!r} is listed twice"))
+        seen.add(task_id)
+        if not (root / "tasks" / task_id / "task.json").is_file():
+            problems.append(error(file, f"tasks[{i}]", f"no task {task_id!r} (tasks/{task_id}/task.json)"))
+    return problems
+
+
+def bump_errors(root: Path) -> list[Problem]:
+    """What `suite bump` refuses before it tries anything: a task `validate` finds in error, and a
+    named suite that lists a task there is none of (once recorded as it stood). The catalog's and
+    suites' outcome-class rules stay `validate`'s: a bump records a project as it is being built."""
+    root = Path(root).resolve()
+    ctx = _Context(root, False)
+    catalog = Catalog(root)
+    problems: list[Problem] = []
+    for task_id in catalog.task_ids():
+        problems.extend(errors_of(validate_task(catalog.tasks_dir / task_id, ctx)))
+    for path in sorted(catalog.suites_dir.glob("*.json")) if catalog.suites_dir.is_dir() else ():
+        doc, read = _read_json(path, ctx.rel(path))
+        problems.extend(errors_of(read))
+        if doc is not None:
+            problems.extend(errors_of(schema_problems(doc, Suite, ctx.rel(path))))
+            if isinstance(doc, dict) and isinstance(doc.get("tasks"), list):
+                problems.extend(errors_of(_suite_members(doc["tasks"], ctx.rel(path), root)))
     return problems
 
 
