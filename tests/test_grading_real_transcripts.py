@@ -125,6 +125,39 @@ def test_the_first_real_transcript_with_a_refusal_task(tmp_path, shared_real):
     )
 
 
+def test_the_commit_steps_bookkeeping_is_not_the_models_edit(tmp_path, shared_real):
+    """copperhead's commit step writes `.history/` into .gitignore and an entry into the docs'
+    changelog on every run that ends `done`: a refusal task answered `done` with nothing changed
+    was a constraint-violation under the real harness every time, as if the model had made the
+    change the budget forbids. Grader 1.4.0 counts neither file; 1.3.0's grades keep their rule."""
+    from cbledger.grading.evidence.bundle import from_sandbox
+    from cbledger.grading.grader import grade
+
+    fixture = write_fixture(tmp_path / "project")
+    task = write_task(tmp_path / "project", "real-refusal", fixture,
+                      [assertion("refused", "exit_path_in", {"paths": ["refused"]})], expectedOutcome="refusal")
+    box = make_box(tmp_path, task, fixture)
+    stamp = "2026-07-22T18-47-18-987Z"
+    box.write(f".copperhead/runs/{stamp}/transcript.jsonl", (shared_real / "transcripts" / f"{stamp}.jsonl").read_bytes())
+    box.write(".gitignore", ".history/\n")
+    box.write("docs/CHANGELOG.md", "# Changelog\n\n## 2026-12-01 — raise the current\n\n- Files: (none)\n")
+    evidence = lambda: from_sandbox(box.path, None, None)  # noqa: E731
+    assert grade(task, fixture, evidence()).failure_category == "wrong-target"
+    assert grade(task, fixture, evidence(), grader_version="1.3.0").failure_category == "constraint-violation"
+    # the docs directory is the one copperhead was given (the seed's config): a run that names
+    # another, or writes a config no parser can read, moves nothing and crashes nothing
+    config = box.read(".copperhead/config.json")
+    for changed in (config.replace("{", '{"docs": "elsewhere", ', 1), "[" * 200_000):
+        box.write(".copperhead/config.json", changed)
+        assert grade(task, fixture, evidence()).failure_category == "constraint-violation"  # the config is an edit
+    box.write(".copperhead/config.json", config)
+    box.write("elsewhere/CHANGELOG.md", "moved\n")
+    assert grade(task, fixture, evidence()).failure_category == "constraint-violation"  # not the changelog it was given
+    (box.path / "elsewhere" / "CHANGELOG.md").unlink()
+    box.write("docs/SPEC.md", "the change the budget forbids\n")  # a file the model changed
+    assert grade(task, fixture, evidence()).failure_category == "constraint-violation"
+
+
 def test_provider_model_ids_come_from_assistant_answers_never_from_run_start(shared_real):
     """copperhead writes the id it asked for in run-start (`claude-code` here) and no id of the
     answering model: these transcripts name none. A harness that writes `model` on its assistant

@@ -271,7 +271,7 @@ def test_every_command_on_a_corrupt_ledger_line_names_the_seq(tmp_path, how, com
     assert not copy.exists()  # an export of a damaged ledger is no copy of it
     if command[0] == "replay":  # a report rather than an error: the broken chain, exit 1
         assert "Traceback" not in result.output and result.exit_code == 1, result.output
-        assert "chain BROKEN: undecodable at line 3 (seq 3" in result.output, result.output
+        assert f"chain BROKEN: {ledger}: undecodable at line 3 (seq 3" in result.output, result.output
         return
     line = one_error_line(result)
     assert result.exit_code == 2 and "seq 3" in line, (result.exit_code, line)  # bad input, whichever command met it

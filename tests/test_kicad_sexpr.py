@@ -167,3 +167,31 @@ def test_generated_sheets_parse_piece_by_piece_as_whole(children: list[str], sep
         assert _same_or_both(sexpr._piecewise_loads(text[:-2]), sexpr._fast_loads(text[:-2]))
     finally:
         sexpr.PIECEWISE_FROM = previous
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("\ufeff(kicad_sch (version 1))\n", "f.kicad_sch:1: not a valid s-expression: it starts with a byte-order mark"),
+    ("EESchema Schematic File Version 4\nLIBS:power\n$EndSCHEMATC\n", "f.kicad_sch:1: a KiCad 5 schematic (EESchema)"),
+    ("(kicad_sch\n\t(version 1)\n)\n(kicad_sch (version 2))\n", "f.kicad_sch:4: not a valid s-expression: there is a ')' too many"),
+    ("(kicad_sch\n\t(version 1)\n)\n\n\"a note\"\n", "f.kicad_sch:5: not a valid s-expression"),
+])  # fmt: skip
+def test_what_is_not_one_form_is_named_with_its_line(text: str, said: str):
+    """A byte-order mark, a KiCad 5 body and a second top-level form all read "a ')' too many, or
+    text after the last form", with no line to look at."""
+    with pytest.raises(sexpr.UserError) as refused:
+        sexpr.parse_text(text, "f.kicad_sch")
+    assert str(refused.value).startswith(said), refused.value
+
+
+def test_the_piece_cache_weighs_brackets_not_only_characters():
+    """Text written to be nearly all brackets holds about 32 bytes per `(` once parsed: counted by
+    its characters alone, the bound let such pieces hold about five times what KiCad's text does."""
+    cache = sexpr._PieceCache(max_chars=1000)
+    brackets, prose = "(" * 50 + ")" * 50, "(a " + "b" * 97 + ")"
+    assert sexpr._weight(brackets) == 100 + 12 * 50 and sexpr._weight(prose) == 101 + 12
+    cache.put(brackets, [])
+    cache.put("(x" + brackets, [])
+    assert cache.get(brackets) is None and cache.get("(x" + brackets) is not None  # 1,400 > 1,000: the first dropped
+    for i in range(8):
+        cache.put(f"{i}{prose}", [])
+    assert cache.get("(x" + brackets) is None and all(cache.get(f"{i}{prose}") is not None for i in range(8))

@@ -180,7 +180,7 @@ def test_replay_verify_names_the_seq_and_the_kind(
 
     result = run_cli(["replay", "--verify", "--chain-only", "--ledger", ledger])
     assert result.exit_code == 1, result.output
-    assert "chain BROKEN" in result.stderr
+    assert f"chain BROKEN: {ledger}: " in result.stderr  # the file named, as every finding names one
     assert f"{kind} at line {line} (seq {seq}," in result.stderr, result.stderr
     if kind == "seq-gap":
         assert f"expected seq {line}, found {seq}" in result.stderr

@@ -177,7 +177,7 @@ def _print(report: verify_mod.VerifyReport, verdict: bool = True) -> None:
                 "cannot be detected"
             )
     else:
-        typer.echo(f"chain BROKEN: {chain.problem}", err=True)
+        typer.echo(f"chain BROKEN: {report.ledger}: {chain.problem}", err=True)
         typer.echo(f"last good: seq {chain.head.seq} {chain.head.hash}", err=True)
     anchored = report.checkpoints
     for f in anchored.failures:

@@ -13,6 +13,8 @@ decimals; it is a diagnostic, never a headline.
 
 from __future__ import annotations
 
+import json
+import posixpath
 from dataclasses import dataclass
 from typing import Literal
 
@@ -26,12 +28,19 @@ from cbledger.grading.taxonomy import TaxonomyInput, classify
 from cbledger.ledger.events import AssertionOutcome, RunRecorded
 from cbledger.ledger.types import FailureCategory
 from cbledger.tasks.catalog import Fixture, Task
+from cbledger.tasks.model import CONFIG_PATH
 
-GRADER_VERSION = "1.3.0"
+GRADER_VERSION = "1.4.0"
 #: the grader whose taxonomy first asks whether a run edited anything (`TaxonomyInput.edited`)
 EDITED_SINCE = (1, 3, 0)
 #: copperhead's own records of a run, which every run leaves: not an edit of the project
 RUN_RECORDS = ".copperhead/runs/"
+#: copperhead's commit step writes these on every run that ends `done`, whatever the model did:
+#: the `.history/` line in .gitignore and an entry in the docs' changelog (its "Files:" line
+#: reads "(none)" when nothing changed). Since grader 1.4.0 neither is the model's edit: a
+#: refusal task answered `done` with nothing changed was a constraint-violation, as if the model
+#: had made the change the budget forbids, under the real harness every time.
+BOOKKEEPING_SINCE = (1, 4, 0)
 
 Verdict = Literal["pass", "fail"]
 
@@ -82,6 +91,29 @@ def _version(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in text.split(".") if p.isdigit())
 
 
+def _edited(evidence: Evidence, version: tuple[int, ...]) -> bool | None:
+    """Did the run change a file of the project? None under the rules before grader 1.3.0."""
+    if version < EDITED_SINCE:
+        return None
+    bookkeeping: set[str] = set()
+    if version >= BOOKKEEPING_SINCE:
+        docs = _docs_dir(evidence)
+        bookkeeping = {".gitignore", f"{docs}/CHANGELOG.md" if docs else "CHANGELOG.md"}
+    return any(not p.startswith(RUN_RECORDS) and p not in bookkeeping for p in evidence.diff.paths)
+
+
+def _docs_dir(evidence: Evidence) -> str:
+    """The docs directory copperhead was given: the seed's config, which the runner wrote (the end
+    state's is the run's to change, and would move the changelog this rule leaves out), read as
+    copperhead joins it; its default `docs`."""
+    text = evidence.baseline.text(CONFIG_PATH)
+    try:
+        docs = json.loads(text).get("docs") if text else None
+    except (ValueError, AttributeError, RecursionError):
+        docs = None
+    return posixpath.normpath(docs).strip("/") if isinstance(docs, str) and docs.strip() else "docs"
+
+
 def grade(task: Task, fixture: Fixture, evidence: Evidence, grader_version: str = GRADER_VERSION) -> Grade:
     """`grader_version`: the rules to grade by; a grade recorded by an earlier grader is
     reproduced under its own (`replay --verify` passes the recorded one), a new grade uses today's."""
@@ -97,8 +129,7 @@ def grade(task: Task, fixture: Fixture, evidence: Evidence, grader_version: str 
                 evidence.exit_path,
                 first.type if first else None,
                 task.manifest.expected_outcome,
-                edited=any(not p.startswith(RUN_RECORDS) for p in evidence.diff.paths)
-                if _version(grader_version) >= EDITED_SINCE else None,
+                edited=_edited(evidence, _version(grader_version)),
             )
         )
     return Grade(

@@ -28,7 +28,10 @@ quotes it and tests/test_grading_taxonomy.py checks every branch.
                                                       wrong-target when it changed nothing (it
                                                       neither refused nor edited: since grader
                                                       1.3.0, `edited`; before, every such run was
-                                                      a constraint-violation)
+                                                      a constraint-violation. Since 1.4.0 the
+                                                      .gitignore line and changelog entry
+                                                      copperhead's commit step writes on every
+                                                      `done` are not an edit)
       commit_count                                  → commit-failed
       file_unchanged, files_touched_subset, diff_ratio_max, rollback_byte_identical,
       constraint_registered, no_secret, erc_*, drc_* → constraint-violation

@@ -120,7 +120,9 @@ def at(node: Node) -> tuple[tuple[int, int], int]:
 def _locate_imbalance(text: str) -> int | None:
     """1-based line near the first bracket that breaks the nesting, or None.
 
-    A surplus `)` is exact. A missing `)` only shows at the end of the file, so KiCad's own
+    Once the top-level form has closed, the first text after it is the break: a second form, a
+    word, or what follows a `)` too many that closed the form early (and a `)` at the very start
+    is one too many at once). A missing `)` only shows at the end of the file, so KiCad's own
     layout is used as a witness instead: KiCad indents each form by its depth (a tab, or two spaces
     before KiCad 8), and the first form whose indentation disagrees with the bracket count sits just
     after the break. That witness is trusted only once the file has shown it follows the layout.
@@ -131,6 +133,7 @@ def _locate_imbalance(text: str) -> int | None:
     string_line = 0
     agreeing = 0
     first_disagreement: int | None = None
+    closed = False  # the top-level form has ended: anything but space after it is out of place
     for lineno, line in enumerate(text.split("\n"), 1):
         if not in_string and first_disagreement is None:
             stripped = line.lstrip(" \t")
@@ -150,6 +153,10 @@ def _locate_imbalance(text: str) -> int | None:
                 elif ch == '"':
                     in_string = False
                 continue
+            if depth == 0 and closed and not ch.isspace():
+                # a second top-level form, or text after the last one; a form closed early by a
+                # bracket too many shows here too, and the layout witness then places the break
+                return first_disagreement or lineno
             if ch == '"':
                 in_string = True
                 string_line = lineno
@@ -159,6 +166,7 @@ def _locate_imbalance(text: str) -> int | None:
                 depth -= 1
                 if depth < 0:
                     return first_disagreement or lineno
+                closed = depth == 0
     if in_string:
         return string_line
     return first_disagreement
@@ -258,16 +266,23 @@ _TOP_CHILD = re.compile(r"\n(?:\t|  )(?=\()")
 PIECEWISE_FROM = 64 * 1024
 
 
+def _weight(piece: str) -> int:
+    return len(piece) + 12 * piece.count("(")
+
+
 class _PieceCache:
     """Parsed top-level children by their exact text, least recently used dropped first, bounded
     by the text they were parsed from. Why: a run's end state is its fixture's board with a few
     children edited, so a grade after the fixture's (and `replay --verify` over a ledger of such
     runs) finds nearly every child of the sheet already parsed. The text itself is the key, so a
     hit is the same bytes and cannot be stale. What it holds is shared by every parse that hits
-    it, as the parse cache's results are: read, never changed. A parsed piece takes about eight
-    times its text in memory, so the default bound holds about 35 MB."""
+    it, as the parse cache's results are: read, never changed. What a parsed piece holds is about
+    2.6 bytes per character of its text plus 32 per `(` (a list per form): a piece is weighed as
+    its characters plus 12 per `(`, which makes what is held about 2.6 bytes per unit of weight
+    whatever the text: about 22 MB at the default bound, for KiCad's own text and for text written
+    to be nearly all brackets, which an agent could leave (130 MB when only characters counted)."""
 
-    def __init__(self, max_chars: int = 4 * 1024 * 1024) -> None:
+    def __init__(self, max_chars: int = 8 * 1024 * 1024) -> None:
         self._max = max_chars
         self._chars = 0
         self._items: OrderedDict[str, Node] = OrderedDict()
@@ -282,13 +297,14 @@ class _PieceCache:
 
     def put(self, piece: str, forms: Node) -> None:
         with self._lock:
-            if piece in self._items or len(piece) > self._max:
+            weight = _weight(piece)
+            if piece in self._items or weight > self._max:
                 return
             self._items[piece] = forms
-            self._chars += len(piece)
+            self._chars += weight
             while self._chars > self._max:
                 dropped, _ = self._items.popitem(last=False)
-                self._chars -= len(dropped)
+                self._chars -= _weight(dropped)
 
     def clear(self) -> None:
         with self._lock:
@@ -374,6 +390,12 @@ def parse_text(text: str, source: str, expect: str | None = None) -> Node:
     except RecursionError:
         raise UserError(f"{source}: not a valid s-expression: nested too deep to parse") from None
     except Exception as exc:  # sexpdata raises several unrelated exception types
+        if text.startswith("\ufeff"):
+            raise UserError(f"{source}:1: not a valid s-expression: it starts with a byte-order mark (U+FEFF), "
+                            "which KiCad never writes; save the file as UTF-8 without one") from None
+        if text.lstrip().startswith("EESchema"):
+            raise UserError(f"{source}:1: a KiCad 5 schematic (EESchema), not an s-expression: open it in KiCad 6 "
+                            "or later and save it, which writes the s-expression format") from None
         if isinstance(exc, sexpdata.ExpectClosingBracket):
             what = "a closing ')' is missing"
         elif isinstance(exc, sexpdata.ExpectNothing):

@@ -413,7 +413,8 @@ def _failure_section(g: GroupMetrics, level: str) -> list[str]:
         ["Model", "Failed runs", "Categories"],
         [[f"`{r.model}`", str(r.runs - r.passes), _categories(r)] for r in failing],
     ) if failing else ["No failed run of a model in this group's rows (scripted and harness runs, which never enter "
-                       "a headline row, are counted under Task modes and the harness discrimination check)."]
+                       "a headline row, have their own sections: Real harness, scripted model, and Harness "
+                       "discrimination check, each shown when the group holds such runs)."]
     return _section(level, "Failure categories (diagnostic; pooled over tiers by run)", body)
 
 
@@ -768,7 +769,8 @@ _UNSANDBOXED_NOTE = (
     "> Their processes ran as the operator, with the operator's files in reach: nothing kept such "
     "an agent from reading a gold solution or writing outside its sandbox. `before the sandbox`: "
     "recorded by a runner that had none (the event does not state it); `--unsandboxed`: run "
-    "without it on purpose. docs/RUNNER.md, section 5."
+    "without it on purpose. Counted over the whole ledger, every suite version's runs (the benchmark "
+    "card counts the runs of the suite it describes). docs/RUNNER.md, section 5."
 )
 
 
