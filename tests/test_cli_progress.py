@@ -16,9 +16,9 @@ class Terminal(io.StringIO):
         return True
 
 
-def _output(task: str, repeat: int, verdict: str, category: str | None = None):
+def _output(task: str, repeat: int, verdict: str, category: str | None = None, note: str | None = None):
     grade = SimpleNamespace(verdict=verdict, failure_category=category)
-    return SimpleNamespace(grade=grade, run=SimpleNamespace(task=SimpleNamespace(id=task), repeat=repeat))
+    return SimpleNamespace(grade=grade, run=SimpleNamespace(task=SimpleNamespace(id=task), repeat=repeat, runner_note=note))
 
 
 def test_a_suite_run_off_a_terminal_is_one_line_per_run_with_the_tally():
@@ -36,6 +36,20 @@ def test_a_suite_run_off_a_terminal_is_one_line_per_run_with_the_tally():
     ]
     assert [line.split(" | ")[1] for line in lines] == ["pass 1 fail 0", "pass 1 fail 1", "pass 1 fail 1 error 1"]
     assert all(" | elapsed " in line and " eta " in line for line in lines)
+
+
+def test_a_session_script_the_harness_did_not_follow_is_said_on_the_runs_line():
+    """An `expect` that did not match ended the run on a provider error, shown as `fail (stalled)`
+    alone: the reason was only in `show --json`'s runnerNote, so a script's author read it as
+    the harness's doing."""
+    log = io.StringIO()
+    progress = SuiteProgress(1, stream=log)
+    why = "turn 4: session 'badexpect' turn 4: tool result 2 does not match '^drift: dirty' (it begins 'drift: clean')"
+    progress(_output("dmx-task", 1, "fail", "stalled", note=f"copperhead exited 1; session script: {why}"), None, 1, 1)
+    progress.close()
+    lines = log.getvalue().splitlines()
+    assert lines[0].startswith("[1/1] dmx-task r1 fail (stalled)")
+    assert lines[1] == f"  dmx-task r1: the session script does not fit what the harness did: {why}"
 
 
 def test_verification_off_a_terminal_ends_each_line_with_the_run_status():

@@ -544,6 +544,14 @@ def test_a_net_absent_naming_no_net_of_the_baseline_is_a_warning(tmp_path):
     found = [(p.file, p.field, p.message) for p in validate_project(root).warnings if "baseline netlist" in p.message]
     assert found == [("tasks/mcu-rename-i2c-nets/assertions.json", f"[{i}].args.net",
                       "no net 'SDAA' in fixtures/synthetic-mcu-sensor's baseline netlist: the assertion passes unless a run makes that net (a typo?)")]
+    # symbol_absent is the same trap: a part the board never had is absent after any run
+    doc[i]["args"]["net"] = "SDA"
+    doc.append({"id": "no-u77", "type": "symbol_absent", "required": True, "weight": 1, "args": {"refdes": "U77"}})
+    doc.append({"id": "no-u1", "type": "symbol_absent", "required": False, "weight": 1, "args": {"refdes": "U1"}})
+    path.write_text(json.dumps(doc))
+    found = [(p.field, p.message) for p in validate_project(root).warnings if "baseline netlist" in p.message]
+    assert found == [(f"[{len(doc) - 2}].args.refdes", "no symbol 'U77' has a pin in fixtures/synthetic-mcu-sensor's baseline "
+                      "netlist: the assertion passes unless a run adds it (a typo?)")]
 
 
 def test_a_damaged_kept_catalog_names_damage_only_for_what_the_damaged_files_define(project):

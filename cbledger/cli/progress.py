@@ -161,9 +161,28 @@ class SuiteProgress:
         if self.finished:
             tally += " | " + " ".join(f"{w} {n}" for w, n in sorted(self.finished.items()))
         self.reporter.step(done, total, what, tally=tally, error=output is None)
+        off_script = _off_script(output)
+        if off_script:
+            self.reporter.note(off_script, error=True)
 
     def close(self) -> None:
         self.reporter.close()
+
+
+#: how the runner's note names what the project's endpoint refused of a session script
+OFF_SCRIPT = "session script: "
+
+
+def _off_script(output: RunOutput | None) -> str | None:
+    """A session script the harness did not follow ends the run on a provider error, graded like
+    any (`stalled`): the author of the script must see why on the run's own line, not only in
+    `show --json`'s runnerNote."""
+    note = output.run.runner_note if output is not None else None
+    if not note or OFF_SCRIPT not in note:
+        return None
+    why = note.split(OFF_SCRIPT, 1)[1]
+    why = why if len(why) <= 400 else why[:399] + "…"
+    return f"  {output.run.task.id} r{output.run.repeat}: the session script does not fit what the harness did: {why}"
 
 
 class VerifyProgress:

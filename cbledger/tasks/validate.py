@@ -306,10 +306,12 @@ def _baseline_nets(path: Path) -> Netlist | None:
 
 
 def _assertion_rules(
-    doc: Any, file: str, check: FixtureCheck | None, ctx: _Context, fixture_path: str | None, gold_files: Path
+    doc: Any, file: str, check: FixtureCheck | None, ctx: _Context, fixture_path: str | None, gold_files: Path,
+    expected: str | None = None,
 ) -> list[Problem]:
     """`gold_files` (the task's `gold/files/`) holds what the gold writes: a document or path found
-    there is one a run can make, so only a name neither the seed nor the gold holds is a warning."""
+    there is one a run can make, so only a name neither the seed nor the gold holds is a warning.
+    `expected`: the task's expected outcome (a refusal's `symbol_absent` guards a part not added)."""
     if not isinstance(doc, list):
         return [error(file, "", "expected a JSON array of assertions")]
     problems: list[Problem] = []
@@ -364,6 +366,13 @@ def _assertion_rules(
                 # here turns a trap (a half-done rename) into a point every run scores
                 problems.append(warning(file, f"{where}.args.net", f"no net {args['net']!r} in {fixture_path}'s baseline netlist: "
                                         "the assertion passes unless a run makes that net (a typo?)"))
+        elif kind == "symbol_absent" and isinstance(args.get("refdes"), str) and expected == "edit":
+            baseline = _baseline_nets(ctx.root / fixture_path / "baseline" / "netlist.kicad_net") if fixture_path else None
+            if baseline is not None and not any(n.reference == args["refdes"] for net in baseline.nets for n in net.nodes):
+                # the same trap as net_absent's: a part the board never had is absent after any run
+                # (a refusal or flag task names one on purpose: the part the refused change would add)
+                problems.append(warning(file, f"{where}.args.refdes", f"no symbol {args['refdes']!r} has a pin in "
+                                        f"{fixture_path}'s baseline netlist: the assertion passes unless a run adds it (a typo?)"))
     if not required and doc:
         problems.append(error(file, "", "no assertion is required: a run would pass whatever it did"))
     if not doc:
@@ -400,7 +409,9 @@ def validate_task(task_dir: Path, ctx: _Context) -> list[Problem]:
     problems.extend(read)
     if assertions is not None:
         fixture_path = manifest.fixture.path if manifest is not None else None
-        problems.extend(_assertion_rules(assertions, assertions_file, check, ctx, fixture_path, task_dir / "gold" / gold_mod.FILES))
+        expected = manifest.expected_outcome if manifest is not None else None
+        problems.extend(_assertion_rules(assertions, assertions_file, check, ctx, fixture_path, task_dir / "gold" / gold_mod.FILES,
+                                         expected))
 
     for p in gold_mod.problems(task_dir / "gold"):
         problems.append(error(ctx.rel(task_dir / "gold") + "/" + p.file, "", p.message))
