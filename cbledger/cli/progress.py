@@ -177,7 +177,9 @@ def _off_script(output: RunOutput | None) -> str | None:
     """A session script the harness did not follow ends the run on a provider error, graded like
     any (`stalled`): the author of the script must see why on the run's own line, not only in
     `show --json`'s runnerNote."""
-    note = output.run.runner_note if output is not None else None
+    if output is None:
+        return None
+    note = output.run.runner_note
     if not note or OFF_SCRIPT not in note:
         return None
     why = note.split(OFF_SCRIPT, 1)[1]
