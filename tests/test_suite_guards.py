@@ -217,3 +217,16 @@ def test_a_bump_refuses_what_validate_calls_an_error(project):
     r = bump(project)
     assert r.exit_code == 2 and f"tasks/{EDIT}/task.json: teir:" in r.stderr, r.stderr
     assert ledger_lines(project) == before
+
+
+def test_a_bump_line_names_every_change_it_records(project):
+    """A bump that recorded a named suite's change and a README's said "(named suites changed)"
+    alone: the files no hash covers were named only when nothing hashed had changed."""
+    assert bump(project).exit_code == 0
+    (project / "suites" / "pair.json").write_text(json.dumps({"name": "pair", "tasks": [REFUSAL, EDIT]}))
+    readme = project / "tasks" / EDIT / "README.md"
+    readme.write_text(readme.read_text() + "\nThe trap: the BOM row.\n")
+    r = bump(project)
+    assert r.exit_code == 0, r.output
+    (line,) = [x for x in r.stdout.splitlines() if "suite 1.0.0 → 1.1.0" in x]
+    assert "named suite pair changed" in line and f"task {EDIT}: README.md changed" in line, line

@@ -605,12 +605,12 @@ def suite_bump(
              f"{listed}; nothing recorded")
     catalog = Catalog(ws.root)
     to_try = suite_version.changed_tasks(view.suite, catalog)
-    file_changes: list[str] = []
+    file_changes: list[definitions.FileDifference] = []
     if view.archived is not None:
         # a gold, rubric, session or baseline report edited since: no manifest hash covers them,
         # and a gold that no longer passes was once recorded untried
         last, now = suite_archive.kept_definitions(ws, view.archived), suite_archive.on_disk(ws)
-        file_changes = definitions.differences(last, now)
+        file_changes = definitions.file_differences(last, now)
         to_try = sorted(set(to_try) | (definitions.changed_tasks(last, now) & set(catalog.task_ids())))
     for problem in validate.task_warnings(ws.root, to_try):
         typer.echo(printable(str(problem), limit=4000), err=True)
@@ -636,14 +636,19 @@ def suite_bump(
     if missing:
         typer.echo(f"note: real board(s) not materialized ({', '.join(missing)}): suite {body.suite_version} pins their "
                    "trees by hash, not their baseline reports (`scripts/materialize-real` before a bump pins those too)", err=True)
-    differences = [] if view.suite is None else suite_version.differences(view.suite, suite_version.current(Catalog(ws.root)))
+    hashed = [] if view.suite is None else suite_version.changes(view.suite, suite_version.current(Catalog(ws.root)))
+    differences = [str(d) for d in hashed]
     if as_json:
         typer.echo(json.dumps({
             "suiteVersion": body.suite_version, "previous": body.previous, "seq": r.seq, "changes": differences,
             "tried": to_try if not skip_trial else [], "archivedSeq": a.seq, "definitionsHash": kept.definitions_hash,
         }, sort_keys=True))
         return
-    changed = "" if view.suite is None else " (" + ", ".join(differences or file_changes) + ")"
+    # each change by its file where the kept definitions name one, else as the hashes say: the line
+    # once said "named suites changed" alone of a bump that recorded a README too
+    said = [str(d) for d in hashed if not any(f.kind == d.kind and f.key == (d.key or "") for f in file_changes)]
+    said += [f.message for f in file_changes]
+    changed = "" if view.suite is None else " (" + ", ".join(said) + ")"
     typer.echo(f"seq {r.seq}  suite {body.previous or '-'} → {body.suite_version}{changed}")
     typer.echo(f"seq {a.seq}  suite.archived {body.suite_version}: definitions {kept.definitions_hash[:12]} kept under {ws.shown_path(ws.suites)}/")
 

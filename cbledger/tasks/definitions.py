@@ -364,12 +364,13 @@ def file_differences(recorded: Definitions, now: Definitions, tasks: list[str] |
 
     def files_diff(kind: str, key: str, before: dict[str, FileEntry], after: dict[str, FileEntry]) -> None:
         for rel in sorted(set(before) | set(after)):
+            what = f"{kind} {key}: {rel}" if key else f"named suite {rel}"
             if rel not in after:
-                out.append(FileDifference(kind, key, rel, f"{kind} {key}: {rel} removed"))
+                out.append(FileDifference(kind, key, rel, f"{what} removed"))
             elif rel not in before:
-                out.append(FileDifference(kind, key, rel, f"{kind} {key}: {rel} added"))
+                out.append(FileDifference(kind, key, rel, f"{what} added"))
             elif before[rel] != after[rel]:
-                out.append(FileDifference(kind, key, rel, f"{kind} {key}: {rel} changed"))
+                out.append(FileDifference(kind, key, rel, f"{what} changed"))
 
     if recorded.checks is not UNSET:
         files_diff("check code", "cbledger", recorded.checks, {} if now.checks is UNSET else now.checks)
