@@ -267,3 +267,6 @@ def test_a_draft_refused_or_interrupted_before_it_runs_leaves_no_workspace(proje
         pinned = run_cli([*results, "run", "led-refusal-draft", "--draft", "--agent", "gold", "--root", project])
         assert pinned.exit_code == 2 and "sha256" in pinned.stderr, pinned.output
         assert list(chosen.iterdir()) == [] and list(scratch.iterdir()) == []
+        # the path it printed when it was made is said to be gone
+        made = pinned.stderr.split("draft workspace ", 1)[1].split(" ", 1)[0]
+        assert f"draft workspace {made} removed: the draft was refused before any run" in pinned.stderr, pinned.stderr

@@ -223,6 +223,8 @@ def run(
     except UserError:
         if new_draft:  # a draft refused before any run keeps no workspace
             draft_run.discard(where, scratch)
+            # its path was printed when it was made: say it is gone, before the refusal's line
+            typer.echo(f"draft workspace {where.results} removed: the draft was refused before any run", err=True)
         raise
     store = LedgerStore(where.ledger)
     # one driver of a campaign per results directory, and per ledger (drivers elsewhere on a
