@@ -137,6 +137,21 @@ def test_an_existing_task_is_never_overwritten(project):
     assert (project / "tasks" / "led-resistor-swap" / "task.json").read_bytes() == before
 
 
+def test_a_task_made_under_the_id_of_one_the_ledger_holds_runs_of_is_warned_of(project):
+    """A removed task's id taken again was scaffolded without a word, though every page by task
+    would list both tasks' runs as one history."""
+    from tests.factories import new_ledger, run_recorded
+
+    store = new_ledger(project / "results" / "ledger" / "events.jsonl")
+    store.append([run_recorded(1), run_recorded(18)])  # both of task fix-net-1, on pic-programmer
+    r = new(project, "fix-net-1", "--fixture", FIXTURE, "--tier", "simple", "--outcome", "refuse", "--prompt", "x")
+    assert r.exit_code == 0, r.output
+    assert ("warning: the ledger holds 2 run(s) of a task 'fix-net-1' (fixture pic-programmer): a new task under that "
+            "id shares their history") in r.stderr, r.output
+    other = new(project, "fix-net-2", "--fixture", FIXTURE, "--tier", "simple", "--outcome", "refuse", "--prompt", "x")
+    assert other.exit_code == 0 and "warning" not in other.stderr, other.output
+
+
 def test_validate_calls_an_added_task_a_draft_and_says_how_to_run_it(project, kicad_cli):
     for args in (("init",), ("suite", "bump", "--reason", "as bundled", "--skip-trial")):
         assert run_cli([*args, "--root", project]).exit_code == 0

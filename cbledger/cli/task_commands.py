@@ -409,6 +409,9 @@ def new_cmd(
         targets=[scaffold.parse_assert(a) for a in assertion or []], tags=tag, repeats=repeats, init=init,
     )
     files = scaffold.write(made)
+    earlier = _earlier_runs(workspace(None, root), task_id)
+    if earlier:
+        typer.echo(earlier, err=True)
     if as_json:
         typer.echo(json.dumps({"task": task_id, "files": [str(f) for f in files], "assertions": [a["id"] for a in made.assertions],
                                "nets": made.nets, "references": made.references}, ensure_ascii=False))
@@ -417,6 +420,24 @@ def new_cmd(
                f"({len(made.nets)} nets, {len(made.references)} references)")
     if not assertion and outcome == "edit":
         typer.echo(f"next: add the assertion that recognises the change (docs/AUTHORING.md), then `{invocation.command('validate')}`")
+
+
+def _earlier_runs(where: Workspace, task_id: str) -> str | None:
+    """A task made under the id of one the ledger holds runs of (a task since removed): every page
+    and table by task id would list both tasks' runs as one history. Said, not refused: the same
+    task scaffolded again is the same history."""
+    try:
+        if not LedgerStore(where.ledger).exists():
+            return None
+        runs = [r for r in ledger_view.read(where.ledger).runs.values() if r.task.id == task_id]
+    except (UserError, OSError):
+        return None  # a ledger that cannot be read now is `validate`'s and `run`'s to name
+    if not runs:
+        return None
+    fixtures = sorted({r.fixture.id for r in runs})
+    return (f"warning: the ledger holds {len(runs)} run(s) of a task {task_id!r} (fixture {', '.join(fixtures)}): a new "
+            "task under that id shares their history on every page and table by task; pick another id unless this is "
+            "that task again")
 
 
 def register(app: typer.Typer) -> None:
