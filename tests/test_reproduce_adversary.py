@@ -194,6 +194,16 @@ def test_dropping_the_last_runs_is_caught_against_a_checkpoint_and_announced_wit
     code, report = verify_json(project, "--checkpoint", kept_elsewhere, "--key", vkey)
     assert code == verify_mod.EXIT_CHECKPOINT
     assert [f["kind"] for f in report["failures"]] == ["not-an-extension"]
+    assert "bundle-unrecorded" not in result.output  # this forger removed the bundle too
+
+    # one who leaves the dropped run's bundle behind is named by it, checkpoint or none
+    runs_dir = project / "results" / "runs"
+    left = runs_dir / "20260101T000000Z-dropped-run-r1-000000.bundle"
+    shutil.copyfile(next(runs_dir.glob("*.bundle")), left)
+    again = cli(project, "replay", "--verify", "--key", vkey)
+    assert again.exit_code == 0, again.output
+    assert (f"bundle-unrecorded: [results/runs/{left.name}] 1 bundle(s) under results/runs/ name no run the ledger "
+            "records and wait for no append") in again.output, again.output
 
 
 # --------------------------------------------------------------------------- (d) every grade

@@ -268,6 +268,25 @@ def _every_run(state: LedgerState) -> dict[str, RunEntry | PassEntry]:
     return {**state.runs, **state.later_passes}
 
 
+def unrecorded_bundles(state: LedgerState, workspace: Workspace) -> list[Finding]:
+    """Bundles under the results' `runs/` that no run of the ledger names and no pending append
+    waits for. A ledger whose last events were removed (with its records and outputs regenerated)
+    is a valid chain that verified clean, yet its runs' bundles stay behind: said, for a cut no
+    checkpoint covers shows nowhere else. A note, not a failure: a driver killed between writing
+    a bundle and its append leaves one too, until its campaign runs again."""
+    if not workspace.runs.is_dir():
+        return []
+    known = set(state.runs) | set(state.later_passes) | set(workspace.pending_run_ids(""))
+    stray = sorted(p.name for p in workspace.runs.glob("*.bundle") if p.name.removesuffix(".bundle") not in known)
+    if not stray:
+        return []
+    return [Finding(check="run", kind="bundle-unrecorded", file=workspace.shown_path(workspace.runs / stray[0]),
+                    message=f"{len(stray)} bundle(s) under {workspace.shown_path(workspace.runs)}/ name no run the ledger "
+                            "records and wait for no append (the first is named): a ledger whose last events were "
+                            "removed leaves its runs' bundles behind, and a run killed before its append leaves one "
+                            "until its campaign runs again; a checkpoint published elsewhere says whether events are missing")]
+
+
 def _graded_after(options: Options, grades: Iterable[tuple[int, GradeRecorded]]) -> bool:
     """With --since-checkpoint, a run the checkpoint covers is still re-graded when a grade of it
     landed after (a re-score): that grade is work no checkpoint has seen verified."""
@@ -511,6 +530,8 @@ def _verify(
     grades = all_grades(workspace)
     jobs, skipped, report.runs_not_selected, report.notes = plan_runs(state, options, grades)
     report.notes[:0] = early
+    if not options.run_ids:
+        report.notes += unrecorded_bundles(state, workspace)
     if state.head_seq != chain.head.seq:
         report.notes.insert(0, Finding(
             check="chain", kind="ledger-grew", seq=state.head_seq,
