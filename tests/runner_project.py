@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -430,6 +431,17 @@ def read_record(record: Path) -> list[dict]:
     files = [record, *sorted((record.parent / "sandboxes").glob("*/.git/standin-calls.jsonl"))]
     calls = [json.loads(line) for f in files if f.is_file() for line in f.read_text().splitlines() if line.strip()]
     return sorted(calls, key=lambda c: c.get("at", 0))
+
+
+def lingering(marker: str, within: float = 10.0) -> list[int]:
+    """`processes_with(marker)` once it is empty, or after `within` seconds. A sandbox killed with
+    its driver takes its processes down as the kernel tears its pid namespace down, after the
+    driver has waited for the sandbox itself: on a loaded machine a check made at once found them
+    still going."""
+    deadline = time.monotonic() + within
+    while (found := processes_with(marker)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return found
 
 
 def processes_with(marker: str) -> list[int]:

@@ -24,6 +24,7 @@ from tests.runner_project import (
     REFUSAL_TASK,
     RENAME_TASK,
     build_project,
+    lingering,
     processes_with,
     read_record,
     standin,
@@ -166,7 +167,7 @@ def test_wall_clock_cap_kills_the_whole_sandbox_and_the_suite_goes_on(tmp_path, 
         calls = [c for c in read_record(record) if c["command"] == "do"]
         assert calls[0]["childPid"]  # the harness did start its child, which left its session
         # the child left the harness's session and ignored SIGTERM; the sandbox's end took it
-        assert processes_with(marker) == []
+        assert lingering(marker) == []
 
         runs = {r.task.id: r for r in project.runs()}
         grades = {g.run_id: g for g in project.grades()}

@@ -19,6 +19,7 @@ from cbledger.ledger.verify import verify_chain
 from tests.runner_project import (
     RENAME_TASK,
     build_project,
+    lingering,
     processes_with,
     read_record,
     standin,
@@ -101,7 +102,7 @@ def test_ctrl_c_of_the_runner_takes_the_harness_down_with_it(tmp_path, shared_re
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)
         assert proc.returncode != 0
-        assert processes_with(marker) == []
+        assert lingering(marker) == []
         assert project.ledger_bytes() == before
         assert not project.runs_dir.exists() or list(project.runs_dir.iterdir()) == []
     finally:
@@ -140,7 +141,7 @@ def test_ctrl_c_with_jobs_kills_the_runs_in_flight_and_starts_no_further_run(tmp
         proc.send_signal(sig)
         proc.wait(timeout=60)  # well inside the 600 s cap
         assert proc.returncode == code
-        assert processes_with(marker) == []
+        assert lingering(marker) == []
         calls = [c for c in read_record(record) if c["command"] == "do"]
         assert len(calls) == 2, "runs queued behind the interrupt were started"
         assert project.ledger_bytes() == before and verify_chain(project.ledger).ok

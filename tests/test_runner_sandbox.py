@@ -29,7 +29,14 @@ from cbledger.ledger.verify import verify_chain
 from cbledger.runner import isolation
 from cbledger.runner.endpoint.script import Session
 from cbledger.runner.endpoint.server import Endpoint
-from tests.runner_project import REFUSAL_TASK, RENAME_TASK, build_project, processes_with, standin
+from tests.runner_project import (
+    REFUSAL_TASK,
+    RENAME_TASK,
+    build_project,
+    lingering,
+    processes_with,
+    standin,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.kicad, pytest.mark.shared]
 
@@ -99,7 +106,7 @@ def test_a_hostile_agent_is_contained(tmp_path, shared_real, kicad_cli, clean_en
         assert all(p == record_dir.parent or p == record_dir or record_dir in p.parents for p in new), new
         # the setsid child died with the sandbox
         assert tried["setsid-child"]["ok"]
-        assert processes_with(marker) == []
+        assert lingering(marker) == []
         # the process limit held the fork loop, the file-size limit the 200 MB file
         started = int(tried["forks"]["detail"].split()[1])
         assert 0 < started < isolation.Limits().processes
