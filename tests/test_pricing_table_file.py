@@ -63,3 +63,13 @@ def test_a_table_version_published_with_other_prices_is_refused_naming_the_file_
     assert changed.exit_code == 2
     assert f"{path}: $.tableVersion: 't1' is already published with other prices or dates" in changed.stderr
     assert ledger.read_bytes() == before
+
+
+def test_a_bare_json_number_is_read_as_the_decimal_it_spells(tmp_path: Path) -> None:
+    """A price written as a JSON number is taken digit for digit (never through a binary float,
+    which would make 0.1 a price of 0.1000000000000000055…)."""
+    path = tmp_path / "prices.json"
+    path.write_text('{"tableVersion": "t1", "effectiveDate": "2026-12-01", "models": {"gpt-good": '
+                    '{"segment": "api-frontier", "pinning": "strong", "input": 0.1, "output": 15, "cacheRead": 0.30000000000000004}}}')
+    price = load_table(path).models["gpt-good"]
+    assert (price.input, price.output, price.cache_read) == ("0.1", "15", "0.30000000000000004")
