@@ -52,6 +52,19 @@ def test_a_session_script_the_harness_did_not_follow_is_said_on_the_runs_line():
     assert lines[1] == f"  dmx-task r1: the session script does not fit what the harness did: {why}"
 
 
+def test_text_shown_above_a_live_bar_is_never_read_as_markup():
+    """A note quoting a regular expression or a tool's output went through rich's markup:
+    `[a-z]` was dropped and `[/x]` raised in the middle of a run."""
+    screen = Terminal()
+    progress = SuiteProgress(2, stream=screen)
+    why = "turn 2: tool result 1 does not match '^[a-z]+ ok' (it begins '[/x] [bold]')"
+    progress(_output("t", 1, "fail", "stalled", note=f"session script: {why}"), None, 1, 2)
+    progress(None, "t r2: [seq 3, run r-2] [/x]", 2, 2)
+    progress.close()
+    drawn = screen.getvalue()
+    assert "'^[a-z]+ ok' (it begins '[/x] [bold]')" in drawn and "t r2: [seq 3, run r-2] [/x]" in drawn, drawn
+
+
 def test_verification_off_a_terminal_ends_each_line_with_the_run_status():
     log = io.StringIO()
     progress = VerifyProgress(stream=log)

@@ -261,6 +261,8 @@ def test_freeze_then_baseline_makes_a_fixture_that_checks(tmp_path, upstream, ki
 def test_refreezing_at_another_commit_resets_the_baseline(tmp_path, upstream):
     root = tmp_path / "project"
     assert freeze(root, upstream, upstream.first, *AUTHOR).exit_code == 0
+    same = freeze(root, upstream, upstream.first)  # the commit the manifest names: nothing to warn of
+    assert same.exit_code == 0 and "warning" not in same.stderr, same.output
     manifest = root / "fixtures" / "demo-up" / "fixture.json"
     doc = json.loads(manifest.read_text())
     doc["baseline"] = {"erc": {"report": "baseline/erc.json", "errors": 0, "warnings": 0}, "note": "kept"}
@@ -273,8 +275,8 @@ def test_refreezing_at_another_commit_resets_the_baseline(tmp_path, upstream):
     assert r.exit_code == 0, r.output
     # no remote of the repository holds the new commit, yet the manifest names the URL the author
     # gave: kept, and said (a local copy once rewrote a real board's provenance without a word)
-    assert (f"warning: {manifest}: upstream.url names https://example.com/demo, but no remote of {upstream.path} holds "
-            f"commit {upstream.second}") in r.stderr, r.output
+    assert (f"warning: {manifest}: upstream.url names https://example.com/demo, but no remote of {upstream.path} with a "
+            f"web URL holds commit {upstream.second}") in r.stderr, r.output
     after = json.loads(manifest.read_text())
     assert after["upstream"]["commit"] == upstream.second
     assert after["upstream"]["name"] == "Demo upstream"  # the author's words survive a re-freeze
@@ -325,6 +327,11 @@ def test_a_refused_freeze_writes_nothing(tmp_path, upstream):
     r = freeze(root, upstream, upstream.first, "--license-file", "COPYING")
     assert r.exit_code == 2 and f"--license-file COPYING: no such file in commit {upstream.first}" in r.stderr, r.output
     assert not (root / "fixtures").exists()
+    for spelled in ("./LICENSE", "/LICENSE"):  # the root's LICENSE, kept as that
+        r = freeze(root, upstream, upstream.first, "--license-file", spelled)
+        assert r.exit_code == 0, r.output
+        assert json.loads((root / "fixtures" / "demo-up" / "fixture.json").read_text())["upstream"]["licenseFile"] == "LICENSE"
+        shutil.rmtree(root / "fixtures")
     r = run_cli(["fixture", "freeze", "--from", upstream.path, "--commit", upstream.first, "--path", "hardware", "--id", "Demo_Up", "--root", root])
     assert r.exit_code == 2 and "--id 'Demo_Up': must be kebab-case" in r.stderr
     r = run_cli(["fixture", "freeze", "--from", upstream.path, "--commit", upstream.first, "--path", "hardware", "--id", "demo-up\n", "--root", root])

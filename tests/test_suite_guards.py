@@ -226,7 +226,13 @@ def test_a_bump_line_names_every_change_it_records(project):
     (project / "suites" / "pair.json").write_text(json.dumps({"name": "pair", "tasks": [REFUSAL, EDIT]}))
     readme = project / "tasks" / EDIT / "README.md"
     readme.write_text(readme.read_text() + "\nThe trap: the BOM row.\n")
+    r = bump(project, "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["fileChanges"] == [f"task {EDIT}: README.md changed", "named suite pair changed"]
+    readme.write_text(readme.read_text() + "\nAgain.\n")
+    (project / "suites" / "pair.json").write_text(json.dumps({"name": "pair", "tasks": [EDIT, REFUSAL]}))
     r = bump(project)
     assert r.exit_code == 0, r.output
-    (line,) = [x for x in r.stdout.splitlines() if "suite 1.0.0 → 1.1.0" in x]
-    assert "named suite pair changed" in line and f"task {EDIT}: README.md changed" in line, line
+    (line,) = [x for x in r.stdout.splitlines() if "suite 1.1.0 → 1.2.0" in x]
+    # each change by its file: the hashes' "named suites changed" is not said again
+    assert line.endswith(f"(task {EDIT}: README.md changed, named suite pair changed)"), line

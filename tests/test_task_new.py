@@ -282,6 +282,13 @@ def test_a_draft_refused_or_interrupted_before_it_runs_leaves_no_workspace(proje
         pinned = run_cli([*results, "run", "led-refusal-draft", "--draft", "--agent", "gold", "--root", project])
         assert pinned.exit_code == 2 and "sha256" in pinned.stderr, pinned.output
         assert list(chosen.iterdir()) == [] and list(scratch.iterdir()) == []
-        # the path it printed when it was made is said to be gone
+        # the path it printed when it was made is said to be gone (a directory given is emptied)
         made = pinned.stderr.split("draft workspace ", 1)[1].split(" ", 1)[0]
-        assert f"draft workspace {made} removed: the draft was refused before any run" in pinned.stderr, pinned.stderr
+        what = "emptied" if results else "removed"
+        assert f"draft workspace {made} {what}: the draft was refused before any run" in pinned.stderr, pinned.stderr
+    task_json.write_text(json.dumps(doc))
+    # refused for a flag read after the workspace was made: once left a ledger the next draft refused
+    for bad in (["--max-cost-usd", "abc"], ["--campaign", "no/such"]):
+        refused = run_cli(["--results", chosen, "run", "led-refusal-draft", "--draft", "--agent", "gold", *bad, "--root", project])
+        assert refused.exit_code == 2 and bad[0] in refused.stderr, refused.output
+        assert list(chosen.iterdir()) == [], bad

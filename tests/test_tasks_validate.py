@@ -549,9 +549,13 @@ def test_a_net_absent_naming_no_net_of_the_baseline_is_a_warning(tmp_path):
     doc.append({"id": "no-u77", "type": "symbol_absent", "required": True, "weight": 1, "args": {"refdes": "U77"}})
     doc.append({"id": "no-u1", "type": "symbol_absent", "required": False, "weight": 1, "args": {"refdes": "U1"}})
     path.write_text(json.dumps(doc))
-    found = [(p.field, p.message) for p in validate_project(root).warnings if "baseline netlist" in p.message]
-    assert found == [(f"[{len(doc) - 2}].args.refdes", "no symbol 'U77' has a pin in fixtures/synthetic-mcu-sensor's baseline "
-                      "netlist: the assertion passes unless a run adds it (a typo?)")]
+    found = [(p.field, p.message) for p in validate_project(root).warnings if "a typo?" in p.message]
+    assert found == [(f"[{len(doc) - 2}].args.refdes", "no symbol 'U77' in fixtures/synthetic-mcu-sensor's schematic: the "
+                      "assertion passes unless a run adds it (a typo?)")]
+    # a refusal's symbol_absent guards the part the refused change would add: no warning
+    manifest = root / "tasks" / "mcu-rename-i2c-nets" / "task.json"
+    manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "expectedOutcome": "refusal"}))
+    assert [p for p in validate_project(root).warnings if "a typo?" in p.message] == []
 
 
 def test_a_damaged_kept_catalog_names_damage_only_for_what_the_damaged_files_define(project):

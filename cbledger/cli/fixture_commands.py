@@ -4,6 +4,7 @@ solutions laid over them) as pinned data."""
 from __future__ import annotations
 
 import json
+import posixpath
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -178,12 +179,15 @@ def _upstream_unheld(doc: dict, manifest_path: Path, frozen: Frozen, git_dir: Pa
     the commit, the manifest then says that upstream holds a commit it may never have seen: once
     written without a word from a local copy over a real board's provenance. Said, not refused:
     an author's clone may have no remote and still be the upstream's history."""
-    kept = doc.get("upstream", {}).get("url") if isinstance(doc.get("upstream"), dict) else None
+    found = doc.get("upstream")
+    upstream: dict = found if isinstance(found, dict) else {}
+    kept = upstream.get("url")
     if url is not None or not isinstance(kept, str) or kept == "local" or is_placeholder(kept):
         return None
-    if frozen.source is None or frozen.source.url is not None:
-        return None
-    return (f"warning: {manifest_path}: upstream.url names {kept}, but no remote of {git_dir} holds commit {frozen.commit}: "
+    if frozen.source is None or frozen.source.url is not None or upstream.get("commit") == frozen.commit:
+        return None  # the same commit again: what the manifest said of it stands
+    return (f"warning: {manifest_path}: upstream.url names {kept}, but no remote of {git_dir} with a web URL holds "
+            f"commit {frozen.commit}: "
             f"the manifest now says {kept} holds it. If it does not, freeze from a clone of {kept} that holds it, or "
             "freeze the copy as a fixture of your own under another --id")
 
@@ -221,6 +225,8 @@ def freeze_cmd(
     if not conforms(fixture_id, Slug):
         fail(f"--id {fixture_id!r}: must be kebab-case ([a-z0-9] words joined by '-', at most 100 characters)")
     fixture_dir = dest or _fixture_dir(root, fixture_id, must_exist=False)
+    if license_file is not None:  # `./LICENSE` and `/LICENSE` name the root's LICENSE, and are kept as that
+        license_file = posixpath.normpath(license_file.strip()).lstrip("/")
     recipe = Recipe(tuple(paths or (".",)), strip, into)
     frozen = freeze_files(git_dir, commit, recipe, license_file)
     manifest_path = fixture_dir / MANIFEST_NAME

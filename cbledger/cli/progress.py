@@ -73,7 +73,7 @@ class Reporter:
         if self._bar is not None and self._task is not None:
             self._bar.update(self._task, completed=done, status=tally if tally is not None else what)
             if error:
-                self._bar.console.print(f"[red]{what}[/red]")
+                self._red(what)
             return
         if self.in_bytes:
             return
@@ -89,9 +89,21 @@ class Reporter:
         if self.quiet:
             return
         if self._bar is not None:
-            self._bar.console.print(f"[red]{line}[/red]" if error else line, markup=error, highlight=False)
+            if error:
+                self._red(line)
+            else:
+                self._bar.console.print(line, markup=False, highlight=False)
             return
         print(line, file=self.stream, flush=True)
+
+    def _red(self, line: str) -> None:
+        """Above the bar, in red. The text is escaped: it quotes what runs wrote (a regular
+        expression, a tool's output, `[seq 3, run …]`), which rich read as markup, dropping
+        `[a-z]` and failing on `[/x]` in the middle of a run."""
+        from rich.markup import escape
+
+        assert self._bar is not None
+        self._bar.console.print(f"[red]{escape(line)}[/red]", highlight=False)
 
     def close(self) -> None:
         if self._bar is not None:
@@ -169,21 +181,19 @@ class SuiteProgress:
         self.reporter.close()
 
 
-#: how the runner's note names what the project's endpoint refused of a session script
-OFF_SCRIPT = "session script: "
-
-
 def _off_script(output: RunOutput | None) -> str | None:
     """A session script the harness did not follow ends the run on a provider error, graded like
     any (`stalled`): the author of the script must see why on the run's own line, not only in
     `show --json`'s runnerNote."""
+    from cbledger.inputs import printable
+    from cbledger.runner.endpoint.server import SESSION_NOTE
+
     if output is None:
         return None
     note = output.run.runner_note
-    if not note or OFF_SCRIPT not in note:
+    if not note or SESSION_NOTE not in note:
         return None
-    why = note.split(OFF_SCRIPT, 1)[1]
-    why = why if len(why) <= 400 else why[:399] + "…"
+    why = printable(note.split(SESSION_NOTE, 1)[1], limit=400)
     return f"  {output.run.task.id} r{output.run.repeat}: the session script does not fit what the harness did: {why}"
 
 

@@ -179,17 +179,21 @@ def run(
         if session is not None:  # a misspelled session: refused before a dry run lists it or a campaign keeps it
             session_lookup.for_plan(Catalog(where.root), plan.tasks, session)
         where = _draft_workspace(where, new_draft, as_json)  # after the plan: an unknown task makes none
-    # a dry run needs no ledger: with none, no slot is recorded yet
-    view = ledger_view.LedgerView() if dry_run and not LedgerStore(where.ledger).exists() else ledger_view.read(where.ledger, links=not dry_run)
-    draft = draft or draft_run.is_draft(view.suite)
+    try:
+        # a dry run needs no ledger: with none, no slot is recorded yet
+        view = ledger_view.LedgerView() if dry_run and not LedgerStore(where.ledger).exists() else ledger_view.read(where.ledger, links=not dry_run)
+        draft = draft or draft_run.is_draft(view.suite)
+        # a draft dry run makes no workspace: its campaign is named for the version the draft's would hold
+        version = draft_run.DRAFT_VERSION if draft and dry_run and resume is None else view.suite_version
+        campaign = campaign_mod.check_id(campaign) if campaign is not None else campaign_mod.default_id(
+            plan, session=session, passes=passes, suite_version=version,
+        )
+        segment = campaign_mod.segment_of(where, view, campaign, cost_segment(segment))
+        money = MoneyLimits(max_cost_usd=max_cost_usd, budget_usd=budget_usd, key_check=key_check)
+    except UserError:
+        _discard_draft(where, new_draft, scratch)  # a bad --campaign or money limit, after the workspace was made
+        raise
     keep_sandboxes, project = keep_sandboxes or draft, project and not draft
-    # a draft dry run makes no workspace: its campaign is named for the version the draft's would hold
-    version = draft_run.DRAFT_VERSION if draft and dry_run and resume is None else view.suite_version
-    campaign = campaign_mod.check_id(campaign) if campaign is not None else campaign_mod.default_id(
-        plan, session=session, passes=passes, suite_version=version,
-    )
-    segment = campaign_mod.segment_of(where, view, campaign, cost_segment(segment))
-    money = MoneyLimits(max_cost_usd=max_cost_usd, budget_usd=budget_usd, key_check=key_check)
     if dry_run:
         # what the real run would refuse of the plan, refused here too (the keys are the run's
         # machine's business: not looked for)
@@ -221,10 +225,7 @@ def run(
                 preflight_credentials.require(plan.model_id, check_with_provider=money.key_check)
                 checked = replace(money, key_check=False)
     except UserError:
-        if new_draft:  # a draft refused before any run keeps no workspace
-            draft_run.discard(where, scratch)
-            # its path was printed when it was made: say it is gone, before the refusal's line
-            typer.echo(f"draft workspace {where.results} removed: the draft was refused before any run", err=True)
+        _discard_draft(where, new_draft, scratch)
         raise
     store = LedgerStore(where.ledger)
     # one driver of a campaign per results directory, and per ledger (drivers elsewhere on a
@@ -481,6 +482,15 @@ def _show_dry_run(
         typer.echo(estimate.line())
 
 
+def _discard_draft(where: Workspace, new_draft: bool, made: bool) -> None:
+    """A draft refused before any run keeps no workspace; its path was printed when it was made,
+    so the line says what became of it (a directory given with --results is emptied, not removed)."""
+    if new_draft:
+        draft_run.discard(where, made)
+        what = "removed" if made else "emptied"
+        typer.echo(f"draft workspace {where.results} {what}: the draft was refused before any run", err=True)
+
+
 def _draft_workspace(where: Workspace, draft: bool, as_json: bool) -> Workspace:
     """The scratch workspace a draft runs in (docs/AUTHORING.md); `where` itself when not a draft
     (or a dry run, which writes nothing)."""
@@ -643,6 +653,7 @@ def suite_bump(
     if as_json:
         typer.echo(json.dumps({
             "suiteVersion": body.suite_version, "previous": body.previous, "seq": r.seq, "changes": differences,
+            "fileChanges": [f.message for f in file_changes],
             "tried": to_try if not skip_trial else [], "archivedSeq": a.seq, "definitionsHash": kept.definitions_hash,
         }, sort_keys=True))
         return

@@ -396,6 +396,7 @@ def new_cmd(
     repeats: Annotated[int | None, typer.Option(min=1, max=100, help="Repeats per run (default 3).")] = None,
     init: Annotated[bool | None, typer.Option("--init/--no-init", help="Run copperhead init as setup (default: on a real board).", show_default=False)] = None,
     root: RootOption = None,
+    ledger: LedgerOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Scaffold tasks/<id>/: task.json with every field the standard requires, assertions.json
@@ -409,7 +410,7 @@ def new_cmd(
         targets=[scaffold.parse_assert(a) for a in assertion or []], tags=tag, repeats=repeats, init=init,
     )
     files = scaffold.write(made)
-    earlier = _earlier_runs(workspace(None, root), task_id)
+    earlier = _earlier_runs(workspace(ledger, root), task_id)  # the ledger asked of: a warning, never a refusal
     if earlier:
         typer.echo(earlier, err=True)
     if as_json:

@@ -98,8 +98,7 @@ class Campaign:
         """Recorded slots that stay as they are (no retry allowed now) whose latest attempt ended
         for a reason not the model's: recorded, yet counted in no model row, which "recorded"
         alone would hide from whoever reads the count."""
-        return sum(1 for slot in self.slots if slot.recorded is not None and slot.recorded.harness_failure is not None
-                   and not retryable(slot.recorded, retry_env))
+        return sum(1 for slot in self.slots if slot.recorded is not None and stays_not_the_models(slot.recorded, retry_env))
 
 
 def retryable(run: RunRecorded, retry_env: int) -> bool:
@@ -110,14 +109,19 @@ def retryable(run: RunRecorded, retry_env: int) -> bool:
     return run.campaign.attempt <= retry_env
 
 
+def stays_not_the_models(run: RunRecorded, retry_env: int) -> bool:
+    """A slot's latest attempt that ended for a reason not the model's and that this allowance
+    does not try again: recorded, and counted in no model row."""
+    return run.harness_failure is not None and not isinstance(run.campaign, msgspec.UnsetType) and not retryable(run, retry_env)
+
+
 def retry_hint(latest: list[RunRecorded], retry_env: int, *, again: bool = True, carry: tuple[str, ...] = ()) -> str | None:
     """How to try again the slots whose latest attempt the provider or the harness ended: a reader
     who sees such runs recorded as failures should not have to find `--retry-env` in the docs.
     `latest` is each slot's latest attempt; None when none is left to retry. `again=False` when
     the same command would not find these runs (`run --draft` makes a new workspace each time)."""
     left = {(r.task.id, r.campaign.slot): r for r in latest
-            if r.harness_failure is not None and not isinstance(r.campaign, msgspec.UnsetType)
-            and not retryable(r, retry_env)}
+            if stays_not_the_models(r, retry_env) and not isinstance(r.campaign, msgspec.UnsetType)}
     if not left:
         return None
     kinds = sorted({r.harness_failure.kind for r in left.values() if r.harness_failure is not None})

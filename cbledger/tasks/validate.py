@@ -40,8 +40,10 @@ import msgspec
 
 from cbledger import inputs
 from cbledger.errors import UserError
+from cbledger.kicad.hierarchy import load_schematic
 from cbledger.kicad.kicad_net import read_kicad_netlist
 from cbledger.kicad.netlist import Netlist
+from cbledger.kicad.symbols import list_symbols
 from cbledger.ledger.types import Outcome
 from cbledger.tasks import gold as gold_mod
 from cbledger.tasks import passes
@@ -305,6 +307,18 @@ def _baseline_nets(path: Path) -> Netlist | None:
         return None
 
 
+def _schematic_references(check: FixtureCheck | None, tree: Path) -> set[str] | None:
+    """Every reference the fixture's schematic places (pinless parts too: a mounting hole, a
+    logo), read as the grader's `symbol_absent` reads them; None when it cannot be read here."""
+    schematic = check.manifest.artifacts.schematic if check is not None and check.manifest is not None else None
+    if not isinstance(schematic, str):
+        return None
+    try:
+        return {r.reference for r in list_symbols(load_schematic(tree / schematic))}
+    except (OSError, UserError, ValueError):
+        return None
+
+
 def _assertion_rules(
     doc: Any, file: str, check: FixtureCheck | None, ctx: _Context, fixture_path: str | None, gold_files: Path,
     expected: str | None = None,
@@ -367,12 +381,12 @@ def _assertion_rules(
                 problems.append(warning(file, f"{where}.args.net", f"no net {args['net']!r} in {fixture_path}'s baseline netlist: "
                                         "the assertion passes unless a run makes that net (a typo?)"))
         elif kind == "symbol_absent" and isinstance(args.get("refdes"), str) and expected == "edit":
-            baseline = _baseline_nets(ctx.root / fixture_path / "baseline" / "netlist.kicad_net") if fixture_path else None
-            if baseline is not None and not any(n.reference == args["refdes"] for net in baseline.nets for n in net.nodes):
-                # the same trap as net_absent's: a part the board never had is absent after any run
-                # (a refusal or flag task names one on purpose: the part the refused change would add)
-                problems.append(warning(file, f"{where}.args.refdes", f"no symbol {args['refdes']!r} has a pin in "
-                                        f"{fixture_path}'s baseline netlist: the assertion passes unless a run adds it (a typo?)"))
+            # the same trap as net_absent's: a part the board never had is absent after any run
+            # (a refusal or flag task names one on purpose: the part the refused change would add)
+            references = _schematic_references(check, tree)
+            if references is not None and args["refdes"] not in references:
+                problems.append(warning(file, f"{where}.args.refdes", f"no symbol {args['refdes']!r} in {fixture_path}'s "
+                                        "schematic: the assertion passes unless a run adds it (a typo?)"))
     if not required and doc:
         problems.append(error(file, "", "no assertion is required: a run would pass whatever it did"))
     if not doc:
@@ -427,7 +441,7 @@ def validate_task(task_dir: Path, ctx: _Context) -> list[Problem]:
 # --------------------------------------------------------------------------- suites
 
 
-def validate_suite(path: Path, ctx: _Context) -> list[Problem]:
+def validate_suite(path: Path, ctx: _Context, outcome_rules: bool = True) -> list[Problem]:
     file = ctx.rel(path)
     doc, problems = _read_json(path, file)
     if doc is None:
@@ -439,23 +453,18 @@ def validate_suite(path: Path, ctx: _Context) -> list[Problem]:
         problems.append(error(file, "name", f"{doc['name']!r} differs from the file name {path.stem!r}"))
     tasks = doc.get("tasks")
     if isinstance(tasks, list):
-        problems.extend(_suite_members(tasks, file, ctx.root))
-        named = [t for t in tasks if isinstance(t, str)]
-        problems.extend(_outcome_rules(file, "tasks", f"suite {path.stem!r}", named, ctx))
-    return problems
-
-
-def _suite_members(tasks: list[Any], file: str, root: Path) -> list[Problem]:
-    problems: list[Problem] = []
-    seen: set[str] = set()
-    for i, task_id in enumerate(tasks):
-        if not isinstance(task_id, str):
-            continue
-        if task_id in seen:
-            problems.append(warning(file, f"tasks[{i}]", f"{task_id!r} is listed twice"))
-        seen.add(task_id)
-        if not (root / "tasks" / task_id / "task.json").is_file():
-            problems.append(error(file, f"tasks[{i}]", f"no task {task_id!r} (tasks/{task_id}/task.json)"))
+        seen: set[str] = set()
+        for i, task_id in enumerate(tasks):
+            if not isinstance(task_id, str):
+                continue
+            if task_id in seen:
+                problems.append(warning(file, f"tasks[{i}]", f"{task_id!r} is listed twice"))
+            seen.add(task_id)
+            if not (ctx.root / "tasks" / task_id / "task.json").is_file():
+                problems.append(error(file, f"tasks[{i}]", f"no task {task_id!r} (tasks/{task_id}/task.json)"))
+        if outcome_rules:
+            named = [t for t in tasks if isinstance(t, str)]
+            problems.extend(_outcome_rules(file, "tasks", f"suite {path.stem!r}", named, ctx))
     return problems
 
 
@@ -470,12 +479,7 @@ def bump_errors(root: Path) -> list[Problem]:
     for task_id in catalog.task_ids():
         problems.extend(errors_of(validate_task(catalog.tasks_dir / task_id, ctx)))
     for path in sorted(catalog.suites_dir.glob("*.json")) if catalog.suites_dir.is_dir() else ():
-        doc, read = _read_json(path, ctx.rel(path))
-        problems.extend(errors_of(read))
-        if doc is not None:
-            problems.extend(errors_of(schema_problems(doc, Suite, ctx.rel(path))))
-            if isinstance(doc, dict) and isinstance(doc.get("tasks"), list):
-                problems.extend(errors_of(_suite_members(doc["tasks"], ctx.rel(path), root)))
+        problems.extend(errors_of(validate_suite(path, ctx, outcome_rules=False)))
     return problems
 
 

@@ -38,7 +38,7 @@ from cbledger.runner import cassette as cassette_mod
 from cbledger.runner.agents.base import COPPERHEAD_SIGNATURE as GIT_IDENTITY
 from cbledger.runner.agents.base import AgentInput, AgentResult
 from cbledger.runner.endpoint import script as script_mod
-from cbledger.runner.endpoint.server import Replay, answered_models, problems
+from cbledger.runner.endpoint.server import SESSION_NOTE, Replay, answered_models, problems
 from cbledger.runner.preserve import AGENT_LOG_DIR
 from cbledger.runner.recorder import Recorder
 
@@ -481,7 +481,7 @@ class CopperheadAgent:
                 cassette = recorder.cassette()
             if self.sessions is not None:
                 served = self.endpoint.forget(inp.run_id)
-                notes.extend(f"session script: {p}" for p in problems(served) if self.replay is None)
+                notes.extend(f"{SESSION_NOTE}{p}" for p in problems(served) if self.replay is None)
             if socket_dir is not None:
                 shutil.rmtree(socket_dir, ignore_errors=True)
         common = self._provenance(inp.model_id, recorder, cassette, served, notes)

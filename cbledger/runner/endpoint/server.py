@@ -452,6 +452,11 @@ def _error(message: str, code: str) -> dict:
     return {"error": {"message": message, "type": "invalid_request_error", "code": code}}
 
 
+#: how a run's note names what the endpoint refused of its session script (read back by the
+#: progress line, `cli/progress.py`)
+SESSION_NOTE = "session script: "
+
+
 def problems(log: list[Served]) -> list[str]:
     return [f"turn {s.turn}: {s.problem}" for s in log if s.problem]
 
