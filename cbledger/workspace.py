@@ -184,6 +184,13 @@ class Workspace:
             return []
         return sorted(p.name.removesuffix(PENDING_EVENTS) for p in self.runs.glob(f"{prefix}*{PENDING_EVENTS}"))
 
+    def bundles(self, prefix: str = "") -> dict[str, Path]:
+        """Run id -> the bundle in place under `runs/` (staged ones are hidden and not among them):
+        what a killed driver's leftovers and a ledger cut at its end are looked for in."""
+        if not self.runs.is_dir():
+            return {}
+        return {p.name.removesuffix(".bundle"): p for p in self.runs.glob(f"{prefix}*.bundle")}
+
     def stored(self, relpath: str) -> Path | None:
         """A path an event recorded relative to the root, or None when it would leave the project
         (an absolute path or one with `..`): a ledger is input, and input does not choose where

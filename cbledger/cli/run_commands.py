@@ -610,11 +610,10 @@ def suite_bump(
     view = ledger_view.read(path, links=True)
     # a task in error, or a named suite listing a task there is none of (once recorded), refused
     # before anything is tried and in validate's words, which name the field
-    refused = validate.bump_errors(ws.root)
-    if refused:
-        listed = "; ".join(f"{p.file}: {p.field}: {p.message}" if p.field else f"{p.file}: {p.message}" for p in refused)
-        fail(f"refusing to record the suite bump, {len(refused)} error(s) (`{invocation.command('validate')}` lists them): "
-             f"{listed}; nothing recorded")
+    checked = validate.bump_check(ws.root)
+    if checked.errors:
+        fail(f"refusing to record the suite bump, {len(checked.errors)} error(s) (`{invocation.command('validate')}` lists "
+             f"them): {validate.listed(checked.errors)}; nothing recorded")
     catalog = Catalog(ws.root)
     to_try = suite_version.changed_tasks(view.suite, catalog)
     file_changes: list[definitions.FileDifference] = []
@@ -624,7 +623,7 @@ def suite_bump(
         last, now = suite_archive.kept_definitions(ws, view.archived), suite_archive.on_disk(ws)
         file_changes = definitions.file_differences(last, now)
         to_try = sorted(set(to_try) | (definitions.changed_tasks(last, now) & set(catalog.task_ids())))
-    for problem in validate.task_warnings(ws.root, to_try):
+    for problem in (p for t in to_try for p in checked.warnings.get(t, [])):
         typer.echo(printable(str(problem), limit=4000), err=True)
     if skip_trial:
         if to_try:

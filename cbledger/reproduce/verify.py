@@ -274,13 +274,11 @@ def unrecorded_bundles(state: LedgerState, workspace: Workspace) -> list[Finding
     is a valid chain that verified clean, yet its runs' bundles stay behind: said, for a cut no
     checkpoint covers shows nowhere else. A note, not a failure: a driver killed between writing
     a bundle and its append leaves one too, until its campaign runs again."""
-    if not workspace.runs.is_dir():
-        return []
     known = set(state.runs) | set(state.later_passes) | set(workspace.pending_run_ids(""))
-    stray = sorted(p.name for p in workspace.runs.glob("*.bundle") if p.name.removesuffix(".bundle") not in known)
+    stray = sorted(path for run_id, path in workspace.bundles().items() if run_id not in known)
     if not stray:
         return []
-    return [Finding(check="run", kind="bundle-unrecorded", file=workspace.shown_path(workspace.runs / stray[0]),
+    return [Finding(check="run", kind="bundle-unrecorded", file=workspace.shown_path(stray[0]),
                     message=f"{len(stray)} bundle(s) under {workspace.shown_path(workspace.runs)}/ name no run the ledger "
                             "records and wait for no append (the first is named): a ledger whose last events were "
                             "removed leaves its runs' bundles behind, and a run killed before its append leaves one "

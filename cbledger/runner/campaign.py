@@ -121,7 +121,7 @@ def retry_hint(latest: list[RunRecorded], retry_env: int, *, again: bool = True,
     `latest` is each slot's latest attempt; None when none is left to retry. `again=False` when
     the same command would not find these runs (`run --draft` makes a new workspace each time)."""
     left = {(r.task.id, r.campaign.slot): r for r in latest
-            if stays_not_the_models(r, retry_env) and not isinstance(r.campaign, msgspec.UnsetType)}
+            if stays_not_the_models(r, retry_env) and not isinstance(r.campaign, msgspec.UnsetType)}  # (the type's narrowing)
     if not left:
         return None
     kinds = sorted({r.harness_failure.kind for r in left.values() if r.harness_failure is not None})

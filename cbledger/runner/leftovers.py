@@ -88,7 +88,7 @@ def clean(workspace: Workspace, store: LedgerStore, campaign: str, sandbox_root:
             done.removed.append(path)
         for run_id in workspace.pending_run_ids(prefix):
             _adopt(store, workspace, run_id, done)
-        bundles = {p.name.removesuffix(".bundle"): p for p in runs.glob(f"{prefix}*.bundle")}
+        bundles = workspace.bundles(prefix)
         known = store.recorder.lookup_many({f"run:{run_id}" for run_id in bundles}) if bundles else {}
         now = time.time()
         for run_id, path in sorted(bundles.items()):

@@ -468,19 +468,36 @@ def validate_suite(path: Path, ctx: _Context, outcome_rules: bool = True) -> lis
     return problems
 
 
-def bump_errors(root: Path) -> list[Problem]:
-    """What `suite bump` refuses before it tries anything: a task `validate` finds in error, and a
-    named suite that lists a task there is none of (once recorded as it stood). The catalog's and
-    suites' outcome-class rules stay `validate`'s: a bump records a project as it is being built."""
+@dataclass
+class BumpCheck:
+    """What `suite bump` reads before it tries anything, in one pass (fixtures hashed once)."""
+
+    #: every task's errors and a named suite's (one listing a task there is none of was once
+    #: recorded as it stood): refused
+    errors: list[Problem] = field(default_factory=list)
+    #: task id -> validate's warnings on it: repeated for the tasks the bump records
+    warnings: dict[str, list[Problem]] = field(default_factory=dict)
+
+
+def bump_check(root: Path) -> BumpCheck:
+    """The catalog's and suites' outcome-class rules stay `validate`'s: a bump records a project
+    as it is being built."""
     root = Path(root).resolve()
     ctx = _Context(root, False)
     catalog = Catalog(root)
-    problems: list[Problem] = []
+    out = BumpCheck()
     for task_id in catalog.task_ids():
-        problems.extend(errors_of(validate_task(catalog.tasks_dir / task_id, ctx)))
+        found = validate_task(catalog.tasks_dir / task_id, ctx)
+        out.errors.extend(errors_of(found))
+        out.warnings[task_id] = [p for p in found if p.severity == "warning"]
     for path in sorted(catalog.suites_dir.glob("*.json")) if catalog.suites_dir.is_dir() else ():
-        problems.extend(errors_of(validate_suite(path, ctx, outcome_rules=False)))
-    return problems
+        out.errors.extend(errors_of(validate_suite(path, ctx, outcome_rules=False)))
+    return out
+
+
+def listed(problems: list[Problem]) -> str:
+    """Problems on one line, each naming its file and field (a refusal's form)."""
+    return "; ".join(f"{p.file}: {p.field}: {p.message}" if p.field else f"{p.file}: {p.message}" for p in problems)
 
 
 def _declared_outcome(root: Path, task_id: str) -> str | None:
@@ -546,16 +563,6 @@ def validate_project(root: Path, require_trees: bool = False) -> ValidationRepor
     return report
 
 
-def task_warnings(root: Path, task_ids: list[str]) -> list[Problem]:
-    """`validate`'s warnings on these tasks: what `suite bump` repeats before it records them
-    (a warning refuses nothing, and an author who skipped `validate` would record a guard on a
-    file the fixture does not have without a word)."""
-    root = Path(root).resolve()
-    ctx = _Context(root, False)
-    tasks_dir = Catalog(root).tasks_dir
-    return [p for t in task_ids for p in validate_task(tasks_dir / t, ctx) if p.severity == "warning"]
-
-
 def ensure_runnable(root: Path, task: Task) -> Fixture:
     """The refusal a run starts with: the task validates, its fixture tree is materialized and
     hashes to the manifest, and the task pins that same hash. Raises one UserError listing every
@@ -567,7 +574,6 @@ def ensure_runnable(root: Path, task: Task) -> Fixture:
     if fixture_check is not None:
         problems.extend(p for p in errors_of(fixture_check.problems) if p not in problems)
     if problems:
-        listed = "; ".join(f"{p.file}: {p.field}: {p.message}" if p.field else f"{p.file}: {p.message}" for p in problems)
-        raise UserError(f"task {task.id} cannot run: {listed}")
+        raise UserError(f"task {task.id} cannot run: {listed(problems)}")
     return load_fixture(root / task.manifest.fixture.path)
 
