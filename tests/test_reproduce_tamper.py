@@ -9,9 +9,11 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
+import msgspec
 import pygit2
 import pytest
 
+from cbledger.errors import UserError
 from cbledger.grading import registry
 from cbledger.grading.evidence.bundle import EVIDENCE_REF
 from cbledger.ledger.store import LedgerStore
@@ -72,6 +74,24 @@ def rewrite_transcript(root: Path, run, scratch: Path) -> None:
     bundle.unlink()
     subprocess.run(["git", "bundle", "create", "-q", str(bundle), *refs, f"^{run.sandbox.seed_sha}"],
                    cwd=repo.path, check=True, capture_output=True)
+
+
+def test_a_run_that_does_not_restore_leaves_no_scratch_directory(project, tmp_path, monkeypatch):
+    """Restores go to memory when the machine has it (cbledger/scratch.py): one left behind by
+    every run that fails to restore would fill it over a day of tampered or stale runs."""
+    scratch = tmp_path / "scratch-parent"
+    scratch.mkdir()
+    monkeypatch.setenv("CBLEDGER_SCRATCH", str(scratch))
+    run = runs(project)[("gold", EDIT_TASK)].event.body
+    fixture = Catalog(project).fixture(run.fixture.id)
+    wrong = "0" * 40
+    for ref, said in ((msgspec.structs.replace(run.sandbox, seed_sha=wrong), "rebuilt seed"),
+                      (msgspec.structs.replace(run.sandbox, head_sha=wrong), "the recorded head commit")):
+        with pytest.raises(UserError, match=said):
+            preserve.restore(project / run.sandbox.store, ref, fixture)
+    assert list(scratch.iterdir()) == []
+    restored = preserve.restore(project / run.sandbox.store, run.sandbox, fixture)  # the control
+    assert restored.path.parent == scratch and restored.repo[run.sandbox.head_sha]
 
 
 def test_an_edited_preserved_transcript_is_named_by_run_and_digest(project, tmp_path):

@@ -423,6 +423,17 @@ def restore(
     if digest != ref.store_blake3:
         raise UserError(f"{bundle}: BLAKE3 {digest} differs from the recorded {ref.store_blake3}")
     path = into or scratch_dir.mkdtemp("cbledger-restore-")
+    try:
+        return _read_in(bundle, data, ref, fixture, path, checkout)
+    except BaseException:
+        # a directory made here is the caller's only when returned: a run that does not restore
+        # (tampered, or its fixture changed) would otherwise leave one behind in memory per try
+        if into is None:
+            shutil.rmtree(path, ignore_errors=True)
+        raise
+
+
+def _read_in(bundle: Path, data: bytes, ref: SandboxRef, fixture: Fixture, path: Path, checkout: bool) -> Restored:
     repo = pygit2.init_repository(str(path), bare=not checkout, initial_head=sandbox_mod.BRANCH)
     seed = str(sandbox_mod.seed_commit(repo, fixture, ref.seed_config.encode()))
     if seed != ref.seed_sha:
