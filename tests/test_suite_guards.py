@@ -175,6 +175,12 @@ def test_validate_names_a_task_edited_since_the_last_bump(project):
         f"error: tasks/{EDIT}/task.json: task {EDIT} changed since the last bump: differs from suite 1.0.0 "
         f"as recorded; run `cbledger suite bump --reason ... --root {project}`"
     ) in r.stderr
+    # another task that does not load is its own error, and hides nothing else that changed
+    (project / "tasks" / REFUSAL / "task.json").write_text("{ not json")
+    r = run_cli(["validate", "--root", project])
+    assert r.exit_code == 1
+    assert f"tasks/{REFUSAL}/task.json" in r.stderr and f"task {REFUSAL} changed" not in r.stderr, r.stderr
+    assert f"error: tasks/{EDIT}/task.json: task {EDIT} changed since the last bump" in r.stderr, r.stderr
 
 
 def test_a_changed_check_has_every_task_tried_and_a_changed_gold_its_own():

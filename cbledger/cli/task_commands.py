@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,7 +18,7 @@ from cbledger.grading import suite_version
 from cbledger.grading.evidence.bundle import LIVE_REPORTS_DIR, Evidence, from_sandbox
 from cbledger.grading.grader import GRADER_VERSION, Grade, grade
 from cbledger.inputs import printable
-from cbledger.ledger.events import SuiteArchived
+from cbledger.ledger.events import SuiteArchived, SuiteBumped
 from cbledger.ledger.store import LedgerStore
 from cbledger.runner import ledger_view
 from cbledger.runner.preserve import captured_another_tree
@@ -41,10 +42,7 @@ def unbumped(where: Workspace) -> list[Problem]:
     recorded = view.suite
     if recorded is None:
         return []
-    try:
-        now = suite_version.current(Catalog(root))
-    except UserError:
-        return []  # a task or fixture that does not load: its own errors are already listed
+    now = _as_far_as_it_loads(Catalog(root), recorded)
     try:
         files = _changed_files(where, view.archived)
     except UserError as exc:  # the kept definitions missing or altered: `run` refuses for it too
@@ -79,11 +77,41 @@ def unbumped(where: Workspace) -> list[Problem]:
     return problems
 
 
+def _as_far_as_it_loads(catalog: Catalog, recorded: SuiteBumped) -> suite_version.Definition:
+    """The suite on disk with each task, fixture or the named suites that does not load taken as
+    recorded: its own errors are already listed, and one broken task must not hide the others
+    that changed."""
+    def each(ids: list[str], load: Callable[[str], str], before: dict[str, str]) -> dict[str, str]:
+        out = {}
+        for key in ids:
+            try:
+                out[key] = load(key)
+            except UserError:
+                if key in before:
+                    out[key] = before[key]
+        return out
+
+    tasks = each(catalog.task_ids(), lambda t: catalog.task(t).manifest_hash, recorded.task_manifest_hashes)
+    fixtures = each(catalog.fixture_ids(), lambda f: catalog.fixture(f).manifest.sha256, recorded.fixture_hashes)
+    try:
+        suites = {s: list(catalog.suite(s).tasks) for s in catalog.suite_names()}
+    except UserError:
+        suites = dict(recorded.suites)
+    return suite_version.Definition(tasks, fixtures, suites)
+
+
 def _changed_files(ws: Workspace, archived: SuiteArchived | None) -> list[definitions.FileDifference]:
-    """The files that differ from the current version's kept definitions (none kept: none known)."""
+    """The files that differ from the current version's kept definitions (none kept: none known).
+    Raises for the kept definitions missing or altered; a task on disk that does not load
+    leaves the files unknown (its own error is listed, and the hashes still compare)."""
     if archived is None:
         return []
-    return definitions.file_differences(suite_archive.kept_definitions(ws, archived), suite_archive.on_disk(ws))
+    kept = suite_archive.kept_definitions(ws, archived)
+    try:
+        now = suite_archive.on_disk(ws)
+    except UserError:
+        return []
+    return definitions.file_differences(kept, now)
 
 
 def validate(
