@@ -39,7 +39,7 @@ def read_regular(path: Path, limit: int, what: str | None = None, *, follow: boo
     directory) of at most `limit` bytes. Opened with O_NOFOLLOW and O_NONBLOCK, so a link is
     refused by the kernel and a FIFO never blocks. `follow=True` is for a file the user names
     for display only (a schematic to inspect), where a link to a regular file is read."""
-    label = f"{printable(path)}" + (f" ({what})" if what else "")
+    label = f"{printable_path(path)}" + (f" ({what})" if what else "")
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | (0 if follow else getattr(os, "O_NOFOLLOW", 0))
     try:
         fd = os.open(path, flags)
@@ -82,7 +82,7 @@ def kind_of(mode: int) -> str:
 def refuse_non_regular(path: Path, what: str | None = None) -> None:
     """Refuses `path` unless it is a regular file, judged from `lstat` without opening it (a FIFO
     opened to be read blocks until a writer comes): for a file read by another library."""
-    label = f"{printable(path)}" + (f" ({what})" if what else "")
+    label = f"{printable_path(path)}" + (f" ({what})" if what else "")
     try:
         mode = os.lstat(path).st_mode
     except FileNotFoundError:
@@ -200,3 +200,12 @@ def printable(value: object, limit: int = 200, keep_newlines: bool = False) -> s
     pattern = _CONTROL_BUT_NEWLINE if keep_newlines else _CONTROL
     out = pattern.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
     return out if len(out) <= limit else out[: limit - 1] + "…"
+
+
+#: Linux's PATH_MAX: a path is escaped like any value but never cut, or the error that names a
+#: file (or the line that says where one was kept) names one nobody can open
+PATH_LIMIT = 4096
+
+
+def printable_path(path: object) -> str:
+    return printable(path, PATH_LIMIT)

@@ -194,6 +194,20 @@ def test_freeze_writes_the_tree_and_a_manifest_with_placeholders(tmp_path, upstr
         assert f"error: fixtures/demo-up/fixture.json: {field}: placeholder left for the author" in check.stderr, field
     validate = run_cli(["validate", "--root", root])
     assert validate.exit_code == 1 and "upstream.license: placeholder left for the author" in validate.stderr
+    # a README with what freeze knows; what only the author knows waits for them, and validate says so
+    readme = fixture_dir / "README.md"
+    assert f"wrote {readme}" in r.stdout
+    written = readme.read_text()
+    assert f"Pinned commit: `{upstream.first}`" in written and f"`{expected_hash()}`" in written and "`hardware`" in written
+    assert "warning: fixtures/demo-up/README.md: still holds the scaffold's TODO(author)" in validate.stdout
+    readme.write_text("# demo-up\n\nA two-part demo board.\n")
+    again = freeze(root, upstream, upstream.first)
+    assert again.exit_code == 0 and "README.md" not in again.stdout
+    assert readme.read_text() == "# demo-up\n\nA two-part demo board.\n"  # an author's README is never rewritten
+    assert "demo-up/README.md" not in run_cli(["validate", "--root", root]).output
+    readme.unlink()
+    said = run_cli(["validate", "--root", root]).stdout
+    assert "warning: fixtures/demo-up/README.md: missing: say what the board is" in said, said
 
 
 APACHE = b"""
@@ -246,6 +260,9 @@ def test_freeze_then_baseline_makes_a_fixture_that_checks(tmp_path, upstream, ki
     r = run_cli(["fixture", "baseline", "demo-up", "--root", root])
     assert r.exit_code == 0, r.output
     assert "ERC: 0 error(s), 0 warning(s)" in r.stdout
+    check = run_cli(["fixture", "check", "demo-up", "--root", root])
+    assert check.exit_code == 0 and "README.md: still holds the scaffold's TODO(author)" in check.stdout, check.output
+    (root / "fixtures" / "demo-up" / "README.md").write_text("# demo-up\n\nTwo parts between VCC and GND.\n")
     check = run_cli(["fixture", "check", "demo-up", "--root", root])
     assert check.exit_code == 0, check.output
     assert check.stdout.strip() == f"demo-up: ok (tree {expected_hash()})"

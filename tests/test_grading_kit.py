@@ -244,6 +244,7 @@ def write_fixture(
         },
     }
     (d / "fixture.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    (d / "README.md").write_text(f"# {fixture_id}\n\nA test board: two parts between VCC and GND.\n")
     return load_fixture(d)
 
 

@@ -238,8 +238,9 @@ def test_a_manual_import_keeps_prompt_and_transcript_as_files(root, tmp_path):
 
 
 def test_a_manual_import_under_results_dir_names_the_files_where_they_were_kept(tmp_path):
-    """It once printed `kept results/imports/…` for files it kept in DIR."""
-    chosen = tmp_path / "elsewhere"
+    """It once printed `kept results/imports/…` for files it kept in DIR, and then cut a path
+    longer than 200 characters (as any value it prints) to one nobody could open."""
+    chosen = tmp_path / ("elsewhere-" + "d" * 120)
     LedgerStore(chosen / "ledger" / "events.jsonl").init("imports-test", MAINTAINER)
     path = manual(tmp_path)
     result = run_cli(["--results", chosen, "import", "--manual", path, "--root", tmp_path])

@@ -14,10 +14,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -240,7 +242,7 @@ def test_other_sandboxes_and_the_hosts_files_are_invisible(tmp_path, confined):
     assert "not yours" not in text and "Read-only file system" in text
 
 
-def test_no_network_reaches_the_host_except_the_runs_own_endpoint(tmp_path, confined):
+def test_no_network_reaches_the_host_except_the_runs_own_endpoint(tmp_path, confined, request):
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen()  # the kernel completes a handshake into the backlog: no accept() needed to be reached
@@ -257,8 +259,9 @@ def test_no_network_reaches_the_host_except_the_runs_own_endpoint(tmp_path, conf
     with Endpoint() as endpoint:
         base = endpoint.serve("mine", session)
         endpoint.serve("theirs", session)
-        sock_dir = tmp_path / "sock"
-        sock_dir.mkdir()
+        # where the runner puts it (a socket's path is at most 107 bytes; tmp_path can be longer)
+        sock_dir = Path(tempfile.mkdtemp(prefix="cbledger-endpoint-"))
+        request.addfinalizer(lambda: shutil.rmtree(sock_dir, ignore_errors=True))
         sock_dir.chmod(0o755)
         sock = endpoint.serve_socket("mine", sock_dir / "endpoint.sock")
         work = tmp_path / "work"

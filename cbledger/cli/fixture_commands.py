@@ -20,7 +20,7 @@ from cbledger.tasks.definitions import incomplete
 from cbledger.tasks.fixtures import authoring
 from cbledger.tasks.fixtures import baseline as baseline_mod
 from cbledger.tasks.fixtures import materialize as materialize_mod
-from cbledger.tasks.fixtures.check import FixtureCheck, check_fixture
+from cbledger.tasks.fixtures.check import README_NAME, FixtureCheck, check_fixture
 from cbledger.tasks.fixtures.freeze import Frozen, Recipe, freeze_files
 from cbledger.tasks.fixtures.hashing import hash_directory
 from cbledger.tasks.fixtures.install import install_tree
@@ -260,6 +260,10 @@ def freeze_cmd(
         # in fixture.json and the tasks it missed
         repinned, skipped = repin(project_root(root), fixture_id, previous, frozen.sha256)
     write_document(manifest_path, doc)
+    readme = fixture_dir / README_NAME
+    scaffolded = not readme.exists()
+    if scaffolded:  # an author's README is never touched
+        readme.write_text(authoring.readme_scaffold(doc))
     result = check_fixture(fixture_dir, project_root(root), require_tree=True)
     left = [p for p in result.problems if p.severity == "error"]
     if unheld:
@@ -267,11 +271,13 @@ def freeze_cmd(
     if as_json:
         typer.echo(json.dumps({
             "fixture": fixture_id, "files": len(frozen.files), "commit": frozen.commit, "sha256": frozen.sha256,
-            "previousSha256": previous, "repinned": [str(p) for p in repinned], "notRepinned": [str(p) for p in skipped], "left": _problems_json(left),
+            "previousSha256": previous, "readmeWritten": scaffolded, "repinned": [str(p) for p in repinned], "notRepinned": [str(p) for p in skipped], "left": _problems_json(left),
         }, indent=2))
         return
     typer.echo(f"froze {len(frozen.files)} file(s) at {frozen.commit} into {fixture_dir / 'tree'}")
     typer.echo(f"tree sha256 {frozen.sha256}" + ("" if previous in (None, frozen.sha256) else f" (was {previous})"))
+    if scaffolded:
+        typer.echo(f"wrote {readme}: its provenance filled in; say what the board is where it says TODO(author)")
     for path in repinned:
         typer.echo(f"re-pinned {path}: fixture.sha256 was the tree this replaced")
     for path in skipped:

@@ -15,7 +15,7 @@ import cbledger
 from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, fail, workspace
 from cbledger.cli.progress import VerifyProgress, chain_progress
 from cbledger.cli.rerun_command import print_result
-from cbledger.inputs import printable
+from cbledger.inputs import printable, printable_path
 from cbledger.projections.fold import semver_key
 from cbledger.reproduce import rerun as rerun_mod
 from cbledger.reproduce import verify as verify_mod
@@ -354,9 +354,9 @@ def import_cmd(
     for o in report.outcomes:
         at = f"seq {o.seq}" if o.seq is not None else "-"
         note = f"  ({printable(o.note)})" if o.note else ""
-        typer.echo(f"{o.status:<9} {at:<10} {o.format:<34} {printable(o.original_path)}{note}")
+        typer.echo(f"{o.status:<9} {at:<10} {o.format:<34} {printable_path(o.original_path)}{note}")
     for kept in report.kept:  # as the event names it (`results/…`); shown where it is on disk
-        typer.echo(f"kept      {printable(where.shown(kept))}")
+        typer.echo(f"kept      {printable_path(where.shown(kept))}")
     typer.echo(
         f"imports: {report.count('imported')} new, {report.count('unchanged')} already imported, "
         f"{report.count('duplicate')} duplicate content"

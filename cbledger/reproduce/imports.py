@@ -177,14 +177,14 @@ def _record_files(path: Path) -> list[tuple[Path, str]]:
     retracted evidence: neither is imported. Symlinks are never followed (a link could point at
     any file on the machine) and refuse the import."""
     if path.is_symlink():
-        raise UserError(f"{inputs.printable(path)}: a symlink; only regular files and directories are imported")
+        raise UserError(f"{inputs.printable_path(path)}: a symlink; only regular files and directories are imported")
     if path.is_file():
         return [(path, path.name)]
     if not path.is_dir():
         if os.path.lexists(path):  # a FIFO, socket or device: named as what it is, never opened
-            raise UserError(f"{inputs.printable(path)}: {inputs.kind_of(os.lstat(path).st_mode)}; "
+            raise UserError(f"{inputs.printable_path(path)}: {inputs.kind_of(os.lstat(path).st_mode)}; "
                             "only regular files and directories are imported")
-        raise UserError(f"{inputs.printable(path)}: no such file or directory")
+        raise UserError(f"{inputs.printable_path(path)}: no such file or directory")
     found = []
     for dirpath, dirnames, filenames in os.walk(path, followlinks=False):
         for name in dirnames + filenames:
@@ -193,9 +193,9 @@ def _record_files(path: Path) -> list[tuple[Path, str]]:
                 raise UserError(f"{inputs.printable(full)}: a symlink; only regular files and directories are imported")
         found += [Path(dirpath) / n for n in filenames if n.endswith(".json")]
         if len(found) > MAX_RECORDS:
-            raise UserError(f"{inputs.printable(path)}: more than {MAX_RECORDS} records in one import")
+            raise UserError(f"{inputs.printable_path(path)}: more than {MAX_RECORDS} records in one import")
     if not found:
-        raise UserError(f"{inputs.printable(path)}: no *.json result records under it")
+        raise UserError(f"{inputs.printable_path(path)}: no *.json result records under it")
     marked: set[Path] = set()
     for p in found:
         if RETRACTION_NAME.match(p.name):

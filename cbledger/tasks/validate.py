@@ -57,6 +57,7 @@ from cbledger.tasks.fixtures.problems import (
     error,
     errors_of,
     note,
+    readme_problems,
     schema_problems,
     warning,
 )
@@ -431,10 +432,7 @@ def validate_task(task_dir: Path, ctx: _Context) -> list[Problem]:
         problems.append(error(ctx.rel(task_dir / "gold") + "/" + p.file, "", p.message))
 
     readme = task_dir / "README.md"
-    if not readme.is_file():
-        problems.append(warning(ctx.rel(readme), "", "missing: say what the task tests and the trap it sets"))
-    elif b"TODO(author)" in readme.read_bytes()[: inputs.MiB]:
-        problems.append(warning(ctx.rel(readme), "", "still holds the scaffold's TODO(author): say what the task tests and the trap it sets"))
+    problems.extend(readme_problems(readme, ctx.rel(readme), "say what the task tests and the trap it sets"))
     return problems
 
 

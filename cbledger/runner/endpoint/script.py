@@ -132,7 +132,7 @@ def load(path: Path) -> Session:
     data = inputs.read_regular(path, MAX_SCRIPT_BYTES, "a session script")
     problem = inputs.json_problem(data, syntax=False)
     if problem is not None:
-        raise UserError(f"{inputs.printable(path)}: {problem}")
+        raise UserError(f"{inputs.printable_path(path)}: {problem}")
     try:
         session = msgspec.json.decode(data, type=Session)
     except msgspec.ValidationError as exc:
