@@ -136,6 +136,7 @@ def add_board_fixture(
             "baseline": baseline,
         },
     )
+    (dest / "README.md").write_text(f"# {fixture_id}\n\nA test copy of {board}, with docs and constraints beside its design files.\n")
     return sha
 
 

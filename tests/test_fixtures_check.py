@@ -80,6 +80,7 @@ def test_a_tree_that_does_not_hash_to_the_manifest(fixture):
     r = check(fixture)
     assert r.exit_code == 1
     assert f"error: fixtures/demo-board/fixture.json: sha256: records {fixture.manifest.sha256}, but tree/ hashes to " in r.stderr
+    assert "a file under tree/ was edited, added or removed since the tree was frozen (`cbledger validate --root " in r.stderr
 
 
 def test_baseline_counts_that_disagree_are_named_by_field(fixture):

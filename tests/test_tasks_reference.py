@@ -55,6 +55,7 @@ def test_reference_tasks_validate_against_the_shipped_manifest(reference_project
     assert [str(p) for p in report.errors] == [NO_FLAG], [str(p) for p in report.errors]
     # the reference keeps READMEs elsewhere, and PINOUT.md is written by `init`: warnings only
     assert {(p.file, p.field) for p in report.warnings} == {
+        (f"fixtures/{fixture.id}/README.md", ""),
         ("tasks/do-rename-net/README.md", ""),
         ("tasks/do-budget-refusal-pullup/README.md", ""),
         ("tasks/do-rename-net/assertions.json", "[5].args.doc"),
