@@ -190,16 +190,39 @@ def _start_report_cache(config: pytest.Config) -> None:
     config.stash[_MADE_CACHE] = made
 
 
+#: Where the session's throwaway restores go (`cbledger/scratch.py`): a directory of its own where
+#: restores would go anyway (in memory when the machine has room), removed at the session's end.
+#: A test that keeps a restore without removing it, or a process a test kills mid-restore, would
+#: otherwise leave it in the machine's /dev/shm for good. A value set outside is used as it is.
+_SCRATCH = "CBLEDGER_SCRATCH"
+_MADE_SCRATCH = pytest.StashKey[Path]()
+
+
+def _start_scratch(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput") or os.environ.get(_SCRATCH):
+        return
+    import tempfile
+
+    from cbledger import scratch
+
+    where = scratch.parent()
+    made = Path(tempfile.mkdtemp(prefix="cbledger-test-scratch-", dir=None if where is None else str(where)))
+    os.environ[_SCRATCH] = str(made)
+    config.stash[_MADE_SCRATCH] = made
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
-    made = config.stash.get(_MADE_CACHE, None)
-    if made is not None:
-        shutil.rmtree(made, ignore_errors=True)
+    for key in (_MADE_CACHE, _MADE_SCRATCH):
+        made = config.stash.get(key, None)
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     from hypothesis import core, settings
 
     _start_report_cache(config)
+    _start_scratch(config)
     if config.getoption("store_durations", False) and not hasattr(config, "workerinput"):
         config.pluginmanager.register(_DurationRecorder(DURATIONS), "cbledger-store-durations")
     seed = config.getoption("hypothesis_seed", None) or os.environ.get(HYPOTHESIS_SEED)
