@@ -100,18 +100,18 @@ def relative_under(root: Path, value: str, field: str, where: str) -> Path:
         raise InputError(f"{where}: {field}: not a path")
     pure = PurePosixPath(value)
     if pure.is_absolute() or Path(value).is_absolute():
-        raise InputError(f"{where}: {field}: {printable(value)} is an absolute path; paths must be relative to the import root")
+        raise InputError(f"{where}: {field}: {printable_path(value)} is an absolute path; paths must be relative to the import root")
     if ".." in pure.parts:
-        raise InputError(f"{where}: {field}: {printable(value)} contains '..'; paths must stay under the import root")
+        raise InputError(f"{where}: {field}: {printable_path(value)} contains '..'; paths must stay under the import root")
     current = root
     for part in pure.parts:
         current = current / part
         try:
             st = os.lstat(current)
         except FileNotFoundError:
-            raise InputError(f"{where}: {field}: no such file: {printable(value)} (paths are relative to the import root {root})") from None
+            raise InputError(f"{where}: {field}: no such file: {printable_path(value)} (paths are relative to the import root {root})") from None
         if stat.S_ISLNK(st.st_mode):
-            raise InputError(f"{where}: {field}: {printable(value)} goes through a symlink ({current.name}); only regular files under the import root are read")
+            raise InputError(f"{where}: {field}: {printable_path(value)} goes through a symlink ({current.name}); only regular files under the import root are read")
     return current
 
 

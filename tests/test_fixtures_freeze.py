@@ -297,6 +297,8 @@ def test_refreezing_at_another_commit_resets_the_baseline(tmp_path, upstream):
     after = json.loads(manifest.read_text())
     assert after["upstream"]["commit"] == upstream.second
     assert after["upstream"]["name"] == "Demo upstream"  # the author's words survive a re-freeze
+    # the README freeze wrote, untouched since, follows the new tree (an author's is never rewritten)
+    assert f"Pinned commit: `{upstream.second}`" in (manifest.parent / "README.md").read_text()
     assert after["upstream"]["retrieved"] != "2026-01-02"  # a new commit is a new retrieval
     assert after["baseline"] == {"erc": "TODO(author): run `cbledger fixture baseline demo-up`", "note": "kept"}
     assert after["kicad"]["verifiedWithKicadCli"].startswith("TODO(author):")

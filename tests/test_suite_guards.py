@@ -176,10 +176,18 @@ def test_validate_names_a_task_edited_since_the_last_bump(project):
         f"as recorded; run `cbledger suite bump --reason ... --root {project}`"
     ) in r.stderr
     # another task that does not load is its own error, and hides nothing else that changed
+    kept_refusal = (project / "tasks" / REFUSAL / "task.json").read_text()
     (project / "tasks" / REFUSAL / "task.json").write_text("{ not json")
     r = run_cli(["validate", "--root", project])
     assert r.exit_code == 1
     assert f"tasks/{REFUSAL}/task.json" in r.stderr and f"task {REFUSAL} changed" not in r.stderr, r.stderr
+    assert f"error: tasks/{EDIT}/task.json: task {EDIT} changed since the last bump" in r.stderr, r.stderr
+    assert f"error: tasks/{REFUSAL}/task.json: " in r.stderr.replace(f"tasks/{REFUSAL}/task.json: not valid JSON", "")  # as a bump reads it
+    # a link in a task, which a bump and a run refuse, is an error here too, beside the rest
+    (project / "tasks" / REFUSAL / "task.json").write_text(kept_refusal)
+    (project / "tasks" / REFUSAL / "notes.md").symlink_to("README.md")
+    r = run_cli(["validate", "--root", project])
+    assert r.exit_code == 1 and f"tasks/{REFUSAL}/notes.md" in r.stderr, r.output
     assert f"error: tasks/{EDIT}/task.json: task {EDIT} changed since the last bump" in r.stderr, r.stderr
 
 

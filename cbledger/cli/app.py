@@ -32,7 +32,7 @@ from cbledger.cli.table import (
     VERSION_HELP,
 )
 from cbledger.errors import UserError
-from cbledger.inputs import printable
+from cbledger.inputs import printable, printable_path
 
 app = typer.Typer(
     name=PROG,
@@ -164,7 +164,7 @@ def _main(terminated: list[bool]) -> None:
         )
 
         where = written_name(exc) or "cbledger"
-        report_error(f"{printable(where)}: {exc.strerror or exc.__class__.__name__}", USAGE)
+        report_error(f"{printable_path(where)}: {exc.strerror or exc.__class__.__name__}", USAGE)
         sys.exit(USAGE)
     except _click.exceptions.ClickException as exc:
         report_error(printable(exc.format_message(), limit=2000), exc.exit_code)

@@ -4,6 +4,7 @@ solutions laid over them) as pinned data."""
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from cbledger import invocation
 from cbledger.cli.common import JsonFlag, RootOption, fail, project_root, require_project
 from cbledger.errors import UserError, did_you_mean
 from cbledger.kicad.oracle import require_kicad_cli
+from cbledger.ledger.durable import write_atomic
 from cbledger.ledger.types import Slug, conforms
 from cbledger.tasks.definitions import incomplete
 from cbledger.tasks.fixtures import authoring
@@ -231,6 +233,8 @@ def freeze_cmd(
     frozen = freeze_files(git_dir, commit, recipe, license_file)
     manifest_path = fixture_dir / MANIFEST_NAME
     doc = read_document(manifest_path) if manifest_path.is_file() else {}
+    # the README freeze wrote last time, untouched by its author: written again for this tree
+    untouched = authoring.readme_scaffold(doc) if doc else None
     unheld = _upstream_unheld(doc, manifest_path, frozen, git_dir, url)
     previous = doc.get("sha256")
     install_tree(frozen.files, fixture_dir / "tree")
@@ -261,9 +265,11 @@ def freeze_cmd(
         repinned, skipped = repin(project_root(root), fixture_id, previous, frozen.sha256)
     write_document(manifest_path, doc)
     readme = fixture_dir / README_NAME
-    scaffolded = not readme.exists()
-    if scaffolded:  # an author's README is never touched
-        readme.write_text(authoring.readme_scaffold(doc))
+    # an author's README is never touched (nor a link, whatever it points at)
+    scaffolded = not os.path.lexists(readme) or (
+        readme.is_file() and not readme.is_symlink() and readme.read_bytes() == (untouched or "").encode())
+    if scaffolded:
+        write_atomic(readme, authoring.readme_scaffold(doc).encode())
     result = check_fixture(fixture_dir, project_root(root), require_tree=True)
     left = [p for p in result.problems if p.severity == "error"]
     if unheld:

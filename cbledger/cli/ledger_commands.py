@@ -22,7 +22,7 @@ from cbledger.cli.common import (
     no_project_found,
     project_root,
 )
-from cbledger.inputs import printable, read_regular
+from cbledger.inputs import printable, printable_path, read_regular
 from cbledger.ledger import durable, semantics
 from cbledger.ledger.events import EVENT_TYPES, Actor, event_type
 from cbledger.ledger.intake import MAX_INPUT_BYTES, parse_drafts
@@ -73,7 +73,7 @@ def append(
     else:
         p = Path(source)
         if not os.path.lexists(p):
-            fail(f"{printable(source)}: no such file")
+            fail(f"{printable_path(source)}: no such file")
         data, name = read_regular(p, MAX_INPUT_BYTES), source
     events = parse_drafts(data, name)
     store = LedgerStore(ledger_path(ledger, root))

@@ -18,7 +18,7 @@ from cbledger.grading import suite_version
 from cbledger.grading.evidence.bundle import LIVE_REPORTS_DIR, Evidence, from_sandbox
 from cbledger.grading.grader import GRADER_VERSION, Grade, grade
 from cbledger.inputs import printable
-from cbledger.ledger.events import SuiteArchived, SuiteBumped
+from cbledger.ledger.events import SuiteBumped
 from cbledger.ledger.store import LedgerStore
 from cbledger.runner import ledger_view
 from cbledger.runner.preserve import captured_another_tree
@@ -44,11 +44,20 @@ def unbumped(where: Workspace) -> list[Problem]:
         return []
     now = _as_far_as_it_loads(Catalog(root), recorded)
     try:
-        files = _changed_files(where, view.archived)
+        kept = suite_archive.kept_definitions(where, view.archived) if view.archived is not None else None
     except UserError as exc:  # the kept definitions missing or altered: `run` refuses for it too
         return [error(suite_definitions_name(recorded.suite_version), "", str(exc))]
-    hint = f"differs from suite {recorded.suite_version} as recorded; run `{invocation.command('suite', 'bump', '--reason', '...')}`"
     problems = []
+    files: list[definitions.FileDifference] = []
+    if kept is not None:
+        try:
+            files = definitions.file_differences(kept, suite_archive.on_disk(where))
+        except UserError as exc:
+            # the tree as a bump and a run read it (a link, a special file, a task that does not
+            # load): both refuse for it, so validate does; the hashes below still compare the rest
+            file, _, message = str(exc).partition(": ")
+            problems.append(error(file, "", message) if message else error("tasks", "", str(exc)))
+    hint = f"differs from suite {recorded.suite_version} as recorded; run `{invocation.command('suite', 'bump', '--reason', '...')}`"
     hashed = suite_version.changes(recorded, now)
     for d in hashed:
         if d.kind == "task" and d.key:
@@ -93,25 +102,14 @@ def _as_far_as_it_loads(catalog: Catalog, recorded: SuiteBumped) -> suite_versio
 
     tasks = each(catalog.task_ids(), lambda t: catalog.task(t).manifest_hash, recorded.task_manifest_hashes)
     fixtures = each(catalog.fixture_ids(), lambda f: catalog.fixture(f).manifest.sha256, recorded.fixture_hashes)
-    try:
-        suites = {s: list(catalog.suite(s).tasks) for s in catalog.suite_names()}
-    except UserError:
-        suites = dict(recorded.suites)
+    suites = {}
+    for name in catalog.suite_names():
+        try:
+            suites[name] = list(catalog.suite(name).tasks)
+        except UserError:
+            if name in recorded.suites:
+                suites[name] = recorded.suites[name]
     return suite_version.Definition(tasks, fixtures, suites)
-
-
-def _changed_files(ws: Workspace, archived: SuiteArchived | None) -> list[definitions.FileDifference]:
-    """The files that differ from the current version's kept definitions (none kept: none known).
-    Raises for the kept definitions missing or altered; a task on disk that does not load
-    leaves the files unknown (its own error is listed, and the hashes still compare)."""
-    if archived is None:
-        return []
-    kept = suite_archive.kept_definitions(ws, archived)
-    try:
-        now = suite_archive.on_disk(ws)
-    except UserError:
-        return []
-    return definitions.file_differences(kept, now)
 
 
 def validate(

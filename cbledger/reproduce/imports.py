@@ -190,7 +190,7 @@ def _record_files(path: Path) -> list[tuple[Path, str]]:
         for name in dirnames + filenames:
             full = Path(dirpath) / name
             if full.is_symlink():
-                raise UserError(f"{inputs.printable(full)}: a symlink; only regular files and directories are imported")
+                raise UserError(f"{inputs.printable_path(full)}: a symlink; only regular files and directories are imported")
         found += [Path(dirpath) / n for n in filenames if n.endswith(".json")]
         if len(found) > MAX_RECORDS:
             raise UserError(f"{inputs.printable_path(path)}: more than {MAX_RECORDS} records in one import")
