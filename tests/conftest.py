@@ -201,12 +201,9 @@ _MADE_SCRATCH = pytest.StashKey[Path]()
 def _start_scratch(config: pytest.Config) -> None:
     if hasattr(config, "workerinput") or os.environ.get(_SCRATCH):
         return
-    import tempfile
-
     from cbledger import scratch
 
-    where = scratch.parent()
-    made = Path(tempfile.mkdtemp(prefix="cbledger-test-scratch-", dir=None if where is None else str(where)))
+    made = scratch.mkdtemp("cbledger-test-scratch-")
     os.environ[_SCRATCH] = str(made)
     config.stash[_MADE_SCRATCH] = made
 

@@ -90,7 +90,7 @@ def _as_far_as_it_loads(catalog: Catalog, recorded: SuiteBumped) -> suite_versio
     """The suite on disk with each task, fixture or the named suites that does not load taken as
     recorded: its own errors are already listed, and one broken task must not hide the others
     that changed."""
-    def each(ids: list[str], load: Callable[[str], str], before: dict[str, str]) -> dict[str, str]:
+    def each(ids: list[str], load: Callable[[str], Any], before: dict[str, Any]) -> dict[str, Any]:
         out = {}
         for key in ids:
             try:
@@ -102,13 +102,7 @@ def _as_far_as_it_loads(catalog: Catalog, recorded: SuiteBumped) -> suite_versio
 
     tasks = each(catalog.task_ids(), lambda t: catalog.task(t).manifest_hash, recorded.task_manifest_hashes)
     fixtures = each(catalog.fixture_ids(), lambda f: catalog.fixture(f).manifest.sha256, recorded.fixture_hashes)
-    suites = {}
-    for name in catalog.suite_names():
-        try:
-            suites[name] = list(catalog.suite(name).tasks)
-        except UserError:
-            if name in recorded.suites:
-                suites[name] = recorded.suites[name]
+    suites = each(catalog.suite_names(), lambda s: list(catalog.suite(s).tasks), recorded.suites)
     return suite_version.Definition(tasks, fixtures, suites)
 
 
