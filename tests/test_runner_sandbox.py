@@ -286,8 +286,9 @@ from pathlib import Path
 from cbledger.runner import isolation
 sandboxed, marker, workdir = sys.argv[1] == "1", sys.argv[2], Path(sys.argv[3])
 plain = isolation.bwrap_argv
-# the race bubblewrap's parent-death signal cannot close: the runner gone before it is set
+# neither bubblewrap's parent-death signal nor the lifeline: what the `timeout` backstop is for
 isolation.bwrap_argv = lambda *a: [x for x in plain(*a) if x != "--die-with-parent"]
+isolation._LIFELINE = 'exec "$@"'
 how = isolation.confinement(not sandboxed, ())
 job = isolation.Job(["/bin/sleep", marker], workdir, {}, 1)
 threading.Thread(target=isolation.run, args=(job, how), daemon=True).start()
@@ -311,6 +312,55 @@ def test_a_run_whose_runner_died_ends_itself_past_its_cap(tmp_path, sandboxed):
         assert not processes_with(marker), "the orphaned run outlived its cap and margin"
     finally:
         for pid in processes_with(marker):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+_DIES_AT_LAUNCH = """
+import os, sys, threading, time
+from pathlib import Path
+from cbledger.runner import isolation
+marker, workdir, delay = sys.argv[1], Path(sys.argv[2]), float(sys.argv[3])
+real, launched = isolation.subprocess.Popen, threading.Event()
+def launching(*args, **kwargs):
+    proc = real(*args, **kwargs)
+    launched.set()
+    return proc
+isolation.subprocess.Popen = launching
+job = isolation.Job(["/bin/sleep", marker], workdir, {}, 600)
+threading.Thread(target=isolation.run, args=(job, isolation.confinement(False, ())), daemon=True).start()
+launched.wait(60)
+time.sleep(delay)
+os._exit(0)  # the runner gone as its sandbox starts (run on a thread, as a Dask worker runs it)
+"""
+
+
+def _run_processes(marker: str) -> list[int]:
+    """The run's own processes (timeout, the command), not bubblewrap's."""
+    found = []
+    for pid in processes_with(marker):
+        with contextlib.suppress(OSError):
+            if Path(f"/proc/{pid}/comm").read_text().strip() != "bwrap":
+                found.append(pid)
+    return found
+
+
+def test_a_sandbox_whose_runner_died_as_it_launched_it_does_not_run(tmp_path):
+    """A Dask worker or driver killed a moment after starting a sandbox, before bubblewrap had set
+    its parent-death signal, left the harness running to its cap (a leaked sandbox was found after
+    a CI run). The sandbox's lifeline ends it whenever its runner goes. What this does not cover:
+    bubblewrap's own child, when its parent is killed during the namespace's set-up, can stay
+    blocked there for good (asleep, having started nothing); it is killed below with the rest."""
+    markers = [f"600.{n}{os.getpid()}" for n in range(10)]  # sleeps of ten minutes, named by nothing else
+    try:
+        for n, marker in enumerate(markers):  # killed 0 to 9 ms after the launch
+            subprocess.run([sys.executable, "-c", _DIES_AT_LAUNCH, marker, str(tmp_path), str(n / 1000)], check=True, timeout=60)
+        deadline = time.monotonic() + 5  # the kernel's teardown of a killed namespace is not instant
+        while any(_run_processes(m) for m in markers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert [m for m in markers if _run_processes(m)] == []
+    finally:
+        for pid in (p for m in markers for p in processes_with(m)):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
 

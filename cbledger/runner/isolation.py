@@ -62,6 +62,11 @@ KILL_GRACE_SEC = 5.0
 #: past its cap, never unmetered for good; the runner's own kill comes first whenever it lives
 ORPHAN_MARGIN_SEC = 2 * KILL_GRACE_SEC
 TIMEOUT = "/usr/bin/timeout"
+SHELL = "/bin/sh"
+#: run as the run's own id before its command: a watcher reads the lifeline (standard input, a
+#: pipe only the runner can write) and, at its end of file, kills every process of the run; the
+#: command starts with nothing on its standard input, as before
+_LIFELINE = 'exec 3<&0 </dev/null; { read -r _; kill -KILL -1; } <&3 & exec "$@" 3<&-'
 #: how often the sandbox's growth is measured while it runs
 WRITE_POLL_SEC = 0.25
 #: each file or directory counts at least this much toward the write limit, so that a million
@@ -334,19 +339,32 @@ def _run_sandboxed(job: Job, how: Confinement, out, err) -> tuple[int | None, st
 
 
 def _run_namespace(job: Job, how: Confinement, out, err, agent_id: int | None) -> tuple[int | None, str | None]:
+    """The sandbox's standard input is a lifeline: a pipe whose writing end only this process
+    holds, kept open until the run ends. When the runner dies the kernel closes it, and a watcher
+    in the sandbox kills the run at once.
+
+    bubblewrap's `--die-with-parent` alone takes hold some milliseconds into its start-up, and a
+    runner killed before then (a Dask worker or a driver SIGKILLed as it launched a run) left the
+    harness running to its cap: a runner on a thread, as a Dask worker runs it, killed 1 to 8 ms
+    after the launch leaked its sandbox each time (tests/test_runner_sandbox.py). A parent-death
+    signal set before bubblewrap does not help either: bubblewrap drops capabilities as it starts,
+    and the kernel clears the signal on that."""
     start_bytes = tree_bytes(job.workdir)
     info_r, info_w = os.pipe()
+    life_r, life_w = os.pipe()  # both close on exec: only the sandbox gets the reading end
     try:
         argv = bwrap_argv(job, how, info_w, agent_id)
         proc = subprocess.Popen(
-            argv, cwd="/", env={}, stdin=subprocess.DEVNULL, stdout=out, stderr=err, pass_fds=(info_w,),
+            argv, cwd="/", env={}, stdin=life_r, stdout=out, stderr=err, pass_fds=(info_w,),
             start_new_session=True,
         )
     except BaseException:
         os.close(info_r)
+        os.close(life_w)
         raise
     finally:
         os.close(info_w)
+        os.close(life_r)
     info: dict = {}
     try:
         info = _read_info(info_r, proc)
@@ -361,6 +379,7 @@ def _run_namespace(job: Job, how: Confinement, out, err, agent_id: int | None) -
         raise
     finally:
         os.close(info_r)
+        os.close(life_w)
 
 
 def _watch(proc: subprocess.Popen, job: Job, limits: Limits, start_bytes: int) -> str | None:
@@ -478,7 +497,7 @@ def _hand_over(workdir: Path, uid: int, gid: int) -> None:
 
 def bwrap_argv(job: Job, how: Confinement, info_fd: int, agent_id: int | None) -> list[str]:
     """The bubblewrap command line for `job`: namespaces, mounts, environment, then the run's own
-    command behind the id switch and the limits."""
+    command behind the id switch, the lifeline's watcher (`_run_namespace`) and the limits."""
     assert how.bwrap is not None
     limits = how.limits
     argv = [how.bwrap, "--die-with-parent", "--new-session", "--info-fd", str(info_fd)]
@@ -493,6 +512,8 @@ def bwrap_argv(job: Job, how: Confinement, info_fd: int, agent_id: int | None) -
             "/usr/bin/setpriv", f"--reuid={agent_id}", f"--regid={agent_id}", "--clear-groups",
             "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--",
         ]
+    # after the id switch: a watcher without CAP_KILL may signal only processes of its own id
+    argv += [SHELL, "-c", _LIFELINE, "lifeline"]
     argv += [
         "/usr/bin/prlimit", f"--fsize={limits.file_bytes}", f"--nproc={limits.processes}",
         f"--data={limits.memory_bytes}", "--core=0", "--",
