@@ -228,6 +228,28 @@ def test_judge_regenerates_the_site_with_the_other_outputs(project, tmp_path):
     assert out.exit_code == 0, out.output
     check = run_cli(["project", "site", "--check", "--root", str(project)])
     assert check.exit_code == 0 and check.stdout.endswith("site/: up to date\n"), check.output
+    # with the site in place, a command reads again only the runs its events name: each `run`,
+    # `judge` and `rescore` once restored every run of the ledger for the site's evidence
+    from cbledger.reproduce import site_evidence
+
+    restored: list[str] = []
+    real = site_evidence.restore_run
+
+    def counting(workspace, catalog, run, seq, into):
+        restored.append(run.run_id)
+        return real(workspace, catalog, run, seq, into)
+
+    site_evidence.restore_run = counting
+    try:
+        again = '{"criteria": {"explains-choice": 1, "tidy-edit": 2}, "rationale": "a second look"}'
+        out = run_cli(["judge", "--select", f"runs={SOLVE}", "--again", "--session", str(_session(tmp_path, again)),
+                       "--root", str(project)])
+    finally:
+        site_evidence.restore_run = real
+    assert out.exit_code == 0, out.output
+    assert restored == [SOLVE], out.output
+    check = run_cli(["project", "site", "--check", "--root", str(project)])
+    assert check.exit_code == 0 and check.stdout.endswith("site/: up to date\n"), check.output
 
 
 @pytest.mark.parametrize("how", ["edited", "added-after-the-bump"])

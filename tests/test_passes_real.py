@@ -76,6 +76,10 @@ def test_a_run_that_fails_pass_1_passes_pass_2_and_both_replay(tmp_path, shared_
     # the later pass moves nothing above the section: the same file without it, up to the section
     state = load_state(project.ledger)
     assert second.run_id in state.later_passes and second.run_id not in state.runs
+    # each pass's page shows every pass's verdict: a change to one is a change to both pages
+    from cbledger.projections.site.render import with_attempts
+
+    assert with_attempts(state, {second.run_id}) == with_attempts(state, {first.run_id}) == {first.run_id, second.run_id}
     without = msgspec.structs.replace(state, later_passes={}, grades={k: v for k, v in state.grades.items() if k != second.run_id})
     head = leaderboard.render(state).split(f"## {passes_part.TITLE}")[0]
     assert head == leaderboard.render(without).split(f"## {passes_part.TITLE}")[0]

@@ -351,7 +351,7 @@ def test_a_sandbox_whose_runner_died_as_it_launched_it_does_not_run(tmp_path):
     a CI run). The sandbox's lifeline ends it whenever its runner goes. What this does not cover:
     bubblewrap's own child, when its parent is killed during the namespace's set-up, can stay
     blocked there for good (asleep, having started nothing); it is killed below with the rest."""
-    markers = [f"600.{n}{os.getpid()}" for n in range(10)]  # sleeps of ten minutes, named by nothing else
+    markers = [f"599.{n}{os.getpid()}" for n in range(10)]  # sleeps of ten minutes, named by nothing else
     try:
         for n, marker in enumerate(markers):  # killed 0 to 9 ms after the launch
             subprocess.run([sys.executable, "-c", _DIES_AT_LAUNCH, marker, str(tmp_path), str(n / 1000)], check=True, timeout=60)

@@ -36,6 +36,7 @@ from cbledger.ledger.store import LedgerStore, StoredEvent
 from cbledger.projections import readmodel, writers
 from cbledger.projections.aggregates import Views
 from cbledger.projections.fold import LedgerState, ProjectionError, Projector
+from cbledger.projections.site import render as site_render
 from cbledger.projections.writers import LedgerFollower
 from cbledger.reproduce import site_evidence
 from cbledger.workspace import Workspace
@@ -69,7 +70,8 @@ def regenerate_after(workspace: Workspace, recorded: str) -> tuple[LedgerState |
     try:
         with writers.one_projector(workspace):
             state = writers.load_state(workspace.ledger)
-            writers.regenerate_all(state, workspace, site_evidence=site_evidence.source(workspace))
+            writers.regenerate_all(state, workspace)
+            writers.sync_site(state, workspace.site, site_evidence.source(workspace), site_runs_due(workspace, state))
         return state, None
     except (UserError, OSError, ProjectionError) as exc:
         return None, (f"the {recorded} are recorded, but the outputs could not be regenerated "
@@ -81,6 +83,33 @@ def regenerate_after(workspace: Workspace, recorded: str) -> tuple[LedgerState |
 #: site's front page (the read model keeps it in its `meta` table)
 _HEAD_ROW = re.compile(r"^\| Ledger head \| seq (\d+),", re.MULTILINE)
 _SITE_HEAD = re.compile(r"seq (\d+) \(head")
+
+
+def site_runs_due(workspace: Workspace, state: LedgerState) -> set[str] | None:
+    """The runs whose pages can differ from the site on disk, when every event since the head its
+    front page names is a run's (a run, a grade, a score, a retraction): those runs and their
+    attempts' other passes. None, for every page, when any other event came since (a suite bump
+    changes the verdict each page shows) or the site names no head.
+
+    Each `run`, `judge` and `rescore` regenerated the site whole, and the evidence of every page
+    is a restore of its run: a ledger of n runs restored n runs after each command, so a campaign
+    run one task at a time restored n²/2 (a test recording eight runs in turn made 36 restores,
+    not 8). A page edited or removed by hand since is put back by `project all` or `project site`,
+    not here; `replay --verify` names it."""
+    try:
+        made = _SITE_HEAD.search((workspace.site / site_render.INDEX).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return None
+    since = int(made.group(1)) if made else None
+    if since is None or since > state.head_seq:
+        return None
+    touched: set[str] = set()
+    for stored in LedgerStore(workspace.ledger).read(since, state.head_seq):
+        run_id = getattr(getattr(stored.event, "body", None), "run_id", None)
+        if run_id is None:
+            return None
+        touched.add(run_id)
+    return site_render.with_attempts(state, touched)
 
 
 def behind(workspace: Workspace) -> bool:
@@ -349,6 +378,7 @@ class Regenerator:
         base = self.follower.base_seq
         folded = state.head_seq - base if everything else state.head_seq - self.written_seq
         now = self.with_site and not self.defer_site
+        touched = site_render.with_attempts(state, touched) if not everything else touched
         done = writers.regenerate_all(
             state, self.workspace, runs=None if everything else touched, read_model=self.with_read_model,
             site_evidence=site_evidence.source(self.workspace) if now else None, views=self._views(),

@@ -57,9 +57,10 @@ from cbledger.errors import UserError
 MiB = 1024 * 1024
 KILL_GRACE_SEC = 5.0
 #: a run's process also ends itself this long after its cap (coreutils `timeout`), so one whose
-#: runner died without taking it along (a parent-death signal that came too late, a runner
-#: killed between the fork and bubblewrap's own `--die-with-parent`) runs on at most this much
-#: past its cap, never unmetered for good; the runner's own kill comes first whenever it lives
+#: runner died without taking it along (an unsandboxed run, which has no other guard; a sandbox
+#: whose lifeline's watcher the agent killed before its runner died, `_run_namespace`) runs on at
+#: most this much past its cap, never unmetered for good; the runner's own kill comes first
+#: whenever it lives
 ORPHAN_MARGIN_SEC = 2 * KILL_GRACE_SEC
 TIMEOUT = "/usr/bin/timeout"
 SHELL = "/bin/sh"

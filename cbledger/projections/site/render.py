@@ -371,6 +371,17 @@ def _report_rows(ev: RunEvidence) -> list[dict[str, Any]]:
     return out
 
 
+def with_attempts(state: LedgerState, run_ids: Iterable[str]) -> set[str]:
+    """`run_ids` and every other pass of their attempts: a run's page shows each pass's verdict,
+    so a new pass or grade of one changes the pages of all of them."""
+    wanted = set(run_ids)
+    runs = [e.run for e in state.runs.values()] + [e.run for e in state.later_passes.values()]
+    firsts = {r.passes.first or r.run_id for r in runs if r.run_id in wanted and r.passes}
+    if firsts:
+        wanted |= {r.run_id for r in runs if r.passes and (r.passes.first or r.run_id) in firsts}
+    return wanted
+
+
 def _attempt(state: LedgerState, run: RunRecorded) -> list[dict[str, Any]]:
     """Every pass of the attempt `run` belongs to, pass 1 first, for a run page's links between
     them (empty for a run made without passes)."""
@@ -432,9 +443,11 @@ def render(
     state: LedgerState, evidence: Mapping[str, RunEvidence], runs: Iterable[str] | None = None
 ) -> list[tuple[str, bytes]]:
     """Every page (with `runs`, the pages of those runs only, beside the aggregate pages, the task
-    and model pages among them, which every event can change). A run's page depends on nothing but its own events and evidence."""
+    and model pages among them, which every event can change). A run's page depends on nothing
+    but its own events and evidence, and its attempt's other passes (`with_attempts`). The front
+    page, which names the head the site was made at, comes last: written last, it never names a
+    head whose pages are not all in place."""
     out = [
-        (INDEX, index_page(state)),
         (RUNS, runs_page(state)),
         (REGRESSIONS, regressions_page(state)),
         (QUEUE, queue_page(state)),
@@ -449,4 +462,5 @@ def render(
     wanted = pages.keys() if runs is None else [r for r in runs if r in pages]
     for run_id in sorted(wanted):
         out.append((run_page(run_id), run_html(state, pages[run_id], evidence.get(run_id))))
+    out.append((INDEX, index_page(state)))
     return out
