@@ -6,7 +6,9 @@ For every real board under <shared>/real/fixtures (default: ../shared beside the
 CBLEDGER_SHARED), runs `cbledger kicad nets --json ROOT.kicad_sch` and `kicad-cli sch export
 netlist` of the same file (on a temporary copy) as separate processes, interleaved round by
 round so the machine's load falls on both alike; then `cbledger --help` and `cbledger
---version` against `python -c pass`. Prints each one's median and best wall time, its median CPU
+--version` against `python -c pass`; then the app called in one process again and again, as an
+embedding program or the tests' CliRunner calls it (CPU per call after the first, against the
+first, which builds the command's module). Prints each one's median and best wall time, its median CPU
 time (user + system, which a busy machine inflates less), its peak resident set, and the ratios
 of the medians, with the targets: kicad nets faster than kicad-cli on every board and under
 40 MB peak; `--help` and `--version` under 150 ms (the console script answers both without
@@ -71,6 +73,31 @@ class Samples:
         )
 
 
+def in_process(calls: int = 20) -> None:
+    """Each command's `--help` through the app object, in one process: the first call imports and
+    builds its module's commands, and every later one should cost only parsing and printing
+    (cli/lazy.py builds a module's commands once per process; typer rebuilt them at every call)."""
+    from typer.testing import CliRunner
+
+    from cbledger.cli.app import app
+
+    runner = CliRunner()
+    print(f"in-process calls (CPU, median of {calls} after the first)")
+    for argv in (["run", "--help"], ["replay", "--help"], ["project", "all", "--help"], ["kicad", "nets", "--help"]):
+        started = time.process_time()
+        first = runner.invoke(app, argv)
+        cold = time.process_time() - started
+        if first.exit_code != 0:
+            raise SystemExit(f"cbledger {' '.join(argv)} exited {first.exit_code}: {first.output[-400:]}")
+        each = []
+        for _ in range(calls):
+            started = time.process_time()
+            runner.invoke(app, argv)
+            each.append(time.process_time() - started)
+        warm = statistics.median(each)
+        print(f"  cbledger {' '.join(argv):<24} first {cold * 1000:7.1f} ms  then {warm * 1000:6.1f} ms  ({cold / warm:.1f}x)")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
@@ -128,6 +155,7 @@ def main() -> int:
         for s in (helped, version):
             if s.median >= HELP_TARGET_S:
                 missed.append(f"{s.label} median {s.median * 1000:.0f} ms")
+    in_process()
     for m in missed:
         print(f"missed: {m}")
     if not missed:
