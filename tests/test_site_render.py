@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import re
 
+import msgspec
 from markupsafe import escape
 
 from cbledger.projections.site import render as site
@@ -144,3 +145,45 @@ def test_every_link_of_the_site_names_a_page_it_renders():
                 assert target in pages, f"{rel} links {href}"
                 linked.add(target)
         assert {p for p in pages if p.startswith(("tasks/", "models/"))} <= linked
+
+
+def test_run_judge_and_rescore_rewrite_the_whole_site_unless_they_made_it_at_a_head_the_ledger_still_holds(tmp_path):
+    """`regenerate_after` rewrites only the pages of the runs named since it made the site, and only
+    while the ledger still holds that head: a ledger put back and grown again to the same length
+    by other events kept stale pages for good (a reviewer's reproduction), as did a site-head read
+    off the front page, which prints the ledger's name before it."""
+    from cbledger.ledger.events import RunRetracted, RunRetractedEvent
+    from cbledger.ledger.store import LedgerStore
+    from cbledger.projections.writers import load_state
+    from cbledger.reproduce import regenerate
+    from cbledger.workspace import Workspace
+    from tests import factories
+
+    ws = Workspace.at(factories.rich_project(tmp_path))
+    ws.site.mkdir(parents=True)
+    (ws.site / site.INDEX).write_text("made")
+    state = load_state(ws.ledger)
+    assert regenerate.site_runs_due(ws, state) is None  # never made by a command: every page
+    regenerate._site_made(ws, state)
+    assert regenerate.site_runs_due(ws, state) == set()  # nothing since: the aggregate pages only
+    kept = ws.ledger.read_bytes()
+    first, second = sorted(state.runs)[:2]
+
+    def retract(run_id: str) -> None:
+        LedgerStore(ws.ledger).append([RunRetractedEvent(
+            id=f"run.retracted:{run_id}:again", at=factories.at(900), actor=factories.MAINTAINER,
+            body=RunRetracted(run_id=run_id, reason="a test"),
+        )])
+
+    retract(first)
+    assert regenerate.site_runs_due(ws, load_state(ws.ledger)) == site.with_attempts(state, {first})
+    regenerate._site_made(ws, load_state(ws.ledger))  # as the command that appended it marks it
+    ws.ledger.write_bytes(kept)  # put back, and grown again by another event at the same seq
+    retract(second)
+    assert regenerate.site_runs_due(ws, load_state(ws.ledger)) is None
+    ws.ledger.write_bytes(kept)
+    LedgerStore(ws.ledger).append([msgspec.structs.replace(factories.suite_bumped(9), seq=0)])
+    assert regenerate.site_runs_due(ws, load_state(ws.ledger)) is None  # a suite bump since
+    ws.ledger.write_bytes(kept)
+    (ws.site / site.INDEX).unlink()
+    assert regenerate.site_runs_due(ws, load_state(ws.ledger)) is None  # a site removed

@@ -434,8 +434,8 @@ def _snapshot_line(where: Workspace, follower: writers.LedgerFollower, kept: Pat
 def site_cmd(ledger: LedgerOption = None, root: RootOption = None, check: CheckFlag = False, as_json: JsonFlag = False) -> None:
     """Regenerate the static HTML site under results/site/ (`--check`: compare only)."""
     where = workspace(ledger, root)
-    state = _state(where)
     if check:
+        state = _state(where)
         found = check_site(state, where)
         if as_json:
             _emit({"site": {"path": str(where.site), "differences": [{"file": f.file, "message": f.message} for f in found]}})
@@ -447,7 +447,11 @@ def site_cmd(ledger: LedgerOption = None, root: RootOption = None, check: CheckF
         raise typer.Exit(1 if found else 0)
     source, progress = _site_source(where, as_json)
     try:
-        written = writers.sync_site(state, where.site, source)
+        # folded under the results lock, as `run` and `project all` fold: a command that folded
+        # earlier never writes its pages after this one's (cli/run_commands.py, regenerate_after)
+        with writers.one_projector(where):
+            state = _state(where)
+            written = writers.sync_site(state, where.site, source)
     finally:
         progress.close()
     if as_json:

@@ -18,18 +18,22 @@ two cases apart.
 
 from __future__ import annotations
 
+import functools
 import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import msgspec
 from blake3 import blake3
 
 from cbledger import credentials, invocation
 from cbledger.errors import UserError
 from cbledger.ledger.chain import format_line
+from cbledger.ledger.durable import write_atomic
 from cbledger.ledger.jsonl import JsonLinesRecorder
 from cbledger.ledger.recorder import StoreUnavailable
 from cbledger.ledger.store import LedgerStore, StoredEvent
@@ -72,6 +76,7 @@ def regenerate_after(workspace: Workspace, recorded: str) -> tuple[LedgerState |
             state = writers.load_state(workspace.ledger)
             writers.regenerate_all(state, workspace)
             writers.sync_site(state, workspace.site, site_evidence.source(workspace), site_runs_due(workspace, state))
+            _site_made(workspace, state)
         return state, None
     except (UserError, OSError, ProjectionError) as exc:
         return None, (f"the {recorded} are recorded, but the outputs could not be regenerated "
@@ -85,31 +90,66 @@ _HEAD_ROW = re.compile(r"^\| Ledger head \| seq (\d+),", re.MULTILINE)
 _SITE_HEAD = re.compile(r"seq (\d+) \(head")
 
 
+#: beside the site, what `regenerate_after` last made it from: the ledger head (seq and hash) and
+#: the code that renders it; absent, or naming anything else, every page is rewritten
+SITE_MADE = ".site-made.json"
+
+
+class _SiteMade(msgspec.Struct, frozen=True):
+    seq: int
+    hash: str
+    code: str
+
+
+@functools.cache
+def _site_code() -> str:
+    """A BLAKE3 of every file of the package (the site's templates, renderer and evidence reader
+    among them): a page made by other code is not taken as current, whichever part changed."""
+    h = blake3()
+    package = Path(__file__).resolve().parent.parent
+    for path in sorted(p for p in package.rglob("*") if p.is_file() and p.suffix in (".py", ".html", ".css", ".j2", ".svg")):
+        h.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
 def site_runs_due(workspace: Workspace, state: LedgerState) -> set[str] | None:
-    """The runs whose pages can differ from the site on disk, when every event since the head its
-    front page names is a run's (a run, a grade, a score, a retraction): those runs and their
-    attempts' other passes. None, for every page, when any other event came since (a suite bump
-    changes the verdict each page shows) or the site names no head.
+    """The runs whose pages can differ from the site on disk, when `regenerate_after` made the site
+    at an earlier point of this same ledger (`SITE_MADE`: its seq and hash still the ledger's
+    there) with this same code, and every event since is a run's (a run, a grade, a score, a
+    retraction): those runs and their attempts' other passes. None, for every page, otherwise: a
+    suite bump since changes the verdict each page shows, a ledger put back to an earlier state
+    and grown again names other events at the same seqs, new code renders other bytes.
 
     Each `run`, `judge` and `rescore` regenerated the site whole, and the evidence of every page
     is a restore of its run: a ledger of n runs restored n runs after each command, so a campaign
     run one task at a time restored n²/2 (a test recording eight runs in turn made 36 restores,
-    not 8). A page edited or removed by hand since is put back by `project all` or `project site`,
-    not here; `replay --verify` names it."""
+    not 8). What the marker cannot see is put back by `project site` or `project all`, not here
+    (and named by `replay --verify`): a page edited or removed by hand, bundles that arrived for
+    runs whose pages said they could not be read."""
     try:
-        made = _SITE_HEAD.search((workspace.site / site_render.INDEX).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError):
+        made = msgspec.json.decode((workspace.results / SITE_MADE).read_bytes(), type=_SiteMade)
+    except (OSError, msgspec.DecodeError):
         return None
-    since = int(made.group(1)) if made else None
-    if since is None or since > state.head_seq:
+    if not (workspace.site / site_render.INDEX).is_file() or made.seq > state.head_seq or made.code != _site_code():
+        return None
+    store = LedgerStore(workspace.ledger)
+    there = store.find(made.seq) if made.seq else None
+    if there is None or there.hash != made.hash:
         return None
     touched: set[str] = set()
-    for stored in LedgerStore(workspace.ledger).read(since, state.head_seq):
+    for stored in store.read(made.seq, state.head_seq):
         run_id = getattr(getattr(stored.event, "body", None), "run_id", None)
         if run_id is None:
             return None
         touched.add(run_id)
     return site_render.with_attempts(state, touched)
+
+
+def _site_made(workspace: Workspace, state: LedgerState) -> None:
+    """Said once the site is whole at `state`'s head; a command stopped before that leaves the
+    earlier mark, whose pages since are rewritten by the next."""
+    if state.head_hash is not None:
+        write_atomic(workspace.results / SITE_MADE, msgspec.json.encode(_SiteMade(state.head_seq, state.head_hash, _site_code())))
 
 
 def behind(workspace: Workspace) -> bool:
