@@ -371,25 +371,29 @@ def _report_rows(ev: RunEvidence) -> list[dict[str, Any]]:
     return out
 
 
+def _attempt_key(run: RunRecorded) -> str | None:
+    """The id of pass 1 of the attempt `run` belongs to; None for a run made without passes."""
+    return (run.passes.first or run.run_id) if run.passes else None
+
+
 def with_attempts(state: LedgerState, run_ids: Iterable[str]) -> set[str]:
     """`run_ids` and every other pass of their attempts: a run's page shows each pass's verdict,
     so a new pass or grade of one changes the pages of all of them."""
     wanted = set(run_ids)
-    runs = [e.run for e in state.runs.values()] + [e.run for e in state.later_passes.values()]
-    firsts = {r.passes.first or r.run_id for r in runs if r.run_id in wanted and r.passes}
+    runs = [e.run for e in _entries(state)]
+    firsts = {_attempt_key(r) for r in runs if r.run_id in wanted} - {None}
     if firsts:
-        wanted |= {r.run_id for r in runs if r.passes and (r.passes.first or r.run_id) in firsts}
+        wanted |= {r.run_id for r in runs if _attempt_key(r) in firsts}
     return wanted
 
 
 def _attempt(state: LedgerState, run: RunRecorded) -> list[dict[str, Any]]:
     """Every pass of the attempt `run` belongs to, pass 1 first, for a run page's links between
     them (empty for a run made without passes)."""
-    if not run.passes:
+    first = _attempt_key(run)
+    if first is None:
         return []
-    first = run.passes.first or run.run_id
-    runs = [e.run for e in state.runs.values()] + [e.run for e in state.later_passes.values()]
-    by_index = {r.passes.index: r for r in runs if r.passes and (r.passes.first or r.run_id) == first}
+    by_index = {r.passes.index: r for r in (e.run for e in _entries(state)) if r.passes and _attempt_key(r) == first}
     return [{"index": i, "href": run_page(r.run_id), "id": r.run_id,
              "verdict": _verdict(state, r.run_id)[1], "here": r.run_id == run.run_id}
             for i, r in sorted(by_index.items())]
