@@ -355,3 +355,41 @@ def test_a_refused_freeze_writes_nothing(tmp_path, upstream):
     assert r.exit_code == 2 and "--id 'Demo_Up': must be kebab-case" in r.stderr
     r = run_cli(["fixture", "freeze", "--from", upstream.path, "--commit", upstream.first, "--path", "hardware", "--id", "demo-up\n", "--root", root])
     assert r.exit_code == 2 and "--id 'demo-up\\n': must be kebab-case" in r.stderr
+
+
+def test_the_tree_walks_list_every_regular_file_and_refuse_a_link_or_special_file_by_path(tmp_path):
+    """`tree_files` (fixture trees) and the definitions' `files` walk with directory entries, not
+    paths; they list what `os.walk` finds and refuse what they refused before, naming the entry."""
+    from cbledger.tasks.definitions import DirectorySource
+    from cbledger.tasks.fixtures.hashing import tree_files
+
+    root = tmp_path / "project"
+    for rel in ("tasks/a/task.json", "tasks/a/files/x/y.kicad_sch", "tasks/b/task.json", "tasks/top.md"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(rel)
+    (root / "tasks/empty").mkdir()
+    walked = sorted(os.path.relpath(os.path.join(d, f), root).replace(os.sep, "/")
+                    for d, _, names in os.walk(root / "tasks") for f in names)
+    assert DirectorySource(root).files("tasks") == walked and len(walked) == 4
+    assert sorted(tree_files(root / "tasks")) == [w.removeprefix("tasks/") for w in walked]
+    assert DirectorySource(root).files("nothing") == []
+    for bad, says_tree, says_definitions in (
+        ("link-dir", "symlinks are not allowed in a fixture tree", "a symlink; suite definitions are regular files only"),
+        ("link-file", "symlinks are not allowed in a fixture tree", "a symlink; suite definitions are regular files only"),
+        ("fifo", "not a regular file; a fixture tree holds regular files only",
+         "not a regular file; suite definitions are regular files only"),
+    ):
+        path = root / "tasks/a/files" / bad
+        if bad == "link-dir":
+            path.symlink_to(root / "tasks/b")
+        elif bad == "link-file":
+            path.symlink_to(root / "tasks/top.md")
+        else:
+            os.mkfifo(path)
+        with pytest.raises(UserError) as caught:
+            tree_files(root / "tasks")
+        assert str(caught.value) == f"{path}: {says_tree}"
+        with pytest.raises(UserError) as caught:
+            DirectorySource(root).files("tasks")
+        assert str(caught.value) == f"{path}: {says_definitions}"
+        path.unlink()

@@ -638,12 +638,19 @@ def corpus_root(tmp_path_factory) -> Path:
 
 
 def _tree(root: Path) -> dict[str, tuple[int, int]]:
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            st = os.lstat(Path(dirpath) / name)
-            out[str(Path(dirpath, name).relative_to(root))] = (st.st_size if not os.path.isdir(Path(dirpath) / name) else 0,
-                                                               st.st_mtime_ns)
+    """Every entry under `root` by relative path: (size, 0 for a directory; mtime). Read with
+    `os.scandir` and strings: it runs twice for each of some 300 cases."""
+    out: dict[str, tuple[int, int]] = {}
+    base = len(str(root)) + 1
+    pending = [str(root)]
+    while pending:
+        with os.scandir(pending.pop()) as listing:
+            for entry in listing:
+                st = entry.stat(follow_symlinks=False)
+                is_dir = entry.is_dir()
+                out[entry.path[base:]] = (0 if is_dir else st.st_size, st.st_mtime_ns)
+                if is_dir and not entry.is_symlink():
+                    pending.append(entry.path)
     return out
 
 

@@ -32,7 +32,7 @@ import pygit2
 from msgspec import UNSET, Struct, UnsetType
 
 from cbledger.errors import UserError
-from cbledger.tasks.fixtures.hashing import digest_files, task_manifest_hash
+from cbledger.tasks.fixtures.hashing import digest_files, regular_files, task_manifest_hash
 
 FORMAT: Final = "cbledger-suite-definitions/1"
 #: A definition file larger than this is refused: tasks and synthetic boards are small text.
@@ -126,36 +126,32 @@ class Source(Protocol):
         ...
 
 
+_SYMLINK = "a symlink; suite definitions are regular files only"
+_SPECIAL = "not a regular file; suite definitions are regular files only"
+
+
 class DirectorySource:
     """The working tree. Only regular files count; a symlink or a special file is refused."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._root = str(root)  # strings, not paths, for the hundreds of files each command reads
 
-    def _check(self, path: Path) -> os.stat_result:
+    def _check(self, path: str) -> os.stat_result:
         st = os.lstat(path)
         if stat.S_ISLNK(st.st_mode):
-            raise UserError(f"{path}: a symlink; suite definitions are regular files only")
+            raise UserError(f"{path}: {_SYMLINK}")
         return st
 
     def files(self, prefix: str) -> list[str]:
         base = self.root / prefix
         if not base.is_dir():
             return []
-        out = []
-        for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
-            for name in dirnames:
-                self._check(Path(dirpath) / name)
-            for name in filenames:
-                full = Path(dirpath) / name
-                st = self._check(full)
-                if not stat.S_ISREG(st.st_mode):
-                    raise UserError(f"{full}: not a regular file; suite definitions are regular files only")
-                out.append(full.relative_to(self.root).as_posix())
-        return sorted(out)
+        rel = f"{PurePosixPath(prefix).as_posix()}/".removeprefix("./")
+        return sorted(regular_files(base, symlink=_SYMLINK, special=_SPECIAL, prefix=rel))
 
     def read(self, rel: str) -> bytes | None:
-        path = self.root / rel
+        path = os.path.join(self._root, rel)
         try:
             st = self._check(path)
         except FileNotFoundError:
@@ -164,7 +160,8 @@ class DirectorySource:
             return None
         if st.st_size > MAX_FILE_BYTES:
             raise UserError(f"{path}: {st.st_size} bytes, over the {MAX_FILE_BYTES}-byte limit for a definition file")
-        return path.read_bytes()
+        with open(path, "rb") as f:
+            return f.read()
 
     def dirs(self, prefix: str) -> list[str]:
         base = self.root / prefix
