@@ -174,20 +174,26 @@ HYPOTHESIS_SEED = "CBLEDGER_HYPOTHESIS_SEED"
 #: kicad-cli's reports and `copperhead check`'s results kept for the whole session
 #: (`runner/report_cache.py`), shared by the xdist workers and every `cbledger` process the tests
 #: start: the same gold and noop trees are verified by many tests, each distinct tree still by
-#: kicad-cli and copperhead once. Made by the controlling process
-#: (workers inherit it) and removed at its end; a value set outside is used as it is.
-_REPORT_CACHE = "CBLEDGER_KICAD_REPORT_CACHE"
-_MADE_CACHE = pytest.StashKey[Path]()
+#: kicad-cli and copperhead once. The same for each run page's evidence
+#: (`reproduce/evidence_cache.py`): the tests that copy this project and regenerate its site
+#: restore its runs once in all, not once each (`replay --verify` never reads it). Made by the
+#: controlling process (workers inherit them) and removed at its end; a value set outside is
+#: used as it is.
+_CACHES = {"CBLEDGER_KICAD_REPORT_CACHE": "cbledger-test-kicad-reports-",
+           "CBLEDGER_SITE_EVIDENCE_CACHE": "cbledger-test-site-evidence-"}
+_MADE_CACHES = pytest.StashKey[list[Path]]()
 
 
-def _start_report_cache(config: pytest.Config) -> None:
-    if hasattr(config, "workerinput") or os.environ.get(_REPORT_CACHE):
+def _start_caches(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):
         return
     import tempfile
 
-    made = Path(tempfile.mkdtemp(prefix="cbledger-test-kicad-reports-"))
-    os.environ[_REPORT_CACHE] = str(made)
-    config.stash[_MADE_CACHE] = made
+    made = config.stash.setdefault(_MADE_CACHES, [])
+    for name, prefix in _CACHES.items():
+        if not os.environ.get(name):
+            made.append(Path(tempfile.mkdtemp(prefix=prefix)))
+            os.environ[name] = str(made[-1])
 
 
 #: Where the session's throwaway restores go (`cbledger/scratch.py`): a directory of its own where
@@ -209,8 +215,7 @@ def _start_scratch(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    for key in (_MADE_CACHE, _MADE_SCRATCH):
-        made = config.stash.get(key, None)
+    for made in [*config.stash.get(_MADE_CACHES, []), config.stash.get(_MADE_SCRATCH, None)]:
         if made is not None:
             shutil.rmtree(made, ignore_errors=True)
 
@@ -218,7 +223,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     from hypothesis import core, settings
 
-    _start_report_cache(config)
+    _start_caches(config)
     _start_scratch(config)
     if config.getoption("store_durations", False) and not hasattr(config, "workerinput"):
         config.pluginmanager.register(_DurationRecorder(DURATIONS), "cbledger-store-durations")

@@ -219,7 +219,7 @@ def test_a_malformed_rubric_is_bad_input_refused_before_any_run_is_judged(projec
     assert (project / "results/ledger/events.jsonl").read_bytes() == before
 
 
-def test_judge_regenerates_the_site_with_the_other_outputs(project, tmp_path):
+def test_judge_regenerates_the_site_with_the_other_outputs(project, tmp_path, monkeypatch):
     """`judge` once regenerated every output but the site: a committed site then failed
     `replay --verify` ("projections differ"): with none before it, the site it leaves is whole."""
     assert not (project / "results" / "site").exists()
@@ -229,8 +229,11 @@ def test_judge_regenerates_the_site_with_the_other_outputs(project, tmp_path):
     check = run_cli(["project", "site", "--check", "--root", str(project)])
     assert check.exit_code == 0 and check.stdout.endswith("site/: up to date\n"), check.output
     # with the site in place, a command reads again only the runs its events name: each `run`,
-    # `judge` and `rescore` once restored every run of the ledger for the site's evidence
-    from cbledger.reproduce import site_evidence
+    # `judge` and `rescore` once restored every run of the ledger for the site's evidence (the
+    # session's evidence cache would answer for the scored run too: counted without it)
+    from cbledger.reproduce import evidence_cache, site_evidence
+
+    monkeypatch.delenv(evidence_cache.CACHE_ENV, raising=False)
 
     restored: list[str] = []
     real = site_evidence.restore_run

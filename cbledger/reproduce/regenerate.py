@@ -18,13 +18,11 @@ two cases apart.
 
 from __future__ import annotations
 
-import functools
 import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -42,7 +40,7 @@ from cbledger.projections.aggregates import Views
 from cbledger.projections.fold import LedgerState, ProjectionError, Projector
 from cbledger.projections.site import render as site_render
 from cbledger.projections.writers import LedgerFollower
-from cbledger.reproduce import site_evidence
+from cbledger.reproduce import evidence_cache, site_evidence
 from cbledger.workspace import Workspace
 
 
@@ -101,17 +99,6 @@ class _SiteMade(msgspec.Struct, frozen=True):
     code: str
 
 
-@functools.cache
-def _site_code() -> str:
-    """A BLAKE3 of every file of the package (the site's templates, renderer and evidence reader
-    among them): a page made by other code is not taken as current, whichever part changed."""
-    h = blake3()
-    package = Path(__file__).resolve().parent.parent
-    for path in sorted(p for p in package.rglob("*") if p.is_file() and p.suffix in (".py", ".html", ".css", ".j2", ".svg")):
-        h.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return h.hexdigest()
-
-
 def site_runs_due(workspace: Workspace, state: LedgerState) -> set[str] | None:
     """The runs whose pages can differ from the site on disk, when `regenerate_after` made the site
     at an earlier point of this same ledger (`SITE_MADE`: its seq and hash still the ledger's
@@ -130,7 +117,7 @@ def site_runs_due(workspace: Workspace, state: LedgerState) -> set[str] | None:
         made = msgspec.json.decode((workspace.results / SITE_MADE).read_bytes(), type=_SiteMade)
     except (OSError, msgspec.DecodeError):
         return None
-    if not (workspace.site / site_render.INDEX).is_file() or made.seq > state.head_seq or made.code != _site_code():
+    if not (workspace.site / site_render.INDEX).is_file() or made.seq > state.head_seq or made.code != evidence_cache.code_identity():
         return None
     store = LedgerStore(workspace.ledger)
     there = store.find(made.seq) if made.seq else None
@@ -149,7 +136,7 @@ def _site_made(workspace: Workspace, state: LedgerState) -> None:
     """Said once the site is whole at `state`'s head; a command stopped before that leaves the
     earlier mark, whose pages since are rewritten by the next."""
     if state.head_hash is not None:
-        write_atomic(workspace.results / SITE_MADE, msgspec.json.encode(_SiteMade(state.head_seq, state.head_hash, _site_code())))
+        write_atomic(workspace.results / SITE_MADE, msgspec.json.encode(_SiteMade(state.head_seq, state.head_hash, evidence_cache.code_identity())))
 
 
 def behind(workspace: Workspace) -> bool:

@@ -29,6 +29,7 @@ from cbledger.ledger.events import RunRecorded
 from cbledger.ledger.store import LedgerStore
 from cbledger.projections.fold import LedgerState, PassEntry, RunEntry
 from cbledger.projections.site.evidence import ChainLink, ReportCounts, RunEvidence, ToolCall, Turn
+from cbledger.reproduce import evidence_cache
 from cbledger.reproduce.restore import RestoredRun, restore_run
 from cbledger.reproduce.runs import Suites, restore_catalog
 from cbledger.reproduce.verify import prepare_suites
@@ -142,6 +143,25 @@ def _one(
         shutil.rmtree(scratch / run.run_id, ignore_errors=True)
 
 
+def _kept_or_read(
+    workspace: Workspace, catalog: Catalog, run: RunRecorded, seq: int, scratch: Path, diff_limit: int | None,
+    cache: evidence_cache.EvidenceCache | None,
+) -> RunEvidence:
+    key = None
+    if cache is not None:
+        try:
+            key = cache.key(run, catalog.fixture(run.fixture.id))
+        except UserError:  # no such fixture: the restore says so
+            key = None
+        kept = cache.get(key) if key is not None else None
+        if kept is not None:
+            return kept
+    found = _one(workspace, catalog, run, seq, scratch, diff_limit)
+    if cache is not None and key is not None:
+        cache.put(key, found)
+    return found
+
+
 def chain_links(workspace: Workspace, run_ids: set[str]) -> dict[str, list[ChainLink]]:
     """Each run's own events (recorded, graded, scored, retracted) with their links, in order."""
     out: dict[str, list[ChainLink]] = {}
@@ -167,11 +187,14 @@ def catalogs(workspace: Workspace, state: LedgerState, run_ids: list[str], scrat
 def gather(
     workspace: Workspace, state: LedgerState, run_ids: Iterable[str] | None = None, *, diff_limit: int | None = DIFF_LIMIT,
     on_step: Callable[[int, int, str], None] | None = None, known: Mapping[str, RunEvidence] | None = None,
+    cached: bool = False,
 ) -> dict[str, RunEvidence]:
     """The evidence of `run_ids` (default: every recorded run); `diff_limit` None keeps all of each diff.
     Restoring every bundle is the slow part of a first build, so `on_step(done, total, run_id)`
     hears each run read, for the command line's progress. A run in `known` (read from the
-    restore `replay --verify` made for its re-grade) is not restored again; its chain is added."""
+    restore `replay --verify` made for its re-grade) is not restored again; its chain is added.
+    `cached`: read and keep each run's evidence in `$CBLEDGER_SITE_EVIDENCE_CACHE` when it names
+    a directory (`evidence_cache`; never for verification)."""
     # a later feedback pass has a page too (`projections.site.render`)
     every: dict[str, RunEntry | PassEntry] = {**state.runs, **state.later_passes}
     wanted = sorted(every if run_ids is None else {r for r in run_ids if r in every})
@@ -182,11 +205,14 @@ def gather(
     scratch = scratch_dir.mkdtemp("cbledger-site-")
     try:
         chosen = catalogs(workspace, state, [r for r in wanted if r not in known], scratch / "suites")
+        kept_in = evidence_cache.directory() if cached else None
+        cache = evidence_cache.EvidenceCache(kept_in, workspace, diff_limit) if kept_in is not None else None
         out: dict[str, RunEvidence] = {}
         for done, run_id in enumerate(wanted, start=1):
             entry = every[run_id]
             try:
-                found = known[run_id] if run_id in known else _one(workspace, chosen[run_id], entry.run, entry.seq, scratch / "runs", diff_limit)
+                found = known[run_id] if run_id in known else _kept_or_read(
+                    workspace, chosen[run_id], entry.run, entry.seq, scratch / "runs", diff_limit, cache)
             except (UserError, pygit2.GitError, OSError, KeyError, ValueError) as exc:
                 found = RunEvidence(problem=f"the preserved run could not be read: {exc}")
             out[run_id] = RunEvidence(
@@ -207,4 +233,4 @@ SiteEvidenceSource = Callable[[LedgerState, Iterable[str] | None], dict[str, Run
 
 def source(workspace: Workspace, on_step: Callable[[int, int, str], None] | None = None) -> SiteEvidenceSource:
     """`gather` bound to a workspace: what `regenerate_all(site_evidence=…)` takes."""
-    return lambda state, run_ids: gather(workspace, state, run_ids, on_step=on_step)
+    return lambda state, run_ids: gather(workspace, state, run_ids, on_step=on_step, cached=True)
