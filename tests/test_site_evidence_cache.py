@@ -64,4 +64,26 @@ def test_evidence_is_kept_by_what_it_was_read_from_and_verification_never_reads_
     page = next(p for p in (project.root / "results" / "site").rglob("*.html") if gold.run_id in p.name)
     assert "FORGED" in page.read_text()
     verify = project.cli("replay", "--verify")
-    assert verify.exit_code != 0 and "site" in verify.output, verify.output
+    assert verify.exit_code != 0, verify.output
+    assert f"{gold.run_id}.html" in verify.output and "first difference" in verify.output, verify.output
+
+    # what a restore reads of the fixture is in the key: a mode, the manifest, a baseline report
+    from cbledger.tasks.catalog import Catalog
+    from cbledger.workspace import Workspace
+
+    fixture = Catalog(copy).fixture(gold.fixture.id)
+
+    def key() -> str | None:  # a new catalog and cache each time: each reads the fixture afresh
+        cache_now = evidence_cache.EvidenceCache(cache, Workspace.at(copy), site_evidence.DIFF_LIMIT)
+        return cache_now.key(gold, Catalog(copy).fixture(gold.fixture.id))
+
+    first = key()
+    assert first is not None and key() == first
+    board = next(p for p in fixture.tree.rglob("*.kicad_pcb"))
+    board.chmod(0o755)
+    assert key() != first  # the seed is built with the executable bit
+    board.chmod(0o644)
+    assert key() == first
+    manifest = fixture.dir / "fixture.json"
+    manifest.write_text(manifest.read_text().replace(fixture.manifest.sha256, "0" * 64))
+    assert key() != first  # the seed commit's message names the manifest's tree hash

@@ -5,13 +5,15 @@ Regenerating the whole site restores every run (its seed rebuilt, its bundle rea
 transcript, diff and reports: for the 470 run pages of this repository's ledger that is most of a
 `run`'s time in a fresh copy, where the site's hint (`regenerate.site_runs_due`) is absent. The
 evidence is a function of the run's event, its bundle's bytes, the fixture it is restored on
-(tree and baseline reports) and the code that reads it; with `$CBLEDGER_SITE_EVIDENCE_CACHE`
+(the files the seed is built from, with their modes, its manifest and baseline reports) and the
+code that reads it (this package, pygit2 and libgit2); with `$CBLEDGER_SITE_EVIDENCE_CACHE`
 naming a directory, `site_evidence.source` (the site's regeneration: `run`, `judge`, `rescore`,
 `project`, `watch`) keeps each run's evidence under a BLAKE3 of all of those and reads it back
 instead of restoring. Only evidence read without a problem is kept. `replay --verify` never reads
-it: its site check compares every page against evidence from its own restores, so a forged
-entry would show up as a page that differs. Off unless the variable is set (the test suite sets
-it, as it sets `$CBLEDGER_KICAD_REPORT_CACHE`).
+it: its site check compares the page of every run it restores without a problem against
+evidence from its own restores, so a forged entry for such a run shows up as a page that
+differs. Off unless the variable is set (the test suite sets it, as it sets
+`$CBLEDGER_KICAD_REPORT_CACHE`).
 """
 
 from __future__ import annotations
@@ -21,13 +23,14 @@ import os
 from pathlib import Path
 
 import msgspec
+import pygit2
 from blake3 import blake3
 
 from cbledger.errors import UserError
 from cbledger.ledger.events import RunRecorded
 from cbledger.projections.site.evidence import RunEvidence
 from cbledger.tasks.catalog import Fixture
-from cbledger.tasks.fixtures.hashing import hash_directory
+from cbledger.tasks.fixtures.hashing import tree_files
 from cbledger.workspace import Workspace
 
 CACHE_ENV = "CBLEDGER_SITE_EVIDENCE_CACHE"
@@ -40,7 +43,7 @@ _DECODER = msgspec.msgpack.Decoder(RunEvidence)
 def code_identity() -> str:
     """A BLAKE3 of every file of the package (the site's templates, renderer and evidence reader
     among them): what other code made is not taken as this code's, whichever part changed."""
-    h = blake3()
+    h = blake3(f"pygit2 {pygit2.__version__} libgit2 {pygit2.LIBGIT2_VERSION}\0".encode())  # a page's diff is libgit2's
     package = Path(__file__).resolve().parent.parent
     for path in sorted(p for p in package.rglob("*") if p.is_file() and p.suffix in (".py", ".html", ".css", ".j2", ".svg")):
         h.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes() + b"\0")
@@ -62,12 +65,18 @@ class EvidenceCache:
         self._fixtures: dict[tuple[Path, Path], bytes | None] = {}
 
     def _fixture(self, fixture: Fixture) -> bytes | None:
-        """The fixture's tree and baseline reports, hashed; None for one that cannot be read
-        (its run is restored, and says why)."""
+        """What a restore reads of the fixture, hashed: every tree file the seed is built from
+        (its path, whether it is executable, its bytes: `sandbox.build_seed_tree`), the
+        manifest's id and tree hash (the seed commit's message) and the baseline reports. None
+        for one that cannot be read (its run is restored, and says why)."""
         at = (fixture.dir, fixture.tree)
         if at not in self._fixtures:
             try:
-                h = blake3(hash_directory(fixture.tree).encode())
+                h = blake3(f"{fixture.manifest.id}\0{fixture.manifest.sha256}\0".encode())
+                for rel in sorted(tree_files(fixture.tree)):
+                    path = fixture.tree / rel
+                    executable = os.stat(path).st_mode & 0o100
+                    h.update(f"{rel}\0{'x' if executable else '-'}\0".encode() + blake3(path.read_bytes()).digest())
                 for kind in ("erc", "drc"):
                     report = fixture.baseline_report(kind)
                     h.update(b"\0" + kind.encode() + b"\0" + (report if report is not None else b"none"))
