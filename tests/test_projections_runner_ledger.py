@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 
-import jsonschema
 import pytest
 
 from cbledger.projections import readmodel
 from tests.runner_project import REFUSAL_TASK, RENAME_TASK, build_project
 from tests.test_projections_cli import cli
+from tests.test_projections_records import validate
 
 pytestmark = [pytest.mark.slow, pytest.mark.kicad, pytest.mark.shared]
 
@@ -33,7 +33,7 @@ def test_records_leaderboard_and_read_model_of_a_runner_ledger(project, shared_r
     modes = {}
     for p in paths:
         doc = json.loads(p.read_text())
-        jsonschema.validate(doc, schema, cls=jsonschema.Draft202012Validator)
+        validate(schema, p.read_bytes())
         modes.setdefault(doc["run"]["runMode"], []).append((doc["task"]["id"], doc["verdict"]))
     assert sorted(modes["gold"]) == sorted([(RENAME_TASK, "pass"), (REFUSAL_TASK, "pass")] * 2)  # runs + replays
     assert sorted(modes["noop"]) == sorted([(RENAME_TASK, "fail"), (REFUSAL_TASK, "fail")])
