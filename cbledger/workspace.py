@@ -260,9 +260,14 @@ class Workspace:
     def suite_definitions(self, version: str) -> Path:
         return self._under_results(suite_definitions_name(version))
 
+    @property
+    def suite_objects(self) -> Path:
+        """Where kept definition files are, each at `<first two hex digits>/<SHA-256>`."""
+        return self.suites / "objects"
+
     def suite_object(self, sha256: str) -> Path:
         """One kept definition file, named by its SHA-256."""
-        return self.suites / "objects" / sha256[:2] / sha256
+        return self.suite_objects / sha256[:2] / sha256
 
     def kept_import(self, sha256: str) -> Path:
         """The directory holding the kept copies of one imported file's evidence."""

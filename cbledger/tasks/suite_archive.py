@@ -12,6 +12,7 @@ are never kept, only referenced by hash, and checked where they are materialized
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -97,6 +98,40 @@ class Opened:
     problems: list[tuple[str, str, str | None]] = field(default_factory=list)
 
 
+class _Layout:
+    """Writes kept definition files under a project root. Strings, not paths: a version is some
+    400 files, laid out by every command that restores a run."""
+
+    def __init__(self, workspace: Workspace, root: Path, problems: list[tuple[str, str, str | None]]) -> None:
+        self.workspace = workspace
+        self.objects = str(workspace.suite_objects)
+        self.root = str(root)
+        self.problems = problems
+        self.made: set[str] = set()
+
+    def place(self, rel: str, sha: str, where: str) -> bool:
+        obj = os.path.join(self.objects, sha[:2], sha)  # as Workspace.suite_object names it
+        try:
+            with open(obj, "rb") as f:
+                blob = f.read()
+        except OSError:
+            self.problems.append(("archive-missing", f"{where}: its kept copy {self.workspace.shown_path(Path(obj))} is missing",
+                                  where))
+            return False
+        if defs_mod.sha256(blob) != sha:
+            self.problems.append(("archive-digest", f"{where}: its kept copy {self.workspace.shown_path(Path(obj))} no longer "
+                                  f"hashes to {sha[:12]}… (damaged since it was kept)", where))
+            return False
+        dest = os.path.join(self.root, rel)
+        parent = os.path.dirname(dest)
+        if parent not in self.made:
+            os.makedirs(parent, exist_ok=True)
+            self.made.add(parent)
+        with open(dest, "wb") as f:
+            f.write(blob)
+        return True
+
+
 def open_kept(
     workspace: Workspace, archived: SuiteArchived, bump: SuiteBumped | None, into: Path
 ) -> Opened:
@@ -129,28 +164,13 @@ def open_kept(
         return out
     root = into
     trees: dict[str, Path] = {}
-
-    def place(dest: Path, sha: str, where: str) -> bool:
-        obj = workspace.suite_object(sha)
-        try:
-            blob = obj.read_bytes()
-        except OSError:
-            out.problems.append(("archive-missing", f"{where}: its kept copy {workspace.shown_path(obj)} is missing", where))
-            return False
-        if defs_mod.sha256(blob) != sha:
-            out.problems.append(("archive-digest", f"{where}: its kept copy {workspace.shown_path(obj)} no longer hashes "
-                                 f"to {sha[:12]}… (damaged since it was kept)", where))
-            return False
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_bytes(blob)
-        return True
-
+    place = _Layout(workspace, root, out.problems).place
     for t, d in defs.tasks.items():
         for name, entry in d.files.items():
-            place(root / "tasks" / t / name, entry.sha256, f"suite {version}: tasks/{t}/{name}")
+            place(f"tasks/{t}/{name}", entry.sha256, f"suite {version}: tasks/{t}/{name}")
     for f, fd in defs.fixtures.items():
         for name, entry in fd.files.items():
-            place(root / "fixtures" / f / name, entry.sha256, f"suite {version}: fixtures/{f}/{name}")
+            place(f"fixtures/{f}/{name}", entry.sha256, f"suite {version}: fixtures/{f}/{name}")
         if fd.origin == "upstream":
             local = workspace.root / "fixtures" / f
             trees[f] = local / "tree"
@@ -175,7 +195,7 @@ def open_kept(
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_bytes(blob)
     for name, entry in defs.suites.items():
-        place(root / "suites" / f"{name}.json", entry.sha256, f"suite {version}: suites/{name}.json")
+        place(f"suites/{name}.json", entry.sha256, f"suite {version}: suites/{name}.json")
     out.defs = defs
     out.catalog = Catalog(root, trees=trees)
     return out
