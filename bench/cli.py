@@ -8,7 +8,9 @@ netlist` of the same file (on a temporary copy) as separate processes, interleav
 round so the machine's load falls on both alike; then `cbledger --help` and `cbledger
 --version` against `python -c pass`; then the app called in one process again and again, as an
 embedding program or the tests' CliRunner calls it (CPU per call after the first, against the
-first, which builds the command's module). Prints each one's median and best wall time, its median CPU
+first, which builds the command's module); then what commands pay before their own work (the
+definitions' check, the kept suite versions laid out, the fixture trees listed) against a floor
+for each. Prints each one's median and best wall time, its median CPU
 time (user + system, which a busy machine inflates less), its peak resident set, and the ratios
 of the medians, with the targets: kicad nets faster than kicad-cli on every board and under
 40 MB peak; `--help` and `--version` under 150 ms (the console script answers both without
@@ -98,6 +100,65 @@ def in_process(calls: int = 20) -> None:
         print(f"  cbledger {' '.join(argv):<24} first {cold * 1000:7.1f} ms  then {warm * 1000:6.1f} ms  ({cold / warm:.1f}x)")
 
 
+def fixed_costs(rounds: int = 6) -> None:
+    """What commands pay before their own work, in one process, best of `rounds`, each against a
+    floor measured beside it: the definitions' `collect` (each `run`'s check that the suite is
+    current, `validate`, `suite bump`) against reading and hashing every file under tasks/,
+    fixtures/ and suites/; every kept suite version of this repository's ledger laid out
+    (`prepare_suites`: each command that restores a run) against copying every kept object once;
+    the bundled fixture trees listed (`tree_files`) against a bare `os.walk` of them."""
+    import hashlib
+
+    from cbledger import scratch
+    from cbledger.projections.writers import load_state
+    from cbledger.reproduce.verify import prepare_suites
+    from cbledger.tasks.definitions import DirectorySource, collect
+    from cbledger.tasks.fixtures.hashing import tree_files
+    from cbledger.workspace import Workspace
+
+    def timed(run) -> float:
+        started = time.perf_counter()
+        run()
+        return time.perf_counter() - started
+
+    def best(run) -> float:
+        return min(run() for _ in range(rounds))
+
+    def read_and_hash() -> None:
+        for top in ("tasks", "fixtures", "suites"):
+            for d, _, names in os.walk(REPO / top):
+                for name in names:
+                    with open(os.path.join(d, name), "rb") as f:
+                        hashlib.sha256(f.read())
+
+    workspace = Workspace.at(REPO)
+    state = load_state(workspace.ledger)
+    versions = {e.run.comparability.suite_version for e in state.runs.values()}
+    trees = [p / "tree" for p in sorted((REPO / "fixtures").iterdir()) if (p / "tree").is_dir()]
+
+    def in_scratch(fill) -> float:
+        """`fill(directory)` timed in a scratch directory where commands lay suites out (in
+        memory when the machine has room: cbledger/scratch.py), its removal not counted."""
+        into = scratch.mkdtemp("cbledger-bench-")
+        try:
+            return timed(lambda: fill(into))
+        finally:
+            shutil.rmtree(into, ignore_errors=True)
+
+    lanes = (
+        ("definitions collect", lambda: timed(lambda: collect(DirectorySource(REPO), REPO)),
+         "read + SHA-256 of the same trees", lambda: timed(read_and_hash)),
+        (f"prepare_suites, {len(versions)} versions", lambda: in_scratch(lambda d: prepare_suites(workspace, state, versions, d)),
+         "copy of every kept object", lambda: in_scratch(lambda d: shutil.copytree(workspace.suites / "objects", d / "objects"))),
+        (f"tree_files, {len(trees)} fixture trees", lambda: timed(lambda: [tree_files(t) for t in trees]),
+         "os.walk of them", lambda: timed(lambda: [list(os.walk(t)) for t in trees])),
+    )
+    print(f"fixed costs per command (in process, best of {rounds}, against a floor)")
+    for label, ours, floor_label, floor in lanes:
+        a, b = best(ours), best(floor)
+        print(f"  {label:<34} {a * 1000:7.1f} ms   {floor_label:<34} {b * 1000:7.1f} ms   {a / b:5.2f}x")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
@@ -156,6 +217,7 @@ def main() -> int:
             if s.median >= HELP_TARGET_S:
                 missed.append(f"{s.label} median {s.median * 1000:.0f} ms")
     in_process()
+    fixed_costs()
     for m in missed:
         print(f"missed: {m}")
     if not missed:
