@@ -957,3 +957,31 @@ def test_a_sandbox_root_no_run_could_use_is_refused_before_the_plan_is_kept(tmp_
     assert not [p for p in root.rglob("*") if "campaigns" in p.parts or p.name == ".roots.lock"]
     again = planned_slots(root, ledger, *plan)
     assert [repeat for _, _, repeat in again] == [1, 1]
+
+
+def test_a_socket_directory_stays_bindable_under_a_long_tmpdir_and_is_found_as_a_leftover(tmp_path, monkeypatch):
+    """The endpoint's socket into a sandbox is bound in a scratch directory: under a TMPDIR
+    whose path leaves no room for a socket (a Unix socket's path is at most 107 bytes) it goes
+    under /tmp instead, and a later invocation of the campaign still finds it if a killed driver
+    left it."""
+    long_tmp = tmp_path / ("t" * 60)
+    long_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(long_tmp))
+    sandbox = tmp_path / "sandboxes" / "campaign-abc.task-s1-a1"
+    made = isolation.socket_scratch("endpoint", sandbox, "endpoint.sock")
+    try:
+        assert made.parent == Path(isolation.SHORT_TMP)
+        path = made / "endpoint.sock"
+        assert len(os.fsencode(str(path))) <= isolation.SOCKET_PATH_MAX
+        with socket.socket(socket.AF_UNIX) as server:
+            server.bind(str(path))  # the old place, under the long TMPDIR, raised "AF_UNIX path too long"
+        assert made in isolation.scratch_left(sandbox.parent, "campaign-abc")
+    finally:
+        shutil.rmtree(made, ignore_errors=True)
+    short_tmp = Path(tempfile.mkdtemp(prefix="s", dir=isolation.SHORT_TMP))  # room enough: the TMPDIR itself
+    try:
+        monkeypatch.setattr(tempfile, "tempdir", str(short_tmp))
+        made = isolation.socket_scratch("endpoint", sandbox, "endpoint.sock")
+        assert made.parent == short_tmp and made in isolation.scratch_left(sandbox.parent, "campaign-abc")
+    finally:
+        shutil.rmtree(short_tmp, ignore_errors=True)

@@ -635,10 +635,27 @@ def scratch_prefix(kind: str, sandbox: Path) -> str:
     return f"cbledger-{kind}-{_scratch_tag(sandbox.parent, sandbox.name.split('.', 1)[0])}-"
 
 
+#: the longest path a Unix socket can be bound at (108 bytes with the closing NUL)
+SOCKET_PATH_MAX = 107
+#: where a socket's directory goes when the temporary directory's own path is too long for one
+SHORT_TMP = "/tmp"
+
+
+def socket_scratch(kind: str, sandbox: Path, name: str) -> Path:
+    """A new scratch directory (`scratch_prefix`) to bind a socket called `name` in: under the
+    temporary directory, or under /tmp when that directory's path leaves the socket's too long
+    (a TMPDIR deep in a home or build directory), which `scratch_left` searches too."""
+    prefix = scratch_prefix(kind, sandbox)
+    base = tempfile.gettempdir()
+    if len(os.fsencode(os.path.join(base, prefix + "x" * 8, name))) > SOCKET_PATH_MAX:  # mkdtemp adds 8
+        base = SHORT_TMP
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+
+
 def scratch_left(sandbox_root: Path, campaign: str) -> list[Path]:
     tag = _scratch_tag(sandbox_root, campaign)
-    tmp = Path(tempfile.gettempdir())
-    return sorted(p for kind in SCRATCH_KINDS for p in tmp.glob(f"cbledger-{kind}-{tag}-*") if p.is_dir())
+    places = dict.fromkeys([Path(tempfile.gettempdir()), Path(SHORT_TMP)])
+    return sorted(p for tmp in places for kind in SCRATCH_KINDS for p in tmp.glob(f"cbledger-{kind}-{tag}-*") if p.is_dir())
 
 
 def _scratch_tag(sandbox_root: Path, campaign: str) -> str:

@@ -24,7 +24,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
@@ -461,7 +460,7 @@ class CopperheadAgent:
                 if self.sessions is not None and self.confinement.bwrap is not None:
                     # no network but the run's own session: a socket into the proxy in front
                     # of it, relayed to the same loopback address inside the sandbox
-                    socket_dir = Path(tempfile.mkdtemp(prefix=isolation.scratch_prefix("endpoint", inp.sandbox)))
+                    socket_dir = isolation.socket_scratch("endpoint", inp.sandbox, "endpoint.sock")
                     socket_dir.chmod(0o755)
                     sock = recorder.serve_socket(socket_dir / "endpoint.sock")
                     network, endpoint = "endpoint", (sock, recorder.port)
