@@ -352,3 +352,43 @@ def test_repeats_of_a_deterministic_session_may_write_the_same_transcript(run_mo
     """A scripted or harness session started in the same second writes the same transcript byte
     for byte; its bundle and commits (the capture names its run) are what it owns."""
     assert verify_mod.reused_evidence(fold(_sharing_transcript(run_mode))) == {}
+
+
+@pytest.mark.parametrize("name", ["../../escaped", "a/../../../escaped", "/dev/shm/escaped-absolute", "sub/", "../x/"])
+def test_a_kept_manifest_whose_file_names_leave_their_directory_lays_nothing_out(tmp_path, name):
+    """A ledger verified on another machine may come from anyone, and its kept suite manifest is
+    checked against the ledger's hashes, not against the names it holds: a name that leaves its
+    directory once wrote outside the scratch directory the suite is laid out in."""
+    from cbledger.ledger.events import SuiteArchived, SuiteBumped
+    from cbledger.tasks import definitions as defs_mod
+    from cbledger.tasks import suite_archive
+    from cbledger.workspace import Workspace
+
+    workspace = Workspace.at(tmp_path / "project")
+    (tmp_path / "project").mkdir()
+    files = {}
+    for n in ("task.json", name):
+        blob = f"content of {n}".encode()
+        files[n] = defs_mod.FileEntry(sha256=defs_mod.sha256(blob), bytes=len(blob))
+        obj = workspace.suite_object(files[n].sha256)
+        obj.parent.mkdir(parents=True, exist_ok=True)
+        obj.write_bytes(blob)
+    defs = defs_mod.Definitions(format=defs_mod.FORMAT, tasks={"t1": defs_mod.TaskDefinition(
+        manifest_hash="a" * 64, fixture="f", files=files)}, fixtures={}, suites={})
+    data = defs_mod.encode(defs)
+    kept = workspace.suite_definitions("1.0.0")
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    kept.write_bytes(data)
+    archived = SuiteArchived(suite_version="1.0.0", definitions_hash=defs_mod.sha256(data), task_definition_hashes={},
+                             fixture_definition_hashes={}, source="a stranger's ledger")
+    bump = SuiteBumped(suite_version="1.0.0", previous=None, reason="r", vocabulary_hash="0" * 64,
+                       credential_patterns_hash="0" * 64, grader_version="1.0.0", task_manifest_hashes={"t1": "a" * 64},
+                       fixture_hashes={})
+    into = tmp_path / "scratch" / "deep" / "1.0.0"
+    before = set(Path("/dev/shm").glob("escaped*"))
+    opened = suite_archive.open_kept(workspace, archived, bump, into)
+    assert [kind for kind, _, _ in opened.problems] == ["archive-inconsistent"], opened.problems
+    assert repr(name) in opened.problems[0][1]
+    assert opened.catalog is None
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and "results" not in p.relative_to(tmp_path).parts]
+    assert written == [] and set(Path("/dev/shm").glob("escaped*")) == before

@@ -963,25 +963,33 @@ def test_a_socket_directory_stays_bindable_under_a_long_tmpdir_and_is_found_as_a
     """The endpoint's socket into a sandbox is bound in a scratch directory: under a TMPDIR
     whose path leaves no room for a socket (a Unix socket's path is at most 107 bytes) it goes
     under /tmp instead, and a later invocation of the campaign still finds it if a killed driver
-    left it."""
+    left it, and finds no other campaign's."""
     long_tmp = tmp_path / ("t" * 60)
     long_tmp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(long_tmp))
     sandbox = tmp_path / "sandboxes" / "campaign-abc.task-s1-a1"
-    made = isolation.socket_scratch("endpoint", sandbox, "endpoint.sock")
+    old_place = Path(tempfile.mkdtemp(prefix=isolation.scratch_prefix("endpoint", sandbox)))
+    with socket.socket(socket.AF_UNIX) as server, pytest.raises(OSError, match="too long"):
+        server.bind(str(old_place / isolation.ENDPOINT_SOCKET_NAME))  # where it was bound before
+    made = isolation.socket_scratch("endpoint", sandbox, isolation.ENDPOINT_SOCKET_NAME)
+    other = isolation.socket_scratch("endpoint", tmp_path / "sandboxes" / "campaign-xyz.task-s1-a1", isolation.ENDPOINT_SOCKET_NAME)
     try:
         assert made.parent == Path(isolation.SHORT_TMP)
-        path = made / "endpoint.sock"
+        path = made / isolation.ENDPOINT_SOCKET_NAME
         assert len(os.fsencode(str(path))) <= isolation.SOCKET_PATH_MAX
         with socket.socket(socket.AF_UNIX) as server:
-            server.bind(str(path))  # the old place, under the long TMPDIR, raised "AF_UNIX path too long"
-        assert made in isolation.scratch_left(sandbox.parent, "campaign-abc")
+            server.bind(str(path))
+        assert isolation.scratch_left(sandbox.parent, "campaign-abc") == sorted([made.resolve(), old_place.resolve()])
     finally:
         shutil.rmtree(made, ignore_errors=True)
-    short_tmp = Path(tempfile.mkdtemp(prefix="s", dir=isolation.SHORT_TMP))  # room enough: the TMPDIR itself
+        shutil.rmtree(other, ignore_errors=True)
+    # a TMPDIR with room: the socket's directory is there, and /tmp is not searched
+    short_tmp = Path(tempfile.mkdtemp(prefix="s", dir=isolation.SHORT_TMP))
+    stray = Path(tempfile.mkdtemp(prefix=isolation.scratch_prefix("endpoint", sandbox), dir=isolation.SHORT_TMP))
     try:
         monkeypatch.setattr(tempfile, "tempdir", str(short_tmp))
-        made = isolation.socket_scratch("endpoint", sandbox, "endpoint.sock")
-        assert made.parent == short_tmp and made in isolation.scratch_left(sandbox.parent, "campaign-abc")
+        made = isolation.socket_scratch("endpoint", sandbox, isolation.ENDPOINT_SOCKET_NAME)
+        assert made.parent == short_tmp and isolation.scratch_left(sandbox.parent, "campaign-abc") == [made.resolve()]
     finally:
         shutil.rmtree(short_tmp, ignore_errors=True)
+        shutil.rmtree(stray, ignore_errors=True)

@@ -641,20 +641,30 @@ SOCKET_PATH_MAX = 107
 SHORT_TMP = "/tmp"
 
 
+#: the endpoint's socket in its scratch directory
+ENDPOINT_SOCKET_NAME = "endpoint.sock"
+
+
+def _socket_base(prefix: str, name: str) -> str:
+    """The temporary directory, or /tmp when that directory's path leaves a socket's too long."""
+    base = tempfile.gettempdir()
+    if len(os.fsencode(os.path.join(base, prefix + "x" * 8, name))) > SOCKET_PATH_MAX:  # mkdtemp adds 8
+        return SHORT_TMP
+    return base
+
+
 def socket_scratch(kind: str, sandbox: Path, name: str) -> Path:
     """A new scratch directory (`scratch_prefix`) to bind a socket called `name` in: under the
     temporary directory, or under /tmp when that directory's path leaves the socket's too long
-    (a TMPDIR deep in a home or build directory), which `scratch_left` searches too."""
+    (a TMPDIR deep in a home or build directory), where `scratch_left` then looks too."""
     prefix = scratch_prefix(kind, sandbox)
-    base = tempfile.gettempdir()
-    if len(os.fsencode(os.path.join(base, prefix + "x" * 8, name))) > SOCKET_PATH_MAX:  # mkdtemp adds 8
-        base = SHORT_TMP
-    return Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=_socket_base(prefix, name)))
 
 
 def scratch_left(sandbox_root: Path, campaign: str) -> list[Path]:
     tag = _scratch_tag(sandbox_root, campaign)
-    places = dict.fromkeys([Path(tempfile.gettempdir()), Path(SHORT_TMP)])
+    endpoint = _socket_base(f"cbledger-endpoint-{tag}-", ENDPOINT_SOCKET_NAME)
+    places = dict.fromkeys(Path(p).resolve() for p in (tempfile.gettempdir(), endpoint))  # /tmp only when used
     return sorted(p for tmp in places for kind in SCRATCH_KINDS for p in tmp.glob(f"cbledger-{kind}-{tag}-*") if p.is_dir())
 
 

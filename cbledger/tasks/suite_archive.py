@@ -22,7 +22,28 @@ from cbledger.ledger.events import SuiteArchived, SuiteBumped
 from cbledger.tasks import definitions as defs_mod
 from cbledger.tasks.catalog import Catalog
 from cbledger.tasks.definitions import Definitions, DirectorySource, Source
+from cbledger.tasks.fixtures.install import safe_relative
 from cbledger.workspace import Workspace, suite_definitions_name
+
+
+def unsafe_names(defs: Definitions) -> list[str]:
+    """Every id or file name of a kept manifest that would not stay under the directory it is laid
+    out in. A ledger verified on another machine may come from anyone: its kept manifest is checked
+    against the ledger's hashes, not against the names it holds, and a name like `../../x` or
+    `/x` would otherwise write outside the scratch directory `replay --verify` lays suites out in."""
+    names = [(f"tasks/{t}", n) for t, d in defs.tasks.items() for n in d.files]
+    names += [(f"fixtures/{f}", n) for f, d in defs.fixtures.items() for n in (*d.files, *d.referenced)]
+    names += [("suites", f"{n}.json") for n in defs.suites]
+    out = []
+    for where, name in names:
+        try:
+            if name.endswith("/"):
+                raise UserError(f"a kept file {name!r}: names a directory, not a file")
+            safe_relative(where, "a kept directory")
+            safe_relative(name, f"a kept file of {where}/")
+        except UserError as exc:
+            out.append(str(exc))
+    return out
 
 
 def against_bump(defs: Definitions, bump: SuiteBumped) -> list[str]:
@@ -158,7 +179,7 @@ def open_kept(
     if bump is None:
         out.problems.append(("archive-inconsistent", f"suite {version} has definitions kept but no suite.bumped", rel))
         return out
-    for p in against_bump(defs, bump):
+    for p in [*unsafe_names(defs), *against_bump(defs, bump)]:
         out.problems.append(("archive-inconsistent", p, rel))
     if out.problems:
         return out

@@ -460,9 +460,9 @@ class CopperheadAgent:
                 if self.sessions is not None and self.confinement.bwrap is not None:
                     # no network but the run's own session: a socket into the proxy in front
                     # of it, relayed to the same loopback address inside the sandbox
-                    socket_dir = isolation.socket_scratch("endpoint", inp.sandbox, "endpoint.sock")
+                    socket_dir = isolation.socket_scratch("endpoint", inp.sandbox, isolation.ENDPOINT_SOCKET_NAME)
                     socket_dir.chmod(0o755)
-                    sock = recorder.serve_socket(socket_dir / "endpoint.sock")
+                    sock = recorder.serve_socket(socket_dir / isolation.ENDPOINT_SOCKET_NAME)
                     network, endpoint = "endpoint", (sock, recorder.port)
             if inp.ablations.prompt_variant:
                 env["COPPERHEAD_PROMPT_VARIANT"] = inp.ablations.prompt_variant
