@@ -354,7 +354,8 @@ def test_repeats_of_a_deterministic_session_may_write_the_same_transcript(run_mo
     assert verify_mod.reused_evidence(fold(_sharing_transcript(run_mode))) == {}
 
 
-@pytest.mark.parametrize("name", ["../../escaped", "a/../../../escaped", "/dev/shm/escaped-absolute", "sub/", "../x/"])
+@pytest.mark.parametrize("name", ["../../escaped", "a/../../../escaped", "/dev/shm/escaped-absolute", "sub/", "../x/",
+                                  "../" * 40 + "dev/shm/escaped-past-the-root"])
 def test_a_kept_manifest_whose_file_names_leave_their_directory_lays_nothing_out(tmp_path, name):
     """A ledger verified on another machine may come from anyone, and its kept suite manifest is
     checked against the ledger's hashes, not against the names it holds: a name that leaves its
