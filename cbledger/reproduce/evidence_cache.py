@@ -30,7 +30,7 @@ from cbledger.errors import UserError
 from cbledger.ledger.events import RunRecorded
 from cbledger.projections.site.evidence import RunEvidence
 from cbledger.tasks.catalog import Fixture
-from cbledger.tasks.fixtures.hashing import tree_files
+from cbledger.tasks.fixtures.install import read_directory
 from cbledger.workspace import Workspace
 
 CACHE_ENV = "CBLEDGER_SITE_EVIDENCE_CACHE"
@@ -73,10 +73,8 @@ class EvidenceCache:
         if at not in self._fixtures:
             try:
                 h = blake3(f"{fixture.manifest.id}\0{fixture.manifest.sha256}\0".encode())
-                for rel in sorted(tree_files(fixture.tree)):
-                    path = fixture.tree / rel
-                    executable = os.stat(path).st_mode & 0o100
-                    h.update(f"{rel}\0{'x' if executable else '-'}\0".encode() + blake3(path.read_bytes()).digest())
+                for f in read_directory(fixture.tree):
+                    h.update(f"{f.path}\0{'x' if f.executable else '-'}\0".encode() + blake3(f.data).digest())
                 for kind in ("erc", "drc"):
                     report = fixture.baseline_report(kind)
                     h.update(b"\0" + kind.encode() + b"\0" + (report if report is not None else b"none"))

@@ -632,7 +632,11 @@ def scratch_prefix(kind: str, sandbox: Path) -> str:
     and the campaign the run's id starts with (a campaign id holds no `.`), so the campaign's
     next invocation finds what a driver killed mid-run left there (`scratch_left`). The socket's
     path must stay under the kernel's 108 bytes: the tag, not the run id."""
-    return f"cbledger-{kind}-{_scratch_tag(sandbox.parent, sandbox.name.split('.', 1)[0])}-"
+    return _prefix(kind, _scratch_tag(sandbox.parent, sandbox.name.split('.', 1)[0]))
+
+
+def _prefix(kind: str, tag: str) -> str:
+    return f"cbledger-{kind}-{tag}-"
 
 
 #: the longest path a Unix socket can be bound at (108 bytes with the closing NUL)
@@ -663,9 +667,9 @@ def socket_scratch(kind: str, sandbox: Path, name: str) -> Path:
 
 def scratch_left(sandbox_root: Path, campaign: str) -> list[Path]:
     tag = _scratch_tag(sandbox_root, campaign)
-    endpoint = _socket_base(f"cbledger-endpoint-{tag}-", ENDPOINT_SOCKET_NAME)
+    endpoint = _socket_base(_prefix("endpoint", tag), ENDPOINT_SOCKET_NAME)
     places = dict.fromkeys(Path(p).resolve() for p in (tempfile.gettempdir(), endpoint))  # /tmp only when used
-    return sorted(p for tmp in places for kind in SCRATCH_KINDS for p in tmp.glob(f"cbledger-{kind}-{tag}-*") if p.is_dir())
+    return sorted(p for tmp in places for kind in SCRATCH_KINDS for p in tmp.glob(f"{_prefix(kind, tag)}*") if p.is_dir())
 
 
 def _scratch_tag(sandbox_root: Path, campaign: str) -> str:
