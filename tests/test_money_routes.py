@@ -297,6 +297,22 @@ def test_a_run_whose_provider_reported_absurd_usage_is_stopped_and_costs_what_wa
     project.verify()
 
 
+def test_a_run_whose_run_end_tokens_cannot_be_read_costs_null_not_zero(
+    tmp_path, shared_real, kicad_cli, copperhead_cli, no_keys,
+):
+    """With no money limit to meter it, a run whose run-end token figures are out of range has
+    them recorded as 0, which priced at $0: a real figure in every cost per passing task. Its
+    cost is unknown, and null says so."""
+    project = priced(tmp_path, shared_real, copperhead_cli)
+    with FakeProvider("finish", tokens_in=10**15, tokens_out=0) as provider:
+        result = project.run(TASK, "--model", "gpt-test", "--repeats", "1", env=provider.env())
+        assert result.exit_code == 0, result.output
+    (run,) = runs_of(project, "gpt-test")
+    assert run.stats.tokens_in == 0 and run.cost.usd_micros is None, (run.stats, run.cost)
+    assert "cost unknown (null): run-end's token figures could not be read" in run.runner_note
+    project.verify()
+
+
 def test_answers_that_report_no_usage_are_said_at_once_and_noted_on_the_run(
     tmp_path, shared_real, kicad_cli, copperhead_cli, no_keys,
 ):

@@ -242,3 +242,77 @@ def test_a_ledger_without_passes_renders_no_passes_section():
     assert shown == (passes_part.render(whole, current) != [])
     result = run_cli(["project", "leaderboard", "--check", "--root", REPO])
     assert result.exit_code == 0, result.output
+
+
+def test_an_environment_failure_on_a_later_pass_does_not_retry_an_attempt_whose_first_pass_counts():
+    """The attempt's record is its pass 1 (`Campaign.missing` reads that one on a resume). A
+    provider fault on pass 2 leaves a pass 1 that reached the model and counts in its row: trying
+    the slot again would put the same repeat in the row twice and pay for it twice."""
+    from cbledger.ledger.events import CampaignSlot, HarnessFailure
+    from cbledger.runner import campaign as campaign_mod
+    from cbledger.runner.execute import RunOutput
+    from cbledger.runner.plan import PlannedRun
+    from cbledger.runner.suite_run import retry_of
+
+    first = msgspec.structs.replace(run_recorded(1).body, campaign=CampaignSlot(id="c", slot=1, attempt=1),
+                                    passes=PassRef(index=1, allowed=2))
+    fault = HarnessFailure(kind="provider-status", detail="provider error: 529 overloaded", turn=3, status=529)
+    second = msgspec.structs.replace(first, run_id=first.run_id + "-p2", harness_failure=fault,
+                                     passes=PassRef(index=2, allowed=2, first=first.run_id, previous=first.run_id))
+    grade = grade_recorded(1).body
+
+    def outputs(*runs):
+        return [RunOutput(run=r, grade=grade, events=[], staged=Path("s"), final=Path("f"), sandbox=None,
+                          pending=Path("p")) for r in runs]
+
+    planned = PlannedRun(task=None, model_id=first.model.id, repeat=1, repeats_planned=1, campaign="c", slot=1,
+                         attempt=1)
+    assert not campaign_mod.retryable(first, 1)
+    assert retry_of(planned, outputs(first, second), retry_env=1) is None
+    # pass 1 failed for the environment: the attempt is tried again, as a resume would
+    failed_first = msgspec.structs.replace(first, harness_failure=fault)
+    again = retry_of(planned, outputs(failed_first), retry_env=1)
+    assert again is not None and again.attempt == 2
+
+
+@pytest.mark.parametrize("spent_by_pass_1, passes_run", [(1_000, 1), (999, 2)])
+def test_no_further_pass_starts_once_the_campaigns_budget_is_spent(tmp_path, monkeypatch, spent_by_pass_1, passes_run):
+    """A pass started with the budget spent is refused at its first model call by the proxy and
+    would be recorded as a run the model never answered: it is not started, as no run is."""
+    import contextlib
+    import datetime as dt
+    from types import SimpleNamespace
+
+    from cbledger.ledger.events import ModelPrice
+    from cbledger.runner import budget
+    from cbledger.runner import execute as steps
+
+    purse = budget.Purse(1_000)
+    settings = SimpleNamespace(agent=SimpleNamespace(money=budget.Guard(
+        ModelPrice(segment="api-frontier", pinning="strong", input="3", output="15"), None, purse)))
+    planned = SimpleNamespace(task=SimpleNamespace(assertions=[], manifest=SimpleNamespace(
+        request=SimpleNamespace(prompt="do it"))), campaign="c")
+    started: list[str] = []
+
+    @contextlib.contextmanager
+    def prepared(settings, planned):
+        yield SimpleNamespace(start=steps.RunStart("r1", tmp_path, dt.datetime.now(dt.UTC), 0.0), fixture=None, baseline=None)
+
+    def run_agent(settings, planned, fixture, run_start, baseline, options):
+        started.append(run_start.run_id)
+        purse.add(spent_by_pass_1 if len(started) == 1 else 1)
+        return None
+
+    def finish(settings, planned, ready, run_start, agent_run, ref):
+        grade = SimpleNamespace(verdict="fail", assertions=[])
+        return SimpleNamespace(grade=grade, run=SimpleNamespace(run_id=run_start.run_id)), object()
+
+    monkeypatch.setattr(steps, "prepared_sandbox", prepared)
+    monkeypatch.setattr(steps, "run_agent", run_agent)
+    monkeypatch.setattr(steps, "finish_or_record", finish)
+    monkeypatch.setattr(runner_passes, "observed", lambda graded: None)
+    monkeypatch.setattr(runner_passes.hints_mod, "hints", lambda *a: [SimpleNamespace(text="look again")])
+    monkeypatch.setattr(runner_passes.hints_mod, "message", lambda prompt, found, carried: "look again")
+    monkeypatch.setattr(runner_passes, "carry_over", lambda workdir, index: False)
+    outputs = runner_passes.execute_passes(settings, planned, 2)
+    assert len(outputs) == passes_run and started[:1] == ["r1"] and len(started) == passes_run

@@ -51,6 +51,34 @@ def test_a_table_amends_some_models_and_inherits_the_rest():
     assert pricing.as_of([base, amend], "nope") is None
 
 
+def test_a_null_cost_route_matches_by_id_or_prefix_and_a_later_table_wins_either_way():
+    """docs/RUNNER.md's own example keys a route `compat:local-`: every id it begins is that
+    route's, the longest key first; a key ending in no separator covers an id only up to a `:`.
+    A later table that lists a priced model as a route (or a route's id as a priced model)
+    replaces it, as it replaces a price."""
+    from cbledger.ledger.events import NullCostRoute
+
+    own = NullCostRoute(segment="open-weight-self-hosted", pinning="strong", reason="our own GPUs")
+    login = NullCostRoute(segment="saved-login", pinning="weak", reason="subscription")
+    routes = msgspec.structs.replace(table("r", "2026-01-01"), null_cost_routes={"compat:local-": own, "codex": login, "compat:": login})
+    assert pricing.route("compat:local-llama", routes).segment == "open-weight-self-hosted"
+    assert pricing.route("compat:local-7b", routes).price is None
+    assert pricing.route("compat:hosted-x", routes).segment == "saved-login"  # the shorter key
+    assert pricing.route("codex:gpt-5", routes).segment == "saved-login"
+    assert pricing.route("codex", routes).segment == "saved-login"
+    assert pricing.route("codexa", routes) is None and pricing.route("compat", routes) is None
+
+    priced = table("a", "2026-01-01", **{"compat:local-llama": ("1", "2"), "compat:qwen": ("1", "2")})
+    later = msgspec.structs.replace(table("b", "2026-02-01"), null_cost_routes={"compat:local-": own, "compat:qwen": own})
+    now = pricing.in_effect([priced, later], DAY)
+    assert now.table_version == "b"
+    assert pricing.route("compat:qwen", now) == pricing.Route("open-weight-self-hosted", "strong", None)
+    assert pricing.route("compat:local-llama", now).price is None
+    assert rates(pricing.as_of([priced, later], "a"), "compat:qwen") == ("1", "2")
+    again = pricing.in_effect([priced, later, table("c", "2026-03-01", **{"compat:qwen": ("4", "5")})], DAY)
+    assert rates(again, "compat:qwen") == ("4", "5") and pricing.route("compat:local-llama", again).price is None
+
+
 def test_a_table_that_would_re_price_a_recorded_run_is_refused():
     base = table("base", "2026-01-01", a=("1", "2"))
     body = run_recorded().body

@@ -285,3 +285,19 @@ def test_replays_count_only_in_their_own_section():
     assert g.rows == []
     assert [(h.gold_runs, h.noop_runs) for h in g.harness] == [(1, 0)]
     assert [(r.model, r.runs) for r in g.replays] == [("harness:gold", 1), ("vendor:model-a", 1)]
+
+
+def test_a_single_repeat_rows_cost_of_all_runs_is_never_the_sum_of_its_costed_runs_alone():
+    """A row of single runs with one uncosted run once showed the costed runs' sum as "Cost of
+    all runs", and the read model's usd_micros_total held it too, against its own description."""
+    s = Stream()
+    s.graded_run("t", "cheap:model-b", repeat=1, segment="api-cheap", usd_micros=1_000)
+    s.graded_run("u", "cheap:model-b", repeat=1, segment="api-cheap", usd_micros=None)
+    s.graded_run("t", "vendor:model-a", repeat=1, usd_micros=2_000)
+    got = rows(s)
+    partial, whole = got[("cheap:model-b", "simple")], got[("vendor:model-a", "simple")]
+    assert partial.single_repeat and partial.uncosted_runs == 1 and partial.usd_micros_total is None
+    assert whole.usd_micros_total == 2_000
+    single = leaderboard.render(fold(s.events)).split("Cost of all runs", 1)[1]
+    line = next(row for row in single.splitlines() if "`cheap:model-b`" in row)
+    assert "n/a: 1 of 2 runs uncosted" in line and "$0.0010" not in line

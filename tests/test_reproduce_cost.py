@@ -70,3 +70,37 @@ def test_a_cost_naming_no_price_table_is_named_unless_a_money_limit_metered_it(t
     edited = msgspec.structs.replace(stopped, body=msgspec.structs.replace(stopped.body, cost_cap=cap))
     [(_, [f])] = _findings(tmp_path / "edited", _priced(1), edited).items()
     assert f.kind == "cost-mismatch" and f.expected == 4_200
+
+
+def test_a_backdated_table_published_before_the_run_is_part_of_the_table_the_run_names(tmp_path):
+    """The runner prices under every table published so far, merged in effective-date order:
+    one published after version V but effective before it still amends V's day. Verify must
+    merge the same tables, not only those published before V was."""
+    from cbledger.ledger.events import ModelPrice
+
+    def table(version: str, month: int, models: dict):
+        ev = pricing_published(1, id=f"pricing.published:{version}")
+        body = msgspec.structs.replace(ev.body, table_version=version, effective_date=ev.body.effective_date.replace(month=month),
+                                       models=models, null_cost_routes={})
+        return msgspec.structs.replace(ev, body=body)
+
+    def sonnet(i: str, o: str) -> dict:
+        return {"claude-sonnet-4.5": ModelPrice(segment="api-frontier", pinning="weak", input=i, output=o)}
+
+    run = run_recorded(1)
+    assert run.body.timings.started_at.month >= 3 and run.body.stats is not None
+    stats = run.body.stats
+    early, latest = table("A", 1, sonnet("3", "15")), table("V", 3, {"gpt-5-mini": ModelPrice(
+        segment="api-cheap", pinning="strong", input="1", output="1")})
+    backdated = table("C", 2, sonnet("6", "30"))  # published after V, effective before it
+    honest = stats.tokens_in * 6 + stats.tokens_out * 30
+    priced = msgspec.structs.replace(run, body=msgspec.structs.replace(run.body, cost=Cost(usd_micros=honest, price_table_version="V")))
+    store = new_ledger(tmp_path / "events.jsonl")
+    store.append([early, latest, backdated, priced])
+    assert cost_findings(load_state(store)) == {}
+    # a table published after the run is none the runner could have read: the run's figure stands
+    # against the tables before it, and the figure it would give is named
+    store = new_ledger(tmp_path / "after.jsonl")
+    store.append([early, latest, priced, backdated])
+    [(_, [f])] = cost_findings(load_state(store)).items()
+    assert (f.expected, f.actual) == (honest, stats.tokens_in * 3 + stats.tokens_out * 15)

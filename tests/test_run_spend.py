@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 from cbledger.grading.evidence.transcript import parse_transcript
-from cbledger.runner import spend
+from cbledger.ledger.events import ModelPrice
+from cbledger.runner import budget, spend
 from cbledger.runner.cassette import FORMAT, Cassette, Recorded, SseEvent
 from cbledger.runner.execute import spend_known, stats_from
 
@@ -54,6 +55,25 @@ def test_streams_and_anthropic_answers_are_read_too():
     anthropic = Recorded(method="POST", path="/messages", body={"usage": {"input_tokens": 300, "output_tokens": 7}})
     assert spend.from_cassette(_cassette(openai_stream)) == spend.Usage(700, 11, 1)
     assert spend.from_cassette(_cassette(anthropic_stream, anthropic, route="anthropic")) == spend.Usage(800, 49, 2)
+
+
+def test_an_anthropic_answers_cache_reads_and_writes_count_as_input_as_the_meter_counts_them():
+    """copperhead marks every Anthropic request for prompt caching, so most of a run's input
+    comes back as cache reads: a killed run's cost read off its cassette must count them as the
+    meter counted them while it ran, or it is recorded at a fraction of what was billed."""
+    cached = {"input_tokens": 50, "cache_read_input_tokens": 90_000, "cache_creation_input_tokens": 2_000}
+    stream = Recorded(method="POST", path="/messages", events=[
+        SseEvent(event="message_start", data=json.dumps({"type": "message_start", "message": {"usage": {**cached, "output_tokens": 1}}})),
+        SseEvent(event="message_delta", data=json.dumps({"type": "message_delta", "usage": {"output_tokens": 400}})),
+    ])
+    body = {"type": "message", "usage": {**cached, "output_tokens": 400}}
+    whole = Recorded(method="POST", path="/messages", body=body)
+    meter = budget.Meter(ModelPrice(segment="api-frontier", pinning="strong", input="3", output="15"), None, None)
+    for ex in (stream, whole):
+        meter.answer(budget.usage(ex.body, ex.events))
+    used = spend.from_cassette(_cassette(stream, whole, route="anthropic"))
+    assert used == spend.Usage(184_100, 800, 2)
+    assert (used.tokens_in, used.tokens_out) == (meter.tokens_in, meter.tokens_out)
 
 
 def test_a_killed_run_states_its_spend_its_repair_cap_and_its_time():

@@ -993,3 +993,28 @@ def test_a_socket_directory_stays_bindable_under_a_long_tmpdir_and_is_found_as_a
     finally:
         shutil.rmtree(short_tmp, ignore_errors=True)
         shutil.rmtree(stray, ignore_errors=True)
+
+
+def test_a_dry_runs_cost_estimate_leaves_out_a_slot_whose_events_were_kept(tmp_path: Path, monkeypatch) -> None:
+    """The plan says a kept slot is appended, not run again, so it costs nothing more: the
+    estimate below that line once counted it as a run to pay for."""
+    from cbledger.cli import run_commands
+    from cbledger.runner import cost_estimate
+
+    root = project(tmp_path)
+    ledger = new_ledger(root, "kept")
+    runs_dir = Workspace.at(root, ledger).runs
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    (runs_dir / f"{campaign_mod.run_id('c1', TASKS[0], 1, 1)}.events.jsonl").write_text("{}\n")
+    estimated: list[list[tuple[str, int]]] = []
+
+    def for_plan(plan, view):
+        estimated.append([(r.task.id, r.slot) for r in plan.runs])
+        return cost_estimate.Estimate(plan.model_id, None, None)
+
+    monkeypatch.setattr(run_commands.cost_estimate, "for_plan", for_plan)
+    r = run_cli(["run", TASKS[0], "--agent", "copperhead", "--model", "gpt-test", "--segment", "api-cheap", "--repeats", "2",
+                 "--campaign", "c1", "--dry-run", "--root", root, "--ledger", ledger])
+    assert r.exit_code == 0, r.output
+    assert "1 kept (appended, not run again), 1 to run" in r.stdout, r.stdout
+    assert estimated == [[(TASKS[0], 2)]]

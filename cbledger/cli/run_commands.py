@@ -435,17 +435,18 @@ def _show_dry_run(
     state = campaign_mod.open_campaign(where, plan, view, campaign, session=session, passes=passes, segment=segment,
                                        write=False)
     to_run = {(p.task.id, p.slot): p for p in state.missing(retry_env)}
-    # what the slots still to run would cost, not those already recorded
-    estimate = (cost_estimate.for_plan(replace(plan, runs=tuple(to_run.values())), view)
-                if plan.agent == "copperhead" and session is None else None)
-    # the passes each attempt may take, as the run would grant them (a bad allowance file fails here too)
-    allowed = passes_allowed(Catalog(where.root), plan, passes)
-    slots = [(slot, to_run.get((slot.planned.task.id, slot.planned.slot))) for slot in state.slots]
     # a slot whose run finished but whose append the ledger refused: the run adopts it, not runs it
     pending = set(where.pending_run_ids(campaign_mod.prefix(campaign)))
 
     def kept(then: PlannedRun | None) -> bool:
         return then is not None and campaign_mod.run_id(campaign, then.task.id, then.slot, then.attempt) in pending
+
+    # what the slots still to run would cost, not those already recorded or kept to be appended
+    estimate = (cost_estimate.for_plan(replace(plan, runs=tuple(p for p in to_run.values() if not kept(p))), view)
+                if plan.agent == "copperhead" and session is None else None)
+    # the passes each attempt may take, as the run would grant them (a bad allowance file fails here too)
+    allowed = passes_allowed(Catalog(where.root), plan, passes)
+    slots = [(slot, to_run.get((slot.planned.task.id, slot.planned.slot))) for slot in state.slots]
 
     if as_json:
         typer.echo(json.dumps({

@@ -160,7 +160,10 @@ def _single_section(rows: list[RowMetrics]) -> list[str]:
         header.append("Uncosted")
     body = []
     for r in sorted(rows, key=lambda r: (_TIER_ORDER[r.tier], r.model, r.segment)):
-        spent = fmt.usd_micros(r.usd_micros_total) if r.usd_micros_total is not None else "uncosted"
+        if r.usd_micros_total is not None:
+            spent = fmt.usd_micros(r.usd_micros_total)
+        else:  # a sum of the costed runs alone would read as the cost of all of them
+            spent = f"n/a: {r.uncosted_runs} of {r.runs} runs uncosted" if r.uncosted_runs else "uncosted"
         cells = [_tier_label(r.tier), f"`{r.model}`", r.segment, str(r.runs), str(r.passes)]
         cells += _segment_cells(r.segment, columns, spent)
         if len(header) > len(cells):

@@ -438,7 +438,7 @@ class _Acc:
                 RepeatRate(repeat=k, runs=v[0], passes=v[1]) for k, v in sorted(self.repeats.items())
             ],
             single_repeat=max(per_task) == 1,
-            usd_micros_total=self.micros if costed and self.costed else None,
+            usd_micros_total=self.micros if costed and self.costed and not self.uncosted else None,  # never a part
             costed_runs=self.costed,
             uncosted_runs=self.uncosted,
             tokens_in=self.tin,
@@ -511,9 +511,9 @@ def _ablations_from(by: _AblationIndex) -> list[AblationRow]:
                     condition=condition, tier=tier, model=model, segment=segment, costed=costed,
                     paired_tasks=len(chosen), unpaired_tasks=lonely,
                     runs=cond.runs, passes=cond.passes, tasks_passed=_tasks_passed(cond),
-                    usd_micros_total=cond.micros if costed and cond.costed else None, uncosted_runs=cond.uncosted,
+                    usd_micros_total=cond.micros if costed and cond.costed and not cond.uncosted else None, uncosted_runs=cond.uncosted,
                     default_runs=base.runs, default_passes=base.passes, default_tasks_passed=_tasks_passed(base),
-                    default_usd_micros_total=base.micros if costed and base.costed else None,
+                    default_usd_micros_total=base.micros if costed and base.costed and not base.uncosted else None,
                     default_uncosted_runs=base.uncosted,
                     failure_categories=dict(sorted(cond.categories.items())),
                 )

@@ -76,7 +76,7 @@ def cost_findings(state: LedgerState) -> dict[str, list[Finding]]:
     transcript above) under the latest `pricing.published`, so the cost a leaderboard sums is a
     function of what the ledger already holds: a hand-edited cost, re-chained, is named here. A
     replay carries its original's cost, and a null cost states no figure; neither is priced."""
-    tables: dict[str, PricingPublished] = {}
+    tables: dict[str, PricingPublished | None] = {}
     seen: list[PricingPublished] = []
     out: dict[str, list[Finding]] = {}
     entries: list[tuple[int, RunRecorded]] = [(e.seq, e.run) for e in state.runs.values()]
@@ -85,8 +85,7 @@ def cost_findings(state: LedgerState) -> dict[str, list[Finding]]:
     for seq, item in by_seq:
         if isinstance(item, PricingPublished):
             seen.append(item)
-            # a run names the table in effect at its start, with all it inherited
-            tables[item.table_version] = pricing.as_of(seen, item.table_version) or item
+            tables.clear()  # a table published later can still amend an earlier version's day
             continue
         run, cost = item, item.cost
         if cost.usd_micros is None or run.replay_of is not None or run.stats is None:
@@ -105,7 +104,12 @@ def cost_findings(state: LedgerState) -> dict[str, list[Finding]]:
                 expected=cost.usd_micros, actual=None,
             ))
             continue
-        table = tables.get(cost.price_table_version)
+        version = cost.price_table_version
+        if version not in tables:
+            # a run names the table in effect at its start, with all it inherited from the tables
+            # published before the run, a backdated one published after that version included
+            tables[version] = pricing.as_of(seen, version)
+        table = tables[version]
         route = pricing.route(run.model.id, table)
         again = pricing.usd_micros(route.price if route else None, run.stats.tokens_in, run.stats.tokens_out)
         if again != cost.usd_micros:

@@ -273,6 +273,16 @@ def _configured_repair_cycles(transcript: Transcript) -> int:
     return 0
 
 
+def tokens_unread(transcript: Transcript) -> bool:
+    """Whether `run-end` states a token figure `stats_from` could not read (recorded as 0): the
+    run's cost is then unknown, not the $0 those zeros price at."""
+    end = transcript.run_end
+    if end is None:
+        return False
+    return any(not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= MAX_TOKENS
+               for v in (end.get("tokensIn"), end.get("tokensOut")))
+
+
 def spend_known(transcript: Transcript, cassette: cassette_mod.Cassette | None) -> bool:
     """Whether the run's spend is known: copperhead's `run-end` reported it, or the cassette
     holds the usage of the requests the provider answered."""
@@ -658,6 +668,10 @@ def preserve_run(
                     if settings.price_table is not None else None)
     elif not spend_reported and result.cost is None and settings.run_mode not in UNPRICED_RUN_MODES:
         stats_note = (stats_note + "; " if stats_note else "") + "cost unknown (null): the run ended without run-end, so its tokens were never reported"
+    elif result.cost is None and cost.usd_micros is not None and tokens_unread(transcript):
+        # recorded as 0 tokens, which would price as $0: a figure no provider billed
+        cost = Cost(usd_micros=None, price_table_version=None)
+        stats_note = (stats_note + "; " if stats_note else "") + "cost unknown (null): run-end's token figures could not be read"
 
     store_rel = bundle_name(run_id)
     workspace = Workspace.at(settings.root, results=settings.results)

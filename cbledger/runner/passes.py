@@ -117,6 +117,13 @@ def observed(graded: steps.Graded) -> hints_mod.Observed:
     )
 
 
+def _budget_spent(settings: steps.RunSettings) -> bool:
+    """Whether the campaign's `--budget-usd` is spent: a pass started then would be refused at its
+    first model call and recorded as a run the model never answered."""
+    guard = getattr(settings.agent, "money", None)
+    return guard is not None and guard.purse.exhausted()
+
+
 def execute_passes(settings: steps.RunSettings, planned: PlannedRun, allowed: int) -> list[steps.RunOutput]:
     """Steps 1–9 and 11 of a run (docs/RUNNER.md §2), with steps 4–9 repeated once per pass on
     the same sandbox. Returns every pass's output in order; publishing is the caller's."""
@@ -128,6 +135,8 @@ def execute_passes(settings: steps.RunSettings, planned: PlannedRun, allowed: in
         options: dict[str, object] = {}
         for index in range(1, allowed + 1):
             isolation.give_up()  # after Ctrl-C (`--jobs N`), no further pass starts: the attempt is abandoned
+            if index > 1 and _budget_spent(settings):
+                break  # no further run starts once the campaign's budget is spent, a pass included
             try:
                 agent_run = steps.run_agent(settings, planned, ready.fixture, run_start, ready.baseline, options)
             except Exception:

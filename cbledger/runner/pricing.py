@@ -101,19 +101,31 @@ class Route:
 
 
 def route(model_id: str, table: PricingPublished | None) -> Route | None:
-    """The model's segment, pinning and price; null-cost routes match by id or by the id's
-    provider prefix (`codex`, `claude-code:…`)."""
+    """The model's segment, pinning and price: its own entry, else the null-cost route whose key
+    is the id or the longest key the id begins with (`compat:local-` for `compat:local-llama`,
+    `codex` for `codex:gpt-5`; see `covers`)."""
     if table is None:
         return None
     if model_id in table.models:
         p = table.models[model_id]
         return Route(p.segment, p.pinning, p)
-    prefix = model_id.split(":", 1)[0]
-    for name in (model_id, prefix):
-        if name in table.null_cost_routes:
-            r = table.null_cost_routes[name]
-            return Route(r.segment, r.pinning, None)
-    return None
+    keys = [key for key in table.null_cost_routes if covers(key, model_id)]
+    if not keys:
+        return None
+    r = table.null_cost_routes[max(keys, key=len)]
+    return Route(r.segment, r.pinning, None)
+
+
+#: a route key ending in one of these covers every id it begins; any other, the ids it begins
+#: up to a `:` (`codex` covers `codex:gpt-5`, not `codexa`)
+_SEPARATORS = ":-/._@"
+
+
+def covers(key: str, model_id: str) -> bool:
+    """Whether null-cost route `key` applies to `model_id`: the same id, or a prefix of it."""
+    if not key or not model_id.startswith(key):
+        return False
+    return len(model_id) == len(key) or key[-1] in _SEPARATORS or model_id[len(key)] == ":"
 
 
 def usd_micros(price: ModelPrice | None, tokens_in: int, tokens_out: int) -> int | None:
@@ -135,6 +147,13 @@ def _merged(applicable: list[PricingPublished]) -> PricingPublished | None:
     models: dict = {}
     routes: dict = {}
     for t in applicable:
+        # a later table wins over an earlier one both ways: a route it lists takes the models it
+        # covers out of the priced ones, and a model it prices takes its own id out of the routes
+        for key in t.null_cost_routes:
+            for model_id in [m for m in models if covers(key, m)]:
+                del models[model_id]
+        for model_id in t.models:
+            routes.pop(model_id, None)
         models.update(t.models)
         routes.update(t.null_cost_routes)
     newest = applicable[-1]

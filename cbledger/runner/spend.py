@@ -9,10 +9,9 @@ an estimate.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import Any
 
+from cbledger.runner import budget
 from cbledger.runner.cassette import Cassette, Recorded, model_calls
 
 
@@ -38,38 +37,10 @@ def from_cassette(cassette: Cassette | None) -> Usage | None:
 
 
 def _usage(ex: Recorded) -> tuple[int, int] | None:
+    """What one answered call used, read as the meter reads it as it is answered
+    (`budget.usage`: cache reads and writes are input, as copperhead counts them), so a run's
+    recorded cost and what its limits counted are one figure."""
     if ex.status >= 300:
         return None
-    if ex.events is not None:
-        found = [u for u in (_of(_json(e.data)) for e in ex.events) if u is not None]
-        if not found:
-            return None
-        # OpenAI sends one usage chunk; Anthropic input on message_start, output on message_delta
-        return max(u[0] for u in found), max(u[1] for u in found)
-    return _of(ex.body)
+    return budget.usage(ex.body, ex.events)
 
-
-def _json(data: str) -> Any:
-    try:
-        return json.loads(data)
-    except ValueError:
-        return None
-
-
-def _of(body: Any) -> tuple[int, int] | None:
-    if not isinstance(body, dict):
-        return None
-    usage = body.get("usage")
-    if not isinstance(usage, dict) and isinstance(body.get("message"), dict):
-        usage = body["message"].get("usage")  # Anthropic's message_start
-    if not isinstance(usage, dict):
-        return None
-    tin = _count(usage.get("prompt_tokens", usage.get("input_tokens")))
-    tout = _count(usage.get("completion_tokens", usage.get("output_tokens")))
-    if tin is None and tout is None:
-        return None
-    return tin or 0, tout or 0
-
-
-def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None

@@ -288,7 +288,9 @@ def retry_of(planned: PlannedRun, outcome: Outcome, retry_env: int) -> PlannedRu
     if planned.campaign is None or not isinstance(outcome, (RunOutput, list)):
         return None
     runs = [o for o in (outcome if isinstance(outcome, list) else [outcome]) if isinstance(o, RunOutput)]
-    if not runs or not campaign_mod.retryable(runs[-1].run, retry_env):
+    # decided by pass 1, the attempt's record, as the next invocation decides (`Campaign.missing`):
+    # a later pass the environment failed leaves a pass 1 that reached the model, which counts
+    if not runs or not campaign_mod.retryable(runs[0].run, retry_env):
         return None
     return replace(planned, attempt=planned.attempt + 1)
 
