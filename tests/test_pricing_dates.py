@@ -214,3 +214,17 @@ def test_the_proxy_meters_each_answer_by_its_own_mark():
         rec.add("POST", "/v1/chat/completions", b"{}", 200, body, None, 0.0, metered=False)
         rec.add("POST", "/v1/chat/completions", b"{}", 200, body, None, 0.0)
         assert rec.meter.tokens_in == 100 and rec.meter.spent_micros == 100
+
+
+def test_a_segment_given_for_a_model_the_table_files_elsewhere_is_refused():
+    """`--segment` names the segment of a model the table does not list. Given for a listed
+    model it kept the table's price and replaced its segment: an api-frontier model ranked
+    among api-cheap ones."""
+    from cbledger.runner.execute import route_and_segment
+
+    t = table("t", "2026-01-01", a=("3", "15"))
+    with pytest.raises(UserError, match=r"--segment api-cheap: price table t files model a under api-frontier"):
+        route_and_segment("a", t, "api-cheap")
+    assert route_and_segment("a", t, "api-frontier")[1] == "api-frontier"
+    assert route_and_segment("a", t, None)[1] == "api-frontier"
+    assert route_and_segment("b", t, "api-cheap") == (None, "api-cheap")

@@ -307,7 +307,15 @@ def route_and_segment(
     """A real model's price-table route (None: unpriced) and its cost segment; refused when
     neither the table nor --segment gives one."""
     r = pricing.route(model_id, table)
-    segment = cost_segment(segment_override) or (r.segment if r else None)
+    given = cost_segment(segment_override)
+    if r is not None and given is not None and given != r.segment:
+        # the table's price would be kept and its segment dropped: a model filed, and ranked,
+        # beside models it does not compete with
+        raise UserError(
+            f"--segment {given}: price table {table.table_version if table else ''} files model {model_id} under "
+            f"{r.segment}; --segment is for a model the table does not list (drop it)"
+        )
+    segment = given or (r.segment if r else None)
     if segment is None:
         raise UserError(
             f"model {model_id} is not in the latest price table; publish prices (`{invocation.command('pricing', 'publish', 'FILE')}`) "
