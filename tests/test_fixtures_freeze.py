@@ -393,3 +393,38 @@ def test_the_tree_walks_list_every_regular_file_and_refuse_a_link_or_special_fil
             DirectorySource(root).files("tasks")
         assert str(caught.value) == f"{path}: {says_definitions}"
         path.unlink()
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_freezing_another_board_over_an_existing_fixture_is_refused_unless_asked(tmp_path, upstream):
+    """A clashing or mistyped --id replaced an unrelated fixture's tree and provenance and
+    re-pinned every task on it, with exit 0: a bundled fixture (no freeze recipe) or one frozen
+    from another repository. Freezing again is for the same board's history."""
+    root = tmp_path / "project"
+    assert freeze(root, upstream, upstream.first, *AUTHOR).exit_code == 0
+    other = pygit2.init_repository(str(tmp_path / "another-board"), initial_head="main")
+    other.create_commit("refs/heads/main", SIG, SIG, "another board\n", _tree(other, {"hardware/x.kicad_sch": b"x\n"}), [])
+    before = _snapshot(root)
+    refused = run_cli(["fixture", "freeze", "--from", tmp_path / "another-board", "--path", "hardware", "--id", "demo-up",
+                       "--root", root])
+    assert refused.exit_code == 2, refused.output
+    assert f"frozen at commit {upstream.first}, which {tmp_path / 'another-board'} does not hold" in refused.stderr
+    assert "nothing was written" in refused.stderr and _snapshot(root) == before
+    # the same board at a later commit is frozen again, as before
+    again = run_cli(["fixture", "freeze", "--from", upstream.path, "--commit", upstream.second, "--path",
+                     "hardware/demo.kicad_sch", "--id", "demo-up", "--root", root])
+    assert again.exit_code == 0, again.output
+    # a fixture no freeze made (a bundled synthetic one): refused, and kept byte for byte
+    shutil.copytree(REPO / "fixtures" / "synthetic-led-resistor", root / "fixtures" / "synthetic-led-resistor")
+    before = _snapshot(root)
+    over = ["fixture", "freeze", "--from", upstream.path, "--commit", upstream.first, "--path", "hardware",
+            "--id", "synthetic-led-resistor", "--root", root]
+    refused = run_cli(over)
+    assert refused.exit_code == 2 and "was not made by `fixture freeze`" in refused.stderr, refused.output
+    assert _snapshot(root) == before
+    forced = run_cli([*over, "--replace"])
+    assert forced.exit_code == 0, forced.output
+    assert (root / "fixtures" / "synthetic-led-resistor" / "tree" / "hardware" / "demo.kicad_sch").is_file()

@@ -23,7 +23,7 @@ from cbledger.tasks.fixtures import authoring
 from cbledger.tasks.fixtures import baseline as baseline_mod
 from cbledger.tasks.fixtures import materialize as materialize_mod
 from cbledger.tasks.fixtures.check import README_NAME, FixtureCheck, check_fixture
-from cbledger.tasks.fixtures.freeze import Frozen, Recipe, freeze_files
+from cbledger.tasks.fixtures.freeze import Frozen, Recipe, freeze_files, holds
 from cbledger.tasks.fixtures.hashing import hash_directory
 from cbledger.tasks.fixtures.install import install_tree
 from cbledger.tasks.fixtures.manifest_file import (
@@ -194,6 +194,24 @@ def _upstream_unheld(doc: dict, manifest_path: Path, frozen: Frozen, git_dir: Pa
             "freeze the copy as a fixture of your own under another --id")
 
 
+def _another_board(doc: dict, manifest_path: Path, git_dir: Path) -> str | None:
+    """Why this freeze would put another board's files in place of an existing fixture's, or
+    None: freezing again is for the same board at another commit, and it re-pins every task on
+    the fixture. A mistyped or clashing --id once replaced an unrelated fixture (a bundled one
+    included) and re-pinned its tasks to the new tree, with exit 0."""
+    if not doc:
+        return None
+    if "freeze" not in doc:
+        return (f"{manifest_path}: this fixture was not made by `fixture freeze` (it has no freeze recipe); freezing "
+                "over it would replace its tree and re-pin every task on it to another board's")
+    found = doc.get("upstream")
+    old = found.get("commit") if isinstance(found, dict) else None
+    if isinstance(old, str) and len(old) == 40 and not holds(git_dir, old):
+        return (f"{manifest_path}: frozen at commit {old}, which {git_dir} does not hold: another board's history, "
+                "and freezing it here would replace this fixture's tree and re-pin every task on it")
+    return None
+
+
 @fixture_app.command("freeze")
 def freeze_cmd(
     git_dir: Annotated[Path, typer.Option("--from", help="A git repository: a clone of the upstream one, or your own.")],
@@ -212,6 +230,7 @@ def freeze_cmd(
     retrieved: Annotated[str | None, typer.Option(help="upstream.retrieved (YYYY-MM-DD; default today)")] = None,
     complexity: Annotated[str | None, typer.Option(help="simple, medium or hard")] = None,
     authored_version: Annotated[str | None, typer.Option("--authored-version", help="kicad.authoredVersion")] = None,
+    replace: Annotated[bool, typer.Option("--replace", help="Freeze over a fixture not made by freeze, or frozen from a history this repository does not hold.")] = False,
     root: RootOption = None,
     as_json: JsonFlag = False,
 ) -> None:
@@ -235,6 +254,9 @@ def freeze_cmd(
     doc = read_document(manifest_path) if manifest_path.is_file() else {}
     # the README freeze wrote last time, untouched by its author: written again for this tree
     untouched = authoring.readme_scaffold(doc) if doc else None
+    clash = None if replace else _another_board(doc, manifest_path, git_dir)
+    if clash is not None:
+        fail(f"{clash}; nothing was written. Choose another --id, or pass --replace to freeze over it")
     unheld = _upstream_unheld(doc, manifest_path, frozen, git_dir, url)
     previous = doc.get("sha256")
     install_tree(frozen.files, fixture_dir / "tree")
