@@ -420,6 +420,16 @@ def test_rubric_must_be_a_file_in_the_task_directory(project):
     assert only(project) == ("tasks/good/task.json", "rubric", "'../other/rubric.md' must be a relative path inside the task directory")
 
 
+def test_a_rubric_md_no_field_names_is_read_as_judge_reads_it(project):
+    """`judge` reads `rubric.md` in the task directory without a `rubric` field, so validate
+    must too: a malformed one was recorded by a bump and refused only by the judge."""
+    rubric = project / "tasks" / "good" / "rubric.md"
+    rubric.write_text("- `useful` (2 points): a\n- `minimal` (x points): b\n")
+    assert only(project) == ("tasks/good/rubric.md", "line 2", "a criterion reads - `id` (N points): text")
+    rubric.write_text("- `useful` (2 points): a\n")
+    assert problems(project) == []
+
+
 # --------------------------------------------------------------------------- suites
 
 

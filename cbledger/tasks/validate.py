@@ -253,8 +253,11 @@ def _variant_rules(doc: dict[str, Any], task_dir: Path, file: str, ctx: _Context
 
 
 def _rubric_rules(doc: dict[str, Any], task_dir: Path, file: str, ctx: _Context) -> list[Problem]:
-    """A rubric is a file inside the task directory."""
+    """A rubric is a file inside the task directory: the one `rubric` names, else `rubric.md`
+    there when it exists (which `judge` reads just the same)."""
     rubric = doc.get("rubric")
+    if rubric is None and (task_dir / rubric_mod.DEFAULT_FILE).is_file():
+        rubric = rubric_mod.DEFAULT_FILE
     if not (isinstance(rubric, str) and rubric):
         return []
     if not _inside(rubric):
