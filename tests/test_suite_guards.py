@@ -84,6 +84,21 @@ def test_a_bump_warns_of_a_target_assertion_the_noop_passes(project):
     assert "noop fail" in refusal and "noop passes" not in refusal
 
 
+def test_a_bump_warns_of_an_edit_task_whose_noop_fails_only_on_how_it_ended(project):
+    """An edit task whose assertions never read the board: noop failed `one-commit` alone, so the
+    trial counted it as discriminating, and any run making one commit would pass it."""
+    r = bump(project)
+    assert r.exit_code == 0 and "noop fails only on" not in r.stderr, r.stderr
+    path = project / "tasks" / EDIT / "assertions.json"
+    kept = {"led-untouched", "erc-clean", "one-commit", "finished-cleanly", "no-secret"}
+    path.write_text(json.dumps([a for a in json.loads(path.read_text()) if a["id"] in kept], indent=2) + "\n")
+    r = bump(project)
+    assert r.exit_code == 0, r.stderr
+    (line,) = [line for line in r.stderr.splitlines() if f"trial {EDIT}: noop" in line]
+    assert "warning: noop fails only on one-commit" in line and "no assertion recognises the change itself" in line, line
+    assert "led-untouched" not in line.split("warning:", 1)[1]
+
+
 def test_a_bump_refuses_a_changed_task_whose_gold_fails(project):
     assert bump(project).exit_code == 0
     before = ledger_lines(project)

@@ -48,6 +48,9 @@ class TrialResult:
     #: each holds before any edit, so it does not recognise the change (a guard's `absent` read
     #: as the change, a value the baseline already has)
     noop_passed_targets: tuple[str, ...] = ()
+    #: an edit task's required assertions a noop failed, when none reads the end state: noop fails
+    #: only on how a run ended or what it committed, so nothing recognises the change itself
+    noop_fails_only_process: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -59,6 +62,9 @@ class TrialResult:
                   if self.gold_missed else "")
         missed += (f"; warning: noop passes {', '.join(self.noop_passed_targets)}, which the board meets before any "
                    "edit: not a test of the change" if self.noop_passed_targets else "")
+        missed += (f"; warning: noop fails only on {', '.join(self.noop_fails_only_process)}, which read how a run "
+                   "ends or what it commits, never the board: no assertion recognises the change itself"
+                   if self.noop_fails_only_process else "")
         return f"{self.task_id}: {self.agent} {self.verdict}{why}, expected {EXPECTED[self.agent]}{missed}"
 
 
@@ -150,7 +156,9 @@ def _one(settings: steps.RunSettings, planned: PlannedRun, kind: str) -> TrialRe
     # an edit task's targets recognise the change; a refusal's may be met by doing nothing at all
     edit = task.manifest.expected_outcome == "edit"
     idle = tuple(o.id for o in g.outcomes if o.status == "pass" and o.id.startswith("target-")) if kind == "noop" and edit else ()
-    return TrialResult(task.id, kind, g.verdict, g.first_failed_required, missed, idle)
+    failed = [o for o in g.outcomes if o.status == "fail" and o.required] if kind == "noop" and edit else []
+    process = () if any(o.evidence_source == "end-state" for o in failed) else tuple(o.id for o in failed)
+    return TrialResult(task.id, kind, g.verdict, g.first_failed_required, missed, idle, process)
 
 
 def require_discriminating(results: Sequence[TrialResult], what: str) -> None:
