@@ -428,3 +428,18 @@ def test_freezing_another_board_over_an_existing_fixture_is_refused_unless_asked
     forced = run_cli([*over, "--replace"])
     assert forced.exit_code == 0, forced.output
     assert (root / "fixtures" / "synthetic-led-resistor" / "tree" / "hardware" / "demo.kicad_sch").is_file()
+
+
+def test_a_task_on_a_fixture_freeze_left_unfinished_is_refused_naming_what_is_left(tmp_path, upstream):
+    """The schema's own complaint (`Expected object, got str - at $.baseline.erc`) did not say
+    that the field is a placeholder a command fills in."""
+    root = tmp_path / "project"
+    assert freeze(root, upstream, upstream.first, *AUTHOR).exit_code == 0
+    r = run_cli(["task", "new", "on-it", "--fixture", "demo-up", "--tier", "simple", "--outcome", "edit", "--prompt", "x",
+                 "--root", root])
+    assert r.exit_code == 2, r.output
+    assert "fixture.json: Expected `object`, got `str` - at `$.baseline.erc`" in r.stderr
+    assert "the fixture is not finished: 2 field(s) still hold a TODO(author) placeholder (kicad.verifiedWithKicadCli, " \
+           "baseline.erc)" in r.stderr
+    assert f"`cbledger fixture check demo-up --root {root}` lists them" in r.stderr
+    assert not (root / "tasks" / "on-it").exists()

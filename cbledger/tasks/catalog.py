@@ -14,10 +14,11 @@ from pathlib import Path
 
 import msgspec
 
-from cbledger import inputs
+from cbledger import inputs, invocation
 from cbledger.errors import UserError, did_you_mean
 from cbledger.tasks.definitions import incomplete
 from cbledger.tasks.fixtures.hashing import task_manifest_hash
+from cbledger.tasks.fixtures.manifest_file import find_placeholders
 from cbledger.tasks.model import Assertions, FixtureManifest, Suite, TaskManifest
 from cbledger.tasks.vocabulary import VOCABULARY, AssertionSpec
 
@@ -112,7 +113,27 @@ class Fixture:
 
 def load_fixture(fixture_dir: Path, tree_dir: Path | None = None) -> Fixture:
     path = fixture_dir / "fixture.json"
-    return Fixture(fixture_dir, _decode(_FIXTURE, _read(path), path), tree_dir)
+    data = _read(path)
+    try:
+        return Fixture(fixture_dir, _decode(_FIXTURE, data, path), tree_dir)
+    except UserError as exc:
+        raise UserError(f"{exc}{_unfinished(data, fixture_dir.name)}") from None
+
+
+def _unfinished(data: bytes, fixture_id: str) -> str:
+    """What a manifest `fixture freeze` left for its author says of itself: the schema's complaint
+    about a placeholder (`Expected object, got str`) does not say that a command fills it in."""
+    if inputs.json_problem(data) is not None:
+        return ""  # not JSON a reader takes at all (too deep, say): that alone is the problem
+    try:
+        left = find_placeholders(msgspec.json.decode(data))
+    except msgspec.DecodeError:
+        return ""
+    if not left:
+        return ""
+    fields = ", ".join(name for name, _ in left[:6]) + (", …" if len(left) > 6 else "")
+    return (f"; the fixture is not finished: {len(left)} field(s) still hold a TODO(author) placeholder ({fields}), "
+            f"each saying what fills it in (`{invocation.command('fixture', 'check', fixture_id)}` lists them)")
 
 
 def load_suite(path: Path) -> Suite:
