@@ -142,6 +142,20 @@ def test_a_real_board_or_create_task_is_refused_and_nothing_is_written(tmp_path,
     assert sorted(p.name for p in fx.iterdir()) == ["fixture.json"]
 
 
+def test_a_task_on_a_local_board_of_the_projects_own_gets_variants_as_a_synthetic_ones_does(tmp_path):
+    """A board the author froze from a repository of their own is `local`, committed like a
+    synthetic one: refusing it as third-party data said something false and left every
+    author-frozen board without memorization variants."""
+    root = project_with(tmp_path, "led-resistor-swap")
+    manifest = root / Catalog(root).task("led-resistor-swap").manifest.fixture.path / "fixture.json"
+    doc = json.loads(manifest.read_text())
+    doc["origin"] = "local"
+    manifest.write_text(json.dumps(doc, indent=2) + "\n")
+    made = gen.generate(root, "led-resistor-swap", 4)
+    gen.finish(made)
+    assert Catalog(root).task(made.task_id).manifest.variant_of == "led-resistor-swap"
+
+
 def test_a_variant_of_a_variant_and_an_existing_variant_are_refused(tmp_path):
     root = project_with(tmp_path, "led-resistor-swap")
     made = gen.generate(root, "led-resistor-swap", 4)

@@ -253,7 +253,7 @@ def scaffold(
         "caps": {"turns": turns, "wallClockSec": wall},
         **({"repeats": repeats} if repeats is not None else {}),
         "tags": tags or [expected if expected != "refusal" else "refusal"]
-        + (["real-board"] if fixture.manifest.origin != "synthetic" else []),
+        + (["real-board"] if fixture.manifest.origin == "upstream" else []),  # a local board is the author's own
     }
     assertions = baseline_assertions(fixture, expected, dict(budgets or {}), targets or [])
     # the same decoders a run uses: what is written is a task that loads. An --assert is decoded

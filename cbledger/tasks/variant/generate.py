@@ -291,10 +291,10 @@ def generate(root: Path, task_id: str, seed: int, *, replace: bool = False) -> G
             "variant's; variants are made of do and sync tasks only"
         )
     fixture = catalog.fixture_for(task)
-    if fixture.manifest.origin != "synthetic":
+    if fixture.manifest.origin == "upstream":
         raise UserError(
             f"task {task_id} is on {fixture.id}, a real board: its files are third-party data and a variant of them "
-            "would be derived third-party data; variants are made of synthetic fixtures only"
+            "would be derived third-party data; variants are made of synthetic and local fixtures only"
         )
     if not 0 <= seed <= MAX_SEED:
         raise UserError(f"--seed {str(seed)[:40]}: a seed is an integer from 0 to {MAX_SEED}")
