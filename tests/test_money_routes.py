@@ -227,6 +227,13 @@ def test_a_campaign_stops_starting_runs_at_its_budget(tmp_path, shared_real, kic
         assert again.exit_code == 0, again.output
         assert provider.calls == []
     assert f"{TASK} slot 2/3: not run: the campaign's --budget-usd $0.1500 was spent ($0.2000 so far)" in again.output
+    # without the limit, the campaign's plan keeps it: a bare resume once ran the open slots unmetered
+    with FakeProvider("loop", tokens_in=100_000, tokens_out=0) as provider:
+        bare = project.run(TASK, "--model", "gpt-test", "--repeats", "3", env=provider.env())
+        assert bare.exit_code == 0, bare.output
+        assert provider.calls == []
+    assert "under the money limits its plan keeps (--budget-usd 0.15)" in bare.output
+    assert f"{TASK} slot 2/3: not run: the campaign's --budget-usd $0.1500 was spent ($0.2000 so far)" in bare.output
     assert len(runs_of(project, "gpt-test")) == 1
     project.verify()
 

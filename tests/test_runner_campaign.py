@@ -1018,3 +1018,30 @@ def test_a_dry_runs_cost_estimate_leaves_out_a_slot_whose_events_were_kept(tmp_p
     assert r.exit_code == 0, r.output
     assert "1 kept (appended, not run again), 1 to run" in r.stdout, r.stdout
     assert estimated == [[(TASKS[0], 2)]]
+
+
+def test_a_campaigns_money_limits_are_kept_with_its_plan_and_a_bare_resume_runs_under_them(tmp_path: Path) -> None:
+    """`--resume ID` without the limits ran a budgeted campaign unmetered, with no word: the
+    journal gained nothing while the provider billed on."""
+    root = project(tmp_path)
+    ledger = new_ledger(root, "limits")
+    where = Workspace.at(root, ledger)
+    from cbledger.ledger.events import Ablations
+    from cbledger.runner.plan import make_plan
+    from cbledger.tasks.catalog import Catalog
+
+    view = read_view(ledger)
+    plan = make_plan(Catalog(root), agent="gold", model=None, suite=None, task_ids=[TASKS[0]], repeats=1,
+                     ablations=Ablations())
+    assert campaign_mod.limits_of(where, "c1", None, None) == (None, None, False)  # nothing kept yet
+    campaign_mod.open_campaign(where, plan, view, "c1", session=None, passes=None, limits=("0.45", "1.2"))
+    assert campaign_mod.limits_of(where, "c1", None, None) == ("0.45", "1.2", True)
+    assert campaign_mod.limits_of(where, "c1", None, "5") == (None, "5", False)  # given: those, and only those
+    campaign_mod.open_campaign(where, plan, view, "c1", session=None, passes=None, limits=(None, "5"))
+    assert campaign_mod.limits_of(where, "c1", None, None) == (None, "5", True)
+    kept = json.loads((where.campaigns / "c1.json").read_text())
+    assert (kept["maxCostUsd"], kept["budgetUsd"]) == (None, "5")
+    # a plan kept before plans kept limits: none, until some are given
+    del kept["maxCostUsd"], kept["budgetUsd"]
+    (where.campaigns / "c1.json").write_text(json.dumps(kept))
+    assert campaign_mod.limits_of(where, "c1", None, None) == (None, None, False)

@@ -189,7 +189,13 @@ def run(
             plan, session=session, passes=passes, suite_version=version,
         )
         segment = campaign_mod.segment_of(where, view, campaign, cost_segment(segment))
+        max_cost_usd, budget_usd, kept_limits = campaign_mod.limits_of(where, campaign, max_cost_usd, budget_usd)
         money = MoneyLimits(max_cost_usd=max_cost_usd, budget_usd=budget_usd, key_check=key_check)
+        if kept_limits and not as_json:
+            kept = ((f"--max-cost-usd {max_cost_usd}",) if max_cost_usd is not None else ()) + (
+                (f"--budget-usd {budget_usd}",) if budget_usd is not None else ())
+            typer.echo(f"campaign {campaign}: under the money limits its plan keeps ({' '.join(kept)}); give limits "
+                       "to replace them", err=True)
     except UserError:
         _discard_draft(where, new_draft, scratch)  # a bad --campaign or money limit, after the workspace was made
         raise
@@ -237,7 +243,8 @@ def run(
         # read again under the holds: a driver elsewhere may have recorded slots since the
         # preflight read it, and those are not this one's to pay for again
         view = ledger_view.read(where.ledger)
-        slots = campaign_mod.open_campaign(where, plan, view, campaign, session=session, passes=passes, segment=segment)
+        slots = campaign_mod.open_campaign(where, plan, view, campaign, session=session, passes=passes, segment=segment,
+                                           limits=(money.max_cost_usd, money.budget_usd))
         todo = slots.missing(retry_env)
         if not _announce(slots, todo, retry_env, as_json, money):
             # runs recorded now, by adoption, or before an interrupt cut the outputs short: the

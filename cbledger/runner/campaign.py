@@ -52,6 +52,11 @@ class CampaignPlan(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     #: (None: none was given); unset in a plan kept before campaigns kept it, whose resume is
     #: given it again
     segment: str | msgspec.UnsetType | None = msgspec.UNSET
+    #: `--max-cost-usd` and `--budget-usd` as last given (None: not given); a later invocation that
+    #: gives neither runs under these, so a bare `--resume` never runs a budgeted campaign unmetered.
+    #: Unset in a plan kept before plans kept them
+    max_cost_usd: str | msgspec.UnsetType | None = msgspec.UNSET
+    budget_usd: str | msgspec.UnsetType | None = msgspec.UNSET
     #: task id -> repeats the campaign plans of it, in plan order
     repeats: dict[str, int]
     #: task id -> the repeat index the campaign's slot 1 follows
@@ -233,6 +238,20 @@ def _segment(kept: CampaignPlan, path: Path, given: str | None, *, recorded: boo
     return given  # nothing recorded yet: the plan keeps the one given now
 
 
+def limits_of(workspace: Workspace, campaign: str, max_cost_usd: str | None, budget_usd: str | None) -> tuple[str | None, str | None, bool]:
+    """The money limits the campaign's runs are made under: those given now, else (neither
+    given) those its plan keeps; and whether they are the kept ones. A limit is the operator's
+    word on what a campaign may spend, not on one invocation of it: a resume that dropped it spent
+    without a meter and without a word."""
+    path = _file(workspace, check_id(campaign))
+    if max_cost_usd is not None or budget_usd is not None or not path.is_file():
+        return max_cost_usd, budget_usd, False
+    kept = load(workspace, campaign)
+    cap = None if isinstance(kept.max_cost_usd, msgspec.UnsetType) else kept.max_cost_usd
+    budget = None if isinstance(kept.budget_usd, msgspec.UnsetType) else kept.budget_usd
+    return cap, budget, cap is not None or budget is not None
+
+
 def _of(run: RunRecorded, campaign: str) -> bool:
     return not isinstance(run.campaign, msgspec.UnsetType) and run.campaign.id == campaign
 
@@ -290,7 +309,7 @@ def _repeat_ceiling(view: LedgerView, workspace: Workspace, condition: tuple[str
 
 def open_campaign(
     workspace: Workspace, plan: Plan, view: LedgerView, campaign: str, *, session: str | None, passes: int | None,
-    segment: str | None = None, write: bool = True,
+    segment: str | None = None, write: bool = True, limits: tuple[str | None, str | None] | None = None,
 ) -> Campaign:
     """The campaign's slots and which are recorded. Its plan is kept on first use (unless
     `write` is False: a dry run), with `segment` as `segment_of` resolved it; a kept plan that
@@ -323,12 +342,16 @@ def open_campaign(
             kept = replace_struct(kept, segment=segment)
             if write:
                 _keep(path, kept)
+        if limits is not None and (kept.max_cost_usd, kept.budget_usd) != limits:
+            kept = replace_struct(kept, max_cost_usd=limits[0], budget_usd=limits[1])  # as given last
+            if write:
+                _keep(path, kept)
     if kept is None:
         offsets = _offsets(view, workspace, campaign, condition, ours, repeats)
         kept = CampaignPlan(
             id=campaign, agent=plan.agent, model=plan.model_id, run_mode=mode, ablations=plan.ablations,
             session=session, passes=passes, suite_version=view.suite_version, segment=segment, repeats=repeats,
-            offsets=offsets,
+            offsets=offsets, max_cost_usd=limits[0] if limits else None, budget_usd=limits[1] if limits else None,
         )
         if write:
             _keep(path, kept)
