@@ -334,6 +334,9 @@ def test_answers_that_report_no_usage_are_said_at_once_and_noted_on_the_run(
     warning = f"warning: run {run.run_id}: the provider answered without reporting token usage"
     assert result.output.count(warning) == 1, result.output
     assert f"{len(provider.calls)} answer(s) of the provider reported no token usage" in run.runner_note
+    # run-end sums what was reported, which here is nothing: a billed run is no known $0
+    assert run.cost.usd_micros is None, run.cost
+    assert "cost unknown (null): " in run.runner_note
     project.verify()
 
 

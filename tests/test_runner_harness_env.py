@@ -127,3 +127,24 @@ def test_a_run_is_the_models_only_if_the_model_answered():
         "reason": "commit failed: Command failed with exit code 128: git commit -m x\n\n*** Please tell me who you are.", "exitPath": "commit-failed"}}), "t")
     f = detect(identity, "", 1, False)
     assert f.kind == "git-identity" and f.detail.startswith("commit failed")
+
+
+def test_a_providers_402_is_the_accounts_and_the_proxys_own_money_limit_refusal_is_not():
+    """A provider out of credit answers 402: a fact about the account, which lowered the model's
+    pass rate and was never retried with --retry-env. The recording proxy's refusal of a call
+    past a money limit is a 402 too, and stays a limit like the turn cap."""
+    from cbledger.runner.budget import REFUSAL_CODE
+    from cbledger.runner.cassette import FORMAT, Cassette, Recorded
+
+    def run(reason: str, body: dict):
+        transcript = parse_transcript(_transcript(RUN_START, ASSISTANT, {"type": "run-failed", "data": {
+            "reason": reason, "exitPath": "provider-error"}}), "t")
+        cassette = Cassette(format=FORMAT, route="openai-compat", model_id="compat:x", exchanges=[
+            Recorded(method="POST", path="/chat/completions", status=200, body={"choices": []}),
+            Recorded(method="POST", path="/chat/completions", status=402, body=body)])
+        return detect(transcript, "", 1, False, cassette, 10_000)
+
+    credit = run("provider error: 402 insufficient credit", {"error": {"message": "insufficient credit"}})
+    assert credit is not None and (credit.kind, credit.status, credit.turn) == ("provider-status", 402, 2)
+    limit = {"error": {"code": REFUSAL_CODE, "message": "cbledger stopped this run at ...", "type": "cost_limit"}}
+    assert run("provider error: 402 cbledger stopped this run at the --max-cost-usd cap", limit) is None

@@ -680,6 +680,11 @@ def preserve_run(
         # recorded as 0 tokens, which would price as $0: a figure no provider billed
         cost = Cost(usd_micros=None, price_table_version=None)
         stats_note = (stats_note + "; " if stats_note else "") + "cost unknown (null): run-end's token figures could not be read"
+    elif result.cost is None and cost.usd_micros is not None and (silent := spend.unreported(result.cassette)):
+        # run-end sums the usage the provider reported, and it reported none for these answers
+        cost = Cost(usd_micros=None, price_table_version=None)
+        stats_note = (stats_note + "; " if stats_note else "") + (
+            f"cost unknown (null): {silent} answer(s) of the provider reported no token usage, which run-end cannot sum")
 
     store_rel = bundle_name(run_id)
     workspace = Workspace.at(settings.root, results=settings.results)

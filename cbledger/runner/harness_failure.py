@@ -36,6 +36,7 @@ from msgspec import UnsetType
 
 from cbledger.grading.evidence.transcript import Transcript
 from cbledger.ledger.events import HarnessFailure
+from cbledger.runner.budget import REFUSAL_CODE, REFUSAL_STATUS
 from cbledger.runner.cassette import Cassette, Recorded, model_calls
 
 _IDENTITY = re.compile(r"author identity unknown|please tell me who you are|empty ident|unable to auto-detect email", re.I)
@@ -48,7 +49,7 @@ _TRANSPORT = re.compile(
     re.I,
 )
 #: statuses that say the provider (or the way to it) failed, not the request the model shaped
-ENVIRONMENT_STATUSES = frozenset({401, 403, 408, 409, 429})
+ENVIRONMENT_STATUSES = frozenset({401, 402, 403, 408, 409, 429})
 #: what the runner writes into `runnerNote` when copperhead exits non-zero on its own
 _EXITED = re.compile(r"copperhead exited (-?\d+)")
 #: signals an outside party ends a process with; by the shell's convention a death by signal n
@@ -142,6 +143,8 @@ def _provider_failure(
         m = _STATUS.match(reason)
         if m is not None:
             status = int(m.group(1))
+            if status == REFUSAL_STATUS and last is not None and _limit_refusal(last):
+                return None  # this project's own money limit: a limit like the turn cap (docs/RUNNER.md)
             if status in ENVIRONMENT_STATUSES or status >= 500:
                 return HarnessFailure(kind="provider-status", detail=reason, turn=turn, status=status)
             return None
@@ -159,6 +162,13 @@ def _provider_failure(
                    f"({last.elapsed_ms // 1000}s in)",
         )
     return None
+
+
+def _limit_refusal(ex: Recorded) -> bool:
+    """The recording proxy's own refusal of a call past a money limit (`budget.Meter.refuse`),
+    not a provider's 402 (out of credit: the account's, not the model's)."""
+    error = ex.body.get("error") if isinstance(ex.body, dict) else None
+    return ex.status == REFUSAL_STATUS and isinstance(error, dict) and error.get("code") == REFUSAL_CODE
 
 
 def _last_call(cassette: Cassette | None) -> Recorded | None:

@@ -44,3 +44,11 @@ def _usage(ex: Recorded) -> tuple[int, int] | None:
         return None
     return budget.usage(ex.body, ex.events)
 
+
+def unreported(cassette: Cassette | None) -> int:
+    """How many answered model calls reported no usage at all (an OpenAI stream asked without
+    `include_usage`, a gateway that drops it): copperhead's `run-end` sums what was reported, so
+    with one such answer it understates what the provider billed."""
+    if cassette is None:
+        return 0
+    return sum(1 for ex in model_calls(cassette) if ex.status < 300 and budget.usage(ex.body, ex.events) is None)
