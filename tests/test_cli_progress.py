@@ -116,3 +116,18 @@ def test_a_byte_count_off_a_terminal_prints_nothing():
     reporter.close()
     assert log.getvalue() == ""
 
+
+
+def test_a_fault_the_session_script_injects_on_purpose_is_no_misfit():
+    """Every injected fault was printed as a session script that does not fit what the harness
+    did, even on a run that passed: a fault campaign's real misfits were lost among them."""
+    log = io.StringIO()
+    progress = SuiteProgress(2, stream=log)
+    progress(_output("dmx-task", 1, "pass", None, note="session script: turn 3: injected fault: HTTP 500"), None, 1, 2)
+    misfit = "turn 4: tool result 2 does not match '^a; b' (it begins 'c')"
+    progress(_output("dmx-task", 2, "fail", "stalled",
+                     note=f"session script: turn 3: injected fault: reset; session script: {misfit}"), None, 2, 2)
+    progress.close()
+    lines = log.getvalue().splitlines()
+    assert len(lines) == 3 and lines[0].startswith("[1/2] dmx-task r1 pass"), lines
+    assert lines[2] == f"  dmx-task r2: the session script does not fit what the harness did: {misfit}"

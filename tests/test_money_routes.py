@@ -285,6 +285,9 @@ def test_what_runs_killed_with_their_driver_spent_counts_against_the_budget(
         again = project.run(*argv, env=provider.env())
         assert again.exit_code == 0, again.output
         assert len(provider.calls) == (1_000_000 - killed) // 100_000
+    # and says so: after a kill no interrupt message did (an OOM kill, a reboot)
+    assert (f"campaign paid: runs of it killed with their driver spent ${killed / 1e6:.4f} on model calls the provider "
+            "answered, which no run records (--budget-usd counts it)") in again.output
     (run,) = runs_of(project, "gpt-test")
     assert run.cost.usd_micros == 1_000_000 - killed
 

@@ -249,6 +249,8 @@ def test_a_campaign_keeps_its_segment_and_a_resume_may_not_change_it(
     assert run_cli(["run", "--resume", "seg", "--segment", "not-a-segment", *where]).exit_code == 2
     typo = run_cli(["run", "--resume", "sge", *where])
     assert typo.exit_code == 2 and "no campaign of that id here" in typo.stderr and "(did you mean 'seg'?)" in typo.stderr, typo.output
+    bad = run_cli(["run", "--resume", "a.b", *where])  # named by the flag it was given with
+    assert bad.exit_code == 2 and bad.stderr.startswith("error: --resume 'a.b': a campaign id is"), bad.output
 
     given: list[str | None] = []
 

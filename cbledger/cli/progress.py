@@ -9,6 +9,7 @@ line and a redrawn bar would be noise there.
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 import time
@@ -181,6 +182,10 @@ class SuiteProgress:
         self.reporter.close()
 
 
+#: a session-script note of a fault the script injects on purpose (`endpoint.faults.describe`)
+_INJECTED = re.compile(r"turn \d+: injected fault: ")
+
+
 def _off_script(output: RunOutput | None) -> str | None:
     """A session script the harness did not follow ends the run on a provider error, graded like
     any (`stalled`): the author of the script must see why on the run's own line, not only in
@@ -193,7 +198,12 @@ def _off_script(output: RunOutput | None) -> str | None:
     note = output.run.runner_note
     if not note or SESSION_NOTE not in note:
         return None
-    why = printable(note.split(SESSION_NOTE, 1)[1], limit=400)
+    # a fault the script injects on purpose is the script doing what it says, not a misfit
+    misfits = [part.removesuffix("; ") for part in note.split(SESSION_NOTE)[1:]
+               if not _INJECTED.match(part)]
+    if not misfits:
+        return None
+    why = printable("; ".join(misfits), limit=400)
     return f"  {output.run.task.id} r{output.run.repeat}: the session script does not fit what the harness did: {why}"
 
 

@@ -240,6 +240,10 @@ def run(
         cleaned = leftovers.clean(where, store, campaign, sandboxes)
         for line in cleaned.lines():
             typer.echo(line, err=True)
+        lost = _lost_micros(where, campaign)
+        if lost and not as_json:  # after an OOM kill or a reboot no interrupt said it
+            typer.echo(f"campaign {campaign}: runs of it killed with their driver spent {pricing.usd(lost)} on model "
+                       "calls the provider answered, which no run records (--budget-usd counts it)", err=True)
         # read again under the holds: a driver elsewhere may have recorded slots since the
         # preflight read it, and those are not this one's to pay for again
         view = ledger_view.read(where.ledger)
@@ -408,21 +412,26 @@ def _interrupted(campaign: str, draft: Workspace | None, *, again: bool, on: tup
 
 def _unrecorded_spend(where: Workspace, campaign: str) -> str:
     """What the runs the interrupt killed (and any killed before) spent, paid and never recorded:
-    metered only under a money limit, and counted against the campaign's budget when resumed.
-    A ledger that cannot be read now (a database gone, often why Ctrl-C was pressed) leaves the
-    interrupt's own message to stand alone."""
-    journal = campaign_mod.spend_journal(where, campaign)
-    if not journal.is_file():
-        return ""
-    try:
-        runs = ledger_view.read(where.ledger).runs.values()
-    except (UserError, OSError):
-        return ""
-    recorded = {(r.batch, r.run_id) for r in runs if r.campaign is not UNSET and r.campaign.id == campaign}
-    lost = budget.unrecorded_spend(journal, recorded)
+    metered only under a money limit, and counted against the campaign's budget when resumed."""
+    lost = _lost_micros(where, campaign)
     return (f"; runs of campaign {campaign} killed with their driver, this one's and any before, have spent "
             f"{pricing.usd(lost)} on model calls the provider answered, which no run records (the campaign's "
             "--budget-usd counts it; a call still in flight when a run was killed is billed and not counted)") if lost else ""
+
+
+def _lost_micros(where: Workspace, campaign: str) -> int:
+    """The spend journal's calls of the campaign's runs the ledger does not hold. A ledger that
+    cannot be read now (a database gone, often why Ctrl-C was pressed) counts none: an
+    interrupt's own message then stands alone."""
+    journal = campaign_mod.spend_journal(where, campaign)
+    if not journal.is_file():
+        return 0
+    try:
+        runs = ledger_view.read(where.ledger).runs.values()
+    except (UserError, OSError):
+        return 0
+    recorded = {(r.batch, r.run_id) for r in runs if r.campaign is not UNSET and r.campaign.id == campaign}
+    return budget.unrecorded_spend(journal, recorded)
 
 
 def _echo_hint(hint: str | None) -> None:

@@ -195,9 +195,9 @@ def default_id(plan: Plan, *, session: str | None, passes: int | None, suite_ver
     return f"{model}-{blake3(key.encode()).hexdigest()[:12]}"
 
 
-def check_id(campaign: str) -> str:
+def check_id(campaign: str, flag: str = "--campaign") -> str:
     if not _ID.match(campaign):
-        raise UserError(f"--campaign {campaign!r}: a campaign id is 1-64 letters, digits, _ and - (starting with a letter or digit)")
+        raise UserError(f"{flag} {campaign!r}: a campaign id is 1-64 letters, digits, _ and - (starting with a letter or digit)")
     return campaign
 
 
@@ -264,7 +264,7 @@ def _keep(path: Path, plan: CampaignPlan) -> None:
 
 def load(workspace: Workspace, campaign: str) -> CampaignPlan:
     """A kept campaign plan (`--resume`): a clear error naming the file when it is missing or bad."""
-    path = _file(workspace, check_id(campaign))
+    path = _file(workspace, check_id(campaign, "--resume"))
     try:
         kept = msgspec.json.decode(path.read_bytes(), type=CampaignPlan)
     except FileNotFoundError:
