@@ -288,6 +288,9 @@ def test_a_results_directory_elsewhere_is_named_where_it_is_and_no_project_is_sa
     assert ok.exit_code == 4, ok.output
     assert f"[{chosen / 'LEADERBOARD.md'}:" in ok.output and "(past its end)" in ok.output
     assert f"{chosen / 'LEADERBOARD.md'} DIFFERS; {chosen / 'cbledger.db'} matches" in ok.stdout
+    # one command brings every differing output back, whichever they are
+    assert f"NOT VERIFIED: projections differ; `cbledger --results {chosen} project all --root {project}` " \
+           "regenerates every output from the ledger (exit 4)" in ok.stderr, ok.stderr
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

@@ -497,6 +497,8 @@ def _run(
             try:
                 outcome = execute_passes(settings, planned, n) if n > 1 else execute(settings, planned)
             except Exception as exc:  # one run's failure never ends the suite: reported, and the next runs
+                if stop.is_set():
+                    return  # killed by Ctrl-C part-way (its sandbox going under it): nothing of it is written or said
                 why = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
                 outcome = (_label(planned), credentials.printable(why, limit=1000))
             planned = retry_of(planned, outcome, retry_env)
