@@ -40,6 +40,7 @@ from cbledger.ledger.events import (
     CheckpointPublishedEvent,
     Comparability,
     Cost,
+    CostCapStop,
     EventBase,
     EvidenceDigest,
     EvidenceImported,
@@ -534,6 +535,7 @@ class Stream:
         copperhead_commit: str | None = None,
         provider_models: list[str] | None = None,
         passes: PassRef | None = None,
+        cost_cap: CostCapStop | None = None,
     ) -> str:
         t = self._task(task_id)
         self._n += 1
@@ -619,6 +621,7 @@ class Stream:
             batch=batch,
             provider_models=provider_models or [],
             passes=passes if passes is not None else msgspec.UNSET,
+            cost_cap=cost_cap if cost_cap is not None else msgspec.UNSET,
         )
         self._add(RunRecordedEvent, body, id=f"run.recorded:{rid}")
         return rid

@@ -301,3 +301,43 @@ def test_a_single_repeat_rows_cost_of_all_runs_is_never_the_sum_of_its_costed_ru
     single = leaderboard.render(fold(s.events)).split("Cost of all runs", 1)[1]
     line = next(row for row in single.splitlines() if "`cheap:model-b`" in row)
     assert "n/a: 1 of 2 runs uncosted" in line and "$0.0010" not in line
+
+
+def test_runs_a_money_limit_stopped_are_said_beside_the_models_failure_categories():
+    """Counted as the model's, as a turn cap's stop is (docs/RUNNER.md), but the leaderboard said
+    only `stalled`, so an operator's budget read as the model's failure."""
+    from cbledger.ledger.events import CostCapStop
+
+    s = Stream()
+    stop = CostCapStop(cap_usd_micros=250_000, spent_usd_micros=300_000, campaign_budget_usd_micros=None)
+    for r in (1, 2):
+        s.graded_run("t", repeat=r, verdict="fail", category="stalled", cost_cap=stop)
+    s.graded_run("t", repeat=3, verdict="fail", category="stalled")
+    row = rows(s)[("vendor:model-a", "simple")]
+    assert row.limit_stopped == 2 and row.failure_categories == {"stalled": 3}
+    failures = leaderboard.render(fold(s.events)).split("Failure categories (diagnostic", 1)[1]
+    line = next(x for x in failures.splitlines() if "`vendor:model-a`" in x)
+    assert "stalled 3; 2 of the runs stopped by a money limit (--max-cost-usd or --budget-usd)" in line, line
+
+
+def test_run_json_names_a_money_limits_stop():
+    """`run --json` gave only `failureCategory: stalled` for a run a limit stopped."""
+    import json
+    from types import SimpleNamespace
+
+    import msgspec
+
+    from cbledger.cli.run_commands import _json_answer
+    from cbledger.ledger.events import CostCapStop
+    from cbledger.runner.suite_run import SuiteResult
+
+    def output(rid: str, stop):
+        run = SimpleNamespace(run_id=rid, task=SimpleNamespace(id="t"), repeat=1, harness_failure=None, cost_cap=stop,
+                              passes=msgspec.UNSET)
+        return SimpleNamespace(run=run, grade=SimpleNamespace(verdict="fail", failure_category="stalled"))
+
+    stop = CostCapStop(cap_usd_micros=None, spent_usd_micros=200_000, campaign_budget_usd_micros=150_000)
+    result = SuiteResult(outputs=[output("a", stop), output("b", msgspec.UNSET)])
+    runs = json.loads(_json_answer(result, "c", None))["runs"]
+    assert runs[0]["costCap"] == {"capUsdMicros": None, "spentUsdMicros": 200_000, "campaignBudgetUsdMicros": 150_000}
+    assert runs[1]["costCap"] is None

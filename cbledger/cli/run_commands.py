@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
+import msgspec
 import pygit2
 import typer
 from blake3 import blake3
@@ -357,6 +358,8 @@ def _json_answer(
                 "runId": o.run.run_id, "task": o.run.task.id, "repeat": o.run.repeat, "verdict": o.grade.verdict,
                 "failureCategory": o.grade.failure_category,
                 "harnessFailure": o.run.harness_failure.kind if o.run.harness_failure is not None else None,
+                # a money limit's stop, which the verdict alone shows as the model's failure
+                "costCap": msgspec.to_builtins(o.run.cost_cap) if o.run.cost_cap else None,
                 "records": (records or {}).get(o.run.run_id, []), "bundle": bundle_name(o.run.run_id),
                 "sandbox": str(kept / o.run.run_id) if kept is not None else None,
                 **({"pass": o.run.passes.index, "passesAllowed": o.run.passes.allowed} if o.run.passes else {}),

@@ -408,13 +408,18 @@ def _categories(r: RowMetrics) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(r.failure_categories.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
+def _limit_stops(r: RowMetrics) -> str:
+    return (f"; {r.limit_stopped} of the runs stopped by a money limit (--max-cost-usd or --budget-usd), counted as "
+            "the model's as a turn cap's stop is" if r.limit_stopped else "")
+
+
 def _failure_section(g: GroupMetrics, level: str) -> list[str]:
     failing = [r for r in _pooled(g) if r.failure_categories]
     if not (failing or g.main):
         return []
     body = fmt.table(
         ["Model", "Failed runs", "Categories"],
-        [[f"`{r.model}`", str(r.runs - r.passes), _categories(r)] for r in failing],
+        [[f"`{r.model}`", str(r.runs - r.passes), _categories(r) + _limit_stops(r)] for r in failing],
     ) if failing else ["No failed run of a model in this group's rows (scripted and harness runs, which never enter "
                        "a headline row, have their own sections: Real harness, scripted model, and Harness "
                        "discrimination check, each shown when the group holds such runs)."]

@@ -127,6 +127,9 @@ class RowMetrics(Struct, frozen=True, kw_only=True):
     rubric_runs: int
     rubric_mean: float | None
     condition: str = DEFAULT
+    #: runs a money limit stopped (`costCap`): counted as the model's, as a turn cap's stop is,
+    #: and said beside its failure categories so that an operator's budget is not read as the model's
+    limit_stopped: int = 0
 
     @property
     def rate(self) -> Fraction | None:
@@ -351,6 +354,7 @@ class _Acc:
         "costed",
         "edit_runs",
         "false_refusals",
+        "limit_stopped",
         "micros",
         "passes",
         "pinning",
@@ -372,6 +376,7 @@ class _Acc:
         self.micros = 0
         self.costed = 0
         self.uncosted = 0
+        self.limit_stopped = 0
         self.tin = 0
         self.tout = 0
         self.refusal_runs = 0
@@ -393,6 +398,7 @@ class _Acc:
         r = self.repeats.setdefault(run.repeat, [0, 0])
         r[0] += 1
         r[1] += passed
+        self.limit_stopped += bool(run.cost_cap)
         if run.cost.usd_micros is None:
             self.uncosted += 1
         else:
@@ -441,6 +447,7 @@ class _Acc:
             usd_micros_total=self.micros if costed and self.costed and not self.uncosted else None,  # never a part
             costed_runs=self.costed,
             uncosted_runs=self.uncosted,
+            limit_stopped=self.limit_stopped,
             tokens_in=self.tin,
             tokens_out=self.tout,
             refusal_runs=self.refusal_runs,
