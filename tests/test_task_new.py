@@ -71,6 +71,22 @@ def test_a_scaffolded_edit_task_has_every_required_field_and_validates(project):
                       "say what the task tests and the trap it sets"]
 
 
+def test_an_edit_of_a_real_boards_kicad_files_is_warned_of_on_the_terminal(project):
+    """The scaffold guards the schematic of a board whose baseline ERC is not clean (copperhead's
+    finish gate cannot end such an edit done), and a target that asks for a schematic change
+    contradicts it: the warning was only a paragraph of the generated README."""
+    shutil.copytree(REPO / "fixtures" / REAL, project / "fixtures" / REAL)
+    result = new(project, "mic-add-r4", "--fixture", REAL, "--tier", "simple", "--outcome", "edit",
+                 "--prompt", "Add R4.", "--assert", 'symbol_present:{"refdes": "R4", "value": "100k"}')
+    assert result.exit_code == 0, result.output
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("warning: target-1")]
+    assert "(symbol_present) asks for a change to the board's KiCad files" in line and "finish gate" in line, line
+    # a target in copperhead's records is what such a board can measure: no warning
+    quiet = new(project, "mic-record", "--fixture", REAL, "--tier", "simple", "--outcome", "edit",
+                "--prompt", "Record it.", "--assert", 'doc_contains:{"doc": "docs/SPEC.md", "pattern": "20"}')
+    assert quiet.exit_code == 0 and "warning: target-1" not in quiet.stderr, quiet.output
+
+
 def test_a_refusal_on_a_real_board_is_baseline_relative_and_cites_its_budget(project):
     shutil.copytree(REPO / "fixtures" / REAL, project / "fixtures" / REAL)
     result = new(project, "mic-refuse", "--fixture", REAL, "--tier", "medium", "--outcome", "refuse",

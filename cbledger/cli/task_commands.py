@@ -433,6 +433,9 @@ def new_cmd(
     earlier = _earlier_runs(workspace(ledger, root), task_id)  # the ledger asked of: a warning, never a refusal
     if earlier:
         typer.echo(earlier, err=True)
+    if outcome == "edit":
+        for line in scaffold.finish_gate_conflicts(made.assertions, fixture):
+            typer.echo(line, err=True)
     if as_json:
         typer.echo(json.dumps({"task": task_id, "files": [str(f) for f in files], "assertions": [a["id"] for a in made.assertions],
                                "nets": made.nets, "references": made.references}, ensure_ascii=False))

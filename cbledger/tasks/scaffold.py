@@ -150,6 +150,24 @@ def baseline_assertions(
     return [{k: v for k, v in item.items() if v is not None} for item in items]
 
 
+#: target types whose truth a run changes only by editing the board's KiCad files
+_KICAD_TARGETS = frozenset({"net_present", "net_absent", "symbol_present", "symbol_absent", "pin_net_equals"})
+
+
+def finish_gate_conflicts(assertions: list[dict[str, Any]], fixture_id: str) -> list[str]:
+    """An edit task's targets that ask for a change to the KiCad files a finish-gate guard holds
+    unchanged (docs/AUTHORING.md, "The finish gate"): no run can pass both, and every model would
+    fail the task. Said on the terminal, where the README's paragraph went unread."""
+    guarded = {a["args"]["path"] for a in assertions if a["id"] in ("schematic-untouched", "board-untouched")}
+    if not guarded:
+        return []
+    return [f"warning: {a['id']} ({a['type']}) asks for a change to the board's KiCad files, which "
+            f"{', '.join(sorted(guarded))} must leave unchanged: copperhead's finish gate cannot end such an edit done "
+            f"on {fixture_id} (its baseline ERC is not clean), so no run can pass both; aim the task at copperhead's "
+            "records instead (docs/AUTHORING.md, \"The finish gate\")"
+            for a in assertions if a["id"].startswith("target-") and a["type"] in _KICAD_TARGETS]
+
+
 def _board_facts(fixture: Fixture) -> tuple[list[str], list[str], dict[str, Any]]:
     """Nets and references of the tree when it is here (else the manifest's nets), and the
     budgets its own copperhead config records."""
