@@ -191,3 +191,20 @@ def test_a_committed_run_of_each_kind_on_a_committed_board_restores(tmp_path):
         repo = pygit2.Repository(str(into))
         assert str(repo.head.target) == STATE.runs[rid].run.sandbox.head_sha == done["headSha"]
         assert not repo.is_bare
+
+
+def test_show_under_results_dir_names_the_bundle_and_records_where_they_are(tmp_path):
+    """Under `--results DIR`, `show` printed `results/runs/…` and `results/<date>/…`: paths of
+    the project, which hold nothing of the workspace shown."""
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(REPO / "results" / "ledger", copy / "ledger")
+    out = run_cli(["--results", copy, "show", NOOP, "--root", REPO])
+    assert out.exit_code == 0, out.output
+    bundle = next(line for line in out.stdout.splitlines() if line.startswith("  bundle "))
+    assert f"  bundle     {copy}/runs/" in bundle, bundle
+    records = [line for line in out.stdout.splitlines() if line.startswith("  record ")]
+    assert records and all(f"  record     {copy}/" in line for line in records), records
+    own = cli("show", NOOP)
+    assert "  bundle     results/runs/" in own.stdout  # the project's own layout: as before

@@ -512,3 +512,20 @@ def test_a_results_directory_that_brings_its_own_key_is_said_to_vouch_for_itself
     [own] = (ws / "keys").glob("*.vkey")
     held = run_cli(["--results", ws, "replay", "--verify", "--json", "--key", own])
     assert held.exit_code == 0 and not [n for n in json.loads(held.stdout)["notes"] if n["kind"] == "self-trusted-key"]
+
+
+def test_a_checkpoint_of_a_results_directory_elsewhere_is_named_where_it_is(project: Project, tmp_path: Path):
+    """Under `--results DIR` a damaged checkpoint was named `results/checkpoints/N.txt`: the
+    project's own file, intact, which a reader then opened and found clean."""
+    import shutil
+
+    _, path = project.checkpoint()
+    copy = tmp_path / "copy"
+    shutil.copytree(project.root / "results", copy)
+    damaged = copy / "checkpoints" / path.name
+    damaged.write_text("not a checkpoint\n")
+    r = run_cli(["--results", copy, "replay", "--verify", "--chain-only", "--json", "--root", project.root])
+    assert r.exit_code == 5, r.output
+    [failure] = json.loads(r.stdout)["failures"]
+    assert failure["kind"] == "checkpoint-signature" and failure["file"] == str(damaged), failure
+    assert str(damaged) in failure["message"] and "results/checkpoints" not in failure["message"]

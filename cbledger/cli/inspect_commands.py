@@ -15,8 +15,10 @@ import typer
 from cbledger.cli import ledger_commands
 from cbledger.cli.common import JsonFlag, LedgerOption, RootOption, workspace
 from cbledger.inputs import printable
+from cbledger.projections import packed as packed_mod
 from cbledger.projections.writers import load_state
 from cbledger.reproduce import inspect
+from cbledger.workspace import Workspace
 
 TranscriptFlag = Annotated[bool, typer.Option("--transcript", help="Also print the run's conversation (from its bundle).")]
 DiffFlag = Annotated[bool, typer.Option("--diff", help="Also print the end state's diff against the baseline (from its bundle).")]
@@ -36,7 +38,9 @@ def _price_line(table: dict[str, Any]) -> str:
     return f"price table {table['version']} (effective {table['effectiveDate']}): {rates}"
 
 
-def _text(doc: dict[str, Any]) -> list[str]:
+def _text(doc: dict[str, Any], where: Workspace) -> list[str]:
+    """The run as a reader reads it: its bundle and records named where they are (under
+    `--results DIR`, DIR's own files; the JSON keeps the names the ledger records)."""
     lines = [
         f"run {doc['runId']} (seq {doc['seq']})",
         f"  task       {doc['task']['id']} (tier {doc['task']['tier']}, {doc['task']['mode']}, expected {doc['task']['expectedOutcome']})",
@@ -44,7 +48,7 @@ def _text(doc: dict[str, Any]) -> list[str]:
         f"  verdict    {doc['verdict']}" + (f" ({doc['failureCategory']})" if doc["failureCategory"] else ""),
         f"  cost       {doc['cost']}; tokens {doc['tokensIn']} in, {doc['tokensOut']} out; {doc['turnsUsed']} turn(s), exit {doc['exitPath'] or '—'}",
         f"  started    {doc['startedAt']}, suite {doc['suiteVersion']}",
-        f"  bundle     {doc['bundle']} (baseline {doc['baselineSha']}, head {doc['headSha']})",
+        f"  bundle     {where.shown(doc['bundle'])} (baseline {doc['baselineSha']}, head {doc['headSha']})",
     ]
     if doc["priceTable"]:
         lines.insert(5, f"  priced by  {_price_line(doc['priceTable'])}")
@@ -55,7 +59,7 @@ def _text(doc: dict[str, Any]) -> list[str]:
     if doc["costCap"]:
         lines.append(f"  stopped    by a money limit: {printable(doc['runnerNote'] or 'see costCap')}")
     for path in doc["records"]:
-        lines.append(f"  record     {path}")
+        lines.append(f"  record     {packed_mod.record_shown(where, path)}")
     if doc["retracted"]:
         lines.append(f"  retracted  at seq {doc['retracted']['seq']}: {printable(doc['retracted']['reason'])}")
     shown: dict[str, str] = {}  # assertion lines already printed -> the suite they were printed under
@@ -113,7 +117,7 @@ def show(
     if as_json:
         typer.echo(json.dumps(doc, sort_keys=True))
         return
-    lines = _text(doc)
+    lines = _text(doc, where)
     if transcript:
         lines += _transcript(doc["transcript"])
     typer.echo("\n".join(lines))

@@ -111,11 +111,11 @@ def published_beside(
         return [], [], []
     files = sorted(directory.glob("*.txt"), key=lambda p: (len(p.stem), p.stem))
     if files and not keys:
-        return [], [Finding(check="checkpoint", kind="untrusted-signer", file=workspace.recorded_name(directory),
+        return [], [Finding(check="checkpoint", kind="untrusted-signer", file=workspace.shown_path(directory),
                             message=f"{len(files)} checkpoint file(s) beside the ledger, not held against it: {no_key(workspace)}")], []
     given, notes, failures = [], [], []
     for p in files:
-        name = workspace.recorded_name(p)
+        name = workspace.shown_path(p)  # the file a reader opens: under --results DIR, DIR's own
         try:
             given.append((name, open_checkpoint(inputs.read_regular(p, inputs.MAX_NOTE_BYTES), keys, name)))
         except UntrustedCheckpoint as exc:
