@@ -340,6 +340,8 @@ OPTION_CASES: list[tuple[str, tuple[str, ...]]] = [
     ("log-since-negative", ("log", "--since", "-1", "--ledger", "{ledger}")),
     ("log-type-unknown", ("log", "--type", "run.deleted", "--ledger", "{ledger}")),
     ("log-verdict-unknown", ("log", "--verdict", "maybe", "--ledger", "{ledger}")),
+    # a verdict is a grade's: with only runs asked for it listed nothing, exit 0
+    ("log-verdict-of-runs", ("log", "--type", "run.recorded", "--verdict", "pass", "--ledger", "{ledger}")),
     ("log-unknown-option", ("log", "--limit", "5", "--ledger", "{ledger}")),
     ("show-no-such-seq", ("show", "99999", "--ledger", "{ledger}")),
     ("show-no-such-id", ("show", "run.recorded:nobody", "--ledger", "{ledger}")),

@@ -76,6 +76,8 @@ def test_append_reports_seq_hash_type_and_id(ledger: Path) -> None:
     assert result.exit_code == 0, result.output
     h = hashes(ledger)[1]
     assert result.stdout.split() == ["seq", "2", h, "run.recorded", "run.recorded:run-000001"]
+    # the outputs now lag the ledger, which `replay --verify` would report as differing
+    assert "are behind the ledger now: `cbledger project all" in result.stderr, result.stderr
 
 
 def test_append_again_is_a_reported_no_op(ledger: Path) -> None:
@@ -84,6 +86,7 @@ def test_append_again_is_a_reported_no_op(ledger: Path) -> None:
     result = cli("append", "--ledger", ledger, input=draft_json(run_recorded(1)))
     assert result.exit_code == 0
     assert "seq 2" in result.stdout and "already recorded; no-op" in result.stdout
+    assert "behind the ledger" not in result.stderr  # nothing appended, nothing behind
     as_json = json.loads(cli("append", "--json", "--ledger", ledger, input=draft_json(run_recorded(1))).stdout)
     assert as_json == [
         {"seq": 2, "id": "run.recorded:run-000001", "type": "run.recorded", "hash": hashes(ledger)[1], "created": False}

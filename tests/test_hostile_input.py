@@ -165,7 +165,14 @@ def test_a_repeat_within_one_batch_is_reported_as_such(tmp_path):
     conflict = run_cli(["append", "-", "--ledger", ledger], input=f"{json.dumps(other)}\n{json.dumps(changed)}\n")
     line = one_error_line(conflict)
     assert conflict.exit_code == 3 and "appears twice in this batch" in line and "seq" not in line
+    # named by where the input holds them, not by 0-based places (`events 0 and 1`)
+    assert "(<stdin>: line 1 and <stdin>: line 2)" in line, line
     assert ledger.read_bytes() == before
+    stored = run_cli(["append", "-", "--ledger", ledger], input=f"{json.dumps(changed)}\n")
+    assert stored.exit_code == 0, stored.output
+    again = run_cli(["append", "-", "--ledger", ledger], input=f"{json.dumps(other)}\n{json.dumps(other)}\n")
+    line = one_error_line(again)
+    assert again.exit_code == 3 and "exists at seq" in line and "than <stdin>: line 1 gives" in line, line
 
 
 def test_a_timestamp_that_overflows_in_utc_is_refused(tmp_path):

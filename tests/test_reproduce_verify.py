@@ -302,6 +302,8 @@ def test_a_results_directory_elsewhere_is_named_where_it_is_and_no_project_is_sa
     assert [f["kind"] for f in report["failures"]] == ["no-working-tree"], report["failures"]
     outside = run_cli(["--results", chosen, "replay", "--verify", "--no-projections"])
     assert outside.exit_code == 7 and outside.output.count("no-working-tree") == 1, outside.output
+    # nothing was compared: the verdict says so rather than that the definitions do not match
+    assert "NOT VERIFIED: no project here to compare the suite's definitions with" in outside.stderr, outside.stderr
     refused = run_cli(["run", EDIT_TASK, "--agent", "gold", "--dry-run"])
     assert refused.exit_code == 2
     assert f"(no cbledger project at or above {elsewhere}" in refused.stderr, refused.output

@@ -69,11 +69,12 @@ def _root(
 
 def _placed_after(exc: _click.exceptions.UsageError, argv: list[str]) -> str:
     """`cbledger --ledger L replay --verify`: `--ledger` and `--root` belong to each command (the
-    root takes only `--results`), so the refusal shows the line with them after the command."""
-    if not isinstance(exc, _click.exceptions.NoSuchOption) or exc.ctx is None or exc.ctx.parent is not None:
+    root takes only `--results`), so the refusal shows the line with them after the command; and
+    `cbledger replay --results DIR` the line with `--results` before it."""
+    if not isinstance(exc, _click.exceptions.NoSuchOption) or exc.ctx is None:
         return ""
     option = exc.option_name
-    if option not in ("--ledger", "--root"):
+    if option not in (("--results",) if exc.ctx.parent is not None else ("--ledger", "--root")):
         return ""
     words = list(argv)
     at = next((i for i, w in enumerate(words) if w == option or w.startswith(option + "=")), None)
@@ -81,6 +82,8 @@ def _placed_after(exc: _click.exceptions.UsageError, argv: list[str]) -> str:
         return ""
     moved = words[at:at + (1 if "=" in words[at] else 2)]
     del words[at:at + len(moved)]
+    if option == "--results":  # the root's own option: before the command
+        return f" (--results is cbledger's own option, given before the command: `{PROG} {shlex.join(moved + words)}`)"
     command = next((i for i, w in enumerate(words) if not w.startswith("-") and (i == 0 or words[i - 1] != "--results")), None)
     if command is None:
         return f" ({option} is each command's own option: give it after the command)"

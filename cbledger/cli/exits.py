@@ -25,5 +25,5 @@ INTERRUPTED = 130
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok; 1 a check failed; 2 bad usage or input (nothing written); 3 an id conflict; "
-    "4 a secret refused; 130 interrupted (Ctrl-C; 143 for SIGTERM, handled alike). replay --verify keeps its own codes (1, 3-7: see its --help)."
+    "4 a secret refused; 130 interrupted (Ctrl-C; 143 for SIGTERM, handled alike). replay --verify keeps its own codes (1, 3-8: see its --help)."
 )

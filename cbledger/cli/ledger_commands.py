@@ -105,6 +105,11 @@ def _report_appended(results: list[Appended], as_json: bool) -> None:
         else:
             note = "" if r.created else "  (already recorded; no-op)"
         typer.echo(f"seq {r.seq}  {r.hash}  {r.type}  {printable(r.id)}{note}")
+    if any(r.created for r in results):
+        # `replay --verify` compares the outputs with the ledger: until regenerated they differ
+        typer.echo(f"the outputs (records, LEADERBOARD.md, the read model, the site) are behind the ledger now: "
+                   f"`{invocation.command('project', 'all')}` or a running `cbledger watch` brings them up to date",
+                   err=True)
 
 
 RUN_EVENTS = {"run.recorded", "grade.recorded", "run.retracted", "rubric.scored", "cassette.attached"}
@@ -134,6 +139,9 @@ def log(
     unknown = sorted((types or set()) - set(EVENT_TYPES))
     if unknown:
         fail(f"--type {printable(unknown[0])!r}: not an event type (one of {', '.join(sorted(EVENT_TYPES))})")
+    if verdict is not None and types is not None and "grade.recorded" not in types:
+        # a verdict is a grade's: with no grade type asked for, nothing could ever be listed
+        fail(f"--verdict {verdict}: only grade.recorded events have a verdict; add --type grade.recorded or drop --verdict")
     about_runs = bool(task or model or run or verdict)
     runs: dict[str, tuple[str, str]] = {}  # run id -> (task id, model id), as each run lands
     store = LedgerStore(ledger_path(ledger, root))

@@ -186,7 +186,7 @@ class LedgerStore:
                 head = self.recorder.head() if moved is None else moved
                 if head.seq == 0 and not genesis:
                     raise UserError(f"{self.location}: empty ledger; run `{invocation.command('init')}` first")
-                records, results = self._chain(prepared, head)
+                records, results = self._chain(prepared, head, labels)
                 try:
                     self.recorder.append(records, head)
                 except HeadMoved as exc:
@@ -221,9 +221,10 @@ class LedgerStore:
         return _Draft(event, tag, 1 if version is UNSET else version, data)
 
     def _chain(
-        self, prepared: Sequence[_Draft], head: Head
+        self, prepared: Sequence[_Draft], head: Head, labels: Sequence[str] | None = None,
     ) -> tuple[list[StoredEvent], list[Appended]]:
-        """The records to append on `head` and what to acknowledge for every draft."""
+        """The records to append on `head` and what to acknowledge for every draft. `labels` name
+        each draft as its input does (`FILE: line N`), for a conflict's message."""
         records: list[StoredEvent] = []
         results: list[Appended] = []
         batch: dict[str, tuple[_Draft, Appended]] = {}
@@ -234,17 +235,21 @@ class LedgerStore:
             earlier = batch.get(ev.id)
             if earlier is not None:
                 if earlier[0].identity() != draft.identity():
-                    # the earlier one is not stored yet: name it by its place in the batch
+                    # the earlier one is not stored yet: name it by its place in the input
+                    a, b = prepared.index(earlier[0]), prepared.index(draft)
+                    where = (f"{labels[a]} and {labels[b]}" if labels and labels[a] != f"event {a}"
+                             else f"events {a} and {b}")
                     raise ConflictError(
                         f"{self.location}: event id {ev.id!r} appears twice in this batch with different "
-                        f"types or bodies (events {prepared.index(earlier[0])} and {prepared.index(draft)}); nothing written"
+                        f"types or bodies ({where}); nothing written"
                     )
                 results.append(replace(earlier[1], created=False, repeat_in_batch=True))
                 continue
             stored = known.get(ev.id)
             if stored is not None:
                 if not self._same(stored, draft):
-                    raise self._conflict(ev.id, stored.seq)
+                    i = prepared.index(draft)
+                    raise self._conflict(ev.id, stored.seq, labels[i] if labels and labels[i] != f"event {i}" else None)
                 results.append(Appended(stored.seq, ev.id, draft.type, stored.hash, created=False))
                 continue
             seq += 1
@@ -276,10 +281,10 @@ class LedgerStore:
         upcast = encoding.encode_value(self.schema.decode(stored.raw))
         return bytes(_IDENTITY.decode(upcast).body) == body
 
-    def _conflict(self, event_id: str, seq: int) -> ConflictError:
+    def _conflict(self, event_id: str, seq: int, label: str | None = None) -> ConflictError:
         return ConflictError(
             f"{self.location}: event id {event_id!r} exists at seq {seq} "
-            "with a different type or body"
+            "with a different type or body" + (f" than {label} gives" if label else "")
         )
 
     # ------------------------------------------------------------------ reading
