@@ -87,6 +87,16 @@ def test_an_edit_of_a_real_boards_kicad_files_is_warned_of_on_the_terminal(proje
     assert quiet.exit_code == 0 and "warning: target-1" not in quiet.stderr, quiet.output
 
 
+def test_a_refusal_without_a_budget_says_it_is_not_graded_on_citing_one(project):
+    """`--outcome refuse` without `--budget` dropped `refusal_cites_budget` without a word."""
+    result = new(project, "led-refuse-plain", "--fixture", "synthetic-led-resistor", "--tier", "simple",
+                 "--outcome", "refuse", "--prompt", "Make the LED brighter.")
+    assert result.exit_code == 0, result.output
+    assert "note: no --budget: the refusal is not graded on citing one" in result.stderr, result.stderr
+    items = json.loads((project / "tasks" / "led-refuse-plain" / "assertions.json").read_text())
+    assert "refusal_cites_budget" not in {a["type"] for a in items}
+
+
 def test_a_refusal_on_a_real_board_is_baseline_relative_and_cites_its_budget(project):
     shutil.copytree(REPO / "fixtures" / REAL, project / "fixtures" / REAL)
     result = new(project, "mic-refuse", "--fixture", REAL, "--tier", "medium", "--outcome", "refuse",

@@ -436,6 +436,9 @@ def new_cmd(
     if outcome == "edit":
         for line in scaffold.finish_gate_conflicts(made.assertions, fixture):
             typer.echo(line, err=True)
+    elif not budget:
+        typer.echo(f"note: no --budget: the {'flag' if outcome == 'flag' else 'refusal'} is not graded on citing one (refusal_cites_budget is left out); "
+                   "give --budget KEY=NUMBER for a refusal the budget decides", err=True)
     if as_json:
         typer.echo(json.dumps({"task": task_id, "files": [str(f) for f in files], "assertions": [a["id"] for a in made.assertions],
                                "nets": made.nets, "references": made.references}, ensure_ascii=False))
