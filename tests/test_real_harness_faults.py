@@ -34,6 +34,7 @@ FAULTS = {
     "http-500-once": ({"kind": "status", "status": 500, "times": 1}, None),
     "rate-limited-once": ({"kind": "status", "status": 429, "retryAfter": 1, "times": 1}, None),
     "rate-limited": ({"kind": "status", "status": 429, "retryAfter": 1}, ("provider-status", 429)),
+    "out-of-credit": ({"kind": "status", "status": 402}, ("provider-status", 402)),  # the account's, not the model's
     "reset": ({"kind": "reset"}, ("provider-transport", None)),
     "malformed": ({"kind": "malformed-json"}, ("provider-transport", None)),
     "truncated": ({"kind": "truncated-stream"}, ("provider-transport", None)),
@@ -138,6 +139,21 @@ def test_each_provider_fault_is_attributed_from_what_the_run_preserved(
     assert "| `compat:scripted-http-500` | scripted-endpoint | 100.0% (1/1) | provider-status 1 |" in rates
     assert "| `compat:scripted-http-500-once` | scripted-endpoint | 0.0% (0/1) | — |" in rates
     project.verify()
+    # a provider's 402 was the model's before it was the account's: a run recorded under that rule
+    # (no harnessFailure) still verifies, and any other attribution of it is still named
+    from cbledger.ledger.store import LedgerStore
+    from tests.test_reproduce_tamper import _forge_run_body
+
+    stored = next(s for s in LedgerStore(project.ledger).read(types={"run.recorded"})
+                  if s.event.body.run_id == runs["out-of-credit"].run_id)
+    _forge_run_body(project.root, stored, lambda body: body.pop("harnessFailure"))
+    assert project.cli("replay", "--verify", "--no-projections").exit_code == 0
+    stored = next(s for s in LedgerStore(project.ledger).read(types={"run.recorded"})
+                  if s.event.body.run_id == runs["out-of-credit"].run_id)
+    _forge_run_body(project.root, stored, lambda body: body.update(harnessFailure={
+        "kind": "provider-timeout", "detail": "made up", "turn": 3}))
+    forged = project.cli("replay", "--verify", "--no-projections", "--json")
+    assert forged.exit_code == 3 and "attribution-mismatch" in forged.stdout, forged.output
 
 
 def test_a_harness_killed_from_outside_is_the_environments(tmp_path, shared_real, kicad_cli, copperhead_cli, no_keys):  # noqa: F811

@@ -104,3 +104,31 @@ def test_a_backdated_table_published_before_the_run_is_part_of_the_table_the_run
     store.append([early, latest, priced, backdated])
     [(_, [f])] = cost_findings(load_state(store)).items()
     assert (f.expected, f.actual) == (honest, stats.tokens_in * 3 + stats.tokens_out * 15)
+
+
+def test_a_cost_recorded_under_the_earlier_merge_of_tables_still_verifies(tmp_path):
+    """Before a later table's null-cost route replaced an earlier price, the price stood: a run
+    the runner priced then, under the later table's version, is what that rule gives, and an old
+    ledger holding one must still verify. Any other figure is still named."""
+    from cbledger.ledger.events import NullCostRoute
+
+    run = run_recorded(1)
+    stats = run.body.stats
+    assert stats is not None
+    priced = pricing_published(1)
+    route = msgspec.structs.replace(priced, id="pricing.published:routes", body=msgspec.structs.replace(
+        priced.body, table_version="routes", effective_date=priced.body.effective_date.replace(day=2), models={},
+        null_cost_routes={"claude-sonnet-4.5": NullCostRoute(segment="saved-login", pinning="weak", reason="login")}))
+    earlier = stats.tokens_in * 3 + stats.tokens_out * 15
+
+    def recorded(usd: int):
+        return msgspec.structs.replace(run, body=msgspec.structs.replace(
+            run.body, cost=Cost(usd_micros=usd, price_table_version="routes")))
+
+    store = new_ledger(tmp_path / "events.jsonl")
+    store.append([priced, route, recorded(earlier)])
+    assert cost_findings(load_state(store)) == {}
+    store = new_ledger(tmp_path / "other.jsonl")
+    store.append([priced, route, recorded(earlier + 1)])
+    [(_, [f])] = cost_findings(load_state(store)).items()
+    assert f.expected == earlier + 1 and f.actual is None  # the route now: no price at all

@@ -74,6 +74,12 @@ def test_an_anthropic_answers_cache_reads_and_writes_count_as_input_as_the_meter
     used = spend.from_cassette(_cassette(stream, whole, route="anthropic"))
     assert used == spend.Usage(184_100, 800, 2)
     assert (used.tokens_in, used.tokens_out) == (meter.tokens_in, meter.tokens_out)
+    # the rule killed runs were recorded under before: what `replay --verify` still accepts of them
+    assert spend.from_cassette(_cassette(stream, whole, route="anthropic"), cache=False) == spend.Usage(100, 800, 2)
+    killed = _transcript(START, ASSISTANT)
+    now, _ = stats_from(killed, "cap-exceeded", 40, _cassette(stream, whole, route="anthropic"), agent_ms=1)
+    before, _ = stats_from(killed, "cap-exceeded", 40, _cassette(stream, whole, route="anthropic"), agent_ms=1, cache=False)
+    assert now is not None and before is not None and (now.tokens_in, before.tokens_in) == (184_100, 100)
 
 
 def test_a_killed_run_states_its_spend_its_repair_cap_and_its_time():

@@ -1038,7 +1038,10 @@ def test_a_campaigns_money_limits_are_kept_with_its_plan_and_a_bare_resume_runs_
     assert campaign_mod.limits_of(where, "c1", None, None) == (None, None, False)  # nothing kept yet
     campaign_mod.open_campaign(where, plan, view, "c1", session=None, passes=None, limits=("0.45", "1.2"))
     assert campaign_mod.limits_of(where, "c1", None, None) == ("0.45", "1.2", True)
-    assert campaign_mod.limits_of(where, "c1", None, "5") == (None, "5", False)  # given: those, and only those
+    # each limit on its own: one given replaces its kept one and leaves the other kept; `none` lifts one
+    assert campaign_mod.limits_of(where, "c1", None, "5") == ("0.45", "5", True)
+    assert campaign_mod.limits_of(where, "c1", "NONE", None) == (None, "1.2", True)
+    assert campaign_mod.limits_of(where, "c1", "none", "none") == (None, None, False)
     campaign_mod.open_campaign(where, plan, view, "c1", session=None, passes=None, limits=(None, "5"))
     assert campaign_mod.limits_of(where, "c1", None, None) == (None, "5", True)
     kept = json.loads((where.campaigns / "c1.json").read_text())

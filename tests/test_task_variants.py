@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from cbledger.errors import UserError
 from cbledger.kicad.rewrite import check_rewrite, rewrite
 from cbledger.tasks.catalog import Catalog
+from cbledger.tasks.fixtures.freeze import Recipe
 from cbledger.tasks.fixtures.hashing import tree_files
 from cbledger.tasks.variant import generate as gen
 from cbledger.tasks.variant.quantities import quantity_edits, scale_value
@@ -150,10 +151,14 @@ def test_a_task_on_a_local_board_of_the_projects_own_gets_variants_as_a_syntheti
     manifest = root / Catalog(root).task("led-resistor-swap").manifest.fixture.path / "fixture.json"
     doc = json.loads(manifest.read_text())
     doc["origin"] = "local"
+    doc["freeze"] = Recipe((".",), None, None).to_json()  # as `fixture freeze` wrote it
     manifest.write_text(json.dumps(doc, indent=2) + "\n")
     made = gen.generate(root, "led-resistor-swap", 4)
     gen.finish(made)
-    assert Catalog(root).task(made.task_id).manifest.variant_of == "led-resistor-swap"
+    variant = Catalog(root).task(made.task_id)
+    assert variant.manifest.variant_of == "led-resistor-swap"
+    # a generated tree no freeze made: no recipe, so `fixture freeze` will not freeze over it
+    assert "freeze" not in json.loads((root / variant.manifest.fixture.path / "fixture.json").read_text())
 
 
 def test_a_variant_of_a_variant_and_an_existing_variant_are_refused(tmp_path):
@@ -323,3 +328,22 @@ def test_every_bundled_synthetic_edit_task_has_a_variant_that_gold_passes_and_no
                        "--copperhead-cli", copperhead_cli])
         assert run.exit_code == 0, run.stderr
         assert f"1 run(s) recorded: {1 if verdict == 'pass' else 0} pass" in run.stdout
+
+
+@pytest.mark.parametrize(("pattern", "expected"), [
+    (r"\b1k\b", r"\b0.5k\b"),              # a unit right after the number, then an escape
+    (r"1\.2k", r"0\.6k"),                  # an escaped decimal point is the number's own
+    (r"1.2 ?k", r"0.6 ?k"),                # an optional space between number and unit
+    (r"4\.7\s*kohm", r"2\.35\s*kohm"),
+    (r"= 10 ?mA", r"= 20 ?mA"),
+    (r"C4\.1", r"C4\.1"),                  # a pin stays a pin
+    (r"\b2x\b|\b3rd\b|10Hz", r"\b2x\b|\b3rd\b|10Hz"),  # a number running into a word is no quantity
+])
+def test_a_regex_quantity_is_scaled_however_the_author_spelled_it(pattern, expected):
+    """`\\b1k\\b` and `1\\.2k` were left as they were (a unit right after the number was read as a
+    name, an escaped point as a pin's), so the variant's gold failed its own regex with nothing
+    saying which."""
+    from cbledger.tasks.variant.mapping import VariantMap
+
+    vm = VariantMap(seed=1, refdes={}, nets={}, k=Decimal(2), values={}, budget_families={})
+    assert gen._pattern(pattern, vm, "assertions.json", {}) == expected

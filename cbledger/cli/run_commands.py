@@ -195,8 +195,8 @@ def run(
         if kept_limits and not as_json:
             kept = ((f"--max-cost-usd {max_cost_usd}",) if max_cost_usd is not None else ()) + (
                 (f"--budget-usd {budget_usd}",) if budget_usd is not None else ())
-            typer.echo(f"campaign {campaign}: under the money limits its plan keeps ({' '.join(kept)}); give limits "
-                       "to replace them", err=True)
+            typer.echo(f"campaign {campaign}: under the money limits its plan keeps ({' '.join(kept)}); give a limit "
+                       "to replace it, or `none` to lift it (--budget-usd none)", err=True)
     except UserError:
         _discard_draft(where, new_draft, scratch)  # a bad --campaign or money limit, after the workspace was made
         raise

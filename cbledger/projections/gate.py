@@ -122,7 +122,7 @@ def _row(condition: str, tier: str, model: str, segment: str, tasks: dict[str, l
     passes = sum(c.passes for c in cells)
     uncosted = sum(1 for c in cells for r in c.runs if r.usd_micros is None)
     costed = segment in COSTED_SEGMENTS
-    total = sum(r.usd_micros or 0 for c in cells for r in c.runs) if costed and uncosted < runs else None
+    total = sum(r.usd_micros or 0 for c in cells for r in c.runs) if costed and not uncosted else None  # never a part
     passed_tasks = sum(1 for c in cells if c.passes)
     cpp = Fraction(total, passed_tasks) if total is not None and not uncosted and passed_tasks else None
     per_task = [len(c.runs) for c in cells]

@@ -19,7 +19,7 @@ from cbledger import credentials
 from cbledger.errors import UserError
 from cbledger.grading.evidence.transcript import Transcript, parse_transcript
 from cbledger.grading.evidence.tree import view
-from cbledger.ledger.events import RunRecorded
+from cbledger.ledger.events import HarnessFailure, RunRecorded
 from cbledger.reproduce.findings import Finding
 from cbledger.reproduce.restore import evidence_commits
 from cbledger.runner import cassette as cassette_mod
@@ -53,13 +53,13 @@ def attribution_findings(
         if read is None:
             return []
         stderr = read
-    again = detect(
-        transcript, stderr.decode("utf-8", "replace"), exit_code_from(run.runner_note), run.runner_exit == "cap-exceeded",
-        cassette, run.timings.agent_ms,
-    )
-    if again is not None:
-        again = msgspec.structs.replace(again, detail=credentials.redact(again.detail))
+    said = stderr.decode("utf-8", "replace")
+    exit_code, killed = exit_code_from(run.runner_note), run.runner_exit == "cap-exceeded"
+    again = _redacted(detect(transcript, said, exit_code, killed, cassette, run.timings.agent_ms))
     if again == run.harness_failure:
+        return []
+    # recorded before a provider's 402 was the account's: what that rule gives stands
+    if _redacted(detect(transcript, said, exit_code, killed, cassette, run.timings.agent_ms, before_402=True)) == run.harness_failure:
         return []
     recorded, derived = msgspec.to_builtins(run.harness_failure), msgspec.to_builtins(again)
     return [Finding(
@@ -67,6 +67,10 @@ def attribution_findings(
         message=f"harnessFailure is {recorded!r}, but the preserved evidence gives {derived!r}",
         expected=recorded, actual=derived,
     )]
+
+
+def _redacted(found: HarnessFailure | None) -> HarnessFailure | None:
+    return None if found is None else msgspec.structs.replace(found, detail=credentials.redact(found.detail))
 
 
 def stored_cassette(workspace: Workspace, run: RunRecorded) -> tuple[bool, cassette_mod.Cassette | None]:

@@ -50,6 +50,11 @@ def figures_findings(
         baseline = view(repo, run.sandbox.baseline_sha) if repo.get(run.sandbox.baseline_sha) is not None else None
         transcript = transcript_mod.load(view(repo, capture), baseline)
     derived, _ = stats_from(transcript, run.runner_exit, cap, cassette, run.timings.agent_ms)
+    if derived != run.stats and transcript.run_end is None and cassette is not None:
+        # recorded before cache reads and writes counted as input: what that rule gives stands
+        earlier, _ = stats_from(transcript, run.runner_exit, cap, cassette, run.timings.agent_ms, cache=False)
+        if earlier == run.stats:
+            return []
     recorded, again = msgspec.to_builtins(run.stats), msgspec.to_builtins(derived)
     if recorded is None or again is None:
         if recorded == again:
@@ -77,6 +82,7 @@ def cost_findings(state: LedgerState) -> dict[str, list[Finding]]:
     function of what the ledger already holds: a hand-edited cost, re-chained, is named here. A
     replay carries its original's cost, and a null cost states no figure; neither is priced."""
     tables: dict[str, PricingPublished | None] = {}
+    earlier: dict[str, PricingPublished] = {}
     seen: list[PricingPublished] = []
     out: dict[str, list[Finding]] = {}
     entries: list[tuple[int, RunRecorded]] = [(e.seq, e.run) for e in state.runs.values()]
@@ -86,6 +92,9 @@ def cost_findings(state: LedgerState) -> dict[str, list[Finding]]:
         if isinstance(item, PricingPublished):
             seen.append(item)
             tables.clear()  # a table published later can still amend an earlier version's day
+            # what a version named when it was published, merged as runs were priced before a later
+            # table's route replaced an earlier price: a figure recorded under that rule stands
+            earlier[item.table_version] = pricing.as_of(seen, item.table_version, both_ways=False) or item
             continue
         run, cost = item, item.cost
         if cost.usd_micros is None or run.replay_of is not None or run.stats is None:
@@ -112,6 +121,8 @@ def cost_findings(state: LedgerState) -> dict[str, list[Finding]]:
         table = tables[version]
         route = pricing.route(run.model.id, table)
         again = pricing.usd_micros(route.price if route else None, run.stats.tokens_in, run.stats.tokens_out)
+        if again != cost.usd_micros and _priced(earlier.get(version), run) == cost.usd_micros:
+            continue
         if again != cost.usd_micros:
             where = f"price table {cost.price_table_version}" if table else f"price table {cost.price_table_version}, which no pricing.published before it holds"
             out.setdefault(run.run_id, []).append(Finding(
@@ -121,3 +132,11 @@ def cost_findings(state: LedgerState) -> dict[str, list[Finding]]:
                 expected=cost.usd_micros, actual=again,
             ))
     return out
+
+
+def _priced(table: PricingPublished | None, run: RunRecorded) -> int | None:
+    """What the run's tokens cost under `table` (None: no price, no table, or no stats)."""
+    route = pricing.route(run.model.id, table)
+    if route is None or run.stats is None:
+        return None
+    return pricing.usd_micros(route.price, run.stats.tokens_in, run.stats.tokens_out)

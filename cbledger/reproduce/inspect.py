@@ -101,7 +101,10 @@ def price_used(state: LedgerState, run: RunRecorded) -> dict[str, Any] | None:
     version = run.cost.price_table_version
     if version is None:
         return None
-    table = pricing.as_of([p.body for p in state.pricing], version)
+    # the tables published before the run, as the runner read them and `replay --verify` merges them
+    entry = state.runs.get(run.run_id) or state.later_passes.get(run.run_id)
+    before = [p.body for p in state.pricing if entry is None or p.seq < entry.seq]
+    table = pricing.as_of(before, version)
     found = pricing.route(run.model.id, table) if table is not None else None
     price = found.price if found is not None else None
     return {

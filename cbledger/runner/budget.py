@@ -59,7 +59,7 @@ class MoneyLimits:
 
     def args(self) -> tuple[str, ...]:
         """The limits (and a skipped key check) as flags: what a printed resume command must carry
-        (`--resume` keeps the plan, not these, which are given again)."""
+        (the campaign's plan keeps them too; the printed line says them all the same)."""
         return ((("--max-cost-usd", self.max_cost_usd) if self.max_cost_usd is not None else ())
                 + (("--budget-usd", self.budget_usd) if self.budget_usd is not None else ())
                 + (() if self.key_check else ("--no-key-check",)))
@@ -73,11 +73,13 @@ class MoneyLimits:
         return usd_to_micros(self.budget_usd, "--budget-usd") if self.budget_usd is not None else None
 
 
-def usage(body: Any, events: list[Any] | None) -> tuple[int, int] | None:
+def usage(body: Any, events: list[Any] | None, *, cache: bool = True) -> tuple[int, int] | None:
     """The tokens (in, out) one answer reports: OpenAI's `usage` (of the body or the last chunk
     that has one), Anthropic's (`message_start` and the last `message_delta` of a stream); cache
     reads and writes count as input, as copperhead counts them. None when it reports no usage at
-    all (an OpenAI stream asked without `include_usage`): nothing a limit can count."""
+    all (an OpenAI stream asked without `include_usage`): nothing a limit can count.
+    `cache=False` reads Anthropic's input as runs recorded before cache tokens were counted did
+    (`replay --verify` accepts their figures as the rule they were recorded under gives them)."""
     items: list[Any] = [body]
     for ev in events or []:
         data = getattr(ev, "data", ev)
@@ -100,10 +102,14 @@ def usage(body: Any, events: list[Any] | None) -> tuple[int, int] | None:
             tokens_in = max(tokens_in, _int(u.get("prompt_tokens")))
             tokens_out = max(tokens_out, _int(u.get("completion_tokens")))
         else:
-            seen_in = sum(_int(u.get(k)) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"))
+            seen_in = sum(_int(u.get(k)) for k in (_INPUT_KEYS if cache else _INPUT_KEYS[:1]))
             tokens_in = max(tokens_in, seen_in)
             tokens_out = max(tokens_out, _int(u.get("output_tokens")))
     return (tokens_in, tokens_out) if reported else None
+
+
+#: what Anthropic reports as input: the prompt, and the cache read and written for it
+_INPUT_KEYS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 
 
 def _int(value: Any) -> int:

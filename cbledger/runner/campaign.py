@@ -133,7 +133,7 @@ def retry_hint(latest: list[RunRecorded], retry_env: int, *, again: bool = True,
     attempts = max(r.campaign.attempt for r in left.values() if not isinstance(r.campaign, msgspec.UnsetType))
     campaigns = sorted({r.campaign.id for r in left.values() if not isinstance(r.campaign, msgspec.UnsetType)})
     # the slots of one campaign (as every invocation's are): its kept plan is all a resume needs
-    # `carry`: the money limits given, which a resume is given again (its plan keeps no limits)
+    # `carry`: the money limits given, which a printed resume carries too (its plan keeps them as well)
     resume = invocation.command('run', '--resume', campaigns[0], '--retry-env', str(attempts), *carry) if len(campaigns) == 1 else None
     if resume is not None and not again:
         how = f"run `{resume}`"
@@ -239,17 +239,22 @@ def _segment(kept: CampaignPlan, path: Path, given: str | None, *, recorded: boo
 
 
 def limits_of(workspace: Workspace, campaign: str, max_cost_usd: str | None, budget_usd: str | None) -> tuple[str | None, str | None, bool]:
-    """The money limits the campaign's runs are made under: those given now, else (neither
-    given) those its plan keeps; and whether they are the kept ones. A limit is the operator's
-    word on what a campaign may spend, not on one invocation of it: a resume that dropped it spent
-    without a meter and without a word."""
-    path = _file(workspace, check_id(campaign))
-    if max_cost_usd is not None or budget_usd is not None or not path.is_file():
-        return max_cost_usd, budget_usd, False
-    kept = load(workspace, campaign)
-    cap = None if isinstance(kept.max_cost_usd, msgspec.UnsetType) else kept.max_cost_usd
-    budget = None if isinstance(kept.budget_usd, msgspec.UnsetType) else kept.budget_usd
-    return cap, budget, cap is not None or budget is not None
+    """The money limits the campaign's runs are made under, each on its own: the one given now
+    (`none` lifts it), else the one its plan keeps; and whether a kept one is among them. A limit
+    is the operator's word on what a campaign may spend, not on one invocation of it: a resume
+    that dropped one spent without a meter and without a word."""
+    kept = load(workspace, campaign) if _file(workspace, check_id(campaign)).is_file() else None
+
+    def one(given: str | None, kept_value: str | msgspec.UnsetType | None) -> tuple[str | None, bool]:
+        if given is not None:
+            return (None if given.strip().lower() == "none" else given), False
+        if kept is None or isinstance(kept_value, msgspec.UnsetType) or kept_value is None:
+            return None, False
+        return kept_value, True
+
+    cap, cap_kept = one(max_cost_usd, kept.max_cost_usd if kept else None)
+    budget, budget_kept = one(budget_usd, kept.budget_usd if kept else None)
+    return cap, budget, cap_kept or budget_kept
 
 
 def _of(run: RunRecorded, campaign: str) -> bool:

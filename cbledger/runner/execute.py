@@ -187,7 +187,7 @@ def run_setup(settings: RunSettings, planned: PlannedRun, workdir: Path) -> list
 
 def stats_from(
     transcript: Transcript, runner_exit: str | None = None, max_turns: int = 1,
-    cassette: cassette_mod.Cassette | None = None, agent_ms: int | None = None,
+    cassette: cassette_mod.Cassette | None = None, agent_ms: int | None = None, *, cache: bool = True,
 ) -> tuple[RunStats | None, str | None]:
     """The run-end figures. A transcript without `run-end` (a crash, a kill at the cap) gets
     stats synthesized by the runner — exit path `cap-exceeded` or `stalled`, the turns it can
@@ -199,7 +199,7 @@ def stats_from(
         exit_path: ExitPath = runner_exit if is_exit_path(runner_exit) else "stalled"
         turns = len(transcript.of_type("assistant"))
         note = f"no run-end in the transcript; stats synthesized by the runner (exit path {exit_path})"
-        used = spend.from_cassette(cassette)
+        used = spend.from_cassette(cassette, cache=cache)
         if used is not None:
             note += f"; tokens from the cassette's {used.calls} answered model call(s)"
         return (
@@ -313,7 +313,8 @@ def route_and_segment(
         # beside models it does not compete with
         raise UserError(
             f"--segment {given}: price table {table.table_version if table else ''} files model {model_id} under "
-            f"{r.segment}; --segment is for a model the table does not list (drop it)"
+            f"{r.segment}; --segment is for a model the table does not list (drop it; a campaign's plan keeps the one it "
+            "was started with: name a new campaign with --campaign)"
         )
     segment = given or (r.segment if r else None)
     if segment is None:

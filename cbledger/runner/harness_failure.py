@@ -76,10 +76,12 @@ def exit_code_from(note: str | None) -> int | None:
 
 def detect(
     transcript: Transcript, stderr: str, exit_code: int | None, killed: bool, cassette: Cassette | None = None,
-    agent_ms: int = 0,
+    agent_ms: int = 0, *, before_402: bool = False,
 ) -> HarnessFailure | None:
     """The reason this run is not the model's, or None when the model's work decided it.
-    `agent_ms`: how long the harness ran (a request unanswered for half of it is a hang)."""
+    `agent_ms`: how long the harness ran (a request unanswered for half of it is a hang).
+    `before_402`: the rule runs were recorded under before a provider's 402 was the account's
+    (`replay --verify` accepts what either gives)."""
     answered = len(transcript.of_type("assistant"))
     turn = answered + 1
     code = exit_code or 0  # the note states no exit 0, so a restored run reads None for it
@@ -91,7 +93,7 @@ def detect(
             kind="harness-signal", turn=turn,
             detail=f"the harness was ended by {by_signal} (exit {exit_code}){where}, which the runner did not send",
         )
-    provider = _provider_failure(transcript, killed, cassette, turn, agent_ms)
+    provider = _provider_failure(transcript, killed, cassette, turn, agent_ms, before_402)
     if provider is not None:
         return provider
     if answered:
@@ -129,7 +131,7 @@ def _outside_signal(exit_code: int | None, killed: bool) -> str | None:
 
 
 def _provider_failure(
-    transcript: Transcript, killed: bool, cassette: Cassette | None, turn: int, agent_ms: int,
+    transcript: Transcript, killed: bool, cassette: Cassette | None, turn: int, agent_ms: int, before_402: bool = False,
 ) -> HarnessFailure | None:
     last = _last_call(cassette)
     for ev in transcript.of_type("run-failed"):
@@ -143,7 +145,7 @@ def _provider_failure(
         m = _STATUS.match(reason)
         if m is not None:
             status = int(m.group(1))
-            if status == REFUSAL_STATUS and last is not None and _limit_refusal(last):
+            if status == REFUSAL_STATUS and (before_402 or (last is not None and _limit_refusal(last))):
                 return None  # this project's own money limit: a limit like the turn cap (docs/RUNNER.md)
             if status in ENVIRONMENT_STATUSES or status >= 500:
                 return HarnessFailure(kind="provider-status", detail=reason, turn=turn, status=status)

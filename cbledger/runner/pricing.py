@@ -141,7 +141,9 @@ def _in_order(tables: Sequence[PricingPublished]) -> list[PricingPublished]:
     return sorted(tables, key=lambda t: t.effective_date)
 
 
-def _merged(applicable: list[PricingPublished]) -> PricingPublished | None:
+def _merged(applicable: list[PricingPublished], both_ways: bool = True) -> PricingPublished | None:
+    """`both_ways=False`: the merge runs were priced under before a later table's route replaced
+    an earlier price (`replay --verify` accepts the figure either gives)."""
     if not applicable:
         return None
     models: dict = {}
@@ -149,10 +151,10 @@ def _merged(applicable: list[PricingPublished]) -> PricingPublished | None:
     for t in applicable:
         # a later table wins over an earlier one both ways: a route it lists takes the models it
         # covers out of the priced ones, and a model it prices takes its own id out of the routes
-        for key in t.null_cost_routes:
+        for key in t.null_cost_routes if both_ways else ():
             for model_id in [m for m in models if covers(key, m)]:
                 del models[model_id]
-        for model_id in t.models:
+        for model_id in t.models if both_ways else ():
             routes.pop(model_id, None)
         models.update(t.models)
         routes.update(t.null_cost_routes)
@@ -166,13 +168,13 @@ def in_effect(tables: Sequence[PricingPublished], day: _dt.date) -> PricingPubli
     return _merged([t for t in _in_order(tables) if t.effective_date <= day])
 
 
-def as_of(tables: Sequence[PricingPublished], version: str) -> PricingPublished | None:
+def as_of(tables: Sequence[PricingPublished], version: str, *, both_ways: bool = True) -> PricingPublished | None:
     """The table a run that recorded `version` was priced under: that table with everything it
     inherited (the tables effective before it, and those of its day published before it)."""
     ordered = _in_order(tables)
     for i, t in enumerate(ordered):
         if t.table_version == version:
-            return _merged(ordered[: i + 1])
+            return _merged(ordered[: i + 1], both_ways)
     return None
 
 

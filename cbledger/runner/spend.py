@@ -23,26 +23,27 @@ class Usage:
     calls: int
 
 
-def from_cassette(cassette: Cassette | None) -> Usage | None:
-    """The usage the cassette's answered model calls state; None when none states any."""
+def from_cassette(cassette: Cassette | None, *, cache: bool = True) -> Usage | None:
+    """The usage the cassette's answered model calls state; None when none states any.
+    `cache=False`: as runs recorded before cache tokens were counted read it (`budget.usage`)."""
     if cassette is None:
         return None
     tin = tout = calls = 0
     for ex in model_calls(cassette):
-        counted = _usage(ex)
+        counted = _usage(ex, cache)
         if counted is None:
             continue
         tin, tout, calls = tin + counted[0], tout + counted[1], calls + 1
     return Usage(tin, tout, calls) if calls else None
 
 
-def _usage(ex: Recorded) -> tuple[int, int] | None:
+def _usage(ex: Recorded, cache: bool = True) -> tuple[int, int] | None:
     """What one answered call used, read as the meter reads it as it is answered
     (`budget.usage`: cache reads and writes are input, as copperhead counts them), so a run's
     recorded cost and what its limits counted are one figure."""
     if ex.status >= 300:
         return None
-    return budget.usage(ex.body, ex.events)
+    return budget.usage(ex.body, ex.events, cache=cache)
 
 
 def unreported(cassette: Cassette | None) -> int:

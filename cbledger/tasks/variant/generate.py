@@ -98,9 +98,12 @@ def _constraints(doc: dict[str, Any], vm: VariantMap) -> dict[str, Any]:
 
 
 _ESCAPE = re.compile(r"(\\.)")
-#: a number in a regex: not inside a name, but it may follow an escape such as `\b`
-_REGEX_NUMBER = re.compile(rf"(?:(?<=\\b)|(?<![\w.\\]))(?P<num>{quantities.NUM})(?![\w]|\\.\d)")
-_REGEX_UNIT = re.compile(r"(?:\\s[?*]?| ?)(?P<unit>[a-zA-ZµΩ]+)")
+#: a number in a regex: not inside a name, but it may follow an escape such as `\b`; its decimal
+#: point may be escaped (`1\.2k`), and a unit may follow it at once (`1k`, `4\.7kohm`)
+_REGEX_NUMBER = re.compile(r"(?:(?<=\\b)|(?<![\w.\\]))(?P<num>\d+(?:\\?\.\d+)?)(?!\d|\\?\.\d)")
+#: what may stand between a number and its unit in a regex: nothing, a space, an optional space
+#: (` ?`, ` *`) or whitespace (`\s`, `\s?`, `\s*`)
+_REGEX_UNIT = re.compile(r"(?:\\s[?*]?| [?*]?|)(?P<unit>[a-zA-ZµΩ]+)")
 
 
 def _pattern(pattern: str, vm: VariantMap, where: str, stated: dict[str, set[quantities.Family]]) -> str:
@@ -113,13 +116,17 @@ def _pattern(pattern: str, vm: VariantMap, where: str, stated: dict[str, set[qua
         return pattern.replace(inner, re.escape(vm.values[inner]), 1)
     scaled: list[tuple[int, int, str]] = []
     for m in _REGEX_NUMBER.finditer(pattern):
-        num = m.group("num")
+        escaped = "\\." in m.group("num")
+        num = m.group("num").replace("\\.", ".")
         if pattern[max(0, m.start() - 2) : m.start()] == "\\." or pattern[m.start() - 1 : m.start()] in ("{", ","):
             continue
         unit = _REGEX_UNIT.match(pattern, m.end())
         if unit and unit.group("unit") in quantities.UNITS:
-            scaled.append((m.start(), m.end(), quantities.scale_quantity(num, unit.group("unit"), vm.k)))
+            new = quantities.scale_quantity(num, unit.group("unit"), vm.k)
+            scaled.append((m.start(), m.end(), new.replace(".", "\\.") if escaped else new))
             continue
+        if re.match(r"\w", pattern[m.end() : m.end() + 1]):
+            continue  # a number that runs into a word (`2x`, `3rd`): part of a name, not a quantity
         families = stated.get(num, set())
         if len(families) != 1:
             raise UserError(
@@ -127,7 +134,8 @@ def _pattern(pattern: str, vm: VariantMap, where: str, stated: dict[str, set[qua
                 "a variant cannot tell whether to scale it (write it with its unit)"
             )
         (family,) = families
-        scaled.append((m.start(), m.end(), quantities.render(quantities.scale_number(num, quantities.factor_for(family, vm.k)))))
+        new = quantities.render(quantities.scale_number(num, quantities.factor_for(family, vm.k)))
+        scaled.append((m.start(), m.end(), new.replace(".", "\\.") if escaped else new))
     out: list[str] = []
     cursor = 0
     for start, end, new in sorted(scaled):
@@ -253,6 +261,9 @@ def _write_fixture_manifest(fixture: Fixture, fixture_dir: Path, sha: str, vm: V
     manifest = read_document(fixture.dir / "fixture.json")
     manifest["id"] = fixture_id
     manifest["sha256"] = sha
+    # a generated tree, no freeze of the original's commit makes: without its recipe `fixture
+    # freeze` refuses to freeze over it, and `fixture materialize` has nothing to fetch
+    manifest.pop("freeze", None)
     scale = manifest.get("scale")
     if isinstance(scale, dict):
         for key in ("signalNets", "powerNets"):
