@@ -342,6 +342,11 @@ OPTION_CASES: list[tuple[str, tuple[str, ...]]] = [
     ("log-verdict-unknown", ("log", "--verdict", "maybe", "--ledger", "{ledger}")),
     # a verdict is a grade's: with only runs asked for it listed nothing, exit 0
     ("log-verdict-of-runs", ("log", "--type", "run.recorded", "--verdict", "pass", "--ledger", "{ledger}")),
+    # written with exit 0 once, left for validate (or nothing) to find
+    ("fixture-freeze-complexity", ("fixture", "freeze", "--from", "{root}", "--id", "x-board", "--complexity", "trivial",
+                                   "--root", "{root}")),
+    ("task-new-brief-outside", ("task", "new", "x-brief", "--fixture", "synthetic-led-resistor", "--tier", "simple",
+                                "--outcome", "edit", "--mode", "create", "--brief", "../../etc/passwd", "--root", "{root}")),
     ("log-unknown-option", ("log", "--limit", "5", "--ledger", "{ledger}")),
     ("show-no-such-seq", ("show", "99999", "--ledger", "{ledger}")),
     ("show-no-such-id", ("show", "run.recorded:nobody", "--ledger", "{ledger}")),

@@ -245,6 +245,8 @@ def freeze_cmd(
         fail("--id ID: name the fixture (kebab-case)")
     if not conforms(fixture_id, Slug):
         fail(f"--id {fixture_id!r}: must be kebab-case ([a-z0-9] words joined by '-', at most 100 characters)")
+    if complexity is not None and complexity not in ("simple", "medium", "hard"):
+        fail(f"--complexity {complexity!r}: one of simple, medium, hard; nothing was written")
     fixture_dir = dest or _fixture_dir(root, fixture_id, must_exist=False)
     if license_file is not None:  # `./LICENSE` and `/LICENSE` name the root's LICENSE, and are kept as that
         license_file = posixpath.normpath(license_file.strip()).lstrip("/")

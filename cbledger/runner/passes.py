@@ -120,7 +120,7 @@ def observed(graded: steps.Graded) -> hints_mod.Observed:
 def _budget_spent(settings: steps.RunSettings) -> bool:
     """Whether the campaign's `--budget-usd` is spent: a pass started then would be refused at its
     first model call and recorded as a run the model never answered."""
-    guard = getattr(settings.agent, "money", None)
+    guard = getattr(getattr(settings, "agent", None), "money", None)
     return guard is not None and guard.purse.exhausted()
 
 

@@ -24,6 +24,7 @@ from cbledger.errors import UserError
 from cbledger.ledger.durable import naming
 from cbledger.tasks.catalog import Catalog, Fixture
 from cbledger.tasks.definitions import INCOMPLETE, incomplete
+from cbledger.tasks.fixtures.install import safe_relative
 from cbledger.tasks.model import Assertions, TaskManifest
 from cbledger.tasks.validate import path_arg_outside
 from cbledger.tasks.vocabulary import VOCABULARY
@@ -254,7 +255,7 @@ def scaffold(
     elif mode == "create":
         if not brief_path:
             raise UserError("--brief is required: a create task's request is a brief file in the fixture tree")
-        request["briefPath"] = brief_path
+        request["briefPath"] = safe_relative(brief_path, "--brief")  # validate refuses one outside the tree too
     elif mode != "check":
         raise UserError(f"--mode {mode!r}: one of do, create, sync, check (the copperhead surface driven)")
     nets, refs, tree_budgets = _board_facts(fixture)
