@@ -48,6 +48,7 @@ def test_run_with_a_ledger_elsewhere_keeps_its_outputs_beside_it(tmp_path, kicad
     unit = tmp_path / "other"
     assert not (root / "results").exists() and not (root / "LEADERBOARD.md").exists()
     assert (unit / "runs" / f"{run['runId']}.bundle").is_file()
+    assert run["bundle"] == f"results/runs/{run['runId']}.bundle" and run["bundleFile"] == str(unit / "runs" / f"{run['runId']}.bundle")
     for record in run["records"]:  # named as events name them: results/... in this workspace
         assert record.startswith("results/") and (unit / record.removeprefix("results/")).is_file()
     assert (unit / "LEADERBOARD.md").is_file() and (unit / "cbledger.db").is_file()

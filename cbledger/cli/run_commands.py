@@ -297,7 +297,8 @@ def _report(
              f"recorded; the same command again (it finds nothing to run) or `{invocation.command('project', 'all')}` "
              "brings the outputs up to date", code=INTERRUPTED)
     if as_json:
-        typer.echo(_json_answer(result, campaign, hint, records=records, kept=kept, projected=project and not unprojected))
+        typer.echo(_json_answer(result, campaign, hint, records=records, kept=kept, projected=project and not unprojected,
+                                where=where))
     else:
         for output in result.outputs:
             run, grade = output.run, output.grade
@@ -348,10 +349,12 @@ def _announce(slots: campaign_mod.Campaign, todo: list[PlannedRun], retry_env: i
 
 def _json_answer(
     result: SuiteResult, campaign: str, hint: str | None, *, records: dict[str, list[str]] | None = None,
-    kept: Path | None = None, projected: bool = False,
+    kept: Path | None = None, projected: bool = False, where: Workspace | None = None,
 ) -> str:
     """`run --json`'s one document, in one shape whether the invocation ran anything or found its
-    campaign complete (an empty `result`); `kept` is where the sandboxes were kept, if they were."""
+    campaign complete (an empty `result`); `kept` is where the sandboxes were kept, if they were.
+    Names are the ledger's (`results/...`); `bundleFile` is the bundle where it is (a draft's or
+    `--results DIR`'s own file), as the text names it."""
     return json.dumps({
         "runs": [
             {
@@ -361,6 +364,8 @@ def _json_answer(
                 # a money limit's stop, which the verdict alone shows as the model's failure
                 "costCap": msgspec.to_builtins(o.run.cost_cap) if o.run.cost_cap else None,
                 "records": (records or {}).get(o.run.run_id, []), "bundle": bundle_name(o.run.run_id),
+                # the names above are the ledger's (`results/...`); this is the file, wherever the workspace is
+                **({"bundleFile": _shown(where, bundle_name(o.run.run_id))} if where is not None else {}),
                 "sandbox": str(kept / o.run.run_id) if kept is not None else None,
                 **({"pass": o.run.passes.index, "passesAllowed": o.run.passes.allowed} if o.run.passes else {}),
             }
