@@ -360,8 +360,10 @@ def cassette_attached(n: int = 1, *, id: str | None = None, tape: str = "a") -> 
 
 
 def evidence_imported(n: int = 1, *, id: str | None = None) -> EvidenceImportedEvent:
+    content = f'{{"verdict": "pass", "n": {n}}}'
+    sha = hashlib.sha256(content.encode()).hexdigest()  # an import is addressed by its content's digest
     return EvidenceImportedEvent(
-        id=id or f"evidence.imported:{n}",
+        id=id or f"evidence.imported:{sha}",
         at=at(n),
         actor=Actor(kind="importer", name="import-tool"),
         body=EvidenceImported(
@@ -369,8 +371,8 @@ def evidence_imported(n: int = 1, *, id: str | None = None) -> EvidenceImportedE
             source="external-harness",
             original_path=f"imports/{n}/result.json",
             format="harness-result/2",
-            sha256=h64("import", n),
-            content='{"verdict": "pass"}',
+            sha256=sha,
+            content=content,
             summary=ImportSummary(task_id="fix-net-1", model="some-model", verdict="pass"),
             files=[
                 ImportedFile(
@@ -699,6 +701,8 @@ class Stream:
 
     def imported(self, *, task_id: str = "do-rename-net", model: str = "outside:model", verdict: str = "pass") -> EventBase:
         n = len(self.events)
+        content = f'{{"n": {n}}}'
+        sha = hashlib.sha256(content.encode()).hexdigest()
         return self._add(
             EvidenceImportedEvent,
             EvidenceImported(
@@ -706,11 +710,11 @@ class Stream:
                 source="manual-reviewer-import",
                 original_path=f"imports/{n}.json",
                 format="manual-import/1",
-                sha256=h64("import", n),
-                content="{}",
+                sha256=sha,
+                content=content,
                 summary=ImportSummary(task_id=task_id, model=model, verdict=verdict, suite_version="1.0.0", run_date="2026-09-01"),
             ),
-            id=f"evidence.imported:{n}",
+            id=f"evidence.imported:{sha}",
             actor=Actor(kind="importer", name="importer"),
         )
 

@@ -12,6 +12,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from cbledger.ledger.store import LedgerStore
@@ -450,3 +451,36 @@ def test_an_interrupted_import_keeps_its_files_exactly_when_its_events_landed(ro
         assert len(named) == 2 and named <= new_files, "the files the landed event names were removed"
     else:
         assert landed == [] and new_files == set()
+
+
+def test_an_import_is_held_to_what_its_event_states(root, tmp_path):
+    """`replay --verify` skipped imports with a note and never read their kept files, and
+    `append` took an import whose content did not hash to the sha256 its id claims: evidence
+    could be rewritten after its import, or made up under another import's hash."""
+    path = manual(tmp_path)
+    assert cli(root, "import", "--manual", path).exit_code == 0
+    (e,) = imports(root)
+    assert cli(root, "replay", "--verify", "--no-projections").exit_code == 0
+    transcript = root / next(f.stored_path for f in e.body.files if f.role == "transcript")
+    original = transcript.read_bytes()
+    transcript.write_bytes(original + b'{"role":"assistant","content":"tampered"}\n')
+    tampered = cli(root, "replay", "--verify", "--no-projections", "--json")
+    assert tampered.exit_code == 3, tampered.output
+    (found,) = json.loads(tampered.stdout)["failures"]
+    assert (found["kind"], found["file"], found["seq"]) == ("import-file-different", f"results/imports/{e.body.sha256}/transcript/session.jsonl", 2)
+    said = cli(root, "replay", "--verify", "--no-projections")
+    assert "NOT VERIFIED: an import does not match what its event states (exit 3)" in said.stderr, said.stderr
+    transcript.unlink()
+    gone = json.loads(cli(root, "replay", "--verify", "--no-projections", "--json").stdout)["failures"]
+    assert [f["kind"] for f in gone] == ["import-file-missing"]
+    transcript.write_bytes(original)
+    # an import under a hash its content does not have: refused at append, nothing written
+    forged = msgspec.to_builtins(e)
+    forged.pop("seq", None)
+    forged["body"]["sha256"] = "3" * 64
+    forged["id"] = "evidence.imported:" + "3" * 64
+    before = ledger_of(root).read_bytes()
+    refused = run_cli(["append", "-", "--ledger", ledger_of(root)], input=json.dumps(forged) + "\n")
+    assert refused.exit_code == 2, refused.output
+    assert f"$.body.content hashes to sha256 {e.body.sha256}, not the $.body.sha256 {'3' * 64}" in refused.stderr
+    assert ledger_of(root).read_bytes() == before

@@ -272,7 +272,11 @@ def _verdict(report: verify_mod.VerifyReport) -> None:
     elif code == verify_mod.EXIT_OK:
         typer.echo("verified: every check passed")
     else:
-        reason = {1: "the chain is broken", 3: "a run does not reproduce", 4: "projections differ",
+        imported = any(f.check == "import" for f in report.run_failures)
+        runs = any(f.check != "import" for f in report.run_failures)
+        reproduce = ("a run does not reproduce" + (", and an import does not match its event" if imported else "")
+                     if runs or not imported else "an import does not match what its event states")
+        reason = {1: "the chain is broken", 3: reproduce, 4: "projections differ",
                   5: _checkpoint_reason(report),
                   6: f"{len(report.skips)} recorded grade(s) or run(s) not reproduced (--allow-skipped accepts them)",
                   7: _definitions_reason(report)}[code]

@@ -12,6 +12,7 @@ the runner, re-scoring and imports build their events from the runs they just re
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 from collections.abc import Sequence
 
@@ -23,6 +24,7 @@ from cbledger.ledger.events import (
     MAX_PRICE,
     CassetteAttachedEvent,
     EventBase,
+    EvidenceImported,
     EvidenceImportedEvent,
     GradeRecordedEvent,
     PricingPublishedEvent,
@@ -60,6 +62,19 @@ def _recorded_runs(store: LedgerStore, wanted: set[str]) -> set[str]:
     return found
 
 
+def import_problems(event_id: str, body: EvidenceImported) -> list[str]:
+    """An import is addressed by the digest of what it holds (docs/REPRODUCE.md): its content
+    must hash to its `sha256`, and its id must name that digest. One that does not claims
+    evidence it does not carry (another import's hash, or a rewritten content)."""
+    out = []
+    found = hashlib.sha256(body.content.encode("utf-8")).hexdigest()
+    if found != body.sha256:
+        out.append(f"$.body.content hashes to sha256 {found}, not the $.body.sha256 {body.sha256} it states")
+    if event_id != f"evidence.imported:{body.sha256}":
+        out.append(f"$.id must be evidence.imported:<$.body.sha256> (evidence.imported:{body.sha256})")
+    return out
+
+
 def check_batch(
     store: LedgerStore, events: Sequence[EventBase], labels: Sequence[str] | None = None, now: _dt.datetime | None = None,
 ) -> None:
@@ -83,6 +98,9 @@ def check_batch(
         if isinstance(named_surface, str) and named_surface not in known:
             problems.append(f"{named[index]} ({event.id}): surface {named_surface!r} is not in "
                             f"cbledger/ledger/surfaces.json{did_you_mean(named_surface, known)}")
+    for index, event in enumerate(events):
+        if isinstance(event, EvidenceImportedEvent):
+            problems += [f"{named[index]} ({event.id}): {p}" for p in import_problems(event.id, event.body)]
     for index, event in enumerate(events):
         if isinstance(event, PricingPublishedEvent):
             problems += [f"{named[index]} ({event.id}): $.body.models[{json.dumps(model)}].{spelled}: {value} USD per "

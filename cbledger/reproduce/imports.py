@@ -26,6 +26,7 @@ import msgspec
 
 from cbledger import credentials, inputs, invocation
 from cbledger.errors import SecretFound, UserError
+from cbledger.ledger import semantics
 from cbledger.ledger.durable import fsync_directory, write_atomic
 from cbledger.ledger.events import (
     Actor,
@@ -38,8 +39,10 @@ from cbledger.ledger.events import (
 from cbledger.ledger.store import LedgerStore, remove_unless_landed
 from cbledger.ledger.surfaces import MANUAL_IMPORT_FORMAT, import_surface
 from cbledger.login import login_name
+from cbledger.projections.fold import LedgerState
 from cbledger.projections.paths import RETRACTION_NAME
 from cbledger.reproduce import manual as manual_mod
+from cbledger.reproduce.findings import Finding
 from cbledger.reproduce.import_formats import recognize
 from cbledger.workspace import Workspace
 
@@ -272,3 +275,33 @@ def import_manual(
     )
     body = msgspec.structs.replace(body, surface=import_surface(body))
     return _commit(workspace, [_Candidate(body, kept)], Actor(kind="reviewer", name=login_name("importer")))
+
+
+# --------------------------------------------------------------------------- verification
+
+
+def import_findings(state: LedgerState, workspace: Workspace) -> list[Finding]:
+    """Each import held to what it states: its content to its digest and id (`semantics.
+    import_problems`, which `append` refuses too), and each file kept beside it to the digest and
+    size its event records. Imports are never re-graded, but they are published beside the runs:
+    evidence rewritten after its import, or made up under another import's hash, is named here."""
+    out: list[Finding] = []
+    for imp in state.imports:
+        body = imp.body
+        for problem in semantics.import_problems(f"evidence.imported:{body.sha256}", body):
+            out.append(Finding(check="import", kind="import-digest", seq=imp.seq, message=f"evidence.imported: {problem}"))
+        for kept in body.files:
+            path = workspace.stored(kept.stored_path)
+            data = None
+            if path is not None and path.is_file() and not path.is_symlink():
+                with path.open("rb") as f:
+                    data = f.read(kept.bytes + 1)  # one byte past what it records: a longer file is named, never read whole
+            shown = workspace.shown(kept.stored_path)
+            if data is None:
+                out.append(Finding(check="import", kind="import-file-missing", seq=imp.seq, file=shown,
+                                   message=f"the {kept.role} this import keeps is not there (or not a regular file)"))
+            elif len(data) != kept.bytes or _sha256(data) != kept.sha256:
+                out.append(Finding(check="import", kind="import-file-different", seq=imp.seq, file=shown,
+                                   message=f"the {kept.role} this import keeps is not the {kept.sha256[:16]}… "
+                                           f"({kept.bytes} bytes) its event records"))
+    return out

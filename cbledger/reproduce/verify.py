@@ -64,6 +64,7 @@ from cbledger.reproduce.checkpoints import (
 )
 from cbledger.reproduce.figures import cost_findings
 from cbledger.reproduce.findings import Finding, RunCheck
+from cbledger.reproduce.imports import import_findings
 from cbledger.reproduce.outputs import OutputsCheck, check_outputs, check_site, check_tables
 from cbledger.reproduce.rubrics import rubric_findings, scored_versions
 from cbledger.reproduce.runs import Suites, check_run
@@ -546,6 +547,8 @@ def _verify(
         report.suite_failures += rubric_findings(state, suites)
         if not options.run_ids and options.since is None:
             report.orphan_failures = orphan_grades(state, grades)
+        if not options.run_ids:
+            report.orphan_failures += import_findings(state, workspace)
         if on_runs_planned:
             on_runs_planned(len(jobs))
         parallel = pool is not None and len(jobs) > 1
