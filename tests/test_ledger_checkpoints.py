@@ -529,3 +529,42 @@ def test_a_checkpoint_of_a_results_directory_elsewhere_is_named_where_it_is(proj
     [failure] = json.loads(r.stdout)["failures"]
     assert failure["kind"] == "checkpoint-signature" and failure["file"] == str(damaged), failure
     assert str(damaged) in failure["message"] and "results/checkpoints" not in failure["message"]
+
+
+def test_since_checkpoint_never_starts_after_a_checkpoint_only_the_results_directory_vouches_for(
+    project: Project, tmp_path: Path,
+):
+    """A copy handed over, a grade forged, re-signed with a key generated into the copy's own
+    keys/: `--since-checkpoint` started after that checkpoint, re-graded nothing and said
+    "verified" (the self-trusted-key note needed every checkpoint to be self-signed)."""
+    import shutil
+
+    size, _ = project.checkpoint()  # the publisher's, by the project's committed key
+    copy, theirs = tmp_path / "handed-over", tmp_path / "theirs" / "x.skey"
+    shutil.copytree(project.root / "results", copy)
+    LedgerStore(copy / "ledger" / "events.jsonl").append(runs_and_grades(2, start=20))
+    theirs.parent.mkdir(mode=0o700)
+    for args in (["key", "generate", "--out", theirs, "--name", "copy.example/x"], ["checkpoint", "--key", theirs]):
+        r = run_cli(["--results", copy, *args, "--root", project.root])
+        assert r.exit_code == 0, r.output
+    r = run_cli(["--results", copy, "replay", "--verify", "--since-checkpoint", "--no-projections", "--json",
+                 "--root", project.root])
+    report = json.loads(r.stdout)
+    assert report["sinceCheckpoint"]["size"] == size, report["sinceCheckpoint"]
+    notes = [n for n in report["notes"] if n["kind"] == "self-trusted-key"]
+    assert notes and "re-grading does not start after it" in notes[0]["message"], report["notes"]
+
+
+def test_signing_with_a_key_the_workspace_does_not_trust_is_said(project: Project, tmp_path: Path):
+    """A checkpoint signed by a key whose public half is under no trusted keys/ binds nothing at
+    verify (a note, exit 0), yet it was written without a word."""
+    r = project.cli("checkpoint", "--key", project.skey)
+    assert r.exit_code == 0 and "warning" not in r.stderr, r.output
+    elsewhere, other = tmp_path / "scratch", tmp_path / "other" / "o.skey"
+    other.parent.mkdir(mode=0o700)
+    assert run_cli(["--results", elsewhere, "key", "generate", "--out", other, "--name", "test.example/ledger",
+                    "--root", project.root]).exit_code == 0
+    project.append(runs_and_grades(2, start=30))
+    r = project.cli("checkpoint", "--key", other)
+    assert r.exit_code == 0, r.output
+    assert "is not a key this workspace trusts" in r.stderr and "--key" in r.stderr, r.stderr

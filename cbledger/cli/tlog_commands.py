@@ -85,7 +85,7 @@ def _read(path: Path) -> bytes:
 @key_app.command("generate")
 def key_generate(
     out: Annotated[Path, typer.Option("--out", metavar="SKEY", callback=into_existing_directory, help="Where the private key goes (outside the repository; never under results/).")],
-    name: Annotated[str, typer.Option(help="The key name, which is also the checkpoints' origin.")] = DEFAULT_NAME,
+    name: Annotated[str, typer.Option(help="The key name; the origin of a ledger's first checkpoint (a recorded origin stays).")] = DEFAULT_NAME,
     vkey: Annotated[Path | None, typer.Option("--vkey", metavar="FILE", callback=into_existing_directory, help=f"Where the public key goes. Default: {KEYS}/<name>.vkey under the root (under the results directory for a scratch workspace).")] = None,
     root: RootOption = None,
     as_json: JsonFlag = False,
@@ -138,6 +138,13 @@ def checkpoint(
     signer = _signing_key(key, where)
     actor = Actor(kind="maintainer", name=login_name("maintainer"))
     done = publish.publish(LedgerStore(where.ledger), signer, where.checkpoint, actor, origin)
+    if done.appended is not None and signer.verifier() not in checkpoints.trusted_keys(where, ()):
+        # signed all the same (a key may be published later), but said: verify holds the ledger to
+        # no checkpoint whose signer it does not trust, and LEADERBOARD.md would still list it
+        typer.echo(f"warning: {signer.name}+{signer.key_id:08x} is not a key this workspace trusts (no matching .vkey "
+                   f"under {', '.join(dict.fromkeys(where.shown_path(d) + '/' for d in (where.keys, where.own_keys)))}): "
+                   "replay --verify will not hold the ledger to this checkpoint unless its public key is given with --key",
+                   err=True)
     cp = done.checkpoint
     rel = os.path.relpath(done.path, where.root)
     # Also when the checkpoint was recorded already: a run killed between its append and its

@@ -78,6 +78,17 @@ def self_vouched(workspace: Workspace, named: Sequence[Path], given: Sequence[tu
                             "brings itself: a copy handed to you vouches for itself; pass the publisher's key with --key")]
 
 
+def self_brought(workspace: Workspace, named: Sequence[Path]) -> set[VerifierKey]:
+    """The keys only the results directory itself vouches for: those `key generate` put under
+    its own `keys/` (a scratch workspace's), not the project's, when no key was named. A
+    checkpoint signed by them alone proves what the directory says of itself."""
+    if named or workspace.own_keys == workspace.keys:
+        return set()
+    project = {p.resolve() for p in workspace.keys.glob("*.vkey")}
+    own = [p for p in sorted(workspace.own_keys.glob("*.vkey")) if p.resolve() not in project]
+    return set(trusted_keys(workspace, own)) - set(trusted_keys(workspace, sorted(project))) if own else set()
+
+
 def no_key(workspace: Workspace) -> str:
     """Where no key was found, and how to give one: run outside the project (a copy of its
     ledger on another laptop) the default `keys/` is under the working directory, not the project's."""

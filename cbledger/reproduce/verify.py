@@ -41,6 +41,8 @@ from cbledger import invocation
 from cbledger import scratch as scratch_dir
 from cbledger.errors import UserError
 from cbledger.ledger.events import GradeRecorded, GradeRecordedEvent
+from cbledger.ledger.keys import VerifierKey
+from cbledger.ledger.signed_checkpoint import SignedCheckpoint
 from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.verify import ChainReport
 from cbledger.projections.fold import (
@@ -59,6 +61,7 @@ from cbledger.reproduce.checkpoints import (
     chain_and_checkpoints,
     open_given,
     published_beside,
+    self_brought,
     self_vouched,
     trusted_keys,
 )
@@ -448,11 +451,27 @@ def _outputs_ahead(state: LedgerState, workspace: Workspace) -> Future[OutputsCh
     return future
 
 
-def _after_checkpoint(report: VerifyReport, options: Options, notes: list[Finding]) -> Options:
+def _after_checkpoint(
+    report: VerifyReport, options: Options, notes: list[Finding], own: set[VerifierKey] | None = None,
+) -> Options:
     """`--since-checkpoint`: the options with `since` at the newest signed checkpoint the ledger
     was just shown to extend (every one given passed, or verification stopped before this); with
-    none, every run is re-graded and a note says so."""
-    given = report.checkpoints.given
+    none, every run is re-graded and a note says so. A checkpoint signed only by keys the results
+    directory brings itself (`own`) is no place to start: a copy handed over, a grade forged and
+    re-signed with a key generated into it, would then be re-graded by nobody."""
+    def self_signed(c: SignedCheckpoint) -> bool:
+        return own is not None and bool(own) and all(k in own for k in c.signers)
+
+    given = [(path, c) for path, c in report.checkpoints.given if not self_signed(c)]
+    dropped = [c.size for _, c in report.checkpoints.given if self_signed(c)]
+    if dropped:
+        skipped = max(dropped)
+        notes.append(Finding(
+            check="checkpoint", kind="self-trusted-key",
+            message=f"--since-checkpoint: the checkpoint of size {skipped} is signed only by a key this results "
+                    "directory brings under its own keys/, so re-grading does not start after it (pass the "
+                    "publisher's key with --key)",
+        ))
     if not given:
         notes.append(Finding(
             check="checkpoint", kind="no-checkpoint",
@@ -520,7 +539,7 @@ def _verify(
         return report
     early: list[Finding] = []
     if options.since_checkpoint:
-        options = report.options = _after_checkpoint(report, options, early)
+        options = report.options = _after_checkpoint(report, options, early, self_brought(workspace, options.keys))
         # the state resumes from the latest snapshot the ledger confirms, as `cbledger project` does
         state = load_state(workspace.ledger, workspace.snapshots, lambda line: early.append(
             Finding(check="projection", kind="snapshot-ignored", message=line)))
