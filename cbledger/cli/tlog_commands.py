@@ -320,7 +320,7 @@ def _by_size(opened: list[SignedCheckpoint], size: int, role: str) -> Checkpoint
     for c in opened:
         if c.size == size:
             return c.checkpoint
-    fail(f"the proof needs the {role} checkpoint of size {size}; pass it with --checkpoint FILE", 2)
+    fail(f"the proof needs the {role + ' ' if role else ''}checkpoint of size {size}; pass it with --checkpoint FILE", 2)
 
 
 def verify_proof(
