@@ -262,3 +262,17 @@ def test_range_hasher_refuses_overlapping_ranges_and_reports_what_it_has_not_rea
     with pytest.raises(ProofError, match="only 5 leaves were read"):
         hasher.hashes([(4, 8)])
     assert hasher.hashes([(0, 2)]) == [bytes.fromhex(VECTORS["compactRanges"]["2"][0])]
+
+
+def test_a_root_that_does_not_match_is_named_in_base64_as_a_reader_holds_it():
+    """Checkpoints, proofs and LEADERBOARD.md write hashes in base64; the refusals named them
+    in hex, which a reader cannot find in any file they hold."""
+    import base64
+
+    vector = next(v for v in VECTORS["inclusion"] if v["path"])
+    size, index = vector["size"], vector["index"]
+    wrong = leaf_hash(b"WrongRoot")
+    with pytest.raises(ProofError) as refused:
+        verify_inclusion(index, size, leaf_hash(LEAVES[index]), h(vector["path"]), wrong)
+    assert f"the tree head is {base64.b64encode(wrong).decode()[:16]}…" in str(refused.value), refused.value
+    assert wrong.hex()[:16] not in str(refused.value)

@@ -20,9 +20,17 @@ anything, so a padded or truncated proof is refused for what it is.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from collections.abc import Iterable, Sequence
 from itertools import pairwise
+
+
+def shown_hash(h: bytes) -> str:
+    """A hash in a message as a reader holds it: standard base64, as checkpoints, proofs and
+    LEADERBOARD.md write it (its first 16 characters)."""
+    return base64.b64encode(h).decode("ascii")[:16] + "…"
+
 
 HASH_SIZE = 32
 #: The root of the empty tree: SHA-256 of no bytes (RFC 6962 section 2.1).
@@ -268,7 +276,7 @@ def verify_inclusion(index: int, size: int, leaf: bytes, proof: Sequence[bytes],
     got = root_from_inclusion(index, size, leaf, proof)
     if got != root:
         raise ProofError(
-            f"inclusion proof leads to root {got.hex()[:16]}…, the tree head is {root.hex()[:16]}…"
+            f"inclusion proof leads to root {shown_hash(got)}, the tree head is {shown_hash(root)}"
         )
 
 
@@ -309,11 +317,11 @@ def verify_consistency(old: int, new: int, old_root: bytes, new_root: bytes, pro
         raise ProofError("consistency proof is shorter than the path")
     if fr != old_root:
         raise ProofError(
-            f"consistency proof rebuilds the old root as {fr.hex()[:16]}…, the old tree head is "
-            f"{old_root.hex()[:16]}…"
+            f"consistency proof rebuilds the old root as {shown_hash(fr)}, the old tree head is "
+            f"{shown_hash(old_root)}"
         )
     if sr != new_root:
         raise ProofError(
-            f"consistency proof rebuilds the new root as {sr.hex()[:16]}…, the new tree head is "
-            f"{new_root.hex()[:16]}…"
+            f"consistency proof rebuilds the new root as {shown_hash(sr)}, the new tree head is "
+            f"{shown_hash(new_root)}"
         )

@@ -26,7 +26,7 @@ from cbledger.errors import UserError
 from cbledger.ledger.chain import GENESIS, format_line, link_hash, parse_line
 from cbledger.ledger.encoding import decode
 from cbledger.ledger.events import CheckpointPublished, CheckpointPublishedEvent
-from cbledger.ledger.merkle import Range, RangeHasher, leaf_hash
+from cbledger.ledger.merkle import Range, RangeHasher, leaf_hash, shown_hash
 from cbledger.ledger.store import LedgerStore, StoredEvent
 from cbledger.ledger.verify import ChainReport, verify_chain
 
@@ -162,7 +162,7 @@ def recorded_problems(recorded_checkpoints: Sequence[Recorded], result: Scan) ->
         if size_ not in result.roots:
             out.append((r, f"seq {r.seq} records a checkpoint of size {size_}; the ledger verified to {result.leaves}"))
         elif result.roots[size_].hex() != r.body.root_hash:
-            why = (f"seq {r.seq} records root {r.body.root_hash[:16]}… for size {size_}; the ledger's "
-                   f"first {size_} events hash to {result.roots[size_].hex()[:16]}…")
+            why = (f"seq {r.seq} records root {shown_hash(bytes.fromhex(r.body.root_hash))} for size {size_}; the ledger's "
+                   f"first {size_} events hash to {shown_hash(result.roots[size_])}")
             out.append((r, why))
     return out

@@ -23,7 +23,7 @@ from typing import Literal
 from cbledger.errors import UserError
 from cbledger.ledger import durable
 from cbledger.ledger.keys import VerifierKey
-from cbledger.ledger.merkle import ProofError
+from cbledger.ledger.merkle import ProofError, shown_hash
 from cbledger.ledger.proofs import ConsistencyProof, verify_consistency_proof
 from cbledger.ledger.signed_checkpoint import SignedCheckpoint, open_checkpoint
 
@@ -61,7 +61,7 @@ def witness(
     if n.size == o.size:
         if n.root != o.root:
             raise WitnessRefusal(
-                f"FORK: two signed roots for size {n.size}: kept {o.root.hex()[:16]}…, new {n.root.hex()[:16]}…"
+                f"FORK: two signed roots for size {n.size}: kept {shown_hash(o.root)}, new {shown_hash(n.root)}"
             )
         return Witnessed("same", old, old)
     if proof is None:
