@@ -204,6 +204,10 @@ NOT_RUN = {
     "run led-resistor-swap --agent copperhead --session sessions/led-resistor-swap-two-pass.json --passes 2 --repeats 1": "the real harness, two passes: a minute",
     "run --suite full --agent gold --executor dask --scheduler tcp://10.0.0.1:8786": "a Dask cluster",
     "run --suite full --agent gold --ledger postgresql://bench@db.example/copperbench?ledger=main": "a PostgreSQL server",
+    "export --jsonl --ledger postgresql://bench@db.example/copperbench?ledger=main -o results/ledger/events.jsonl":
+        "a PostgreSQL server",
+    "import --jsonl results/ledger/events.jsonl --ledger postgresql://bench@db.example/copperbench?ledger=main":
+        "a PostgreSQL server",
 }
 
 #: documents whose shell blocks another test runs as one script, in order

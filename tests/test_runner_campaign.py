@@ -777,6 +777,20 @@ def test_a_kept_run_is_adopted_and_another_campaigns_leftovers_are_not_touched(t
         again = leftovers.clean(workspace, store, "c1", tmp_path / "sb")
     assert again.adopted == [] and again.removed == [workspace.pending_events(kept_id)]
     assert not workspace.pending_events(kept_id).exists() and len(list(store.read())) == 3
+    # kept events of a slot another driver recorded meanwhile, as another run: they can never land
+    # (they once said "still not appended" on every later run, and the bundle of another run's name
+    # stayed to fail the gathered results' verify); both go, and it is said
+    from cbledger.ledger.events import RunRecordedEvent
+
+    assert isinstance(run, RunRecordedEvent)
+    other = msgspec.structs.replace(run, body=msgspec.structs.replace(run.body, runner_note="another driver's run"))
+    workspace.pending_events(kept_id).write_bytes(draft_json(other) + b"\n")
+    (workspace.runs / f"{kept_id}.bundle").write_bytes(b"another bundle")
+    with leftovers.hold(workspace, "c1"):
+        stale = leftovers.clean(workspace, store, "c1", tmp_path / "sb")
+    assert stale.refused == [] and [r for r, _ in stale.superseded] == [kept_id]
+    assert not workspace.pending_events(kept_id).exists() and not (workspace.runs / f"{kept_id}.bundle").exists()
+    assert any("another driver of its campaign recorded its slot meanwhile" in line for line in stale.lines())
 
 
 def test_a_disk_that_fills_leaves_no_half_kept_run_to_hold_its_slot(tmp_path: Path, monkeypatch) -> None:
@@ -1050,3 +1064,24 @@ def test_a_campaigns_money_limits_are_kept_with_its_plan_and_a_bare_resume_runs_
     del kept["maxCostUsd"], kept["budgetUsd"]
     (where.campaigns / "c1.json").write_text(json.dumps(kept))
     assert campaign_mod.limits_of(where, "c1", None, None) == (None, None, False)
+
+
+def test_a_run_whose_slot_another_driver_recorded_is_said_and_is_no_failure(monkeypatch) -> None:
+    """A driver that took a campaign over ran a slot the run in flight of the one it replaced then
+    recorded: its own run was discarded, and the invocation exited 1 on a complete campaign."""
+    from cbledger.runner import suite_run
+    from cbledger.runner.execute import RunOutput, SlotTaken
+    from tests.factories import grade_recorded, run_recorded
+
+    def taken(store, output):
+        raise SlotTaken(f"run {output.run.run_id}: its slot was recorded by another driver of its campaign (…)")
+
+    monkeypatch.setattr(suite_run, "publish", taken)
+    result = suite_run.SuiteResult()
+    order = suite_run._AsFinished(None, result, 1, None)  # type: ignore[arg-type]
+    run = run_recorded(1).body
+    order.finish(RunOutput(run=run, grade=grade_recorded(1).body, events=[], staged=Path("s"), final=Path("f"),
+                           sandbox=None, pending=Path("p")))
+    assert result.failures == [] and result.outputs == []
+    [(label, why)] = result.not_run
+    assert label == f"{run.task.id} r{run.repeat}" and "recorded by another driver" in why

@@ -846,6 +846,11 @@ APPEND_TRIES = 3
 APPEND_RETRY_SEC = 0.5
 
 
+class SlotTaken(UserError):
+    """A run whose campaign slot another driver recorded first: not recorded, and no failure of
+    this invocation (the slot is recorded), though the run was made, and paid for, in vain."""
+
+
 def publish(store: LedgerStore, output: RunOutput) -> list[Appended]:
     """Moves the bundle (and the cassette, if any) into place and appends the run's two events
     in one durable batch. Both files were synced when staged and their renames are made durable
@@ -893,7 +898,7 @@ def publish(store: LedgerStore, output: RunOutput) -> list[Appended]:
             # beside the other's would make the two directories' runs/ disagree once gathered
             for path in [output.final] + ([new_cassette] if new_cassette is not None else []):
                 path.unlink(missing_ok=True)
-            raise UserError(f"run {output.run.run_id}: its slot was recorded by another driver of its campaign "
+            raise SlotTaken(f"run {output.run.run_id}: its slot was recorded by another driver of its campaign "
                             f"({credentials.printable(str(exc))}); this run's bundle and events are discarded") from None
         except UserError as exc:
             raise _kept_for_later(store, output, str(exc), new_cassette) from None

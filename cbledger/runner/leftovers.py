@@ -23,9 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
+from blake3 import blake3
 
-from cbledger.errors import UserError
+from cbledger.errors import ConflictError, UserError
 from cbledger.ledger import semantics
+from cbledger.ledger.events import RunRecordedEvent
 from cbledger.ledger.intake import parse_drafts
 from cbledger.ledger.store import LedgerStore
 from cbledger.runner import campaign as campaign_mod
@@ -47,6 +49,8 @@ class Cleaned:
     refused: list[tuple[Path, str]] = field(default_factory=list)
     #: runs whose kept events could not be read, removed with their bundle: (run id, why)
     discarded: list[tuple[str, str]] = field(default_factory=list)
+    #: runs whose slot another driver recorded meanwhile, removed with their bundle: (run id, why)
+    superseded: list[tuple[str, str]] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         out = [f"adopted run {r} (its events were kept beside its bundle)" for r in self.adopted]
@@ -56,6 +60,8 @@ class Cleaned:
         out.extend(f"{p}: still not appended ({why})" for p, why in self.refused)
         out.extend(f"discarded run {r}: its kept events cannot be read ({why}); its slot runs again"
                    for r, why in self.discarded)
+        out.extend(f"discarded run {r}: another driver of its campaign recorded its slot meanwhile ({why}); its "
+                   "bundle and kept events are removed" for r, why in self.superseded)
         return out
 
 
@@ -138,6 +144,21 @@ def _adopt(store: LedgerStore, workspace: Workspace, run_id: str, done: Cleaned)
         return
     try:
         appended = store.append(drafts, check=semantics.check_batch)
+    except ConflictError as exc:
+        recorded = store.recorder.lookup(f"run:{run_id}")
+        if recorded is None:
+            done.refused.append((pending, str(exc)))
+            return
+        # another driver recorded this slot while the kept events waited (a long outage of a shared
+        # ledger): they can never land, and a bundle of the recorded run's name but of other bytes
+        # would make the results directories disagree once gathered; both go, and it is said (a
+        # bundle that is the recorded run's own stays)
+        pending.unlink(missing_ok=True)
+        event = recorded.event
+        if not (isinstance(event, RunRecordedEvent) and blake3(bundle.read_bytes()).hexdigest() == event.body.sandbox.store_blake3):
+            bundle.unlink(missing_ok=True)
+        done.superseded.append((run_id, str(exc)))
+        return
     except UserError as exc:
         done.refused.append((pending, str(exc)))
         return

@@ -49,6 +49,7 @@ from cbledger.runner.environment import probe
 from cbledger.runner.execute import (
     RunOutput,
     RunSettings,
+    SlotTaken,
     execute,
     new_batch_id,
     publish,
@@ -269,6 +270,10 @@ class _AsFinished:
         if isinstance(outcome, RunOutput):
             try:
                 publish(self.store, outcome)
+            except SlotTaken as exc:
+                # the campaign's slot is recorded, by another driver: said, and not this invocation's failure
+                result.not_run.append((f"{outcome.run.task.id} r{outcome.run.repeat}", f"not recorded: {exc}"))
+                return
             except UserError as exc:
                 outcome = (f"{outcome.run.task.id} r{outcome.run.repeat}", str(exc))
             else:
