@@ -180,3 +180,26 @@ def test_saved_login_routes_are_stated_not_recordable_and_old_runs_read_without_
     body = msgspec.json.decode(json.dumps(line["event"]["body"]).encode(), type=RunRecorded)
     assert "cassette" not in line["event"]["body"]
     assert body.cassette is msgspec.UNSET and "cassette" not in msgspec.to_builtins(body)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_answer_is_on_the_cassette_before_the_harness_has_it(monkeypatch, stream):
+    """The proxy relayed an answer and recorded it after: a harness that ended the run on that
+    answer exited, the runner took the cassette, and under load the last exchange was not on it
+    yet (a rerun then ran out of the cassette: "the harness made more requests")."""
+    import time as time_mod
+
+    served = session([{"turn": {"text": "done"}}], model="m")
+    slow = Recorder.add
+
+    def add_slowly(self, *args, **kwargs):
+        time_mod.sleep(0.5)  # a busy machine: the recording thread is late
+        return slow(self, *args, **kwargs)
+
+    monkeypatch.setattr(Recorder, "add", add_slowly)
+    with Endpoint() as endpoint:
+        upstream = endpoint.serve("r", served)
+        with Recorder(upstream, "openai-compat", "compat:m") as rec:
+            status, _, _ = post(rec.base_url, request("go", stream=stream))
+            held = rec.cassette()  # the moment the harness has its whole answer
+    assert status == 200 and len(held.exchanges) == 1 and held.exchanges[0].status == 200

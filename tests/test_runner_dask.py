@@ -332,6 +332,30 @@ def test_a_run_whose_worker_is_lost_is_retried_once_and_recorded_once(cluster: C
     assert output.final.is_file() and not output.staged.exists()
 
 
+def test_a_driver_that_loses_its_campaign_cancels_the_runs_not_yet_back(cluster: Cluster, tmp_path: Path) -> None:
+    """On Dask the hold was taken before the runs were submitted and asked for none after: a
+    driver whose hold a server restart handed to another driver went on running every slot, and
+    each slot both ran was paid twice. It now asks as the runs go, and cancels the rest."""
+    from cbledger.ledger.recorder import Lease
+
+    root = project(tmp_path)
+    ledger = new_ledger(root, "taken")
+    workspace = Workspace.at(root, ledger)
+    plan = make_plan(Catalog(root), agent="gold", model=None, suite=None, task_ids=TASKS[:1], repeats=6,
+                     ablations=Ablations())
+
+    class Taken(Lease):
+        def lost(self) -> str | None:
+            return "driver elsewhere (pid 1) holds campaign c since now"
+
+    result = run_plan(workspace, plan, sandbox_root=tmp_path / "sandboxes", executor="dask",
+                      scheduler=cluster.address, lease=Taken())
+    assert result.failures == [] and result.taken_over == "driver elsewhere (pid 1) holds campaign c since now"
+    assert len(result.outputs) + len(result.not_run) == 6 and len(result.not_run) >= 2, (result.outputs, result.not_run)
+    assert all(why == "not run: another driver holds the campaign now" for _, why in result.not_run)
+    assert len(list(LedgerStore(ledger).read(types={"run.recorded"}))) == len(result.outputs)
+
+
 def test_a_run_that_lost_its_worker_on_each_try_is_reported_with_the_workers_and_how_to_try_again() -> None:
     from types import SimpleNamespace
 

@@ -61,6 +61,9 @@ from cbledger.workspace import Workspace, bundle_name, cassette_name
 #: attempts of one run: the first, and one retry after a lost worker
 ATTEMPTS = 2
 NO_WORKER_SECONDS = 120.0
+#: why a run is not run when the driver's hold on its campaign was taken by another driver
+TAKEN_OVER = "not run: another driver holds the campaign now"
+
 #: refusals the scheduler recorded this recently are named to a driver that finds no worker
 RECENT_REFUSAL_SECONDS = 600.0
 CONNECT_SECONDS = 30.0
@@ -160,10 +163,13 @@ class DaskCluster:
         return len(self.client.scheduler_info(n_workers=-1).get("workers", {}))
 
     def run(
-        self, specs: Sequence[RemoteRun], packages: dict[str, Package],
+        self, specs: Sequence[RemoteRun], packages: dict[str, Package], held: Callable[[], bool] | None = None,
     ) -> Iterator[tuple[int, list[RemoteResult] | None, str | None]]:
         """Submits every run; yields (plan index, its passes' results, None) or (plan index,
-        None, why) as each run ends, in the order they end."""
+        None, why) as each run ends, in the order they end. `held`: whether the driver still
+        holds its campaign, asked as the runs go; once it does not, every run not yet come back is
+        cancelled and yielded as `TAKEN_OVER` (another driver runs those slots now: a run both
+        made would be paid twice, and one of the two discarded)."""
         from distributed import KilledWorker
 
         client = self.client
@@ -190,6 +196,7 @@ class DaskCluster:
         for spec in specs:
             submit(spec)
         pending = set(by_index)
+        still_held = held or (lambda: True)
         no_worker_since: float | None = None
         last_check = time.monotonic()
         try:
@@ -212,6 +219,7 @@ class DaskCluster:
                         pending.discard(index)
                         self._activity(Activity(results[0].worker if results else "", "finished", spec.label))
                         yield index, results, None
+                        last_check = 0.0  # a run came back: the checks below come next, the hold's first
                         continue
                     if item.status == "cancelled":
                         if index not in why_cancelled and self._scheduler_lost():
@@ -232,11 +240,9 @@ class DaskCluster:
                 now = time.monotonic()
                 if now - last_check >= 5.0:
                     last_check = now
-                    no_worker_since = None if self._workers() else (no_worker_since or now)
-                    if no_worker_since is not None and now - no_worker_since > NO_WORKER_SECONDS:
-                        for index in sorted(pending):
-                            yield index, None, f"no worker connected to {self.scheduler} for {NO_WORKER_SECONDS:.0f} s; not run"
-                        pending.clear()
+                    why, no_worker_since = self._why_stop(still_held, no_worker_since, now)
+                    if why is not None:
+                        yield from _cancelled(pending, current, why)
             if pending:  # the scheduler is gone: what it held is lost with it
                 lost = f"the Dask scheduler {self.scheduler} was lost; not recorded (run the campaign again: it runs the missing slots)"
                 for index in sorted(pending):
@@ -246,6 +252,16 @@ class DaskCluster:
             if not self._scheduler_lost():
                 for future in [*current.values(), *shipped.values()]:
                     future.release()
+
+    def _why_stop(self, held: Callable[[], bool], no_worker_since: float | None, now: float) -> tuple[str | None, float | None]:
+        """Why no run left may come back to this driver (its campaign taken by another driver, or
+        no worker for a long while), or None; and since when no worker has been connected."""
+        if not held():
+            return TAKEN_OVER, no_worker_since
+        since = None if self._workers() else (no_worker_since or now)
+        if since is not None and now - since > NO_WORKER_SECONDS:
+            return f"no worker connected to {self.scheduler} for {NO_WORKER_SECONDS:.0f} s; not run", since
+        return None, since
 
     def _failed(self, spec: RemoteRun, error: BaseException | None, starts: list[str]) -> str:
         """Why a run that came back with an error is not recorded, reported as a failure."""
@@ -378,3 +394,11 @@ def received_cassette(workspace: Workspace, run: RunRecorded, result: RemoteResu
     staged = workspace.staged_cassette(run.run_id)
     durable.write_atomic(staged, data)
     return staged, workspace.stored(ref.path) or workspace.root / ref.path
+
+
+def _cancelled(pending: set[int], current: dict[int, Any], why: str) -> Iterator[tuple[int, None, str]]:
+    """Every run not yet come back, cancelled (one still going on a worker ends there, unheard)."""
+    for index in sorted(pending):
+        current[index].cancel()
+        yield index, None, why
+    pending.clear()

@@ -26,6 +26,7 @@ import socketserver
 import sys
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -121,11 +122,14 @@ class _Handler(BaseHTTPRequestHandler):
             for k, v in resp.getheaders():
                 if k.lower() not in HOP_BY_HOP:
                     self.send_header(k, v)
+            # Each answer is recorded before the harness has the whole of it: it may end the run on
+            # that answer, and the runner then takes the cassette, which must already hold it (under
+            # load the exchange was added after the harness had exited, and a rerun ran out of it).
             if stream:
                 self.send_header("Connection", "close")
                 self.end_headers()
-                events = self._relay_stream(resp)
-                rec.add(method, self.path, raw, resp.status, None, events, started, metered=not marked)
+                self._relay_stream(resp, lambda events: rec.add(
+                    method, self.path, raw, resp.status, None, events, started, metered=not marked))
                 self.close_connection = True
             else:
                 try:
@@ -139,8 +143,8 @@ class _Handler(BaseHTTPRequestHandler):
                     return
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
                 rec.add(method, self.path, raw, resp.status, data, None, started, metered=not marked)
+                self.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):
             # the harness went away while its answer was relayed (Ctrl-C, a kill): nobody is left
             # to answer, and a traceback from this thread would bury the run's own last line
@@ -148,17 +152,21 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             conn.close()
 
-    def _relay_stream(self, resp: http.client.HTTPResponse) -> list[SseEvent]:
-        """Passes each line on as it arrives, and parses the server-sent events it makes up."""
+    def _relay_stream(self, resp: http.client.HTTPResponse, recorded: Callable[[list[SseEvent]], None]) -> None:
+        """Passes each line on as it arrives, one line behind, and parses the server-sent events it
+        makes up; `recorded` is given them all before the last line goes (see `_relay`)."""
         events: list[SseEvent] = []
         name: str | None = None
         data: list[str] = []
+        held = b""
         while True:
             line = resp.readline()
             if not line:
                 break
-            self.wfile.write(line)
-            self.wfile.flush()
+            if held:
+                self.wfile.write(held)
+                self.wfile.flush()
+            held = line
             text = line.decode("utf-8", "replace").rstrip("\r\n")
             if text == "":
                 if data:
@@ -170,7 +178,10 @@ class _Handler(BaseHTTPRequestHandler):
                 data.append(text[5:].lstrip(" ") if text[5:6] == " " else text[5:])
         if data:
             events.append(SseEvent(data="\n".join(data), event=name))
-        return events
+        recorded(events)
+        if held:
+            self.wfile.write(held)
+            self.wfile.flush()
 
     def _refuse(self, status: int, message: str) -> None:
         self._send_json(status, {"error": {"message": message, "type": "proxy_error", "code": "recording_proxy"}})

@@ -229,7 +229,7 @@ def run_plan(
             workspace, plan, catalog=catalog, store=store, view=view, version=version, scheduler=scheduler,
             copperhead_cli=copperhead_cli, segment=segment, actor_name=actor_name, on_done=on_done,
             sessions=sessions, on_activity=on_activity, unsandboxed=unsandboxed, allowed=allowed, money=money,
-            retry_env=retry_env,
+            retry_env=retry_env, lease=lease,
         )
     with contextlib.ExitStack() as stack:
         endpoint = stack.enter_context(Endpoint()) if sessions is not None else None
@@ -333,11 +333,14 @@ def _run_on_dask(
     version: str, scheduler: str, copperhead_cli: str | None, segment: str | None, actor_name: str,
     on_done: OnDone | None, sessions: dict | None, on_activity: OnActivity | None, unsandboxed: bool,
     allowed: dict[str, int] | None = None, money: MoneyLimits | None = None, retry_env: int = 0,
+    lease: Lease | None = None,
 ) -> SuiteResult:
     """The runs of a plan on a Dask cluster; this process appends them as they finish. An attempt
     allowed more than one pass (`allowed`) is one Dask task: its worker takes every pass on one
-    sandbox, and its passes are appended in order, as a local attempt's are."""
-    from cbledger.runner.dask_executor import DaskCluster, received_attempt
+    sandbox, and its passes are appended in order, as a local attempt's are. `lease`: the driver's
+    hold on its campaign, asked as the runs go; lost to another driver, the runs not yet come back
+    are cancelled and listed as not run (a run already going on a worker still ends there)."""
+    from cbledger.runner.dask_executor import TAKEN_OVER, DaskCluster, received_attempt
     from cbledger.runner.remote import RemoteRun
     from cbledger.runner.shipping import Package, pack_fixture, pack_task
 
@@ -366,12 +369,21 @@ def _run_on_dask(
         ))
     result = SuiteResult(batch=batch)
     order = _AsFinished(store, result, len(specs), on_done)
+
+    def held() -> bool:
+        taken = lease.lost() if lease is not None else None
+        result.taken_over = result.taken_over or taken
+        return taken is None
+
     with DaskCluster(scheduler, on_activity) as cluster:
         by_digest = {p.digest: p for p in packages.values()}
         while specs:  # a round of runs, then one of the retries they asked for (--retry-env)
             retries = []
-            for index, remote, error in cluster.run(specs, by_digest):
+            for index, remote, error in cluster.run(specs, by_digest, held if lease is not None else None):
                 spec = next(s for s in specs if s.index == index)
+                if remote is None and error == TAKEN_OVER:
+                    result.not_run.append((spec.label, TAKEN_OVER))  # as a local plan's are: no failure
+                    continue
                 if remote is None:
                     order.finish((spec.label, error or "failed"))
                     continue
