@@ -193,9 +193,8 @@ def run(
         max_cost_usd, budget_usd, kept_limits = campaign_mod.limits_of(where, campaign, max_cost_usd, budget_usd)
         money = MoneyLimits(max_cost_usd=max_cost_usd, budget_usd=budget_usd, key_check=key_check)
         if kept_limits and not as_json:
-            kept = ((f"--max-cost-usd {max_cost_usd}",) if max_cost_usd is not None else ()) + (
-                (f"--budget-usd {budget_usd}",) if budget_usd is not None else ())
-            typer.echo(f"campaign {campaign}: under the money limits its plan keeps ({' '.join(kept)}); give a limit "
+            typer.echo(f"campaign {campaign}: under the money limits its plan keeps "
+                       f"({' '.join(MoneyLimits(max_cost_usd, budget_usd).args())}); give a limit "
                        "to replace it, or `none` to lift it (--budget-usd none)", err=True)
     except UserError:
         _discard_draft(where, new_draft, scratch)  # a bad --campaign or money limit, after the workspace was made

@@ -67,10 +67,8 @@ def self_vouched(workspace: Workspace, named: Sequence[Path], given: Sequence[tu
     """A note when the checkpoints were held only to keys the results directory brings itself (a
     scratch workspace's own `keys/`): a copy handed over, cut short and signed anew with a key
     generated into it, verifies against that key, so what it proves is the directory's word."""
-    if named or not given or workspace.own_keys == workspace.keys:
-        return []
-    own = {p.resolve() for p in workspace.own_keys.glob("*.vkey")}
-    if not own or any(p.resolve() not in own for p in workspace.trusted_key_files()):
+    own = self_brought(workspace, named) if given else set()
+    if not own or any(k not in own for k in trusted_keys(workspace, ())):
         return []
     where = workspace.shown_path(workspace.own_keys)
     return [Finding(check="checkpoint", kind="self-trusted-key", file=where,
@@ -84,9 +82,11 @@ def self_brought(workspace: Workspace, named: Sequence[Path]) -> set[VerifierKey
     checkpoint signed by them alone proves what the directory says of itself."""
     if named or workspace.own_keys == workspace.keys:
         return set()
-    project = {p.resolve() for p in workspace.keys.glob("*.vkey")}
-    own = [p for p in sorted(workspace.own_keys.glob("*.vkey")) if p.resolve() not in project]
-    return set(trusted_keys(workspace, own)) - set(trusted_keys(workspace, sorted(project))) if own else set()
+    project = sorted(workspace.keys.glob("*.vkey"))
+    own = [p for p in sorted(workspace.own_keys.glob("*.vkey")) if p.resolve() not in {q.resolve() for q in project}]
+    if not own:  # (an empty list of files would read as "every trusted key")
+        return set()
+    return set(trusted_keys(workspace, own)) - (set(trusted_keys(workspace, project)) if project else set())
 
 
 def no_key(workspace: Workspace) -> str:

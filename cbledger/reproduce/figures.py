@@ -119,8 +119,7 @@ def cost_findings(state: LedgerState) -> dict[str, list[Finding]]:
             # published before the run, a backdated one published after that version included
             tables[version] = pricing.as_of(seen, version)
         table = tables[version]
-        route = pricing.route(run.model.id, table)
-        again = pricing.usd_micros(route.price if route else None, run.stats.tokens_in, run.stats.tokens_out)
+        again = _priced(table, run)
         if again != cost.usd_micros and _priced(earlier.get(version), run) == cost.usd_micros:
             continue
         if again != cost.usd_micros:

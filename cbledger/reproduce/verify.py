@@ -127,7 +127,7 @@ class VerifyReport:
     notes: list[Finding] = field(default_factory=list)
     #: the kept definitions of each suite version, and the working tree against the current one
     suite_failures: list[Finding] = field(default_factory=list)
-    #: failures that belong to no run: a grade whose run was never recorded
+    #: failures that belong to no run: a grade whose run was never recorded, an import not as it states
     orphan_failures: list[Finding] = field(default_factory=list)
     #: with --since-checkpoint: the checkpoint re-grading started after (None: there was none)
     since_checkpoint: SinceCheckpoint | None = None
@@ -452,7 +452,7 @@ def _outputs_ahead(state: LedgerState, workspace: Workspace) -> Future[OutputsCh
 
 
 def _after_checkpoint(
-    report: VerifyReport, options: Options, notes: list[Finding], own: set[VerifierKey] | None = None,
+    report: VerifyReport, options: Options, notes: list[Finding], own: frozenset[VerifierKey] | set[VerifierKey] = frozenset(),
 ) -> Options:
     """`--since-checkpoint`: the options with `since` at the newest signed checkpoint the ledger
     was just shown to extend (every one given passed, or verification stopped before this); with
@@ -460,7 +460,7 @@ def _after_checkpoint(
     directory brings itself (`own`) is no place to start: a copy handed over, a grade forged and
     re-signed with a key generated into it, would then be re-graded by nobody."""
     def self_signed(c: SignedCheckpoint) -> bool:
-        return own is not None and bool(own) and all(k in own for k in c.signers)
+        return bool(own) and all(k in own for k in c.signers)
 
     given = [(path, c) for path, c in report.checkpoints.given if not self_signed(c)]
     dropped = [c.size for _, c in report.checkpoints.given if self_signed(c)]
