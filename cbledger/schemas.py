@@ -32,8 +32,33 @@ def _schemas() -> dict[str, Any]:
     }
 
 
+#: An event's `seq` as a writer of events must read it: the Python type defaults it to 0 (a draft
+#: built in code), but append refuses a draft that states any seq, 0 included, and every stored
+#: event has one from 1 up.
+_SEQ = {
+    "description": "assigned by the ledger at append, from 1 up; a draft omits it (append refuses one "
+    "that states any seq, 0 included)",
+    "minimum": 1,
+    "type": "integer",
+}
+
+
+def _seq_as_written(node: Any) -> None:
+    if isinstance(node, dict):
+        props = node.get("properties")
+        if isinstance(props, dict) and props.get("seq") == {"default": 0, "minimum": 0, "type": "integer"}:
+            props["seq"] = dict(_SEQ)
+        for value in node.values():
+            _seq_as_written(value)
+    elif isinstance(node, list):
+        for value in node:
+            _seq_as_written(value)
+
+
 def render(name: str, tp: Any) -> str:
     schema = msgspec.json.schema(tp)
+    if name == "event":
+        _seq_as_written(schema)
     schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": f"cbledger {name}", **schema}
     return json.dumps(schema, indent=2, sort_keys=True) + "\n"
 
