@@ -334,6 +334,32 @@ def test_tampered_and_padded_proofs_are_refused(project: Project, tmp_path: Path
     assert code == 2 and "not a proof document" in err
 
 
+def test_a_forged_checkpoint_fails_verify_proof_and_the_witness_as_a_check(
+    project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A checkpoint whose trusted signature does not verify is a false artifact, not bad input:
+    exit 1, as a proof that does not verify. Run away from any project with --key, the error
+    names the checkpoint and adds no "no cbledger project here" hint (neither command needs one)."""
+    size, cp = project.checkpoint()
+    [vkey] = (project.root / "keys").glob("*.vkey")
+    proof = tmp_path / "p.json"
+    assert project.cli("prove", "inclusion", "3", "--out", proof).exit_code == 0
+    forged = tmp_path / "forged.txt"
+    text = cp.read_text()
+    forged.write_text(text.replace(f"\n{size}\n", f"\n{size + 1}\n", 1))
+    assert forged.read_text() != text
+    stranger = tmp_path / "stranger"
+    stranger.mkdir()
+    monkeypatch.chdir(stranger)
+    monkeypatch.delenv("CBLEDGER_ROOT", raising=False)
+    for args in (["verify-proof", proof, "--checkpoint", forged, "--key", vkey],
+                 ["witness", "--state", stranger / "kept.txt", "--checkpoint", forged, "--key", vkey]):
+        r = run_cli(args)
+        assert r.exit_code == 1 and "does not verify" in r.stderr and str(forged) in r.stderr, r.stderr
+        assert "no cbledger project" not in r.stderr, r.stderr
+    assert not (stranger / "kept.txt").exists()
+
+
 def test_prove_refuses_a_checkpoint_the_ledger_does_not_extend(project: Project, tmp_path: Path):
     size, cp = project.checkpoint()
     project.append([run_retracted(1)])

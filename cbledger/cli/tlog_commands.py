@@ -75,6 +75,15 @@ def trusted_keys(files: list[Path] | None, where: Workspace) -> list[VerifierKey
     return keys
 
 
+def _proof_keys(files: list[Path] | None, root: Path | None) -> list[VerifierKey]:
+    """The keys of a command that reads no ledger (`verify-proof`, `witness`): with --key, the
+    project is not looked for at all, so an error about a proof or a checkpoint does not end in
+    a "no cbledger project here" hint, which would send the reader after the wrong fault."""
+    if files:
+        return checkpoints.trusted_keys(None, files)
+    return trusted_keys(files, workspace(None, root))
+
+
 def _read(path: Path) -> bytes:
     return read_regular(path, MAX_NOTE_BYTES)
 
@@ -332,11 +341,11 @@ def verify_proof(
 ) -> None:
     """Check a proof with only signed checkpoints and public keys: no ledger is read.
 
-    Exit codes: 0 the proof verifies; 1 it does not (malformed, wrong length, wrong hashes);
-    2 bad input (an unreadable proof, a checkpoint not signed by a trusted key).
+    Exit codes: 0 the proof verifies; 1 it does not (malformed, wrong length, wrong hashes), or a
+    checkpoint's trusted signature does not verify (its text changed or the signature forged);
+    2 bad input (an unreadable proof, a checkpoint no trusted key signed).
     """
-    where = workspace(None, root)
-    keys = trusted_keys(key, where)
+    keys = _proof_keys(key, root)
     data = sys.stdin.buffer.read() if str(proof_file) == "-" else _read(proof_file)
     doc = proofs.decode(data, str(proof_file))
     opened = _open_all(checkpoint_files, keys)
@@ -374,10 +383,10 @@ def witness(
     """Accept a new checkpoint only if it extends the last one this witness accepted (no ledger).
 
     Exit codes: 0 accepted (or nothing kept yet: kept); 1 refused: the log's history was rewritten
-    (the proof does not verify), forked (two roots for one size) or rolled back; 2 bad input.
+    (the proof does not verify), forked (two roots for one size) or rolled back, or a trusted
+    signature does not verify; 2 bad input.
     """
-    where = workspace(None, root)
-    keys = trusted_keys(key, where)
+    keys = _proof_keys(key, root)
     proof = None
     if proof_file is not None:
         doc = proofs.decode(_read(proof_file), str(proof_file))

@@ -40,6 +40,13 @@ from cbledger.ledger.note import (
 ED25519 = 0x01
 
 
+class SignatureFails(NoteError):
+    """A trusted key's signature that does not verify: the note is false, not malformed, so a
+    command checking it reports a failed check (exit 1), as a proof that does not verify does."""
+
+    exit_code = 1
+
+
 class Untrusted(NoteError):
     """A well-formed note that no trusted key signed (as opposed to one whose signature fails)."""
 
@@ -176,7 +183,7 @@ def open_note(data: bytes | str, trusted: Sequence[VerifierKey]) -> Opened:
         if len({k.public for k in matches}) > 1:
             raise NoteError(f"two trusted keys are named {sig.label}")
         if not matches[0].verifies(message, sig.signature):
-            raise NoteError(f"the signature by {sig.label} does not verify: the text was changed or the signature forged")
+            raise SignatureFails(f"the signature by {sig.label} does not verify: the text was changed or the signature forged")
         if matches[0] not in verified:
             verified.append(matches[0])
     if not verified:

@@ -12,7 +12,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cbledger.ledger.checkpoint import Checkpoint, CheckpointError
-from cbledger.ledger.keys import SigningKey, Untrusted, VerifierKey, open_note, sign_note
+from cbledger.ledger.keys import (
+    SignatureFails,
+    SigningKey,
+    Untrusted,
+    VerifierKey,
+    open_note,
+    sign_note,
+)
 from cbledger.ledger.note import NoteError
 
 
@@ -40,6 +47,13 @@ class UntrustedCheckpoint(CheckpointError):
     """A well-formed checkpoint no trusted key signed (as opposed to one whose signature fails)."""
 
 
+class ForgedCheckpoint(CheckpointError):
+    """A checkpoint a trusted key's signature does not verify: its text was changed or the
+    signature forged. A failed check (exit 1), not bad input."""
+
+    exit_code = 1
+
+
 def open_checkpoint(data: bytes | str, trusted: Sequence[VerifierKey], source: str) -> SignedCheckpoint:
     """A checkpoint signed by at least one trusted key; raises CheckpointError naming `source`."""
     try:
@@ -47,6 +61,8 @@ def open_checkpoint(data: bytes | str, trusted: Sequence[VerifierKey], source: s
         checkpoint = Checkpoint.parse_text(opened.note.text)
     except Untrusted as exc:
         raise UntrustedCheckpoint(f"{source}: {exc}") from None
+    except SignatureFails as exc:
+        raise ForgedCheckpoint(f"{source}: {exc}") from None
     except NoteError as exc:
         raise CheckpointError(f"{source}: {exc}") from None
     text = data.decode("utf-8") if isinstance(data, bytes) else data

@@ -53,9 +53,10 @@ class CheckpointsCheck:
         }
 
 
-def trusted_keys(workspace: Workspace, files: Sequence[Path]) -> list[VerifierKey]:
-    """The keys named, else every `keys/*.vkey` the workspace trusts (possibly none)."""
-    paths = list(files) or workspace.trusted_key_files()
+def trusted_keys(workspace: Workspace | None, files: Sequence[Path]) -> list[VerifierKey]:
+    """The keys named, else every `keys/*.vkey` the workspace trusts (possibly none; none
+    without a workspace)."""
+    paths = list(files) or (workspace.trusted_key_files() if workspace is not None else [])
     keys = []
     for p in paths:
         text = inputs.read_regular(p, inputs.MAX_NOTE_BYTES, "a key file").decode("utf-8", "replace")
