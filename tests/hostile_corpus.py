@@ -345,6 +345,8 @@ OPTION_CASES: list[tuple[str, tuple[str, ...]]] = [
     # written with exit 0 once, left for validate (or nothing) to find
     ("fixture-freeze-complexity", ("fixture", "freeze", "--from", "{root}", "--id", "x-board", "--complexity", "trivial",
                                    "--root", "{root}")),
+    ("fixture-freeze-authored-version", ("fixture", "freeze", "--from", "{root}", "--id", "x-board",
+                                         "--authored-version", "banana", "--root", "{root}")),
     ("task-new-brief-outside", ("task", "new", "x-brief", "--fixture", "synthetic-led-resistor", "--tier", "simple",
                                 "--outcome", "edit", "--mode", "create", "--brief", "../../etc/passwd", "--root", "{root}")),
     ("log-unknown-option", ("log", "--limit", "5", "--ledger", "{ledger}")),

@@ -163,6 +163,17 @@ AUTHOR = [
 ]  # fmt: skip
 
 
+def test_freeze_refuses_an_authored_version_that_names_no_kicad_release(tmp_path, upstream):
+    root = tmp_path / "project"
+    r = freeze(root, upstream, upstream.first, "--authored-version", "banana")
+    assert r.exit_code == 2 and "--authored-version 'banana'" in r.stderr and "nothing was written" in r.stderr
+    assert not (root / "fixtures" / "demo-up").exists()
+    assert freeze(root, upstream, upstream.first, "--authored-version", "8.x").exit_code == 0
+    manifest = root / "fixtures" / "demo-up" / "fixture.json"
+    doc = json.loads(manifest.read_text())
+    assert doc["kicad"]["authoredVersion"] == "8.x"
+
+
 def test_freeze_writes_the_tree_and_a_manifest_with_placeholders(tmp_path, upstream):
     root = tmp_path / "project"
     r = freeze(root, upstream, upstream.first)

@@ -150,8 +150,10 @@ def test_the_fixture_manifest_schema(project):
     doc = json.loads(path.read_text())
     doc["complexity"] = "huge"
     doc["kicad"].pop("fileFormatVersion")
+    doc["kicad"]["authoredVersion"] = "banana"
     path.write_text(json.dumps(doc))
     found = problems(project)
+    assert any(f == "fixtures/demo-board/fixture.json" and w == "kicad.authoredVersion" for f, w, _m in found), found
     assert ("fixtures/demo-board/fixture.json", "complexity", "Invalid enum value 'huge'") in found
     assert ("fixtures/demo-board/fixture.json", "kicad.fileFormatVersion", "missing required field") in found
     assert ("tasks/good/task.json", "fixture.path", "fixtures/demo-board/fixture.json does not load (see its own errors)") in found
@@ -269,6 +271,14 @@ def test_an_invalid_regex_is_named(project):
     file, field, message = only(project)
     assert (file, field) == ("tasks/good/assertions.json", "[0].args")
     assert message.startswith("pattern is not a valid regular expression")
+
+
+@pytest.mark.parametrize("pattern", ["../**", "/board.kicad_pcb", "./docs/*.md", "docs/../x"])
+def test_an_allowed_glob_that_can_match_no_changed_path_is_an_error(project, pattern):
+    edit_assertions(project, [assertion("a", "files_touched_subset", {"allowed": ["docs/**", pattern]})])
+    file, field, message = only(project)
+    assert (file, field) == ("tasks/good/assertions.json", "[0].args")
+    assert message.startswith(f"allowed[1] {pattern!r} can match no changed path"), message
 
 
 def test_doc_paths_missing_from_the_fixture_tree_are_warnings(project):
@@ -431,6 +441,20 @@ def test_a_rubric_md_no_field_names_is_read_as_judge_reads_it(project):
 
 
 # --------------------------------------------------------------------------- suites
+
+
+def test_a_task_written_in_another_spelling_is_an_error_naming_the_file(project):
+    """A task.yaml is read by nothing: validate said "a directory without task.json" as a warning and
+    exited 0, and the author's task was missing from every suite and run."""
+    (project / "tasks" / "scratch").mkdir()
+    yaml_task = project / "tasks" / "yaml-task"
+    yaml_task.mkdir()
+    (yaml_task / "task.yaml").write_text("id: yaml-task\n")
+    found = problems(project, severity="warning") + problems(project)
+    assert ("tasks/scratch", "", "a directory under tasks/ without task.json") in found
+    assert any(f == "tasks/yaml-task/task.yaml" and "not read: a task is read from task.json" in m
+               for f, _w, m in problems(project)), found
+    assert run_cli(["validate", "--root", project]).exit_code == 1
 
 
 def test_suites_reference_existing_tasks(project):

@@ -34,6 +34,7 @@ from cbledger.tasks.fixtures.manifest_file import (
 )
 from cbledger.tasks.fixtures.problems import Problem
 from cbledger.tasks.fixtures.project_check import ProjectCheck, check_fixtures, repin
+from cbledger.tasks.model import KicadRelease
 
 fixture_app = typer.Typer(
     name="fixture",
@@ -247,6 +248,8 @@ def freeze_cmd(
         fail(f"--id {fixture_id!r}: must be kebab-case ([a-z0-9] words joined by '-', at most 100 characters)")
     if complexity is not None and complexity not in ("simple", "medium", "hard"):
         fail(f"--complexity {complexity!r}: one of simple, medium, hard; nothing was written")
+    if authored_version is not None and not conforms(authored_version, KicadRelease):
+        fail(f"--authored-version {authored_version!r}: a KiCad release as 9.0, 8.x or 6.0.11; nothing was written")
     fixture_dir = dest or _fixture_dir(root, fixture_id, must_exist=False)
     if license_file is not None:  # `./LICENSE` and `/LICENSE` name the root's LICENSE, and are kept as that
         license_file = posixpath.normpath(license_file.strip()).lstrip("/")

@@ -124,8 +124,14 @@ class Upstream(Model, frozen=True, kw_only=True):
     modifications: NonEmpty
 
 
+#: A KiCad release as upstream names the one it designed in: `9.0`, `8.x`, `6.0.11`.
+KicadRelease = Annotated[
+    str, Meta(pattern=r"^[0-9]{1,3}(\.([0-9]{1,4}|x)){0,2}$", description="a KiCad release: 9.0, 8.x, 6.0.11")
+]
+
+
 class KicadInfo(Model, frozen=True, kw_only=True):
-    authored_version: NonEmpty
+    authored_version: KicadRelease
     file_format_version: NonEmpty
     verified_with_kicad_cli: NonEmpty
 

@@ -548,7 +548,7 @@ def validate_project(root: Path, require_trees: bool = False) -> ValidationRepor
     if tasks_dir.is_dir():
         for d in sorted(p for p in tasks_dir.iterdir() if p.is_dir() and not p.name.startswith(".") and not incomplete(p)):
             if not (d / "task.json").is_file() and not (d / "assertions.json").is_file():
-                report.problems.append(warning(ctx.rel(d), "", "a directory under tasks/ without task.json"))
+                report.problems.extend(_taskless(d, ctx))
                 continue
             report.tasks += 1
             report.problems.extend(validate_task(d, ctx))
@@ -562,6 +562,17 @@ def validate_project(root: Path, require_trees: bool = False) -> ValidationRepor
             report.suites += 1
             report.problems.extend(validate_suite(path, ctx))
     return report
+
+
+def _taskless(d: Path, ctx: _Context) -> list[Problem]:
+    """A directory under tasks/ no task is read from. Empty or unrelated, a warning; holding a
+    task or its assertions in another spelling (`task.yaml`, `Task.JSON`), an error naming the
+    file: the author wrote a task that no suite, run or bump would ever see, and exit 0 hid it."""
+    spelt = sorted(p for p in d.iterdir() if p.is_file() and p.stem.lower() in ("task", "assertions"))
+    if not spelt:
+        return [warning(ctx.rel(d), "", "a directory under tasks/ without task.json")]
+    return [error(ctx.rel(p), "", f"not read: a task is read from {p.stem.lower()}.json (JSON) alone, "
+                                  f"so tasks/{d.name} holds no task") for p in spelt]
 
 
 def ensure_runnable(root: Path, task: Task) -> Fixture:

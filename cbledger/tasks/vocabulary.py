@@ -93,6 +93,18 @@ class ConstraintArgs(Args, frozen=True, kw_only=True):
 class FilesTouchedArgs(Args, frozen=True, kw_only=True):
     allowed: Annotated[list[NonEmpty], Meta(min_length=1)]
 
+    def __post_init__(self) -> None:
+        # A changed path is relative to the repository's top and never leaves it: a glob that
+        # starts at `/` or steps through `.` or `..` matches none, so the assertion would fail
+        # every run that changes anything, the gold's included.
+        for i, pattern in enumerate(self.allowed):
+            parts = pattern.split("/")
+            if pattern.startswith("/") or any(part in (".", "..") for part in parts):
+                raise ValueError(
+                    f"allowed[{i}] {pattern!r} can match no changed path: paths are relative to the "
+                    "repository's top, with no leading `/`, `./` or `..` (e.g. `board.kicad_pcb`, `docs/**`)"
+                )
+
 
 class PathArgs(Args, frozen=True, kw_only=True):
     path: NonEmpty
