@@ -389,3 +389,13 @@ def test_a_reader_that_stops_early_is_not_a_failed_check():
         proc.stdout.close()  # the reader has had enough, as `head -1` has
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 0 and err == b"", (proc.returncode, err)
+
+
+def test_python_dash_m_runs_the_same_entry_point(tmp_path):
+    """A clone beside an installed copy runs its own code as `python -m cbledger` from its top."""
+    r = subprocess.run([sys.executable, "-m", "cbledger", "--version"], cwd=Path(__file__).resolve().parents[1],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == f"cbledger {importlib.metadata.version('cbledger')}", r.stderr
+    bad = subprocess.run([sys.executable, "-m", "cbledger", "log", "--since", "-1", "--ledger", tmp_path / "x.jsonl"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: cbledger log: "), bad.stderr

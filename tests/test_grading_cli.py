@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import shutil
 
+import pygit2
+
 from cbledger.tasks.catalog import Catalog
 from tests.factories import run_cli
 from tests.test_grading_kit import (
@@ -166,16 +168,64 @@ def test_grade_refuses_a_task_pinned_to_another_fixture_hash(tmp_path):
     (task.dir / "task.json").write_text(json.dumps(doc))
     r = run_cli(["grade", "rename-sig", box.path, "--root", root])
     assert r.exit_code == 2
-    assert f"fixture.sha256 {'f' * 64} differs from" in r.stderr
+    assert "tasks/rename-sig/task.json: fixture.sha256:" in r.stderr and "differs from" in r.stderr
 
 
-def test_grade_warns_when_the_fixture_baseline_reports_are_missing(tmp_path):
+def test_grade_refuses_a_task_validate_refuses_naming_the_file_and_field(tmp_path):
+    """Duplicate assertion ids were graded (two rows of one id, "first failed required" ambiguous),
+    and a fixture that is not there was named by its directory alone."""
+    root, fixture, task = _project(tmp_path)
+    box = make_box(tmp_path, task, fixture)
+    doc = json.loads((task.dir / "assertions.json").read_text())
+    (task.dir / "assertions.json").write_text(json.dumps(doc + [doc[0]]))
+    r = run_cli(["grade", "rename-sig", box.path, "--root", root])
+    assert r.exit_code == 2 and r.stdout == "" and "task rename-sig cannot be graded" in r.stderr, r.output
+    assert "tasks/rename-sig/assertions.json" in r.stderr and "renamed" in r.stderr
+    (task.dir / "assertions.json").write_text(json.dumps(doc))
+    manifest = json.loads((task.dir / "task.json").read_text())
+    manifest["fixture"]["path"] = "fixtures/nope"
+    (task.dir / "task.json").write_text(json.dumps(manifest))
+    r = run_cli(["grade", "rename-sig", box.path, "--root", root])
+    assert r.exit_code == 2 and "tasks/rename-sig/task.json: fixture" in r.stderr, r.output
+
+
+def test_grade_refuses_when_a_fixture_baseline_report_it_needs_is_missing(tmp_path):
+    """Graded without it, the assertions that read it failed and the category named the model's
+    constraint-violation: what a clone that never materialized its real boards was told."""
     root, fixture, task = _project(tmp_path)
     box = make_box(tmp_path, task, fixture)
     shutil.rmtree(fixture.dir / "baseline")
     r = run_cli(["grade", "rename-sig", box.path, "--root", root])
-    assert r.exit_code == 0
-    assert "warning: fixture demo-board has no baseline ERC report here" in r.stderr
+    assert r.exit_code == 2 and r.stdout == "", r.output
+    assert "fixture demo-board has no baseline ERC report here" in r.stderr and "nothing graded" in r.stderr
+    assert "fixture materialize demo-board" in r.stderr
+
+
+def test_grade_refuses_a_sandbox_seeded_from_another_fixture_or_tree(tmp_path):
+    root, fixture, task = _project(tmp_path)
+    other = write_fixture(root, "other-board")
+    other_task = write_task(root, "other-task", other, ASSERTS)
+    box = make_box(tmp_path, other_task, other)
+    r = run_cli(["grade", "rename-sig", box.path, "--root", root])
+    assert r.exit_code == 2 and r.stdout == "", r.output
+    assert f"{box.path}: seeded from fixture other-board" in r.stderr and "fixture demo-board; nothing graded" in r.stderr
+    # its own task grades it
+    assert run_cli(["grade", "other-task", box.path, "--root", root]).exit_code == 0
+    # the same fixture frozen again since the run: another tree
+    mine = make_box(tmp_path, task, fixture, name="mine")
+    seed = mine.repo.revparse_single(mine.baseline).peel(pygit2.Commit)
+    while seed.parents:
+        seed = seed.parents[0]
+    assert seed.message == f"seed: fixture demo-board {fixture.manifest.sha256}\n"
+    manifest = fixture.dir / "fixture.json"
+    doc = json.loads(manifest.read_text())
+    doc["sha256"] = "e" * 64
+    manifest.write_text(json.dumps(doc))
+    doc = json.loads((task.dir / "task.json").read_text())
+    doc["fixture"]["sha256"] = "e" * 64
+    (task.dir / "task.json").write_text(json.dumps(doc))
+    r = run_cli(["grade", "rename-sig", mine.path, "--root", root, "--no-kicad"])
+    assert r.exit_code == 2 and "the fixture was frozen again since this run" in r.stderr, r.output
 
 
 def test_grade_names_a_baseline_report_that_is_not_json_and_warns_only_of_the_assertions_it_blinds(tmp_path):

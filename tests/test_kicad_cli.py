@@ -38,6 +38,14 @@ def test_nets_text_and_json() -> None:
     assert {(n["reference"], n["pin"]) for n in gnd["nodes"]} == {("R5", "2"), ("R6", "2"), ("R11", "2"), ("R12", "2"), ("R102", "2")}
 
 
+def test_an_empty_schematic_is_said_on_stderr_and_lists_nothing(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.kicad_sch"
+    empty.write_text('(kicad_sch (version 20250114) (generator "eeschema") (uuid "00000000-0000-0000-0000-000000000001") (paper "A4"))\n')
+    for command, said in (("nets", "no nets"), ("symbols", "no placed symbol")):
+        r = runner.invoke(_app(), ["kicad", command, str(empty)])
+        assert r.exit_code == 0 and r.stdout == "" and f"note: {empty}: {said}" in r.stderr, r.output
+
+
 def test_symbols_text_and_json() -> None:
     schematic = str(DATA / "wiring" / "wiring.kicad_sch")
     text = runner.invoke(_app(), ["kicad", "symbols", schematic])

@@ -54,6 +54,8 @@ def nets(schematic: SchematicArg, as_json: JsonFlag = False) -> None:
         return
     for net in netlist.nets:
         typer.echo(f"{net.name}: " + " ".join(f"{n.reference}.{n.pin}" for n in net.nodes))
+    if not netlist.nets:  # said apart from stdout, which stays the (empty) list
+        typer.echo(f"note: {schematic}: no nets (no symbol pin is placed, or none is connected)", err=True)
 
 
 @kicad_app.command("symbols")
@@ -63,6 +65,8 @@ def symbols(schematic: SchematicArg, as_json: JsonFlag = False) -> None:
     if as_json:
         _print_json([msgspec.to_builtins(r) for r in records])
         return
+    if not records:
+        typer.echo(f"note: {schematic}: no placed symbol", err=True)
     for r in records:
         flags = ",".join(
             flag for flag, on in (("dnp", r.dnp), ("no-bom", not r.in_bom), ("no-board", not r.on_board)) if on

@@ -22,10 +22,11 @@ from cbledger.ledger.events import SuiteBumped
 from cbledger.ledger.store import LedgerStore
 from cbledger.runner import ledger_view
 from cbledger.runner.preserve import captured_another_tree
+from cbledger.runner.sandbox import seeded_from
 from cbledger.tasks import definitions, suite_archive
 from cbledger.tasks.catalog import Catalog, Fixture, Task, load_task
 from cbledger.tasks.fixtures.problems import Problem, error
-from cbledger.tasks.validate import validate_project
+from cbledger.tasks.validate import ensure_gradable, validate_project
 from cbledger.workspace import Workspace, suite_definitions_name
 
 BASELINE_TYPES = ("erc_no_new_violations", "drc_no_new_violations")
@@ -141,13 +142,8 @@ def _load(root: Path, task_arg: str) -> tuple[Task, Fixture]:
     catalog = Catalog(root)
     as_path = Path(task_arg)
     task = load_task(as_path) if (as_path / "task.json").is_file() else catalog.task(task_arg)
-    fixture = catalog.fixture_for(task)
-    if task.manifest.fixture.sha256 != fixture.manifest.sha256:
-        fail(
-            f"{task.dir / 'task.json'}: fixture.sha256 {task.manifest.fixture.sha256} differs from "
-            f"{fixture.dir / 'fixture.json'} sha256 {fixture.manifest.sha256}; the baseline reports would not be this task's"
-        )
-    return task, fixture
+    ensure_gradable(root, task)  # a pin to another fixture hash included: its baseline is not this task's
+    return task, catalog.fixture_for(task)
 
 
 def _baseline_warning(task: Task, fixture: Fixture) -> str | None:
@@ -273,7 +269,7 @@ def grade_cmd(
     if not sandbox.exists():
         fail(f"{sandbox}: no such directory (the sandbox to grade)", 2)
     task_obj, fixture = _load(project_root(root), task)
-    evidence, result = grade_sandbox(task_obj, fixture, sandbox, baseline, runner_exit, kicad=kicad)
+    evidence, result = grade_sandbox(task_obj, fixture, sandbox, baseline, runner_exit, kicad=kicad, whole=True)
     doc = grade_document(task_obj, fixture, evidence, result)
     if as_json:
         typer.echo(json.dumps(doc, indent=2, ensure_ascii=False))
@@ -283,14 +279,29 @@ def grade_cmd(
 
 def grade_sandbox(
     task_obj: Task, fixture: Fixture, sandbox: Path, baseline: str | None = None, runner_exit: str | None = None,
-    *, kicad: bool = True,
+    *, kicad: bool = True, whole: bool = False,
 ) -> tuple[Evidence, Grade]:
     """A sandbox graded by hand as the runner grades a run, what it lacks said on stderr: for
-    `grade`, and for `fixture gold`, which is told whether the run it keeps passed its task."""
+    `grade`, and for `fixture gold`, which is told whether the run it keeps passed its task.
+    `whole`: a fixture baseline missing here refuses the grade (`grade`), rather than grading the
+    assertions that read it as failed, which named the model's `constraint-violation` for a clone
+    that had not materialized its real boards."""
     note = _baseline_warning(task_obj, fixture)
+    if note and whole:
+        raise UserError(f"{note}; nothing graded")
     if note:
         print(f"warning: {note}", file=sys.stderr)
     evidence = from_sandbox(sandbox, baseline, runner_exit)
+    seeded = seeded_from(evidence.repo, evidence.baseline_sha)
+    if seeded is not None and seeded != (fixture.id, fixture.manifest.sha256):
+        # graded against another board's baseline, every assertion reads the wrong design
+        same = seeded[0] == fixture.id
+        raise UserError(
+            f"{sandbox}: seeded from fixture {seeded[0]} at {seeded[1][:12]}, but task {task_obj.id} is graded on "
+            + (f"its tree at {fixture.manifest.sha256[:12]} (the fixture was frozen again since this run)" if same
+               else f"fixture {fixture.id}")
+            + "; nothing graded"
+        )
     if evidence.reports and captured_another_tree(evidence.repo, evidence.end.tree):
         print(f"warning: the reports the run left in .git/{LIVE_REPORTS_DIR}/ describe the end state it captured, and "
               "this tree has changed since: they are not read", file=sys.stderr)

@@ -89,6 +89,18 @@ def seed_message(fixture_id: str, sha256: str) -> str:
     return f"seed: fixture {fixture_id} {sha256}\n"
 
 
+def seeded_from(repo: pygit2.Repository, commit: str) -> tuple[str, str] | None:
+    """The (fixture id, tree hash) the first commit under `commit` was seeded from, by its
+    `seed_message`; None for a history no runner seeded (a sandbox made by hand)."""
+    first = repo[commit].peel(pygit2.Commit)
+    while first.parents:
+        first = first.parents[0]
+    words = first.message.split()
+    if len(words) == 4 and words[:2] == ["seed:", "fixture"]:
+        return words[2], words[3]
+    return None
+
+
 def seed_commit(repo: pygit2.Repository, fixture: Fixture, config: bytes) -> pygit2.Oid:
     """Creates (or finds) the deterministic seed commit in `repo`; does not move any ref."""
     tree = build_seed_tree(repo, fixture, config)

@@ -575,6 +575,15 @@ def _taskless(d: Path, ctx: _Context) -> list[Problem]:
                                   f"so tasks/{d.name} holds no task") for p in spelt]
 
 
+def ensure_gradable(root: Path, task: Task) -> None:
+    """The refusal a grade by hand starts with: the task validates, as a run's would (duplicate
+    assertion ids, a fixture that is not there, a pin to another tree: each named by file and
+    field), but a real board's tree need not be materialized, since a grade reads the sandbox."""
+    problems = errors_of(validate_task(task.dir, _Context(Path(root).resolve(), require_trees=False)))
+    if problems:
+        raise UserError(f"task {task.id} cannot be graded: {listed(problems)}")
+
+
 def ensure_runnable(root: Path, task: Task) -> Fixture:
     """The refusal a run starts with: the task validates, its fixture tree is materialized and
     hashes to the manifest, and the task pins that same hash. Raises one UserError listing every
