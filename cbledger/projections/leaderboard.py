@@ -468,7 +468,8 @@ def _harness_section(g: GroupMetrics, level: str) -> list[str]:
     note = (
         "`harness:gold` applies the reference solution and should pass every task; "
         "`harness:noop` changes nothing and should fail every edit and refusal task (a flag "
-        "task is not checked for noop). These runs never enter a model row."
+        "task's noop runs are listed, but a noop pass of one is not counted as a problem). "
+        "These runs never enter a model row."
     )
     return _section(level, "Harness discrimination check", body, note)
 
