@@ -349,3 +349,30 @@ def test_an_estimate_with_no_past_model_run_says_which_runs_do_not_count():
     line = Estimate("gpt-test", "t1", ("1.00", "10.00"), unestimated=["led-resistor-swap"]).line()
     assert "no past model run of these tasks to estimate from (runs of session scripts, gold and noop are not counted)" in line
     assert line.endswith("; not estimated (no past model run): led-resistor-swap")
+
+
+def test_the_estimate_holds_each_run_to_the_cap_and_says_what_the_budget_left_pays_for():
+    """The dry run's estimate ignored the money limits: it priced runs past the cap each would be
+    stopped at, and said nothing of a budget the campaign (and its killed runs, in the journal)
+    had mostly spent."""
+    from types import SimpleNamespace
+
+    from cbledger.runner.cost_estimate import for_plan
+    from cbledger.runner.ledger_view import LedgerView
+    from tests.factories import pricing_published, run_recorded
+
+    runs = {r.run_id: r for r in (run_recorded(n).body for n in (1, 18, 35))}
+    assert {r.task.id for r in runs.values()} == {"fix-net-1"}
+    view = LedgerView(pricing=pricing_published().body, runs=runs)
+    plan = SimpleNamespace(model_id="claude-sonnet-4.5", runs=[SimpleNamespace(task=SimpleNamespace(id="fix-net-1"))] * 4)
+    free = for_plan(plan, view)
+    assert free.high > 4 * 100_000 and free.limits_line() is None
+    est = for_plan(plan, view, cap=100_000, budget=250_000, spent=50_000, unrecorded=20_000)
+    assert (est.low, est.median, est.high) == (400_000, 400_000, 400_000)
+    assert est.left == 200_000 and est.within_budget() == 2
+    line = est.limits_line()
+    assert line is not None and "each run stops at the --max-cost-usd cap of $0.1000" in line, line
+    assert "$0.0500 spent by the campaign so far, $0.0200 of it by killed runs no run records, $0.2000 left" in line, line
+    assert "pays for about 2 of the 4 estimated run(s)" in line, line
+    doc = est.as_json()
+    assert (doc["budgetLeftUsdMicros"], doc["runsWithinBudgetAtMedian"], doc["unrecordedUsdMicros"]) == (200_000, 2, 20_000)

@@ -1024,7 +1024,7 @@ def test_a_dry_runs_cost_estimate_leaves_out_a_slot_whose_events_were_kept(tmp_p
     (runs_dir / f"{campaign_mod.run_id('c1', TASKS[0], 1, 1)}.events.jsonl").write_text("{}\n")
     estimated: list[list[tuple[str, int]]] = []
 
-    def for_plan(plan, view):
+    def for_plan(plan, view, **limits):
         estimated.append([(r.task.id, r.slot) for r in plan.runs])
         return cost_estimate.Estimate(plan.model_id, None, None)
 
@@ -1034,6 +1034,35 @@ def test_a_dry_runs_cost_estimate_leaves_out_a_slot_whose_events_were_kept(tmp_p
     assert r.exit_code == 0, r.output
     assert "1 kept (appended, not run again), 1 to run" in r.stdout, r.stdout
     assert estimated == [[(TASKS[0], 2)]]
+
+
+def test_a_dry_runs_estimate_is_given_the_limits_and_what_killed_runs_spent(tmp_path: Path, monkeypatch) -> None:
+    from cbledger.cli import run_commands
+    from cbledger.runner import cost_estimate
+
+    root = project(tmp_path)
+    ledger = new_ledger(root, "limits")
+    from tests.factories import pricing_published
+
+    LedgerStore(ledger).append([pricing_published(1)])
+    where = Workspace.at(root, ledger)
+    where.campaigns.mkdir(parents=True, exist_ok=True)
+    journal = campaign_mod.spend_journal(where, "c1")
+    run = campaign_mod.run_id("c1", TASKS[0], 1, 1)
+    journal.write_text(json.dumps({"batch": "b1", "run": run, "spentUsdMicros": 30_000}) + "\n"
+                       + json.dumps({"batch": "b1", "run": run, "spentUsdMicros": 70_000}) + "\n")
+    given: list[dict] = []
+
+    def for_plan(plan, view, **limits):
+        given.append(limits)
+        return cost_estimate.Estimate(plan.model_id, None, ("1", "2"), estimated=1, median=1, **limits)
+
+    monkeypatch.setattr(run_commands.cost_estimate, "for_plan", for_plan)
+    r = run_cli(["run", TASKS[0], "--agent", "copperhead", "--model", "gpt-5-mini", "--repeats", "1",
+                 "--campaign", "c1", "--dry-run", "--max-cost-usd", "0.5", "--budget-usd", "1", "--root", root, "--ledger", ledger])
+    assert r.exit_code == 0, r.output
+    assert given == [{"cap": 500_000, "budget": 1_000_000, "spent": 70_000, "unrecorded": 70_000}]
+    assert "money limits: each run stops at the --max-cost-usd cap of $0.5000" in r.stdout, r.stdout
 
 
 def test_a_campaigns_money_limits_are_kept_with_its_plan_and_a_bare_resume_runs_under_them(tmp_path: Path) -> None:

@@ -16,7 +16,6 @@ import msgspec
 import pygit2
 import typer
 from blake3 import blake3
-from msgspec import UNSET
 
 from cbledger import invocation
 from cbledger.cli.common import (
@@ -39,8 +38,8 @@ from cbledger.login import login_name
 from cbledger.projections import packed as packed_mod
 from cbledger.projections.records import record_entries
 from cbledger.reproduce.regenerate import behind, regenerate_after
+from cbledger.runner import campaign as campaign_mod
 from cbledger.runner import (
-    budget,
     cost_estimate,
     current_suite,
     ledger_view,
@@ -49,7 +48,6 @@ from cbledger.runner import (
     pricing,
     trial,
 )
-from cbledger.runner import campaign as campaign_mod
 from cbledger.runner import draft as draft_run
 from cbledger.runner import sandbox as sandbox_mod
 from cbledger.runner.budget import MoneyLimits
@@ -206,7 +204,7 @@ def run(
         refuse_model(plan, view, money, scripted=session is not None, segment=segment, here=False)
         _show_dry_run(where, plan, view, campaign, session=session, passes=passes, segment=segment, retry_env=retry_env,
                       where_to_run=f"jobs {jobs}" if executor == "local" else f"executor {executor} at {scheduler}",
-                      as_json=as_json, executor=executor, jobs=jobs, draft=draft)
+                      as_json=as_json, executor=executor, jobs=jobs, draft=draft, money=money)
         return
     # the campaign's own place (of this results directory: another project's run of the same plan
     # has its own), so the next invocation finds what a killed one left there
@@ -430,15 +428,13 @@ def _lost_micros(where: Workspace, campaign: str) -> int:
     """The spend journal's calls of the campaign's runs the ledger does not hold. A ledger that
     cannot be read now (a database gone, often why Ctrl-C was pressed) counts none: an
     interrupt's own message then stands alone."""
-    journal = campaign_mod.spend_journal(where, campaign)
-    if not journal.is_file():
+    if not campaign_mod.spend_journal(where, campaign).is_file():
         return 0
     try:
-        runs = ledger_view.read(where.ledger).runs.values()
+        view = ledger_view.read(where.ledger)
     except (UserError, OSError):
         return 0
-    recorded = {(r.batch, r.run_id) for r in runs if r.campaign is not UNSET and r.campaign.id == campaign}
-    return budget.unrecorded_spend(journal, recorded)
+    return campaign_mod.spent(where, view, campaign)[1]
 
 
 def _echo_hint(hint: str | None) -> None:
@@ -448,7 +444,8 @@ def _echo_hint(hint: str | None) -> None:
 
 def _show_dry_run(
     where: Workspace, plan: Plan, view: ledger_view.LedgerView, campaign: str, *, session: str | None, passes: int | None,
-    segment: str | None, retry_env: int, where_to_run: str, as_json: bool, executor: str, jobs: int, draft: bool = False,
+    segment: str | None, retry_env: int, where_to_run: str, as_json: bool, executor: str, jobs: int, money: MoneyLimits,
+    draft: bool = False,
 ) -> None:
     """The plan, slot by slot: which are recorded in the campaign and which a run would make now.
     A suite on disk that differs from the recorded one is refused first, as the run would be (a
@@ -465,7 +462,10 @@ def _show_dry_run(
         return then is not None and campaign_mod.run_id(campaign, then.task.id, then.slot, then.attempt) in pending
 
     # what the slots still to run would cost, not those already recorded or kept to be appended
-    estimate = (cost_estimate.for_plan(replace(plan, runs=tuple(p for p in to_run.values() if not kept(p))), view)
+    recorded_spend, unrecorded = campaign_mod.spent(where, view, campaign)
+    estimate = (cost_estimate.for_plan(replace(plan, runs=tuple(p for p in to_run.values() if not kept(p))), view,
+                                       cap=money.run_cap_micros, budget=money.budget_micros,
+                                       spent=recorded_spend + unrecorded, unrecorded=unrecorded)
                 if plan.agent == "copperhead" and session is None else None)
     # the passes each attempt may take, as the run would grant them (a bad allowance file fails here too)
     allowed = passes_allowed(Catalog(where.root), plan, passes)
@@ -504,6 +504,9 @@ def _show_dry_run(
                    + (f"  up to {up_to} passes" if up_to > 1 else "") + f"  {status}")
     if estimate is not None:
         typer.echo(estimate.line())
+        limits = estimate.limits_line()
+        if limits:
+            typer.echo(limits)
 
 
 def _discard_draft(where: Workspace, new_draft: bool, made: bool) -> None:

@@ -29,6 +29,7 @@ from cbledger import invocation
 from cbledger.errors import UserError, did_you_mean
 from cbledger.ledger import durable
 from cbledger.ledger.events import Ablations, PassRef, RunRecorded
+from cbledger.runner.budget import unrecorded_spend
 from cbledger.runner.ledger_view import LedgerView
 from cbledger.runner.plan import Plan, PlannedRun
 from cbledger.tasks.catalog import Catalog
@@ -213,6 +214,15 @@ def is_kept(workspace: Workspace, campaign: str) -> bool:
 def spend_journal(workspace: Workspace, campaign: str) -> Path:
     """Where the campaign's runs' spend is written call by call (`budget.Purse`)."""
     return workspace.campaigns / f"{campaign}.spend.jsonl"
+
+
+def spent(workspace: Workspace, view: LedgerView, campaign: str) -> tuple[int, int]:
+    """What the campaign has spent, in micro-USD: (its recorded runs' costs, what its runs killed
+    with their driver spent, which the spend journal holds and no run records). Both count
+    against its budget; a run of unknown cost counts nothing."""
+    mine = [r for r in view.runs.values() if _of(r, campaign)]
+    recorded = {(r.batch, r.run_id) for r in mine}
+    return sum(r.cost.usd_micros or 0 for r in mine), unrecorded_spend(spend_journal(workspace, campaign), recorded)
 
 
 def segment_of(workspace: Workspace, view: LedgerView, campaign: str, given: str | None) -> str | None:

@@ -32,6 +32,12 @@ class Estimate:
     #: planned runs of tasks the ledger has no priced past run of
     unestimated: list[str] = field(default_factory=list)
     estimated: int = 0
+    #: the money limits the runs would be made under (docs/RUNNER.md section 7)
+    cap: int | None = None
+    budget: int | None = None
+    #: what the campaign has spent: its recorded runs, and its killed runs no run records
+    spent: int = 0
+    unrecorded: int = 0
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -39,7 +45,39 @@ class Estimate:
             "lowUsdMicros": self.low if self.estimated else None, "medianUsdMicros": self.median if self.estimated else None,
             "highUsdMicros": self.high if self.estimated else None, "pastRuns": self.basis,
             "runsEstimated": self.estimated, "runsNotEstimated": self.unestimated,
+            "runCapUsdMicros": self.cap, "budgetUsdMicros": self.budget,
+            "spentUsdMicros": self.spent, "unrecordedUsdMicros": self.unrecorded,
+            "budgetLeftUsdMicros": self.left, "runsWithinBudgetAtMedian": self.within_budget(),
         }
+
+    @property
+    def left(self) -> int | None:
+        return None if self.budget is None else max(0, self.budget - self.spent)
+
+    def within_budget(self) -> int | None:
+        """How many of the estimated runs the budget left pays for at the median run's cost (None:
+        no budget, or nothing estimated)."""
+        if self.left is None or not self.estimated:
+            return None
+        per_run = self.median / self.estimated
+        return self.estimated if per_run == 0 else min(self.estimated, int(self.left // per_run))
+
+    def limits_line(self) -> str | None:
+        """What the money limits make of the estimate; None without one."""
+        if self.cap is None and self.budget is None:
+            return None
+        parts = []
+        if self.cap is not None:
+            parts.append(f"each run stops at the --max-cost-usd cap of {pricing.usd_limit(self.cap)} (the range above is held to it)")
+        if self.budget is not None:
+            lost = f", {pricing.usd(self.unrecorded)} of it by killed runs no run records" if self.unrecorded else ""
+            said = (f"the --budget-usd of {pricing.usd_limit(self.budget)}: {pricing.usd(self.spent)} spent by the campaign "
+                    f"so far{lost}, {pricing.usd(self.left or 0)} left")
+            fits = self.within_budget()
+            if fits is not None and fits < self.estimated:
+                said += f"; at the median that pays for about {fits} of the {self.estimated} estimated run(s), and the rest are not run"
+            parts.append(said)
+        return "money limits: " + "; ".join(parts)
 
     def line(self) -> str:
         if self.rates is None:
@@ -72,17 +110,26 @@ def past_tokens(view: ledger_view.LedgerView, task_id: str, model_id: str) -> li
     return mine or anyone
 
 
-def for_plan(plan: Plan, view: ledger_view.LedgerView) -> Estimate:
+def for_plan(
+    plan: Plan, view: ledger_view.LedgerView, *, cap: int | None = None, budget: int | None = None,
+    spent: int = 0, unrecorded: int = 0,
+) -> Estimate:
+    """`cap` and `budget` are the money limits in micro-USD; `spent` what the campaign has spent,
+    `unrecorded` the part of it killed runs spent that no run records. A run stops at the cap, so
+    no past run is counted above it."""
     table = view.pricing
     found = pricing.route(plan.model_id, table)
     price = found.price if found is not None else None
-    if price is None or price.input is None or price.output is None:
-        return Estimate(plan.model_id, table.table_version if table else None, None)
-    est = Estimate(plan.model_id, table.table_version if table else None, (price.input, price.output))
+    rates = None if price is None or price.input is None or price.output is None else (price.input, price.output)
+    est = Estimate(plan.model_id, table.table_version if table else None, rates,
+                   cap=cap, budget=budget, spent=spent, unrecorded=unrecorded)
+    if price is None or rates is None:
+        return est
     counted: set[str] = set()
     for planned in plan.runs:
         tokens = past_tokens(view, planned.task.id, plan.model_id)
-        costs = sorted(c for c in (pricing.usd_micros(price, i, o) for i, o in tokens) if c is not None)
+        costs = sorted(c if cap is None else min(c, cap)
+                       for c in (pricing.usd_micros(price, i, o) for i, o in tokens) if c is not None)
         if not costs:
             est.unestimated.append(planned.task.id)
             continue

@@ -22,8 +22,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from msgspec import UNSET
-
 from cbledger import credentials, invocation
 from cbledger.errors import UserError
 from cbledger.kicad.oracle import require_kicad_cli
@@ -31,8 +29,8 @@ from cbledger.ledger.events import Actor
 from cbledger.ledger.recorder import Lease
 from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.types import RunMode
-from cbledger.runner import budget, current_suite, isolation, ledger_view
 from cbledger.runner import campaign as campaign_mod
+from cbledger.runner import current_suite, isolation, ledger_view
 from cbledger.runner.agents.base import Agent
 from cbledger.runner.agents.copperhead import (
     CopperheadAgent,
@@ -466,13 +464,10 @@ def _run(
         agent.money = guard
         # the budget is the campaign's: what its runs recorded by earlier invocations spent is
         # spent (a resumed campaign once started afresh, and spent its budget again)
-        campaigns = {r.campaign for r in plan.runs if r.campaign is not None}
-        mine = [r for r in view.runs.values() if r.campaign is not UNSET and r.campaign.id in campaigns]
-        guard.purse.add(sum(r.cost.usd_micros or 0 for r in mine))
         # and what runs of it killed with their driver spent, which no ledger holds
-        recorded = {(r.batch, r.run_id) for r in mine}
+        campaigns = {r.campaign for r in plan.runs if r.campaign is not None}
         for campaign in sorted(campaigns):
-            guard.purse.add(budget.unrecorded_spend(campaign_mod.spend_journal(workspace, campaign), recorded))
+            guard.purse.add(sum(campaign_mod.spent(workspace, view, campaign)))
         if len(campaigns) == 1:
             workspace.campaigns.mkdir(parents=True, exist_ok=True)
             guard.purse.journal, guard.purse.batch = campaign_mod.spend_journal(workspace, *campaigns), settings.batch
