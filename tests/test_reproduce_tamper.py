@@ -128,6 +128,37 @@ def test_a_missing_bundle_is_named(project):
     assert "site pages match (1 run page(s) not compared: their runs' evidence could not be read)" in said, said
 
 
+def test_project_site_keeps_a_page_whose_run_cannot_be_read_here_and_the_check_says_so(project, monkeypatch):
+    """A clone whose real boards are not materialized reads none of their runs: `project site`
+    replaced each committed page with one saying "evidence not shown", and `site --check` said
+    "up to date" while comparing none of them, a deleted one included."""
+    from cbledger.projections.site.paths import run_page
+    from cbledger.reproduce import evidence_cache
+    from cbledger.tasks.catalog import Fixture
+
+    monkeypatch.delenv(evidence_cache.CACHE_ENV, raising=False)  # a fresh clone has read no run before
+    assert cli(project, "project", "site").exit_code == 0
+    victim = runs(project)[("noop", OTHER_TASK)].event.body
+    page = project / "results" / "site" / run_page(victim.run_id)
+    whole = page.read_bytes()
+    on_it = sum(s.event.body.fixture.id == victim.fixture.id for s in runs(project).values())
+    # as a clone holds a real board before it is materialized: no tree, here or kept with the suite
+    real_tree = Fixture.tree.fget
+    monkeypatch.setattr(Fixture, "tree", property(
+        lambda f: f.dir / "not-materialized" if f.id == victim.fixture.id else real_tree(f)))
+    again = cli(project, "project", "site")
+    assert again.exit_code == 0 and page.read_bytes() == whole, again.output
+    assert f"note: {on_it} run page(s) left as they were: their preserved runs cannot be read here" in again.stderr, again.output
+    assert "has no tree/" in again.stderr
+    check = cli(project, "project", "site", "--check")
+    assert check.exit_code == 0, check.output
+    assert f"up to date; {on_it} run page(s) not compared: their preserved runs cannot be read here" in check.stdout
+    page.unlink()
+    check = cli(project, "project", "site", "--check")
+    assert check.exit_code == 1 and "it is not there, and its run's evidence cannot be read here" in check.stderr, check.output
+    assert cli(project, "project", "site").exit_code == 0 and page.is_file()  # written, as far as it can be
+
+
 def test_an_edited_fixture_file_is_caught_and_the_runs_regrade_under_the_kept_tree(project):
     sch = project / "fixtures" / "synthetic-led-resistor" / "tree" / "led-indicator.kicad_sch"
     sch.write_bytes(sch.read_bytes().replace(b"(kicad_sch", b"(kicad_sch ", 1))

@@ -34,7 +34,7 @@ from cbledger.projections.fold import LedgerState
 from cbledger.projections.selection import Selection
 from cbledger.projections.site import render as site_render
 from cbledger.reproduce import site_evidence
-from cbledger.reproduce.outputs import check_site
+from cbledger.reproduce.outputs import OutputsCheck, check_site
 from cbledger.workspace import READ_MODEL, RESULTS, Workspace, record_name
 
 project_app = typer.Typer(
@@ -411,7 +411,7 @@ def all_cmd(ledger: LedgerOption = None, root: RootOption = None, check: CheckFl
             "records": _records_json(done.records, False),
             "leaderboard": {"path": str(where.leaderboard), "written": done.leaderboard},
             "readModel": {"path": str(where.read_model), "written": done.read_model},
-            "site": {"path": str(where.site), "pagesWritten": len(done.site)},
+            "site": {"path": str(where.site), "pagesWritten": len(done.site), "pagesKept": len(done.site_kept)},
             "snapshot": {"path": None if kept is None else str(kept), "seq": state.head_seq, "resumedFrom": follower.base_seq},
         })
         return
@@ -419,7 +419,19 @@ def all_cmd(ledger: LedgerOption = None, root: RootOption = None, check: CheckFl
     _written(where.leaderboard, done.leaderboard)
     _written(where.read_model, done.read_model, _browse(where.read_model))
     typer.echo(f"{where.site}/: {len(done.site)} page(s) written, open {where.site / site_render.INDEX}")
+    _kept_pages(done.site_kept)
     _snapshot_line(where, follower, kept)
+
+
+def _kept_pages(kept: list[tuple[str, str]]) -> None:
+    if kept:
+        typer.echo(f"note: {len(kept)} run page(s) left as they were: their preserved runs cannot be read here to "
+                   f"render them whole (first: {kept[0][1]})", err=True)
+
+
+def _not_compared(out: OutputsCheck) -> str:
+    return (f"; {out.site_not_compared} run page(s) not compared: their preserved runs cannot be read here "
+            f"(first: {out.site_not_compared_why})") if out.site_not_compared else ""
 
 
 def _snapshot_line(where: Workspace, follower: writers.LedgerFollower, kept: Path | None) -> None:
@@ -436,14 +448,18 @@ def site_cmd(ledger: LedgerOption = None, root: RootOption = None, check: CheckF
     where = workspace(ledger, root)
     if check:
         state = _state(where)
-        found = check_site(state, where)
+        out = OutputsCheck()
+        found = check_site(state, where, out)
         if as_json:
-            _emit({"site": {"path": str(where.site), "differences": [{"file": f.file, "message": f.message} for f in found]}})
+            _emit({"site": {"path": str(where.site), "notCompared": out.site_not_compared,
+                            "differences": [{"file": f.file, "message": f.message} for f in found]}})
         else:
             for f in found:
                 typer.echo(f"{f.file}: {f.message}", err=True)
             if not found:
-                typer.echo(f"{where.site}/: up to date")
+                typer.echo(f"{where.site}/: up to date{_not_compared(out)}")
+            elif out.site_not_compared:
+                typer.echo(_not_compared(out).lstrip("; "), err=True)
         raise typer.Exit(1 if found else 0)
     source, progress = _site_source(where, as_json)
     try:
@@ -451,13 +467,15 @@ def site_cmd(ledger: LedgerOption = None, root: RootOption = None, check: CheckF
         # earlier never writes its pages after this one's (cli/run_commands.py, regenerate_after)
         with writers.one_projector(where):
             state = _state(where)
-            written = writers.sync_site(state, where.site, source)
+            kept: list[tuple[str, str]] = []
+            written = writers.sync_site(state, where.site, source, kept=kept)
     finally:
         progress.close()
     if as_json:
-        _emit({"site": {"path": str(where.site), "pagesWritten": len(written)}})
+        _emit({"site": {"path": str(where.site), "pagesWritten": len(written), "pagesKept": len(kept)}})
         return
     typer.echo(f"{where.site}/: {len(written)} page(s) written, open {where.site / site_render.INDEX}")
+    _kept_pages(kept)
 
 
 def register(app: typer.Typer) -> None:

@@ -509,17 +509,31 @@ SiteEvidence = Callable[[LedgerState, Iterable[str] | None], Mapping[str, RunEvi
 
 
 def sync_site(
-    state: LedgerState, directory: Path, evidence: SiteEvidence, runs: Iterable[str] | None = None
+    state: LedgerState, directory: Path, evidence: SiteEvidence, runs: Iterable[str] | None = None,
+    kept: list[tuple[str, str]] | None = None,
 ) -> list[str]:
     """Writes the site's pages whose bytes differ (with `runs`, only those runs' pages beside the
-    aggregate ones); returns the paths written, relative to the site. Removes nothing."""
+    aggregate ones); returns the paths written, relative to the site. Removes nothing.
+
+    A run page already there whose run's evidence this checkout cannot read (its fixture's tree
+    is not materialized: a clone's real boards) is left as it is, and added to `kept` with the
+    reason: rendered now it would say only "evidence not shown", and a clone's first `project
+    site` replaced the committed pages' ERC tables, transcripts and diffs with that line. (Such a
+    page also keeps what the ledger said of its run when it was written, until the boards are
+    materialized.)"""
     wanted = None if runs is None else sorted(set(runs))
     written = []
     staged: list[str] = []
-    for relpath, data in site.render(state, evidence(state, wanted), wanted):
+    found = evidence(state, wanted)
+    problems = {site.run_page(rid): ev.problem for rid, ev in found.items() if ev.problem is not None and ev.here_only}
+    for relpath, data in site.render(state, found, wanted):
         target = directory / relpath
         try:
             if target.read_bytes() == data:
+                continue
+            if relpath in problems:
+                if kept is not None:
+                    kept.append((relpath, problems[relpath]))
                 continue
         except FileNotFoundError:
             pass
@@ -539,6 +553,8 @@ class Regenerated(Struct, kw_only=True):
     read_model: bool  # the read model rewritten
     #: site pages rewritten, relative to the site (none when no evidence source was given)
     site: list[str] = []
+    #: run pages left as they were, their runs' evidence unreadable here, each with the reason
+    site_kept: list[tuple[str, str]] = []
 
 
 @contextlib.contextmanager
@@ -611,8 +627,9 @@ def regenerate_all(
             else:
                 readmodel.write(tables, workspace.read_model)
                 db = True
-    pages = sync_site(state, workspace.site, site_evidence, runs) if site_evidence is not None else []
-    return Regenerated(records=records, leaderboard=board, read_model=db, site=pages)
+    kept: list[tuple[str, str]] = []
+    pages = sync_site(state, workspace.site, site_evidence, runs, kept) if site_evidence is not None else []
+    return Regenerated(records=records, leaderboard=board, read_model=db, site=pages, site_kept=kept)
 
 
 def _update_read_model(state: LedgerState, path: Path, views: Views, changed: set[str]) -> bool:

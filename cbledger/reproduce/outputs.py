@@ -44,6 +44,8 @@ class OutputsCheck:
     site_matching: int = 0
     #: run pages not compared: their runs' evidence could not be read back (the runs' checks say why)
     site_not_compared: int = 0
+    #: why, for the first of them: what a reader can do about it
+    site_not_compared_why: str = ""
     failures: list[Finding] = field(default_factory=list)
     #: where each was read, as a reader opens it (`Workspace.shown`): under `--results DIR` there
     leaderboard_path: str = LEADERBOARD
@@ -222,8 +224,10 @@ def check_site(
     from cbledger.reproduce import site_evidence
 
     evidence = site_evidence.gather(workspace, state, known=known)
-    unreadable = {site_render.run_page(rid) for rid, ev in evidence.items() if ev.problem is not None}
-    expected = {rel: data for rel, data in site_render.render(state, evidence) if rel not in unreadable}
+    problems = {site_render.run_page(rid): ev.problem for rid, ev in sorted(evidence.items()) if ev.problem is not None}
+    unreadable = set(problems)
+    rendered = dict(site_render.render(state, evidence))
+    expected = {rel: data for rel, data in rendered.items() if rel not in unreadable}
     found: list[Finding] = []
     root = workspace.site
     site = workspace.shown_path(root)
@@ -233,6 +237,11 @@ def check_site(
     for rel in sorted(on_disk - expected.keys() - unreadable):
         found.append(Finding(check="projection", kind="site-extra", file=f"{site}/{rel}",
                              message="a site page the ledger does not produce"))
+    for rel in sorted(unreadable - on_disk):
+        # not comparable, but not there either: `project site` writes it, without its evidence
+        found.append(Finding(check="projection", kind="site-missing", file=f"{site}/{rel}",
+                             message=f"the ledger produces this page; it is not there, and its run's evidence cannot be "
+                                     f"read here to render it whole ({problems[rel]})"))
     matching = 0
     for rel, data in sorted(expected.items()):
         if rel not in on_disk:
@@ -248,7 +257,9 @@ def check_site(
                              expected=_clip(now), actual=_clip(was),
                              message=f"first difference at line {line}: committed {_quoted(was)}, regenerated {_quoted(now)}"))
     if out is not None:
-        out.site_pages, out.site_matching, out.site_not_compared = len(expected), matching, len(unreadable)
+        out.site_pages, out.site_matching = len(expected), matching
+        out.site_not_compared = len(unreadable & on_disk)
+        out.site_not_compared_why = next((problems[rel] for rel in sorted(unreadable & on_disk)), "")
         out.failures += found
     return found
 

@@ -39,6 +39,9 @@ class RestoredRun:
     #: every recorded commit is present and the seed rebuilt: the run can be graded as recorded
     complete: bool = False
     failures: list[Finding] = field(default_factory=list)
+    #: the fixture's tree is not materialized here (a clone's real boards): the run's evidence
+    #: is whole, this checkout cannot read it
+    unmaterialized: bool = False
 
 
 def _finding(run: RunRecorded, seq: int, kind: str, message: str, **extra) -> Finding:
@@ -69,6 +72,7 @@ def restore_run(workspace: Workspace, catalog: Catalog, run: RunRecorded, seq: i
         out.failures.append(_finding(run, seq, "fixture-missing", f"fixture {run.fixture.id}: {exc}"))
         return out
     if not fixture.tree.is_dir():
+        out.unmaterialized = True
         out.failures.append(
             _finding(run, seq, "fixture-missing",
                      f"fixture {fixture.id} has no tree/ (materialize it: `{invocation.command('fixture', 'materialize', fixture.id, '--from', 'DIR')}`, or `scripts/materialize-real` for the real boards)",

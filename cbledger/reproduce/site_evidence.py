@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pygit2
 
 from cbledger import scratch as scratch_dir
@@ -119,7 +120,7 @@ def from_restored(restored: RestoredRun, run: RunRecorded, diff_limit: int | Non
         if restored.repo is None or not restored.complete or restored.failures:
             # a bundle that does not match its recorded digest is not shown as the run's evidence
             why = "; ".join(f.message for f in restored.failures) or "the bundle could not be restored"
-            return RunEvidence(problem=why)
+            return RunEvidence(problem=why, here_only=restored.unmaterialized and len(restored.failures) == 1)
         s = run.sandbox
         ev = bundle.from_repo(restored.repo, baseline_sha=s.baseline_sha, head_sha=s.head_sha,
                               capture_sha=s.capture_sha, evidence_sha=s.evidence_sha)
@@ -215,11 +216,7 @@ def gather(
                     workspace, chosen[run_id], entry.run, entry.seq, scratch / "runs", diff_limit, cache)
             except (UserError, pygit2.GitError, OSError, KeyError, ValueError) as exc:
                 found = RunEvidence(problem=f"the preserved run could not be read: {exc}")
-            out[run_id] = RunEvidence(
-                problem=found.problem, turns=found.turns, malformed=found.malformed, diff=found.diff,
-                diff_truncated=found.diff_truncated, before=found.before, after=found.after,
-                chain=links.get(run_id, []),
-            )
+            out[run_id] = msgspec.structs.replace(found, chain=links.get(run_id, []))
             if on_step is not None:
                 on_step(done, len(wanted), run_id)
         return out

@@ -53,6 +53,8 @@ class ChainLink(Struct, frozen=True, kw_only=True):
 class RunEvidence(Struct, frozen=True, kw_only=True):
     #: why the bundle could not be read back (the page says so); None when it was
     problem: str | None = None
+    #: the problem is this checkout's, not the run's: its fixture's tree is not materialized here
+    here_only: bool = False
     turns: list[Turn] = []
     #: transcript lines that did not decode, by line number
     malformed: list[int] = []
