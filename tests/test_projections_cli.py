@@ -54,6 +54,19 @@ def test_leaderboard_check_prints_a_unified_diff_and_fails(root):
     assert "differs from a regeneration" in err
 
 
+def test_leaderboard_check_of_a_board_not_utf8_or_not_there_says_so(root):
+    """A LEADERBOARD.md not in UTF-8 ended the check (and replay --verify, as "chain broken") in a
+    traceback; one not there was "differing" from a "committed" one."""
+    path = root / "LEADERBOARD.md"
+    path.write_bytes(b"\xff\xfe x\n")
+    code, out, err = cli("project", "leaderboard", "--check", "--root", root)
+    assert code == 1 and "differs from a regeneration" in err and "Traceback" not in err, err
+    assert "-\ufffd\ufffd x" in out
+    path.unlink()
+    code, out, err = cli("project", "leaderboard", "--check", "--root", root)
+    assert code == 1 and f"{path}: not there" in err and "--- LEADERBOARD.md (not there)" in out, err
+
+
 def test_a_retraction_keeps_the_published_records_and_marks_them(root):
     assert cli("project", "records", "--root", root)[0] == 0
     day = root / "results/2026-09-06/vendor-model-a/rename-net"

@@ -67,6 +67,8 @@ def test_run_ids():
         ("model=", "'model=': model= needs a value"),
         ("commit=xyz", "commit=xyz: a copperhead commit is 7 to 40 lowercase hex digits"),
         ("since=yesterday", "since=yesterday: not a date"),
+        ("since=2026-13-01", "since=2026-13-01: not a date (month must be in 1..12)"),
+        ("until=2026-02-30", "until=2026-02-30: not a date (day is out of range for month)"),
         ("since=2026-12-01T10:00:00", "a time needs its offset"),
         ("since=2026-12-02 until=2026-12-01", "is after until=2026-12-01"),
         ("since=2026-12-01 since=2026-12-02", "since= takes one value"),

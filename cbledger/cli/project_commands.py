@@ -107,7 +107,8 @@ def _leaderboard(state: LedgerState, target: Path, check: bool, suite: str | Non
             return 0 if result.matches else 1
         if not result.matches:
             typer.echo(result.diff, nl=False)
-            typer.echo(f"{target}: differs from a regeneration (run `{invocation.command('project', 'leaderboard')}`)", err=True)
+            what = "not there" if result.missing else "differs from a regeneration"
+            typer.echo(f"{target}: {what} (run `{invocation.command('project', 'leaderboard')}`)", err=True)
             return 1
         typer.echo(f"{target}: up to date")
         return 0

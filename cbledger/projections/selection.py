@@ -79,7 +79,10 @@ class Selection(Struct, frozen=True, kw_only=True):
 
 def _instant(key: str, value: str, end_of_day: bool) -> _dt.datetime:
     if _DATE.match(value):
-        day = _dt.date.fromisoformat(value)
+        try:
+            day = _dt.date.fromisoformat(value)
+        except ValueError as exc:  # 2026-13-01, 2026-02-30: a traceback once
+            raise SelectionError(f"{key}={value}: not a date ({exc})") from None
         start = _dt.datetime(day.year, day.month, day.day, tzinfo=_dt.UTC)
         return start + _dt.timedelta(days=1, microseconds=-1) if end_of_day else start
     try:

@@ -648,25 +648,29 @@ class FileCheck(Struct, kw_only=True):
     path: str
     matches: bool
     diff: str
+    #: the file is not there at all (the diff is then the whole regeneration)
+    missing: bool = False
 
 
 def check_text(path: Path, expected: str, label: str) -> FileCheck:
     """Compares a committed generated file with its regeneration; `diff` is unified, committed -> fresh."""
+    missing = False
     try:
-        actual = path.read_text(encoding="utf-8")
+        # bytes that are not UTF-8 differ like any other (a traceback once): shown replaced
+        actual = path.read_bytes().decode("utf-8", "replace")
     except FileNotFoundError:
-        actual = ""
+        actual, missing = "", True
     if actual == expected:
         return FileCheck(path=str(path), matches=True, diff="")
     diff = "".join(
         difflib.unified_diff(
             actual.splitlines(keepends=True),
             expected.splitlines(keepends=True),
-            fromfile=f"{label} (committed)",
+            fromfile=f"{label} ({'not there' if missing else 'committed'})",
             tofile=f"{label} (regenerated)",
         )
     )
-    return FileCheck(path=str(path), matches=False, diff=diff)
+    return FileCheck(path=str(path), matches=False, diff=diff, missing=missing)
 
 
 def write_text_if_changed(path: Path, text: str) -> bool:
