@@ -150,8 +150,12 @@ def test_a_scripted_judge_scores_selected_runs_and_records_its_lane(project, tmp
     assert body.usage.provider_models == ["judge-echo-7"]
     assert len(body.prompt_sha256) == 64 and events[0].body.prompt_sha256 != events[1].body.prompt_sha256
     # the runs are of suite 1.3.0; the rubric was recorded by the bump after it
-    assert run_cli(["project", "leaderboard", "--suite", "1.3.0", "--root", str(project)]).exit_code == 0
-    board = (project / "LEADERBOARD.md").read_text()
+    # another version's board replaces the published one only where asked (--out)
+    refused = run_cli(["project", "leaderboard", "--suite", "1.3.0", "--root", str(project)])
+    assert refused.exit_code == 2 and "another version's tables" in refused.stderr and "give --out FILE" in refused.stderr
+    assert run_cli(["project", "leaderboard", "--suite", "1.3.0", "--out", project / "LEADERBOARD-1.3.0.md",
+                    "--root", str(project)]).exit_code == 0
+    board = (project / "LEADERBOARD-1.3.0.md").read_text()
     judged = board[board.index("## Model-judged"):board.index("## Suite versions")]
     assert "explains-choice 2/3; tidy-edit 2/2" in judged and "$0.0022" in judged  # one call of 2200 micro-USD a row
 

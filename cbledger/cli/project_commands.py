@@ -153,10 +153,17 @@ def leaderboard_cmd(
     as_json: JsonFlag = False,
 ) -> None:
     """Write LEADERBOARD.md (or check the committed one)."""
+    from cbledger.projections.fold import current_suite
+
     where = workspace(ledger, root)
     state = _state(where)
     report: dict | None = {} if as_json else None
-    code = _leaderboard(state, out or where.leaderboard, check, _known_suite(state, suite), report)
+    chosen = _known_suite(state, suite)
+    if chosen is not None and out is None and not check and chosen != current_suite(state):
+        # the published board is the current version's, which `project all` and `watch` keep
+        fail(f"--suite {chosen}: another version's tables than the current {current_suite(state)}'s would replace "
+             f"{where.leaderboard}; give --out FILE", 2)
+    code = _leaderboard(state, out or where.leaderboard, check, chosen, report)
     if report is not None:
         _emit(report["leaderboard"])
     raise typer.Exit(code)
