@@ -423,6 +423,32 @@ def test_a_same_size_edit_in_place_is_never_published(tmp_path):
     assert fresh.written_seq <= 4 and "seq 5" in (fresh.problem or "")
 
 
+def test_an_edit_before_the_snapshot_a_watch_resumed_from_stops_it_publishing(tmp_path):
+    """A watch resumed from a projection snapshot never reads the bytes before it; the site, which
+    names every run event's link, does. An edit there was folded over and published, with the
+    site's complaint repeated every second and `--once` ending in exit 2."""
+    from cbledger.reproduce.watch import Watcher, WatchOptions
+
+    root, ledger, drafts = make_root(tmp_path)
+    LedgerStore(ledger).append(drafts[:10])
+    assert run_cli(["project", "all", "--root", root]).exit_code == 0  # keeps a snapshot at the head
+    _edit_in_place(ledger, 5)
+    LedgerStore(ledger).append(drafts[10:12])
+    said: list[str] = []
+    watcher = Watcher(Workspace.at(root, ledger), WatchOptions(once=True), said.append)
+    assert watcher.run() == 1, said
+    damaged = [line for line in said if "the ledger is damaged before the part this watch folded" in line]
+    assert len(damaged) == 1 and "seq 5" in damaged[0], said
+    # a later wake publishes nothing while it stands, and says nothing again
+    board = (root / "LEADERBOARD.md").read_bytes()
+    LedgerStore(ledger).append(drafts[12:14])
+    assert watcher.regenerate() is None and (root / "LEADERBOARD.md").read_bytes() == board
+    assert sum("damaged" in line for line in said) == 1
+    # `project site` from the snapshot refuses it, naming the seq
+    r = run_cli(["project", "site", "--root", root])
+    assert r.exit_code == 2 and "seq 5" in r.stderr, r.output
+
+
 def test_a_deleted_and_replaced_ledger_is_followed(tmp_path):
     root, ledger, drafts = make_root(tmp_path)
     LedgerStore(ledger).append(drafts[:10])

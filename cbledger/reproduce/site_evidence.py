@@ -27,6 +27,7 @@ from cbledger.grading.evidence import bundle
 from cbledger.grading.evidence.transcript import RUNS_PREFIX, Transcript, classify_tool_result
 from cbledger.kicad.reports import parse_report
 from cbledger.ledger.events import RunRecorded
+from cbledger.ledger.recorder import CorruptRecord
 from cbledger.ledger.store import LedgerStore
 from cbledger.projections.fold import LedgerState, PassEntry, RunEntry
 from cbledger.projections.site.evidence import ChainLink, ReportCounts, RunEvidence, ToolCall, Turn
@@ -167,6 +168,10 @@ def chain_links(workspace: Workspace, run_ids: set[str]) -> dict[str, list[Chain
     """Each run's own events (recorded, graded, scored, retracted) with their links, in order."""
     out: dict[str, list[ChainLink]] = {}
     for stored in LedgerStore(workspace.ledger).read(types=_RUN_TYPES):
+        if not stored.hashes_to_link():
+            # a page names each event's link: one whose bytes were edited in place is not shown
+            # as linked (a fold resumed from a snapshot past it never read it)
+            raise CorruptRecord(f"seq {stored.seq}: the stored event does not hash to its link (edited in place?)")
         run_id = getattr(getattr(stored.event, "body", None), "run_id", None)
         if run_id in run_ids:
             out.setdefault(run_id, []).append(ChainLink(seq=stored.seq, type=stored.type, hash=stored.hash, prev=stored.prev))

@@ -38,7 +38,7 @@ from typing import Any
 from cbledger import invocation
 from cbledger.errors import UserError
 from cbledger.ledger.postgres import PostgresRecorder
-from cbledger.ledger.recorder import StoreUnavailable
+from cbledger.ledger.recorder import CorruptRecord, StoreUnavailable
 from cbledger.ledger.store import LedgerStore
 from cbledger.projections import writers
 from cbledger.reproduce.regenerate import Regenerator, Update
@@ -104,6 +104,10 @@ class Watcher:
         if options.debounce_ms < 1:
             raise UserError("--debounce-ms must be at least 1")
         self.root, self.ledger, self.options, self.echo = workspace.root, workspace.ledger, options, echo
+        self.workspace = workspace
+        #: damage the site step found before the part this watch folded (it resumed from a
+        #: snapshot past it): nothing is published while it stands
+        self._damaged: str | None = None
         self.snapshots = workspace.snapshots
         #: the seq of the last snapshot this watch started from or kept (None: not started yet)
         self._snapshot_seq: int | None = None
@@ -115,6 +119,8 @@ class Watcher:
         self._seen: tuple[int, int, int] | None = None
 
     def regenerate(self) -> Update | None:
+        if self._damaged is not None and self._still_damaged():
+            return None
         if isinstance(self.ledger, Path):
             self._seen = _file_identity(self.ledger)  # taken before the read, so no write is missed
         update = self.regenerator.refresh()
@@ -142,7 +148,7 @@ class Watcher:
     def keep_snapshot(self) -> None:
         """A snapshot of the fold, when it is `SNAPSHOT_AFTER` events or more past the last one."""
         follower = self.regenerator.follower
-        if follower is None or self.regenerator.problem is not None:
+        if follower is None or self.regenerator.problem is not None or self._damaged is not None:
             return
         if self._snapshot_seq is None:
             self._snapshot_seq = follower.base_seq
@@ -155,10 +161,13 @@ class Watcher:
 
     def flush_site(self) -> None:
         """The site pages deferred while appends kept coming, written now that the ledger is quiet."""
-        if self.regenerator.problem is not None:
+        if self.regenerator.problem is not None or self._damaged is not None:
             return  # the site waits with the rest until the ledger folds again
         try:
             done = self.regenerator.flush_site()
+        except CorruptRecord as exc:
+            self._damage(str(exc))
+            return
         except (UserError, OSError) as exc:  # the ledger went away under it: tried again when back
             if self.options.once:
                 raise  # no later try: the command failed, one line naming the file, exit 2
@@ -168,13 +177,37 @@ class Watcher:
             seq, pages, seconds = done
             self.echo(f"watch: site at seq {seq}: {pages} page(s) written ({seconds:.2f} s)")
 
+    def _damage(self, why: str) -> None:
+        """The site reads every run's events from seq 1, where the fold resumed from a snapshot
+        past them: an edit in place there shows only here. Said once; nothing more is published."""
+        if why != self._damaged:
+            self.echo(f"watch: the ledger is damaged before the part this watch folded (it resumed from a snapshot): "
+                      f"{why}; nothing more is published until it is repaired (`{invocation.command('replay', '--verify')}` "
+                      "names the damage)")
+        self._damaged = why
+
+    def _still_damaged(self) -> bool:
+        """Whether the damage the site found stands, read as the site read it."""
+        from cbledger.reproduce.site_evidence import chain_links
+
+        try:
+            chain_links(self.workspace, set())
+        except CorruptRecord as exc:
+            self._damage(str(exc))
+            return True
+        except (UserError, OSError):
+            return True  # the ledger away: the next wake looks again
+        self.echo("watch: the ledger reads whole again; resuming")
+        self._damaged = None
+        return False
+
     def run(self, stop: threading.Event | None = None) -> int:
         """Regenerates now, then on every settled change until stopped. Returns the exit code."""
         self.regenerate()
         self.keep_snapshot()
         if self.options.once:
             self.flush_site()
-            return 1 if self.regenerator.problem else 0
+            return 1 if self.regenerator.problem or self._damaged else 0
         stopper = _Stop()
         event = stop or stopper.event
         if stop is None:
