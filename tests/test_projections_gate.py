@@ -183,6 +183,12 @@ def test_different_suite_versions_are_not_compared():
     assert not c.comparable and "not comparable" in gate.render_comparison(c)
 
 
+def test_snapshots_naming_no_suite_say_so_not_suite_none():
+    empty = gate.build_snapshot(fold(Stream().events))
+    c = gate.compare(empty, empty)
+    assert not c.comparable and "None" not in c.reason and "neither snapshot names a suite version" in c.reason, c.reason
+
+
 def test_snapshot_round_trips_and_is_byte_stable():
     snap = ledger({"vendor:a": {("s1", 1)}})
     data = gate.render_snapshot(snap)

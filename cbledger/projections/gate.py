@@ -366,6 +366,9 @@ def compare(
 
     if suite is None or base is None or cur is None:
         have = ", ".join(s.suite_version for s in baseline.suites) or "none"
+        if suite is None:
+            return refused(f"neither snapshot names a suite version (baseline has: {have}): no suite was bumped and "
+                           "no run graded in the candidate; pass --suite V")
         return refused(f"suite {suite} is not in both snapshots (baseline has: {have}); "
                        "numbers from different suite versions are not comparable")
     shared = sorted(baseline.run_ids() & candidate.run_ids())

@@ -162,6 +162,8 @@ class Update:
     leaderboard: bool = False
     read_model: bool = False
     site_pages: int = 0
+    #: what became of the site: "written" (now), "deferred" (to a quiet second), "off" (--no-site)
+    site: str = "written"
     rebuilt: bool = False
     #: the seq of the snapshot a rebuild resumed from (0: it folded from seq 1)
     resumed_from: int = 0
@@ -174,7 +176,8 @@ class Update:
         parts.append(f"{len(self.records_written)} record(s) written")
         parts.append("LEADERBOARD.md " + ("rewritten" if self.leaderboard else "unchanged"))
         parts.append("read model " + ("rewritten" if self.read_model else "unchanged"))
-        parts.append(f"{self.site_pages} site page(s) written")
+        parts.append({"off": "site not written (--no-site)", "deferred": "site pages due when the ledger is quiet"}.get(
+            self.site, f"{self.site_pages} site page(s) written"))
         return "; ".join(parts) + f" ({self.seconds:.2f} s)"
 
 
@@ -422,6 +425,7 @@ class Regenerator:
             leaderboard=done.leaderboard,
             read_model=done.read_model,
             site_pages=len(done.site),
+            site="written" if now else ("deferred" if self.with_site else "off"),
             rebuilt=everything,
             resumed_from=base if everything else 0,
         )
