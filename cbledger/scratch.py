@@ -12,11 +12,16 @@ A user's own choice wins: `CBLEDGER_SCRATCH` names the directory outright, and a
 keeps Python's default, so a machine whose memory is short can send restores back to disk.
 Agent sandboxes never come here: a run's sandbox is written by the harness, can grow without
 bound, and is not short-lived.
+
+Each directory is named for the process that made it (`<prefix><pid>.<random>`), so what a
+killed process left (SIGKILL runs no `finally`: restores of 5 to 20 MB each, in memory when under
+/dev/shm) is removed by the next one made with the same prefix, once its maker is gone.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -48,4 +53,39 @@ def parent(environ: dict[str, str] | None = None, shared: Path = SHARED_MEMORY) 
 def mkdtemp(prefix: str) -> Path:
     """A new private directory for one throwaway restore (the caller removes it)."""
     where = parent()
-    return Path(tempfile.mkdtemp(prefix=prefix, dir=None if where is None else str(where)))
+    base = Path(tempfile.gettempdir()) if where is None else where
+    sweep(base, prefix)
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}.", dir=str(base)))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's: not ours to judge
+    return True
+
+
+def sweep(base: Path, prefix: str) -> list[Path]:
+    """Removes this user's `prefix` directories under `base` whose maker is no longer running;
+    returns them. A pid since reused by another process keeps its directory: never a live one's."""
+    removed = []
+    try:
+        entries = list(os.scandir(base))
+    except OSError:
+        return removed
+    uid = os.getuid()
+    for entry in entries:
+        pid = entry.name[len(prefix):].split(".", 1)[0] if entry.name.startswith(prefix) else ""
+        if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+            continue
+        try:
+            if not entry.is_dir(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_uid != uid:
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+        removed.append(Path(entry.path))
+    return removed
