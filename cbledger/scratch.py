@@ -71,7 +71,7 @@ def _alive(pid: int) -> bool:
 def sweep(base: Path, prefix: str) -> list[Path]:
     """Removes this user's `prefix` directories under `base` whose maker is no longer running;
     returns them. A pid since reused by another process keeps its directory: never a live one's."""
-    removed = []
+    removed: list[Path] = []
     try:
         entries = list(os.scandir(base))
     except OSError:

@@ -141,3 +141,16 @@ def test_a_recorded_wire_failure_replays_as_the_same_failure():
     assert all(e.response is None for e in served[1:])
     with pytest.raises(UserError, match="exchange 2 injects a fault"):
         from_session(as_session(cassette, "x"), "compat:x")
+
+
+def test_a_run_whose_end_state_was_not_kept_is_not_read_as_one_that_never_started():
+    """The transcript lay in the end state the runner could not keep, so it was never read: the
+    rule for "no transcript, copperhead said why" named such a run `preflight`, with copperhead's
+    version banner for a reason, though the harness had run to its end."""
+    from cbledger.grading.evidence.transcript import Transcript
+
+    banner = "copperhead v0.9.0 · kicad-cli 9.0.8 · node v20.20.2\n"
+    assert detect(Transcript(path=None), banner, 0, False).kind == "preflight"  # the rule as it stands
+    assert detect(Transcript(path=None), banner, 0, False, unpreserved=True) is None
+    # a signal from outside is still said, whatever was kept
+    assert detect(Transcript(path=None), banner, -9, False, unpreserved=True).kind == "harness-signal"

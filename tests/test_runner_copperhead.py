@@ -360,6 +360,9 @@ def test_one_hostile_run_never_aborts_the_suite(tmp_path, shared_real, kicad_cli
     g = grades[linked.run_id]
     assert g.verdict == "fail" and g.failure_category == "end-state-unreadable"
     assert "symbolic link at .git/objects" in linked.runner_note
+    # the model's doing, as RUNNER.md section 1 says: the transcript the unkept end state held was
+    # never read, and its absence is no preflight failure (it was, with the banner for a reason)
+    assert linked.harness_failure is None, linked.harness_failure
     assert linked.sandbox.capture_sha != linked.sandbox.baseline_sha and linked.sandbox.head_sha == linked.sandbox.baseline_sha
     assert grades[runs[RENAME_TASK].run_id].verdict == "pass"  # and the suite went on
     verify = project.cli("replay", "--verify")

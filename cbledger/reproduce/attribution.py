@@ -24,7 +24,7 @@ from cbledger.reproduce.findings import Finding
 from cbledger.reproduce.restore import evidence_commits
 from cbledger.runner import cassette as cassette_mod
 from cbledger.runner.execute import HARNESS_RUN_MODES
-from cbledger.runner.harness_failure import detect, exit_code_from
+from cbledger.runner.harness_failure import UNPRESERVED, detect, exit_code_from
 from cbledger.workspace import Workspace
 
 
@@ -55,12 +55,15 @@ def attribution_findings(
         stderr = read
     said = stderr.decode("utf-8", "replace")
     exit_code, killed = exit_code_from(run.runner_note), run.runner_exit == "cap-exceeded"
-    again = _redacted(detect(transcript, said, exit_code, killed, cassette, run.timings.agent_ms))
+    unpreserved = UNPRESERVED in (run.runner_note or "")
+    again = _redacted(detect(transcript, said, exit_code, killed, cassette, run.timings.agent_ms, unpreserved=unpreserved))
     if again == run.harness_failure:
         return []
-    # recorded before a provider's 402 was the account's: what that rule gives stands
-    if _redacted(detect(transcript, said, exit_code, killed, cassette, run.timings.agent_ms, before_402=True)) == run.harness_failure:
-        return []
+    # recorded under an earlier rule, what it gives stands: before a provider's 402 was the
+    # account's; before a run whose end state was not kept was read without its transcript
+    for earlier in ({"before_402": True}, {"unpreserved": False}):
+        if _redacted(detect(transcript, said, exit_code, killed, cassette, run.timings.agent_ms, **earlier)) == run.harness_failure:
+            return []
     recorded, derived = msgspec.to_builtins(run.harness_failure), msgspec.to_builtins(again)
     return [Finding(
         check="run", kind="attribution-mismatch", seq=seq, run_id=run.run_id, field="harnessFailure",

@@ -71,6 +71,7 @@ from cbledger.runner import sandbox as sandbox_mod
 from cbledger.runner.agents.base import Agent, AgentInput, AgentResult
 from cbledger.runner.agents.copperhead import CopperheadCli, basic_environment
 from cbledger.runner.environment import Environment
+from cbledger.runner.harness_failure import UNPRESERVED
 from cbledger.runner.harness_failure import detect as detect_harness_failure
 from cbledger.runner.plan import PlannedRun
 from cbledger.tasks.catalog import Catalog, Fixture, Task
@@ -455,7 +456,7 @@ def record_unpreserved(
     graded = grade_end_state(planned.task, fixture, baseline, agent_run, end, verified)
     return preserve_run(
         settings, planned, fixture, start, seed, baseline, agent_run, end, verified, graded,
-        note=f"end state not preserved: {reason}", pass_ref=pass_ref,
+        note=f"{UNPRESERVED}{reason}", pass_ref=pass_ref,
     )
 
 
@@ -661,6 +662,7 @@ def preserve_run(
         stderr = harness_logs.get(preserve.HARNESS_LOG_PREFIX + "stderr.log", b"").decode("utf-8", "replace")
         harness_failure = detect_harness_failure(
             transcript, stderr, result.exit_code, result.runner_exit == "cap-exceeded", result.cassette, agent_run.agent_ms,
+            unpreserved=note is not None and note.startswith(UNPRESERVED),
         )
         if harness_failure is not None:
             harness_failure = msgspec.structs.replace(harness_failure, detail=credentials.redact(harness_failure.detail))

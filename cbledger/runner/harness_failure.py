@@ -74,14 +74,21 @@ def exit_code_from(note: str | None) -> int | None:
     return None
 
 
+#: how the note of a run whose end state could not be kept begins (`execute.record_unpreserved`)
+UNPRESERVED = "end state not preserved: "
+
+
 def detect(
     transcript: Transcript, stderr: str, exit_code: int | None, killed: bool, cassette: Cassette | None = None,
-    agent_ms: int = 0, *, before_402: bool = False,
+    agent_ms: int = 0, *, before_402: bool = False, unpreserved: bool = False,
 ) -> HarnessFailure | None:
     """The reason this run is not the model's, or None when the model's work decided it.
     `agent_ms`: how long the harness ran (a request unanswered for half of it is a hang).
     `before_402`: the rule runs were recorded under before a provider's 402 was the account's
-    (`replay --verify` accepts what either gives)."""
+    (`replay --verify` accepts what either gives). `unpreserved`: the run's end state could not
+    be kept (RUNNER.md section 1), so no transcript was read from it and its absence says nothing
+    of how far the harness got: the rules that read a missing transcript do not apply (they named
+    a run the harness had finished `preflight`, its version banner for a reason)."""
     answered = len(transcript.of_type("assistant"))
     turn = answered + 1
     code = exit_code or 0  # the note states no exit 0, so a restored run reads None for it
@@ -96,6 +103,8 @@ def detect(
     provider = _provider_failure(transcript, killed, cassette, turn, agent_ms, before_402)
     if provider is not None:
         return provider
+    if unpreserved and transcript.path is None:
+        return None
     if answered:
         for ev in transcript.of_type("run-failed"):
             reason = str(ev.data.get("reason", ""))
