@@ -41,6 +41,24 @@ def test_the_verifying_process_cannot_read_the_host(tmp_path: Path, bwrap, kicad
     assert not (tree / ".git").exists()  # the agent's tree is read, never written
 
 
+def test_a_verifier_killed_from_outside_is_said_so_not_blamed_on_the_file(tmp_path: Path, bwrap, kicad_cli, monkeypatch):
+    """An OOM kill or an operator's SIGKILL of the runner's own kicad-cli read as kicad-cli failing on
+    the agent's file; said as a signal, the run is recorded as not the model's (harness-signal)."""
+    from cbledger.errors import UserError
+    from cbledger.runner.harness_failure import detect
+
+    tree = tmp_path / "end"
+    shutil.copytree(REPO / "fixtures" / "synthetic-led-resistor" / "tree", tree)
+    monkeypatch.setattr(oracle, "erc_argv", lambda cli, sch, out: ["/bin/sh", "-c", "kill -KILL $$"])
+    with pytest.raises(UserError) as caught:
+        confined_verify.verify(tree, "led-indicator.kicad_sch", None, tmp_path / "reports", bwrap)
+    said = str(caught.value)
+    assert said == "kicad-cli ERC on led-indicator.kicad_sch was ended by SIGKILL, which the runner did not send", said
+    from cbledger.grading.evidence.transcript import Transcript
+
+    assert detect(Transcript(path=None), "", 0, False, unpreserved=said).kind == "harness-signal"
+
+
 def test_confined_reports_are_the_oracles_reports(tmp_path: Path, bwrap, kicad_cli):
     tree = REPO / "fixtures" / "synthetic-mcu-sensor" / "tree"
     from cbledger.tasks.catalog import load_fixture

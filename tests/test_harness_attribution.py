@@ -151,6 +151,10 @@ def test_a_run_whose_end_state_was_not_kept_is_not_read_as_one_that_never_starte
 
     banner = "copperhead v0.9.0 · kicad-cli 9.0.8 · node v20.20.2\n"
     assert detect(Transcript(path=None), banner, 0, False).kind == "preflight"  # the rule as it stands
-    assert detect(Transcript(path=None), banner, 0, False, unpreserved=True) is None
+    assert detect(Transcript(path=None), banner, 0, False, unpreserved="a symbolic link at .git/objects") is None
     # a signal from outside is still said, whatever was kept
-    assert detect(Transcript(path=None), banner, -9, False, unpreserved=True).kind == "harness-signal"
+    assert detect(Transcript(path=None), banner, -9, False, unpreserved="a symbolic link at .git/objects").kind == "harness-signal"
+    # and so is the runner's own verification killed from outside: no fault of the model's
+    why = "kicad-cli ERC on led.kicad_sch was ended by SIGKILL, which the runner did not send"
+    found = detect(Transcript(path=None), banner, 0, False, unpreserved=why)
+    assert found.kind == "harness-signal" and "the runner's own kicad-cli ERC was ended by SIGKILL" in found.detail

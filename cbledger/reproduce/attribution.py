@@ -55,13 +55,14 @@ def attribution_findings(
         stderr = read
     said = stderr.decode("utf-8", "replace")
     exit_code, killed = exit_code_from(run.runner_note), run.runner_exit == "cap-exceeded"
-    unpreserved = UNPRESERVED in (run.runner_note or "")
+    note = run.runner_note or ""
+    unpreserved = note[note.index(UNPRESERVED) + len(UNPRESERVED):] if UNPRESERVED in note else None
     again = _redacted(detect(transcript, said, exit_code, killed, cassette, run.timings.agent_ms, unpreserved=unpreserved))
     if again == run.harness_failure:
         return []
     # recorded under an earlier rule, what it gives stands: before a provider's 402 was the
     # account's; before a run whose end state was not kept was read without its transcript
-    for earlier in ({"before_402": True}, {"unpreserved": False}):
+    for earlier in ({"before_402": True}, {"unpreserved": None}):
         if _redacted(detect(transcript, said, exit_code, killed, cassette, run.timings.agent_ms, **earlier)) == run.harness_failure:
             return []
     recorded, derived = msgspec.to_builtins(run.harness_failure), msgspec.to_builtins(again)

@@ -18,6 +18,7 @@ from pathlib import Path
 from cbledger.errors import UserError
 from cbledger.kicad import oracle
 from cbledger.runner import isolation, report_cache
+from cbledger.runner.harness_failure import outside_signal
 
 #: where the reports are written inside the copy; the agent's tree cannot hold a `.git` there
 REPORTS = ".git/reports"
@@ -57,6 +58,9 @@ def _verify(workdir: Path, schematic: str, board: str | None, out_dir: Path, how
             job = isolation.Job(argv(cli, copy / rel, inside), copy, {"KICAD_CONFIG_HOME": isolation.HOME},
                                 oracle.TIMEOUT_SEC, tools=(cli,))
             done = isolation.run(job, how)
+            sig = outside_signal(done.exit_code, done.killed is not None)
+            if sig is not None:  # not the agent's output that kicad-cli failed on (harness_failure.detect)
+                raise UserError(f"kicad-cli {kind.upper()} on {Path(rel).name} was ended by {sig}, which the runner did not send")
             oracle.check_exit(done.exit_code, done.stdout.decode("utf-8", "replace"),
                               done.stderr.decode("utf-8", "replace"), f"{kind.upper()} on {Path(rel).name} (confined)")
             if not inside.is_file() or inside.is_symlink():

@@ -76,19 +76,29 @@ def exit_code_from(note: str | None) -> int | None:
 
 #: how the note of a run whose end state could not be kept begins (`execute.record_unpreserved`)
 UNPRESERVED = "end state not preserved: "
+#: what such a note says when the runner's own tool was killed from outside (`confined_verify`)
+_TOOL_SIGNALLED = re.compile(r"(?P<tool>kicad-cli [A-Z]+) on \S+ was ended by (?P<sig>SIG[A-Z]+), which the runner did not send")
+
+
+def outside_signal(exit_code: int | None, killed: bool) -> str | None:
+    """The name of the signal from outside that ended a process, if one did (None when the
+    runner killed it at its own cap)."""
+    return _outside_signal(exit_code, killed)
 
 
 def detect(
     transcript: Transcript, stderr: str, exit_code: int | None, killed: bool, cassette: Cassette | None = None,
-    agent_ms: int = 0, *, before_402: bool = False, unpreserved: bool = False,
+    agent_ms: int = 0, *, before_402: bool = False, unpreserved: str | None = None,
 ) -> HarnessFailure | None:
     """The reason this run is not the model's, or None when the model's work decided it.
     `agent_ms`: how long the harness ran (a request unanswered for half of it is a hang).
     `before_402`: the rule runs were recorded under before a provider's 402 was the account's
-    (`replay --verify` accepts what either gives). `unpreserved`: the run's end state could not
-    be kept (RUNNER.md section 1), so no transcript was read from it and its absence says nothing
-    of how far the harness got: the rules that read a missing transcript do not apply (they named
-    a run the harness had finished `preflight`, its version banner for a reason)."""
+    (`replay --verify` accepts what either gives). `unpreserved`: why the run's end state could
+    not be kept (RUNNER.md section 1), so no transcript was read from it and its absence says
+    nothing of how far the harness got: the rules that read a missing transcript do not apply
+    (they named a run the harness had finished `preflight`, its version banner for a reason). The
+    run is the model's then, unless the reason is the runner's own verification killed from
+    outside (an OOM kill, an operator), which is `harness-signal`."""
     answered = len(transcript.of_type("assistant"))
     turn = answered + 1
     code = exit_code or 0  # the note states no exit 0, so a restored run reads None for it
@@ -103,8 +113,13 @@ def detect(
     provider = _provider_failure(transcript, killed, cassette, turn, agent_ms, before_402)
     if provider is not None:
         return provider
-    if unpreserved and transcript.path is None:
-        return None
+    if unpreserved is not None and transcript.path is None:
+        tool = _TOOL_SIGNALLED.search(unpreserved)
+        if tool is None:
+            return None
+        return HarnessFailure(kind="harness-signal", detail=(
+            f"the runner's own {tool['tool']} was ended by {tool['sig']}, which the runner did not send, "
+            "so the end state could not be verified and kept"))
     if answered:
         for ev in transcript.of_type("run-failed"):
             reason = str(ev.data.get("reason", ""))
