@@ -67,6 +67,20 @@ def test_leaderboard_check_of_a_board_not_utf8_or_not_there_says_so(root):
     assert code == 1 and f"{path}: not there" in err and "--- LEADERBOARD.md (not there)" in out, err
 
 
+def test_a_torn_tail_is_said_by_the_project_commands(root):
+    """They read up to the last whole event, as they must, and said "up to date" without a word of
+    the bytes after it."""
+    assert cli("project", "all", "--root", root)[0] == 0
+    ledger = root / "results" / "ledger" / "events.jsonl"
+    head = LedgerStore(ledger).head().seq
+    with ledger.open("ab") as f:
+        f.write(b'{"event":{"actor"')
+    for args in (("project", "leaderboard", "--check"), ("project", "all")):
+        code, _out, err = cli(*args, "--root", root)
+        assert code == 0, err
+        assert f"17 byte(s) after seq {head} are no whole event" in err and "repair --truncate-torn-tail" in err, err
+
+
 def test_a_retraction_keeps_the_published_records_and_marks_them(root):
     assert cli("project", "records", "--root", root)[0] == 0
     day = root / "results/2026-09-06/vendor-model-a/rename-net"

@@ -26,7 +26,9 @@ from cbledger.cli.common import (
     workspace,
 )
 from cbledger.cli.progress import Reporter
+from cbledger.errors import UserError
 from cbledger.ledger import durable
+from cbledger.ledger.store import LedgerStore
 from cbledger.projections import gate, leaderboard, paths, readmodel, workqueue, writers
 from cbledger.projections import selection as selection_mod
 from cbledger.projections.conditions import DEFAULT
@@ -57,8 +59,20 @@ def _note(line: str) -> None:
 
 
 def _follower(where: Workspace) -> writers.LedgerFollower:
-    """The ledger folded to its head, resumed from the latest snapshot the ledger confirms."""
-    return writers.follow(where.ledger, where.snapshots, _note)
+    """The ledger folded to its head, resumed from the latest snapshot the ledger confirms. A
+    torn tail is not read, and said: the outputs then stop at the last whole event, which a
+    check would otherwise call up to date without a word."""
+    follower = writers.follow(where.ledger, where.snapshots, _note)
+    try:
+        torn = LedgerStore(where.ledger).recorder.torn_tail()
+    except (UserError, OSError):
+        torn = None
+    if torn:
+        _note(f"note: {where.shown_path(where.ledger) if isinstance(where.ledger, Path) else where.ledger}: "
+              f"{len(torn)} byte(s) after seq {follower.state.head_seq} are no whole event (an append still "
+              f"being written, or one interrupted): read up to seq {follower.state.head_seq}; if no append is "
+              f"running, `{invocation.command('repair', '--truncate-torn-tail')}` removes them")
+    return follower
 
 
 def _state(where: Workspace) -> LedgerState:
