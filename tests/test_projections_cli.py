@@ -67,6 +67,23 @@ def test_leaderboard_check_of_a_board_not_utf8_or_not_there_says_so(root):
     assert code == 1 and f"{path}: not there" in err and "--- LEADERBOARD.md (not there)" in out, err
 
 
+def test_record_lines_name_the_files_where_they_are(root, tmp_path):
+    """Under --results DIR, and for --export DIR, each line named `results/…`, which is not there."""
+    import shutil
+
+    assert cli("project", "all", "--root", root)[0] == 0
+    copy = tmp_path / "copy"
+    shutil.copytree(root / "results", copy)
+    rel = "2026-09-06/vendor-model-a/rename-net/run-1.json"
+    (copy / rel).unlink()
+    code, out, err = cli("--results", copy, "project", "records", "--root", root)
+    assert code == 0 and f"created  {copy / rel}" in out, out + err
+    export = tmp_path / "export"
+    export.mkdir()
+    code, out, err = cli("project", "records", "--export", export, "--root", root)
+    assert code == 0 and f"created  {export / rel}" in out, out + err
+
+
 def test_a_torn_tail_is_said_by_the_project_commands(root):
     """They read up to the last whole event, as they must, and said "up to date" without a word of
     the bytes after it."""

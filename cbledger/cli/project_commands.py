@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
 from typing import Annotated
@@ -134,9 +135,9 @@ def _leaderboard(state: LedgerState, target: Path, check: bool, suite: str | Non
     return 0
 
 
-def _records_json(report: writers.RecordsReport, check: bool) -> dict:
+def _records_json(report: writers.RecordsReport, check: bool, into: Callable[[str], str]) -> dict:
     return {
-        "created": [record_name(p) for p in report.created], "updated": [record_name(p) for p in report.updated],
+        "created": [into(p) for p in report.created], "updated": [into(p) for p in report.updated],
         "unchanged": report.unchanged, "retractionMarks": report.marks, "clean": report.clean if check else None,
     }
 
@@ -145,11 +146,19 @@ def _emit(doc: dict) -> None:
     typer.echo(json.dumps(doc, indent=2, sort_keys=True))
 
 
-def _records_report(report: writers.RecordsReport, check: bool) -> int:
+def _in(where: Workspace, base: Path | None = None) -> Callable[[str], str]:
+    """A record's path as a reader opens it: `results/…` in the project's own layout, under
+    `--results DIR` (or the directory `--export` wrote into) its own path there."""
+    if base is not None:
+        return lambda rel: str(base / rel)
+    return lambda rel: where.shown_path(where.results / rel)
+
+
+def _records_report(report: writers.RecordsReport, check: bool, into: Callable[[str], str]) -> int:
     verb = "would be" if check else ""
     for label, items in (("created", report.created), ("updated", report.updated)):
         for p in items:
-            typer.echo(f"{label:<8} {record_name(p)}" + (f" ({verb} {label})" if check else ""))
+            typer.echo(f"{label:<8} {into(p)}" + (f" ({verb} {label})" if check else ""))
     typer.echo(
         f"records: {len(report.created)} new, {len(report.updated)} changed, {report.unchanged} unchanged; "
         f"{report.marks} retracted run(s) marked (their records kept)"
@@ -236,10 +245,11 @@ def records_cmd(
         report = writers.use_layout(_state(where), where.results, layout == "packed")
     else:
         report = writers.sync_records(_state(where), where.results, check=check)
+    into = _in(where, export)
     if as_json:
-        _emit(_records_json(report, check))
+        _emit(_records_json(report, check, into))
         raise typer.Exit(1 if check and not report.clean else 0)
-    raise typer.Exit(_records_report(report, check))
+    raise typer.Exit(_records_report(report, check, into))
 
 
 ConditionOption = Annotated[
@@ -410,11 +420,11 @@ def all_cmd(ledger: LedgerOption = None, root: RootOption = None, check: CheckFl
         state = _follower(where).state
         records = writers.sync_records(state, where.results, check=True)
         if as_json:
-            doc: dict = {"records": _records_json(records, True)}
+            doc: dict = {"records": _records_json(records, True, _in(where))}
             code = _leaderboard(state, where.leaderboard, True, None, doc)
             _emit(doc)
             raise typer.Exit(max(code, 0 if records.clean else 1))
-        code = max(_records_report(records, True), _leaderboard(state, where.leaderboard, True, None))
+        code = max(_records_report(records, True, _in(where)), _leaderboard(state, where.leaderboard, True, None))
         # said, so that a clean check is not read as the whole of what `replay --verify` checks
         typer.echo(f"not checked: the read model and the site (`{invocation.command('replay', '--verify')}` checks "
                    "every output)")
@@ -430,14 +440,14 @@ def all_cmd(ledger: LedgerOption = None, root: RootOption = None, check: CheckFl
     kept = writers.keep_snapshot(follower, where.snapshots, _note)
     if as_json:
         _emit({
-            "records": _records_json(done.records, False),
+            "records": _records_json(done.records, False, _in(where)),
             "leaderboard": {"path": str(where.leaderboard), "written": done.leaderboard},
             "readModel": {"path": str(where.read_model), "written": done.read_model},
             "site": {"path": str(where.site), "pagesWritten": len(done.site), "pagesKept": len(done.site_kept)},
             "snapshot": {"path": None if kept is None else str(kept), "seq": state.head_seq, "resumedFrom": follower.base_seq},
         })
         return
-    _records_report(done.records, False)
+    _records_report(done.records, False, _in(where))
     _written(where.leaderboard, done.leaderboard)
     _written(where.read_model, done.read_model, _browse(where.read_model))
     typer.echo(f"{where.site}/: {len(done.site)} page(s) written, open {where.site / site_render.INDEX}")
