@@ -508,6 +508,14 @@ def append_in_another_process_unchecked(ledger: Path, events, tmp_path: Path) ->
                    capture_output=True, text=True)
 
 
+def test_once_exits_1_when_its_exec_command_fails(tmp_path):
+    root, ledger, drafts = make_root(tmp_path)
+    LedgerStore(ledger).append(drafts[:3])
+    result = run_cli(["watch", "--once", "--no-site", "--exec", "exit 3", "--root", root])
+    assert result.exit_code == 1 and "--exec exited 3: exit 3" in result.output, result.output
+    assert run_cli(["watch", "--once", "--no-site", "--exec", "true", "--root", root]).exit_code == 0
+
+
 def test_no_site_leaves_the_site_alone(tmp_path):
     root, ledger, drafts = make_root(tmp_path)
     LedgerStore(ledger).append(drafts[:10])

@@ -89,11 +89,13 @@ class _Stop:
         self.event.set()
 
 
-def _run_exec(cmd: str, root: Path, update: Update, echo: Echo) -> None:
+def _run_exec(cmd: str, root: Path, update: Update, echo: Echo) -> bool:
+    """Runs the --exec command; whether it succeeded."""
     env = {**os.environ, "CBLEDGER_HEAD_SEQ": str(update.head_seq)}
     proc = subprocess.run(cmd, shell=True, cwd=root, env=env, stdin=subprocess.DEVNULL)
     if proc.returncode != 0:
         echo(f"watch: --exec exited {proc.returncode}: {cmd}")
+    return proc.returncode == 0
 
 
 class Watcher:
@@ -108,6 +110,8 @@ class Watcher:
         #: damage the site step found before the part this watch folded (it resumed from a
         #: snapshot past it): nothing is published while it stands
         self._damaged: str | None = None
+        #: the last --exec command failed (with --once, the exit code says so)
+        self._exec_failed = False
         self.snapshots = workspace.snapshots
         #: the seq of the last snapshot this watch started from or kept (None: not started yet)
         self._snapshot_seq: int | None = None
@@ -142,7 +146,7 @@ class Watcher:
         if update is not None:
             self.echo(f"watch: {update.describe()}")
             if self.options.exec_cmd:
-                _run_exec(self.options.exec_cmd, self.root, update, self.echo)
+                self._exec_failed = not _run_exec(self.options.exec_cmd, self.root, update, self.echo)
         return update
 
     def keep_snapshot(self) -> None:
@@ -207,7 +211,7 @@ class Watcher:
         self.keep_snapshot()
         if self.options.once:
             self.flush_site()
-            return 1 if self.regenerator.problem or self._damaged else 0
+            return 1 if self.regenerator.problem or self._damaged or self._exec_failed else 0
         stopper = _Stop()
         event = stop or stopper.event
         if stop is None:
