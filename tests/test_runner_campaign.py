@@ -89,6 +89,18 @@ def verified(root: Path, ledger: Path | str) -> None:
 # --------------------------------------------------------------------------- the ledger's refusal
 
 
+def test_a_gold_run_without_the_copperhead_cli_is_warned_of_before_it_runs(tmp_path: Path, kicad_cli: str, monkeypatch) -> None:
+    """A gold run of a task that `copperhead check`s its end state was recorded failing on it,
+    with nothing said until the leaderboard read "gold failed: the task may not be solvable"."""
+    monkeypatch.delenv("COPPERHEAD_CLI", raising=False)
+    root = project(tmp_path)
+    ledger = new_ledger(root, "no-cli")
+    r = run_cli(["run", TASKS[0], "--agent", "gold", "--repeats", "1", "--root", root, "--ledger", ledger])
+    assert r.exit_code == 0, r.output
+    assert f"warning: no copperhead CLI here, and task(s) {TASKS[0]} need it" in r.stderr, r.stderr
+    assert [run.task.id for run in runs(ledger)] == [TASKS[0]]
+
+
 def test_a_run_preflight_refuses_keeps_no_campaign_plan(tmp_path: Path, kicad_cli: str) -> None:
     """A first run on a ledger with no suite version is refused, and the refusal writes nothing:
     not the campaign's plan either, which would name a suite version no run was made under."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -30,7 +31,7 @@ from cbledger.ledger.recorder import Lease
 from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.types import RunMode
 from cbledger.runner import campaign as campaign_mod
-from cbledger.runner import current_suite, isolation, ledger_view
+from cbledger.runner import check_capture, current_suite, isolation, ledger_view
 from cbledger.runner.agents.base import Agent
 from cbledger.runner.agents.copperhead import (
     CopperheadAgent,
@@ -120,6 +121,19 @@ def require_cli(copperhead_cli: str | None, workspace: Workspace) -> CopperheadC
             "or pass --copperhead-cli PATH/cli.js or set $COPPERHEAD_CLI"
         )
     return cli
+
+
+def _warn_without_cli(plan: Plan) -> None:
+    """Says, before any run, which tasks a scripted agent's runs will fail for want of the
+    copperhead CLI (its `check` reads their end state, or their setup runs it): the runs are
+    recorded, and a gold run failing on it read as the task not being solvable."""
+    needs = sorted({planned.task.id for planned in plan.runs
+                    if check_capture.needed(planned.task) or planned.task.manifest.setup.commands})
+    if needs:
+        print(f"warning: no copperhead CLI here, and task(s) {', '.join(needs)} need it (`copperhead check` reads "
+              f"the end state, or the setup runs it): their {plan.agent} runs are recorded failing on it; run "
+              "scripts/install-copperhead, or pass --copperhead-cli PATH/cli.js, before runs you mean to keep",
+              file=sys.stderr)
 
 
 def _setup_cli(copperhead_cli: str | None, workspace: Workspace):
@@ -439,6 +453,8 @@ def _run(
     # the CLI that runs setup commands; for the scripted agents too, so the stamp names the
     # copperhead whose scaffold the baseline holds
     setup_cli = cli or _setup_cli(copperhead_cli, workspace)
+    if setup_cli is None:
+        _warn_without_cli(plan)
     settings = RunSettings(
         root=workspace.root,
         catalog=catalog,
