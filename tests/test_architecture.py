@@ -36,6 +36,7 @@ ALLOWED: dict[str, set[str]] = {
     "invocation": set(),
     "inputs": {"errors"},
     "schemas": {"tasks", "ledger", "projections"},
+    "__main__": {"cli"},  # `python -m cbledger`: the entry point, nothing more
 }
 
 

@@ -126,7 +126,7 @@ class Upstream(Model, frozen=True, kw_only=True):
 
 #: A KiCad release as upstream names the one it designed in: `9.0`, `8.x`, `6.0.11`.
 KicadRelease = Annotated[
-    str, Meta(pattern=r"^[0-9]{1,3}(\.([0-9]{1,4}|x)){0,2}$", description="a KiCad release: 9.0, 8.x, 6.0.11")
+    str, Meta(pattern=r"^[0-9]{1,3}(\.([0-9]{1,4}|x)){0,2}(?!\n)$", description="a KiCad release: 9.0, 8.x, 6.0.11")
 ]
 
 
