@@ -484,3 +484,18 @@ def test_an_import_is_held_to_what_its_event_states(root, tmp_path):
     assert refused.exit_code == 2, refused.output
     assert f"$.body.content hashes to sha256 {e.body.sha256}, not the $.body.sha256 {'3' * 64}" in refused.stderr
     assert ledger_of(root).read_bytes() == before
+
+
+def test_a_record_that_claims_a_layout_and_breaks_it_is_refused_naming_the_layout_and_path(tmp_path):
+    """The refusal named the class that reads a layout (`not a CurrentRecord`), which no reader has."""
+    from cbledger.errors import UserError
+    from cbledger.reproduce.import_formats import recognize
+
+    claims = json.dumps({"verdict": "pass", "comparability": {}, "task": 7}).encode()
+    with pytest.raises(UserError) as caught:
+        recognize(claims, "2026-01-01/m/t/run-1.json", "in.json")
+    said = str(caught.value)
+    assert said.startswith("in.json: not a result record in the copperbench-result/<schemaVersion> layout: "), said
+    assert "Record" not in said.split(":", 2)[1] and "`$." in said, said
+    with pytest.raises(UserError, match=r"a JSON object is expected\) - at `\$`"):
+        recognize(b"[1]", "x.json", "x.json")

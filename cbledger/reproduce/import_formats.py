@@ -138,11 +138,12 @@ def _utc_date(stamp: str | None) -> str | None:
         return None
 
 
-def _decode(kind: type, data: bytes, where: str):
+def _decode(kind: type, data: bytes, where: str, layout: str):
+    """`data` as `kind`; refused naming the layout the record claims (never the class that reads it)."""
     try:
         return msgspec.json.decode(data, type=kind)
     except msgspec.ValidationError as exc:
-        raise UserError(f"{where}: not a {kind.__name__} of the reference layout: {exc}") from None
+        raise UserError(f"{where}: not a result record in the {layout} layout: {exc}") from None
 
 
 def recognize(data: bytes, relpath: str, where: str) -> Recognized:
@@ -155,10 +156,10 @@ def recognize(data: bytes, relpath: str, where: str) -> Recognized:
     except msgspec.DecodeError as exc:
         raise UserError(f"{where}: not JSON: {exc}") from None
     if not isinstance(doc, dict):
-        raise UserError(f"{where}: not a result record (a JSON object is expected)")
+        raise UserError(f"{where}: not a result record (a JSON object is expected) - at `$`")
     path_date, path_repeat = _path_facts(relpath)
     if isinstance(doc.get("verdict"), dict) and "environment" in doc:
-        rec = _decode(LegacyRecord, data, where)
+        rec = _decode(LegacyRecord, data, where, LEGACY_FORMAT)
         return Recognized(
             LEGACY_FORMAT,
             ImportSummary(
@@ -168,7 +169,7 @@ def recognize(data: bytes, relpath: str, where: str) -> Recognized:
             ),
         )
     if isinstance(doc.get("verdict"), str) and "comparability" in doc:
-        cur = _decode(CurrentRecord, data, where)
+        cur = _decode(CurrentRecord, data, where, "copperbench-result/<schemaVersion>")
         return Recognized(
             f"copperbench-result/{cur.schema_version}",
             ImportSummary(
