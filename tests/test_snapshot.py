@@ -104,6 +104,13 @@ def test_only_the_two_newest_snapshots_are_kept(tmp_path):
     for seq in (10, 20, 30):
         _snapshot_at(path, directory, seq)
     assert [seq for seq, _ in snapshot_files(directory)] == [30, 20]
+    # one written behind the newest (another ledger sharing the directory) is not removed at once
+    # and named as kept: it goes with the next one written past it
+    behind = _snapshot_at(path, directory, 15)
+    assert behind is not None and behind.is_file()
+    assert [seq for seq, _ in snapshot_files(directory)] == [30, 20, 15]
+    _snapshot_at(path, directory, 40)
+    assert [seq for seq, _ in snapshot_files(directory)] == [40, 30]
 
 
 def _ignored(path: Path, directory: Path) -> str:

@@ -220,7 +220,9 @@ def _read_snapshot(store: LedgerStore, path: Path) -> LedgerState:
 
 def save_snapshot(follower: LedgerFollower, directory: Path, keep: int = 2) -> Path | None:
     """Writes the follower's state as a snapshot (None when there is nothing new to keep: an empty
-    ledger, or the state is the snapshot it resumed from) and removes all but the `keep` newest."""
+    ledger, or the state is the snapshot it resumed from) and removes all but the `keep` newest,
+    never the one just written (a results directory two ledgers share holds the other's newer
+    ones: it was removed at once and named as kept)."""
     state = follower.state
     if state.head_seq == 0 or state.head_hash is None or state.head_seq == follower.base_seq:
         return None
@@ -230,7 +232,8 @@ def save_snapshot(follower: LedgerFollower, directory: Path, keep: int = 2) -> P
     directory.mkdir(parents=True, exist_ok=True)
     write_atomic(target, snapshot.encode(state, offset))
     for _seq, old in snapshot_files(directory)[keep:]:
-        old.unlink(missing_ok=True)
+        if old != target:
+            old.unlink(missing_ok=True)
     return target
 
 
