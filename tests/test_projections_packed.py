@@ -99,7 +99,7 @@ def test_the_incremental_writer_puts_a_new_runs_record_into_the_store_in_one_tra
 def test_project_commands_write_rows_once_packed_and_check_catches_an_edited_row(root):
     results = root / "results"
     code, out, _ = cli("project", "records", "--layout", "packed", "--root", root)
-    assert code == 0 and "records: 86 new" in out
+    assert code == 0 and "records: 85 new" in out and "1 retracted run(s) marked" in out
     assert cli("project", "all", "--root", root)[0] == 0
     assert (results / "records.sqlite").is_file() and not date_dirs(results)
     assert cli("project", "records", "--check", "--root", root)[0] == 0
@@ -142,7 +142,7 @@ def test_export_and_a_switch_back_to_files_round_trip_the_same_bytes(root, tmp_p
     out_dir = tmp_path / "published"
     out_dir.mkdir()
     code, out, _ = cli("project", "records", "--export", out_dir, "--root", root)
-    assert code == 0 and "records: 86 new" in out
+    assert code == 0 and "records: 85 new" in out and "1 retracted run(s) marked" in out
     assert writers.record_files(out_dir) == set(as_files)
     assert {rel: (out_dir / rel).read_bytes() for rel in as_files} == as_files
     code, out, _ = cli("project", "records", "--layout", "files", "--root", root)

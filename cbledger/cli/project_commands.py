@@ -159,9 +159,12 @@ def _records_report(report: writers.RecordsReport, check: bool, into: Callable[[
     for label, items in (("created", report.created), ("updated", report.updated)):
         for p in items:
             typer.echo(f"{label:<8} {into(p)}" + (f" ({verb} {label})" if check else ""))
+    # the marks are files among the three counts, not records: counted apart
+    new_marks, changed_marks = (sum(map(paths.is_retraction_path, ps)) for ps in (report.created, report.updated))
+    unchanged = report.unchanged - max(0, report.marks - new_marks - changed_marks)
     typer.echo(
-        f"records: {len(report.created)} new, {len(report.updated)} changed, {report.unchanged} unchanged; "
-        f"{report.marks} retracted run(s) marked (their records kept)"
+        f"records: {len(report.created) - new_marks} new, {len(report.updated) - changed_marks} changed, {unchanged} "
+        f"unchanged; {report.marks} retracted run(s) marked (their records kept)"
     )
     return 1 if check and not report.clean else 0
 
