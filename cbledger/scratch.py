@@ -13,14 +13,18 @@ keeps Python's default, so a machine whose memory is short can send restores bac
 Agent sandboxes never come here: a run's sandbox is written by the harness, can grow without
 bound, and is not short-lived.
 
-Each directory is named for the process that made it (`<prefix><pid>.<random>`), so what a
-killed process left (SIGKILL runs no `finally`: restores of 5 to 20 MB each, in memory when under
-/dev/shm) is removed by the next one made with the same prefix, once its maker is gone.
+Each directory is named for the process that made it and that process's pid namespace
+(`<prefix><pid>-<namespace>.<random>`), so what a killed process left (SIGKILL runs no `finally`:
+restores of 5 to 20 MB each, in memory when under /dev/shm) is removed by the next one made with
+the same prefix, once its maker is gone. Only this user's, and only those made in this pid
+namespace: a container sharing /dev/shm or /tmp sees another's live pids as dead, and its
+directories are left to it.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -55,7 +59,19 @@ def mkdtemp(prefix: str) -> Path:
     where = parent()
     base = Path(tempfile.gettempdir()) if where is None else where
     sweep(base, prefix)
-    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}.", dir=str(base)))
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-{_namespace()}.", dir=str(base)))
+
+
+def _namespace() -> int:
+    """This process's pid namespace (0 where /proc does not say)."""
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+
+
+#: what follows the prefix in a directory `mkdtemp` made: ASCII digits, bounded
+_MAKER = re.compile(r"([0-9]{1,9})-([0-9]{1,20})\.[^/]+")
 
 
 def _alive(pid: int) -> bool:
@@ -63,28 +79,32 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True  # another user's: not ours to judge
+    except (PermissionError, OverflowError, ValueError):
+        return True  # another user's, or no pid at all: not ours to judge
     return True
 
 
 def sweep(base: Path, prefix: str) -> list[Path]:
-    """Removes this user's `prefix` directories under `base` whose maker is no longer running;
-    returns them. A pid since reused by another process keeps its directory: never a live one's."""
+    """Removes this user's `prefix` directories under `base` made in this pid namespace whose
+    maker is no longer running; returns them. A pid since reused keeps its directory: never a
+    live process's. Names `mkdtemp` did not make, or another user's, are not looked into."""
     removed: list[Path] = []
     try:
         entries = list(os.scandir(base))
     except OSError:
         return removed
-    uid = os.getuid()
+    uid, here = os.getuid(), _namespace()
     for entry in entries:
-        pid = entry.name[len(prefix):].split(".", 1)[0] if entry.name.startswith(prefix) else ""
-        if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+        maker = _MAKER.fullmatch(entry.name[len(prefix):]) if entry.name.startswith(prefix) else None
+        if maker is None or int(maker[2]) != here:
             continue
         try:
             if not entry.is_dir(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_uid != uid:
                 continue
         except OSError:
+            continue
+        pid = int(maker[1])
+        if pid == os.getpid() or _alive(pid):
             continue
         shutil.rmtree(entry.path, ignore_errors=True)
         removed.append(Path(entry.path))

@@ -158,3 +158,19 @@ def test_a_run_whose_end_state_was_not_kept_is_not_read_as_one_that_never_starte
     why = "kicad-cli ERC on led.kicad_sch was ended by SIGKILL, which the runner did not send"
     found = detect(Transcript(path=None), banner, 0, False, unpreserved=why)
     assert found.kind == "harness-signal" and "the runner's own kicad-cli ERC was ended by SIGKILL" in found.detail
+
+
+def test_a_reason_the_agent_can_word_never_reads_as_the_runners_tool_killed():
+    """The kill sentence was searched for anywhere in the reason, and a reason may quote a path the
+    agent chose: a link named with that sentence took the run out of the model's rows."""
+    from cbledger.grading.evidence.transcript import Transcript
+    from cbledger.runner.harness_failure import UNPRESERVED, unpreserved_reason
+
+    kill = "kicad-cli ERC on led.kicad_sch was ended by SIGKILL, which the runner did not send"
+    planted = f"the agent left a symbolic link at .git/{kill}"
+    assert detect(Transcript(path=None), "", 0, False, unpreserved=planted) is None
+    # read back from a recorded note, the runner's own reason is the part before the other notes
+    assert unpreserved_reason(f"{UNPRESERVED}{kill}; exit 0; 3 turns") == kill
+    assert unpreserved_reason(f"{UNPRESERVED}{planted}; exit 0") == f"{planted}; exit 0"
+    assert unpreserved_reason(f"{UNPRESERVED}{kill}x") == f"{kill}x"  # not the whole reason
+    assert unpreserved_reason("exit 0") is None and unpreserved_reason(None) is None

@@ -358,6 +358,9 @@ def test_a_forged_checkpoint_fails_verify_proof_and_the_witness_as_a_check(
         assert r.exit_code == 1 and "does not verify" in r.stderr and str(forged) in r.stderr, r.stderr
         assert "no cbledger project" not in r.stderr, r.stderr
     assert not (stranger / "kept.txt").exists()
+    # elsewhere each command keeps its own codes: exit 1 of replay --verify is a broken chain
+    r = project.cli("replay", "--verify", "--chain-only", "--checkpoint", forged, "--key", vkey)
+    assert r.exit_code == 2 and "does not verify" in r.stderr, r.output
 
 
 def test_prove_refuses_a_checkpoint_the_ledger_does_not_extend(project: Project, tmp_path: Path):

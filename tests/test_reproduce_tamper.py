@@ -157,6 +157,18 @@ def test_project_site_keeps_a_page_whose_run_cannot_be_read_here_and_the_check_s
     check = cli(project, "project", "site", "--check")
     assert check.exit_code == 1 and "it is not there, and its run's evidence cannot be read here" in check.stderr, check.output
     assert cli(project, "project", "site").exit_code == 0 and page.is_file()  # written, as far as it can be
+    # a kept page never outlives the ledger's word on its run: retracted since, it is written anew
+    page.write_bytes(whole)
+    import datetime as dt
+
+    from cbledger.ledger.events import RunRetracted, RunRetractedEvent
+    from tests.factories import MAINTAINER
+
+    LedgerStore(project / "results" / "ledger" / "events.jsonl").append([RunRetractedEvent(
+        id=f"run.retracted:{victim.run_id}", at=dt.datetime.now(dt.UTC), actor=MAINTAINER,
+        body=RunRetracted(run_id=victim.run_id, reason="withdrawn while the boards were away"))])
+    assert cli(project, "project", "site").exit_code == 0
+    assert b"withdrawn while the boards were away" in page.read_bytes()
 
 
 def test_an_edited_fixture_file_is_caught_and_the_runs_regrade_under_the_kept_tree(project):

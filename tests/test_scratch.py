@@ -45,12 +45,20 @@ def test_a_directory_whose_maker_was_killed_is_removed_by_the_next_one_made(tmp_
 
     monkeypatch.setenv("CBLEDGER_SCRATCH", str(tmp_path))
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
-    dead = tmp_path / f"cbledger-test-{int(gone.stdout)}.abc"
+    ns = os.stat("/proc/self/ns/pid").st_ino
+    dead = tmp_path / f"cbledger-test-{int(gone.stdout)}-{ns}.abc"
     (dead / "objects").mkdir(parents=True)
-    live = tmp_path / f"cbledger-test-{os.getppid()}.def"  # a running process's: kept
-    live.mkdir()
-    other = tmp_path / "cbledger-test-scratch-1.x"  # another prefix's: not looked at
-    other.mkdir()
+    kept = [
+        tmp_path / f"cbledger-test-{os.getppid()}-{ns}.def",  # a running process's
+        tmp_path / f"cbledger-test-{int(gone.stdout)}-{ns + 1}.ghi",  # another pid namespace's: its pids are not ours
+        tmp_path / "cbledger-test-scratch-1.x",  # another prefix's
+        tmp_path / "cbledger-test-12345678",  # not a name mkdtemp makes (a random suffix of digits)
+        # what anyone may leave in a shared directory, which once ended every restore in a traceback
+        tmp_path / "cbledger-test-99999999999999999999-1.x",
+        tmp_path / f"cbledger-test-\u00b2-{ns}.x",
+    ]
+    for d in kept:
+        d.mkdir()
     made = scratch.mkdtemp("cbledger-test-")
-    assert made.name.startswith(f"cbledger-test-{os.getpid()}.")
-    assert not dead.exists() and live.is_dir() and other.is_dir() and made.is_dir()
+    assert made.name.startswith(f"cbledger-test-{os.getpid()}-{ns}.")
+    assert not dead.exists() and made.is_dir() and all(d.is_dir() for d in kept)

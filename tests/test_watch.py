@@ -448,6 +448,16 @@ def test_an_edit_before_the_snapshot_a_watch_resumed_from_stops_it_publishing(tm
     r = run_cli(["project", "site", "--root", root])
     assert r.exit_code == 2 and "seq 5" in r.stderr, r.output
 
+    # an event of any type, not only a run's: the ledger's own first one
+    root2, ledger2, drafts2 = make_root(tmp_path / "two")
+    LedgerStore(ledger2).append(drafts2[:10])
+    assert run_cli(["project", "all", "--root", root2]).exit_code == 0
+    _edit_in_place(ledger2, 1)
+    LedgerStore(ledger2).append(drafts2[10:11])
+    said2: list[str] = []
+    assert Watcher(Workspace.at(root2, ledger2), WatchOptions(once=True), said2.append).run() == 1, said2
+    assert any("damaged" in line and "seq 1" in line for line in said2), said2
+
 
 def test_a_deleted_and_replaced_ledger_is_followed(tmp_path):
     root, ledger, drafts = make_root(tmp_path)

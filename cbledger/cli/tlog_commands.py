@@ -34,7 +34,7 @@ from cbledger.ledger.events import Actor
 from cbledger.ledger.keys import SigningKey, VerifierKey
 from cbledger.ledger.merkle import ProofError
 from cbledger.ledger.note import b64
-from cbledger.ledger.signed_checkpoint import SignedCheckpoint, open_checkpoint
+from cbledger.ledger.signed_checkpoint import ForgedCheckpoint, SignedCheckpoint, open_checkpoint
 from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.witness import witness as witness_check
 from cbledger.login import login_name
@@ -348,7 +348,10 @@ def verify_proof(
     keys = _proof_keys(key, root)
     data = sys.stdin.buffer.read() if str(proof_file) == "-" else _read(proof_file)
     doc = proofs.decode(data, str(proof_file))
-    opened = _open_all(checkpoint_files, keys)
+    try:
+        opened = _open_all(checkpoint_files, keys)
+    except ForgedCheckpoint as exc:
+        fail(str(exc), CHECK_FAILED)
     try:
         if isinstance(doc, proofs.InclusionProof):
             cp = _by_size(opened, doc.tree_size, "")
@@ -393,7 +396,10 @@ def witness(
         if not isinstance(doc, proofs.ConsistencyProof):
             fail(f"{proof_file}: an inclusion proof; the witness needs a consistency proof", 2)
         proof = doc
-    done = witness_check(state, _read(checkpoint_file), str(checkpoint_file), proof, keys)
+    try:
+        done = witness_check(state, _read(checkpoint_file), str(checkpoint_file), proof, keys)
+    except ForgedCheckpoint as exc:
+        fail(str(exc), CHECK_FAILED)
     cp = done.kept.checkpoint
     if as_json:
 

@@ -41,10 +41,8 @@ ED25519 = 0x01
 
 
 class SignatureFails(NoteError):
-    """A trusted key's signature that does not verify: the note is false, not malformed, so a
-    command checking it reports a failed check (exit 1), as a proof that does not verify does."""
-
-    exit_code = 1
+    """A trusted key's signature that does not verify: the note is false, not malformed (a command
+    that only checks notes, `verify-proof` and `witness`, reports it as a failed check)."""
 
 
 class Untrusted(NoteError):

@@ -49,9 +49,8 @@ class UntrustedCheckpoint(CheckpointError):
 
 class ForgedCheckpoint(CheckpointError):
     """A checkpoint a trusted key's signature does not verify: its text was changed or the
-    signature forged. A failed check (exit 1), not bad input."""
-
-    exit_code = 1
+    signature forged. `verify-proof` and `witness` exit 1 on it (a failed check); every other
+    command keeps its own codes (exit 1 of `replay --verify` means a broken chain)."""
 
 
 def open_checkpoint(data: bytes | str, trusted: Sequence[VerifierKey], source: str) -> SignedCheckpoint:

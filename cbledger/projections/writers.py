@@ -17,6 +17,7 @@ import fcntl
 import functools
 import gc
 import os
+import re
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -511,6 +512,15 @@ def use_layout(state: LedgerState, results: Path, packed: bool) -> RecordsReport
 SiteEvidence = Callable[[LedgerState, Iterable[str] | None], Mapping[str, RunEvidence]]
 
 
+_CHAIN_TABLE = re.compile(rb'<table class="chain">.*?</table>', re.S)
+
+
+def _chain_table(page: bytes) -> bytes | None:
+    """A run page's table of the run's own events and their links: what the ledger says of it."""
+    found = _CHAIN_TABLE.search(page)
+    return found.group() if found else None
+
+
 def sync_site(
     state: LedgerState, directory: Path, evidence: SiteEvidence, runs: Iterable[str] | None = None,
     kept: list[tuple[str, str]] | None = None,
@@ -521,9 +531,10 @@ def sync_site(
     A run page already there whose run's evidence this checkout cannot read (its fixture's tree
     is not materialized: a clone's real boards) is left as it is, and added to `kept` with the
     reason: rendered now it would say only "evidence not shown", and a clone's first `project
-    site` replaced the committed pages' ERC tables, transcripts and diffs with that line. (Such a
-    page also keeps what the ledger said of its run when it was written, until the boards are
-    materialized.)"""
+    site` replaced the committed pages' ERC tables, transcripts and diffs with that line. Only
+    while the run's own events are those the page lists in its chain table: a grade, score or
+    retraction since then is the ledger's word on the run, and the page is written without its
+    evidence rather than kept saying otherwise."""
     wanted = None if runs is None else sorted(set(runs))
     written = []
     staged: list[str] = []
@@ -532,14 +543,15 @@ def sync_site(
     for relpath, data in site.render(state, found, wanted):
         target = directory / relpath
         try:
-            if target.read_bytes() == data:
-                continue
-            if relpath in problems:
-                if kept is not None:
-                    kept.append((relpath, problems[relpath]))
-                continue
+            there = target.read_bytes()
         except FileNotFoundError:
-            pass
+            there = None
+        if there == data:
+            continue
+        if there is not None and relpath in problems and _chain_table(there) == _chain_table(data) is not None:
+            if kept is not None:
+                kept.append((relpath, problems[relpath]))
+            continue
         try:
             staged.append(_stage(target, data))
         except BaseException:

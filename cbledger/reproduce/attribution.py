@@ -24,7 +24,7 @@ from cbledger.reproduce.findings import Finding
 from cbledger.reproduce.restore import evidence_commits
 from cbledger.runner import cassette as cassette_mod
 from cbledger.runner.execute import HARNESS_RUN_MODES
-from cbledger.runner.harness_failure import UNPRESERVED, detect, exit_code_from
+from cbledger.runner.harness_failure import detect, exit_code_from, unpreserved_reason
 from cbledger.workspace import Workspace
 
 
@@ -55,8 +55,7 @@ def attribution_findings(
         stderr = read
     said = stderr.decode("utf-8", "replace")
     exit_code, killed = exit_code_from(run.runner_note), run.runner_exit == "cap-exceeded"
-    note = run.runner_note or ""
-    unpreserved = note[note.index(UNPRESERVED) + len(UNPRESERVED):] if UNPRESERVED in note else None
+    unpreserved = unpreserved_reason(run.runner_note)
     again = _redacted(detect(transcript, said, exit_code, killed, cassette, run.timings.agent_ms, unpreserved=unpreserved))
     if again == run.harness_failure:
         return []

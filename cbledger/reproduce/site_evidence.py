@@ -165,13 +165,16 @@ def _kept_or_read(
 
 
 def chain_links(workspace: Workspace, run_ids: set[str]) -> dict[str, list[ChainLink]]:
-    """Each run's own events (recorded, graded, scored, retracted) with their links, in order."""
+    """Each run's own events (recorded, graded, scored, retracted) with their links, in order.
+    Every event read is held to its link, whatever its type (a type edited in place would else
+    hide it): the site names links, and a fold resumed from a snapshot never read the bytes
+    before it, so this is where an edit there shows (`watch` stops publishing on it)."""
     out: dict[str, list[ChainLink]] = {}
-    for stored in LedgerStore(workspace.ledger).read(types=_RUN_TYPES):
+    for stored in LedgerStore(workspace.ledger).read():
         if not stored.hashes_to_link():
-            # a page names each event's link: one whose bytes were edited in place is not shown
-            # as linked (a fold resumed from a snapshot past it never read it)
             raise CorruptRecord(f"seq {stored.seq}: the stored event does not hash to its link (edited in place?)")
+        if stored.type not in _RUN_TYPES:
+            continue
         run_id = getattr(getattr(stored.event, "body", None), "run_id", None)
         if run_id in run_ids:
             out.setdefault(run_id, []).append(ChainLink(seq=stored.seq, type=stored.type, hash=stored.hash, prev=stored.prev))

@@ -76,8 +76,22 @@ def exit_code_from(note: str | None) -> int | None:
 
 #: how the note of a run whose end state could not be kept begins (`execute.record_unpreserved`)
 UNPRESERVED = "end state not preserved: "
-#: what such a note says when the runner's own tool was killed from outside (`confined_verify`)
-_TOOL_SIGNALLED = re.compile(r"(?P<tool>kicad-cli [A-Z]+) on \S+ was ended by (?P<sig>SIG[A-Z]+), which the runner did not send")
+#: the whole reason when the runner's own tool was killed from outside (`confined_verify`): matched
+#: whole, never searched for, since other reasons quote what the agent named (a link's path)
+_TOOL_SIGNALLED = re.compile(r"(?P<tool>kicad-cli [A-Z]+) on [^\s;]+ was ended by (?P<sig>SIG[A-Z]+), which the runner did not send")
+
+
+def unpreserved_reason(note: str | None) -> str | None:
+    """The reason a recorded run's end state was not kept, read back from its note (which joins
+    the runner's reason with the harness's own note and the stats note by "; "): the runner's
+    kill reason when the note begins with it, else the rest of the note (any other reason)."""
+    if not note or not note.startswith(UNPRESERVED):
+        return None
+    rest = note[len(UNPRESERVED):]
+    tool = _TOOL_SIGNALLED.match(rest)
+    if tool is not None and rest[tool.end():tool.end() + 2] in ("", "; "):
+        return tool.group(0)
+    return rest
 
 
 def outside_signal(exit_code: int | None, killed: bool) -> str | None:
@@ -114,7 +128,7 @@ def detect(
     if provider is not None:
         return provider
     if unpreserved is not None and transcript.path is None:
-        tool = _TOOL_SIGNALLED.search(unpreserved)
+        tool = _TOOL_SIGNALLED.fullmatch(unpreserved)
         if tool is None:
             return None
         return HarnessFailure(kind="harness-signal", detail=(
