@@ -70,3 +70,22 @@ def test_the_gold_agent_refuses_even_past_preflight(tmp_path, shared_real, kicad
     assert "the gold solution would act outside the sandbox" in result.output
     assert victim.read_text() == "outside every sandbox\n"
     assert Path(victim).exists()
+
+
+def test_a_scripted_run_leaves_the_run_directory_copperhead_leaves(tmp_path):
+    """copperhead writes summary.md beside its transcript; a gold run did not, so a task whose
+    files_touched_subset named the transcript alone passed its gold and failed every real run."""
+    import datetime as dt
+
+    from cbledger.runner.agents.base import write_transcript
+
+    started = dt.datetime(2026, 7, 22, 18, 47, 18, 987000, tzinfo=dt.UTC)
+    path = write_transcript(tmp_path, started, [
+        {"type": "run-start", "data": {"request": "rename net DATA to SENSE"}},
+        {"type": "run-end", "data": {"exitPath": "done"}},
+    ])
+    assert path == tmp_path / ".copperhead" / "runs" / "2026-07-22T18-47-18-987Z" / "transcript.jsonl"
+    summary = (path.parent / "summary.md").read_text()
+    assert summary.startswith("# Run summary\n") and "- **Request:** rename net DATA to SENSE" in summary
+    assert "- **Outcome:** done" in summary
+    assert sorted(p.name for p in path.parent.iterdir()) == ["summary.md", "transcript.jsonl"]

@@ -81,11 +81,25 @@ def iso(when: _dt.datetime) -> str:
 
 
 def write_transcript(sandbox: Path, started: _dt.datetime, events: list[dict]) -> Path:
+    """The run directory a scripted agent leaves, as copperhead leaves one: the transcript and,
+    beside it, a `summary.md`. Without the summary a gold run changed one path fewer than every
+    real run, and a task whose `files_touched_subset` named the transcript alone passed its gold
+    and failed every run of the harness."""
     path = sandbox / ".copperhead" / "runs" / run_stamp(started) / "transcript.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
         for ev in events:
             f.write(json.dumps(ev, ensure_ascii=False) + "\n")
+    start: dict = next((ev.get("data", {}) for ev in events if ev.get("type") == "run-start"), {})
+    end: dict = next((ev.get("data", {}) for ev in reversed(events) if ev.get("type") == "run-end"), {})
+    summary = [
+        "# Run summary", "",
+        f"- **Request:** {start.get('request', '')}",
+        f"- **Outcome:** {end.get('exitPath', 'unknown')}",
+        "- **Tokens:** 0 in / 0 out", "",
+        "(a scripted agent's run: no model took part)",
+    ]
+    (path.parent / "summary.md").write_text("\n".join(summary) + "\n", encoding="utf-8")
     return path
 
 
