@@ -42,6 +42,8 @@ def in_results(results: str) -> None:
     outer = _renderer
 
     def render(words: Sequence[str], workspace: bool) -> list[str]:
+        if not workspace:  # the project's own (what `validate` compares with, a new draft)
+            return outer(words, False)
         return [PROG, "--results", results, *outer(words, False)[1:]]
 
     use(render)
@@ -49,8 +51,8 @@ def in_results(results: str) -> None:
 
 def argv(*words: str, workspace: bool = True) -> list[str]:
     """The suggested command as argv: `cbledger`, the workspace options the user gave, `words`.
-    `workspace=False` for a command that makes a workspace of its own (`run --draft`): only the
-    project root is carried to it."""
+    `workspace=False` for a command that makes a workspace of its own (`run --draft`) or reads the
+    project's (`validate`): only the project root is carried to it."""
     return _renderer(words, workspace)
 
 

@@ -141,8 +141,11 @@ def test_the_retry_hint_names_a_resume_that_carries_the_workspace_options():
     try:
         invocation.in_results("/tmp/draft")
         hint = campaign_mod.retry_hint([failed], retry_env=0, again=False)
+        # what reads the project's own workspace names it, not the draft's (removed when refused)
+        project_wide = invocation.command("validate", workspace=False)
     finally:
         invocation.use(None)
+    assert project_wide == "cbledger validate --root proj", project_wide
     assert hint is not None and hint.endswith(
         "to try them again, run `cbledger --results /tmp/draft run --resume outage --retry-env 1 --root proj`"), hint
 
