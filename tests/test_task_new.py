@@ -85,6 +85,12 @@ def test_an_edit_of_a_real_boards_kicad_files_is_warned_of_on_the_terminal(proje
     quiet = new(project, "mic-record", "--fixture", REAL, "--tier", "simple", "--outcome", "edit",
                 "--prompt", "Record it.", "--assert", 'doc_contains:{"doc": "docs/SPEC.md", "pattern": "20"}')
     assert quiet.exit_code == 0 and "warning: target-1" not in quiet.stderr, quiet.output
+    # a target the untouched board already meets asks for no change: said as what it is
+    met = new(project, "mic-r1-data", "--fixture", REAL, "--tier", "simple", "--outcome", "edit", "--prompt", "Keep R1 on DATA.",
+              "--assert", 'pin_net_equals:{"refdes": "R1", "pin": "2", "net": "DATA"}')
+    assert met.exit_code == 0, met.output
+    (line,) = [x for x in met.stderr.splitlines() if x.startswith("warning: target-1")]
+    assert "already holds on" in line and "noop included" in line and "finish gate" not in line, line
 
 
 def test_a_refusal_without_a_budget_says_it_is_not_graded_on_citing_one(project):

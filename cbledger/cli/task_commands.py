@@ -26,7 +26,7 @@ from cbledger.runner.sandbox import seeded_from
 from cbledger.tasks import definitions, suite_archive
 from cbledger.tasks.catalog import Catalog, Fixture, Task, load_task
 from cbledger.tasks.fixtures.problems import Problem, error
-from cbledger.tasks.validate import ensure_gradable, validate_project
+from cbledger.tasks.validate import baseline_netlist, ensure_gradable, validate_project
 from cbledger.workspace import Workspace, suite_definitions_name
 
 BASELINE_TYPES = ("erc_no_new_violations", "drc_no_new_violations")
@@ -445,7 +445,8 @@ def new_cmd(
     if earlier:
         typer.echo(earlier, err=True)
     if outcome == "edit":
-        for line in scaffold.finish_gate_conflicts(made.assertions, fixture):
+        baseline = baseline_netlist(project_root(root) / "fixtures" / fixture)
+        for line in scaffold.finish_gate_conflicts(made.assertions, fixture, baseline, set(made.references)):
             typer.echo(line, err=True)
     elif not budget:
         typer.echo(f"note: no --budget: the {'flag' if outcome == 'flag' else 'refusal'} is not graded on citing one (refusal_cites_budget is left out); "

@@ -21,6 +21,7 @@ from typing import Any
 import msgspec
 
 from cbledger.errors import UserError
+from cbledger.kicad.netlist import Netlist
 from cbledger.ledger.durable import naming
 from cbledger.tasks.catalog import Catalog, Fixture
 from cbledger.tasks.definitions import INCOMPLETE, incomplete
@@ -155,18 +156,45 @@ def baseline_assertions(
 _KICAD_TARGETS = frozenset({"net_present", "net_absent", "symbol_present", "symbol_absent", "pin_net_equals"})
 
 
-def finish_gate_conflicts(assertions: list[dict[str, Any]], fixture_id: str) -> list[str]:
+def holds_at_baseline(assertion: dict[str, Any], baseline: Netlist | None, references: set[str]) -> bool | None:
+    """Whether a KiCad target already holds on the untouched board (None: cannot tell here)."""
+    args, kind = assertion.get("args") or {}, assertion["type"]
+    if kind in ("symbol_present", "symbol_absent"):
+        present = args.get("refdes") in references
+        return present if kind == "symbol_present" else not present
+    if baseline is None:
+        return None
+    if kind in ("net_present", "net_absent"):
+        found = bool(baseline.nets_by_name(str(args.get("net", ""))))
+        return found if kind == "net_present" else not found
+    if kind == "pin_net_equals":
+        net = baseline.net_by_name(str(args.get("net", "")))
+        return net is not None and (str(args.get("refdes")), str(args.get("pin"))) in net.pins
+    return None
+
+
+def finish_gate_conflicts(
+    assertions: list[dict[str, Any]], fixture_id: str, baseline: Netlist | None = None, references: set[str] | None = None,
+) -> list[str]:
     """An edit task's targets that ask for a change to the KiCad files a finish-gate guard holds
     unchanged (docs/AUTHORING.md, "The finish gate"): no run can pass both, and every model would
-    fail the task. Said on the terminal, where the README's paragraph went unread."""
+    fail the task. Said on the terminal, where the README's paragraph went unread. A target that
+    already holds on the baseline asks for no change: said as what it is instead (a run that
+    changes nothing passes it), never as a conflict."""
     guarded = {a["args"]["path"] for a in assertions if a["id"] in ("schematic-untouched", "board-untouched")}
-    if not guarded:
-        return []
-    return [f"warning: {a['id']} ({a['type']}) asks for a change to the board's KiCad files, which "
-            f"{', '.join(sorted(guarded))} must leave unchanged: copperhead's finish gate cannot end such an edit done "
-            f"on {fixture_id} (its baseline ERC is not clean), so no run can pass both; aim the task at copperhead's "
-            "records instead (docs/AUTHORING.md, \"The finish gate\")"
-            for a in assertions if a["id"].startswith("target-") and a["type"] in _KICAD_TARGETS]
+    said = []
+    for a in assertions:
+        if not (a["id"].startswith("target-") and a["type"] in _KICAD_TARGETS):
+            continue
+        if holds_at_baseline(a, baseline, references or set()):
+            said.append(f"warning: {a['id']} ({a['type']}) already holds on {fixture_id}'s baseline: a run that changes "
+                        "nothing passes it (noop included), so it tells no run from another; is it the change the task asks for?")
+        elif guarded:
+            said.append(f"warning: {a['id']} ({a['type']}) asks for a change to the board's KiCad files, which "
+                        f"{', '.join(sorted(guarded))} must leave unchanged: copperhead's finish gate cannot end such an edit "
+                        f"done on {fixture_id} (its baseline ERC is not clean), so no run can pass both; aim the task at "
+                        "copperhead's records instead (docs/AUTHORING.md, \"The finish gate\")")
+    return said
 
 
 def _board_facts(fixture: Fixture) -> tuple[list[str], list[str], dict[str, Any]]:

@@ -303,6 +303,11 @@ def _fixture_rules(manifest: TaskManifest, file: str, ctx: _Context) -> tuple[Fi
 # --------------------------------------------------------------------------- assertions.json
 
 
+def baseline_netlist(fixture_dir: Path) -> Netlist | None:
+    """The baseline netlist a fixture directory keeps, if readable (`task new` reads it too)."""
+    return _baseline_nets(fixture_dir / "baseline" / "netlist.kicad_net")
+
+
 def _baseline_nets(path: Path) -> Netlist | None:
     """The fixture's baseline netlist (kicad-cli's, as `fixture baseline` wrote it), if readable."""
     try:
