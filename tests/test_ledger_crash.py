@@ -303,8 +303,9 @@ def test_ctrl_c_during_a_batch_write_leaves_nothing_and_after_it_does_not_stop_t
     try:
         r = run_cli(["append", "--ledger", path, "-"], input=drafts)
     finally:
-        signal.signal(signal.SIGINT, handler)
+        left = signal.signal(signal.SIGINT, handler)
     assert r.exit_code == 0 and "seq 6 " in r.stdout and "seq 7 " in r.stdout, r.output
+    assert left is handler  # put back: an ignored SIGINT is inherited by every process started later
     assert verify_chain(path).head.seq == 7
 
 

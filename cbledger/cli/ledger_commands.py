@@ -80,12 +80,16 @@ def append(
     events = parse_drafts(data, name)
     store = LedgerStore(ledger_path(ledger, root))
     results = store.append(events, check=semantics.check_batch)
-    if threading.current_thread() is threading.main_thread():
-        # The batch is in the ledger: a Ctrl-C from here on would end the command with exit 130
-        # and no word (or a traceback from the interpreter's own exit), which a calling script
-        # reads as nothing written. What is left is listing it, which runs to its end.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _report_appended(results, as_json)
+    # The batch is in the ledger: a Ctrl-C while it is listed ended the command with exit 130 and
+    # no word, which a calling script reads as nothing written; the listing runs to its end. The
+    # handler is put back after (an ignored SIGINT is inherited by every process started later,
+    # and a command run in-process would leave it so).
+    held = signal.signal(signal.SIGINT, signal.SIG_IGN) if threading.current_thread() is threading.main_thread() else None
+    try:
+        _report_appended(results, as_json)
+    finally:
+        if held is not None:
+            signal.signal(signal.SIGINT, held)
 
 
 def _report_appended(results: list[Appended], as_json: bool) -> None:
