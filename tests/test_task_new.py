@@ -230,6 +230,26 @@ def test_a_draft_runs_in_a_scratch_workspace_and_keeps_its_sandbox(project, kica
         shutil.rmtree(draft, ignore_errors=True)
 
 
+def test_a_drafts_gold_run_says_what_the_bumps_trial_would_warn_of(project, kicad_cli, tmp_path):
+    """The draft's gold and noop runs are the bump's trial ahead of it, but printed pass or fail
+    only: an optional assertion the gold misses (a typo) was first said at `suite bump`."""
+    with_draft_task(project)
+    path = project / "tasks" / "led-refusal-draft" / "assertions.json"
+    items = json.loads(path.read_text())
+    items.append({"id": "opt-typo", "type": "net_present", "args": {"net": "NO_SUCH_NET"}, "weight": 1, "required": False})
+    path.write_text(json.dumps(items))
+    result = run_cli(["run", "led-refusal-draft", "--draft", "--agent", "gold", "--repeats", "1",
+                      "--sandbox-root", tmp_path / "boxes", "--root", project])
+    assert "draft workspace " in result.output, result.output
+    draft = Path(result.output.split("draft workspace ", 1)[1].split(" ", 1)[0])
+    try:
+        assert result.exit_code == 0, result.output
+        assert ("the bump's trial would say: led-refusal-draft: gold pass, expected pass; warning: the gold fails "
+                "optional assertion(s) opt-typo: a typo?") in result.stderr, result.stderr
+    finally:
+        shutil.rmtree(draft, ignore_errors=True)
+
+
 def test_an_interrupted_draft_is_resumed_in_its_own_workspace_as_printed(project, kicad_cli, monkeypatch):
     """The interrupted draft said "run the same command again": that made another scratch workspace
     and ran every slot afresh, and its `--resume` looked in the project's ledger for the campaign."""

@@ -280,6 +280,23 @@ def run(
             kept=sandboxes if keep_sandboxes else None, draft_sandboxes=sandboxes if draft else None, as_json=as_json)
 
 
+def _trial_said(where: Workspace, result: SuiteResult) -> None:
+    """A draft's gold and noop runs are the bump's trial ahead of it (docs/AUTHORING.md): what the
+    bump would refuse or warn of in them is said now, not first at `suite bump`."""
+    catalog = Catalog(where.root)
+    for output in result.outputs:
+        run, grade = output.run, output.grade
+        if run.run_mode not in trial.EXPECTED:
+            continue
+        try:
+            task = catalog.task(run.task.id)
+        except UserError:
+            continue
+        said = trial.judged(task, run.run_mode, grade.verdict, grade.first_failed_required, grade.assertions)
+        if not said.ok or "; warning:" in str(said):
+            typer.echo(f"  the bump's trial would say: {said}", err=True)
+
+
 def _report(
     where: Workspace, result: SuiteResult, *, campaign: str, hint: str | None, project: bool, asked_to_project: bool,
     kept: Path | None, draft_sandboxes: Path | None, as_json: bool,
@@ -302,6 +319,8 @@ def _report(
             where_to = ", ".join(_shown(where, n) for n in records.get(run.run_id, []) or [bundle_name(run.run_id)])
             sandbox = f"  sandbox {draft_sandboxes / run.run_id}" if draft_sandboxes is not None else ""
             typer.echo(f"  {run.run_id}  {_outcome_label(run, grade)}  {where_to}{sandbox}")
+        if draft_sandboxes is not None:
+            _trial_said(where, result)
         typer.echo(
             f"{len(result.outputs)} run(s) recorded: {result.passed} pass, {len(result.outputs) - result.passed} fail"
             + (f"; {len(result.failures)} run(s) failed to record" if result.failures else "")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from cbledger.errors import UserError
 from cbledger.kicad.oracle import require_kicad_cli
-from cbledger.ledger.events import Ablations, Actor
+from cbledger.ledger.events import Ablations, Actor, AssertionOutcome
 from cbledger.runner import execute as steps
 from cbledger.runner import isolation
 from cbledger.runner.agents.base import Agent
@@ -152,13 +152,21 @@ def _one(settings: steps.RunSettings, planned: PlannedRun, kind: str) -> TrialRe
     finally:
         steps.remove_sandbox(settings, start)
     g = graded.grade
-    missed = tuple(o.id for o in g.outcomes if o.status == "fail" and not o.required) if kind == "gold" else ()
+    return judged(task, kind, g.verdict, g.first_failed_required, g.outcomes)
+
+
+def judged(
+    task: Task, kind: str, verdict: str, first_failed_required: str | None, outcomes: Sequence[AssertionOutcome],
+) -> TrialResult:
+    """What the bump's trial makes of a gold or noop run's grade: for the trial's own runs, and
+    for a draft's (`run --draft`), which are that trial ahead of the bump."""
+    missed = tuple(o.id for o in outcomes if o.status == "fail" and not o.required) if kind == "gold" else ()
     # an edit task's targets recognise the change; a refusal's may be met by doing nothing at all
     edit = task.manifest.expected_outcome == "edit"
-    idle = tuple(o.id for o in g.outcomes if o.status == "pass" and o.id.startswith("target-")) if kind == "noop" and edit else ()
-    failed = [o for o in g.outcomes if o.status == "fail" and o.required] if kind == "noop" and edit else []
+    idle = tuple(o.id for o in outcomes if o.status == "pass" and o.id.startswith("target-")) if kind == "noop" and edit else ()
+    failed = [o for o in outcomes if o.status == "fail" and o.required] if kind == "noop" and edit else []
     process = () if any(o.evidence_source == "end-state" for o in failed) else tuple(o.id for o in failed)
-    return TrialResult(task.id, kind, g.verdict, g.first_failed_required, missed, idle, process)
+    return TrialResult(task.id, kind, verdict, first_failed_required, missed, idle, process)
 
 
 def require_discriminating(results: Sequence[TrialResult], what: str) -> None:
