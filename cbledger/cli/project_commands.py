@@ -29,8 +29,8 @@ from cbledger.cli.common import (
 from cbledger.cli.progress import Reporter
 from cbledger.errors import UserError
 from cbledger.ledger import durable
-from cbledger.ledger.store import LedgerStore
 from cbledger.projections import gate, leaderboard, paths, readmodel, workqueue, writers
+from cbledger.projections import packed as packed_mod
 from cbledger.projections import selection as selection_mod
 from cbledger.projections.conditions import DEFAULT
 from cbledger.projections.fold import LedgerState
@@ -65,7 +65,7 @@ def _follower(where: Workspace) -> writers.LedgerFollower:
     check would otherwise call up to date without a word."""
     follower = writers.follow(where.ledger, where.snapshots, _note)
     try:
-        torn = LedgerStore(where.ledger).recorder.torn_tail()
+        torn = follower.store.recorder.torn_tail()
     except (UserError, OSError):
         torn = None
     if torn:
@@ -147,11 +147,12 @@ def _emit(doc: dict) -> None:
 
 
 def _in(where: Workspace, base: Path | None = None) -> Callable[[str], str]:
-    """A record's path as a reader opens it: `results/…` in the project's own layout, under
-    `--results DIR` (or the directory `--export` wrote into) its own path there."""
+    """A record as a reader finds it (`packed.record_shown`): `results/…` in the project's own
+    layout, its own path under `--results DIR`, its name in a packed store; or the file `--export`
+    wrote into `base`."""
     if base is not None:
         return lambda rel: str(base / rel)
-    return lambda rel: where.shown_path(where.results / rel)
+    return lambda rel: packed_mod.record_shown(where, record_name(rel))
 
 
 def _records_report(report: writers.RecordsReport, check: bool, into: Callable[[str], str]) -> int:

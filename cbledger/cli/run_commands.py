@@ -293,7 +293,7 @@ def _trial_said(where: Workspace, result: SuiteResult) -> None:
         except UserError:
             continue
         said = trial.judged(task, run.run_mode, grade.verdict, grade.first_failed_required, grade.assertions)
-        if not said.ok or "; warning:" in str(said):
+        if not said.ok or said.warned:
             typer.echo(f"  the bump's trial would say: {said}", err=True)
 
 

@@ -24,7 +24,7 @@ from cbledger.errors import UserError
 from cbledger.grading.evidence import transcript as transcript_mod
 from cbledger.grading.evidence.bundle import BASELINE_REF
 from cbledger.grading.evidence.tree import snapshot_directory, view
-from cbledger.runner.sandbox import seed_message
+from cbledger.runner.sandbox import seed_message, seed_of
 from cbledger.tasks.catalog import Task
 from cbledger.tasks.fixtures.install import TreeFile, install_tree
 
@@ -55,9 +55,7 @@ def _require_a_run_of(task: Task, sandbox: Path, repo: pygit2.Repository, baseli
     """Refuses a sandbox another task's run left: its seed names another fixture (the seed commit
     says which, `runner/sandbox.py`), or its harness was asked another prompt. Any sandbox once
     replaced the gold with that run's files, and a failing noop's emptied it."""
-    seed: pygit2.Commit | None = repo.get(baseline_sha)  # type: ignore[assignment]
-    while seed is not None and seed.parents:
-        seed = seed.parents[0]
+    seed = seed_of(repo, baseline_sha) if repo.get(baseline_sha) is not None else None
     expected = seed_message(task.manifest.fixture.id, task.manifest.fixture.sha256).strip()
     if seed is None or seed.message.strip() != expected:
         found = seed.message.strip() if seed is not None else "no seed commit"

@@ -94,12 +94,6 @@ def unpreserved_reason(note: str | None) -> str | None:
     return rest
 
 
-def outside_signal(exit_code: int | None, killed: bool) -> str | None:
-    """The name of the signal from outside that ended a process, if one did (None when the
-    runner killed it at its own cap)."""
-    return _outside_signal(exit_code, killed)
-
-
 def detect(
     transcript: Transcript, stderr: str, exit_code: int | None, killed: bool, cassette: Cassette | None = None,
     agent_ms: int = 0, *, before_402: bool = False, unpreserved: str | None = None,
@@ -117,7 +111,7 @@ def detect(
     turn = answered + 1
     code = exit_code or 0  # the note states no exit 0, so a restored run reads None for it
     said = first_line(stderr)
-    by_signal = _outside_signal(exit_code, killed)
+    by_signal = outside_signal(exit_code, killed)
     if by_signal is not None:
         where = f" at model call {turn}" if transcript.path is not None else " before writing a transcript"
         return HarnessFailure(
@@ -159,7 +153,9 @@ def detect(
     return HarnessFailure(kind="no-model-turn", detail=detail or "the model never answered a turn")
 
 
-def _outside_signal(exit_code: int | None, killed: bool) -> str | None:
+def outside_signal(exit_code: int | None, killed: bool) -> str | None:
+    """The name of the signal from outside that ended a process, if one did (None when the
+    runner killed it at its own cap): the harness's, or the runner's own kicad-cli's."""
     if killed or exit_code is None:
         return None
     for sig in _OUTSIDE_SIGNALS:

@@ -89,13 +89,18 @@ def seed_message(fixture_id: str, sha256: str) -> str:
     return f"seed: fixture {fixture_id} {sha256}\n"
 
 
-def seeded_from(repo: pygit2.Repository, commit: str) -> tuple[str, str] | None:
-    """The (fixture id, tree hash) the first commit under `commit` was seeded from, by its
-    `seed_message`; None for a history no runner seeded (a sandbox made by hand)."""
+def seed_of(repo: pygit2.Repository, commit: str) -> pygit2.Commit:
+    """The first commit under `commit`, first parents down: a runner's seed commit."""
     first = repo[commit].peel(pygit2.Commit)
     while first.parents:
         first = first.parents[0]
-    words = first.message.split()
+    return first
+
+
+def seeded_from(repo: pygit2.Repository, commit: str) -> tuple[str, str] | None:
+    """The (fixture id, tree hash) `commit`'s history was seeded from, by its seed commit's
+    `seed_message`; None for a history no runner seeded (a sandbox made by hand)."""
+    words = seed_of(repo, commit).message.split()
     if len(words) == 4 and words[:2] == ["seed:", "fixture"]:
         return words[2], words[3]
     return None

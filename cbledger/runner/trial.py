@@ -56,6 +56,10 @@ class TrialResult:
     def ok(self) -> bool:
         return self.verdict == EXPECTED[self.agent]
 
+    @property
+    def warned(self) -> bool:
+        return bool(self.gold_missed or self.noop_passed_targets or self.noop_fails_only_process)
+
     def __str__(self) -> str:
         why = f" (first failed: {self.first_failed_required})" if self.first_failed_required else ""
         missed = (f"; warning: the gold fails optional assertion(s) {', '.join(self.gold_missed)}: a typo?"

@@ -383,7 +383,7 @@ def _assertion_rules(
                 problems.append(warning(file, f"{where}.args.path", f"{path!r} is not in {fixture_path}/tree "
                                         "and the task's gold does not write it; fine if a run creates it, otherwise a typo"))
         elif kind == "net_absent" and isinstance(args.get("net"), str):
-            baseline = _baseline_nets(ctx.root / fixture_path / "baseline" / "netlist.kicad_net") if fixture_path else None
+            baseline = baseline_netlist(ctx.root / fixture_path) if fixture_path else None
             if baseline is not None and not baseline.nets_by_name(args["net"]):
                 # absent before the run, it is absent after any run that does not add it: a typo
                 # here turns a trap (a half-done rename) into a point every run scores
