@@ -592,6 +592,37 @@ def test_a_net_absent_naming_no_net_of_the_baseline_is_a_warning(tmp_path):
     assert [p for p in validate_project(root).warnings if "a typo?" in p.message] == []
 
 
+def test_a_net_one_slip_from_a_baseline_net_is_a_warning(tmp_path):
+    """net_present and pin_net_equals name nets a run may make, so a new name is no warning;
+    one a letter from a net the board has is likelier a misspelling, which every run then fails
+    (and the trial blames on the gold)."""
+    repo = Path(__file__).resolve().parent.parent
+    root = tmp_path / "project"
+    shutil.copytree(repo / "fixtures" / "synthetic-mcu-sensor", root / "fixtures" / "synthetic-mcu-sensor")
+    shutil.copytree(repo / "tasks" / "mcu-rename-i2c-nets", root / "tasks" / "mcu-rename-i2c-nets")
+    path = root / "tasks" / "mcu-rename-i2c-nets" / "assertions.json"
+    doc = json.loads(path.read_text())
+    sentinel = next(i for i, a in enumerate(doc) if a["args"].get("net") == "/SENS_INT")
+    pin = next(i for i, a in enumerate(doc) if a["type"] == "pin_net_equals")
+
+    def near_warnings(net_present: str, pin_net: str) -> list[tuple[str, str]]:
+        doc[sentinel]["args"]["net"], doc[pin]["args"]["net"] = net_present, pin_net
+        path.write_text(json.dumps(doc))
+        return [(p.field, p.message) for p in validate_project(root).warnings if "but " in p.message]
+
+    assert near_warnings("/SENS_INT", "I2C_SDA") == []  # the board's net, and a net the run makes
+    assert near_warnings("AGND", "SCL_2") == []  # longer or shorter names: new nets as often as typos
+    assert sorted(near_warnings("/SESN_INT", "sda")) == sorted([
+        (f"[{sentinel}].args.net", "no net '/SESN_INT' in fixtures/synthetic-mcu-sensor's baseline netlist, but "
+         "'/SENS_INT' is: fine if a run makes that net, otherwise a typo"),
+        (f"[{pin}].args.net", "no net 'sda' in fixtures/synthetic-mcu-sensor's baseline netlist, but 'SDA' is: "
+         "fine if a run makes that net, otherwise a typo"),
+    ])
+    assert [m for _, m in near_warnings("SENS_INR", "GND")] == [
+        "no net 'SENS_INR' in fixtures/synthetic-mcu-sensor's baseline netlist, but '/SENS_INT' is: fine if a run "
+        "makes that net, otherwise a typo"]
+
+
 def test_a_damaged_kept_catalog_names_damage_only_for_what_the_damaged_files_define(project):
     """A kept suite laid out with a damaged file refuses to grade the tasks that file defines or
     whose board it is; a task the version does not hold stays a mismatch, not a skip (the first

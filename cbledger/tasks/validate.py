@@ -316,6 +316,26 @@ def _baseline_nets(path: Path) -> Netlist | None:
         return None
 
 
+def _near_net(baseline: Netlist, name: str) -> str | None:
+    """A baseline net `name` does not name but is one slip away from: the same letters in
+    another case, or (from four characters) one letter replaced or two neighbours swapped.
+    A longer or shorter name (`AGND` beside `GND`) is a new net as often as a typo: not named."""
+    if baseline.nets_by_name(name):
+        return None
+    for net in baseline.nets:
+        # as `name_matches` reads a name: with a slash, the whole name; without, the root's too
+        other = net.name if "/" in name else net.name.lstrip("/")
+        if other.casefold() == name.casefold():
+            return net.name
+        if len(other) != len(name) or len(name) < 4:
+            continue
+        diff = [i for i, (a, b) in enumerate(zip(other, name, strict=True)) if a != b]
+        if len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1
+                              and other[diff[0]] == name[diff[1]] and other[diff[1]] == name[diff[0]]):
+            return net.name
+    return None
+
+
 def _schematic_references(check: FixtureCheck | None, tree: Path) -> set[str] | None:
     """Every reference the fixture's schematic places (pinless parts too: a mounting hole, a
     logo), read as the grader's `symbol_absent` reads them; None when it cannot be read here."""
@@ -326,6 +346,48 @@ def _schematic_references(check: FixtureCheck | None, tree: Path) -> set[str] | 
         return {r.reference for r in list_symbols(load_schematic(tree / schematic))}
     except (OSError, UserError, ValueError):
         return None
+
+
+def _against_the_board(
+    kind: str, args: dict[str, Any], file: str, where: str, tree: Path, gold_files: Path, fixture_path: str,
+    check: FixtureCheck | None, ctx: _Context, expected: str | None,
+) -> list[Problem]:
+    """The warnings an assertion earns against the materialized fixture it is graded on: a name
+    the board does not hold, where that name is more likely a typo than what a run makes."""
+    found: list[Problem] = []
+    if kind in DOC_TYPES:
+        doc_name = args.get("doc")
+        if isinstance(doc_name, str) and not _tree_has_doc(tree, doc_name) and not _tree_has_doc(gold_files, doc_name):
+            found.append(warning(file, f"{where}.args.doc", f"{doc_name!r} is not in {fixture_path}/tree (nor under docs/) "
+                                 "and the task's gold does not write it; fine if a run creates it, otherwise a typo"))
+    elif kind in PATH_TYPES:
+        path = args.get("path")
+        if isinstance(path, str) and path != CONFIG_PATH and not (tree / path).is_file() and not (gold_files / path).is_file():
+            found.append(warning(file, f"{where}.args.path", f"{path!r} is not in {fixture_path}/tree "
+                                 "and the task's gold does not write it; fine if a run creates it, otherwise a typo"))
+    elif kind == "net_absent" and isinstance(args.get("net"), str):
+        baseline = baseline_netlist(ctx.root / fixture_path)
+        if baseline is not None and not baseline.nets_by_name(args["net"]):
+            # absent before the run, it is absent after any run that does not add it: a typo
+            # here turns a trap (a half-done rename) into a point every run scores
+            found.append(warning(file, f"{where}.args.net", f"no net {args['net']!r} in {fixture_path}'s baseline netlist: "
+                                 "the assertion passes unless a run makes that net (a typo?)"))
+    elif kind in ("net_present", "pin_net_equals") and isinstance(args.get("net"), str):
+        baseline = baseline_netlist(ctx.root / fixture_path)
+        near = _near_net(baseline, args["net"]) if baseline is not None else None
+        if near is not None:
+            # a net a run is meant to make is fine; one a letter away from a net the board
+            # has is more likely that net misspelled, which no run then satisfies
+            found.append(warning(file, f"{where}.args.net", f"no net {args['net']!r} in {fixture_path}'s baseline "
+                                 f"netlist, but {near!r} is: fine if a run makes that net, otherwise a typo"))
+    elif kind == "symbol_absent" and isinstance(args.get("refdes"), str) and expected == "edit":
+        # the same trap as net_absent's: a part the board never had is absent after any run
+        # (a refusal or flag task names one on purpose: the part the refused change would add)
+        references = _schematic_references(check, tree)
+        if references is not None and args["refdes"] not in references:
+            found.append(warning(file, f"{where}.args.refdes", f"no symbol {args['refdes']!r} in {fixture_path}'s "
+                                 "schematic: the assertion passes unless a run adds it (a typo?)"))
+    return found
 
 
 def _assertion_rules(
@@ -371,31 +433,8 @@ def _assertion_rules(
             continue
         if item_problems or not isinstance(args, dict) or not materialized:
             continue
-        assert tree is not None
-        if kind in DOC_TYPES:
-            doc_name = args.get("doc")
-            if isinstance(doc_name, str) and not _tree_has_doc(tree, doc_name) and not _tree_has_doc(gold_files, doc_name):
-                problems.append(warning(file, f"{where}.args.doc", f"{doc_name!r} is not in {fixture_path}/tree (nor under docs/) "
-                                        "and the task's gold does not write it; fine if a run creates it, otherwise a typo"))
-        elif kind in PATH_TYPES:
-            path = args.get("path")
-            if isinstance(path, str) and path != CONFIG_PATH and not (tree / path).is_file() and not (gold_files / path).is_file():
-                problems.append(warning(file, f"{where}.args.path", f"{path!r} is not in {fixture_path}/tree "
-                                        "and the task's gold does not write it; fine if a run creates it, otherwise a typo"))
-        elif kind == "net_absent" and isinstance(args.get("net"), str):
-            baseline = baseline_netlist(ctx.root / fixture_path) if fixture_path else None
-            if baseline is not None and not baseline.nets_by_name(args["net"]):
-                # absent before the run, it is absent after any run that does not add it: a typo
-                # here turns a trap (a half-done rename) into a point every run scores
-                problems.append(warning(file, f"{where}.args.net", f"no net {args['net']!r} in {fixture_path}'s baseline netlist: "
-                                        "the assertion passes unless a run makes that net (a typo?)"))
-        elif kind == "symbol_absent" and isinstance(args.get("refdes"), str) and expected == "edit":
-            # the same trap as net_absent's: a part the board never had is absent after any run
-            # (a refusal or flag task names one on purpose: the part the refused change would add)
-            references = _schematic_references(check, tree)
-            if references is not None and args["refdes"] not in references:
-                problems.append(warning(file, f"{where}.args.refdes", f"no symbol {args['refdes']!r} in {fixture_path}'s "
-                                        "schematic: the assertion passes unless a run adds it (a typo?)"))
+        assert tree is not None and fixture_path is not None
+        problems.extend(_against_the_board(kind, args, file, where, tree, gold_files, fixture_path, check, ctx, expected))
     if not required and doc:
         problems.append(error(file, "", "no assertion is required: a run would pass whatever it did"))
     if not doc:
