@@ -128,6 +128,35 @@ def test_a_missing_bundle_is_named(project):
     assert "site pages match (1 run page(s) not compared: their runs' evidence could not be read)" in said, said
 
 
+def test_a_damaged_run_no_check_of_its_own_reads_fails_the_site_check(project):
+    """A run `--since-checkpoint` (or `--run`) does not re-grade is restored for its page alone:
+    its bundle deleted, the page was counted "not compared" and the verify passed, exit 0, a
+    forged page beside it unread. `project site --check` said "up to date" alike. And a file
+    under the site that is not a page (a script, an `.htm`) was never listed."""
+    from cbledger.projections.site.paths import run_page
+
+    victim = runs(project)[("noop", OTHER_TASK)].event.body
+    other = runs(project)[("gold", EDIT_TASK)].event.body
+    (project / victim.sandbox.store).unlink()
+    page = f"results/site/{run_page(victim.run_id)}"
+    code, report = verify_json(project, "--run", other.run_id)
+    assert code == 4, report["failures"]
+    (f,) = report["failures"]
+    assert (f["kind"], f["runId"], f["file"]) == ("site-evidence", victim.run_id, page)
+    assert victim.sandbox.store in f["message"]
+    check = cli(project, "project", "site", "--check")
+    assert check.exit_code == 1 and f"{page}: this run's page cannot be compared" in check.stderr, check.output
+    # a run the verify re-grades reports its own damage: its page is not blamed twice
+    code, report = verify_json(project)
+    assert code == 3 and not failures(report, "site-evidence"), report["failures"]
+    for extra in ("app.js", "runs/x.htm"):
+        (project / "results" / "site" / extra).write_text("forged\n")
+    (project / "results" / "site" / "elsewhere").symlink_to(project / "results")
+    code, report = verify_json(project, "--run", other.run_id, "--json")
+    extra = {f["file"] for f in failures(report, "site-extra")}
+    assert extra == {f"results/site/{n}" for n in ("app.js", "runs/x.htm", "elsewhere")}, report["failures"]
+
+
 def test_project_site_keeps_a_page_whose_run_cannot_be_read_here_and_the_check_says_so(project, monkeypatch):
     """A clone whose real boards are not materialized reads none of their runs: `project site`
     replaced each committed page with one saying "evidence not shown", and `site --check` said

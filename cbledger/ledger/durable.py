@@ -120,6 +120,13 @@ def remove_dead(directory: str | Path, staged: re.Pattern[str], *, trees: bool =
                 os.unlink(entry.path)
 
 
+def staged_live(name: str) -> bool:
+    """Whether `name` is a file a running writer is staging (`temp_name`, `write_atomic`): a
+    check that lists a directory being written passes over it, as `remove_dead_temps` does."""
+    found = _TEMP.fullmatch(name)
+    return found is not None and running(int(found["pid"]))
+
+
 def running(pid: int) -> bool:
     """Whether a process of this id runs on this machine (a results directory is written from
     one machine: docs/SCALING.md), this one included."""

@@ -10,6 +10,7 @@ differing line). Nothing is written.
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from cbledger import invocation
+from cbledger.ledger import durable
 from cbledger.projections import leaderboard, packed, readmodel, records, writers
 from cbledger.projections.fold import LedgerState
 from cbledger.projections.site import render as site_render
@@ -213,19 +215,37 @@ def check_readmodel(state: LedgerState, workspace: Workspace, out: OutputsCheck)
     )
 
 
+def _site_files(root: Path) -> set[str]:
+    """Every entry under the site but its directories, relative to it: a link to a directory
+    is one (and not followed), a file a running writer stages is none."""
+    found = set()
+    for top, dirs, files in os.walk(root):
+        here = Path(top)
+        for name in files + [d for d in dirs if (here / d).is_symlink()]:
+            if not durable.staged_live(name):
+                found.add((here / name).relative_to(root).as_posix())
+    return found
+
+
 def check_site(
     state: LedgerState, workspace: Workspace, out: OutputsCheck | None = None, known: Mapping[str, RunEvidence] | None = None
 ) -> list[Finding]:
     """Every page the site renders against what is under `results/site/`; an `.html` file there
     that the ledger does not produce is extra. The page of a run whose preserved evidence cannot be
     read back as recorded is not compared: the run's own check reports why (a missing fixture, a
-    bundle that changed), and a page rendered from it would only repeat that."""
+    bundle that changed), and a page rendered from it would only repeat that. A run no check of
+    its own read (not in `known`: before `--since-checkpoint`'s checkpoint, or `project site
+    --check`) is reported here instead, unless only its board is not materialized on this
+    machine: a damaged preserved run must not shrink the check to a count."""
     # imported here: it restores runs as `verify` does, and `verify` imports this module
     from cbledger.reproduce import site_evidence
 
     evidence = site_evidence.gather(workspace, state, known=known)
     problems = {site_render.run_page(rid): ev.problem for rid, ev in sorted(evidence.items()) if ev.problem is not None}
     unreadable = set(problems)
+    # damage no run check of this command reports: said here, or nothing would say it
+    unreported = {site_render.run_page(rid): rid for rid, ev in evidence.items()
+                  if ev.problem is not None and not ev.here_only and rid not in (known or {})}
     rendered = dict(site_render.render(state, evidence))
     expected = {rel: data for rel, data in rendered.items() if rel not in unreadable}
     found: list[Finding] = []
@@ -233,15 +253,20 @@ def check_site(
     site = workspace.shown_path(root)
     if out is not None:
         out.site_path = site
-    on_disk = {p.relative_to(root).as_posix() for p in root.rglob("*.html")} if root.is_dir() else set()
+    # every file, not only pages: a host serves a script or an `.htm` published beside them too
+    on_disk = _site_files(root) if root.is_dir() else set()
     for rel in sorted(on_disk - expected.keys() - unreadable):
         found.append(Finding(check="projection", kind="site-extra", file=f"{site}/{rel}",
-                             message="a site page the ledger does not produce"))
+                             message="a file under the site the ledger does not produce"))
     for rel in sorted(unreadable - on_disk):
         # not comparable, but not there either: `project site` writes it, without its evidence
         found.append(Finding(check="projection", kind="site-missing", file=f"{site}/{rel}",
                              message=f"the ledger produces this page; it is not there, and its run's evidence cannot be "
                                      f"read here to render it whole ({problems[rel]})"))
+    for rel in sorted(unreadable & on_disk & unreported.keys()):
+        found.append(Finding(check="projection", kind="site-evidence", file=f"{site}/{rel}", run_id=unreported[rel],
+                             message=f"this run's page cannot be compared: its preserved run cannot be read back as "
+                                     f"recorded ({problems[rel]})"))
     matching = 0
     for rel, data in sorted(expected.items()):
         if rel not in on_disk:

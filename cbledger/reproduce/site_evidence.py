@@ -120,7 +120,8 @@ def from_restored(restored: RestoredRun, run: RunRecorded, diff_limit: int | Non
     try:
         if restored.repo is None or not restored.complete or restored.failures:
             # a bundle that does not match its recorded digest is not shown as the run's evidence
-            why = "; ".join(f.message for f in restored.failures) or "the bundle could not be restored"
+            why = "; ".join(f.message if f.file is None or f.file in f.message else f"{f.message}: {f.file}"
+                            for f in restored.failures) or "the bundle could not be restored"
             return RunEvidence(problem=why, here_only=restored.unmaterialized and len(restored.failures) == 1)
         s = run.sandbox
         ev = bundle.from_repo(restored.repo, baseline_sha=s.baseline_sha, head_sha=s.head_sha,
