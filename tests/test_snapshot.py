@@ -189,10 +189,44 @@ def test_a_snapshot_damaged_where_it_still_decodes_is_ignored_not_projected(tmp_
     chunk = next(i for i, f in enumerate(taken.frames) if i > 1 and b"simple" in f)
     taken.frames[chunk] = taken.frames[chunk].replace(b"simple", b"medium", 1)
     taken.write()
-    assert "damaged since" in taken.ignored()
+    assert "its seal does not verify with this user's snapshot key" in taken.ignored()
     del taken.frames[-1]  # the closing frame, with the digest
     taken.write()
     assert "cut short (no closing frame)" in taken.ignored()
+
+
+def test_a_snapshot_sealed_by_another_key_is_ignored_and_the_check_compares_with_seq_1(tmp_path, monkeypatch, request):
+    """A results directory handed over with a snapshot in it (forced into git, in a tarball)
+    decided what `project leaderboard --check` and `replay --verify --since-checkpoint` compared
+    the published outputs with: a forger's state, folded into forged outputs, passed both, since
+    the digest was one anyone could compute. Now only this user's key seals a snapshot."""
+    drafts = rich_stream().drafts()
+    root, ledger = _project(tmp_path, drafts)
+    theirs, mine = tmp_path / "theirs.key", tmp_path / "mine.key"
+    request.addfinalizer(snapshot.seal_key.cache_clear)  # read again, under the environment restored
+    monkeypatch.setenv(snapshot.KEY_ENV, str(theirs))
+    snapshot.seal_key.cache_clear()
+    # the forger: a state whose first graded run passed, sealed with their own key, and the
+    # outputs projected from it
+    follower = follow(ledger)
+    run = next(rid for rid, per in follower.state.grades.items() if any(e.grade.verdict == "fail" for e in per.values()))
+    per = follower.state.grades[run]
+    version = next(v for v, e in per.items() if e.grade.verdict == "fail")
+    per[version] = msgspec.structs.replace(per[version], grade=msgspec.structs.replace(
+        per[version].grade, verdict="pass", partial_credit=1.0, first_failed_required=None, failure_category=None,
+        assertions=[msgspec.structs.replace(a, status="pass") for a in per[version].grade.assertions]))
+    forged = save_snapshot(follower, root / "results" / "ledger" / "snapshots")
+    assert forged is not None and theirs.stat().st_mode & 0o777 == 0o600
+    assert run_cli(["project", "all", "--root", root]).exit_code == 0
+    assert run_cli(["project", "leaderboard", "--check", "--root", root]).exit_code == 0  # their own key: consistent
+    monkeypatch.setenv(snapshot.KEY_ENV, str(mine))
+    snapshot.seal_key.cache_clear()
+    check = run_cli(["project", "leaderboard", "--check", "--root", root])
+    assert check.exit_code == 1, check.output
+    assert f"snapshot ignored, folding from seq 1: {forged}: its seal does not verify" in check.stderr
+    assert mine.read_bytes() != theirs.read_bytes() and len(mine.read_bytes()) == 32
+    records = run_cli(["project", "records", "--check", "--root", root])
+    assert records.exit_code == 1, records.output
 
 
 def test_a_snapshot_of_a_database_ledger_is_checked_by_seq(tmp_path):

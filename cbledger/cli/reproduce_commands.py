@@ -199,7 +199,8 @@ def _print(report: verify_mod.VerifyReport, verdict: bool = True) -> None:
     after = report.since_checkpoint
     if after is not None:
         typer.echo(f"since checkpoint: {after.path} (size {after.size}): runs recorded at seq {after.size} or before "
-                   "are verified by the chain and the checkpoint, not re-graded (unless re-graded after it)")
+                   "are held to their events by the chain and the checkpoint, not re-graded (unless re-graded after it); "
+                   "their pages are compared where their preserved runs restore")
     if report.runs_checked:
         c = report.counts()
         typer.echo(

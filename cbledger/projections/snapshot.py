@@ -5,7 +5,9 @@ the time a `project` command or a `watch` start-up takes. A snapshot is a derive
 evidence: it is trusted only as far as the ledger confirms it. It carries the seq it was taken at and
 the chain hash of the event there (and, for a file ledger, the byte offset just after that event's
 line, so the fold can seek rather than read from the start); a reader accepts it only when the
-ledger's event at that seq has that hash, so a rewritten ledger invalidates it. It also carries its
+ledger's event at that seq has that hash, so a rewritten ledger invalidates it, and only when its
+content verifies under this user's snapshot key, so one brought from elsewhere is never folded
+on (docs/PROJECTIONS.md, "Snapshots"). It also carries its
 own format version and the code's projection version (`projection_version`): a snapshot written by code
 that folds differently, or whose state has another shape, is ignored. Anything ignored is said in
 one line, and the fold starts at seq 1 — never an error, since the ledger alone is the truth.
@@ -18,7 +20,9 @@ checks are pure; the files are read and written by `writers` and the ledger is a
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import BinaryIO, TypeVar
 
 import msgspec
@@ -28,8 +32,9 @@ from msgspec import Struct
 from cbledger.projections.fold import GradeEntry, LedgerState, PassEntry, Projector, RunEntry
 
 #: the file's own layout; a change here makes every older snapshot unreadable, so bump it
-#: (3: a trailer frame holds the BLAKE3 of every frame before it, header excepted)
-FORMAT = 3
+#: (3: a trailer frame holds the BLAKE3 of every frame before it, header excepted; 4: that
+#: BLAKE3 keyed with this user's snapshot key)
+FORMAT = 4
 #: bump when `Projector` folds the same events into a different state (a new rule, a new anomaly)
 FOLD_RULES = 1
 SUFFIX = ".msgpack"
@@ -46,6 +51,62 @@ def projection_version() -> str:
     schema = msgspec.json.encode(msgspec.json.schema(LedgerState), order="sorted")
     return f"{FOLD_RULES}.{blake3(schema).hexdigest()[:16]}"
 
+
+
+#: the file holding the key a snapshot is sealed with, when not the default (`key_path`)
+KEY_ENV = "CBLEDGER_SNAPSHOT_KEY"
+_KEY_BYTES = 32
+
+
+def key_path() -> Path:
+    """This user's snapshot key: outside every results directory, so one handed over (a tarball,
+    a clone with its snapshots forced in) brings none that seals its snapshots for this reader."""
+    named = os.environ.get(KEY_ENV)
+    if named:
+        return Path(named)
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "cbledger" / "snapshot.key"
+
+
+@functools.cache
+def seal_key() -> bytes:
+    """The key, made on first use (32 random bytes, readable by this user alone). Where it can be
+    neither read nor made, this process's own: its snapshots then serve no later process, and a
+    fold starts at seq 1, which is slower, never different."""
+    path = key_path()
+    try:
+        key = path.read_bytes()
+    except FileNotFoundError:
+        key = _make_key(path)
+    except OSError:
+        key = b""
+    return key if len(key) == _KEY_BYTES else os.urandom(_KEY_BYTES)
+
+
+def _make_key(path: Path) -> bytes:
+    """Made under a name of its own and linked into place, so two processes making it at once
+    both end up reading the one that won."""
+    staged = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(os.urandom(_KEY_BYTES))
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(staged, path)
+        except FileExistsError:
+            pass
+        finally:
+            staged.unlink()
+        return path.read_bytes()
+    except OSError:
+        return b""
+
+
+def _sealed() -> blake3:
+    return blake3(key=seal_key())
 
 
 class SnapshotError(ValueError):
@@ -76,9 +137,11 @@ class Grades(Struct, tag="grades"):
 
 
 class End(Struct, tag="end"):
-    """The last frame: the BLAKE3 of the state's frames, each with its length. The header ties a
-    snapshot to the ledger; this ties its content to what was written, so a damaged byte that
-    still decodes (a tier, a model id) is refused rather than projected."""
+    """The last frame: the BLAKE3 of the state's frames, each with its length, keyed with this
+    user's snapshot key (`seal_key`). The header ties a snapshot to the ledger; this ties its
+    content to what this user's cbledger wrote, so a damaged byte that still decodes (a tier, a
+    model id) is refused rather than projected, and so is a state someone else folded, forged or
+    not: `--since-checkpoint` and every `project --check` would compare the outputs with it."""
 
     blake3: str
 
@@ -134,7 +197,7 @@ def encode(state: LedgerState, offset: int | None = None) -> Iterator[bytes]:
     yield MAGIC
     yield _frame(Header(format=FORMAT, projection=projection_version(), seq=state.head_seq, head_hash=state.head_hash,
                         offset=offset))
-    digest = blake3()
+    digest = _sealed()
     for frame in _state_frames(state):
         digest.update(frame)
         yield frame
@@ -186,7 +249,7 @@ def header(f: BinaryIO, source: str) -> Header:
 def read_state(f: BinaryIO, head: Header, source: str) -> LedgerState:
     """The state after the header, each chunk's runs and grades given the sharing a fold gives
     as it is decoded (`Projector.shared_*`)."""
-    digest = blake3()
+    digest = _sealed()
     end: End | None = None
     try:
         frames = _frames(f, source)
@@ -208,8 +271,8 @@ def read_state(f: BinaryIO, head: Header, source: str) -> LedgerState:
     if end is None:
         raise SnapshotError(f"{source}: cut short (no closing frame)")
     if end.blake3 != digest.hexdigest():
-        raise SnapshotError(f"{source}: its content hashes to {digest.hexdigest()[:16]}…, not to the "
-                            f"{end.blake3[:16]}… it was written with (damaged since)")
+        raise SnapshotError(f"{source}: its seal does not verify with this user's snapshot key ({key_path()}): "
+                            "written on another machine or by another user, or damaged since")
     if state.head_seq != head.seq or state.head_hash != head.head_hash:
         raise SnapshotError(f"{source}: its state is at seq {state.head_seq}, its header says {head.seq}")
     return state
