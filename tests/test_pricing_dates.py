@@ -177,6 +177,36 @@ def test_a_stop_note_quotes_the_limit_as_given_and_the_spend_that_limit_counts()
     assert capped.note().startswith("stopped at the --max-cost-usd cap of $0.137001: spent $0.1370")
 
 
+def test_a_recorded_run_of_unknown_cost_counts_what_the_journal_metered_of_it(tmp_path):
+    """A run some of whose answers reported no usage records a null cost; the campaign's spend
+    counted it as nothing, so a resumed campaign's --budget-usd forgot what the meter saw it
+    spend (the journal's lines were skipped as those of a recorded run)."""
+    import msgspec
+
+    from cbledger.ledger.events import CampaignSlot
+    from cbledger.runner import campaign
+    from cbledger.runner.ledger_view import LedgerView
+    from cbledger.workspace import Workspace
+    from tests.factories import run_recorded
+
+    def of_campaign(n: int, cost: int | None):
+        body = run_recorded(n).body
+        return msgspec.structs.replace(body, campaign=CampaignSlot(id="c", slot=n, attempt=1),
+                                       cost=msgspec.structs.replace(body.cost, usd_micros=cost))
+
+    known, unknown, other = of_campaign(1, 70_000), of_campaign(2, None), run_recorded(3).body
+    ws = Workspace.at(tmp_path)
+    purse = budget.Purse(None)
+    purse.journal = campaign.spend_journal(ws, "c")
+    purse.journal.parent.mkdir(parents=True)
+    purse.batch = known.batch
+    purse.add(60_000, known.run_id, 60_000)  # its recorded cost counts, not the meter's
+    purse.add(40_000, unknown.run_id, 40_000)
+    purse.add(5_000, "c.t-s9-a1", 5_000)  # killed: no run records it
+    view = LedgerView(runs={r.run_id: r for r in (known, unknown, other)})
+    assert campaign.spent(ws, view, "c") == (70_000 + 40_000, 5_000)
+
+
 def test_the_spend_journal_keeps_each_runs_last_spend_and_a_write_it_cannot_make_warns(tmp_path, capsys):
     """What a killed run spent is read back from its last line; a line cut short by the kill is
     skipped; a journal that cannot be written never fails the call being metered."""

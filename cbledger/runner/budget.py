@@ -175,15 +175,14 @@ class Purse:
                 f"({pricing.usd(self.spent_micros)} so far)")
 
 
-def unrecorded_spend(journal: Path, recorded: set[tuple[str | None, str]], *, batch: str | None = None) -> int:
-    """The spend the journal holds for runs not among `recorded` ((batch, run id) of the runs
-    the ledger holds), each run's last line (its whole spend so far); only `batch`'s when given.
-    A line cut short by a kill, or not JSON, is skipped."""
+def journal_spend(journal: Path, *, batch: str | None = None) -> dict[tuple[str | None, str], int]:
+    """Per run ((batch, run id)), the spend the journal holds: each run's last line (its whole
+    spend so far); only `batch`'s when given. A line cut short by a kill, or not JSON, is skipped."""
     last: dict[tuple[str | None, str], int] = {}
     try:
         text = journal.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
-        return 0
+        return last
     for line in text.splitlines():
         try:
             item = json.loads(line)
@@ -192,7 +191,13 @@ def unrecorded_spend(journal: Path, recorded: set[tuple[str | None, str]], *, ba
             continue
         if isinstance(spent, int) and (batch is None or key[0] == batch):
             last[key] = max(spent, last.get(key, 0))
-    return sum(spent for key, spent in last.items() if key not in recorded)
+    return last
+
+
+def unrecorded_spend(journal: Path, recorded: set[tuple[str | None, str]], *, batch: str | None = None) -> int:
+    """The spend the journal holds for runs not among `recorded` ((batch, run id) of the runs
+    the ledger holds)."""
+    return sum(spent for key, spent in journal_spend(journal, batch=batch).items() if key not in recorded)
 
 
 class Meter:

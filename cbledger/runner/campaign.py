@@ -29,7 +29,7 @@ from cbledger import invocation
 from cbledger.errors import UserError, did_you_mean
 from cbledger.ledger import durable
 from cbledger.ledger.events import Ablations, PassRef, RunRecorded
-from cbledger.runner.budget import unrecorded_spend
+from cbledger.runner.budget import journal_spend
 from cbledger.runner.ledger_view import LedgerView
 from cbledger.runner.plan import Plan, PlannedRun
 from cbledger.tasks.catalog import Catalog
@@ -219,10 +219,14 @@ def spend_journal(workspace: Workspace, campaign: str) -> Path:
 def spent(workspace: Workspace, view: LedgerView, campaign: str) -> tuple[int, int]:
     """What the campaign has spent, in micro-USD: (its recorded runs' costs, what its runs killed
     with their driver spent, which the spend journal holds and no run records). Both count
-    against its budget; a run of unknown cost counts nothing."""
+    against its budget. A recorded run of unknown cost (an answer reported no usage) counts what
+    the journal metered of it: counted as nothing, a resumed campaign's budget forgot money the
+    meter had seen go."""
     mine = [r for r in view.runs.values() if _of(r, campaign)]
-    recorded = {(r.batch, r.run_id) for r in mine}
-    return sum(r.cost.usd_micros or 0 for r in mine), unrecorded_spend(spend_journal(workspace, campaign), recorded)
+    journal = journal_spend(spend_journal(workspace, campaign))
+    recorded = sum(r.cost.usd_micros if r.cost.usd_micros is not None else journal.get((r.batch, r.run_id), 0) for r in mine)
+    keys = {(r.batch, r.run_id) for r in mine}
+    return recorded, sum(spent for key, spent in journal.items() if key not in keys)
 
 
 def segment_of(workspace: Workspace, view: LedgerView, campaign: str, given: str | None) -> str | None:
