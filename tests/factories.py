@@ -151,14 +151,7 @@ def pricing_published(n: int = 1, *, id: str | None = None) -> PricingPublishedE
                 "gpt-5-mini": ModelPrice(
                     segment="api-cheap", pinning="strong", input="0.25", output="2.00"
                 ),
-                "claude-sonnet-4.5": ModelPrice(
-                    segment="api-frontier",
-                    pinning="weak",
-                    input="3",
-                    output="15",
-                    cache_read="0.30",
-                    cache_write="3.75",
-                ),
+                "claude-sonnet-4.5": ModelPrice(segment="api-frontier", pinning="weak", input="3", output="15"),
             },
             null_cost_routes={
                 "saved-login": NullCostRoute(

@@ -503,4 +503,27 @@ def test_a_price_table_appended_by_hand_is_held_to_the_bound_pricing_publish_hol
     message = refused(ledger, edited(pricing_published(1), absurd), "line 1",
                       '$.body.models["m:x"].output: 10000000 USD per million tokens is past any real price (1000000 at most)')
     assert "nothing appended" in message
-    assert append(ledger, edited(pricing_published(1), lambda doc: None)).exit_code == 0
+    after_the_run = edited(pricing_published(1), lambda doc: doc["body"].update(effectiveDate="2026-03-02"))
+    assert append(ledger, after_the_run).exit_code == 0
+
+
+def test_a_price_table_appended_by_hand_never_reaches_back_as_pricing_publish_refuses(tmp_path: Path) -> None:
+    """`pricing publish` refused a table that would re-price a recorded run; appended as an
+    event it went in, and the day's later runs of that model were priced at it, in one row."""
+    ledger = tmp_path / "events.jsonl"
+    new_ledger(ledger).append([pricing_published(1), run_recorded(1)])
+
+    def backdated(doc: dict) -> None:
+        doc["id"], doc["body"]["tableVersion"] = "pricing:later", "later"
+        doc["body"]["effectiveDate"] = "2026-01-02"
+        doc["body"]["models"]["claude-sonnet-4.5"]["input"] = "30"
+
+    refused(ledger, edited(pricing_published(1), backdated), "<stdin>: line 1: effectiveDate 2026-01-02 would "
+            "re-price 1 recorded run(s) (first run-000001, claude-sonnet-4.5", "a price change never reaches back")
+
+    def reused(doc: dict) -> None:
+        doc["id"] = "pricing:again"
+        doc["body"]["models"]["gpt-5-mini"]["output"] = "9"
+
+    refused(ledger, edited(pricing_published(1), reused), "$.tableVersion: '2026-01' is already published with other prices")
+    assert append(ledger, edited(pricing_published(1), lambda doc: None)).exit_code == 0  # the same table again: a no-op

@@ -5,12 +5,14 @@ that would re-price recorded runs refused; and the usage a proxy meters a run's 
 from __future__ import annotations
 
 import datetime as _dt
+import re
 
 import msgspec
 import pytest
 
 from cbledger.errors import UserError
 from cbledger.ledger.events import ModelPrice, PricingPublished
+from cbledger.ledger.types import MAX_COUNT
 from cbledger.runner import budget, pricing
 from tests.factories import run_recorded
 
@@ -148,6 +150,13 @@ def test_limits_finer_than_a_micro_dollar_and_figures_past_any_real_one_are_neve
         with pytest.raises(UserError, match=rf"--max-cost-usd {given}: at most six decimal places"):
             budget.MoneyLimits(max_cost_usd=given)
     assert budget.MoneyLimits(max_cost_usd="0.1370000").run_cap_micros == 137_000
+    # past the largest count a run event holds, a run spent and then could not be recorded
+    # (`1e30` ended the dry run in a traceback, `1E+400000000` every check)
+    for given in ("9007199254.740992", "10000000000", "1e30", "1E+400000000"):
+        with pytest.raises(UserError, match=rf"--budget-usd {re.escape(given)}: past the largest amount a run records "
+                                            r"\(\$9007199254\.740991\)"):
+            budget.MoneyLimits(budget_usd=given)
+    assert budget.MoneyLimits(budget_usd="9007199254.740991").budget_micros == MAX_COUNT
     assert budget.usage({"usage": {"prompt_tokens": 10**15, "completion_tokens": 1}}, None) == (10**12, 1)
     cheap = ModelPrice(segment="api-cheap", pinning="strong", input="1", output="1")
     absurd = ModelPrice(segment="api-cheap", pinning="strong", input="1" + "0" * 21, output="1")
@@ -258,3 +267,13 @@ def test_a_segment_given_for_a_model_the_table_files_elsewhere_is_refused():
     assert route_and_segment("a", t, "api-frontier")[1] == "api-frontier"
     assert route_and_segment("a", t, None)[1] == "api-frontier"
     assert route_and_segment("b", t, "api-cheap") == (None, "api-cheap")
+
+
+def test_a_model_run_is_never_filed_under_the_harness_segment():
+    """`--segment harness` made a billed model's runs the harness's own: out of every model row,
+    and "neither gold nor noop" in the harness check."""
+    from cbledger.runner.execute import cost_segment
+
+    assert cost_segment("open-weight-hosted") == "open-weight-hosted"
+    with pytest.raises(UserError, match="--segment harness: that segment is the project's scripted agents'"):
+        cost_segment("harness")

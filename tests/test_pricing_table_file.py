@@ -70,6 +70,33 @@ def test_a_bare_json_number_is_read_as_the_decimal_it_spells(tmp_path: Path) -> 
     which would make 0.1 a price of 0.1000000000000000055…)."""
     path = tmp_path / "prices.json"
     path.write_text('{"tableVersion": "t1", "effectiveDate": "2026-12-01", "models": {"gpt-good": '
-                    '{"segment": "api-frontier", "pinning": "strong", "input": 0.1, "output": 15, "cacheRead": 0.30000000000000004}}}')
+                    '{"segment": "api-frontier", "pinning": "strong", "input": 0.1, "output": 15.30000000000000004}}}')
     price = load_table(path).models["gpt-good"]
-    assert (price.input, price.output, price.cache_read) == ("0.1", "15", "0.30000000000000004")
+    assert (price.input, price.output) == ("0.1", "15.30000000000000004")
+
+
+def test_a_table_that_says_what_no_run_would_be_charged_is_refused_naming_the_field(tmp_path: Path) -> None:
+    """Each was accepted and then meant nothing, or the wrong thing: a model listed twice was
+    its last entry; a cache price was stored and never applied (copperhead counts cached tokens
+    as input); a self-hosted or saved-login route with a price put USD in the rows the standard
+    keeps null; a model filed under `harness` left every model row."""
+    path = tmp_path / "prices.json"
+    path.write_text('{"tableVersion": "t1", "effectiveDate": "2026-12-01", "models": {"m:1": '
+                    + json.dumps(GOOD) + ', "m:1": ' + json.dumps({**GOOD, "input": "100"}) + "}}")
+    with pytest.raises(UserError) as err:
+        load_table(path)
+    assert str(err.value) == f"{path}: duplicate key m:1 in one JSON object"
+    cases = {
+        "cacheRead": ({**GOOD, "cacheRead": "0.3"}, '$.models["m:1"].cacheRead: cached input is priced at `input`'),
+        "self-hosted": ({**GOOD, "segment": "open-weight-self-hosted"},
+                        '$.models["m:1"].segment: open-weight-self-hosted costs null by rule'),
+        "saved-login": ({**GOOD, "segment": "saved-login", "pinning": "weak"}, '$.models["m:1"].segment: saved-login costs null by rule'),
+        "harness": ({**GOOD, "segment": "harness"}, '$.models["m:1"].segment: harness is the project\'s own scripted agents\''),
+    }
+    for entry, said in cases.values():
+        with pytest.raises(UserError) as err:
+            load_table(_table(tmp_path, models={"m:1": entry}))
+        assert str(err.value).startswith(f"{path}: {said}"), err.value
+    # unpriced, a null-cost segment is what it says
+    free = load_table(_table(tmp_path, models={"m:1": {**GOOD, "segment": "saved-login", "input": None, "output": None}}))
+    assert free.models["m:1"].input is None

@@ -26,7 +26,8 @@ from cbledger.cli.common import (
 )
 from cbledger.inputs import printable, printable_path, read_regular
 from cbledger.ledger import durable, semantics
-from cbledger.ledger.events import EVENT_TYPES, Actor, event_type
+from cbledger.ledger.encoding import Canonical
+from cbledger.ledger.events import EVENT_TYPES, Actor, PricingPublishedEvent, event_type
 from cbledger.ledger.intake import MAX_INPUT_BYTES, parse_drafts
 from cbledger.ledger.store import Appended, LedgerStore
 from cbledger.ledger.verify import verify_chain
@@ -78,6 +79,7 @@ def append(
             fail(f"{printable_path(source)}: no such file")
         data, name = read_regular(p, MAX_INPUT_BYTES), source
     events = parse_drafts(data, name)
+    _refuse_repricing(events, ledger_path(ledger, root))
     store = LedgerStore(ledger_path(ledger, root))
     results = store.append(events, check=semantics.check_batch)
     # The batch is in the ledger: a Ctrl-C while it is listed ended the command with exit 130 and
@@ -90,6 +92,22 @@ def append(
     finally:
         if held is not None:
             signal.signal(signal.SIGINT, held)
+
+
+def _refuse_repricing(events: list[Canonical], path: Path | str) -> None:
+    """A price table appended by hand is held to what `pricing publish` holds it to; the ledger
+    is read for it only when the batch holds one."""
+    from cbledger.runner import ledger_view, pricing  # only then: append's start-up stays lean
+
+    tables = [(c.where, c.event.body) for c in events if isinstance(c.event, PricingPublishedEvent)]
+    if not tables or (isinstance(path, Path) and not path.exists()):
+        return
+    view = ledger_view.read(path)
+    published = list(view.price_tables)
+    recorded = [r for r in view.runs.values() if r.run_id not in view.retracted]
+    for label, table in tables:
+        pricing.refuse_publishing(table, published, recorded, label or "<input>")
+        published.append(table)
 
 
 def _report_appended(results: list[Appended], as_json: bool) -> None:

@@ -607,12 +607,7 @@ def pricing_publish(
     run is refused."""
     table = pricing.load_table(file)
     view = ledger_view.read(ledger_path(ledger, root))
-    if any(t.table_version == table.table_version and t != table for t in view.price_tables):
-        fail(f"{file}: $.tableVersion: {table.table_version!r} is already published with other prices or dates; "
-             "a table is never changed once published: give this one a tableVersion of its own")
-    if all(t != table for t in view.price_tables):  # publishing the same table again stays a no-op
-        recorded = [r for r in view.runs.values() if r.run_id not in view.retracted]
-        pricing.refuse_repricing(table, view.price_tables, recorded, str(file))
+    pricing.refuse_publishing(table, view.price_tables, [r for r in view.runs.values() if r.run_id not in view.retracted], str(file))
     event = make_event(table, id=f"pricing:{table.table_version}", actor=_maintainer())
     (r,) = LedgerStore(ledger_path(ledger, root)).append([event])
     if as_json:

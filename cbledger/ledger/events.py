@@ -13,6 +13,7 @@ says what a fact is.
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import math
 from collections.abc import Callable
 from decimal import Decimal
@@ -148,16 +149,31 @@ class PricingPublished(Body, frozen=True, kw_only=True):
 MAX_PRICE = Decimal(1_000_000)
 
 
-def prices_past_bound(table: PricingPublished) -> list[tuple[str, str, str]]:
-    """(model, field as the file spells it, value) of each price past MAX_PRICE. Checked where a
-    table enters the ledger, `pricing publish` and `append` alike: the schema takes any decimal."""
-    return [
-        (model, spelled, value)
-        for model, price in table.models.items()
-        for spelled, value in (("input", price.input), ("output", price.output),
-                               ("cacheRead", price.cache_read), ("cacheWrite", price.cache_write))
-        if value is not None and Decimal(value) > MAX_PRICE
-    ]
+#: segments whose cost is null by the standard's rule: a price there would be shown and never meant
+NULL_COST_SEGMENTS = ("open-weight-self-hosted", "saved-login")
+
+
+def price_table_problems(table: PricingPublished) -> list[tuple[str, str]]:
+    """(path as the file spells it, why) of each entry a table must not hold. Checked where a
+    table enters the ledger, `pricing publish` and `append` alike (the schema takes any decimal
+    and any segment); a table recorded before a rule was added folds as it was."""
+    problems: list[tuple[str, str]] = []
+    for model, price in table.models.items():
+        at = f"models[{json.dumps(model)}]"
+        fields = (("input", price.input), ("output", price.output),
+                  ("cacheRead", price.cache_read), ("cacheWrite", price.cache_write))
+        problems += [(f"{at}.{spelled}", f"{value} USD per million tokens is past any real price ({MAX_PRICE} at most)")
+                     for spelled, value in fields if value is not None and Decimal(value) > MAX_PRICE]
+        problems += [(f"{at}.{spelled}", "cached input is priced at `input`: copperhead counts cache reads and writes "
+                      "as input tokens and a run records no split, so a cache price would be published and never "
+                      "applied; leave it out") for spelled, value in fields[2:] if value is not None]
+        if price.segment in NULL_COST_SEGMENTS and (price.input is not None or price.output is not None):
+            problems.append((f"{at}.segment", f"{price.segment} costs null by rule (its tokens are kept, its USD is "
+                             "not a token price): list the route under nullCostRoutes, or give input and output null"))
+        if price.segment == "harness":
+            problems.append((f"{at}.segment", "harness is the project's own scripted agents' segment (gold, noop, "
+                             "session scripts), never a model's"))
+    return problems
 
 
 # --------------------------------------------------------------------------- run.recorded

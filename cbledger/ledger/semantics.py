@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
-import json
 from collections.abc import Sequence
 
 from msgspec import UNSET
@@ -21,7 +20,6 @@ from msgspec import UNSET
 from cbledger.errors import UserError, did_you_mean
 from cbledger.ledger import surfaces
 from cbledger.ledger.events import (
-    MAX_PRICE,
     CassetteAttachedEvent,
     EventBase,
     EvidenceImported,
@@ -32,7 +30,7 @@ from cbledger.ledger.events import (
     RubricScoredEvent,
     RunRecordedEvent,
     RunRetractedEvent,
-    prices_past_bound,
+    price_table_problems,
 )
 from cbledger.ledger.store import LedgerStore
 
@@ -103,9 +101,7 @@ def check_batch(
             problems += [f"{named[index]} ({event.id}): {p}" for p in import_problems(event.id, event.body)]
     for index, event in enumerate(events):
         if isinstance(event, PricingPublishedEvent):
-            problems += [f"{named[index]} ({event.id}): $.body.models[{json.dumps(model)}].{spelled}: {value} USD per "
-                         f"million tokens is past any real price ({MAX_PRICE} at most)"
-                         for model, spelled, value in prices_past_bound(event.body)]
+            problems += [f"{named[index]} ({event.id}): $.body.{at}: {why}" for at, why in price_table_problems(event.body)]
     in_batch: set[str] = set()
     wanted: dict[str, list[tuple[int, EventBase]]] = {}
     for index, event in enumerate(events):

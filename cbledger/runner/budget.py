@@ -39,7 +39,11 @@ def usd_to_micros(value: str | Decimal, flag: str) -> int:
         raise UserError(f"{flag} {value!r} is not an amount in USD") from None
     if not usd.is_finite() or usd <= 0:
         raise UserError(f"{flag} must be a positive amount in USD, not {value}")
-    if usd.normalize().as_tuple().exponent < -6:  # type: ignore[operator]
+    if usd > Decimal(MAX_COUNT) / 1_000_000:
+        # the run event records its limits in micro-dollars: past the largest count it holds, a
+        # run spent its money and then could not be recorded
+        raise UserError(f"{flag} {value}: past the largest amount a run records ({pricing.usd_limit(MAX_COUNT)})")
+    if usd.as_tuple().exponent < -6 and usd != usd.quantize(Decimal("0.000001")):  # type: ignore[operator]
         # spend is metered in micro-dollars: a finer limit would be rounded to one not given
         raise UserError(f"{flag} {value}: at most six decimal places (spend is metered to the micro-dollar)")
     return int(usd * 1_000_000)

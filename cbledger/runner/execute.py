@@ -335,6 +335,10 @@ def cost_segment(value: str | None) -> Segment | None:
     except msgspec.ValidationError:
         choices = ", ".join(get_args(Segment))
         raise UserError(f"--segment {value!r} is not a cost segment (one of: {choices})") from None
+    if segment == "harness":
+        # a model's runs filed there leave every model row and read as the harness's own
+        raise UserError("--segment harness: that segment is the project's scripted agents' (gold, noop, session "
+                        "scripts); a model run needs the segment of its route")
     return segment
 
 

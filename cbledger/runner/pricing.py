@@ -26,14 +26,13 @@ import msgspec
 import msgspec.inspect
 
 from cbledger.errors import UserError
-from cbledger.inputs import MiB, read_regular
+from cbledger.inputs import MiB, json_problem, read_regular
 from cbledger.ledger.events import (
-    MAX_PRICE,
     ModelPrice,
     NullCostRoute,
     PricingPublished,
     RunRecorded,
-    prices_past_bound,
+    price_table_problems,
 )
 from cbledger.ledger.types import MAX_COUNT, DecimalStr, Pinning, Segment
 
@@ -43,8 +42,13 @@ MAX_TABLE_BYTES = 4 * MiB
 
 def load_table(path: Path) -> PricingPublished:
     """Reads a price table file; `$comment` keys are dropped, numbers are kept as exact decimals."""
+    data_bytes = read_regular(path, MAX_TABLE_BYTES, "a price table")
+    # a model listed twice was read as its last entry, silently: which price was meant?
+    problem = json_problem(data_bytes, syntax=False)
+    if problem is not None:
+        raise UserError(f"{path}: {problem}")
     try:
-        raw = json.loads(read_regular(path, MAX_TABLE_BYTES, "a price table"), parse_float=Decimal, parse_int=Decimal)
+        raw = json.loads(data_bytes, parse_float=Decimal, parse_int=Decimal)
     except ValueError as exc:
         raise UserError(f"{path}: not JSON: {exc}") from None
 
@@ -62,10 +66,8 @@ def load_table(path: Path) -> PricingPublished:
         table = msgspec.convert(data, PricingPublished)
     except msgspec.ValidationError as exc:
         raise UserError(f"{path}: {_readable(_entry_named(data, str(exc)))}") from None
-    if past := prices_past_bound(table):
-        model, field_name, value = past[0]
-        raise UserError(f"{path}: $.models[{json.dumps(model)}].{field_name}: "
-                        f"{value} USD per million tokens is past any real price ({MAX_PRICE} at most): a typo?")
+    if problems := price_table_problems(table):
+        raise UserError(f"{path}: " + "; ".join(f"$.{at}: {why}" for at, why in problems))
     return table
 
 
@@ -200,6 +202,18 @@ def repriced(table: PricingPublished, tables: Sequence[PricingPublished], runs: 
         if old != new:
             out.append(run)
     return out
+
+
+def refuse_publishing(table: PricingPublished, tables: Sequence[PricingPublished], runs: Iterable[RunRecorded], what: str) -> None:
+    """Refuses a table that reuses a published version with other prices or dates, or would
+    re-price a recorded (not retracted) run; the same table again passes (a no-op append).
+    `pricing publish` and `append` alike: by hand, an append put a table in that re-priced a
+    day's runs, and the same model's later runs that day were priced at it in the same row."""
+    if any(t.table_version == table.table_version and t != table for t in tables):
+        raise UserError(f"{what}: $.tableVersion: {table.table_version!r} is already published with other prices or dates; "
+                        "a table is never changed once published: give this one a tableVersion of its own")
+    if all(t != table for t in tables):
+        refuse_repricing(table, tables, runs, what)
 
 
 def refuse_repricing(table: PricingPublished, tables: Sequence[PricingPublished], runs: Iterable[RunRecorded], what: str) -> None:
