@@ -737,6 +737,26 @@ def test_after_a_retaken_hold_a_slot_another_driver_recorded_meanwhile_is_not_ru
     assert slots(ledger) == [(TASKS[0], 1, 1), (TASKS[0], 2, 2)]
 
 
+def test_a_database_away_when_a_retaken_hold_asks_about_a_slot_lets_the_run_go_ahead() -> None:
+    """After a server restart (the hold retaken), the next outage made that question raise and
+    ended the whole campaign (exit 2, no summary, slots left unrun), where an outage otherwise
+    costs a run's append a wait."""
+    from types import SimpleNamespace
+
+    from cbledger.ledger.recorder import StoreUnavailable
+    from cbledger.runner.suite_run import _recorded_meanwhile
+
+    def away(_id: str) -> None:
+        raise StoreUnavailable("postgresql://h/db: cannot connect to PostgreSQL: connection refused")
+
+    planned = SimpleNamespace(campaign="c1", task=SimpleNamespace(id="t"), slot=1, attempt=1)
+    store = SimpleNamespace(recorder=SimpleNamespace(lookup=away))
+    assert _recorded_meanwhile(store, planned) is False  # type: ignore[arg-type]
+    asked: list[str] = []
+    store.recorder.lookup = lambda i: asked.append(i) or object()  # type: ignore[attr-defined]
+    assert _recorded_meanwhile(store, planned) is True and asked == ["run:c1.t-s1-a1"]  # type: ignore[arg-type]
+
+
 # --------------------------------------------------------------------------- leftovers, without a run
 
 
@@ -896,14 +916,23 @@ def test_executor_options_are_refused_before_a_campaigns_plan_is_kept(tmp_path: 
     assert not list(Workspace.at(root, ledger).campaigns.glob("c1*"))
 
 
-def test_the_resume_an_interrupted_cluster_run_suggests_runs_on_the_cluster():
+def test_the_resume_an_interrupted_cluster_run_suggests_runs_on_the_cluster(tmp_path: Path):
     """It once left out `--executor dask --scheduler …`: followed as printed, every slot ran on
     the driver, which need not have kicad-cli."""
     from cbledger.cli.run_commands import _interrupted
 
-    said = _interrupted("c1", None, again=True, on=("--executor", "dask", "--scheduler", "tcp://h:8786"))
+    where = Workspace.at(tmp_path)
+    said = _interrupted("c1", where, False, again=True, on=("--executor", "dask", "--scheduler", "tcp://h:8786"))
     assert "run --resume c1 --executor dask --scheduler tcp://h:8786`" in said, said
-    assert "--executor" not in _interrupted("c1", None, again=True)
+    assert "--executor" not in _interrupted("c1", where, False, again=True)
+    assert "is recorded; run the same command" in said
+    # a run interrupted in its append is kept, and the line says so rather than "recorded"
+    where.runs.mkdir(parents=True)
+    where.pending_events("c1.t-s1-a1").write_text("{}\n")
+    where.pending_events("c10.t-s1-a1").write_text("{}\n")  # another campaign's
+    said = _interrupted("c1", where, False, again=True)
+    assert ("is recorded or kept beside its bundle for the next invocation to append (1: c1.t-s1-a1); "
+            "run the same command again") in said, said
 
 
 def test_a_run_that_only_adopts_kept_runs_brings_the_outputs_up_to_them(tmp_path: Path, kicad_cli: str, monkeypatch) -> None:

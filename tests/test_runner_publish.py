@@ -88,10 +88,11 @@ def test_the_cassette_and_its_directory_are_synced_before_the_event_naming_it_is
 
 class _InterruptedStore:
     """A store whose append is interrupted, after writing the batch (`durable`) or before it;
-    `holds` answers from what was written, as the ledger would."""
+    `holds` answers from what was written, as the ledger would, or raises as a database away
+    does (`away`)."""
 
-    def __init__(self, durable: bool) -> None:
-        self.durable, self.written = durable, set()
+    def __init__(self, durable: bool, away: bool = False) -> None:
+        self.durable, self.away, self.written = durable, away, set()
 
     def append(self, events: list) -> list:
         if self.durable:
@@ -99,10 +100,16 @@ class _InterruptedStore:
         raise KeyboardInterrupt
 
     def holds(self, event_ids) -> bool:
+        if self.away:
+            from cbledger.ledger.recorder import StoreUnavailable
+
+            raise StoreUnavailable("postgresql://h/db: cannot connect to PostgreSQL: connection refused")
         return set(event_ids) <= self.written
 
 
 def _published_output(workspace: Workspace, *, cassette_already_there: bool) -> execute.RunOutput:
+    from tests.factories import run_recorded
+
     staged_bundle = workspace.staged_bundle(RUN_ID)
     staged_bundle.parent.mkdir(parents=True)
     staged_bundle.write_bytes(b"bundle")
@@ -114,7 +121,7 @@ def _published_output(workspace: Workspace, *, cassette_already_there: bool) -> 
     final_bundle = workspace.stored(bundle_name(RUN_ID))
     assert final_bundle is not None
     return execute.RunOutput(
-        run=None, grade=None, events=[SimpleNamespace(id=f"run.recorded:{RUN_ID}")],  # type: ignore[arg-type, list-item]
+        run=None, grade=None, events=[run_recorded(1, id=f"run.recorded:{RUN_ID}")],  # type: ignore[arg-type]
         staged=staged_bundle, final=final_bundle, sandbox=None,
         pending=workspace.pending_events(RUN_ID), cassette=files,
     )
@@ -124,21 +131,38 @@ def test_an_interrupt_after_the_batch_was_made_durable_keeps_the_files_its_event
     output = _published_output(Workspace.at(tmp_path), cassette_already_there=False)
     with pytest.raises(KeyboardInterrupt):
         execute.publish(_InterruptedStore(durable=True), output)  # type: ignore[arg-type]
-    assert output.final.is_file()
+    assert output.final.is_file() and not output.pending.exists()
     assert output.cassette is not None and output.cassette[1].is_file()
 
 
-def test_an_interrupt_before_the_append_withdraws_the_bundle_and_the_cassette_it_put_in_place(tmp_path):
+@pytest.mark.parametrize("away", [False, True])
+def test_an_interrupt_before_the_batch_landed_keeps_the_finished_run_for_the_next_invocation(tmp_path, away):
+    """The run was finished and paid for: it was removed, and the interrupt's line said every
+    finished run was recorded. A database that cannot say whether the batch landed (the reason
+    Ctrl-C was pressed, often) keeps it too, and the interrupt is what propagates: the ledger's
+    error replaced it, and the driver went on running paid runs."""
     output = _published_output(Workspace.at(tmp_path), cassette_already_there=False)
     with pytest.raises(KeyboardInterrupt):
-        execute.publish(_InterruptedStore(durable=False), output)  # type: ignore[arg-type]
-    assert not output.final.exists()
-    assert output.cassette is not None and not output.cassette[1].exists()
-
-
-def test_an_interrupt_never_removes_a_cassette_that_was_already_in_place(tmp_path):
-    output = _published_output(Workspace.at(tmp_path), cassette_already_there=True)
-    with pytest.raises(KeyboardInterrupt):
-        execute.publish(_InterruptedStore(durable=False), output)  # type: ignore[arg-type]
-    assert not output.final.exists()
+        execute.publish(_InterruptedStore(durable=False, away=away), output)  # type: ignore[arg-type]
+    assert output.final.is_file()
     assert output.cassette is not None and output.cassette[1].is_file()
+    (line,) = output.pending.read_text().splitlines()
+    assert f'"id":"run.recorded:{RUN_ID}"' in line and '"seq"' not in line
+
+
+def test_an_interrupt_whose_run_cannot_be_kept_withdraws_only_what_it_put_in_place(tmp_path, monkeypatch):
+    """Events that cannot be kept either: the bundle (and a cassette this run brought) go, a
+    cassette already in place stays."""
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    for already in (False, True):
+        output = _published_output(Workspace.at(tmp_path / str(already)), cassette_already_there=already)
+        monkeypatch.setattr(execute.durable, "write_atomic", full)
+        with pytest.raises(KeyboardInterrupt):
+            execute.publish(_InterruptedStore(durable=False), output)  # type: ignore[arg-type]
+        assert not output.final.exists() and not output.pending.exists()
+        assert output.cassette is not None and output.cassette[1].is_file() == already
+        monkeypatch.undo()
+
+

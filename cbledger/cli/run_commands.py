@@ -267,7 +267,7 @@ def run(
         except KeyboardInterrupt:
             progress.close()
             on = ("--executor", executor, "--scheduler", scheduler) if executor != "local" and scheduler else ()
-            fail(_interrupted(campaign, where if draft else None, again=not new_draft, on=(*on, *money.args()))
+            fail(_interrupted(campaign, where, draft, again=not new_draft, on=(*on, *money.args()))
                  + _unrecorded_spend(where, campaign), code=INTERRUPTED)
         finally:
             progress.close()
@@ -420,16 +420,21 @@ def _outcome_label(run: RunRecorded, grade: GradeRecorded) -> str:
     return f"pass {run.passes.index}/{run.passes.allowed}: {label}" if run.passes else label
 
 
-def _interrupted(campaign: str, draft: Workspace | None, *, again: bool, on: tuple[str, ...] = ()) -> str:
+def _interrupted(campaign: str, where: Workspace, draft: bool, *, again: bool, on: tuple[str, ...] = ()) -> str:
     """Ctrl-C ended the command silently (exit 130), leaving a reader to wonder what was lost.
-    A draft's runs are in its scratch workspace, which `run --draft` again would not reuse. `on`:
+    A draft's runs are in its scratch workspace (`where`, then), which `run --draft` again would
+    not reuse. `on`:
     where the runs executed (`--executor dask --scheduler …`), which a resume needs as much."""
     resume = invocation.command('run', '--resume', campaign, *on)
-    if draft is not None:
+    waiting = where.pending_run_ids(campaign + campaign_mod.SEPARATOR)
+    # a run interrupted in its append is kept, not recorded: said, so "recorded" stays true
+    kept = (f" or kept beside its bundle for the next invocation to append ({len(waiting)}: {', '.join(waiting[:3])}"
+            f"{', …' if len(waiting) > 3 else ''})") if waiting else ""
+    if draft:
         how = f"the same command again (or `{resume}`)" if again else f"`{resume}`"
         return (f"interrupted: every run of campaign {campaign} that finished is recorded in the draft workspace "
-                f"{draft.results}; run {how} to run the slots still missing there")
-    return (f"interrupted: every run of campaign {campaign} that finished is recorded; run the same command again "
+                f"{where.results}{kept}; run {how} to run the slots still missing there")
+    return (f"interrupted: every run of campaign {campaign} that finished is recorded{kept}; run the same command again "
             f"(or `{resume}`) to run the slots still missing, which also "
             f"regenerates the projections (`{invocation.command('project', 'all')}` does that alone)")
 

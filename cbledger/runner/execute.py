@@ -866,8 +866,9 @@ def publish(store: LedgerStore, output: RunOutput) -> list[Appended]:
     tried again; one the ledger refuses (a torn tail, a disk that stays full) leaves the bundle
     in place and the events in `results/runs/<run-id>.events.jsonl`, and the error says how to
     record them (`cbledger append` that file once the ledger is repaired; appending is
-    idempotent). Only an interrupt removes the bundle and the cassette again, and only when the
-    events did not reach the ledger: then nothing of that run was decided."""
+    idempotent). An interrupt (Ctrl-C, SIGTERM) in the append keeps the run so too, unless its
+    batch landed: the run finished, and its provider was paid for it. Only a slot another driver
+    recorded first, or events that cannot be kept either, remove the bundle and the cassette."""
     output.final.parent.mkdir(parents=True, exist_ok=True)
     if output.final.exists() and _orphaned(store, output):
         # a killed invocation of this slot renamed its bundle into place and died before its
@@ -909,20 +910,41 @@ def publish(store: LedgerStore, output: RunOutput) -> list[Appended]:
         except UserError as exc:
             raise _kept_for_later(store, output, str(exc), new_cassette) from None
         except BaseException:
-            published = [output.final] + ([new_cassette] if new_cassette is not None else [])
-            remove_unless_landed(store, [e.id for e in output.events], published)
+            # Ctrl-C or SIGTERM while appending: the run finished (and a provider was paid for
+            # it), so it is kept as a refused append keeps it, unless its batch landed; a ledger
+            # that cannot say (a database away) keeps it too, appending being idempotent. It was
+            # once removed, and the interrupt's line said every finished run was recorded.
+            _keep_interrupted(store, output, new_cassette)
             raise
     raise AssertionError("unreachable")
 
 
+def _keep_interrupted(store: LedgerStore, output: RunOutput, new_cassette: Path | None) -> None:
+    try:
+        if store.holds([e.id for e in output.events]):
+            return
+    except Exception:  # the interrupt is what propagates; the ledger's silence keeps the run
+        pass
+    try:
+        _pending_events(output)
+    except Exception:  # kept whole or not at all; the interrupt still propagates
+        output.pending.unlink(missing_ok=True)
+        for path in [output.final] + ([new_cassette] if new_cassette is not None else []):
+            path.unlink(missing_ok=True)
+
+
+def _pending_events(output: RunOutput) -> None:
+    """The run's events beside its bundle, whole or not at all (a file cut short could never be
+    appended, and its bundle would hold the slot against every rerun): `leftovers` adopts them."""
+    lines = b"".join(msgspec.json.encode({k: v for k, v in msgspec.to_builtins(e).items() if k != "seq"}) + b"\n" for e in output.events)
+    durable.write_atomic(output.pending, lines)
+    durable.fsync_directory(output.pending.parent)
+
+
 def _kept_for_later(store: LedgerStore, output: RunOutput, why: str, new_cassette: Path | None = None) -> UserError:
     database = is_database_url(store.location)
-    lines = b"".join(msgspec.json.encode({k: v for k, v in msgspec.to_builtins(e).items() if k != "seq"}) + b"\n" for e in output.events)
     try:
-        # whole or not at all: a file cut short (the disk that refused the ledger refusing this
-        # too) could never be appended, and its bundle would hold the slot against every rerun
-        durable.write_atomic(output.pending, lines)
-        durable.fsync_directory(output.pending.parent)
+        _pending_events(output)
     except (UserError, OSError) as exc:
         output.pending.unlink(missing_ok=True)
         try:  # a commit whose answer was lost may have landed: then the ledger names the bundle

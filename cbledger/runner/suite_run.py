@@ -27,7 +27,7 @@ from cbledger import credentials, invocation
 from cbledger.errors import UserError
 from cbledger.kicad.oracle import require_kicad_cli
 from cbledger.ledger.events import Actor
-from cbledger.ledger.recorder import Lease
+from cbledger.ledger.recorder import Lease, StoreUnavailable
 from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.types import RunMode
 from cbledger.runner import campaign as campaign_mod
@@ -312,6 +312,19 @@ def retry_of(planned: PlannedRun, outcome: Outcome, retry_env: int) -> PlannedRu
     return replace(planned, attempt=planned.attempt + 1)
 
 
+def _recorded_meanwhile(store: LedgerStore, planned: PlannedRun) -> bool:
+    """Whether another driver recorded the slot while this one's hold on its campaign was lost.
+    A database away cannot say: the run goes ahead, as every run does through an outage (its
+    append waits, or keeps it), and a slot recorded meanwhile is refused at its publish
+    (`SlotTaken`). Asking once ended the whole campaign on the first outage after a restart."""
+    assert planned.campaign is not None
+    try:
+        return store.recorder.lookup(
+            f"run:{campaign_mod.run_id(planned.campaign, planned.task.id, planned.slot, planned.attempt)}") is not None
+    except StoreUnavailable:
+        return False
+
+
 def _label(planned: PlannedRun) -> str:
     """A run not recorded, named as the campaign's plan names it (`slot 2/3 (repeat 5)`): a reader
     holding the plan's lines finds the slot; the repeat alone (`r5`) is in no line they were shown."""
@@ -516,9 +529,7 @@ def _run(
                     result.not_run.append((_label(planned), "not run: another driver holds the campaign now"))
                     result.taken_over = result.taken_over or taken
                 return
-            if lease is not None and lease.retaken and planned.campaign is not None and store.recorder.lookup(
-                f"run:{campaign_mod.run_id(planned.campaign, planned.task.id, planned.slot, planned.attempt)}"
-            ) is not None:
+            if lease is not None and lease.retaken and planned.campaign is not None and _recorded_meanwhile(store, planned):
                 with lock:  # recorded by another driver while this one's hold was lost
                     result.not_run.append((_label(planned), "not run: another driver recorded this slot meanwhile"))
                 return
