@@ -186,7 +186,7 @@ NOT_RUN = {
     "run --suite smoke --agent gold": "the smoke suite through kicad-cli: minutes (`demo` runs the same)",
     "run do-rename-net --agent copperhead --model compat:qwen2.5-coder-7b --segment open-weight-hosted --repeats 5": "a real model",
     "run led-resistor-swap --agent copperhead --session sessions/idle.json": "the real harness: a minute",
-    "endpoint serve tasks/led-resistor-swap/sessions/solve.json --port 8765": "serves until interrupted (tests/test_endpoint.py)",
+    "endpoint serve tasks/led-resistor-swap/sessions/solve.json": "serves until interrupted (tests/test_endpoint.py)",
     "pricing publish prices.json": "the reader's own price table",
     "run led-resistor-swap --agent copperhead --model compat:flaky --segment open-weight-self-hosted":
         "the real harness against an endpoint served by hand (tests/test_runner_campaign.py, the provider outage)",

@@ -349,6 +349,8 @@ def test_an_estimate_with_no_past_model_run_says_which_runs_do_not_count():
     line = Estimate("gpt-test", "t1", ("1.00", "10.00"), unestimated=["led-resistor-swap"]).line()
     assert "no past model run of these tasks to estimate from (runs of session scripts, gold and noop are not counted)" in line
     assert line.endswith("; not estimated (no past model run): led-resistor-swap")
+    # nothing left to run is not "no past run" (a campaign's dry run once all its slots are in)
+    assert Estimate("gpt-test", "t1", ("1.00", "10.00")).line().endswith("): $0.0000: no run is left to run")
 
 
 def test_the_estimate_holds_each_run_to_the_cap_and_says_what_the_budget_left_pays_for():

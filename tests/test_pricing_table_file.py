@@ -97,6 +97,10 @@ def test_a_table_that_says_what_no_run_would_be_charged_is_refused_naming_the_fi
         with pytest.raises(UserError) as err:
             load_table(_table(tmp_path, models={"m:1": entry}))
         assert str(err.value).startswith(f"{path}: {said}"), err.value
+    with pytest.raises(UserError) as err:
+        load_table(_table(tmp_path, nullCostRoutes={"gpt-": {"segment": "api-frontier", "pinning": "weak", "reason": "x"}}))
+    assert str(err.value).startswith(f'{path}: $.nullCostRoutes["gpt-"].segment: api-frontier is priced by the table, '
+                                     "not null by rule")
     # unpriced, a null-cost segment is what it says
     free = load_table(_table(tmp_path, models={"m:1": {**GOOD, "segment": "saved-login", "input": None, "output": None}}))
     assert free.models["m:1"].input is None

@@ -173,6 +173,10 @@ def price_table_problems(table: PricingPublished) -> list[tuple[str, str]]:
         if price.segment == "harness":
             problems.append((f"{at}.segment", "harness is the project's own scripted agents' segment (gold, noop, "
                              "session scripts), never a model's"))
+    # a costed segment's route with no price put its runs in the costed headline as "n/a uncosted"
+    problems += [(f"nullCostRoutes[{json.dumps(key)}].segment", f"{route.segment} is priced by the table, not null by "
+                  f"rule (null-cost routes are {' or '.join(NULL_COST_SEGMENTS)}): give its models a price, or input "
+                  "and output null") for key, route in table.null_cost_routes.items() if route.segment not in NULL_COST_SEGMENTS]
     return problems
 
 

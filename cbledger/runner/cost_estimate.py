@@ -84,7 +84,9 @@ class Estimate:
             return f"cost estimate: none — the price table in effect has no token price for {self.model_id}"
         head = (f"cost estimate for {self.model_id} under price table {self.table_version} "
                 f"(${self.rates[0]} in, ${self.rates[1]} out per 1M tokens): ")
-        if not self.estimated:
+        if not self.estimated and not self.unestimated:
+            body = "$0.0000: no run is left to run"  # not "no past run": the plan is empty
+        elif not self.estimated:
             body = "no past model run of these tasks to estimate from (runs of session scripts, gold and noop are not counted)"
         else:
             body = (f"{pricing.usd(self.low)} to {pricing.usd(self.high)} (median {pricing.usd(self.median)}) "
