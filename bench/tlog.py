@@ -11,7 +11,7 @@ line). For each size, in one run:
   none of the tree);
 * the tree alone: leaf hashes of the file's lines into a compact range, nothing else;
 * chain alone: `verify_chain` (what `replay --verify --chain-only` costs without checkpoints);
-* tree head through the store's read API (`tlog.root_at`: `LedgerStore.read`, leaf bytes, compact
+* tree head through the store's read API (`tlog.scan`: `LedgerStore.read`, leaf bytes, compact
   range) — how proofs read the ledger;
 * chain and tree in one pass (`tlog.verified_scan`) — what `cbledger checkpoint` and
   `replay --verify --checkpoint` pay;
@@ -89,7 +89,7 @@ def run(size: int, work: Path, repeat: int, events: Events) -> dict[str, float |
     out["tree_lines"], root_lines = best(lambda: tree_of_lines(path), repeat)
     out["chain"], report = best(lambda: verify_chain(path), repeat)
     assert report.ok and report.events == size  # type: ignore[attr-defined]
-    out["read_tree"], root = best(lambda: tlog.root_at(store, size), repeat)
+    out["read_tree"], root = best(lambda: tlog.scan(store, [size]).root(size), repeat)
     out["one_pass"], scanned = best(lambda: tlog.verified_scan(path), repeat)
     assert scanned[1].root(size) == root == root_lines  # type: ignore[index]
 
@@ -117,7 +117,7 @@ def run(size: int, work: Path, repeat: int, events: Events) -> dict[str, float |
     out["inc_hashes"], out["inc_bytes"] = len(inc.hashes), len(proofs.encode(inc))  # type: ignore[union-attr,arg-type]
     half = size // 2
     out["cons_make"], cons = best(lambda: proofs.prove_consistency(store, half, size, cp.origin), 1)
-    old = Checkpoint(cp.origin, half, tlog.root_at(store, half))
+    old = Checkpoint(cp.origin, half, tlog.scan(store, [half]).root(half))
     start = time.perf_counter()
     proofs.verify_consistency_proof(cons, old, cp)  # type: ignore[arg-type]
     out["cons_verify"] = time.perf_counter() - start

@@ -74,7 +74,11 @@ def _namespace() -> int:
 _MAKER = re.compile(r"([0-9]{1,9})-([0-9]{1,20})\.[^/]+")
 
 
-def _alive(pid: int) -> bool:
+def running(pid: int) -> bool:
+    """Whether a process of this id runs on this machine (a results directory is written from
+    one machine: docs/SCALING.md), this one included."""
+    if pid == os.getpid():
+        return True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -104,7 +108,7 @@ def sweep(base: Path, prefix: str) -> list[Path]:
         except OSError:
             continue
         pid = int(maker[1])
-        if pid == os.getpid() or _alive(pid):
+        if running(pid):
             continue
         shutil.rmtree(entry.path, ignore_errors=True)
         removed.append(Path(entry.path))

@@ -24,14 +24,11 @@ RESULTS = "results"
 LEDGER = f"{RESULTS}/ledger/events.jsonl"
 LEADERBOARD = "LEADERBOARD.md"
 READ_MODEL = f"{RESULTS}/cbledger.db"
-#: The read model's datasette metadata, beside it.
-READ_MODEL_METADATA = f"{RESULTS}/cbledger.metadata.json"
 #: The static HTML site (`cbledger project site`).
 SITE = f"{RESULTS}/site"
 #: The packed record store (docs/PROJECTIONS.md, "Result records"): a workspace holding it keeps
 #: its records there instead of one file each under `results/<date>/`.
 RECORDS_STORE_NAME = "records.sqlite"
-RECORDS_STORE = f"{RESULTS}/{RECORDS_STORE_NAME}"
 RUNS = f"{RESULTS}/runs"
 #: the suffix of a run's events kept for later beside its bundle (`Workspace.pending_events`)
 PENDING_EVENTS = ".events.jsonl"

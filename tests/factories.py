@@ -863,3 +863,18 @@ def run_cli(
         sys.stderr.flush()
         out, err = streams[0].getvalue(), streams[1].getvalue()
     return CliResult(code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
+
+
+def parse_events(data: bytes, source: str, schema=None) -> list:  # type: ignore[no-untyped-def]
+    """The events of an input, as `cbledger append` reads them (without their canonical bytes)."""
+    from cbledger.ledger.intake import parse_drafts
+
+    return [d.event for d in (parse_drafts(data, source, schema) if schema else parse_drafts(data, source))]
+
+
+def all_suite_metrics(state) -> list:  # type: ignore[no-untyped-def]
+    """Every suite version's metrics, the first rubric scores counted, as the site reads them."""
+    from cbledger.projections.fold import suite_versions
+    from cbledger.projections.metrics import first_rubric_scores, suite_metrics
+
+    return [suite_metrics(state, v, first_rubric_scores(state)) for v in suite_versions(state)]

@@ -28,9 +28,8 @@ from cbledger.ledger.events import (
 from cbledger.ledger.store import LedgerStore
 from cbledger.projections import gate, lanes_part, leaderboard, records
 from cbledger.projections.fold import LedgerState, fold
-from cbledger.projections.metrics import all_suite_metrics
 from cbledger.projections.selection import parse
-from tests.factories import rich_stream
+from tests.factories import all_suite_metrics, rich_stream
 
 REPO = Path(__file__).resolve().parent.parent
 COMMITTED = REPO / "results" / "ledger" / "events.jsonl"

@@ -12,8 +12,7 @@ from cbledger.errors import UserError
 from cbledger.ledger.chain import parse_line
 from cbledger.ledger.encoding import decode, encode
 from cbledger.ledger.events import RunRecordedEvent
-from cbledger.ledger.intake import parse_events
-from tests.factories import Stream, draft_json
+from tests.factories import Stream, draft_json, parse_events
 
 
 def committed_v1_runs(repo_root) -> list[bytes]:

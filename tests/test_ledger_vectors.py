@@ -19,9 +19,9 @@ import pytest
 
 from cbledger.ledger import encoding
 from cbledger.ledger.chain import GENESIS, format_line, link_hash, parse_line
-from cbledger.ledger.intake import parse_events
 from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.verify import verify_chain
+from tests.factories import parse_events
 
 DATA = Path(__file__).parent / "data" / "ledger"
 CHAIN: dict[str, Any] = json.loads((DATA / "chain-vectors.json").read_text(encoding="utf-8"))

@@ -20,7 +20,6 @@ from cbledger.ledger.events import (
     EventBase,
     RunRetractedEvent,
 )
-from cbledger.ledger.intake import parse_events
 from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.types import NonEmpty, RunId
 from cbledger.ledger.verify import verify_chain
@@ -30,6 +29,7 @@ from tests.factories import (
     at,
     draft_json,
     new_ledger,
+    parse_events,
     run_recorded,
     run_retracted,
 )

@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from cbledger import scratch
 from cbledger.errors import UserError
 
 
@@ -111,7 +112,7 @@ def remove_dead(directory: str | Path, staged: re.Pattern[str], *, trees: bool =
         return
     for entry in entries:
         found = staged.fullmatch(entry.name)
-        if found is None or running(int(found["pid"])):
+        if found is None or scratch.running(int(found["pid"])):
             continue
         if trees and entry.is_dir(follow_symlinks=False):
             shutil.rmtree(entry.path, ignore_errors=True)
@@ -124,21 +125,7 @@ def staged_live(name: str) -> bool:
     """Whether `name` is a file a running writer is staging (`temp_name`, `write_atomic`): a
     check that lists a directory being written passes over it, as `remove_dead_temps` does."""
     found = _TEMP.fullmatch(name)
-    return found is not None and running(int(found["pid"]))
-
-
-def running(pid: int) -> bool:
-    """Whether a process of this id runs on this machine (a results directory is written from
-    one machine: docs/SCALING.md), this one included."""
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):  # another user's process, or not a pid: leave it
-        return True
-    return True
+    return found is not None and scratch.running(int(found["pid"]))
 
 
 @contextlib.contextmanager

@@ -234,12 +234,6 @@ class Comparability(Body, frozen=True, kw_only=True):
     os: str | None = None
 
 
-class TurnTokens(Body, frozen=True, kw_only=True):
-    turn: Count
-    in_: TokenCount = field(name="in")
-    out: TokenCount
-
-
 class RunStats(Body, frozen=True, kw_only=True):
     """The transcript's `run-end` figures, copied verbatim so a reader needs no sandbox."""
 

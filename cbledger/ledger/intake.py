@@ -19,7 +19,6 @@ from cbledger.errors import UserError
 from cbledger.inputs import json_problem
 from cbledger.ledger.credential_guard import redact
 from cbledger.ledger.encoding import Canonical, read_canonical
-from cbledger.ledger.events import EventBase
 from cbledger.ledger.limits import limit_problem
 from cbledger.ledger.versions import CURRENT, EventSchema, InvalidEvent
 
@@ -29,11 +28,6 @@ _ERRORS = (msgspec.ValidationError, msgspec.DecodeError)
 
 #: The largest input `append` reads: a batch of many thousands of runs is tens of megabytes.
 MAX_INPUT_BYTES = 256 * 1024 * 1024
-
-
-def parse_events(data: bytes, source: str, schema: EventSchema = CURRENT) -> list[EventBase]:
-    """The validated draft events of `data` (see `parse_drafts`)."""
-    return [draft.event for draft in parse_drafts(data, source, schema)]
 
 
 def parse_drafts(data: bytes, source: str, schema: EventSchema = CURRENT) -> list[Canonical]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from itertools import pairwise
 
 
@@ -91,14 +91,6 @@ class CompactRange:
         for left in reversed(nodes[:-1]):
             h = node_hash(left, h)
         return h
-
-
-def root_of(leaves: Iterable[bytes]) -> bytes:
-    """The tree head over these leaf hashes."""
-    cr = CompactRange()
-    for leaf in leaves:
-        cr.append(leaf)
-    return cr.root()
 
 
 # --------------------------------------------------------------------------- proof planning

@@ -98,10 +98,6 @@ def size(store: LedgerStore) -> int:
     return store.head().seq
 
 
-def root_at(store: LedgerStore, tree_size: int) -> bytes:
-    return scan(store, [tree_size]).root(tree_size)
-
-
 @dataclass(frozen=True)
 class Recorded:
     """A `checkpoint.published` event: the ledger's record of one of its own publications."""

@@ -190,11 +190,6 @@ class LedgerState(Struct, kw_only=True):
     anomalies: list[Anomaly] = field(default_factory=list)
 
 
-def canonical(state: LedgerState) -> bytes:
-    """Canonical bytes of a state: what "incremental equals full rebuild" compares."""
-    return msgspec.json.encode(state, order="sorted")
-
-
 def _differing_fields(a: Struct, b: Struct) -> list[str]:
     out = []
     for name in a.__struct_fields__:

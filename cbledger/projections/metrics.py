@@ -48,7 +48,7 @@ from cbledger.ledger.types import Outcome, Tier
 from cbledger.projections import env_failures
 from cbledger.projections.comparability import Partition, Reference, partition
 from cbledger.projections.conditions import DEFAULT, order_key
-from cbledger.projections.fold import LedgerState, suite_versions
+from cbledger.projections.fold import LedgerState
 from cbledger.projections.provenance import (
     EchoTally,
     Environment,
@@ -850,8 +850,3 @@ def suite_metrics(state: LedgerState, suite_version: str, rubric: dict[str, floa
         records=len(records),
         groups=group_metrics(state, records, part, rubric if rubric is not None else first_rubric_scores(state)),
     )
-
-
-def all_suite_metrics(state: LedgerState) -> list[SuiteMetrics]:
-    rubric = first_rubric_scores(state)
-    return [suite_metrics(state, v, rubric) for v in suite_versions(state)]

@@ -215,10 +215,6 @@ class RecordEntry(Struct, frozen=True, kw_only=True):
         return self.record
 
     @property
-    def grade_seq(self) -> int:
-        return self.graded.seq
-
-    @property
     def verdict(self) -> str:
         return self.graded.grade.verdict
 

@@ -30,8 +30,6 @@ strategy, since a suite without refusal tasks cannot catch a model that never re
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, get_args
@@ -57,6 +55,7 @@ from cbledger.tasks.fixtures.problems import (
     error,
     errors_of,
     note,
+    read_json,
     readme_problems,
     schema_problems,
     warning,
@@ -132,19 +131,6 @@ class _Context:
 
 #: A task or suite file larger than this is refused: they are small, hand-written JSON.
 MAX_DEFINITION_BYTES = 4 * inputs.MiB
-
-
-def _read_json(path: Path, file: str) -> tuple[Any, list[Problem]]:
-    if not os.path.lexists(path):
-        return None, [error(file, "", "missing")]
-    try:
-        raw = inputs.read_regular(path, MAX_DEFINITION_BYTES)
-    except inputs.InputError as exc:
-        return None, [error(file, "", str(exc).removeprefix(f"{path}: "))]
-    problem = inputs.json_problem(raw)
-    if problem is not None:
-        return None, [error(file, "", problem)]
-    return json.loads(raw), []
 
 
 def _inside(path: str) -> bool:
@@ -449,7 +435,7 @@ def validate_task(task_dir: Path, ctx: _Context) -> list[Problem]:
     task_file = ctx.rel(task_dir / "task.json")
     assertions_file = ctx.rel(task_dir / "assertions.json")
     problems: list[Problem] = []
-    doc, read = _read_json(task_dir / "task.json", task_file)
+    doc, read = read_json(task_dir / "task.json", task_file)
     problems.extend(read)
     manifest: TaskManifest | None = None
     if isinstance(doc, dict):
@@ -467,7 +453,7 @@ def validate_task(task_dir: Path, ctx: _Context) -> list[Problem]:
         check, fixture_problems = _fixture_rules(manifest, task_file, ctx)
         problems.extend(fixture_problems)
 
-    assertions, read = _read_json(task_dir / "assertions.json", assertions_file)
+    assertions, read = read_json(task_dir / "assertions.json", assertions_file)
     problems.extend(read)
     if assertions is not None:
         fixture_path = manifest.fixture.path if manifest is not None else None
@@ -488,7 +474,7 @@ def validate_task(task_dir: Path, ctx: _Context) -> list[Problem]:
 
 def validate_suite(path: Path, ctx: _Context, outcome_rules: bool = True) -> list[Problem]:
     file = ctx.rel(path)
-    doc, problems = _read_json(path, file)
+    doc, problems = read_json(path, file)
     if doc is None:
         return problems
     problems = schema_problems(doc, Suite, file)

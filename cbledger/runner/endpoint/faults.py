@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from http.server import BaseHTTPRequestHandler
 
 Kind = Literal["status", "reset", "hang", "malformed-json", "truncated-stream"]
-KINDS: tuple[str, ...] = ("status", "reset", "hang", "malformed-json", "truncated-stream")
 
 
 class Fault(Struct, forbid_unknown_fields=True, rename="camel", frozen=True, kw_only=True):
