@@ -68,6 +68,8 @@ class LaneRow(Struct, frozen=True, kw_only=True):
     system_usd_micros: int | None
     #: the model ids the provider named in the runs' answers
     system_models: list[str]
+    #: the price tables the row's costs were priced under, each with how many runs and passes it priced
+    price_tables: list[tuple[str, int]]
     #: the surfaces the runs came through (`ledger/surfaces.json`)
     surfaces: list[str]
     judge_calls: int
@@ -110,8 +112,8 @@ class _Judged:
 
 
 class _Lane:
-    __slots__ = ("jcalls", "jin", "jmicros", "jmodels", "jout", "juncosted", "micros", "runs", "smodels", "tin",
-                 "tout", "uncosted", "via")
+    __slots__ = ("jcalls", "jin", "jmicros", "jmodels", "jout", "juncosted", "micros", "runs", "smodels", "tables",
+                 "tin", "tout", "uncosted", "via")
 
     def __init__(self) -> None:
         self.runs = self.tin = self.tout = self.micros = 0
@@ -121,6 +123,7 @@ class _Lane:
         self.jmodels: set[str] = set()
         self.smodels: set[str] = set()
         self.via: set[str] = set()
+        self.tables: dict[str, int] = {}
 
 
 class LanesAcc:
@@ -171,6 +174,9 @@ class LanesAcc:
                 lane.uncosted = True
             else:
                 lane.micros += billed.cost.usd_micros
+                table = billed.cost.price_table_version
+                if table is not None:
+                    lane.tables[table] = lane.tables.get(table, 0) + 1
         for usage in _judge_usages(state, rec.run_id):
             lane.jcalls += 1
             lane.jin += usage.tokens_in
@@ -220,6 +226,7 @@ class LanesAcc:
             LaneRow(
                 model=model, kind=kind, runs=x.runs, system_tokens_in=x.tin, system_tokens_out=x.tout,
                 system_usd_micros=None if x.uncosted else x.micros, system_models=sorted(x.smodels),
+                price_tables=sorted(x.tables.items()),
                 surfaces=sorted(x.via), judge_calls=x.jcalls, judge_tokens_in=x.jin, judge_tokens_out=x.jout,
                 judge_usd_micros=None if x.juncosted else x.jmicros, judge_models=sorted(x.jmodels),
             )

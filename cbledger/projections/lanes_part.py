@@ -20,7 +20,9 @@ _JUDGED_NOTE = (
 _LANES_NOTE = (
     "> Two independently billed lanes: the system under test (the model's own calls in each run) "
     "and harness-judge (the judge and review calls made about those runs). They are summed apart; "
-    "cost per passing task is the headline's, system lane only, with the judge lane beside it."
+    "cost per passing task is the headline's, system lane only, with the judge lane beside it. "
+    "\"Priced by\" names the price tables (`pricing.published`) the system lane's USD was priced under, each with "
+    "the runs and passes it priced: a figure is traced to its prices there, and a row priced under two tables says so."
 )
 _REVIEW_NOTE = "> Root-cause narratives of runs (`review.recorded`). Report-only: no metric reads them."
 _AUDIT_NOTE = (
@@ -64,13 +66,14 @@ def _lanes(sm: SuiteMetrics, acc: judged.LanesAcc) -> list[str]:
     return [_LANES_NOTE, "", *fmt.table(
         [
             "Model", "Run kind", "Surface", "Runs", "System under test: tokens in / out", "System under test: USD",
-            "System under test: model(s) the provider named", "Cost per passing task (system lane)", "Harness-judge: calls", "Harness-judge: tokens in / out",
+            "System under test: priced by (runs)", "System under test: model(s) the provider named", "Cost per passing task (system lane)", "Harness-judge: calls", "Harness-judge: tokens in / out",
             "Harness-judge: USD", "Judge model(s) the provider named",
         ],
         [
             [
                 f"`{r.model}`", r.kind, ", ".join(r.surfaces), str(r.runs), f"{r.system_tokens_in} / {r.system_tokens_out}",
-                _usd(r.system_usd_micros), ", ".join(f"`{m}`" for m in r.system_models) or "—", cpp.get(r.model, "—") if r.kind == "agent" else "—",
+                _usd(r.system_usd_micros), ", ".join(f"`{t}` ({n})" for t, n in r.price_tables) or "—",
+                ", ".join(f"`{m}`" for m in r.system_models) or "—", cpp.get(r.model, "—") if r.kind == "agent" else "—",
                 str(r.judge_calls), f"{r.judge_tokens_in} / {r.judge_tokens_out}",
                 _usd(r.judge_usd_micros) if r.judge_calls else "—",
                 ", ".join(f"`{m}`" for m in r.judge_models) or "—",
