@@ -149,6 +149,10 @@ def test_a_damaged_run_no_check_of_its_own_reads_fails_the_site_check(project):
     # a run the verify re-grades reports its own damage: its page is not blamed twice
     code, report = verify_json(project)
     assert code == 3 and not failures(report, "site-evidence"), report["failures"]
+    # a page a killed `project site` staged is cleared by the next one, which has nothing to write
+    dead = project / "results" / "site" / "runs" / ".x.html.999999999.tmp"
+    dead.write_text("half a page\n")
+    assert cli(project, "project", "site").exit_code == 0 and not dead.exists()
     for extra in ("app.js", "runs/x.htm"):
         (project / "results" / "site" / extra).write_text("forged\n")
     (project / "results" / "site" / "elsewhere").symlink_to(project / "results")

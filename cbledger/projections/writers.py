@@ -542,6 +542,9 @@ def sync_site(
     problems = {site.run_page(rid): ev.problem for rid, ev in found.items() if ev.problem is not None and ev.here_only}
     for relpath, data in site.render(state, found, wanted):
         target = directory / relpath
+        # what a killed writer staged is cleared even where nothing is written now: the site's
+        # check lists every file, and a `project site` with nothing to write left it there
+        remove_dead_temps(target.parent)
         try:
             there = target.read_bytes()
         except FileNotFoundError:
