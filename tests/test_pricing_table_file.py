@@ -104,3 +104,11 @@ def test_a_table_that_says_what_no_run_would_be_charged_is_refused_naming_the_fi
     # unpriced, a null-cost segment is what it says
     free = load_table(_table(tmp_path, models={"m:1": {**GOOD, "segment": "saved-login", "input": None, "output": None}}))
     assert free.models["m:1"].input is None
+
+
+def test_a_model_id_the_table_cannot_hold_is_said_in_words(tmp_path: Path) -> None:
+    path = _table(tmp_path, models={"bad model!": GOOD})
+    with pytest.raises(UserError) as err:
+        load_table(path)
+    assert str(err.value) == (f"{path}: Expected a model id: a letter or digit, then letters, digits and . _ : + - "
+                              "(never two dots in a row) - at `key` in `$.models`")

@@ -68,7 +68,7 @@ class Estimate:
             return None
         parts = []
         if self.cap is not None:
-            parts.append(f"each run stops at the --max-cost-usd cap of {pricing.usd_limit(self.cap)} (the range above is held to it)")
+            parts.append(f"each run stops at the --max-cost-usd cap of {pricing.usd_limit(self.cap)} (the range above is held to it; a run can end past it by the call it made last)")
         if self.budget is not None:
             lost = f", {pricing.usd(self.unrecorded)} of it by killed runs no run records" if self.unrecorded else ""
             said = (f"the --budget-usd of {pricing.usd_limit(self.budget)}: {pricing.usd(self.spent)} spent by the campaign "

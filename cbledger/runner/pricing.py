@@ -34,7 +34,7 @@ from cbledger.ledger.events import (
     RunRecorded,
     price_table_problems,
 )
-from cbledger.ledger.types import MAX_COUNT, DecimalStr, Pinning, Segment
+from cbledger.ledger.types import MAX_COUNT, DecimalStr, ModelId, Pinning, Segment
 
 #: Far above any real price table (a few kB).
 MAX_TABLE_BYTES = 4 * MiB
@@ -71,13 +71,21 @@ def load_table(path: Path) -> PricingPublished:
     return table
 
 
+#: what each pattern a table's fields are held to asks for, in words
+_PATTERNS_SAID = (
+    (DecimalStr, "a non-negative decimal amount as a string, like \"3.00\" (no sign, no exponent)"),
+    (ModelId, "a model id: a letter or digit, then letters, digits and . _ : + - (never two dots in a row)"),
+)
+
+
 def _readable(message: str) -> str:
-    """A price's pattern, as msgspec quotes it, said in words: an author reads what to write,
-    not a regular expression."""
-    info = msgspec.inspect.type_info(DecimalStr)
-    pattern = info.type.pattern if isinstance(info, msgspec.inspect.Metadata) and isinstance(info.type, msgspec.inspect.StrType) else None
-    said = "a non-negative decimal amount as a string, like \"3.00\" (no sign, no exponent)"
-    return message.replace(f"Expected `str` matching regex {pattern!r}", f"Expected {said}") if pattern else message
+    """A pattern, as msgspec quotes it, said in words: an author reads what to write, not a
+    regular expression."""
+    for kind, said in _PATTERNS_SAID:
+        info = msgspec.inspect.type_info(kind)
+        if isinstance(info, msgspec.inspect.Metadata) and isinstance(info.type, msgspec.inspect.StrType) and info.type.pattern:
+            message = message.replace(f"Expected `str` matching regex {info.type.pattern!r}", f"Expected {said}")
+    return message
 
 
 def _entry_named(data: object, message: str) -> str:
