@@ -5,6 +5,7 @@ the runner wrote (see `test_reproduce_verify.py`), which verifies clean before i
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 from pathlib import Path
@@ -156,9 +157,18 @@ def test_a_damaged_run_no_check_of_its_own_reads_fails_the_site_check(project):
     for extra in ("app.js", "runs/x.htm"):
         (project / "results" / "site" / extra).write_text("forged\n")
     (project / "results" / "site" / "elsewhere").symlink_to(project / "results")
+    # a page linked to a file of this machine is named, never read (its first line was quoted)
+    secret = project / "secret.txt"
+    secret.write_text("API_TOKEN=sk-live-0123456789abcdefghij\n")
+    runs_page = project / "results" / "site" / "runs.html"
+    runs_page.unlink()
+    runs_page.symlink_to(secret)
     code, report = verify_json(project, "--run", other.run_id, "--json")
     extra = {f["file"] for f in failures(report, "site-extra")}
     assert extra == {f"results/site/{n}" for n in ("app.js", "runs/x.htm", "elsewhere")}, report["failures"]
+    (linked,) = [f for f in failures(report, "site-different") if f["file"] == "results/site/runs.html"]
+    assert "a link or special file where this page should be; not read" in linked["message"]
+    assert "API_TOKEN" not in json.dumps(report)
 
 
 def test_project_site_keeps_a_page_whose_run_cannot_be_read_here_and_the_check_says_so(project, monkeypatch):

@@ -121,13 +121,6 @@ def remove_dead(directory: str | Path, staged: re.Pattern[str], *, trees: bool =
                 os.unlink(entry.path)
 
 
-def staged_live(name: str) -> bool:
-    """Whether `name` is a file a running writer is staging (`temp_name`, `write_atomic`): a
-    check that lists a directory being written passes over it, as `remove_dead_temps` does."""
-    found = _TEMP.fullmatch(name)
-    return found is not None and scratch.running(int(found["pid"]))
-
-
 @contextlib.contextmanager
 def naming(path: str | Path) -> Iterator[None]:
     """Makes an OSError raised inside name `path` when it names no file: a write or an fsync

@@ -11,6 +11,7 @@ differing line). Nothing is written.
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -19,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from cbledger import invocation
-from cbledger.ledger import durable
 from cbledger.projections import leaderboard, packed, readmodel, records, writers
 from cbledger.projections.fold import LedgerState
 from cbledger.projections.site import render as site_render
@@ -215,16 +215,22 @@ def check_readmodel(state: LedgerState, workspace: Workspace, out: OutputsCheck)
     )
 
 
-def _site_files(root: Path) -> set[str]:
-    """Every entry under the site but its directories, relative to it: a link to a directory
-    is one (and not followed), a file a running writer stages is none."""
-    found = set()
+def _site_files(root: Path) -> tuple[set[str], set[str]]:
+    """Every entry under the site but its directories, relative to it, and among them those that
+    are not regular files (a link to anything, a FIFO): those are never opened, since a results
+    directory handed over could link a page to any file of this machine, which a difference
+    would then quote. A link to a directory is not followed. Listed under the projectors' lock
+    (`writers.one_projector`), so no writer is staging a page meanwhile: a staged file is extra."""
+    found: set[str] = set()
+    odd: set[str] = set()
     for top, dirs, files in os.walk(root):
         here = Path(top)
         for name in files + [d for d in dirs if (here / d).is_symlink()]:
-            if not durable.staged_live(name):
-                found.add((here / name).relative_to(root).as_posix())
-    return found
+            rel = (here / name).relative_to(root).as_posix()
+            found.add(rel)
+            if not stat.S_ISREG((here / name).lstat().st_mode):
+                odd.add(rel)
+    return found, odd
 
 
 def check_site(
@@ -254,7 +260,8 @@ def check_site(
     if out is not None:
         out.site_path = site
     # every file, not only pages: a host serves a script or an `.htm` published beside them too
-    on_disk = _site_files(root) if root.is_dir() else set()
+    with writers.one_projector(workspace):
+        on_disk, odd = _site_files(root) if root.is_dir() else (set(), set())
     for rel in sorted(on_disk - expected.keys() - unreadable):
         found.append(Finding(check="projection", kind="site-extra", file=f"{site}/{rel}",
                              message="a file under the site the ledger does not produce"))
@@ -272,6 +279,10 @@ def check_site(
         if rel not in on_disk:
             found.append(Finding(check="projection", kind="site-missing", file=f"{site}/{rel}",
                                  message=f"the ledger produces this page; it is not there (run `{invocation.command('project', 'site')}`)"))
+            continue
+        if rel in odd:
+            found.append(Finding(check="projection", kind="site-different", file=f"{site}/{rel}",
+                                 message="a link or special file where this page should be; not read"))
             continue
         committed = (root / rel).read_bytes()
         if committed == data:
