@@ -168,7 +168,17 @@ def test_a_damaged_run_no_check_of_its_own_reads_fails_the_site_check(project):
     assert extra == {f"results/site/{n}" for n in ("app.js", "runs/x.htm", "elsewhere")}, report["failures"]
     (linked,) = [f for f in failures(report, "site-different") if f["file"] == "results/site/runs.html"]
     assert "a link or special file where this page should be; not read" in linked["message"]
+    # so are LEADERBOARD.md, a record and the read model, linked likewise
+    board = project / "LEADERBOARD.md"
+    record = next((project / "results").glob("20*/*/*/run-*.json"))
+    for path in (board, record, project / "results" / "cbledger.db"):
+        path.unlink()
+        path.symlink_to(secret)
+    code, report = verify_json(project, "--run", other.run_id, "--json")
+    kinds = {f["kind"] for f in report["failures"]}
+    assert {"leaderboard-different", "record-different", "readmodel-different"} <= kinds, report["failures"]
     assert "API_TOKEN" not in json.dumps(report)
+    assert "API_TOKEN" not in cli(project, "replay", "--verify", "--run", other.run_id).output
 
 
 def test_project_site_keeps_a_page_whose_run_cannot_be_read_here_and_the_check_says_so(project, monkeypatch):

@@ -19,6 +19,7 @@ import gc
 import os
 import re
 import sqlite3
+import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
@@ -299,10 +300,7 @@ class RecordStore:
     def read(self, relpath: str) -> bytes | None:
         if self.store is not None:
             return self.store.get(relpath)
-        try:
-            return (self.results / relpath).read_bytes()
-        except FileNotFoundError:
-            return None
+        return output_bytes(self.results / relpath)
 
     def items(self) -> Iterator[tuple[str, bytes]]:
         """Every record and mark held, in path order."""
@@ -670,14 +668,28 @@ class FileCheck(Struct, kw_only=True):
     missing: bool = False
 
 
+#: what a check shows of a generated file that is a link or a special file, which it never opens
+NOT_READ = b"(a link or special file where a generated file should be: not read)\n"
+
+
+def output_bytes(path: Path) -> bytes | None:
+    """A generated file's bytes for a check (None: not there). A link or a special file is never
+    opened: a results directory handed over could link LEADERBOARD.md or a record to any file of
+    this machine, whose lines a difference would then quote (or a FIFO, which would hang it)."""
+    try:
+        if not stat.S_ISREG(path.lstat().st_mode):
+            return NOT_READ
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
 def check_text(path: Path, expected: str, label: str) -> FileCheck:
     """Compares a committed generated file with its regeneration; `diff` is unified, committed -> fresh."""
-    missing = False
-    try:
-        # bytes that are not UTF-8 differ like any other (a traceback once): shown replaced
-        actual = path.read_bytes().decode("utf-8", "replace")
-    except FileNotFoundError:
-        actual, missing = "", True
+    data = output_bytes(path)
+    missing = data is None
+    # bytes that are not UTF-8 differ like any other (a traceback once): shown replaced
+    actual = "" if data is None else data.decode("utf-8", "replace")
     if actual == expected:
         return FileCheck(path=str(path), matches=True, diff="")
     diff = "".join(

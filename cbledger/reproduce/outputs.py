@@ -147,7 +147,8 @@ def check_leaderboard(state: LedgerState, workspace: Workspace, out: OutputsChec
     out.leaderboard_matches = result.matches
     out.leaderboard_diff = result.diff
     if not result.matches:
-        line, was, now = first_difference(path.read_text(encoding="utf-8").splitlines(), text.splitlines())
+        line, was, now = first_difference((writers.output_bytes(path) or b"").decode("utf-8", "replace").splitlines(),
+                                          text.splitlines())
         out.failures.append(
             Finding(check="projection", kind="leaderboard-different", file=name, line=line,
                     expected=_clip(now), actual=_clip(was),
@@ -178,13 +179,14 @@ def check_readmodel(state: LedgerState, workspace: Workspace, out: OutputsCheck)
     path = workspace.read_model
     name = out.readmodel_path = workspace.shown_path(path)
     meta = readmodel.metadata_path(path)
-    try:
-        meta_ok = meta.read_text(encoding="utf-8") == readmodel.metadata(path.stem)
-    except (FileNotFoundError, UnicodeDecodeError):
-        meta_ok = False
+    meta_ok = writers.output_bytes(meta) == readmodel.metadata(path.stem).encode("utf-8")
     if not meta_ok:
         out.failures.append(Finding(check="projection", kind="readmodel-different", file=workspace.shown_path(meta),
                                     message=f"the read model's datasette metadata is missing or differs (run `{invocation.command('project', 'readmodel')}`)"))
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        out.failures.append(Finding(check="projection", kind="readmodel-different", file=name,
+                                    message="a link or special file where the read model should be; not read"))
+        return
     if not path.is_file():
         out.failures.append(Finding(check="projection", kind="readmodel-missing", file=name,
                                     message=f"the read model is not there (run `{invocation.command('project', 'readmodel')}`)"))
