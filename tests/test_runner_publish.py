@@ -150,6 +150,23 @@ def test_an_interrupt_before_the_batch_landed_keeps_the_finished_run_for_the_nex
     assert f'"id":"run.recorded:{RUN_ID}"' in line and '"seq"' not in line
 
 
+def test_an_interrupt_in_the_pause_between_tries_keeps_the_run_too(tmp_path, monkeypatch):
+    """The pause ran inside the handler of the failed try, so Ctrl-C there skipped keeping the
+    run: its bundle stayed without its events, and the next invocation removed it as an orphan."""
+    class Failing(_InterruptedStore):
+        def append(self, events: list) -> list:
+            raise OSError(5, "Input/output error")
+
+    def interrupted(_seconds: float) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(execute.time, "sleep", interrupted)
+    output = _published_output(Workspace.at(tmp_path), cassette_already_there=False)
+    with pytest.raises(KeyboardInterrupt):
+        execute.publish(Failing(durable=False), output)  # type: ignore[arg-type]
+    assert output.final.is_file() and output.pending.is_file()
+
+
 def test_an_interrupt_whose_run_cannot_be_kept_withdraws_only_what_it_put_in_place(tmp_path, monkeypatch):
     """Events that cannot be kept either: the bundle (and a cassette this run brought) go, a
     cassette already in place stays."""
@@ -164,5 +181,12 @@ def test_an_interrupt_whose_run_cannot_be_kept_withdraws_only_what_it_put_in_pla
         assert not output.final.exists() and not output.pending.exists()
         assert output.cassette is not None and output.cassette[1].is_file() == already
         monkeypatch.undo()
+    # a ledger that cannot say whether the batch landed: the bundle stays for the next
+    # invocation to decide (removed, a landed batch would name files it lost)
+    output = _published_output(Workspace.at(tmp_path / "away"), cassette_already_there=False)
+    monkeypatch.setattr(execute.durable, "write_atomic", full)
+    with pytest.raises(KeyboardInterrupt):
+        execute.publish(_InterruptedStore(durable=False, away=True), output)  # type: ignore[arg-type]
+    assert output.final.is_file() and not output.pending.exists()
 
 

@@ -13,6 +13,8 @@ import json
 import os
 import secrets
 import shutil
+import signal
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -898,7 +900,6 @@ def publish(store: LedgerStore, output: RunOutput) -> list[Appended]:
             if attempt == APPEND_TRIES:
                 why = f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else f"{exc.strerror or exc}"
                 raise _kept_for_later(store, output, why, new_cassette) from None
-            time.sleep(APPEND_RETRY_SEC * attempt)
         except ConflictError as exc:
             # another driver of the campaign recorded this slot first (a ledger two results
             # directories share): ours is not the recorded run, and a bundle of the same name kept
@@ -916,21 +917,36 @@ def publish(store: LedgerStore, output: RunOutput) -> list[Appended]:
             # once removed, and the interrupt's line said every finished run was recorded.
             _keep_interrupted(store, output, new_cassette)
             raise
+        try:  # outside the handlers above, so an interrupt in the pause is one too
+            time.sleep(APPEND_RETRY_SEC * attempt)
+        except BaseException:
+            _keep_interrupted(store, output, new_cassette)
+            raise
     raise AssertionError("unreachable")
 
 
 def _keep_interrupted(store: LedgerStore, output: RunOutput, new_cassette: Path | None) -> None:
+    """With SIGINT held off while it keeps the run (a second Ctrl-C there lost it), on the main
+    thread: another thread cannot hold a signal, and Ctrl-C reaches the main thread alone."""
+    main = threading.current_thread() is threading.main_thread()
+    held = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
     try:
-        if store.holds([e.id for e in output.events]):
-            return
-    except Exception:  # the interrupt is what propagates; the ledger's silence keeps the run
-        pass
-    try:
-        _pending_events(output)
-    except Exception:  # kept whole or not at all; the interrupt still propagates
-        output.pending.unlink(missing_ok=True)
-        for path in [output.final] + ([new_cassette] if new_cassette is not None else []):
-            path.unlink(missing_ok=True)
+        try:
+            if store.holds([e.id for e in output.events]):
+                return
+            answered = True
+        except Exception:  # the interrupt is what propagates; the ledger's silence keeps the run
+            answered = False
+        try:
+            _pending_events(output)
+        except Exception:  # kept whole or not at all; the interrupt still propagates
+            output.pending.unlink(missing_ok=True)
+            if answered:  # the batch did not land: nothing names these files
+                for path in [output.final] + ([new_cassette] if new_cassette is not None else []):
+                    path.unlink(missing_ok=True)
+    finally:
+        if held is not None:
+            signal.signal(signal.SIGINT, held)
 
 
 def _pending_events(output: RunOutput) -> None:
