@@ -212,6 +212,9 @@ def _start_scratch(config: pytest.Config) -> None:
     made = scratch.mkdtemp("cbledger-test-scratch-")
     os.environ[_SCRATCH] = str(made)
     config.stash[_MADE_SCRATCH] = made
+    # the snapshots the tests' commands write are sealed with a key of the run's own, never
+    # the one in the user's home (the workers and every command they start inherit it)
+    os.environ.setdefault("CBLEDGER_SNAPSHOT_KEY", str(made / "snapshot.key"))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

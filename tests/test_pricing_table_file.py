@@ -70,9 +70,11 @@ def test_a_bare_json_number_is_read_as_the_decimal_it_spells(tmp_path: Path) -> 
     which would make 0.1 a price of 0.1000000000000000055…)."""
     path = tmp_path / "prices.json"
     path.write_text('{"tableVersion": "t1", "effectiveDate": "2026-12-01", "models": {"gpt-good": '
-                    '{"segment": "api-frontier", "pinning": "strong", "input": 0.1, "output": 15.30000000000000004}}}')
+                    '{"segment": "api-frontier", "pinning": "strong", "input": 0.30000000000000004, "output": 15}}}')
     price = load_table(path).models["gpt-good"]
-    assert (price.input, price.output) == ("0.1", "15.30000000000000004")
+    assert (price.input, price.output) == ("0.30000000000000004", "15")
+    path.write_text(path.read_text().replace("0.30000000000000004", "0.1"))
+    assert load_table(path).models["gpt-good"].input == "0.1"
 
 
 def test_a_table_that_says_what_no_run_would_be_charged_is_refused_naming_the_field(tmp_path: Path) -> None:

@@ -203,9 +203,9 @@ def test_a_snapshot_sealed_by_another_key_is_ignored_and_the_check_compares_with
     drafts = rich_stream().drafts()
     root, ledger = _project(tmp_path, drafts)
     theirs, mine = tmp_path / "theirs.key", tmp_path / "mine.key"
-    request.addfinalizer(snapshot.seal_key.cache_clear)  # read again, under the environment restored
+    request.addfinalizer(snapshot._key.cache_clear)  # read again, under the environment restored
     monkeypatch.setenv(snapshot.KEY_ENV, str(theirs))
-    snapshot.seal_key.cache_clear()
+    snapshot._key.cache_clear()
     # the forger: a state whose first graded run passed, sealed with their own key, and the
     # outputs projected from it
     follower = follow(ledger)
@@ -220,13 +220,37 @@ def test_a_snapshot_sealed_by_another_key_is_ignored_and_the_check_compares_with
     assert run_cli(["project", "all", "--root", root]).exit_code == 0
     assert run_cli(["project", "leaderboard", "--check", "--root", root]).exit_code == 0  # their own key: consistent
     monkeypatch.setenv(snapshot.KEY_ENV, str(mine))
-    snapshot.seal_key.cache_clear()
+    snapshot._key.cache_clear()
     check = run_cli(["project", "leaderboard", "--check", "--root", root])
     assert check.exit_code == 1, check.output
     assert f"snapshot ignored, folding from seq 1: {forged}: its seal does not verify" in check.stderr
     assert mine.read_bytes() != theirs.read_bytes() and len(mine.read_bytes()) == 32
     records = run_cli(["project", "records", "--check", "--root", root])
     assert records.exit_code == 1, records.output
+
+
+def test_without_a_snapshot_key_to_keep_no_snapshot_is_written_and_the_command_says_why(tmp_path, monkeypatch, request):
+    """Sealed with a key of its own, each command wrote a snapshot the next one refused as
+    "written on another machine or by another user"; with no home at all, every project command
+    ended in a traceback."""
+    root, _ledger_path = _project(tmp_path, rich_stream().drafts())
+    request.addfinalizer(snapshot._key.cache_clear)
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    monkeypatch.setenv("XDG_STATE_HOME", str(blocked / "state"))  # under a file: never made
+    monkeypatch.delenv(snapshot.KEY_ENV, raising=False)
+    snapshot._key.cache_clear()
+    first = run_cli(["project", "all", "--root", root])
+    assert first.exit_code == 0, first.output
+    assert "no snapshot written: the snapshot key " in first.stderr and "every fold starts at seq 1" in first.stderr
+    assert not (root / "results" / "ledger" / "snapshots").exists() or not list((root / "results" / "ledger" / "snapshots").iterdir())
+    monkeypatch.delenv("XDG_STATE_HOME")
+    monkeypatch.delenv("HOME", raising=False)
+    monkeypatch.setattr(Path, "home", classmethod(lambda cls: (_ for _ in ()).throw(RuntimeError("no home"))))
+    snapshot._key.cache_clear()
+    again = run_cli(["project", "all", "--root", root])
+    assert again.exit_code == 0, again.output
+    assert "no snapshot written: no home directory to keep the snapshot key in" in again.stderr
 
 
 def test_a_snapshot_of_a_database_ledger_is_checked_by_seq(tmp_path):

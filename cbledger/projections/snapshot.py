@@ -19,6 +19,7 @@ checks are pure; the files are read and written by `writers` and the ledger is a
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from collections.abc import Iterator
@@ -58,34 +59,54 @@ KEY_ENV = "CBLEDGER_SNAPSHOT_KEY"
 _KEY_BYTES = 32
 
 
-def key_path() -> Path:
+def key_path() -> Path | None:
     """This user's snapshot key: outside every results directory, so one handed over (a tarball,
-    a clone with its snapshots forced in) brings none that seals its snapshots for this reader."""
+    a clone with its snapshots forced in) brings none that seals its snapshots for this reader.
+    None when there is no home to keep it in."""
     named = os.environ.get(KEY_ENV)
     if named:
         return Path(named)
-    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    state = os.environ.get("XDG_STATE_HOME")
+    if not state:
+        try:
+            state = str(Path.home() / ".local" / "state")
+        except RuntimeError:  # no $HOME and no passwd entry
+            return None
     return Path(state) / "cbledger" / "snapshot.key"
 
 
 @functools.cache
-def seal_key() -> bytes:
-    """The key, made on first use (32 random bytes, readable by this user alone). Where it can be
-    neither read nor made, this process's own: its snapshots then serve no later process, and a
-    fold starts at seq 1, which is slower, never different."""
+def _key() -> tuple[bytes, str | None]:
+    """(the key, why it is this process's own, or None). Made on first use (32 random bytes,
+    readable by this user alone). Where it can be neither read nor made, a process seals with a
+    key of its own, and writes no snapshot: none would serve a later process."""
     path = key_path()
+    if path is None:
+        return os.urandom(_KEY_BYTES), "no home directory to keep the snapshot key in (set $CBLEDGER_SNAPSHOT_KEY)"
     try:
         key = path.read_bytes()
     except FileNotFoundError:
         key = _make_key(path)
-    except OSError:
-        key = b""
-    return key if len(key) == _KEY_BYTES else os.urandom(_KEY_BYTES)
+    except OSError as exc:
+        return os.urandom(_KEY_BYTES), f"the snapshot key {path} cannot be read ({exc.strerror})"
+    if len(key) != _KEY_BYTES:
+        return os.urandom(_KEY_BYTES), f"the snapshot key {path} cannot be made or is not {_KEY_BYTES} bytes"
+    return key, None
+
+
+def seal_key() -> bytes:
+    return _key()[0]
+
+
+def key_problem() -> str | None:
+    """Why no snapshot can serve a later process (the key is this process's own), or None."""
+    return _key()[1]
 
 
 def _make_key(path: Path) -> bytes:
     """Made under a name of its own and linked into place, so two processes making it at once
-    both end up reading the one that won."""
+    both end up reading the one that won; where a file system links nothing, created in place
+    (exclusively: a process reading it half written seals with a key of its own, once)."""
     staged = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -98,8 +119,15 @@ def _make_key(path: Path) -> bytes:
             os.link(staged, path)
         except FileExistsError:
             pass
+        except OSError:  # no hard links here
+            with contextlib.suppress(FileExistsError):
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "wb") as f:
+                    f.write(staged.read_bytes())
+                    f.flush()
+                    os.fsync(f.fileno())
         finally:
-            staged.unlink()
+            staged.unlink(missing_ok=True)
         return path.read_bytes()
     except OSError:
         return b""
@@ -271,7 +299,7 @@ def read_state(f: BinaryIO, head: Header, source: str) -> LedgerState:
     if end is None:
         raise SnapshotError(f"{source}: cut short (no closing frame)")
     if end.blake3 != digest.hexdigest():
-        raise SnapshotError(f"{source}: its seal does not verify with this user's snapshot key ({key_path()}): "
+        raise SnapshotError(f"{source}: its seal does not verify with this user's snapshot key ({key_path() or 'none'}): "
                             "written on another machine or by another user, or damaged since")
     if state.head_seq != head.seq or state.head_hash != head.head_hash:
         raise SnapshotError(f"{source}: its state is at seq {state.head_seq}, its header says {head.seq}")

@@ -228,6 +228,8 @@ def save_snapshot(follower: LedgerFollower, directory: Path, keep: int = 2) -> P
     state = follower.state
     if state.head_seq == 0 or state.head_hash is None or state.head_seq == follower.base_seq:
         return None
+    if snapshot.key_problem() is not None:
+        return None  # sealed with this process's own key, it would serve no later one
     recorder = follower.store.recorder
     offset = recorder.offset_after(state.head_seq) if isinstance(recorder, JsonLinesRecorder) else None
     target = directory / snapshot.file_name(state.head_seq)
@@ -242,6 +244,9 @@ def save_snapshot(follower: LedgerFollower, directory: Path, keep: int = 2) -> P
 def keep_snapshot(follower: LedgerFollower, directory: Path, note: Callable[[str], None]) -> Path | None:
     """`save_snapshot` for a command whose outputs are written already: a snapshot that cannot be
     written is a cache missed, said in one line, not a failure of the command."""
+    if (problem := snapshot.key_problem()) is not None:
+        note(f"no snapshot written: {problem}; every fold starts at seq 1")
+        return None
     try:
         return save_snapshot(follower, directory)
     except OSError as exc:
