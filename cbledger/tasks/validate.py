@@ -305,8 +305,10 @@ def _baseline_nets(path: Path) -> Netlist | None:
 def _near_net(baseline: Netlist, name: str) -> str | None:
     """A baseline net `name` does not name but is one slip away from: the same letters in
     another case, or (from four characters) one letter replaced or two neighbours swapped.
-    A longer or shorter name (`AGND` beside `GND`) is a new net as often as a typo: not named."""
-    if baseline.nets_by_name(name):
+    A longer or shorter name (`AGND` beside `GND`), a sibling numbered or lettered apart
+    (`LED2` beside `LED1`, `EN_C` beside `EN_A`) and KiCad's own `Net-(…)` names are new nets
+    as often as typos: not named."""
+    if baseline.nets_by_name(name) or name.lstrip("/").startswith("Net-("):
         return None
     for net in baseline.nets:
         # as `name_matches` reads a name: with a slash, the whole name; without, the root's too
@@ -316,10 +318,20 @@ def _near_net(baseline: Netlist, name: str) -> str | None:
         if len(other) != len(name) or len(name) < 4:
             continue
         diff = [i for i, (a, b) in enumerate(zip(other, name, strict=True)) if a != b]
+        if len(diff) == 1 and _sibling(other, name, diff[0]):
+            continue
         if len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1
                               and other[diff[0]] == name[diff[1]] and other[diff[1]] == name[diff[0]]):
             return net.name
     return None
+
+
+def _sibling(a: str, b: str, i: int) -> bool:
+    """Whether names differing at `i` alone are numbered or lettered siblings: two digits, or a
+    letter that ends the name after a separator (`EN_A`, `EN_C`)."""
+    if a[i].isdigit() and b[i].isdigit():
+        return True
+    return i == len(a) - 1 and i > 0 and not a[i - 1].isalnum() and a[i].isalpha() and b[i].isalpha()
 
 
 def _schematic_references(check: FixtureCheck | None, tree: Path) -> set[str] | None:
