@@ -168,7 +168,7 @@ def test_limits_finer_than_a_micro_dollar_and_figures_past_any_real_one_are_neve
     table.write_text('{"tableVersion": "t", "effectiveDate": "2026-01-01", "models": {"m:x": '
                      '{"segment": "api-cheap", "pinning": "strong", "input": 1e400, "output": "1"}}}')
     with pytest.raises(UserError, match=r'\$\.models\["m:x"\]\.input: 1000.* USD per million tokens is past any real price'):
-        pricing.load_table(table)
+        pricing.refuse_publishing(pricing.load_table(table), [], [], str(table))
 
 
 def test_a_stop_note_quotes_the_limit_as_given_and_the_spend_that_limit_counts():

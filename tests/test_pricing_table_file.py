@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cbledger.errors import UserError
-from cbledger.runner.pricing import load_table
+from cbledger.runner.pricing import load_table, refuse_publishing
 
 GOOD = {"segment": "api-frontier", "pinning": "strong", "input": "3", "output": "15"}
 
@@ -97,15 +97,25 @@ def test_a_table_that_says_what_no_run_would_be_charged_is_refused_naming_the_fi
     }
     for entry, said in cases.values():
         with pytest.raises(UserError) as err:
-            load_table(_table(tmp_path, models={"m:1": entry}))
+            published(_table(tmp_path, models={"m:1": entry}))
         assert str(err.value).startswith(f"{path}: {said}"), err.value
     with pytest.raises(UserError) as err:
-        load_table(_table(tmp_path, nullCostRoutes={"gpt-": {"segment": "api-frontier", "pinning": "weak", "reason": "x"}}))
+        published(_table(tmp_path, nullCostRoutes={"gpt-": {"segment": "api-frontier", "pinning": "weak", "reason": "x"}}))
     assert str(err.value).startswith(f'{path}: $.nullCostRoutes["gpt-"].segment: api-frontier is priced by the table, '
                                      "not null by rule")
     # unpriced, a null-cost segment is what it says
-    free = load_table(_table(tmp_path, models={"m:1": {**GOOD, "segment": "saved-login", "input": None, "output": None}}))
+    free = published(_table(tmp_path, models={"m:1": {**GOOD, "segment": "saved-login", "input": None, "output": None}}))
     assert free.models["m:1"].input is None
+    # a table published before these rules were made is published again as the no-op it was
+    old = load_table(_table(tmp_path, models={"m:1": cases["cacheRead"][0]}))
+    refuse_publishing(old, [old], [], str(path))
+
+
+def published(path: Path):  # type: ignore[no-untyped-def]
+    """The table as `pricing publish` holds it to the rules, on a ledger with no table yet."""
+    table = load_table(path)
+    refuse_publishing(table, [], [], str(path))
+    return table
 
 
 def test_a_model_id_the_table_cannot_hold_is_said_in_words(tmp_path: Path) -> None:

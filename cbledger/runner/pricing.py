@@ -66,8 +66,6 @@ def load_table(path: Path) -> PricingPublished:
         table = msgspec.convert(data, PricingPublished)
     except msgspec.ValidationError as exc:
         raise UserError(f"{path}: {_readable(_entry_named(data, str(exc)))}") from None
-    if problems := price_table_problems(table):
-        raise UserError(f"{path}: " + "; ".join(f"$.{at}: {why}" for at, why in problems))
     return table
 
 
@@ -212,16 +210,23 @@ def repriced(table: PricingPublished, tables: Sequence[PricingPublished], runs: 
     return out
 
 
-def refuse_publishing(table: PricingPublished, tables: Sequence[PricingPublished], runs: Iterable[RunRecorded], what: str) -> None:
+def refuse_publishing(
+    table: PricingPublished, tables: Sequence[PricingPublished], runs: Iterable[RunRecorded], what: str, *, rules: bool = True,
+) -> None:
     """Refuses a table that reuses a published version with other prices or dates, or would
     re-price a recorded (not retracted) run; the same table again passes (a no-op append).
     `pricing publish` and `append` alike: by hand, an append put a table in that re-priced a
-    day's runs, and the same model's later runs that day were priced at it in the same row."""
+    day's runs, and the same model's later runs that day were priced at it in the same row.
+    `rules`: also the entries a table must not hold (`append` checks those with every event's
+    other rules); a table published before a rule was made stays a no-op to publish again."""
+    if table in tables:
+        return
+    if rules and (problems := price_table_problems(table)):
+        raise UserError(f"{what}: " + "; ".join(f"$.{at}: {why}" for at, why in problems))
     if any(t.table_version == table.table_version and t != table for t in tables):
         raise UserError(f"{what}: $.tableVersion: {table.table_version!r} is already published with other prices or dates; "
                         "a table is never changed once published: give this one a tableVersion of its own")
-    if all(t != table for t in tables):
-        refuse_repricing(table, tables, runs, what)
+    refuse_repricing(table, tables, runs, what)
 
 
 def refuse_repricing(table: PricingPublished, tables: Sequence[PricingPublished], runs: Iterable[RunRecorded], what: str) -> None:
