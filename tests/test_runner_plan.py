@@ -88,20 +88,27 @@ def test_ablations_reach_the_record_and_the_harness_config(tmp_path, shared_real
     monkeypatch.delenv("COPPERHEAD_BASE_URL", raising=False)
     project = build_project(tmp_path, shared_real)
     cli, record = standin(tmp_path)
+    # copperhead reads no prompt variant or tool subset: such a run would be the default one
+    # recorded as an ablation (it once was, through variables the harness never reads)
+    refused = project.run(
+        RENAME_TASK, "--agent", "copperhead", "--model", "acme:m1", "--segment", "api-cheap", "--copperhead-cli", cli,
+        "--prompt-variant", "terse", "--tool-subset", "read_file, edit_file",
+    )
+    assert refused.exit_code == 2 and "--prompt-variant and --tool-subset: copperhead reads no prompt variant" in refused.stderr
+    assert project.runs() == []
     result = project.run(
         RENAME_TASK, "--agent", "copperhead", "--model", "acme:m1", "--segment", "api-cheap", "--copperhead-cli", cli,
-        "--max-turns", "7", "--max-repair-cycles", "2", "--prompt-variant", "terse", "--tool-subset", "read_file, edit_file",
+        "--max-turns", "7", "--max-repair-cycles", "2",
     )
     assert result.exit_code == 0, result.output
     (run,) = project.runs()
     a = run.ablations
-    assert (a.max_turns, a.max_repair_cycles, a.prompt_variant, a.tool_subset) == (7, 2, "terse", ["read_file", "edit_file"])
+    assert (a.max_turns, a.max_repair_cycles, a.prompt_variant, a.tool_subset) == (7, 2, None, None)
     config = json.loads(run.sandbox.seed_config)
     assert config["maxTurns"] == 7 and config["maxRepairCycles"] == 2 and config["llmCache"] is False
     (call,) = [c for c in read_record(record) if c["command"] == "do"]
     assert call["config"]["maxTurns"] == 7 and call["config"]["maxRepairCycles"] == 2
     assert call["argv"][-2:] == ["--max-turns", "7"]
-    assert call["env"]["COPPERHEAD_PROMPT_VARIANT"] == "terse" and call["env"]["COPPERHEAD_TOOLS"] == "read_file,edit_file"
     assert run.stats.max_turns == 7
 
     # the same task without ablations starts from a different seed (the config is part of it)

@@ -443,6 +443,14 @@ def refuse_model(
                         "by rule, so no limit would be enforced: drop them")
     if plan.agent != "copperhead":
         return
+    unapplied = [flag for flag, value in (("--prompt-variant", plan.ablations.prompt_variant),
+                                          ("--tool-subset", plan.ablations.tool_subset)) if value]
+    if unapplied:
+        # the harness reads neither from its config or its environment: each such run was the
+        # default run recorded, and ranked, as an ablation of it
+        raise UserError(f"{' and '.join(unapplied)}: copperhead reads no prompt variant or tool subset (neither its "
+                        "config nor its environment names one), so the run would be the default one recorded as an "
+                        "ablation; --max-turns and --max-repair-cycles reach it")
     if not scripted:
         route_and_segment(plan.model_id, view.pricing, segment)
         if money is not None:

@@ -464,10 +464,6 @@ class CopperheadAgent:
                     socket_dir.chmod(0o755)
                     sock = recorder.serve_socket(socket_dir / isolation.ENDPOINT_SOCKET_NAME)
                     network, endpoint = "endpoint", (sock, recorder.port)
-            if inp.ablations.prompt_variant:
-                env["COPPERHEAD_PROMPT_VARIANT"] = inp.ablations.prompt_variant
-            if inp.ablations.tool_subset:
-                env["COPPERHEAD_TOOLS"] = ",".join(inp.ablations.tool_subset)
             log_dir = inp.sandbox / ".git" / AGENT_LOG_DIR
             job = self.cli.job(
                 args, inp.sandbox, env, manifest.caps.wall_clock_sec, self.confinement,
