@@ -58,6 +58,24 @@ def test_a_bad_allowance_file_is_refused_naming_the_file_and_field(tmp_path, doc
         _allowances(tmp_path, doc)
 
 
+def test_more_than_one_pass_is_refused_for_a_task_that_is_not_a_do_task(tmp_path):
+    """A feedback pass is told its hints in the prompt, which copperhead sync and create take
+    none of: a second pass of such a task never ran, nothing said so, and the run recorded
+    `passes.allowed: 2` all the same."""
+    doc = {"format": passes.FORMAT, "tasks": {"led-bom-drift-sync": 2, "led-resistor-swap": 2}}
+    (tmp_path / "passes.json").write_text(json.dumps(doc))
+    modes = {"led-bom-drift-sync": "sync", "led-resistor-swap": "do"}
+    with pytest.raises(UserError, match=r"tasks\.led-bom-drift-sync: 2 passes allowed, but a feedback pass is told its "
+                                        r"hints in the prompt and copperhead sync takes none"):
+        passes.allowances(tmp_path, set(modes), modes)
+    doc["tasks"]["led-bom-drift-sync"] = 1  # one pass is every task's
+    (tmp_path / "passes.json").write_text(json.dumps(doc))
+    assert passes.allowances(tmp_path, set(modes), modes) == doc["tasks"]
+    from cbledger.tasks.catalog import Catalog
+
+    assert passes.modes(Catalog(REPO))["led-bom-drift-sync"] == "sync"
+
+
 def test_validate_reports_a_bad_allowance_file(tmp_path):
     import shutil
 

@@ -343,7 +343,7 @@ def passes_allowed(catalog: Catalog, plan: Plan, asked: int | None) -> dict[str,
     `tasks/passes.json` allows (`cbledger.tasks.passes`)."""
     if asked is None:
         return {}
-    allowances = passes_mod.allowances(catalog.tasks_dir, set(catalog.task_ids()))
+    allowances = passes_mod.allowances(catalog.tasks_dir, set(catalog.task_ids()), passes_mod.modes(catalog))
     return {r.task.id: passes_mod.granted(allowances.get(r.task.id, 1), asked) for r in plan.runs}
 
 

@@ -19,11 +19,16 @@ the smaller of N and its allowance.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cbledger import inputs
 from cbledger.errors import UserError
 from cbledger.ledger.types import MAX_PASSES
+
+if TYPE_CHECKING:
+    from cbledger.tasks.catalog import Catalog
 
 FORMAT = "cbledger-passes/1"
 FILE = "passes.json"
@@ -34,10 +39,12 @@ def path(tasks_dir: Path) -> Path:
     return tasks_dir / FILE
 
 
-def allowances(tasks_dir: Path, known: set[str] | None = None) -> dict[str, int]:
+def allowances(tasks_dir: Path, known: set[str] | None = None, modes: Mapping[str, str] | None = None) -> dict[str, int]:
     """task id -> passes allowed (only the listed tasks). Raises UserError naming the file and
-    the field for a malformed file, an allowance out of 1..MAX_PASSES or (with `known`) a task
-    that does not exist."""
+    the field for a malformed file, an allowance out of 1..MAX_PASSES, (with `known`) a task
+    that does not exist, or (with `modes`, task id -> mode) more than one pass for a task that is
+    not a `do` task: a feedback pass is told its hints in the prompt, and copperhead's other
+    modes take none, so its second pass never ran, and nothing said so."""
     file = path(tasks_dir)
     if not file.exists():
         return {}
@@ -57,7 +64,22 @@ def allowances(tasks_dir: Path, known: set[str] | None = None) -> dict[str, int]
             raise UserError(f"{where}: passes allowed must be an integer from 1 to {MAX_PASSES}")
         if known is not None and task_id not in known:
             raise UserError(f"{where}: no such task")
+        mode = modes.get(task_id) if modes is not None else None
+        if n > 1 and mode not in (None, "do"):
+            raise UserError(f"{where}: {n} passes allowed, but a feedback pass is told its hints in the prompt and "
+                            f"copperhead {mode} takes none: only a do task allows more than one")
         out[task_id] = n
+    return out
+
+
+def modes(catalog: Catalog) -> dict[str, str]:
+    """Each task's mode, of the tasks whose manifest loads (`validate` names the others)."""
+    out: dict[str, str] = {}
+    for task_id in catalog.task_ids():
+        try:
+            out[task_id] = catalog.task(task_id).manifest.mode
+        except (UserError, OSError, ValueError):
+            continue
     return out
 
 

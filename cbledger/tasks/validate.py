@@ -596,7 +596,7 @@ def validate_project(root: Path, require_trees: bool = False) -> ValidationRepor
             report.problems.extend(validate_task(d, ctx))
         report.problems.extend(_outcome_rules("tasks", "", "the catalog", catalog.task_ids(), ctx))
         try:
-            passes.allowances(tasks_dir, set(catalog.task_ids()))
+            passes.allowances(tasks_dir, set(catalog.task_ids()), passes.modes(catalog))
         except UserError as exc:
             report.problems.append(error(ctx.rel(passes.path(tasks_dir)), "", str(exc)))
     if catalog.suites_dir.is_dir():
