@@ -55,6 +55,23 @@ def test_a_refused_request_stays_the_models(reason):
     assert detect(_two_turns((reason, "provider-error")), "", 1, False) is None
 
 
+@pytest.mark.parametrize(("reason", "status"), [
+    ("provider error: 503 Service unavailable: weekly limit reached, resets 9am", 503),
+    ("provider error: 400 usage limit reached for this session", 400),
+    ("You've hit your weekly limit. Resets Monday.", None),
+])
+def test_a_session_limit_is_the_accounts_not_the_models(reason, status):
+    """copperhead ends on a provider's usage or session limit with exit `session-limit`, which
+    was read as the model's failure (stalled) while the same status worded otherwise was the
+    environment's; `replay --verify` accepts either for a run recorded before."""
+    transcript = _two_turns((reason, "session-limit"))
+    f = detect(transcript, "", 1, False)
+    assert f is not None and f.kind == "provider-status" and f.turn == 3
+    assert f.status == (status if status is not None else msgspec.UNSET)
+    assert reason in f.detail
+    assert detect(transcript, "", 1, False, session_limit=False) is None  # the earlier rule
+
+
 def test_a_broken_wire_is_read_off_the_cassette():
     reason = ("provider error: Unterminated string in JSON at position 109", "provider-error")
     malformed = Recorded(method="POST", path="/chat/completions", status=200, body='{"id": "chatcmpl-')

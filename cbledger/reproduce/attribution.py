@@ -60,8 +60,9 @@ def attribution_findings(
     if again == run.harness_failure:
         return []
     # recorded under an earlier rule, what it gives stands: before a provider's 402 was the
-    # account's; before a run whose end state was not kept was read without its transcript
-    for earlier in ({"before_402": True}, {"unpreserved": None}):
+    # account's; before a run whose end state was not kept was read without its transcript;
+    # before copperhead's session-limit exit was the provider's
+    for earlier in ({"before_402": True}, {"unpreserved": None}, {"session_limit": False}):
         if _redacted(detect(transcript, said, exit_code, killed, cassette, run.timings.agent_ms, **earlier)) == run.harness_failure:
             return []
     recorded, derived = msgspec.to_builtins(run.harness_failure), msgspec.to_builtins(again)

@@ -96,7 +96,7 @@ def unpreserved_reason(note: str | None) -> str | None:
 
 def detect(
     transcript: Transcript, stderr: str, exit_code: int | None, killed: bool, cassette: Cassette | None = None,
-    agent_ms: int = 0, *, before_402: bool = False, unpreserved: str | None = None,
+    agent_ms: int = 0, *, before_402: bool = False, unpreserved: str | None = None, session_limit: bool = True,
 ) -> HarnessFailure | None:
     """The reason this run is not the model's, or None when the model's work decided it.
     `agent_ms`: how long the harness ran (a request unanswered for half of it is a hang).
@@ -106,7 +106,9 @@ def detect(
     nothing of how far the harness got: the rules that read a missing transcript do not apply
     (they named a run the harness had finished `preflight`, its version banner for a reason). The
     run is the model's then, unless the reason is the runner's own verification killed from
-    outside (an OOM kill, an operator), which is `harness-signal`."""
+    outside (an OOM kill, an operator), which is `harness-signal`. `session_limit=False`: the rule
+    before copperhead's `session-limit` exit (a provider's usage or session limit: the account's,
+    as any provider error is) was read as the provider's too; it was the model's."""
     answered = len(transcript.of_type("assistant"))
     turn = answered + 1
     code = exit_code or 0  # the note states no exit 0, so a restored run reads None for it
@@ -118,7 +120,7 @@ def detect(
             kind="harness-signal", turn=turn,
             detail=f"the harness was ended by {by_signal} (exit {exit_code}){where}, which the runner did not send",
         )
-    provider = _provider_failure(transcript, killed, cassette, turn, agent_ms, before_402)
+    provider = _provider_failure(transcript, killed, cassette, turn, agent_ms, before_402, session_limit)
     if provider is not None:
         return provider
     if unpreserved is not None and transcript.path is None:
@@ -166,12 +168,14 @@ def outside_signal(exit_code: int | None, killed: bool) -> str | None:
 
 def _provider_failure(
     transcript: Transcript, killed: bool, cassette: Cassette | None, turn: int, agent_ms: int, before_402: bool = False,
+    session_limit: bool = True,
 ) -> HarnessFailure | None:
     last = _last_call(cassette)
     for ev in transcript.of_type("run-failed"):
-        if ev.data.get("exitPath") != "provider-error":
+        limited = session_limit and ev.data.get("exitPath") == "session-limit"
+        if ev.data.get("exitPath") != "provider-error" and not limited:
             continue
-        reason = first_line(str(ev.data.get("reason", ""))) or "provider error"
+        reason = first_line(str(ev.data.get("reason", ""))) or ("session limit" if limited else "provider error")
         if last is not None and _broken(last):
             # the wire broke before a whole answer: a status in the reason is the recording
             # proxy's own 502, not the provider's
@@ -181,13 +185,17 @@ def _provider_failure(
             status = int(m.group(1))
             if status == REFUSAL_STATUS and (before_402 or (last is not None and _limit_refusal(last))):
                 return None  # this project's own money limit: a limit like the turn cap (docs/RUNNER.md)
-            if status in ENVIRONMENT_STATUSES or status >= 500:
+            if limited or status in ENVIRONMENT_STATUSES or status >= 500:
                 return HarnessFailure(kind="provider-status", detail=reason, turn=turn, status=status)
             return None
         if _TIMED_OUT.search(reason):
             return HarnessFailure(kind="provider-timeout", detail=reason, turn=turn)
         if last is None and _TRANSPORT.search(reason):
             return HarnessFailure(kind="provider-transport", detail=reason, turn=turn)
+        if limited:
+            # copperhead ends on a usage or session limit the provider's words name (a saved
+            # login's weekly limit, say): the account ran out, whatever status came with it
+            return HarnessFailure(kind="provider-status", detail=f"session limit: {reason}", turn=turn)
         return None
     # a cap that struck one call of a slow model in passing is the model's; a provider that sat
     # on one request for half the run is hung
