@@ -175,8 +175,8 @@ def price_table_problems(table: PricingPublished) -> list[tuple[str, str]]:
                              "session scripts), never a model's"))
     # a costed segment's route with no price put its runs in the costed headline as "n/a uncosted"
     problems += [(f"nullCostRoutes[{json.dumps(key)}].segment", f"{route.segment} is priced by the table, not null by "
-                  f"rule (null-cost routes are {' or '.join(NULL_COST_SEGMENTS)}): give its models a price, or input "
-                  "and output null") for key, route in table.null_cost_routes.items() if route.segment not in NULL_COST_SEGMENTS]
+                  f"rule (null-cost routes are {' or '.join(NULL_COST_SEGMENTS)}): list its models under models with "
+                  "their prices, or name the segment that is null by rule") for key, route in table.null_cost_routes.items() if route.segment not in NULL_COST_SEGMENTS]
     return problems
 
 

@@ -238,8 +238,8 @@ def _site_files(root: Path) -> tuple[set[str], set[str]]:
 def check_site(
     state: LedgerState, workspace: Workspace, out: OutputsCheck | None = None, known: Mapping[str, RunEvidence] | None = None
 ) -> list[Finding]:
-    """Every page the site renders against what is under `results/site/`; an `.html` file there
-    that the ledger does not produce is extra. The page of a run whose preserved evidence cannot be
+    """Every page the site renders against what is under `results/site/`; any other file there
+    (a page the ledger does not produce, a script, a link) is extra. The page of a run whose preserved evidence cannot be
     read back as recorded is not compared: the run's own check reports why (a missing fixture, a
     bundle that changed), and a page rendered from it would only repeat that. A run no check of
     its own read (not in `known`: before `--since-checkpoint`'s checkpoint, or `project site
