@@ -340,7 +340,8 @@ def cost_segment(value: str | None) -> Segment | None:
     if segment == "harness":
         # a model's runs filed there leave every model row and read as the harness's own
         raise UserError("--segment harness: that segment is the project's scripted agents' (gold, noop, session "
-                        "scripts); a model run needs the segment of its route")
+                        "scripts); a model run needs the segment of its route (a campaign's plan keeps the one it was "
+                        "started with: name a new campaign with --campaign)")
     return segment
 
 

@@ -450,7 +450,8 @@ def refuse_model(
         # default run recorded, and ranked, as an ablation of it
         raise UserError(f"{' and '.join(unapplied)}: copperhead reads no prompt variant or tool subset (neither its "
                         "config nor its environment names one), so the run would be the default one recorded as an "
-                        "ablation; --max-turns and --max-repair-cycles reach it")
+                        "ablation; --max-turns and --max-repair-cycles reach it (a campaign's plan keeps its ablations: "
+                        "one started with them is run again as a new campaign, --campaign, without them)")
     if not scripted:
         route_and_segment(plan.model_id, view.pricing, segment)
         if money is not None:
