@@ -124,6 +124,21 @@ def test_a_harness_that_exits_at_once_is_not_called_preflight():
     assert detect(nothing, "working tree is dirty; copperhead refuses\n", 1, False).kind == "preflight"
 
 
+def test_a_sync_that_found_nothing_to_resolve_says_what_its_report_said():
+    """copperhead sync prints `{resolvable, violations}` and calls no model when there is nothing
+    to resolve (exit 0) or a violation only the harness flags (exit 2): the run was recorded as a
+    harness that exited "saying nothing", which its stdout contradicts."""
+    nothing = parse_transcript(b"", None)
+    clean = detect(nothing, "", 0, False, stdout='{"resolvable": [], "violations": []}\n')
+    assert clean.kind == "harness-exit" and clean.detail == (
+        "copperhead sync exited 0 without a model call: its report lists 0 resolvable item(s) and 0 requirement "
+        "violation(s), so there was nothing for a model to resolve")
+    flagged = detect(nothing, "", 2, False, stdout='{"resolvable": [{"kind": "drift"}], "violations": [{"pin": 5}]}\n')
+    assert "exited 2" in flagged.detail and "1 resolvable item(s) and 1 requirement violation(s)" in flagged.detail
+    for other in ("", "copperhead 0.9.0\n", '{"ok": true}\n', "{not json\n"):
+        assert "saying nothing" in detect(nothing, "", 0, False, stdout=other).detail
+
+
 def test_the_exit_status_is_read_back_from_the_runners_note():
     assert exit_code_from("copperhead exited 137; session script: turn 3: x") == 137
     assert exit_code_from("copperhead exited -9") == -9

@@ -53,16 +53,24 @@ def attribution_findings(
         if read is None:
             return []
         stderr = read
-    said = stderr.decode("utf-8", "replace")
+    out = b""
+    printed = run.evidence.get("harness-stdout")
+    if printed is not None:
+        read = _intact(view(repo, evidence).read(printed.path), printed.blake3, printed.bytes)
+        if read is None:
+            return []
+        out = read
+    said, stdout = stderr.decode("utf-8", "replace"), out.decode("utf-8", "replace")
     exit_code, killed = exit_code_from(run.runner_note), run.runner_exit == "cap-exceeded"
     unpreserved = unpreserved_reason(run.runner_note)
-    again = _redacted(detect(transcript, said, exit_code, killed, cassette, run.timings.agent_ms, unpreserved=unpreserved))
+    again = _redacted(detect(transcript, said, exit_code, killed, cassette, run.timings.agent_ms, unpreserved=unpreserved,
+                             stdout=stdout))
     if again == run.harness_failure:
         return []
     # recorded under an earlier rule, what it gives stands: before a provider's 402 was the
     # account's; before a run whose end state was not kept was read without its transcript;
-    # before copperhead's session-limit exit was the provider's
-    for earlier in ({"before_402": True}, {"unpreserved": None}, {"session_limit": False}):
+    # before copperhead's session-limit exit was the provider's; before sync's report was read
+    for earlier in ({"before_402": True}, {"unpreserved": None}, {"session_limit": False}, {"stdout": ""}):
         if _redacted(detect(transcript, said, exit_code, killed, cassette, run.timings.agent_ms, **earlier)) == run.harness_failure:
             return []
     recorded, derived = msgspec.to_builtins(run.harness_failure), msgspec.to_builtins(again)

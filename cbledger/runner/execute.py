@@ -670,6 +670,7 @@ def preserve_run(
         harness_failure = detect_harness_failure(
             transcript, stderr, result.exit_code, result.runner_exit == "cap-exceeded", result.cassette, agent_run.agent_ms,
             unpreserved=note[len(UNPRESERVED):] if note is not None and note.startswith(UNPRESERVED) else None,
+            stdout=harness_logs.get(preserve.HARNESS_LOG_PREFIX + "stdout.log", b"").decode("utf-8", "replace"),
         )
         if harness_failure is not None:
             harness_failure = msgspec.structs.replace(harness_failure, detail=credentials.redact(harness_failure.detail))

@@ -29,6 +29,7 @@ makes it again from a restored run (`cbledger.reproduce.figures.attribution_find
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 
@@ -97,6 +98,7 @@ def unpreserved_reason(note: str | None) -> str | None:
 def detect(
     transcript: Transcript, stderr: str, exit_code: int | None, killed: bool, cassette: Cassette | None = None,
     agent_ms: int = 0, *, before_402: bool = False, unpreserved: str | None = None, session_limit: bool = True,
+    stdout: str = "",
 ) -> HarnessFailure | None:
     """The reason this run is not the model's, or None when the model's work decided it.
     `agent_ms`: how long the harness ran (a request unanswered for half of it is a hang).
@@ -108,7 +110,9 @@ def detect(
     run is the model's then, unless the reason is the runner's own verification killed from
     outside (an OOM kill, an operator), which is `harness-signal`. `session_limit=False`: the rule
     before copperhead's `session-limit` exit (a provider's usage or session limit: the account's,
-    as any provider error is) was read as the provider's too; it was the model's."""
+    as any provider error is) was read as the provider's too; it was the model's. `stdout`: what
+    the harness printed there, read only for `sync`'s report when it exits without a transcript
+    (said as "saying nothing" before it was read)."""
     answered = len(transcript.of_type("assistant"))
     turn = answered + 1
     code = exit_code or 0  # the note states no exit 0, so a restored run reads None for it
@@ -142,7 +146,7 @@ def detect(
         if not said:
             return HarnessFailure(
                 kind="harness-exit",
-                detail=f"the harness exited {code} at once, saying nothing and writing no transcript",
+                detail=_sync_report(stdout, code) or f"the harness exited {code} at once, saying nothing and writing no transcript",
             )
         return HarnessFailure(kind="preflight", detail=said)
     if not transcript.of_type("run-start"):
@@ -153,6 +157,22 @@ def detect(
     if killed:
         detail = detail or "killed at the wall-clock cap before the first model turn"
     return HarnessFailure(kind="no-model-turn", detail=detail or "the model never answered a turn")
+
+
+def _sync_report(stdout: str, code: int) -> str | None:
+    """What `copperhead sync` said when it called no model: its `{resolvable, violations}` report,
+    printed before anything else (docs/RUNNER.md section 13): nothing to resolve (exit 0), or a
+    requirement violation only the harness flags (exit 2). The task planted neither what a model
+    could resolve, which its trial would show; the run is no measure of the model."""
+    first = stdout.lstrip().split("\n", 1)[0] if stdout.lstrip().startswith("{") else ""
+    try:
+        report = json.loads(first) if first else None
+    except ValueError:
+        return None
+    if not isinstance(report, dict) or not isinstance(report.get("resolvable"), list) or not isinstance(report.get("violations"), list):
+        return None
+    return (f"copperhead sync exited {code} without a model call: its report lists {len(report['resolvable'])} resolvable "
+            f"item(s) and {len(report['violations'])} requirement violation(s), so there was nothing for a model to resolve")
 
 
 def outside_signal(exit_code: int | None, killed: bool) -> str | None:
