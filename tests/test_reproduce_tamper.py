@@ -150,10 +150,6 @@ def test_a_damaged_run_no_check_of_its_own_reads_fails_the_site_check(project):
     # a run the verify re-grades reports its own damage: its page is not blamed twice
     code, report = verify_json(project)
     assert code == 3 and not failures(report, "site-evidence"), report["failures"]
-    # a page a killed `project site` staged is cleared by the next one, which has nothing to write
-    dead = project / "results" / "site" / "runs" / ".x.html.999999999.tmp"
-    dead.write_text("half a page\n")
-    assert cli(project, "project", "site").exit_code == 0 and not dead.exists()
     for extra in ("app.js", "runs/x.htm"):
         (project / "results" / "site" / extra).write_text("forged\n")
     (project / "results" / "site" / "elsewhere").symlink_to(project / "results")
@@ -179,6 +175,17 @@ def test_a_damaged_run_no_check_of_its_own_reads_fails_the_site_check(project):
     assert {"leaderboard-different", "record-different", "readmodel-different"} <= kinds, report["failures"]
     assert "API_TOKEN" not in json.dumps(report)
     assert "API_TOKEN" not in cli(project, "replay", "--verify", "--run", other.run_id).output
+
+
+def test_a_page_a_killed_writer_staged_is_cleared_by_a_project_site_with_nothing_to_write(project):
+    """The site check lists every file, and a dead `.tmp` left where nothing was rewritten
+    stayed there: every later check failed on it, and `project site` could not mend it."""
+    dead = project / "results" / "site" / ".index.html.999999999.tmp"
+    dead.write_text("half a page\n")
+    assert "site-extra" in {f["kind"] for f in verify_json(project)[1]["failures"]}
+    again = cli(project, "project", "site")
+    assert again.exit_code == 0 and "0 page(s) written" in again.stdout, again.output
+    assert not dead.exists()
 
 
 def test_project_site_keeps_a_page_whose_run_cannot_be_read_here_and_the_check_says_so(project, monkeypatch):

@@ -612,17 +612,30 @@ def test_a_net_one_slip_from_a_baseline_net_is_a_warning(tmp_path):
 
     assert near_warnings("/SENS_INT", "I2C_SDA") == []  # the board's net, and a net the run makes
     assert near_warnings("AGND", "SCL_2") == []  # longer or shorter names: new nets as often as typos
-    assert near_warnings("+3V4", "SDB") == []  # a numbered sibling of +3V3; too short to judge
-    assert near_warnings("Net-(R2-Pad1)", "GND") == []  # KiCad's own names
+    assert near_warnings("I2C_SDA", "SDB") == []  # a new net; too short to judge
     assert sorted(near_warnings("/SESN_INT", "sda")) == sorted([
         (f"[{sentinel}].args.net", "no net '/SESN_INT' in fixtures/synthetic-mcu-sensor's baseline netlist, but "
          "'/SENS_INT' is: fine if a run makes that net, otherwise a typo"),
         (f"[{pin}].args.net", "no net 'sda' in fixtures/synthetic-mcu-sensor's baseline netlist, but 'SDA' is: "
          "fine if a run makes that net, otherwise a typo"),
     ])
+    assert [m for _, m in near_warnings("+3V4", "GND")] == [  # a rail one digit off is a typo, not a sibling
+        "no net '+3V4' in fixtures/synthetic-mcu-sensor's baseline netlist, but '+3V3' is: fine if a run makes that "
+        "net, otherwise a typo"]
     assert [m for _, m in near_warnings("SENS_INR", "GND")] == [
         "no net 'SENS_INR' in fixtures/synthetic-mcu-sensor's baseline netlist, but '/SENS_INT' is: fine if a run "
         "makes that net, otherwise a typo"]
+
+
+def test_siblings_and_kicads_own_names_are_not_typos():
+    """A task adding a second channel names `LED2` beside `LED1`: warned of a typo at first."""
+    from cbledger.kicad.netlist import Net, Netlist
+    from cbledger.tasks.validate import _near_net
+
+    board = Netlist(nets=tuple(Net(name=n, nodes=()) for n in ("/LED1", "/EN_A", "Net-(R1-Pad1)", "/I2C_SCL", "+3V3")))
+    assert [_near_net(board, n) for n in ("LED2", "EN_C", "Net-(R2-Pad1)")] == [None, None, None]
+    assert _near_net(board, "I3C_SCL") == "/I2C_SCL"  # a digit inside a name is no numbering
+    assert _near_net(board, "+3V4") == "+3V3" and _near_net(board, "LDE1") == "/LED1"
 
 
 def test_a_damaged_kept_catalog_names_damage_only_for_what_the_damaged_files_define(project):

@@ -66,7 +66,7 @@ def _lanes(sm: SuiteMetrics, acc: judged.LanesAcc) -> list[str]:
     return [_LANES_NOTE, "", *fmt.table(
         [
             "Model", "Run kind", "Surface", "Runs", "System under test: tokens in / out", "System under test: USD",
-            "System under test: priced by (runs)", "System under test: model(s) the provider named", "Cost per passing task (system lane)", "Harness-judge: calls", "Harness-judge: tokens in / out",
+            "System under test: priced by (runs and passes)", "System under test: model(s) the provider named", "Cost per passing task (system lane)", "Harness-judge: calls", "Harness-judge: tokens in / out",
             "Harness-judge: USD", "Judge model(s) the provider named",
         ],
         [

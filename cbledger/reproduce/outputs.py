@@ -286,7 +286,7 @@ def check_site(
             found.append(Finding(check="projection", kind="site-different", file=f"{site}/{rel}",
                                  message="a link or special file where this page should be; not read"))
             continue
-        committed = (root / rel).read_bytes()
+        committed = writers.output_bytes(root / rel) or b""  # lstat'd again: never a link's target
         if committed == data:
             matching += 1
             continue

@@ -928,10 +928,11 @@ def publish(store: LedgerStore, output: RunOutput) -> list[Appended]:
 
 
 def _keep_interrupted(store: LedgerStore, output: RunOutput, new_cassette: Path | None) -> None:
-    """With SIGINT held off while it keeps the run (a second Ctrl-C there lost it), on the main
-    thread: another thread cannot hold a signal, and Ctrl-C reaches the main thread alone."""
+    """With SIGINT and SIGTERM held off while it keeps the run (a second Ctrl-C, or a supervisor's
+    SIGTERM after it, lost it there), on the main thread: another thread cannot hold a signal,
+    and both reach the main thread alone."""
     main = threading.current_thread() is threading.main_thread()
-    held = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    held = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)} if main else {}
     try:
         try:
             if store.holds([e.id for e in output.events]):
@@ -947,8 +948,9 @@ def _keep_interrupted(store: LedgerStore, output: RunOutput, new_cassette: Path 
                 for path in [output.final] + ([new_cassette] if new_cassette is not None else []):
                     path.unlink(missing_ok=True)
     finally:
-        if held is not None:
-            signal.signal(signal.SIGINT, held)
+        for sig, handler in held.items():
+            if handler is not None:
+                signal.signal(sig, handler)
 
 
 def _pending_events(output: RunOutput) -> None:

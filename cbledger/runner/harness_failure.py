@@ -9,7 +9,8 @@ preserved shows one of these, checked in this order:
    is exit 137 or -9); the runner's own kills at the caps are `runnerExit: cap-exceeded` instead.
 2. A provider failure at any turn, the model's earlier answers notwithstanding:
    `provider-status` (copperhead's `provider error: <status> …` with 408, 409, 429, 5xx, 401 or
-   403, after its SDK's and its own retries), `provider-transport` (a reset or closed connection,
+   403, after its SDK's and its own retries; or its `session-limit` exit, a usage or session limit
+   the provider's words name, at any status), `provider-transport` (a reset or closed connection,
    an answer cut short or not JSON: the reason names no status, and the cassette's failing
    exchange, or without a cassette the reason's words, say the wire broke), `provider-timeout`
    (copperhead's turn watchdog gave up, or the run was killed at the wall-clock cap while the
@@ -18,7 +19,8 @@ preserved shows one of these, checked in this order:
    the model shaped (a context that grew too long, a session script that ran out), and stays the
    model's.
 3. No assistant turn at all: `preflight` (copperhead refused, saying why, before a transcript),
-   `harness-exit` (it exited without a word and without a transcript: preflight never ran),
+   `harness-exit` (it exited without a word and without a transcript: preflight never ran, or
+   `sync` found nothing for a model to resolve, which its stdout report says),
    `missing-key` / `provider-config` (no provider could be built), `no-model-turn`.
 4. After the model's work, a commit that failed for want of a git identity: `git-identity`.
 

@@ -30,6 +30,7 @@ strategy, since a suite without refusal tasks cannot catch a model that never re
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, get_args
@@ -326,11 +327,15 @@ def _near_net(baseline: Netlist, name: str) -> str | None:
     return None
 
 
+_RAIL = re.compile(r"[+-]?[0-9]+V[0-9]*", re.IGNORECASE)
+
+
 def _sibling(a: str, b: str, i: int) -> bool:
-    """Whether names differing at `i` alone are numbered or lettered siblings: two digits, or a
-    letter that ends the name after a separator (`EN_A`, `EN_C`)."""
+    """Whether names differing at `i` alone are numbered or lettered siblings: digits of a number
+    that ends the name (`LED1`, `LED2`; not `I2C` beside `I3C`, nor a rail, `+3V3` beside
+    `+3V4`), or a letter that ends it after a separator (`EN_A`, `EN_C`)."""
     if a[i].isdigit() and b[i].isdigit():
-        return True
+        return a[i:].isdigit() and b[i:].isdigit() and not _RAIL.fullmatch(a.lstrip("/").rsplit("/", 1)[-1])
     return i == len(a) - 1 and i > 0 and not a[i - 1].isalnum() and a[i].isalpha() and b[i].isalpha()
 
 
