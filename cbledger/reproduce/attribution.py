@@ -46,21 +46,15 @@ def attribution_findings(
         if data is None:
             return []
         transcript = parse_transcript(data, ref.path)
-    stderr = b""
-    log = run.evidence.get("harness-stderr")
-    if log is not None:
-        read = _intact(view(repo, evidence).read(log.path), log.blake3, log.bytes)
+    logs: dict[str, str] = {}
+    # stdout is read only for a run with no transcript (sync's report), where detect reads it
+    for name in ("harness-stderr",) + (("harness-stdout",) if transcript.path is None else ()):
+        log = run.evidence.get(name)
+        read = b"" if log is None else _intact(view(repo, evidence).read(log.path), log.blake3, log.bytes)
         if read is None:
             return []
-        stderr = read
-    out = b""
-    printed = run.evidence.get("harness-stdout")
-    if printed is not None:
-        read = _intact(view(repo, evidence).read(printed.path), printed.blake3, printed.bytes)
-        if read is None:
-            return []
-        out = read
-    said, stdout = stderr.decode("utf-8", "replace"), out.decode("utf-8", "replace")
+        logs[name] = read.decode("utf-8", "replace")
+    said, stdout = logs["harness-stderr"], logs.get("harness-stdout", "")
     exit_code, killed = exit_code_from(run.runner_note), run.runner_exit == "cap-exceeded"
     unpreserved = unpreserved_reason(run.runner_note)
     again = _redacted(detect(transcript, said, exit_code, killed, cassette, run.timings.agent_ms, unpreserved=unpreserved,
