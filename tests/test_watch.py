@@ -225,11 +225,18 @@ def test_a_projector_waits_for_another_and_folds_what_it_appended(tmp_path):
     with writers.one_projector(Workspace.at(root, ledger)):
         proc = subprocess.Popen([sys.executable, "-m", "cbledger.cli.app", "project", "all", "--root", str(root)],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
-        time.sleep(2.0)  # long enough to have folded and written, were it not held
-        assert proc.poll() is None, proc.communicate()[0]
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+        reader.start()
+        deadline = time.monotonic() + 60
+        while not any("another cbledger command is writing these outputs; waiting" in x for x in lines):
+            assert proc.poll() is None and time.monotonic() < deadline, "".join(lines)  # said before it waits
+            time.sleep(0.05)
         assert not (root / "LEADERBOARD.md").exists()
         LedgerStore(ledger).append(drafts[10:12])  # the other projector's append, before its write
-    out, _ = proc.communicate(timeout=120)
+    assert proc.wait(timeout=120) == 0
+    reader.join(timeout=10)
+    out = "".join(lines)
     assert proc.returncode == 0, out
     assert "Ledger head | seq 13," in (root / "LEADERBOARD.md").read_text()
     assert_equals_full_rebuild(root, ledger, tmp_path)

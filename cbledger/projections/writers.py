@@ -20,6 +20,7 @@ import os
 import re
 import sqlite3
 import stat
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
@@ -595,6 +596,12 @@ def one_projector(workspace: Workspace) -> Iterator[None]:
         return
     try:
         try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            # Said before waiting: a `project all` suspended in a terminal would otherwise hold a
+            # `replay --verify` silent for as long as it stays suspended.
+            print(f"{workspace.results}: another cbledger command is writing these outputs; waiting for it to "
+                  f"finish", file=sys.stderr, flush=True)
             fcntl.flock(fd, fcntl.LOCK_EX)
         except OSError:
             pass  # a file system that locks no directory (NFS: EBADF, ENOLCK): unheld, as before it was
