@@ -285,7 +285,9 @@ def export(
     as_json: JsonFlag = False,
 ) -> None:
     """Write the ledger, whichever store holds it, as the JSON Lines file, byte for byte: it
-    verifies with `replay --verify --ledger FILE` and imports back unchanged (`import --jsonl`)."""
+    verifies with `replay --verify --chain-only --ledger FILE` (in full, placed at
+    `DIR/ledger/events.jsonl` beside the rest of the results) and imports back unchanged
+    (`import --jsonl`)."""
     from cbledger.ledger.transfer import export_jsonl
 
     if not jsonl:
