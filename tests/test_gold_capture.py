@@ -49,6 +49,18 @@ def test_capturing_a_gold_run_gives_back_its_gold(tmp_path, kicad_cli, copperhea
     end = events[-1]
     assert end["type"] == "run-end" and end["data"]["tokensIn"] == 0 and end["data"]["exitPath"] == "done"
     assert "versions" not in events[0]["data"]  # no machine path of the run that was captured
+    # a sync task's gold: copperhead asks a sync run its own fixed request, never the task's
+    # prompt, and every sync run was refused as "asked another prompt"
+    sync_task, synced = "mcu-budget-dual-write-sync", tmp_path / "synced"
+    result = run_cli(["run", sync_task, "--agent", "gold", "--repeats", "1", "--keep-sandboxes", "--sandbox-root", synced, "--root", root])
+    assert result.exit_code == 0, result.output
+    (sync_box,) = synced.iterdir()
+    result = run_cli(["fixture", "gold", sync_task, "--from-sandbox", sync_box, "--root", root])
+    assert result.exit_code == 0, result.output
+    assert _files(root / "tasks" / sync_task / "gold" / "files") == _files(REPO / "tasks" / sync_task / "gold" / "files")
+    refused = run_cli(["fixture", "gold", "mcu-rename-i2c-nets", "--from-sandbox", sync_box, "--root", root])
+    assert refused.exit_code == 2 and "its harness ran 'sync'" not in refused.stderr, refused.output  # a do task: its prompt
+    assert "not a run of mcu-rename-i2c-nets: its harness was asked 'resolve design-state" in refused.stderr, refused.output
     # another task's run is refused, the other task's gold untouched: one on another fixture (its
     # seed names the fixture) and one on the same board asked another prompt
     for other, why in (("mcu-rename-i2c-nets", "its seed is 'seed: fixture synthetic-led-resistor "),

@@ -64,7 +64,13 @@ def _require_a_run_of(task: Task, sandbox: Path, repo: pygit2.Repository, baseli
     prompt = task.manifest.request.prompt
     start = next((e.get("data") for e in events if e.get("type") == "run-start"), None)
     asked = start.get("request") if isinstance(start, dict) else None
-    if prompt and isinstance(asked, str) and asked != prompt:
+    if task.manifest.mode == "sync":
+        # copperhead asks its own fixed request of a sync run; the task's prompt never reaches it
+        command = start.get("command") if isinstance(start, dict) else None
+        if isinstance(command, str) and command != "sync":
+            raise UserError(f"{sandbox}: not a run of {task.id}: its harness ran {command!r}, a sync task runs 'sync'; "
+                            "nothing replaced")
+    elif prompt and isinstance(asked, str) and asked != prompt:
         raise UserError(f"{sandbox}: not a run of {task.id}: its harness was asked {asked[:80]!r}…, not the task's prompt; "
                         "nothing replaced")
 
