@@ -93,6 +93,25 @@ def test_an_edit_of_a_real_boards_kicad_files_is_warned_of_on_the_terminal(proje
     assert "already holds on" in line and "noop included" in line and "finish gate" not in line, line
 
 
+def test_a_symbol_target_is_judged_against_the_baseline_schematic(project):
+    """`symbol_absent R1` on a board holding R1 was said to hold already, and `symbol_present R1`
+    not: the references compared were the README's (`R1 (1k, …)`), never a bare reference."""
+    def warned(task_id: str, target: str) -> list[str]:
+        result = new(project, task_id, "--fixture", "synthetic-led-resistor", "--tier", "simple", "--outcome", "edit",
+                     "--prompt", "Change R1.", "--assert", target)
+        assert result.exit_code == 0, result.output
+        return [x for x in result.stderr.splitlines() if x.startswith("warning: target-1")]
+
+    assert warned("led-drop-r1", 'symbol_absent:{"refdes": "R1"}') == []  # R1 is there: removing it is a change
+    (line,) = warned("led-keep-r1", 'symbol_present:{"refdes": "R1"}')
+    assert "already holds on synthetic-led-resistor's baseline" in line, line
+    (line,) = warned("led-r1-1k", 'symbol_present:{"refdes": "R1", "value": "1k"}')  # its baseline value
+    assert "already holds on" in line, line
+    assert warned("led-r1-2k", 'symbol_present:{"refdes": "R1", "value": "2k"}') == []  # a change of value
+    (line,) = warned("led-no-r9", 'symbol_absent:{"refdes": "R9"}')
+    assert "already holds on" in line, line
+
+
 def test_a_refusal_without_a_budget_says_it_is_not_graded_on_citing_one(project):
     """`--outcome refuse` without `--budget` dropped `refusal_cites_budget` without a word."""
     result = new(project, "led-refuse-plain", "--fixture", "synthetic-led-resistor", "--tier", "simple",

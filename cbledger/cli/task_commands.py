@@ -446,7 +446,7 @@ def new_cmd(
         typer.echo(earlier, err=True)
     if outcome == "edit":
         baseline = baseline_netlist(project_root(root) / "fixtures" / fixture)
-        for line in scaffold.finish_gate_conflicts(made.assertions, fixture, baseline, set(made.references)):
+        for line in scaffold.finish_gate_conflicts(made.assertions, fixture, baseline, made.symbols):
             typer.echo(line, err=True)
     elif not budget:
         typer.echo(f"note: no --budget: the {'flag' if outcome == 'flag' else 'refusal'} is not graded on citing one (refusal_cites_budget is left out); "

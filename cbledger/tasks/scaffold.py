@@ -16,6 +16,7 @@ import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -49,6 +50,9 @@ class Scaffold:
     readme: str
     nets: list[str] = field(default_factory=list)
     references: list[str] = field(default_factory=list)
+    #: each reference on the baseline schematic, power symbols too, with its value and footprint,
+    #: as `symbol_present` compares them
+    symbols: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 def parse_assert(text: str) -> dict[str, Any]:
@@ -156,12 +160,17 @@ def baseline_assertions(
 _KICAD_TARGETS = frozenset({"net_present", "net_absent", "symbol_present", "symbol_absent", "pin_net_equals"})
 
 
-def holds_at_baseline(assertion: dict[str, Any], baseline: Netlist | None, references: set[str]) -> bool | None:
+def holds_at_baseline(
+    assertion: dict[str, Any], baseline: Netlist | None, symbols: Mapping[str, tuple[str, str]],
+) -> bool | None:
     """Whether a KiCad target already holds on the untouched board (None: cannot tell here)."""
     args, kind = assertion.get("args") or {}, assertion["type"]
     if kind in ("symbol_present", "symbol_absent"):
-        present = args.get("refdes") in references
-        return present if kind == "symbol_present" else not present
+        found = symbols.get(str(args.get("refdes")))
+        if kind == "symbol_absent":
+            return found is None
+        return found is not None and all(args.get(k) is None or args.get(k) == have
+                                         for k, have in zip(("value", "footprint"), found, strict=True))
     if baseline is None:
         return None
     if kind in ("net_present", "net_absent"):
@@ -174,7 +183,8 @@ def holds_at_baseline(assertion: dict[str, Any], baseline: Netlist | None, refer
 
 
 def finish_gate_conflicts(
-    assertions: list[dict[str, Any]], fixture_id: str, baseline: Netlist | None = None, references: set[str] | None = None,
+    assertions: list[dict[str, Any]], fixture_id: str, baseline: Netlist | None = None,
+    symbols: Mapping[str, tuple[str, str]] | None = None,
 ) -> list[str]:
     """An edit task's targets that ask for a change to the KiCad files a finish-gate guard holds
     unchanged (docs/AUTHORING.md, "The finish gate"): no run can pass both, and every model would
@@ -186,7 +196,7 @@ def finish_gate_conflicts(
     for a in assertions:
         if not (a["id"].startswith("target-") and a["type"] in _KICAD_TARGETS):
             continue
-        if holds_at_baseline(a, baseline, references or set()):
+        if holds_at_baseline(a, baseline, symbols or {}):
             said.append(f"warning: {a['id']} ({a['type']}) already holds on {fixture_id}'s baseline: a run that changes "
                         "nothing passes it (noop included), so it tells no run from another; is it the change the task asks for?")
         elif guarded:
@@ -197,11 +207,12 @@ def finish_gate_conflicts(
     return said
 
 
-def _board_facts(fixture: Fixture) -> tuple[list[str], list[str], dict[str, Any]]:
-    """Nets and references of the tree when it is here (else the manifest's nets), and the
-    budgets its own copperhead config records."""
+def _board_facts(fixture: Fixture) -> tuple[list[str], list[str], dict[str, tuple[str, str]], dict[str, Any]]:
+    """Nets and references of the tree when it is here (else the manifest's nets), each
+    reference's value and footprint, and the budgets its own copperhead config records."""
     nets = list(fixture.manifest.scale.signal_nets) + list(fixture.manifest.scale.power_nets)
     refs: list[str] = []
+    symbols: dict[str, tuple[str, str]] = {}
     budgets: dict[str, Any] = {}
     schematic = fixture.tree / fixture.manifest.artifacts.schematic
     if schematic.is_file():
@@ -210,6 +221,7 @@ def _board_facts(fixture: Fixture) -> tuple[list[str], list[str], dict[str, Any]
 
         seen: set[str] = set()
         for s in list_symbols(load_schematic(schematic)):
+            symbols.setdefault(s.reference, (s.value, s.footprint))
             if s.power or s.reference in seen:
                 continue
             seen.add(s.reference)
@@ -222,7 +234,7 @@ def _board_facts(fixture: Fixture) -> tuple[list[str], list[str], dict[str, Any]
             found = None
         if isinstance(found, dict):
             budgets = found
-    return nets, refs, budgets
+    return nets, refs, symbols, budgets
 
 
 def _readme(task_id: str, manifest: dict[str, Any], fixture: Fixture, nets: list[str], refs: list[str],
@@ -286,7 +298,7 @@ def scaffold(
         request["briefPath"] = safe_relative(brief_path, "--brief")  # validate refuses one outside the tree too
     elif mode != "check":
         raise UserError(f"--mode {mode!r}: one of do, create, sync, check (the copperhead surface driven)")
-    nets, refs, tree_budgets = _board_facts(fixture)
+    nets, refs, symbols, tree_budgets = _board_facts(fixture)
     turns, wall = TIER_TURNS[tier]
     # a real board's tree holds only its design files; `init` writes the docs copperhead keeps
     with_init = fixture.manifest.origin != "synthetic" if init is None else init
@@ -320,7 +332,7 @@ def scaffold(
         msgspec.json.decode(json.dumps(assertions), type=Assertions)
     except msgspec.ValidationError as exc:
         raise UserError(f"{task_dir}: the scaffold would not decode: {exc}") from None
-    return Scaffold(task_dir, manifest, assertions, _readme(task_id, manifest, fixture, nets, refs, tree_budgets), nets, refs)
+    return Scaffold(task_dir, manifest, assertions, _readme(task_id, manifest, fixture, nets, refs, tree_budgets), nets, refs, symbols)
 
 
 def write(s: Scaffold) -> list[Path]:
