@@ -166,11 +166,11 @@ def holds_at_baseline(
     """Whether a KiCad target already holds on the untouched board (None: cannot tell here)."""
     args, kind = assertion.get("args") or {}, assertion["type"]
     if kind in ("symbol_present", "symbol_absent"):
-        found = symbols.get(str(args.get("refdes")))
+        symbol = symbols.get(str(args.get("refdes")))
         if kind == "symbol_absent":
-            return found is None
-        return found is not None and all(args.get(k) is None or args.get(k) == have
-                                         for k, have in zip(("value", "footprint"), found, strict=True))
+            return symbol is None
+        return symbol is not None and all(args.get(k) is None or args.get(k) == have
+                                          for k, have in zip(("value", "footprint"), symbol, strict=True))
     if baseline is None:
         return None
     if kind in ("net_present", "net_absent"):
