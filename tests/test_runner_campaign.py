@@ -148,6 +148,23 @@ def test_a_task_whose_id_differs_from_its_directory_is_refused_even_as_a_draft(t
     assert not (root / "results" / "runs").exists()
 
 
+def test_a_draft_stopped_by_another_half_written_task_says_why_and_how_to_go_on(tmp_path: Path, kicad_cli: str) -> None:
+    """A misspelled field in one task stopped every other task's draft with the decoder's words
+    alone, naming a file the author was not drafting."""
+    root = project(tmp_path)
+    shutil.copytree(root / "tasks" / TASKS[0], root / "tasks" / "half-written")
+    manifest = root / "tasks" / "half-written" / "task.json"
+    manifest.write_text(manifest.read_text().replace(f'"id": "{TASKS[0]}"', '"id": "half-written"')
+                        .replace('"expectedOutcome"', '"expectedOutcom"'))
+    scratch = tmp_path / "draft"
+    refused = run_cli(["--results", scratch, "run", TASKS[0], "--agent", "gold", "--repeats", "1", "--draft", "--root", root])
+    assert refused.exit_code == 2, refused.output
+    last = refused.stderr.splitlines()[-1]
+    assert last.startswith(f"error: {manifest}: Object contains unknown field `expectedOutcom`; a draft records every task"), last
+    assert "move its task aside, to draft the others" in last and "validate" in last, last
+    assert not scratch.exists() or not any(scratch.iterdir())
+
+
 def test_a_ledger_edited_in_place_is_refused_before_anything_runs_or_is_appended(tmp_path: Path, kicad_cli: str) -> None:
     """`run` ran on a ledger with a byte changed at seq 2, appended its run on top of the broken
     chain, and only then failed, in the projections, without saying the run was recorded."""

@@ -16,6 +16,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from cbledger import invocation
 from cbledger.errors import UserError
 from cbledger.grading import suite_version
 from cbledger.ledger.events import Actor, SuiteBumped, make_event
@@ -44,7 +45,13 @@ def workspace(project: Workspace, results: Path | None = None) -> Workspace:
     store = LedgerStore(ws.ledger)
     try:
         store.init("copperbench-draft", _ACTOR, "draft runs of tasks not yet in a bumped suite: not the project's record")
-        body, kept = suite_version.bump_and_keep(None, ws, "draft: the tasks as they are on disk, unpublished", version=DRAFT_VERSION)
+        try:
+            body, kept = suite_version.bump_and_keep(None, ws, "draft: the tasks as they are on disk, unpublished", version=DRAFT_VERSION)
+        except UserError as exc:
+            # every task on disk goes into the draft's suite, so another task half-written stops this one's draft
+            raise UserError(f"{exc}; a draft records every task and fixture on disk as its suite: fix that file, or move "
+                            f"its task aside, to draft the others (`{invocation.command('validate', workspace=False)}` "
+                            "lists every problem)") from None
         store.append([
             make_event(body, id=f"suite:{body.suite_version}", actor=_ACTOR),
             make_event(kept, id=suite_archive.event_id(kept), actor=_ACTOR),
