@@ -98,6 +98,15 @@ def test_every_schema_problem_of_a_task_is_listed(project):
     assert messages["tier"] == "Invalid enum value 'impossible'"
 
 
+def test_a_budget_of_the_wrong_type_is_named_by_its_key(project):
+    """msgspec names a mapping's entry `[...]`: `config.budgets[...]` left the author to find
+    which of the budgets was wrong."""
+    edit_task(project, config={"budgets": {"led_current_ma": 10, "vdd_bulk_min_uf": "300"}})
+    file, field, message = only(project)
+    assert (file, field) == ("tasks/good/task.json", 'config.budgets["vdd_bulk_min_uf"]'), field
+    assert message.startswith("Expected `int | float`, got `str`"), message
+
+
 def test_a_missing_required_field(project):
     edit_task(project, expectedOutcome=None)
     assert only(project) == (
@@ -379,7 +388,7 @@ def test_stage_max_turns_is_per_stage_as_copperhead_reads_it(project):
     edit_task(project, config={"stageMaxTurns": 60})
     assert bare(only(project)) == ("tasks/good/task.json", "config.stageMaxTurns", "Expected `object | null`, got `int`")
     edit_task(project, config={"stageMaxTurns": {"spec-seed": 0}})
-    assert bare(only(project)) == ("tasks/good/task.json", "config.stageMaxTurns[...]", "Expected `int` >= 1")
+    assert bare(only(project)) == ("tasks/good/task.json", 'config.stageMaxTurns["spec-seed"]', "Expected `int` >= 1")
 
 
 def test_setup_commands_only_init(project):
