@@ -107,6 +107,15 @@ def test_a_budget_of_the_wrong_type_is_named_by_its_key(project):
     assert message.startswith("Expected `int | float`, got `str`"), message
 
 
+def test_a_flag_in_sync_mode_is_warned_of(project):
+    """copperhead exits 2 on a sync task's violation before any model call: such a task passed
+    validate and measured nothing."""
+    edit_task(project, mode="sync", expectedOutcome="flag")
+    assert ("tasks/good/task.json", "expectedOutcome") in [(f, fld) for f, fld, _m in problems(project, "warning")]
+    edit_task(project, mode="sync", expectedOutcome="edit")
+    assert [p for p in problems(project, "warning") if p[1] == "expectedOutcome"] == []
+
+
 def test_a_missing_required_field(project):
     edit_task(project, expectedOutcome=None)
     assert only(project) == (

@@ -215,6 +215,12 @@ def _request_rules(doc: dict[str, Any], file: str) -> list[Problem]:
         for key in ("prompt", "briefPath"):
             if key in request:
                 problems.append(error(file, f"request.{key}", "mode 'check' takes no request"))
+    if mode == "sync" and doc.get("expectedOutcome") == "flag":
+        # a warning: the standard allows it, and a later harness may let a model flag in sync
+        problems.append(warning(file, "expectedOutcome", "a flag in sync mode measures no model: copperhead 0.9.0 exits 2 on "
+                                "a requirement violation before its first model call, writing no transcript, so every "
+                                "run is recorded harness-exit (docs/GRADING.md, \"Modes\"); plant a resolvable item "
+                                "and make the task an edit"))
     return problems
 
 
