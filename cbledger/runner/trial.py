@@ -51,6 +51,9 @@ class TrialResult:
     #: an edit task's required assertions a noop failed, when none reads the end state: noop fails
     #: only on how a run ended or what it committed, so nothing recognises the change itself
     noop_fails_only_process: tuple[str, ...] = ()
+    #: what the grader said of the first failed required assertion: for a gold that fails, the
+    #: author's next question, which otherwise took a `cbledger grade` of its own to answer
+    first_failed_detail: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -62,6 +65,8 @@ class TrialResult:
 
     def __str__(self) -> str:
         why = f" (first failed: {self.first_failed_required})" if self.first_failed_required else ""
+        if self.first_failed_required and self.first_failed_detail and not self.ok:
+            why = f" (first failed: {self.first_failed_required}: {self.first_failed_detail})"
         missed = (f"; warning: the gold fails optional assertion(s) {', '.join(self.gold_missed)}: a typo?"
                   if self.gold_missed else "")
         missed += (f"; warning: noop passes {', '.join(self.noop_passed_targets)}, which the board meets before any "
@@ -170,7 +175,8 @@ def judged(
     idle = tuple(o.id for o in outcomes if o.status == "pass" and o.id.startswith("target-")) if kind == "noop" and edit else ()
     failed = [o for o in outcomes if o.status == "fail" and o.required] if kind == "noop" and edit else []
     process = () if any(o.evidence_source == "end-state" for o in failed) else tuple(o.id for o in failed)
-    return TrialResult(task.id, kind, verdict, first_failed_required, missed, idle, process)
+    detail = next((o.detail for o in outcomes if o.id == first_failed_required), None)
+    return TrialResult(task.id, kind, verdict, first_failed_required, missed, idle, process, detail)
 
 
 def require_discriminating(results: Sequence[TrialResult], what: str) -> None:
