@@ -65,6 +65,27 @@ def test_one_option_chooses_the_results_directory(tmp_path):
     assert by_env.exit_code == 0 and "ledger.created" in by_env.stdout
 
 
+def test_the_projects_own_results_named_through_a_link_is_the_projects_own(tmp_path):
+    """The root is resolved, the results directory was not: from a `$PWD` or `$HOME` that holds
+    a link, `--results $PWD/results` was taken for a workspace elsewhere, whose LEADERBOARD.md
+    was looked for (and written) inside `results/`."""
+    from cbledger.workspace import Workspace
+
+    root = _project(tmp_path)
+    (root / "results").mkdir()
+    (tmp_path / "link").symlink_to(root)
+    (tmp_path / "results-link").symlink_to(root / "results")
+    for named in (tmp_path / "link" / "results", tmp_path / "results-link"):
+        where = Workspace.at(root.resolve(), results=named)
+        assert where.results_dir is None and where.leaderboard == root.resolve() / "LEADERBOARD.md", named
+    assert run_cli(["--results", tmp_path / "link" / "results", "init", "--root", root], env=NO_ENV).exit_code == 0
+    done = run_cli(["--results", tmp_path / "link" / "results", "project", "leaderboard", "--root", root], env=NO_ENV)
+    assert done.exit_code == 0, done.output
+    assert (root / "LEADERBOARD.md").is_file() and not (root / "results" / "LEADERBOARD.md").exists()
+    elsewhere = Workspace.at(root.resolve(), results=tmp_path / "other")  # another directory is still another
+    assert elsewhere.results_dir == tmp_path / "other"
+
+
 def test_demo_in_a_fresh_clone_runs_into_a_scratch_workspace_and_leaves_git_status_clean(tmp_path, kicad_cli, copperhead_cli):
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(REPO), str(clone)], check=True)
