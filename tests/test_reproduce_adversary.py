@@ -185,11 +185,15 @@ def test_dropping_the_last_runs_is_caught_against_a_checkpoint_and_announced_wit
     _records(project)
     project_all(project)
 
-    result = cli(project, "replay", "--verify", "--key", vkey)
+    result = cli(project, "replay", "--verify")  # the project's keys/, the forger's to edit
     assert result.exit_code == 0, result.output  # a shorter chain is a valid chain ...
     head = f"head: compare seq {size - 2} "
     assert any(line.startswith(head) for line in result.stdout.splitlines())  # ... so the head is put to the reader
     assert "--checkpoint FILE" in result.stdout
+    # a reader who names the publisher's key finds no checkpoint of theirs left: not a pass
+    code, report = verify_json(project, "--key", vkey)
+    assert code == verify_mod.EXIT_CHECKPOINT
+    assert [f["kind"] for f in report["failures"]] == ["no-trusted-checkpoint"]
 
     code, report = verify_json(project, "--checkpoint", kept_elsewhere, "--key", vkey)
     assert code == verify_mod.EXIT_CHECKPOINT
@@ -200,7 +204,7 @@ def test_dropping_the_last_runs_is_caught_against_a_checkpoint_and_announced_wit
     runs_dir = project / "results" / "runs"
     left = runs_dir / "20260101T000000Z-dropped-run-r1-000000.bundle"
     shutil.copyfile(next(runs_dir.glob("*.bundle")), left)
-    again = cli(project, "replay", "--verify", "--key", vkey)
+    again = cli(project, "replay", "--verify")
     assert again.exit_code == 0, again.output
     assert (f"bundle-unrecorded: [results/runs/{left.name}] 1 bundle(s) under results/runs/ name no run the ledger "
             "records and wait for no append") in again.output, again.output

@@ -35,6 +35,8 @@ from cbledger.workspace import Workspace
 class CheckpointsCheck:
     given: list[tuple[str, SignedCheckpoint]] = field(default_factory=list)
     recorded: int = 0
+    #: recorded checkpoints whose signature a trusted key verified
+    trusted_recorded: int = 0
     failures: list[Finding] = field(default_factory=list)
     notes: list[Finding] = field(default_factory=list)
     #: whether the checkpoints were held against the ledger: not when its chain broke first
@@ -62,6 +64,20 @@ def trusted_keys(workspace: Workspace | None, files: Sequence[Path]) -> list[Ver
         text = inputs.read_regular(p, inputs.MAX_NOTE_BYTES, "a key file").decode("utf-8", "replace")
         keys.append(VerifierKey.parse(text, str(p)))
     return keys
+
+
+def none_by_named_keys(named: Sequence[Path], check: CheckpointsCheck) -> list[Finding]:
+    """A failure when keys were named with --key and not one checkpoint, given, kept beside the
+    ledger or recorded in it, carries their signature. Whoever rewrote the whole ledger stripped
+    the publisher's checkpoints or signed new ones with a key of their own; either way each was
+    only a note, and a reader who said which keys they trust was told every check passed."""
+    if not named or not check.checked or check.given or check.trusted_recorded:
+        return []
+    return [Finding(check="checkpoint", kind="no-trusted-checkpoint",
+                    message=f"no checkpoint signed by a key given with --key ({len(named)} key(s)): the ledger holds "
+                            f"{check.recorded} recorded checkpoint(s), none by them, so nothing ties it to their holder "
+                            "(a ledger rewritten whole passes every other check); hold it to one they signed with "
+                            "--checkpoint FILE")]
 
 
 def self_vouched(workspace: Workspace, named: Sequence[Path], given: Sequence[tuple[str, SignedCheckpoint]]) -> list[Finding]:
@@ -170,6 +186,7 @@ def chain_and_checkpoints(
             continue
         try:
             open_note(r.body.note, keys)  # its text is its fields: the event type checks that
+            check.trusted_recorded += 1
         except Untrusted:
             check.notes.append(Finding(check="checkpoint", kind="untrusted-signer", seq=r.seq,
                                        message="the recorded checkpoint is signed by no trusted key; its signature was not checked"))

@@ -59,6 +59,7 @@ from cbledger.reproduce import worker
 from cbledger.reproduce.checkpoints import (
     CheckpointsCheck,
     chain_and_checkpoints,
+    none_by_named_keys,
     open_given,
     published_beside,
     self_brought,
@@ -528,6 +529,7 @@ def _verify(
     chain, anchored = chain_and_checkpoints(workspace, given, keys, progress=chain_progress)
     anchored.notes[:0] = beside + self_vouched(workspace, options.keys, given)
     anchored.failures[:0] = broken
+    anchored.failures += none_by_named_keys(options.keys, anchored)
     report = VerifyReport(ledger=LedgerStore(workspace.ledger).location, root=str(workspace.root), options=options, chain=chain,
                           checkpoints=anchored)
     if not chain.ok or anchored.failures or options.chain_only:
