@@ -83,14 +83,19 @@ def _key() -> tuple[bytes, str | None]:
     path = key_path()
     if path is None:
         return os.urandom(_KEY_BYTES), "no home directory to keep the snapshot key in (set $CBLEDGER_SNAPSHOT_KEY)"
+    instead = f"set ${KEY_ENV} to a file of your own"
     try:
         key = path.read_bytes()
     except FileNotFoundError:
-        key = _make_key(path)
+        try:
+            key = _make_key(path)
+        except OSError as exc:
+            return os.urandom(_KEY_BYTES), f"the snapshot key {path} cannot be made ({exc.strerror}; {instead})"
     except OSError as exc:
-        return os.urandom(_KEY_BYTES), f"the snapshot key {path} cannot be read ({exc.strerror})"
+        return os.urandom(_KEY_BYTES), f"the snapshot key {path} cannot be read ({exc.strerror}; {instead})"
     if len(key) != _KEY_BYTES:
-        return os.urandom(_KEY_BYTES), f"the snapshot key {path} cannot be made or is not {_KEY_BYTES} bytes"
+        return os.urandom(_KEY_BYTES), (f"the snapshot key {path} is {len(key)} bytes, not {_KEY_BYTES} (remove it "
+                                        f"and one is made, or {instead})")
     return key, None
 
 
@@ -106,31 +111,29 @@ def key_problem() -> str | None:
 def _make_key(path: Path) -> bytes:
     """Made under a name of its own and linked into place, so two processes making it at once
     both end up reading the one that won; where a file system links nothing, created in place
-    (exclusively: a process reading it half written seals with a key of its own, once)."""
+    (exclusively: a process reading it half written seals with a key of its own, once). An
+    OSError says why none can be made."""
     staged = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(os.urandom(_KEY_BYTES))
+        f.flush()
+        os.fsync(f.fileno())
     try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(os.urandom(_KEY_BYTES))
-            f.flush()
-            os.fsync(f.fileno())
-        try:
-            os.link(staged, path)
-        except FileExistsError:
-            pass
-        except OSError:  # no hard links here
-            with contextlib.suppress(FileExistsError):
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                with os.fdopen(fd, "wb") as f:
-                    f.write(staged.read_bytes())
-                    f.flush()
-                    os.fsync(f.fileno())
-        finally:
-            staged.unlink(missing_ok=True)
-        return path.read_bytes()
-    except OSError:
-        return b""
+        os.link(staged, path)
+    except FileExistsError:
+        pass
+    except OSError:  # no hard links here
+        with contextlib.suppress(FileExistsError):
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(staged.read_bytes())
+                f.flush()
+                os.fsync(f.fileno())
+    finally:
+        staged.unlink(missing_ok=True)
+    return path.read_bytes()
 
 
 def _sealed() -> blake3:
