@@ -466,6 +466,45 @@ def test_an_edit_before_the_snapshot_a_watch_resumed_from_stops_it_publishing(tm
     assert any("damaged" in line and "seq 1" in line for line in said2), said2
 
 
+def test_an_output_the_watch_cannot_write_ends_it_as_such_not_as_a_watch_restarted(tmp_path):
+    """A full disk under LEADERBOARD.md was caught as the watched directory going away: the
+    watch said "restarting it", then died of the same error written again."""
+    import errno
+
+    from cbledger.reproduce.watch import Watcher, WatchOptions
+
+    root, ledger, drafts = make_root(tmp_path)
+    LedgerStore(ledger).append(drafts[:4])
+    said: list[str] = []
+    watcher = Watcher(Workspace.at(root, ledger), WatchOptions(debounce_ms=50), said.append)
+    first = watcher.regenerate
+
+    def full(*_a):
+        raise OSError(errno.ENOSPC, "No space left on device", str(root / "LEADERBOARD.md"))
+
+    calls = iter([first])
+    watcher.regenerate = lambda: next(calls, full)()  # type: ignore[method-assign]
+    stop, raised = threading.Event(), []
+
+    def run() -> None:
+        try:
+            watcher.run(stop)
+        except OSError as exc:
+            raised.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not any(line.startswith("watch: watching") for line in said):
+        assert time.monotonic() < deadline, said
+        time.sleep(0.05)
+    LedgerStore(ledger).append(drafts[4:6])
+    thread.join(timeout=30)
+    stop.set()
+    assert not thread.is_alive() and [e.errno for e in raised] == [errno.ENOSPC], said
+    assert not any("restarting it" in line for line in said), said
+
+
 def test_a_deleted_and_replaced_ledger_is_followed(tmp_path):
     root, ledger, drafts = make_root(tmp_path)
     LedgerStore(ledger).append(drafts[:10])

@@ -270,6 +270,8 @@ class Watcher:
                     if _identity(directory) != watched:
                         break  # removed, or removed and made again: a watch on the old one hears nothing
             except (OSError, RuntimeError) as exc:  # the directory went away under the watch
+                if isinstance(exc, OSError) and exc.filename is not None and _identity(directory) == watched:
+                    raise  # not the watch's: an output that could not be written (a full disk), said as such
                 self.echo(f"watch: the watch on {directory} ended ({exc}); restarting it")
                 self.regenerate()
                 event.wait(step / 1000)
