@@ -288,3 +288,41 @@ def test_watch_listens_again_after_a_restart(server: Server, url: str, tmp_path:
     assert not thread.is_alive()
     assert any("listening on" in line and "again" in line for line in lines), lines
     assert lines[-1].startswith("watch: stopped")
+
+
+@pytest.mark.slow
+def test_a_watch_waits_out_an_outage_past_the_bound_without_refolding_from_seq_1(
+    server: Server, url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Down past the reconnect bound, each wake read the server's absence as a ledger replaced,
+    and said its snapshot was ignored, "folding from seq 1", every second (ten lines in 40 s) while
+    folding nothing."""
+    monkeypatch.setitem(PostgresRecorder.__init__.__kwdefaults__, "reconnect_within", 0.5)
+    root = tmp_path / "project"
+    LedgerStore(url).init("watch-outage", MAINTAINER)
+    drafts = rich_stream().drafts()[1:]
+    LedgerStore(url).append(drafts[:10])
+    lines: list[str] = []
+    watcher = Watcher(Workspace.at(root, url), WatchOptions(debounce_ms=50), lines.append)
+    stop = threading.Event()
+    thread = threading.Thread(target=watcher.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while watcher.regenerator.written_seq != 11 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert watcher.regenerator.follower is not None and watcher.regenerator.written_seq == 11, lines
+        assert writers.keep_snapshot(watcher.regenerator.follower, watcher.snapshots, lines.append) is not None
+        with server.stopped():
+            time.sleep(4)  # the watch wakes about once a second meanwhile
+        LedgerStore(url).append(drafts[10:14])
+        deadline = time.monotonic() + 60
+        while watcher.regenerator.written_seq != 15 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert watcher.regenerator.written_seq == 15, lines
+    finally:
+        stop.set()
+        thread.join(30)
+    assert not any("snapshot ignored" in line for line in lines), lines
+    assert sum("cannot connect" in line for line in lines) <= 2, lines  # said once (a line for the listener, one for the fold)
+

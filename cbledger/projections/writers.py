@@ -194,6 +194,8 @@ def resume(
             state = _read_snapshot(store, path)
         except OSError as exc:
             problem = f"{path}: cannot be read ({exc.strerror})"
+        except StoreUnavailable:
+            raise  # the database away, not the snapshot: it is tried again once the server is back
         except (snapshot.SnapshotError, UserError) as exc:
             problem = str(exc)
         else:

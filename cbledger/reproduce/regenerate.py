@@ -276,6 +276,8 @@ class Regenerator:
             return True
         try:
             found = writers.event_at(self.follower.store, seq)
+        except StoreUnavailable:
+            raise  # the server away says nothing of the ledger: waited out, not rebuilt from
         except Exception:
             return False
         return found is not None and found.hash == head
