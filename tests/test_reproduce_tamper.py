@@ -182,7 +182,8 @@ def test_a_page_a_killed_writer_staged_is_cleared_by_a_project_site_with_nothing
     stayed there: every later check failed on it, and `project site` could not mend it."""
     dead = project / "results" / "site" / ".index.html.999999999.tmp"
     dead.write_text("half a page\n")
-    assert "site-extra" in {f["kind"] for f in verify_json(project)[1]["failures"]}
+    (extra,) = [f for f in verify_json(project)[1]["failures"] if f["kind"] == "site-extra"]
+    assert "a killed writer staged and never renamed (`cbledger project site" in extra["message"], extra  # the way out
     again = cli(project, "project", "site")
     assert again.exit_code == 0 and "0 page(s) written" in again.stdout, again.output
     assert not dead.exists()

@@ -85,6 +85,11 @@ def written_name(exc: OSError) -> str | None:
     return os.sep.join((tree["name"] if (tree := _STAGED_TREE.fullmatch(part)) else part) for part in parts)
 
 
+def staged_name(name: str) -> bool:
+    """Is `name` one a writer stages a file under (`.<name>.<pid>….tmp`)?"""
+    return _TEMP.fullmatch(name) is not None
+
+
 #: the directories cleared, by (process id, directory): a dead writer's files cannot appear in
 #: one later, and a forked child (a worker) clears for itself
 _cleared: set[tuple[int, str]] = set()

@@ -16,10 +16,11 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import zip_longest
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from cbledger import invocation
+from cbledger.ledger.durable import staged_name
 from cbledger.projections import leaderboard, packed, readmodel, records, writers
 from cbledger.projections.fold import LedgerState
 from cbledger.projections.site import render as site_render
@@ -265,8 +266,11 @@ def check_site(
     with writers.one_projector(workspace):
         on_disk, odd = _site_files(root) if root.is_dir() else (set(), set())
     for rel in sorted(on_disk - expected.keys() - unreadable):
-        found.append(Finding(check="projection", kind="site-extra", file=f"{site}/{rel}",
-                             message="a file under the site the ledger does not produce"))
+        # no writer stages a page while the lock is held: a staged name is a killed writer's, or
+        # a name chosen to pass for one, and a host serves it either way
+        why = (f"a file a killed writer staged and never renamed (`{invocation.command('project', 'site')}` removes it)"
+               if staged_name(PurePosixPath(rel).name) and rel not in odd else "a file under the site the ledger does not produce")
+        found.append(Finding(check="projection", kind="site-extra", file=f"{site}/{rel}", message=why))
     for rel in sorted(unreadable - on_disk):
         # not comparable, but not there either: `project site` writes it, without its evidence
         found.append(Finding(check="projection", kind="site-missing", file=f"{site}/{rel}",
