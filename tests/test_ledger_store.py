@@ -454,3 +454,37 @@ def test_a_recorder_refused_by_a_torn_tail_goes_on_once_it_is_repaired(tmp_path:
     assert JsonLinesRecorder(path).repair_tail().action == "removed"
     [appended] = mine.append([run_retracted(1)])
     assert appended.seq == 6 and verify_chain(path).ok
+
+
+def test_a_reader_or_an_appender_held_by_a_stopped_append_says_so(
+    store: LedgerStore, path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str],
+) -> None:
+    """An append suspended mid-batch (Ctrl-Z) held `log`, `watch`, `project` and every other
+    append on the ledger, each waiting without a word."""
+    import fcntl
+    import os
+    import threading
+
+    from cbledger.ledger import durable
+
+    monkeypatch.setattr(durable, "SAY_WAITING_AFTER", 0.2)
+    store.append([run_recorded(1)])
+    held = os.open(path, os.O_RDONLY)
+    fcntl.flock(held, fcntl.LOCK_EX)  # the stopped appender's lock
+    done: list[object] = []
+    reader = threading.Thread(target=lambda: done.append(LedgerStore(path).head().seq), daemon=True)
+    writer = threading.Thread(target=lambda: done.append(LedgerStore(path).append([grade_recorded(1)])), daemon=True)
+    try:
+        reader.start()
+        writer.start()
+        reader.join(1.0)
+        assert reader.is_alive() and not done  # still held: the lock is waited for, not skipped
+    finally:
+        fcntl.flock(held, fcntl.LOCK_UN)
+        os.close(held)
+    reader.join(10)
+    writer.join(10)
+    assert len(done) == 2
+    err = capfd.readouterr().err
+    assert f"{path}: an append is writing this ledger; waiting for it to finish" in err, err
+    assert f"{path}: another append is writing this ledger; waiting for it to finish" in err, err

@@ -12,11 +12,14 @@ own file, the runner's bundles and cassettes, the projections' outputs (docs/LED
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import os
 import re
 import shutil
+import sys
 import tempfile
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -83,6 +86,28 @@ def written_name(exc: OSError) -> str | None:
     last = _TEMP.fullmatch(parts[-1])
     parts[-1] = last["name"] if last else parts[-1]
     return os.sep.join((tree["name"] if (tree := _STAGED_TREE.fullmatch(part)) else part) for part in parts)
+
+
+#: how long a lock is waited for in silence: an append or a write takes about this long at most
+#: when its holder is not stopped, and a line each time would drown a busy campaign's output
+SAY_WAITING_AFTER = 2.0
+
+
+def flock_saying(fd: int, operation: int, holder: str) -> None:
+    """`flock(fd, operation)`, saying on stderr once it has waited `SAY_WAITING_AFTER` seconds
+    that `holder` is in the way: a holder suspended in a terminal (Ctrl-Z) or stopped otherwise
+    holds every command after it, which otherwise waited without a word."""
+    deadline = time.monotonic() + SAY_WAITING_AFTER
+    while True:
+        try:
+            fcntl.flock(fd, operation | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.02)
+    print(f"{holder}; waiting for it to finish", file=sys.stderr, flush=True)
+    fcntl.flock(fd, operation)
 
 
 def staged_name(name: str) -> bool:

@@ -45,7 +45,7 @@ import msgspec
 from cbledger import invocation
 from cbledger.errors import UserError
 from cbledger.ledger.chain import GENESIS, format_line, link_hash, parse_line
-from cbledger.ledger.durable import fsync_directory, naming
+from cbledger.ledger.durable import flock_saying, fsync_directory, naming
 from cbledger.ledger.recorder import (
     EMPTY,
     CorruptRecord,
@@ -297,7 +297,7 @@ class JsonLinesRecorder(Recorder):
     @contextmanager
     def _locked(self) -> Iterator[int]:
         fd = self._descriptor()
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        flock_saying(fd, fcntl.LOCK_EX, f"{self.path}: another append is writing this ledger")
         try:
             yield fd
         finally:
@@ -400,7 +400,7 @@ class JsonLinesRecorder(Recorder):
         self._require()
         fd = os.open(self.path, os.O_RDONLY)
         try:
-            fcntl.flock(fd, fcntl.LOCK_SH)
+            flock_saying(fd, fcntl.LOCK_SH, f"{self.path}: an append is writing this ledger")
             size = os.fstat(fd).st_size
             batch = self._settle_mark(size)  # no writer holds the lock: a mark is a dead one's
             fcntl.flock(fd, fcntl.LOCK_UN)

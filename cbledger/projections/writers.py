@@ -20,7 +20,6 @@ import os
 import re
 import sqlite3
 import stat
-import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from msgspec import Struct
 from cbledger import invocation
 from cbledger.errors import UserError
 from cbledger.ledger.durable import (
+    flock_saying,
     fsync_directory,
     naming,
     remove_dead_temps,
@@ -598,13 +598,7 @@ def one_projector(workspace: Workspace) -> Iterator[None]:
         return
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            # Said before waiting: a `project all` suspended in a terminal would otherwise hold a
-            # `replay --verify` silent for as long as it stays suspended.
-            print(f"{workspace.results}: another cbledger command is writing these outputs; waiting for it to "
-                  f"finish", file=sys.stderr, flush=True)
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            flock_saying(fd, fcntl.LOCK_EX, f"{workspace.results}: another cbledger command is writing these outputs")
         except OSError:
             pass  # a file system that locks no directory (NFS: EBADF, ENOLCK): unheld, as before it was
         yield
