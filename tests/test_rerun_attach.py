@@ -166,6 +166,10 @@ def test_replay_verify_checks_an_attached_cassettes_presence_and_digest(tmp_path
         altered = cli(ledger, "replay", "--verify", "--run", SOLVE, "--no-projections")
         assert altered.exit_code == 3 and "cassette-digest" in altered.output
         assert f"the cassette attached at seq {seq} does not have the BLAKE3 or size recorded for it" in altered.output
+        # a run --since (--since-checkpoint) does not re-grade: its cassette is held to its digest all the same
+        head = LedgerStore(ledger).head().seq
+        narrowed = cli(ledger, "replay", "--verify", "--since", str(head), "--no-projections")
+        assert narrowed.exit_code == 3 and "cassette-digest" in narrowed.output, narrowed.output
         path.unlink()
         missing = cli(ledger, "replay", "--verify", "--run", SOLVE, "--no-projections")
         assert missing.exit_code == 3 and "cassette-missing" in missing.output

@@ -71,7 +71,7 @@ from cbledger.reproduce.findings import Finding, RunCheck
 from cbledger.reproduce.imports import import_findings
 from cbledger.reproduce.outputs import OutputsCheck, check_outputs, check_site, check_tables
 from cbledger.reproduce.rubrics import rubric_findings, scored_versions
-from cbledger.reproduce.runs import Suites, check_run
+from cbledger.reproduce.runs import Suites, cassette_findings, check_run
 from cbledger.tasks.definitions import differences
 from cbledger.tasks.suite_archive import kept_definitions, on_disk, open_kept
 from cbledger.workspace import Workspace
@@ -128,7 +128,8 @@ class VerifyReport:
     notes: list[Finding] = field(default_factory=list)
     #: the kept definitions of each suite version, and the working tree against the current one
     suite_failures: list[Finding] = field(default_factory=list)
-    #: failures that belong to no run: a grade whose run was never recorded, an import not as it states
+    #: failures that belong to no run checked: a grade whose run was never recorded, an import not
+    #: as it states, the cassette of a run --since left out
     orphan_failures: list[Finding] = field(default_factory=list)
     #: with --since-checkpoint: the checkpoint re-grading started after (None: there was none)
     since_checkpoint: SinceCheckpoint | None = None
@@ -329,6 +330,20 @@ def plan_runs(
         for imp in state.imports
     ]
     return jobs, skipped, not_selected, notes
+
+
+def _cassettes_not_regraded(workspace: Workspace, state: LedgerState, jobs: list[_Job]) -> list[Finding]:
+    """The cassettes of the runs `--since` (`--since-checkpoint`) does not re-grade: a checkpoint
+    vouches for the events that record their digests, not for the files, and a cassette is what
+    a re-execution serves. A digest costs little beside a re-grade, so every one is held to it."""
+    chosen = {j.run.run_id for j in jobs}
+    out: list[Finding] = []
+    for rid, entry in _every_run(state).items():
+        if rid in chosen or rid in state.retracted:
+            continue
+        att = state.attachments.get(rid)
+        out += cassette_findings(workspace, entry.run, entry.seq, (att.seq, att.body.cassette) if att else None)
+    return out
 
 
 def orphan_grades(state: LedgerState, grades: dict[str, list[tuple[int, GradeRecorded]]]) -> list[Finding]:
@@ -570,6 +585,8 @@ def _verify(
             report.orphan_failures = orphan_grades(state, grades)
         if not options.run_ids:
             report.orphan_failures += import_findings(state, workspace)
+        if not options.run_ids and options.since is not None:
+            report.orphan_failures += _cassettes_not_regraded(workspace, state, jobs)
         if on_runs_planned:
             on_runs_planned(len(jobs))
         parallel = pool is not None and len(jobs) > 1
