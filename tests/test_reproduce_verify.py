@@ -307,6 +307,13 @@ def test_a_results_directory_elsewhere_is_named_where_it_is_and_no_project_is_sa
     refused = run_cli(["run", EDIT_TASK, "--agent", "gold", "--dry-run"])
     assert refused.exit_code == 2
     assert f"(no cbledger project at or above {elsewhere}" in refused.stderr, refused.output
+    # a real board's run, whose tree no kept definitions hold: the way out is the root, not
+    # materializing (every such run advised `fixture materialize`, before the one line that said why)
+    real = "20261201T205355Z-harness-gold-mic-standby-budget-record-r1-eae965"
+    committed = run_cli(["--results", REPO / "results", "replay", "--verify", "--no-projections", "--run", real])
+    assert committed.exit_code == 7, committed.output
+    (line,) = [x for x in committed.output.splitlines() if x.startswith("MISMATCH fixture-missing")]
+    assert f"{elsewhere} is not the project that materializes it: run from the project, or pass --root DIR" in line, line
 
 
 def test_a_ledger_named_from_outside_its_project_is_verified_against_that_project(project, tmp_path, monkeypatch):

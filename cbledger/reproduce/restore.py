@@ -73,9 +73,13 @@ def restore_run(workspace: Workspace, catalog: Catalog, run: RunRecorded, seq: i
         return out
     if not fixture.tree.is_dir():
         out.unmaterialized = True
+        # run from outside the project, materializing is not the way out: the root is
+        way_out = (f"materialize it: `{invocation.command('fixture', 'materialize', fixture.id, '--from', 'DIR')}`, or "
+                   "`scripts/materialize-real` for the real boards" if (workspace.root / "tasks").is_dir() else
+                   f"{workspace.root} is not the project that materializes it: run from the project, or pass --root DIR")
         out.failures.append(
             _finding(run, seq, "fixture-missing",
-                     f"fixture {fixture.id} has no tree/ (materialize it: `{invocation.command('fixture', 'materialize', fixture.id, '--from', 'DIR')}`, or `scripts/materialize-real` for the real boards)",
+                     f"fixture {fixture.id} has no tree/ ({way_out})",
                      file=str(fixture.tree.relative_to(workspace.root)) if fixture.tree.is_relative_to(workspace.root) else str(fixture.tree))
         )
         return out
