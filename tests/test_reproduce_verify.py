@@ -149,7 +149,11 @@ def test_with_rerun_the_last_line_is_the_verdict_of_the_re_executions_too(projec
     assert r.exit_code == 8, r.output
     assert "verified: every check passed" not in r.stdout
     assert r.stdout.splitlines()[-1] == "re-executed 2 run(s): 1 identical"
-    assert r.stderr.splitlines()[-1] == "NOT VERIFIED: 1 of 2 re-executed run(s) not identical, or not re-executed (listed above) (exit 8)"
+    assert r.stderr.splitlines()[-1] == "NOT VERIFIED: 1 of 2 run(s) not identical, or not re-executed (listed above) (exit 8)"
+    # one that could not be re-executed at all (no copperhead CLI) is not counted as re-executed
+    monkeypatch.setattr(rerun_mod, "rerun_all", lambda *a, **k: [("run-c", "rerun needs the copperhead CLI")])
+    r = run_cli(["replay", "--verify", "--chain-only", "--rerun", "--root", project])
+    assert r.exit_code == 8 and r.stdout.splitlines()[-1] == "re-executed 0 of 1 run(s): 0 identical, 1 not re-executed", r.output
     monkeypatch.setattr(rerun_mod, "rerun_all", lambda *a, **k: rerun_all(*a, **k)[:1])
     r = run_cli(["replay", "--verify", "--chain-only", "--rerun", "--root", project])
     assert r.exit_code == 0 and r.stdout.splitlines()[-2:] == ["re-executed 1 run(s): 1 identical", "verified: every check passed"]

@@ -137,9 +137,12 @@ def replay(
             else:
                 typer.echo(f"{rid}  not re-executed: {printable(x, limit=1000)}")
         if rerunning:
-            typer.echo(f"re-executed {len(reruns)} run(s): {len(reruns) - len(failed)} identical")
+            done = sum(isinstance(x, rerun_mod.RerunResult) for _, x in reruns)
+            typer.echo(f"re-executed {len(reruns)} run(s): {len(reruns) - len(failed)} identical" if done == len(reruns) else
+                       f"re-executed {done} of {len(reruns)} run(s): {len(reruns) - len(failed)} identical, "
+                       f"{len(reruns) - done} not re-executed")
             if failed:
-                typer.echo(f"NOT VERIFIED: {len(failed)} of {len(reruns)} re-executed run(s) not identical, or not "
+                typer.echo(f"NOT VERIFIED: {len(failed)} of {len(reruns)} run(s) not identical, or not "
                            f"re-executed (listed above) (exit {rerun_mod.RERUN_FAILED_EXIT})", err=True)
             else:
                 _verdict(report)
