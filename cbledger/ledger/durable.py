@@ -19,7 +19,7 @@ import re
 import shutil
 import sys
 import tempfile
-import time
+import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -96,18 +96,20 @@ SAY_WAITING_AFTER = 2.0
 def flock_saying(fd: int, operation: int, holder: str) -> None:
     """`flock(fd, operation)`, saying on stderr once it has waited `SAY_WAITING_AFTER` seconds
     that `holder` is in the way: a holder suspended in a terminal (Ctrl-Z) or stopped otherwise
-    holds every command after it, which otherwise waited without a word."""
-    deadline = time.monotonic() + SAY_WAITING_AFTER
-    while True:
-        try:
-            fcntl.flock(fd, operation | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                break
-            time.sleep(0.02)
-    print(f"{holder}; waiting for it to finish", file=sys.stderr, flush=True)
-    fcntl.flock(fd, operation)
+    holds every command after it, which otherwise waited without a word. The wait itself is the
+    kernel's (a timer says it), so waiters are woken in turn as ever, with no gap between holders."""
+    try:
+        fcntl.flock(fd, operation | fcntl.LOCK_NB)
+        return
+    except BlockingIOError:
+        pass
+    timer = threading.Timer(SAY_WAITING_AFTER, lambda: print(f"{holder}; waiting for it to finish", file=sys.stderr, flush=True))
+    timer.daemon = True
+    timer.start()
+    try:
+        fcntl.flock(fd, operation)
+    finally:
+        timer.cancel()
 
 
 def staged_name(name: str) -> bool:
