@@ -190,10 +190,16 @@ def test_dropping_the_last_runs_is_caught_against_a_checkpoint_and_announced_wit
     head = f"head: compare seq {size - 2} "
     assert any(line.startswith(head) for line in result.stdout.splitlines())  # ... so the head is put to the reader
     assert "--checkpoint FILE" in result.stdout
-    # a reader who names the publisher's key finds no checkpoint of theirs left: not a pass
+    # a reader who names the publisher's key finds no checkpoint of theirs left: not a pass, and
+    # said as what it is; the runs and outputs are still checked, and match
     code, report = verify_json(project, "--key", vkey)
     assert code == verify_mod.EXIT_CHECKPOINT
     assert [f["kind"] for f in report["failures"]] == ["no-trusted-checkpoint"]
+    named = cli(project, "replay", "--verify", "--key", vkey)
+    assert named.exit_code == verify_mod.EXIT_CHECKPOINT, named.output
+    assert "not the one that was signed" not in named.output and "not-checked" not in named.output, named.output
+    assert "NOT VERIFIED: no checkpoint signed by a key given with --key (publish one" in named.stderr, named.stderr
+    assert "match" in named.stdout, named.stdout
 
     code, report = verify_json(project, "--checkpoint", kept_elsewhere, "--key", vkey)
     assert code == verify_mod.EXIT_CHECKPOINT

@@ -258,6 +258,9 @@ def _checkpoint_reason(report: verify_mod.VerifyReport) -> str:
     nothing about the ledger, which the verdict once blamed for an edited checkpoint file."""
     if any(f.kind == "not-an-extension" for f in report.checkpoints.failures):
         return "the ledger is not an extension of a signed checkpoint"
+    if all(f.kind == "no-trusted-checkpoint" for f in report.checkpoints.failures):
+        return ("no checkpoint signed by a key given with --key (publish one: `cbledger checkpoint --key SKEY`, or hold "
+                "the ledger to one they signed with --checkpoint FILE)")
     return "a checkpoint does not verify by itself (its signature, or its record in the ledger; listed above)"
 
 

@@ -544,16 +544,20 @@ def _verify(
     chain, anchored = chain_and_checkpoints(workspace, given, keys, progress=chain_progress)
     anchored.notes[:0] = beside + self_vouched(workspace, options.keys, given)
     anchored.failures[:0] = broken
-    anchored.failures += none_by_named_keys(options.keys, anchored)
     report = VerifyReport(ledger=LedgerStore(workspace.ledger).location, root=str(workspace.root), options=options, chain=chain,
                           checkpoints=anchored)
+    # no checkpoint by the named keys is a failure, but says nothing against the ledger's content:
+    # its runs and outputs are still checked (a ledger with no checkpoint yet is one of those)
+    unvouched = none_by_named_keys(options.keys, anchored)
     if not chain.ok or anchored.failures or options.chain_only:
+        anchored.failures += unvouched
         if not options.chain_only and (not chain.ok or anchored.failures):
             what = "the chain is broken" if not chain.ok else "the ledger is not the one that was signed"
             report.notes.append(Finding(check="chain", kind="not-checked",
                                         message=f"runs and projections were not checked: {what}"))
         report.seconds = time.perf_counter() - started
         return report
+    anchored.failures += unvouched
     early: list[Finding] = []
     if options.since_checkpoint:
         options = report.options = _after_checkpoint(report, options, early, self_brought(workspace, options.keys))
