@@ -202,6 +202,11 @@ def test_validate_names_a_task_edited_since_the_last_bump(project):
     # said once, by validate's own check: the bump's reading of it ("fixture.path missing or
     # invalid") came second and named the wrong field
     assert r.stderr.count(f"error: tasks/{REFUSAL}/task.json: ") == 1 and "fixture.path" not in r.stderr, r.stderr
+    # a file that loads, in error and changed: both said (the bump it needs is not hidden behind the error)
+    (project / "tasks" / REFUSAL / "task.json").write_text(kept_refusal.replace('"tier": "', '"tier": "x', 1))
+    r = run_cli(["validate", "--root", project])
+    assert f"error: tasks/{REFUSAL}/task.json: task {REFUSAL}: task.json changed since the last bump" in r.stderr, r.stderr
+    assert f"error: tasks/{REFUSAL}/task.json: tier: " in r.stderr, r.stderr
     # a link in a task, which a bump and a run refuse, is an error here too, beside the rest
     (project / "tasks" / REFUSAL / "task.json").write_text(kept_refusal)
     (project / "tasks" / REFUSAL / "notes.md").symlink_to("README.md")

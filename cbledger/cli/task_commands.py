@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -32,10 +32,11 @@ from cbledger.workspace import Workspace, suite_definitions_name
 BASELINE_TYPES = ("erc_no_new_violations", "drc_no_new_violations")
 
 
-def unbumped(where: Workspace) -> list[Problem]:
+def unbumped(where: Workspace, said: Collection[str] = ()) -> list[Problem]:
     """What differs on disk from the suite version the ledger records last: an edited task,
     fixture or suite that nobody bumped. Runs refuse such a task; validate names it first.
-    A ledger that does not exist yet, or records no suite, has nothing to differ from."""
+    A ledger that does not exist yet, or records no suite, has nothing to differ from. `said`:
+    files already in error, whose failure to load as a bump reads them is not said again."""
     root, ledger = where.root, where.ledger
     if not LedgerStore(ledger).exists():
         return []
@@ -57,7 +58,8 @@ def unbumped(where: Workspace) -> list[Problem]:
             # the tree as a bump and a run read it (a link, a special file, a task that does not
             # load): both refuse for it, so validate does; the hashes below still compare the rest
             file, _, message = str(exc).partition(": ")
-            problems.append(error(file, "", message) if message else error("tasks", "", str(exc)))
+            if file not in said:  # a byte-order mark, broken JSON: said once, by the check that says why
+                problems.append(error(file, "", message) if message else error("tasks", "", str(exc)))
     hint = f"differs from suite {recorded.suite_version} as recorded; run `{invocation.command('suite', 'bump', '--reason', '...')}`"
     hashed = suite_version.changes(recorded, now)
     for d in hashed:
@@ -124,10 +126,7 @@ def validate(
     if not any((where.root / part).is_dir() for part in ("tasks", "fixtures", "suites")):
         fail(f"{where.root}: not a copperbench project (no tasks/, fixtures/ or suites/ here or above); pass --root")
     report = validate_project(where.root, require_trees=require_trees)
-    # a file already in error (a byte-order mark, say) fails the comparison with the recorded
-    # suite too: said once, by the check that says why
-    broken = {p.file for p in report.errors}
-    report.problems.extend(p for p in unbumped(where) if p.severity != "error" or p.file not in broken)
+    report.problems.extend(unbumped(where, {p.file for p in report.errors}))
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2))
     else:
