@@ -110,6 +110,11 @@ def test_a_symbol_target_is_judged_against_the_baseline_schematic(project):
     assert warned("led-r1-2k", 'symbol_present:{"refdes": "R1", "value": "2k"}') == []  # a change of value
     (line,) = warned("led-no-r9", 'symbol_absent:{"refdes": "R9"}')
     assert "already holds on" in line, line
+    # a board whose tree is not here: nothing was read, so nothing is said to hold already
+    shutil.copytree(REPO / "fixtures" / REAL, project / "fixtures" / REAL, ignore=shutil.ignore_patterns("tree"))
+    unread = new(project, "mic-drop-r1", "--fixture", REAL, "--tier", "simple", "--outcome", "edit", "--prompt", "Drop R1.",
+                 "--assert", 'symbol_absent:{"refdes": "R1"}')
+    assert unread.exit_code == 0 and "already holds" not in unread.stderr, unread.output
 
 
 def test_a_refusal_without_a_budget_says_it_is_not_graded_on_citing_one(project):

@@ -51,8 +51,8 @@ class Scaffold:
     nets: list[str] = field(default_factory=list)
     references: list[str] = field(default_factory=list)
     #: each reference on the baseline schematic, power symbols too, with its value and footprint,
-    #: as `symbol_present` compares them
-    symbols: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: as `symbol_present` compares them; None when the schematic is not here to read
+    symbols: dict[str, tuple[str, str]] | None = None
 
 
 def parse_assert(text: str) -> dict[str, Any]:
@@ -161,11 +161,13 @@ _KICAD_TARGETS = frozenset({"net_present", "net_absent", "symbol_present", "symb
 
 
 def holds_at_baseline(
-    assertion: dict[str, Any], baseline: Netlist | None, symbols: Mapping[str, tuple[str, str]],
+    assertion: dict[str, Any], baseline: Netlist | None, symbols: Mapping[str, tuple[str, str]] | None,
 ) -> bool | None:
     """Whether a KiCad target already holds on the untouched board (None: cannot tell here)."""
     args, kind = assertion.get("args") or {}, assertion["type"]
     if kind in ("symbol_present", "symbol_absent"):
+        if symbols is None:
+            return None  # a board not materialized here: nothing read, nothing to say
         symbol = symbols.get(str(args.get("refdes")))
         if kind == "symbol_absent":
             return symbol is None
@@ -196,7 +198,7 @@ def finish_gate_conflicts(
     for a in assertions:
         if not (a["id"].startswith("target-") and a["type"] in _KICAD_TARGETS):
             continue
-        if holds_at_baseline(a, baseline, symbols or {}):
+        if holds_at_baseline(a, baseline, symbols):
             said.append(f"warning: {a['id']} ({a['type']}) already holds on {fixture_id}'s baseline: a run that changes "
                         "nothing passes it (noop included), so it tells no run from another; is it the change the task asks for?")
         elif guarded:
@@ -207,12 +209,12 @@ def finish_gate_conflicts(
     return said
 
 
-def _board_facts(fixture: Fixture) -> tuple[list[str], list[str], dict[str, tuple[str, str]], dict[str, Any]]:
+def _board_facts(fixture: Fixture) -> tuple[list[str], list[str], dict[str, tuple[str, str]] | None, dict[str, Any]]:
     """Nets and references of the tree when it is here (else the manifest's nets), each
     reference's value and footprint, and the budgets its own copperhead config records."""
     nets = list(fixture.manifest.scale.signal_nets) + list(fixture.manifest.scale.power_nets)
     refs: list[str] = []
-    symbols: dict[str, tuple[str, str]] = {}
+    symbols: dict[str, tuple[str, str]] | None = None
     budgets: dict[str, Any] = {}
     schematic = fixture.tree / fixture.manifest.artifacts.schematic
     if schematic.is_file():
@@ -220,6 +222,7 @@ def _board_facts(fixture: Fixture) -> tuple[list[str], list[str], dict[str, tupl
         from cbledger.kicad.symbols import list_symbols
 
         seen: set[str] = set()
+        symbols = {}
         for s in list_symbols(load_schematic(schematic)):
             symbols.setdefault(s.reference, (s.value, s.footprint))
             if s.power or s.reference in seen:
