@@ -111,7 +111,7 @@ class Workspace:
         default = root / RESULTS
         if results is not None:
             chosen = Path(results)
-            here = None if _same(chosen, default) else chosen
+            here = None if same_directory(chosen, default) else chosen
             if ledger is None:
                 return cls(root, chosen / "ledger" / "events.jsonl", here)
             return cls(root, ledger if is_database_url(ledger) else Path(ledger), here)
@@ -121,11 +121,11 @@ class Workspace:
             return cls(root, ledger)
         path = Path(ledger)
         beside = results_beside(path)
-        if _same(beside, root):
+        if same_directory(beside, root):
             # a ledger file in the project root: its results beside it would lay runs, records
             # and kept suites (`suites/`) over the project's own tasks/, fixtures/ and suites/
             beside = beside / f"{path.stem}.results"
-        return cls(root, path, None if _same(beside, default) else beside)
+        return cls(root, path, None if same_directory(beside, default) else beside)
 
     @property
     def ledger_file(self) -> Path | None:
@@ -271,8 +271,13 @@ class Workspace:
         return self._under_results(IMPORTS) / sha256
 
 
-def _same(a: Path, b: Path) -> bool:
+def same_directory(a: Path, b: Path) -> bool:
     """One directory however it is named: a results directory named through a link (a `$HOME` or
     `$PWD` that holds one, a link to the project's `results/`) is the project's own, and its
     LEADERBOARD.md stays at the root."""
-    return a.absolute() == b.absolute() or a.resolve() == b.resolve()
+    if a.absolute() == b.absolute():
+        return True
+    try:
+        return a.resolve() == b.resolve()
+    except (OSError, RuntimeError):  # a loop of links (RuntimeError before Python 3.13): another place
+        return False

@@ -84,6 +84,10 @@ def test_the_projects_own_results_named_through_a_link_is_the_projects_own(tmp_p
     assert (root / "LEADERBOARD.md").is_file() and not (root / "results" / "LEADERBOARD.md").exists()
     elsewhere = Workspace.at(root.resolve(), results=tmp_path / "other")  # another directory is still another
     assert elsewhere.results_dir == tmp_path / "other"
+    (tmp_path / "loop-a").symlink_to(tmp_path / "loop-b")  # a loop of links: another place, said as ever
+    (tmp_path / "loop-b").symlink_to(tmp_path / "loop-a")
+    looped = run_cli(["--results", tmp_path / "loop-a", "log", "--root", root], env=NO_ENV)
+    assert looped.exit_code == 2 and "Traceback" not in looped.output, looped.output
 
 
 def test_demo_in_a_fresh_clone_runs_into_a_scratch_workspace_and_leaves_git_status_clean(tmp_path, kicad_cli, copperhead_cli):

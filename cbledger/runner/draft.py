@@ -22,7 +22,7 @@ from cbledger.grading import suite_version
 from cbledger.ledger.events import Actor, SuiteBumped, make_event
 from cbledger.ledger.store import LedgerStore
 from cbledger.tasks import suite_archive
-from cbledger.workspace import Workspace
+from cbledger.workspace import Workspace, same_directory
 
 #: the suite version a draft workspace records: below every published one, so no record made
 #: in it can be mistaken for a run of a published suite
@@ -39,7 +39,7 @@ def workspace(project: Workspace, results: Path | None = None) -> Workspace:
         results = Path(tempfile.mkdtemp(prefix="cbledger-draft-"))
     elif results.exists() and any(results.iterdir()):
         raise UserError(f"{results}: a draft needs an empty results directory (it records its own ledger)")
-    if project.results_dir is None and results.absolute() == project.results.absolute():
+    if project.results_dir is None and same_directory(results, project.results):
         raise UserError(f"{results}: a draft never runs in the project's own results directory")
     ws = Workspace.at(project.root, results=results)
     store = LedgerStore(ws.ledger)
