@@ -183,7 +183,7 @@ def test_a_page_a_killed_writer_staged_is_cleared_by_a_project_site_with_nothing
     dead = project / "results" / "site" / ".index.html.999999999.tmp"
     dead.write_text("half a page\n")
     (extra,) = [f for f in verify_json(project)[1]["failures"] if f["kind"] == "site-extra"]
-    assert "a killed writer staged and never renamed (`cbledger project site" in extra["message"], extra  # the way out
+    assert "a writer staged and never renamed (remove it; `cbledger project site" in extra["message"], extra  # the way out
     again = cli(project, "project", "site")
     assert again.exit_code == 0 and "0 page(s) written" in again.stdout, again.output
     assert not dead.exists()

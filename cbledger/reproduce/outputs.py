@@ -268,7 +268,8 @@ def check_site(
     for rel in sorted(on_disk - expected.keys() - unreadable):
         # no writer stages a page while the lock is held: a staged name is a killed writer's, or
         # a name chosen to pass for one, and a host serves it either way
-        why = (f"a file a killed writer staged and never renamed (`{invocation.command('project', 'site')}` removes it)"
+        why = (f"a file a writer staged and never renamed (remove it; `{invocation.command('project', 'site')}` removes "
+               "what a killed writer left where it writes pages)"
                if staged_name(PurePosixPath(rel).name) and rel not in odd else "a file under the site the ledger does not produce")
         found.append(Finding(check="projection", kind="site-extra", file=f"{site}/{rel}", message=why))
     for rel in sorted(unreadable - on_disk):
