@@ -58,6 +58,12 @@ def test_capturing_a_gold_run_gives_back_its_gold(tmp_path, kicad_cli, copperhea
     result = run_cli(["fixture", "gold", sync_task, "--from-sandbox", sync_box, "--root", root])
     assert result.exit_code == 0, result.output
     assert _files(root / "tasks" / sync_task / "gold" / "files") == _files(REPO / "tasks" / sync_task / "gold" / "files")
+    did = tmp_path / "did"  # a do task's run on the same board is no sync run
+    result = run_cli(["run", "mcu-rename-i2c-nets", "--agent", "gold", "--repeats", "1", "--keep-sandboxes", "--sandbox-root", did, "--root", root])
+    assert result.exit_code == 0, result.output
+    (do_box,) = did.iterdir()
+    refused = run_cli(["fixture", "gold", sync_task, "--from-sandbox", do_box, "--root", root])
+    assert refused.exit_code == 2 and f"not a run of {sync_task}: its harness ran 'do', a sync task runs 'sync'" in refused.stderr, refused.output
     refused = run_cli(["fixture", "gold", "mcu-rename-i2c-nets", "--from-sandbox", sync_box, "--root", root])
     assert refused.exit_code == 2 and "its harness ran 'sync'" not in refused.stderr, refused.output  # a do task: its prompt
     assert "not a run of mcu-rename-i2c-nets: its harness was asked 'resolve design-state" in refused.stderr, refused.output

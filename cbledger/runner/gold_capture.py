@@ -67,8 +67,9 @@ def _require_a_run_of(task: Task, sandbox: Path, repo: pygit2.Repository, baseli
     if task.manifest.mode == "sync":
         # copperhead asks its own fixed request of a sync run; the task's prompt never reaches it
         command = start.get("command") if isinstance(start, dict) else None
-        if isinstance(command, str) and command != "sync":
-            raise UserError(f"{sandbox}: not a run of {task.id}: its harness ran {command!r}, a sync task runs 'sync'; "
+        if command != "sync":
+            ran = f"ran {command!r}" if isinstance(command, str) else "names no command"
+            raise UserError(f"{sandbox}: not a run of {task.id}: its harness {ran}, a sync task runs 'sync'; "
                             "nothing replaced")
     elif prompt and isinstance(asked, str) and asked != prompt:
         raise UserError(f"{sandbox}: not a run of {task.id}: its harness was asked {asked[:80]!r}…, not the task's prompt; "
