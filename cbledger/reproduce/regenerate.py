@@ -238,6 +238,8 @@ class Regenerator:
             for stored in LedgerStore(self.ledger).read(since=base, until=head):
                 h.update(format_line(stored.raw, stored.hash, stored.prev))
                 n += 1
+        except StoreUnavailable:
+            raise  # the server away says nothing of the ledger: waited out, not rebuilt from
         except Exception:  # unreadable where it was read before: rewritten
             return False
         return n == head - base and h.digest() == self._prefix.digest()
@@ -286,7 +288,11 @@ class Regenerator:
         """A fresh fold of the whole ledger: (adopted?, problem). Adopted when it folds to the
         end, or when there is no earlier state to keep."""
         kept, kept_len, kept_start = self._prefix, self._prefix_len, self._prefix_start
-        follower = self._fresh()
+        try:
+            follower = self._fresh()
+        except StoreUnavailable:  # the server went away meanwhile: the state folded so far stands
+            self._prefix, self._prefix_len, self._prefix_start = kept, kept_len, kept_start
+            raise
         try:
             follower.poll()
             problem = None
