@@ -173,17 +173,32 @@ def test_an_edit_on_a_board_with_baseline_warnings_is_bounded_to_copperheads_rec
         (["--assert", 'constraint_registered:{"key": "x", "affect": ["R1"]}'],
          '--assert constraint_registered:{"key": "x", "affect": ["R1"]}: Object contains unknown field `affect`'),
         (["--budget", "led_current_ma"], "expected KEY=NUMBER"),
-        (["--mode", "create"], "--brief is required"),
+        (["--mode", "create", "--prompt", ""], "--brief is required"),
+        (["--mode", "create", "--brief", "docs/SPEC.md"], "--prompt: a create task's request is its brief"),
+        (["--mode", "create", "--prompt", "", "--brief", "docs/NOPE.md"], "--brief docs/NOPE.md: no such file in"),
+        (["--brief", "docs/SPEC.md"], "--brief: a do task's request is its prompt"),
+        (["--mode", "check"], "no runner runs a check-mode task"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_nothing_written(project, args, message):
     base = {"--fixture": FIXTURE, "--tier": "simple", "--outcome": "edit", "--prompt": "p"}
     for flag, value in zip(args[::2], args[1::2], strict=True):
         base[flag] = value
-    result = new(project, "fresh-task", *[x for kv in base.items() for x in kv])
+    result = new(project, "fresh-task", *[x for kv in base.items() if kv[1] for x in kv])  # "" leaves it out
     assert result.exit_code == 2
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert not (project / "tasks" / "fresh-task").exists()
+
+
+def test_a_create_task_is_not_scaffolded_with_what_every_create_run_fails(project):
+    """copperhead commits once per stage of a create run and writes the created project's own
+    config: the scaffold's `one-commit` and `budgets-untouched` failed every correct run."""
+    shutil.copytree(REPO / "fixtures" / "synthetic-led-create", project / "fixtures" / "synthetic-led-create")
+    result = new(project, "led-make", "--fixture", "synthetic-led-create", "--tier", "simple", "--outcome", "edit",
+                 "--mode", "create", "--brief", "docs/BRIEF-daylight.md", "--no-init")
+    assert result.exit_code == 0, result.output
+    ids = [a["id"] for a in json.loads((project / "tasks" / "led-make" / "assertions.json").read_text())]
+    assert "one-commit" not in ids and "budgets-untouched" not in ids and "finished-cleanly" in ids, ids
 
 
 def test_an_existing_task_is_never_overwritten(project):

@@ -418,7 +418,7 @@ def new_cmd(
     fixture: Annotated[str, typer.Option("--fixture", help="The fixture id under fixtures/.")],
     tier: Annotated[str, typer.Option(help="simple | medium | hard")],
     outcome: Annotated[str, typer.Option(help="edit | refuse | flag: what a correct run does.")],
-    mode: Annotated[str, typer.Option(help="The copperhead surface driven: do | create | sync | check.")] = "do",
+    mode: Annotated[str, typer.Option(help="The copperhead surface driven: do | create | sync (a check-mode task measures no model).")] = "do",
     prompt: Annotated[str | None, typer.Option(help="The request copperhead is given (do and sync).")] = None,
     brief: Annotated[str | None, typer.Option("--brief", help="A create task's brief, a path in the fixture tree.")] = None,
     budget: Annotated[list[str] | None, typer.Option("--budget", help="KEY=NUMBER, a budget the task's config records (repeatable).")] = None,
