@@ -107,6 +107,12 @@ def test_a_budget_of_the_wrong_type_is_named_by_its_key(project):
     assert message.startswith("Expected `int | float`, got `str`"), message
 
 
+def test_a_check_mode_task_is_warned_of(project):
+    """A check-mode task validated clean and then could be neither drafted, given a gold nor bumped."""
+    edit_task(project, mode="check", request=None)
+    assert ("tasks/good/task.json", "mode") in [(f, fld) for f, fld, _m in problems(project, "warning")]
+
+
 def test_a_flag_in_sync_mode_is_warned_of(project):
     """copperhead exits 2 on a sync task's violation before any model call: such a task passed
     validate and measured nothing."""

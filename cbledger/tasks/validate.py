@@ -215,6 +215,10 @@ def _request_rules(doc: dict[str, Any], file: str) -> list[Problem]:
         for key in ("prompt", "briefPath"):
             if key in request:
                 problems.append(error(file, f"request.{key}", "mode 'check' takes no request"))
+        # the standard allows one; nothing here can give it a gold or a run (docs/RUNNER.md section 13)
+        problems.append(warning(file, "mode", "no runner runs a check-mode task (it calls no model, so measures none): "
+                                "it cannot be drafted, given a gold or bumped; grade copperhead's check with "
+                                "check_clean in a do task instead"))
     if mode == "sync" and doc.get("expectedOutcome") == "flag":
         # a warning: the standard allows it, and a later harness may let a model flag in sync
         problems.append(warning(file, "expectedOutcome", "a flag in sync mode measures no model: copperhead 0.9.0 exits 2 on "
