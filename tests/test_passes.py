@@ -82,9 +82,14 @@ def test_validate_reports_a_bad_allowance_file(tmp_path):
     root = tmp_path / "project"
     for name in ("tasks", "fixtures", "suites"):
         shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("tree"))
-    (root / "tasks" / "passes.json").write_text(json.dumps({"format": passes.FORMAT, "tasks": {"nope": 2}}))
+    (root / "tasks" / "passes.json").write_text(json.dumps({"format": passes.FORMAT, "tasks": {
+        "nope": 2, "led-resistor-swap": 0, "led-bom-drift-sync": 2, "mcu-rename-i2c-nets": 2}}))
     result = run_cli(["validate", "--root", root])
-    assert result.exit_code != 0 and "tasks/passes.json" in result.output and "no such task" in result.output
+    assert result.exit_code != 0, result.output
+    # every entry in error, each by its field, the file named once (it was the first alone, its path twice)
+    said = [line for line in result.stderr.splitlines() if line.startswith("error: tasks/passes.json")]
+    assert [line.split(": ")[2] for line in said] == ["tasks.nope", "tasks.led-resistor-swap", "tasks.led-bom-drift-sync"], said
+    assert "no such task" in said[0] and str(root) not in result.stderr, result.stderr
 
 
 def test_the_dry_run_shows_the_passes_each_attempt_may_take(tmp_path):

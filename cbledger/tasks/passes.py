@@ -41,13 +41,26 @@ def path(tasks_dir: Path) -> Path:
 
 def allowances(tasks_dir: Path, known: set[str] | None = None, modes: Mapping[str, str] | None = None) -> dict[str, int]:
     """task id -> passes allowed (only the listed tasks). Raises UserError naming the file and
-    the field for a malformed file, an allowance out of 1..MAX_PASSES, (with `known`) a task
-    that does not exist, or (with `modes`, task id -> mode) more than one pass for a task that is
-    not a `do` task: a feedback pass is told its hints in the prompt, and copperhead's other
-    modes take none, so its second pass never ran, and nothing said so."""
+    the field of the first problem `read` finds."""
+    out, problems = read(tasks_dir, known, modes)
+    if problems:
+        field, why = problems[0]
+        raise UserError(f"{path(tasks_dir)}: {field}: {why}")
+    return out
+
+
+def read(
+    tasks_dir: Path, known: set[str] | None = None, modes: Mapping[str, str] | None = None,
+) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """The allowances of the entries that hold, and (field, why) for every entry that does not:
+    an allowance out of 1..MAX_PASSES, (with `known`) a task that does not exist, or (with
+    `modes`, task id -> mode) more than one pass for a task that is not a `do` task: a feedback
+    pass is told its hints in the prompt, and copperhead's other modes take none, so its second
+    pass never ran, and nothing said so. A file that is not such a document at all raises
+    UserError naming it."""
     file = path(tasks_dir)
     if not file.exists():
-        return {}
+        return {}, []
     doc = inputs.loads(inputs.read_regular(file, MAX_BYTES), str(file))
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise UserError(f"{file}: format: must be {FORMAT!r}")
@@ -58,18 +71,20 @@ def allowances(tasks_dir: Path, known: set[str] | None = None, modes: Mapping[st
     if not isinstance(tasks, dict):
         raise UserError(f"{file}: tasks: must be an object of task id to passes allowed")
     out: dict[str, int] = {}
+    problems: list[tuple[str, str]] = []
     for task_id, n in tasks.items():
-        where = f"{file}: tasks.{inputs.printable(task_id)}"
-        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_PASSES:
-            raise UserError(f"{where}: passes allowed must be an integer from 1 to {MAX_PASSES}")
-        if known is not None and task_id not in known:
-            raise UserError(f"{where}: no such task")
+        where = f"tasks.{inputs.printable(task_id)}"
         mode = modes.get(task_id) if modes is not None else None
-        if n > 1 and mode not in (None, "do"):
-            raise UserError(f"{where}: {n} passes allowed, but a feedback pass is told its hints in the prompt and "
-                            f"copperhead {mode} takes none: only a do task allows more than one")
-        out[task_id] = n
-    return out
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_PASSES:
+            problems.append((where, f"passes allowed must be an integer from 1 to {MAX_PASSES}"))
+        elif known is not None and task_id not in known:
+            problems.append((where, "no such task"))
+        elif n > 1 and mode not in (None, "do"):
+            problems.append((where, f"{n} passes allowed, but a feedback pass is told its hints in the prompt and "
+                                    f"copperhead {mode} takes none: only a do task allows more than one"))
+        else:
+            out[task_id] = n
+    return out, problems
 
 
 def modes(catalog: Catalog) -> dict[str, str]:

@@ -610,10 +610,12 @@ def validate_project(root: Path, require_trees: bool = False) -> ValidationRepor
             report.tasks += 1
             report.problems.extend(validate_task(d, ctx))
         report.problems.extend(_outcome_rules("tasks", "", "the catalog", catalog.task_ids(), ctx))
+        listed = ctx.rel(passes.path(tasks_dir))
         try:
-            passes.allowances(tasks_dir, set(catalog.task_ids()), passes.modes(catalog))
-        except UserError as exc:
-            report.problems.append(error(ctx.rel(passes.path(tasks_dir)), "", str(exc)))
+            _, wrong = passes.read(tasks_dir, set(catalog.task_ids()), passes.modes(catalog))
+            report.problems += [error(listed, field, why) for field, why in wrong]
+        except UserError as exc:  # not such a document at all: its own message names the file
+            report.problems.append(error(listed, "", str(exc).removeprefix(f"{passes.path(tasks_dir)}: ")))
     if catalog.suites_dir.is_dir():
         for path in sorted(catalog.suites_dir.glob("*.json")):
             report.suites += 1
