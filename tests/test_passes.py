@@ -113,6 +113,24 @@ def test_the_dry_run_shows_the_passes_each_attempt_may_take(tmp_path):
     assert bad.exit_code == 2 and "passes.json" in bad.output and not (root / "results").exists()
 
 
+@pytest.mark.kicad
+def test_a_run_refused_for_its_allowance_file_keeps_no_campaign(tmp_path, kicad_cli):
+    """`run --passes` over a bad tasks/passes.json exited 2 after keeping the campaign's plan and
+    lock, in the project's results directory (a draft's workspace kept them too)."""
+    import shutil
+
+    root = tmp_path / "project"
+    for name in ("tasks", "fixtures", "suites"):
+        shutil.copytree(REPO / name, root / name)
+    for args in (("init",), ("suite", "bump", "--reason", "x", "--skip-trial")):
+        assert run_cli([*args, "--root", root]).exit_code == 0
+    (root / "tasks" / "passes.json").write_text(json.dumps({"format": passes.FORMAT, "tasks": {"nope": 2}}))
+    bad = run_cli(["run", "led-resistor-swap", "--agent", "gold", "--repeats", "1", "--passes", "2", "--root", root])
+    assert bad.exit_code == 2 and "tasks.nope: no such task" in bad.stderr, bad.output
+    campaigns = root / "results" / "campaigns"
+    assert not campaigns.exists() or not any(campaigns.iterdir()), sorted(campaigns.iterdir())
+
+
 def test_the_bundled_allowance_is_outside_the_suite_definitions():
     """Granting a pass must not change a grade's definitions: the file is not under tasks/<id>/."""
     from cbledger.tasks.catalog import Catalog

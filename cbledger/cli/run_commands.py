@@ -219,6 +219,7 @@ def run(
         else:
             preflight_credentials.refuse_limits_elsewhere(money)
         preflight(Catalog(where.root), plan, view, kicad=executor == "local", workspace=where)
+        passes_allowed(Catalog(where.root), plan, passes)  # a bad tasks/passes.json: refused before a campaign is kept
         refuse_model(plan, view, money, scripted=session is not None, segment=segment, here=executor == "local")
         if plan.agent == "copperhead" and executor == "local" and not campaign_mod.is_kept(where, campaign):
             # what the runs would be refused for, asked before a new campaign's plan is kept (a
