@@ -212,6 +212,25 @@ def test_a_pass_that_left_a_clean_tree_is_carried_over_without_a_commit(tmp_path
     assert "/.copperhead/runs/2026-01-01T00-00-00-000Z/" in (repo / ".git" / "info" / "exclude").read_text()
 
 
+def test_a_committed_record_written_after_its_commit_is_no_work_to_carry(tmp_path):
+    """A pass that committed committed copperhead's record with its work, and copperhead wrote
+    the record's last lines after the commit: the runner committed those as "the work of pass 1",
+    one commit more for every later pass's `commit_count`."""
+    repo = _sandbox(tmp_path)
+    record = repo / ".copperhead" / "runs" / "2026-01-01T00-00-00-000Z"
+    record.mkdir(parents=True)
+    (repo / "board.kicad_sch").write_text("(value 680)\n")
+    (record / "transcript.jsonl").write_text('{"type":"run-start"}\n')
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "copperhead: the pass's work")
+    with open(record / "transcript.jsonl", "a") as f:
+        f.write('{"type":"run-end"}\n')
+    before = _git(repo, "rev-parse", "HEAD")
+    assert runner_passes.carry_over(repo, 2) is False
+    assert _git(repo, "rev-parse", "HEAD") == before and _git(repo, "status", "--porcelain") == ""
+    assert (record / "transcript.jsonl").read_text().endswith('{"type":"run-end"}\n')  # kept in the tree
+
+
 # --------------------------------------------------------------------------- fold and render
 
 

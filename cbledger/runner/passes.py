@@ -67,7 +67,8 @@ def exclude_run_records(workdir: Path) -> list[str]:
     failed leaves its record untracked, and the next `copperhead do` refuses that as a dirty tree.
     The record is the harness's log, not the agent's work, so it is neither committed nor moved:
     each one the tree holds untracked is named in the repository's own `.git/info/exclude`
-    (part of no commit), and stays in the tree, where every later capture still holds it."""
+    (part of no commit), and stays in the tree, where every later capture still holds it; a
+    tracked one written after its commit is marked unchanged in the index, and stays so too."""
     runs = workdir / HARNESS_RUNS
     if runs.is_symlink() or not runs.is_dir():
         return []
@@ -79,6 +80,12 @@ def exclude_run_records(workdir: Path) -> list[str]:
         info.mkdir(exist_ok=True)
         with open(info / "exclude", "a", encoding="utf-8") as f:
             f.writelines(f"/{name}/\n" for name in names)
+    # a run that committed committed its record too, and copperhead writes the record's last
+    # lines after its commit: that tail is the log as well, and not the next pass's to find dirty
+    tracked = _git(["ls-files", "-z", "--modified", "--", HARNESS_RUNS + "/"], workdir)
+    written = [p for p in tracked.stdout.split("\0") if p]
+    if written:
+        _git(["update-index", "--assume-unchanged", "--", *written], workdir)
     return names
 
 
