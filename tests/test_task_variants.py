@@ -220,6 +220,26 @@ def test_sigterm_during_the_trial_takes_the_variant_out(tmp_path, monkeypatch):
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the command's handler is gone again
 
 
+@pytest.mark.kicad
+def test_a_variant_made_again_keeps_its_measured_reports_byte_for_byte(tmp_path, kicad_cli):
+    """`task variant --seed N --replace` removed the reports before measuring again, so each
+    came back with kicad-cli's new time stamp, and validate then asked for a suite bump."""
+    import time
+
+    from cbledger.tasks.fixtures import baseline, summary
+
+    root = project_with(tmp_path, "led-resistor-swap")
+    made = gen.generate(root, "led-resistor-swap", 1)
+    baseline.measure(made.fixture_dir, kicad_cli)
+    files = (*summary.REPORT_FILES.values(), summary.NETLIST_FILE)
+    first = {rel: (made.fixture_dir / rel).read_bytes() for rel in files if (made.fixture_dir / rel).is_file()}
+    assert summary.REPORT_FILES["erc"] in first
+    time.sleep(1.1)  # a stamp of its own, to the second
+    again = gen.generate(root, "led-resistor-swap", 1, replace=True)
+    baseline.measure(again.fixture_dir, kicad_cli)
+    assert {rel: (again.fixture_dir / rel).read_bytes() for rel in first} == first
+
+
 def test_a_trial_without_copperhead_names_it_not_the_task(tmp_path, monkeypatch, kicad_cli):
     """With no copperhead CLI anywhere, a variant's trial said "not solvable as generated … gold
     fail (first failed: copperhead-check)" and the bump "the scripted agents do not separate" it."""

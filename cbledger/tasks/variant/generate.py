@@ -23,6 +23,7 @@ from cbledger.errors import UserError
 from cbledger.ledger.durable import naming
 from cbledger.tasks.catalog import Catalog, Fixture, Task
 from cbledger.tasks.definitions import INCOMPLETE, incomplete
+from cbledger.tasks.fixtures import summary
 from cbledger.tasks.fixtures.hashing import hash_directory, tree_files
 from cbledger.tasks.fixtures.manifest_file import placeholder, read_document, write_document
 from cbledger.tasks.variant import kicad_files, quantities
@@ -341,6 +342,11 @@ def generate(root: Path, task_id: str, seed: int, *, replace: bool = False) -> G
     sessions = {p.name: _session(p.read_bytes(), vm, task.id, variant_id) for p in sorted(sessions_dir.glob("*.json"))} if sessions_dir.is_dir() else {}
 
     made = Generated(variant_id, fixture_id, task_dir, fixture_dir, vm)
+    # the reports a variant made again was measured with: put back beside the new tree, the
+    # measurement keeps them where only kicad-cli's time stamp differs, so the same seed gives
+    # the same bytes (and asks for no suite bump) when the tree is the same
+    measured = {rel: (fixture_dir / rel).read_bytes() for rel in (*summary.REPORT_FILES.values(), summary.NETLIST_FILE)
+                if (fixture_dir / rel).is_file()}
     try:
         for d in (task_dir, fixture_dir):
             if d.exists():
@@ -351,6 +357,8 @@ def generate(root: Path, task_id: str, seed: int, *, replace: bool = False) -> G
             _put(fixture_dir / "tree" / rel, data)
         sha = hash_directory(fixture_dir / "tree")
         _write_fixture_manifest(fixture, fixture_dir, sha, vm, variant_id, task_id)
+        for rel, data in measured.items():
+            _put(fixture_dir / rel, data)
         _put(task_dir / "task.json", _render(_task_document(task, vm, variant_id, fixture_id, sha)))
         _put(task_dir / "assertions.json", assertions)
         _put(task_dir / "README.md", _readme(task, vm, variant_id, fixture_id).encode("utf-8"))
