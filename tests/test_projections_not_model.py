@@ -129,3 +129,23 @@ def test_a_group_without_environment_failures_shows_no_rate_table():
     state = fold(s.events)
     assert metrics.suite_metrics(state, "1.0.0").groups[0].environment_failures == []
     assert "Environment failures by model and route" not in leaderboard.render(state, None)
+
+
+def test_the_site_counts_them_apart_as_the_leaderboard_does():
+    """The site's heat map, task and model pages counted a run that never reached the model, and an
+    ablated run, in the model's default-condition rate (3/8 beside LEADERBOARD.md's 3/6)."""
+    import re
+
+    from cbledger.ledger.events import Ablations
+    from cbledger.projections.site import render as site
+
+    s = _stream()
+    s.graded_run("rename-net", "vendor:model-a", "fail", repeat=4, ablations=Ablations(max_turns=2))
+    state = fold(s.events)
+    cells = dict(re.findall(r"<title>([^<]+ × [^<]+): (\d+/\d+)</title>", str(site._heatmap(state, "1.0.0"))))
+    assert cells["rename-net × vendor:model-a"] == "2/2" and cells["budget-refusal × vendor:model-a"] == "0/2", cells
+    rows = {(task, mode): (t.passes, t.runs) for (task, model, _seg, mode), t in site._tallies(state, "1.0.0").items()
+            if model == "vendor:model-a"}
+    assert rows == {("rename-net", "agent"): (2, 2), ("budget-refusal", "agent"): (0, 2),
+                    ("rename-net", "not the model"): (0, 1), ("budget-refusal", "not the model"): (0, 1),
+                    ("rename-net", "agent, max-turns=2"): (0, 1)}, rows

@@ -23,6 +23,7 @@ from markupsafe import Markup
 from cbledger.ledger.events import RunRecorded
 from cbledger.projections import env_failures, gate, passes_part, workqueue
 from cbledger.projections import format as fmt
+from cbledger.projections.conditions import DEFAULT
 from cbledger.projections.fold import GradeEntry, LedgerState, PassEntry, RunEntry, current_suite
 from cbledger.projections.leaderboard import rank_key
 from cbledger.projections.metrics import (
@@ -40,6 +41,7 @@ from cbledger.projections.records import (
     RecordEntry,
     harness_mode,
     in_model_metrics,
+    not_the_models,
     record_entries,
     usd_from_micros,
 )
@@ -194,7 +196,12 @@ class _Tally:
 
 
 def _mode(e: RecordEntry) -> str:
-    return "agent" if in_model_metrics(e.run) else (harness_mode(e.run) or e.run.run.run_mode)
+    """The row a record is counted in, kept apart as LEADERBOARD.md keeps it: a run the harness or
+    its environment ended is no model's sample, and an ablated one is its condition's."""
+    if not_the_models(e.run):
+        return "not the model"
+    mode = "agent" if in_model_metrics(e.run) else (harness_mode(e.run) or e.run.run.run_mode)
+    return mode if e.condition == DEFAULT else f"{mode}, {e.condition}"
 
 
 def _tallies(state: LedgerState, suite: str | None) -> dict[tuple[str, str, str, str], _Tally]:
@@ -232,6 +239,8 @@ def _pair_key(mode: str, t: _Tally, segment: str, name: str) -> tuple[bool, bool
 def _heatmap(state: LedgerState, suite: str) -> Markup:
     cells: dict[tuple[str, str], list[int]] = {}
     for e in record_entries(state, suite, build=False):
+        if not_the_models(e.run) or e.condition != DEFAULT:
+            continue  # no sample of the model, or a sample of an ablation: in no cell, as in no LEADERBOARD row
         c = cells.setdefault((e.run.run.task.id, e.run.run.model.id), [0, 0])
         c[1] += 1
         c[0] += e.graded.grade.verdict == "pass"
