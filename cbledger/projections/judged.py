@@ -26,6 +26,7 @@ from msgspec import UNSET, Struct
 from cbledger.ledger import surfaces
 from cbledger.ledger.events import LaneUsage, RunRecorded
 from cbledger.projections import passes_part
+from cbledger.projections.conditions import DEFAULT
 from cbledger.projections.fold import LedgerState
 from cbledger.projections.records import RecordEntry, is_harness, is_scripted, not_the_models
 
@@ -98,7 +99,11 @@ class ReviewRow(Struct, frozen=True, kw_only=True):
 
 
 def _key(rec: RecordEntry) -> tuple[str, str]:
-    return rec.run.run.model.id, run_kind(rec)
+    """A model's rows per run kind, an ablation's agent runs apart (`agent, max-turns=2`): the
+    condition is part of every row key, and a row's spend and its cost per passing task (the
+    default condition's) must be of one set of runs."""
+    kind = run_kind(rec)
+    return rec.run.run.model.id, kind if kind != "agent" or rec.condition == DEFAULT else f"agent, {rec.condition}"
 
 
 class _Judged:
