@@ -53,6 +53,29 @@ def test_an_ablation_batch_never_moves_the_headline_row():
     assert "50.0% (3/6;" in head and "(6/15" not in text
 
 
+def test_the_read_models_rates_keep_an_ablation_apart(tmp_path):
+    """The canned pass-rate query and `models.current_suite_runs` pooled the ablated runs with
+    the default ones (6/15 beside LEADERBOARD.md's 3/6)."""
+    import json
+    import sqlite3
+
+    from cbledger.projections import readmodel
+
+    s, _ = _stream()
+    state = fold(s.events)
+    db = readmodel.write(readmodel.build_tables(state), tmp_path / "cbledger.db")
+    sql = json.loads(readmodel.metadata())["databases"]["cbledger"]["queries"]["pass_rate_by_model_and_tier"]["sql"]
+    conn = sqlite3.connect(db)
+    conn.row_factory = sqlite3.Row
+    try:
+        rates = {(r["condition"], r["tier"]): (r["passes"], r["runs"]) for r in conn.execute(sql) if r["model_id"] == "vendor:a"}
+        assert rates == {(DEFAULT, "simple"): (3, 6), (condition_key(TWO_TURNS), "simple"): (3, 9)}, rates
+        (model,) = conn.execute("select current_suite_runs, current_suite_passes from models where model_id = 'vendor:a'")
+        assert tuple(model) == (6, 3)
+    finally:
+        conn.close()
+
+
 def test_each_condition_is_set_against_the_default_on_the_same_tasks():
     s, _ = _stream()
     main = suite_metrics(fold(s.events), "1.0.0").main_group()

@@ -40,7 +40,7 @@ from cbledger.ledger.events import SCHEMA_VERSION, AssertionOutcome, PassRef
 from cbledger.projections import anchor, readmodel_docs
 from cbledger.projections import format as fmt
 from cbledger.projections.aggregates import Views
-from cbledger.projections.conditions import condition_key
+from cbledger.projections.conditions import DEFAULT, condition_key
 from cbledger.projections.fold import (
     CheckpointEntry,
     GradeConflict,
@@ -218,7 +218,9 @@ def _named(state: LedgerState, views: Views, key: Callable[[RunEntry], str],
     out = []
     for name, mine in sorted(groups.items()):
         agents = [e for e in mine if in_model_metrics(e)]
-        graded = [passed[e.run.run_id] for e in agents if e.run.run_id in passed]
+        # the current suite's figures are the default condition's, as a LEADERBOARD.md row's are
+        graded = [passed[e.run.run_id] for e in agents
+                  if e.run.run_id in passed and condition_key(e.run.ablations) == DEFAULT]
         costs = [e.run.cost.usd_micros for e in agents]
         uncosted = sum(c is None for c in costs)
         out.append(_Named(
@@ -942,13 +944,14 @@ _TABLES: dict[str, str] = {
 _QUERIES: dict[str, dict[str, str]] = {
     "pass_rate_by_model_and_tier": {
         "title": "Pass rate by model and tier",
-        "description": "Strict pass rate of every model per tier and suite version, over all its graded live runs "
-                       "(harness and scripted runs included; `leaderboard_rows` holds the agent leaderboard with intervals).",
-        "sql": "select g.suite_version, r.model_id, r.kind, r.tier, count(*) as runs,\n"
+        "description": "Strict pass rate of every model per tier, condition and suite version, over all its graded live "
+                       "runs (harness and scripted runs included, an ablation's apart; `leaderboard_rows` holds the "
+                       "agent leaderboard with intervals).",
+        "sql": "select g.suite_version, r.model_id, r.kind, r.condition, r.tier, count(*) as runs,\n"
                "  sum(g.verdict = 'pass') as passes,\n"
                "  round(1.0 * sum(g.verdict = 'pass') / count(*), 3) as pass_rate\n"
                "from grades g join runs r on r.run_id = g.run_id\n"
-               "group by g.suite_version, r.model_id, r.kind, r.tier\n"
+               "group by g.suite_version, r.model_id, r.kind, r.condition, r.tier\n"
                "order by g.suite_version desc, r.tier, pass_rate desc, r.model_id",
     },
     "most_expensive_failures": {
