@@ -359,6 +359,7 @@ def test_the_estimate_holds_each_run_to_the_cap_and_says_what_the_budget_left_pa
     had mostly spent."""
     from types import SimpleNamespace
 
+    from cbledger.ledger.events import Ablations
     from cbledger.runner.cost_estimate import for_plan
     from cbledger.runner.ledger_view import LedgerView
     from tests.factories import pricing_published, run_recorded
@@ -366,7 +367,8 @@ def test_the_estimate_holds_each_run_to_the_cap_and_says_what_the_budget_left_pa
     runs = {r.run_id: r for r in (run_recorded(n).body for n in (1, 18, 35))}
     assert {r.task.id for r in runs.values()} == {"fix-net-1"}
     view = LedgerView(pricing=pricing_published().body, runs=runs)
-    plan = SimpleNamespace(model_id="claude-sonnet-4.5", runs=[SimpleNamespace(task=SimpleNamespace(id="fix-net-1"))] * 4)
+    plan = SimpleNamespace(model_id="claude-sonnet-4.5", runs=[SimpleNamespace(task=SimpleNamespace(id="fix-net-1"))] * 4,
+                           ablations=run_recorded(1).body.ablations)
     free = for_plan(plan, view)
     assert free.high > 4 * 100_000 and free.limits_line() is None
     est = for_plan(plan, view, cap=100_000, budget=250_000, spent=50_000, unrecorded=20_000)
@@ -378,3 +380,10 @@ def test_the_estimate_holds_each_run_to_the_cap_and_says_what_the_budget_left_pa
     assert "pays for about 2 of the 4 estimated run(s)" in line, line
     doc = est.as_json()
     assert (doc["budgetLeftUsdMicros"], doc["runsWithinBudgetAtMedian"], doc["unrecordedUsdMicros"]) == (200_000, 2, 20_000)
+    # an ablation's runs spend a fraction of a default run's: each condition is estimated from its own
+    two_turns = msgspec.structs.replace(runs[run_recorded(1).body.run_id], run_id="ablated", ablations=Ablations(max_turns=2),
+                                        stats=msgspec.structs.replace(runs[run_recorded(1).body.run_id].stats, tokens_in=1, tokens_out=1))
+    mixed = LedgerView(pricing=pricing_published().body, runs={**runs, "ablated": two_turns})
+    assert for_plan(plan, mixed).low == free.low  # the default plan: the two-turn run is not counted
+    ablated = for_plan(SimpleNamespace(model_id=plan.model_id, runs=plan.runs, ablations=Ablations(max_turns=2)), mixed)
+    assert ablated.basis == 1 and ablated.high < free.low, (ablated.basis, ablated.high, free.low)

@@ -15,6 +15,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from cbledger.ledger.events import Ablations
 from cbledger.runner import ledger_view, pricing
 from cbledger.runner.plan import Plan
 
@@ -96,12 +97,18 @@ class Estimate:
         return head + body
 
 
-def past_tokens(view: ledger_view.LedgerView, task_id: str, model_id: str) -> list[tuple[int, int]]:
-    """The tokens (in, out) of the task's past model runs: the model's own, else any model's."""
+def past_tokens(
+    view: ledger_view.LedgerView, task_id: str, model_id: str, ablations: Ablations | None = None,
+) -> list[tuple[int, int]]:
+    """The tokens (in, out) of the task's past model runs under the same condition (an ablation
+    such as two turns spends a fraction of a default run): the model's own, else any model's."""
     mine: list[tuple[int, int]] = []
     anyone: list[tuple[int, int]] = []
+    condition = ablations or Ablations()
     for run in view.runs.values():
         if run.task.id != task_id or run.run_mode != "agent" or run.run_id in view.retracted or run.stats is None:
+            continue
+        if run.ablations != condition:
             continue
         if run.harness_failure is not None or run.stats.tokens_in + run.stats.tokens_out == 0:
             continue
@@ -129,7 +136,7 @@ def for_plan(
         return est
     counted: set[str] = set()
     for planned in plan.runs:
-        tokens = past_tokens(view, planned.task.id, plan.model_id)
+        tokens = past_tokens(view, planned.task.id, plan.model_id, plan.ablations)
         costs = sorted(c if cap is None else min(c, cap)
                        for c in (pricing.usd_micros(price, i, o) for i, o in tokens) if c is not None)
         if not costs:
