@@ -538,6 +538,10 @@ def test_a_results_directory_that_brings_its_own_key_is_said_to_vouch_for_itself
     assert r.exit_code == 0, r.output
     notes = [n for n in json.loads(r.stdout)["notes"] if n["kind"] == "self-trusted-key"]
     assert len(notes) == 1 and "vouches for itself" in notes[0]["message"] and "--key" in notes[0]["message"]
+    # --since-checkpoint starts after none of them, and says why, not that there was none
+    since = run_cli(["--results", ws, "replay", "--verify", "--since-checkpoint", "--json"])
+    [none] = [n for n in json.loads(since.stdout)["notes"] if n["kind"] == "no-checkpoint"]
+    assert "every one is signed only by a key of this results directory" in none["message"], none
     [own] = (ws / "keys").glob("*.vkey")
     held = run_cli(["--results", ws, "replay", "--verify", "--json", "--key", own])
     assert held.exit_code == 0 and not [n for n in json.loads(held.stdout)["notes"] if n["kind"] == "self-trusted-key"]

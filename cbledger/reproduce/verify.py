@@ -489,10 +489,11 @@ def _after_checkpoint(
                     "publisher's key with --key)",
         ))
     if not given:
+        why = ("every one is signed only by a key of this results directory (above)" if dropped else
+               "none kept beside the ledger, none given with --checkpoint")
         notes.append(Finding(
             check="checkpoint", kind="no-checkpoint",
-            message="--since-checkpoint: no signed checkpoint to start after (none kept beside the ledger, none "
-                    "given with --checkpoint): every run is re-graded",
+            message=f"--since-checkpoint: no signed checkpoint to start after ({why}): every run is re-graded",
         ))
         return options
     path, newest = max(given, key=lambda pc: pc[1].size)
