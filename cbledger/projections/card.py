@@ -134,7 +134,9 @@ def render_acc(state: LedgerState, suite: str, acc: CardAcc) -> list[str]:
         ["Limitations", (
             "what the copperhead harness lets a model do on these tasks, not fabrication readiness, "
             "design quality or general capability (see above); single-repeat rows are listed, never "
-            "compared; records of another environment stay in their own comparability group"
+            "compared; records of another schema or suite version, task or fixture revision or kicad-cli major "
+            "stay in their own comparability group, while copperhead builds, Node and the OS are pooled within "
+            "one (listed under its reference environment; `cbledger project compare` sets builds apart)"
         )],
         ["Safety boundary", (
             f"runs confined: {confined}; a credential found in anything bound for `results/` is "
