@@ -117,6 +117,31 @@ def test_the_runners_own_kill_and_an_ordinary_exit_are_not_signals():
     assert detect(_two_turns(("model stopped", "stalled")), "", 1, False) is None
 
 
+#: what Node prints as an uncaught exception kills the process (a tool handler of the harness's own)
+CRASH = (
+    "/opt/copperhead/dist/agent/tools.js:412\n        x.crash();\n          ^\n\n"
+    "TypeError: Cannot read properties of undefined (reading 'crash')\n"
+    "    at Timeout._onTimeout (/opt/copperhead/dist/agent/tools.js:412:11)\n"
+    "    at listOnTimeout (node:internal/timers:573:17)\n\nNode.js v22.17.0\n"
+)
+
+
+def test_the_harness_dying_of_its_own_exception_is_not_the_models_stall():
+    """A copperhead build whose tool handler threw: both runs were recorded the model's `stalled`,
+    in its row and its failure categories."""
+    f = detect(_two_turns(), CRASH, 1, False)
+    assert f is not None and (f.kind, f.turn) == ("harness-crash", 3), f
+    assert f.detail == ("the harness died of an uncaught exception after 2 model turn(s): "
+                        "TypeError: Cannot read properties of undefined (reading 'crash')")
+    assert detect(_two_turns(), CRASH, 1, False, crash=False) is None  # the rule runs were recorded under before
+    ended = _transcript(START, ASSISTANT, {"type": "run-end", "data": {"exitPath": "done"}})
+    assert detect(ended, CRASH, 1, False) is None  # its run ended: whatever it printed after, not a crash of the run
+    assert detect(_two_turns(), CRASH, None, True) is None  # killed at the cap by the runner
+    # a model's words quoted on stderr are no stack: no `at` frame under the error, no runtime line
+    assert detect(_two_turns(("model stopped", "stalled")), "Error: the model gave up\n", 1, False) is None
+    assert detect(_two_turns(), "TypeError: x\n    at y (z.js:1:1)\n", 1, False) is None
+
+
 def test_a_harness_that_exits_at_once_is_not_called_preflight():
     nothing = parse_transcript(b"", None)
     f = detect(nothing, "", 1, False)

@@ -352,7 +352,7 @@ class HarnessFailure(Body, frozen=True, kw_only=True):
 
     kind: Literal[
         "preflight", "provider-config", "missing-key", "no-model-turn", "git-identity",
-        "harness-exit", "harness-signal", "provider-status", "provider-transport", "provider-timeout",
+        "harness-exit", "harness-signal", "harness-crash", "provider-status", "provider-transport", "provider-timeout",
     ]
     detail: NonEmpty
     #: the model call the failure struck (1-based, within the run's pass): one more than the

@@ -22,7 +22,11 @@ preserved shows one of these, checked in this order:
    `harness-exit` (it exited without a word and without a transcript: preflight never ran, or
    `sync` found nothing for a model to resolve, which its stdout report says),
    `missing-key` / `provider-config` (no provider could be built), `no-model-turn`.
-4. After the model's work, a commit that failed for want of a git identity: `git-identity`.
+4. After the model's work, a commit that failed for want of a git identity: `git-identity`;
+   the harness's own process dying of an uncaught exception (Node's report of one on its
+   stderr: the error line, its stack, the `Node.js v…` line it ends with) before its run ended:
+   `harness-crash`, whatever the model did before it (a tool the harness could not run is the
+   harness's defect, not the model's stall).
 
 The decision reads only what the run preserved (the transcript, the harness's stderr, the
 cassette, and the exit status the run's `runnerNote` and `runnerExit` state), so `replay --verify`
@@ -42,6 +46,9 @@ from cbledger.ledger.events import HarnessFailure
 from cbledger.runner.budget import REFUSAL_CODE, REFUSAL_STATUS
 from cbledger.runner.cassette import Cassette, Recorded, model_calls
 
+#: Node's report of an uncaught exception, as the process dies of it: the error's line, the first
+#: frame of its stack, and the runtime's version line last
+_CRASH = re.compile(r"^(?P<error>[A-Za-z_$][\w$.]*(?:Error|Exception)\b[^\n]*)\n {4}at .*?^Node\.js v\d", re.M | re.S)
 _IDENTITY = re.compile(r"author identity unknown|please tell me who you are|empty ident|unable to auto-detect email", re.I)
 _MISSING_KEY = re.compile(r"\b[A-Z][A-Z0-9_]*(KEY|TOKEN)[A-Z0-9_]* is not set\b")
 _STATUS = re.compile(r"^provider error:\s*(\d{3})\b")
@@ -100,7 +107,7 @@ def unpreserved_reason(note: str | None) -> str | None:
 def detect(
     transcript: Transcript, stderr: str, exit_code: int | None, killed: bool, cassette: Cassette | None = None,
     agent_ms: int = 0, *, before_402: bool = False, unpreserved: str | None = None, session_limit: bool = True,
-    stdout: str = "",
+    stdout: str = "", crash: bool = True,
 ) -> HarnessFailure | None:
     """The reason this run is not the model's, or None when the model's work decided it.
     `agent_ms`: how long the harness ran (a request unanswered for half of it is a hang).
@@ -114,7 +121,8 @@ def detect(
     before copperhead's `session-limit` exit (a provider's usage or session limit: the account's,
     as any provider error is) was read as the provider's too; it was the model's. `stdout`: what
     the harness printed there, read only for `sync`'s report when it exits without a transcript
-    (said as "saying nothing" before it was read)."""
+    (said as "saying nothing" before it was read). `crash=False`: the rule before the harness's
+    own uncaught exception was read as such (the model's stall)."""
     answered = len(transcript.of_type("assistant"))
     turn = answered + 1
     code = exit_code or 0  # the note states no exit 0, so a restored run reads None for it
@@ -136,6 +144,10 @@ def detect(
         return HarnessFailure(kind="harness-signal", detail=(
             f"the runner's own {tool['tool']} was ended by {tool['sig']}, which the runner did not send, "
             "so the end state could not be verified and kept"))
+    crashed = _CRASH.search(stderr) if crash and code != 0 and not killed and not transcript.of_type("run-end") else None
+    if crashed is not None:
+        return HarnessFailure(kind="harness-crash", turn=turn, detail=(
+            f"the harness died of an uncaught exception after {answered} model turn(s): {crashed['error'].strip()[:240]}"))
     if answered:
         for ev in transcript.of_type("run-failed"):
             reason = str(ev.data.get("reason", ""))
