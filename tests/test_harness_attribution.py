@@ -142,6 +142,33 @@ def test_the_harness_dying_of_its_own_exception_is_not_the_models_stall():
     assert detect(_two_turns(), "TypeError: x\n    at y (z.js:1:1)\n", 1, False) is None
 
 
+@pytest.mark.parametrize(("report", "error"), [
+    # as Node 20 and 22 print them, the process dying of each
+    ("file:///opt/ch/dist/cli.js:9\n  throw new Error(\"boom\");\n  ^\n\nError: boom\n    at run (file:///opt/ch/dist/cli.js:9:9)\n\nNode.js v20.19.0\n",
+     "Error: boom"),
+    ("node:internal/fs/utils:351\n    throw err;\n    ^\n\nError: ENOENT: no such file or directory, open 'x'\n"
+     "    at Object.openSync (node:fs:596:3)\n    at read (/opt/ch/dist/io.js:4:6) {\n  errno: -2,\n  code: 'ENOENT'\n}\n\nNode.js v22.17.0\n",
+     "Error: ENOENT: no such file or directory, open 'x'"),
+    ("node:events:497\n      throw er;\n      ^\n\nError [ERR_STREAM_PREMATURE_CLOSE]: Premature close\n    at onclose (node:internal/streams/end-of-stream:153:30)\n\nNode.js v22.17.0\n",
+     "Error [ERR_STREAM_PREMATURE_CLOSE]: Premature close"),
+    ("node:internal/process/promises:289\n            triggerUncaughtException(err, true /* fromPromise */);\n            ^\n\n"
+     "[UnhandledPromiseRejection: This error originated either by throwing inside of an async function without a catch "
+     "block, or by rejecting a promise which was not handled with .catch(). The promise rejected with the reason \"x\".] {\n"
+     "  code: 'ERR_UNHANDLED_REJECTION'\n}\n\nNode.js v20.19.0\n", "[UnhandledPromiseRejection: This error originated"),
+    ("/opt/ch/dist/a.js:1\n\nError: the first line\nand a second\n    at f (/opt/ch/dist/a.js:1:1)\n\nNode.js v22.17.0\n", "Error: the first line"),
+])
+def test_every_form_of_nodes_crash_report_is_read(report, error):
+    f = detect(_two_turns(), report, 1, False)
+    assert f is not None and f.kind == "harness-crash" and f.detail.split(": ", 1)[1].startswith(error), f
+
+
+def test_a_crash_report_quoted_before_the_harness_went_on_is_not_its_crash():
+    """copperhead logs the model's messages to stderr: a report quoted there, with more after it,
+    is the model's words; only stderr ending as Node's report ends is the process's death."""
+    quoted = CRASH + "[assistant] that was the stack trace you asked about\n"
+    assert detect(_two_turns(), quoted, 1, False) is None
+
+
 def test_a_harness_that_exits_at_once_is_not_called_preflight():
     nothing = parse_transcript(b"", None)
     f = detect(nothing, "", 1, False)
@@ -231,3 +258,19 @@ def test_a_reason_the_agent_can_word_never_reads_as_the_runners_tool_killed():
     assert unpreserved_reason(f"{UNPRESERVED}{planted}; exit 0") == f"{planted}; exit 0"
     assert unpreserved_reason(f"{UNPRESERVED}{kill}x") == f"{kill}x"  # not the whole reason
     assert unpreserved_reason("exit 0") is None and unpreserved_reason(None) is None
+
+
+def test_a_rerun_names_an_attribution_that_differs_and_takes_a_later_rules_mark_as_the_same_run():
+    """A rerun compared the attribution with the runner exit and said only `runner exit 'X',
+    recorded 'X'`; and a run recorded before the crash rule came back diverged."""
+    from cbledger.reproduce.rerun import stats_differences
+    from tests.factories import run_recorded
+
+    was = run_recorded(1).body
+    crash = HarnessFailure(kind="harness-crash", turn=3, detail="the harness died of an uncaught exception after 2 model turn(s): Error: x")
+    limit = HarnessFailure(kind="provider-status", turn=2, detail="session limit: weekly limit reached")
+    for later in (crash, limit):
+        assert stats_differences(was, msgspec.structs.replace(was, harness_failure=later)) == []
+    other = HarnessFailure(kind="no-model-turn", detail="the model never answered a turn")
+    (said,) = stats_differences(msgspec.structs.replace(was, harness_failure=crash), msgspec.structs.replace(was, harness_failure=other))
+    assert said.startswith("harnessFailure {'kind': 'no-model-turn'") and "recorded {'kind': 'harness-crash'" in said, said

@@ -65,7 +65,8 @@ def attribution_findings(
     # account's; before a run whose end state was not kept was read without its transcript;
     # before copperhead's session-limit exit was the provider's; before sync's report was read;
     # before the harness's own uncaught exception was its
-    for earlier in ({"before_402": True}, {"unpreserved": None}, {"session_limit": False}, {"stdout": ""}, {"crash": False}):
+    for earlier in ({"before_402": True}, {"unpreserved": None}, {"session_limit": False}, {"stdout": ""}, {"crash": False},
+                    {"unpreserved": None, "crash": False}):
         if _redacted(detect(transcript, said, exit_code, killed, cassette, run.timings.agent_ms, **earlier)) == run.harness_failure:
             return []
     recorded, derived = msgspec.to_builtins(run.harness_failure), msgspec.to_builtins(again)

@@ -34,7 +34,14 @@ from msgspec import UNSET
 
 from cbledger.credentials import printable
 from cbledger.errors import UserError
-from cbledger.ledger.events import Actor, CassetteRef, GradeRecorded, RunRecorded, SessionSource
+from cbledger.ledger.events import (
+    Actor,
+    CassetteRef,
+    GradeRecorded,
+    HarnessFailure,
+    RunRecorded,
+    SessionSource,
+)
 from cbledger.projections.fold import semver_key
 from cbledger.runner import cassette as cassette_mod
 from cbledger.runner import isolation, ledger_view, normalise, preserve
@@ -403,9 +410,20 @@ def stats_differences(a: RunRecorded, b: RunRecorded) -> list[str]:
         x, y = getattr(a.stats, name), getattr(b.stats, name)
         if x != y:
             out.append(f"stats: {name} {y!r}, recorded {x!r}")
-    if (a.runner_exit, a.harness_failure) != (b.runner_exit, b.harness_failure):
+    if a.runner_exit != b.runner_exit:
         out.append(f"runner exit {b.runner_exit!r}, recorded {a.runner_exit!r}")
+    if a.harness_failure != b.harness_failure and not _marked_by_a_later_rule(a.harness_failure, b.harness_failure):
+        recorded, again = (msgspec.to_builtins(f) if f is not None else None for f in (a.harness_failure, b.harness_failure))
+        out.append(f"harnessFailure {again!r}, recorded {recorded!r}")
     return out
+
+
+def _marked_by_a_later_rule(recorded: HarnessFailure | None, again: HarnessFailure | None) -> bool:
+    """A run recorded as the model's before a rule that now marks it (the harness's own crash, a
+    provider's session limit) re-executes marked: the same run, read by the later rule, as
+    `replay --verify` accepts it (`reproduce/attribution.py`)."""
+    return recorded is None and again is not None and (
+        again.kind == "harness-crash" or (again.kind == "provider-status" and again.detail.startswith("session limit")))
 
 
 def tree_differences(

@@ -18,15 +18,15 @@ preserved shows one of these, checked in this order:
    time: a cap that strikes one call of a slow model in passing stays the model's). A 400, 404 or 422 is the request's content, which
    the model shaped (a context that grew too long, a session script that ran out), and stays the
    model's.
-3. No assistant turn at all: `preflight` (copperhead refused, saying why, before a transcript),
+3. (then) No assistant turn at all: `preflight` (copperhead refused, saying why, before a transcript),
    `harness-exit` (it exited without a word and without a transcript: preflight never ran, or
    `sync` found nothing for a model to resolve, which its stdout report says),
    `missing-key` / `provider-config` (no provider could be built), `no-model-turn`.
-4. After the model's work, a commit that failed for want of a git identity: `git-identity`;
-   the harness's own process dying of an uncaught exception (Node's report of one on its
-   stderr: the error line, its stack, the `Node.js v…` line it ends with) before its run ended:
-   `harness-crash`, whatever the model did before it (a tool the harness could not run is the
-   harness's defect, not the model's stall).
+3. The harness's own process dying of an uncaught exception before its run ended (no
+   `run-end`; stderr ending with Node's report of it: the error, its stack, the `Node.js v…`
+   line): `harness-crash`, at any turn, before the model's first answer or after its last (a
+   tool the harness could not run is the harness's defect, not the model's stall).
+4. After the model's work, a commit that failed for want of a git identity: `git-identity`.
 
 The decision reads only what the run preserved (the transcript, the harness's stderr, the
 cassette, and the exit status the run's `runnerNote` and `runnerExit` state), so `replay --verify`
@@ -46,9 +46,28 @@ from cbledger.ledger.events import HarnessFailure
 from cbledger.runner.budget import REFUSAL_CODE, REFUSAL_STATUS
 from cbledger.runner.cassette import Cassette, Recorded, model_calls
 
-#: Node's report of an uncaught exception, as the process dies of it: the error's line, the first
-#: frame of its stack, and the runtime's version line last
-_CRASH = re.compile(r"^(?P<error>[A-Za-z_$][\w$.]*(?:Error|Exception)\b[^\n]*)\n {4}at .*?^Node\.js v\d", re.M | re.S)
+#: the line Node ends its report of an uncaught exception with, the process dying of it: the
+#: last line the harness wrote, never one a model's words quoted earlier on stderr can end with
+_NODE_LAST = re.compile(r"(?:^|\n)Node\.js v\d+[\w.-]*\s*\Z")
+#: the head of the error such a report names: `Error: …`, `TypeError: …`, `Error [ERR_X]: …`,
+#: `[UnhandledPromiseRejection: …`
+_ERROR_HEAD = re.compile(r"\[?(?:[A-Za-z_$][\w$.]*)?(?:Error|Exception|Rejection)\b")
+
+
+def crash_report(stderr: str) -> str | None:
+    """The error line of Node's report of an uncaught exception, when stderr ends with one: the
+    paragraph just above the report's stack (or, for a rejection of a value that is no error,
+    its last paragraph) begins with it. None when stderr does not end as such a report does."""
+    end = _NODE_LAST.search(stderr)
+    if end is None:
+        return None
+    paragraphs = [p for p in re.split(r"\n\s*\n", stderr[:end.start()]) if p.strip()]
+    for paragraph in reversed(paragraphs[-3:]):  # the report: source line, error and stack, properties
+        lines = paragraph.strip("\n").splitlines()
+        if any(line.startswith("    at ") for line in lines) or _ERROR_HEAD.match(lines[0]):
+            head = lines[0].strip()
+            return head if _ERROR_HEAD.match(head) else None
+    return None
 _IDENTITY = re.compile(r"author identity unknown|please tell me who you are|empty ident|unable to auto-detect email", re.I)
 _MISSING_KEY = re.compile(r"\b[A-Z][A-Z0-9_]*(KEY|TOKEN)[A-Z0-9_]* is not set\b")
 _STATUS = re.compile(r"^provider error:\s*(\d{3})\b")
@@ -144,10 +163,10 @@ def detect(
         return HarnessFailure(kind="harness-signal", detail=(
             f"the runner's own {tool['tool']} was ended by {tool['sig']}, which the runner did not send, "
             "so the end state could not be verified and kept"))
-    crashed = _CRASH.search(stderr) if crash and code != 0 and not killed and not transcript.of_type("run-end") else None
+    crashed = crash_report(stderr) if crash and code != 0 and not killed and not transcript.of_type("run-end") else None
     if crashed is not None:
         return HarnessFailure(kind="harness-crash", turn=turn, detail=(
-            f"the harness died of an uncaught exception after {answered} model turn(s): {crashed['error'].strip()[:240]}"))
+            f"the harness died of an uncaught exception after {answered} model turn(s): {crashed[:240]}"))
     if answered:
         for ev in transcript.of_type("run-failed"):
             reason = str(ev.data.get("reason", ""))
