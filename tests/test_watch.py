@@ -580,3 +580,31 @@ def test_no_site_leaves_the_site_alone(tmp_path):
     assert "site not written (--no-site)" in result.stdout and "site page(s) written" not in result.stdout
     assert not (root / "results" / "site").exists()
     assert (root / "LEADERBOARD.md").read_text() == leaderboard.render(writers.load_state(ledger), None)
+
+
+def test_a_store_away_mid_rebuild_leaves_the_fold_as_it_was(tmp_path, monkeypatch):
+    """A rebuild's fold that the store's going away cut short left the digest of the part already
+    folded half made of the new fold's lines: the next wake took the ledger for a rewritten one."""
+    from cbledger.ledger.recorder import StoreUnavailable
+    from cbledger.projections.writers import LedgerFollower
+
+    root, ledger, drafts = make_root(tmp_path)
+    LedgerStore(ledger).append(drafts[:10])
+    regen = Regenerator(Workspace.at(root, ledger))
+    assert regen.refresh() is not None and regen.written_seq == 11
+    digest, length = regen._prefix.digest(), regen._prefix_len
+    poll = LedgerFollower.poll
+    calls = {"n": 0}
+
+    def away(self):
+        calls["n"] += 1  # gone before the new fold read a line: its digest is of nothing yet
+        raise StoreUnavailable("cannot connect to PostgreSQL: the server is restarting")
+
+    monkeypatch.setattr(LedgerFollower, "poll", away)
+    with pytest.raises(StoreUnavailable):
+        regen._rebuild()
+    assert calls["n"] == 1 and (regen._prefix.digest(), regen._prefix_len) == (digest, length)
+    monkeypatch.setattr(LedgerFollower, "poll", poll)
+    LedgerStore(ledger).append(drafts[10:12])
+    update = regen.refresh()
+    assert update is not None and regen.written_seq == 13 and regen.problem is None, regen.problem

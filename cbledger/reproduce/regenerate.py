@@ -288,14 +288,14 @@ class Regenerator:
         """A fresh fold of the whole ledger: (adopted?, problem). Adopted when it folds to the
         end, or when there is no earlier state to keep."""
         kept, kept_len, kept_start = self._prefix, self._prefix_len, self._prefix_start
+        follower: LedgerFollower | None = None
         try:
             follower = self._fresh()
+            follower.poll()
+            problem = None
         except StoreUnavailable:  # the server went away meanwhile: the state folded so far stands
             self._prefix, self._prefix_len, self._prefix_start = kept, kept_len, kept_start
             raise
-        try:
-            follower.poll()
-            problem = None
         except ProjectionError as exc:
             problem = str(exc)
             self._stopped = True
@@ -304,6 +304,7 @@ class Regenerator:
             return False, f"{problem} (the part already folded was rewritten, and the new ledger does not fold either)"
         if problem is not None and self.written_seq == 0:
             self.withheld = True
+        assert follower is not None  # made, or `_fresh` raised
         self.follower = follower
         return True, problem or self._torn(follower)
 
