@@ -272,7 +272,7 @@ def test_later_passes_fold_apart_and_the_figures_count_each_attempt_once():
     assert (row.attempts, row.allowed, row.by_pass) == (3, 3, (1, 2, 2))
     assert row.mean_passes_to_pass == Fraction(3, 2)
     rendered = "\n".join(passes_part.render(state, "1.1.0"))
-    assert "| `claude-sonnet-4.5` | 3 | 3 | 33.3% (1/3) | 66.7% (2/3) | 66.7% (2/3) | 1.50 |" in rendered
+    assert "| `claude-sonnet-4.5` | agent, max-turns=40 | 3 | 3 | 33.3% (1/3) | 66.7% (2/3) | 66.7% (2/3) | 1.50 |" in rendered
     # a retracted later pass ends its attempt there
     retracted = fold(_sequenced([*_attempt_events(["fail", "pass"], 1), _retraction(run_id(2))]))
     assert [a.verdicts for a in passes_part.attempts(retracted, "1.1.0")] == [("fail",)]

@@ -141,11 +141,23 @@ def test_the_site_counts_them_apart_as_the_leaderboard_does():
 
     s = _stream()
     s.graded_run("rename-net", "vendor:model-a", "fail", repeat=4, ablations=Ablations(max_turns=2))
+    s.graded_run("rename-net", "vendor:model-a", "pass", repeat=5, run_mode="replay")  # under the model's id
+    s.graded_run("rename-net", "vendor:model-a", "pass", repeat=6, run_mode="scripted", segment="harness")  # a session script's
     state = fold(s.events)
     cells = dict(re.findall(r"<title>([^<]+ × [^<]+): (\d+/\d+)</title>", str(site._heatmap(state, "1.0.0"))))
     assert cells["rename-net × vendor:model-a"] == "2/2" and cells["budget-refusal × vendor:model-a"] == "0/2", cells
+    assert cells["rename-net × vendor:model-a (scripted)"] == "1/1", cells
+    # a run's mode in the lists and on its page says what keeps it out of the model's rate
+    modes = {e.run.run_id: site._run_mode(e) for e in state.runs.values() if e.run.model.id == "vendor:model-a"}
+    assert sorted(set(modes.values())) == ["agent", "agent, max-turns=2", "agent; not the model (missing-key)",
+                                           "agent; not the model (preflight)", "replay", "scripted"], modes
+    # and the read model's segment of the model is its model runs', not a session script's
+    tables = {t.name: t for t in readmodel.build_tables(state)}
+    (row,) = [r for r in tables["models"].rows if r["model_id"] == "vendor:model-a"]
+    assert row["segment"] == "api-frontier", row
     rows = {(task, mode): (t.passes, t.runs) for (task, model, _seg, mode), t in site._tallies(state, "1.0.0").items()
             if model == "vendor:model-a"}
     assert rows == {("rename-net", "agent"): (2, 2), ("budget-refusal", "agent"): (0, 2),
                     ("rename-net", "not the model"): (0, 1), ("budget-refusal", "not the model"): (0, 1),
-                    ("rename-net", "agent, max-turns=2"): (0, 1)}, rows
+                    ("rename-net", "agent, max-turns=2"): (0, 1), ("rename-net", "replay"): (1, 1),
+                    ("rename-net", "scripted"): (1, 1)}, rows

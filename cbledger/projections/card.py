@@ -10,9 +10,8 @@ from cbledger.ledger.events import TaskIdentity
 from cbledger.projections import format as fmt
 from cbledger.projections.fold import LedgerState, suite_bump
 from cbledger.projections.isolation import isolation
-from cbledger.projections.judged import run_kind
 from cbledger.projections.metrics import TIERS
-from cbledger.projections.records import RecordEntry
+from cbledger.projections.records import RecordEntry, run_kind
 
 TITLE = "Benchmark card"
 
@@ -47,7 +46,7 @@ class CardAcc:
         self.tasks[run.task.id] = run.task
         self.fixtures.add(run.fixture.id)
         self.checks.update(f"{a.type} ({a.evidence_source})" for a in rec.graded.grade.assertions)
-        kind = run_kind(rec)
+        kind = run_kind(rec.run)
         self.kinds[kind] = self.kinds.get(kind, 0) + 1
         scores = state.rubric.get(rec.run_id)
         if scores:

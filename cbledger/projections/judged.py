@@ -26,20 +26,8 @@ from msgspec import UNSET, Struct
 from cbledger.ledger import surfaces
 from cbledger.ledger.events import LaneUsage, RunRecorded
 from cbledger.projections import passes_part
-from cbledger.projections.conditions import DEFAULT
 from cbledger.projections.fold import LedgerState
-from cbledger.projections.records import RecordEntry, is_harness, is_scripted, not_the_models
-
-
-def run_kind(rec: RecordEntry) -> str:
-    """What a record's run measured: a model (`agent`), a session script, the harness."""
-    if is_harness(rec.run):
-        return "harness"
-    if not_the_models(rec.run):
-        return "never reached the model"
-    if is_scripted(rec.run):
-        return "scripted"
-    return "agent"
+from cbledger.projections.records import RecordEntry, is_harness, not_the_models, row_kind
 
 
 class CriterionMean(Struct, frozen=True, kw_only=True):
@@ -99,11 +87,9 @@ class ReviewRow(Struct, frozen=True, kw_only=True):
 
 
 def _key(rec: RecordEntry) -> tuple[str, str]:
-    """A model's rows per run kind, an ablation's agent runs apart (`agent, max-turns=2`): the
-    condition is part of every row key, and a row's spend and its cost per passing task (the
-    default condition's) must be of one set of runs."""
-    kind = run_kind(rec)
-    return rec.run.run.model.id, kind if kind != "agent" or rec.condition == DEFAULT else f"agent, {rec.condition}"
+    """A model's rows per run kind: a row's spend and its cost per passing task (the default
+    condition's) must be of one set of runs."""
+    return rec.run.run.model.id, row_kind(rec.run)
 
 
 class _Judged:

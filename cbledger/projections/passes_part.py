@@ -14,6 +14,7 @@ from fractions import Fraction
 
 from cbledger.projections import format as fmt
 from cbledger.projections.fold import LedgerState
+from cbledger.projections.records import row_kind
 
 TITLE = "Feedback passes (pass 1 is the headline; later passes revised it, told hints)"
 _NOTE = (
@@ -21,8 +22,9 @@ _NOTE = (
     "`tasks/passes.json`) goes on after a failed pass: each failed assertion comes back as a hint "
     "that never states the expected value, and the agent revises the sandbox as the pass before "
     "left it. Every pass is a preserved, graded and replayed run; only pass 1 enters the tables "
-    "above. *By pass k*: attempts that had passed at or before pass k. *Mean passes to pass*: "
-    "over the attempts that passed."
+    "above. A row is one model's attempts of one run kind (a session script's, or an ablation's, "
+    "apart from the model's own). *By pass k*: attempts that had passed at or before pass k. "
+    "*Mean passes to pass*: over the attempts that passed."
 )
 
 
@@ -33,6 +35,9 @@ class Attempt:
     allowed: int
     #: the verdict of each pass made, in order ("pass", "fail", or None when not graded under the suite)
     verdicts: tuple[str | None, ...]
+    #: what pass 1 measured (`records.row_kind`): a session script's attempt, or an ablation's,
+    #: is no attempt of the model's default condition, and a row is of one kind
+    kind: str = "agent"
 
     @property
     def passed_at(self) -> int | None:
@@ -46,6 +51,7 @@ class Attempt:
 @dataclass(frozen=True)
 class PassRow:
     model: str
+    kind: str
     attempts: int
     allowed: int
     #: passed by pass k, for k = 1..allowed (cumulative)
@@ -85,20 +91,20 @@ def attempts(state: LedgerState, suite: str) -> list[Attempt]:
             if pid in state.retracted:
                 break
             verdicts.append(_verdict(state, pid, suite))
-        out.append(Attempt(entry.run.model.id, entry.run.task.id, ref.allowed, tuple(verdicts)))
+        out.append(Attempt(entry.run.model.id, entry.run.task.id, ref.allowed, tuple(verdicts), row_kind(entry)))
     return out
 
 
 def rows(found: list[Attempt]) -> list[PassRow]:
-    by_model: dict[str, list[Attempt]] = {}
+    by_model: dict[tuple[str, str], list[Attempt]] = {}
     for a in found:
-        by_model.setdefault(a.model, []).append(a)
+        by_model.setdefault((a.model, a.kind), []).append(a)
     out: list[PassRow] = []
-    for model, items in sorted(by_model.items()):
+    for (model, kind), items in sorted(by_model.items()):
         allowed = max(a.allowed for a in items)
         passed = [a.passed_at for a in items if a.passed_at is not None]
         out.append(PassRow(
-            model=model, attempts=len(items), allowed=allowed,
+            model=model, kind=kind, attempts=len(items), allowed=allowed,
             by_pass=tuple(sum(1 for p in passed if p <= k) for k in range(1, allowed + 1)),
             mean_passes_to_pass=Fraction(sum(passed), len(passed)) if passed else None,
         ))
@@ -112,14 +118,14 @@ def table(state: LedgerState, suite: str) -> tuple[list[str], list[list[str]]]:
     if not table_rows:
         return [], []
     width = max(r.allowed for r in table_rows)
-    header = ["Model", "Attempts", "Passes allowed", "Pass rate at pass 1",
+    header = ["Model", "Run kind", "Attempts", "Passes allowed", "Pass rate at pass 1",
               *(f"By pass {k}" for k in range(2, width + 1)), "Mean passes to pass"]
     body = []
     for r in table_rows:
         cells = [f"{fmt.pct(Fraction(n, r.attempts))} ({n}/{r.attempts})" for n in r.by_pass]
         cells += ["—"] * (width - len(cells))
         mean = f"{float(r.mean_passes_to_pass):.2f}" if r.mean_passes_to_pass is not None else "—"
-        body.append([f"`{r.model}`", str(r.attempts), str(r.allowed), *cells, mean])
+        body.append([f"`{r.model}`", r.kind, str(r.attempts), str(r.allowed), *cells, mean])
     return header, body
 
 

@@ -224,7 +224,9 @@ def _named(state: LedgerState, views: Views, key: Callable[[RunEntry], str],
         costs = [e.run.cost.usd_micros for e in agents]
         uncosted = sum(c is None for c in costs)
         out.append(_Named(
-            name=name, entry=max(mine, key=lambda e: e.seq), runs=len(mine), agent_runs=len(agents),
+            # what a run records of its model (provider, segment): its latest model run's, a
+            # session script's under the same id naming a segment of its own
+            name=name, entry=max(agents or mine, key=lambda e: e.seq), runs=len(mine), agent_runs=len(agents),
             suite_runs=len(graded), suite_passes=sum(graded), others=len({other(e) for e in agents}),
             usd_micros=None if uncosted else sum(c or 0 for c in costs), uncosted_runs=uncosted,
         ))
@@ -957,20 +959,21 @@ _QUERIES: dict[str, dict[str, str]] = {
     "most_expensive_failures": {
         "title": "Most expensive failures",
         "description": "Failed grades of costed runs, dearest first: where money went without a pass.",
-        "sql": "select r.usd, r.run_id, r.model_id, r.task_id, r.tier, g.suite_version, g.failure_category,\n"
-               "  g.first_failed_required, r.tokens_in, r.tokens_out\n"
+        "sql": "select r.usd, r.run_id, r.model_id, r.kind, r.condition, r.task_id, r.tier, g.suite_version,\n"
+               "  g.failure_category, g.first_failed_required, r.tokens_in, r.tokens_out\n"
                "from grades g join runs r on r.run_id = g.run_id\n"
                "where g.verdict = 'fail' and r.usd is not null\n"
                "order by r.usd desc, r.run_id limit 100",
     },
     "runs_by_category": {
         "title": "Runs by failure category",
-        "description": "Graded live runs per suite version and failure category (passes counted as '(passed)').",
-        "sql": "select g.suite_version, coalesce(g.failure_category, '(passed)') as category, count(*) as runs,\n"
-               "  count(distinct r.model_id) as models, count(distinct r.task_id) as tasks\n"
+        "description": "Graded live runs per suite version, run kind, condition and failure category (passes "
+                       "counted as '(passed)'); LEADERBOARD.md's categories are the agent rows' of the default condition.",
+        "sql": "select g.suite_version, r.kind, r.condition, coalesce(g.failure_category, '(passed)') as category,\n"
+               "  count(*) as runs, count(distinct r.model_id) as models, count(distinct r.task_id) as tasks\n"
                "from grades g join runs r on r.run_id = g.run_id\n"
-               "group by g.suite_version, category\n"
-               "order by g.suite_version desc, runs desc, category",
+               "group by g.suite_version, r.kind, r.condition, category\n"
+               "order by g.suite_version desc, r.kind, r.condition, runs desc, category",
     },
 }
 

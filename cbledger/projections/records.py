@@ -45,7 +45,7 @@ from msgspec import Struct, UnsetType
 
 from cbledger.ledger.types import ExitPath, FailureCategory, Mode, Outcome, Tier
 from cbledger.projections import paths
-from cbledger.projections.conditions import condition_key
+from cbledger.projections.conditions import DEFAULT, condition_key
 from cbledger.projections.fold import GradeEntry, LedgerState, PassEntry, ProjectionError, RunEntry
 from cbledger.projections.provenance import named_otherwise
 
@@ -290,6 +290,27 @@ def in_model_metrics(entry: RunEntry) -> bool:
     """Whether a run is a sample of a model: not the suite's own check, not a replay, not
     scripted, and not ended by the harness or its environment (`not_the_models`)."""
     return not (is_harness(entry) or is_replay(entry) or is_scripted(entry) or not_the_models(entry))
+
+
+def run_kind(entry: RunEntry) -> str:
+    """What a run measured: a model (`agent`), a session script, the harness's own check, or
+    nothing of a model (the harness or its environment ended it)."""
+    if is_harness(entry):
+        return "harness"
+    if not_the_models(entry):
+        return "never reached the model"
+    if is_scripted(entry):
+        return "scripted"
+    return "agent"
+
+
+def row_kind(entry: RunEntry) -> str:
+    """The run kind a row of a model is keyed by, an ablation's agent runs apart (`agent,
+    max-turns=2`): the condition is part of every row key, so that no row's figures mix two
+    sets of runs."""
+    kind = run_kind(entry)
+    condition = condition_key(entry.run.ablations)
+    return kind if kind != "agent" or condition == DEFAULT else f"agent, {condition}"
 
 
 def is_harness(entry: RunEntry) -> bool:

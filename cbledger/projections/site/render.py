@@ -23,7 +23,7 @@ from markupsafe import Markup
 from cbledger.ledger.events import RunRecorded
 from cbledger.projections import env_failures, gate, passes_part, workqueue
 from cbledger.projections import format as fmt
-from cbledger.projections.conditions import DEFAULT
+from cbledger.projections.conditions import DEFAULT, condition_key
 from cbledger.projections.fold import GradeEntry, LedgerState, PassEntry, RunEntry, current_suite
 from cbledger.projections.leaderboard import rank_key
 from cbledger.projections.metrics import (
@@ -41,6 +41,8 @@ from cbledger.projections.records import (
     RecordEntry,
     harness_mode,
     in_model_metrics,
+    is_replay,
+    is_scripted,
     not_the_models,
     record_entries,
     usd_from_micros,
@@ -238,17 +240,24 @@ def _pair_key(mode: str, t: _Tally, segment: str, name: str) -> tuple[bool, bool
 
 def _heatmap(state: LedgerState, suite: str) -> Markup:
     cells: dict[tuple[str, str], list[int]] = {}
+    pages: dict[str, str] = {}
     for e in record_entries(state, suite, build=False):
-        if not_the_models(e.run) or e.condition != DEFAULT:
-            continue  # no sample of the model, or a sample of an ablation: in no cell, as in no LEADERBOARD row
-        c = cells.setdefault((e.run.run.task.id, e.run.run.model.id), [0, 0])
+        if not_the_models(e.run) or is_replay(e.run) or e.condition != DEFAULT:
+            # no sample of the model, a replay of one under its model's id (counted twice else),
+            # or a sample of an ablation: in no cell, as in no LEADERBOARD.md row
+            continue
+        model = e.run.run.model.id
+        # a session script's runs may carry a real model's id: a column of their own, as a row
+        column = f"{model} (scripted)" if is_scripted(e.run) else model
+        pages[column] = model_page(model)
+        c = cells.setdefault((e.run.run.task.id, column), [0, 0])
         c[1] += 1
         c[0] += e.graded.grade.verdict == "pass"
     tasks = sorted({t for t, _ in cells})
     models = sorted({m for _, m in cells})
     data = {k: svg.Cell(passes=v[0], runs=v[1]) for k, v in cells.items()}
     return Markup(svg.heatmap(tasks, models, data, f"pass rate by task and model, suite {suite}",
-                              {t: task_page(t) for t in tasks}, {m: model_page(m) for m in models}))
+                              {t: task_page(t) for t in tasks}, pages))
 
 
 def _verdict(state: LedgerState, run_id: str) -> tuple[GradeEntry | None, str]:
@@ -259,13 +268,26 @@ def _verdict(state: LedgerState, run_id: str) -> tuple[GradeEntry | None, str]:
     return latest, latest.grade.verdict if latest else "ungraded"
 
 
+def _run_mode(entry: RunEntry | PassEntry) -> str:
+    """A run's mode as its lists and page show it, with what keeps it out of the model's default
+    rate: its condition, and the harness or environment that ended it (the record says both)."""
+    run = entry.run
+    mode: str = harness_mode(entry) or run.run_mode
+    condition = condition_key(run.ablations)
+    if condition != DEFAULT:
+        mode = f"{mode}, {condition}"
+    if run.harness_failure is not None:
+        mode = f"{mode}; not the model ({run.harness_failure.kind})"
+    return mode
+
+
 def _run_summary(state: LedgerState, entry: RunEntry | PassEntry) -> dict[str, Any]:
     run = entry.run
     graded, verdict = _verdict(state, run.run_id)
     return {
         "id": run.run_id, "href": run_page(run.run_id), "seq": entry.seq, "task": run.task.id, "tier": run.task.tier,
         "task_href": task_page(run.task.id), "model_href": model_page(run.model.id),
-        "model": run.model.id, "segment": run.model.segment, "mode": harness_mode(entry) or run.run_mode, "verdict": verdict,
+        "model": run.model.id, "segment": run.model.segment, "mode": _run_mode(entry), "verdict": verdict,
         "category": (graded.grade.failure_category if graded else None) or "",
         "suite": graded.grade.suite_version if graded else "",
         "cost": fmt.usd_micros(run.cost.usd_micros), "started": fmt.utc_stamp(run.timings.started_at),
