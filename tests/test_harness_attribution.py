@@ -274,3 +274,4 @@ def test_a_rerun_names_an_attribution_that_differs_and_takes_a_later_rules_mark_
     other = HarnessFailure(kind="no-model-turn", detail="the model never answered a turn")
     (said,) = stats_differences(msgspec.structs.replace(was, harness_failure=crash), msgspec.structs.replace(was, harness_failure=other))
     assert said.startswith("harnessFailure {'kind': 'no-model-turn'") and "recorded {'kind': 'harness-crash'" in said, said
+

@@ -333,3 +333,22 @@ def test_a_ledger_named_from_outside_its_project_is_verified_against_that_projec
     report = json.loads(r.stdout)
     assert report["failures"] == [] and report["runs"]["counts"]["reproduced"] == 4
     assert report["projections"]["records"] == {"expected": 4, "matching": 4}
+
+
+def test_a_verdict_of_no_trusted_checkpoint_still_says_the_runs_that_failed(capsys):
+    """The runs are checked beside a ledger no named key signed; exit 5 wins, and its line named
+    the checkpoint alone though runs had failed too."""
+    from cbledger.cli.reproduce_commands import _verdict
+    from cbledger.ledger.verify import ChainReport
+    from cbledger.reproduce import verify as verify_mod
+    from cbledger.reproduce.checkpoints import CheckpointsCheck
+    from cbledger.reproduce.findings import Finding
+
+    report = verify_mod.VerifyReport(
+        ledger="l", root="r", options=verify_mod.Options(), chain=ChainReport(path="l", events=3),
+        checkpoints=CheckpointsCheck(failures=[Finding(check="checkpoint", kind="no-trusted-checkpoint", message="m")]),
+        orphan_failures=[Finding(check="run", kind="grade-orphan", message="x")],
+    )
+    _verdict(report)
+    err = capsys.readouterr().err
+    assert "NOT VERIFIED: no checkpoint signed by a key given with --key" in err and "1 run finding(s) as well" in err, err
