@@ -156,6 +156,15 @@ def test_the_harness_dying_of_its_own_exception_is_not_the_models_stall():
      "block, or by rejecting a promise which was not handled with .catch(). The promise rejected with the reason \"x\".] {\n"
      "  code: 'ERR_UNHANDLED_REJECTION'\n}\n\nNode.js v20.19.0\n", "[UnhandledPromiseRejection: This error originated"),
     ("/opt/ch/dist/a.js:1\n\nError: the first line\nand a second\n    at f (/opt/ch/dist/a.js:1:1)\n\nNode.js v22.17.0\n", "Error: the first line"),
+    # copperhead's own execa, a command that failed: the message holds the child's output
+    ("file:///opt/ch/node_modules/execa/lib/return/final-error.js:6\n\treturn new ErrorClass(message, options);\n\t       ^\n\n"
+     "ExecaError: Command failed with exit code 3: kicad-cli sch erc\n\nerr\n\nout\n"
+     "    at getFinalError (file:///opt/ch/node_modules/execa/lib/return/final-error.js:6:9) {\n  exitCode: 3\n}\n\nNode.js v20.20.2\n",
+     "ExecaError: Command failed with exit code 3: kicad-cli sch erc"),
+    ("[eval]:1\nsetTimeout(()=>{throw new Error(\"one\\n\\ntwo\")})\n                ^\n\nError: one\n\ntwo\n"
+     "    at Timeout._onTimeout ([eval]:1:23)\n\nNode.js v20.20.2\n", "Error: one"),
+    ("/opt/ch/dist/k.js:3\n    throw new KiFailure('x');\n    ^\n\nKiFailure: x\n    at k (/opt/ch/dist/k.js:3:11)\n\nNode.js v22.17.0\n", "KiFailure: x"),
+    ("/opt/ch/dist/s.js:1\nthrow \"boom\"\n^\nboom\n(Use `node --trace-uncaught ...` to show where the exception was thrown)\n\nNode.js v20.20.2\n", "boom"),
 ])
 def test_every_form_of_nodes_crash_report_is_read(report, error):
     f = detect(_two_turns(), report, 1, False)
@@ -274,4 +283,11 @@ def test_a_rerun_names_an_attribution_that_differs_and_takes_a_later_rules_mark_
     other = HarnessFailure(kind="no-model-turn", detail="the model never answered a turn")
     (said,) = stats_differences(msgspec.structs.replace(was, harness_failure=crash), msgspec.structs.replace(was, harness_failure=other))
     assert said.startswith("harnessFailure {'kind': 'no-model-turn'") and "recorded {'kind': 'harness-crash'" in said, said
+    # a crash before the model answered was a no-turn kind before the rule; a crash that
+    # reproduces is the same by its turn, whatever temporary path its words name
+    early = msgspec.structs.replace(crash, turn=1)
+    assert stats_differences(msgspec.structs.replace(was, harness_failure=other), msgspec.structs.replace(was, harness_failure=early)) == []
+    renamed = msgspec.structs.replace(crash, detail=crash.detail + " (/tmp/cbledger-sandboxes-x/run)")
+    assert stats_differences(msgspec.structs.replace(was, harness_failure=crash), msgspec.structs.replace(was, harness_failure=renamed)) == []
+    assert stats_differences(msgspec.structs.replace(was, harness_failure=crash), msgspec.structs.replace(was, harness_failure=early)) != []
 

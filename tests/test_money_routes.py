@@ -387,3 +387,7 @@ def test_the_estimate_holds_each_run_to_the_cap_and_says_what_the_budget_left_pa
     assert for_plan(plan, mixed).low == free.low  # the default plan: the two-turn run is not counted
     ablated = for_plan(SimpleNamespace(model_id=plan.model_id, runs=plan.runs, ablations=Ablations(max_turns=2)), mixed)
     assert ablated.basis == 1 and ablated.high < free.low, (ablated.basis, ablated.high, free.low)
+    # a tool subset is a set: the same one named in another order, twice over, is the same condition
+    subset = msgspec.structs.replace(two_turns, ablations=Ablations(tool_subset=["read_file", "finish"]))
+    asked = SimpleNamespace(model_id=plan.model_id, runs=plan.runs, ablations=Ablations(tool_subset=["finish", "read_file", "finish"]))
+    assert for_plan(asked, LedgerView(pricing=pricing_published().body, runs={"subset": subset})).basis == 1

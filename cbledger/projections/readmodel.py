@@ -205,7 +205,10 @@ class _Named(NamedTuple):
 
 
 def _named(state: LedgerState, views: Views, key: Callable[[RunEntry], str],
-           other: Callable[[RunEntry], str]) -> list[_Named]:
+           other: Callable[[RunEntry], str], *, from_model_runs: bool = False) -> list[_Named]:
+    """`from_model_runs`: what a row says of its subject comes from its latest agent run (a model's
+    provider and segment, which a session script under the same id states otherwise), else from
+    its latest run of any kind (a task's tier and fixture, as the newest run records them)."""
     suite = views.current_suite()
     passed: dict[str, bool] = {}
     if suite is not None:
@@ -224,9 +227,8 @@ def _named(state: LedgerState, views: Views, key: Callable[[RunEntry], str],
         costs = [e.run.cost.usd_micros for e in agents]
         uncosted = sum(c is None for c in costs)
         out.append(_Named(
-            # what a run records of its model (provider, segment): its latest model run's, a
-            # session script's under the same id naming a segment of its own
-            name=name, entry=max(agents or mine, key=lambda e: e.seq), runs=len(mine), agent_runs=len(agents),
+            name=name, entry=max((agents if from_model_runs else None) or mine, key=lambda e: e.seq),
+            runs=len(mine), agent_runs=len(agents),
             suite_runs=len(graded), suite_passes=sum(graded), others=len({other(e) for e in agents}),
             usd_micros=None if uncosted else sum(c or 0 for c in costs), uncosted_runs=uncosted,
         ))
@@ -606,7 +608,7 @@ def _sources(state: LedgerState, views: Views, run_ids: set[str] | None) -> list
         (META, _meta(state, views)),
         # before `runs`, whose task and model ids are keys into them
         (TASKS, _named(state, views, _by_task, _by_model)),
-        (MODELS, _named(state, views, _by_model, _by_task)),
+        (MODELS, _named(state, views, _by_model, _by_task, from_model_runs=True)),
         (RUNS, live.values()),
         (GRADES, _graded(state, views, live)),
         (ASSERTION_OUTCOMES, _outcomes(_graded(state, views, live))),

@@ -293,15 +293,17 @@ def in_model_metrics(entry: RunEntry) -> bool:
 
 
 def run_kind(entry: RunEntry) -> str:
-    """What a run measured: a model (`agent`), a session script, the harness's own check, or
-    nothing of a model (the harness or its environment ended it)."""
+    """What a run measured: a model (`agent`), a session script, the harness's own check, a
+    preserved run graded again (`replay`), or nothing of a model (the harness or its environment
+    ended it). The read model stores the same classes under labels of its own
+    (`readmodel._run_kind`), a harness run's failure first."""
     if is_harness(entry):
         return "harness"
     if not_the_models(entry):
         return "never reached the model"
     if is_scripted(entry):
         return "scripted"
-    return "agent"
+    return "replay" if is_replay(entry) else "agent"
 
 
 def row_kind(entry: RunEntry) -> str:

@@ -418,12 +418,23 @@ def stats_differences(a: RunRecorded, b: RunRecorded) -> list[str]:
     return out
 
 
+#: what a run the harness's crash ended before the model answered was called before the crash rule
+_NO_TURN_KINDS = frozenset({"preflight", "no-model-turn", "missing-key", "provider-config"})
+
+
 def _marked_by_a_later_rule(recorded: HarnessFailure | None, again: HarnessFailure | None) -> bool:
-    """A run recorded as the model's before a rule that now marks it (the harness's own crash, a
-    provider's session limit) re-executes marked: the same run, read by the later rule, as
-    `replay --verify` accepts it (`reproduce/attribution.py`)."""
-    return recorded is None and again is not None and (
-        again.kind == "harness-crash" or (again.kind == "provider-status" and again.detail.startswith("session limit")))
+    """A run recorded before a rule that now marks it otherwise (the harness's own crash: the
+    model's, or a no-turn kind before the model answered; a provider's session limit: the
+    model's) re-executes marked: the same run, read by the later rule, as `replay --verify`
+    accepts it (`reproduce/attribution.py`). A crash that reproduces is the same by kind and
+    turn: its words may name the sandbox's own temporary paths."""
+    if again is None:
+        return False
+    if again.kind == "harness-crash":
+        if recorded is not None and recorded.kind == "harness-crash":
+            return recorded.turn == again.turn
+        return recorded is None or recorded.kind in _NO_TURN_KINDS
+    return recorded is None and again.kind == "provider-status" and again.detail.startswith("session limit")
 
 
 def tree_differences(

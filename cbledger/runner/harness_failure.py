@@ -18,15 +18,16 @@ preserved shows one of these, checked in this order:
    time: a cap that strikes one call of a slow model in passing stays the model's). A 400, 404 or 422 is the request's content, which
    the model shaped (a context that grew too long, a session script that ran out), and stays the
    model's.
-3. (then) No assistant turn at all: `preflight` (copperhead refused, saying why, before a transcript),
+3. The harness's own process dying of an uncaught exception before its run ended (no
+   `run-end`; stderr ending with Node's report of it: the throw site, what was thrown, the
+   `Node.js v…` line): `harness-crash`, at any turn, before the model's first answer or after
+   its last (a tool the harness could not run is the harness's defect, not the model's stall).
+   A V8 abort (out of heap, exit 134) prints no such report and stays the model's.
+4. No assistant turn at all: `preflight` (copperhead refused, saying why, before a transcript),
    `harness-exit` (it exited without a word and without a transcript: preflight never ran, or
    `sync` found nothing for a model to resolve, which its stdout report says),
    `missing-key` / `provider-config` (no provider could be built), `no-model-turn`.
-3. The harness's own process dying of an uncaught exception before its run ended (no
-   `run-end`; stderr ending with Node's report of it: the error, its stack, the `Node.js v…`
-   line): `harness-crash`, at any turn, before the model's first answer or after its last (a
-   tool the harness could not run is the harness's defect, not the model's stall).
-4. After the model's work, a commit that failed for want of a git identity: `git-identity`.
+5. After the model's work, a commit that failed for want of a git identity: `git-identity`.
 
 The decision reads only what the run preserved (the transcript, the harness's stderr, the
 cassette, and the exit status the run's `runnerNote` and `runnerExit` state), so `replay --verify`
@@ -54,20 +55,30 @@ _NODE_LAST = re.compile(r"(?:^|\n)Node\.js v\d+[\w.-]*\s*\Z")
 _ERROR_HEAD = re.compile(r"\[?(?:[A-Za-z_$][\w$.]*)?(?:Error|Exception|Rejection)\b")
 
 
+#: where Node's report begins: the throw site (`file:line`), its source line and a caret under
+#: it; the line after is what was thrown, whatever it was (an error of any name, a string)
+_SITE = re.compile(r"^\S+:\d+\n[^\n]*\n[ \t]*\^+[ \t]*\n\n?(?P<head>[^\n]*\S[^\n]*)", re.M)
+
+
 def crash_report(stderr: str) -> str | None:
-    """The error line of Node's report of an uncaught exception, when stderr ends with one: the
-    paragraph just above the report's stack (or, for a rejection of a value that is no error,
-    its last paragraph) begins with it. None when stderr does not end as such a report does."""
+    """What Node's report of an uncaught exception says was thrown, when stderr ends with such a
+    report: the line after its last throw site (or, where the report gives none, the first line
+    of the paragraph above its stack). None when stderr does not end as such a report does."""
     end = _NODE_LAST.search(stderr)
     if end is None:
         return None
-    paragraphs = [p for p in re.split(r"\n\s*\n", stderr[:end.start()]) if p.strip()]
-    for paragraph in reversed(paragraphs[-3:]):  # the report: source line, error and stack, properties
+    report = stderr[:end.start()]
+    sites = list(_SITE.finditer(report))
+    if sites:
+        return sites[-1]["head"].strip()
+    paragraphs = [p for p in re.split(r"\n\s*\n", report) if p.strip()]
+    for paragraph in reversed(paragraphs[-3:]):  # the error and its stack, its properties
         lines = paragraph.strip("\n").splitlines()
         if any(line.startswith("    at ") for line in lines) or _ERROR_HEAD.match(lines[0]):
             head = lines[0].strip()
             return head if _ERROR_HEAD.match(head) else None
     return None
+
 _IDENTITY = re.compile(r"author identity unknown|please tell me who you are|empty ident|unable to auto-detect email", re.I)
 _MISSING_KEY = re.compile(r"\b[A-Z][A-Z0-9_]*(KEY|TOKEN)[A-Z0-9_]* is not set\b")
 _STATUS = re.compile(r"^provider error:\s*(\d{3})\b")
