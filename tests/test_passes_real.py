@@ -72,7 +72,7 @@ def test_a_run_that_fails_pass_1_passes_pass_2_and_both_replay(tmp_path, shared_
     assert records == ["run-1.json"]
     board = (project.root / "LEADERBOARD.md").read_text()
     section = board.split(f"## {passes_part.TITLE}")[1].split("\n## ")[0]
-    assert "| `compat:scripted-led-resistor-swap-two-pass` | 1 | 2 | 0.0% (0/1) | 100.0% (1/1) | 2.00 |" in section
+    assert "| `compat:scripted-led-resistor-swap-two-pass` | scripted | 1 | 2 | 0.0% (0/1) | 100.0% (1/1) | 2.00 |" in section
     # the later pass moves nothing above the section: the same file without it, up to the section
     state = load_state(project.ledger)
     assert second.run_id in state.later_passes and second.run_id not in state.runs
