@@ -290,4 +290,6 @@ def test_a_rerun_names_an_attribution_that_differs_and_takes_a_later_rules_mark_
     renamed = msgspec.structs.replace(crash, detail=crash.detail + " (/tmp/cbledger-sandboxes-x/run)")
     assert stats_differences(msgspec.structs.replace(was, harness_failure=crash), msgspec.structs.replace(was, harness_failure=renamed)) == []
     assert stats_differences(msgspec.structs.replace(was, harness_failure=crash), msgspec.structs.replace(was, harness_failure=early)) != []
+    # a no-turn kind is no crash after the model answered
+    assert stats_differences(msgspec.structs.replace(was, harness_failure=other), msgspec.structs.replace(was, harness_failure=crash)) != []
 

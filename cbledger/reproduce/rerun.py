@@ -433,7 +433,7 @@ def _marked_by_a_later_rule(recorded: HarnessFailure | None, again: HarnessFailu
     if again.kind == "harness-crash":
         if recorded is not None and recorded.kind == "harness-crash":
             return recorded.turn == again.turn
-        return recorded is None or recorded.kind in _NO_TURN_KINDS
+        return recorded is None or (recorded.kind in _NO_TURN_KINDS and again.turn == 1)
     return recorded is None and again.kind == "provider-status" and again.detail.startswith("session limit")
 
 
