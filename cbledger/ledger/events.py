@@ -215,6 +215,28 @@ class Ablations(Body, frozen=True, kw_only=True):
     tool_subset: list[str] | None = None
 
 
+#: the condition of a run made with no runner flag: the headline's (`projections/conditions.py`)
+DEFAULT_CONDITION = "default"
+
+
+def condition_key(ablations: Ablations) -> str:
+    """`default`, or the flags that were set: `max-turns=2; tool-subset=finish,read_file`.
+
+    Kept beside the flags rather than with the views because the runner's cost estimate keys past
+    runs by it too, and runner code reads no projection. Canonical: flags in a fixed order, a tool
+    subset as a sorted set, so two keys are equal exactly when the runs had the same flags."""
+    parts: list[str] = []
+    if ablations.prompt_variant is not None:
+        parts.append(f"prompt-variant={ablations.prompt_variant}")
+    if ablations.max_turns is not None:
+        parts.append(f"max-turns={ablations.max_turns}")
+    if ablations.max_repair_cycles is not None:
+        parts.append(f"max-repair-cycles={ablations.max_repair_cycles}")
+    if ablations.tool_subset is not None:
+        parts.append(f"tool-subset={','.join(sorted(set(ablations.tool_subset)))}")
+    return "; ".join(parts) if parts else DEFAULT_CONDITION
+
+
 class Comparability(Body, frozen=True, kw_only=True):
     """The stamp that decides which records may share a table (STANDARD-FACTS, Comparability)."""
 

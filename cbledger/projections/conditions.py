@@ -14,23 +14,10 @@ same key, and two keys are equal exactly when the runs had the same flags.
 
 from __future__ import annotations
 
-from cbledger.ledger.events import Ablations
+from cbledger.ledger.events import DEFAULT_CONDITION as DEFAULT
+from cbledger.ledger.events import condition_key
 
-DEFAULT = "default"
-
-
-def condition_key(ablations: Ablations) -> str:
-    """`default`, or the flags that were set: `max-turns=2; tool-subset=finish,read_file`."""
-    parts: list[str] = []
-    if ablations.prompt_variant is not None:
-        parts.append(f"prompt-variant={ablations.prompt_variant}")
-    if ablations.max_turns is not None:
-        parts.append(f"max-turns={ablations.max_turns}")
-    if ablations.max_repair_cycles is not None:
-        parts.append(f"max-repair-cycles={ablations.max_repair_cycles}")
-    if ablations.tool_subset is not None:
-        parts.append(f"tool-subset={','.join(sorted(set(ablations.tool_subset)))}")
-    return "; ".join(parts) if parts else DEFAULT
+__all__ = ["DEFAULT", "condition_key", "order_key"]
 
 
 def order_key(key: str) -> tuple[bool, str]:

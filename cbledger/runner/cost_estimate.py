@@ -15,9 +15,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
-
-from cbledger.ledger.events import Ablations
+from cbledger.ledger.events import Ablations, condition_key
 from cbledger.runner import ledger_view, pricing
 from cbledger.runner.plan import Plan
 
@@ -99,12 +97,6 @@ class Estimate:
         return head + body
 
 
-def _condition(ablations: Ablations) -> Ablations:
-    """The condition as LEADERBOARD.md keys it: a tool subset is a set, in no order."""
-    subset = ablations.tool_subset
-    return ablations if subset is None else msgspec.structs.replace(ablations, tool_subset=sorted(set(subset)))
-
-
 def past_tokens(
     view: ledger_view.LedgerView, task_id: str, model_id: str, ablations: Ablations | None = None,
 ) -> list[tuple[int, int]]:
@@ -112,11 +104,11 @@ def past_tokens(
     such as two turns spends a fraction of a default run): the model's own, else any model's."""
     mine: list[tuple[int, int]] = []
     anyone: list[tuple[int, int]] = []
-    condition = _condition(ablations or Ablations())
+    condition = condition_key(ablations or Ablations())
     for run in view.runs.values():
         if run.task.id != task_id or run.run_mode != "agent" or run.run_id in view.retracted or run.stats is None:
             continue
-        if _condition(run.ablations) != condition:
+        if condition_key(run.ablations) != condition:
             continue
         if run.harness_failure is not None or run.stats.tokens_in + run.stats.tokens_out == 0:
             continue
