@@ -1172,3 +1172,25 @@ def test_a_run_whose_slot_another_driver_recorded_is_said_and_is_no_failure(monk
     assert result.failures == [] and result.outputs == []
     [(label, why)] = result.not_run
     assert label == f"{run.task.id} r{run.repeat}" and "recorded by another driver" in why
+
+
+def test_a_replay_reads_its_own_workspace_and_its_own_condition(tmp_path: Path, kicad_cli: str) -> None:
+    """The replay agent read preserved runs from the project's `results/` whatever `--results`
+    named (`…/results/runs/X.bundle: preserved run X missing`), and put back a run of any
+    condition: a default replay took a two-turn ablation's run."""
+    root = project(tmp_path)
+    ws = ["--results", tmp_path / "ws"]
+    for args in (("init", "--name", "replay-test"), ("suite", "bump", "--reason", "under test", "--skip-trial"),
+                 ("run", TASKS[0], "--agent", "gold", "--repeats", "1")):
+        made = run_cli([*ws, *args, "--root", root])
+        assert made.exit_code == 0, made.output
+    assert not (root / "results").exists()
+    replayed = run_cli([*ws, "run", TASKS[0], "--agent", "replay", "--model", "harness:gold", "--repeats", "1", "--root", root])
+    assert replayed.exit_code == 0, replayed.output
+    ledger = tmp_path / "ws" / "ledger" / "events.jsonl"
+    source, replay = runs(ledger)
+    assert replay.run_mode == "replay" and replay.replay_of == source.run_id
+    other = run_cli([*ws, "run", TASKS[0], "--agent", "replay", "--model", "harness:gold", "--repeats", "1",
+                     "--max-turns", "3", "--root", root])
+    assert other.exit_code != 0 and "under condition 'max-turns=3'" in other.output, other.output
+    assert len(runs(ledger)) == 2

@@ -107,7 +107,7 @@ def build_agent(
     if plan.agent == "replay":
         from cbledger.runner.agents.replay import ReplayAgent
 
-        return ReplayAgent(workspace.root, workspace.ledger), "replay", None
+        return ReplayAgent(workspace), "replay", None
     raise UserError(f"unknown agent {plan.agent}")
 
 

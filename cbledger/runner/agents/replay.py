@@ -8,26 +8,31 @@ run mode `replay` and the original run's id in its note. No model is called.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pygit2
 from blake3 import blake3
 
 from cbledger.errors import UserError
+from cbledger.ledger.events import condition_key
 from cbledger.runner import ledger_view
 from cbledger.runner.agents.base import AgentInput, AgentResult
 from cbledger.runner.bundle_read import BundleError, unbundle
 from cbledger.runner.sandbox import BRANCH
+from cbledger.workspace import Workspace
 
 
 class ReplayAgent:
     kind = "replay"
 
-    def __init__(self, root: Path, ledger: Path | str):
-        self.root = root
-        self.view = ledger_view.read(ledger)
+    def __init__(self, workspace: Workspace):
+        self.workspace = workspace
+        self.view = ledger_view.read(workspace.ledger)
 
     def source_run(self, inp: AgentInput):
+        """The run to put back: the model's own, under the same condition (a replay is graded in
+        its condition's rows), that reached the model (a run the harness or its provider ended
+        holds nothing of the model to grade again); of the same repeat when there is one, else
+        the latest."""
+        condition = condition_key(inp.ablations)
         runs = [
             r
             for r in self.view.runs.values()
@@ -35,9 +40,14 @@ class ReplayAgent:
             and r.model.id == inp.model_id
             and r.run_mode != "replay"
             and r.run_id not in self.view.retracted
+            and r.harness_failure is None
+            and condition_key(r.ablations) == condition
         ]
         if not runs:
-            raise UserError(f"no preserved run of {inp.task.id} by {inp.model_id} to replay")
+            raise UserError(
+                f"no preserved run of {inp.task.id} by {inp.model_id} under condition {condition!r} to replay "
+                "(replays, retracted runs and runs that never reached the model are not replayed)"
+            )
         same_repeat = [r for r in runs if r.repeat == inp_repeat(inp)]
         return (same_repeat or runs)[-1]
 
@@ -48,9 +58,9 @@ class ReplayAgent:
                 f"run {src.run_id} started from baseline {src.sandbox.baseline_sha}, this sandbox from "
                 f"{inp.baseline_sha}: the fixture or task config changed, so it cannot be replayed here"
             )
-        bundle = self.root / src.sandbox.store
-        if not bundle.is_file():
-            raise UserError(f"{bundle}: preserved run {src.run_id} missing")
+        bundle = self.workspace.stored(src.sandbox.store)
+        if bundle is None or not bundle.is_file():
+            raise UserError(f"{bundle or src.sandbox.store}: preserved run {src.run_id} missing")
         data = bundle.read_bytes()
         if blake3(data).hexdigest() != src.sandbox.store_blake3:
             raise UserError(f"{bundle}: digest differs from the one recorded for run {src.run_id}")
