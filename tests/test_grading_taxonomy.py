@@ -4,6 +4,8 @@ inputs (tool-error classification, obligation wording) on real-shaped transcript
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from cbledger.grading.evidence.bundle import from_sandbox
@@ -106,6 +108,41 @@ def test_step_3_file_revert_when_the_dominant_error_is_a_revert():
     assert classify(inp) == "file-revert"
     tied = x("repair-cycles-exhausted", errors={"reverted-edit": 1, "malformed-arguments": 1}, results=20)
     assert classify(tied) == "repair-exhausted"  # ties go to the more specific protocol category
+
+
+def test_step_3_since_grader_1_5_0_a_finished_run_is_categorised_by_what_it_finished_with():
+    """One revert a run recovered from made a run that finished and then touched a file too many
+    `file-revert`: its developer would fix reverts, not scope."""
+    def new(*args, **kwargs) -> TaxonomyInput:
+        return replace(x(*args, **kwargs), finished_by_assertion=True)
+
+    assert classify(new("done", "files_touched_subset", errors={"reverted-edit": 1})) == "constraint-violation"
+    assert classify(new("done", "net_present", errors={"reverted-edit": 1})) == "wrong-target"
+    assert classify(new("done", "exit_path_in", "refusal", errors={"reverted-edit": 1})) == "constraint-violation"
+    assert classify(new("refused", "refusal_cites_budget", "refusal", errors={"reverted-edit": 2})) == "wrong-target"
+    # a run the reverts stopped short of finishing is still file-revert
+    assert classify(new("turn-budget-exhausted", "net_present", errors={"reverted-edit": 1})) == "file-revert"
+    assert classify(new("stalled", "net_present", errors={"reverted-edit": 3})) == "file-revert"
+    # the earlier rules, which recorded grades are re-graded under, stand
+    assert classify(x("done", "files_touched_subset", errors={"reverted-edit": 1})) == "file-revert"
+
+
+def test_step_8_since_grader_1_5_0_the_runners_agent_error_is_a_stop():
+    assert classify(replace(x("agent-error", "net_present"), finished_by_assertion=True)) == "stalled"
+    assert classify(x("agent-error", "net_present")) == "wrong-target"  # before: fell through to step 9
+
+
+def test_the_grader_applies_the_rules_of_the_version_it_is_given(tmp_path):
+    events = [*done()[:2], tool("edit_file", {"path": SCHEMATIC}, "edit REVERTED: the schematic failed to load"), *done()[1:]]
+    fixture = write_fixture(tmp_path / "project")
+    asserts = [assertion("finished", "exit_path_in", {"paths": ["done"]}), assertion("net", "net_present", {"net": "SENSE"})]
+    task = write_task(tmp_path / "project", "tax", fixture, asserts, expectedOutcome="edit")
+    box = make_box(tmp_path, task, fixture)
+    box.transcript(events)
+    evidence = from_sandbox(box.path, None, None)
+    assert evidence.transcript.dominant_tool_error() == "reverted-edit"
+    assert grade(task, fixture, evidence).failure_category == "wrong-target"
+    assert grade(task, fixture, from_sandbox(box.path, None, None), "1.4.0").failure_category == "file-revert"
 
 
 def test_step_4_turn_budget_includes_the_runner_cap():

@@ -239,3 +239,29 @@ def test_the_firing_table_says_what_the_gate_does():
     assert all(cell.startswith("no: floor") for cell in rows["20 (60)"][:6])  # floor: up to 10 points
     for tasks, cells in rows.items():
         assert cells[0].startswith("no"), tasks  # one flipped repeat never fires
+
+
+def test_the_sites_regressions_page_compares_the_versions_of_the_main_group_in_version_order():
+    """A version whose runs were all made under another kicad-cli (another comparability group)
+    split the pair around it into two "not comparable" ones and hid a regression; `0.9.1-rc.1`
+    was ordered after `0.9.1`; and `0.9.1-1` beside `0.9.1-dev` raised."""
+    from cbledger.projections.site.render import _regressions, version_order
+
+    s = Stream()
+    for t in SIMPLE:
+        s.task(t, tier="simple")
+    n = 0
+    for version, kicad, failing in (("0.9.4", "9.0.8", set()), ("0.9.5", "8.0.4", set()),
+                                    ("0.9.6", "9.0.8", set(SIMPLE[:4]))):
+        for t in SIMPLE:
+            for r in (1, 2, 3):
+                n += 1
+                s.graded_run(t, "vendor:a", "fail" if t in failing else "pass", repeat=r, copperhead_version=version,
+                             kicad=kicad, category="wrong-target", run_id=f"r{n:05d}")
+    reg = _regressions(fold(s.events))
+    assert reg["versions"] == ["0.9.4", "0.9.6"]
+    (pair,) = reg["comparisons"]
+    assert (pair["before"], pair["after"], pair["exit"]) == ("0.9.4", "0.9.6", 1)
+    assert fired(pair["c"]) == [("simple", "vendor:a", "strict pass rate"), ("simple", "vendor:a", "cost per passing task")]
+    assert sorted(["0.9.1", "0.9.1-rc.1", "0.9.1-dev", "0.9.1-1", "0.10.0"], key=version_order) == [
+        "0.9.1-1", "0.9.1-dev", "0.9.1-rc.1", "0.9.1", "0.10.0"]

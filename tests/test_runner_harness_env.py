@@ -13,7 +13,12 @@ import pytest
 
 from cbledger.errors import UserError
 from cbledger.grading.evidence.transcript import parse_transcript
-from cbledger.runner.agents.copperhead import CopperheadCli, agent_environment, key_variables
+from cbledger.runner.agents.copperhead import (
+    CopperheadCli,
+    agent_environment,
+    key_variables,
+    tree_digest,
+)
 from cbledger.runner.harness_failure import detect
 
 ENV = {
@@ -84,10 +89,23 @@ def test_the_stamp_is_the_package_and_never_a_repository_around_it(tmp_path):
     _git(outer, "commit", "-qm", "outer")
     cli = CopperheadCli("node", _package(outer / "node_modules" / "copperhead", "0.9.0"))
     assert cli.version() == "0.9.0" and cli.commit() is None
-    # the project's installer records the build commit beside its install: that is used
-    (outer / "copperhead-build.json").write_text(json.dumps({"version": "0.9.0", "commit": "a" * 40}))
+    # the project's installer records the build commit beside its install: that is used while
+    # the package's files are the ones it installed
+    package = outer / "node_modules" / "copperhead"
+    build = {"version": "0.9.0", "commit": "a" * 40, "tree": tree_digest(package)}
+    (outer / "copperhead-build.json").write_text(json.dumps(build))
     assert cli.commit() == "a" * 40
-    (outer / "copperhead-build.json").write_text(json.dumps({"version": "0.8.0", "commit": "b" * 40}))
+    # a build patched in place was stamped as the release
+    (package / "dist" / "cli.js").write_text("// cli, patched\n")
+    assert cli.commit() is None
+    (package / "dist" / "cli.js").write_text("// cli\n")
+    (package / "dist" / "extra.js").write_text("// added\n")
+    assert cli.commit() is None
+    (package / "dist" / "extra.js").unlink()
+    assert cli.commit() == "a" * 40
+    (outer / "copperhead-build.json").write_text(json.dumps({"version": "0.9.0", "commit": "a" * 40}))
+    assert cli.commit() is None  # an install that recorded no tree cannot say its files are the build
+    (outer / "copperhead-build.json").write_text(json.dumps({**build, "version": "0.8.0"}))
     assert cli.commit() is None  # written for another version: not this CLI's
     # a copperhead checkout: its own HEAD
     checkout = tmp_path / "copperhead"
@@ -96,6 +114,19 @@ def test_the_stamp_is_the_package_and_never_a_repository_around_it(tmp_path):
     _git(checkout, "add", ".")
     _git(checkout, "commit", "-qm", "copperhead")
     assert own.version() == "0.9.1-dev" and own.commit() == _git(checkout, "rev-parse", "HEAD")
+
+
+def test_the_installers_tree_digest_is_the_one_a_run_computes(copperhead_cli):
+    """scripts/install-copperhead digests the package with sha256sum; the runner again in Python."""
+    cli = CopperheadCli("node", Path(copperhead_cli))
+    package = cli.package_root
+    assert package is not None
+    build = package.parents[1] / "copperhead-build.json"
+    if not build.is_file():
+        pytest.skip(f"{copperhead_cli} was not installed by scripts/install-copperhead")
+    recorded = json.loads(build.read_text())
+    assert recorded["tree"] == tree_digest(package)
+    assert cli.commit() == recorded["commit"]
 
 
 def _transcript(*events: dict) -> bytes:

@@ -30,7 +30,7 @@ from cbledger.ledger.types import FailureCategory
 from cbledger.tasks.catalog import Fixture, Task
 from cbledger.tasks.model import CONFIG_PATH
 
-GRADER_VERSION = "1.4.0"
+GRADER_VERSION = "1.5.0"
 #: the grader whose taxonomy first asks whether a run edited anything (`TaxonomyInput.edited`)
 EDITED_SINCE = (1, 3, 0)
 #: copperhead's own records of a run, which every run leaves: not an edit of the project
@@ -41,6 +41,11 @@ RUN_RECORDS = ".copperhead/runs/"
 #: refusal task answered `done` with nothing changed was a constraint-violation, as if the model
 #: had made the change the budget forbids, under the real harness every time.
 BOOKKEEPING_SINCE = (1, 4, 0)
+#: since grader 1.5.0 a run that ended `done` or `refused` is categorised by the assertion it
+#: failed even when its dominant tool error is a reverted edit: one revert it recovered from made
+#: a run that finished and then touched a file too many `file-revert`, pointing a model's
+#: developer at the wrong fix (`TaxonomyInput.finished_by_assertion`)
+FINISHED_BY_ASSERTION_SINCE = (1, 5, 0)
 
 Verdict = Literal["pass", "fail"]
 
@@ -130,6 +135,7 @@ def grade(task: Task, fixture: Fixture, evidence: Evidence, grader_version: str 
                 first.type if first else None,
                 task.manifest.expected_outcome,
                 edited=_edited(evidence, _version(grader_version)),
+                finished_by_assertion=_version(grader_version) >= FINISHED_BY_ASSERTION_SINCE,
             )
         )
     return Grade(

@@ -12,14 +12,19 @@ quotes it and tests/test_grading_taxonomy.py checks every branch.
  2. tool-protocol        protocol errors (unknown tool, malformed arguments, rejected calls)
                          dominated: at least 3 of them and at least half of all tool results
  3. file-revert          the dominant tool error is a reverted edit (an edit left a KiCad file
-                         unloadable and was rolled back, or a restore failed)
+                         unloadable and was rolled back, or a restore failed), in a run that did
+                         not end `done` or `refused` (since grader 1.5.0: a finished run
+                         recovered from its reverts, and is categorised by what it finished with,
+                         step 9; before, one recovered revert made any failed run file-revert)
  4. turn-budget          exit `turn-budget-exhausted`, or the runner killed the run at its cap
                          (`cap-exceeded`: a turn or wall-clock budget ran out)
  5. repair-exhausted     exit `repair-cycles-exhausted`
  6. obligation-open      exit `commit-failed` and the failure names open (sync) obligations
  7. commit-failed        exit `commit-failed` otherwise
  8. stalled              exit `stalled`, `provider-error` or `session-limit`, or no `run-end` at
-                         all: the run stopped without finishing, for a reason other than its edits
+                         all (the runner's `agent-error` too, since grader 1.5.0: before, such a
+                         run fell through to step 9): the run stopped without finishing, for a
+                         reason other than its edits
  9. then, for runs that ended `done` or `refused`, by the first failed required assertion:
       drift_clean                                   → drift-left
       exit_path_in / refusal_cites_budget on a refusal or flag task that did not refuse
@@ -64,6 +69,9 @@ RUNNER_FINDINGS: dict[str, FailureCategory] = {
     "end_state_preserved": "end-state-unreadable",
 }
 STOPPED_EXITS = {"stalled", "provider-error", "session-limit", None}
+#: a run that ended so is categorised by what it finished with (step 9), since grader 1.5.0 even
+#: when its dominant tool error is a reverted edit
+FINISHED_EXITS = {"done", "refused"}
 OBLIGATION_WORDS = ("obligation", "resolve_affected", "unresolved affect", "revisit")
 
 
@@ -79,11 +87,14 @@ class TaxonomyInput:
     #: whether the run changed any file outside copperhead's own run records; None under the
     #: rules before grader 1.3.0, which did not look (see `grader.grade`)
     edited: bool | None = None
+    #: the rules of grader 1.5.0 on: a revert a finished run recovered from is not its failure,
+    #: and the runner's `agent-error` is a stop (steps 3 and 8)
+    finished_by_assertion: bool = False
 
     @classmethod
     def from_transcript(
         cls, t: Transcript, exit_path: str | None, first_failed_type: str | None, expected: str,
-        edited: bool | None = None,
+        edited: bool | None = None, finished_by_assertion: bool = False,
     ) -> TaxonomyInput:
         reasons = [str(ev.data.get("reason", "")) for ev in t.of_type("run-failed")]
         return cls(
@@ -95,6 +106,7 @@ class TaxonomyInput:
             dominant_tool_error=t.dominant_tool_error(),
             failure_reason=" ".join(reasons),
             edited=edited,
+            finished_by_assertion=finished_by_assertion,
         )
 
 
@@ -107,7 +119,7 @@ def classify(x: TaxonomyInput) -> FailureCategory:
     protocol = sum(n for cat, n in x.tool_errors.items() if cat in PROTOCOL_ERRORS)
     if protocol >= 3 and x.tool_results > 0 and protocol * 2 >= x.tool_results:
         return "tool-protocol"
-    if x.dominant_tool_error == "reverted-edit":
+    if x.dominant_tool_error == "reverted-edit" and not (x.finished_by_assertion and x.exit_path in FINISHED_EXITS):
         return "file-revert"
     if x.exit_path in ("turn-budget-exhausted", "cap-exceeded"):
         return "turn-budget"
@@ -118,7 +130,7 @@ def classify(x: TaxonomyInput) -> FailureCategory:
         if any(word in reason for word in OBLIGATION_WORDS):
             return "obligation-open"
         return "commit-failed"
-    if x.exit_path in STOPPED_EXITS:
+    if x.exit_path in STOPPED_EXITS or (x.finished_by_assertion and x.exit_path == "agent-error"):
         return "stalled"
     first = x.first_failed_type
     if first == "drift_clean":

@@ -23,6 +23,7 @@ from markupsafe import Markup
 from cbledger.ledger.events import RunRecorded
 from cbledger.projections import env_failures, gate, passes_part, workqueue
 from cbledger.projections import format as fmt
+from cbledger.projections.comparability import partition
 from cbledger.projections.conditions import DEFAULT, condition_key
 from cbledger.projections.fold import GradeEntry, LedgerState, PassEntry, RunEntry, current_suite
 from cbledger.projections.leaderboard import rank_key
@@ -450,19 +451,39 @@ def _regressions(state: LedgerState) -> dict[str, Any]:
     runs: what `project compare` says for `copperhead=A` against `copperhead=B`."""
     suite = current_suite(state)
     versions: set[str] = set()
-    for e in record_entries(state, suite, build=False):
-        v = e.run.run.comparability.copperhead_version
-        if e.run.run.run_mode == "agent" and v is not None:
-            versions.add(v)
-    ordered = sorted(versions, key=lambda v: [int(p) if p.isdigit() else p for p in v.replace("-", ".").split(".")])
+    if suite is not None:
+        # the versions the gate can compare: a version whose runs are all in another comparability
+        # group (another kicad-cli, say) is not one, and once split the pair around it apart
+        records = record_entries(state, suite, build=False)
+        main = partition(state, suite, records).main_group()
+        for i in main.members if main is not None else []:
+            v = records[i].run.run.comparability.copperhead_version
+            if in_model_metrics(records[i].run) and v is not None:
+                versions.add(v)
+    ordered = sorted(versions, key=version_order)
     comparisons = []
     for before, after in itertools.pairwise(ordered):
-        c = gate.compare(gate.build_snapshot(state, Selection(copperhead=(before,))),
-                         gate.build_snapshot(state, Selection(copperhead=(after,))), suite)
+        c = gate.compare(gate.build_snapshot(state, Selection(copperhead=(before,), text=f"copperhead={before}")),
+                         gate.build_snapshot(state, Selection(copperhead=(after,), text=f"copperhead={after}")), suite)
         command = f"cbledger project compare --baseline-select copperhead={before} --candidate-select copperhead={after}"
         comparisons.append({"before": before, "after": after, "c": c, "command": command,
                             "exit": 1 if c.regressions else 0})
     return {"suite": suite, "versions": ordered, "comparisons": comparisons}
+
+
+def version_order(version: str) -> tuple[tuple[int, int | str], ...]:
+    """Semantic-version order, total over any string: the release's numbers, then a release before
+    its pre-releases' absence (`0.9.1-rc.1` before `0.9.1`), identifiers numeric before words. The
+    earlier key mixed ints and strings in one position and raised on `0.9.1-1` against `0.9.1-dev`."""
+    core, _, pre = version.partition("+")[0].partition("-")
+
+    def part(p: str) -> tuple[int, int | str]:
+        return (0, int(p)) if p.isdigit() else (1, p)
+
+    release = tuple(part(p) for p in core.split("."))
+    if not pre:
+        return (*release, (2, ""))  # a release sorts after every pre-release of it
+    return (*release, (1, ""), *(part(p) for p in pre.split(".")))
 
 
 def regressions_page(state: LedgerState) -> bytes:

@@ -18,6 +18,7 @@ The CLI is found at `--copperhead-cli`, else `$COPPERHEAD_CLI`, else the project
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -127,7 +128,9 @@ class CopperheadCli:
         """The commit copperhead was built from: HEAD when the package directory is itself a git
         checkout (never a repository found by walking further up: a CLI installed inside some
         other project would otherwise be stamped with that project's commit), else the commit
-        the project's installer recorded beside an install it made, else unknown."""
+        the project's installer recorded beside an install it made while the package's files are
+        still the ones it installed (a build patched in place was stamped as the release, and a
+        harness developer's regression pooled with it), else unknown."""
         root = self.package_root
         if root is None:
             return None
@@ -145,10 +148,26 @@ class CopperheadCli:
                     return None
                 commit = data.get("commit")
                 version = data.get("version")
-                if isinstance(commit, str) and re.fullmatch(r"[0-9a-f]{40}", commit) and version == self.version():
+                tree = data.get("tree")
+                if (isinstance(commit, str) and re.fullmatch(r"[0-9a-f]{40}", commit) and version == self.version()
+                        and isinstance(tree, str) and tree == tree_digest(root)):
                     return commit
                 return None
         return None
+
+
+def tree_digest(package: Path) -> str | None:
+    """SHA-256 of `sha256sum`'s lines for every file of the package, in byte order of their
+    `./`-relative paths: what scripts/install-copperhead records as `tree`. None when a file
+    cannot be read."""
+    lines = []
+    try:
+        files = sorted(("./" + p.relative_to(package).as_posix(), p) for p in package.rglob("*") if p.is_file() and not p.is_symlink())
+        for name, path in files:
+            lines.append(f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {name}\n")
+    except OSError:
+        return None
+    return hashlib.sha256("".join(lines).encode()).hexdigest()
 
 
 def find_node() -> str | None:
