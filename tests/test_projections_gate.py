@@ -265,3 +265,22 @@ def test_the_sites_regressions_page_compares_the_versions_of_the_main_group_in_v
     assert fired(pair["c"]) == [("simple", "vendor:a", "strict pass rate"), ("simple", "vendor:a", "cost per passing task")]
     assert sorted(["0.9.1", "0.9.1-rc.1", "0.9.1-dev", "0.9.1-1", "0.10.0"], key=version_order) == [
         "0.9.1-1", "0.9.1-dev", "0.9.1-rc.1", "0.9.1", "0.10.0"]
+
+
+def test_a_row_the_rule_cannot_decide_is_counted_apart_and_never_reads_as_a_pass():
+    """12/12 before and 0/4 after on a single repeat printed `0 regression(s)` and `note`, exit 0:
+    a CI job read a 100% -> 0% drop as a pass."""
+    base = ledger({"vendor:a": set()})
+    s = Stream()
+    for t in SIMPLE:
+        s.task(t, tier="simple")
+    for n, t in enumerate(SIMPLE):
+        s.graded_run(t, "vendor:a", "fail", repeat=1, usd_micros=100_000, category="wrong-target", run_id=f"c{n:05d}")
+    c = gate.compare(base, gate.build_snapshot(fold(s.events)))
+    assert c.comparable and c.regressions == [] and [(f.tier, f.metric) for f in c.not_gated] == [
+        ("simple", "row"), ("hard", "row")]  # the hard tier: only in the baseline
+    text = gate.render_comparison(c)
+    head, *lines = text.splitlines()
+    assert head.endswith(": 0 regression(s), 2 finding(s) not gated (undecided, not a pass: more repeats decide them)")
+    assert [line.split()[0:2] for line in lines[2:]] == [["not", "gated"]] * 2
+    assert "before 21/21, after 0/7" in lines[2] and "single repeat: not a result, not gated" in lines[2]

@@ -369,3 +369,36 @@ def test_runs_the_harness_ended_before_the_model_are_not_the_models(
     rates = rates.split("### Runs that never reached the model")[0]
     assert "| `compat:nobody` | openai-compat | 100.0% (1/1) | provider-transport 1 |" in rates
     project.verify()
+
+
+def test_a_build_patched_in_place_is_not_the_release_and_has_rows_of_its_own(
+    tmp_path, shared_real, kicad_cli, copperhead_cli, no_keys,
+):
+    """A harness developer checking a patched build against the solve session: its runs were
+    stamped as the release's commit, LEADERBOARD.md pooled them with the release's, and the same
+    command again said only `0 to run`."""
+    project = build(tmp_path, shared_real, copperhead_cli)
+    task = "led-resistor-swap"
+    released = project.run(task, "--session", "solve", "--repeats", "1", "--campaign", "check")
+    assert released.exit_code == 0, released.output
+    install = Path(copperhead_cli).resolve().parents[3]
+    shutil.copytree(install, tmp_path / "patched", symlinks=True)
+    patched = tmp_path / "patched" / Path(copperhead_cli).resolve().relative_to(install)
+    patched.write_text(patched.read_text() + "\n// patched in place\n")
+
+    def run(campaign: str):
+        return project.cli("run", task, "--agent", "copperhead", "--copperhead-cli", patched, "--session", "solve",
+                           "--repeats", "1", "--campaign", campaign, "--sandbox-root", project.sandboxes)
+
+    again = run("check")
+    assert again.exit_code == 0, again.output
+    assert "1 of 1 slot(s) recorded, 0 to run" in again.output
+    assert (f"note: campaign check's runs were made with copperhead 0.9.0 {BUILD_COMMIT[:7]}; this CLI is 0.9.0 "
+            "commit unknown: give its runs a campaign of their own (--campaign NAME)") in again.output
+    other = run("patched")
+    assert other.exit_code == 0, other.output
+    assert [r.comparability.copperhead_commit for r in project.events("run.recorded")] == [BUILD_COMMIT, None]
+    scripted = (project.root / "LEADERBOARD.md").read_text().split("### Real harness, scripted model")[1].split("\n### ")[0]
+    rows = [line for line in scripted.splitlines() if f" | {task} | " in line]
+    assert len(rows) == 2 and any(f"`0.9.0 {BUILD_COMMIT[:7]}`" in r and "| 1/1 |" in r for r in rows), rows
+    assert any("`0.9.0 commit unknown`" in r and "| 1/1 |" in r for r in rows), rows

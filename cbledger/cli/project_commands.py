@@ -389,6 +389,7 @@ def compare_cmd(
     if as_json:
         doc = msgspec.to_builtins(result)
         doc["regressions"] = len(result.regressions)
+        doc["notGated"] = len(result.not_gated)
         typer.echo(json.dumps(doc, indent=2, sort_keys=True))
     else:
         typer.echo(gate.render_comparison(result), nl=False)

@@ -36,6 +36,7 @@ from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.types import SemVer, conforms
 from cbledger.login import login_name
 from cbledger.projections import packed as packed_mod
+from cbledger.projections.metrics import build_label
 from cbledger.projections.records import record_entries
 from cbledger.reproduce.regenerate import behind, regenerate_after
 from cbledger.runner import campaign as campaign_mod
@@ -50,6 +51,7 @@ from cbledger.runner import (
 )
 from cbledger.runner import draft as draft_run
 from cbledger.runner import sandbox as sandbox_mod
+from cbledger.runner.agents.copperhead import locate as locate_cli
 from cbledger.runner.budget import MoneyLimits
 from cbledger.runner.endpoint import sessions as session_lookup
 from cbledger.runner.execute import cost_segment
@@ -204,7 +206,8 @@ def run(
         refuse_model(plan, view, money, scripted=session is not None, segment=segment, here=False)
         _show_dry_run(where, plan, view, campaign, session=session, passes=passes, segment=segment, retry_env=retry_env,
                       where_to_run=f"jobs {jobs}" if executor == "local" else f"executor {executor} at {scheduler}",
-                      as_json=as_json, executor=executor, jobs=jobs, draft=draft, money=money)
+                      as_json=as_json, executor=executor, jobs=jobs, draft=draft, money=money,
+                      copperhead_cli=copperhead_cli)
         return
     # the campaign's own place (of this results directory: another project's run of the same plan
     # has its own), so the next invocation finds what a killed one left there
@@ -249,7 +252,7 @@ def run(
         slots = campaign_mod.open_campaign(where, plan, view, campaign, session=session, passes=passes, segment=segment,
                                            limits=(money.max_cost_usd, money.budget_usd))
         todo = slots.missing(retry_env)
-        if not _announce(slots, todo, retry_env, as_json, money):
+        if not _announce(slots, todo, retry_env, as_json, money, _other_build(slots, todo, plan.agent, copperhead_cli, where)):
             # runs recorded now, by adoption, or before an interrupt cut the outputs short: the
             # outputs follow them
             if project and (cleaned.adopted or behind(where)):
@@ -347,7 +350,27 @@ def _not_the_models(slots: campaign_mod.Campaign, retry_env: int) -> str:
     return f" ({n} ended for a reason not the model's and count in no model row)" if n else ""
 
 
-def _announce(slots: campaign_mod.Campaign, todo: list[PlannedRun], retry_env: int, as_json: bool, money: MoneyLimits) -> bool:
+def _other_build(slots: campaign_mod.Campaign, todo: list[PlannedRun], agent: str, copperhead_cli: str | None,
+                 where: Workspace) -> str | None:
+    """Said when a campaign has nothing left to run and its runs were made by another copperhead
+    build than the one here: the campaign id is drawn from the plan, not the build, so a harness
+    developer checking a new build with the same command was told only `0 to run`."""
+    if todo or agent != "copperhead":
+        return None
+    cli = locate_cli(copperhead_cli, where.root)
+    if cli is None:
+        return None
+    here = build_label(cli.version(), cli.commit())
+    recorded = sorted({build_label(s.recorded.comparability.copperhead_version, s.recorded.comparability.copperhead_commit)
+                       for s in slots.slots if s.recorded is not None})
+    if not recorded or recorded == [here]:
+        return None
+    return (f"note: campaign {slots.id}'s runs were made with copperhead {', '.join(recorded)}; this CLI is {here}: "
+            "give its runs a campaign of their own (--campaign NAME) to run them")
+
+
+def _announce(slots: campaign_mod.Campaign, todo: list[PlannedRun], retry_env: int, as_json: bool, money: MoneyLimits,
+              build_note: str | None = None) -> bool:
     """Says what of the campaign is recorded and what runs now; False when nothing does, which is
     then all the command says (nothing to run is nothing to refuse: preflight is for runs about to
     start, so a resumed campaign that is complete is not refused for a flag it no longer needs)."""
@@ -356,6 +379,8 @@ def _announce(slots: campaign_mod.Campaign, todo: list[PlannedRun], retry_env: i
                    + _not_the_models(slots, retry_env) + f", {len(todo)} to run", err=True)
     if todo:
         return True
+    if build_note and not as_json:
+        typer.echo(build_note, err=True)
     hint = campaign_mod.retry_hint([s.recorded for s in slots.slots if s.recorded is not None], retry_env, carry=money.args())
     if as_json:
         typer.echo(_json_answer(SuiteResult(), slots.id, hint))
@@ -470,7 +495,7 @@ def _echo_hint(hint: str | None) -> None:
 def _show_dry_run(
     where: Workspace, plan: Plan, view: ledger_view.LedgerView, campaign: str, *, session: str | None, passes: int | None,
     segment: str | None, retry_env: int, where_to_run: str, as_json: bool, executor: str, jobs: int, money: MoneyLimits,
-    draft: bool = False,
+    draft: bool = False, copperhead_cli: str | None = None,
 ) -> None:
     """The plan, slot by slot: which are recorded in the campaign and which a run would make now.
     A suite on disk that differs from the recorded one is refused first, as the run would be (a
@@ -513,6 +538,9 @@ def _show_dry_run(
     adopted = sum(kept(then) for _, then in slots)
     typer.echo(f"campaign {campaign}: {len(plan.runs) - len(to_run)} slot(s) recorded{_not_the_models(state, retry_env)}, "
                + (f"{adopted} kept (appended, not run again), " if adopted else "") + f"{len(to_run) - adopted} to run")
+    build_note = _other_build(state, list(to_run.values()), plan.agent, copperhead_cli, where)
+    if build_note:
+        typer.echo(build_note)
     for slot, then in slots:
         r = slot.planned
         up_to = allowed.get(r.task.id, 1)

@@ -208,6 +208,9 @@ class Finding(Struct, rename="camel", frozen=True, kw_only=True):
     fired: bool
     paired_tasks: int = 0
     note: str = ""
+    #: False when the rule could not decide (a single repeat, nothing to pair, repeats that
+    #: differ for cost): such a finding is no pass, and the headline counts it apart
+    gated: bool = True
 
 
 class Comparison(Struct, rename="camel", frozen=True, kw_only=True):
@@ -222,6 +225,10 @@ class Comparison(Struct, rename="camel", frozen=True, kw_only=True):
     @property
     def regressions(self) -> list[Finding]:
         return [f for f in self.findings if f.fired]
+
+    @property
+    def not_gated(self) -> list[Finding]:
+        return [f for f in self.findings if not f.gated]
 
 
 def _pts(x: Fraction) -> str:
@@ -258,7 +265,7 @@ def _not_gated(suite: str, condition: str, key: tuple[str, str, str], before: st
     tier, model, segment = key
     return Finding(
         suite_version=suite, condition=condition, tier=tier, model=model, segment=segment, metric="row",
-        before=before, after=after, delta="-", threshold="-", p_value=None, fired=False, note=note,
+        before=before, after=after, delta="-", threshold="-", p_value=None, fired=False, note=note, gated=False,
     )
 
 
@@ -320,17 +327,18 @@ def _cost_finding(
         return None
     cb = Fraction(sum(r.usd_micros or 0 for c in before for r in c.runs), tb)
     ca = Fraction(sum(r.usd_micros or 0 for c in after for r in c.runs), ta)
-    def finding(delta: str, threshold: str, p: Fraction | None, fired: bool, note: str) -> Finding:
+    def finding(delta: str, threshold: str, p: Fraction | None, fired: bool, note: str, gated: bool = True) -> Finding:
         return Finding(
             suite_version=suite, condition=condition, tier=tier, model=model, segment=segment,
             metric="cost per passing task", before=f"${float(cb) / 1e6:.4f}", after=f"${float(ca) / 1e6:.4f}",
             delta=delta, threshold=threshold, p_value=float(p) if p is not None else None, fired=fired,
-            paired_tasks=len(before), note=note,
+            paired_tasks=len(before), note=note, gated=gated,
         )
 
     if any(len(x.runs) != len(y.runs) for x, y in zip(before, after, strict=True)):
         return finding("-", "-", None, False,
-                       "repeats differ between the sides: cost per passing task counts every repeat's spend, not gated")
+                       "repeats differ between the sides: cost per passing task counts every repeat's spend, not gated",
+                       gated=False)
     if cb == 0:
         return None
     rise = ca / cb - 1
@@ -402,13 +410,15 @@ def compare(
 def render_comparison(c: Comparison) -> str:
     if not c.comparable:
         return f"not comparable: {c.reason}\n"
+    undecided = len(c.not_gated)
     lines = [
-        f"regression gate, suite {c.suite_version}, condition {c.condition}: {len(c.regressions)} regression(s)",
+        f"regression gate, suite {c.suite_version}, condition {c.condition}: {len(c.regressions)} regression(s)"
+        + (f", {undecided} finding(s) not gated (undecided, not a pass: more repeats decide them)" if undecided else ""),
         f"baseline: {c.baseline}",
         f"candidate: {c.candidate}",
     ]
     for f in c.findings:
-        status = "REGRESSION" if f.fired else ("note" if f.metric == "row" else "ok")
+        status = "REGRESSION" if f.fired else ("not gated" if not f.gated else "ok")
         line = (
             f"{status:<10} tier={f.tier} model={f.model} {f.metric}: before {f.before}, "
             f"after {f.after}, delta {f.delta}, threshold {f.threshold}"

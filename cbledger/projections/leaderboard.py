@@ -478,10 +478,11 @@ def _scripted_section(g: GroupMetrics, level: str) -> list[str]:
     if not g.scripted:
         return []
     body = fmt.table(
-        ["Tier", "Task", "Expected outcome", "Session model", "Passes/runs", "Failure categories"],
+        ["Tier", "Task", "Expected outcome", "Session model", "copperhead build", "Passes/runs", "Failure categories"],
         [
             [
-                r.tier, r.task_id + _mode_suffix(r.mode), r.expected_outcome, f"`{r.model}`" + _under(r.condition), f"{r.passes}/{r.runs}",
+                r.tier, r.task_id + _mode_suffix(r.mode), r.expected_outcome, f"`{r.model}`" + _under(r.condition),
+                f"`{r.build}`", f"{r.passes}/{r.runs}",
                 ", ".join(f"{c} {n}" for c, n in r.categories.items()) or "-",
             ]
             for r in g.scripted
@@ -490,7 +491,9 @@ def _scripted_section(g: GroupMetrics, level: str) -> list[str]:
     note = (
         "The real copperhead CLI driven by a session script served from a loopback endpoint "
         "(`cbledger run --session`): no model took part. These runs prove the harness, the "
-        "runner and the grading end to end; they never enter a model row."
+        "runner and the grading end to end; they never enter a model row. Each copperhead build "
+        "has rows of its own (a build whose files are not the installed release's has its commit "
+        "unknown), so a new build is read against the last one here."
     )
     return _section(level, "Real harness, scripted model", body, note)
 

@@ -260,6 +260,15 @@ class ScriptedRow(Struct, frozen=True, kw_only=True):
     categories: dict[str, int]
     condition: str = DEFAULT
     mode: str = "do"
+    #: the copperhead build the runs were made with (`0.9.0 a2471b3`): checking a new build
+    #: against a session script is what these runs are for, so two builds never share a row
+    build: str = ""
+
+
+def build_label(version: str | None, commit: str | None) -> str:
+    """A copperhead build as a reader tells builds apart: its version and short commit, `commit
+    unknown` for a build whose files are not the release's (`CopperheadCli.commit`)."""
+    return f"{version or 'version unknown'} {commit[:7] if commit else 'commit unknown'}"
 
 
 class ModeRow(Struct, frozen=True, kw_only=True):
@@ -678,13 +687,15 @@ def _replays_from(rows: _ReplayTallies) -> list[ReplayRow]:
     ]
 
 
-_ScriptedTallies = dict[tuple[str, str, tuple[bool, str]], dict[str, Any]]
+_ScriptedTallies = dict[tuple[str, str, tuple[bool, str], str], dict[str, Any]]
 
 
 def _scripted_add(rows: _ScriptedTallies, rec: RecordEntry) -> None:
     run = rec.run.run
+    build = build_label(run.comparability.copperhead_version, run.comparability.copperhead_commit)
     r = rows.setdefault(
-        (run.task.id, run.model.id, order_key(rec.condition)), {"task": run.task, "runs": 0, "passes": 0, "categories": {}}
+        (run.task.id, run.model.id, order_key(rec.condition), build),
+        {"task": run.task, "runs": 0, "passes": 0, "categories": {}},
     )
     r["runs"] += 1
     r["passes"] += rec.verdict == "pass"
@@ -698,9 +709,9 @@ def _scripted_from(rows: _ScriptedTallies) -> list[ScriptedRow]:
         ScriptedRow(
             task_id=task_id, tier=r["task"].tier, expected_outcome=r["task"].expected_outcome, model=model,
             runs=r["runs"], passes=r["passes"], categories=dict(sorted(r["categories"].items())), condition=cond[1],
-            mode=r["task"].mode,
+            mode=r["task"].mode, build=build,
         )
-        for (task_id, model, cond), r in sorted(rows.items(), key=lambda kv: (order[kv[1]["task"].tier], kv[0]))
+        for (task_id, model, cond, build), r in sorted(rows.items(), key=lambda kv: (order[kv[1]["task"].tier], kv[0]))
     ]
 
 
