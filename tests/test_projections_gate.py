@@ -282,5 +282,31 @@ def test_a_row_the_rule_cannot_decide_is_counted_apart_and_never_reads_as_a_pass
     text = gate.render_comparison(c)
     head, *lines = text.splitlines()
     assert head.endswith(": 0 regression(s), 2 finding(s) not gated (undecided, not a pass: more repeats decide them)")
-    assert [line.split()[0:2] for line in lines[2:]] == [["not", "gated"]] * 2
-    assert "before 21/21, after 0/7" in lines[2] and "single repeat: not a result, not gated" in lines[2]
+    findings = [line for line in lines if not line.startswith(("baseline:", "candidate:", "  "))]
+    assert [line.split()[0:2] for line in findings] == [["not", "gated"]] * 2
+    assert "before 21/21, after 0/7" in findings[0] and "single repeat: not a result, not gated" in findings[0]
+
+
+def test_a_verdict_names_the_builds_and_environments_it_compared_and_a_side_that_pools_builds():
+    """With batch selections the verdict named no copperhead build, Node or OS, and a candidate
+    pooling two builds read as one."""
+    s = Stream()
+    for t in SIMPLE:
+        s.task(t, tier="simple")
+    n = 0
+    for version, batch in (("0.9.0", "b"), ("0.9.2", "c"), ("0.9.8", "c")):
+        for t in SIMPLE:
+            for r in (1, 2, 3):
+                n += 1
+                s.graded_run(t, "vendor:a", "pass", repeat=r, copperhead_version=version, category="wrong-target",
+                             run_id=f"{batch}{n:05d}")
+    state = fold(s.events)
+    c = gate.compare(gate.build_snapshot(state, sel.parse(["copperhead=0.9.0"])),
+                     gate.build_snapshot(state, sel.parse(["copperhead=0.9.2,0.9.8"])))
+    assert c.comparable and len(c.baseline_environments) == 1 and sum(c.candidate_environments.values()) == 42
+    text = gate.render_comparison(c)
+    (base_env,) = [line for line in text.splitlines() if line.startswith("  21 run(s): copperhead 0.9.0 ")]
+    assert "kicad-cli 9.0.8" in base_env and "node " in base_env
+    assert ("  note: the candidate pools 2 copperhead builds (0.9.2 commit unknown, 0.9.8 commit unknown); select one "
+            "per side (copperhead=V, commit=C) to compare builds") in text
+    assert "note: the baseline pools" not in text

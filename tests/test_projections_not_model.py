@@ -54,8 +54,8 @@ def test_no_model_metric_counts_them():
 def test_the_leaderboard_lists_them_with_the_reason():
     text = leaderboard.render(fold(_stream().events), None)
     assert "### Real harness, scripted model" in text
-    assert "| simple | rename-net | edit | `compat:scripted` | 1/2 | wrong-target 1 |" in text
-    assert "### Runs that never reached the model" in text
+    assert "| simple | rename-net | edit | `compat:scripted` | `0.9.0 commit unknown` | 1/2 | wrong-target 1 |" in text
+    assert "### Runs ended by the harness or its environment" in text
     assert "preflight: working tree is dirty; copperhead refuses to run" in text
     assert "missing-key: OPENAI_API_KEY is not set" in text
     headline = text.split("### Headline")[1].split("###")[0]

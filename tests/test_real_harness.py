@@ -361,12 +361,12 @@ def test_runs_the_harness_ended_before_the_model_are_not_the_models(
     for run, grade in graded.values():
         assert grade.verdict == "fail" and run.cost.usd_micros is None
     board = (project.root / "LEADERBOARD.md").read_text()
-    section = board.split("### Runs that never reached the model")[1].split("###")[0]
+    section = board.split("### Runs ended by the harness or its environment")[1].split("###")[0]
     assert "`compat:nobody`" in section
     # no model row: the model appears only in its environment-failure rate, then in the list
     before, rates = board.split("### Environment failures by model and route")
     assert "| `compat:nobody`" not in before
-    rates = rates.split("### Runs that never reached the model")[0]
+    rates = rates.split("### Runs ended by the harness or its environment")[0]
     assert "| `compat:nobody` | openai-compat | 100.0% (1/1) | provider-transport 1 |" in rates
     project.verify()
 

@@ -40,6 +40,7 @@ import msgspec
 from msgspec import Struct
 
 from cbledger import invocation
+from cbledger.ledger.events import RunRecorded
 from cbledger.projections.comparability import partition
 from cbledger.projections.conditions import DEFAULT
 from cbledger.projections.exact import (
@@ -51,7 +52,7 @@ from cbledger.projections.exact import (
 )
 from cbledger.projections.fold import LedgerState, current_suite, suite_versions
 from cbledger.projections.format import pct
-from cbledger.projections.metrics import COSTED_SEGMENTS, TIERS
+from cbledger.projections.metrics import COSTED_SEGMENTS, TIERS, build_label
 from cbledger.projections.records import in_model_metrics, record_entries, usd_from_micros
 from cbledger.projections.selection import Selection
 
@@ -100,6 +101,10 @@ class SnapshotSuite(_S, frozen=True):
     #: agent runs of the main group that the selection names (what the rows count)
     selected_runs: int
     rows: list[SnapshotRow]
+    #: the environments those runs were made in (`environment_label`) and how many runs each: a
+    #: verdict names what it compared, and a side that pools copperhead builds says so. Empty in a
+    #: snapshot written before snapshots kept it
+    environments: dict[str, int] = msgspec.field(default_factory=dict)
 
 
 class Snapshot(_S, frozen=True):
@@ -135,6 +140,14 @@ def _row(condition: str, tier: str, model: str, segment: str, tasks: dict[str, l
     )
 
 
+def environment_label(run: RunRecorded) -> str:
+    """What a run was made with, as a verdict names it: the copperhead build (`build_label`),
+    kicad-cli, Node and the OS (the platform tag where no OS was recorded)."""
+    c = run.comparability
+    return (f"copperhead {build_label(c.copperhead_version, c.copperhead_commit)}; kicad-cli {c.kicad_cli_version or 'none'}; "
+            f"node {c.node_version or 'none'}; {c.os or c.platform}")
+
+
 def build_snapshot(state: LedgerState, selection: Selection | None = None) -> Snapshot:
     """The selected agent runs of each suite version's main group, per (condition, tier, model,
     segment) and task. Without a selection: every run (a baseline of everything so far)."""
@@ -145,19 +158,23 @@ def build_snapshot(state: LedgerState, selection: Selection | None = None) -> Sn
         main = partition(state, suite, records).main_group()
         by: dict[tuple[str, str, str, str], dict[str, list[RunCell]]] = {}
         selected = 0
+        environments: dict[str, int] = {}
         for i in main.members if main is not None else []:
             rec = records[i]
             run = rec.run.run
             if not in_model_metrics(rec.run) or not chosen.matches(run):
                 continue
             selected += 1
+            env = environment_label(run)
+            environments[env] = environments.get(env, 0) + 1
             key = (rec.condition, run.task.tier, run.model.id, run.model.segment)
             by.setdefault(key, {}).setdefault(run.task.id, []).append(
                 RunCell(run_id=run.run_id, passed=rec.verdict == "pass", usd_micros=run.cost.usd_micros)
             )
         order = {t: i for i, t in enumerate(TIERS)}
         rows = [_row(*key, tasks) for key, tasks in sorted(by.items(), key=lambda kv: (kv[0][0] != DEFAULT, kv[0][0], order[kv[0][1]], kv[0][2], kv[0][3]))]
-        suites.append(SnapshotSuite(suite_version=suite, selected_runs=selected, rows=rows))
+        suites.append(SnapshotSuite(suite_version=suite, selected_runs=selected, rows=rows,
+                                    environments=dict(sorted(environments.items()))))
     at = state.last_at.isoformat().replace("+00:00", "Z") if state.last_at else None
     return Snapshot(
         format=SNAPSHOT_FORMAT, head_seq=state.head_seq, head_hash=state.head_hash, snapshot_at=at,
@@ -221,6 +238,9 @@ class Comparison(Struct, rename="camel", frozen=True, kw_only=True):
     baseline: str
     candidate: str
     findings: list[Finding]
+    #: each side's environments (`SnapshotSuite.environments`) under the compared suite
+    baseline_environments: dict[str, int] = msgspec.field(default_factory=dict)
+    candidate_environments: dict[str, int] = msgspec.field(default_factory=dict)
 
     @property
     def regressions(self) -> list[Finding]:
@@ -404,7 +424,21 @@ def compare(
             continue
         findings += compare_rows(suite, condition, key, b, a, t)
     return Comparison(suite_version=suite, condition=condition, comparable=True, reason="",
-                      baseline=baseline.selection, candidate=candidate.selection, findings=findings)
+                      baseline=baseline.selection, candidate=candidate.selection, findings=findings,
+                      baseline_environments=base.environments, candidate_environments=cur.environments)
+
+
+def _side(name: str, selection: str, environments: dict[str, int]) -> list[str]:
+    """A side's selection, then what its runs were made with: a verdict says which builds and
+    environments it compared (the standard asks a published comparison to name them), and a side
+    that pools copperhead builds is said to, since its rate is then no one build's."""
+    lines = [f"{name}: {selection}"]
+    lines += [f"  {n} run(s): {env}" for env, n in environments.items()]
+    builds = sorted({env.split(";")[0] for env in environments})
+    if len(builds) > 1:
+        lines.append(f"  note: the {name} pools {len(builds)} copperhead builds ({', '.join(b.removeprefix('copperhead ') for b in builds)}); "
+                     "select one per side (copperhead=V, commit=C) to compare builds")
+    return lines
 
 
 def render_comparison(c: Comparison) -> str:
@@ -414,8 +448,8 @@ def render_comparison(c: Comparison) -> str:
     lines = [
         f"regression gate, suite {c.suite_version}, condition {c.condition}: {len(c.regressions)} regression(s)"
         + (f", {undecided} finding(s) not gated (undecided, not a pass: more repeats decide them)" if undecided else ""),
-        f"baseline: {c.baseline}",
-        f"candidate: {c.candidate}",
+        *_side("baseline", c.baseline, c.baseline_environments),
+        *_side("candidate", c.candidate, c.candidate_environments),
     ]
     for f in c.findings:
         status = "REGRESSION" if f.fired else ("not gated" if not f.gated else "ok")

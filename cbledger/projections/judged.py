@@ -177,7 +177,7 @@ class LanesAcc:
                 lane.juncosted = True
             else:
                 lane.jmicros += usage.cost.usd_micros
-        if key[1] not in ("harness", "never reached the model"):
+        if key[1] not in ("harness", "not the model's"):
             self.add_to_audit(rec)
 
     def _later_passes(self, state: LedgerState, run_id: str) -> list[RunRecorded]:

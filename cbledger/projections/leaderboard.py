@@ -423,7 +423,13 @@ def _failure_section(g: GroupMetrics, level: str) -> list[str]:
     ) if failing else ["No failed run of a model in this group's rows (scripted and harness runs, which never enter "
                        "a headline row, have their own sections: Real harness, scripted model, and Harness "
                        "discrimination check, each shown when the group holds such runs)."]
-    return _section(level, "Failure categories (diagnostic; pooled over tiers by run)", body)
+    note = (
+        "Categories as `docs/GRADING.md` defines them, which reads some of the standard's more widely: "
+        "`turn-budget` includes a run killed at its wall-clock cap, `stalled` any stop short of finishing, "
+        "`constraint-violation` a scope or ERC/DRC check failed, and `credential-leak` and "
+        "`end-state-unreadable` are the runner's own two beside the standard's eleven."
+    ) if failing and g.main else None  # said once, in the main group's
+    return _section(level, "Failure categories (diagnostic; pooled over tiers by run)", body, note)
 
 
 def _mode_suffix(mode: str) -> str:
@@ -514,7 +520,7 @@ def _not_the_models_section(g: GroupMetrics, level: str) -> list[str]:
         "want of an identity. They are kept with their evidence and graded, but they measured "
         "nothing about the model, so no model metric counts them."
     )
-    return _section(level, "Runs that never reached the model", body, note)
+    return _section(level, "Runs ended by the harness or its environment", body, note)
 
 
 def _replay_section(g: GroupMetrics, level: str) -> list[str]:
@@ -582,7 +588,7 @@ _INTRO = (
     "pass@1, pass^k, the spread, refusal rates, the variant gap and failure categories are "
     "diagnostics. Rows are ranked by strict pass rate, then cost per passing task within a "
     "segment. A row pooled over tiers says so and weighs each run equally. Harness, scripted, "
-    "replayed, ablated and imported runs, and runs that never reached the model, never enter a "
+    "replayed, ablated and imported runs, and runs the harness or its environment ended, never enter a "
     "headline row. Definitions: `docs/PROJECTIONS.md`."
 )
 

@@ -300,7 +300,7 @@ def run_kind(entry: RunEntry) -> str:
     if is_harness(entry):
         return "harness"
     if not_the_models(entry):
-        return "never reached the model"
+        return "not the model's"
     if is_scripted(entry):
         return "scripted"
     return "replay" if is_replay(entry) else "agent"

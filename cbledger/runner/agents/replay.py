@@ -46,7 +46,7 @@ class ReplayAgent:
         if not runs:
             raise UserError(
                 f"no preserved run of {inp.task.id} by {inp.model_id} under condition {condition!r} to replay "
-                "(replays, retracted runs and runs that never reached the model are not replayed)"
+                "(replays, retracted runs and runs the harness or its environment ended are not replayed)"
             )
         same_repeat = [r for r in runs if r.repeat == inp_repeat(inp)]
         return (same_repeat or runs)[-1]
