@@ -131,7 +131,7 @@ def test_a_snapshot_whose_selection_holds_no_run_is_refused_and_not_written(root
     code, out, err = cli("project", "snapshot", "--select", "batch=no-such-batch", "-o", snap, "--root", root)
     ledger = root / "results" / "ledger" / "events.jsonl"
     assert code == 2, out
-    assert err.strip() == f"error: --select batch=no-such-batch: no run in {ledger} is selected; nothing written"
+    assert err.strip() == f"error: --select batch=no-such-batch: {ledger}: no run in it is selected; nothing written"
     assert not snap.exists()
     assert cli("project", "snapshot", "--select", "model=cheap:model-b", "-o", snap, "--root", root)[0] == 0
 

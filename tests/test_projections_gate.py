@@ -310,3 +310,30 @@ def test_a_verdict_names_the_builds_and_environments_it_compared_and_a_side_that
     assert ("  note: the candidate pools 2 copperhead builds (0.9.2 commit unknown, 0.9.8 commit unknown); select one "
             "per side (copperhead=V, commit=C) to compare builds") in text
     assert "note: the baseline pools" not in text
+
+
+def test_a_side_that_selects_only_runs_no_row_counts_says_what_it_selected():
+    """A batch of scripted runs (the documented check of a new build) was refused as holding 'no
+    agent run', as a mistyped batch id is; a kicad-cli 8 candidate without saying it is in
+    another comparability group."""
+    s = Stream()
+    for t in SIMPLE:
+        s.task(t, tier="simple")
+    n = 0
+    for batch, model, mode, kicad in (("base", "vendor:a", None, "9.0.8"), ("script", "compat:scripted-solve", "scripted", "9.0.8"),
+                                      ("old", "vendor:a", None, "8.0.4")):
+        for t in SIMPLE:
+            for r in (1, 2, 3):
+                n += 1
+                s.graded_run(t, model, "pass", repeat=r, run_mode=mode, kicad=kicad, batch=batch,
+                             category="wrong-target", run_id=f"r{n:05d}")
+    state = fold(s.events)
+    base = gate.build_snapshot(state, sel.parse(["batch=base"]))
+    scripted = gate.build_snapshot(state, sel.parse(["batch=script"]))
+    assert scripted.suites[0].selected_runs == 0 and scripted.suites[0].left_out == {"scripted": 21}
+    c = gate.compare(base, scripted)
+    assert not c.comparable and c.reason.startswith(
+        "the candidate (batch=script) holds no agent run of the main group of suite 1.0.0; it selects 21 run(s) no "
+        "row counts: 21 scripted (the gate compares the model runs of the main group")
+    old = gate.compare(base, gate.build_snapshot(state, sel.parse(["batch=old"])))
+    assert "it selects 21 run(s) no row counts: 21 another comparability group (kicad-cli major 8" in old.reason, old.reason

@@ -326,8 +326,12 @@ def snapshot_cmd(
     where = workspace(ledger, root)
     snapshot = gate.build_snapshot(_state(where), chosen)
     if chosen is not None and not any(suite.selected_runs for suite in snapshot.suites):
-        # a mistyped batch id made an empty baseline, refused only later by `compare`
-        fail(f"--select {' '.join(select or [])}: no run in {where.ledger} is selected; nothing written", 2)
+        # a mistyped batch id made an empty baseline, refused only later by `compare`; a batch of
+        # scripted runs is not mistyped, and is told why it counts for nothing
+        latest = next((suite for suite in reversed(snapshot.suites) if suite.left_out), None)
+        what = ("no agent run of a main group is selected (suite "
+                f"{latest.suite_version}{gate.left_out_note(latest)})" if latest is not None else "no run in it is selected")
+        fail(f"--select {' '.join(select or [])}: {where.ledger}: {what}; nothing written", 2)
     data = gate.render_snapshot(snapshot)
     if out is None:
         typer.echo(data.decode(), nl=False)

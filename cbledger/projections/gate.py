@@ -53,7 +53,7 @@ from cbledger.projections.exact import (
 from cbledger.projections.fold import LedgerState, current_suite, suite_versions
 from cbledger.projections.format import pct
 from cbledger.projections.metrics import COSTED_SEGMENTS, TIERS, build_label
-from cbledger.projections.records import in_model_metrics, record_entries, usd_from_micros
+from cbledger.projections.records import in_model_metrics, record_entries, run_kind, usd_from_micros
 from cbledger.projections.selection import Selection
 
 SNAPSHOT_FORMAT = "cbledger-snapshot/2"
@@ -105,6 +105,9 @@ class SnapshotSuite(_S, frozen=True):
     #: verdict names what it compared, and a side that pools copperhead builds says so. Empty in a
     #: snapshot written before snapshots kept it
     environments: dict[str, int] = msgspec.field(default_factory=dict)
+    #: runs the selection names that no row counts, by why (`scripted`, `harness`, a comparability
+    #: group's label, …): an empty side says what it did select. Empty in older snapshots
+    left_out: dict[str, int] = msgspec.field(default_factory=dict)
 
 
 class Snapshot(_S, frozen=True):
@@ -140,6 +143,17 @@ def _row(condition: str, tier: str, model: str, segment: str, tasks: dict[str, l
     )
 
 
+def left_out_note(suite: SnapshotSuite) -> str:
+    """`; it selects 20 run(s) no row counts: 20 scripted` — what an empty side did select."""
+    if not suite.left_out:
+        return ""
+    total = sum(suite.left_out.values())
+    return (f"; it selects {total} run(s) no row counts: "
+            + ", ".join(f"{n} {why}" for why, n in suite.left_out.items())
+            + " (the gate compares the model runs of the main group: harness, scripted, replayed runs and runs "
+              "the harness or its environment ended are in no row)")
+
+
 def environment_label(run: RunRecorded) -> str:
     """What a run was made with, as a verdict names it: the copperhead build (`build_label`),
     kicad-cli, Node and the OS (the platform tag where no OS was recorded)."""
@@ -155,14 +169,26 @@ def build_snapshot(state: LedgerState, selection: Selection | None = None) -> Sn
     suites = []
     for suite in suite_versions(state):
         records = record_entries(state, suite, build=False)
-        main = partition(state, suite, records).main_group()
+        groups = partition(state, suite, records)
+        main = groups.main_group()
         by: dict[tuple[str, str, str, str], dict[str, list[RunCell]]] = {}
         selected = 0
         environments: dict[str, int] = {}
+        left_out: dict[str, int] = {}
+        for group in groups.groups:
+            if not group.main:
+                for i in group.members:
+                    if chosen.matches(records[i].run.run):
+                        why = f"another comparability group ({group.label})"
+                        left_out[why] = left_out.get(why, 0) + 1
         for i in main.members if main is not None else []:
             rec = records[i]
             run = rec.run.run
-            if not in_model_metrics(rec.run) or not chosen.matches(run):
+            if not chosen.matches(run):
+                continue
+            if not in_model_metrics(rec.run):
+                why = run_kind(rec.run)
+                left_out[why] = left_out.get(why, 0) + 1
                 continue
             selected += 1
             env = environment_label(run)
@@ -174,7 +200,7 @@ def build_snapshot(state: LedgerState, selection: Selection | None = None) -> Sn
         order = {t: i for i, t in enumerate(TIERS)}
         rows = [_row(*key, tasks) for key, tasks in sorted(by.items(), key=lambda kv: (kv[0][0] != DEFAULT, kv[0][0], order[kv[0][1]], kv[0][2], kv[0][3]))]
         suites.append(SnapshotSuite(suite_version=suite, selected_runs=selected, rows=rows,
-                                    environments=dict(sorted(environments.items()))))
+                                    environments=dict(sorted(environments.items())), left_out=dict(sorted(left_out.items()))))
     at = state.last_at.isoformat().replace("+00:00", "Z") if state.last_at else None
     return Snapshot(
         format=SNAPSHOT_FORMAT, head_seq=state.head_seq, head_hash=state.head_hash, snapshot_at=at,
@@ -406,7 +432,8 @@ def compare(
     if not base.selected_runs or not cur.selected_runs:
         side = "baseline" if not base.selected_runs else "candidate"
         sel = baseline.selection if side == "baseline" else candidate.selection
-        return refused(f"the {side} ({sel}) holds no agent run of the main group of suite {suite}")
+        return refused(f"the {side} ({sel}) holds no agent run of the main group of suite {suite}"
+                       + left_out_note(base if side == "baseline" else cur))
     before = {(r.tier, r.model, r.segment): r for r in base.rows if r.condition == condition}
     after = {(r.tier, r.model, r.segment): r for r in cur.rows if r.condition == condition}
     if not before or not after:
