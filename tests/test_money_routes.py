@@ -280,6 +280,10 @@ def test_what_runs_killed_with_their_driver_spent_counts_against_the_budget(
     assert killed >= 200_000 and killed % 100_000 == 0, killed
     assert f"have spent ${killed / 1e6:.4f} on model calls the provider answered" in err
     assert "--resume paid --budget-usd 1 --no-key-check" in err  # the resume it prints keeps the limit
+    # ... and records it: LEADERBOARD.md summed only recorded runs, short of the bill by the killed ones
+    assert "recorded as spend.unrecorded" in err
+    (spend,) = project.events("spend.unrecorded")
+    assert (spend.campaign, spend.model, spend.usd_micros) == ("paid", "gpt-test", killed)
     # the same command resumes the campaign with what the killed run spent already spent
     with FakeProvider("loop", tokens_in=100_000, tokens_out=0) as provider:
         again = project.run(*argv, env=provider.env())
@@ -290,6 +294,12 @@ def test_what_runs_killed_with_their_driver_spent_counts_against_the_budget(
             "answered, which no run records (--budget-usd counts it)") in again.output
     (run,) = runs_of(project, "gpt-test")
     assert run.cost.usd_micros == 1_000_000 - killed
+    assert len(project.events("spend.unrecorded")) == 1  # the resume recorded it again as the same event
+    board = (project.root / "LEADERBOARD.md").read_text()
+    listed = board.split("## Spend no run records: runs killed with their driver")[1].split("\n## ")[0]
+    assert f"${killed / 1e6:.4f} in all, over 1 run(s)" in listed and f"| `{spend.run_id}` |" in listed
+    assert "`gpt-test`" in listed
+    project.verify()
 
 
 def test_a_run_whose_provider_reported_absurd_usage_is_stopped_and_costs_what_was_metered(

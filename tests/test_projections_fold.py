@@ -230,3 +230,27 @@ def test_a_second_run_recorded_with_a_known_id_is_ignored_and_reported():
     state = fold(s.events)
     assert state.runs[rid].run.cost.usd_micros == 100_000
     assert [a.kind for a in state.anomalies] == ["duplicate-run"]
+
+
+def test_spend_no_run_records_is_each_killed_runs_largest_figure_and_never_a_recorded_runs():
+    """`spend.unrecorded` is what a run killed with its driver spent (the spend journal's figure,
+    which only grows); a run recorded after all, in the same batch, holds its own cost."""
+    from cbledger.ledger.events import SpendUnrecorded, SpendUnrecordedEvent
+    from cbledger.projections.fold import unrecorded_spend
+
+    s = Stream()
+    s.task("rename-net")
+    recorded = s.graded_run("rename-net", batch="b1", run_id="c.rename-net-s1-a1")
+
+    def spend(run_id: str, batch: str, micros: int) -> None:
+        s._add(SpendUnrecordedEvent, SpendUnrecorded(campaign="c", run_id=run_id, batch=batch, model="vendor:model-a",
+                                                     usd_micros=micros), id=f"spend.unrecorded:{run_id}:{batch}:{micros}")
+
+    spend("c.rename-net-s2-a1", "b1", 200_000)
+    spend("c.rename-net-s2-a1", "b1", 300_000)  # the journal grew after the interrupt recorded it
+    spend("c.rename-net-s2-a1", "b1", 100_000)  # an older figure recorded late
+    spend(recorded, "b1", 50_000)  # recorded after all: its cost is the run's
+    spend(recorded, "b0", 70_000)  # the same slot killed in an earlier invocation: billed too
+    state = fold(s.events)
+    assert [(e.body.run_id, e.body.batch, e.body.usd_micros) for e in unrecorded_spend(state)] == [
+        ("c.rename-net-s2-a1", "b1", 300_000), (recorded, "b0", 70_000)]

@@ -243,9 +243,12 @@ def run(
         for line in cleaned.lines():
             typer.echo(line, err=True)
         lost = _lost_micros(where, campaign)
+        recorded = _record_unrecorded(where, store, campaign, plan.model_id)
         if lost and not as_json:  # after an OOM kill or a reboot no interrupt said it
             typer.echo(f"campaign {campaign}: runs of it killed with their driver spent {pricing.usd(lost)} on model "
-                       "calls the provider answered, which no run records (--budget-usd counts it)", err=True)
+                       "calls the provider answered, which no run records (--budget-usd counts it"
+                       + (f"; recorded as spend.unrecorded for {recorded} run(s), which LEADERBOARD.md lists)" if recorded else ")"),
+                       err=True)
         # read again under the holds: a driver elsewhere may have recorded slots since the
         # preflight read it, and those are not this one's to pay for again
         view = ledger_view.read(where.ledger)
@@ -272,7 +275,7 @@ def run(
             progress.close()
             on = ("--executor", executor, "--scheduler", scheduler) if executor != "local" and scheduler else ()
             fail(_interrupted(campaign, where, draft, again=not new_draft, on=(*on, *money.args()))
-                 + _unrecorded_spend(where, campaign), code=INTERRUPTED)
+                 + _unrecorded_spend(where, campaign, store, plan.model_id), code=INTERRUPTED)
         finally:
             progress.close()
             if sandbox_root is None and not keep_sandboxes:
@@ -465,13 +468,32 @@ def _interrupted(campaign: str, where: Workspace, draft: bool, *, again: bool, o
             f"regenerates the projections (`{invocation.command('project', 'all')}` does that alone)")
 
 
-def _unrecorded_spend(where: Workspace, campaign: str) -> str:
+def _unrecorded_spend(where: Workspace, campaign: str, store: LedgerStore, model: str) -> str:
     """What the runs the interrupt killed (and any killed before) spent, paid and never recorded:
-    metered only under a money limit, and counted against the campaign's budget when resumed."""
+    metered only under a money limit, counted against the campaign's budget when resumed, and
+    recorded as `spend.unrecorded` here when the ledger takes it (else by the next invocation)."""
     lost = _lost_micros(where, campaign)
+    if not lost:
+        return ""
+    recorded = ("; recorded as spend.unrecorded, which LEADERBOARD.md lists once the projections are regenerated"
+                if _record_unrecorded(where, store, campaign, model) else "")
     return (f"; runs of campaign {campaign} killed with their driver, this one's and any before, have spent "
             f"{pricing.usd(lost)} on model calls the provider answered, which no run records (the campaign's "
-            "--budget-usd counts it; a call still in flight when a run was killed is billed and not counted)") if lost else ""
+            "--budget-usd counts it; a call still in flight when a run was killed is billed and not counted)" + recorded)
+
+
+def _record_unrecorded(where: Workspace, store: LedgerStore, campaign: str, model: str) -> int:
+    """Appends `spend.unrecorded` for the campaign's killed runs not yet holding one; how many runs
+    it newly records. A ledger that cannot take it now (a database gone) records none: the journal
+    keeps the figures for the next invocation."""
+    if not campaign_mod.spend_journal(where, campaign).is_file():
+        return 0
+    try:
+        view = ledger_view.read(where.ledger)
+        events = campaign_mod.unrecorded_events(where, view, campaign, model, Actor(kind="runner", name="cbledger-runner"))
+        return sum(a.created for a in store.append(events)) if events else 0
+    except (UserError, OSError):
+        return 0
 
 
 def _lost_micros(where: Workspace, campaign: str) -> int:

@@ -668,6 +668,25 @@ class EvidenceImported(Body, frozen=True, kw_only=True):
     surface: NonEmpty | UnsetType = UNSET
 
 
+# --------------------------------------------------------------------------- spend.unrecorded
+
+
+class SpendUnrecorded(Body, frozen=True, kw_only=True):
+    """What a run killed with its driver spent, which no `run.recorded` holds: the provider billed
+    the calls it answered, and the campaign's spend journal (`results/campaigns/<ID>.spend.jsonl`)
+    kept each as it was answered. Recorded by the next invocation of the campaign (or the
+    interrupt itself) so that what LEADERBOARD.md says was spent reconciles with the bill. An
+    operator's figure, not re-derivable offline: the journal is not preserved evidence."""
+
+    campaign: NonEmpty
+    run_id: RunId
+    #: the invocation the killed run belonged to, as the journal names it (a slot run again later
+    #: is another run of another batch, and both were billed)
+    batch: BatchId | None = None
+    model: ModelId
+    usd_micros: Count
+
+
 # --------------------------------------------------------------------------- checkpoint.published
 
 
@@ -778,6 +797,10 @@ class CheckpointPublishedEvent(EventBase, tag="checkpoint.published", kw_only=Tr
     body: CheckpointPublished
 
 
+class SpendUnrecordedEvent(EventBase, tag="spend.unrecorded", frozen=True, kw_only=True):
+    body: SpendUnrecorded
+
+
 Event = (
     LedgerCreatedEvent
     | SuiteBumpedEvent
@@ -791,6 +814,7 @@ Event = (
     | EvidenceImportedEvent
     | ReviewRecordedEvent
     | CheckpointPublishedEvent
+    | SpendUnrecordedEvent
 )
 
 

@@ -51,6 +51,8 @@ from cbledger.ledger.events import (
     RunRecorded,
     RunRecordedEvent,
     RunRetractedEvent,
+    SpendUnrecorded,
+    SpendUnrecordedEvent,
     SuiteArchived,
     SuiteArchivedEvent,
     SuiteBumped,
@@ -152,6 +154,11 @@ class CheckpointEntry(Struct, frozen=True, kw_only=True):
     root_hash: str
 
 
+class UnrecordedSpendEntry(Struct, frozen=True, kw_only=True):
+    seq: int
+    body: SpendUnrecorded
+
+
 class Anomaly(Struct, frozen=True, kw_only=True):
     seq: int
     kind: str
@@ -185,6 +192,9 @@ class LedgerState(Struct, kw_only=True):
     attachments: dict[str, AttachmentEntry] = field(default_factory=dict)
     #: every `checkpoint.published`, in ledger order
     checkpoints: list[CheckpointEntry] = field(default_factory=list)
+    #: (batch, run id) -> what a run killed with its driver spent (`spend.unrecorded`, the largest
+    #: for the pair); `unrecorded_spend` leaves out a run a `run.recorded` of its batch holds
+    unrecorded: dict[str, UnrecordedSpendEntry] = field(default_factory=dict)
     #: "<date>/<model-dir>/<task>" -> the highest ordinal handed out
     ordinals: dict[str, int] = field(default_factory=dict)
     anomalies: list[Anomaly] = field(default_factory=list)
@@ -270,6 +280,18 @@ class Projector:
             for observe in self.observers:
                 observe(event)
         return n
+
+    def _archive(self, seq: int, body: SuiteArchived) -> None:
+        st = self.state
+        archive = st.archives.get(body.suite_version)
+        if archive is None:
+            st.archives[body.suite_version] = ArchiveEntry(seq=seq, body=body)
+        elif archive.body.definitions_hash != body.definitions_hash:
+            st.anomalies.append(Anomaly(
+                seq=seq, kind="archive-conflict",
+                message=f"suite {body.suite_version}'s definitions were recorded at seq {archive.seq} with another "
+                "hash; this one is ignored",
+            ))
 
     def _attach(self, seq: int, body: CassetteAttached) -> None:
         st = self.state
@@ -374,16 +396,7 @@ class Projector:
         elif isinstance(event, SuiteBumpedEvent):
             st.suites.append(SuiteEntry(seq=seq, at=event.at, body=event.body))
         elif isinstance(event, SuiteArchivedEvent):
-            version = event.body.suite_version
-            archive = st.archives.get(version)
-            if archive is None:
-                st.archives[version] = ArchiveEntry(seq=seq, body=event.body)
-            elif archive.body.definitions_hash != event.body.definitions_hash:
-                st.anomalies.append(Anomaly(
-                    seq=seq, kind="archive-conflict",
-                    message=f"suite {version}'s definitions were recorded at seq {archive.seq} with another "
-                    "hash; this one is ignored",
-                ))
+            self._archive(seq, event.body)
         elif isinstance(event, PricingPublishedEvent):
             st.pricing.append(PricingEntry(seq=seq, body=event.body))
         elif isinstance(event, CheckpointPublishedEvent):
@@ -391,8 +404,28 @@ class Projector:
             st.checkpoints.append(
                 CheckpointEntry(seq=seq, origin=b.origin, tree_size=b.tree_size, root_hash=b.root_hash)
             )
+        elif isinstance(event, SpendUnrecordedEvent):
+            key = unrecorded_key(event.body.batch, event.body.run_id)
+            journaled = st.unrecorded.get(key)
+            if journaled is None or event.body.usd_micros > journaled.body.usd_micros:  # the journal's figure only grows
+                st.unrecorded[key] = UnrecordedSpendEntry(seq=seq, body=event.body)
         elif isinstance(event, LedgerCreatedEvent) and st.ledger_name is None:
             st.ledger_name = event.body.name
+
+
+def unrecorded_key(batch: str | None, run_id: str) -> str:
+    return f"{batch or ''} {run_id}"
+
+
+def unrecorded_spend(state: LedgerState) -> list[UnrecordedSpendEntry]:
+    """What runs killed with their driver spent, in ledger order, leaving out a run recorded after
+    all (its `run.recorded` of the same batch holds its cost): each billed call counted once."""
+    out = []
+    for entry in state.unrecorded.values():
+        run = state.runs.get(entry.body.run_id) or state.later_passes.get(entry.body.run_id)
+        if run is None or run.run.batch != entry.body.batch:
+            out.append(entry)
+    return out
 
 
 def fold(items: Iterable[Any]) -> LedgerState:

@@ -29,6 +29,7 @@ from cbledger.projections.fold import (
     ImportEntry,
     LedgerState,
     suite_bump,
+    unrecorded_spend,
 )
 from cbledger.projections.metrics import (
     ALL_TIERS,
@@ -628,6 +629,9 @@ def render(state: LedgerState, suite_version: str | None = None, views: Views | 
     out += _listing("Imported / reviewer-supplied evidence — not re-gradable, not project-owned", _imports(state))
     out += _listing("Grade conflicts", _conflicts(state))
     out += _listing("Retracted runs", _retracted(state))
+    unrecorded = _unrecorded(state)
+    if unrecorded:  # only a ledger of killed runs has any
+        out += _listing("Spend no run records: runs killed with their driver", unrecorded)
     out += _listing("Runs recorded without the agent sandbox", _unsandboxed(views))
     anomalies = _anomalies(state, views)
     if anomalies:
@@ -762,6 +766,27 @@ def _conflicts(state: LedgerState) -> list[str]:
             [c.run_id, c.suite_version, str(c.kept_seq), str(c.conflicting_seq), ", ".join(c.fields)]
             for c in state.conflicts
         ],
+    )]
+
+
+def _unrecorded(state: LedgerState) -> list[str]:
+    """Every `spend.unrecorded`: billed by the provider, in no run's cost and so in no table above."""
+    entries = unrecorded_spend(state)
+    if not entries:
+        return []
+    total = sum(e.body.usd_micros for e in entries)
+    note = (
+        f"> {fmt.usd_micros(total)} in all, over {len(entries)} run(s). A run killed with its driver (Ctrl-C, "
+        "SIGTERM, SIGKILL) is never recorded, but the provider billed every call it answered; the campaign's "
+        "spend journal kept each, and the next invocation of the campaign (or the interrupt itself) recorded "
+        "the sum as `spend.unrecorded`. In no table, cost figure or lane above; a call still in flight at the "
+        "kill is in no journal (docs/RUNNER.md section 7). The operator's figure: `replay --verify` cannot "
+        "re-derive it."
+    )
+    return [note, "", *fmt.table(
+        ["Campaign", "Run", "Batch", "Model", "USD", "Recorded at seq"],
+        [[f"`{e.body.campaign}`", f"`{e.body.run_id}`", f"`{e.body.batch}`" if e.body.batch else "—", f"`{e.body.model}`",
+          fmt.usd_micros(e.body.usd_micros), str(e.seq)] for e in entries],
     )]
 
 

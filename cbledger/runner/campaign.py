@@ -16,6 +16,7 @@ first kept (`results/campaigns/<id>.json`).
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import re
 from dataclasses import dataclass, replace
@@ -28,7 +29,14 @@ from msgspec.structs import replace as replace_struct
 from cbledger import invocation
 from cbledger.errors import UserError, did_you_mean
 from cbledger.ledger import durable
-from cbledger.ledger.events import Ablations, PassRef, RunRecorded
+from cbledger.ledger.events import (
+    Ablations,
+    Actor,
+    PassRef,
+    RunRecorded,
+    SpendUnrecorded,
+    SpendUnrecordedEvent,
+)
 from cbledger.runner.budget import journal_spend
 from cbledger.runner.ledger_view import LedgerView
 from cbledger.runner.plan import Plan, PlannedRun
@@ -227,6 +235,25 @@ def spent(workspace: Workspace, view: LedgerView, campaign: str) -> tuple[int, i
     recorded = sum(r.cost.usd_micros if r.cost.usd_micros is not None else journal.get((r.batch, r.run_id), 0) for r in mine)
     keys = {(r.batch, r.run_id) for r in mine}
     return recorded, sum(spent for key, spent in journal.items() if key not in keys)
+
+
+def unrecorded_events(workspace: Workspace, view: LedgerView, campaign: str, model: str, actor: Actor) -> list[SpendUnrecordedEvent]:
+    """`spend.unrecorded` for each run of the campaign the spend journal holds and the ledger does
+    not: what a bill-payer reads in LEADERBOARD.md then adds up to what the provider billed (the
+    journal was read only for the budget, so the figures left out the killed runs' spend). The id
+    carries the figure: a journal that grew after an interrupt recorded it (an answer that landed
+    as the driver went down) gives another event, and the fold keeps each run's largest."""
+    journal = journal_spend(spend_journal(workspace, campaign))
+    mine = {(r.batch, r.run_id) for r in view.runs.values() if _of(r, campaign)}
+    now = _dt.datetime.now(_dt.UTC)
+    return [
+        SpendUnrecordedEvent(
+            id=f"spend.unrecorded:{run}:{batch or 'none'}:{micros}", at=now, actor=actor,
+            body=SpendUnrecorded(campaign=campaign, run_id=run, batch=batch, model=model, usd_micros=micros),
+        )
+        for (batch, run), micros in sorted(journal.items(), key=lambda kv: (kv[0][0] or "", kv[0][1]))
+        if (batch, run) not in mine and micros > 0
+    ]
 
 
 def segment_of(workspace: Workspace, view: LedgerView, campaign: str, given: str | None) -> str | None:
