@@ -356,6 +356,52 @@ def test_a_driver_that_loses_its_campaign_cancels_the_runs_not_yet_back(cluster:
     assert len(list(LedgerStore(ledger).read(types={"run.recorded"}))) == len(result.outputs)
 
 
+def test_no_more_runs_go_out_than_the_workers_have_threads_and_none_once_the_hold_is_gone() -> None:
+    """Every slot was submitted up front: a driver stopped while its hold was taken had its whole
+    queued plan run by the workers beside the new driver's, every slot paid twice."""
+    from types import SimpleNamespace
+
+    from cbledger.runner.dask_executor import _Window
+
+    submitted: list[int] = []
+    threads, held = [2], [True]
+    window = _Window([SimpleNamespace(index=i) for i in range(6)], lambda spec: submitted.append(spec.index),
+                     lambda: threads[0], lambda: held[0])
+    window.fill()
+    assert submitted == [0, 1]
+    window.fill()
+    assert submitted == [0, 1]  # full: nothing more until one comes back
+    window.done(0)
+    assert submitted == [0, 1, 2]
+    threads[0] = 3  # a worker joined
+    window.fill()
+    assert submitted == [0, 1, 2, 3]
+    held[0] = False  # the campaign was taken: what is out stays out, nothing more goes
+    window.done(1)
+    window.done(2)
+    assert submitted == [0, 1, 2, 3] and list(window.waiting) != []
+    threads[0], held[0] = 0, True  # no worker yet: one run waits on the scheduler for the first
+    empty = _Window([SimpleNamespace(index=9)], lambda spec: submitted.append(spec.index), lambda: 0, lambda: True)
+    empty.fill()
+    assert submitted[-1] == 9
+
+
+def test_a_driver_registering_the_plugin_keeps_the_endpoint_other_runs_are_using(monkeypatch) -> None:
+    """Each driver registers the requirements plugin; Dask tears the previous one down to do so,
+    and its teardown closed the worker's endpoint under every scripted run in flight."""
+    from types import SimpleNamespace
+
+    from cbledger.runner import remote
+
+    closed: list[bool] = []
+    monkeypatch.setattr(remote, "_ENDPOINT", SimpleNamespace(close=lambda: closed.append(True)))
+    plugin = remote.RequirementsPlugin()
+    plugin.teardown(SimpleNamespace(status=SimpleNamespace(name="running")))
+    assert closed == []
+    plugin.teardown(SimpleNamespace(status=SimpleNamespace(name="closing")))
+    assert closed == [True]
+
+
 def test_a_run_that_lost_its_worker_on_each_try_is_reported_with_the_workers_and_how_to_try_again() -> None:
     from types import SimpleNamespace
 

@@ -31,6 +31,7 @@ What happens when things go wrong:
 
 from __future__ import annotations
 
+import collections
 import logging
 import queue
 import secrets
@@ -162,14 +163,27 @@ class DaskCluster:
     def _workers(self) -> int:
         return len(self.client.scheduler_info(n_workers=-1).get("workers", {}))
 
+    def _threads(self) -> int:
+        """The threads of the connected workers: how many runs can go at once."""
+        try:
+            return sum(self.client.nthreads().values())
+        except (OSError, TimeoutError):
+            return 0
+
     def run(
         self, specs: Sequence[RemoteRun], packages: dict[str, Package], held: Callable[[], bool] | None = None,
     ) -> Iterator[tuple[int, list[RemoteResult] | None, str | None]]:
-        """Submits every run; yields (plan index, its passes' results, None) or (plan index,
-        None, why) as each run ends, in the order they end. `held`: whether the driver still
-        holds its campaign, asked as the runs go; once it does not, every run not yet come back is
-        cancelled and yielded as `TAKEN_OVER` (another driver runs those slots now: a run both
-        made would be paid twice, and one of the two discarded)."""
+        """Submits the runs, no more at a time than the workers have threads; yields (plan index,
+        its passes' results, None) or (plan index, None, why) as each run ends, in the order they
+        end. `held`: whether the driver still holds its campaign, asked before each run is
+        submitted and as the runs go; once it does not, every run not yet come back is cancelled
+        and yielded as `TAKEN_OVER` (another driver runs those slots now: a run both made would be
+        paid twice, and one of the two discarded).
+
+        Why a window and not the whole plan up front: the scheduler runs what it holds whatever
+        becomes of the driver, so a driver stopped (SIGSTOP, a laptop lid) while its hold was taken
+        had its whole queued plan run by the workers beside the new driver's, every slot paid
+        twice. With the window only the runs already on a worker when the hold went are."""
         from distributed import KilledWorker
 
         client = self.client
@@ -193,10 +207,11 @@ class DaskCluster:
             current[spec.index] = future
             future.add_done_callback(lambda f: self._events.put(("done", f)))
 
-        for spec in specs:
-            submit(spec)
         pending = set(by_index)
         still_held = held or (lambda: True)
+        window = _Window(specs, submit, self._threads, still_held)
+        fill = window.fill
+        fill()
         no_worker_since: float | None = None
         last_check = time.monotonic()
         try:
@@ -217,6 +232,7 @@ class DaskCluster:
                         results: list[RemoteResult] = item.result()
                         item.release()
                         pending.discard(index)
+                        window.done(index)
                         self._activity(Activity(results[0].worker if results else "", "finished", spec.label))
                         yield index, results, None
                         last_check = 0.0  # a run came back: the checks below come next, the hold's first
@@ -225,6 +241,7 @@ class DaskCluster:
                         if index not in why_cancelled and self._scheduler_lost():
                             break
                         pending.discard(index)
+                        window.done(index)
                         yield index, None, why_cancelled.get(index, "cancelled")
                         continue
                     error = item.exception()
@@ -234,6 +251,7 @@ class DaskCluster:
                         submit(spec)
                         continue
                     pending.discard(index)
+                    window.done(index)
                     yield index, None, self._failed(spec, error, starts.get(index, []))
                 if kind == "idle" and self._scheduler_lost():
                     break
@@ -242,7 +260,10 @@ class DaskCluster:
                     last_check = now
                     why, no_worker_since = self._why_stop(still_held, no_worker_since, now)
                     if why is not None:
+                        window.waiting.clear()
                         yield from _cancelled(pending, current, why)
+                    else:
+                        fill()  # a worker that joined takes a run of its own
             if pending:  # the scheduler is gone: what it held is lost with it
                 lost = f"the Dask scheduler {self.scheduler} was lost; not recorded (run the campaign again: it runs the missing slots)"
                 for index in sorted(pending):
@@ -396,9 +417,38 @@ def received_cassette(workspace: Workspace, run: RunRecorded, result: RemoteResu
     return staged, workspace.stored(ref.path) or workspace.root / ref.path
 
 
+class _Window:
+    """The runs of a plan not yet submitted, and those out on the cluster: no more go out at once
+    than the connected workers have threads (one at least, so a plan waits for its first worker on
+    the scheduler), and none while the driver no longer holds its campaign (`DaskCluster.run`)."""
+
+    def __init__(self, specs: Sequence[RemoteRun], submit: Callable[[RemoteRun], None],
+                 threads: Callable[[], int], held: Callable[[], bool]) -> None:
+        self.waiting = collections.deque(specs)
+        self.in_flight: set[int] = set()
+        self._submit, self._threads, self._held = submit, threads, held
+
+    def fill(self) -> None:
+        if not self.waiting:
+            return
+        room = max(1, self._threads()) - len(self.in_flight)
+        if room <= 0 or not self._held():
+            return
+        for _ in range(min(room, len(self.waiting))):
+            spec = self.waiting.popleft()
+            self._submit(spec)
+            self.in_flight.add(spec.index)
+
+    def done(self, index: int) -> None:
+        self.in_flight.discard(index)
+        self.fill()
+
+
 def _cancelled(pending: set[int], current: dict[int, Any], why: str) -> Iterator[tuple[int, None, str]]:
-    """Every run not yet come back, cancelled (one still going on a worker ends there, unheard)."""
+    """Every run not yet come back, cancelled (one still going on a worker ends there, unheard;
+    one never submitted is only said)."""
     for index in sorted(pending):
-        current[index].cancel()
+        if index in current:
+            current[index].cancel()
         yield index, None, why
     pending.clear()

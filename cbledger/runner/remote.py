@@ -155,7 +155,17 @@ class RequirementsPlugin(WorkerPlugin):
         )
 
     def teardown(self, worker: Any) -> None:
-        _ENDPOINT.close()
+        """Closes the loopback endpoint only with the worker. Each driver registers this plugin
+        when it connects, and Dask tears the previous one down to do so: closing the endpoint then
+        cut the scripted runs in flight on this worker, another driver's campaign's included, and
+        they were recorded `provider-transport`. The next plugin serves from the same endpoint."""
+        status = getattr(getattr(worker, "status", None), "name", "closing")
+        if status in WORKER_GOING:
+            _ENDPOINT.close()
+
+
+#: worker states in which a plugin's teardown is the worker's end, not a driver replacing the plugin
+WORKER_GOING = frozenset({"stopping", "stopped", "closing", "closing_gracefully", "closed", "failed"})
 
 
 def verdict(dask_worker: Any) -> str | None:
