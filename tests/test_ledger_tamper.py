@@ -130,11 +130,11 @@ CASES: list[tuple[str, Tamper, str, int, int]] = [
         6,
     ),
     (
-        "unknown-field-rechained",  # every link and hash recomputed, but not an event
+        "unknown-field-rechained",  # every link and hash recomputed, but not an event this build reads
         lambda ls: rechain(
             events_of(ls[:6]) + [edit(events_of(ls)[6], b'"body":{', b'"body":{"extra":1,')] + events_of(ls[7:])
         ),
-        "undecodable",
+        "unreadable",  # as a newer build's event would fail: never verified, said with both readings
         7,
         7,
     ),
@@ -179,14 +179,15 @@ def test_replay_verify_names_the_seq_and_the_kind(
     ledger.write_bytes(tampered)
 
     result = run_cli(["replay", "--verify", "--chain-only", "--ledger", ledger])
-    assert result.exit_code == 1, result.output
-    assert f"chain BROKEN: {ledger}: " in result.stderr  # the file named, as every finding names one
+    code, state = (9, "NOT READ") if kind == "unreadable" else (1, "BROKEN")
+    assert result.exit_code == code, result.output
+    assert f"chain {state}: {ledger}: " in result.stderr  # the file named, as every finding names one
     assert f"{kind} at line {line} (seq {seq}," in result.stderr, result.stderr
     if kind == "seq-gap":
         assert f"expected seq {line}, found {seq}" in result.stderr
 
     as_json = run_cli(["replay", "--verify", "--chain-only", "--json", "--ledger", ledger])
-    assert as_json.exit_code == 1
+    assert as_json.exit_code == code
     chain = json.loads(as_json.stdout)["chain"]
     assert chain["ok"] is False
     problem = chain["problem"]
@@ -297,3 +298,27 @@ def test_an_event_stored_before_a_defaulted_field_existed_is_still_canonical(led
     events[3] = data
     ledger.write_bytes(rechain(events))
     assert verify_chain(ledger).ok
+
+
+@pytest.mark.parametrize("change", ["version", "type", "field"])
+def test_an_event_of_a_newer_build_is_said_to_need_an_upgrade_never_only_damage(ledger: Path, change: str) -> None:
+    """An event a newer cbledger wrote (a new version of a type, a new type, an optional field
+    added) was `chain BROKEN`, exit 1, "the ledger is damaged", and `repair` advised restoring a
+    copy, which would drop the newer build's events."""
+    lines = split(ledger)
+    event = events_of(lines)[-1]
+    newer = {
+        "version": edit(event, b'"type":"run.retracted"', b'"type":"run.retracted","version":2'),
+        "type": edit(event, b'"type":"run.retracted"', b'"type":"run.reopened"'),
+        "field": edit(event, b'"body":{', b'"body":{"since":"2027-01-01",'),
+    }[change]
+    ledger.write_bytes(rechain(events_of(lines[:-1]) + [newer]))
+    result = run_cli(["replay", "--verify", "--chain-only", "--ledger", ledger])
+    assert result.exit_code == 9, result.output
+    assert f"chain NOT READ: {ledger}: unreadable at line 8 (seq 8," in result.stderr
+    assert "a newer cbledger may have written it" in result.stderr and "upgrade cbledger" in result.stderr
+    shown = run_cli(["log", "--ledger", ledger])
+    assert shown.exit_code != 0 and "seq 8: this build cannot read the stored event" in shown.stderr, shown.output
+    assert "a newer cbledger may have written it" in shown.stderr and "damaged at that point" not in shown.stderr
+    repaired = run_cli(["repair", "--truncate-torn-tail", "--ledger", ledger])
+    assert "this build cannot read the ledger" in repaired.stderr and "restore it from a copy" not in repaired.stderr

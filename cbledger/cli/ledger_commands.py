@@ -247,7 +247,10 @@ def repair(
     if done.action == "none":
         typer.echo(f"{path}: no torn tail; nothing removed")
         broken = verify_chain(store).problem
-        if broken is not None:
+        if broken is not None and broken.kind == "unreadable":
+            # a newer build's event: restoring a copy would drop it
+            typer.echo(f"note: this build cannot read the ledger, which no repair changes: {broken}", err=True)
+        elif broken is not None:
             # a whole line that is not an event, an edit, a gap: nothing a repair may delete
             typer.echo(f"note: the ledger has another problem, which no repair removes: {broken}; "
                        "restore it from a copy you trust", err=True)

@@ -45,7 +45,13 @@ from cbledger import invocation
 from cbledger.errors import ConflictError, UserError
 from cbledger.ledger.chain import GENESIS, link_hash
 from cbledger.ledger.events import EventBase
-from cbledger.ledger.versions import CURRENT, EventSchema, InvalidEvent
+from cbledger.ledger.versions import (
+    CURRENT,
+    NEWER_BUILD_HINT,
+    EventSchema,
+    InvalidEvent,
+    from_a_newer_build,
+)
 
 
 class LedgerMissing(UserError):
@@ -111,6 +117,8 @@ class StoredEvent:
         try:
             return (self.schema or CURRENT).decode(self.raw)
         except InvalidEvent as exc:
+            if from_a_newer_build(exc):
+                raise UnreadableRecord(f"seq {self.seq}: this build cannot read the stored event: {exc}") from None
             raise CorruptRecord(f"seq {self.seq}: the stored event does not decode: {exc}") from None
 
 
@@ -120,6 +128,14 @@ class CorruptRecord(InvalidEvent):
 
     def __init__(self, message: str) -> None:
         super().__init__(f"{message}; the ledger is damaged at that point (`{invocation.command('replay', '--verify')}` locates it)")
+
+
+class UnreadableRecord(CorruptRecord):
+    """A stored record that fails as a newer build's event would (`versions.from_a_newer_build`):
+    said as that first, since the remedy differs (upgrade, not restore)."""
+
+    def __init__(self, message: str) -> None:
+        InvalidEvent.__init__(self, f"{message}; {NEWER_BUILD_HINT}")
 
 
 class Lease:

@@ -34,6 +34,7 @@ from cbledger.ledger.events import EventBase, LedgerCreatedEvent
 from cbledger.ledger.jsonl import JsonLinesRecorder
 from cbledger.ledger.recorder import EMPTY, Head
 from cbledger.ledger.store import LedgerStore
+from cbledger.ledger.versions import NEWER_BUILD_HINT, from_a_newer_build
 from cbledger.workspace import is_database_url
 
 # A stored line is exactly format_line(event, hash, prev): this prefix, the event bytes, then a
@@ -213,6 +214,8 @@ def _verify_lines(
         try:
             event = decode(event_bytes)
         except InvalidEvent as exc:
+            if from_a_newer_build(exc):
+                return fail("unreadable", f"this build cannot read the event: {exc}; {NEWER_BUILD_HINT}", expected)
             return fail("undecodable", f"event rejected by the schema: {exc}", expected)
         if not _canonical(event, event_bytes):
             return fail(

@@ -56,6 +56,28 @@ class InvalidEvent(UserError):
         super().__init__(redact(message))
 
 
+class NewerThanThisBuild(InvalidEvent):
+    """A stored event at a version of its type this build does not read yet."""
+
+
+def from_a_newer_build(exc: BaseException) -> bool:
+    """Whether an event that did not decode fails the way a newer cbledger's event would: a type
+    this build does not know, a version of it newer than it reads, or a field it does not know
+    (a field added as optional needs no new version). An edit can fail so too, which only a
+    newer build can tell apart: the reader is told both, never only "damaged" (an operator told
+    to restore from a copy would drop the newer build's events)."""
+    if isinstance(exc, NewerThanThisBuild):
+        return True
+    text = str(exc)
+    return "unknown field" in text or ("Invalid value" in text and "`$.type`" in text)
+
+
+NEWER_BUILD_HINT = (
+    "a newer cbledger may have written it (a type, version or field this build does not know): "
+    "upgrade cbledger and run this again; only if no newer cbledger wrote to this ledger is it damaged there"
+)
+
+
 class _Stamp(msgspec.Struct):
     """The envelope fields that decide how an event is read (the body is skipped, not built)."""
 
@@ -142,7 +164,7 @@ class EventSchema:
         else:
             stored = stamp.version
         if stored > cls.VERSION:
-            raise InvalidEvent(
+            raise NewerThanThisBuild(
                 f"{stamp.type} version {stored} is newer than this build reads "
                 f"(version {cls.VERSION}) - at `$.version`"
             )

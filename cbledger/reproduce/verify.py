@@ -84,6 +84,9 @@ EXIT_PROJECTIONS = 4
 EXIT_CHECKPOINT = 5
 EXIT_SKIPPED = 6
 EXIT_DEFINITIONS = 7
+#: an event this build cannot read as a newer cbledger's would fail (`versions.from_a_newer_build`):
+#: not verified, and not called broken, since the remedy is an upgrade, not a restore
+EXIT_UNREADABLE = 9
 
 RunProgress = Callable[[int, int, RunCheck], None]
 
@@ -164,7 +167,8 @@ class VerifyReport:
     @property
     def exit_code(self) -> int:
         if not self.chain.ok:
-            return EXIT_CHAIN
+            unreadable = self.chain.problem is not None and self.chain.problem.kind == "unreadable"
+            return EXIT_UNREADABLE if unreadable else EXIT_CHAIN
         if self.checkpoints.failures:
             return EXIT_CHECKPOINT
         if self.suite_failures:
