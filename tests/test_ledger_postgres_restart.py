@@ -326,3 +326,48 @@ def test_a_watch_waits_out_an_outage_past_the_bound_without_refolding_from_seq_1
     assert not any("snapshot ignored" in line for line in lines), lines
     assert sum("cannot connect" in line for line in lines) <= 2, lines  # said once (a line for the listener, one for the fold)
 
+
+
+def test_a_watch_whose_server_goes_down_before_it_listens_waits_instead_of_dying(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first LISTEN was made outside the outage handling: a server gone between the watch's
+    first regeneration and its listening ended the watch's thread with a traceback."""
+    root = tmp_path / "project"
+    LedgerStore(url).init("watch-early-outage", MAINTAINER)
+    drafts = rich_stream().drafts()[1:]
+    LedgerStore(url).append(drafts[:10])
+    real = PostgresRecorder.wait_for_append
+    calls = [0]
+
+    def first_fails(self: PostgresRecorder, timeout: float) -> bool:
+        calls[0] += 1
+        if calls[0] == 1:
+            raise StoreUnavailable(f"{self.location}: cannot connect to PostgreSQL: the server is restarting")
+        return real(self, timeout)
+
+    monkeypatch.setattr(PostgresRecorder, "wait_for_append", first_fails)
+    lines: list[str] = []
+    watcher = Watcher(Workspace.at(root, url), WatchOptions(debounce_ms=50), lines.append)
+    stop = threading.Event()
+    died: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            watcher.run(stop)
+        except BaseException as exc:  # what the thread died of is the finding
+            died.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        LedgerStore(url).append(drafts[10:14])
+        deadline = time.monotonic() + 60
+        while watcher.regenerator.written_seq != 15 and time.monotonic() < deadline and not died:
+            time.sleep(0.05)
+        assert died == [] and watcher.regenerator.written_seq == 15, (died, lines)
+    finally:
+        stop.set()
+        thread.join(30)
+    assert any("the server is restarting; listening again once it is back" in line for line in lines), lines
+    assert any("listening on" in line and "again" in line for line in lines), lines

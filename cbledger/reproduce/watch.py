@@ -281,8 +281,6 @@ class Watcher:
         if not isinstance(recorder, PostgresRecorder):
             raise UserError(f"{self.location}: this store cannot be watched")
         step = self.options.debounce_ms / 1000
-        recorder.wait_for_append(0)  # listening from here on;
-        self.regenerate()  # what landed before it is folded now
         lost: str | None = None
 
         def wait(timeout: float) -> bool:
@@ -303,6 +301,10 @@ class Watcher:
                 return True
             return got
 
+        # listening from here on (through `wait`: a server that went down since the first
+        # regeneration ended the watch with a traceback here), then what landed before is folded
+        wait(0)
+        self.regenerate()
         try:
             while not event.is_set():
                 if wait(1.0):
