@@ -1194,3 +1194,23 @@ def test_a_replay_reads_its_own_workspace_and_its_own_condition(tmp_path: Path, 
                      "--max-turns", "3", "--root", root])
     assert other.exit_code != 0 and "under condition 'max-turns=3'" in other.output, other.output
     assert len(runs(ledger)) == 2
+
+
+def test_a_campaign_resumed_under_another_suite_version_says_its_repeats_are_split() -> None:
+    """A campaign interrupted, then resumed after a suite bump, ran its open slots under the new
+    suite without a word: each suite's rows held part of its repeats."""
+    from types import SimpleNamespace
+
+    from tests.factories import Stream
+
+    s = Stream()
+    s.task("t1")
+    s.run("t1", suite_version="1.0.0", run_id="c.t1-s1-a1")
+    made = next(e.body for e in s.events if isinstance(e, RunRecordedEvent))
+    plan = SimpleNamespace(id="c")
+    slots = campaign_mod.Campaign(plan, (campaign_mod.Slot(SimpleNamespace(), made), campaign_mod.Slot(SimpleNamespace(), None)))
+    note = slots.suite_note("1.1.0")
+    assert note is not None and note.startswith("note: campaign c's recorded runs were made under suite 1.0.0; "
+                                                "the slots run now are graded under suite 1.1.0")
+    assert "cbledger rescore" in note
+    assert slots.suite_note("1.0.0") is None and slots.suite_note(None) is None

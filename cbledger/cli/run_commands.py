@@ -255,7 +255,8 @@ def run(
         slots = campaign_mod.open_campaign(where, plan, view, campaign, session=session, passes=passes, segment=segment,
                                            limits=(money.max_cost_usd, money.budget_usd))
         todo = slots.missing(retry_env)
-        if not _announce(slots, todo, retry_env, as_json, money, _other_build(slots, todo, plan.agent, copperhead_cli, where)):
+        if not _announce(slots, todo, retry_env, as_json, money, _other_build(slots, todo, plan.agent, copperhead_cli, where),
+                         view.suite_version):
             # runs recorded now, by adoption, or before an interrupt cut the outputs short: the
             # outputs follow them
             if project and (cleaned.adopted or behind(where)):
@@ -373,7 +374,7 @@ def _other_build(slots: campaign_mod.Campaign, todo: list[PlannedRun], agent: st
 
 
 def _announce(slots: campaign_mod.Campaign, todo: list[PlannedRun], retry_env: int, as_json: bool, money: MoneyLimits,
-              build_note: str | None = None) -> bool:
+              build_note: str | None = None, suite_now: str | None = None) -> bool:
     """Says what of the campaign is recorded and what runs now; False when nothing does, which is
     then all the command says (nothing to run is nothing to refuse: preflight is for runs about to
     start, so a resumed campaign that is complete is not refused for a flag it no longer needs)."""
@@ -381,6 +382,9 @@ def _announce(slots: campaign_mod.Campaign, todo: list[PlannedRun], retry_env: i
         typer.echo(f"campaign {slots.id}: {len(slots.slots) - len(todo)} of {len(slots.slots)} slot(s) recorded"
                    + _not_the_models(slots, retry_env) + f", {len(todo)} to run", err=True)
     if todo:
+        spans = slots.suite_note(suite_now)
+        if spans and not as_json:
+            typer.echo(spans, err=True)
         return True
     if build_note and not as_json:
         typer.echo(build_note, err=True)

@@ -96,6 +96,17 @@ class Campaign:
     def id(self) -> str:
         return self.plan.id
 
+    def suite_note(self, current: str | None) -> str | None:
+        """Said when a campaign resumed after a suite bump runs its open slots under another suite
+        version than its recorded runs: each suite's rows then hold part of the campaign's
+        repeats, which a resume once did without a word."""
+        versions = sorted({s.recorded.comparability.suite_version for s in self.slots if s.recorded is not None})
+        if current is None or not versions or versions == [current]:
+            return None
+        return (f"note: campaign {self.id}'s recorded runs were made under suite {', '.join(versions)}; the slots run "
+                f"now are graded under suite {current}, whose rows hold only these: `{invocation.command('rescore')}` "
+                f"grades the recorded ones under {current} too (or name a new campaign with --campaign for a whole one)")
+
     def missing(self, retry_env: int = 0) -> list[PlannedRun]:
         """The slots to run now: those with no run, and with `retry_env`, those whose latest
         attempt failed for a reason not the model's and may be tried again (as the next attempt)."""
