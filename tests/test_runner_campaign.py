@@ -1214,3 +1214,23 @@ def test_a_campaign_resumed_under_another_suite_version_says_its_repeats_are_spl
                                                 "the slots run now are graded under suite 1.1.0")
     assert "cbledger rescore" in note
     assert slots.suite_note("1.0.0") is None and slots.suite_note(None) is None
+
+
+def test_a_bump_by_an_older_grader_than_the_ledgers_is_refused(tmp_path: Path) -> None:
+    """Downgraded, the older build's own `suite status` suggested a bump, and the bump recorded its
+    older grader over the newer one's: later grades ran by rules the ledger had moved past."""
+    from cbledger.grading.grader import GRADER_VERSION
+    from tests.factories import suite_bumped
+
+    root = project(tmp_path)
+    ledger = root / "older.jsonl"
+    assert run_cli(["init", "--name", "older", "--root", root, "--ledger", ledger]).exit_code == 0
+    newer = suite_bumped(1)
+    assert newer.body.grader_version == "2.0.1" and GRADER_VERSION < "2.0.1"
+    LedgerStore(ledger).append([newer])
+    before = ledger.read_bytes()
+    refused = run_cli(["suite", "bump", "--reason", "after a downgrade", "--skip-trial", "--root", root, "--ledger", ledger])
+    assert refused.exit_code == 2, refused.output
+    assert (f"error: suite 1.1.0 was recorded by grader 2.0.1, newer than this build's {GRADER_VERSION}: a bump here "
+            "would grade by older rules than the ledger's; upgrade cbledger (nothing recorded)") in refused.stderr
+    assert ledger.read_bytes() == before

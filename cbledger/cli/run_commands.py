@@ -680,6 +680,21 @@ def pricing_publish(
 suite_app = typer.Typer(help="Suite versions.", no_args_is_help=True)
 
 
+def _refuse_older_grader(view: ledger_view.LedgerView) -> None:
+    """An older cbledger bumping a ledger a newer one bumped recorded the older grader over the
+    newer's (a downgrade's bump, which the older build's own `suite status` suggests): every later
+    grade then ran under rules older than the ones the ledger had moved to. Refused, naming both."""
+    from cbledger.grading.grader import GRADER_VERSION
+
+    def order(version: str) -> tuple[int, ...]:
+        return tuple(int(p) for p in version.split(".") if p.isdigit())
+
+    recorded = view.suite.grader_version if view.suite is not None else None
+    if recorded is not None and order(recorded) > order(GRADER_VERSION):
+        fail(f"suite {view.suite_version} was recorded by grader {recorded}, newer than this build's {GRADER_VERSION}: "
+             "a bump here would grade by older rules than the ledger's; upgrade cbledger (nothing recorded)")
+
+
 @suite_app.command("bump")
 def suite_bump(
     reason: Annotated[str, typer.Option(help="Why the suite changed (recorded).")],
@@ -709,6 +724,7 @@ def suite_bump(
     ws = workspace(ledger, root)
     path = ws.ledger
     view = ledger_view.read(path, links=True)
+    _refuse_older_grader(view)
     # a task in error, or a named suite listing a task there is none of (once recorded), refused
     # before anything is tried and in validate's words, which name the field
     checked = validate.bump_check(ws.root)
