@@ -138,6 +138,9 @@ def test_a_command_option_given_before_the_command_is_shown_after_it(tmp_path: P
     root = run_cli(["--results", "out", f"--root={tmp_path}", "log", "-n", "1"], env=NO_ENV)
     assert root.exit_code == 2 and f"`cbledger --results out log --root={tmp_path} -n 1`" in root.stderr
     assert run_cli(["--bogus", "log"], env=NO_ENV).stderr == "error: cbledger: No such option: --bogus\n"
+    # a group's command: after its subcommand, which owns the option (after the group it failed again)
+    grouped = run_cli(["--results", "out", "--ledger", "L", "suite", "bump", "--reason", "x"], env=NO_ENV)
+    assert grouped.exit_code == 2 and "`cbledger --results out suite bump --ledger L --reason x`" in grouped.stderr, grouped.stderr
     # and the root's own option given after the command: the line with it before
     late = run_cli(["replay", "--verify", "--results", tmp_path / "w"], env=NO_ENV)
     assert late.exit_code == 2 and (f"(--results is cbledger's own option, given before the command: "

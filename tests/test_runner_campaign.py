@@ -470,7 +470,7 @@ def test_a_campaign_interrupted_on_a_cluster_ends_with_the_slots_of_an_uninterru
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
         killed_at = time.monotonic()
-        wait_for("abandoned run killed", lambda: "its driver went away" in cluster.log("w1") + cluster.log("w2"), seconds=30)
+        wait_for("abandoned run killed", lambda: "its driver cancelled it or went away" in cluster.log("w1") + cluster.log("w2"), seconds=30)
         wait_for("abandoned sandbox removed", lambda: not in_flight(cluster), seconds=30)
         assert time.monotonic() - killed_at < 15  # not the minute a run left alone would take
         after_driver = len(runs(ledger))

@@ -87,6 +87,11 @@ def _placed_after(exc: _click.exceptions.UsageError, argv: list[str]) -> str:
     command = next((i for i, w in enumerate(words) if not w.startswith("-") and (i == 0 or words[i - 1] != "--results")), None)
     if command is None:
         return f" ({option} is each command's own option: give it after the command)"
+    group = exc.ctx.command
+    found = group.get_command(exc.ctx, words[command]) if hasattr(group, "get_command") else None
+    if hasattr(found, "get_command"):  # a group (`suite bump`): after the subcommand, which owns it
+        sub = next((i for i in range(command + 1, len(words)) if not words[i].startswith("-")), None)
+        command = sub if sub is not None else command
     words[command + 1:command + 1] = moved
     return f" ({option} is each command's own option, given after it: `{PROG} {shlex.join(words)}`)"
 

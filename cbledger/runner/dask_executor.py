@@ -98,6 +98,7 @@ class DaskCluster:
         self.client: Any = None
         self._events: queue.Queue[tuple[str, Any]] = queue.Queue()
         self._token = secrets.token_hex(4)
+        self._verdicts: set[tuple[str, str, str]] = set()
 
     def __enter__(self) -> DaskCluster:
         from distributed import Client
@@ -151,7 +152,13 @@ class DaskCluster:
         if not isinstance(msg, dict):
             return
         if msg.get("kind") in ("accepted", "refused"):
+            # each worker's verdict once: another driver's registration of the plugin has every
+            # worker say it again, which printed `accepted` lines amid this driver's progress
             worker = str(msg.get("name") or msg.get("worker") or "")
+            said = (worker, str(msg["kind"]), str(msg.get("why") or ""))
+            if said in self._verdicts:
+                return
+            self._verdicts.add(said)
             self._activity(Activity(worker, str(msg["kind"]), detail=str(msg.get("why") or "")))
         elif msg.get("kind") == "started":
             self._events.put(("event", msg))
@@ -317,7 +324,8 @@ class DaskCluster:
         if seen:
             self._activity(Activity(seen[-1], "lost", spec.label, f"retried on {worker}"))
         seen.append(worker)
-        self._activity(Activity(worker, "started", spec.label, f"attempt {len(seen)}" if len(seen) > 1 else ""))
+        # a worker lost under it: tried again under the same run id, not a --retry-env attempt (-aN)
+        self._activity(Activity(worker, "started", spec.label, f"try {len(seen)}, a worker lost" if len(seen) > 1 else ""))
         if len(seen) > ATTEMPTS and index in pending:
             why_cancelled[index] = _lost_each_time(seen[:-1])
             current[index].cancel()

@@ -275,7 +275,7 @@ def run_remote(spec: RemoteRun, task_package: Package, fixture_package: Package)
         # marks it cancelled, and nothing would collect what it makes
         state = worker.state.tasks.get(key)
         if state is None or state.state in ("cancelled", "released", "forgotten"):
-            return f"run {spec.label}: its driver went away; stopped on worker {name}"
+            return f"run {spec.label}: its driver cancelled it or went away; stopped on worker {name}"
         return None
 
     outputs: list[RunOutput] = []
