@@ -322,3 +322,16 @@ def test_an_event_of_a_newer_build_is_said_to_need_an_upgrade_never_only_damage(
     assert "a newer cbledger may have written it" in shown.stderr and "damaged at that point" not in shown.stderr
     repaired = run_cli(["repair", "--truncate-torn-tail", "--ledger", ledger])
     assert "this build cannot read the ledger" in repaired.stderr and "restore it from a copy" not in repaired.stderr
+
+
+@pytest.mark.parametrize("change", [(b'"type":"run.retracted"', b'"type":"run.reopened"'), (b'"body":{', b'"body":{"note":"x",')])
+def test_an_edited_line_that_looks_like_a_newer_builds_event_is_still_broken(ledger: Path, change: tuple[bytes, bytes]) -> None:
+    """The newer-build reading is only for a line whose link holds: one edited in place (a field
+    added, a type changed) without re-chaining is tampering, exit 1, whatever its decode says."""
+    lines = split(ledger)
+    lines[-1] = edit(lines[-1], *change)
+    ledger.write_bytes(b"".join(lines))
+    result = run_cli(["replay", "--verify", "--chain-only", "--ledger", ledger])
+    assert result.exit_code == 1 and f"chain BROKEN: {ledger}: undecodable at line 8 (seq 8," in result.stderr, result.output
+    shown = run_cli(["log", "--ledger", ledger])
+    assert "damaged at that point" in shown.stderr and "a newer cbledger may have written it" not in shown.stderr

@@ -277,14 +277,15 @@ def test_a_row_the_rule_cannot_decide_is_counted_apart_and_never_reads_as_a_pass
     for n, t in enumerate(SIMPLE):
         s.graded_run(t, "vendor:a", "fail", repeat=1, usd_micros=100_000, category="wrong-target", run_id=f"c{n:05d}")
     c = gate.compare(base, gate.build_snapshot(fold(s.events)))
-    assert c.comparable and c.regressions == [] and [(f.tier, f.metric) for f in c.not_gated] == [
-        ("simple", "row"), ("hard", "row")]  # the hard tier: only in the baseline
+    # the hard tier is only in the baseline: unpaired, a note, and no repeats would decide it
+    assert c.comparable and c.regressions == [] and [(f.tier, f.metric) for f in c.not_gated] == [("simple", "row")]
     text = gate.render_comparison(c)
     head, *lines = text.splitlines()
-    assert head.endswith(": 0 regression(s), 2 finding(s) not gated (undecided, not a pass: more repeats decide them)")
+    assert head.endswith(": 0 regression(s), 1 finding(s) not gated (undecided, not a pass: more repeats decide them)")
     findings = [line for line in lines if not line.startswith(("baseline:", "candidate:", "  "))]
-    assert [line.split()[0:2] for line in findings] == [["not", "gated"]] * 2
+    assert [line.split()[0] for line in findings] == ["not", "note"]
     assert "before 21/21, after 0/7" in findings[0] and "single repeat: not a result, not gated" in findings[0]
+    assert "tier=hard" in findings[1] and "(only in the baseline)" in findings[1]
 
 
 def test_a_verdict_names_the_builds_and_environments_it_compared_and_a_side_that_pools_builds():
@@ -310,6 +311,10 @@ def test_a_verdict_names_the_builds_and_environments_it_compared_and_a_side_that
     assert ("  note: the candidate pools 2 copperhead builds (0.9.2 commit unknown, 0.9.8 commit unknown); select one "
             "per side (copperhead=V, commit=C) to compare builds") in text
     assert "note: the baseline pools" not in text
+    # an ablation's runs are another condition's: a default verdict names none of their builds
+    s.graded_run(SIMPLE[0], "vendor:a", "pass", copperhead_version="0.9.9", ablations=Ablations(max_turns=2), run_id="x00001")
+    everything = gate.build_snapshot(fold(s.events)).suites[0].environments
+    assert sorted(everything) == ["default", "max-turns=2"] and all("0.9.9" not in env for env in everything["default"])
 
 
 def test_a_side_that_selects_only_runs_no_row_counts_says_what_it_selected():

@@ -1220,17 +1220,41 @@ def test_a_bump_by_an_older_grader_than_the_ledgers_is_refused(tmp_path: Path) -
     """Downgraded, the older build's own `suite status` suggested a bump, and the bump recorded its
     older grader over the newer one's: later grades ran by rules the ledger had moved past."""
     from cbledger.grading.grader import GRADER_VERSION
+    from cbledger.projections.fold import semver_key
     from tests.factories import suite_bumped
 
     root = project(tmp_path)
     ledger = root / "older.jsonl"
     assert run_cli(["init", "--name", "older", "--root", root, "--ledger", ledger]).exit_code == 0
     newer = suite_bumped(1)
-    assert newer.body.grader_version == "2.0.1" and GRADER_VERSION < "2.0.1"
+    assert newer.body.grader_version == "2.0.1" and semver_key(GRADER_VERSION) < (2, 0, 1)
     LedgerStore(ledger).append([newer])
     before = ledger.read_bytes()
     refused = run_cli(["suite", "bump", "--reason", "after a downgrade", "--skip-trial", "--root", root, "--ledger", ledger])
     assert refused.exit_code == 2, refused.output
-    assert (f"error: suite 1.1.0 was recorded by grader 2.0.1, newer than this build's {GRADER_VERSION}: a bump here "
+    assert (f"error: {ledger}: suite 1.1.0 was recorded by grader 2.0.1, newer than this build's {GRADER_VERSION}: a bump here "
             "would grade by older rules than the ledger's; upgrade cbledger (nothing recorded)") in refused.stderr
     assert ledger.read_bytes() == before
+
+
+def test_the_spend_of_killed_runs_is_recorded_under_an_id_that_fits_and_a_hand_edited_line_is_skipped(tmp_path: Path) -> None:
+    """The id once joined the run id, the batch and the figure: a long campaign and task id passed
+    the 200 characters an id may hold, and the whole batch was refused on every invocation."""
+    from cbledger.ledger.events import Actor
+    from cbledger.runner.ledger_view import LedgerView
+
+    root = project(tmp_path)
+    ledger = new_ledger(root, "spend")
+    workspace = Workspace.at(root, ledger)
+    campaign = "c" * 64
+    long_run = f"{campaign}.{'t' * 100}-s1-a1"
+    journal = campaign_mod.spend_journal(workspace, campaign)
+    journal.parent.mkdir(parents=True, exist_ok=True)
+    journal.write_text("".join(json.dumps(line) + "\n" for line in (
+        {"batch": "20261206T000000Z-abcdef", "run": long_run, "spentUsdMicros": 250_000},
+        {"batch": "20261206T000000Z-abcdef", "run": "not a run id!", "spentUsdMicros": 5},
+    )))
+    events = campaign_mod.unrecorded_events(workspace, LedgerView(), campaign, "vendor:model-a", Actor(kind="runner", name="t"))
+    assert [(e.body.run_id, e.body.usd_micros) for e in events] == [(long_run, 250_000)] and len(events[0].id) <= 200
+    (appended,) = LedgerStore(ledger).append(events)
+    assert appended.created and LedgerStore(ledger).append(events)[0].created is False  # the same again: a no-op

@@ -114,6 +114,17 @@ def test_the_stamp_is_the_package_and_never_a_repository_around_it(tmp_path):
     _git(checkout, "add", ".")
     _git(checkout, "commit", "-qm", "copperhead")
     assert own.version() == "0.9.1-dev" and own.commit() == _git(checkout, "rev-parse", "HEAD")
+    # ... while it holds no uncommitted change: a checkout edited and rebuilt is not its HEAD's build
+    (checkout / "dist" / "cli.js").write_text("// cli, edited\n")
+    assert own.commit() is None
+    (checkout / ".gitignore").write_text("build/\n")
+    (checkout / "dist" / "cli.js").write_text("// cli\n")
+    assert own.commit() is None  # an untracked file is a change too
+    _git(checkout, "add", ".gitignore")
+    _git(checkout, "commit", "-qm", "ignore builds")
+    (checkout / "build").mkdir()
+    (checkout / "build" / "out.js").write_text("// ignored\n")
+    assert own.commit() == _git(checkout, "rev-parse", "HEAD")  # what git ignores is no change
 
 
 def test_the_installers_tree_digest_is_the_one_a_run_computes(copperhead_cli):

@@ -32,6 +32,7 @@ from cbledger.errors import UserError
 from cbledger.grading import suite_version
 from cbledger.inputs import printable
 from cbledger.ledger.events import Ablations, Actor, GradeRecorded, RunRecorded, make_event
+from cbledger.ledger.recorder import StoreUnavailable
 from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.types import SemVer, conforms
 from cbledger.login import login_name
@@ -242,21 +243,21 @@ def run(
         cleaned = leftovers.clean(where, store, campaign, sandboxes)
         for line in cleaned.lines():
             typer.echo(line, err=True)
-        lost = _lost_micros(where, campaign)
-        recorded = _record_unrecorded(where, store, campaign, plan.model_id)
+        # one read under the holds: what killed runs spent, and the slots (a driver elsewhere may
+        # have recorded some since the preflight read it: not this one's to pay for again)
+        view = ledger_view.read(where.ledger)
+        lost = campaign_mod.spent(where, view, campaign)[1] if campaign_mod.spend_journal(where, campaign).is_file() else 0
+        recorded = _record_unrecorded(where, store, campaign, plan.model_id, view)
         if lost and not as_json:  # after an OOM kill or a reboot no interrupt said it
             typer.echo(f"campaign {campaign}: runs of it killed with their driver spent {pricing.usd(lost)} on model "
                        "calls the provider answered, which no run records (--budget-usd counts it"
                        + (f"; recorded as spend.unrecorded for {recorded} run(s), which LEADERBOARD.md lists)" if recorded else ")"),
                        err=True)
-        # read again under the holds: a driver elsewhere may have recorded slots since the
-        # preflight read it, and those are not this one's to pay for again
-        view = ledger_view.read(where.ledger)
         slots = campaign_mod.open_campaign(where, plan, view, campaign, session=session, passes=passes, segment=segment,
                                            limits=(money.max_cost_usd, money.budget_usd))
         todo = slots.missing(retry_env)
-        if not _announce(slots, todo, retry_env, as_json, money, _other_build(slots, todo, plan.agent, copperhead_cli, where),
-                         view.suite_version):
+        build_note = _other_build(slots, todo, plan.agent, copperhead_cli, where) if executor == "local" else None
+        if not _announce(slots, todo, retry_env, as_json, money, build_note, view.suite_version):
             # runs recorded now, by adoption, or before an interrupt cut the outputs short: the
             # outputs follow them
             if project and (cleaned.adopted or behind(where)):
@@ -361,10 +362,13 @@ def _other_build(slots: campaign_mod.Campaign, todo: list[PlannedRun], agent: st
     developer checking a new build with the same command was told only `0 to run`."""
     if todo or agent != "copperhead":
         return None
-    cli = locate_cli(copperhead_cli, where.root)
-    if cli is None:
+    try:  # a note, never a refusal: a complete campaign is not refused for a CLI it does not need
+        cli = locate_cli(copperhead_cli, where.root)
+        here = build_label(cli.version(), cli.commit()) if cli is not None else None
+    except (UserError, OSError):
         return None
-    here = build_label(cli.version(), cli.commit())
+    if here is None:
+        return None
     recorded = sorted({build_label(s.recorded.comparability.copperhead_version, s.recorded.comparability.copperhead_commit)
                        for s in slots.slots if s.recorded is not None})
     if not recorded or recorded == [here]:
@@ -486,17 +490,23 @@ def _unrecorded_spend(where: Workspace, campaign: str, store: LedgerStore, model
             "--budget-usd counts it; a call still in flight when a run was killed is billed and not counted)" + recorded)
 
 
-def _record_unrecorded(where: Workspace, store: LedgerStore, campaign: str, model: str) -> int:
+def _record_unrecorded(where: Workspace, store: LedgerStore, campaign: str, model: str,
+                       view: ledger_view.LedgerView | None = None) -> int:
     """Appends `spend.unrecorded` for the campaign's killed runs not yet holding one; how many runs
-    it newly records. A ledger that cannot take it now (a database gone) records none: the journal
-    keeps the figures for the next invocation."""
-    if not campaign_mod.spend_journal(where, campaign).is_file():
+    it newly records. A ledger that cannot be reached now (a database gone) records none: the
+    journal keeps the figures for the next invocation. A refusal is said, naming the journal."""
+    journal = campaign_mod.spend_journal(where, campaign)
+    if not journal.is_file():
         return 0
     try:
-        view = ledger_view.read(where.ledger)
+        view = view or ledger_view.read(where.ledger)
         events = campaign_mod.unrecorded_events(where, view, campaign, model, Actor(kind="runner", name="cbledger-runner"))
         return sum(a.created for a in store.append(events)) if events else 0
-    except (UserError, OSError):
+    except (StoreUnavailable, OSError):
+        return 0
+    except UserError as exc:
+        typer.echo(f"warning: {journal}: the killed runs' spend was not recorded in the ledger ({exc}); "
+                   "--budget-usd still counts it", err=True)
         return 0
 
 
@@ -564,7 +574,7 @@ def _show_dry_run(
     adopted = sum(kept(then) for _, then in slots)
     typer.echo(f"campaign {campaign}: {len(plan.runs) - len(to_run)} slot(s) recorded{_not_the_models(state, retry_env)}, "
                + (f"{adopted} kept (appended, not run again), " if adopted else "") + f"{len(to_run) - adopted} to run")
-    build_note = _other_build(state, list(to_run.values()), plan.agent, copperhead_cli, where)
+    build_note = _other_build(state, list(to_run.values()), plan.agent, copperhead_cli, where) if executor == "local" else None
     if build_note:
         typer.echo(build_note)
     for slot, then in slots:
@@ -680,19 +690,17 @@ def pricing_publish(
 suite_app = typer.Typer(help="Suite versions.", no_args_is_help=True)
 
 
-def _refuse_older_grader(view: ledger_view.LedgerView) -> None:
+def _refuse_older_grader(view: ledger_view.LedgerView, where: object) -> None:
     """An older cbledger bumping a ledger a newer one bumped recorded the older grader over the
     newer's (a downgrade's bump, which the older build's own `suite status` suggests): every later
     grade then ran under rules older than the ones the ledger had moved to. Refused, naming both."""
     from cbledger.grading.grader import GRADER_VERSION
-
-    def order(version: str) -> tuple[int, ...]:
-        return tuple(int(p) for p in version.split(".") if p.isdigit())
+    from cbledger.projections.fold import semver_key
 
     recorded = view.suite.grader_version if view.suite is not None else None
-    if recorded is not None and order(recorded) > order(GRADER_VERSION):
-        fail(f"suite {view.suite_version} was recorded by grader {recorded}, newer than this build's {GRADER_VERSION}: "
-             "a bump here would grade by older rules than the ledger's; upgrade cbledger (nothing recorded)")
+    if recorded is not None and semver_key(recorded) > semver_key(GRADER_VERSION):
+        fail(f"{where}: suite {view.suite_version} was recorded by grader {recorded}, newer than this build's "
+             f"{GRADER_VERSION}: a bump here would grade by older rules than the ledger's; upgrade cbledger (nothing recorded)")
 
 
 @suite_app.command("bump")
@@ -724,7 +732,7 @@ def suite_bump(
     ws = workspace(ledger, root)
     path = ws.ledger
     view = ledger_view.read(path, links=True)
-    _refuse_older_grader(view)
+    _refuse_older_grader(view, path)
     # a task in error, or a named suite listing a task there is none of (once recorded), refused
     # before anything is tried and in validate's words, which name the field
     checked = validate.bump_check(ws.root)

@@ -117,7 +117,7 @@ class StoredEvent:
         try:
             return (self.schema or CURRENT).decode(self.raw)
         except InvalidEvent as exc:
-            if from_a_newer_build(exc):
+            if from_a_newer_build(exc) and self.hashes_to_link():  # an edited line breaks its hash
                 raise UnreadableRecord(f"seq {self.seq}: this build cannot read the stored event: {exc}") from None
             raise CorruptRecord(f"seq {self.seq}: the stored event does not decode: {exc}") from None
 

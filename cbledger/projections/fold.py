@@ -425,7 +425,7 @@ def unrecorded_spend(state: LedgerState) -> list[UnrecordedSpendEntry]:
         run = state.runs.get(entry.body.run_id) or state.later_passes.get(entry.body.run_id)
         if run is None or run.run.batch != entry.body.batch:
             out.append(entry)
-    return out
+    return sorted(out, key=lambda e: e.seq)  # a larger figure replaces an entry where it first stood
 
 
 def fold(items: Iterable[Any]) -> LedgerState:

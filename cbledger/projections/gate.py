@@ -101,10 +101,10 @@ class SnapshotSuite(_S, frozen=True):
     #: agent runs of the main group that the selection names (what the rows count)
     selected_runs: int
     rows: list[SnapshotRow]
-    #: the environments those runs were made in (`environment_label`) and how many runs each: a
-    #: verdict names what it compared, and a side that pools copperhead builds says so. Empty in a
-    #: snapshot written before snapshots kept it
-    environments: dict[str, int] = msgspec.field(default_factory=dict)
+    #: per condition, the environments the runs were made in (`environment_label`) and how many
+    #: runs each: a verdict names what it compared, and a side that pools copperhead builds says
+    #: so. Empty in a snapshot written before snapshots kept it
+    environments: dict[str, dict[str, int]] = msgspec.field(default_factory=dict)
     #: runs the selection names that no row counts, by why (`scripted`, `harness`, a comparability
     #: group's label, …): an empty side says what it did select. Empty in older snapshots
     left_out: dict[str, int] = msgspec.field(default_factory=dict)
@@ -143,6 +143,11 @@ def _row(condition: str, tier: str, model: str, segment: str, tasks: dict[str, l
     )
 
 
+#: how a run kind no row counts reads in `left_out` (`records.run_kind`)
+LEFT_OUT_LABELS = {"harness": "harness checks (gold, noop)", "not the model's": "ended by the harness or its environment",
+                   "scripted": "scripted", "replay": "replays"}
+
+
 def left_out_note(suite: SnapshotSuite) -> str:
     """`; it selects 20 run(s) no row counts: 20 scripted` — what an empty side did select."""
     if not suite.left_out:
@@ -173,7 +178,7 @@ def build_snapshot(state: LedgerState, selection: Selection | None = None) -> Sn
         main = groups.main_group()
         by: dict[tuple[str, str, str, str], dict[str, list[RunCell]]] = {}
         selected = 0
-        environments: dict[str, int] = {}
+        environments: dict[str, dict[str, int]] = {}
         left_out: dict[str, int] = {}
         for group in groups.groups:
             if not group.main:
@@ -187,12 +192,13 @@ def build_snapshot(state: LedgerState, selection: Selection | None = None) -> Sn
             if not chosen.matches(run):
                 continue
             if not in_model_metrics(rec.run):
-                why = run_kind(rec.run)
+                why = LEFT_OUT_LABELS.get(run_kind(rec.run), run_kind(rec.run))
                 left_out[why] = left_out.get(why, 0) + 1
                 continue
             selected += 1
             env = environment_label(run)
-            environments[env] = environments.get(env, 0) + 1
+            of = environments.setdefault(rec.condition, {})
+            of[env] = of.get(env, 0) + 1
             key = (rec.condition, run.task.tier, run.model.id, run.model.segment)
             by.setdefault(key, {}).setdefault(run.task.id, []).append(
                 RunCell(run_id=run.run_id, passed=rec.verdict == "pass", usd_micros=run.cost.usd_micros)
@@ -200,7 +206,8 @@ def build_snapshot(state: LedgerState, selection: Selection | None = None) -> Sn
         order = {t: i for i, t in enumerate(TIERS)}
         rows = [_row(*key, tasks) for key, tasks in sorted(by.items(), key=lambda kv: (kv[0][0] != DEFAULT, kv[0][0], order[kv[0][1]], kv[0][2], kv[0][3]))]
         suites.append(SnapshotSuite(suite_version=suite, selected_runs=selected, rows=rows,
-                                    environments=dict(sorted(environments.items())), left_out=dict(sorted(left_out.items()))))
+                                    environments={c: dict(sorted(e.items())) for c, e in sorted(environments.items())},
+                                    left_out=dict(sorted(left_out.items()))))
     at = state.last_at.isoformat().replace("+00:00", "Z") if state.last_at else None
     return Snapshot(
         format=SNAPSHOT_FORMAT, head_seq=state.head_seq, head_hash=state.head_hash, snapshot_at=at,
@@ -264,7 +271,7 @@ class Comparison(Struct, rename="camel", frozen=True, kw_only=True):
     baseline: str
     candidate: str
     findings: list[Finding]
-    #: each side's environments (`SnapshotSuite.environments`) under the compared suite
+    #: each side's environments (`SnapshotSuite.environments`) under the compared suite and condition
     baseline_environments: dict[str, int] = msgspec.field(default_factory=dict)
     candidate_environments: dict[str, int] = msgspec.field(default_factory=dict)
 
@@ -307,11 +314,16 @@ def rate_fires(strata: list[PassCounts], t: Thresholds) -> tuple[bool, Fraction,
     return drop > limit and p <= t.alpha, drop, limit, p
 
 
-def _not_gated(suite: str, condition: str, key: tuple[str, str, str], before: str, after: str, note: str) -> Finding:
+def _not_gated(
+    suite: str, condition: str, key: tuple[str, str, str], before: str, after: str, note: str, *, undecided: bool = True,
+) -> Finding:
+    """A row the rule did not test. `undecided`: more repeats (or tasks in common) would decide it;
+    a row on one side only (a model added or dropped) is not undecided, only unpaired."""
     tier, model, segment = key
     return Finding(
         suite_version=suite, condition=condition, tier=tier, model=model, segment=segment, metric="row",
-        before=before, after=after, delta="-", threshold="-", p_value=None, fired=False, note=note, gated=False,
+        before=before, after=after, delta="-", threshold="-", p_value=None, fired=False, note=note,
+        gated=not undecided,
     )
 
 
@@ -446,13 +458,14 @@ def compare(
         if b is None or a is None:
             findings.append(_not_gated(
                 suite, condition, key, "-" if b is None else f"{b.passes}/{b.runs}", "-" if a is None else f"{a.passes}/{a.runs}",
-                "only in the baseline" if a is None else "only in the candidate",
+                "only in the baseline" if a is None else "only in the candidate", undecided=False,
             ))
             continue
         findings += compare_rows(suite, condition, key, b, a, t)
     return Comparison(suite_version=suite, condition=condition, comparable=True, reason="",
                       baseline=baseline.selection, candidate=candidate.selection, findings=findings,
-                      baseline_environments=base.environments, candidate_environments=cur.environments)
+                      baseline_environments=base.environments.get(condition, {}),
+                      candidate_environments=cur.environments.get(condition, {}))
 
 
 def _side(name: str, selection: str, environments: dict[str, int]) -> list[str]:
@@ -479,7 +492,7 @@ def render_comparison(c: Comparison) -> str:
         *_side("candidate", c.candidate, c.candidate_environments),
     ]
     for f in c.findings:
-        status = "REGRESSION" if f.fired else ("not gated" if not f.gated else "ok")
+        status = "REGRESSION" if f.fired else "not gated" if not f.gated else "note" if f.metric == "row" else "ok"
         line = (
             f"{status:<10} tier={f.tier} model={f.model} {f.metric}: before {f.before}, "
             f"after {f.after}, delta {f.delta}, threshold {f.threshold}"

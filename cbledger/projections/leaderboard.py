@@ -427,7 +427,8 @@ def _failure_section(g: GroupMetrics, level: str) -> list[str]:
     note = (
         "Categories as `docs/GRADING.md` defines them, which reads some of the standard's more widely: "
         "`turn-budget` includes a run killed at its wall-clock cap, `stalled` any stop short of finishing, "
-        "`constraint-violation` a scope or ERC/DRC check failed, and `credential-leak` and "
+        "`commit-failed` a run that made no commit or more than the task allows, `constraint-violation` "
+        "a scope or ERC/DRC check failed, and `credential-leak` and "
         "`end-state-unreadable` are the runner's own two beside the standard's eleven."
     ) if failing and g.main else None  # said once, in the main group's
     return _section(level, "Failure categories (diagnostic; pooled over tiers by run)", body, note)

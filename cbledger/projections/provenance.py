@@ -143,7 +143,7 @@ def merge_echoes(first: EchoTally, then: EchoTally) -> list[ProviderEcho]:
 NO_REAL_MODEL = (
     "**No real model has been evaluated in this ledger yet.** Every run in it is a harness check "
     "(gold, noop), a scripted model (a session script served by the project's own endpoint), a "
-    "replay, or a run that never reached its model: no table below holds a model's result."
+    "replay, or a run the harness or its environment ended: no table below holds a model's result."
 )
 
 

@@ -252,19 +252,25 @@ def unrecorded_events(workspace: Workspace, view: LedgerView, campaign: str, mod
     """`spend.unrecorded` for each run of the campaign the spend journal holds and the ledger does
     not: what a bill-payer reads in LEADERBOARD.md then adds up to what the provider billed (the
     journal was read only for the budget, so the figures left out the killed runs' spend). The id
-    carries the figure: a journal that grew after an interrupt recorded it (an answer that landed
-    as the driver went down) gives another event, and the fold keeps each run's largest."""
+    digests the figure with the run: a journal that grew after an interrupt recorded it (an answer
+    that landed as the driver went down) gives another event, and the fold keeps each run's largest."""
     journal = journal_spend(spend_journal(workspace, campaign))
     mine = {(r.batch, r.run_id) for r in view.runs.values() if _of(r, campaign)}
     now = _dt.datetime.now(_dt.UTC)
-    return [
-        SpendUnrecordedEvent(
-            id=f"spend.unrecorded:{run}:{batch or 'none'}:{micros}", at=now, actor=actor,
-            body=SpendUnrecorded(campaign=campaign, run_id=run, batch=batch, model=model, usd_micros=micros),
-        )
-        for (batch, run), micros in sorted(journal.items(), key=lambda kv: (kv[0][0] or "", kv[0][1]))
-        if (batch, run) not in mine and micros > 0
-    ]
+    events = []
+    for (batch, run), micros in sorted(journal.items(), key=lambda kv: (kv[0][0] or "", kv[0][1])):
+        if (batch, run) in mine or micros <= 0:
+            continue
+        # the id by digest: a run id and a batch id side by side can pass the 200 an id may hold
+        digest = blake3(json.dumps([campaign, batch, run, micros]).encode()).hexdigest()[:32]
+        body = SpendUnrecorded(campaign=campaign, run_id=run, batch=batch, model=model, usd_micros=micros)
+        try:  # a journal line no run wrote (edited by hand) is not the ledger's to record
+            msgspec.json.decode(msgspec.json.encode(body), type=SpendUnrecorded)
+        except msgspec.ValidationError:
+            continue
+        events.append(SpendUnrecordedEvent(id=f"spend.unrecorded:{digest}", at=now, actor=actor, body=body))
+    return events
+    return events
 
 
 def segment_of(workspace: Workspace, view: LedgerView, campaign: str, given: str | None) -> str | None:

@@ -254,6 +254,11 @@ class DaskCluster:
                     error = item.exception()
                     item.release()
                     if isinstance(error, KilledWorker) and max(attempts[index], len(starts.get(index, []))) < ATTEMPTS:
+                        if not still_held():  # the slot is another driver's now: not paid for twice
+                            pending.discard(index)
+                            window.done(index)
+                            yield index, None, TAKEN_OVER
+                            continue
                         self._activity(Activity(str(getattr(error, "last_worker", "") or "?"), "lost", spec.label, "retried"))
                         submit(spec)
                         continue

@@ -136,7 +136,12 @@ class CopperheadCli:
             return None
         if (root / ".git").exists():
             try:
-                return str(pygit2.Repository(str(root)).head.target)
+                repo = pygit2.Repository(str(root))
+                # a checkout with uncommitted changes is not its HEAD's build (its dist/ is
+                # usually ignored, and rebuilt from the changed sources)
+                if any(flags != pygit2.enums.FileStatus.IGNORED for flags in repo.status().values()):
+                    return None
+                return str(repo.head.target)
             except pygit2.GitError:
                 return None
         for up in root.parents[:3]:
