@@ -672,6 +672,16 @@ class Stream:
             id=f"run.retracted:{run_id}", actor=MAINTAINER,
         )
 
+    def unrecorded(self, run_id: str, usd_micros: int, model: str = "vendor:model-a", batch: str | None = "b-killed") -> EventBase:
+        """What a run killed with its driver spent (`spend.unrecorded`)."""
+        from cbledger.ledger.events import SpendUnrecorded, SpendUnrecordedEvent
+
+        return self._add(
+            SpendUnrecordedEvent,
+            SpendUnrecorded(campaign=run_id.split(".")[0], run_id=run_id, batch=batch, model=model, usd_micros=usd_micros),
+            id=f"spend.unrecorded:{run_id}:{usd_micros}",
+        )
+
     def rubric(self, run_id: str, score: float = 0.8) -> EventBase:
         return self._add(
             RubricScoredEvent,
@@ -769,6 +779,7 @@ def rich_stream() -> Stream:
     s.retract(bad, "sandbox bundle lost")
     s.grade("r00004", "fail", category="wrong-target")  # conflicts with its first grade
     s.imported()
+    s.unrecorded("killed.rename-net-s1-a1", 40_000)  # a run killed with its driver, billed
     # a new suite version: re-grades of two runs
     s.suite("1.1.0", reason="tightened drift assertions")
     s.grade("r00001", "pass", suite="1.1.0")

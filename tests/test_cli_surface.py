@@ -141,6 +141,8 @@ def test_a_command_option_given_before_the_command_is_shown_after_it(tmp_path: P
     # a group's command: after its subcommand, which owns the option (after the group it failed again)
     grouped = run_cli(["--results", "out", "--ledger", "L", "suite", "bump", "--reason", "x"], env=NO_ENV)
     assert grouped.exit_code == 2 and "`cbledger --results out suite bump --ledger L --reason x`" in grouped.stderr, grouped.stderr
+    between = run_cli(["suite", "--ledger", "L", "bump", "--reason", "x"], env=NO_ENV)
+    assert between.exit_code == 2 and "`cbledger suite bump --ledger L --reason x`" in between.stderr, between.stderr
     # and the root's own option given after the command: the line with it before
     late = run_cli(["replay", "--verify", "--results", tmp_path / "w"], env=NO_ENV)
     assert late.exit_code == 2 and (f"(--results is cbledger's own option, given before the command: "

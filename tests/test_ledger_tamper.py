@@ -335,3 +335,18 @@ def test_an_edited_line_that_looks_like_a_newer_builds_event_is_still_broken(led
     assert result.exit_code == 1 and f"chain BROKEN: {ledger}: undecodable at line 8 (seq 8," in result.stderr, result.output
     shown = run_cli(["log", "--ledger", ledger])
     assert "damaged at that point" in shown.stderr and "a newer cbledger may have written it" not in shown.stderr
+
+
+def test_a_line_edited_mid_chain_with_its_own_hash_redone_is_broken_not_a_newer_builds(ledger: Path) -> None:
+    """Only the edited line's own link was asked: a field added to line 6 with its hash recomputed
+    read as a newer build's event (exit 9), and line 7, which no longer links to it, was never read."""
+    lines = split(ledger)
+    parsed = parse_line(lines[5])
+    data = edit(bytes(parsed.event), b'"body":{', b'"body":{"extra":1,')
+    lines[5] = format_line(data, link_hash(parsed.prev, 6, data), parsed.prev)
+    ledger.write_bytes(b"".join(lines))
+    result = run_cli(["replay", "--verify", "--chain-only", "--ledger", ledger])
+    assert result.exit_code == 1, result.output
+    assert f"chain BROKEN: {ledger}: broken-link at line 7 (seq 7," in result.stderr, result.stderr
+    assert "after seq 6, which this build could not read: the ledger is damaged there" in result.stderr
+    assert "last good: seq 5 " in result.stderr

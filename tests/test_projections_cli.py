@@ -165,7 +165,8 @@ def test_snapshot_and_compare(root, tmp_path):
     assert ("hard", "cheap:model-b", "strict pass rate") in fired and result["regressions"] == len(fired)
     assert result["candidate"] == "model=cheap:model-b"
     others = [f for f in result["findings"] if f["model"] != "cheap:model-b"]
-    assert others and all(f["metric"] == "row" and f["note"] == "only in the baseline" for f in others)
+    assert others and all(f["metric"] == "row" and f["note"] == "only in the baseline: not compared, no pass" and not f["gated"] for f in others)
+    assert result["notGated"] == len(others)  # rows the candidate does not have are no pass: select the same models on both sides
     code, out, _ = cli("project", "compare", "--baseline", better, "--candidate", snap, "--suite", "9.9.9")
     assert code == 2 and "not comparable" in out
     bad = tmp_path / "bad.json"

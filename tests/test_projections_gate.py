@@ -262,6 +262,9 @@ def test_the_sites_regressions_page_compares_the_versions_of_the_main_group_in_v
     assert reg["versions"] == ["0.9.4", "0.9.6"]
     (pair,) = reg["comparisons"]
     assert (pair["before"], pair["after"], pair["exit"]) == ("0.9.4", "0.9.6", 1)
+    from cbledger.projections.site.render import regressions_page
+    page = regressions_page(fold(s.events)).decode()
+    assert "Runs before: 21 under copperhead 0.9.4 commit unknown; kicad-cli 9.0.8" in page, page
     assert fired(pair["c"]) == [("simple", "vendor:a", "strict pass rate"), ("simple", "vendor:a", "cost per passing task")]
     assert sorted(["0.9.1", "0.9.1-rc.1", "0.9.1-dev", "0.9.1-1", "0.10.0"], key=version_order) == [
         "0.9.1-1", "0.9.1-dev", "0.9.1-rc.1", "0.9.1", "0.10.0"]
@@ -277,15 +280,19 @@ def test_a_row_the_rule_cannot_decide_is_counted_apart_and_never_reads_as_a_pass
     for n, t in enumerate(SIMPLE):
         s.graded_run(t, "vendor:a", "fail", repeat=1, usd_micros=100_000, category="wrong-target", run_id=f"c{n:05d}")
     c = gate.compare(base, gate.build_snapshot(fold(s.events)))
-    # the hard tier is only in the baseline: unpaired, a note, and no repeats would decide it
-    assert c.comparable and c.regressions == [] and [(f.tier, f.metric) for f in c.not_gated] == [("simple", "row")]
+    # the hard tier is only in the baseline: the candidate lost it, which is no pass either
+    assert c.comparable and c.regressions == [] and [(f.tier, f.metric) for f in c.not_gated] == [
+        ("simple", "row"), ("hard", "row")]
     text = gate.render_comparison(c)
     head, *lines = text.splitlines()
-    assert head.endswith(": 0 regression(s), 1 finding(s) not gated (undecided, not a pass: more repeats decide them)")
+    assert head.endswith(": 0 regression(s), 2 finding(s) not gated (no verdict, so no pass)")
     findings = [line for line in lines if not line.startswith(("baseline:", "candidate:", "  "))]
-    assert [line.split()[0] for line in findings] == ["not", "note"]
+    assert [line.split()[0:2] for line in findings] == [["not", "gated"]] * 2
     assert "before 21/21, after 0/7" in findings[0] and "single repeat: not a result, not gated" in findings[0]
-    assert "tier=hard" in findings[1] and "(only in the baseline)" in findings[1]
+    assert "tier=hard" in findings[1] and "(only in the baseline: not compared, no pass)" in findings[1]
+    # a row only the candidate has (a model added) is a note, and decides nothing either way
+    added = gate.compare(gate.build_snapshot(fold(s.events)), base)
+    assert [f.note for f in added.findings if f.gated and f.metric == "row"] == ["only in the candidate"]
 
 
 def test_a_verdict_names_the_builds_and_environments_it_compared_and_a_side_that_pools_builds():

@@ -16,6 +16,7 @@ from tests.factories import conditions_stream, rich_stream
 TABLES = {
     "meta", "runs", "grades", "assertion_outcomes", "leaderboard_rows", "ablation_rows", "incomparable_records",
     "imports", "rubric_scores", "grade_conflicts", "retractions", "checkpoints", "later_passes", "tasks", "models",
+    "unrecorded_spend",
 }
 
 

@@ -1253,6 +1253,9 @@ def test_the_spend_of_killed_runs_is_recorded_under_an_id_that_fits_and_a_hand_e
     journal.write_text("".join(json.dumps(line) + "\n" for line in (
         {"batch": "20261206T000000Z-abcdef", "run": long_run, "spentUsdMicros": 250_000},
         {"batch": "20261206T000000Z-abcdef", "run": "not a run id!", "spentUsdMicros": 5},
+        {"batch": 5, "run": long_run, "spentUsdMicros": 7},  # a number for a batch: sorted, it raised
+        {"batch": None, "run": ["x"], "spentUsdMicros": 7},  # a list for a run: unhashable, it raised
+        {"batch": None, "run": long_run, "spentUsdMicros": True},
     )))
     events = campaign_mod.unrecorded_events(workspace, LedgerView(), campaign, "vendor:model-a", Actor(kind="runner", name="t"))
     assert [(e.body.run_id, e.body.usd_micros) for e in events] == [(long_run, 250_000)] and len(events[0].id) <= 200

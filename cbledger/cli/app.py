@@ -74,7 +74,10 @@ def _placed_after(exc: _click.exceptions.UsageError, argv: list[str]) -> str:
     if not isinstance(exc, _click.exceptions.NoSuchOption) or exc.ctx is None:
         return ""
     option = exc.option_name
-    if option not in (("--results",) if exc.ctx.parent is not None else ("--ledger", "--root")):
+    allowed: tuple[str, ...] = ("--results",) if exc.ctx.parent is not None else ("--ledger", "--root")
+    if exc.ctx.parent is not None and hasattr(exc.ctx.command, "get_command"):
+        allowed += ("--ledger", "--root")  # `suite --ledger L bump`: given to the group, not its command
+    if option not in allowed:
         return ""
     words = list(argv)
     at = next((i for i, w in enumerate(words) if w == option or w.startswith(option + "=")), None)
@@ -87,8 +90,9 @@ def _placed_after(exc: _click.exceptions.UsageError, argv: list[str]) -> str:
     command = next((i for i, w in enumerate(words) if not w.startswith("-") and (i == 0 or words[i - 1] != "--results")), None)
     if command is None:
         return f" ({option} is each command's own option: give it after the command)"
-    group = exc.ctx.command
-    found = group.get_command(exc.ctx, words[command]) if hasattr(group, "get_command") else None
+    root = exc.ctx.find_root()
+    group = root.command
+    found = group.get_command(root, words[command]) if hasattr(group, "get_command") else None
     if hasattr(found, "get_command"):  # a group (`suite bump`): after the subcommand, which owns it
         sub = next((i for i in range(command + 1, len(words)) if not words[i].startswith("-")), None)
         command = sub if sub is not None else command

@@ -134,7 +134,9 @@ def _report_appended(results: list[Appended], as_json: bool) -> None:
                    err=True)
 
 
-RUN_EVENTS = {"run.recorded", "grade.recorded", "run.retracted", "rubric.scored", "cassette.attached"}
+#: the events about one run; `spend.unrecorded` names a run no `run.recorded` holds (killed with
+#: its driver), and carries its own model
+RUN_EVENTS = {"run.recorded", "grade.recorded", "run.retracted", "rubric.scored", "cassette.attached", "spend.unrecorded"}
 
 
 def log(
@@ -176,6 +178,8 @@ def log(
             body = cast(Any, ev).body  # every run event has one
             if kind == "run.recorded":
                 runs[body.run_id] = (body.task.id, body.model.id)
+            elif kind == "spend.unrecorded":
+                runs.setdefault(body.run_id, ("", body.model))
             task_id, model_id = runs.get(body.run_id, ("", ""))
             if (
                 stored.seq <= since or (until is not None and stored.seq > until)

@@ -480,11 +480,17 @@ def _unrecorded_spend(where: Workspace, campaign: str, store: LedgerStore, model
     """What the runs the interrupt killed (and any killed before) spent, paid and never recorded:
     metered only under a money limit, counted against the campaign's budget when resumed, and
     recorded as `spend.unrecorded` here when the ledger takes it (else by the next invocation)."""
-    lost = _lost_micros(where, campaign)
+    if not campaign_mod.spend_journal(where, campaign).is_file():
+        return ""
+    try:  # one read after Ctrl-C (on a database gone, it waits out the reconnect bound once)
+        view = ledger_view.read(where.ledger)
+    except (UserError, OSError):
+        return ""
+    lost = campaign_mod.spent(where, view, campaign)[1]
     if not lost:
         return ""
     recorded = ("; recorded as spend.unrecorded, which LEADERBOARD.md lists once the projections are regenerated"
-                if _record_unrecorded(where, store, campaign, model) else "")
+                if _record_unrecorded(where, store, campaign, model, view) else "")
     return (f"; runs of campaign {campaign} killed with their driver, this one's and any before, have spent "
             f"{pricing.usd(lost)} on model calls the provider answered, which no run records (the campaign's "
             "--budget-usd counts it; a call still in flight when a run was killed is billed and not counted)" + recorded)
@@ -508,19 +514,6 @@ def _record_unrecorded(where: Workspace, store: LedgerStore, campaign: str, mode
         typer.echo(f"warning: {journal}: the killed runs' spend was not recorded in the ledger ({exc}); "
                    "--budget-usd still counts it", err=True)
         return 0
-
-
-def _lost_micros(where: Workspace, campaign: str) -> int:
-    """The spend journal's calls of the campaign's runs the ledger does not hold. A ledger that
-    cannot be read now (a database gone, often why Ctrl-C was pressed) counts none: an
-    interrupt's own message then stands alone."""
-    if not campaign_mod.spend_journal(where, campaign).is_file():
-        return 0
-    try:
-        view = ledger_view.read(where.ledger)
-    except (UserError, OSError):
-        return 0
-    return campaign_mod.spent(where, view, campaign)[1]
 
 
 def _echo_hint(hint: str | None) -> None:

@@ -163,6 +163,37 @@ def verify_chain(
     return report
 
 
+def _torn_tail(line: bytes, prev: str, expected: int) -> str:
+    """What a last line without its newline is, as `repair` tells it."""
+    whole = _split(line + b"\n")
+    if whole is not None and whole[2] == prev and link_hash(prev, expected, whole[0]) == whole[1]:
+        # written whole and linked: only its newline is missing
+        return (f"the final event ({len(line)} bytes) is complete but its newline is missing "
+                f"(run `{invocation.command('repair', '--truncate-torn-tail')}`: it restores the newline and removes nothing)")
+    return f"incomplete final line of {len(line)} bytes (run `{invocation.command('repair', '--truncate-torn-tail')}`)"
+
+
+def _event_problem(
+    event: EventBase, event_bytes: memoryview, stored_hash: str, stored_prev: str, prev: str, expected: int, seen: set[str],
+) -> tuple[str, str, int] | None:
+    """(kind, message, seq) of what is wrong with a line that decoded, or None."""
+    if not _canonical(event, event_bytes):
+        return ("undecodable", "the event is not in its one encoding (compact JSON, keys sorted, as the store "
+                "writes it): same JSON, different bytes", expected)
+    if event.seq != expected:
+        return "seq-gap", f"expected seq {expected}, found {event.seq}", event.seq
+    if stored_prev != prev:
+        return "broken-link", f"prev is {stored_prev[:16]}…, the previous hash is {prev[:16]}…", event.seq
+    actual = link_hash(prev, expected, event_bytes)
+    if actual != stored_hash:
+        return "hash-mismatch", f"stored hash {stored_hash[:16]}…, the bytes hash to {actual[:16]}…", event.seq
+    if event.id in seen:
+        return "duplicate-id", f"event id {event.id!r} appears twice", event.seq
+    if (type(event) is LedgerCreatedEvent) != (expected == 1):
+        return "genesis", "seq 1 must be ledger.created and nothing else may be", event.seq
+    return None
+
+
 def _verify_lines(
     label: str,
     lines: Iterable[bytes],
@@ -180,74 +211,59 @@ def _verify_lines(
     offset = 0
     seq = 0  # the last seq that verified
     lineno = 0
+    # a line this build cannot read as a newer build's would fail: the lines after it are held to
+    # their links alone, so an edit made after it (or to it, with only its own hash redone) still
+    # shows as a break; only a ledger whose every later link holds reads as a newer build's
+    unreadable: Problem | None = None
+    skipped = 0  # lines read past it, links only
+    verified = (0, GENESIS)  # (bytes, hash) of the last line that verified whole
 
     def fail(kind: str, message: str, at_seq: int | None) -> ChainReport:
+        if unreadable is not None:
+            message += (f" (after seq {unreadable.seq}, which this build could not read: the ledger is damaged "
+                        "there, whatever wrote that event)")
         report.problem = Problem(kind, lineno, at_seq, offset, message)
-        report.events, report.bytes, report.head = seq, offset, Head(seq, prev)
+        done, head = verified if unreadable is not None else (offset, prev)
+        report.events, report.bytes, report.head = seq, done, Head(seq, head)
         report.seconds = time.perf_counter() - started
         return report
 
     for lineno, line in enumerate(lines, start=1):
-        expected = seq + 1
-        if (seq if by_count else offset) >= total:
+        expected = seq + skipped + 1
+        if ((seq + skipped) if by_count else offset) >= total:
             break
         if not line.endswith(b"\n"):
-            whole = _split(line + b"\n")
-            if whole is not None and whole[2] == prev and link_hash(prev, expected, whole[0]) == whole[1]:
-                # written whole and linked, as `repair` tells it: only its newline is missing
-                return fail(
-                    "torn-tail",
-                    f"the final event ({len(line)} bytes) is complete but its newline is missing "
-                    f"(run `{invocation.command('repair', '--truncate-torn-tail')}`: it restores the newline and removes nothing)",
-                    expected,
-                )
-            return fail(
-                "torn-tail",
-                f"incomplete final line of {len(line)} bytes "
-                f"(run `{invocation.command('repair', '--truncate-torn-tail')}`)",
-                expected,
-            )
+            return fail("torn-tail", _torn_tail(line, prev, expected), expected)
         parts = _split(line)
         if parts is None:
             return fail("undecodable", _why_not_split(line), expected)
         event_bytes, stored_hash, stored_prev = parts
+        linked = stored_prev == prev and link_hash(prev, expected, event_bytes) == stored_hash
+        if unreadable is not None:
+            if not linked:
+                return fail("broken-link" if stored_prev != prev else "hash-mismatch",
+                            "the line does not link to the one before it", expected)
+            if on_line is not None:
+                on_line(line)
+            prev, skipped, offset = stored_hash, skipped + 1, offset + len(line)
+            continue
         try:
             event = decode(event_bytes)
         except InvalidEvent as exc:
             # only a line whose link holds can be a newer build's event: an edit of a line that
             # adds, renames or retypes a field breaks its hash, and is tampering, not a version
-            linked = stored_prev == prev and link_hash(prev, expected, event_bytes) == stored_hash
             if linked and from_a_newer_build(exc):
-                return fail("unreadable", f"this build cannot read the event: {exc}; {NEWER_BUILD_HINT}", expected)
+                unreadable = Problem("unreadable", lineno, expected, offset,
+                                     f"this build cannot read the event: {exc}; {NEWER_BUILD_HINT}")
+                verified = (offset, prev)
+                if on_line is not None:
+                    on_line(line)
+                prev, skipped, offset = stored_hash, 1, offset + len(line)
+                continue
             return fail("undecodable", f"event rejected by the schema: {exc}", expected)
-        if not _canonical(event, event_bytes):
-            return fail(
-                "undecodable",
-                "the event is not in its one encoding (compact JSON, keys sorted, as the store "
-                "writes it): same JSON, different bytes",
-                expected,
-            )
-        if event.seq != expected:
-            return fail("seq-gap", f"expected seq {expected}, found {event.seq}", event.seq)
-        if stored_prev != prev:
-            return fail(
-                "broken-link",
-                f"prev is {stored_prev[:16]}…, the previous hash is {prev[:16]}…",
-                event.seq,
-            )
-        actual = link_hash(prev, expected, event_bytes)
-        if actual != stored_hash:
-            return fail(
-                "hash-mismatch",
-                f"stored hash {stored_hash[:16]}…, the bytes hash to {actual[:16]}…",
-                event.seq,
-            )
-        if event.id in seen:
-            return fail("duplicate-id", f"event id {event.id!r} appears twice", event.seq)
-        if (type(event) is LedgerCreatedEvent) != (expected == 1):
-            return fail(
-                "genesis", "seq 1 must be ledger.created and nothing else may be", event.seq
-            )
+        found = _event_problem(event, event_bytes, stored_hash, stored_prev, prev, expected, seen)
+        if found is not None:
+            return fail(*found)
         seen.add(event.id)
         if on_line is not None:
             on_line(line)
@@ -256,6 +272,11 @@ def _verify_lines(
         offset += len(line)
         if progress is not None and lineno % 4096 == 0:
             progress(seq if by_count else offset, total)
+    if unreadable is not None:
+        report.problem = unreadable
+        report.events, report.bytes, report.head = seq, verified[0], Head(seq, verified[1])
+        report.seconds = time.perf_counter() - started
+        return report
     report.events, report.bytes, report.head = seq, offset, Head(seq, prev)
     if seq == 0 and report.problem is None:
         report.problem = Problem("genesis", 0, None, 0, "the ledger holds no events")

@@ -317,8 +317,8 @@ def rate_fires(strata: list[PassCounts], t: Thresholds) -> tuple[bool, Fraction,
 def _not_gated(
     suite: str, condition: str, key: tuple[str, str, str], before: str, after: str, note: str, *, undecided: bool = True,
 ) -> Finding:
-    """A row the rule did not test. `undecided`: more repeats (or tasks in common) would decide it;
-    a row on one side only (a model added or dropped) is not undecided, only unpaired."""
+    """A row the rule did not test. `undecided` (the default): no verdict, and so no pass (a single
+    repeat, no task in common, a row the candidate lost); a row only the candidate has is a note."""
     tier, model, segment = key
     return Finding(
         suite_version=suite, condition=condition, tier=tier, model=model, segment=segment, metric="row",
@@ -458,7 +458,8 @@ def compare(
         if b is None or a is None:
             findings.append(_not_gated(
                 suite, condition, key, "-" if b is None else f"{b.passes}/{b.runs}", "-" if a is None else f"{a.passes}/{a.runs}",
-                "only in the baseline" if a is None else "only in the candidate", undecided=False,
+                "only in the baseline: not compared, no pass" if a is None else "only in the candidate",
+                undecided=a is None,  # a row the candidate lost is no pass; one it added is a note
             ))
             continue
         findings += compare_rows(suite, condition, key, b, a, t)
@@ -487,7 +488,7 @@ def render_comparison(c: Comparison) -> str:
     undecided = len(c.not_gated)
     lines = [
         f"regression gate, suite {c.suite_version}, condition {c.condition}: {len(c.regressions)} regression(s)"
-        + (f", {undecided} finding(s) not gated (undecided, not a pass: more repeats decide them)" if undecided else ""),
+        + (f", {undecided} finding(s) not gated (no verdict, so no pass)" if undecided else ""),
         *_side("baseline", c.baseline, c.baseline_environments),
         *_side("candidate", c.candidate, c.candidate_environments),
     ]

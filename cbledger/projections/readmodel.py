@@ -51,6 +51,8 @@ from cbledger.projections.fold import (
     Retraction,
     RubricEntry,
     RunEntry,
+    UnrecordedSpendEntry,
+    unrecorded_spend,
 )
 from cbledger.projections.isolation import isolation
 from cbledger.projections.metrics import (
@@ -533,6 +535,15 @@ RETRACTIONS: TableSpec[_Retracted] = TableSpec("retractions", ("run_id",), (
     ("mark_path", str, lambda r: r.mark),
 ))
 
+UNRECORDED_SPEND: TableSpec[UnrecordedSpendEntry] = TableSpec("unrecorded_spend", ("seq",), (
+    ("seq", int, lambda u: u.seq),
+    ("campaign", str, lambda u: u.body.campaign),
+    ("run_id", str, lambda u: u.body.run_id),
+    ("batch", str, lambda u: u.body.batch),
+    ("model_id", str, lambda u: u.body.model),
+    ("usd_micros", int, lambda u: u.body.usd_micros),
+))
+
 
 #: (column, table, column) links, by table. Only live runs are in `runs`, and every table below
 #: holds live runs only; `retractions` and `grade_conflicts` name runs that may be absent.
@@ -621,6 +632,7 @@ def _sources(state: LedgerState, views: Views, run_ids: set[str] | None) -> list
         (GRADE_CONFLICTS, state.conflicts),
         (RETRACTIONS, _retracted(state)),
         (CHECKPOINTS, state.checkpoints),
+        (UNRECORDED_SPEND, unrecorded_spend(state)),
     ]
 
 
@@ -941,6 +953,8 @@ _TABLES: dict[str, str] = {
     "grade_conflicts": "A second grade of a run under one suite version that disagreed with the first (the first is kept).",
     "retractions": "Retracted runs: why, and where their records stay.",
     "checkpoints": "Signed checkpoints of the ledger's Merkle tree.",
+    "unrecorded_spend": "What runs killed with their driver spent (`spend.unrecorded`): billed, in no run's cost; "
+                        "add it to `runs.usd_micros` to reach the bill.",
     "later_passes": "Feedback passes after the first (never in `runs`): each pass's attempt (its pass 1), index, "
                     "hints and verdict under each suite version it was graded under (null until graded).",
 }

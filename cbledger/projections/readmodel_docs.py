@@ -264,6 +264,14 @@ COLUMNS: dict[str, dict[str, str]] = {
         "record_paths": "JSON array: its published records, kept unchanged.",
         "mark_path": "The `.retracted.json` mark beside them.",
     },
+    "unrecorded_spend": {
+        "seq": _SEQ,
+        "campaign": "The campaign the killed run belonged to.",
+        "run_id": "The run killed with its driver (no `run.recorded` of its batch holds it).",
+        "batch": "The invocation it belonged to, as the spend journal names it.",
+        "model_id": "The model its calls went to (the campaign's).",
+        "usd_micros": "What the provider billed for the calls it answered, per the spend journal (micro-USD).",
+    },
 }
 
 #: Columns datasette offers as facets on a table's page: the ones a reader slices by.

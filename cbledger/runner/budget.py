@@ -193,6 +193,10 @@ def journal_spend(journal: Path, *, batch: str | None = None) -> dict[tuple[str 
             key, spent = (item["batch"], item["run"]), item["spentUsdMicros"]
         except (ValueError, KeyError, TypeError):
             continue
+        # a line no run wrote (edited by hand: a number for a batch, a list for a run) is skipped,
+        # as a line cut short is: it must not stop the budget's count, nor the spend's recording
+        if not (isinstance(key[0], str | None) and isinstance(key[1], str)) or isinstance(spent, bool):
+            continue
         if isinstance(spent, int) and (batch is None or key[0] == batch):
             last[key] = max(spent, last.get(key, 0))
     return last

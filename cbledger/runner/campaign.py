@@ -100,12 +100,13 @@ class Campaign:
         """Said when a campaign resumed after a suite bump runs its open slots under another suite
         version than its recorded runs: each suite's rows then hold part of the campaign's
         repeats, which a resume once did without a word."""
-        versions = sorted({s.recorded.comparability.suite_version for s in self.slots if s.recorded is not None})
+        versions = sorted({s.recorded.comparability.suite_version for s in self.slots if s.recorded is not None},
+                          key=lambda v: tuple(int(p) for p in v.split(".")))
         if current is None or not versions or versions == [current]:
             return None
         return (f"note: campaign {self.id}'s recorded runs were made under suite {', '.join(versions)}; the slots run "
-                f"now are graded under suite {current}, whose rows hold only these: `{invocation.command('rescore')}` "
-                f"grades the recorded ones under {current} too (or name a new campaign with --campaign for a whole one)")
+                f"now are graded under suite {current}, whose rows hold the recorded ones only once `{invocation.command('rescore')}` "
+                f"grades them under {current} too (or name a new campaign with --campaign for a whole one)")
 
     def missing(self, retry_env: int = 0) -> list[PlannedRun]:
         """The slots to run now: those with no run, and with `retry_env`, those whose latest
@@ -269,7 +270,6 @@ def unrecorded_events(workspace: Workspace, view: LedgerView, campaign: str, mod
         except msgspec.ValidationError:
             continue
         events.append(SpendUnrecordedEvent(id=f"spend.unrecorded:{digest}", at=now, actor=actor, body=body))
-    return events
     return events
 
 
