@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cbledger.ledger.events import PassRef
+from cbledger.ledger.events import PassRef, SpendUnrecorded, SpendUnrecordedEvent
 from cbledger.ledger.store import LedgerStore
 from cbledger.projections import gate, leaderboard, readmodel, records
 from cbledger.projections.fold import (
@@ -254,3 +254,15 @@ def test_spend_no_run_records_is_each_killed_runs_largest_figure_and_never_a_rec
     state = fold(s.events)
     assert [(e.body.run_id, e.body.batch, e.body.usd_micros) for e in unrecorded_spend(state)] == [
         ("c.rename-net-s2-a1", "b1", 300_000), (recorded, "b0", 70_000)]
+
+
+def test_verify_says_which_spend_no_evidence_re_derives_and_who_recorded_it():
+    """A figure appended by hand passed `replay --verify` without a word."""
+    from cbledger.reproduce.verify import _operators_figures
+
+    s = rich_stream()
+    s._add(SpendUnrecordedEvent, SpendUnrecorded(campaign="nope", run_id="made-up-run", batch=None, model="vendor:x",
+                                                 usd_micros=7_000_000), id="spend.unrecorded:hand", actor=MAINTAINER)
+    (note,) = _operators_figures(fold(s.events))
+    assert note.kind == "spend-not-rederived" and note.message.startswith("2 spend.unrecorded figure(s), $7.0400 in all")
+    assert f"maintainer:{MAINTAINER.name}" in note.message and "runner:" in note.message

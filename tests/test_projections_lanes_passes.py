@@ -46,3 +46,18 @@ def test_a_later_pass_folded_after_its_record_gives_the_rebuilt_lanes():
         leaderboard.render(projector.state, views=views)
     assert leaderboard.render(projector.state, views=views) == leaderboard.render(fold(events))
     assert "| 1 | 33000 / 1420 |" in leaderboard.render(fold(events))
+
+
+def test_a_replay_bills_nothing_in_the_lanes():
+    """A replay calls no model; the cost its record carries is its original's, and the lanes summed
+    it again: $21 of lanes against a $15 bill."""
+    s = Stream()
+    s.task("rename-net", tier="simple")
+    s.suite("1.0.0", reason="first suite")
+    s.graded_run("rename-net", "vendor:model-a", "pass", tokens=(1000, 10), usd_micros=6_000_000)
+    s.graded_run("rename-net", "vendor:model-a", "pass", run_mode="replay", tokens=(1000, 10), usd_micros=6_000_000)
+    state = fold(s.events)
+    rows = {(r.model, r.kind): r for r in judged.lane_rows(state, record_entries(state, "1.0.0"))}
+    assert rows[("vendor:model-a", "agent")].system_usd_micros == 6_000_000
+    replayed = rows[("vendor:model-a", "replay")]
+    assert (replayed.runs, replayed.system_usd_micros, replayed.system_tokens_in) == (1, 0, 0)

@@ -1261,3 +1261,24 @@ def test_the_spend_of_killed_runs_is_recorded_under_an_id_that_fits_and_a_hand_e
     assert [(e.body.run_id, e.body.usd_micros) for e in events] == [(long_run, 250_000)] and len(events[0].id) <= 200
     (appended,) = LedgerStore(ledger).append(events)
     assert appended.created and LedgerStore(ledger).append(events)[0].created is False  # the same again: a no-op
+
+
+def test_a_campaign_resumed_under_another_build_says_its_open_slots_run_under_it(tmp_path: Path, copperhead_cli: Path) -> None:
+    """A resume under another copperhead build split the campaign between builds without a word."""
+    from types import SimpleNamespace
+
+    from cbledger.cli.run_commands import _other_build
+    from tests.factories import Stream
+
+    s = Stream()
+    s.task("t1")
+    s.run("t1", run_id="c.t1-s1-a1", copperhead_commit=None)  # made by a build whose files were not the release's
+    made = next(e.body for e in s.events if isinstance(e, RunRecordedEvent))
+    slots = campaign_mod.Campaign(SimpleNamespace(id="c"), (campaign_mod.Slot(SimpleNamespace(), made),
+                                                          campaign_mod.Slot(SimpleNamespace(), None)))
+    where = Workspace.at(project(tmp_path))
+    note = _other_build(slots, [SimpleNamespace()], "copperhead", str(copperhead_cli), where)
+    assert note is not None and note.startswith("note: campaign c's recorded runs were made with copperhead 0.9.0 commit "
+                                                "unknown; this CLI is 0.9.0 a2471b3: its open slots run under it"), note
+    assert _other_build(slots, [SimpleNamespace()], "copperhead", "/nonexistent/cli.js", where) is None  # a note, never a refusal
+    assert _other_build(slots, [SimpleNamespace()], "gold", str(copperhead_cli), where) is None

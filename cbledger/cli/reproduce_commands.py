@@ -71,7 +71,7 @@ def replay(
     under its own suite version's kept definitions; every record, LEADERBOARD.md and the read
     model regenerated and compared.
 
-    Exit codes (several failing: the first of 1, 5, 7, 3, 4, 6; every finding is printed):
+    Exit codes (several failing: the first of 1 (or 9), 5, 7, 3, 4, 6; every finding is printed):
 
     0 verified.
 
@@ -97,7 +97,8 @@ def replay(
     identically, or could not be re-executed here (each is named).
 
     9 an event this build cannot read, as a newer cbledger's would fail (a type, version or
-    field it does not know): chain NOT READ; upgrade and verify again (nothing else is checked).
+    field it does not know): chain NOT READ; upgrade and verify again (the lines after it are
+    held to their links only, a break there being exit 1; runs and outputs are not checked).
 
     130 interrupted (Ctrl-C): nothing written, nothing verified.
     """

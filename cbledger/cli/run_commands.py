@@ -334,8 +334,11 @@ def _report(
             f"{len(result.outputs)} run(s) recorded: {result.passed} pass, {len(result.outputs) - result.passed} fail"
             + (f"; {len(result.failures)} run(s) failed to record" if result.failures else "")
         )
-        if result.outputs and result.batch:
+        if result.outputs and result.batch and any(o.run.run_mode == "agent" for o in result.outputs):
+            # the gate compares model runs: a harness, scripted or replay batch is no side of it
             typer.echo(f"batch {result.batch} (select these runs with `--candidate-select batch={result.batch}`)")
+        elif result.outputs and result.batch:
+            typer.echo(f"batch {result.batch} (no model's runs: the regression gate compares none of them)")
         if result.outputs and not asked_to_project and draft_sandboxes is None:
             typer.echo(f"projections not regenerated (--no-project): run `{invocation.command('project', 'all')}`")
         for label, error in result.failures:
@@ -357,10 +360,11 @@ def _not_the_models(slots: campaign_mod.Campaign, retry_env: int) -> str:
 
 def _other_build(slots: campaign_mod.Campaign, todo: list[PlannedRun], agent: str, copperhead_cli: str | None,
                  where: Workspace) -> str | None:
-    """Said when a campaign has nothing left to run and its runs were made by another copperhead
-    build than the one here: the campaign id is drawn from the plan, not the build, so a harness
-    developer checking a new build with the same command was told only `0 to run`."""
-    if todo or agent != "copperhead":
+    """Said when a campaign's recorded runs were made by another copperhead build than the one
+    here: the campaign id is drawn from the plan, not the build, so a harness developer checking a
+    new build with the same command was told only `0 to run`, and a resume under another build
+    split the campaign between builds without a word."""
+    if agent != "copperhead":
         return None
     try:  # a note, never a refusal: a complete campaign is not refused for a CLI it does not need
         cli = locate_cli(copperhead_cli, where.root)
@@ -373,6 +377,10 @@ def _other_build(slots: campaign_mod.Campaign, todo: list[PlannedRun], agent: st
                        for s in slots.slots if s.recorded is not None})
     if not recorded or recorded == [here]:
         return None
+    if todo:
+        return (f"note: campaign {slots.id}'s recorded runs were made with copperhead {', '.join(recorded)}; this CLI is "
+                f"{here}: its open slots run under it, in rows of their own (a campaign of their own, --campaign NAME, "
+                "keeps one build per campaign)")
     return (f"note: campaign {slots.id}'s runs were made with copperhead {', '.join(recorded)}; this CLI is {here}: "
             "give its runs a campaign of their own (--campaign NAME) to run them")
 
@@ -385,13 +393,13 @@ def _announce(slots: campaign_mod.Campaign, todo: list[PlannedRun], retry_env: i
     if not as_json:
         typer.echo(f"campaign {slots.id}: {len(slots.slots) - len(todo)} of {len(slots.slots)} slot(s) recorded"
                    + _not_the_models(slots, retry_env) + f", {len(todo)} to run", err=True)
+    if build_note and not as_json:
+        typer.echo(build_note, err=True)
     if todo:
         spans = slots.suite_note(suite_now)
         if spans and not as_json:
             typer.echo(spans, err=True)
         return True
-    if build_note and not as_json:
-        typer.echo(build_note, err=True)
     hint = campaign_mod.retry_hint([s.recorded for s in slots.slots if s.recorded is not None], retry_env, carry=money.args())
     if as_json:
         typer.echo(_json_answer(SuiteResult(), slots.id, hint))

@@ -157,6 +157,8 @@ class CheckpointEntry(Struct, frozen=True, kw_only=True):
 class UnrecordedSpendEntry(Struct, frozen=True, kw_only=True):
     seq: int
     body: SpendUnrecorded
+    #: who recorded it (`runner:cbledger-runner`, or a person's `cbledger append`)
+    actor: str = ""
 
 
 class Anomaly(Struct, frozen=True, kw_only=True):
@@ -408,7 +410,8 @@ class Projector:
             key = unrecorded_key(event.body.batch, event.body.run_id)
             journaled = st.unrecorded.get(key)
             if journaled is None or event.body.usd_micros > journaled.body.usd_micros:  # the journal's figure only grows
-                st.unrecorded[key] = UnrecordedSpendEntry(seq=seq, body=event.body)
+                st.unrecorded[key] = UnrecordedSpendEntry(seq=seq, body=event.body,
+                                                          actor=f"{event.actor.kind}:{event.actor.name}")
         elif isinstance(event, LedgerCreatedEvent) and st.ledger_name is None:
             st.ledger_name = event.body.name
 

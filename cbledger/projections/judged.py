@@ -27,7 +27,13 @@ from cbledger.ledger import surfaces
 from cbledger.ledger.events import LaneUsage, RunRecorded
 from cbledger.projections import passes_part
 from cbledger.projections.fold import LedgerState
-from cbledger.projections.records import RecordEntry, is_harness, not_the_models, row_kind
+from cbledger.projections.records import (
+    RecordEntry,
+    is_harness,
+    is_replay,
+    not_the_models,
+    row_kind,
+)
 
 
 class CriterionMean(Struct, frozen=True, kw_only=True):
@@ -156,8 +162,9 @@ class LanesAcc:
         if run.run_mode != "scripted":  # what a session script names is not a provider's naming
             lane.smodels.update(run.provider_models)
         lane.via.add(surfaces.run_surface(run))
-        # every feedback pass of the attempt was billed to the system under test, not pass 1 alone
-        for billed in (run, *self._later_passes(state, rec.run_id)):
+        # every feedback pass of the attempt was billed to the system under test, not pass 1 alone;
+        # a replay calls no model (the cost it carries is its original's, billed once, there)
+        for billed in () if is_replay(rec.run) else (run, *self._later_passes(state, rec.run_id)):
             if billed.stats is not None:
                 lane.tin += billed.stats.tokens_in
                 lane.tout += billed.stats.tokens_out

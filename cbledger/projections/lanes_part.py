@@ -22,7 +22,8 @@ _LANES_NOTE = (
     "and harness-judge (the judge and review calls made about those runs). They are summed apart; "
     "cost per passing task is the headline's, system lane only, with the judge lane beside it. "
     "\"Priced by\" names the price tables (`pricing.published`) the system lane's USD was priced under, each with "
-    "the runs and passes it priced: a figure is traced to its prices there, and a row priced under two tables says so."
+    "the runs and passes it priced: a figure is traced to its prices there, and a row priced under two tables says so. "
+    "A replay calls no model: its rows bill nothing (the cost its record carries is its original's, billed there)."
 )
 _REVIEW_NOTE = "> Root-cause narratives of runs (`review.recorded`). Report-only: no metric reads them."
 _AUDIT_NOTE = (

@@ -782,12 +782,12 @@ def _unrecorded(state: LedgerState) -> list[str]:
         "spend journal kept each, and the next invocation of the campaign (or the interrupt itself) recorded "
         "the sum as `spend.unrecorded`. In no table, cost figure or lane above; a call still in flight at the "
         "kill is in no journal (docs/RUNNER.md section 7). The operator's figure: `replay --verify` cannot "
-        "re-derive it."
+        "re-derive it, and says so; the last column says who recorded each."
     )
     return [note, "", *fmt.table(
-        ["Campaign", "Run", "Batch", "Model", "USD", "Recorded at seq"],
+        ["Campaign", "Run", "Batch", "Model", "USD", "Recorded at seq", "Recorded by"],
         [[f"`{e.body.campaign}`", f"`{e.body.run_id}`", f"`{e.body.batch}`" if e.body.batch else "—", f"`{e.body.model}`",
-          fmt.usd_micros(e.body.usd_micros), str(e.seq)] for e in entries],
+          fmt.usd_micros(e.body.usd_micros), str(e.seq), f"`{e.actor}`"] for e in entries],
     )]
 
 
@@ -800,13 +800,18 @@ def _retracted(state: LedgerState) -> list[str]:
         "that says it was retracted and why."
     )
     return [note, "", *fmt.table(
-        ["Run", "Retracted at seq", "Reason", "Records"],
+        ["Run", "Retracted at seq", "Reason", "USD (out of every figure, not off the bill)", "Records"],
         [
-            [r.run_id, str(r.seq), r.reason,
+            [r.run_id, str(r.seq), r.reason, _retracted_cost(state, r.run_id),
              ", ".join(f"`results/{path}`" for path, _, _ in record_paths(state, r.run_id)) or "none (never graded)"]
             for r in state.retracted.values()
         ],
     )]
+
+
+def _retracted_cost(state: LedgerState, run_id: str) -> str:
+    entry = state.runs.get(run_id) or state.later_passes.get(run_id)
+    return fmt.usd_micros(entry.run.cost.usd_micros) if entry is not None else "—"
 
 
 _UNSANDBOXED_NOTE = (

@@ -167,6 +167,8 @@ class _Retracted(NamedTuple):
     retraction: Retraction
     records: list[str]
     mark: str | None
+    #: what the run cost (a retraction takes it out of every figure, not off the bill)
+    usd_micros: int | None
 
 
 class _Incomparable(NamedTuple):
@@ -529,6 +531,7 @@ CHECKPOINTS: TableSpec[CheckpointEntry] = TableSpec("checkpoints", ("tree_size",
 
 RETRACTIONS: TableSpec[_Retracted] = TableSpec("retractions", ("run_id",), (
     ("run_id", str, lambda r: r.retraction.run_id),
+    ("usd_micros", int, lambda r: r.usd_micros),
     ("seq", int, lambda r: r.retraction.seq),
     ("reason", str, lambda r: r.retraction.reason),
     ("record_paths", str, lambda r: json.dumps(r.records)),
@@ -542,6 +545,7 @@ UNRECORDED_SPEND: TableSpec[UnrecordedSpendEntry] = TableSpec("unrecorded_spend"
     ("batch", str, lambda u: u.body.batch),
     ("model_id", str, lambda u: u.body.model),
     ("usd_micros", int, lambda u: u.body.usd_micros),
+    ("recorded_by", str, lambda u: u.actor),
 ))
 
 
@@ -705,11 +709,16 @@ def _later_passes(state: LedgerState, run_ids: set[str] | None) -> Iterator[_Lat
             yield _LaterPass(rid, suite, entry, ref, g)
 
 
+def _cost_of(state: LedgerState, run_id: str) -> int | None:
+    entry = state.runs.get(run_id) or state.later_passes.get(run_id)
+    return entry.run.cost.usd_micros if entry is not None else None
+
+
 def _retracted(state: LedgerState) -> list[_Retracted]:
     marks = {mark.run_id: path for path, mark in retraction_marks(state)}
     return [
         _Retracted(r, [record_name(path) for path, _, _ in record_paths(state, rid)],
-                   record_name(marks[rid]) if rid in marks else None)
+                   record_name(marks[rid]) if rid in marks else None, _cost_of(state, rid))
         for rid, r in state.retracted.items()
     ]
 
@@ -953,8 +962,10 @@ _TABLES: dict[str, str] = {
     "grade_conflicts": "A second grade of a run under one suite version that disagreed with the first (the first is kept).",
     "retractions": "Retracted runs: why, and where their records stay.",
     "checkpoints": "Signed checkpoints of the ledger's Merkle tree.",
-    "unrecorded_spend": "What runs killed with their driver spent (`spend.unrecorded`): billed, in no run's cost; "
-                        "add it to `runs.usd_micros` to reach the bill.",
+    "unrecorded_spend": "What runs killed with their driver spent (`spend.unrecorded`): billed, in no run's cost. "
+                        "The bill is this, plus `runs.usd_micros` of every kind but `replay` (a replay carries its "
+                        "original's cost and calls no model), plus `later_passes.usd_micros`, plus retracted runs' costs "
+                        "(`retractions.usd_micros`).",
     "later_passes": "Feedback passes after the first (never in `runs`): each pass's attempt (its pass 1), index, "
                     "hints and verdict under each suite version it was graded under (null until graded).",
 }

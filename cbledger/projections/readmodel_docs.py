@@ -259,6 +259,7 @@ COLUMNS: dict[str, dict[str, str]] = {
     },
     "retractions": {
         "run_id": "The retracted run.",
+        "usd_micros": "What it cost (micro-USD; null when unknown or never recorded): out of every figure, not off the bill.",
         "seq": _SEQ,
         "reason": "Why it was retracted.",
         "record_paths": "JSON array: its published records, kept unchanged.",
@@ -271,6 +272,7 @@ COLUMNS: dict[str, dict[str, str]] = {
         "batch": "The invocation it belonged to, as the spend journal names it.",
         "model_id": "The model its calls went to (the campaign's).",
         "usd_micros": "What the provider billed for the calls it answered, per the spend journal (micro-USD).",
+        "recorded_by": "Who recorded it: `runner:cbledger-runner` from the journal, else a person's `cbledger append`.",
     },
 }
 

@@ -45,6 +45,7 @@ from cbledger.ledger.keys import VerifierKey
 from cbledger.ledger.signed_checkpoint import SignedCheckpoint
 from cbledger.ledger.store import LedgerStore
 from cbledger.ledger.verify import ChainReport
+from cbledger.projections import format as fmt
 from cbledger.projections.fold import (
     LedgerState,
     PassEntry,
@@ -52,6 +53,7 @@ from cbledger.projections.fold import (
     current_suite,
     semver_key,
     suite_bump,
+    unrecorded_spend,
 )
 from cbledger.projections.records import in_model_metrics
 from cbledger.projections.writers import load_state
@@ -276,6 +278,19 @@ def _every_run(state: LedgerState) -> dict[str, RunEntry | PassEntry]:
     """Every recorded run, a feedback pass after the first included: each is preserved, so each
     is re-graded."""
     return {**state.runs, **state.later_passes}
+
+
+def _operators_figures(state: LedgerState) -> list[Finding]:
+    """What no check here re-derives, said rather than passed over: the spend of runs killed with
+    their driver is the spend journal's, which is not preserved evidence (and an append by hand
+    records any figure)."""
+    spent = unrecorded_spend(state)
+    if not spent:
+        return []
+    by = sorted({f"{e.actor}" for e in spent})
+    return [Finding(check="chain", kind="spend-not-rederived",
+                    message=f"{len(spent)} spend.unrecorded figure(s), {fmt.usd_micros(sum(e.body.usd_micros for e in spent))} in "
+                            f"all, recorded by {', '.join(by)}, are the operator's: no preserved evidence re-derives them")]
 
 
 def unrecorded_bundles(state: LedgerState, workspace: Workspace) -> list[Finding]:
@@ -557,7 +572,9 @@ def _verify(
     if not chain.ok or anchored.failures or options.chain_only:
         anchored.failures += unvouched
         if not options.chain_only and (not chain.ok or anchored.failures):
-            what = "the chain is broken" if not chain.ok else "the ledger is not the one that was signed"
+            unread = chain.problem is not None and chain.problem.kind == "unreadable"
+            what = (f"the chain was not read past seq {chain.head.seq}" if unread
+                    else "the chain is broken" if not chain.ok else "the ledger is not the one that was signed")
             report.notes.append(Finding(check="chain", kind="not-checked",
                                         message=f"runs and projections were not checked: {what}"))
         report.seconds = time.perf_counter() - started
@@ -576,6 +593,7 @@ def _verify(
     report.notes[:0] = early
     if not options.run_ids:
         report.notes += unrecorded_bundles(state, workspace)
+        report.notes += _operators_figures(state)
     if state.head_seq != chain.head.seq:
         report.notes.insert(0, Finding(
             check="chain", kind="ledger-grew", seq=state.head_seq,

@@ -30,8 +30,7 @@ class ReplayAgent:
     def source_run(self, inp: AgentInput):
         """The run to put back: the model's own, under the same condition (a replay is graded in
         its condition's rows), that reached the model (a run the harness or its provider ended
-        holds nothing of the model to grade again); of the same repeat when there is one, else
-        the latest."""
+        holds nothing of the model to grade again); the latest of them."""
         condition = condition_key(inp.ablations)
         runs = [
             r
@@ -48,8 +47,9 @@ class ReplayAgent:
                 f"no preserved run of {inp.task.id} by {inp.model_id} under condition {condition!r} to replay "
                 "(replays, retracted runs and runs the harness or its environment ended are not replayed)"
             )
-        same_repeat = [r for r in runs if r.repeat == inp_repeat(inp)]
-        return (same_repeat or runs)[-1]
+        # the latest: a campaign's repeats are numbered above every earlier one, so a replay's
+        # own repeat never names the run it replays
+        return runs[-1]
 
     def run(self, inp: AgentInput) -> AgentResult:
         src = self.source_run(inp)
@@ -74,6 +74,3 @@ class ReplayAgent:
         repo.set_head(f"refs/heads/{BRANCH}")
         return AgentResult(runner_exit=src.runner_exit, note=f"replay of run {src.run_id}", provider=src.model.provider, model=src.model, cost=src.cost, replay_of=src.run_id)
 
-
-def inp_repeat(inp: AgentInput) -> int:
-    return int(inp.options.get("repeat", 1))
