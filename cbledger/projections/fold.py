@@ -416,6 +416,11 @@ class Projector:
             st.ledger_name = event.body.name
 
 
+def any_run(state: LedgerState, run_id: str) -> RunEntry | PassEntry | None:
+    """A run by id, whether the first pass of its attempt (`runs`) or a later one."""
+    return state.runs.get(run_id) or state.later_passes.get(run_id)
+
+
 def unrecorded_key(batch: str | None, run_id: str) -> str:
     return f"{batch or ''} {run_id}"
 
@@ -425,7 +430,7 @@ def unrecorded_spend(state: LedgerState) -> list[UnrecordedSpendEntry]:
     all (its `run.recorded` of the same batch holds its cost): each billed call counted once."""
     out = []
     for entry in state.unrecorded.values():
-        run = state.runs.get(entry.body.run_id) or state.later_passes.get(entry.body.run_id)
+        run = any_run(state, entry.body.run_id)
         if run is None or run.run.batch != entry.body.batch:
             out.append(entry)
     return sorted(out, key=lambda e: e.seq)  # a larger figure replaces an entry where it first stood

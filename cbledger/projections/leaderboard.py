@@ -28,6 +28,7 @@ from cbledger.projections.conditions import DEFAULT
 from cbledger.projections.fold import (
     ImportEntry,
     LedgerState,
+    any_run,
     suite_bump,
     unrecorded_spend,
 )
@@ -810,7 +811,7 @@ def _retracted(state: LedgerState) -> list[str]:
 
 
 def _retracted_cost(state: LedgerState, run_id: str) -> str:
-    entry = state.runs.get(run_id) or state.later_passes.get(run_id)
+    entry = any_run(state, run_id)
     return fmt.usd_micros(entry.run.cost.usd_micros) if entry is not None else "—"
 
 

@@ -52,6 +52,7 @@ from cbledger.projections.fold import (
     RubricEntry,
     RunEntry,
     UnrecordedSpendEntry,
+    any_run,
     unrecorded_spend,
 )
 from cbledger.projections.isolation import isolation
@@ -710,7 +711,7 @@ def _later_passes(state: LedgerState, run_ids: set[str] | None) -> Iterator[_Lat
 
 
 def _cost_of(state: LedgerState, run_id: str) -> int | None:
-    entry = state.runs.get(run_id) or state.later_passes.get(run_id)
+    entry = any_run(state, run_id)
     return entry.run.cost.usd_micros if entry is not None else None
 
 

@@ -25,7 +25,7 @@ from cbledger.errors import UserError
 from cbledger.grading.evidence.bundle import BASELINE_REF, CAPTURE_REF, EVIDENCE_REF
 from cbledger.ledger.events import RunRecorded
 from cbledger.projections import format as fmt
-from cbledger.projections.fold import LedgerState, PassEntry, RunEntry
+from cbledger.projections.fold import LedgerState, PassEntry, RunEntry, any_run
 from cbledger.projections.records import record_paths
 from cbledger.reproduce.restore import restore_run
 from cbledger.reproduce.site_evidence import catalogs, gather
@@ -40,7 +40,7 @@ BASELINE_BRANCH = "baseline"
 
 def entry(state: LedgerState, run_id: str) -> RunEntry | PassEntry:
     """The run, a later feedback pass included (shown and restored like any run)."""
-    found: RunEntry | PassEntry | None = state.runs.get(run_id) or state.later_passes.get(run_id)
+    found: RunEntry | PassEntry | None = any_run(state, run_id)
     if found is None:
         raise UserError(f"no run {run_id!r} is recorded in this ledger (`{invocation.command('log')}` lists the runs)")
     return found
@@ -102,7 +102,7 @@ def price_used(state: LedgerState, run: RunRecorded) -> dict[str, Any] | None:
     if version is None:
         return None
     # the tables published before the run, as the runner read them and `replay --verify` merges them
-    entry = state.runs.get(run.run_id) or state.later_passes.get(run.run_id)
+    entry = any_run(state, run.run_id)
     before = [p.body for p in state.pricing if entry is None or p.seq < entry.seq]
     table = pricing.as_of(before, version)
     found = pricing.route(run.model.id, table) if table is not None else None
