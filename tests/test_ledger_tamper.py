@@ -350,3 +350,26 @@ def test_a_line_edited_mid_chain_with_its_own_hash_redone_is_broken_not_a_newer_
     assert f"chain BROKEN: {ledger}: broken-link at line 7 (seq 7," in result.stderr, result.stderr
     assert "after seq 6, which this build could not read: the ledger is damaged there" in result.stderr
     assert "last good: seq 5 " in result.stderr
+
+
+def test_past_a_newer_builds_event_the_lines_that_link_are_read_and_a_torn_tail_is_no_damage(ledger: Path) -> None:
+    """A newer build's event mid-chain, the lines after it linking: exit 9 at that line, last good
+    the one before. A newer build's checkpoint was decoded for the Merkle tree and the verify died
+    with exit 2; a tail cut short after such an event was called damage (exit 1)."""
+    lines = split(ledger)
+    events = events_of(lines)
+    newer = edit(events[5], b'"body":{', b'"body":{"since":"2027-01-01",')
+    ledger.write_bytes(rechain(events[:5] + [newer] + events[6:]))
+    result = run_cli(["replay", "--verify", "--chain-only", "--ledger", ledger])
+    assert result.exit_code == 9 and f"chain NOT READ: {ledger}: unreadable at line 6 (seq 6," in result.stderr, result.output
+    assert "last good: seq 5 " in result.stderr
+    # a newer build's checkpoint, which the tree's own decode of checkpoints once met
+    checkpoint = edit(events[7], b'"type":"run.retracted"', b'"type":"checkpoint.published","version":9')
+    ledger.write_bytes(rechain(events[:7] + [checkpoint]))
+    result = run_cli(["replay", "--verify", "--chain-only", "--ledger", ledger])
+    assert result.exit_code == 9 and "unreadable at line 8 (seq 8," in result.stderr, result.output
+    # an append cut short after a newer build's event: repair's business, not damage
+    ledger.write_bytes(rechain(events[:5] + [newer] + events[6:])[:-30])
+    result = run_cli(["replay", "--verify", "--chain-only", "--ledger", ledger])
+    assert "torn-tail at line 8" in result.stderr and "damaged" not in result.stderr, result.output
+    assert "which this build cannot read: upgrade cbledger, then repair" in result.stderr

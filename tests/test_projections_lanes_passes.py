@@ -61,3 +61,18 @@ def test_a_replay_bills_nothing_in_the_lanes():
     assert rows[("vendor:model-a", "agent")].system_usd_micros == 6_000_000
     replayed = rows[("vendor:model-a", "replay")]
     assert (replayed.runs, replayed.system_usd_micros, replayed.system_tokens_in) == (1, 0, 0)
+
+
+def test_a_retracted_run_shows_what_it_cost_and_a_retracted_replay_nothing():
+    """A retraction takes a run out of every figure, not off the bill: its cost was in no figure."""
+    s = Stream()
+    s.task("rename-net", tier="simple")
+    s.suite("1.0.0", reason="first suite")
+    paid = s.graded_run("rename-net", "vendor:model-a", "pass", usd_micros=1_000_000)
+    replay = s.graded_run("rename-net", "vendor:model-a", "pass", run_mode="replay", usd_micros=1_000_000)
+    s.retract(paid)
+    s.retract(replay)
+    board = leaderboard.render(fold(s.events))
+    listed = board.split("## Retracted runs")[1].split("\n## ")[0]
+    assert f"| {paid} | " in listed and "| $1.0000 |" in listed
+    assert "— (a replay bills nothing)" in listed

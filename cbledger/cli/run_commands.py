@@ -364,18 +364,16 @@ def _other_build(slots: campaign_mod.Campaign, todo: list[PlannedRun], agent: st
     here: the campaign id is drawn from the plan, not the build, so a harness developer checking a
     new build with the same command was told only `0 to run`, and a resume under another build
     split the campaign between builds without a word."""
-    if agent != "copperhead":
+    recorded = sorted({build_label(s.recorded.comparability.copperhead_version, s.recorded.comparability.copperhead_commit)
+                       for s in slots.slots if s.recorded is not None})
+    if agent != "copperhead" or not recorded:  # a fresh campaign: nothing to hash the install for
         return None
     try:  # a note, never a refusal: a complete campaign is not refused for a CLI it does not need
         cli = locate_cli(copperhead_cli, where.root)
         here = build_label(cli.version(), cli.commit()) if cli is not None else None
     except (UserError, OSError):
         return None
-    if here is None:
-        return None
-    recorded = sorted({build_label(s.recorded.comparability.copperhead_version, s.recorded.comparability.copperhead_commit)
-                       for s in slots.slots if s.recorded is not None})
-    if not recorded or recorded == [here]:
+    if here is None or recorded == [here]:
         return None
     if todo:
         return (f"note: campaign {slots.id}'s recorded runs were made with copperhead {', '.join(recorded)}; this CLI is "

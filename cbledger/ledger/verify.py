@@ -1,8 +1,9 @@
 """Chain verification: does every stored byte still mean what it meant when it was appended?
 
 Reads the file once, front to back, and stops at the first problem, because after a break every
-later link is suspect and a list of a thousand consequential errors hides the one cause. The
-problem kinds are the ones a reader can act on:
+later link is suspect and a list of a thousand consequential errors hides the one cause (past an
+`unreadable` line it reads on, holding each later line to its link alone, so that an edit still
+shows as a break). The problem kinds are the ones a reader can act on:
 
 * `torn-tail`     the last line has no newline, or a batch's append was interrupted (a kill or crash
                   mid-append); `cbledger repair` fixes it
@@ -14,6 +15,8 @@ problem kinds are the ones a reader can act on:
 * `hash-mismatch` the event bytes changed after they were hashed
 * `duplicate-id`  an idempotency key used twice
 * `genesis`       seq 1 is not `ledger.created`, or `ledger.created` appears again
+* `unreadable`    an event that fails as a newer build's would (a type, version or field this build
+                  does not know) on a line whose link holds, and every later line links: upgrade
 """
 
 from __future__ import annotations
@@ -219,7 +222,9 @@ def _verify_lines(
     verified = (0, GENESIS)  # (bytes, hash) of the last line that verified whole
 
     def fail(kind: str, message: str, at_seq: int | None) -> ChainReport:
-        if unreadable is not None:
+        if unreadable is not None and kind == "torn-tail":  # an append cut short, as any build's can be
+            message += f" (after seq {unreadable.seq}, which this build cannot read: upgrade cbledger, then repair)"
+        elif unreadable is not None:
             message += (f" (after seq {unreadable.seq}, which this build could not read: the ledger is damaged "
                         "there, whatever wrote that event)")
         report.problem = Problem(kind, lineno, at_seq, offset, message)
@@ -243,8 +248,8 @@ def _verify_lines(
             if not linked:
                 return fail("broken-link" if stored_prev != prev else "hash-mismatch",
                             "the line does not link to the one before it", expected)
-            if on_line is not None:
-                on_line(line)
+            # not handed to `on_line`: it gets the lines that verified whole (the Merkle tree's
+            # leaves; a checkpoint's own decode would fail on a newer build's)
             prev, skipped, offset = stored_hash, skipped + 1, offset + len(line)
             continue
         try:
@@ -256,8 +261,6 @@ def _verify_lines(
                 unreadable = Problem("unreadable", lineno, expected, offset,
                                      f"this build cannot read the event: {exc}; {NEWER_BUILD_HINT}")
                 verified = (offset, prev)
-                if on_line is not None:
-                    on_line(line)
                 prev, skipped, offset = stored_hash, 1, offset + len(line)
                 continue
             return fail("undecodable", f"event rejected by the schema: {exc}", expected)

@@ -812,7 +812,11 @@ def _retracted(state: LedgerState) -> list[str]:
 
 def _retracted_cost(state: LedgerState, run_id: str) -> str:
     entry = any_run(state, run_id)
-    return fmt.usd_micros(entry.run.cost.usd_micros) if entry is not None else "—"
+    if entry is None:
+        return "—"
+    if entry.run.run_mode == "replay":
+        return "— (a replay bills nothing)"
+    return fmt.usd_micros(entry.run.cost.usd_micros)
 
 
 _UNSANDBOXED_NOTE = (

@@ -168,7 +168,8 @@ class _Retracted(NamedTuple):
     retraction: Retraction
     records: list[str]
     mark: str | None
-    #: what the run cost (a retraction takes it out of every figure, not off the bill)
+    #: what the run cost (a retraction takes it out of every figure, not off the bill); None for a
+    #: replay, which bills nothing
     usd_micros: int | None
 
 
@@ -712,7 +713,7 @@ def _later_passes(state: LedgerState, run_ids: set[str] | None) -> Iterator[_Lat
 
 def _cost_of(state: LedgerState, run_id: str) -> int | None:
     entry = any_run(state, run_id)
-    return entry.run.cost.usd_micros if entry is not None else None
+    return entry.run.cost.usd_micros if entry is not None and entry.run.run_mode != "replay" else None
 
 
 def _retracted(state: LedgerState) -> list[_Retracted]:
@@ -964,9 +965,9 @@ _TABLES: dict[str, str] = {
     "retractions": "Retracted runs: why, and where their records stay.",
     "checkpoints": "Signed checkpoints of the ledger's Merkle tree.",
     "unrecorded_spend": "What runs killed with their driver spent (`spend.unrecorded`): billed, in no run's cost. "
-                        "The bill is this, plus `runs.usd_micros` of every kind but `replay` (a replay carries its "
-                        "original's cost and calls no model), plus `later_passes.usd_micros`, plus retracted runs' costs "
-                        "(`retractions.usd_micros`).",
+                        "What was billed is this plus what the recorded runs that called a model cost: `runs` but "
+                        "replays (a replay carries its original's cost), each later pass once (`later_passes` has a "
+                        "row per suite version), and retracted runs (`retractions`).",
     "later_passes": "Feedback passes after the first (never in `runs`): each pass's attempt (its pass 1), index, "
                     "hints and verdict under each suite version it was graded under (null until graded).",
 }

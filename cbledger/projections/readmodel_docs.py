@@ -259,7 +259,7 @@ COLUMNS: dict[str, dict[str, str]] = {
     },
     "retractions": {
         "run_id": "The retracted run.",
-        "usd_micros": "What it cost (micro-USD; null when unknown or never recorded): out of every figure, not off the bill.",
+        "usd_micros": "What it cost (micro-USD; null when unknown, never recorded, or a replay, which bills nothing): out of every figure, not off the bill.",
         "seq": _SEQ,
         "reason": "Why it was retracted.",
         "record_paths": "JSON array: its published records, kept unchanged.",
