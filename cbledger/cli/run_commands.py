@@ -246,7 +246,7 @@ def run(
         # one read under the holds: what killed runs spent, and the slots (a driver elsewhere may
         # have recorded some since the preflight read it: not this one's to pay for again)
         view = ledger_view.read(where.ledger)
-        lost = campaign_mod.spent(where, view, campaign)[1] if campaign_mod.spend_journal(where, campaign).is_file() else 0
+        lost = campaign_mod.spent(where, view, campaign)[1]  # 0 with no journal
         recorded = _record_unrecorded(where, store, campaign, plan.model_id, view)
         if lost and not as_json:  # after an OOM kill or a reboot no interrupt said it
             typer.echo(f"campaign {campaign}: runs of it killed with their driver spent {pricing.usd(lost)} on model "

@@ -49,7 +49,7 @@ from cbledger.projections.provenance import (
     EnvironmentRow,
     real_model_run,
 )
-from cbledger.projections.records import record_paths
+from cbledger.projections.records import is_replay, record_paths
 
 BEGIN = (
     "<!-- BEGIN GENERATED: cbledger project leaderboard. Do not edit by hand; "
@@ -814,7 +814,7 @@ def _retracted_cost(state: LedgerState, run_id: str) -> str:
     entry = any_run(state, run_id)
     if entry is None:
         return "—"
-    if entry.run.run_mode == "replay":
+    if is_replay(entry):
         return "— (a replay bills nothing)"
     return fmt.usd_micros(entry.run.cost.usd_micros)
 

@@ -713,7 +713,7 @@ def _later_passes(state: LedgerState, run_ids: set[str] | None) -> Iterator[_Lat
 
 def _cost_of(state: LedgerState, run_id: str) -> int | None:
     entry = any_run(state, run_id)
-    return entry.run.cost.usd_micros if entry is not None and entry.run.run_mode != "replay" else None
+    return entry.run.cost.usd_micros if entry is not None and not is_replay(entry) else None
 
 
 def _retracted(state: LedgerState) -> list[_Retracted]:

@@ -268,7 +268,7 @@ def harness_mode(entry: RunEntry | PassEntry) -> Literal["gold", "noop"] | None:
     return None
 
 
-def is_replay(entry: RunEntry) -> bool:
+def is_replay(entry: RunEntry | PassEntry) -> bool:
     """A replay grades a preserved run's end state again; it is never a new sample of anything."""
     return entry.run.run_mode == "replay"
 

@@ -287,7 +287,7 @@ def _operators_figures(state: LedgerState) -> list[Finding]:
     spent = unrecorded_spend(state)
     if not spent:
         return []
-    by = sorted({f"{e.actor}" for e in spent})
+    by = sorted({e.actor for e in spent})
     return [Finding(check="chain", kind="spend-not-rederived",
                     message=f"{len(spent)} spend.unrecorded figure(s), {fmt.usd_micros(sum(e.body.usd_micros for e in spent))} in "
                             f"all, recorded by {', '.join(by)}, are the operator's: no preserved evidence re-derives them")]

@@ -217,8 +217,7 @@ class DaskCluster:
         pending = set(by_index)
         still_held = held or (lambda: True)
         window = _Window(specs, submit, self._threads, still_held)
-        fill = window.fill
-        fill()
+        window.fill()
         no_worker_since: float | None = None
         last_check = time.monotonic()
         try:
@@ -275,7 +274,7 @@ class DaskCluster:
                         window.waiting.clear()
                         yield from _cancelled(pending, current, why)
                     else:
-                        fill()  # a worker that joined takes a run of its own
+                        window.fill()  # a worker that joined takes a run of its own
             if pending:  # the scheduler is gone: what it held is lost with it
                 lost = f"the Dask scheduler {self.scheduler} was lost; not recorded (run the campaign again: it runs the missing slots)"
                 for index in sorted(pending):

@@ -41,6 +41,7 @@ from cbledger.runner.endpoint import script as script_mod
 from cbledger.runner.endpoint.server import SESSION_NOTE, Replay, answered_models, problems
 from cbledger.runner.preserve import AGENT_LOG_DIR
 from cbledger.runner.recorder import Recorder
+from cbledger.tasks.fixtures.hashing import regular_files
 
 CLI_ENV = "COPPERHEAD_CLI"
 NODE_ENV = "CBLEDGER_NODE"
@@ -166,11 +167,10 @@ def tree_digest(package: Path) -> str | None:
     `./`-relative paths: what scripts/install-copperhead records as `tree`. None when a file
     cannot be read."""
     lines = []
-    try:
-        files = sorted(("./" + p.relative_to(package).as_posix(), p) for p in package.rglob("*") if p.is_file() and not p.is_symlink())
-        for name, path in files:
-            lines.append(f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {name}\n")
-    except OSError:
+    try:  # the project's one tree walker; a link or a special file in the package: no digest
+        for rel in sorted(regular_files(package, symlink="a link", special="not a regular file")):
+            lines.append(f"{hashlib.sha256((package / rel).read_bytes()).hexdigest()}  ./{rel}\n")
+    except (UserError, OSError):
         return None
     return hashlib.sha256("".join(lines).encode()).hexdigest()
 
