@@ -32,7 +32,9 @@ projections of a synthetic ledger of millions of events from a snapshot against 
   --no-site` as a whole process (start-up and the first regeneration of every output). A size
   is skipped, with the reason printed, when the disk or the memory it needs is not free.
 
-Everything is written under a temporary directory and removed afterwards.
+Everything is written under a temporary directory and removed afterwards; with `--keep DIR` the
+snapshot lane's ledgers are built under DIR instead and kept, and a later run with the same DIR
+reuses a ledger already built there (a 10^7-event ledger takes about 45 minutes to build here).
 """
 
 from __future__ import annotations
@@ -189,8 +191,9 @@ def run_runs(work: Path, suite: str) -> None:
 # --------------------------------------------------------------------------- snapshots
 
 #: bytes of ledger per event, of record files per run, of a full rebuild's peak RSS and of the
-#: snapshot per event (measured at 10^6: 1,803 MiB ledger, 1.78 GiB peak, 1,322 MiB snapshot)
-LEDGER_BYTES, RECORD_BYTES, REBUILD_BYTES, SNAPSHOT_BYTES = 1_900, 4_096, 1_910, 1_390
+#: snapshot per event (measured at 10^6: 1,803 MiB ledger, 1.78 GiB peak, 1,322 MiB snapshot), and
+#: of the fold's scratch file once the state spills to disk (`projections/spill.py`), per event
+LEDGER_BYTES, RECORD_BYTES, REBUILD_BYTES, SNAPSHOT_BYTES, SPILL_BYTES = 1_900, 4_096, 1_910, 1_390, 1_100
 
 
 def _whole(cmd: list[str]) -> tuple[float, float, str]:
@@ -230,38 +233,74 @@ def _child(mode: str, root: Path) -> None:
         print(f"{ready} {follower.base_seq} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}")
 
 
-def _room(events: int, work: Path) -> str | None:
-    """Why a size cannot run here (disk or memory), or None."""
+def _room(events: int, work: Path, built: bool) -> str | None:
+    """Why a size cannot run here (disk or memory), or None. The fold holds its state in memory
+    only up to `spill_at()` runs; past that, the scratch file takes disk instead."""
+    from cbledger.projections.spill import spill_at
+
     runs = events // 2
-    disk = events * LEDGER_BYTES + runs * RECORD_BYTES + events * SNAPSHOT_BYTES
+    disk = (0 if built else events * LEDGER_BYTES) + runs * RECORD_BYTES + 2 * events * (SNAPSHOT_BYTES + SPILL_BYTES)
     free = shutil.disk_usage(work).free
     if disk > free * 0.8:
-        return f"needs about {disk / 2**30:.0f} GiB of disk (ledger, records, snapshot), {free / 2**30:.0f} GiB free"
+        return (f"needs about {disk / 2**30:.0f} GiB of disk (ledger, records, the fold's scratch file, snapshots), "
+                f"{free / 2**30:.0f} GiB free")
     with open("/proc/meminfo") as f:
         info = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in f}
-    need = events * REBUILD_BYTES
+    need = min(events, 4 * spill_at()) * REBUILD_BYTES
     if need > info["MemAvailable"] * 0.6:
-        return (f"the full rebuild holds the whole state, about {need / 2**30:.0f} GiB at this size, against "
+        return (f"the full rebuild holds up to {need / 2**30:.0f} GiB of state at this size, against "
                 f"{info['MemAvailable'] / 2**30:.0f} GiB available on a machine others share")
     return None
 
 
-def run_snapshots(work: Path, sizes: list[int], tail: int) -> None:
-    from bench.projections import build_ledger, events_for
+def _ledger(root: Path, runs: int) -> tuple[Workspace, str]:
+    """The workspace at `root` with a ledger of `runs` runs and grades: built, or one a run with
+    `--keep` built before (its size recorded beside it once complete)."""
+    from bench.projections import build_ledger
+
+    where = Workspace.at(root)
+    done = root / "built-runs"
+    if _kept(done, runs):
+        with open(where.ledger, "r+b") as f:  # without the runs an earlier run appended after its snapshot
+            f.truncate(int(done.read_text().split()[1]))
+        for derived in ("records.sqlite", "cbledger.db", "LEADERBOARD.md"):
+            (where.results / derived).unlink(missing_ok=True)
+        for derived in (where.snapshots, where.results / "runs-by-date"):
+            shutil.rmtree(derived, ignore_errors=True)
+        _clear_records(where.results)
+        return where, "kept from an earlier run"
+    shutil.rmtree(root, ignore_errors=True)
+    where.ledger.parent.mkdir(parents=True)
+    setup = build_ledger(where.ledger, runs)
+    done.write_text(f"{runs} {where.ledger.stat().st_size}")
+    return where, f"built in {setup:.0f} s"
+
+
+def _kept(marker: Path, runs: int) -> bool:
+    return marker.is_file() and marker.read_text().split()[0] == str(runs)
+
+
+def _clear_records(results: Path) -> None:
+    """An earlier run's record files (every directory under results/ but the ledger's)."""
+    for child in results.iterdir() if results.is_dir() else ():
+        if child.is_dir() and child.name != "ledger":
+            shutil.rmtree(child, ignore_errors=True)
+
+
+def run_snapshots(work: Path, sizes: list[int], tail: int, keep: Path | None) -> None:
+    from bench.projections import events_for
 
     cli = str(Path(sys.executable).with_name("cbledger"))
     for events in sizes:
-        why = _room(events, work)
+        runs = (events - 2) // 2
+        root = (keep or work) / f"snapshots-{events}"
+        why = _room(events, keep or work, _kept(root / "built-runs", runs))
         if why is not None:
             print(f"\n{events:,} events: skipped: {why}")
             continue
-        runs = (events - 2) // 2
-        root = work / f"snapshots-{events}"
-        where = Workspace.at(root)
-        where.ledger.parent.mkdir(parents=True)
-        setup = build_ledger(where.ledger, runs)
+        where, how = _ledger(root, runs)
         print(f"\n{events:,} events ({runs:,} runs + grades, {where.ledger.stat().st_size / 2**20:,.0f} MiB ledger, "
-              f"built in {setup:.0f} s)")
+              f"{how})")
         _, _, out = _whole([sys.executable, __file__, "--_child", "rebuild", str(root)])
         fold_s, write_s, peak, snap_s, snap_bytes = map(float, out.split())
         print(f"  full rebuild from seq 1 (every output but the site): fold {fold_s:.1f} s + writing {write_s:.1f} s; "
@@ -290,7 +329,8 @@ def run_snapshots(work: Path, sizes: list[int], tail: int) -> None:
               f"{float(ready):.1f} s, peak RSS {float(rss):,.0f} MiB")
         print(f"  `cbledger watch --once --no-site` (start-up + first regeneration of every output): {watch_wall:.1f} s, "
               f"peak RSS {watch_rss:,.0f} MiB")
-        shutil.rmtree(root, ignore_errors=True)
+        if keep is None:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -300,6 +340,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="one part only (snapshots runs only when asked)")
     ap.add_argument("--events", type=int, nargs="+", default=[1_000_000], help="snapshots: ledger sizes (default 10^6)")
     ap.add_argument("--tail", type=int, default=1_000, help="snapshots: runs appended after the snapshot (default 1000)")
+    ap.add_argument("--keep", type=Path, default=None,
+                    help="snapshots: build the ledgers under this directory and keep them for a later run to reuse")
     ap.add_argument("--_child", nargs=2, help=argparse.SUPPRESS)
     ap.add_argument("--pairs", type=int, default=150, help="run+grade appends per writer (default 150)")
     ap.add_argument("--writers", type=int, default=8, help="writers at once in the second store run (default 8)")
@@ -318,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.only in (None, "runs"):
             run_runs(work, args.suite)
         if args.only == "snapshots":
-            run_snapshots(work, args.events, args.tail)
+            run_snapshots(work, args.events, args.tail, args.keep)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

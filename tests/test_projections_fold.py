@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from cbledger.ledger.events import PassRef, SpendUnrecorded, SpendUnrecordedEvent
 from cbledger.ledger.store import LedgerStore
-from cbledger.projections import gate, leaderboard, readmodel, records
+from cbledger.projections import gate, leaderboard, readmodel, records, spill
 from cbledger.projections.fold import (
     LedgerState,
     ProjectionError,
@@ -27,7 +27,7 @@ from tests.factories import MAINTAINER, Stream, rich_stream
 
 def canonical(state):
     """The state's bytes, keys sorted: two folds are the same when these are."""
-    return msgspec.json.encode(state, order="sorted")
+    return msgspec.json.encode(state, order="sorted", enc_hook=spill.enc_hook)
 
 
 TASKS = [("t-simple", "simple", "edit"), ("t-medium", "medium", "refusal"), ("t-hard", "hard", "edit"),

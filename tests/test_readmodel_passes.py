@@ -30,7 +30,7 @@ def _attempts() -> tuple[Stream, dict[str, str]]:
     ids["a1"] = s.run("t-simple", passes=PassRef(index=1, allowed=3))
     s.grade(ids["a1"], "fail", category="wrong-target")
     ids["a2"] = _later(s, ids["a1"], ids["a1"], 2)
-    s.grade(ids["a2"], "fail", category="incomplete", partial=0.5)
+    s.grade(ids["a2"], "fail", category="turn-budget", partial=0.5)
     ids["a3"] = _later(s, ids["a1"], ids["a2"], 3)
     s.grade(ids["a3"], "pass")
     s.grade(ids["a3"], "pass", suite="1.1.0")  # regraded under a later suite version
@@ -56,7 +56,7 @@ def test_every_live_later_pass_has_a_row_per_suite_it_was_graded_under(tmp_path)
         "verdict, partial_credit, failure_category from later_passes order by first_run_id, pass_index, suite_version"
     ).fetchall()
     assert rows == [
-        (ids["a2"], "1.0.0", ids["a1"], 2, 3, ids["a1"], 2, "fail", 0.5, "incomplete"),
+        (ids["a2"], "1.0.0", ids["a1"], 2, 3, ids["a1"], 2, "fail", 0.5, "turn-budget"),
         (ids["a3"], "1.0.0", ids["a1"], 3, 3, ids["a2"], 3, "pass", 1.0, None),
         (ids["a3"], "1.1.0", ids["a1"], 3, 3, ids["a2"], 3, "pass", 1.0, None),
         (ids["b2"], "1.0.0", ids["b1"], 2, 3, ids["b1"], 2, None, None, None),  # not graded yet

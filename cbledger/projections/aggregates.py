@@ -28,6 +28,7 @@ Events are queued as they fold and applied when a view is read, so a burst costs
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from cbledger.ledger import surfaces
@@ -40,6 +41,7 @@ from cbledger.ledger.events import (
     RunRecordedEvent,
     SuiteArchivedEvent,
 )
+from cbledger.projections import spill
 from cbledger.projections.card import CardAcc
 from cbledger.projections.comparability import (
     MAIN,
@@ -55,7 +57,7 @@ from cbledger.projections.fold import LedgerState, Projector, semver_key
 from cbledger.projections.isolation import why_unsandboxed
 from cbledger.projections.judged import LanesAcc
 from cbledger.projections.metrics import GroupAcc, SuiteMetrics
-from cbledger.projections.records import RecordEntry, record_paths
+from cbledger.projections.records import RecordEntry, iter_record_entries, record_paths
 
 #: events that change nothing a view tallies (their listings are read from the state)
 _NEUTRAL = (EvidenceImportedEvent, LedgerCreatedEvent, PricingPublishedEvent, SuiteArchivedEvent)
@@ -97,14 +99,25 @@ def _first_score(state: LedgerState, run_id: str) -> float | None:
     return items[0].rubric.score if items else None
 
 
+class _Records:
+    """A suite's live records, read from a spilled state each time they are iterated."""
+
+    def __init__(self, state: LedgerState, suite: str) -> None:
+        self.state, self.suite = state, suite
+
+    def __iter__(self) -> Iterator[RecordEntry]:
+        return iter_record_entries(self.state, self.suite, build=False)
+
+
 class SuiteViews:
     """One suite version's records in record order and every tally over them."""
 
-    def __init__(self, state: LedgerState, suite: str, records: list[RecordEntry]) -> None:
+    def __init__(self, state: LedgerState, suite: str, records: Iterable[RecordEntry]) -> None:
+        """`records` is read three times (the reference is known only after the first read, the
+        kicad-cli major after the second): a list, or for a spilled state a stream (`_Records`)."""
         self.suite = suite
-        self.records: list[RecordEntry] = []
-        #: run id -> the comparability group key of its record
-        self.key_of: dict[str, str] = {}
+        #: records placed (each is counted, none is held: a spilled state's records are on disk)
+        self.records = 0
         self.tally = RefTally()
         self.majors_ok: dict[str, int] = {}  # kicad majors of the records matching every other stamp field
         self.majors_all: dict[str, int] = {}
@@ -131,8 +144,17 @@ class SuiteViews:
     def _major(self) -> str | None:
         return reference_major(self.majors_ok or self.majors_all)
 
+    def _diffs(self, r: RecordEntry) -> list[tuple[str, str]]:
+        return stamp_diffs(self.ref, r) + kicad_diff(self.major, r)
+
+    def group_key(self, r: RecordEntry) -> str:
+        """The comparability group of a record placed here: the reference and the major it was
+        placed under still stand (`extend` starts again when they would move)."""
+        diffs = self._diffs(r)
+        return "; ".join(k for k, _ in diffs) if diffs else MAIN
+
     def _place(self, state: LedgerState, r: RecordEntry) -> None:
-        diffs = stamp_diffs(self.ref, r) + kicad_diff(self.major, r)
+        diffs = self._diffs(r)
         key = "; ".join(k for k, _ in diffs) if diffs else MAIN
         group = self.groups.get(key)
         if group is None:
@@ -142,8 +164,7 @@ class SuiteViews:
         group.add(r, _first_score(state, r.run_id))
         self.card.add(state, r)
         self.lanes.add(state, r)
-        self.records.append(r)
-        self.key_of[r.run_id] = key
+        self.records += 1
         self.last_run_seq = r.run.seq
         self._metrics = None
 
@@ -174,7 +195,7 @@ class SuiteViews:
                     suite_version=ref.suite_version, schema_version=ref.schema_version, kicad_major=self.major,
                     bump_seq=ref.bump_seq, tasks=ref.tasks, fixtures=ref.fixtures, task_fixtures=ref.task_fixtures,
                 ),
-                records=len(self.records),
+                records=self.records,
                 groups=[g.result() for g in groups],
             )
         return self._metrics
@@ -220,7 +241,9 @@ class Views:
         self.rebuilds += 1
         self.changed = None
         self._pending = []
-        per_suite: dict[str, list[RecordEntry]] = {}
+        spilled = spill.file_of(st.runs) is not None
+        #: suite -> its records in record order (None for a spilled state: read again, `_Records`)
+        per_suite: dict[str, list[RecordEntry] | None] = {}
         self.counts: dict[str, int] = {}
         self.unsandboxed: dict[tuple[str, str, str], int] = {}
         #: [seq, kind, detail] rows of the runs' and grades' anomalies that are not in `state.anomalies`
@@ -231,9 +254,9 @@ class Views:
             if not live:
                 continue
             for path, suite, graded in record_paths(st, run_id):
-                per_suite.setdefault(suite, []).append(
-                    RecordEntry(path=path, run_id=run_id, suite_version=suite, run=entry, graded=graded)
-                )
+                held = per_suite.setdefault(suite, None if spilled else [])
+                if held is not None:
+                    held.append(RecordEntry(path=path, run_id=run_id, suite_version=suite, run=entry, graded=graded))
                 self.counts[suite] = self.counts.get(suite, 0) + 1
         for run_id, per_run in st.grades.items():
             if run_id not in st.runs and run_id not in st.later_passes:
@@ -242,7 +265,8 @@ class Views:
         for run_id, items in st.rubric.items():
             if run_id not in st.runs:
                 self.anomaly_rows.append([str(items[0].seq), "rubric-without-run", f"rubric score of unknown run {run_id}"])
-        self.suites = {suite: SuiteViews(st, suite, recs) for suite, recs in per_suite.items()}
+        self.suites = {suite: SuiteViews(st, suite, _Records(st, suite) if recs is None else recs)
+                       for suite, recs in per_suite.items()}
 
     def _count_run(self, run_id: str, live: bool) -> None:
         entry = self.state.runs[run_id]

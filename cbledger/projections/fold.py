@@ -27,7 +27,7 @@ Rules folded here (and nowhere else):
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, MutableMapping
 from typing import Any
 
 import msgspec
@@ -58,7 +58,7 @@ from cbledger.ledger.events import (
     SuiteBumped,
     SuiteBumpedEvent,
 )
-from cbledger.projections import paths
+from cbledger.projections import paths, spill
 
 
 class ProjectionError(ValueError):
@@ -178,11 +178,11 @@ class LedgerState(Struct, kw_only=True):
     #: suite version -> the first `suite.archived` for it (a later, different one is an anomaly)
     archives: dict[str, ArchiveEntry] = field(default_factory=dict)
     pricing: list[PricingEntry] = field(default_factory=list)
-    runs: dict[str, RunEntry] = field(default_factory=dict)
+    runs: MutableMapping[str, RunEntry] = field(default_factory=dict)
     #: run id -> a feedback pass after the first (`run.recorded.passes.index` > 1); never in `runs`
-    later_passes: dict[str, PassEntry] = field(default_factory=dict)
+    later_passes: MutableMapping[str, PassEntry] = field(default_factory=dict)
     #: run id -> suite version -> the first grade for that pair (inner order = grading order)
-    grades: dict[str, dict[str, GradeEntry]] = field(default_factory=dict)
+    grades: MutableMapping[str, dict[str, GradeEntry]] = field(default_factory=dict)
     duplicate_grades: list[DuplicateGrade] = field(default_factory=list)
     conflicts: list[GradeConflict] = field(default_factory=list)
     retracted: dict[str, Retraction] = field(default_factory=dict)
@@ -243,6 +243,29 @@ class Projector:
         self.observers: list[Callable[[Any], None]] = []
         #: one copy of each value many runs and grades repeat (see `_compact_run`)
         self._shared: dict[Any, Any] = {}
+        #: the scratch file the runs, later passes and grades moved to (`spill.py`), once they did
+        self._spill: spill.SpillFile | None = None
+        self._spill_at = spill.spill_at()
+        if state is not None:
+            self.grow()
+
+    def grow(self) -> None:
+        """Moves the runs, later passes and grades to disk once any holds `spill_at` entries
+        (`spill.py`); called as they grow, and after a state is filled from a snapshot."""
+        st = self.state
+        if self._spill is None:
+            self._spill = spill.file_of(st.runs)  # a state already spilled, handed to another projector
+        if self._spill is not None or max(len(st.runs), len(st.later_passes), len(st.grades)) < self._spill_at:
+            return
+        self._spill = spill.SpillFile()
+        st.runs = spill.SpilledMap(self._spill, "runs", RunEntry, st.runs.items())
+        st.later_passes = spill.SpilledMap(self._spill, "later_passes", PassEntry, st.later_passes.items())
+        st.grades = spill.SpilledMap(self._spill, "grades", dict[str, GradeEntry], st.grades.items())
+        self._shared.clear()
+
+    def _grow(self, grown: MutableMapping[str, Any]) -> None:
+        if self._spill is None and len(grown) >= self._spill_at:
+            self.grow()
 
     @property
     def last_seq(self) -> int:
@@ -313,7 +336,9 @@ class Projector:
         """The run with the values other runs repeat (its task, fixture, model, stamp, condition,
         cost and seed) replaced by the one copy already held: equal values, so every view is the
         same, in about half the memory (a decoded event holds its own copy of every string, and
-        a 1M-event state is mostly those)."""
+        a 1M-event state is mostly those). A spilled state keeps none: its runs are on disk."""
+        if self._spill is not None:
+            return run
         one = self._one
         sb = run.sandbox
         return msgspec.structs.replace(
@@ -326,6 +351,8 @@ class Projector:
     def _compact_grade(self, grade: GradeRecorded) -> GradeRecorded:
         """`_compact_run` for a grade: its assertion outcomes are mostly the same as other runs' of
         the task, and its versions and manifest hash those of every grade of the suite."""
+        if self._spill is not None:
+            return grade
         one = self._one
         return msgspec.structs.replace(
             grade, suite_version=one(grade.suite_version), grader_version=one(grade.grader_version),
@@ -350,18 +377,22 @@ class Projector:
                 return
             if run.passes and run.passes.index > 1:
                 st.later_passes[run.run_id] = PassEntry(seq=seq, run=run)
+                self._grow(st.later_passes)
                 return
             date = paths.run_date(run.timings.started_at)
             key = paths.run_dir(date, run.model.id, run.task.id)
             ordinal = st.ordinals.get(key, 0) + 1
             st.ordinals[key] = ordinal
             st.runs[run.run_id] = RunEntry(seq=seq, run=run, date=self._one(date), record_dir=self._one(key), ordinal=ordinal)
+            self._grow(st.runs)
         elif isinstance(event, GradeRecordedEvent):
             grade = self._compact_grade(event.body)
-            per_run = st.grades.setdefault(grade.run_id, {})
+            per_run = st.grades.get(grade.run_id) or {}
             kept = per_run.get(grade.suite_version)
             if kept is None:
                 per_run[grade.suite_version] = GradeEntry(seq=seq, grade=grade)
+                st.grades[grade.run_id] = per_run  # a spilled map holds a copy: written back
+                self._grow(st.grades)
             elif kept.grade == grade:
                 st.duplicate_grades.append(
                     DuplicateGrade(

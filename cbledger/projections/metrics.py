@@ -430,6 +430,22 @@ class _Acc:
             self.rubric.append(rubric)
         self.pinning.add(run.model.pinning)
 
+    def merge(self, other: _Acc) -> None:
+        """Adds another tally's records after this one's: the same tallies as adding them one
+        by one, dictionaries' orders included (the ablations pool tasks' tallies this way)."""
+        for name in ("runs", "passes", "micros", "costed", "uncosted", "limit_stopped", "tin", "tout", "refusal_runs",
+                     "correct_refusals", "edit_runs", "false_refusals"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for mine, theirs in ((self.tasks, other.tasks), (self.repeats, other.repeats)):
+            for key, (runs, passes) in theirs.items():
+                pair = mine.setdefault(key, [0, 0])  # type: ignore[arg-type]
+                pair[0] += runs
+                pair[1] += passes
+        for cat, n in other.categories.items():
+            self.categories[cat] = self.categories.get(cat, 0) + n
+        self.rubric.extend(other.rubric)
+        self.pinning.update(other.pinning)
+
     def freeze(self, tier: str, model: str, segment: str, condition: str = DEFAULT) -> RowMetrics:
         interval = wilson(self.passes, self.runs)
         per_task = [v[0] for v in self.tasks.values()]
@@ -490,13 +506,17 @@ def _rows(state: LedgerState, members: list[RecordEntry], rubric: dict[str, floa
     return [accs[k].freeze(k[3], k[1], k[2], k[0]) for k in keys]
 
 
-#: (condition, model, segment) -> task -> its records, in record order
-_AblationIndex = dict[tuple[str, str, str], dict[str, list[RecordEntry]]]
+#: (condition, model, segment) -> task -> (its tier, the tally of its records in record order)
+_AblationIndex = dict[tuple[str, str, str], dict[str, tuple[str, _Acc]]]
 
 
 def _ablation_index_add(by: _AblationIndex, rec: RecordEntry) -> None:
     run = rec.run.run
-    by.setdefault((rec.condition, run.model.id, run.model.segment), {}).setdefault(run.task.id, []).append(rec)
+    tasks = by.setdefault((rec.condition, run.model.id, run.model.segment), {})
+    held = tasks.get(run.task.id)
+    if held is None:
+        held = tasks[run.task.id] = (run.task.tier, _Acc())
+    held[1].add(rec, None)
 
 
 def _ablations_from(by: _AblationIndex) -> list[AblationRow]:
@@ -509,18 +529,15 @@ def _ablations_from(by: _AblationIndex) -> list[AblationRow]:
         default = by.get((DEFAULT, model, segment), {})
         unpaired = sorted(t for t in tasks if t not in default)
         paired = sorted(t for t in tasks if t in default)
-        tier_of = {t: tasks[t][0].run.run.task.tier for t in tasks}
         for tier in (*TIERS, ALL_TIERS):
-            chosen = [t for t in paired if tier == ALL_TIERS or tier_of[t] == tier]
-            lonely = [t for t in unpaired if tier == ALL_TIERS or tier_of[t] == tier]
+            chosen = [t for t in paired if tier == ALL_TIERS or tasks[t][0] == tier]
+            lonely = [t for t in unpaired if tier == ALL_TIERS or tasks[t][0] == tier]
             if not chosen and not lonely:
                 continue
             cond, base = _Acc(), _Acc()
-            for t in chosen:
-                for rec in tasks[t]:
-                    cond.add(rec, None)
-                for rec in default[t]:
-                    base.add(rec, None)
+            for t in chosen:  # task by task, as adding each task's records in turn would
+                cond.merge(tasks[t][1])
+                base.merge(default[t][1])
             costed = segment in COSTED_SEGMENTS
             out.append(
                 AblationRow(

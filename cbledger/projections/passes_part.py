@@ -79,7 +79,7 @@ def attempts(state: LedgerState, suite: str) -> list[Attempt]:
     ledger order, with its passes in index order (a retracted pass ends the attempt there)."""
     later = later_by_first(state)
     out: list[Attempt] = []
-    for rid, entry in sorted(state.runs.items(), key=lambda kv: kv[1].seq):
+    for rid, entry in state.runs.items():  # in seq order: the fold adds each run at its seq
         ref = entry.run.passes
         if not ref or ref.allowed < 2 or rid in state.retracted:
             continue

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -69,7 +69,6 @@ from cbledger.projections.records import (
     is_replay,
     is_scripted,
     not_the_models,
-    record_entries,
     record_paths,
     retraction_marks,
     usd_from_micros,
@@ -210,33 +209,52 @@ class _Named(NamedTuple):
     uncosted_runs: int
 
 
+class _NamedTally:
+    """One task's or model's figures, added a run at a time in ledger order (no run is held:
+    a spilled state's runs are read once, from disk)."""
+
+    def __init__(self) -> None:
+        self.latest: RunEntry | None = None
+        self.latest_agent: RunEntry | None = None
+        self.runs = self.agent_runs = self.suite_runs = self.suite_passes = self.uncosted = self.micros = 0
+        self.others: set[str] = set()
+
+
 def _named(state: LedgerState, views: Views, key: Callable[[RunEntry], str],
            other: Callable[[RunEntry], str], *, from_model_runs: bool = False) -> list[_Named]:
     """`from_model_runs`: what a row says of its subject comes from its latest agent run (a model's
     provider and segment, which a session script under the same id states otherwise), else from
     its latest run of any kind (a task's tier and fixture, as the newest run records them)."""
     suite = views.current_suite()
-    passed: dict[str, bool] = {}
-    if suite is not None:
-        for rec in record_entries(state, suite, build=False):
-            passed[rec.run_id] = rec.graded.grade.verdict == "pass"
-    groups: dict[str, list[RunEntry]] = {}
-    for rid, e in state.runs.items():
-        if rid not in state.retracted:
-            groups.setdefault(key(e), []).append(e)
-    out = []
-    for name, mine in sorted(groups.items()):
-        agents = [e for e in mine if in_model_metrics(e)]
+    groups: dict[str, _NamedTally] = {}
+    for rid, e in _Live(state).items():  # in seq order: the last seen is the latest
+        t = groups.get(key(e))
+        if t is None:
+            t = groups[key(e)] = _NamedTally()
+        t.runs += 1
+        t.latest = e
+        if not in_model_metrics(e):
+            continue
+        t.agent_runs += 1
+        t.latest_agent = e
+        t.others.add(other(e))
+        if e.run.cost.usd_micros is None:
+            t.uncosted += 1
+        else:
+            t.micros += e.run.cost.usd_micros
         # the current suite's figures are the default condition's, as a LEADERBOARD.md row's are
-        graded = [passed[e.run.run_id] for e in agents
-                  if e.run.run_id in passed and condition_key(e.run.ablations) == DEFAULT]
-        costs = [e.run.cost.usd_micros for e in agents]
-        uncosted = sum(c is None for c in costs)
+        graded = (state.grades.get(rid) or {}).get(suite) if suite is not None else None
+        if graded is not None and condition_key(e.run.ablations) == DEFAULT:
+            t.suite_runs += 1
+            t.suite_passes += graded.grade.verdict == "pass"
+    out = []
+    for name, t in sorted(groups.items()):
+        latest = (t.latest_agent if from_model_runs else None) or t.latest
+        assert latest is not None  # a group has a run
         out.append(_Named(
-            name=name, entry=max((agents if from_model_runs else None) or mine, key=lambda e: e.seq),
-            runs=len(mine), agent_runs=len(agents),
-            suite_runs=len(graded), suite_passes=sum(graded), others=len({other(e) for e in agents}),
-            usd_micros=None if uncosted else sum(c or 0 for c in costs), uncosted_runs=uncosted,
+            name=name, entry=latest, runs=t.runs, agent_runs=t.agent_runs, suite_runs=t.suite_runs,
+            suite_passes=t.suite_passes, others=len(t.others), usd_micros=None if t.uncosted else t.micros,
+            uncosted_runs=t.uncosted,
         ))
     return out
 
@@ -616,8 +634,9 @@ def stream_tables(state: LedgerState, views: Views | None = None) -> list[LazyTa
 
 
 def _sources(state: LedgerState, views: Views, run_ids: set[str] | None) -> list[tuple[TableSpec[Any], Iterable[Any]]]:
+    live: Mapping[str, RunEntry]
     if run_ids is None:
-        live = {rid: e for rid, e in state.runs.items() if rid not in state.retracted}
+        live = _Live(state)
     else:
         live = {rid: state.runs[rid] for rid in sorted(run_ids) if rid in state.runs and rid not in state.retracted}
     metrics = [views.suite_metrics(v) for v in views.suite_versions()]
@@ -628,7 +647,7 @@ def _sources(state: LedgerState, views: Views, run_ids: set[str] | None) -> list
         (MODELS, _named(state, views, _by_model, _by_task, from_model_runs=True)),
         (RUNS, live.values()),
         (GRADES, _graded(state, views, live)),
-        (ASSERTION_OUTCOMES, _outcomes(_graded(state, views, live))),
+        (ASSERTION_OUTCOMES, _outcomes(_graded(state, views, live, keyed=False))),  # outcomes name no group
         (LEADERBOARD_ROWS, _board_rows(metrics)),
         (ABLATION_ROWS, _ablation_rows(metrics)),
         (INCOMPARABLE_RECORDS, _incomparable(state, views, live)),
@@ -656,23 +675,53 @@ def _meta(state: LedgerState, views: Views) -> list[_Meta]:
     ]
 
 
-def _graded(state: LedgerState, views: Views, live: dict[str, RunEntry]) -> Iterator[_Graded]:
-    """The grades of the `live` runs with their record paths and comparability groups."""
+class _Live(Mapping[str, RunEntry]):
+    """Every live run, read from the state as it is iterated: a spilled state's runs are on disk,
+    and a dict of them would hold them all again."""
+
+    def __init__(self, state: LedgerState) -> None:
+        self.state = state
+
+    def __getitem__(self, rid: str) -> RunEntry:
+        if rid in self.state.retracted:
+            raise KeyError(rid)
+        return self.state.runs[rid]
+
+    def __iter__(self) -> Iterator[str]:
+        return (rid for rid in self.state.runs if rid not in self.state.retracted)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def items(self) -> Iterator[tuple[str, RunEntry]]:  # type: ignore[override]
+        retracted = self.state.retracted
+        return ((rid, e) for rid, e in self.state.runs.items() if rid not in retracted)
+
+    def values(self) -> Iterator[RunEntry]:  # type: ignore[override]
+        return (e for _, e in self.items())
+
+
+def _records(state: LedgerState, live: Mapping[str, RunEntry]) -> Iterator[RecordEntry]:
     for rid, entry in live.items():
         for path, suite, g in record_paths(state, rid):
-            sv = views.suite(suite)
-            yield _Graded(rid, suite, g, path, sv.key_of[rid], anchor.covering(state, max(entry.seq, g.seq)))
+            yield RecordEntry(path=path, run_id=rid, suite_version=suite, run=entry, graded=g)
 
 
-def _incomparable(state: LedgerState, views: Views, live: dict[str, RunEntry]) -> Iterator[_Incomparable]:
+def _graded(state: LedgerState, views: Views, live: Mapping[str, RunEntry], keyed: bool = True) -> Iterator[_Graded]:
+    """The grades of the `live` runs with their record paths and (when `keyed`) comparability groups."""
+    for rec in _records(state, live):
+        g = rec.graded
+        key = views.suite(rec.suite_version).group_key(rec) if keyed else ""
+        yield _Graded(rec.run_id, rec.suite_version, g, rec.path, key, anchor.covering(state, max(rec.run.seq, g.seq)))
+
+
+def _incomparable(state: LedgerState, views: Views, live: Mapping[str, RunEntry]) -> Iterator[_Incomparable]:
     """The records of the `live` runs outside their suite's main group."""
-    for rid, entry in live.items():
-        for path, suite, g in record_paths(state, rid):
-            sv = views.suite(suite)
-            group = sv.groups[sv.key_of[rid]]
-            if not group.main:
-                rec = RecordEntry(path=path, run_id=rid, suite_version=suite, run=entry, graded=g)
-                yield _Incomparable(rec, group.key, group.reasons)
+    for rec in _records(state, live):
+        sv = views.suite(rec.suite_version)
+        group = sv.groups[sv.group_key(rec)]
+        if not group.main:
+            yield _Incomparable(rec, group.key, group.reasons)
 
 
 def _outcomes(graded: Iterable[_Graded]) -> Iterator[_Outcome]:

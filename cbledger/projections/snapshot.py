@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import BinaryIO, TypeVar
 
@@ -210,7 +210,7 @@ def _frame(value: object) -> bytes:
     return len(data).to_bytes(_LENGTH, "little") + data
 
 
-def _chunks(items: dict[str, _V]) -> Iterator[list[tuple[str, _V]]]:
+def _chunks(items: Mapping[str, _V]) -> Iterator[list[tuple[str, _V]]]:
     batch: list[tuple[str, _V]] = []
     for item in items.items():
         batch.append(item)
@@ -316,6 +316,7 @@ def _add(state: LedgerState, projector: Projector, chunk: Runs | Passes | Grades
         state.later_passes.update((rid, projector.shared_pass(entry)) for rid, entry in chunk.items)
     else:
         state.grades.update((rid, projector.shared_grades(per_run)) for rid, per_run in chunk.items)
+    projector.grow()  # a large state goes to disk as it is read (`spill.py`), as a fold's would
 
 
 def anchor_problem(head: Header, found_seq: int | None, found_hash: str | None, source: str) -> str | None:

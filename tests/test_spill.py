@@ -1,0 +1,127 @@
+"""The fold's runs, later passes and grades moved to disk past a size (`projections/spill.py`):
+every view of a spilled state equals the same view of the state held in memory, and a spilled
+state holds none of its runs."""
+
+from __future__ import annotations
+
+import gc
+import io
+import itertools
+import os
+from unittest.mock import patch
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cbledger.projections import leaderboard, readmodel, records, snapshot, spill
+from cbledger.projections.aggregates import Views
+from cbledger.projections.fold import GradeEntry, Projector, fold
+from tests.factories import rich_stream
+from tests.test_projections_fold import build, op, views
+from tests.test_projections_incremental import expand, full_outputs, later, pair
+
+
+def spilled_projector(at: int) -> Projector:
+    with patch.object(spill, "SPILL_AT", at), patch.dict(os.environ, {spill.ENV: ""}):
+        return Projector()
+
+
+def in_memory(events):
+    with patch.object(spill, "SPILL_AT", 10**9), patch.dict(os.environ, {spill.ENV: ""}):
+        return fold(events)
+
+
+keys = st.sampled_from([f"r{i}" for i in range(12)])
+mapping_ops = st.lists(st.one_of(st.tuples(st.just("set"), keys, st.integers(0, 99)), st.tuples(st.just("del"), keys),
+                                 st.tuples(st.just("read"), keys)), max_size=60)
+
+
+@settings(max_examples=80, deadline=None)
+@given(ops=mapping_ops)
+def test_a_spilled_map_behaves_as_a_dict_order_included(ops):
+    """Insertion order is what every view reads records in: an overwrite keeps its place, a key
+    written again after a delete goes to the end, as a dict's does; batches half written included."""
+    with patch.object(spill, "_FLUSH", 3):
+        disk = spill.SpilledMap(spill.SpillFile(), "t", dict[str, int])
+        mem: dict[str, dict[str, int]] = {}
+        for kind, key, *value in ops:
+            if kind == "set":
+                disk[key] = mem[key] = {"v": value[0]}
+            elif kind == "del" and key in mem:
+                del disk[key], mem[key]
+            assert (key in disk) == (key in mem) and disk.get(key) == mem.get(key)
+            assert len(disk) == len(mem)
+        assert list(disk) == list(mem) and list(disk.items()) == list(mem.items())
+        assert list(disk.values()) == list(mem.values()) and disk == mem
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=st.lists(op, max_size=40), cuts=st.lists(st.integers(0, 200), max_size=8), at=st.integers(1, 6))
+def test_a_state_spilled_at_any_size_and_folded_in_chunks_has_the_views_of_one_in_memory(ops, cuts, at):
+    events = build(ops).events
+    projector = spilled_projector(at)
+    bounds = sorted({c % (len(events) + 1) for c in cuts} | {0, len(events)})
+    with patch.object(spill, "_FLUSH", 2):
+        for lo, hi in itertools.pairwise(bounds):
+            projector.apply(events[lo:hi])
+        assert views(projector.state) == views(in_memory(events))
+    spilled = any(spill.file_of(m) for m in (projector.state.runs, projector.state.grades, projector.state.later_passes))
+    assert spilled == (max(len(projector.state.runs), len(projector.state.grades), len(projector.state.later_passes)) >= at)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(st.one_of(op, pair, pair, later), max_size=30), cuts=st.lists(st.integers(0, 200), max_size=6))
+def test_the_aggregates_kept_on_a_spilled_state_equal_a_rebuild_in_memory(tmp_path_factory, ops, cuts):
+    """The incremental path (`Views.attach`, the read model updated by row) over a spilled state."""
+    events = build(expand(ops)).events
+    projector = spilled_projector(2)
+    kept = Views.attach(projector)
+    db = tmp_path_factory.mktemp("rm") / "cbledger.db"
+    for lo, hi in itertools.pairwise(sorted({c % (len(events) + 1) for c in cuts} | {0, len(events)})):
+        projector.apply(events[lo:hi])
+        board, dump, files = full_outputs(in_memory(events[:hi]))
+        assert leaderboard.render(projector.state, None, kept) == board
+        changed = kept.take_changes()
+        if changed is None or not db.exists():
+            readmodel.write(readmodel.stream_tables(projector.state, kept), db)
+        else:
+            readmodel.update(db, projector.state, kept, changed)
+        assert readmodel.canonical_dump(db) == dump
+        assert records.published(projector.state) == files
+
+
+def test_a_snapshot_of_a_spilled_state_reads_back_spilled_with_the_same_views():
+    events = rich_stream().events
+    projector = spilled_projector(3)
+    projector.apply(events)
+    assert spill.file_of(projector.state.runs) is not None
+    projector.state.head_hash = "0" * 64  # folded from drafts: a ledger's fold has its head's hash
+    data = b"".join(snapshot.encode(projector.state))
+    f = io.BytesIO(data)
+    head = snapshot.header(f, "test")
+    with patch.object(spill, "SPILL_AT", 3), patch.dict(os.environ, {spill.ENV: ""}):
+        back = snapshot.read_state(f, head, "test")
+    assert spill.file_of(back.runs) is not None and spill.file_of(back.grades) is not None
+    memory = in_memory(events)
+    memory.head_hash = "0" * 64
+    assert views(back) == views(memory)
+    again = Projector(back)  # a projector handed a spilled state keeps its file, and spills nothing twice
+    assert spill.file_of(again.state.runs) is spill.file_of(back.runs)
+
+
+def test_a_spilled_state_holds_no_run_in_memory_and_its_file_goes_with_it():
+    events = rich_stream().events
+    projector = spilled_projector(2)
+    projector.apply(events)
+    state = projector.state
+    file = spill.file_of(state.runs)
+    assert file is not None and os.path.isdir(file.directory)
+    directory = file.directory
+    # every run and grade is on disk: what memory holds of them is the batch not yet written
+    state.runs.flush()  # type: ignore[attr-defined]
+    state.grades.flush()  # type: ignore[attr-defined]
+    assert not state.runs._pending and not state.grades._pending  # type: ignore[attr-defined]
+    assert all(isinstance(e, GradeEntry) for per in state.grades.values() for e in per.values())
+    del projector, state, file
+    gc.collect()
+    assert not os.path.exists(directory)
