@@ -125,3 +125,20 @@ def test_a_spilled_state_holds_no_run_in_memory_and_its_file_goes_with_it():
     del projector, state, file
     gc.collect()
     assert not os.path.exists(directory)
+
+
+def test_a_scratch_directory_a_killed_process_left_is_removed_by_the_next_spill(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = tmp_path / f"cbledger-fold-{gone.stdout.strip()}-abc"
+    (dead / "state.sqlite").parent.mkdir()
+    (dead / "state.sqlite").write_bytes(b"x" * 100)
+    living = tmp_path / f"cbledger-fold-{os.getppid()}-def"  # a process still running: left alone
+    living.mkdir()
+    fresh = spill.SpillFile()
+    assert not dead.exists() and living.is_dir() and os.path.isdir(fresh.directory)
+    assert os.path.basename(fresh.directory).startswith(f"cbledger-fold-{os.getpid()}-")

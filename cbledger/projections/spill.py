@@ -9,8 +9,9 @@ changes: the maps stay plain dicts, as fast as before.
 
 The file is a scratch file, not a store: it lives in a private directory under the system's
 temporary directory (`$TMPDIR`), is written without a journal or syncs (a crash loses nothing
-the ledger does not hold), and is removed when the state is dropped or the process exits. At
-10^7 events it takes about as much disk as the ledger does.
+the ledger does not hold), and is removed when the state is dropped or the process exits; one a
+killed process left is removed by the next process that spills. At 10^7 events it takes about
+as much disk as the ledger does.
 
 The mapping keeps a dict's semantics where views depend on them: iteration in insertion order
 (SQLite's rowid; an overwrite keeps its row, as a dict keeps its key's place), `len`, `in`,
@@ -45,16 +46,50 @@ def spill_at() -> int:
     return int(named) if named.isdigit() and int(named) > 0 else SPILL_AT
 
 
+_PREFIX = "cbledger-fold-"
+
+
 class SpillFile:
     """One scratch SQLite file, shared by a state's spilled maps; gone when they are all dropped."""
 
     def __init__(self) -> None:
-        self.directory = tempfile.mkdtemp(prefix="cbledger-fold-")
+        _remove_abandoned()
+        self.directory = tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-")
         self.conn = sqlite3.connect(os.path.join(self.directory, "state.sqlite"), isolation_level=None,
                                     check_same_thread=False)
         for pragma in ("journal_mode=OFF", "synchronous=OFF", "temp_store=MEMORY", "cache_size=-32768"):
             self.conn.execute(f"PRAGMA {pragma}")
         weakref.finalize(self, _remove, self.conn, self.directory)
+
+
+def _remove_abandoned() -> None:
+    """Scratch directories of processes that are gone (killed, so nothing removed them): at 10^7
+    events each holds gigabytes. Only this user's, and only where the process named is not alive."""
+    root = tempfile.gettempdir()
+    try:
+        names = [n for n in os.listdir(root) if n.startswith(_PREFIX)]
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(_PREFIX):].split("-", 1)[0]
+        path = os.path.join(root, name)
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        try:
+            if os.stat(path).st_uid == os.getuid():
+                shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            continue
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's
+    return True
 
 
 def _remove(conn: sqlite3.Connection, directory: str) -> None:
