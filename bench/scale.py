@@ -239,11 +239,15 @@ def _room(events: int, work: Path, built: bool) -> str | None:
     from cbledger.projections.spill import spill_at
 
     runs = events // 2
-    disk = (0 if built else events * LEDGER_BYTES) + runs * RECORD_BYTES + 2 * events * (SNAPSHOT_BYTES + SPILL_BYTES)
+    disk = (0 if built else events * LEDGER_BYTES) + runs * RECORD_BYTES + 2 * events * SNAPSHOT_BYTES
     free = shutil.disk_usage(work).free
     if disk > free * 0.8:
-        return (f"needs about {disk / 2**30:.0f} GiB of disk (ledger, records, the fold's scratch file, snapshots), "
-                f"{free / 2**30:.0f} GiB free")
+        return f"needs about {disk / 2**30:.0f} GiB of disk (ledger, records, snapshots), {free / 2**30:.0f} GiB free"
+    scratch = 2 * events * SPILL_BYTES  # two processes' scratch files at once, at most
+    tmp = tempfile.gettempdir()
+    if scratch > shutil.disk_usage(tmp).free * 0.8:
+        return (f"the fold's scratch files need about {scratch / 2**30:.0f} GiB under {tmp} ($TMPDIR), "
+                f"{shutil.disk_usage(tmp).free / 2**30:.0f} GiB free")
     with open("/proc/meminfo") as f:
         info = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in f}
     need = min(events, 4 * spill_at()) * REBUILD_BYTES

@@ -54,9 +54,10 @@ def parent(environ: dict[str, str] | None = None, shared: Path = SHARED_MEMORY) 
     return shared if _memory_backed(shared) else None
 
 
-def mkdtemp(prefix: str) -> Path:
-    """A new private directory for one throwaway restore (the caller removes it)."""
-    where = parent()
+def mkdtemp(prefix: str, on_disk: bool = False) -> Path:
+    """A new private directory for one throwaway restore (the caller removes it); `on_disk` for
+    what can grow to gigabytes (the fold's scratch file), in Python's temporary directory."""
+    where = None if on_disk else parent()
     base = Path(tempfile.gettempdir()) if where is None else where
     sweep(base, prefix)
     return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-{_namespace()}.", dir=str(base)))

@@ -10,13 +10,14 @@ import itertools
 import os
 from unittest.mock import patch
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cbledger.projections import leaderboard, readmodel, records, snapshot, spill
 from cbledger.projections.aggregates import Views
 from cbledger.projections.fold import GradeEntry, Projector, fold
-from tests.factories import rich_stream
+from tests.factories import Stream, rich_stream
 from tests.test_projections_fold import build, op, views
 from tests.test_projections_incremental import expand, full_outputs, later, pair
 
@@ -24,6 +25,13 @@ from tests.test_projections_incremental import expand, full_outputs, later, pair
 def spilled_projector(at: int) -> Projector:
     with patch.object(spill, "SPILL_AT", at), patch.dict(os.environ, {spill.ENV: ""}):
         return Projector()
+
+
+@pytest.fixture(autouse=True)
+def small_batches():
+    """Entries written to the file two at a time, so every test reads some back from disk."""
+    with patch.object(spill, "_FLUSH", 2):
+        yield
 
 
 def in_memory(events):
@@ -41,7 +49,7 @@ mapping_ops = st.lists(st.one_of(st.tuples(st.just("set"), keys, st.integers(0, 
 def test_a_spilled_map_behaves_as_a_dict_order_included(ops):
     """Insertion order is what every view reads records in: an overwrite keeps its place, a key
     written again after a delete goes to the end, as a dict's does; batches half written included."""
-    with patch.object(spill, "_FLUSH", 3):
+    with patch.object(spill, "_FLUSH", 3):  # batches of three here, half written at any point
         disk = spill.SpilledMap(spill.SpillFile(), "t", dict[str, int])
         mem: dict[str, dict[str, int]] = {}
         for kind, key, *value in ops:
@@ -128,17 +136,50 @@ def test_a_spilled_state_holds_no_run_in_memory_and_its_file_goes_with_it():
 
 
 def test_a_scratch_directory_a_killed_process_left_is_removed_by_the_next_spill(tmp_path, monkeypatch):
+    """On disk (gigabytes at 10^7 events: never under /dev/shm), named as `scratch.mkdtemp` names
+    what it makes, so `scratch.sweep` removes what a SIGKILL left."""
     import subprocess
     import sys
     import tempfile
 
+    from cbledger import scratch
+
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv("CBLEDGER_SCRATCH", "/dev/shm")  # restores may go to memory; the fold's file may not
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    dead = tmp_path / f"cbledger-fold-{gone.stdout.strip()}-abc"
+    namespace = scratch._namespace()
+    dead = tmp_path / f"cbledger-fold-{gone.stdout.strip()}-{namespace}.abc"
     (dead / "state.sqlite").parent.mkdir()
     (dead / "state.sqlite").write_bytes(b"x" * 100)
-    living = tmp_path / f"cbledger-fold-{os.getppid()}-def"  # a process still running: left alone
+    living = tmp_path / f"cbledger-fold-{os.getppid()}-{namespace}.def"  # a process still running: left alone
     living.mkdir()
+    elsewhere = tmp_path / f"cbledger-fold-{gone.stdout.strip()}-{namespace + 1}.ghi"  # another container's
+    elsewhere.mkdir()
     fresh = spill.SpillFile()
-    assert not dead.exists() and living.is_dir() and os.path.isdir(fresh.directory)
-    assert os.path.basename(fresh.directory).startswith(f"cbledger-fold-{os.getpid()}-")
+    assert not dead.exists() and living.is_dir() and elsewhere.is_dir()
+    assert os.path.dirname(fresh.directory) == str(tmp_path)
+    assert os.path.basename(fresh.directory).startswith(f"cbledger-fold-{os.getpid()}-{namespace}.")
+
+
+def test_a_task_or_model_row_of_the_read_model_describes_its_latest_run():
+    """The read model's task and model rows are tallied a run at a time: what a row says of its
+    subject is still its latest run's (a task re-tiered, a model re-pinned), in memory and spilled."""
+    s = Stream()
+    s.task("t", tier="simple")
+    s.suite("1.0.0")
+    s.graded_run("t", "vendor:model-a", "pass", pinning="weak")
+    s.graded_run("t", "vendor:model-a", "fail", repeat=2, pinning="weak")
+    s.task("t", tier="hard", fixture="other-board")
+    s.graded_run("t", "vendor:model-a", "pass", repeat=3, pinning="strong")
+    for state in (in_memory(s.events), spilled(s.events)):
+        tables = {t.name: t for t in readmodel.build_tables(state)}
+        task, model = tables["tasks"].rows[0], tables["models"].rows[0]
+        assert (task["tier"], task["fixture_id"], task["runs"]) == ("hard", "other-board", 3)
+        assert (model["pinning"], model["runs"]) == ("strong", 3)
+
+
+def spilled(events):
+    projector = spilled_projector(1)
+    projector.apply(events)
+    assert spill.file_of(projector.state.runs) is not None
+    return projector.state

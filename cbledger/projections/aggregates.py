@@ -253,7 +253,7 @@ class Views:
             self._count_run(run_id, live)
             if not live:
                 continue
-            for path, suite, graded in record_paths(st, run_id):
+            for path, suite, graded in record_paths(st, run_id, entry):
                 held = per_suite.setdefault(suite, None if spilled else [])
                 if held is not None:
                     held.append(RecordEntry(path=path, run_id=run_id, suite_version=suite, run=entry, graded=graded))

@@ -327,6 +327,8 @@ class Projector:
             st.anomalies.append(Anomaly(seq=seq, kind="cassette-not-attached", message=f"cassette.attached {problem}; ignored"))
 
     def _one(self, value: Any) -> Any:
+        if self._spill is not None:  # a spilled state's entries are on disk: nothing to share, nothing to keep
+            return value
         try:
             return self._shared.setdefault(value, value)
         except TypeError:  # holds a list (a task's tags, a tool subset): keyed by its encoding

@@ -703,7 +703,7 @@ class _Live(Mapping[str, RunEntry]):
 
 def _records(state: LedgerState, live: Mapping[str, RunEntry]) -> Iterator[RecordEntry]:
     for rid, entry in live.items():
-        for path, suite, g in record_paths(state, rid):
+        for path, suite, g in record_paths(state, rid, entry):
             yield RecordEntry(path=path, run_id=rid, suite_version=suite, run=entry, graded=g)
 
 

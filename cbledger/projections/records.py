@@ -477,9 +477,10 @@ def build_record(state: LedgerState, entry: RunEntry, graded: GradeEntry) -> Res
 # --------------------------------------------------------------------------- the view
 
 
-def record_paths(state: LedgerState, run_id: str) -> list[tuple[str, str, GradeEntry]]:
-    """(path, suite version, grade) for each record of a run, retracted or not, in grade order."""
-    entry = state.runs.get(run_id)
+def record_paths(state: LedgerState, run_id: str, entry: RunEntry | None = None) -> list[tuple[str, str, GradeEntry]]:
+    """(path, suite version, grade) for each record of a run, retracted or not, in grade order.
+    `entry`: the run, when the caller holds it (a spilled state would read it again)."""
+    entry = entry if entry is not None else state.runs.get(run_id)
     per_run = state.grades.get(run_id)
     if entry is None or not per_run:
         return []
@@ -506,7 +507,7 @@ def iter_record_entries(
     for run_id, entry in state.runs.items():
         if (run_id in state.retracted) != retracted:
             continue
-        for path, suite, graded in record_paths(state, run_id):
+        for path, suite, graded in record_paths(state, run_id, entry):
             if suite_version is not None and suite != suite_version:
                 continue
             yield RecordEntry(

@@ -13,7 +13,7 @@ site opens from `file://` as well as from a web server.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -25,7 +25,14 @@ from cbledger.projections import env_failures, gate, passes_part, workqueue
 from cbledger.projections import format as fmt
 from cbledger.projections.comparability import partition
 from cbledger.projections.conditions import DEFAULT, condition_key
-from cbledger.projections.fold import GradeEntry, LedgerState, PassEntry, RunEntry, current_suite
+from cbledger.projections.fold import (
+    GradeEntry,
+    LedgerState,
+    PassEntry,
+    RunEntry,
+    any_run,
+    current_suite,
+)
 from cbledger.projections.leaderboard import rank_key
 from cbledger.projections.metrics import (
     ALL_TIERS,
@@ -349,7 +356,12 @@ def _names(state: LedgerState) -> tuple[list[str], list[str]]:
 
 
 def _entries(state: LedgerState) -> list[RunEntry | PassEntry]:
-    return [*state.runs.values(), *state.later_passes.values()]
+    return list(_iter_entries(state))
+
+
+def _iter_entries(state: LedgerState) -> Iterator[RunEntry | PassEntry]:
+    yield from state.runs.values()
+    yield from state.later_passes.values()
 
 
 def _runs_of(state: LedgerState, keep: Callable[[RunRecorded], bool]) -> list[dict[str, Any]]:
@@ -412,10 +424,10 @@ def with_attempts(state: LedgerState, run_ids: Iterable[str]) -> set[str]:
     """`run_ids` and every other pass of their attempts: a run's page shows each pass's verdict,
     so a new pass or grade of one changes the pages of all of them."""
     wanted = set(run_ids)
-    runs = [e.run for e in _entries(state)]
-    firsts = {_attempt_key(r) for r in runs if r.run_id in wanted} - {None}
+    named = (any_run(state, rid) for rid in wanted)  # the runs named, not every run: a watch calls this per update
+    firsts = {_attempt_key(e.run) for e in named if e is not None} - {None}
     if firsts:
-        wanted |= {r.run_id for r in runs if _attempt_key(r) in firsts}
+        wanted |= {e.run.run_id for e in _iter_entries(state) if _attempt_key(e.run) in firsts}
     return wanted
 
 
