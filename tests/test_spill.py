@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from cbledger.projections import leaderboard, readmodel, records, snapshot, spill
 from cbledger.projections.aggregates import Views
-from cbledger.projections.fold import GradeEntry, Projector, fold
+from cbledger.projections.fold import PER_RUN, GradeEntry, Projector, fold
 from tests.factories import Stream, rich_stream
 from tests.test_projections_fold import build, op, views
 from tests.test_projections_incremental import expand, full_outputs, later, pair
@@ -109,7 +109,8 @@ def test_a_snapshot_of_a_spilled_state_reads_back_spilled_with_the_same_views():
     head = snapshot.header(f, "test")
     with patch.object(spill, "SPILL_AT", 3), patch.dict(os.environ, {spill.ENV: ""}):
         back = snapshot.read_state(f, head, "test")
-    assert spill.file_of(back.runs) is not None and spill.file_of(back.grades) is not None
+    assert all(spill.file_of(getattr(back, name)) is not None for name, _ in PER_RUN)
+    assert back.rubric and back.rubric == in_memory(events).rubric  # rubric scores go in chunks of their own
     memory = in_memory(events)
     memory.head_hash = "0" * 64
     assert views(back) == views(memory)

@@ -186,12 +186,12 @@ class LedgerState(Struct, kw_only=True):
     duplicate_grades: list[DuplicateGrade] = field(default_factory=list)
     conflicts: list[GradeConflict] = field(default_factory=list)
     retracted: dict[str, Retraction] = field(default_factory=dict)
-    rubric: dict[str, list[RubricEntry]] = field(default_factory=dict)
+    rubric: MutableMapping[str, list[RubricEntry]] = field(default_factory=dict)
     #: run id -> its reviews, in ledger order (report-only: no metric reads them)
-    reviews: dict[str, list[ReviewEntry]] = field(default_factory=dict)
+    reviews: MutableMapping[str, list[ReviewEntry]] = field(default_factory=dict)
     imports: list[ImportEntry] = field(default_factory=list)
     #: run id -> the cassette attached to it (`cassette.attached`, the first that counts)
-    attachments: dict[str, AttachmentEntry] = field(default_factory=dict)
+    attachments: MutableMapping[str, AttachmentEntry] = field(default_factory=dict)
     #: every `checkpoint.published`, in ledger order
     checkpoints: list[CheckpointEntry] = field(default_factory=list)
     #: (batch, run id) -> what a run killed with its driver spent (`spend.unrecorded`, the largest
@@ -200,6 +200,14 @@ class LedgerState(Struct, kw_only=True):
     #: "<date>/<model-dir>/<task>" -> the highest ordinal handed out
     ordinals: dict[str, int] = field(default_factory=dict)
     anomalies: list[Anomaly] = field(default_factory=list)
+
+
+#: the state's maps keyed by run id, with their value types: what grows with the ledger, and
+#: goes to disk past a size (`Projector.grow`, `spill.py`) and into a snapshot in chunks
+PER_RUN: tuple[tuple[str, Any], ...] = (
+    ("runs", RunEntry), ("later_passes", PassEntry), ("grades", dict[str, GradeEntry]),
+    ("rubric", list[RubricEntry]), ("reviews", list[ReviewEntry]), ("attachments", AttachmentEntry),
+)
 
 
 def _differing_fields(a: Struct, b: Struct) -> list[str]:
@@ -250,17 +258,16 @@ class Projector:
             self.grow()
 
     def grow(self) -> None:
-        """Moves the runs, later passes and grades to disk once any holds `spill_at` entries
+        """Moves the maps of `PER_RUN` to disk once any holds `spill_at` entries
         (`spill.py`); called as they grow, and after a state is filled from a snapshot."""
         st = self.state
         if self._spill is None:
             self._spill = spill.file_of(st.runs)  # a state already spilled, handed to another projector
-        if self._spill is not None or max(len(st.runs), len(st.later_passes), len(st.grades)) < self._spill_at:
+        if self._spill is not None or max(len(getattr(st, name)) for name, _ in PER_RUN) < self._spill_at:
             return
         self._spill = spill.SpillFile()
-        st.runs = spill.SpilledMap(self._spill, "runs", RunEntry, st.runs.items())
-        st.later_passes = spill.SpilledMap(self._spill, "later_passes", PassEntry, st.later_passes.items())
-        st.grades = spill.SpilledMap(self._spill, "grades", dict[str, GradeEntry], st.grades.items())
+        for name, type_ in PER_RUN:
+            setattr(st, name, spill.SpilledMap(self._spill, name, type_, getattr(st, name).items()))
         self._shared.clear()
 
     def _grow(self, grown: MutableMapping[str, Any]) -> None:
@@ -323,6 +330,7 @@ class Projector:
         problem = _attachment_problem(st, body)
         if problem is None:
             st.attachments[body.run_id] = AttachmentEntry(seq=seq, body=body)
+            self._grow(st.attachments)
         else:
             st.anomalies.append(Anomaly(seq=seq, kind="cassette-not-attached", message=f"cassette.attached {problem}; ignored"))
 
@@ -421,9 +429,13 @@ class Projector:
         elif isinstance(event, CassetteAttachedEvent):
             self._attach(seq, event.body)
         elif isinstance(event, RubricScoredEvent):
-            st.rubric.setdefault(event.body.run_id, []).append(RubricEntry(seq=seq, rubric=event.body))
+            rid = event.body.run_id
+            st.rubric[rid] = [*st.rubric.get(rid, ()), RubricEntry(seq=seq, rubric=event.body)]  # written back whole
+            self._grow(st.rubric)
         elif isinstance(event, ReviewRecordedEvent):
-            st.reviews.setdefault(event.body.run_id, []).append(ReviewEntry(seq=seq, review=event.body))
+            rid = event.body.run_id
+            st.reviews[rid] = [*st.reviews.get(rid, ()), ReviewEntry(seq=seq, review=event.body)]
+            self._grow(st.reviews)
         elif isinstance(event, EvidenceImportedEvent):
             st.imports.append(
                 ImportEntry(seq=seq, at=event.at, actor=event.actor.name, body=event.body)

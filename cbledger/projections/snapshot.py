@@ -30,12 +30,22 @@ import msgspec
 from blake3 import blake3
 from msgspec import Struct
 
-from cbledger.projections.fold import GradeEntry, LedgerState, PassEntry, Projector, RunEntry
+from cbledger.projections.fold import (
+    PER_RUN,
+    AttachmentEntry,
+    GradeEntry,
+    LedgerState,
+    PassEntry,
+    Projector,
+    ReviewEntry,
+    RubricEntry,
+    RunEntry,
+)
 
 #: the file's own layout; a change here makes every older snapshot unreadable, so bump it
 #: (3: a trailer frame holds the BLAKE3 of every frame before it, header excepted; 4: that
-#: BLAKE3 keyed with this user's snapshot key)
-FORMAT = 4
+#: BLAKE3 keyed with this user's snapshot key; 5: rubric scores, reviews and attachments in chunks)
+FORMAT = 5
 #: bump when `Projector` folds the same events into a different state (a new rule, a new anomaly)
 FOLD_RULES = 1
 SUFFIX = ".msgpack"
@@ -167,6 +177,25 @@ class Grades(Struct, tag="grades"):
     items: list[tuple[str, dict[str, GradeEntry]]]
 
 
+class Rubric(Struct, tag="rubric"):
+    items: list[tuple[str, list[RubricEntry]]]
+
+
+class Reviews(Struct, tag="reviews"):
+    items: list[tuple[str, list[ReviewEntry]]]
+
+
+class Attachments(Struct, tag="attachments"):
+    items: list[tuple[str, AttachmentEntry]]
+
+
+#: the chunk frame of each map of `fold.PER_RUN`
+_FRAMES: dict[str, type[Runs | Passes | Grades | Rubric | Reviews | Attachments]] = {
+    "runs": Runs, "later_passes": Passes, "grades": Grades, "rubric": Rubric, "reviews": Reviews,
+    "attachments": Attachments,
+}
+
+
 class End(Struct, tag="end"):
     """The last frame: the BLAKE3 of the state's frames, each with its length, keyed with this
     user's snapshot key (`seal_key`). The header ties a snapshot to the ledger; this ties its
@@ -177,7 +206,7 @@ class End(Struct, tag="end"):
     blake3: str
 
 
-Chunk = Runs | Passes | Grades | End
+Chunk = Runs | Passes | Grades | Rubric | Reviews | Attachments | End
 
 _HEADER = msgspec.msgpack.Decoder(Header)
 _REST = msgspec.msgpack.Decoder(LedgerState)
@@ -236,13 +265,10 @@ def encode(state: LedgerState, offset: int | None = None) -> Iterator[bytes]:
 
 
 def _state_frames(state: LedgerState) -> Iterator[bytes]:
-    yield _frame(msgspec.structs.replace(state, runs={}, later_passes={}, grades={}))
-    for runs in _chunks(state.runs):
-        yield _frame(Runs(runs))
-    for passes in _chunks(state.later_passes):
-        yield _frame(Passes(passes))
-    for grades in _chunks(state.grades):
-        yield _frame(Grades(grades))
+    yield _frame(msgspec.structs.replace(state, **{name: {} for name, _ in PER_RUN}))
+    for name, _ in PER_RUN:
+        for items in _chunks(getattr(state, name)):
+            yield _frame(_FRAMES[name](items))
 
 
 # --------------------------------------------------------------------------- reading
@@ -309,13 +335,19 @@ def read_state(f: BinaryIO, head: Header, source: str) -> LedgerState:
     return state
 
 
-def _add(state: LedgerState, projector: Projector, chunk: Runs | Passes | Grades) -> None:
+def _add(state: LedgerState, projector: Projector, chunk: Runs | Passes | Grades | Rubric | Reviews | Attachments) -> None:
     if isinstance(chunk, Runs):
         state.runs.update((rid, projector.shared_run(entry)) for rid, entry in chunk.items)
     elif isinstance(chunk, Passes):
         state.later_passes.update((rid, projector.shared_pass(entry)) for rid, entry in chunk.items)
-    else:
+    elif isinstance(chunk, Grades):
         state.grades.update((rid, projector.shared_grades(per_run)) for rid, per_run in chunk.items)
+    elif isinstance(chunk, Rubric):
+        state.rubric.update(chunk.items)
+    elif isinstance(chunk, Reviews):
+        state.reviews.update(chunk.items)
+    else:
+        state.attachments.update(chunk.items)
     projector.grow()  # a large state goes to disk as it is read (`spill.py`), as a fold's would
 
 

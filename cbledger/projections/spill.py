@@ -1,8 +1,8 @@
-"""The fold's runs, later passes and grades on disk once a ledger is large.
+"""The fold's maps keyed by run id (runs, grades, rubric scores, ...) on disk once a ledger is large.
 
 Why: the fold holds every run and grade decoded, about 1.9 KB an event, so a state of 10^7 events
 needs about 18 GiB, nine times what a full rebuild may take (issue 30). Past `spill_at()` entries
-the `Projector` moves those three maps into one SQLite file of its own (rows as MessagePack,
+the `Projector` moves those maps (`fold.PER_RUN`) into one SQLite file of its own (rows as MessagePack,
 keyed by run id) and keeps only the short lists and indexes in memory; every view reads them
 through the same mapping interface, a row decoded when it is asked for. Below that size nothing
 changes: the maps stay plain dicts, as fast as before.
