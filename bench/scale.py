@@ -217,7 +217,7 @@ def _child(mode: str, root: Path) -> None:
         t = time.perf_counter()
         follower = writers.follow(where.ledger)
         fold_s = time.perf_counter() - t
-        writers.regenerate_all(follower.state, where)
+        writers.regenerate_all(follower.state, where, views=follower.views)
         write_s = time.perf_counter() - t - fold_s
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         t = time.perf_counter()
@@ -228,6 +228,7 @@ def _child(mode: str, root: Path) -> None:
     elif mode == "watch":
         t = time.perf_counter()
         follower = writers.follow(where.ledger, where.snapshots, print, projector=_TrackingProjector)
+        follower.views.record_counts()  # the aggregates ready too: the snapshot's adopted, or computed
         ready = time.perf_counter() - t
         assert follower.base_seq > 0, "the watch did not resume from the snapshot"
         print(f"{ready} {follower.base_seq} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}")

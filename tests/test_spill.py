@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cbledger.ledger.store import LedgerStore
 from cbledger.projections import leaderboard, readmodel, records, snapshot, spill
 from cbledger.projections.aggregates import Views
 from cbledger.projections.fold import PER_RUN, GradeEntry, Projector, fold
@@ -184,3 +185,117 @@ def spilled(events):
     projector.apply(events)
     assert spill.file_of(projector.state.runs) is not None
     return projector.state
+
+
+# --------------------------------------------------------------------------- snapshots of a spilled state
+
+
+def _spilled_project(tmp_path, monkeypatch, drafts):
+    from tests.test_snapshot import _project
+
+    monkeypatch.setenv(spill.ENV, "3")
+    return _project(tmp_path, drafts)
+
+
+def test_a_spilled_states_snapshot_keeps_its_tables_beside_it_and_its_aggregates_in_it(tmp_path, monkeypatch):
+    """The snapshot of a state on disk is the small state and the aggregates, with the maps keyed
+    by run id copied beside it as sealed rows: a projection resumed from it reads neither every
+    run nor every record, and writes what a fold from seq 1 writes."""
+    from cbledger.projections import writers
+    from tests.factories import run_cli
+    from tests.test_snapshot import assert_equals_full_rebuild
+
+    stream = rich_stream()
+    head = len(stream.drafts())
+    for repeat in (4, 5, 6):  # what a run appends after the snapshot: runs and their grades
+        stream.graded_run("rename-net", "vendor:model-a", "pass", repeat=repeat)
+    drafts = stream.drafts()
+    root, ledger = _spilled_project(tmp_path, monkeypatch, drafts[:head])
+    assert run_cli(["project", "all", "--root", root]).exit_code == 0
+    snaps = root / "results" / "ledger" / "snapshots"
+    assert sorted(p.name for p in snaps.iterdir()) == [f"{head}.msgpack", f"{head}.tables.sqlite"]
+    LedgerStore(ledger).append(drafts[head:])
+    follower = writers.follow(ledger, snaps)
+    assert follower.base_seq == head and spill.file_of(follower.state.runs) is not None
+    assert follower.views.built and follower.views.rebuilds == 0  # adopted, not computed
+    assert leaderboard.render(follower.state, None, follower.views) == leaderboard.render(writers.load_state(ledger))
+    assert follower.views.rebuilds == 0  # the six events after the snapshot extended the tallies
+    result = run_cli(["project", "leaderboard", "--check", "--root", root])
+    assert result.exit_code == 1 and "snapshot ignored" not in result.stderr  # six events newer than the file
+    assert run_cli(["project", "all", "--root", root]).exit_code == 0
+    assert sorted(p.name for p in snaps.iterdir()) == sorted(
+        [f"{head}.msgpack", f"{head}.tables.sqlite", f"{len(drafts)}.msgpack", f"{len(drafts)}.tables.sqlite"])
+    assert_equals_full_rebuild(root, ledger, tmp_path)
+
+
+def _sqlite(path, sql, *args):
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute(sql, args)
+    conn.close()
+
+
+def test_a_row_of_a_snapshots_tables_changed_moved_or_dropped_is_refused(tmp_path, monkeypatch):
+    from cbledger.projections import writers
+    from tests.factories import run_cli
+
+    drafts = rich_stream().drafts()
+    root, ledger = _spilled_project(tmp_path, monkeypatch, drafts)
+    assert run_cli(["project", "all", "--root", root]).exit_code == 0
+    snaps = root / "results" / "ledger" / "snapshots"
+    tables = snaps / f"{len(drafts)}.tables.sqlite"
+    pristine = tables.read_bytes()
+
+    def folded():
+        return writers.follow(ledger, snaps, notes.append)
+
+    # the last row dropped: the table ends short of what the snapshot sealed, refused on load
+    notes: list[str] = []
+    _sqlite(tables, "DELETE FROM runs WHERE n = (SELECT max(n) FROM runs)")
+    assert folded().base_seq == 0 and "runs ends at row" in notes[0]
+    # a run's bytes changed: refused when it is read, naming the row
+    tables.write_bytes(pristine)
+    _sqlite(tables, "UPDATE runs SET v = (SELECT v FROM runs WHERE n = 2) WHERE n = 1")
+    notes = []
+    follower = folded()
+    assert follower.base_seq == len(drafts) and not notes
+    with pytest.raises(spill.TableDamaged, match="row 1 of runs"):
+        list(follower.state.runs.values())
+    # two rows swapped (each row sealed as it stands, but not at the other's position)
+    tables.write_bytes(pristine)
+    _sqlite(tables, "UPDATE runs SET n = -n WHERE n IN (1, 2)")
+    _sqlite(tables, "UPDATE runs SET n = CASE n WHEN -1 THEN 2 ELSE 1 END WHERE n < 0")
+    with pytest.raises(spill.TableDamaged, match="of runs"):
+        list(folded().state.runs)
+    # a row dropped mid-table: every full read finds the gap
+    tables.write_bytes(pristine)
+    _sqlite(tables, "DELETE FROM grades WHERE n = 2")
+    with pytest.raises(spill.TableDamaged, match="grades"):
+        list(folded().state.grades.items())
+    # sealed with another user's key: nothing in it is read
+    tables.write_bytes(pristine)
+    monkeypatch.setenv(snapshot.KEY_ENV, str(tmp_path / "theirs.key"))
+    snapshot._key.cache_clear()
+    try:
+        notes = []
+        assert folded().base_seq == 0 and "its seal does not verify" in notes[0]
+    finally:
+        monkeypatch.undo()
+        snapshot._key.cache_clear()
+
+
+def test_aggregates_another_build_made_are_computed_again(tmp_path, monkeypatch):
+    from cbledger.projections import writers
+    from tests.factories import run_cli
+
+    drafts = rich_stream().drafts()
+    root, ledger = _spilled_project(tmp_path, monkeypatch, drafts)
+    assert run_cli(["project", "all", "--root", root]).exit_code == 0
+    snaps = root / "results" / "ledger" / "snapshots"
+    monkeypatch.setattr(snapshot, "aggregates_version", lambda: "another build")
+    follower = writers.follow(ledger, snaps)
+    assert follower.base_seq == len(drafts) and not follower.views.built
+    assert leaderboard.render(follower.state, None, follower.views) == leaderboard.render(writers.load_state(ledger))
+    assert follower.views.rebuilds == 1

@@ -32,6 +32,7 @@ from cbledger.ledger import durable
 from cbledger.projections import gate, leaderboard, paths, readmodel, workqueue, writers
 from cbledger.projections import packed as packed_mod
 from cbledger.projections import selection as selection_mod
+from cbledger.projections.aggregates import Views
 from cbledger.projections.conditions import DEFAULT
 from cbledger.projections.fold import LedgerState
 from cbledger.projections.selection import Selection
@@ -112,9 +113,11 @@ def _browse(db: Path) -> str:
     return f" (browse: datasette serve --immutable {db} -m {readmodel.metadata_path(db)})"
 
 
-def _leaderboard(state: LedgerState, target: Path, check: bool, suite: str | None, report: dict | None = None) -> int:
-    """Writes (or checks) LEADERBOARD.md; with `report`, fills it in and prints nothing."""
-    text = leaderboard.render(state, suite)
+def _leaderboard(state: LedgerState, target: Path, check: bool, suite: str | None, report: dict | None = None,
+                 views: Views | None = None) -> int:
+    """Writes (or checks) LEADERBOARD.md; with `report`, fills it in and prints nothing. `views`:
+    the follower's aggregates (a snapshot's, brought up to date), else computed from the state."""
+    text = leaderboard.render(state, suite, views)
     if check:
         result = writers.check_text(target, text, target.name)
         if report is not None:
@@ -183,14 +186,15 @@ def leaderboard_cmd(
     from cbledger.projections.fold import current_suite
 
     where = workspace(ledger, root)
-    state = _state(where)
+    follower = _follower(where)
+    state = follower.state
     report: dict | None = {} if as_json else None
     chosen = _known_suite(state, suite)
     if chosen is not None and out is None and not check and chosen != current_suite(state):
         # the published board is the current version's, which `project all` and `watch` keep
         fail(f"--suite {chosen}: another version's tables than the current {current_suite(state)}'s would replace "
              f"{where.leaderboard}; give --out FILE", 2)
-    code = _leaderboard(state, out or where.leaderboard, check, chosen, report)
+    code = _leaderboard(state, out or where.leaderboard, check, chosen, report, follower.views)
     if report is not None:
         _emit(report["leaderboard"])
     raise typer.Exit(code)
@@ -426,14 +430,16 @@ def all_cmd(ledger: LedgerOption = None, root: RootOption = None, check: CheckFl
     then keep a snapshot of the fold beside the ledger, where the next fold resumes."""
     where = workspace(ledger, root)
     if check:
-        state = _follower(where).state
+        checked = _follower(where)
+        state = checked.state
         records = writers.sync_records(state, where.results, check=True)
         if as_json:
             doc: dict = {"records": _records_json(records, True, _in(where))}
-            code = _leaderboard(state, where.leaderboard, True, None, doc)
+            code = _leaderboard(state, where.leaderboard, True, None, doc, checked.views)
             _emit(doc)
             raise typer.Exit(max(code, 0 if records.clean else 1))
-        code = max(_records_report(records, True, _in(where)), _leaderboard(state, where.leaderboard, True, None))
+        code = max(_records_report(records, True, _in(where)), _leaderboard(state, where.leaderboard, True, None,
+                                                                           views=checked.views))
         # said, so that a clean check is not read as the whole of what `replay --verify` checks
         typer.echo(f"not checked: the read model and the site (`{invocation.command('replay', '--verify')}` checks "
                    "every output)")
@@ -443,7 +449,7 @@ def all_cmd(ledger: LedgerOption = None, root: RootOption = None, check: CheckFl
         follower = _follower(where)
         state = follower.state
         try:
-            done = writers.regenerate_all(state, where, site_evidence=source)
+            done = writers.regenerate_all(state, where, site_evidence=source, views=follower.views)
         finally:
             progress.close()
     kept = writers.keep_snapshot(follower, where.snapshots, _note)

@@ -28,6 +28,7 @@ Events are queued as they fold and applied when a view is read, so a burst costs
 from __future__ import annotations
 
 import gc
+import pickle
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -205,23 +206,64 @@ class Views:
     """Every aggregate of a state; `Views(state)` computes them in full, `attach` keeps them
     current with a projector's folds (see the module docstring for when they start again)."""
 
-    def __init__(self, state: LedgerState) -> None:
+    def __init__(self, state: LedgerState, *, deferred: bool = False) -> None:
+        """`deferred`: computed when first read (`attach`), not now: a projector resuming from a
+        snapshot that holds the aggregates hands them over first (`adopt`)."""
         self.state = state
         self._pending: list[Any] = []
         #: how many times the views were computed in full (1 for a fresh one)
         self.rebuilds = 0
         #: run ids whose rows can have changed since `take_changes` was last called; None: any
         self.changed: set[str] | None = None
-        self._build()
+        self._built = False
+        if not deferred:
+            self._build()
 
     @classmethod
-    def attach(cls, projector: Projector) -> Views:
-        views = cls(projector.state)
+    def attach(cls, projector: Projector, aggregates: bytes | None = None) -> Views:
+        """Views kept current with what `projector` folds from now on: `aggregates` (a snapshot's,
+        at the projector's seq) adopted, else computed from the state when first read."""
+        views = cls(projector.state, deferred=True)
+        if aggregates is not None:
+            views.adopt(aggregates)
         projector.observers.append(views.observe)
         return views
 
+    @property
+    def built(self) -> bool:
+        """Computed (or adopted) already: reading them costs nothing more."""
+        return self._built
+
     def observe(self, event: Any) -> None:
-        self._pending.append(event)
+        if self._built:  # before the first build, the build reads the state the event is in
+            self._pending.append(event)
+
+    # ------------------------------------------------------------------ a snapshot's
+
+    def dumps(self) -> bytes:
+        """The tallies, for a snapshot at the state's seq (`adopt` reads them back)."""
+        self._catch_up()
+        held = {k: v for k, v in self.__dict__.items() if k not in ("state", "_pending")}
+        return pickle.dumps(held, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def adopt(self, data: bytes) -> None:
+        """Takes the tallies `dumps` wrote for this state's seq (from a snapshot whose seal
+        verified, made by this code: `snapshot.aggregates_version`) instead of computing them."""
+        self.__dict__.update(pickle.loads(data))
+        self._pending = []
+        self.changed = None  # nothing was written from these tallies in this process
+        self.rebuilds = 0  # nor were they computed in it
+
+    @property
+    def unsandboxed(self) -> dict[tuple[str, str, str], int]:
+        self._catch_up()
+        return self._unsandboxed
+
+    @property
+    def anomaly_rows(self) -> list[list[str]]:
+        """[seq, kind, detail] rows of the runs' and grades' anomalies that are not in `state.anomalies`."""
+        self._catch_up()
+        return self._anomaly_rows
 
     # ------------------------------------------------------------------ building
 
@@ -238,6 +280,7 @@ class Views:
 
     def _build_all(self) -> None:
         st = self.state
+        self._built = True
         self.rebuilds += 1
         self.changed = None
         self._pending = []
@@ -245,9 +288,9 @@ class Views:
         #: suite -> its records in record order (None for a spilled state: read again, `_Records`)
         per_suite: dict[str, list[RecordEntry] | None] = {}
         self.counts: dict[str, int] = {}
-        self.unsandboxed: dict[tuple[str, str, str], int] = {}
+        self._unsandboxed: dict[tuple[str, str, str], int] = {}
         #: [seq, kind, detail] rows of the runs' and grades' anomalies that are not in `state.anomalies`
-        self.anomaly_rows: list[list[str]] = []
+        self._anomaly_rows: list[list[str]] = []
         for run_id, entry in st.runs.items():
             live = run_id not in st.retracted
             self._count_run(run_id, live)
@@ -261,10 +304,10 @@ class Views:
         for run_id, per_run in st.grades.items():
             if run_id not in st.runs and run_id not in st.later_passes:
                 for suite, g in per_run.items():
-                    self.anomaly_rows.append([str(g.seq), "grade-without-run", f"grade of unknown run {run_id} under {suite}"])
+                    self._anomaly_rows.append([str(g.seq), "grade-without-run", f"grade of unknown run {run_id} under {suite}"])
         for run_id, items in st.rubric.items():
             if run_id not in st.runs:
-                self.anomaly_rows.append([str(items[0].seq), "rubric-without-run", f"rubric score of unknown run {run_id}"])
+                self._anomaly_rows.append([str(items[0].seq), "rubric-without-run", f"rubric score of unknown run {run_id}"])
         self.suites = {suite: SuiteViews(st, suite, _Records(st, suite) if recs is None else recs)
                        for suite, recs in per_suite.items()}
 
@@ -273,19 +316,24 @@ class Views:
         why = why_unsandboxed(entry.run)
         if why is not None and live:
             key = (entry.run.model.id, entry.run.run_mode, why)
-            self.unsandboxed[key] = self.unsandboxed.get(key, 0) + 1
+            self._unsandboxed[key] = self._unsandboxed.get(key, 0) + 1
         _, claimed = surfaces.named_surface(entry.run.surface, surfaces.run_surface(entry.run))
         if claimed is not None:
-            self.anomaly_rows.append([str(entry.seq), "surface-mismatch",
+            self._anomaly_rows.append([str(entry.seq), "surface-mismatch",
                                       f"run {entry.run.run_id} names surface {claimed}; its route is {surfaces.run_surface(entry.run)}"])
 
     # ------------------------------------------------------------------ catching up
 
     def _catch_up(self) -> None:
+        if not self._built:
+            self._build()
+            return
         if not self._pending:
             return
         pending, self._pending = self._pending, []
-        if len(pending) > _CATCH_UP_LIMIT:
+        # many events are one computation in full, not a check per record; but not for a state on
+        # disk, where the computation reads every record again three times (minutes at 10^7)
+        if len(pending) > _CATCH_UP_LIMIT and spill.file_of(self.state.runs) is None:
             self._build()  # the same result, without a reference check per record
             return
         try:
@@ -331,7 +379,7 @@ class Views:
                 self._touch(grade.run_id)  # graded, as every pass is: its read-model rows change
                 return
             if entry is None:
-                self.anomaly_rows.append([str(kept.seq), "grade-without-run",
+                self._anomaly_rows.append([str(kept.seq), "grade-without-run",
                                           f"grade of unknown run {grade.run_id} under {grade.suite_version}"])
                 return
             if grade.run_id in st.retracted:

@@ -30,6 +30,7 @@ import msgspec
 from blake3 import blake3
 from msgspec import Struct
 
+from cbledger.projections import spill
 from cbledger.projections.fold import (
     PER_RUN,
     AttachmentEntry,
@@ -196,6 +197,23 @@ _FRAMES: dict[str, type[Runs | Passes | Grades | Rubric | Reviews | Attachments]
 }
 
 
+class Tables(Struct, tag="tables"):
+    """A spilled state's maps keyed by run id are not in chunks: they are the SQLite file `file`
+    beside this one, each table's rows numbered and sealed (`spill.copy_tables`), `rows` of each."""
+
+    file: str
+    rows: dict[str, int]
+
+
+class Aggregates(Struct, tag="aggregates"):
+    """The aggregates (`aggregates.Views`) at the snapshot's seq, pickled, and the version of the
+    code that made them: a projection resumed from here need not compute them from every record.
+    Unpickled only once the seal verified, and only under the same code (`aggregates_version`)."""
+
+    version: str
+    data: bytes
+
+
 class End(Struct, tag="end"):
     """The last frame: the BLAKE3 of the state's frames, each with its length, keyed with this
     user's snapshot key (`seal_key`). The header ties a snapshot to the ledger; this ties its
@@ -206,7 +224,7 @@ class End(Struct, tag="end"):
     blake3: str
 
 
-Chunk = Runs | Passes | Grades | Rubric | Reviews | Attachments | End
+Chunk = Runs | Passes | Grades | Rubric | Reviews | Attachments | Tables | Aggregates | End
 
 _HEADER = msgspec.msgpack.Decoder(Header)
 _REST = msgspec.msgpack.Decoder(LedgerState)
@@ -218,6 +236,26 @@ _V = TypeVar("_V")
 
 def file_name(seq: int) -> str:
     return f"{seq}{SUFFIX}"
+
+
+def tables_name(seq: int) -> str:
+    """The SQLite file beside a spilled state's snapshot (`Tables`)."""
+    return f"{seq}.tables.sqlite"
+
+
+@functools.cache
+def aggregates_version() -> str:
+    """The code the aggregates are tallied by: every module of the projections (a tally added to
+    a group changes no schema), hashed; a snapshot's aggregates of other code are computed again."""
+    here = Path(__file__).parent
+    digest = blake3()
+    for path in sorted(here.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def sealer() -> spill.Sealer:
+    return spill.Sealer(seal_key())
 
 
 def seq_of(name: str) -> int | None:
@@ -250,25 +288,32 @@ def _chunks(items: Mapping[str, _V]) -> Iterator[list[tuple[str, _V]]]:
         yield batch
 
 
-def encode(state: LedgerState, offset: int | None = None) -> Iterator[bytes]:
-    """The snapshot file's bytes, a frame at a time."""
+def encode(state: LedgerState, offset: int | None = None, tables: Tables | None = None,
+           aggregates: bytes | None = None) -> Iterator[bytes]:
+    """The snapshot file's bytes, a frame at a time. `tables`: the maps keyed by run id were
+    written beside it (a spilled state's, `spill.copy_tables`) and are not framed here."""
     if state.head_seq == 0 or state.head_hash is None:
         raise SnapshotError("an empty state, or one folded without chain hashes, is no snapshot")
     yield MAGIC
     yield _frame(Header(format=FORMAT, projection=projection_version(), seq=state.head_seq, head_hash=state.head_hash,
                         offset=offset))
     digest = _sealed()
-    for frame in _state_frames(state):
+    for frame in _state_frames(state, tables, aggregates):
         digest.update(frame)
         yield frame
     yield _frame(End(digest.hexdigest()))
 
 
-def _state_frames(state: LedgerState) -> Iterator[bytes]:
+def _state_frames(state: LedgerState, tables: Tables | None, aggregates: bytes | None) -> Iterator[bytes]:
     yield _frame(msgspec.structs.replace(state, **{name: {} for name, _ in PER_RUN}))
-    for name, _ in PER_RUN:
-        for items in _chunks(getattr(state, name)):
-            yield _frame(_FRAMES[name](items))
+    if tables is not None:
+        yield _frame(tables)
+    else:
+        for name, _ in PER_RUN:
+            for items in _chunks(getattr(state, name)):
+                yield _frame(_FRAMES[name](items))
+    if aggregates is not None:
+        yield _frame(Aggregates(aggregates_version(), aggregates))
 
 
 # --------------------------------------------------------------------------- reading
@@ -303,11 +348,24 @@ def header(f: BinaryIO, source: str) -> Header:
     return head
 
 
+class Loaded(Struct):
+    state: LedgerState
+    #: the pickled aggregates at the snapshot's seq, when it holds some made by this code
+    aggregates: bytes | None = None
+
+
 def read_state(f: BinaryIO, head: Header, source: str) -> LedgerState:
+    return read(f, head, source).state
+
+
+def read(f: BinaryIO, head: Header, source: str, directory: Path | None = None) -> Loaded:
     """The state after the header, each chunk's runs and grades given the sharing a fold gives
-    as it is decoded (`Projector.shared_*`)."""
+    as it is decoded (`Projector.shared_*`); a spilled state's tables opened beside it, in
+    `directory`, once the seal verified."""
     digest = _sealed()
     end: End | None = None
+    tables: Tables | None = None
+    aggregates: Aggregates | None = None
     try:
         frames = _frames(f, source)
         first = next(frames)
@@ -322,7 +380,12 @@ def read_state(f: BinaryIO, head: Header, source: str) -> LedgerState:
                 end = chunk
                 continue
             digest.update(len(data).to_bytes(_LENGTH, "little") + data)
-            _add(state, projector, chunk)
+            if isinstance(chunk, Tables):
+                tables = chunk
+            elif isinstance(chunk, Aggregates):
+                aggregates = chunk
+            else:
+                _add(state, projector, chunk)
     except (msgspec.MsgspecError, StopIteration) as exc:
         raise SnapshotError(f"{source}: the state does not decode ({exc or 'no state'})") from None
     if end is None:
@@ -332,7 +395,20 @@ def read_state(f: BinaryIO, head: Header, source: str) -> LedgerState:
                             "written on another machine or by another user, or damaged since")
     if state.head_seq != head.seq or state.head_hash != head.head_hash:
         raise SnapshotError(f"{source}: its state is at seq {state.head_seq}, its header says {head.seq}")
-    return state
+    if tables is not None:
+        if directory is None or os.sep in tables.file or tables.file != tables_name(head.seq):
+            raise SnapshotError(f"{source}: its tables ({tables.file}) are not beside it")
+        path = directory / tables.file
+        if not path.is_file():
+            raise SnapshotError(f"{source}: its tables {path} are missing")
+        try:
+            maps = spill.over_tables(str(path), dict(PER_RUN), tables.rows, sealer(), str(path))
+        except spill.TableDamaged as exc:
+            raise SnapshotError(str(exc)) from None
+        for name, mapping in maps.items():
+            setattr(state, name, mapping)
+    kept = aggregates.data if aggregates is not None and aggregates.version == aggregates_version() else None
+    return Loaded(state, kept)
 
 
 def _add(state: LedgerState, projector: Projector, chunk: Runs | Passes | Grades | Rubric | Reviews | Attachments) -> None:

@@ -28,11 +28,13 @@ import shutil
 import sqlite3
 import weakref
 from collections.abc import ItemsView, Iterator, MutableMapping, ValuesView
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import msgspec
+from blake3 import blake3
 
 from cbledger import scratch
+from cbledger.errors import UserError
 
 #: how many runs (or graded runs) a state holds before it moves them to disk; `$CBLEDGER_FOLD_SPILL`
 #: sets another (the tests set a handful, so the disk path runs on every fold rule)
@@ -66,13 +68,43 @@ def _remove(conn: sqlite3.Connection, directory: str) -> None:
     shutil.rmtree(directory, ignore_errors=True)
 
 
-class SpilledMap(MutableMapping[str, _V], Generic[_V]):
-    """A dict of str to one struct type, kept in a table of a `SpillFile`."""
+class TableDamaged(UserError):
+    """A row of a snapshot's table that does not verify: changed, moved or dropped since this
+    user's cbledger wrote it, or written with another key."""
 
-    def __init__(self, file: SpillFile, table: str, type_: Any, items: Any = ()) -> None:
+
+class Sealer:
+    """The keyed hash each row of a snapshot's table carries: of its table, its position, its key
+    and its bytes, so a row changed, moved to another position or put in another table is refused
+    when it is read (`projections/snapshot.py` seals how many rows each table holds)."""
+
+    def __init__(self, key: bytes) -> None:
+        self._key = key
+
+    def seal(self, table: str, n: int, k: str, v: bytes) -> bytes:
+        h = blake3(f"{table}\0{n}\0{k}\0".encode(), key=self._key)
+        h.update(v)
+        return h.digest(length=16)
+
+
+class Base(NamedTuple):
+    """A snapshot's table a map reads beneath its own writes: attached read-only as `base`, its
+    rows numbered 1..rows in the order they were added, each sealed (`Sealer`)."""
+
+    rows: int
+    sealer: Sealer
+    source: str
+
+
+class SpilledMap(MutableMapping[str, _V], Generic[_V]):
+    """A dict of str to one struct type, kept in a table of a `SpillFile`, over a snapshot's table
+    of the same name (`base`) when the state was read from one."""
+
+    def __init__(self, file: SpillFile, table: str, type_: Any, items: Any = (), base: Base | None = None) -> None:
         self._file = file  # held, so the file outlives every map reading it
         self._conn = file.conn
         self._table = table
+        self._base = base
         self._conn.execute(f"CREATE TABLE {table} (k TEXT PRIMARY KEY, v BLOB NOT NULL)")
         self._encode = msgspec.msgpack.Encoder().encode
         self._decode = msgspec.msgpack.Decoder(type_).decode
@@ -97,7 +129,22 @@ class SpilledMap(MutableMapping[str, _V], Generic[_V]):
 
     def _stored(self, key: str) -> bytes | None:
         row = self._conn.execute(self._get_sql, (key,)).fetchone()
-        return None if row is None else row[0]
+        if row is not None:
+            return row[0]  # type: ignore[no-any-return]
+        if self._base is None:
+            return None
+        row = self._conn.execute(f"SELECT n, v, m FROM base.{self._table} WHERE k = ?", (key,)).fetchone()
+        if row is None:
+            return None
+        return self._verified(row[0], key, row[1], row[2])
+
+    def _verified(self, n: int, k: str, v: bytes, m: bytes) -> bytes:
+        base = self._base
+        assert base is not None
+        if not 1 <= n <= base.rows or m != base.sealer.seal(self._table, n, k, v):
+            raise TableDamaged(f"{base.source}: row {n} of {self._table} ({k}) does not verify with this user's snapshot "
+                               "key: changed since it was written, or written elsewhere; remove the snapshot and fold again")
+        return v
 
     def __getitem__(self, key: str) -> _V:
         value = self._pending.get(key)
@@ -124,6 +171,8 @@ class SpilledMap(MutableMapping[str, _V], Generic[_V]):
             self.flush()
 
     def __delitem__(self, key: str) -> None:
+        if self._base is not None:
+            raise NotImplementedError("a map over a snapshot's table is only ever added to")
         self.flush()
         if self._conn.execute(f"DELETE FROM {self._table} WHERE k = ?", (key,)).rowcount == 0:
             raise KeyError(key)
@@ -132,19 +181,43 @@ class SpilledMap(MutableMapping[str, _V], Generic[_V]):
     def __len__(self) -> int:
         if self._len is None:
             self.flush()
-            self._len = self._conn.execute(f"SELECT count(*) FROM {self._table}").fetchone()[0]
+            t = self._table
+            if self._base is None:
+                self._len = self._conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+            else:
+                self._len = self._base.rows + self._conn.execute(
+                    f"SELECT count(*) FROM main.{t} o WHERE NOT EXISTS (SELECT 1 FROM base.{t} b WHERE b.k = o.k)"
+                ).fetchone()[0]
         return self._len
 
     def __iter__(self) -> Iterator[str]:
-        self.flush()
-        for (key,) in self._conn.execute(f"SELECT k FROM {self._table} ORDER BY rowid"):
-            yield key
+        return (key for key, _ in self.raw())
 
     def _rows(self) -> Iterator[tuple[str, _V]]:
-        self.flush()
         decode = self._decode
-        for key, data in self._conn.execute(f"SELECT k, v FROM {self._table} ORDER BY rowid"):
-            yield key, decode(data)
+        return ((key, decode(data)) for key, data in self.raw())
+
+    def raw(self) -> Iterator[tuple[str, bytes]]:
+        """(key, encoded entry) in the order the keys were first added: a snapshot's rows first
+        (each checked, and every one there), then what was added since."""
+        self.flush()
+        t = self._table
+        if self._base is None:
+            yield from self._conn.execute(f"SELECT k, v FROM {t} ORDER BY rowid")
+            return
+        expected = 0
+        for n, k, v, m, over in self._conn.execute(
+            f"SELECT b.n, b.k, b.v, b.m, o.v FROM base.{t} b LEFT JOIN main.{t} o ON o.k = b.k ORDER BY b.n"
+        ):
+            expected += 1
+            if n != expected:
+                self._verified(expected, k, b"", b"")  # a row dropped before this one: raises
+            yield k, (self._verified(n, k, v, m) if over is None else over)
+        if expected != self._base.rows:
+            self._verified(expected + 1, "", b"", b"")  # rows dropped at the end: raises
+        yield from self._conn.execute(
+            f"SELECT k, v FROM main.{t} o WHERE NOT EXISTS (SELECT 1 FROM base.{t} b WHERE b.k = o.k) ORDER BY rowid"
+        )
 
     def items(self) -> ItemsView[str, _V]:
         return _Items(self)
@@ -167,6 +240,54 @@ class _Values(ValuesView[_V]):
 
     def __iter__(self) -> Iterator[_V]:
         return (value for _, value in self._mapping._rows())
+
+
+def copy_tables(maps: dict[str, SpilledMap[Any]], path: str, sealer: Sealer) -> dict[str, int]:
+    """Writes `maps` into a new SQLite file at `path` as a snapshot's tables (rows numbered in
+    order and sealed, `Base`); returns how many rows each holds. The caller puts it in place."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode=OFF")
+        conn.execute("PRAGMA synchronous=OFF")
+        rows: dict[str, int] = {}
+        conn.execute("BEGIN")
+        for table, mapping in maps.items():
+            conn.execute(f"CREATE TABLE {table} (n INTEGER PRIMARY KEY, k TEXT NOT NULL UNIQUE, v BLOB NOT NULL, "
+                         "m BLOB NOT NULL)")
+            n = 0
+            batch = []
+            for k, v in mapping.raw():
+                n += 1
+                batch.append((n, k, v, sealer.seal(table, n, k, v)))
+                if len(batch) == _FLUSH:
+                    conn.executemany(f"INSERT INTO {table} VALUES (?, ?, ?, ?)", batch)
+                    batch = []
+            conn.executemany(f"INSERT INTO {table} VALUES (?, ?, ?, ?)", batch)
+            rows[table] = n
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    with open(path, "rb+") as f:  # durable before the snapshot naming it is
+        os.fsync(f.fileno())
+    return rows
+
+
+def over_tables(path: str, types: dict[str, Any], rows: dict[str, int], sealer: Sealer,
+                source: str) -> dict[str, SpilledMap[Any]]:
+    """Maps reading a snapshot's tables at `path` beneath a scratch file of their own. Refused
+    (TableDamaged) when a table is missing or does not end at the row the snapshot sealed."""
+    file = SpillFile()
+    file.conn.execute("ATTACH DATABASE ? AS base", (path,))
+    maps: dict[str, SpilledMap[Any]] = {}
+    for table, type_ in types.items():
+        try:
+            last = file.conn.execute(f"SELECT max(n) FROM base.{table}").fetchone()[0] or 0
+        except sqlite3.Error as exc:
+            raise TableDamaged(f"{source}: no table {table} ({exc})") from None
+        if last != rows.get(table, -1):
+            raise TableDamaged(f"{source}: {table} ends at row {last}, the snapshot sealed {rows.get(table)}")
+        maps[table] = SpilledMap(file, table, type_, base=Base(rows[table], sealer, source))
+    return maps
 
 
 def file_of(mapping: object) -> SpillFile | None:

@@ -40,11 +40,11 @@ from cbledger.ledger.durable import (
 from cbledger.ledger.jsonl import JsonLinesRecorder
 from cbledger.ledger.recorder import CorruptRecord, LedgerMissing, StoreUnavailable
 from cbledger.ledger.store import LedgerStore, StoredEvent
-from cbledger.projections import leaderboard, paths, readmodel, snapshot
+from cbledger.projections import leaderboard, paths, readmodel, snapshot, spill
 from cbledger.projections import packed as packed_mod
 from cbledger.projections import records as rec
 from cbledger.projections.aggregates import Views
-from cbledger.projections.fold import LedgerState, ProjectionError, Projector
+from cbledger.projections.fold import PER_RUN, LedgerState, ProjectionError, Projector
 from cbledger.projections.site import render as site
 from cbledger.projections.site.evidence import RunEvidence
 from cbledger.workspace import Workspace
@@ -73,6 +73,10 @@ class LedgerFollower:
     ) -> None:
         self.store = ledger if isinstance(ledger, LedgerStore) else LedgerStore(ledger)
         self.projector = projector or Projector()
+        held = getattr(self.projector, "views", None)  # a projector that keeps its own (the watch's)
+        #: the aggregates kept current with this follower's folds: a snapshot's when it held them
+        #: (`resume`), else computed from the state when first read
+        self.views: Views = held if isinstance(held, Views) else Views.attach(self.projector)
         self.on_folded = on_folded
         #: the seq the fold started after: 0, or that of the snapshot it resumed from (`resume`)
         self.base_seq = self.projector.last_seq if resumed else 0
@@ -191,7 +195,7 @@ def resume(
     latest = snapshot_files(directory)[:1]
     for _seq, path in latest:
         try:
-            state = _read_snapshot(store, path)
+            loaded = _read_snapshot(store, path)
         except OSError as exc:
             problem = f"{path}: cannot be read ({exc.strerror})"
         except StoreUnavailable:
@@ -199,14 +203,18 @@ def resume(
         except (snapshot.SnapshotError, UserError) as exc:
             problem = str(exc)
         else:
-            return LedgerFollower(store, projector(state), on_folded, resumed=True)
+            follower = LedgerFollower(store, projector(loaded.state), on_folded, resumed=True)
+            if loaded.aggregates is not None:  # before anything folds onto them
+                follower.views.adopt(loaded.aggregates)
+            return follower
         if note is not None:
             note(f"snapshot ignored, folding from seq 1: {problem}")
     return LedgerFollower(store, projector(None), on_folded)
 
 
-def _read_snapshot(store: LedgerStore, path: Path) -> LedgerState:
-    """The state a snapshot holds, once its header matches this code and the ledger confirms it."""
+def _read_snapshot(store: LedgerStore, path: Path) -> snapshot.Loaded:
+    """The state (and aggregates) a snapshot holds, once its header matches this code and the
+    ledger confirms it."""
     with open(path, "rb") as f:
         head = snapshot.header(f, str(path))
         found = event_at(store, head.seq, head.offset)
@@ -217,7 +225,7 @@ def _read_snapshot(store: LedgerStore, path: Path) -> LedgerState:
         was_enabled = gc.isenabled()
         gc.disable()  # as `LedgerFollower.poll` does: a state is long-lived objects without cycles
         try:
-            return snapshot.read_state(f, head, str(path))
+            return snapshot.read(f, head, str(path), path.parent)
         finally:
             if was_enabled:
                 gc.enable()
@@ -237,11 +245,39 @@ def save_snapshot(follower: LedgerFollower, directory: Path, keep: int = 2) -> P
     offset = recorder.offset_after(state.head_seq) if isinstance(recorder, JsonLinesRecorder) else None
     target = directory / snapshot.file_name(state.head_seq)
     directory.mkdir(parents=True, exist_ok=True)
-    write_atomic(target, snapshot.encode(state, offset))
+    tables = _save_tables(state, directory) if spill.file_of(state.runs) is not None else None
+    views = follower.views
+    aggregates = views.dumps() if views.built else None  # never computed for the snapshot's sake
+    write_atomic(target, snapshot.encode(state, offset, tables, aggregates))
     for _seq, old in snapshot_files(directory)[keep:]:
         if old != target:
             old.unlink(missing_ok=True)
+    _drop_tables(directory)
     return target
+
+
+def _save_tables(state: LedgerState, directory: Path) -> snapshot.Tables:
+    """A spilled state's maps keyed by run id, copied beside the snapshot (`spill.copy_tables`):
+    the scratch file goes on changing, and goes when the process does."""
+    name = snapshot.tables_name(state.head_seq)
+    remove_dead_temps(directory)  # what a save killed half way left (gigabytes at 10^7 events)
+    staged = Path(temp_name(directory / name))
+    try:
+        maps = {field: getattr(state, field) for field, _ in PER_RUN}
+        rows = spill.copy_tables(maps, str(staged), snapshot.sealer())
+        os.replace(staged, directory / name)
+    finally:
+        staged.unlink(missing_ok=True)
+    fsync_directory(directory)
+    return snapshot.Tables(name, rows)
+
+
+def _drop_tables(directory: Path) -> None:
+    """Snapshot tables no kept snapshot names (their snapshots were removed, or never written)."""
+    kept = {snapshot.tables_name(seq) for seq, _ in snapshot_files(directory)}
+    for name in os.listdir(directory):
+        if name.endswith(".tables.sqlite") and name not in kept:
+            (directory / name).unlink(missing_ok=True)
 
 
 def keep_snapshot(follower: LedgerFollower, directory: Path, note: Callable[[str], None]) -> Path | None:
