@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cbledger.ledger.store import LedgerStore
-from cbledger.projections import leaderboard, readmodel, records, snapshot, spill
+from cbledger.projections import leaderboard, passes_part, readmodel, records, snapshot, spill
 from cbledger.projections.aggregates import Views
 from cbledger.projections.fold import PER_RUN, GradeEntry, Projector, fold
 from tests.factories import Stream, rich_stream
@@ -90,6 +90,9 @@ def test_the_aggregates_kept_on_a_spilled_state_equal_a_rebuild_in_memory(tmp_pa
         projector.apply(events[lo:hi])
         board, dump, files = full_outputs(in_memory(events[:hi]))
         assert leaderboard.render(projector.state, None, kept) == board
+        for suite in kept.suite_versions():  # the attempts found from the tallied runs are every run's
+            assert passes_part.attempts(projector.state, suite, kept.attempt_firsts) == passes_part.attempts(
+                projector.state, suite)
         changed = kept.take_changes()
         if changed is None or not db.exists():
             readmodel.write(readmodel.stream_tables(projector.state, kept), db)

@@ -54,10 +54,11 @@ from cbledger.projections.comparability import (
     reference_major,
     stamp_diffs,
 )
-from cbledger.projections.fold import LedgerState, Projector, semver_key
+from cbledger.projections.fold import LedgerState, Projector, RunEntry, semver_key
 from cbledger.projections.isolation import why_unsandboxed
 from cbledger.projections.judged import LanesAcc
 from cbledger.projections.metrics import GroupAcc, SuiteMetrics
+from cbledger.projections.provenance import real_model_run
 from cbledger.projections.records import RecordEntry, iter_record_entries, record_paths
 
 #: events that change nothing a view tallies (their listings are read from the state)
@@ -260,6 +261,22 @@ class Views:
         return self._unsandboxed
 
     @property
+    def harness_versions(self) -> set[str | None]:
+        self._catch_up()
+        return self._harness_versions
+
+    @property
+    def attempt_firsts(self) -> list[str]:
+        self._catch_up()
+        return self._attempt_firsts
+
+    @property
+    def model_runs(self) -> int:
+        """Runs a model answered (`provenance.real_model_run`), retracted ones included."""
+        self._catch_up()
+        return self._model_runs
+
+    @property
     def anomaly_rows(self) -> list[list[str]]:
         """[seq, kind, detail] rows of the runs' and grades' anomalies that are not in `state.anomalies`."""
         self._catch_up()
@@ -289,11 +306,16 @@ class Views:
         per_suite: dict[str, list[RecordEntry] | None] = {}
         self.counts: dict[str, int] = {}
         self._unsandboxed: dict[tuple[str, str, str], int] = {}
+        #: every copperhead version a run (retracted or not) was made under, and how many runs a model answered
+        self._harness_versions: set[str | None] = set()
+        self._model_runs = 0
+        #: runs allowed more than one pass, in seq order (`passes_part.attempts` reads only these)
+        self._attempt_firsts: list[str] = []
         #: [seq, kind, detail] rows of the runs' and grades' anomalies that are not in `state.anomalies`
         self._anomaly_rows: list[list[str]] = []
         for run_id, entry in st.runs.items():
             live = run_id not in st.retracted
-            self._count_run(run_id, live)
+            self._count_run(entry, live)
             if not live:
                 continue
             for path, suite, graded in record_paths(st, run_id, entry):
@@ -311,8 +333,11 @@ class Views:
         self.suites = {suite: SuiteViews(st, suite, _Records(st, suite) if recs is None else recs)
                        for suite, recs in per_suite.items()}
 
-    def _count_run(self, run_id: str, live: bool) -> None:
-        entry = self.state.runs[run_id]
+    def _count_run(self, entry: RunEntry, live: bool) -> None:
+        self._harness_versions.add(entry.run.comparability.copperhead_version)
+        if entry.run.passes and entry.run.passes.allowed >= 2:
+            self._attempt_firsts.append(entry.run.run_id)
+        self._model_runs += real_model_run(entry.run)
         why = why_unsandboxed(entry.run)
         if why is not None and live:
             key = (entry.run.model.id, entry.run.run_mode, why)
@@ -366,7 +391,7 @@ class Views:
                 return  # a duplicate run: listed from the state's anomalies
             if _named_before(st, run_id, event.seq):
                 raise _Restart
-            self._count_run(run_id, True)
+            self._count_run(st.runs[run_id], True)
             self._touch(run_id)
             return
         if isinstance(event, GradeRecordedEvent):

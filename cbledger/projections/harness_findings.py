@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from cbledger.projections.fold import LedgerState
-
 
 class Finding(NamedTuple):
     harness: str
@@ -38,8 +36,8 @@ FINDINGS: tuple[Finding, ...] = (
 )
 
 
-def render(state: LedgerState) -> list[str]:
-    versions = {e.run.comparability.copperhead_version for e in state.runs.values()}
+def render(versions: set[str | None]) -> list[str]:
+    """The findings about the copperhead `versions` the ledger's runs were made under."""
     shown = [f for f in FINDINGS if f.version in versions]
     if not shown:
         return []

@@ -47,7 +47,6 @@ from cbledger.projections.provenance import (
     NON_CLAIMS,
     NOT_RECORDED,
     EnvironmentRow,
-    real_model_run,
 )
 from cbledger.projections.records import is_replay, record_paths
 
@@ -614,17 +613,17 @@ def render(state: LedgerState, suite_version: str | None = None, views: Views | 
     out: list[str] = [BEGIN, "", "# copperbench leaderboard", ""]
     out += _snapshot(state, suite, sm, counts, views)
     out += ["", _INTRO, ""]
-    if not any(real_model_run(e.run) for e in state.runs.values()):
+    if not views.model_runs:
         out += [NO_REAL_MODEL, ""]
     out += _non_claims()
-    out += harness_findings.render(state)
+    out += harness_findings.render(views.harness_versions)
     if suite is not None and sv is not None:
         out += card.render_acc(state, suite, sv.card)
     if sm is not None:
         out += _main_group_part(sm)
         out += _other_groups_part(sm)
     if suite is not None:
-        out += passes_part.render(state, suite)
+        out += passes_part.render(state, suite, views.attempt_firsts)
     if sv is not None and sm is not None:
         out += lanes_part.render_acc(state, sm, sv.lanes)
     out += _suite_versions_part(state, suite, counts, views)

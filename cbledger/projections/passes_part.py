@@ -9,6 +9,7 @@ without them renders byte for byte as before.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -74,12 +75,16 @@ def later_by_first(state: LedgerState) -> dict[str, list[tuple[int, str]]]:
     return later
 
 
-def attempts(state: LedgerState, suite: str) -> list[Attempt]:
+def attempts(state: LedgerState, suite: str, firsts: Iterable[str] | None = None) -> list[Attempt]:
     """Every live attempt allowed more than one pass whose pass 1 was graded under `suite`, in
-    ledger order, with its passes in index order (a retracted pass ends the attempt there)."""
+    ledger order, with its passes in index order (a retracted pass ends the attempt there).
+    `firsts`: the runs allowed more than one pass, in seq order (`Views.attempt_firsts`), so
+    that not every run is read."""
     later = later_by_first(state)
     out: list[Attempt] = []
-    for rid, entry in state.runs.items():  # in seq order: the fold adds each run at its seq
+    # in seq order: the fold adds each run at its seq
+    entries = state.runs.items() if firsts is None else ((rid, state.runs[rid]) for rid in firsts)
+    for rid, entry in entries:
         ref = entry.run.passes
         if not ref or ref.allowed < 2 or rid in state.retracted:
             continue
@@ -111,10 +116,10 @@ def rows(found: list[Attempt]) -> list[PassRow]:
     return out
 
 
-def table(state: LedgerState, suite: str) -> tuple[list[str], list[list[str]]]:
+def table(state: LedgerState, suite: str, firsts: Iterable[str] | None = None) -> tuple[list[str], list[list[str]]]:
     """The section's header and rows (no rows: no attempt of `suite` took passes), as
     LEADERBOARD.md and the site show them."""
-    table_rows = rows(attempts(state, suite))
+    table_rows = rows(attempts(state, suite, firsts))
     if not table_rows:
         return [], []
     width = max(r.allowed for r in table_rows)
@@ -129,9 +134,9 @@ def table(state: LedgerState, suite: str) -> tuple[list[str], list[list[str]]]:
     return header, body
 
 
-def render(state: LedgerState, suite: str) -> list[str]:
+def render(state: LedgerState, suite: str, firsts: Iterable[str] | None = None) -> list[str]:
     """The section, or nothing when no attempt of `suite` took passes."""
-    header, body = table(state, suite)
+    header, body = table(state, suite, firsts)
     if not body:
         return []
     return [f"## {TITLE}", "", _NOTE, "", *fmt.table(header, body), ""]
