@@ -302,3 +302,88 @@ def test_aggregates_another_build_made_are_computed_again(tmp_path, monkeypatch)
     assert follower.base_seq == len(drafts) and not follower.views.built
     assert leaderboard.render(follower.state, None, follower.views) == leaderboard.render(writers.load_state(ledger))
     assert follower.views.rebuilds == 1
+
+
+def test_an_older_snapshots_tables_put_in_place_of_the_newers_are_refused(tmp_path, monkeypatch):
+    """Both sealed with this user's key, and the same row counts: a run graded again under a new
+    suite keeps its row, so the older file would hand back the grades before the new one. Each
+    snapshot's rows are sealed with a nonce of its own."""
+    from cbledger.projections import writers
+    from tests.factories import run_cli
+
+    stream = rich_stream()
+    first = len(stream.drafts())
+    stream.suite("2.0.0", reason="again")
+    stream.grade("r00001", "fail", suite="2.0.0")
+    drafts = stream.drafts()
+    root, ledger = _spilled_project(tmp_path, monkeypatch, drafts[:first])
+    assert run_cli(["project", "all", "--root", root]).exit_code == 0
+    LedgerStore(ledger).append(drafts[first:])
+    assert run_cli(["project", "all", "--root", root]).exit_code == 0
+    snaps = root / "results" / "ledger" / "snapshots"
+    older, newer = snaps / f"{first}.tables.sqlite", snaps / f"{len(drafts)}.tables.sqlite"
+    newer.write_bytes(older.read_bytes())
+    notes: list[str] = []
+    follower = writers.follow(ledger, snaps, notes.append)
+    assert follower.base_seq == len(drafts) and not notes  # the counts agree: found when a row is read
+    with pytest.raises(spill.TableDamaged, match="does not verify"):
+        follower.state.grades["r00001"]
+    result = run_cli(["project", "all", "--check", "--root", root])
+    assert result.exit_code != 0 and "does not verify" in result.output + result.stderr
+
+
+def test_a_snapshots_tables_sqlite_cannot_read_are_refused_in_a_line(tmp_path, monkeypatch):
+    from cbledger.projections import writers
+    from tests.factories import run_cli
+
+    drafts = rich_stream().drafts()
+    root, ledger = _spilled_project(tmp_path, monkeypatch, drafts)
+    assert run_cli(["project", "all", "--root", root]).exit_code == 0
+    snaps = root / "results" / "ledger" / "snapshots"
+    tables = snaps / f"{len(drafts)}.tables.sqlite"
+    pristine = tables.read_bytes()
+    tables.write_bytes(b"not a database" * 100)
+    notes: list[str] = []
+    assert writers.follow(ledger, snaps, notes.append).base_seq == 0 and "cannot be" in notes[0]
+    result = run_cli(["project", "leaderboard", "--check", "--root", root])
+    assert result.exit_code == 0 and "snapshot ignored, folding from seq 1" in result.stderr
+    tables.write_bytes(pristine)
+    _sqlite(tables, "UPDATE runs SET v = CAST(v AS TEXT) WHERE n = 2")
+    with pytest.raises(spill.TableDamaged):
+        list(writers.follow(ledger, snaps).state.runs.values())
+
+
+def test_aggregates_left_half_computed_by_a_damaged_table_are_computed_again_not_read(tmp_path, monkeypatch):
+    from cbledger.projections import writers
+    from tests.factories import run_cli
+
+    drafts = rich_stream().drafts()
+    root, ledger = _spilled_project(tmp_path, monkeypatch, drafts)
+    assert run_cli(["project", "all", "--root", root]).exit_code == 0
+    snaps = root / "results" / "ledger" / "snapshots"
+    monkeypatch.setattr(snapshot, "aggregates_version", lambda: "another build")  # computed, not adopted
+    follower = writers.follow(ledger, snaps)
+    _sqlite(snaps / f"{len(drafts)}.tables.sqlite", "DELETE FROM grades WHERE n = 3")
+    for _ in range(2):  # the second read does not take the tallies the first left half made
+        with pytest.raises(spill.TableDamaged):
+            leaderboard.render(follower.state, None, follower.views)
+    assert not follower.views.built
+
+
+def test_a_snapshot_whose_tables_cannot_be_written_is_a_line_not_a_failure(tmp_path, monkeypatch):
+    import sqlite3
+
+    from tests.factories import run_cli
+
+    drafts = rich_stream().drafts()
+    root, _ = _spilled_project(tmp_path, monkeypatch, drafts)
+
+    def full(*args, **kwargs):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(spill, "copy_tables", full)
+    result = run_cli(["project", "all", "--root", root])
+    assert result.exit_code == 0, result.output
+    assert "no snapshot written (database or disk is full)" in result.stderr
+    snaps = root / "results" / "ledger" / "snapshots"
+    assert not snaps.exists() or not list(snaps.iterdir())

@@ -297,7 +297,7 @@ class Views:
 
     def _build_all(self) -> None:
         st = self.state
-        self._built = True
+        self._built = False  # until every pass is through: one that raised (a damaged table) leaves none half made
         self.rebuilds += 1
         self.changed = None
         self._pending = []
@@ -332,6 +332,7 @@ class Views:
                 self._anomaly_rows.append([str(items[0].seq), "rubric-without-run", f"rubric score of unknown run {run_id}"])
         self.suites = {suite: SuiteViews(st, suite, _Records(st, suite) if recs is None else recs)
                        for suite, recs in per_suite.items()}
+        self._built = True
 
     def _count_run(self, entry: RunEntry, live: bool) -> None:
         self._harness_versions.add(entry.run.comparability.copperhead_version)

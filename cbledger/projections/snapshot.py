@@ -203,6 +203,8 @@ class Tables(Struct, tag="tables"):
 
     file: str
     rows: dict[str, int]
+    #: random, this snapshot's own: every row's seal includes it (`spill.Sealer`)
+    nonce: str
 
 
 class Aggregates(Struct, tag="aggregates"):
@@ -245,17 +247,19 @@ def tables_name(seq: int) -> str:
 
 @functools.cache
 def aggregates_version() -> str:
-    """The code the aggregates are tallied by: every module of the projections (a tally added to
-    a group changes no schema), hashed; a snapshot's aggregates of other code are computed again."""
-    here = Path(__file__).parent
+    """The code the aggregates are tallied by, hashed: every module and data file of the package
+    (a tally added to a group changes no schema, and they read the surfaces' catalog, the
+    categories, the price rules), so a snapshot's aggregates of any other build are computed again."""
+    package = Path(__file__).parent.parent
     digest = blake3()
-    for path in sorted(here.glob("*.py")):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    for path in sorted(package.rglob("*")):
+        if path.suffix in (".py", ".json", ".toml") and "__pycache__" not in path.parts:
+            digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 
 
-def sealer() -> spill.Sealer:
-    return spill.Sealer(seal_key())
+def sealer(nonce: str) -> spill.Sealer:
+    return spill.Sealer(seal_key(), nonce)
 
 
 def seq_of(name: str) -> int | None:
@@ -402,7 +406,7 @@ def read(f: BinaryIO, head: Header, source: str, directory: Path | None = None) 
         if not path.is_file():
             raise SnapshotError(f"{source}: its tables {path} are missing")
         try:
-            maps = spill.over_tables(str(path), dict(PER_RUN), tables.rows, sealer(), str(path))
+            maps = spill.over_tables(str(path), dict(PER_RUN), tables.rows, sealer(tables.nonce), str(path))
         except spill.TableDamaged as exc:
             raise SnapshotError(str(exc)) from None
         for name, mapping in maps.items():

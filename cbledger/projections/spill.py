@@ -23,7 +23,9 @@ but the `Projector` writes.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import pathlib
 import shutil
 import sqlite3
 import weakref
@@ -56,8 +58,8 @@ class SpillFile:
     def __init__(self) -> None:
         # on disk, never in memory (`/dev/shm`): at 10^7 events it holds gigabytes
         self.directory = str(scratch.mkdtemp("cbledger-fold-", on_disk=True))
-        self.conn = sqlite3.connect(os.path.join(self.directory, "state.sqlite"), isolation_level=None,
-                                    check_same_thread=False)
+        self.conn = sqlite3.connect(pathlib.Path(self.directory, "state.sqlite").as_uri(), isolation_level=None,
+                                    check_same_thread=False, uri=True)  # a URI, so a snapshot's tables attach read-only
         for pragma in ("journal_mode=OFF", "synchronous=OFF", "temp_store=MEMORY", "cache_size=-32768"):
             self.conn.execute(f"PRAGMA {pragma}")
         weakref.finalize(self, _remove, self.conn, self.directory)
@@ -74,15 +76,20 @@ class TableDamaged(UserError):
 
 
 class Sealer:
-    """The keyed hash each row of a snapshot's table carries: of its table, its position, its key
-    and its bytes, so a row changed, moved to another position or put in another table is refused
-    when it is read (`projections/snapshot.py` seals how many rows each table holds)."""
+    """The keyed hash each row of a snapshot's table carries: of the snapshot's own nonce, its
+    table, its position, its key and its bytes, so a row changed, moved to another position, put
+    in another table or taken from another snapshot's tables (an older grade of the same run at
+    the same position) is refused when it is read (`projections/snapshot.py` seals the nonce and
+    how many rows each table holds)."""
 
-    def __init__(self, key: bytes) -> None:
+    def __init__(self, key: bytes, nonce: str) -> None:
         self._key = key
+        self._prefix = f"{nonce}\0"
 
     def seal(self, table: str, n: int, k: str, v: bytes) -> bytes:
-        h = blake3(f"{table}\0{n}\0{k}\0".encode(), key=self._key)
+        if not isinstance(v, bytes) or not isinstance(k, str):  # a row rewritten with another type
+            return b""
+        h = blake3(f"{self._prefix}{table}\0{n}\0{k}\0".encode(), key=self._key)
         h.update(v)
         return h.digest(length=16)
 
@@ -133,15 +140,26 @@ class SpilledMap(MutableMapping[str, _V], Generic[_V]):
             return row[0]  # type: ignore[no-any-return]
         if self._base is None:
             return None
-        row = self._conn.execute(f"SELECT n, v, m FROM base.{self._table} WHERE k = ?", (key,)).fetchone()
+        with self._damage():
+            row = self._conn.execute(f"SELECT n, v, m FROM base.{self._table} WHERE k = ?", (key,)).fetchone()
         if row is None:
             return None
         return self._verified(row[0], key, row[1], row[2])
 
+    @contextlib.contextmanager
+    def _damage(self) -> Iterator[None]:
+        """A snapshot's table SQLite cannot read (truncated, overwritten, a text where bytes were)
+        is damage to refuse, said as such, not a traceback."""
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            source = self._base.source if self._base is not None else "the fold's scratch file"
+            raise TableDamaged(f"{source}: {self._table} cannot be read ({exc}); remove the snapshot and fold again") from None
+
     def _verified(self, n: int, k: str, v: bytes, m: bytes) -> bytes:
         base = self._base
         assert base is not None
-        if not 1 <= n <= base.rows or m != base.sealer.seal(self._table, n, k, v):
+        if not isinstance(n, int) or not 1 <= n <= base.rows or m != base.sealer.seal(self._table, n, k, v) or not m:
             raise TableDamaged(f"{base.source}: row {n} of {self._table} ({k}) does not verify with this user's snapshot "
                                "key: changed since it was written, or written elsewhere; remove the snapshot and fold again")
         return v
@@ -206,9 +224,15 @@ class SpilledMap(MutableMapping[str, _V], Generic[_V]):
             yield from self._conn.execute(f"SELECT k, v FROM {t} ORDER BY rowid")
             return
         expected = 0
-        for n, k, v, m, over in self._conn.execute(
+        rows = self._conn.execute(
             f"SELECT b.n, b.k, b.v, b.m, o.v FROM base.{t} b LEFT JOIN main.{t} o ON o.k = b.k ORDER BY b.n"
-        ):
+        )
+        while True:
+            with self._damage():
+                row = next(rows, None)
+            if row is None:
+                break
+            n, k, v, m, over = row
             expected += 1
             if n != expected:
                 self._verified(expected, k, b"", b"")  # a row dropped before this one: raises
@@ -277,13 +301,16 @@ def over_tables(path: str, types: dict[str, Any], rows: dict[str, int], sealer: 
     """Maps reading a snapshot's tables at `path` beneath a scratch file of their own. Refused
     (TableDamaged) when a table is missing or does not end at the row the snapshot sealed."""
     file = SpillFile()
-    file.conn.execute("ATTACH DATABASE ? AS base", (path,))
+    try:  # read-only: nothing of it is ever written, nor a journal beside it rolled back into it
+        file.conn.execute("ATTACH DATABASE ? AS base", (pathlib.Path(path).absolute().as_uri() + "?mode=ro",))
+    except sqlite3.Error as exc:
+        raise TableDamaged(f"{source}: cannot be opened ({exc})") from None
     maps: dict[str, SpilledMap[Any]] = {}
     for table, type_ in types.items():
         try:
             last = file.conn.execute(f"SELECT max(n) FROM base.{table}").fetchone()[0] or 0
         except sqlite3.Error as exc:
-            raise TableDamaged(f"{source}: no table {table} ({exc})") from None
+            raise TableDamaged(f"{source}: {table} cannot be read ({exc})") from None
         if last != rows.get(table, -1):
             raise TableDamaged(f"{source}: {table} ends at row {last}, the snapshot sealed {rows.get(table)}")
         maps[table] = SpilledMap(file, table, type_, base=Base(rows[table], sealer, source))

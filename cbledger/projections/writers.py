@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import errno
 import fcntl
 import functools
 import gc
@@ -262,21 +263,26 @@ def _save_tables(state: LedgerState, directory: Path) -> snapshot.Tables:
     name = snapshot.tables_name(state.head_seq)
     remove_dead_temps(directory)  # what a save killed half way left (gigabytes at 10^7 events)
     staged = Path(temp_name(directory / name))
+    nonce = os.urandom(16).hex()
     try:
         maps = {field: getattr(state, field) for field, _ in PER_RUN}
-        rows = spill.copy_tables(maps, str(staged), snapshot.sealer())
+        rows = spill.copy_tables(maps, str(staged), snapshot.sealer(nonce))
         os.replace(staged, directory / name)
+    except sqlite3.Error as exc:  # a full disk, said as the disk's, as any other write's
+        raise OSError(errno.ENOSPC if "full" in str(exc) else errno.EIO, str(exc), str(staged)) from None
     finally:
         staged.unlink(missing_ok=True)
     fsync_directory(directory)
-    return snapshot.Tables(name, rows)
+    return snapshot.Tables(name, rows, nonce)
 
 
 def _drop_tables(directory: Path) -> None:
-    """Snapshot tables no kept snapshot names (their snapshots were removed, or never written)."""
-    kept = {snapshot.tables_name(seq) for seq, _ in snapshot_files(directory)}
+    """Snapshot tables older than every kept snapshot (their snapshots were removed). Newer ones
+    no snapshot names yet are left: another process may be writing the snapshot that will."""
+    kept = [seq for seq, _ in snapshot_files(directory)]
     for name in os.listdir(directory):
-        if name.endswith(".tables.sqlite") and name not in kept:
+        seq = name[: -len(".tables.sqlite")] if name.endswith(".tables.sqlite") else ""
+        if seq.isdigit() and kept and int(seq) < min(kept):
             (directory / name).unlink(missing_ok=True)
 
 
