@@ -209,7 +209,7 @@ def _child(mode: str, root: Path) -> None:
     """One measurement in this process (the parent reads what it prints)."""
     import resource
 
-    from cbledger.projections import writers
+    from cbledger.projections import snapshot, writers
     from cbledger.reproduce.regenerate import _TrackingProjector
 
     where = Workspace.at(root)
@@ -224,7 +224,8 @@ def _child(mode: str, root: Path) -> None:
         kept = writers.save_snapshot(follower, where.snapshots)
         snap_s = time.perf_counter() - t
         assert kept is not None
-        print(f"{fold_s} {write_s} {peak} {snap_s} {kept.stat().st_size}")
+        tables = kept.with_name(snapshot.tables_name(follower.state.head_seq))
+        print(f"{fold_s} {write_s} {peak} {snap_s} {kept.stat().st_size} {tables.stat().st_size if tables.exists() else 0}")
     elif mode == "watch":
         t = time.perf_counter()
         follower = writers.follow(where.ledger, where.snapshots, print, projector=_TrackingProjector)
@@ -307,11 +308,11 @@ def run_snapshots(work: Path, sizes: list[int], tail: int, keep: Path | None) ->
         print(f"\n{events:,} events ({runs:,} runs + grades, {where.ledger.stat().st_size / 2**20:,.0f} MiB ledger, "
               f"{how})")
         _, _, out = _whole([sys.executable, __file__, "--_child", "rebuild", str(root)])
-        fold_s, write_s, peak, snap_s, snap_bytes = map(float, out.split())
+        fold_s, write_s, peak, snap_s, snap_bytes, table_bytes = map(float, out.split())
         print(f"  full rebuild from seq 1 (every output but the site): fold {fold_s:.1f} s + writing {write_s:.1f} s; "
               f"peak RSS {peak:,.0f} MiB ({peak / 1024:.2f} GiB)")
         print(f"  snapshot written after it: {snap_s:.1f} s (encode + durable write), "
-              f"{snap_bytes / 2**20:,.0f} MiB")
+              f"{snap_bytes / 2**20:,.0f} MiB" + (f", its tables beside it {table_bytes / 2**20:,.0f} MiB" if table_bytes else ""))
         store = LedgerStore(where.ledger)
         for k in range(0, tail, 500):
             store.append([e for i in range(runs + k, runs + min(k + 500, tail)) for e in events_for(i)])
