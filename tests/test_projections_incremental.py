@@ -192,3 +192,24 @@ def test_the_committed_ledger_folded_in_chunks_renders_as_a_rebuild(tmp_path):
         assert readmodel.canonical_dump(db) == dump, f"after {i} events"
         assert rec.published(projector.state) == files
     assert any(r.passes for r in projector.state.later_passes.values() for r in [r.run])
+
+
+def test_a_full_rebuild_puts_its_records_in_place_in_batches_each_file_old_or_new(tmp_path, monkeypatch):
+    """A rebuild of millions of records held a name per staged file, and the staged files on
+    disk, until its end: it commits every `STAGED_BATCH` files, each as whole as before."""
+    results = tmp_path / "results"
+    state = fold(build(expand([("pair", t % 4, t % 3, 1, 10_000, "9.0.8", False, "pass") for t in range(12)])).events)
+    monkeypatch.setattr(writers, "STAGED_BATCH", 5)
+    batches: list[int] = []
+    real_commit = writers._commit_staged
+
+    def counted(staged):
+        batches.append(len(staged))
+        real_commit(staged)
+
+    monkeypatch.setattr(writers, "_commit_staged", counted)
+    report = writers.sync_records(state, results)
+    published = dict(rec.published(state))
+    assert len(report.created) == len(published) > 10 and max(batches) == 5 and sum(batches) == len(published)
+    assert {p: (results / p).read_bytes() for p in published} == published
+    assert list(results.rglob(".*.tmp")) == []

@@ -311,6 +311,11 @@ class RecordsReport(Struct, kw_only=True):
         return not (self.created or self.updated)
 
 
+#: files staged before they are put in place: a full rebuild at 10^7 events stages 5 million,
+#: and held them all (a name each, and as many staged files on disk) until its end
+STAGED_BATCH = 100_000
+
+
 class RecordStore:
     """The records a results directory holds, in whichever layout it keeps them: one file per
     record path (the default) or rows of the packed store (`packed`, when its file exists).
@@ -365,6 +370,8 @@ class RecordStore:
             self.store.write(relpath, data)
         else:
             self.staged.append(_stage(self.results / relpath, data))
+            if len(self.staged) >= STAGED_BATCH:
+                self.commit()  # each file stays old or new and whole; a batch need not be every record
 
     def commit(self) -> None:
         if self.store is not None:
