@@ -23,6 +23,8 @@ code path, and `Views(state)` is the full rebuild:
   schemaVersion, the kicad-cli major): start again.
 
 Events are queued as they fold and applied when a view is read, so a burst costs one catch-up.
+Views attached to a projector are computed when first read, so a projector resuming from a
+snapshot that holds them adopts them instead (`adopt`; docs/PROJECTIONS.md, Snapshots).
 """
 
 from __future__ import annotations

@@ -251,7 +251,7 @@ class Projector:
         self.observers: list[Callable[[Any], None]] = []
         #: one copy of each value many runs and grades repeat (see `_compact_run`)
         self._shared: dict[Any, Any] = {}
-        #: the scratch file the runs, later passes and grades moved to (`spill.py`), once they did
+        #: the scratch file the maps of `PER_RUN` moved to (`spill.py`), once they did
         self._spill: spill.SpillFile | None = None
         self._spill_at = spill.spill_at()
         if state is not None:
