@@ -3,23 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 from cbledger.projections import harness_findings
-from cbledger.projections.fold import LedgerState
+from cbledger.projections.aggregates import Views
+from cbledger.projections.fold import fold
+from tests.factories import rich_stream
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _state(*versions: str | None) -> LedgerState:
-    state = LedgerState()
-    for n, v in enumerate(versions):
-        state.runs[f"run-{n}"] = SimpleNamespace(run=SimpleNamespace(comparability=SimpleNamespace(copperhead_version=v)))  # type: ignore[assignment]
-    return state
-
-
 def test_the_finish_gate_finding_is_stated_while_the_ledger_holds_runs_of_that_version():
-    lines = harness_findings.render(_state(None, "0.9.0"))
+    lines = harness_findings.render({None, "0.9.0"})
     assert lines[0] == "## Harness findings (about the harness, not any model)"
     text = "\n".join(lines)
     assert "**copperhead 0.9.0, the finish gate and real boards.**" in text
@@ -27,8 +21,15 @@ def test_the_finish_gate_finding_is_stated_while_the_ledger_holds_runs_of_that_v
 
 
 def test_no_section_for_a_ledger_without_runs_of_a_version_with_findings():
-    assert harness_findings.render(_state()) == []
-    assert harness_findings.render(_state(None, "1.0.0")) == []
+    assert harness_findings.render(set()) == []
+    assert harness_findings.render({None, "1.0.0"}) == []
+
+
+def test_the_versions_are_every_runs_retracted_ones_included():
+    """LEADERBOARD.md reads them from the aggregates, tallied as runs fold (no pass over every run)."""
+    state = fold(rich_stream().events)
+    assert Views(state).harness_versions == {e.run.comparability.copperhead_version for e in state.runs.values()}
+    assert state.retracted
 
 
 def test_the_committed_leaderboard_states_it():
