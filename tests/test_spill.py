@@ -112,7 +112,7 @@ def test_a_snapshot_of_a_spilled_state_reads_back_spilled_with_the_same_views():
     f = io.BytesIO(data)
     head = snapshot.header(f, "test")
     with patch.object(spill, "SPILL_AT", 3), patch.dict(os.environ, {spill.ENV: ""}):
-        back = snapshot.read_state(f, head, "test")
+        back = snapshot.read(f, head, "test").state
     assert all(spill.file_of(getattr(back, name)) is not None for name, _ in PER_RUN)
     assert back.rubric and back.rubric == in_memory(events).rubric  # rubric scores go in chunks of their own
     memory = in_memory(events)

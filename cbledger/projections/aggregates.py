@@ -379,7 +379,8 @@ class Views:
             return
         if isinstance(event, RunRecordedEvent):
             run_id = event.body.run_id
-            if run_id not in st.runs:
+            entry = st.runs.get(run_id)  # read once: on a spilled state each read is a lookup and a decode
+            if entry is None:
                 # a later feedback pass: no headline row reads it (`passes_part` reads the state);
                 # the read model lists it, by row, and the billed lanes sum its spend into its
                 # attempt's, which a record already added has not counted
@@ -390,11 +391,11 @@ class Views:
                         raise _Restart
                     self._touch(run_id)
                 return
-            if st.runs[run_id].seq != event.seq:
+            if entry.seq != event.seq:
                 return  # a duplicate run: listed from the state's anomalies
             if _named_before(st, run_id, event.seq):
                 raise _Restart
-            self._count_run(st.runs[run_id], True)
+            self._count_run(entry, True)
             self._touch(run_id)
             return
         if isinstance(event, GradeRecordedEvent):

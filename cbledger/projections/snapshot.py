@@ -358,10 +358,6 @@ class Loaded(Struct):
     aggregates: bytes | None = None
 
 
-def read_state(f: BinaryIO, head: Header, source: str) -> LedgerState:
-    return read(f, head, source).state
-
-
 def read(f: BinaryIO, head: Header, source: str, directory: Path | None = None) -> Loaded:
     """The state after the header, each chunk's runs and grades given the sharing a fold gives
     as it is decoded (`Projector.shared_*`); a spilled state's tables opened beside it, in
