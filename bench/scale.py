@@ -226,6 +226,19 @@ def _child(mode: str, root: Path) -> None:
         assert kept is not None
         tables = kept.with_name(snapshot.tables_name(follower.state.head_seq))
         print(f"{fold_s} {write_s} {peak} {snap_s} {kept.stat().st_size} {tables.stat().st_size if tables.exists() else 0}")
+    elif mode == "snapshot":  # the fold, its aggregates and the snapshot only: no output written
+        t = time.perf_counter()
+        follower = writers.follow(where.ledger)
+        fold_s = time.perf_counter() - t
+        follower.views.record_counts()
+        views_s = time.perf_counter() - t - fold_s
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        t = time.perf_counter()
+        kept = writers.save_snapshot(follower, where.snapshots)
+        snap_s = time.perf_counter() - t
+        assert kept is not None
+        tables = kept.with_name(snapshot.tables_name(follower.state.head_seq))
+        print(f"{fold_s} {views_s} {peak} {snap_s} {kept.stat().st_size} {tables.stat().st_size if tables.exists() else 0}")
     elif mode == "watch":
         t = time.perf_counter()
         follower = writers.follow(where.ledger, where.snapshots, print, projector=_TrackingProjector)
@@ -235,13 +248,13 @@ def _child(mode: str, root: Path) -> None:
         print(f"{ready} {follower.base_seq} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}")
 
 
-def _room(events: int, work: Path, built: bool) -> str | None:
+def _room(events: int, work: Path, built: bool, resume_only: bool = False) -> str | None:
     """Why a size cannot run here (disk or memory), or None. The fold holds its state in memory
     only up to `spill_at()` runs; past that, the scratch file takes disk instead."""
     from cbledger.projections.spill import spill_at
 
     runs = events // 2
-    disk = (0 if built else events * LEDGER_BYTES) + runs * RECORD_BYTES + 2 * events * SNAPSHOT_BYTES
+    disk = (0 if built else events * LEDGER_BYTES) + (0 if resume_only else runs * RECORD_BYTES) + 2 * events * SNAPSHOT_BYTES
     free = shutil.disk_usage(work).free
     if disk > free * 0.8:
         return f"needs about {disk / 2**30:.0f} GiB of disk (ledger, records, snapshots), {free / 2**30:.0f} GiB free"
@@ -293,24 +306,28 @@ def _clear_records(results: Path) -> None:
             shutil.rmtree(child, ignore_errors=True)
 
 
-def run_snapshots(work: Path, sizes: list[int], tail: int, keep: Path | None) -> None:
+def run_snapshots(work: Path, sizes: list[int], tail: int, keep: Path | None, resume_only: bool = False) -> None:
     from bench.projections import events_for
 
     cli = str(Path(sys.executable).with_name("cbledger"))
     for events in sizes:
         runs = (events - 2) // 2
         root = (keep or work) / f"snapshots-{events}"
-        why = _room(events, keep or work, _kept(root / "built-runs", runs))
+        why = _room(events, keep or work, _kept(root / "built-runs", runs), resume_only)
         if why is not None:
             print(f"\n{events:,} events: skipped: {why}")
             continue
         where, how = _ledger(root, runs)
         print(f"\n{events:,} events ({runs:,} runs + grades, {where.ledger.stat().st_size / 2**20:,.0f} MiB ledger, "
               f"{how})")
-        _, _, out = _whole([sys.executable, __file__, "--_child", "rebuild", str(root)])
+        _, _, out = _whole([sys.executable, __file__, "--_child", "snapshot" if resume_only else "rebuild", str(root)])
         fold_s, write_s, peak, snap_s, snap_bytes, table_bytes = map(float, out.split())
-        print(f"  full rebuild from seq 1 (every output but the site): fold {fold_s:.1f} s + writing {write_s:.1f} s; "
-              f"peak RSS {peak:,.0f} MiB ({peak / 1024:.2f} GiB)")
+        if resume_only:
+            print(f"  fold from seq 1 and its aggregates, no output written: fold {fold_s:.1f} s + aggregates "
+                  f"{write_s:.1f} s; peak RSS {peak:,.0f} MiB ({peak / 1024:.2f} GiB)")
+        else:
+            print(f"  full rebuild from seq 1 (every output but the site): fold {fold_s:.1f} s + writing {write_s:.1f} s; "
+                  f"peak RSS {peak:,.0f} MiB ({peak / 1024:.2f} GiB)")
         print(f"  snapshot written after it: {snap_s:.1f} s (encode + durable write), "
               f"{snap_bytes / 2**20:,.0f} MiB" + (f", its tables beside it {table_bytes / 2**20:,.0f} MiB" if table_bytes else ""))
         store = LedgerStore(where.ledger)
@@ -320,21 +337,23 @@ def run_snapshots(work: Path, sizes: list[int], tail: int, keep: Path | None) ->
         out_file = str(root / "LEADERBOARD-check.md")
         project = [cli, "project", "leaderboard", "--root", str(root), "--out", out_file]
         snap_wall, snap_rss, _ = _whole(project)
-        aside = root / "snapshots-aside"
-        where.snapshots.rename(aside)
-        full_wall, full_rss, _ = _whole(project)
-        aside.rename(where.snapshots)
         print(f"  `cbledger project leaderboard` at seq {head:,} ({2 * tail:,} events after the snapshot):")
         print(f"    from the latest snapshot: {snap_wall:.1f} s, peak RSS {snap_rss:,.0f} MiB")
-        print(f"    from seq 1:               {full_wall:.1f} s, peak RSS {full_rss:,.0f} MiB "
-              f"({full_wall / snap_wall:.1f}x the snapshot's time)")
+        if not resume_only:
+            aside = root / "snapshots-aside"
+            where.snapshots.rename(aside)
+            full_wall, full_rss, _ = _whole(project)
+            aside.rename(where.snapshots)
+            print(f"    from seq 1:               {full_wall:.1f} s, peak RSS {full_rss:,.0f} MiB "
+                  f"({full_wall / snap_wall:.1f}x the snapshot's time)")
         _, _, out = _whole([sys.executable, __file__, "--_child", "watch", str(root)])
         ready, base, rss = out.split()[-3:]
-        watch_wall, watch_rss, _ = _whole([cli, "watch", "--once", "--no-site", "--root", str(root)])
         print(f"  watch start-up, fold ready from the snapshot at seq {int(base):,} (aggregates included): "
               f"{float(ready):.1f} s, peak RSS {float(rss):,.0f} MiB")
-        print(f"  `cbledger watch --once --no-site` (start-up + first regeneration of every output): {watch_wall:.1f} s, "
-              f"peak RSS {watch_rss:,.0f} MiB")
+        if not resume_only:
+            watch_wall, watch_rss, _ = _whole([cli, "watch", "--once", "--no-site", "--root", str(root)])
+            print(f"  `cbledger watch --once --no-site` (start-up + first regeneration of every output): "
+                  f"{watch_wall:.1f} s, peak RSS {watch_rss:,.0f} MiB")
         if keep is None:
             shutil.rmtree(root, ignore_errors=True)
 
@@ -348,6 +367,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tail", type=int, default=1_000, help="snapshots: runs appended after the snapshot (default 1000)")
     ap.add_argument("--keep", type=Path, default=None,
                     help="snapshots: build the ledgers under this directory and keep them for a later run to reuse")
+    ap.add_argument("--resume-only", action="store_true",
+                    help="snapshots: fold and write the snapshot without writing any output, then measure the resumes "
+                         "from it only (for a size whose full rebuild was measured already or does not fit)")
     ap.add_argument("--_child", nargs=2, help=argparse.SUPPRESS)
     ap.add_argument("--pairs", type=int, default=150, help="run+grade appends per writer (default 150)")
     ap.add_argument("--writers", type=int, default=8, help="writers at once in the second store run (default 8)")
@@ -366,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.only in (None, "runs"):
             run_runs(work, args.suite)
         if args.only == "snapshots":
-            run_snapshots(work, args.events, args.tail, args.keep)
+            run_snapshots(work, args.events, args.tail, args.keep, args.resume_only)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0
