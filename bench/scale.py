@@ -209,7 +209,7 @@ def _child(mode: str, root: Path) -> None:
     """One measurement in this process (the parent reads what it prints)."""
     import resource
 
-    from cbledger.projections import snapshot, writers
+    from cbledger.projections import writers
     from cbledger.reproduce.regenerate import _TrackingProjector
 
     where = Workspace.at(root)
@@ -224,8 +224,7 @@ def _child(mode: str, root: Path) -> None:
         kept = writers.save_snapshot(follower, where.snapshots)
         snap_s = time.perf_counter() - t
         assert kept is not None
-        tables = kept.with_name(snapshot.tables_name(follower.state.head_seq))
-        print(f"{fold_s} {write_s} {peak} {snap_s} {kept.stat().st_size} {tables.stat().st_size if tables.exists() else 0}")
+        print(f"{fold_s} {write_s} {peak} {snap_s} {kept.stat().st_size} {_tables_bytes(kept)}")
     elif mode == "snapshot":  # the fold, its aggregates and the snapshot only: no output written
         t = time.perf_counter()
         follower = writers.follow(where.ledger)
@@ -237,8 +236,15 @@ def _child(mode: str, root: Path) -> None:
         kept = writers.save_snapshot(follower, where.snapshots)
         snap_s = time.perf_counter() - t
         assert kept is not None
-        tables = kept.with_name(snapshot.tables_name(follower.state.head_seq))
-        print(f"{fold_s} {views_s} {peak} {snap_s} {kept.stat().st_size} {tables.stat().st_size if tables.exists() else 0}")
+        print(f"{fold_s} {views_s} {peak} {snap_s} {kept.stat().st_size} {_tables_bytes(kept)}")
+    elif mode == "resave":  # what a watch's next snapshot costs: the events since folded, then written
+        follower = writers.follow(where.ledger, where.snapshots)
+        follower.views.record_counts()
+        t = time.perf_counter()
+        kept = writers.save_snapshot(follower, where.snapshots)
+        save_s = time.perf_counter() - t
+        assert kept is not None and follower.base_seq > 0
+        print(f"{save_s} {_tables_bytes(kept)} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}")
     elif mode == "watch":
         t = time.perf_counter()
         follower = writers.follow(where.ledger, where.snapshots, print, projector=_TrackingProjector)
@@ -246,6 +252,12 @@ def _child(mode: str, root: Path) -> None:
         ready = time.perf_counter() - t
         assert follower.base_seq > 0, "the watch did not resume from the snapshot"
         print(f"{ready} {follower.base_seq} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}")
+
+
+def _tables_bytes(kept: Path) -> int:
+    """Bytes of the tables a snapshot wrote beside it (whole, or a delta since a base)."""
+    seq = kept.name.split(".")[0]
+    return sum(p.stat().st_size for p in kept.parent.glob(f"{seq}.*.sqlite"))
 
 
 def _room(events: int, work: Path, built: bool, resume_only: bool = False) -> str | None:
@@ -350,6 +362,10 @@ def run_snapshots(work: Path, sizes: list[int], tail: int, keep: Path | None, re
         ready, base, rss = out.split()[-3:]
         print(f"  watch start-up, fold ready from the snapshot at seq {int(base):,} (aggregates included): "
               f"{float(ready):.1f} s, peak RSS {float(rss):,.0f} MiB")
+        _, _, out = _whole([sys.executable, __file__, "--_child", "resave", str(root)])
+        save_s, delta_bytes, rss = map(float, out.split()[-3:])
+        print(f"  the next snapshot, {2 * tail:,} events later (as a watch keeps one; a spilled state's writes the rows "
+              f"changed since its base): {save_s:.1f} s, {delta_bytes / 2**20:,.1f} MiB of tables, peak RSS {rss:,.0f} MiB")
         if not resume_only:
             watch_wall, watch_rss, _ = _whole([cli, "watch", "--once", "--no-site", "--root", str(root)])
             print(f"  `cbledger watch --once --no-site` (start-up + first regeneration of every output): "

@@ -227,7 +227,7 @@ def test_a_spilled_states_snapshot_keeps_its_tables_beside_it_and_its_aggregates
     assert result.exit_code == 1 and "snapshot ignored" not in result.stderr  # six events newer than the file
     assert run_cli(["project", "all", "--root", root]).exit_code == 0
     assert sorted(p.name for p in snaps.iterdir()) == sorted(
-        [f"{head}.msgpack", f"{head}.tables.sqlite", f"{len(drafts)}.msgpack", f"{len(drafts)}.tables.sqlite"])
+        [f"{head}.msgpack", f"{head}.tables.sqlite", f"{len(drafts)}.msgpack", f"{len(drafts)}.delta-{head}.sqlite"])
     assert_equals_full_rebuild(root, ledger, tmp_path)
 
 
@@ -304,10 +304,11 @@ def test_aggregates_another_build_made_are_computed_again(tmp_path, monkeypatch)
     assert follower.views.rebuilds == 1
 
 
-def test_an_older_snapshots_tables_put_in_place_of_the_newers_are_refused(tmp_path, monkeypatch):
+@pytest.mark.parametrize("copy", ["whole", "delta"])
+def test_an_older_snapshots_tables_put_in_place_of_the_newers_are_refused(tmp_path, monkeypatch, copy):
     """Both sealed with this user's key, and the same row counts: a run graded again under a new
     suite keeps its row, so the older file would hand back the grades before the new one. Each
-    snapshot's rows are sealed with a nonce of its own."""
+    file's rows are sealed with a nonce of its own: whole tables, or two deltas from one base."""
     from cbledger.projections import writers
     from tests.factories import run_cli
 
@@ -315,13 +316,22 @@ def test_an_older_snapshots_tables_put_in_place_of_the_newers_are_refused(tmp_pa
     first = len(stream.drafts())
     stream.suite("2.0.0", reason="again")
     stream.grade("r00001", "fail", suite="2.0.0")
+    second = len(stream.drafts())
+    stream.suite("3.0.0", reason="again")
+    stream.grade("r00001", "pass", suite="3.0.0")
     drafts = stream.drafts()
+    if copy == "whole":
+        monkeypatch.setattr(spill, "DELTA_KEYS", 0)  # no change counted: every snapshot copies every row
     root, ledger = _spilled_project(tmp_path, monkeypatch, drafts[:first])
-    assert run_cli(["project", "all", "--root", root]).exit_code == 0
-    LedgerStore(ledger).append(drafts[first:])
-    assert run_cli(["project", "all", "--root", root]).exit_code == 0
+    for done, upto in ((first, first), (first, second), (second, len(drafts))):
+        if upto > done:
+            LedgerStore(ledger).append(drafts[done:upto])
+        assert run_cli(["project", "all", "--root", root]).exit_code == 0
     snaps = root / "results" / "ledger" / "snapshots"
-    older, newer = snaps / f"{first}.tables.sqlite", snaps / f"{len(drafts)}.tables.sqlite"
+    if copy == "whole":
+        older, newer = snaps / f"{second}.tables.sqlite", snaps / f"{len(drafts)}.tables.sqlite"
+    else:
+        older, newer = snaps / f"{second}.delta-{first}.sqlite", snaps / f"{len(drafts)}.delta-{first}.sqlite"
     newer.write_bytes(older.read_bytes())
     notes: list[str] = []
     follower = writers.follow(ledger, snaps, notes.append)
@@ -387,3 +397,118 @@ def test_a_snapshot_whose_tables_cannot_be_written_is_a_line_not_a_failure(tmp_p
     assert "no snapshot written (database or disk is full)" in result.stderr
     snaps = root / "results" / "ledger" / "snapshots"
     assert not snaps.exists() or not list(snaps.iterdir())
+
+
+def _memory_fold(ledger):
+    from cbledger.projections import writers
+
+    with patch.object(spill, "SPILL_AT", 10**9), patch.dict(os.environ, {spill.ENV: ""}):
+        return writers.load_state(ledger)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(st.one_of(op, pair, pair, later), min_size=3, max_size=30),
+       cuts=st.lists(st.integers(0, 200), min_size=1, max_size=6), limit=st.integers(0, 40),
+       floor=st.sampled_from([0, 1000]))
+def test_snapshots_written_as_deltas_over_a_base_read_back_as_the_fold_in_memory(tmp_path_factory, ops, cuts, limit,
+                                                                                  floor):
+    """Each round appends, resumes from the newest snapshot (whole tables, or a base and the delta
+    since) and writes the next one: whole or a delta, as the changes counted allow (`limit`,
+    `floor`)."""
+    from cbledger.projections import writers
+    from tests.test_snapshot import _ledger
+
+    drafts = build(expand(ops)).drafts()
+    work = tmp_path_factory.mktemp("delta")
+    ledger, snaps = work / "events.jsonl", work / "snapshots"
+    bounds = sorted({1 + c % len(drafts) for c in cuts} | {len(drafts)})
+    _ledger(ledger, drafts[: bounds[0]])
+    done = bounds[0]
+    with patch.object(spill, "DELTA_KEYS", limit), patch.object(spill, "DELTA_FLOOR", floor), \
+            patch.dict(os.environ, {spill.ENV: "2"}):
+        for upto in bounds:
+            if upto > done:
+                LedgerStore(ledger).append(drafts[done:upto])
+                done = upto
+            follower = writers.follow(ledger, snaps)
+            assert views(follower.state) == views(_memory_fold(ledger))
+            writers.save_snapshot(follower, snaps)
+        follower = writers.follow(ledger, snaps)
+        assert views(follower.state) == views(_memory_fold(ledger))
+
+
+def test_a_snapshot_writes_what_changed_since_its_base_until_a_quarter_of_it_changed(tmp_path, monkeypatch):
+    """Whole tables, then deltas from them (each holding every change since the base, so one
+    delta and the base are all a resume reads), a base kept while a kept snapshot's delta names
+    it, and every row again once the changes pass a quarter of the base, or the base is gone."""
+    from cbledger.projections import writers
+    from tests.test_snapshot import _ledger
+
+    monkeypatch.setenv(spill.ENV, "3")
+    monkeypatch.setattr(spill, "DELTA_FLOOR", 4)
+    stream = rich_stream()
+    ledger, snaps = tmp_path / "events.jsonl", tmp_path / "snapshots"
+    _ledger(ledger, stream.drafts())
+    written = len(stream.drafts())
+    names: list[list[str]] = []
+
+    def round_(runs: int) -> int:
+        nonlocal written
+        for r in range(runs):
+            stream.graded_run("rename-net", "vendor:model-a", "pass", repeat=10 + len(names) * 10 + r)
+        LedgerStore(ledger).append(stream.drafts()[written:])
+        written = len(stream.drafts())
+        follower = writers.follow(ledger, snaps)
+        assert views(follower.state) == views(_memory_fold(ledger))
+        writers.save_snapshot(follower, snaps)
+        names.append(sorted(p.name for p in snaps.iterdir()))
+        return follower.state.head_seq
+
+    first = round_(0)
+    assert names[-1] == [f"{first}.msgpack", f"{first}.tables.sqlite"]
+    second = round_(1)
+    assert f"{second}.delta-{first}.sqlite" in names[-1]
+    third = round_(1)
+    # the snapshot at `first` is gone (two are kept); its tables stay, the base the newest delta names
+    assert names[-1] == sorted([f"{second}.msgpack", f"{second}.delta-{first}.sqlite", f"{third}.msgpack",
+                                f"{third}.delta-{first}.sqlite", f"{first}.tables.sqlite"])
+    import sqlite3
+
+    with sqlite3.connect(snaps / f"{third}.delta-{first}.sqlite") as conn:  # every change since the base
+        assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 2
+    base_runs = len(_memory_fold(ledger).runs)
+    fourth = round_(base_runs // 4 + 1)  # past a quarter of the base: every row again
+    assert f"{fourth}.tables.sqlite" in names[-1] and not any(".delta-" in n and n.startswith(f"{fourth}.")
+                                                              for n in names[-1])
+    fifth = round_(1)
+    assert f"{fifth}.delta-{fourth}.sqlite" in names[-1]
+    assert f"{first}.tables.sqlite" not in names[-1]  # no kept snapshot names it any more
+    (snaps / f"{fourth}.tables.sqlite").unlink()  # another process pruned it: the next copy is whole
+    notes: list[str] = []
+    follower = writers.follow(ledger, snaps, notes.append)
+    assert follower.base_seq == 0 and "missing" in notes[0]
+    sixth = round_(1)
+    assert f"{sixth}.tables.sqlite" in names[-1]
+
+
+def test_a_row_dropped_from_a_delta_is_refused_on_load(tmp_path, monkeypatch):
+    """A delta's row dropped would let the base's older value stand (a grade before its re-grade):
+    its rows are counted when it is opened."""
+    from cbledger.projections import writers
+    from tests.factories import run_cli
+
+    stream = rich_stream()
+    first = len(stream.drafts())
+    stream.suite("2.0.0", reason="again")
+    stream.grade("r00001", "fail", suite="2.0.0")
+    stream.graded_run("rename-net", "vendor:model-a", "pass", repeat=7)
+    drafts = stream.drafts()
+    root, ledger = _spilled_project(tmp_path, monkeypatch, drafts[:first])
+    assert run_cli(["project", "all", "--root", root]).exit_code == 0
+    LedgerStore(ledger).append(drafts[first:])
+    assert run_cli(["project", "all", "--root", root]).exit_code == 0
+    snaps = root / "results" / "ledger" / "snapshots"
+    delta = snaps / f"{len(drafts)}.delta-{first}.sqlite"
+    _sqlite(delta, "DELETE FROM grades WHERE k = 'r00001'")
+    notes: list[str] = []
+    assert writers.follow(ledger, snaps, notes.append).base_seq == 0 and "grades" in notes[0]

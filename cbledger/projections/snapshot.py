@@ -24,7 +24,7 @@ import functools
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import BinaryIO, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import msgspec
 from blake3 import blake3
@@ -45,8 +45,9 @@ from cbledger.projections.fold import (
 
 #: the file's own layout; a change here makes every older snapshot unreadable, so bump it
 #: (3: a trailer frame holds the BLAKE3 of every frame before it, header excepted; 4: that
-#: BLAKE3 keyed with this user's snapshot key; 5: rubric scores, reviews and attachments in chunks)
-FORMAT = 5
+#: BLAKE3 keyed with this user's snapshot key; 5: rubric scores, reviews and attachments in chunks;
+#: 6: a spilled state's tables as a base and the delta since)
+FORMAT = 6
 #: bump when `Projector` folds the same events into a different state (a new rule, a new anomaly)
 FOLD_RULES = 1
 SUFFIX = ".msgpack"
@@ -198,13 +199,14 @@ _FRAMES: dict[str, type[Runs | Passes | Grades | Rubric | Reviews | Attachments]
 
 
 class Tables(Struct, tag="tables"):
-    """A spilled state's maps keyed by run id are not in chunks: they are the SQLite file `file`
-    beside this one, each table's rows numbered and sealed (`spill.copy_tables`), `rows` of each."""
+    """A spilled state's maps keyed by run id are not in chunks: they are SQLite files beside this
+    one, each table's rows numbered and sealed (`spill.copy_tables`) with a nonce of the file's
+    own. `base` holds every row as some snapshot at or before this one stood (`<b>.tables.sqlite`);
+    `delta`, when there is one, the rows changed or added since (`<seq>.delta-<b>.sqlite`), so a
+    snapshot of a large state writes what changed, not every run again."""
 
-    file: str
-    rows: dict[str, int]
-    #: random, this snapshot's own: every row's seal includes it (`spill.Sealer`)
-    nonce: str
+    base: spill.TableFile
+    delta: spill.TableFile | None = None
 
 
 class Aggregates(Struct, tag="aggregates"):
@@ -241,8 +243,25 @@ def file_name(seq: int) -> str:
 
 
 def tables_name(seq: int) -> str:
-    """The SQLite file beside a spilled state's snapshot (`Tables`)."""
+    """The SQLite file beside a spilled state's snapshot holding every row (`Tables.base`)."""
     return f"{seq}.tables.sqlite"
+
+
+def delta_name(seq: int, base_seq: int) -> str:
+    """The SQLite file beside a snapshot at `seq` holding the rows changed since the tables of the
+    snapshot at `base_seq` (`Tables.delta`): the name says which base it needs."""
+    return f"{seq}.delta-{base_seq}.sqlite"
+
+
+def table_file_seqs(name: str) -> tuple[int, int] | None:
+    """(seq, the seq of the base it needs) of a tables or delta file's name; None for any other."""
+    for suffix in (".tables.sqlite", ".sqlite"):
+        if name.endswith(suffix):
+            stem = name[: -len(suffix)]
+            seq, _, base = stem.partition(".delta-") if suffix == ".sqlite" else (stem, "", stem)
+            if seq.isascii() and seq.isdigit() and base.isascii() and base.isdigit():
+                return int(seq), int(base)
+    return None
 
 
 @functools.cache
@@ -396,19 +415,31 @@ def read(f: BinaryIO, head: Header, source: str, directory: Path | None = None) 
     if state.head_seq != head.seq or state.head_hash != head.head_hash:
         raise SnapshotError(f"{source}: its state is at seq {state.head_seq}, its header says {head.seq}")
     if tables is not None:
-        if directory is None or os.sep in tables.file or tables.file != tables_name(head.seq):
-            raise SnapshotError(f"{source}: its tables ({tables.file}) are not beside it")
-        path = directory / tables.file
-        if not path.is_file():
-            raise SnapshotError(f"{source}: its tables {path} are missing")
-        try:
-            maps = spill.over_tables(str(path), dict(PER_RUN), tables.rows, sealer(tables.nonce), str(path))
-        except spill.TableDamaged as exc:
-            raise SnapshotError(str(exc)) from None
-        for name, mapping in maps.items():
+        for name, mapping in _open_tables(tables, head.seq, directory, source).items():
             setattr(state, name, mapping)
     kept = aggregates.data if aggregates is not None and aggregates.version == aggregates_version() else None
     return Loaded(state, kept)
+
+
+def _open_tables(tables: Tables, seq: int, directory: Path | None, source: str) -> dict[str, Any]:
+    """The maps over a snapshot's tables beside it, once their names say they are this snapshot's:
+    its own tables, or an earlier snapshot's and the delta from them to this one."""
+    base, delta = tables.base, tables.delta
+    named = table_file_seqs(base.file)
+    base_seq = named[0] if named is not None and base.file == tables_name(named[0]) else -1
+    fits = base_seq == seq if delta is None else (0 < base_seq < seq and delta.file == delta_name(seq, base_seq))
+    for part in (base,) if delta is None else (base, delta):
+        if directory is None or os.sep in part.file or not fits:
+            raise SnapshotError(f"{source}: its tables ({part.file}) are not beside it")
+        if not (directory / part.file).is_file():
+            raise SnapshotError(f"{source}: its tables {directory / part.file} are missing")
+    assert directory is not None
+    path = str(directory / base.file)
+    extra = None if delta is None else (str(directory / delta.file), delta, sealer(delta.nonce), str(directory / delta.file))
+    try:
+        return spill.over_tables(path, dict(PER_RUN), base, sealer(base.nonce), path, extra)
+    except spill.TableDamaged as exc:
+        raise SnapshotError(str(exc)) from None
 
 
 def _add(state: LedgerState, projector: Projector, chunk: Runs | Passes | Grades | Rubric | Reviews | Attachments) -> None:

@@ -44,6 +44,12 @@ SPILL_AT = 150_000
 ENV = "CBLEDGER_FOLD_SPILL"
 #: entries held in memory before they are written in one statement
 _FLUSH = 5_000
+#: keys a map remembers as changed since its rows were last copied whole into a snapshot's tables;
+#: past it the next snapshot copies every row again (`delta_base`)
+DELTA_KEYS = 250_000
+#: changes a delta may hold whatever the size of its base (past a quarter of the base, and this,
+#: the rows are copied whole again)
+DELTA_FLOOR = 5_000
 _V = TypeVar("_V")
 
 
@@ -62,6 +68,9 @@ class SpillFile:
                                     check_same_thread=False, uri=True)  # a URI, so a snapshot's tables attach read-only
         for pragma in ("journal_mode=OFF", "synchronous=OFF", "temp_store=MEMORY", "cache_size=-32768"):
             self.conn.execute(f"PRAGMA {pragma}")
+        #: the snapshot tables this state's rows were last copied into whole, or read from: a later
+        #: snapshot need only write what changed since (`delta_base`)
+        self.copied: TableFile | None = None
         weakref.finalize(self, _remove, self.conn, self.directory)
 
 
@@ -94,6 +103,15 @@ class Sealer:
         return h.digest(length=16)
 
 
+class TableFile(msgspec.Struct, frozen=True):
+    """A snapshot's tables file as the snapshot names it: its name beside the snapshot, how many
+    rows each table holds, and the nonce its rows are sealed with."""
+
+    file: str
+    rows: dict[str, int]
+    nonce: str
+
+
 class Base(NamedTuple):
     """A snapshot's table a map reads beneath its own writes: attached read-only as `base`, its
     rows numbered 1..rows in the order they were added, each sealed (`Sealer`)."""
@@ -105,13 +123,22 @@ class Base(NamedTuple):
 
 class SpilledMap(MutableMapping[str, _V], Generic[_V]):
     """A dict of str to one struct type, kept in a table of a `SpillFile`, over a snapshot's table
-    of the same name (`base`) when the state was read from one."""
+    of the same name (`base`) when the state was read from one, and over the rows that snapshot
+    changed since its base was written (`delta`: a key there stands for the base's)."""
 
-    def __init__(self, file: SpillFile, table: str, type_: Any, items: Any = (), base: Base | None = None) -> None:
+    def __init__(self, file: SpillFile, table: str, type_: Any, items: Any = (), base: Base | None = None,
+                 delta: Base | None = None) -> None:
         self._file = file  # held, so the file outlives every map reading it
         self._conn = file.conn
         self._table = table
         self._base = base
+        self._delta = delta
+        #: keys written since the rows were last copied whole (`SpillFile.copied`), in the order
+        #: first written; None: not known (never copied, or too many), so the next copy is whole
+        self._dirty: dict[str, None] | None = {} if base is not None else None
+        #: the delta's rows are changes since `SpillFile.copied` (true until another whole copy)
+        self._delta_current = delta is not None
+        self._delta_new: int | None = None  # the delta's keys the base does not hold, counted once
         self._conn.execute(f"CREATE TABLE {table} (k TEXT PRIMARY KEY, v BLOB NOT NULL)")
         self._encode = msgspec.msgpack.Encoder().encode
         self._decode = msgspec.msgpack.Decoder(type_).decode
@@ -138,26 +165,28 @@ class SpilledMap(MutableMapping[str, _V], Generic[_V]):
         row = self._conn.execute(self._get_sql, (key,)).fetchone()
         if row is not None:
             return row[0]  # type: ignore[no-any-return]
-        if self._base is None:
-            return None
-        with self._damage():
-            row = self._conn.execute(f"SELECT n, v, m FROM base.{self._table} WHERE k = ?", (key,)).fetchone()
-        if row is None:
-            return None
-        return self._verified(row[0], key, row[1], row[2])
+        for layer, schema in ((self._delta, "delta"), (self._base, "base")):
+            if layer is None:
+                continue
+            with self._damage(layer):
+                row = self._conn.execute(f"SELECT n, v, m FROM {schema}.{self._table} WHERE k = ?", (key,)).fetchone()
+            if row is not None:
+                return self._verified(row[0], key, row[1], row[2], layer)
+        return None
 
     @contextlib.contextmanager
-    def _damage(self) -> Iterator[None]:
+    def _damage(self, layer: Base | None = None) -> Iterator[None]:
         """A snapshot's table SQLite cannot read (truncated, overwritten, a text where bytes were)
         is damage to refuse, said as such, not a traceback."""
         try:
             yield
         except sqlite3.DatabaseError as exc:
-            source = self._base.source if self._base is not None else "the fold's scratch file"
+            layer = layer or self._base
+            source = layer.source if layer is not None else "the fold's scratch file"
             raise TableDamaged(f"{source}: {self._table} cannot be read ({exc}); remove the snapshot and fold again") from None
 
-    def _verified(self, n: int, k: str, v: bytes, m: bytes) -> bytes:
-        base = self._base
+    def _verified(self, n: int, k: str, v: bytes, m: bytes, layer: Base | None = None) -> bytes:
+        base = layer or self._base
         assert base is not None
         if not isinstance(n, int) or not 1 <= n <= base.rows or m != base.sealer.seal(self._table, n, k, v) or not m:
             raise TableDamaged(f"{base.source}: row {n} of {self._table} ({k}) does not verify with this user's snapshot "
@@ -185,12 +214,18 @@ class SpilledMap(MutableMapping[str, _V], Generic[_V]):
     def __setitem__(self, key: str, value: _V) -> None:
         self._len = None  # counted when asked: a lookup per write would cost what the write does
         self._pending[key] = value
+        dirty = self._dirty
+        if dirty is not None:
+            dirty[key] = None
+            if len(dirty) > DELTA_KEYS:
+                self._dirty = None
         if len(self._pending) >= _FLUSH:
             self.flush()
 
     def __delitem__(self, key: str) -> None:
         if self._base is not None:
             raise NotImplementedError("a map over a snapshot's table is only ever added to")
+        self._dirty = None  # a delta says what changed, not what went: the next copy is whole
         self.flush()
         if self._conn.execute(f"DELETE FROM {self._table} WHERE k = ?", (key,)).rowcount == 0:
             raise KeyError(key)
@@ -203,10 +238,22 @@ class SpilledMap(MutableMapping[str, _V], Generic[_V]):
             if self._base is None:
                 self._len = self._conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
             else:
-                self._len = self._base.rows + self._conn.execute(
+                self._len = self._base.rows + self._count_delta_new() + self._conn.execute(
                     f"SELECT count(*) FROM main.{t} o WHERE NOT EXISTS (SELECT 1 FROM base.{t} b WHERE b.k = o.k)"
+                    + (f" AND NOT EXISTS (SELECT 1 FROM delta.{t} d WHERE d.k = o.k)" if self._delta else "")
                 ).fetchone()[0]
         return self._len
+
+    def _count_delta_new(self) -> int:
+        if self._delta is None:
+            return 0
+        if self._delta_new is None:
+            t = self._table
+            with self._damage(self._delta):
+                self._delta_new = self._conn.execute(
+                    f"SELECT count(*) FROM delta.{t} d WHERE NOT EXISTS (SELECT 1 FROM base.{t} b WHERE b.k = d.k)"
+                ).fetchone()[0]
+        return self._delta_new
 
     def __iter__(self) -> Iterator[str]:
         return (key for key, _ in self.raw())
@@ -216,32 +263,89 @@ class SpilledMap(MutableMapping[str, _V], Generic[_V]):
         return ((key, decode(data)) for key, data in self.raw())
 
     def raw(self) -> Iterator[tuple[str, bytes]]:
-        """(key, encoded entry) in the order the keys were first added: a snapshot's rows first
-        (each checked, and every one there), then what was added since."""
+        """(key, encoded entry) in the order the keys were first added: a snapshot's base rows
+        first (each checked, and every one there; a key its delta or this map wrote since reads
+        as written there), then the delta's new keys, then what was added since."""
         self.flush()
         t = self._table
-        if self._base is None:
+        base, delta = self._base, self._delta
+        if base is None:
             yield from self._conn.execute(f"SELECT k, v FROM {t} ORDER BY rowid")
             return
-        expected = 0
-        rows = self._conn.execute(
-            f"SELECT b.n, b.k, b.v, b.m, o.v FROM base.{t} b LEFT JOIN main.{t} o ON o.k = b.k ORDER BY b.n"
+        if delta is None:
+            rows = self._conn.execute(f"SELECT b.n, b.k, b.v, b.m, NULL, NULL, NULL, o.v FROM base.{t} b "
+                                      f"LEFT JOIN main.{t} o ON o.k = b.k ORDER BY b.n")
+        else:
+            rows = self._conn.execute(f"SELECT b.n, b.k, b.v, b.m, d.n, d.v, d.m, o.v FROM base.{t} b "
+                                      f"LEFT JOIN delta.{t} d ON d.k = b.k LEFT JOIN main.{t} o ON o.k = b.k ORDER BY b.n")
+        for k, v in self._in_order(rows, base):
+            yield k, v
+        if delta is not None:
+            rows = self._conn.execute(f"SELECT d.n, d.k, d.v, d.m, NULL, NULL, NULL, o.v FROM delta.{t} d "
+                                      f"LEFT JOIN main.{t} o ON o.k = d.k "
+                                      f"WHERE NOT EXISTS (SELECT 1 FROM base.{t} b WHERE b.k = d.k) ORDER BY d.n")
+            for k, v in self._layer_rows(rows, delta):
+                yield k, v
+        yield from self._conn.execute(
+            f"SELECT k, v FROM main.{t} o WHERE NOT EXISTS (SELECT 1 FROM base.{t} b WHERE b.k = o.k)"
+            + (f" AND NOT EXISTS (SELECT 1 FROM delta.{t} d WHERE d.k = o.k)" if delta else "") + " ORDER BY rowid"
         )
-        while True:
-            with self._damage():
-                row = next(rows, None)
-            if row is None:
-                break
-            n, k, v, m, over = row
+
+    def _in_order(self, rows: Any, base: Base) -> Iterator[tuple[str, bytes]]:
+        """A base table's rows read in order, each there (a gap is a row dropped), each as the
+        delta or this map wrote it since, else checked against its seal."""
+        expected = 0
+        for n, k, v, m, dn, dv, dm, over in self._layer_rows(rows, None):
             expected += 1
             if n != expected:
-                self._verified(expected, k, b"", b"")  # a row dropped before this one: raises
-            yield k, (self._verified(n, k, v, m) if over is None else over)
-        if expected != self._base.rows:
-            self._verified(expected + 1, "", b"", b"")  # rows dropped at the end: raises
-        yield from self._conn.execute(
-            f"SELECT k, v FROM main.{t} o WHERE NOT EXISTS (SELECT 1 FROM base.{t} b WHERE b.k = o.k) ORDER BY rowid"
-        )
+                self._verified(expected, k, b"", b"", base)  # a row dropped before this one: raises
+            if over is not None:
+                yield k, over
+            elif dn is not None:
+                yield k, self._verified(dn, k, dv, dm, self._delta)
+            else:
+                yield k, self._verified(n, k, v, m, base)
+        if expected != base.rows:
+            self._verified(expected + 1, "", b"", b"", base)  # rows dropped at the end: raises
+
+    def _layer_rows(self, rows: Any, layer: Base | None) -> Iterator[Any]:
+        """`rows` read with SQLite's errors as damage; with `layer`, as (key, bytes) checked
+        against its seal (a row of the delta: its completeness was checked on load)."""
+        while True:
+            with self._damage(layer):
+                row = next(rows, None)
+            if row is None:
+                return
+            if layer is None:
+                yield row
+            else:
+                n, k, v, m, _, _, _, over = row
+                yield k, (self._verified(n, k, v, m, layer) if over is None else over)
+
+    def changed_raw(self) -> Iterator[tuple[str, bytes]]:
+        """(key, encoded entry) of every key changed since the rows were last copied whole
+        (`SpillFile.copied`): the delta's, if it counts from there, in its order, then the keys
+        written since, in the order first written (so a new key keeps its place after the
+        base's). Only when `delta_ready`."""
+        assert self._dirty is not None
+        self.flush()
+        t = self._table
+        delta = self._delta if self._delta_current else None
+        if delta is not None:
+            rows = self._conn.execute(f"SELECT d.n, d.k, d.v, d.m, NULL, NULL, NULL, o.v FROM delta.{t} d "
+                                      f"LEFT JOIN main.{t} o ON o.k = d.k ORDER BY d.n")
+            yield from self._layer_rows(rows, delta)
+        for key in self._dirty:
+            if delta is not None and self._conn.execute(f"SELECT 1 FROM delta.{t} WHERE k = ?", (key,)).fetchone():
+                continue
+            row = self._conn.execute(self._get_sql, (key,)).fetchone()
+            yield key, row[0]
+
+    def changed(self) -> int | None:
+        """At most how many rows `changed_raw` gives; None when not known (the next copy is whole)."""
+        if self._dirty is None:
+            return None
+        return len(self._dirty) + (self._delta.rows if self._delta is not None and self._delta_current else 0)
 
     def items(self) -> ItemsView[str, _V]:
         return _Items(self)
@@ -266,9 +370,10 @@ class _Values(ValuesView[_V]):
         return (value for _, value in self._mapping._rows())
 
 
-def copy_tables(maps: dict[str, SpilledMap[Any]], path: str, sealer: Sealer) -> dict[str, int]:
+def copy_tables(maps: dict[str, SpilledMap[Any]], path: str, sealer: Sealer, *, delta: bool = False) -> dict[str, int]:
     """Writes `maps` into a new SQLite file at `path` as a snapshot's tables (rows numbered in
-    order and sealed, `Base`); returns how many rows each holds. The caller puts it in place."""
+    order and sealed, `Base`); returns how many rows each holds. The caller puts it in place.
+    `delta`: only the rows changed since the last whole copy (`changed_raw`, `delta_base`)."""
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         conn.execute("PRAGMA journal_mode=OFF")
@@ -280,7 +385,7 @@ def copy_tables(maps: dict[str, SpilledMap[Any]], path: str, sealer: Sealer) -> 
                          "m BLOB NOT NULL)")
             n = 0
             batch = []
-            for k, v in mapping.raw():
+            for k, v in mapping.changed_raw() if delta else mapping.raw():
                 n += 1
                 batch.append((n, k, v, sealer.seal(table, n, k, v)))
                 if len(batch) == _FLUSH:
@@ -296,24 +401,60 @@ def copy_tables(maps: dict[str, SpilledMap[Any]], path: str, sealer: Sealer) -> 
     return rows
 
 
-def over_tables(path: str, types: dict[str, Any], rows: dict[str, int], sealer: Sealer,
-                source: str) -> dict[str, SpilledMap[Any]]:
-    """Maps reading a snapshot's tables at `path` beneath a scratch file of their own. Refused
-    (TableDamaged) when a table is missing or does not end at the row the snapshot sealed."""
+def delta_base(maps: dict[str, SpilledMap[Any]]) -> TableFile | None:
+    """The tables a snapshot of `maps` can name as its base and write only a delta beside (what
+    changed since they were copied): None when the next copy must be whole (never copied, a
+    count lost, or the changes past a quarter of it)."""
+    files = {id(m._file) for m in maps.values()}
+    first = next(iter(maps.values()))
+    copied = first._file.copied
+    if copied is None or len(files) != 1:
+        return None
+    counts = [m.changed() for m in maps.values()]
+    if any(c is None for c in counts):
+        return None
+    if sum(c or 0 for c in counts) > max(DELTA_FLOOR, sum(copied.rows.values()) // 4):
+        return None
+    return copied
+
+
+def mark_copied(maps: dict[str, SpilledMap[Any]], copied: TableFile) -> None:
+    """The rows of `maps` are in `copied` as they stand: later deltas count from there."""
+    for m in maps.values():
+        m._file.copied = copied
+        m._dirty = {}
+        m._delta_current = False
+
+
+def over_tables(path: str, types: dict[str, Any], base: TableFile, sealer: Sealer, source: str,
+                delta: tuple[str, TableFile, Sealer, str] | None = None) -> dict[str, SpilledMap[Any]]:
+    """Maps reading a snapshot's tables at `path` (and the delta beside it: its path, names,
+    sealer and source) beneath a scratch file of their own. Refused (TableDamaged) when a table
+    is missing or does not end at the row the snapshot sealed, or a delta's row is missing."""
     file = SpillFile()
-    try:  # read-only: nothing of it is ever written, nor a journal beside it rolled back into it
-        file.conn.execute("ATTACH DATABASE ? AS base", (pathlib.Path(path).absolute().as_uri() + "?mode=ro",))
-    except sqlite3.Error as exc:
-        raise TableDamaged(f"{source}: cannot be opened ({exc})") from None
+    layers = [("base", path, base.rows, source)] + ([("delta", delta[0], delta[1].rows, delta[3])] if delta else [])
+    for schema, where, _, named in layers:
+        try:  # read-only: nothing of it is ever written, nor a journal beside it rolled back into it
+            file.conn.execute(f"ATTACH DATABASE ? AS {schema}", (pathlib.Path(where).absolute().as_uri() + "?mode=ro",))
+        except sqlite3.Error as exc:
+            raise TableDamaged(f"{named}: cannot be opened ({exc})") from None
     maps: dict[str, SpilledMap[Any]] = {}
     for table, type_ in types.items():
-        try:
-            last = file.conn.execute(f"SELECT max(n) FROM base.{table}").fetchone()[0] or 0
-        except sqlite3.Error as exc:
-            raise TableDamaged(f"{source}: {table} cannot be read ({exc})") from None
-        if last != rows.get(table, -1):
-            raise TableDamaged(f"{source}: {table} ends at row {last}, the snapshot sealed {rows.get(table)}")
-        maps[table] = SpilledMap(file, table, type_, base=Base(rows[table], sealer, source))
+        for schema, _, rows, named in layers:
+            try:
+                # a base is read in order on every full pass, which finds a gap; a delta's row
+                # dropped would let the base's older value stand, so its count is checked now
+                sql = f"SELECT max(n), {'count(*)' if schema == 'delta' else '0'} FROM {schema}.{table}"
+                last, count = file.conn.execute(sql).fetchone()
+            except sqlite3.Error as exc:
+                raise TableDamaged(f"{named}: {table} cannot be read ({exc})") from None
+            last = last or 0
+            if last != rows.get(table, -1) or (schema == "delta" and count != last):
+                raise TableDamaged(f"{named}: {table} ends at row {last}, the snapshot sealed {rows.get(table)}"
+                                   if last != rows.get(table, -1) else f"{named}: {table} is missing rows")
+        maps[table] = SpilledMap(file, table, type_, base=Base(base.rows[table], sealer, source),
+                                 delta=None if delta is None else Base(delta[1].rows[table], delta[2], delta[3]))
+    file.copied = base
     return maps
 
 

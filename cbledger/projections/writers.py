@@ -259,30 +259,47 @@ def save_snapshot(follower: LedgerFollower, directory: Path, keep: int = 2) -> P
 
 def _save_tables(state: LedgerState, directory: Path) -> snapshot.Tables:
     """A spilled state's maps keyed by run id, copied beside the snapshot (`spill.copy_tables`):
-    the scratch file goes on changing, and goes when the process does."""
-    name = snapshot.tables_name(state.head_seq)
+    the scratch file goes on changing, and goes when the process does. Once they were copied
+    whole (or read from a snapshot), a later snapshot writes only the rows changed since, beside
+    the base it names (`spill.delta_base`); a quarter of the base changed, every row again."""
+    maps = {field: getattr(state, field) for field, _ in PER_RUN}
+    base = spill.delta_base(maps)
+    base_seq = None if base is None else snapshot.table_file_seqs(base.file)
+    if base is not None and (base_seq is None or not (directory / base.file).is_file()):
+        base = None  # removed under it (a results directory another process prunes): copied whole
+    name = (snapshot.tables_name(state.head_seq) if base is None or base_seq is None
+            else snapshot.delta_name(state.head_seq, base_seq[0]))
     remove_dead_temps(directory)  # what a save killed half way left (gigabytes at 10^7 events)
     staged = Path(temp_name(directory / name))
     nonce = os.urandom(16).hex()
     try:
-        maps = {field: getattr(state, field) for field, _ in PER_RUN}
-        rows = spill.copy_tables(maps, str(staged), snapshot.sealer(nonce))
+        rows = spill.copy_tables(maps, str(staged), snapshot.sealer(nonce), delta=base is not None)
         os.replace(staged, directory / name)
     except sqlite3.Error as exc:  # a full disk, said as the disk's, as any other write's
         raise OSError(errno.ENOSPC if "full" in str(exc) else errno.EIO, str(exc), str(staged)) from None
     finally:
         staged.unlink(missing_ok=True)
     fsync_directory(directory)
-    return snapshot.Tables(name, rows, nonce)
+    written = spill.TableFile(name, rows, nonce)
+    if base is None:
+        spill.mark_copied(maps, written)
+        return snapshot.Tables(written)
+    return snapshot.Tables(base, written)
 
 
 def _drop_tables(directory: Path) -> None:
-    """Snapshot tables older than every kept snapshot (their snapshots were removed). Newer ones
-    no snapshot names yet are left: another process may be writing the snapshot that will."""
-    kept = [seq for seq, _ in snapshot_files(directory)]
-    for name in os.listdir(directory):
-        seq = name[: -len(".tables.sqlite")] if name.endswith(".tables.sqlite") else ""
-        if seq.isdigit() and kept and int(seq) < min(kept):
+    """Snapshot tables and deltas older than every kept snapshot (their snapshots were removed),
+    but the tables a kept snapshot's delta names as its base. Newer ones no snapshot names yet are
+    left: another process may be writing the snapshot that will."""
+    kept = {seq for seq, _ in snapshot_files(directory)}
+    if not kept:
+        return
+    names = os.listdir(directory)
+    needed = {base for name in names if (seqs := snapshot.table_file_seqs(name)) and seqs[0] in kept
+              for base in seqs}
+    for name in names:
+        seqs = snapshot.table_file_seqs(name)
+        if seqs is not None and seqs[0] < min(kept) and seqs[0] not in needed:
             (directory / name).unlink(missing_ok=True)
 
 
