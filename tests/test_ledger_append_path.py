@@ -179,3 +179,21 @@ def test_a_line_an_encoder_wrote_skips_the_json_check_and_any_other_line_takes_i
     repeated = draft_json(events[0]).replace(b'{"type"', b'{"id":"x","type"', 1)
     with pytest.raises(UserError, match="duplicate key id"):
         parse_drafts(repeated, "repeated.jsonl")
+
+
+def test_the_example_line_docs_ledger_shows_appends_to_a_copy_of_the_committed_ledger(tmp_path):
+    """docs/LEDGER.md shows one line to append (its only JSON block): a stranger copies it."""
+    import re
+
+    from tests.factories import run_cli
+
+    doc = (COMMITTED.parent.parent.parent / "docs" / "LEDGER.md").read_text()
+    (line,) = re.findall(r"^```json\n(.*?)\n```$", doc, re.MULTILINE | re.DOTALL)
+    results = tmp_path / "results"
+    (results / "ledger").mkdir(parents=True)
+    shutil.copyfile(COMMITTED, results / "ledger" / "events.jsonl")
+    (tmp_path / "review.jsonl").write_text(line + "\n")
+    result = run_cli(["--results", results, "append", tmp_path / "review.jsonl"])
+    assert result.exit_code == 0, result.output
+    assert "review.recorded" in result.stdout
+    assert verify_chain(results / "ledger" / "events.jsonl").ok

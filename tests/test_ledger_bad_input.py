@@ -74,18 +74,19 @@ def edited(event, edit: Callable[[dict], None]) -> bytes:
 
 
 def test_malformed_json(ledger: Path) -> None:
-    message = refused(ledger, b'{"type": "run.retracted", "id": ', "<stdin>", code=2)
+    message = refused(ledger, b'{"type": "run.retracted", "id": ', "<stdin>", "not valid JSON", code=2)
     assert "truncated" in message or "malformed" in message
 
 
 def test_malformed_json_on_a_later_line_names_the_line(ledger: Path) -> None:
     data = draft_json(run_retracted(1)) + b"\n" + draft_json(run_retracted(2)) + b"\n{not json}\n"
-    refused(ledger, data, "line 3", "malformed", code=2)
+    refused(ledger, data, "line 3: not valid JSON", "malformed", code=2)
 
 
 def test_unknown_event_type(ledger: Path) -> None:
     data = edited(run_retracted(1), lambda d: d.update(type="run.deleted"))
-    refused(ledger, data, "$.type", code=2)
+    message = refused(ledger, data, "$.type", "(the event types: ", code=2)
+    assert "run.retracted, run.recorded" not in message and "run.recorded, run.retracted" in message  # sorted
 
 
 def test_missing_field(ledger: Path) -> None:

@@ -51,6 +51,16 @@ def test_a_misspelled_task_is_refused_with_the_id_it_was_close_to(project):
     refused(project, typo, "--agent", "gold", expect=[f"unknown task(s): {typo}", f"(did you mean {RENAME_TASK!r}"])
 
 
+def test_a_suite_listing_a_misspelled_task_is_named_with_its_entry(project):
+    suite = project.root / "suites" / "smoke.json"
+    doc = json.loads(suite.read_text())
+    typo = doc["tasks"][0] + "x"
+    doc["tasks"] = [typo, *doc["tasks"][1:]]
+    suite.write_text(json.dumps(doc))
+    refused(project, "--suite", "smoke", "--agent", "gold",
+            expect=[f"{suite}: tasks[0]: unknown task(s): {typo}", f"(did you mean {typo[:-1]!r}"])
+
+
 def test_fixture_tree_edited_after_its_hash_was_recorded(project):
     sch = project.root / "fixtures" / MIC_FIXTURE / "tree" / MIC_SCH
     sch.write_bytes(sch.read_bytes().replace(b'(label "DATA"', b'(label "DATA2"', 1))

@@ -116,7 +116,8 @@ def test_the_offline_guard_is_live(graded, offline):
 def test_rescore_without_a_bump_has_nothing_to_do(graded, offline):
     result = graded.cli("rescore")
     assert result.exit_code == 0, result.output
-    assert "re-graded 0, skipped 4, failed 0" in result.stdout
+    assert "re-graded 0, skipped 4 (4 already graded), failed 0" in result.stdout
+    assert "skipped (already graded under " in result.stderr  # each progress line says why
     assert {RENAME_TASK, REFUSAL_TASK} == {r.task.id for r in graded.runs()}
 
 

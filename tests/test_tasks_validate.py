@@ -513,7 +513,8 @@ def test_a_real_fixture_without_its_tree_is_a_note_unless_trees_are_required(tmp
         (
             "fixtures/real-board/tree",
             "",
-            "not materialized (run `cbledger fixture materialize real-board --from DIR`)",
+            "not materialized (run `cbledger fixture materialize real-board --from DIR`, DIR a clone of its upstream; "
+            "the bundled real boards: `scripts/materialize-real`)",
         )
     ]
     r = run_cli(["validate", "--root", root, "--require-trees", "--json"])

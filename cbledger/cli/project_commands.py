@@ -178,7 +178,7 @@ def leaderboard_cmd(
     ledger: LedgerOption = None,
     root: RootOption = None,
     check: CheckFlag = False,
-    out: Annotated[Path | None, typer.Option("--out", callback=into_existing_directory, help="Output file (default: LEADERBOARD.md under the root).")] = None,
+    out: Annotated[Path | None, typer.Option("--out", callback=into_existing_directory, help="Output file (default: LEADERBOARD.md in the results directory).")] = None,
     suite: SuiteOption = None,
     as_json: JsonFlag = False,
 ) -> None:

@@ -8,6 +8,7 @@ import re
 import shutil
 import sys
 import tempfile
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
@@ -650,7 +651,11 @@ def rescore(
             "failed": [{"runId": r, "error": e} for r, e in result.failed],
         }, sort_keys=True))
     else:
-        typer.echo(f"re-graded {len(result.graded)}, skipped {len(result.skipped)}, failed {len(result.failed)}")
+        reasons = Counter("already graded" if why.startswith("already graded") else
+                          "of a task no longer in the suite" if why.endswith("no longer in the suite") else why
+                          for _, why in result.skipped)
+        said = f" ({', '.join(f'{n} {why}' for why, n in sorted(reasons.items()))})" if reasons else ""
+        typer.echo(f"re-graded {len(result.graded)}, skipped {len(result.skipped)}{said}, failed {len(result.failed)}")
         for run_id, error in result.failed:
             typer.echo(f"  {run_id}: {error}", err=True)
         if result.graded and not project:

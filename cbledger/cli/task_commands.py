@@ -427,7 +427,7 @@ def new_cmd(
                          'net_present:{"net": "SDA"}.')] = None,
     tag: Annotated[list[str] | None, typer.Option("--tag", help="A tag (repeatable; default: the outcome class).")] = None,
     repeats: Annotated[int | None, typer.Option(min=1, max=100, help="Repeats per run (default 3).")] = None,
-    init: Annotated[bool | None, typer.Option("--init/--no-init", help="Run copperhead init as setup (default: on a real board).", show_default=False)] = None,
+    init: Annotated[bool | None, typer.Option("--init/--no-init", help="Run copperhead init as setup (default: on a real or local board, never a synthetic one).", show_default=False)] = None,
     root: RootOption = None,
     ledger: LedgerOption = None,
     as_json: JsonFlag = False,

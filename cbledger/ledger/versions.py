@@ -134,7 +134,18 @@ class EventSchema:
         try:
             return self._typed.decode(data)
         except _DECODE_ERRORS as exc:
-            raise InvalidEvent(str(exc)) from None
+            raise InvalidEvent(self._said(exc)) from None
+
+    def _said(self, exc: Exception) -> str:
+        """msgspec's message, with what a reader needs next: that bytes are not JSON at all
+        (msgspec says only where it stopped, e.g. "Input data was truncated"), or which types
+        there are when the type is not one."""
+        message = str(exc)
+        if not isinstance(exc, msgspec.ValidationError):
+            return f"not valid JSON: {message}"
+        if message.startswith("Invalid value") and message.endswith("- at `$.type`"):
+            return f"{message} (the event types: {', '.join(sorted(self.classes))})"
+        return message
 
     def decode_written(self, data: bytes, tag: str, version: int | UnsetType) -> EventBase:
         """`decode` of bytes whose envelope the caller wrote itself (type `tag` at `version`), as

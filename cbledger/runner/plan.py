@@ -128,7 +128,8 @@ def select_tasks(catalog: Catalog, suite: str | None, task_ids: list[str]) -> li
     known = set(catalog.task_ids())
     missing = [t for t in ids if t not in known]
     if missing:
-        raise UserError(f"unknown task(s): {', '.join(missing)} (under {catalog.tasks_dir})"
+        listed = f"{catalog.suites_dir / f'{suite}.json'}: tasks[{ids.index(missing[0])}]: " if suite else ""
+        raise UserError(f"{listed}unknown task(s): {', '.join(missing)} (under {catalog.tasks_dir})"
                         f"{did_you_mean(missing[0], known)}")
     return [catalog.task(t) for t in ids]
 

@@ -68,15 +68,12 @@ def _rescore_one(
     version: str, run_id: str, run: RunRecorded, result: RescoreResult, on_done: Callable[[str, str], None] | None,
 ) -> str:
     """One run re-graded (its verdict), skipped or failed, as `result` records it."""
-    if run_id in view.retracted:
-        result.skipped.append((run_id, "retracted"))
-        return "skipped"
-    if (run_id, version) in view.grades:
-        result.skipped.append((run_id, f"already graded under {version}"))
-        return "skipped"
-    if run.task.id not in catalog.task_ids():
-        result.skipped.append((run_id, f"task {run.task.id} no longer in the suite"))
-        return "skipped"
+    why = ("retracted" if run_id in view.retracted
+           else f"already graded under {version}" if (run_id, version) in view.grades
+           else f"task {run.task.id} no longer in the suite" if run.task.id not in catalog.task_ids() else None)
+    if why is not None:
+        result.skipped.append((run_id, why))
+        return f"skipped ({why})"  # said on its progress line: a count alone reads as a failure
     try:
         g = regrade(workspace, catalog, run)
     except UserError as exc:
