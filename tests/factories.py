@@ -41,6 +41,7 @@ from cbledger.ledger.events import (
     Comparability,
     Cost,
     CostCapStop,
+    CriterionScore,
     EventBase,
     EvidenceDigest,
     EvidenceImported,
@@ -51,6 +52,7 @@ from cbledger.ledger.events import (
     HarnessFailure,
     ImportedFile,
     ImportSummary,
+    LaneUsage,
     LedgerCreated,
     LedgerCreatedEvent,
     ModelIdentity,
@@ -324,6 +326,12 @@ def rubric_scored(n: int = 1, *, id: str | None = None, score: float = 0.5) -> R
             rationale="kept the schematic tidy",
         ),
     )
+
+
+def _judge_usage(n: int) -> LaneUsage:
+    return LaneUsage(lane="harness-judge", tokens_in=100 + n, tokens_out=10 + n,
+                     cost=Cost(usd_micros=None if n == 0 else 1_000 * n, price_table_version=None if n == 0 else "2026-03"),
+                     provider_models=[f"judge-model-{n % 2}"])
 
 
 def review_recorded(n: int = 1, *, id: str | None = None) -> ReviewRecordedEvent:
@@ -682,12 +690,30 @@ class Stream:
             id=f"spend.unrecorded:{run_id}:{usd_micros}",
         )
 
-    def rubric(self, run_id: str, score: float = 0.8) -> EventBase:
+    def rubric(self, run_id: str, score: float = 0.8, *, judged: int | None = None) -> EventBase:
+        """`judged`: what `cbledger judge` records besides the score: criteria (`judged` points of
+        5, the score theirs) and the judge lane's usage (uncosted when `judged` is 0)."""
+        extra: dict[str, Any] = {}
+        if judged is not None:
+            score = judged / 5
+            extra = {"criteria": [CriterionScore(id="c1", points=judged, max_points=5)],
+                     "usage": _judge_usage(judged)}
         return self._add(
             RubricScoredEvent,
-            RubricScored(run_id=run_id, judge_model="judge:model", prompt_sha256=h64("rubric"), score=score, rationale="sound"),
+            RubricScored(run_id=run_id, judge_model=f"judge:model-{judged or 0}", prompt_sha256=h64("rubric"), score=score,
+                         rationale="sound", **extra),
             id=f"rubric.scored:{run_id}:{len(self.events)}",
             actor=Actor(kind="reviewer", name="judge"),
+        )
+
+    def review(self, run_id: str, *, billed: int | None = None) -> EventBase:
+        """A narrative by a person, or by a model whose call the judge lane paid (`billed` tokens)."""
+        return self._add(
+            ReviewRecordedEvent,
+            ReviewRecorded(run_id=run_id, narrative="stopped at the ERC gate", author="R. Viewer",
+                           usage=None if billed is None else _judge_usage(billed)),
+            id=f"review.recorded:{run_id}:{len(self.events)}",
+            actor=Actor(kind="reviewer", name="reviewer"),
         )
 
     def checkpoint(self) -> EventBase:

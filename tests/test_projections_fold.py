@@ -45,6 +45,8 @@ op = st.one_of(
     st.tuples(st.just("grade"), st.integers(0, 50), st.sampled_from(["pass", "fail"]), st.sampled_from(["1.0.0", "1.1.0", "1.10.0"])),
     st.tuples(st.just("retract"), st.integers(0, 50)),
     st.tuples(st.just("rubric"), st.integers(0, 50), st.floats(0, 1)),
+    st.tuples(st.just("judged"), st.integers(0, 50), st.integers(0, 5)),
+    st.tuples(st.just("review"), st.integers(0, 50), st.sampled_from([None, 0, 7])),
     st.tuples(st.just("bump"), st.sampled_from(["1.0.0", "1.1.0", "2.0.0"])),
     st.tuples(st.just("import"),),
     later,
@@ -92,6 +94,10 @@ def build(ops) -> Stream:
                 s.retract(rid)
         elif kind == "rubric" and runs:
             s.rubric(runs[o[1] % len(runs)], o[2])
+        elif kind == "judged" and runs:  # as `cbledger judge` records: criteria and the judge lane's usage
+            s.rubric(runs[o[1] % len(runs)], judged=o[2])
+        elif kind == "review" and runs:
+            s.review(runs[o[1] % len(runs)], billed=o[2])
         elif kind == "bump":
             s.suite(o[1])
         elif kind == "import":

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cbledger.ledger.events import ReviewRecordedEvent, RubricScoredEvent
 from cbledger.projections import leaderboard, readmodel, writers
 from cbledger.projections import records as rec
 from cbledger.projections.aggregates import Views
@@ -94,6 +95,43 @@ def test_a_steady_stream_is_folded_in_without_computing_the_views_again():
     projector.apply(retracted[len(events):])
     assert leaderboard.render(projector.state, None, views) == leaderboard.render(fold(retracted))
     assert views.rebuilds == 2 and views.take_changes() is None
+
+
+def test_rubric_scores_and_reviews_of_placed_runs_extend_the_tallies(tmp_path):
+    """A judge scoring every run as it lands (criteria and the judge lane's usage), reviews with
+    and without a billed call, re-judgings: no computation from every record, and the leaderboard
+    and the read model updated by row are those of a rebuild."""
+    rng = random.Random(7)
+    ops: list = []
+    for i in range(60):
+        ops.append(("pair", rng.randrange(4), rng.randrange(3), rng.randint(1, 3), 10_000, "9.0.8", False,
+                    rng.choice(["pass", "fail"])))
+        ops.append(("judged", -1 if i % 3 else rng.randrange(50), rng.randrange(6)))
+        if i % 4 == 0:
+            ops.append(("review", rng.randrange(50), rng.choice([None, 0, 7])))
+        if i % 5 == 0:
+            ops.append(("rubric", rng.randrange(50), rng.random()))
+    events = build(expand(ops)).events
+    assert sum(isinstance(e, RubricScoredEvent) for e in events) > 60 and any(isinstance(e, ReviewRecordedEvent) for e in events)
+    projector = Projector()
+    projector.apply(events[:10])
+    views = Views.attach(projector)
+    db = tmp_path / "cbledger.db"
+    readmodel.write(readmodel.stream_tables(projector.state, views), db)
+    views.take_changes()
+    i = 10
+    while i < len(events):
+        n = rng.randint(1, 4)
+        projector.apply(events[i:i + n])
+        i += n
+        board, dump, _ = full_outputs(fold(events[:i]))
+        assert leaderboard.render(projector.state, None, views) == board
+        changed = views.take_changes()
+        assert changed is not None
+        readmodel.update(db, projector.state, views, changed)
+        assert readmodel.canonical_dump(db) == dump
+    assert views.rebuilds == 1
+    assert "judge:model-" in board  # the model-judged rows are there to compare
 
 
 def test_a_record_that_moves_the_reference_stamp_computes_the_views_again():

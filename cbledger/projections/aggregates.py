@@ -17,10 +17,14 @@ code path, and `Views(state)` is the full rebuild:
   read-model rows are marked changed (`take_changes`);
 * a duplicate or conflicting grade, an import, a checkpoint, pricing, a suite archive, a
   duplicate run: nothing to extend (what they show is read from the state's short lists);
+* a rubric score or a review of a run already placed: its records' tallies take what adding the
+  record after it would have counted (`SuiteViews.judge`: the first score, and a judge call's
+  usage; every such figure is a count, an integer sum, a set or an `fsum`med list, so the order
+  does not matter);
 * a grade for a run older than the suite's last record (it lands mid-order), a run whose grades,
-  rubric scores, reviews or retraction were folded before it, a retraction, a rubric score, a
-  review, a suite bump, or a record that moves the reference stamp (a majority hash, the
-  schemaVersion, the kicad-cli major): start again.
+  rubric scores, reviews or retraction were folded before it, a retraction, a suite bump, or a
+  record that moves the reference stamp (a majority hash, the schemaVersion, the kicad-cli
+  major): start again.
 
 Events are queued as they fold and applied when a view is read, so a burst costs one catch-up.
 Views attached to a projector are computed when first read, so a projector resuming from a
@@ -34,13 +38,19 @@ import pickle
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from msgspec import UNSET
+
 from cbledger.ledger import surfaces
 from cbledger.ledger.events import (
     CheckpointPublishedEvent,
     EvidenceImportedEvent,
     GradeRecordedEvent,
+    LaneUsage,
     LedgerCreatedEvent,
     PricingPublishedEvent,
+    ReviewRecordedEvent,
+    RubricScored,
+    RubricScoredEvent,
     RunRecordedEvent,
     SuiteArchivedEvent,
 )
@@ -187,6 +197,14 @@ class SuiteViews:
             raise _Restart
         self.major = major
         self._place(state, r)
+
+    def judge(self, r: RecordEntry, first: RubricScored | None, usage: LaneUsage | None) -> None:
+        """A rubric score or review of a record placed here already (`Views._judgement`)."""
+        if first is not None:
+            self.groups[self.group_key(r)].add_rubric(r, first.score)
+            self.card.add_judge(first.judge_model)
+        self.lanes.judge(r, first, usage)
+        self._metrics = None
 
     def metrics(self) -> SuiteMetrics:
         if self._metrics is None:
@@ -366,11 +384,13 @@ class Views:
             return
         try:
             for event in pending:
-                self._apply(event)
+                self._apply(event, pending[0].seq)
         except _Restart:
             self._build()
 
-    def _apply(self, event: Any) -> None:
+    def _apply(self, event: Any, batch: int) -> None:
+        """`batch`: the seq of the first event this catch-up applies; a record placed in it read
+        the state with every one of them folded already."""
         st = self.state
         if isinstance(event, CheckpointPublishedEvent):
             self.changed = None  # a checkpoint anchors the grade rows of every run it covers
@@ -422,7 +442,41 @@ class Views:
             self.counts[grade.suite_version] = self.counts.get(grade.suite_version, 0) + 1
             self._touch(grade.run_id)
             return
-        raise _Restart  # a retraction, a rubric score, a review, a suite bump, anything new
+        if isinstance(event, (RubricScoredEvent, ReviewRecordedEvent)):
+            self._judgement(event, batch)
+            return
+        raise _Restart  # a retraction, a suite bump, anything new
+
+    def _judgement(self, event: RubricScoredEvent | ReviewRecordedEvent, batch: int) -> None:
+        """A rubric score or a review: what each of its run's records placed before this catch-up
+        counts of it (one placed in it, its grade at `batch` or later, read the state with this
+        event folded, and counted it then; one folded before its run starts the views again when
+        the run comes, `_named_before`)."""
+        st = self.state
+        run_id = event.body.run_id
+        self._touch(run_id)
+        first: RubricScored | None = None
+        if isinstance(event, RubricScoredEvent):
+            items = st.rubric.get(run_id) or []
+            first = event.body if items and items[0].seq == event.seq else None
+            usage = None if event.body.usage is UNSET else event.body.usage
+            if run_id not in st.runs:
+                if first is not None:
+                    self._anomaly_rows.append([str(event.seq), "rubric-without-run", f"rubric score of unknown run {run_id}"])
+                return
+        else:
+            usage = event.body.usage
+        entry = st.runs.get(run_id)
+        if entry is None or run_id in st.retracted or (first is None and usage is None):
+            return
+        for path, suite, graded in record_paths(st, run_id, entry):
+            if graded.seq >= batch:
+                continue
+            rec = RecordEntry(path=path, run_id=run_id, suite_version=suite, run=entry, graded=graded)
+            sv = self.suites.get(suite)
+            if sv is None:  # not placed after all: computed again, never guessed
+                raise _Restart
+            sv.judge(rec, first, usage)
 
     def _touch(self, run_id: str) -> None:
         if self.changed is not None:

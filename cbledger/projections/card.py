@@ -40,6 +40,11 @@ class CardAcc:
         #: real-model runs by whether a provider key was in their environment: yes, no, unknown
         self.keyed: dict[str, int] = {}
 
+    def add_judge(self, judge_model: str) -> None:
+        """A record with a rubric score (its first), by this judge."""
+        self.judged += 1
+        self.judges.add(judge_model)
+
     def add(self, state: LedgerState, rec: RecordEntry) -> None:
         run = rec.run.run
         self.records += 1
@@ -50,8 +55,7 @@ class CardAcc:
         self.kinds[kind] = self.kinds.get(kind, 0) + 1
         scores = state.rubric.get(rec.run_id)
         if scores:
-            self.judged += 1
-            self.judges.add(scores[0].rubric.judge_model)
+            self.add_judge(scores[0].rubric.judge_model)
         self.surfaces.add(surfaces.run_surface(run))
         how = isolation(run)
         self.confined[how] = self.confined.get(how, 0) + 1

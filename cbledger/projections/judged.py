@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from msgspec import UNSET, Struct
 
 from cbledger.ledger import surfaces
-from cbledger.ledger.events import LaneUsage, RunRecorded
+from cbledger.ledger.events import LaneUsage, RubricScored, RunRecorded
 from cbledger.projections import passes_part
 from cbledger.projections.fold import LedgerState
 from cbledger.projections.records import (
@@ -147,14 +147,7 @@ class LanesAcc:
         j.runs += 1
         items = state.rubric.get(rec.run_id)
         if items:
-            first = items[0].rubric
-            j.scores.append(first.score)
-            j.judges.add(first.judge_model)
-            for c in first.criteria if first.criteria is not UNSET else []:
-                acc = j.criteria.setdefault(c.id, [0, 0, 0])
-                acc[0] += 1
-                acc[1] += c.points
-                acc[2] += c.max_points
+            _score(j, items[0].rubric)
         lane = self.lanes.get(key)
         if lane is None:
             lane = self.lanes[key] = _Lane()
@@ -176,16 +169,19 @@ class LanesAcc:
                 if table is not None:
                     lane.tables[table] = lane.tables.get(table, 0) + 1
         for usage in _judge_usages(state, rec.run_id):
-            lane.jcalls += 1
-            lane.jin += usage.tokens_in
-            lane.jout += usage.tokens_out
-            lane.jmodels.update(usage.provider_models)
-            if usage.cost.usd_micros is None:
-                lane.juncosted = True
-            else:
-                lane.jmicros += usage.cost.usd_micros
+            _bill(lane, usage)
         if key[1] not in ("harness", "not the model's"):
             self.add_to_audit(rec)
+
+    def judge(self, rec: RecordEntry, first: RubricScored | None, usage: LaneUsage | None) -> None:
+        """A rubric score (`first`: the record's first) or a review of a record added before it:
+        what `add` would have counted of it. Every figure it touches is a count, a sum of integers,
+        a set or a list summed with `math.fsum`, so the order it comes in does not matter."""
+        key = _key(rec)
+        if first is not None:
+            _score(self.judged[key], first)
+        if usage is not None:
+            _bill(self.lanes[key], usage)
 
     def _later_passes(self, state: LedgerState, run_id: str) -> list[RunRecorded]:
         """The live later passes of the attempt `run_id` began, in index order (a retracted pass
@@ -238,6 +234,27 @@ class LanesAcc:
             for k in sorted(self.audit_runs)
             if len(self.audit_models[k]) >= 2 and len(self.audit_statuses[k]) == 1
         ]
+
+
+def _score(j: _Judged, first: RubricScored) -> None:
+    j.scores.append(first.score)
+    j.judges.add(first.judge_model)
+    for c in first.criteria if first.criteria is not UNSET else []:
+        acc = j.criteria.setdefault(c.id, [0, 0, 0])
+        acc[0] += 1
+        acc[1] += c.points
+        acc[2] += c.max_points
+
+
+def _bill(lane: _Lane, usage: LaneUsage) -> None:
+    lane.jcalls += 1
+    lane.jin += usage.tokens_in
+    lane.jout += usage.tokens_out
+    lane.jmodels.update(usage.provider_models)
+    if usage.cost.usd_micros is None:
+        lane.juncosted = True
+    else:
+        lane.jmicros += usage.cost.usd_micros
 
 
 def lanes_of(state: LedgerState, records: Iterable[RecordEntry]) -> LanesAcc:

@@ -510,6 +510,12 @@ def _rows(state: LedgerState, members: list[RecordEntry], rubric: dict[str, floa
 _AblationIndex = dict[tuple[str, str, str], dict[str, tuple[str, _Acc]]]
 
 
+def _row_keys(rec: RecordEntry) -> tuple[tuple[str, str, str, str], ...]:
+    """The headline rows a record counts in: its tier's and every tier's."""
+    run = rec.run.run
+    return tuple((rec.condition, run.model.id, run.model.segment, tier) for tier in (run.task.tier, ALL_TIERS))
+
+
 def _ablation_index_add(by: _AblationIndex, rec: RecordEntry) -> None:
     run = rec.run.run
     tasks = by.setdefault((rec.condition, run.model.id, run.model.segment), {})
@@ -809,8 +815,7 @@ class GroupAcc:
             _replay_add(self.replays, rec)
         else:
             condition = rec.condition
-            for tier in (run.task.tier, ALL_TIERS):
-                key = (condition, run.model.id, run.model.segment, tier)
+            for key in _row_keys(rec):
                 self.rows.setdefault(key, _Acc()).add(rec, rubric)
                 self.frozen.pop(key, None)
             _ablation_index_add(self.ablation_index, rec)
@@ -819,6 +824,17 @@ class GroupAcc:
                 _variant_add(self.per_model, self.variant_of, rec)
             _mode_add(self.modes, rec, "agent")
             echo_add(self.echo_agent, run)
+
+    def add_rubric(self, rec: RecordEntry, rubric: float) -> None:
+        """The first rubric score of a record added before it was scored: the headline rows that
+        record went to take it, as they would have had it been scored first (a mean over a list
+        summed with `math.fsum`, whose order does not matter)."""
+        if not_the_models(rec.run) or is_scripted(rec.run) or is_harness(rec.run) or is_replay(rec.run):
+            return  # as `add`: only a headline row reads a rubric score
+        self._result = None
+        for key in _row_keys(rec):
+            self.rows[key].rubric.append(rubric)
+            self.frozen.pop(key, None)
 
     def _row(self, k: tuple[str, str, str, str]) -> RowMetrics:
         row = self.frozen.get(k)
