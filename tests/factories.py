@@ -700,7 +700,7 @@ class Stream:
                      "usage": _judge_usage(judged)}
         return self._add(
             RubricScoredEvent,
-            RubricScored(run_id=run_id, judge_model=f"judge:model-{judged or 0}", prompt_sha256=h64("rubric"), score=score,
+            RubricScored(run_id=run_id, judge_model="judge:model" if judged is None else f"judge:model-{judged}", prompt_sha256=h64("rubric"), score=score,
                          rationale="sound", **extra),
             id=f"rubric.scored:{run_id}:{len(self.events)}",
             actor=Actor(kind="reviewer", name="judge"),

@@ -335,11 +335,10 @@ def test_an_older_snapshots_tables_put_in_place_of_the_newers_are_refused(tmp_pa
     newer.write_bytes(older.read_bytes())
     notes: list[str] = []
     follower = writers.follow(ledger, snaps, notes.append)
-    assert follower.base_seq == len(drafts) and not notes  # the counts agree: found when a row is read
-    with pytest.raises(spill.TableDamaged, match="does not verify"):
-        follower.state.grades["r00001"]
+    # the counts agree; the last row of each base table, and every row of a delta, are checked on load
+    assert follower.base_seq == 0 and "does not verify" in notes[0]
     result = run_cli(["project", "all", "--check", "--root", root])
-    assert result.exit_code != 0 and "does not verify" in result.output + result.stderr
+    assert result.exit_code == 0 and "snapshot ignored, folding from seq 1" in result.stderr
 
 
 def test_a_snapshots_tables_sqlite_cannot_read_are_refused_in_a_line(tmp_path, monkeypatch):
@@ -431,7 +430,10 @@ def test_snapshots_written_as_deltas_over_a_base_read_back_as_the_fold_in_memory
                 LedgerStore(ledger).append(drafts[done:upto])
                 done = upto
             follower = writers.follow(ledger, snaps)
-            assert views(follower.state) == views(_memory_fold(ledger))
+            memory = _memory_fold(ledger)
+            # counted first, before anything is written over the snapshot's tables
+            assert [len(getattr(follower.state, n)) for n, _ in PER_RUN] == [len(getattr(memory, n)) for n, _ in PER_RUN]
+            assert views(follower.state) == views(memory)
             writers.save_snapshot(follower, snaps)
         follower = writers.follow(ledger, snaps)
         assert views(follower.state) == views(_memory_fold(ledger))
@@ -512,3 +514,68 @@ def test_a_row_dropped_from_a_delta_is_refused_on_load(tmp_path, monkeypatch):
     _sqlite(delta, "DELETE FROM grades WHERE k = 'r00001'")
     notes: list[str] = []
     assert writers.follow(ledger, snaps, notes.append).base_seq == 0 and "grades" in notes[0]
+
+
+def test_tables_another_process_put_in_place_at_the_same_seq_are_never_a_delta_s_base(tmp_path, monkeypatch):
+    """Two folds reach the same head and both save: the second's tables replace the first's.
+    The first's next snapshot copies every row again rather than name tables it did not write,
+    and a snapshot naming them is ignored on load, in a line."""
+    from cbledger.projections import writers
+    from tests.test_snapshot import _ledger
+
+    monkeypatch.setenv(spill.ENV, "3")
+    stream = rich_stream()
+    ledger, snaps = tmp_path / "events.jsonl", tmp_path / "snapshots"
+    _ledger(ledger, stream.drafts())
+    head = len(stream.drafts())
+    first, second = writers.follow(ledger), writers.follow(ledger)
+    writers.save_snapshot(first, snaps)
+    mine = (snaps / f"{head}.tables.sqlite").read_bytes()
+    writers.save_snapshot(second, snaps)
+    assert (snaps / f"{head}.tables.sqlite").read_bytes() != mine
+    theirs = (snaps / f"{head}.tables.sqlite").read_bytes()
+    (snaps / f"{head}.tables.sqlite").write_bytes(mine)  # the same rows, another nonce: refused on load
+    notes: list[str] = []
+    assert writers.follow(ledger, snaps, notes.append).base_seq == 0 and "does not verify" in notes[0]
+    (snaps / f"{head}.tables.sqlite").write_bytes(theirs)
+    stream.graded_run("rename-net", "vendor:model-a", "pass", repeat=9)
+    LedgerStore(ledger).append(stream.drafts()[head:])
+    first.poll()
+    kept = writers.save_snapshot(first, snaps)
+    assert kept is not None and (snaps / f"{len(stream.drafts())}.tables.sqlite").is_file()
+    assert not list(snaps.glob("*.delta-*"))
+    assert views(writers.follow(ledger, snaps).state) == views(_memory_fold(ledger))
+    # a delta written before the base was replaced under it: the snapshot is ignored, not a failure
+    third = writers.follow(ledger, snaps)
+    stream.graded_run("rename-net", "vendor:model-a", "pass", repeat=10)
+    LedgerStore(ledger).append(stream.drafts()[len(stream.drafts()) - 2:])
+    third.poll()
+    writers.save_snapshot(third, snaps)
+    assert len(list(snaps.glob("*.delta-*"))) == 1  # a delta over the base named below
+    base = snaps / f"{len(stream.drafts()) - 2}.tables.sqlite"
+    base.write_bytes(mine)  # another process's tables under the base's name
+    notes: list[str] = []
+    assert writers.follow(ledger, snaps, notes.append).base_seq == 0 and "ends at row" in notes[0]
+
+
+def test_a_base_a_newer_delta_names_is_kept_while_its_snapshot_is_being_written(tmp_path):
+    from cbledger.projections import writers
+
+    for name in ("5.tables.sqlite", "3.tables.sqlite", "10.msgpack", "10.tables.sqlite", "20.delta-5.sqlite",
+                 "4.delta-3.sqlite"):
+        (tmp_path / name).write_bytes(b"x")
+    writers._drop_tables(tmp_path)  # 20's snapshot not written yet: its delta names 5
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "10.msgpack", "10.tables.sqlite", "20.delta-5.sqlite", "5.tables.sqlite"]
+
+
+def test_a_snapshot_that_finds_its_tables_damaged_while_written_is_a_line(tmp_path, monkeypatch):
+    from cbledger.projections import writers
+
+    def damaged(*args, **kwargs):
+        raise spill.TableDamaged("t.sqlite: row 3 of runs (r3) does not verify")
+
+    monkeypatch.setattr(writers, "save_snapshot", damaged)
+    notes: list[str] = []
+    assert writers.keep_snapshot(None, tmp_path, notes.append) is None  # type: ignore[arg-type]
+    assert notes == ["no snapshot written: t.sqlite: row 3 of runs (r3) does not verify"]

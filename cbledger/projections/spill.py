@@ -143,7 +143,7 @@ class SpilledMap(MutableMapping[str, _V], Generic[_V]):
         self._encode = msgspec.msgpack.Encoder().encode
         self._decode = msgspec.msgpack.Decoder(type_).decode
         self._pending: dict[str, _V] = {}
-        self._len: int | None = 0
+        self._len: int | None = None if base is not None else 0  # over a snapshot's rows: counted when asked
         self._get_sql = f"SELECT v FROM {table} WHERE k = ?"
         self._put_sql = f"INSERT INTO {table} (k, v) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v"
         for key, value in items:
@@ -430,32 +430,72 @@ def over_tables(path: str, types: dict[str, Any], base: TableFile, sealer: Seale
                 delta: tuple[str, TableFile, Sealer, str] | None = None) -> dict[str, SpilledMap[Any]]:
     """Maps reading a snapshot's tables at `path` (and the delta beside it: its path, names,
     sealer and source) beneath a scratch file of their own. Refused (TableDamaged) when a table
-    is missing or does not end at the row the snapshot sealed, or a delta's row is missing."""
+    is missing, does not end at the row the snapshot sealed or its last row is not this
+    snapshot's (another process's tables of the same seq), or a delta's row does not verify."""
     file = SpillFile()
-    layers = [("base", path, base.rows, source)] + ([("delta", delta[0], delta[1].rows, delta[3])] if delta else [])
-    for schema, where, _, named in layers:
+    layers = [("base", path, source)] + ([("delta", delta[0], delta[3])] if delta else [])
+    for schema, where, named in layers:
         try:  # read-only: nothing of it is ever written, nor a journal beside it rolled back into it
             file.conn.execute(f"ATTACH DATABASE ? AS {schema}", (pathlib.Path(where).absolute().as_uri() + "?mode=ro",))
         except sqlite3.Error as exc:
             raise TableDamaged(f"{named}: cannot be opened ({exc})") from None
     maps: dict[str, SpilledMap[Any]] = {}
     for table, type_ in types.items():
-        for schema, _, rows, named in layers:
-            try:
-                # a base is read in order on every full pass, which finds a gap; a delta's row
-                # dropped would let the base's older value stand, so its count is checked now
-                sql = f"SELECT max(n), {'count(*)' if schema == 'delta' else '0'} FROM {schema}.{table}"
-                last, count = file.conn.execute(sql).fetchone()
-            except sqlite3.Error as exc:
-                raise TableDamaged(f"{named}: {table} cannot be read ({exc})") from None
-            last = last or 0
-            if last != rows.get(table, -1) or (schema == "delta" and count != last):
-                raise TableDamaged(f"{named}: {table} ends at row {last}, the snapshot sealed {rows.get(table)}"
-                                   if last != rows.get(table, -1) else f"{named}: {table} is missing rows")
+        problem = _base_problem(file.conn, "base", table, base.rows.get(table, -1), sealer)
+        if problem is not None:
+            raise TableDamaged(f"{source}: {problem}")
+        if delta is not None:
+            _check_delta(file.conn, table, delta[1].rows.get(table, -1), delta[2], delta[3])
         maps[table] = SpilledMap(file, table, type_, base=Base(base.rows[table], sealer, source),
                                  delta=None if delta is None else Base(delta[1].rows[table], delta[2], delta[3]))
     file.copied = base
     return maps
+
+
+def _base_problem(conn: sqlite3.Connection, schema: str, table: str, rows: int, sealer: Sealer) -> str | None:
+    """Why a base table is not the one sealed as `rows` rows with `sealer`: it ends elsewhere, or
+    its last row is not sealed with this nonce (two lookups, whatever its size: every full pass
+    checks each row in turn)."""
+    try:
+        row = conn.execute(f"SELECT n, k, v, m FROM {schema}.{table} ORDER BY n DESC LIMIT 1").fetchone()
+    except sqlite3.Error as exc:
+        return f"{table} cannot be read ({exc})"
+    last = row[0] if row is not None else 0
+    if last != rows:
+        return f"{table} ends at row {last}, the snapshot sealed {rows}"
+    if row is not None and row[3] != sealer.seal(table, *row[:3]):
+        return f"row {last} of {table} does not verify with this snapshot (tables of another process put in place?)"
+    return None
+
+
+def _check_delta(conn: sqlite3.Connection, table: str, rows: int, sealer: Sealer, source: str) -> None:
+    """Every row of a delta checked on load: one dropped or swapped for another snapshot's would
+    let the base's older value of its run stand, with nothing of the delta read to say so. A
+    delta holds what changed since its base (at most a quarter of it), so this is its size."""
+    n = 0
+    try:
+        for n_, k, v, m in conn.execute(f"SELECT n, k, v, m FROM delta.{table} ORDER BY n"):
+            n += 1
+            if n_ != n or m != sealer.seal(table, n, k, v) or not m:
+                raise TableDamaged(f"{source}: row {n} of {table} ({k}) does not verify with this user's snapshot key: "
+                                   "changed since it was written, or written elsewhere; remove the snapshot and fold again")
+    except sqlite3.Error as exc:
+        raise TableDamaged(f"{source}: {table} cannot be read ({exc})") from None
+    if n != rows:
+        raise TableDamaged(f"{source}: {table} ends at row {n}, the snapshot sealed {rows}")
+
+
+def base_holds(path: str, copied: TableFile, sealer: Sealer) -> bool:
+    """Whether the tables file at `path` is still `copied` (its tables end where it sealed them,
+    each last row with its nonce): another process folding to the same seq puts its own in place."""
+    try:
+        conn = sqlite3.connect(pathlib.Path(path).absolute().as_uri() + "?mode=ro", uri=True)
+    except sqlite3.Error:
+        return False
+    try:
+        return all(_base_problem(conn, "main", table, rows, sealer) is None for table, rows in copied.rows.items())
+    finally:
+        conn.close()
 
 
 def file_of(mapping: object) -> SpillFile | None:

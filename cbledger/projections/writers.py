@@ -264,42 +264,56 @@ def _save_tables(state: LedgerState, directory: Path) -> snapshot.Tables:
     the base it names (`spill.delta_base`); a quarter of the base changed, every row again."""
     maps = {field: getattr(state, field) for field, _ in PER_RUN}
     base = spill.delta_base(maps)
-    base_seq = None if base is None else snapshot.table_file_seqs(base.file)
-    if base is not None and (base_seq is None or not (directory / base.file).is_file()):
-        base = None  # removed under it (a results directory another process prunes): copied whole
-    name = (snapshot.tables_name(state.head_seq) if base is None or base_seq is None
-            else snapshot.delta_name(state.head_seq, base_seq[0]))
     remove_dead_temps(directory)  # what a save killed half way left (gigabytes at 10^7 events)
+    if base is not None and _base_here(directory, base):
+        delta = _write_tables(maps, directory, snapshot.delta_name(state.head_seq, _seq(base)), delta=True)
+        if _base_here(directory, base):  # not pruned by another process while the delta was written
+            return snapshot.Tables(base, delta)
+        (directory / delta.file).unlink(missing_ok=True)
+    whole = _write_tables(maps, directory, snapshot.tables_name(state.head_seq), delta=False)
+    spill.mark_copied(maps, whole)
+    return snapshot.Tables(whole)
+
+
+def _seq(base: spill.TableFile) -> int:
+    seqs = snapshot.table_file_seqs(base.file)
+    assert seqs is not None  # a name `_write_tables` gave
+    return seqs[0]
+
+
+def _base_here(directory: Path, base: spill.TableFile) -> bool:
+    """The tables a delta would name are beside it, and still the ones this state copied (another
+    process folding to the same seq puts its own in place, with a nonce of its own)."""
+    return spill.base_holds(str(directory / base.file), base, snapshot.sealer(base.nonce))
+
+
+def _write_tables(maps: dict[str, spill.SpilledMap[object]], directory: Path, name: str, *, delta: bool) -> spill.TableFile:
     staged = Path(temp_name(directory / name))
     nonce = os.urandom(16).hex()
     try:
-        rows = spill.copy_tables(maps, str(staged), snapshot.sealer(nonce), delta=base is not None)
+        rows = spill.copy_tables(maps, str(staged), snapshot.sealer(nonce), delta=delta)
         os.replace(staged, directory / name)
     except sqlite3.Error as exc:  # a full disk, said as the disk's, as any other write's
         raise OSError(errno.ENOSPC if "full" in str(exc) else errno.EIO, str(exc), str(staged)) from None
     finally:
         staged.unlink(missing_ok=True)
     fsync_directory(directory)
-    written = spill.TableFile(name, rows, nonce)
-    if base is None:
-        spill.mark_copied(maps, written)
-        return snapshot.Tables(written)
-    return snapshot.Tables(base, written)
+    return spill.TableFile(name, rows, nonce)
 
 
 def _drop_tables(directory: Path) -> None:
     """Snapshot tables and deltas older than every kept snapshot (their snapshots were removed),
-    but the tables a kept snapshot's delta names as its base. Newer ones no snapshot names yet are
+    but the tables a kept or newer delta names as its base. Newer ones no snapshot names yet are
     left: another process may be writing the snapshot that will."""
-    kept = {seq for seq, _ in snapshot_files(directory)}
+    kept = [seq for seq, _ in snapshot_files(directory)]
     if not kept:
         return
-    names = os.listdir(directory)
-    needed = {base for name in names if (seqs := snapshot.table_file_seqs(name)) and seqs[0] in kept
-              for base in seqs}
-    for name in names:
+    oldest = min(kept)
+    named = [seqs for name in os.listdir(directory) if (seqs := snapshot.table_file_seqs(name)) is not None]
+    needed = {base for seq, base in named if seq >= oldest}
+    for name in os.listdir(directory):
         seqs = snapshot.table_file_seqs(name)
-        if seqs is not None and seqs[0] < min(kept) and seqs[0] not in needed:
+        if seqs is not None and seqs[0] < oldest and seqs[0] not in needed:
             (directory / name).unlink(missing_ok=True)
 
 
@@ -313,6 +327,9 @@ def keep_snapshot(follower: LedgerFollower, directory: Path, note: Callable[[str
         return save_snapshot(follower, directory)
     except OSError as exc:
         note(f"{written_name(exc) or directory}: no snapshot written ({exc.strerror}); the next fold starts further back")
+        return None
+    except spill.TableDamaged as exc:  # the snapshot this fold resumed from, damaged since: said, not fatal
+        note(f"no snapshot written: {exc}")
         return None
 
 
