@@ -7,6 +7,7 @@ projections of a synthetic ledger of millions of events from a snapshot against 
     .venv/bin/python bench/scale.py --only runs     # runs per minute only
     .venv/bin/python bench/scale.py --only snapshots                    # 10^6 events (about 20 minutes)
     .venv/bin/python bench/scale.py --only snapshots --events 10000000  # 10^7, if disk and memory allow
+    .venv/bin/python bench/scale.py --only snapshots --events 10000000 --keep DIR --resume-only
 
 * Store: each writer is a process appending `--pairs` batches of one run.recorded and its
   grade.recorded (what a driver appends per run, through `LedgerStore.append`: validation,
@@ -28,9 +29,13 @@ projections of a synthetic ledger of millions of events from a snapshot against 
   runs appended; `cbledger project leaderboard` from the latest snapshot and from seq 1 (the
   snapshot moved away), as whole processes (wall time and peak RSS from GNU time); the watch's
   start-up (the fold from the snapshot with the leaderboard's and read model's aggregates
-  computed, what `cbledger watch` holds before its first write) and `cbledger watch --once
-  --no-site` as a whole process (start-up and the first regeneration of every output). A size
-  is skipped, with the reason printed, when the disk or the memory it needs is not free.
+  computed, what `cbledger watch` holds before its first write), the next snapshot after the
+  `--tail` runs (what a watch's keeps cost: a spilled state's writes the rows changed since its
+  base), and `cbledger watch --once --no-site` as a whole process (start-up and the first
+  regeneration of every output). With `--resume-only` the first step folds and writes the
+  snapshot without any output, and the two lanes from seq 1 are left out (for a size whose full
+  rebuild was measured already, or does not fit on the disk). A size is skipped, with the reason
+  printed, when the disk or the memory it needs is not free.
 
 Everything is written under a temporary directory and removed afterwards; with `--keep DIR` the
 snapshot lane's ledgers are built under DIR instead and kept, and a later run with the same DIR
@@ -366,6 +371,10 @@ def run_snapshots(work: Path, sizes: list[int], tail: int, keep: Path | None, re
         save_s, delta_bytes, rss = map(float, out.split()[-3:])
         print(f"  the next snapshot, {2 * tail:,} events later (as a watch keeps one; a spilled state's writes the rows "
               f"changed since its base): {save_s:.1f} s, {delta_bytes / 2**20:,.1f} MiB of tables, peak RSS {rss:,.0f} MiB")
+        _, _, out = _whole([sys.executable, __file__, "--_child", "watch", str(root)])
+        ready, base, rss = out.split()[-3:]
+        print(f"  watch start-up from that snapshot at seq {int(base):,} (a spilled state's: its base and the delta): "
+              f"{float(ready):.1f} s, peak RSS {float(rss):,.0f} MiB")
         if not resume_only:
             watch_wall, watch_rss, _ = _whole([cli, "watch", "--once", "--no-site", "--root", str(root)])
             print(f"  `cbledger watch --once --no-site` (start-up + first regeneration of every output): "
