@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cbledger.ledger.events import ReviewRecordedEvent, RubricScoredEvent
+from cbledger.ledger.events import PassRef, ReviewRecordedEvent, RubricScoredEvent, RunRecordedEvent
 from cbledger.projections import leaderboard, readmodel, writers
 from cbledger.projections import records as rec
 from cbledger.projections.aggregates import Views
@@ -132,6 +132,68 @@ def test_rubric_scores_and_reviews_of_placed_runs_extend_the_tallies(tmp_path):
         assert readmodel.canonical_dump(db) == dump
     assert views.rebuilds == 1
     assert "judge:model-" in board  # the model-judged rows are there to compare
+
+
+def _fold_checked(events, start: int, rng, tmp_path) -> Views:
+    """Folds `events` in random chunks after the first `start` with the views attached, each
+    step's LEADERBOARD.md and read model (updated by row) against a rebuild."""
+    projector = Projector()
+    projector.apply(events[:start])
+    views = Views.attach(projector)
+    db = tmp_path / "cbledger.db"
+    readmodel.write(readmodel.stream_tables(projector.state, views), db)
+    views.take_changes()
+    i = start
+    while i < len(events):
+        n = rng.randint(1, 3)
+        projector.apply(events[i:i + n])
+        i += n
+        board, dump, _ = full_outputs(fold(events[:i]))
+        assert leaderboard.render(projector.state, None, views) == board
+        changed = views.take_changes()
+        if changed is None:
+            readmodel.write(readmodel.stream_tables(projector.state, views), db)
+        else:
+            readmodel.update(db, projector.state, views, changed)
+        assert readmodel.canonical_dump(db) == dump
+    return views
+
+
+def test_later_passes_of_graded_attempts_are_billed_to_them_without_computing_again(tmp_path):
+    """Feedback passes landing after their pass 1 was graded: their spend joins the attempt's
+    lane one by one; only a pass behind a retracted one (billed nothing) computes the views again."""
+    rng = random.Random(11)
+    ops: list = []
+    for _ in range(40):
+        ops.append(("pair", rng.randrange(4), rng.randrange(3), rng.randint(1, 3), rng.choice([10_000, None]), "9.0.8",
+                    False, rng.choice(["pass", "fail"])))
+        for _ in range(rng.randrange(3)):
+            ops.append(("later", rng.randrange(40), rng.choice(["pass", "fail", None]), "1.0.0"))
+    events = build(expand(ops)).events
+    views = _fold_checked(events, 8, rng, tmp_path)
+    assert views.rebuilds == 1 and len(views.state.later_passes) > 20
+    # pass 2 of an attempt retracted, then its pass 3: behind the retraction, billed nothing
+    stream = build(expand(ops[:6]))
+    run = next(e.body for e in stream.events if isinstance(e, RunRecordedEvent))
+    first, task, model = run.run_id, run.task.id, run.model.id
+    second = stream.run(task, model, passes=PassRef(index=2, allowed=3, first=first, previous=first, hints=["h"]))
+    stream.retract(second)
+    stream.run(task, model, passes=PassRef(index=3, allowed=3, first=first, previous=second, hints=["h", "h"]))
+    views = _fold_checked(stream.events, len(stream.events) - 3, rng, tmp_path)
+    assert views.rebuilds == 2  # the retraction: computed again
+    # pass 1's grade and its pass 2 in one catch-up: the record placed reads the pass already
+    stream = build(expand(ops[:6]))
+    later = stream.run("t-hard", "vendor:model-a", usd_micros=70_000)
+    stream.grade(later, "pass")
+    stream.run("t-hard", "vendor:model-a", usd_micros=900_000,
+               passes=PassRef(index=2, allowed=2, first=later, previous=later, hints=["h"]))
+    projector = Projector()
+    projector.apply(stream.events[:-2])
+    views = Views.attach(projector)
+    views.record_counts()
+    projector.apply(stream.events[-2:])
+    assert leaderboard.render(projector.state, None, views) == leaderboard.render(fold(stream.events))
+    assert views.rebuilds == 1
 
 
 def test_a_record_that_moves_the_reference_stamp_computes_the_views_again():

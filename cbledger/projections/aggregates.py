@@ -21,6 +21,8 @@ code path, and `Views(state)` is the full rebuild:
   record after it would have counted (`SuiteViews.judge`: the first score, and a judge call's
   usage; every such figure is a count, an integer sum, a set or an `fsum`med list, so the order
   does not matter);
+* a later feedback pass of an attempt whose pass 1 is placed: its spend is billed to that
+  record's lane (`LanesAcc.bill_pass`), unless a pass before it was retracted;
 * a grade for a run older than the suite's last record (it lands mid-order), a run whose grades,
   rubric scores, reviews or retraction were folded before it, a retraction, a suite bump, or a
   record that moves the reference stamp (a majority hash, the schemaVersion, the kicad-cli
@@ -47,6 +49,7 @@ from cbledger.ledger.events import (
     GradeRecordedEvent,
     LaneUsage,
     LedgerCreatedEvent,
+    PassRef,
     PricingPublishedEvent,
     ReviewRecordedEvent,
     RubricScored,
@@ -66,12 +69,12 @@ from cbledger.projections.comparability import (
     reference_major,
     stamp_diffs,
 )
-from cbledger.projections.fold import LedgerState, Projector, RunEntry, semver_key
+from cbledger.projections.fold import LedgerState, PassEntry, Projector, RunEntry, semver_key
 from cbledger.projections.isolation import why_unsandboxed
 from cbledger.projections.judged import LanesAcc
 from cbledger.projections.metrics import GroupAcc, SuiteMetrics
 from cbledger.projections.provenance import real_model_run
-from cbledger.projections.records import RecordEntry, iter_record_entries, record_paths
+from cbledger.projections.records import RecordEntry, is_replay, iter_record_entries, record_paths
 
 #: events that change nothing a view tallies (their listings are read from the state)
 _NEUTRAL = (EvidenceImportedEvent, LedgerCreatedEvent, PricingPublishedEvent, SuiteArchivedEvent)
@@ -403,12 +406,10 @@ class Views:
             if entry is None:
                 # a later feedback pass: no headline row reads it (`passes_part` reads the state);
                 # the read model lists it, by row, and the billed lanes sum its spend into its
-                # attempt's, which a record already added has not counted
+                # attempt's (`_bill_pass`)
                 later = st.later_passes.get(run_id)
                 if later is not None and later.seq == event.seq:
-                    first = later.run.passes.first if later.run.passes else None
-                    if first is not None and first in st.grades:
-                        raise _Restart
+                    self._bill_pass(later, batch)
                     self._touch(run_id)
                 return
             if entry.seq != event.seq:
@@ -446,6 +447,33 @@ class Views:
             self._judgement(event, batch)
             return
         raise _Restart  # a retraction, a suite bump, anything new
+
+    def _bill_pass(self, later: PassEntry, batch: int) -> None:
+        """A later pass's spend added to its attempt's records placed before this catch-up, as
+        `LanesAcc.add` bills every live pass of the attempt (an integer sum, a flag and a dict
+        of counts: the order does not matter). Behind a retracted pass of its attempt it is not
+        billed at all, which only the full computation tells apart (it starts again)."""
+        st = self.state
+        ref = later.run.passes
+        if not isinstance(ref, PassRef) or ref.first is None or ref.first in st.retracted:
+            return
+        first = ref.first
+        entry = st.runs.get(first)
+        if entry is None or is_replay(entry):
+            return  # not placed yet (it reads its passes when it is), or billed nothing
+        ended = (st.later_passes.get(rid) for rid in st.retracted)
+        if any(p is not None and isinstance(p.run.passes, PassRef) and p.run.passes.first == first
+               and p.run.passes.index < ref.index for p in ended):
+            raise _Restart
+        for path, suite, graded in record_paths(st, first, entry):
+            if graded.seq >= batch:
+                continue  # placed in this catch-up: it read the state with this pass folded
+            sv = self.suites.get(suite)
+            if sv is None:
+                raise _Restart
+            sv.lanes.bill_pass(RecordEntry(path=path, run_id=first, suite_version=suite, run=entry, graded=graded),
+                               later.run)
+            sv._metrics = None
 
     def _judgement(self, event: RubricScoredEvent | ReviewRecordedEvent, batch: int) -> None:
         """A rubric score or a review: what each of its run's records placed before this catch-up

@@ -158,20 +158,15 @@ class LanesAcc:
         # every feedback pass of the attempt was billed to the system under test, not pass 1 alone;
         # a replay calls no model (the cost it carries is its original's, billed once, there)
         for billed in () if is_replay(rec.run) else (run, *self._later_passes(state, rec.run_id)):
-            if billed.stats is not None:
-                lane.tin += billed.stats.tokens_in
-                lane.tout += billed.stats.tokens_out
-            if billed.cost.usd_micros is None:
-                lane.uncosted = True
-            else:
-                lane.micros += billed.cost.usd_micros
-                table = billed.cost.price_table_version
-                if table is not None:
-                    lane.tables[table] = lane.tables.get(table, 0) + 1
+            _bill_system(lane, billed)
         for usage in _judge_usages(state, rec.run_id):
             _bill(lane, usage)
         if key[1] not in ("harness", "not the model's"):
             self.add_to_audit(rec)
+
+    def bill_pass(self, rec: RecordEntry, later: RunRecorded) -> None:
+        """A later pass of the attempt a record added before it began: billed as `add` bills it."""
+        _bill_system(self.lanes[_key(rec)], later)
 
     def judge(self, rec: RecordEntry, first: RubricScored | None, usage: LaneUsage | None) -> None:
         """A rubric score (`first`: the record's first) or a review of a record added before it:
@@ -244,6 +239,19 @@ def _score(j: _Judged, first: RubricScored) -> None:
         acc[0] += 1
         acc[1] += c.points
         acc[2] += c.max_points
+
+
+def _bill_system(lane: _Lane, billed: RunRecorded) -> None:
+    if billed.stats is not None:
+        lane.tin += billed.stats.tokens_in
+        lane.tout += billed.stats.tokens_out
+    if billed.cost.usd_micros is None:
+        lane.uncosted = True
+    else:
+        lane.micros += billed.cost.usd_micros
+        table = billed.cost.price_table_version
+        if table is not None:
+            lane.tables[table] = lane.tables.get(table, 0) + 1
 
 
 def _bill(lane: _Lane, usage: LaneUsage) -> None:
