@@ -196,6 +196,22 @@ def test_later_passes_of_graded_attempts_are_billed_to_them_without_computing_ag
     assert views.rebuilds == 1
 
 
+def test_a_bump_of_a_new_version_changes_no_tally_and_one_of_a_graded_version_starts_again():
+    ops = [("pair", t % 4, t % 3, 1, 10_000, "9.0.8", False, "pass") for t in range(6)]
+    stream = build(expand(ops))
+    head = len(stream.events)
+    stream.suite("2.0.0")  # the usual bump: before any grade under it
+    stream.suite("1.0.0", reason="the tasks' hashes recorded again")  # a version records are graded under
+    projector = Projector()
+    projector.apply(stream.events[:head])
+    views = Views.attach(projector)
+    views.record_counts()
+    for upto in (head + 1, head + 2):
+        projector.apply(stream.events[upto - 1:upto])
+        assert leaderboard.render(projector.state, None, views) == leaderboard.render(fold(stream.events[:upto]))
+        assert views.rebuilds == upto - head  # 1 after the new version's bump, 2 after the graded one's
+
+
 def test_a_record_that_moves_the_reference_stamp_computes_the_views_again():
     # two runs of one task graded against a manifest the suite has no bump for, then three
     # against another: the majority hash, and with it every group, moves on the fourth

@@ -23,10 +23,13 @@ code path, and `Views(state)` is the full rebuild:
   does not matter);
 * a later feedback pass of an attempt whose pass 1 is placed: its spend is billed to that
   record's lane (`LanesAcc.bill_pass`), unless a pass before it was retracted;
+* a suite bump of a version no record is graded under yet (the usual one, before its
+  re-grades): nothing to extend (the reference it sets is read when that version's first
+  record is placed);
 * a grade for a run older than the suite's last record (it lands mid-order), a run whose grades,
-  rubric scores, reviews or retraction were folded before it, a retraction, a suite bump, or a
-  record that moves the reference stamp (a majority hash, the schemaVersion, the kicad-cli
-  major): start again.
+  rubric scores, reviews or retraction were folded before it, a retraction, a bump of a version
+  with records, or a record that moves the reference stamp (a majority hash, the schemaVersion,
+  the kicad-cli major): start again.
 
 Events are queued as they fold and applied when a view is read, so a burst costs one catch-up.
 Views attached to a projector are computed when first read, so a projector resuming from a
@@ -56,6 +59,7 @@ from cbledger.ledger.events import (
     RubricScoredEvent,
     RunRecordedEvent,
     SuiteArchivedEvent,
+    SuiteBumpedEvent,
 )
 from cbledger.projections import spill
 from cbledger.projections.card import CardAcc
@@ -446,7 +450,11 @@ class Views:
         if isinstance(event, (RubricScoredEvent, ReviewRecordedEvent)):
             self._judgement(event, batch)
             return
-        raise _Restart  # a retraction, a suite bump, anything new
+        if isinstance(event, SuiteBumpedEvent):
+            placed = self.suites.get(event.body.suite_version)
+            if placed is None or not placed.records:
+                return  # a version no record is graded under yet (the usual bump): no tally reads it
+        raise _Restart  # a retraction, a bump of a version with records, anything new
 
     def _bill_pass(self, later: PassEntry, batch: int) -> None:
         """A later pass's spend added to its attempt's records placed before this catch-up, as
