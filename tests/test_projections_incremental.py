@@ -12,6 +12,7 @@ import os
 import random
 from pathlib import Path
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -194,6 +195,54 @@ def test_later_passes_of_graded_attempts_are_billed_to_them_without_computing_ag
     projector.apply(stream.events[-2:])
     assert leaderboard.render(projector.state, None, views) == leaderboard.render(fold(stream.events))
     assert views.rebuilds == 1
+
+
+def _reseq(events: list) -> list:
+    return [msgspec.structs.replace(e, seq=i) for i, e in enumerate(events, start=1)]
+
+
+@pytest.mark.parametrize("case", ["retracted-before-it-came", "lower-index-retracted-later", "same-index-retracted",
+                                  "graded-before-it-came"])
+def test_a_later_pass_the_full_computation_would_not_bill_starts_the_views_again(case):
+    """Orderings the fold accepts (a retraction or grade naming a pass not yet recorded; two
+    passes of one index), each read between chunks: the lanes and anomalies of a rebuild."""
+    stream = build(expand([("pair", 0, 0, 1, 10_000, "9.0.8", False, "fail")]))
+    first = next(e.body for e in stream.events if isinstance(e, RunRecordedEvent))
+    head = len(stream.events)
+
+    def later(index: int, usd: int, rid: str) -> str:
+        return stream.run(first.task.id, first.model.id, usd_micros=usd, run_id=rid,
+                          passes=PassRef(index=index, allowed=3, first=first.run_id, previous=first.run_id, hints=["h"]))
+
+    if case == "retracted-before-it-came":
+        later(2, 900_000, "p2")
+        stream.retract("p2")
+        tail = [[-1], [-2]]  # the retraction, then the pass
+    elif case == "lower-index-retracted-later":
+        later(2, 900_000, "p2")
+        stream.retract("p2")
+        later(3, 300_000, "p3")
+        tail = [[-2], [-1], [-3]]
+    elif case == "same-index-retracted":
+        later(2, 100_000, "p2a")
+        stream.retract("p2a")
+        later(2, 700_000, "p2b")
+        tail = [[-3, -2], [-1]]
+    else:
+        later(2, 900_000, "p2")
+        stream.grade("p2", "pass")
+        tail = [[-1], [-2]]
+    ordered = stream.events[:head] + [stream.events[i] for chunk in tail for i in chunk]
+    events = _reseq(ordered)
+    projector = Projector()
+    projector.apply(events[:head])
+    views = Views.attach(projector)
+    views.record_counts()
+    at = head
+    for chunk in tail:
+        projector.apply(events[at:at + len(chunk)])
+        at += len(chunk)
+        assert leaderboard.render(projector.state, None, views) == leaderboard.render(fold(events[:at]))
 
 
 def test_a_bump_of_a_new_version_changes_no_tally_and_one_of_a_graded_version_starts_again():

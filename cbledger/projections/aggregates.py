@@ -413,6 +413,8 @@ class Views:
                 # attempt's (`_bill_pass`)
                 later = st.later_passes.get(run_id)
                 if later is not None and later.seq == event.seq:
+                    if any(g.seq < event.seq for g in st.grades.get(run_id, {}).values()):
+                        raise _Restart  # its grade was tallied as one of an unknown run
                     self._bill_pass(later, batch)
                     self._touch(run_id)
                 return
@@ -459,8 +461,9 @@ class Views:
     def _bill_pass(self, later: PassEntry, batch: int) -> None:
         """A later pass's spend added to its attempt's records placed before this catch-up, as
         `LanesAcc.add` bills every live pass of the attempt (an integer sum, a flag and a dict
-        of counts: the order does not matter). Behind a retracted pass of its attempt it is not
-        billed at all, which only the full computation tells apart (it starts again)."""
+        of counts: the order does not matter). Behind a retracted pass of its attempt (or
+        retracted itself before it came) it is not billed at all, which only the full computation
+        tells apart (it starts again)."""
         st = self.state
         ref = later.run.passes
         if not isinstance(ref, PassRef) or ref.first is None or ref.first in st.retracted:
@@ -469,9 +472,12 @@ class Views:
         entry = st.runs.get(first)
         if entry is None or is_replay(entry):
             return  # not placed yet (it reads its passes when it is), or billed nothing
+        # the full computation bills the attempt's passes in (index, run id) order up to the first
+        # retracted one: this pass is billed alone only when none sorts at or before it
+        here = (ref.index, later.run.run_id)
         ended = (st.later_passes.get(rid) for rid in st.retracted)
         if any(p is not None and isinstance(p.run.passes, PassRef) and p.run.passes.first == first
-               and p.run.passes.index < ref.index for p in ended):
+               and (p.run.passes.index, p.run.run_id) <= here for p in ended):
             raise _Restart
         for path, suite, graded in record_paths(st, first, entry):
             if graded.seq >= batch:
