@@ -218,30 +218,21 @@ def _child(mode: str, root: Path) -> None:
     from cbledger.reproduce.regenerate import _TrackingProjector
 
     where = Workspace.at(root)
-    if mode == "rebuild":
+    if mode in ("rebuild", "snapshot"):  # "snapshot": the fold, its aggregates and the snapshot, no output
         t = time.perf_counter()
         follower = writers.follow(where.ledger)
         fold_s = time.perf_counter() - t
-        writers.regenerate_all(follower.state, where, views=follower.views)
-        write_s = time.perf_counter() - t - fold_s
+        if mode == "rebuild":
+            writers.regenerate_all(follower.state, where, views=follower.views)
+        else:
+            follower.views.record_counts()
+        then_s = time.perf_counter() - t - fold_s
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         t = time.perf_counter()
         kept = writers.save_snapshot(follower, where.snapshots)
         snap_s = time.perf_counter() - t
         assert kept is not None
-        print(f"{fold_s} {write_s} {peak} {snap_s} {kept.stat().st_size} {_tables_bytes(kept)}")
-    elif mode == "snapshot":  # the fold, its aggregates and the snapshot only: no output written
-        t = time.perf_counter()
-        follower = writers.follow(where.ledger)
-        fold_s = time.perf_counter() - t
-        follower.views.record_counts()
-        views_s = time.perf_counter() - t - fold_s
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        t = time.perf_counter()
-        kept = writers.save_snapshot(follower, where.snapshots)
-        snap_s = time.perf_counter() - t
-        assert kept is not None
-        print(f"{fold_s} {views_s} {peak} {snap_s} {kept.stat().st_size} {_tables_bytes(kept)}")
+        print(f"{fold_s} {then_s} {peak} {snap_s} {kept.stat().st_size} {_tables_bytes(kept)}")
     elif mode == "resave":  # what a watch's next snapshot costs: the events since folded, then written
         follower = writers.follow(where.ledger, where.snapshots)
         follower.views.record_counts()
@@ -323,6 +314,13 @@ def _clear_records(results: Path) -> None:
             shutil.rmtree(child, ignore_errors=True)
 
 
+def _watch_start(root: Path, label: str) -> None:
+    """The watch's start-up from the latest snapshot, as a process of its own; `label` takes its seq."""
+    _, _, out = _whole([sys.executable, __file__, "--_child", "watch", str(root)])
+    ready, base, rss = out.split()[-3:]
+    print(f"  {label.format(f'{int(base):,}')}: {float(ready):.1f} s, peak RSS {float(rss):,.0f} MiB")
+
+
 def run_snapshots(work: Path, sizes: list[int], tail: int, keep: Path | None, resume_only: bool = False) -> None:
     from bench.projections import events_for
 
@@ -363,18 +361,12 @@ def run_snapshots(work: Path, sizes: list[int], tail: int, keep: Path | None, re
             aside.rename(where.snapshots)
             print(f"    from seq 1:               {full_wall:.1f} s, peak RSS {full_rss:,.0f} MiB "
                   f"({full_wall / snap_wall:.1f}x the snapshot's time)")
-        _, _, out = _whole([sys.executable, __file__, "--_child", "watch", str(root)])
-        ready, base, rss = out.split()[-3:]
-        print(f"  watch start-up, fold ready from the snapshot at seq {int(base):,} (aggregates included): "
-              f"{float(ready):.1f} s, peak RSS {float(rss):,.0f} MiB")
+        _watch_start(root, "watch start-up, fold ready from the snapshot at seq {} (aggregates included)")
         _, _, out = _whole([sys.executable, __file__, "--_child", "resave", str(root)])
         save_s, delta_bytes, rss = map(float, out.split()[-3:])
         print(f"  the next snapshot, {2 * tail:,} events later (as a watch keeps one; a spilled state's writes the rows "
               f"changed since its base): {save_s:.1f} s, {delta_bytes / 2**20:,.1f} MiB of tables, peak RSS {rss:,.0f} MiB")
-        _, _, out = _whole([sys.executable, __file__, "--_child", "watch", str(root)])
-        ready, base, rss = out.split()[-3:]
-        print(f"  watch start-up from that snapshot at seq {int(base):,} (a spilled state's: its base and the delta): "
-              f"{float(ready):.1f} s, peak RSS {float(rss):,.0f} MiB")
+        _watch_start(root, "watch start-up from that snapshot at seq {} (a spilled state's: its base and the delta)")
         if not resume_only:
             watch_wall, watch_rss, _ = _whole([cli, "watch", "--once", "--no-site", "--root", str(root)])
             print(f"  `cbledger watch --once --no-site` (start-up + first regeneration of every output): "

@@ -278,14 +278,12 @@ class SpilledMap(MutableMapping[str, _V], Generic[_V]):
         else:
             rows = self._conn.execute(f"SELECT b.n, b.k, b.v, b.m, d.n, d.v, d.m, o.v FROM base.{t} b "
                                       f"LEFT JOIN delta.{t} d ON d.k = b.k LEFT JOIN main.{t} o ON o.k = b.k ORDER BY b.n")
-        for k, v in self._in_order(rows, base):
-            yield k, v
+        yield from self._in_order(rows, base)
         if delta is not None:
             rows = self._conn.execute(f"SELECT d.n, d.k, d.v, d.m, NULL, NULL, NULL, o.v FROM delta.{t} d "
                                       f"LEFT JOIN main.{t} o ON o.k = d.k "
                                       f"WHERE NOT EXISTS (SELECT 1 FROM base.{t} b WHERE b.k = d.k) ORDER BY d.n")
-            for k, v in self._layer_rows(rows, delta):
-                yield k, v
+            yield from self._layer_rows(rows, delta)
         yield from self._conn.execute(
             f"SELECT k, v FROM main.{t} o WHERE NOT EXISTS (SELECT 1 FROM base.{t} b WHERE b.k = o.k)"
             + (f" AND NOT EXISTS (SELECT 1 FROM delta.{t} d WHERE d.k = o.k)" if delta else "") + " ORDER BY rowid"
@@ -326,7 +324,7 @@ class SpilledMap(MutableMapping[str, _V], Generic[_V]):
         """(key, encoded entry) of every key changed since the rows were last copied whole
         (`SpillFile.copied`): the delta's, if it counts from there, in its order, then the keys
         written since, in the order first written (so a new key keeps its place after the
-        base's). Only when `delta_ready`."""
+        base's). Only when `delta_base` allows a delta."""
         assert self._dirty is not None
         self.flush()
         t = self._table
